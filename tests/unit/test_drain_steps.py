@@ -607,6 +607,114 @@ def test_a_protected_node_is_skipped_on_advice_visibly_and_drained_on_a_spot_war
     assert caught.value.field == "node"
 
 
+# Calls that change Auto Scaling (or ask it for the group): a drain of an instance in no group makes none.
+GROUP_CALLS = ("describe_group", "terminate_instance", "set_desired_capacity", "describe_lifecycle_hooks",
+               "complete_lifecycle_action", "record_heartbeat", "detach_instances")  # fmt: skip
+
+
+def _detached(rig: Rig, state: str = "running") -> None:
+    """The instance left its group since the interrupt function's snapshot (DetachInstances by a person
+    or a tool): no group lists it, EC2 still runs it (``state``), its Node is still there."""
+    raw = rig.cloud.groups[("us-east-1", "general")]
+    raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != INSTANCE]
+    raw["DesiredCapacity"] -= 1
+    rig.cloud.ec2[INSTANCE] = {"region": "us-east-1", "state": state, "tags": {}}
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [_notice_drain("interruption", group="general"),
+     _notice_drain("scheduled", group="general", force=True)],  # within a day of the change
+    ids=["spot-warning", "scheduled-within-a-day"],
+)  # fmt: skip
+def test_a_forced_notices_drain_of_an_instance_detached_from_its_group_evicts_and_terminates_nothing(
+    rig: Rig, request_: dict[str, Any]
+) -> None:
+    """EC2 reclaims a Spot instance two minutes after the warning whether or not it is in a group, so a
+    Node whose instance was detached since the snapshot still runs pods that die with it. The forced
+    drain was cancelled ("nothing to drain") and they died without a graceful eviction;
+    aws-node-termination-handler cordons and drains any such node. It is cordoned and its pods evicted,
+    and it is never terminated (there is no group to decrement; EC2 takes it back): no Auto Scaling call
+    past the placement that found it in no group. The output and the Node's Event say why."""
+    rig.pod("web-0")
+    _detached(rig)
+    rig.cloud.calls.clear()
+
+    drain = rig.validated(**request_)
+    rig.drainer.cordon(drain)
+    first = rig.drainer.evict(drain)
+    rig.api.delete("Pod", "web-0", "team-a")  # its kubelet confirms the eviction
+    second = rig.drainer.evict(drain, first)
+    ready = rig.drainer.check(drain)
+    out = rig.drainer.record({"drain": drain.model_dump(), "round": second}, "drained")
+
+    assert drain.terminate is False and drain.group is None and drain.leaving and drain.force
+    assert first["evicted"] == ["team-a/web-0"] and second["done"] and ready["ready"]
+    assert out["outcome"] == "drained" and out["outside_group"] is True and out["group"] is None
+    assert "in no Auto Scaling group" in out["note"] and "not terminated" in out["note"], out
+    assert rig.outcomes == [("drained", NODE)]
+    node = rig.node()
+    assert node["spec"]["unschedulable"] is True  # stays cordoned: EC2 takes the instance
+    assert not [c for c, _ in rig.cloud.calls if c in GROUP_CALLS], rig.cloud.calls
+    drained = [e for e in rig.api.list("Event") if e["reason"] == "SpillwayDrained"]
+    assert drained and "in no Auto Scaling group" in drained[-1]["message"]
+    # a failure's compensation keeps the cordon and the taint, touching no group either
+    kept = rig.drainer.uncordon(drain)
+    assert kept["uncordoned"] is False and rig.node()["spec"]["unschedulable"] is True
+    assert not [c for c, _ in rig.cloud.calls if c in GROUP_CALLS], rig.cloud.calls
+
+
+def test_a_dry_run_of_a_detached_instances_forced_drain_would_terminate_nothing(rig: Rig) -> None:
+    rig.pod("web-0")
+    _detached(rig)
+    preview = rig.drainer.validate(_notice_drain("interruption", dry_run=True))["preview"]
+    assert preview["would_evict"] == ["team-a/web-0"] and preview["would_terminate"] is None
+    assert preview["group"] is None
+
+
+@pytest.mark.parametrize("notice", ["rebalance", "scheduled"])
+def test_a_notices_drain_without_force_of_a_detached_instance_is_still_cancelled(
+    rig: Rig, notice: str
+) -> None:
+    """Advice (a rebalance recommendation, a scheduled change more than a day out) for an instance no
+    longer in a group: the instance may stay, and it is no longer Spillway's to drain."""
+    rig.pod("web-0")
+    _detached(rig)
+    rig.api.clear_requests()
+    note = cancelled(rig.drainer.validate(_notice_drain(notice)))["note"]
+    assert "in no Auto Scaling group" in note and rig.writes() == []
+
+
+@pytest.mark.parametrize("state", ["shutting-down", "terminated", "stopped", None])
+def test_a_spot_warnings_drain_of_an_instance_in_no_group_that_ec2_no_longer_runs_is_cancelled(
+    rig: Rig, state: str | None
+) -> None:
+    """No group lists an instance that was terminated either: when EC2 no longer runs it (or no longer
+    knows it), its Node has nothing left to drain, as before."""
+    _detached(rig, state or "running")
+    if state is None:
+        del rig.cloud.ec2[INSTANCE]
+    rig.api.clear_requests()
+    note = cancelled(rig.drainer.validate(_notice_drain("interruption")))["note"]
+    assert "in no Auto Scaling group" in note and "nothing to drain" in note, note
+    assert rig.writes() == []
+
+
+def test_a_drain_by_hand_or_a_plans_of_a_detached_instance_is_still_refused(rig: Rig) -> None:
+    """Only a notice's forced drain (EC2 takes the instance anyway) drains a node outside every group."""
+    _detached(rig)
+    with pytest.raises(InvalidDrainRequest, match="in no Auto Scaling group"):
+        rig.validated(force=True, leaving=True)  # by hand, even as a leaving instance
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "plan_id": PLAN, "force": True,
+                                "leaving": True, "reason": "idle 12 min"})  # fmt: skip
+    assert "in no Auto Scaling group" in cancelled(out)["note"]
+    lifecycle = {"hook": "drain-before-terminate", "token": "5f3c2a1b-0d4e-4f6a-9b8c-7d6e5f4a3b2c",
+                 "heartbeat_seconds": 300}  # fmt: skip
+    with pytest.raises(InvalidDrainRequest, match="in no Auto Scaling group"):
+        rig.validated(group="general", lifecycle=lifecycle, force=True, terminate=False)
+    assert rig.writes() == []
+
+
 @pytest.mark.parametrize(
     ("setup", "field", "words"),
     [

@@ -505,13 +505,38 @@ def _unmanaged_region(request: DrainRequest, node: Node, regions: tuple[str, ...
 # Read from the Node alone, in order.
 NODE_CHECKS = (_not_ec2, _other_instance, _unknown_region, _other_region, _unmanaged_region)
 
+# What EC2 says of an instance that still runs (DescribeInstances' State.Name).
+EC2_RUNNING = frozenset({"pending", "running"})
 
-def _placement_refusal(request: DrainRequest, node: Node, placement: Placement | None) -> Refusal:
+
+def _drains_outside_group(request: DrainRequest) -> bool:
+    """Whether the drain goes on when no Auto Scaling group lists the node's instance any more but EC2
+    still runs it (detached since the interrupt function's snapshot: DetachInstances by a person or a
+    tool): only a notice's forced drain of a leaving instance (a Spot warning's, a scheduled change's
+    within a day), which names the instance. EC2 takes that instance whatever group it is in, and
+    aws-node-termination-handler cordons and drains the node of any such notice: its pods are evicted,
+    the instance left to EC2 (no group to terminate it through). Advice without force, a plan's drain,
+    one by hand and a lifecycle drain (its group holds the instance in Terminating:Wait: one in no group
+    is done) still have nothing to drain."""
+    return (
+        request.notice is not None
+        and request.force
+        and request.leaving
+        and request.lifecycle is None
+        and request.plan_id is None
+        and request.instance_id is not None
+    )
+
+
+def _placement_refusal(
+    request: DrainRequest, node: Node, placement: Placement | None, ec2_state: str | None = None
+) -> Refusal:
     instance_id, region = _located(node)
     if placement is None:
+        seen = f" (EC2: {ec2_state or 'unknown'})" if _drains_outside_group(request) else ""
         return InvalidDrainRequest(
-            f"instance {instance_id} of Node {request.node!r} is in no Auto Scaling group in {region}; "
-            "Spillway drains only nodes of the groups it manages",
+            f"instance {instance_id} of Node {request.node!r} is in no Auto Scaling group in {region}"
+            f"{seen}; Spillway drains only nodes of the groups it manages",
             field="node",
             stale=True,  # a plan saw it in a managed group: it left it
         )
@@ -1178,10 +1203,16 @@ class Drainer:
                 return self._skipped(request, refusal)
             raise
         # an instance going away anyway is only drained at MinSize (EC2 reclaims it, the group replaces
-        # it) and out of its group's service (Standby is out of the desired capacity already)
-        terminate = request.terminate and not (
-            request.leaving
-            and (_below_min(asg, placement.instance_id) or placement.lifecycle_state not in LIVE_STATES)
+        # it), out of its group's service (Standby is out of the desired capacity already) and in no
+        # group at all (detached: EC2 reclaims it, and there is no group to terminate it through)
+        terminate = (
+            request.terminate
+            and placement is not None
+            and asg is not None
+            and not (
+                request.leaving
+                and (_below_min(asg, placement.instance_id) or placement.lifecycle_state not in LIVE_STATES)
+            )
         )
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
@@ -1213,13 +1244,20 @@ class Drainer:
             answer["cancelled"]["node_uid"] = node.metadata.uid
         return answer
 
-    def _checked(self, request: DrainRequest) -> tuple[Node, Placement, AutoScalingGroup]:
+    def _checked(self, request: DrainRequest) -> tuple[Node, Placement | None, AutoScalingGroup | None]:
         """The node, its instance's place in its group and the group, once every check of them passed;
-        else the first refusal, raised (``stale`` when only the world changed since a plan)."""
+        else the first refusal, raised (``stale`` when only the world changed since a plan). No place
+        and no group for an instance in no group that EC2 still runs, when the drain is one that drains
+        it all the same (:func:`_drains_outside_group`): nothing of a group is read, nor checked."""
         node = self._named_node(request)
         _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
         instance_id, region = _located(node)
         placement = self.cloud.placement(region, instance_id)
+        if placement is None and _drains_outside_group(request):
+            ec2_state = self.cloud.instance_states(region, [instance_id]).get(instance_id)
+            if ec2_state in EC2_RUNNING:
+                return node, None, None
+            _refuse(_placement_refusal(request, node, placement, ec2_state))
         _refuse(_placement_refusal(request, node, placement))
         assert placement is not None
         asg = self.cloud.describe_group(region, placement.group)
@@ -1227,7 +1265,7 @@ class Drainer:
         return node, placement, asg
 
     def _new_drain(
-        self, request: DrainRequest, node: Node, placement: Placement, *, terminate: bool, name: str
+        self, request: DrainRequest, node: Node, placement: Placement | None, *, terminate: bool, name: str
     ) -> Drain:
         now = self.clock()
         instance_id, region = _located(node)
@@ -1242,7 +1280,7 @@ class Drainer:
             force=request.force,
             dry_run=request.dry_run,
             instance_id=instance_id,
-            group=placement.group,
+            group=placement.group if placement is not None else None,
             region=region,
             plan_id=request.plan_id,
             consolidation=request.consolidation,
@@ -1256,19 +1294,25 @@ class Drainer:
             deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
         )
 
-    def _preview(self, drain: Drain, verdicts: Sequence[PodVerdict], asg: AutoScalingGroup) -> dict[str, Any]:
+    def _preview(
+        self, drain: Drain, verdicts: Sequence[PodVerdict], asg: AutoScalingGroup | None
+    ) -> dict[str, Any]:
         """What the drain would do: the whole answer of a ``dry_run``."""
         evict = sorted((v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod))
         keep = [v for v in verdicts if v.action in ("keep", "wait")]
-        terminates = {
-            "instance_id": drain.instance_id,
-            "group": drain.group,
-            "region": drain.region,
-            "desired_capacity": {
-                "from": asg.DesiredCapacity,
-                "to": asg.DesiredCapacity - asg.instance_weight(drain.instance_id),
-            },
-        }
+        terminates = (
+            None
+            if asg is None
+            else {
+                "instance_id": drain.instance_id,
+                "group": drain.group,
+                "region": drain.region,
+                "desired_capacity": {
+                    "from": asg.DesiredCapacity,
+                    "to": asg.DesiredCapacity - asg.instance_weight(drain.instance_id),
+                },
+            }
+        )
         return {
             **self._identity(drain),
             "outcome": "dry_run",
@@ -1278,6 +1322,7 @@ class Drainer:
             "would_keep": _listing(keep),
             "would_ignore": _listing([v for v in verdicts if v.action == "ignore"]),
             "would_terminate": terminates if drain.terminate else None,
+            **_outside_group(drain),
             "would_uncordon": drain.uncordon,
             "would_complete": (
                 {"hook": drain.lifecycle.hook, "result": LIFECYCLE_CONTINUE} if drain.lifecycle else None
@@ -1349,6 +1394,8 @@ class Drainer:
             if drain.terminate
             else "and leave the node cordoned"
         )
+        if drain.group is None:
+            target += f" ({OUTSIDE_GROUP.format(instance=drain.instance_id)})"
         if drain.uncordon:
             target = "then uncordon the node and lift the taint: it stays in service for pending pods"
         if drain.lifecycle is not None:
@@ -1402,7 +1449,7 @@ class Drainer:
         the hook's HeartbeatTimeout has passed since the last one (or since the drain started, which is
         at most a few seconds after the group began waiting). Best effort: a failed heartbeat is retried
         next round, and an action that no longer waits is noted (the group proceeds whatever we do)."""
-        assert drain.lifecycle is not None
+        assert drain.lifecycle is not None and drain.group is not None  # the group holding the instance
         last_text = previous.get("heartbeat_at")
         last = parse_iso(last_text) if isinstance(last_text, str) else parse_iso(drain.started_at)
         now = self.clock()
@@ -1533,7 +1580,14 @@ class Drainer:
         decrement; the record step and the drain's outcome read it.
 
         Idempotent: an instance already terminating, or no longer in its group (a retry after the first
-        call terminated it and then timed out), is terminated: the step succeeds and says so."""
+        call terminated it and then timed out), is terminated: the step succeeds and says so. A drain of
+        an instance in no group (validation never lets one terminate) is refused, touching nothing."""
+        if drain.group is None:
+            raise InvalidDrainRequest(
+                f"instance {drain.instance_id} is in no Auto Scaling group: there is none to terminate it "
+                "through, and EC2 takes it back; nothing was done",
+                field="drain",
+            )
         already = self._instance_gone(drain)
         if already is not None:
             return already
@@ -1570,7 +1624,10 @@ class Drainer:
         return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=False), False
 
     def _instance_gone(self, drain: Drain) -> dict[str, Any] | None:
-        """The terminate result when the drained instance is already terminating or out of its group."""
+        """The terminate result when the drained instance is already terminating or out of its group
+        (None for a drain of an instance in no group: it terminates nothing)."""
+        if drain.group is None:
+            return None
         placement = self.cloud.placement(drain.region, drain.instance_id)
         where = where_gone(placement, drain.instance_id, drain.group, drain.region)
         if where is None:
@@ -1596,6 +1653,8 @@ class Drainer:
         if drain.lifecycle is not None:
             done = self._complete(drain, drain.lifecycle.hook, drain.lifecycle.token)
             return {"status": "LifecycleCompleted", "hooks": [done], **_lifecycle_identity(drain)}
+        if drain.group is None:  # no group, no hooks (such a drain never terminates: never run)
+            return {"status": "NoGroup", "hooks": []}
         hooks = [
             h
             for h in self.cloud.describe_lifecycle_hooks(drain.region, drain.group)
@@ -1615,6 +1674,7 @@ class Drainer:
         return {"status": "LifecycleCompleted", "hooks": [self._complete(drain, h.name, None) for h in hooks]}
 
     def _complete(self, drain: Drain, hook: str, token: str | None) -> dict[str, Any]:
+        assert drain.group is not None  # a lifecycle drain's group holds it; a drain that terminated had one
         try:
             self.cloud.complete_lifecycle_action(
                 drain.region, drain.group, hook, drain.instance_id, token, LIFECYCLE_CONTINUE
@@ -1728,6 +1788,8 @@ class Drainer:
             summary.update(_superseded(_mapping(state.get("superseded"))))
         else:
             summary.update(_success(state, outcome))
+            if drain is not None and summary["outcome"] == "drained":
+                summary.update(_outside_group(drain))
         final: Outcome = summary["outcome"]
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
@@ -1888,6 +1950,20 @@ def _keep_leaving(drain: Drain) -> dict[str, Any]:
     }
 
 
+OUTSIDE_GROUP = (
+    "not terminated: instance {instance} is in no Auto Scaling group (it left its group after the "
+    "notice), so there is no group to terminate it through; EC2 takes it back"
+)
+
+
+def _outside_group(drain: Drain) -> dict[str, Any]:
+    """What a drain of an instance in no group says of it (:func:`_drains_outside_group`): drained, the
+    node left cordoned, nothing terminated. Nothing for any other drain."""
+    if drain.group is not None:
+        return {}
+    return {"outside_group": True, "note": OUTSIDE_GROUP.format(instance=drain.instance_id)}
+
+
 def _lifecycle_identity(drain: Drain) -> dict[str, Any]:
     if drain.lifecycle is None:
         return {}
@@ -1990,7 +2066,12 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
             "Normal",
         )
     if outcome == "drained":
-        return ("SpillwayDrained", f"Drained ({summary.get('reason')}): evicted {evicted} pod(s)", "Normal")
+        why = f"; {summary['note']}" if summary.get("outside_group") else ""
+        return (
+            "SpillwayDrained",
+            f"Drained ({summary.get('reason')}): evicted {evicted} pod(s){why}",
+            "Normal",
+        )
     if outcome == "superseded":
         return (
             "SpillwayDrainSuperseded",

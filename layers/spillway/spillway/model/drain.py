@@ -152,7 +152,9 @@ class Drain(BaseModel):
     force: bool
     dry_run: bool
     instance_id: str
-    group: str
+    # None: the instance is in no group (a notice's forced drain of one detached since the snapshot:
+    # spillway.act.drain._drains_outside_group); such a drain never terminates
+    group: str | None
     region: str
     plan_id: str | None = None
     started_at: str
