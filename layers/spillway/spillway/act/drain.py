@@ -27,7 +27,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   EC2 reuses addresses), never below the group's MinSize, never to terminate in a group whose
   Terminate process is suspended (Auto Scaling would leave the instance running), never a node somebody
   else cordoned, and not one annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled=true``
-  unless ``force``;
+  unless ``force``; but a notice's forced drain also drains a node whose instance EC2 still runs in no
+  group (detached since the snapshot), never terminating it (:func:`_drains_outside_group`);
 * DaemonSet pods, mirror (static) pods and finished pods are left alone, and so are pods whose
   tolerations admit the drain's cordon and taint (evicted, they or their replacements could be
   scheduled straight back: they go with the node, as in Karpenter); everything else goes through the
@@ -57,7 +58,9 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   operator annotated ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or whose instance
   they protected from scale-in (a drain that terminates: :func:`_scale_in_protected`), is left alone, as
   Karpenter disrupts such a node only involuntarily (the Spot warning's forced drain still drains it);
-  forced or not, a node gone, replaced or out of its group has nothing to drain, and one its group
+  forced or not, a node gone, replaced or in another group has nothing to drain, nor, without force,
+  one whose instance is in no group (with force, one EC2 still runs is drained and left to EC2: it
+  takes the instance whatever its group), and one its group
   terminates is left to the group without force (with force its pods are evicted: the hook holding
   it may not be Spillway's, and EC2 takes it within minutes); the
   record step puts a ``SpillwayDrainSkipped`` Event on the Node. A

@@ -94,7 +94,8 @@ class DrainRequest(BaseModel):
     the kind of EC2 or AWS Health notice that asked for it; a lifecycle drain has its ``lifecycle``):
     a validation check that refuses it only for what the node is now (its operator protected it with
     ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or its instance from scale-in, which a
-    drain without force respects; or it is gone, replaced, out of its group or terminating) cancels it
+    drain without force respects; or it is gone, replaced or in another group; or, without force, in no
+    group or terminating) cancels it
     touching nothing, as it cancels a plan's drain, and the record step puts a ``SpillwayDrainSkipped``
     Event on the Node. A drain without it (a person's) is rejected for those refusals as before, naming
     the field (scale-in protection holds no drain by hand).
