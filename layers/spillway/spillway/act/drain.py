@@ -1790,9 +1790,7 @@ class Drainer:
         elif outcome == "superseded":
             summary.update(_superseded(_mapping(state.get("superseded"))))
         else:
-            summary.update(_success(state, outcome))
-            if drain is not None and summary["outcome"] == "drained":
-                summary.update(_outside_group(drain))
+            summary.update(_success(state, outcome, drain))
         final: Outcome = summary["outcome"]
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
@@ -2010,11 +2008,11 @@ def _request_identity(state: Mapping[str, Any], cluster: str) -> dict[str, Any]:
     return out
 
 
-def _success(state: Mapping[str, Any], outcome: str | None) -> dict[str, Any]:
-    """A drain that ended well: drained (``terminate`` false), released (``uncordon``: the node emptied,
-    uncordoned and kept) or terminated, and the Node's fate."""
+def _success(state: Mapping[str, Any], outcome: str | None, drain: Drain | None) -> dict[str, Any]:
+    """A drain that ended well: drained (``terminate`` false; why, for an instance in no group),
+    released (``uncordon``: the node emptied, uncordoned and kept) or terminated, and the Node's fate."""
     if outcome == "drained":
-        return {"outcome": "drained"}
+        return {"outcome": "drained", **(_outside_group(drain) if drain is not None else {})}
     if outcome == "released":
         return _released(_mapping(state.get("released")))
     compensation = _mapping(state.get("compensation"))
