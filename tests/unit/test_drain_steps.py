@@ -607,40 +607,45 @@ def test_a_protected_node_is_skipped_on_advice_visibly_and_drained_on_a_spot_war
     assert caught.value.field == "node"
 
 
-# Calls that change Auto Scaling (or ask it for the group): a drain of an instance in no group makes none.
-GROUP_CALLS = ("describe_group", "terminate_instance", "set_desired_capacity", "describe_lifecycle_hooks",
-               "complete_lifecycle_action", "record_heartbeat", "detach_instances")  # fmt: skip
+# Auto Scaling calls that change a group or act on its instances: a drain of an instance in no group
+# makes none (it reads the group it names and that group's activities, nothing more).
+GROUP_WRITES = ("terminate_instance", "set_desired_capacity", "describe_lifecycle_hooks",
+                "complete_lifecycle_action", "record_heartbeat", "attach_instances")  # fmt: skip
 
 
-def _detached(rig: Rig, state: str = "running") -> None:
+def _detached(rig: Rig, state: str = "running", *, recorded: bool = True) -> None:
     """The instance left its group since the interrupt function's snapshot (DetachInstances by a person
-    or a tool): no group lists it, EC2 still runs it (``state``), its Node is still there."""
+    or a tool): no group lists it, EC2 still runs it (``state``), its Node is still there, and the
+    group's scaling activities record the detach (``recorded``), as AWS does."""
     raw = rig.cloud.groups[("us-east-1", "general")]
     raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != INSTANCE]
     raw["DesiredCapacity"] -= 1
     rig.cloud.ec2[INSTANCE] = {"region": "us-east-1", "state": state, "tags": {}}
+    if recorded:
+        rig.cloud.activities[("us-east-1", "general")] = [{
+            "ActivityId": "5e8c3a1b-6f0d-4b2a-9c7e-1d2f3a4b5c6d", "AutoScalingGroupName": "general",
+            "Description": f"Detaching EC2 instance: {INSTANCE}",
+            "Cause": f"At 2026-11-02T09:59:30Z instance {INSTANCE} was detached in response to a user request, "
+                     "shrinking the capacity from 2 to 1.",
+            "StartTime": "2026-11-02T09:59:30Z", "EndTime": "2026-11-02T09:59:31Z", "StatusCode": "Successful",
+        }]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "request_",
-    [_notice_drain("interruption", group="general"),
-     _notice_drain("scheduled", group="general", force=True)],  # within a day of the change
-    ids=["spot-warning", "scheduled-within-a-day"],
-)  # fmt: skip
-def test_a_forced_notices_drain_of_an_instance_detached_from_its_group_evicts_and_terminates_nothing(
-    rig: Rig, request_: dict[str, Any]
+def test_a_spot_warnings_drain_of_an_instance_detached_from_its_group_evicts_and_terminates_nothing(
+    rig: Rig,
 ) -> None:
     """EC2 reclaims a Spot instance two minutes after the warning whether or not it is in a group, so a
     Node whose instance was detached since the snapshot still runs pods that die with it. The forced
     drain was cancelled ("nothing to drain") and they died without a graceful eviction;
     aws-node-termination-handler cordons and drains any such node. It is cordoned and its pods evicted,
-    and it is never terminated (there is no group to decrement; EC2 takes it back): no Auto Scaling call
-    past the placement that found it in no group. The output and the Node's Event say why."""
+    and it is never terminated (there is no group to decrement; EC2 takes it back): Auto Scaling is only
+    read (the group the request names, and its activities, which show the detach). The output and the
+    Node's Event say why."""
     rig.pod("web-0")
     _detached(rig)
     rig.cloud.calls.clear()
 
-    drain = rig.validated(**request_)
+    drain = rig.validated(**_notice_drain("interruption", group="general"))
     rig.drainer.cordon(drain)
     first = rig.drainer.evict(drain)
     rig.api.delete("Pod", "web-0", "team-a")  # its kubelet confirms the eviction
@@ -652,36 +657,50 @@ def test_a_forced_notices_drain_of_an_instance_detached_from_its_group_evicts_an
     assert first["evicted"] == ["team-a/web-0"] and second["done"] and ready["ready"]
     assert out["outcome"] == "drained" and out["outside_group"] is True and out["group"] is None
     assert "in no Auto Scaling group" in out["note"] and "not terminated" in out["note"], out
+    assert "since the snapshot" in out["note"], out
     assert rig.outcomes == [("drained", NODE)]
     node = rig.node()
     assert node["spec"]["unschedulable"] is True  # stays cordoned: EC2 takes the instance
-    assert not [c for c, _ in rig.cloud.calls if c in GROUP_CALLS], rig.cloud.calls
+    assert not [c for c, _ in rig.cloud.calls if c in GROUP_WRITES], rig.cloud.calls
+    read = [(c, a) for c, a in rig.cloud.calls if c in ("describe_group", "describe_activities")]
+    assert read == [
+        ("describe_group", ("us-east-1", "general")),
+        ("describe_activities", ("us-east-1", "general")),
+    ]
     drained = [e for e in rig.api.list("Event") if e["reason"] == "SpillwayDrained"]
     assert drained and "in no Auto Scaling group" in drained[-1]["message"]
     # a failure's compensation keeps the cordon and the taint, touching no group either
     kept = rig.drainer.uncordon(drain)
     assert kept["uncordoned"] is False and rig.node()["spec"]["unschedulable"] is True
-    assert not [c for c, _ in rig.cloud.calls if c in GROUP_CALLS], rig.cloud.calls
+    assert not [c for c, _ in rig.cloud.calls if c in GROUP_WRITES], rig.cloud.calls
 
 
-def test_a_dry_run_of_a_detached_instances_forced_drain_would_terminate_nothing(rig: Rig) -> None:
+def test_a_dry_run_of_a_detached_instances_spot_drain_would_terminate_nothing(rig: Rig) -> None:
     rig.pod("web-0")
     _detached(rig)
-    preview = rig.drainer.validate(_notice_drain("interruption", dry_run=True))["preview"]
+    preview = rig.drainer.validate(_notice_drain("interruption", group="general", dry_run=True))["preview"]
     assert preview["would_evict"] == ["team-a/web-0"] and preview["would_terminate"] is None
     assert preview["group"] is None
 
 
-@pytest.mark.parametrize("notice", ["rebalance", "scheduled"])
-def test_a_notices_drain_without_force_of_a_detached_instance_is_still_cancelled(
-    rig: Rig, notice: str
+@pytest.mark.parametrize(
+    "request_",
+    [_notice_drain("rebalance", group="general"),
+     _notice_drain("scheduled", group="general"),  # more than a day out
+     _notice_drain("scheduled", group="general", force=True)],  # within a day of the change
+    ids=["rebalance", "scheduled", "scheduled-within-a-day"],
+)  # fmt: skip
+def test_a_notices_drain_but_a_spot_warnings_of_a_detached_instance_is_still_cancelled(
+    rig: Rig, request_: dict[str, Any]
 ) -> None:
     """Advice (a rebalance recommendation, a scheduled change more than a day out) for an instance no
-    longer in a group: the instance may stay, and it is no longer Spillway's to drain."""
+    longer in a group: the instance may stay, and it is no longer Spillway's to drain. A scheduled
+    change within a day too: a reboot or a stop leaves the instance running (EC2 does not take it
+    back), and the node, emptied and cordoned, would stay so with nothing to terminate."""
     rig.pod("web-0")
     _detached(rig)
     rig.api.clear_requests()
-    note = cancelled(rig.drainer.validate(_notice_drain(notice)))["note"]
+    note = cancelled(rig.drainer.validate(request_))["note"]
     assert "in no Auto Scaling group" in note and rig.writes() == []
 
 
@@ -695,16 +714,40 @@ def test_a_spot_warnings_drain_of_an_instance_in_no_group_that_ec2_no_longer_run
     if state is None:
         del rig.cloud.ec2[INSTANCE]
     rig.api.clear_requests()
-    note = cancelled(rig.drainer.validate(_notice_drain("interruption")))["note"]
+    note = cancelled(rig.drainer.validate(_notice_drain("interruption", group="general")))["note"]
     assert "in no Auto Scaling group" in note and "nothing to drain" in note, note
+    assert f"EC2: {state or 'unknown'}" in note and rig.writes() == []
+
+
+@pytest.mark.parametrize(
+    ("group", "words"),
+    [("general", "no recent scaling activity of 'general' detached it"),  # terminated, not detached
+     ("batch", "no recent scaling activity of 'batch' detached it"),  # another group of the cluster
+     ("other", "'other' is not managed for cluster 'prod'"),
+     ("gone", "'gone' does not exist")],
+    ids=["unrecorded", "another-group", "unmanaged", "unknown"],
+)  # fmt: skip
+def test_a_spot_warnings_drain_of_an_instance_the_named_group_did_not_detach_is_cancelled(
+    rig: Rig, group: str, words: str
+) -> None:
+    """Only a managed group's own record that it detached the instance lets a drain go on outside every
+    group: the request alone (anybody may start a DrainNode execution) proves nothing."""
+    rig.pod("web-0")
+    _detached(rig, recorded=False)
+    rig.cloud.add_group("batch", [], desired=0)
+    rig.cloud.add_group("other", [], desired=0, cluster="staging")
+    rig.api.clear_requests()
+    note = cancelled(rig.drainer.validate(_notice_drain("interruption", group=group)))["note"]
+    assert "in no Auto Scaling group" in note and words in note, note
     assert rig.writes() == []
 
 
 def test_a_drain_by_hand_or_a_plans_of_a_detached_instance_is_still_refused(rig: Rig) -> None:
-    """Only a notice's forced drain (EC2 takes the instance anyway) drains a node outside every group."""
+    """Only a Spot warning's forced drain (EC2 takes the instance anyway) drains a node outside every
+    group."""
     _detached(rig)
     with pytest.raises(InvalidDrainRequest, match="in no Auto Scaling group"):
-        rig.validated(force=True, leaving=True)  # by hand, even as a leaving instance
+        rig.validated(force=True, leaving=True, group="general")  # by hand, even as a leaving instance
     out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "plan_id": PLAN, "force": True,
                                 "leaving": True, "reason": "idle 12 min"})  # fmt: skip
     assert "in no Auto Scaling group" in cancelled(out)["note"]
@@ -2269,3 +2312,70 @@ def test_a_consolidation_of_a_node_annotated_do_not_disrupt_since_the_plan_is_ca
 def test_force_drains_a_node_annotated_do_not_disrupt(rig: Rig) -> None:
     _node_do_not_disrupt(rig)
     assert rig.validated(force=True).force is True
+
+
+# --- review of branch `detached` ----------------------------------------------------------------------
+
+
+def _never_in_a_group(rig: Rig) -> None:
+    """A Node whose instance no Auto Scaling group ever held (a Karpenter node, a standalone instance):
+    EC2 runs it, no group lists it, no group's activity history ever detached it."""
+    raw = rig.cloud.groups[("us-east-1", "general")]
+    raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != INSTANCE]
+    raw["DesiredCapacity"] -= 1
+    rig.cloud.ec2[INSTANCE] = {"region": "us-east-1", "state": "running",
+                               "tags": {"karpenter.sh/nodepool": "default"}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"notice": "interruption", "force": True},  # no group named: a request written by hand
+     {"notice": "interruption", "force": True, "group": "general"},  # names a managed group it never was in
+     {"notice": "interruption", "force": True, "group": "no-such-group"},  # names no group at all
+     {"notice": "rebalance", "force": True}],  # a forced rebalance: the interrupt function never writes one
+    ids=["no-group", "managed-group-never-held-it", "unknown-group", "forced-rebalance"],
+)  # fmt: skip
+def test_review_a_notice_request_cannot_drain_a_node_no_group_of_the_cluster_ever_held(
+    rig: Rig, extra: dict[str, Any]
+) -> None:
+    """Before the branch any drain of an EC2 node in no Auto Scaling group was refused ("Spillway drains
+    only nodes of the groups it manages"). Now a DrainNode request that carries notice/force/leaving
+    (anyone with states:StartExecution can write one) cordons and force-evicts a Karpenter node."""
+    rig.pod("web-0")
+    _never_in_a_group(rig)
+    rig.api.clear_requests()
+    request = {"cluster": CLUSTER, "node": NODE, "instance_id": INSTANCE, "leaving": True,
+               "reason": "by hand", **extra}  # fmt: skip
+    try:
+        out = rig.drainer.validate(request)
+    except InvalidDrainRequest:
+        out = {"refused": True}
+    assert "drain" not in out, out.get("preview")
+    assert rig.writes() == []
+
+
+REBOOT = ("scheduled change arn:aws:health:us-east-1::event/EC2/AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED/"
+          "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED_1a2b3c")  # fmt: skip
+
+
+def test_review_a_scheduled_reboot_within_a_day_does_not_empty_and_cordon_a_detached_instance_for_good(
+    rig: Rig,
+) -> None:
+    """The interrupt function forces every EC2 scheduledChange within a day (reboots and stops too, not
+    only retirements). In a group the drain terminates the instance and the group replaces it; out of
+    every group nothing is terminated, so after a reboot (or a stop, then a start by whoever detached
+    it) the instance runs on, its Node emptied and held by Spillway's cordon ("EC2 takes it back") until
+    orphaned_drain_minutes (27 h) passes. EC2 does not take back an instance for a reboot."""
+    rig.pod("web-0")
+    _detached(rig)
+    rig.api.clear_requests()
+    out = rig.drainer.validate(_notice_drain("scheduled", group="general", force=True, reason=REBOOT))
+    if "drain" in out:  # what the branch does: drain, keep the cordon, terminate nothing
+        drain = Drain.model_validate(out["drain"])
+        rig.drainer.cordon(drain)
+        rig.drainer.evict(drain)
+        rig.api.delete("Pod", "web-0", "team-a")
+        done = rig.drainer.record({"drain": drain.model_dump(), "round": rig.drainer.evict(drain)}, "drained")
+        assert rig.node()["spec"]["unschedulable"] is False, done["note"]  # fails: cordoned for good
+    else:
+        assert rig.writes() == []

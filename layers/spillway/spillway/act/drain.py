@@ -27,8 +27,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   EC2 reuses addresses), never below the group's MinSize, never to terminate in a group whose
   Terminate process is suspended (Auto Scaling would leave the instance running), never a node somebody
   else cordoned, and not one annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled=true``
-  unless ``force``; but a notice's forced drain also drains a node whose instance EC2 still runs in no
-  group (detached since the snapshot), never terminating it (:func:`_drains_outside_group`);
+  unless ``force``; but a Spot warning's forced drain also drains a node whose instance a managed group
+  detached since the snapshot and EC2 still runs, never terminating it (:func:`_drains_outside_group`);
 * DaemonSet pods, mirror (static) pods and finished pods are left alone, and so are pods whose
   tolerations admit the drain's cordon and taint (evicted, they or their replacements could be
   scheduled straight back: they go with the node, as in Karpenter); everything else goes through the
@@ -58,9 +58,9 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   operator annotated ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or whose instance
   they protected from scale-in (a drain that terminates: :func:`_scale_in_protected`), is left alone, as
   Karpenter disrupts such a node only involuntarily (the Spot warning's forced drain still drains it);
-  forced or not, a node gone, replaced or in another group has nothing to drain, nor, without force,
-  one whose instance is in no group (with force, one EC2 still runs is drained and left to EC2: it
-  takes the instance whatever its group), and one its group
+  forced or not, a node gone, replaced or in another group has nothing to drain, nor one whose
+  instance is in no group (but a Spot warning's of one its group detached since the snapshot and EC2
+  still runs: drained and left to EC2, which takes the instance whatever its group), and one its group
   terminates is left to the group without force (with force its pods are evicted: the hook holding
   it may not be Spillway's, and EC2 takes it within minutes); the
   record step puts a ``SpillwayDrainSkipped`` Event on the Node. A
@@ -100,6 +100,7 @@ from spillway.act.instances import where_gone
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
     AsgLimitExceeded,
+    AsgNotFound,
     AwsError,
     DrainCancelled,
     DrainSuperseded,
@@ -512,45 +513,84 @@ NODE_CHECKS = (_not_ec2, _other_instance, _unknown_region, _other_region, _unman
 EC2_RUNNING = frozenset({"pending", "running"})
 
 
+# The Description of the scaling activity DetachInstances records in the group for each instance it
+# detaches (Amazon EC2 Auto Scaling API Reference, DetachInstances: "Detaching EC2 instance: i-...").
+DETACHING = "Detaching EC2 instance: {instance}"
+# A detach that did not happen: the instance stayed in the group.
+UNDONE_ACTIVITY = frozenset({"Failed", "Cancelled"})
+
+
 def _drains_outside_group(request: DrainRequest) -> bool:
-    """Whether the drain goes on when no Auto Scaling group lists the node's instance any more but EC2
-    still runs it (detached since the interrupt function's snapshot: DetachInstances by a person or a
-    tool): only a notice's forced drain of a leaving instance (a Spot warning's, a scheduled change's
-    within a day), which names the instance. EC2 takes that instance whatever group it is in, and
-    aws-node-termination-handler cordons and drains the node of any such notice: its pods are evicted,
-    the instance left to EC2 (no group to terminate it through). Advice without force, a plan's drain,
-    one by hand and a lifecycle drain (its group holds the instance in Terminating:Wait: one in no group
-    is done) still have nothing to drain."""
+    """Whether the drain may go on when no Auto Scaling group lists the node's instance any more: only a
+    Spot interruption warning's forced drain (EC2 takes the instance back two minutes later whatever
+    group it is in), which names the instance and the managed group it was in at the interrupt
+    function's snapshot. Whether it goes on is :meth:`Drainer._detached_refusal`'s: that group must exist,
+    be managed for the cluster and have detached the instance (its scaling activities say so), and EC2
+    must still run it. aws-node-termination-handler cordons and drains the node of such a notice: its
+    pods are evicted, the instance left to EC2 (no group to terminate it through). A scheduled change
+    (a reboot or a stop leaves the instance running, and the node would stay emptied and cordoned),
+    advice without force, a plan's drain, one by hand and a lifecycle drain (its group holds the
+    instance in Terminating:Wait: one in no group is done) have nothing to drain, as before; and no
+    request drains a node no group of the cluster ever held (a Karpenter node, a standalone instance)."""
     return (
-        request.notice is not None
+        request.notice == "interruption"
         and request.force
         and request.leaving
         and request.lifecycle is None
         and request.plan_id is None
         and request.instance_id is not None
+        and request.group is not None
     )
 
 
-def _placement_refusal(
-    request: DrainRequest, node: Node, placement: Placement | None, ec2_state: str | None = None
-) -> Refusal:
+def _outside_group_refusal(request: DrainRequest, node: Node, why: str) -> Refusal:
+    """The refusal of a drain of an instance in no group: as for any such instance, ``why`` added."""
+    instance_id, region = _located(node)
+    return InvalidDrainRequest(
+        f"instance {instance_id} of Node {request.node!r} is in no Auto Scaling group in {region} ({why}); "
+        "Spillway drains only nodes of the groups it manages",
+        field="node",
+        stale=True,  # the group the request names no longer holds it
+    )
+
+
+def _placement_refusal(request: DrainRequest, node: Node, placement: Placement | None) -> Refusal:
     instance_id, region = _located(node)
     if placement is None:
-        seen = f" (EC2: {ec2_state or 'unknown'})" if _drains_outside_group(request) else ""
         return InvalidDrainRequest(
-            f"instance {instance_id} of Node {request.node!r} is in no Auto Scaling group in {region}"
-            f"{seen}; Spillway drains only nodes of the groups it manages",
+            f"instance {instance_id} of Node {request.node!r} is in no Auto Scaling group in {region}; "
+            "Spillway drains only nodes of the groups it manages",
             field="node",
             stale=True,  # a plan saw it in a managed group: it left it
         )
-    if request.group is not None and request.group != placement.group:
-        return InvalidDrainRequest(
-            f"instance {instance_id} is in Auto Scaling group {placement.group!r}, not "
-            f"{request.group!r} as requested",
-            field="group",
-            stale=True,
-        )
+    if _moved(request, placement):
+        return _other_group(request, placement)
     return None
+
+
+def _moved(request: DrainRequest, placement: Placement) -> bool:
+    """Whether the instance is in another group than the one the request names."""
+    return request.group is not None and request.group != placement.group
+
+
+def _other_group(request: DrainRequest, placement: Placement) -> InvalidDrainRequest:
+    return InvalidDrainRequest(
+        f"instance {placement.instance_id} is in Auto Scaling group {placement.group!r}, not "
+        f"{request.group!r} as requested",
+        field="group",
+        stale=True,
+    )
+
+
+def _terminates(request: DrainRequest, placement: Placement | None, asg: AutoScalingGroup | None) -> bool:
+    """Whether the drain terminates the instance. Not one in no group (detached: EC2 reclaims it, and
+    there is no group to terminate it through). An instance going away anyway is only drained at MinSize
+    (EC2 reclaims it, the group replaces it) and out of its group's service (Standby is out of the
+    desired capacity already)."""
+    if not request.terminate or placement is None or asg is None:
+        return False
+    leaves = _below_min(asg, placement.instance_id) or placement.lifecycle_state not in LIVE_STATES
+    return not (request.leaving and leaves)
 
 
 def _unmanaged_group(
@@ -1205,18 +1245,7 @@ class Drainer:
             if refusal.stale and request.notice is not None:
                 return self._skipped(request, refusal)
             raise
-        # an instance going away anyway is only drained at MinSize (EC2 reclaims it, the group replaces
-        # it), out of its group's service (Standby is out of the desired capacity already) and in no
-        # group at all (detached: EC2 reclaims it, and there is no group to terminate it through)
-        terminate = (
-            request.terminate
-            and placement is not None
-            and asg is not None
-            and not (
-                request.leaving
-                and (_below_min(asg, placement.instance_id) or placement.lifecycle_state not in LIVE_STATES)
-            )
-        )
+        terminate = _terminates(request, placement, asg)
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
         planned, dead = _planned(drain), dead_node(drain, node, now)
@@ -1250,22 +1279,50 @@ class Drainer:
     def _checked(self, request: DrainRequest) -> tuple[Node, Placement | None, AutoScalingGroup | None]:
         """The node, its instance's place in its group and the group, once every check of them passed;
         else the first refusal, raised (``stale`` when only the world changed since a plan). No place
-        and no group for an instance in no group that EC2 still runs, when the drain is one that drains
-        it all the same (:func:`_drains_outside_group`): nothing of a group is read, nor checked."""
+        and no group for an instance its group detached since the snapshot that EC2 still runs, when the
+        drain is one that drains it all the same (:func:`_drains_outside_group`,
+        :meth:`_detached_refusal`)."""
         node = self._named_node(request)
         _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
         instance_id, region = _located(node)
         placement = self.cloud.placement(region, instance_id)
         if placement is None and _drains_outside_group(request):
-            ec2_state = self.cloud.instance_states(region, [instance_id]).get(instance_id)
-            if ec2_state in EC2_RUNNING:
-                return node, None, None
-            _refuse(_placement_refusal(request, node, placement, ec2_state))
+            _refuse(self._detached_refusal(request, node))
+            return node, None, None
         _refuse(_placement_refusal(request, node, placement))
         assert placement is not None
         asg = self.cloud.describe_group(region, placement.group)
         _refuse(_first_refusal(GROUP_CHECKS, request, node, placement, asg, self.cluster))
         return node, placement, asg
+
+    def _detached_refusal(self, request: DrainRequest, node: Node) -> Refusal:
+        """Why a Spot warning's forced drain of an instance in no group has nothing to drain, else None
+        (it is drained, never terminated): the group the request names (the interrupt function's
+        snapshot's, or the one AWS put the instance in) must exist and be managed for the cluster, its
+        scaling activities must show it detached the instance (DetachInstances: :data:`DETACHING`), and
+        EC2 must still run it (``pending`` or ``running``). A node no group of the cluster ever held, or
+        one that left it by termination, is refused as before, whatever the request says."""
+        instance_id, region = _located(node)
+        group = request.group
+        assert group is not None  # _drains_outside_group
+        try:
+            asg = self.cloud.describe_group(region, group)
+        except AsgNotFound:
+            return _outside_group_refusal(request, node, f"Auto Scaling group {group!r} does not exist")
+        if not is_managed(asg, self.cluster):
+            return _outside_group_refusal(
+                request, node, f"Auto Scaling group {group!r} is not managed for cluster {self.cluster!r}"
+            )
+        detaching = DETACHING.format(instance=instance_id)
+        activities = self.cloud.describe_activities(region, group, self.clock())
+        if not any(a.Description == detaching and a.StatusCode not in UNDONE_ACTIVITY for a in activities):
+            return _outside_group_refusal(
+                request, node, f"no recent scaling activity of {group!r} detached it"
+            )
+        state = self.cloud.instance_states(region, [instance_id]).get(instance_id)
+        if state not in EC2_RUNNING:
+            return _outside_group_refusal(request, node, f"EC2: {state or 'unknown'}")
+        return None
 
     def _new_drain(
         self, request: DrainRequest, node: Node, placement: Placement | None, *, terminate: bool, name: str
@@ -1952,8 +2009,8 @@ def _keep_leaving(drain: Drain) -> dict[str, Any]:
 
 
 OUTSIDE_GROUP = (
-    "not terminated: instance {instance} is in no Auto Scaling group (it left its group after the "
-    "notice), so there is no group to terminate it through; EC2 takes it back"
+    "not terminated: instance {instance} is in no Auto Scaling group (detached from its group since the "
+    "snapshot), so there is no group to terminate it through; EC2 takes it back"
 )
 
 

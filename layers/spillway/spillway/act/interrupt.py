@@ -65,8 +65,9 @@ A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new. Its request names the
 notice's kind (``notice``), and the drain's own validation judges the node as it is when the drain
 starts: a check that refuses it only for what the node is now (its operator protected it, which a drain
-without force respects; it is gone, replaced or in another group; it is in no group or its group
-terminates it, for a drain without force) cancels the drain,
+without force respects; it is gone, replaced or in another group; it is in no group, unless its group
+detached it since the snapshot and the notice is a Spot warning; its group terminates it, for a drain
+without force) cancels the drain,
 touching nothing: the execution succeeds ``cancelled``, DrainOutcome counts it, and the Node gets a
 ``SpillwayDrainSkipped`` Event saying why (:func:`spillway.act.drain._left_alone`). No alarm goes off for
 a node left alone on purpose; the Spot warning's drain, forced, still drains it. This function does not

@@ -8,7 +8,8 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
   is ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` that would take the
   group below its MinSize (without the decrement the group launches a replacement);
 * scaling activities, answered by ``DescribeScalingActivities``: a ``Successful`` "Launching a new EC2
-  instance" per launch, ``Terminating EC2 instance`` per termination;
+  instance" per launch, ``Terminating EC2 instance`` per termination, ``Detaching EC2 instance`` per
+  instance ``DetachInstances`` takes out of its group;
 * capacity outages per group (:meth:`CloudSim.capacity_outage`): the desired capacity is accepted but
   nothing launches, and a ``Failed`` activity carries EC2's InsufficientInstanceCapacity message;
 * a log of every ``SetDesiredCapacity`` call (``set_desired_calls``), for "set exactly once" assertions;
@@ -207,6 +208,7 @@ class CloudSim:
         original_terminate = backend_cls.terminate_instance
         original_describe = response_cls.describe_scaling_activities
         original_attach = backend_cls.attach_instances
+        original_detach = backend_cls.detach_instances
         original_active = group_cls.active_instances
         original_fleet = Fleets.create_fleet
         original_describe_instances = InstanceResponse.describe_instances
@@ -366,6 +368,20 @@ class CloudSim:
                 sim.record(group.region, group_name,
                            _activity(group, "Successful", f"Attaching an existing EC2 instance: {iid}"))  # fmt: skip
 
+        def detach(self: Any, group_name: str, instance_ids: list[str], should_decrement: bool) -> Any:
+            group = self.autoscaling_groups[group_name]
+            before = int(group.desired_capacity or 0)
+            detached = [s.instance.id for s in group.instance_states if s.instance.id in instance_ids]
+            out = original_detach(self, group_name, instance_ids, should_decrement)
+            for iid in detached:  # what AWS records for each (moto records nothing)
+                activity = _activity(group, "Successful", f"Detaching EC2 instance: {iid}")
+                activity["Cause"] = (
+                    f"At {activity['StartTime']:%Y-%m-%dT%H:%M:%SZ} instance {iid} was detached in response "
+                    f"to a user request, shrinking the capacity from {before} to {group.desired_capacity}."
+                )
+                sim.record(group.region, group_name, activity)
+            return out
+
         def create_fleet(self: Any) -> Any:
             if sim._throttled("CreateFleet"):
                 raise EC2ClientError(THROTTLED["CreateFleet"], "Request limit exceeded.")
@@ -450,6 +466,7 @@ class CloudSim:
         group_cls.set_desired_capacity = group_set  # type: ignore[method-assign]
         group_cls.active_instances = active  # type: ignore[method-assign]
         backend_cls.attach_instances = attach  # type: ignore[method-assign]
+        backend_cls.detach_instances = detach  # type: ignore[method-assign]
         Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
         InstanceResponse.describe_instances = describe_instances  # type: ignore[method-assign]
         backend_cls.set_desired_capacity = backend_set  # type: ignore[method-assign]
@@ -470,6 +487,7 @@ class CloudSim:
             backend_cls.terminate_instance = original_terminate  # type: ignore[method-assign]
             response_cls.describe_scaling_activities = original_describe  # type: ignore[method-assign]
             backend_cls.attach_instances = original_attach  # type: ignore[method-assign]
+            backend_cls.detach_instances = original_detach  # type: ignore[method-assign]
             group_cls.active_instances = original_active  # type: ignore[method-assign]
             Fleets.create_fleet = original_fleet  # type: ignore[method-assign]
             InstanceResponse.describe_instances = original_describe_instances  # type: ignore[method-assign]
