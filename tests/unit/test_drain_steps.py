@@ -556,7 +556,7 @@ def test_a_notices_drain_without_force_the_node_refuses_is_cancelled_touching_no
 
 @pytest.mark.parametrize(
     ("setup", "words"),
-    [s for s in NOTICE_STALE if s not in PROTECTIONS and s[0] is not _terminating],
+    [s for s in NOTICE_STALE if s not in PROTECTIONS and s[0] not in (_terminating, _planned_group_changed)],
     ids=lambda v: v.__name__.strip("_") if callable(v) else None,
 )
 def test_a_spot_warnings_drain_of_a_node_gone_or_changed_is_cancelled_too(
@@ -564,8 +564,10 @@ def test_a_spot_warnings_drain_of_a_node_gone_or_changed_is_cancelled_too(
 ) -> None:
     """The Spot warning's drain (forced) is refused only when the node or its instance changed since the
     snapshot (gone, replaced, out of its group): nothing to drain, no alarm (one its group terminates is
-    drained: test_a_spot_warnings_drain_of_an_instance_its_group_terminates_evicts_its_pods). The Node gets
-    the Event when it is still the notice's instance's, never a Node of another instance by that name."""
+    drained: test_a_spot_warnings_drain_of_an_instance_its_group_terminates_evicts_its_pods; one moved to
+    another of the cluster's groups too: test_a_spot_warnings_drain_of_an_instance_moved_to_another_...).
+    The Node gets the Event when it is still the notice's instance's, never a Node of another instance by
+    that name."""
     request = _notice_drain("interruption", **setup(rig))
     state = rig.drainer.validate(request)
     assert words in cancelled(state)["note"]
@@ -2379,3 +2381,65 @@ def test_review_a_scheduled_reboot_within_a_day_does_not_empty_and_cordon_a_deta
         assert rig.node()["spec"]["unschedulable"] is False, done["note"]  # fails: cordoned for good
     else:
         assert rig.writes() == []
+
+
+def test_review_a_spot_warnings_drain_of_an_instance_moved_to_another_of_the_clusters_groups_evicts(
+    rig: Rig,
+) -> None:
+    """Same premise as the branch (EC2 takes a Spot instance whatever group it is in), other case: the
+    instance was detached from `general` and attached to `batch`, also tagged for the cluster, since the
+    snapshot. The forced drain is cancelled "has nothing to drain", its pods die with the instance."""
+    rig.pod("web-0")
+    _detached(rig)
+    rig.cloud.add_group("batch", [INSTANCE], desired=1)
+    out = rig.drainer.validate(_notice_drain("interruption", group="general"))
+    assert "drain" in out, out["cancelled"]["note"]
+
+
+def _moved_to(rig: Rig, group: str, **kw: Any) -> None:
+    """The instance was detached from ``general`` and attached to ``group`` since the snapshot."""
+    _detached(rig)
+    rig.cloud.add_group(group, [INSTANCE, "i-0b1b2c3d4e5f60720"], **kw)
+
+
+def test_a_spot_warnings_drain_of_an_instance_moved_to_another_managed_group_drains_it_there(
+    rig: Rig,
+) -> None:
+    """EC2 takes a Spot instance whatever group it is in: one moved to another of the cluster's groups
+    since the snapshot is drained as a member of that group, every check of it run against that group,
+    and terminated through it."""
+    rig.pod("web-0")
+    _moved_to(rig, "batch")
+    drain = rig.validated(**_notice_drain("interruption", group="general"))
+    assert (drain.group, drain.terminate, drain.force) == ("batch", True, True)
+    preview = rig.drainer.validate(_notice_drain("interruption", group="general", dry_run=True))["preview"]
+    assert preview["would_terminate"]["group"] == "batch" and "outside_group" not in preview
+
+
+def test_a_spot_warnings_drain_of_an_instance_moved_into_a_group_with_capacity_rebalancing_terminates_nothing(
+    rig: Rig,
+) -> None:
+    """The interrupt function judged the group it left (no Capacity Rebalancing: terminate); the group it
+    is in now replaces it itself, so terminating it with the decrement would leave that group one
+    instance over, to scale in one of its own choosing."""
+    _moved_to(rig, "batch")
+    rig.cloud.groups[("us-east-1", "batch")]["CapacityRebalance"] = True
+    drain = rig.validated(**_notice_drain("interruption", group="general"))
+    assert (drain.group, drain.terminate) == ("batch", False)
+
+
+@pytest.mark.parametrize(
+    ("request_", "group_kw"),
+    [(_notice_drain("interruption", group="general"), {"cluster": "staging"}),  # out of the cluster's groups
+     (_notice_drain("rebalance", group="general"), {}),  # advice, without force
+     (_notice_drain("scheduled", group="general"), {})],  # a scheduled change more than a day out
+    ids=["unmanaged-group", "rebalance", "scheduled"],
+)  # fmt: skip
+def test_a_notices_drain_of_an_instance_moved_to_another_group_is_otherwise_cancelled(
+    rig: Rig, request_: dict[str, Any], group_kw: dict[str, Any]
+) -> None:
+    _moved_to(rig, "batch", **group_kw)
+    rig.api.clear_requests()
+    note = cancelled(rig.drainer.validate(request_))["note"]
+    assert "is in Auto Scaling group 'batch', not 'general' as requested" in note, note
+    assert rig.writes() == []

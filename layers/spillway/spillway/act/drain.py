@@ -58,7 +58,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   operator annotated ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or whose instance
   they protected from scale-in (a drain that terminates: :func:`_scale_in_protected`), is left alone, as
   Karpenter disrupts such a node only involuntarily (the Spot warning's forced drain still drains it);
-  forced or not, a node gone, replaced or in another group has nothing to drain, nor one whose
+  forced or not, a node gone or replaced has nothing to drain, nor, without force, one in another group
+  (with force, one moved to another managed group is drained as that group's), nor one whose
   instance is in no group (but a Spot warning's of one its group detached since the snapshot and EC2
   still runs: drained and left to EC2, which takes the instance whatever its group), and one its group
   terminates is left to the group without force (with force its pods are evicted: the hook holding
@@ -543,6 +544,22 @@ def _drains_outside_group(request: DrainRequest) -> bool:
     )
 
 
+def _follows_instance(request: DrainRequest) -> bool:
+    """Whether a notice's forced drain of a leaving instance (a Spot warning's, a scheduled change's
+    within a day) drains it in the group it is in now when that is not the one the request names (moved
+    to another group since the interrupt function's snapshot): it goes anyway, and the drain is the one
+    a request naming its group now would be, every check of that group included (a group not managed
+    for the cluster has nothing to drain, as before)."""
+    return (
+        request.notice is not None
+        and request.force
+        and request.leaving
+        and request.lifecycle is None
+        and request.plan_id is None
+        and request.instance_id is not None
+    )
+
+
 def _outside_group_refusal(request: DrainRequest, node: Node, why: str) -> Refusal:
     """The refusal of a drain of an instance in no group: as for any such instance, ``why`` added."""
     instance_id, region = _located(node)
@@ -563,7 +580,7 @@ def _placement_refusal(request: DrainRequest, node: Node, placement: Placement |
             field="node",
             stale=True,  # a plan saw it in a managed group: it left it
         )
-    if _moved(request, placement):
+    if _moved(request, placement) and not _follows_instance(request):
         return _other_group(request, placement)
     return None
 
@@ -586,11 +603,14 @@ def _terminates(request: DrainRequest, placement: Placement | None, asg: AutoSca
     """Whether the drain terminates the instance. Not one in no group (detached: EC2 reclaims it, and
     there is no group to terminate it through). An instance going away anyway is only drained at MinSize
     (EC2 reclaims it, the group replaces it) and out of its group's service (Standby is out of the
-    desired capacity already)."""
+    desired capacity already); nor one a Spot notice's drain finds moved since the snapshot into a group
+    with Capacity Rebalancing, which replaces it itself (the interrupt function judged the group it left:
+    terminating with the decrement would leave that group one over, to scale in one of its choosing)."""
     if not request.terminate or placement is None or asg is None:
         return False
     leaves = _below_min(asg, placement.instance_id) or placement.lifecycle_state not in LIVE_STATES
-    return not (request.leaving and leaves)
+    replaces = request.notice in ("interruption", "rebalance") and asg.CapacityRebalance is True
+    return not (request.leaving and leaves) and not (_moved(request, placement) and replaces)
 
 
 def _unmanaged_group(
@@ -1281,7 +1301,8 @@ class Drainer:
         else the first refusal, raised (``stale`` when only the world changed since a plan). No place
         and no group for an instance its group detached since the snapshot that EC2 still runs, when the
         drain is one that drains it all the same (:func:`_drains_outside_group`,
-        :meth:`_detached_refusal`)."""
+        :meth:`_detached_refusal`). The group the instance is in now, every check of it run, for a
+        forced notice's drain of one moved to another managed group since (:func:`_follows_instance`)."""
         node = self._named_node(request)
         _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
         instance_id, region = _located(node)
@@ -1292,6 +1313,8 @@ class Drainer:
         _refuse(_placement_refusal(request, node, placement))
         assert placement is not None
         asg = self.cloud.describe_group(region, placement.group)
+        if _moved(request, placement) and not is_managed(asg, self.cluster):
+            _refuse(_other_group(request, placement))  # moved out of the cluster's groups: not ours
         _refuse(_first_refusal(GROUP_CHECKS, request, node, placement, asg, self.cluster))
         return node, placement, asg
 

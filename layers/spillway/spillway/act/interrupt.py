@@ -65,7 +65,8 @@ A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new. Its request names the
 notice's kind (``notice``), and the drain's own validation judges the node as it is when the drain
 starts: a check that refuses it only for what the node is now (its operator protected it, which a drain
-without force respects; it is gone, replaced or in another group; it is in no group, unless its group
+without force respects; it is gone or replaced; it is in another group, unless that is one of the
+cluster's and the drain is forced; it is in no group, unless its group
 detached it since the snapshot and the notice is a Spot warning; its group terminates it, for a drain
 without force) cancels the drain,
 touching nothing: the execution succeeds ``cancelled``, DrainOutcome counts it, and the Node gets a

@@ -94,7 +94,8 @@ class DrainRequest(BaseModel):
     the kind of EC2 or AWS Health notice that asked for it; a lifecycle drain has its ``lifecycle``):
     a validation check that refuses it only for what the node is now (its operator protected it with
     ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or its instance from scale-in, which a
-    drain without force respects; or it is gone, replaced or in another group; or in no group, but for
+    drain without force respects; or it is gone or replaced; or in another group, but for a forced
+    drain's of one moved to another managed group (drained as that group's); or in no group, but for
     a Spot warning's of an instance its group detached since the snapshot; or, without force,
     terminating) cancels it
     touching nothing, as it cancels a plan's drain, and the record step puts a ``SpillwayDrainSkipped``
