@@ -664,10 +664,10 @@ def test_a_spot_warnings_drain_of_an_instance_detached_from_its_group_evicts_and
     node = rig.node()
     assert node["spec"]["unschedulable"] is True  # stays cordoned: EC2 takes the instance
     assert not [c for c, _ in rig.cloud.calls if c in GROUP_WRITES], rig.cloud.calls
-    read = [(c, a) for c, a in rig.cloud.calls if c in ("describe_group", "describe_activities")]
+    read = [(c, a) for c, a in rig.cloud.calls if c in ("describe_group", "detach_recorded")]
     assert read == [
         ("describe_group", ("us-east-1", "general")),
-        ("describe_activities", ("us-east-1", "general")),
+        ("detach_recorded", ("us-east-1", "general", INSTANCE)),
     ]
     drained = [e for e in rig.api.list("Event") if e["reason"] == "SpillwayDrained"]
     assert drained and "in no Auto Scaling group" in drained[-1]["message"]
@@ -2442,4 +2442,75 @@ def test_a_notices_drain_of_an_instance_moved_to_another_group_is_otherwise_canc
     rig.api.clear_requests()
     note = cancelled(rig.drainer.validate(request_))["note"]
     assert "is in Auto Scaling group 'batch', not 'general' as requested" in note, note
+    assert rig.writes() == []
+
+
+def _activity(
+    now: datetime, n: int, seconds_ago: int, description: str, status: str = "Successful"
+) -> dict[str, Any]:
+    start = now - timedelta(seconds=seconds_ago)
+    return {"ActivityId": f"a-{n}", "AutoScalingGroupName": "general", "Description": description,
+            "Cause": f"At {start:%Y-%m-%dT%H:%M:%SZ} a user request update of AutoScalingGroup constraints",
+            "StartTime": start, "EndTime": start + timedelta(seconds=2), "StatusCode": status, "Progress": 100}  # fmt: skip
+
+
+def _real_detach_read(rig: Rig, pages: list[list[dict[str, Any]]]) -> Any:
+    """The drain reads the detach through the production adapter, its DescribeScalingActivities answered
+    page by page (``NextToken`` between them) by botocore's Stubber."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+
+    adapter = AwsAdapter(AwsClients(("us-east-1",), boto3.Session(), AwsSettings(max_attempts=1)), CLUSTER)
+    stub = Stubber(adapter._clients.autoscaling("us-east-1"))
+    for n, page in enumerate(pages):
+        more = {"NextToken": f"t{n + 1}"} if n + 1 < len(pages) else {}
+        expected = {"AutoScalingGroupName": "general", "MaxRecords": 100} | (
+            {"NextToken": f"t{n}"} if n else {}
+        )
+        stub.add_response("describe_scaling_activities", {"Activities": page, **more}, expected)
+    stub.activate()
+    rig.cloud.detach_recorded = adapter.detach_recorded  # type: ignore[method-assign]
+    return stub
+
+
+def test_a_spot_warnings_drain_finds_the_detach_behind_a_wave_of_newer_activities(
+    rig: Rig, moto_aws: None
+) -> None:
+    """Spot reclaims a pool in a wave: a tool that detaches each warned instance without decrement leaves,
+    per instance, a detach and the launch of its replacement. The planner's activity read keeps the 20
+    newest ended ones; behind 120 newer ones, over two pages, the drain still finds this instance's
+    detach (it was cancelled "no recent scaling activity detached it", the pods dying undrained)."""
+    rig.pod("web-0")
+    _detached(rig, recorded=False)
+    now = rig.clock()
+    newer = [_activity(now, n, 1 + n // 10, f"Launching a new EC2 instance: i-0{n:016x}") for n in range(120)]
+    stub = _real_detach_read(
+        rig, [newer[:100], [*newer[100:], _activity(now, 999, 60, f"Detaching EC2 instance: {INSTANCE}")]]
+    )
+
+    out = rig.drainer.validate(_notice_drain("interruption", group="general"))
+
+    assert "drain" in out, out.get("cancelled", {}).get("note")
+    stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("seconds_ago", "status"), [(31 * 60, "Successful"), (60, "Failed"), (60, "Cancelled")],
+    ids=["older-than-the-lookback", "failed", "cancelled"],
+)  # fmt: skip
+def test_a_detach_too_old_or_undone_is_no_evidence(
+    rig: Rig, moto_aws: None, seconds_ago: int, status: str
+) -> None:
+    rig.pod("web-0")
+    _detached(rig, recorded=False)
+    now = rig.clock()
+    _real_detach_read(rig, [[_activity(now, 1, seconds_ago, f"Detaching EC2 instance: {INSTANCE}", status),
+                             _activity(now, 2, 40 * 60, "Launching a new EC2 instance: i-0aa")]])  # fmt: skip
+
+    out = rig.drainer.validate(_notice_drain("interruption", group="general"))
+
+    assert set(out) == {"cancelled"}, out
+    assert "no recent scaling activity of 'general' detached it" in out["cancelled"]["note"]
     assert rig.writes() == []

@@ -514,11 +514,10 @@ NODE_CHECKS = (_not_ec2, _other_instance, _unknown_region, _other_region, _unman
 EC2_RUNNING = frozenset({"pending", "running"})
 
 
-# The Description of the scaling activity DetachInstances records in the group for each instance it
-# detaches (Amazon EC2 Auto Scaling API Reference, DetachInstances: "Detaching EC2 instance: i-...").
-DETACHING = "Detaching EC2 instance: {instance}"
-# A detach that did not happen: the instance stayed in the group.
-UNDONE_ACTIVITY = frozenset({"Failed", "Cancelled"})
+# How far back a Spot warning's drain looks for the group's detach of its instance: the interrupt
+# function's snapshot (observe writes one every 20 s) saw the instance in the group, so the detach is
+# younger than the snapshot; this leaves room for a late notice and the queue's retries.
+DETACH_LOOKBACK = timedelta(minutes=30)
 
 
 def _drains_outside_group(request: DrainRequest) -> bool:
@@ -1322,7 +1321,8 @@ class Drainer:
         """Why a Spot warning's forced drain of an instance in no group has nothing to drain, else None
         (it is drained, never terminated): the group the request names (the interrupt function's
         snapshot's, or the one AWS put the instance in) must exist and be managed for the cluster, its
-        scaling activities must show it detached the instance (DetachInstances: :data:`DETACHING`), and
+        scaling activities must show it detached the instance within :data:`DETACH_LOOKBACK`
+        (:meth:`~spillway.ports.Cloud.detach_recorded`), and
         EC2 must still run it (``pending`` or ``running``). A node no group of the cluster ever held, or
         one that left it by termination, is refused as before, whatever the request says."""
         instance_id, region = _located(node)
@@ -1336,9 +1336,7 @@ class Drainer:
             return _outside_group_refusal(
                 request, node, f"Auto Scaling group {group!r} is not managed for cluster {self.cluster!r}"
             )
-        detaching = DETACHING.format(instance=instance_id)
-        activities = self.cloud.describe_activities(region, group, self.clock())
-        if not any(a.Description == detaching and a.StatusCode not in UNDONE_ACTIVITY for a in activities):
+        if not self.cloud.detach_recorded(region, group, instance_id, self.clock() - DETACH_LOOKBACK):
             return _outside_group_refusal(
                 request, node, f"no recent scaling activity of {group!r} detached it"
             )

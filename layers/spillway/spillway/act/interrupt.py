@@ -601,7 +601,7 @@ class Interrupter:
             # terminate lifecycle hooks: drained (cordon, evict) for that, never terminated here
             replaced = f"{plan.reason}; its group replaces it (Capacity Rebalancing): not terminated"
             plan = replace(plan, reason=replaced[:256])
-            extra, out["group_replaces"] = {"terminate": False}, True
+            extra["terminate"], out["group_replaces"] = False, True
         started = self.workflows.start(self._request(notice, target, plan, **extra))
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
         return {

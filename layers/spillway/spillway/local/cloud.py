@@ -338,7 +338,11 @@ class CloudSim:
                         reverse=True,
                     )
             limit = int(self._get_param("MaxRecords") or 100)
-            return ActionResult({"Activities": items[:limit]})
+            start = int(self._get_param("NextToken") or 0)  # AWS pages with NextToken; an offset here
+            page: dict[str, Any] = {"Activities": items[start : start + limit]}
+            if start + limit < len(items):
+                page["NextToken"] = str(start + limit)
+            return ActionResult(page)
 
         def attach(self: Any, group_name: str, instance_ids: list[str]) -> None:
             if sim._throttled("AttachInstances"):
@@ -370,17 +374,24 @@ class CloudSim:
 
         def detach(self: Any, group_name: str, instance_ids: list[str], should_decrement: bool) -> Any:
             group = self.autoscaling_groups[group_name]
+            members = {s.instance.id for s in group.instance_states}
+            strangers = [iid for iid in instance_ids if iid not in members]
+            if strangers:  # AWS refuses the whole call; moto would detach nothing and still decrement
+                raise ValidationError(
+                    f"The instance {strangers[0]} is not part of Auto Scaling group {group_name}."
+                )
             before = int(group.desired_capacity or 0)
-            detached = [s.instance.id for s in group.instance_states if s.instance.id in instance_ids]
-            out = original_detach(self, group_name, instance_ids, should_decrement)
-            for iid in detached:  # what AWS records for each (moto records nothing)
+            after = before - len(instance_ids) if should_decrement else before
+            for iid in instance_ids:  # what AWS records for each (moto records nothing), before the
+                # launch of a replacement it causes without the decrement: that one is newer
                 activity = _activity(group, "Successful", f"Detaching EC2 instance: {iid}")
+                shrink = f", shrinking the capacity from {before} to {after}" if should_decrement else ""
                 activity["Cause"] = (
                     f"At {activity['StartTime']:%Y-%m-%dT%H:%M:%SZ} instance {iid} was detached in response "
-                    f"to a user request, shrinking the capacity from {before} to {group.desired_capacity}."
+                    f"to a user request{shrink}."
                 )
                 sim.record(group.region, group_name, activity)
-            return out
+            return original_detach(self, group_name, instance_ids, should_decrement)
 
         def create_fleet(self: Any) -> Any:
             if sim._throttled("CreateFleet"):
