@@ -512,6 +512,17 @@ class FakeCloud(Recorder):
         self._call("describe_activities", region, group)
         return [ScalingActivity.model_validate(a) for a in self.activities.get((region, group), [])]
 
+    def detach_recorded(self, region: str, group: str, instance_id: str, since: datetime) -> bool:
+        """As the adapter: an activity of the group since ``since`` detaching the instance, not undone."""
+        self._call("detach_recorded", region, group, instance_id)
+        wanted = f"Detaching EC2 instance: {instance_id}"
+        return any(
+            a.Description == wanted
+            and a.StatusCode not in ("Failed", "Cancelled")
+            and (a.StartTime if a.StartTime.tzinfo else a.StartTime.replace(tzinfo=UTC)) >= since
+            for a in map(ScalingActivity.model_validate, self.activities.get((region, group), []))
+        )
+
     def placement(self, region: str, instance_id: str) -> Placement | None:
         self._call("placement", region, instance_id)
         for (where, name), raw in self.groups.items():

@@ -122,3 +122,86 @@ def test_a_spot_warning_drains_its_node_inside_the_deadline_and_backs_off_the_ty
     )["executions"]
     assert [e["name"] for e in drains] == [f"interrupt-{instance}"]
     assert CLUSTER == "ml"
+
+
+def test_a_spot_warning_drains_a_node_whose_instance_left_its_group_and_terminates_nothing(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The instance is detached from its group (DetachInstances, by a person or a tool) after the
+    snapshot the interrupt function maps from: its Node is still there, and EC2 reclaims the instance two
+    minutes after the warning whatever group it is in. The drain was cancelled ("nothing to drain") and
+    its pods died without a graceful eviction. They are evicted through the Eviction API, under their
+    budget, inside the deadline; the node stays cordoned; Spillway terminates nothing and changes nothing
+    in Auto Scaling: it reads the group's scaling activities, where AWS recorded the detach (the rig
+    records it as AWS does; moto records none)."""
+    from moto.autoscaling.responses import AutoScalingResponse
+
+    monkeypatch.setenv("INTERRUPT_POLL_SECONDS", "1")
+    cloud.group("spot", instance_type="m5.large", desired=2, gpu=False, spot=True)
+    cloud.wait_nodes(2)
+    by_instance = dict(cloud.registrar.registered)
+    instance, spare_instance = sorted(i["InstanceId"] for i in cloud.asg("spot")["Instances"])
+    node, spare = by_instance[instance], by_instance[spare_instance]
+    for i in range(3):
+        cloud.kube.add(
+            objects.pod(f"web-{i}", "team-a", node_name=node, labels={"app": "web"},
+                        owner=("ReplicaSet", "web-5d9c"), cpu="100m", memory="128Mi")
+        )  # fmt: skip
+    cloud.kube.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=2))
+    cloud.snapshot()  # the instance is in its group here
+    autoscaling = boto3.client("autoscaling", region_name=HOME)
+    autoscaling.detach_instances(
+        InstanceIds=[instance], AutoScalingGroupName="spot", ShouldDecrementDesiredCapacity=True
+    )
+    assert [i["InstanceId"] for i in cloud.asg("spot")["Instances"]] == [spare_instance]
+    history = autoscaling.describe_scaling_activities(AutoScalingGroupName="spot")["Activities"]
+    assert history[0]["Description"] == f"Detaching EC2 instance: {instance}"
+
+    actions: list[str] = []
+    call_action = AutoScalingResponse.call_action
+
+    def recorded(self: AutoScalingResponse) -> Any:
+        actions.append(self._get_action())
+        return call_action(self)
+
+    monkeypatch.setattr(AutoScalingResponse, "call_action", recorded)
+    warned = time.monotonic()
+    boto3.client("events", region_name=HOME).put_events(
+        Entries=[
+            {
+                "Source": "aws.ec2",
+                "DetailType": "EC2 Spot Instance Interruption Warning",
+                "Detail": json.dumps({"instance-id": instance, "instance-action": "terminate"}),
+                "Resources": [f"arn:aws:ec2:{HOME}:{ACCOUNT}:instance/{instance}"],
+            }
+        ]
+    )
+    queue_arn, messages = receive(cloud)
+    assert len(messages) == 1
+    with ReplicaSetController(cloud.kube, "web", 3, spare) as controller:
+        answer = cloud.stack.invoke("InterruptFunction", sqs_event(queue_arn, messages))
+        assert answer == {"batchItemFailures": []}
+        arn = execution_arn(cloud.stack.state_machines["DrainNodeStateMachine"], f"interrupt-{instance}")
+        result = cloud.stack.wait(arn, timeout=90)
+    elapsed = time.monotonic() - warned
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["outcome"] == "drained" and out["node"] == node and out["instance_id"] == instance
+    assert out["outside_group"] is True and "in no Auto Scaling group" in out["note"], out
+    assert sorted(out["evicted"]) == ["team-a/web-0", "team-a/web-1", "team-a/web-2"]
+    assert controller.created >= 2  # the PDB let one pod go at a time
+    evictions = [r.status for r in cloud.kube.requests if r.path.endswith("/eviction")]
+    assert 201 in evictions and 429 in evictions  # through the Eviction API, the budget holding
+    assert elapsed < 90  # inside the deadline the warning left
+    kept = cloud.kube.get("Node", node)
+    assert kept is not None and kept["spec"]["unschedulable"] is True  # cordoned until EC2 takes it
+    steps = [c.event.get("action") for c in cloud.stack.calls("DrainFunction")]
+    assert "terminate" not in steps and "complete_lifecycle" not in steps and "delete_node" not in steps
+    ec2 = boto3.client("ec2", region_name=HOME).describe_instances(InstanceIds=[instance])
+    assert ec2["Reservations"][0]["Instances"][0]["State"]["Name"] == "running"  # left to EC2
+    # Auto Scaling only read, by anybody (the registrar's thread lists groups too, so which read is whose
+    # is the unit test's to check): no write at all, and the drain read the group's activities
+    assert [a for a in actions if not a.startswith("Describe")] == [], actions
+    assert "DescribeScalingActivities" in actions
+    assert cloud.asg("spot")["DesiredCapacity"] == 1 and cloud.sim.set_desired_calls == []

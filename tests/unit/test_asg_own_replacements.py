@@ -263,3 +263,23 @@ def test_an_instance_launched_before_the_one_it_replaces_is_no_room_while_that_o
     result = world.plan()
     assert pending_codes(result).get(pods[0]) != codes.FITS_LAUNCHING
     assert scale_up(result) == {"web": (2, 3, pods)}
+
+
+def test_a_spot_warning_of_a_node_launched_since_into_a_rebalancing_group_names_that_group() -> None:
+    """The drain request names the group AWS put a Node's instance in when the snapshot knew none, so
+    that the drain checks that group and, should the group detach the instance before the drain starts,
+    can see that group's record of the detach. In a group with Capacity Rebalancing the request also says
+    ``terminate: false``; it lost the group doing so, and a detach since made the Spot warning's drain
+    "in no Auto Scaling group": cancelled, the pods dying with the instance."""
+    from fakes import FakeCloud
+
+    snapshot = rebalancing_world(capacity_rebalance=False)
+    snapshot = Snapshot.build(snapshot.cluster, [], WARNED_AT)  # no group knows the instance yet
+    rig = Rig(snapshot)
+    rig.cloud = FakeCloud(cluster="prod")
+    rig.cloud.add_group("spot-new", [INSTANCE])["CapacityRebalance"] = True
+    [out] = rig.handle(sample("interrupt-spot-warning.json"))
+    assert out["outcome"] == "drain_started" and out["group_replaces"] is True
+    request = rig.workflows.requests[0].input
+    assert request["terminate"] is False
+    assert request.get("group") == "spot-new", request

@@ -556,7 +556,7 @@ def test_a_notices_drain_without_force_the_node_refuses_is_cancelled_touching_no
 
 @pytest.mark.parametrize(
     ("setup", "words"),
-    [s for s in NOTICE_STALE if s not in PROTECTIONS and s[0] is not _terminating],
+    [s for s in NOTICE_STALE if s not in PROTECTIONS and s[0] not in (_terminating, _planned_group_changed)],
     ids=lambda v: v.__name__.strip("_") if callable(v) else None,
 )
 def test_a_spot_warnings_drain_of_a_node_gone_or_changed_is_cancelled_too(
@@ -564,8 +564,10 @@ def test_a_spot_warnings_drain_of_a_node_gone_or_changed_is_cancelled_too(
 ) -> None:
     """The Spot warning's drain (forced) is refused only when the node or its instance changed since the
     snapshot (gone, replaced, out of its group): nothing to drain, no alarm (one its group terminates is
-    drained: test_a_spot_warnings_drain_of_an_instance_its_group_terminates_evicts_its_pods). The Node gets
-    the Event when it is still the notice's instance's, never a Node of another instance by that name."""
+    drained: test_a_spot_warnings_drain_of_an_instance_its_group_terminates_evicts_its_pods; one moved to
+    another of the cluster's groups too: test_a_spot_warnings_drain_of_an_instance_moved_to_another_...).
+    The Node gets the Event when it is still the notice's instance's, never a Node of another instance by
+    that name."""
     request = _notice_drain("interruption", **setup(rig))
     state = rig.drainer.validate(request)
     assert words in cancelled(state)["note"]
@@ -605,6 +607,157 @@ def test_a_protected_node_is_skipped_on_advice_visibly_and_drained_on_a_spot_war
     with pytest.raises(InvalidDrainRequest, match=re.escape(words)) as caught:
         rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "reason": "by hand"})
     assert caught.value.field == "node"
+
+
+# Auto Scaling calls that change a group or act on its instances: a drain of an instance in no group
+# makes none (it reads the group it names and that group's activities, nothing more).
+GROUP_WRITES = ("terminate_instance", "set_desired_capacity", "describe_lifecycle_hooks",
+                "complete_lifecycle_action", "record_heartbeat", "attach_instances")  # fmt: skip
+
+
+def _detached(rig: Rig, state: str = "running", *, recorded: bool = True) -> None:
+    """The instance left its group since the interrupt function's snapshot (DetachInstances by a person
+    or a tool): no group lists it, EC2 still runs it (``state``), its Node is still there, and the
+    group's scaling activities record the detach (``recorded``), as AWS does."""
+    raw = rig.cloud.groups[("us-east-1", "general")]
+    raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != INSTANCE]
+    raw["DesiredCapacity"] -= 1
+    rig.cloud.ec2[INSTANCE] = {"region": "us-east-1", "state": state, "tags": {}}
+    if recorded:
+        rig.cloud.activities[("us-east-1", "general")] = [{
+            "ActivityId": "5e8c3a1b-6f0d-4b2a-9c7e-1d2f3a4b5c6d", "AutoScalingGroupName": "general",
+            "Description": f"Detaching EC2 instance: {INSTANCE}",
+            "Cause": f"At 2026-11-02T09:59:30Z instance {INSTANCE} was detached in response to a user request, "
+                     "shrinking the capacity from 2 to 1.",
+            "StartTime": "2026-11-02T09:59:30Z", "EndTime": "2026-11-02T09:59:31Z", "StatusCode": "Successful",
+        }]  # fmt: skip
+
+
+def test_a_spot_warnings_drain_of_an_instance_detached_from_its_group_evicts_and_terminates_nothing(
+    rig: Rig,
+) -> None:
+    """EC2 reclaims a Spot instance two minutes after the warning whether or not it is in a group, so a
+    Node whose instance was detached since the snapshot still runs pods that die with it. The forced
+    drain was cancelled ("nothing to drain") and they died without a graceful eviction;
+    aws-node-termination-handler cordons and drains any such node. It is cordoned and its pods evicted,
+    and it is never terminated (there is no group to decrement; EC2 takes it back): Auto Scaling is only
+    read (the group the request names, and its activities, which show the detach). The output and the
+    Node's Event say why."""
+    rig.pod("web-0")
+    _detached(rig)
+    rig.cloud.calls.clear()
+
+    drain = rig.validated(**_notice_drain("interruption", group="general"))
+    rig.drainer.cordon(drain)
+    first = rig.drainer.evict(drain)
+    rig.api.delete("Pod", "web-0", "team-a")  # its kubelet confirms the eviction
+    second = rig.drainer.evict(drain, first)
+    ready = rig.drainer.check(drain)
+    out = rig.drainer.record({"drain": drain.model_dump(), "round": second}, "drained")
+
+    assert drain.terminate is False and drain.group is None and drain.leaving and drain.force
+    assert first["evicted"] == ["team-a/web-0"] and second["done"] and ready["ready"]
+    assert out["outcome"] == "drained" and out["outside_group"] is True and out["group"] is None
+    assert "in no Auto Scaling group" in out["note"] and "not terminated" in out["note"], out
+    assert "since the snapshot" in out["note"], out
+    assert rig.outcomes == [("drained", NODE)]
+    node = rig.node()
+    assert node["spec"]["unschedulable"] is True  # stays cordoned: EC2 takes the instance
+    assert not [c for c, _ in rig.cloud.calls if c in GROUP_WRITES], rig.cloud.calls
+    read = [(c, a) for c, a in rig.cloud.calls if c in ("describe_group", "detach_recorded")]
+    assert read == [
+        ("describe_group", ("us-east-1", "general")),
+        ("detach_recorded", ("us-east-1", "general", INSTANCE)),
+    ]
+    drained = [e for e in rig.api.list("Event") if e["reason"] == "SpillwayDrained"]
+    assert drained and "in no Auto Scaling group" in drained[-1]["message"]
+    # a failure's compensation keeps the cordon and the taint, touching no group either
+    kept = rig.drainer.uncordon(drain)
+    assert kept["uncordoned"] is False and rig.node()["spec"]["unschedulable"] is True
+    assert not [c for c, _ in rig.cloud.calls if c in GROUP_WRITES], rig.cloud.calls
+
+
+def test_a_dry_run_of_a_detached_instances_spot_drain_would_terminate_nothing(rig: Rig) -> None:
+    rig.pod("web-0")
+    _detached(rig)
+    preview = rig.drainer.validate(_notice_drain("interruption", group="general", dry_run=True))["preview"]
+    assert preview["would_evict"] == ["team-a/web-0"] and preview["would_terminate"] is None
+    assert preview["group"] is None
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [_notice_drain("rebalance", group="general"),
+     _notice_drain("scheduled", group="general"),  # more than a day out
+     _notice_drain("scheduled", group="general", force=True)],  # within a day of the change
+    ids=["rebalance", "scheduled", "scheduled-within-a-day"],
+)  # fmt: skip
+def test_a_notices_drain_but_a_spot_warnings_of_a_detached_instance_is_still_cancelled(
+    rig: Rig, request_: dict[str, Any]
+) -> None:
+    """Advice (a rebalance recommendation, a scheduled change more than a day out) for an instance no
+    longer in a group: the instance may stay, and it is no longer Spillway's to drain. A scheduled
+    change within a day too: a reboot or a stop leaves the instance running (EC2 does not take it
+    back), and the node, emptied and cordoned, would stay so with nothing to terminate."""
+    rig.pod("web-0")
+    _detached(rig)
+    rig.api.clear_requests()
+    note = cancelled(rig.drainer.validate(request_))["note"]
+    assert "in no Auto Scaling group" in note and rig.writes() == []
+
+
+@pytest.mark.parametrize("state", ["shutting-down", "terminated", "stopped", None])
+def test_a_spot_warnings_drain_of_an_instance_in_no_group_that_ec2_no_longer_runs_is_cancelled(
+    rig: Rig, state: str | None
+) -> None:
+    """No group lists an instance that was terminated either: when EC2 no longer runs it (or no longer
+    knows it), its Node has nothing left to drain, as before."""
+    _detached(rig, state or "running")
+    if state is None:
+        del rig.cloud.ec2[INSTANCE]
+    rig.api.clear_requests()
+    note = cancelled(rig.drainer.validate(_notice_drain("interruption", group="general")))["note"]
+    assert "in no Auto Scaling group" in note and "nothing to drain" in note, note
+    assert f"EC2: {state or 'unknown'}" in note and rig.writes() == []
+
+
+@pytest.mark.parametrize(
+    ("group", "words"),
+    [("general", "no recent scaling activity of 'general' detached it"),  # terminated, not detached
+     ("batch", "no recent scaling activity of 'batch' detached it"),  # another group of the cluster
+     ("other", "'other' is not managed for cluster 'prod'"),
+     ("gone", "'gone' does not exist")],
+    ids=["unrecorded", "another-group", "unmanaged", "unknown"],
+)  # fmt: skip
+def test_a_spot_warnings_drain_of_an_instance_the_named_group_did_not_detach_is_cancelled(
+    rig: Rig, group: str, words: str
+) -> None:
+    """Only a managed group's own record that it detached the instance lets a drain go on outside every
+    group: the request alone (anybody may start a DrainNode execution) proves nothing."""
+    rig.pod("web-0")
+    _detached(rig, recorded=False)
+    rig.cloud.add_group("batch", [], desired=0)
+    rig.cloud.add_group("other", [], desired=0, cluster="staging")
+    rig.api.clear_requests()
+    note = cancelled(rig.drainer.validate(_notice_drain("interruption", group=group)))["note"]
+    assert "in no Auto Scaling group" in note and words in note, note
+    assert rig.writes() == []
+
+
+def test_a_drain_by_hand_or_a_plans_of_a_detached_instance_is_still_refused(rig: Rig) -> None:
+    """Only a Spot warning's forced drain (EC2 takes the instance anyway) drains a node outside every
+    group."""
+    _detached(rig)
+    with pytest.raises(InvalidDrainRequest, match="in no Auto Scaling group"):
+        rig.validated(force=True, leaving=True, group="general")  # by hand, even as a leaving instance
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "plan_id": PLAN, "force": True,
+                                "leaving": True, "reason": "idle 12 min"})  # fmt: skip
+    assert "in no Auto Scaling group" in cancelled(out)["note"]
+    lifecycle = {"hook": "drain-before-terminate", "token": "5f3c2a1b-0d4e-4f6a-9b8c-7d6e5f4a3b2c",
+                 "heartbeat_seconds": 300}  # fmt: skip
+    with pytest.raises(InvalidDrainRequest, match="in no Auto Scaling group"):
+        rig.validated(group="general", lifecycle=lifecycle, force=True, terminate=False)
+    assert rig.writes() == []
 
 
 @pytest.mark.parametrize(
@@ -2161,3 +2314,203 @@ def test_a_consolidation_of_a_node_annotated_do_not_disrupt_since_the_plan_is_ca
 def test_force_drains_a_node_annotated_do_not_disrupt(rig: Rig) -> None:
     _node_do_not_disrupt(rig)
     assert rig.validated(force=True).force is True
+
+
+# --- review of branch `detached` ----------------------------------------------------------------------
+
+
+def _never_in_a_group(rig: Rig) -> None:
+    """A Node whose instance no Auto Scaling group ever held (a Karpenter node, a standalone instance):
+    EC2 runs it, no group lists it, no group's activity history ever detached it."""
+    raw = rig.cloud.groups[("us-east-1", "general")]
+    raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != INSTANCE]
+    raw["DesiredCapacity"] -= 1
+    rig.cloud.ec2[INSTANCE] = {"region": "us-east-1", "state": "running",
+                               "tags": {"karpenter.sh/nodepool": "default"}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"notice": "interruption", "force": True},  # no group named: a request written by hand
+     {"notice": "interruption", "force": True, "group": "general"},  # names a managed group it never was in
+     {"notice": "interruption", "force": True, "group": "no-such-group"},  # names no group at all
+     {"notice": "rebalance", "force": True}],  # a forced rebalance: the interrupt function never writes one
+    ids=["no-group", "managed-group-never-held-it", "unknown-group", "forced-rebalance"],
+)  # fmt: skip
+def test_review_a_notice_request_cannot_drain_a_node_no_group_of_the_cluster_ever_held(
+    rig: Rig, extra: dict[str, Any]
+) -> None:
+    """Before the branch any drain of an EC2 node in no Auto Scaling group was refused ("Spillway drains
+    only nodes of the groups it manages"). Now a DrainNode request that carries notice/force/leaving
+    (anyone with states:StartExecution can write one) cordons and force-evicts a Karpenter node."""
+    rig.pod("web-0")
+    _never_in_a_group(rig)
+    rig.api.clear_requests()
+    request = {"cluster": CLUSTER, "node": NODE, "instance_id": INSTANCE, "leaving": True,
+               "reason": "by hand", **extra}  # fmt: skip
+    try:
+        out = rig.drainer.validate(request)
+    except InvalidDrainRequest:
+        out = {"refused": True}
+    assert "drain" not in out, out.get("preview")
+    assert rig.writes() == []
+
+
+REBOOT = ("scheduled change arn:aws:health:us-east-1::event/EC2/AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED/"
+          "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED_1a2b3c")  # fmt: skip
+
+
+def test_review_a_scheduled_reboot_within_a_day_does_not_empty_and_cordon_a_detached_instance_for_good(
+    rig: Rig,
+) -> None:
+    """The interrupt function forces every EC2 scheduledChange within a day (reboots and stops too, not
+    only retirements). In a group the drain terminates the instance and the group replaces it; out of
+    every group nothing is terminated, so after a reboot (or a stop, then a start by whoever detached
+    it) the instance runs on, its Node emptied and held by Spillway's cordon ("EC2 takes it back") until
+    orphaned_drain_minutes (27 h) passes. EC2 does not take back an instance for a reboot."""
+    rig.pod("web-0")
+    _detached(rig)
+    rig.api.clear_requests()
+    out = rig.drainer.validate(_notice_drain("scheduled", group="general", force=True, reason=REBOOT))
+    if "drain" in out:  # what the branch does: drain, keep the cordon, terminate nothing
+        drain = Drain.model_validate(out["drain"])
+        rig.drainer.cordon(drain)
+        rig.drainer.evict(drain)
+        rig.api.delete("Pod", "web-0", "team-a")
+        done = rig.drainer.record({"drain": drain.model_dump(), "round": rig.drainer.evict(drain)}, "drained")
+        assert rig.node()["spec"]["unschedulable"] is False, done["note"]  # fails: cordoned for good
+    else:
+        assert rig.writes() == []
+
+
+def test_review_a_spot_warnings_drain_of_an_instance_moved_to_another_of_the_clusters_groups_evicts(
+    rig: Rig,
+) -> None:
+    """Same premise as the branch (EC2 takes a Spot instance whatever group it is in), other case: the
+    instance was detached from `general` and attached to `batch`, also tagged for the cluster, since the
+    snapshot. The forced drain is cancelled "has nothing to drain", its pods die with the instance."""
+    rig.pod("web-0")
+    _detached(rig)
+    rig.cloud.add_group("batch", [INSTANCE], desired=1)
+    out = rig.drainer.validate(_notice_drain("interruption", group="general"))
+    assert "drain" in out, out["cancelled"]["note"]
+
+
+def _moved_to(rig: Rig, group: str, **kw: Any) -> None:
+    """The instance was detached from ``general`` and attached to ``group`` since the snapshot."""
+    _detached(rig)
+    rig.cloud.add_group(group, [INSTANCE, "i-0b1b2c3d4e5f60720"], **kw)
+
+
+def test_a_spot_warnings_drain_of_an_instance_moved_to_another_managed_group_drains_it_there(
+    rig: Rig,
+) -> None:
+    """EC2 takes a Spot instance whatever group it is in: one moved to another of the cluster's groups
+    since the snapshot is drained as a member of that group, every check of it run against that group,
+    and terminated through it."""
+    rig.pod("web-0")
+    _moved_to(rig, "batch")
+    drain = rig.validated(**_notice_drain("interruption", group="general"))
+    assert (drain.group, drain.terminate, drain.force) == ("batch", True, True)
+    preview = rig.drainer.validate(_notice_drain("interruption", group="general", dry_run=True))["preview"]
+    assert preview["would_terminate"]["group"] == "batch" and "outside_group" not in preview
+
+
+def test_a_spot_warnings_drain_of_an_instance_moved_into_a_group_with_capacity_rebalancing_terminates_nothing(
+    rig: Rig,
+) -> None:
+    """The interrupt function judged the group it left (no Capacity Rebalancing: terminate); the group it
+    is in now replaces it itself, so terminating it with the decrement would leave that group one
+    instance over, to scale in one of its own choosing."""
+    _moved_to(rig, "batch")
+    rig.cloud.groups[("us-east-1", "batch")]["CapacityRebalance"] = True
+    drain = rig.validated(**_notice_drain("interruption", group="general"))
+    assert (drain.group, drain.terminate) == ("batch", False)
+
+
+@pytest.mark.parametrize(
+    ("request_", "group_kw"),
+    [(_notice_drain("interruption", group="general"), {"cluster": "staging"}),  # out of the cluster's groups
+     (_notice_drain("rebalance", group="general"), {}),  # advice, without force
+     (_notice_drain("scheduled", group="general"), {})],  # a scheduled change more than a day out
+    ids=["unmanaged-group", "rebalance", "scheduled"],
+)  # fmt: skip
+def test_a_notices_drain_of_an_instance_moved_to_another_group_is_otherwise_cancelled(
+    rig: Rig, request_: dict[str, Any], group_kw: dict[str, Any]
+) -> None:
+    _moved_to(rig, "batch", **group_kw)
+    rig.api.clear_requests()
+    note = cancelled(rig.drainer.validate(request_))["note"]
+    assert "is in Auto Scaling group 'batch', not 'general' as requested" in note, note
+    assert rig.writes() == []
+
+
+def _activity(
+    now: datetime, n: int, seconds_ago: int, description: str, status: str = "Successful"
+) -> dict[str, Any]:
+    start = now - timedelta(seconds=seconds_ago)
+    return {"ActivityId": f"a-{n}", "AutoScalingGroupName": "general", "Description": description,
+            "Cause": f"At {start:%Y-%m-%dT%H:%M:%SZ} a user request update of AutoScalingGroup constraints",
+            "StartTime": start, "EndTime": start + timedelta(seconds=2), "StatusCode": status, "Progress": 100}  # fmt: skip
+
+
+def _real_detach_read(rig: Rig, pages: list[list[dict[str, Any]]]) -> Any:
+    """The drain reads the detach through the production adapter, its DescribeScalingActivities answered
+    page by page (``NextToken`` between them) by botocore's Stubber."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+
+    adapter = AwsAdapter(AwsClients(("us-east-1",), boto3.Session(), AwsSettings(max_attempts=1)), CLUSTER)
+    stub = Stubber(adapter._clients.autoscaling("us-east-1"))
+    for n, page in enumerate(pages):
+        more = {"NextToken": f"t{n + 1}"} if n + 1 < len(pages) else {}
+        expected = {"AutoScalingGroupName": "general", "MaxRecords": 100} | (
+            {"NextToken": f"t{n}"} if n else {}
+        )
+        stub.add_response("describe_scaling_activities", {"Activities": page, **more}, expected)
+    stub.activate()
+    rig.cloud.detach_recorded = adapter.detach_recorded  # type: ignore[method-assign]
+    return stub
+
+
+def test_a_spot_warnings_drain_finds_the_detach_behind_a_wave_of_newer_activities(
+    rig: Rig, moto_aws: None
+) -> None:
+    """Spot reclaims a pool in a wave: a tool that detaches each warned instance without decrement leaves,
+    per instance, a detach and the launch of its replacement. The planner's activity read keeps the 20
+    newest ended ones; behind 120 newer ones, over two pages, the drain still finds this instance's
+    detach (it was cancelled "no recent scaling activity detached it", the pods dying undrained)."""
+    rig.pod("web-0")
+    _detached(rig, recorded=False)
+    now = rig.clock()
+    newer = [_activity(now, n, 1 + n // 10, f"Launching a new EC2 instance: i-0{n:016x}") for n in range(120)]
+    stub = _real_detach_read(
+        rig, [newer[:100], [*newer[100:], _activity(now, 999, 60, f"Detaching EC2 instance: {INSTANCE}")]]
+    )
+
+    out = rig.drainer.validate(_notice_drain("interruption", group="general"))
+
+    assert "drain" in out, out.get("cancelled", {}).get("note")
+    stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("seconds_ago", "status"), [(31 * 60, "Successful"), (60, "Failed"), (60, "Cancelled")],
+    ids=["older-than-the-lookback", "failed", "cancelled"],
+)  # fmt: skip
+def test_a_detach_too_old_or_undone_is_no_evidence(
+    rig: Rig, moto_aws: None, seconds_ago: int, status: str
+) -> None:
+    rig.pod("web-0")
+    _detached(rig, recorded=False)
+    now = rig.clock()
+    _real_detach_read(rig, [[_activity(now, 1, seconds_ago, f"Detaching EC2 instance: {INSTANCE}", status),
+                             _activity(now, 2, 40 * 60, "Launching a new EC2 instance: i-0aa")]])  # fmt: skip
+
+    out = rig.drainer.validate(_notice_drain("interruption", group="general"))
+
+    assert set(out) == {"cancelled"}, out
+    assert "no recent scaling activity of 'general' detached it" in out["cancelled"]["note"]
+    assert rig.writes() == []

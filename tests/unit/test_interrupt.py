@@ -550,6 +550,10 @@ def test_a_node_of_no_known_group_is_drained_only_when_aws_puts_it_in_a_group_of
         "no group": ("not_managed", 0),
         "ours": ("drain_started", 1),
     }
+    # the request names the group AWS put it in, as it names the snapshot's: the drain checks that group
+    # (and, should the instance be detached from it before the drain starts, that it detached it)
+    [request] = rig.workflows.requests
+    assert request.input["group"] == "new"
 
 
 def test_a_node_already_shutting_down_has_nothing_to_drain() -> None:

@@ -27,7 +27,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   EC2 reuses addresses), never below the group's MinSize, never to terminate in a group whose
   Terminate process is suspended (Auto Scaling would leave the instance running), never a node somebody
   else cordoned, and not one annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled=true``
-  unless ``force``;
+  unless ``force``; but a Spot warning's forced drain also drains a node whose instance a managed group
+  detached since the snapshot and EC2 still runs, never terminating it (:func:`_drains_outside_group`);
 * DaemonSet pods, mirror (static) pods and finished pods are left alone, and so are pods whose
   tolerations admit the drain's cordon and taint (evicted, they or their replacements could be
   scheduled straight back: they go with the node, as in Karpenter); everything else goes through the
@@ -57,7 +58,10 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   operator annotated ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or whose instance
   they protected from scale-in (a drain that terminates: :func:`_scale_in_protected`), is left alone, as
   Karpenter disrupts such a node only involuntarily (the Spot warning's forced drain still drains it);
-  forced or not, a node gone, replaced or out of its group has nothing to drain, and one its group
+  forced or not, a node gone or replaced has nothing to drain, nor, without force, one in another group
+  (with force, one moved to another managed group is drained as that group's), nor one whose
+  instance is in no group (but a Spot warning's of one its group detached since the snapshot and EC2
+  still runs: drained and left to EC2, which takes the instance whatever its group), and one its group
   terminates is left to the group without force (with force its pods are evicted: the hook holding
   it may not be Spillway's, and EC2 takes it within minutes); the
   record step puts a ``SpillwayDrainSkipped`` Event on the Node. A
@@ -97,6 +101,7 @@ from spillway.act.instances import where_gone
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
     AsgLimitExceeded,
+    AsgNotFound,
     AwsError,
     DrainCancelled,
     DrainSuperseded,
@@ -518,6 +523,65 @@ def _unmanaged_region(request: DrainRequest, node: Node, regions: tuple[str, ...
 # Read from the Node alone, in order.
 NODE_CHECKS = (_not_ec2, _other_instance, _unknown_region, _other_region, _unmanaged_region)
 
+# What EC2 says of an instance that still runs (DescribeInstances' State.Name).
+EC2_RUNNING = frozenset({"pending", "running"})
+
+
+# How far back a Spot warning's drain looks for the group's detach of its instance: the interrupt
+# function's snapshot (observe writes one every 20 s) saw the instance in the group, so the detach is
+# younger than the snapshot; this leaves room for a late notice and the queue's retries.
+DETACH_LOOKBACK = timedelta(minutes=30)
+
+
+def _drains_outside_group(request: DrainRequest) -> bool:
+    """Whether the drain may go on when no Auto Scaling group lists the node's instance any more: only a
+    Spot interruption warning's forced drain (EC2 takes the instance back two minutes later whatever
+    group it is in), which names the instance and the managed group it was in at the interrupt
+    function's snapshot. Whether it goes on is :meth:`Drainer._detached_refusal`'s: that group must exist,
+    be managed for the cluster and have detached the instance (its scaling activities say so), and EC2
+    must still run it. aws-node-termination-handler cordons and drains the node of such a notice: its
+    pods are evicted, the instance left to EC2 (no group to terminate it through). A scheduled change
+    (a reboot or a stop leaves the instance running, and the node would stay emptied and cordoned),
+    advice without force, a plan's drain, one by hand and a lifecycle drain (its group holds the
+    instance in Terminating:Wait: one in no group is done) have nothing to drain, as before; and no
+    request drains a node no group of the cluster ever held (a Karpenter node, a standalone instance)."""
+    return (
+        request.notice == "interruption"
+        and request.force
+        and request.leaving
+        and request.lifecycle is None
+        and request.plan_id is None
+        and request.instance_id is not None
+        and request.group is not None
+    )
+
+
+def _follows_instance(request: DrainRequest) -> bool:
+    """Whether a notice's forced drain of a leaving instance (a Spot warning's, a scheduled change's
+    within a day) drains it in the group it is in now when that is not the one the request names (moved
+    to another group since the interrupt function's snapshot): it goes anyway, and the drain is the one
+    a request naming its group now would be, every check of that group included (a group not managed
+    for the cluster has nothing to drain, as before)."""
+    return (
+        request.notice is not None
+        and request.force
+        and request.leaving
+        and request.lifecycle is None
+        and request.plan_id is None
+        and request.instance_id is not None
+    )
+
+
+def _outside_group_refusal(request: DrainRequest, node: Node, why: str) -> Refusal:
+    """The refusal of a drain of an instance in no group: as for any such instance, ``why`` added."""
+    instance_id, region = _located(node)
+    return InvalidDrainRequest(
+        f"instance {instance_id} of Node {request.node!r} is in no Auto Scaling group in {region} ({why}); "
+        "Spillway drains only nodes of the groups it manages",
+        field="node",
+        stale=True,  # the group the request names no longer holds it
+    )
+
 
 def _placement_refusal(request: DrainRequest, node: Node, placement: Placement | None) -> Refusal:
     instance_id, region = _located(node)
@@ -528,14 +592,37 @@ def _placement_refusal(request: DrainRequest, node: Node, placement: Placement |
             field="node",
             stale=True,  # a plan saw it in a managed group: it left it
         )
-    if request.group is not None and request.group != placement.group:
-        return InvalidDrainRequest(
-            f"instance {instance_id} is in Auto Scaling group {placement.group!r}, not "
-            f"{request.group!r} as requested",
-            field="group",
-            stale=True,
-        )
+    if _moved(request, placement) and not _follows_instance(request):
+        return _other_group(request, placement)
     return None
+
+
+def _moved(request: DrainRequest, placement: Placement) -> bool:
+    """Whether the instance is in another group than the one the request names."""
+    return request.group is not None and request.group != placement.group
+
+
+def _other_group(request: DrainRequest, placement: Placement) -> InvalidDrainRequest:
+    return InvalidDrainRequest(
+        f"instance {placement.instance_id} is in Auto Scaling group {placement.group!r}, not "
+        f"{request.group!r} as requested",
+        field="group",
+        stale=True,
+    )
+
+
+def _terminates(request: DrainRequest, placement: Placement | None, asg: AutoScalingGroup | None) -> bool:
+    """Whether the drain terminates the instance. Not one in no group (detached: EC2 reclaims it, and
+    there is no group to terminate it through). An instance going away anyway is only drained at MinSize
+    (EC2 reclaims it, the group replaces it) and out of its group's service (Standby is out of the
+    desired capacity already); nor one a Spot notice's drain finds moved since the snapshot into a group
+    with Capacity Rebalancing, which replaces it itself (the interrupt function judged the group it left:
+    terminating with the decrement would leave that group one over, to scale in one of its choosing)."""
+    if not request.terminate or placement is None or asg is None:
+        return False
+    leaves = _below_min(asg, placement.instance_id) or placement.lifecycle_state not in LIVE_STATES
+    replaces = request.notice in ("interruption", "rebalance") and asg.CapacityRebalance is True
+    return not (request.leaving and leaves) and not (_moved(request, placement) and replaces)
 
 
 def _unmanaged_group(
@@ -1247,12 +1334,7 @@ class Drainer:
             if refusal.stale and request.notice is not None:
                 return self._skipped(request, refusal)
             raise
-        # an instance going away anyway is only drained at MinSize (EC2 reclaims it, the group replaces
-        # it) and out of its group's service (Standby is out of the desired capacity already)
-        terminate = request.terminate and not (
-            request.leaving
-            and (_below_min(asg, placement.instance_id) or placement.lifecycle_state not in LIVE_STATES)
-        )
+        terminate = _terminates(request, placement, asg)
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
         pods = self.kube.pods_on_node(drain.node)
@@ -1282,21 +1364,58 @@ class Drainer:
             answer["cancelled"]["node_uid"] = node.metadata.uid
         return answer
 
-    def _checked(self, request: DrainRequest) -> tuple[Node, Placement, AutoScalingGroup]:
+    def _checked(self, request: DrainRequest) -> tuple[Node, Placement | None, AutoScalingGroup | None]:
         """The node, its instance's place in its group and the group, once every check of them passed;
-        else the first refusal, raised (``stale`` when only the world changed since a plan)."""
+        else the first refusal, raised (``stale`` when only the world changed since a plan). No place
+        and no group for an instance its group detached since the snapshot that EC2 still runs, when the
+        drain is one that drains it all the same (:func:`_drains_outside_group`,
+        :meth:`_detached_refusal`). The group the instance is in now, every check of it run, for a
+        forced notice's drain of one moved to another managed group since (:func:`_follows_instance`)."""
         node = self._named_node(request)
         _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
         instance_id, region = _located(node)
         placement = self.cloud.placement(region, instance_id)
+        if placement is None and _drains_outside_group(request):
+            _refuse(self._detached_refusal(request, node))
+            return node, None, None
         _refuse(_placement_refusal(request, node, placement))
         assert placement is not None
         asg = self.cloud.describe_group(region, placement.group)
+        if _moved(request, placement) and not is_managed(asg, self.cluster):
+            _refuse(_other_group(request, placement))  # moved out of the cluster's groups: not ours
         _refuse(_first_refusal(GROUP_CHECKS, request, node, placement, asg, self.cluster))
         return node, placement, asg
 
+    def _detached_refusal(self, request: DrainRequest, node: Node) -> Refusal:
+        """Why a Spot warning's forced drain of an instance in no group has nothing to drain, else None
+        (it is drained, never terminated): the group the request names (the interrupt function's
+        snapshot's, or the one AWS put the instance in) must exist and be managed for the cluster, its
+        scaling activities must show it detached the instance within :data:`DETACH_LOOKBACK`
+        (:meth:`~spillway.ports.Cloud.detach_recorded`), and
+        EC2 must still run it (``pending`` or ``running``). A node no group of the cluster ever held, or
+        one that left it by termination, is refused as before, whatever the request says."""
+        instance_id, region = _located(node)
+        group = request.group
+        assert group is not None  # _drains_outside_group
+        try:
+            asg = self.cloud.describe_group(region, group)
+        except AsgNotFound:
+            return _outside_group_refusal(request, node, f"Auto Scaling group {group!r} does not exist")
+        if not is_managed(asg, self.cluster):
+            return _outside_group_refusal(
+                request, node, f"Auto Scaling group {group!r} is not managed for cluster {self.cluster!r}"
+            )
+        if not self.cloud.detach_recorded(region, group, instance_id, self.clock() - DETACH_LOOKBACK):
+            return _outside_group_refusal(
+                request, node, f"no recent scaling activity of {group!r} detached it"
+            )
+        state = self.cloud.instance_states(region, [instance_id]).get(instance_id)
+        if state not in EC2_RUNNING:
+            return _outside_group_refusal(request, node, f"EC2: {state or 'unknown'}")
+        return None
+
     def _new_drain(
-        self, request: DrainRequest, node: Node, placement: Placement, *, terminate: bool, name: str
+        self, request: DrainRequest, node: Node, placement: Placement | None, *, terminate: bool, name: str
     ) -> Drain:
         now = self.clock()
         instance_id, region = _located(node)
@@ -1311,7 +1430,7 @@ class Drainer:
             force=request.force,
             dry_run=request.dry_run,
             instance_id=instance_id,
-            group=placement.group,
+            group=placement.group if placement is not None else None,
             region=region,
             plan_id=request.plan_id,
             consolidation=request.consolidation,
@@ -1326,19 +1445,25 @@ class Drainer:
             deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
         )
 
-    def _preview(self, drain: Drain, verdicts: Sequence[PodVerdict], asg: AutoScalingGroup) -> dict[str, Any]:
+    def _preview(
+        self, drain: Drain, verdicts: Sequence[PodVerdict], asg: AutoScalingGroup | None
+    ) -> dict[str, Any]:
         """What the drain would do: the whole answer of a ``dry_run``."""
         evict = sorted((v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod))
         keep = [v for v in verdicts if v.action in ("keep", "wait")]
-        terminates = {
-            "instance_id": drain.instance_id,
-            "group": drain.group,
-            "region": drain.region,
-            "desired_capacity": {
-                "from": asg.DesiredCapacity,
-                "to": asg.DesiredCapacity - asg.instance_weight(drain.instance_id),
-            },
-        }
+        terminates = (
+            None
+            if asg is None
+            else {
+                "instance_id": drain.instance_id,
+                "group": drain.group,
+                "region": drain.region,
+                "desired_capacity": {
+                    "from": asg.DesiredCapacity,
+                    "to": asg.DesiredCapacity - asg.instance_weight(drain.instance_id),
+                },
+            }
+        )
         return {
             **self._identity(drain),
             "outcome": "dry_run",
@@ -1348,6 +1473,7 @@ class Drainer:
             "would_keep": _listing(keep),
             "would_ignore": _listing([v for v in verdicts if v.action == "ignore"]),
             "would_terminate": terminates if drain.terminate else None,
+            **_outside_group(drain),
             "would_uncordon": drain.uncordon,
             "would_complete": (
                 {"hook": drain.lifecycle.hook, "result": LIFECYCLE_CONTINUE} if drain.lifecycle else None
@@ -1419,6 +1545,8 @@ class Drainer:
             if drain.terminate
             else "and leave the node cordoned"
         )
+        if drain.group is None:
+            target += f" ({OUTSIDE_GROUP.format(instance=drain.instance_id)})"
         if drain.uncordon:
             target = "then uncordon the node and lift the taint: it stays in service for pending pods"
         if drain.lifecycle is not None:
@@ -1472,7 +1600,7 @@ class Drainer:
         the hook's HeartbeatTimeout has passed since the last one (or since the drain started, which is
         at most a few seconds after the group began waiting). Best effort: a failed heartbeat is retried
         next round, and an action that no longer waits is noted (the group proceeds whatever we do)."""
-        assert drain.lifecycle is not None
+        assert drain.lifecycle is not None and drain.group is not None  # the group holding the instance
         last_text = previous.get("heartbeat_at")
         last = parse_iso(last_text) if isinstance(last_text, str) else parse_iso(drain.started_at)
         now = self.clock()
@@ -1602,7 +1730,14 @@ class Drainer:
         decrement; the record step and the drain's outcome read it.
 
         Idempotent: an instance already terminating, or no longer in its group (a retry after the first
-        call terminated it and then timed out), is terminated: the step succeeds and says so."""
+        call terminated it and then timed out), is terminated: the step succeeds and says so. A drain of
+        an instance in no group (validation never lets one terminate) is refused, touching nothing."""
+        if drain.group is None:
+            raise InvalidDrainRequest(
+                f"instance {drain.instance_id} is in no Auto Scaling group: there is none to terminate it "
+                "through, and EC2 takes it back; nothing was done",
+                field="drain",
+            )
         already = self._instance_gone(drain)
         if already is not None:
             return already
@@ -1639,7 +1774,10 @@ class Drainer:
         return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=False), False
 
     def _instance_gone(self, drain: Drain) -> dict[str, Any] | None:
-        """The terminate result when the drained instance is already terminating or out of its group."""
+        """The terminate result when the drained instance is already terminating or out of its group
+        (None for a drain of an instance in no group: it terminates nothing)."""
+        if drain.group is None:
+            return None
         placement = self.cloud.placement(drain.region, drain.instance_id)
         where = where_gone(placement, drain.instance_id, drain.group, drain.region)
         if where is None:
@@ -1665,6 +1803,8 @@ class Drainer:
         if drain.lifecycle is not None:
             done = self._complete(drain, drain.lifecycle.hook, drain.lifecycle.token)
             return {"status": "LifecycleCompleted", "hooks": [done], **_lifecycle_identity(drain)}
+        if drain.group is None:  # no group, no hooks (such a drain never terminates: never run)
+            return {"status": "NoGroup", "hooks": []}
         hooks = [
             h
             for h in self.cloud.describe_lifecycle_hooks(drain.region, drain.group)
@@ -1684,6 +1824,7 @@ class Drainer:
         return {"status": "LifecycleCompleted", "hooks": [self._complete(drain, h.name, None) for h in hooks]}
 
     def _complete(self, drain: Drain, hook: str, token: str | None) -> dict[str, Any]:
+        assert drain.group is not None  # a lifecycle drain's group holds it; a drain that terminated had one
         try:
             self.cloud.complete_lifecycle_action(
                 drain.region, drain.group, hook, drain.instance_id, token, LIFECYCLE_CONTINUE
@@ -1796,7 +1937,7 @@ class Drainer:
         elif outcome == "superseded":
             summary.update(_superseded(_mapping(state.get("superseded"))))
         else:
-            summary.update(_success(state, outcome))
+            summary.update(_success(state, outcome, drain))
         final: Outcome = summary["outcome"]
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
@@ -1957,6 +2098,20 @@ def _keep_leaving(drain: Drain) -> dict[str, Any]:
     }
 
 
+OUTSIDE_GROUP = (
+    "not terminated: instance {instance} is in no Auto Scaling group (detached from its group since the "
+    "snapshot), so there is no group to terminate it through; EC2 takes it back"
+)
+
+
+def _outside_group(drain: Drain) -> dict[str, Any]:
+    """What a drain of an instance in no group says of it (:func:`_drains_outside_group`): drained, the
+    node left cordoned, nothing terminated. Nothing for any other drain."""
+    if drain.group is not None:
+        return {}
+    return {"outside_group": True, "note": OUTSIDE_GROUP.format(instance=drain.instance_id)}
+
+
 def _lifecycle_identity(drain: Drain) -> dict[str, Any]:
     if drain.lifecycle is None:
         return {}
@@ -2000,11 +2155,11 @@ def _request_identity(state: Mapping[str, Any], cluster: str) -> dict[str, Any]:
     return out
 
 
-def _success(state: Mapping[str, Any], outcome: str | None) -> dict[str, Any]:
-    """A drain that ended well: drained (``terminate`` false), released (``uncordon``: the node emptied,
-    uncordoned and kept) or terminated, and the Node's fate."""
+def _success(state: Mapping[str, Any], outcome: str | None, drain: Drain | None) -> dict[str, Any]:
+    """A drain that ended well: drained (``terminate`` false; why, for an instance in no group),
+    released (``uncordon``: the node emptied, uncordoned and kept) or terminated, and the Node's fate."""
     if outcome == "drained":
-        return {"outcome": "drained"}
+        return {"outcome": "drained", **(_outside_group(drain) if drain is not None else {})}
     if outcome == "released":
         return _released(_mapping(state.get("released")))
     compensation = _mapping(state.get("compensation"))
@@ -2059,7 +2214,12 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
             "Normal",
         )
     if outcome == "drained":
-        return ("SpillwayDrained", f"Drained ({summary.get('reason')}): evicted {evicted} pod(s)", "Normal")
+        why = f"; {summary['note']}" if summary.get("outside_group") else ""
+        return (
+            "SpillwayDrained",
+            f"Drained ({summary.get('reason')}): evicted {evicted} pod(s){why}",
+            "Normal",
+        )
     if outcome == "superseded":
         return (
             "SpillwayDrainSuperseded",

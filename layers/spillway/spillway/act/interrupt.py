@@ -65,8 +65,10 @@ A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new. Its request names the
 notice's kind (``notice``), and the drain's own validation judges the node as it is when the drain
 starts: a check that refuses it only for what the node is now (its operator protected it, which a drain
-without force respects; it is gone, replaced or out of its group; its group terminates it, for a
-drain without force) cancels the drain,
+without force respects; it is gone or replaced; it is in another group, unless that is one of the
+cluster's and the drain is forced; it is in no group, unless its group
+detached it since the snapshot and the notice is a Spot warning; its group terminates it, for a drain
+without force) cancels the drain,
 touching nothing: the execution succeeds ``cancelled``, DrainOutcome counts it, and the Node gets a
 ``SpillwayDrainSkipped`` Event saying why (:func:`spillway.act.drain._left_alone`). No alarm goes off for
 a node left alone on purpose; the Spot warning's drain, forced, still drains it. This function does not
@@ -591,12 +593,15 @@ class Interrupter:
                 notice, target.region, target.zone, target.instance_type, target.instance_id
             )
         extra: dict[str, Any] = {}
-        if notice.kind in ("rebalance", "interruption") and self._group_replaces(notice, target):
+        placed = self._placed_group(notice, target)
+        if placed is not None:  # the drain checks the group it names, and the detach of one in none
+            extra["group"] = placed
+        if notice.kind in ("rebalance", "interruption") and self._group_replaces(notice, target, placed):
             # the group launches the replacement and terminates the instance itself, through its
             # terminate lifecycle hooks: drained (cordon, evict) for that, never terminated here
             replaced = f"{plan.reason}; its group replaces it (Capacity Rebalancing): not terminated"
             plan = replace(plan, reason=replaced[:256])
-            extra, out["group_replaces"] = {"terminate": False}, True
+            extra["terminate"], out["group_replaces"] = False, True
         started = self.workflows.start(self._request(notice, target, plan, **extra))
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
         return {
@@ -606,7 +611,16 @@ class Interrupter:
             "deadline_seconds": plan.deadline_seconds,
         }
 
-    def _group_replaces(self, notice: Notice, target: Target) -> bool:
+    def _placed_group(self, notice: Notice, target: Target) -> str | None:
+        """The group AWS puts the instance of a Node in when no group of the snapshot holds it (launched
+        since: :meth:`_ours` found it in a group tagged for the cluster), for the drain request to name
+        as it names the snapshot's group; None when the snapshot knows its group, or without a cloud."""
+        if target.group is not None or self.cloud is None:
+            return None
+        placement = self.cloud.placement(notice.region, target.instance_id)
+        return placement.group if placement is not None else None
+
+    def _group_replaces(self, notice: Notice, target: Target, placed: str | None) -> bool:
         """Whether the instance's group has Capacity Rebalancing (``CapacityRebalance``): on a rebalance
         recommendation the group launches a replacement, waits for it to pass its health check, then
         terminates the at-risk instance through its terminate lifecycle hooks, its desired capacity
@@ -618,16 +632,14 @@ class Interrupter:
         instance at all: on a rebalance recommendation it only cordons, since it cannot tell whether an
         Auto Scaling group will replace the instance, and its README has users of a group with Capacity
         Rebalancing turn on ``enableRebalanceDraining`` to cordon and drain. The snapshot's group says;
-        a node of no group the snapshot knows (launched since), the group AWS puts it in now."""
+        a node of no group the snapshot knows (launched since), the group AWS puts it in now
+        (``placed``: :meth:`_placed_group`)."""
         if target.group is not None:
             return target.group.capacity_rebalance
-        if self.cloud is None:
-            return False
-        placement = self.cloud.placement(notice.region, target.instance_id)
-        if placement is None:
+        if self.cloud is None or placed is None:
             return False
         try:
-            return self.cloud.describe_group(notice.region, placement.group).CapacityRebalance is True
+            return self.cloud.describe_group(notice.region, placed).CapacityRebalance is True
         except AsgNotFound:
             return False
 

@@ -386,6 +386,43 @@ class AwsAdapter:
 
         return _call(f"DescribeScalingActivities({region}, {group})", fetch)
 
+    def detach_recorded(self, region: str, group: str, instance_id: str, since: datetime) -> bool:
+        """Whether ``group`` recorded detaching ``instance_id`` (DetachInstances' activity, Description
+        ``Detaching EC2 instance: <id>``, neither Failed nor Cancelled) in an activity that started at or
+        after ``since``. Pages through every activity of the window, newest first, with no cap on their
+        number: a Spot wave reclaims many instances of a group at once, and their detaches and the
+        launches that replace them may bury this one under more than :meth:`describe_activities` keeps.
+        Stops at the first ended activity older than ``since`` (one still in progress is passed over, as
+        there), or at ``DETACH_PAGES`` pages of 100."""
+        client = self._clients.autoscaling(region)
+        wanted = DETACHING.format(instance=instance_id)
+        since = _aware(since)
+
+        def fetch() -> bool:
+            token: str | None = None
+            for _ in range(DETACH_PAGES):
+                kwargs: dict[str, Any] = {"AutoScalingGroupName": group, "MaxRecords": 100}
+                if token:
+                    kwargs["NextToken"] = token
+                page = client.describe_scaling_activities(**kwargs)
+                for raw in page.get("Activities", []):
+                    activity = ScalingActivity.model_validate(raw)
+                    recent = _aware(activity.StartTime) >= since
+                    if (
+                        recent
+                        and activity.Description == wanted
+                        and activity.StatusCode not in UNDONE_ACTIVITY
+                    ):
+                        return True
+                    if not recent and (activity.EndTime is not None or activity.StatusCode in ENDED_ACTIVITY):
+                        return False
+                token = page.get("NextToken")
+                if not token:
+                    return False
+            return False
+
+        return _call(f"DescribeScalingActivities({region}, {group})", fetch)
+
     def describe_scheduled_actions(self, region: str, groups: Iterable[str]) -> list[ScheduledAction]:
         """The scheduled actions of ``groups`` (one paginated call for the whole region, then filtered:
         the call takes one group name at most)."""
@@ -1399,6 +1436,11 @@ def _hook(doc: Mapping[str, Any]) -> LifecycleHook:
 
 # the StatusCode of an activity that has ended (the others are in progress)
 ENDED_ACTIVITY = frozenset({"Successful", "Failed", "Cancelled"})
+# The Description of the scaling activity DetachInstances records in the group for each instance it
+# detaches (Amazon EC2 Auto Scaling API Reference, DetachInstances: "Detaching EC2 instance: i-...").
+DETACHING = "Detaching EC2 instance: {instance}"
+UNDONE_ACTIVITY = frozenset({"Failed", "Cancelled"})  # a detach that did not happen: the instance stayed
+DETACH_PAGES = 10  # detach_recorded reads at most this many pages of 100 activities
 
 
 def _aware(value: datetime) -> datetime:

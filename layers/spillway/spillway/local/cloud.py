@@ -8,7 +8,8 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
   is ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` that would take the
   group below its MinSize (without the decrement the group launches a replacement);
 * scaling activities, answered by ``DescribeScalingActivities``: a ``Successful`` "Launching a new EC2
-  instance" per launch, ``Terminating EC2 instance`` per termination;
+  instance" per launch, ``Terminating EC2 instance`` per termination, ``Detaching EC2 instance`` per
+  instance ``DetachInstances`` takes out of its group;
 * capacity outages per group (:meth:`CloudSim.capacity_outage`): the desired capacity is accepted but
   nothing launches, and a ``Failed`` activity carries EC2's InsufficientInstanceCapacity message;
 * a log of every ``SetDesiredCapacity`` call (``set_desired_calls``), for "set exactly once" assertions;
@@ -40,7 +41,8 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
 :class:`NodeRegistrar` plays the kubelets: every InService instance of a group tagged for the cluster
 becomes a Ready Node in the Kubernetes API emulator after a boot delay, shaped by the group's template
 (instance type, node-template tags); the Node of a terminated instance goes away, as the cloud node
-lifecycle controller removes it.
+lifecycle controller removes it, while that of an instance detached from its group stays as long as
+EC2 runs it.
 """
 
 from __future__ import annotations
@@ -206,6 +208,7 @@ class CloudSim:
         original_terminate = backend_cls.terminate_instance
         original_describe = response_cls.describe_scaling_activities
         original_attach = backend_cls.attach_instances
+        original_detach = backend_cls.detach_instances
         original_active = group_cls.active_instances
         original_fleet = Fleets.create_fleet
         original_describe_instances = InstanceResponse.describe_instances
@@ -335,7 +338,11 @@ class CloudSim:
                         reverse=True,
                     )
             limit = int(self._get_param("MaxRecords") or 100)
-            return ActionResult({"Activities": items[:limit]})
+            start = int(self._get_param("NextToken") or 0)  # AWS pages with NextToken; an offset here
+            page: dict[str, Any] = {"Activities": items[start : start + limit]}
+            if start + limit < len(items):
+                page["NextToken"] = str(start + limit)
+            return ActionResult(page)
 
         def attach(self: Any, group_name: str, instance_ids: list[str]) -> None:
             if sim._throttled("AttachInstances"):
@@ -364,6 +371,27 @@ class CloudSim:
             for iid in instance_ids:
                 sim.record(group.region, group_name,
                            _activity(group, "Successful", f"Attaching an existing EC2 instance: {iid}"))  # fmt: skip
+
+        def detach(self: Any, group_name: str, instance_ids: list[str], should_decrement: bool) -> Any:
+            group = self.autoscaling_groups[group_name]
+            members = {s.instance.id for s in group.instance_states}
+            strangers = [iid for iid in instance_ids if iid not in members]
+            if strangers:  # AWS refuses the whole call; moto would detach nothing and still decrement
+                raise ValidationError(
+                    f"The instance {strangers[0]} is not part of Auto Scaling group {group_name}."
+                )
+            before = int(group.desired_capacity or 0)
+            after = before - len(instance_ids) if should_decrement else before
+            for iid in instance_ids:  # what AWS records for each (moto records nothing), before the
+                # launch of a replacement it causes without the decrement: that one is newer
+                activity = _activity(group, "Successful", f"Detaching EC2 instance: {iid}")
+                shrink = f", shrinking the capacity from {before} to {after}" if should_decrement else ""
+                activity["Cause"] = (
+                    f"At {activity['StartTime']:%Y-%m-%dT%H:%M:%SZ} instance {iid} was detached in response "
+                    f"to a user request{shrink}."
+                )
+                sim.record(group.region, group_name, activity)
+            return original_detach(self, group_name, instance_ids, should_decrement)
 
         def create_fleet(self: Any) -> Any:
             if sim._throttled("CreateFleet"):
@@ -449,6 +477,7 @@ class CloudSim:
         group_cls.set_desired_capacity = group_set  # type: ignore[method-assign]
         group_cls.active_instances = active  # type: ignore[method-assign]
         backend_cls.attach_instances = attach  # type: ignore[method-assign]
+        backend_cls.detach_instances = detach  # type: ignore[method-assign]
         Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
         InstanceResponse.describe_instances = describe_instances  # type: ignore[method-assign]
         backend_cls.set_desired_capacity = backend_set  # type: ignore[method-assign]
@@ -469,6 +498,7 @@ class CloudSim:
             backend_cls.terminate_instance = original_terminate  # type: ignore[method-assign]
             response_cls.describe_scaling_activities = original_describe  # type: ignore[method-assign]
             backend_cls.attach_instances = original_attach  # type: ignore[method-assign]
+            backend_cls.detach_instances = original_detach  # type: ignore[method-assign]
             group_cls.active_instances = original_active  # type: ignore[method-assign]
             Fleets.create_fleet = original_fleet  # type: ignore[method-assign]
             InstanceResponse.describe_instances = original_describe_instances  # type: ignore[method-assign]
@@ -683,6 +713,7 @@ class NodeRegistrar:
         self.reserve: ReserveLike = reserve if reserve is not None else EKS_RESERVE
         self.first_seen: dict[str, float] = {}
         self.registered: dict[str, str] = {}  # instance id -> node name
+        self.region_of: dict[str, str] = {}  # instance id -> its region, for a registered one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors: list[BaseException] = []
@@ -740,14 +771,30 @@ class NodeRegistrar:
                         self._hold_back(node, now)
                         self.kube.add(node)
                         self.registered[instance.InstanceId] = name
+                        self.region_of[instance.InstanceId] = region
                         added.append(name)
         self._register_plugins(now)
         for iid in sorted(set(self.registered) - live):
+            if self._running(iid):  # detached from its group: its kubelet runs on, its Node stays
+                continue
             name = self.registered.pop(iid)
+            self.region_of.pop(iid, None)
             self.first_seen.pop(iid, None)
             if self.kube.get("Node", name) is not None:
                 self.kube.delete("Node", name)
         return added
+
+    def _running(self, instance_id: str) -> bool:
+        """Whether EC2 still runs the instance (``pending`` or ``running``): one no group lists any more
+        was terminated, or detached (DetachInstances, which moto does as AWS: the instance runs on)."""
+        region = self.region_of.get(instance_id)
+        if region is None:
+            return False
+        found = self._client("ec2", region).describe_instances(
+            Filters=[{"Name": "instance-id", "Values": [instance_id]}]
+        )
+        states = [i["State"]["Name"] for r in found["Reservations"] for i in r["Instances"]]
+        return any(state in ("pending", "running") for state in states)
 
     def _hold_back(self, node: dict[str, Any], now: float) -> None:
         """Without ``plugin_seconds``, nothing; else the node's extended resources wait for its plugin."""

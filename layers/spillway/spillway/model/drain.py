@@ -110,7 +110,10 @@ class DrainRequest(BaseModel):
     the kind of EC2 or AWS Health notice that asked for it; a lifecycle drain has its ``lifecycle``):
     a validation check that refuses it only for what the node is now (its operator protected it with
     ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or its instance from scale-in, which a
-    drain without force respects; or it is gone, replaced, out of its group or terminating) cancels it
+    drain without force respects; or it is gone or replaced; or in another group, but for a forced
+    drain's of one moved to another managed group (drained as that group's); or in no group, but for
+    a Spot warning's of an instance its group detached since the snapshot; or, without force,
+    terminating) cancels it
     touching nothing, as it cancels a plan's drain, and the record step puts a ``SpillwayDrainSkipped``
     Event on the Node. A drain without it (a person's) is rejected for those refusals as before, naming
     the field (scale-in protection holds no drain by hand).
@@ -178,7 +181,9 @@ class Drain(BaseModel):
     force: bool
     dry_run: bool
     instance_id: str
-    group: str
+    # None: the instance is in no group (a Spot warning's drain of one its group detached since the
+    # snapshot: spillway.act.drain._drains_outside_group); such a drain never terminates
+    group: str | None
     region: str
     plan_id: str | None = None
     started_at: str
