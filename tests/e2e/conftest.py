@@ -38,6 +38,16 @@ class Cloud(Rig):
             )
         return [f"ml/{prefix}-{i}" for i in range(count)]
 
+    def web_behind_budget(self, node: str) -> None:
+        """Three replicas of a web Deployment on ``node`` under a PodDisruptionBudget that lets one go at a
+        time (minAvailable 2): a drain's evictions meet 429s between the kubelet's confirmations."""
+        for i in range(3):
+            self.kube.add(
+                o.pod(f"web-{i}", "team-a", node_name=node, labels={"app": "web"},
+                      owner=("ReplicaSet", "web-5d9c"), cpu="100m", memory="128Mi")
+            )  # fmt: skip
+        self.kube.add(o.pdb("web", "team-a", {"app": "web"}, min_available=2))
+
 
 @contextmanager
 def running(**overrides: str) -> Iterator[Cloud]:

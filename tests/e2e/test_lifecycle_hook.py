@@ -93,12 +93,7 @@ def test_a_scale_in_by_the_group_waits_for_the_drain_which_completes_the_lifecyc
         AutoScalingGroupName="hooked", InstanceIds=[spare_instance], ProtectedFromScaleIn=True
     )
     node, spare = by_instance[victim], by_instance[spare_instance]
-    for i in range(3):
-        cloud.kube.add(
-            objects.pod(f"web-{i}", "team-a", node_name=node, labels={"app": "web"},
-                        owner=("ReplicaSet", "web-5d9c"), cpu="100m", memory="128Mi")
-        )  # fmt: skip
-    cloud.kube.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=2))
+    cloud.web_behind_budget(node)
     cloud.snapshot()
 
     autoscaling.set_desired_capacity(AutoScalingGroupName="hooked", DesiredCapacity=1)  # not Spillway

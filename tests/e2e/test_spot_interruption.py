@@ -16,9 +16,31 @@ from conftest import CLUSTER, HOME, Cloud
 from test_drain import ReplicaSetController
 
 from spillway.adapters.sfn import execution_arn
-from spillway.local import objects
 
 ACCOUNT = "123456789012"
+
+
+def spot_warning(instance: str) -> dict[str, Any]:
+    """The PutEvents entry of EC2's Spot interruption warning for ``instance`` (two minutes' notice)."""
+    return {
+        "Source": "aws.ec2",
+        "DetailType": "EC2 Spot Instance Interruption Warning",
+        "Detail": json.dumps({"instance-id": instance, "instance-action": "terminate"}),
+        "Resources": [f"arn:aws:ec2:{HOME}:{ACCOUNT}:instance/{instance}"],
+    }
+
+
+def drained_through_queue(
+    cloud: Cloud, event: dict[str, Any], instance: str, spare: str
+) -> tuple[dict[str, Any], ReplicaSetController]:
+    """The interrupt function given ``event`` (the queue's messages), then its DrainNode execution of
+    ``instance`` waited for, while the web ReplicaSet recreates evicted pods on ``spare``."""
+    with ReplicaSetController(cloud.kube, "web", 3, spare) as controller:
+        answer = cloud.stack.invoke("InterruptFunction", event)
+        assert answer == {"batchItemFailures": []}
+        arn = execution_arn(cloud.stack.state_machines["DrainNodeStateMachine"], f"interrupt-{instance}")
+        result = cloud.stack.wait(arn, timeout=90)
+    return result, controller
 
 
 def sqs_event(queue_arn: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -59,23 +81,13 @@ def test_a_spot_warning_drains_its_node_inside_the_deadline_and_backs_off_the_ty
     ids = sorted(i["InstanceId"] for i in cloud.asg("spot")["Instances"])
     instance, spare_instance = ids
     node, spare = by_instance[instance], by_instance[spare_instance]
-    for i in range(3):
-        cloud.kube.add(
-            objects.pod(f"web-{i}", "team-a", node_name=node, labels={"app": "web"},
-                        owner=("ReplicaSet", "web-5d9c"), cpu="100m", memory="128Mi")
-        )  # fmt: skip
-    cloud.kube.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=2))
+    cloud.web_behind_budget(node)
     cloud.snapshot()  # what the observe function stores every minute: the interrupt function maps from it
 
     warned = time.monotonic()
     boto3.client("events", region_name=HOME).put_events(
         Entries=[
-            {
-                "Source": "aws.ec2",
-                "DetailType": "EC2 Spot Instance Interruption Warning",
-                "Detail": json.dumps({"instance-id": instance, "instance-action": "terminate"}),
-                "Resources": [f"arn:aws:ec2:{HOME}:{ACCOUNT}:instance/{instance}"],
-            },
+            spot_warning(instance),
             # Not ours: no Node is backed by it. Reaches the queue, starts nothing.
             {
                 "Source": "aws.ec2",
@@ -94,11 +106,7 @@ def test_a_spot_warning_drains_its_node_inside_the_deadline_and_backs_off_the_ty
     assert len(messages) == 2  # the rules took the two warnings and nothing else
     event = sqs_event(queue_arn, messages)
 
-    with ReplicaSetController(cloud.kube, "web", 3, spare) as controller:
-        answer = cloud.stack.invoke("InterruptFunction", event)
-        assert answer == {"batchItemFailures": []}
-        arn = execution_arn(cloud.stack.state_machines["DrainNodeStateMachine"], f"interrupt-{instance}")
-        result = cloud.stack.wait(arn, timeout=90)
+    result, controller = drained_through_queue(cloud, event, instance, spare)
     elapsed = time.monotonic() - warned
 
     assert result["status"] == "SUCCEEDED", result
@@ -142,12 +150,7 @@ def test_a_spot_warning_drains_a_node_whose_instance_left_its_group_and_terminat
     by_instance = dict(cloud.registrar.registered)
     instance, spare_instance = sorted(i["InstanceId"] for i in cloud.asg("spot")["Instances"])
     node, spare = by_instance[instance], by_instance[spare_instance]
-    for i in range(3):
-        cloud.kube.add(
-            objects.pod(f"web-{i}", "team-a", node_name=node, labels={"app": "web"},
-                        owner=("ReplicaSet", "web-5d9c"), cpu="100m", memory="128Mi")
-        )  # fmt: skip
-    cloud.kube.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=2))
+    cloud.web_behind_budget(node)
     cloud.snapshot()  # the instance is in its group here
     autoscaling = boto3.client("autoscaling", region_name=HOME)
     autoscaling.detach_instances(
@@ -166,23 +169,10 @@ def test_a_spot_warning_drains_a_node_whose_instance_left_its_group_and_terminat
 
     monkeypatch.setattr(AutoScalingResponse, "call_action", recorded)
     warned = time.monotonic()
-    boto3.client("events", region_name=HOME).put_events(
-        Entries=[
-            {
-                "Source": "aws.ec2",
-                "DetailType": "EC2 Spot Instance Interruption Warning",
-                "Detail": json.dumps({"instance-id": instance, "instance-action": "terminate"}),
-                "Resources": [f"arn:aws:ec2:{HOME}:{ACCOUNT}:instance/{instance}"],
-            }
-        ]
-    )
+    boto3.client("events", region_name=HOME).put_events(Entries=[spot_warning(instance)])
     queue_arn, messages = receive(cloud)
     assert len(messages) == 1
-    with ReplicaSetController(cloud.kube, "web", 3, spare) as controller:
-        answer = cloud.stack.invoke("InterruptFunction", sqs_event(queue_arn, messages))
-        assert answer == {"batchItemFailures": []}
-        arn = execution_arn(cloud.stack.state_machines["DrainNodeStateMachine"], f"interrupt-{instance}")
-        result = cloud.stack.wait(arn, timeout=90)
+    result, controller = drained_through_queue(cloud, sqs_event(queue_arn, messages), instance, spare)
     elapsed = time.monotonic() - warned
 
     assert result["status"] == "SUCCEEDED", result

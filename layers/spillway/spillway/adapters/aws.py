@@ -12,7 +12,7 @@ import functools
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -361,28 +361,16 @@ class AwsAdapter:
         def fetch() -> list[ScalingActivity]:
             running: list[ScalingActivity] = []
             ended: list[ScalingActivity] = []
-            token: str | None = None
-            while True:
-                kwargs: dict[str, Any] = {
-                    "AutoScalingGroupName": group,
-                    "MaxRecords": min(100, self.max_activities),
-                }
-                if token:
-                    kwargs["NextToken"] = token
-                page = client.describe_scaling_activities(**kwargs)
-                for raw in page.get("Activities", []):
-                    activity = ScalingActivity.model_validate(raw)
-                    recent = _aware(activity.StartTime) >= since
-                    if activity.EndTime is None and activity.StatusCode not in ENDED_ACTIVITY:
-                        if recent:
-                            running.append(activity)
-                        continue
-                    if not recent or len(ended) >= self.max_activities:
-                        return running + ended
-                    ended.append(activity)
-                token = page.get("NextToken")
-                if not token:
-                    return running + ended
+            for activity in _scaling_activities(client, group, min(100, self.max_activities)):
+                recent = _aware(activity.StartTime) >= since
+                if activity.EndTime is None and activity.StatusCode not in ENDED_ACTIVITY:
+                    if recent:
+                        running.append(activity)
+                    continue
+                if not recent or len(ended) >= self.max_activities:
+                    break
+                ended.append(activity)
+            return running + ended
 
         return _call(f"DescribeScalingActivities({region}, {group})", fetch)
 
@@ -399,25 +387,11 @@ class AwsAdapter:
         since = _aware(since)
 
         def fetch() -> bool:
-            token: str | None = None
-            for _ in range(DETACH_PAGES):
-                kwargs: dict[str, Any] = {"AutoScalingGroupName": group, "MaxRecords": 100}
-                if token:
-                    kwargs["NextToken"] = token
-                page = client.describe_scaling_activities(**kwargs)
-                for raw in page.get("Activities", []):
-                    activity = ScalingActivity.model_validate(raw)
-                    recent = _aware(activity.StartTime) >= since
-                    if (
-                        recent
-                        and activity.Description == wanted
-                        and activity.StatusCode not in UNDONE_ACTIVITY
-                    ):
-                        return True
-                    if not recent and (activity.EndTime is not None or activity.StatusCode in ENDED_ACTIVITY):
-                        return False
-                token = page.get("NextToken")
-                if not token:
+            for activity in _scaling_activities(client, group, 100, DETACH_PAGES):
+                recent = _aware(activity.StartTime) >= since
+                if recent and activity.Description == wanted and activity.StatusCode not in UNDONE_ACTIVITY:
+                    return True
+                if not recent and (activity.EndTime is not None or activity.StatusCode in ENDED_ACTIVITY):
                     return False
             return False
 
@@ -1441,6 +1415,26 @@ ENDED_ACTIVITY = frozenset({"Successful", "Failed", "Cancelled"})
 DETACHING = "Detaching EC2 instance: {instance}"
 UNDONE_ACTIVITY = frozenset({"Failed", "Cancelled"})  # a detach that did not happen: the instance stayed
 DETACH_PAGES = 10  # detach_recorded reads at most this many pages of 100 activities
+
+
+def _scaling_activities(
+    client: Any, group: str, page_size: int, max_pages: int | None = None
+) -> Iterator[ScalingActivity]:
+    """The group's scaling activities as DescribeScalingActivities lists them (those in progress, then
+    the others newest first), page after page (``NextToken``) while the caller reads on, at most
+    ``max_pages`` pages (None: every page)."""
+    token: str | None = None
+    pages = 0
+    while max_pages is None or pages < max_pages:
+        kwargs: dict[str, Any] = {"AutoScalingGroupName": group, "MaxRecords": page_size}
+        if token:
+            kwargs["NextToken"] = token
+        page = client.describe_scaling_activities(**kwargs)
+        pages += 1
+        yield from (ScalingActivity.model_validate(raw) for raw in page.get("Activities", []))
+        token = page.get("NextToken")
+        if not token:
+            return
 
 
 def _aware(value: datetime) -> datetime:
