@@ -36,6 +36,7 @@ INPUTS = {
     "--config": EVENTS / "example-config.yaml",
     "--state": EVENTS / "example-state.json",
     "--warm-pool": EVENTS / "example-warm-pool-ml-gpu-east.json",
+    "--zones": EVENTS / "example-zones-us-east-1.json",
 }
 JSON_INPUTS = sorted(flag for flag, path in INPUTS.items() if path.suffix == ".json")
 # --warm-pool names the group its file describes: GROUP=FILE

@@ -39,8 +39,16 @@ def _plan(args: argparse.Namespace) -> int:
     fleet = inputs.load_instances(args.instances, config.cluster)  # a fleet gang's, outside the groups
     if fleet:
         snapshot = replace(snapshot, fleet_instances=fleet)
+    zone_ids = inputs.load_zones(args.zones)  # region -> zone name -> zone id, as observe asks EC2
     groups = inputs.node_groups(
-        asgs, activities, catalogue, config, scheduled=scheduled, warm_pools=warm, nodes=snapshot.nodes
+        asgs,
+        activities,
+        catalogue,
+        config,
+        scheduled=scheduled,
+        warm_pools=warm,
+        nodes=snapshot.nodes,
+        zone_ids=zone_ids,
     )
     with bulk_allocation():
         result = plan(snapshot, groups, config, state, now)
@@ -122,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FILE",
         help="aws ec2 describe-instances (repeatable): a fleet gang's instances, for the gang sweep",
+    )
+    p.add_argument(
+        "--zones",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="aws ec2 describe-availability-zones (repeatable, one per region): the zones' ids",
     )
     p.add_argument(
         "--instance-types",

@@ -22,6 +22,7 @@ from spillway.model.aws import (
     ScalingActivity,
     ScheduledAction,
     WarmPool,
+    availability_zone_ids,
     bundled_instance_types,
     parse_activities,
     parse_asgs,
@@ -34,7 +35,13 @@ from spillway.model.cluster import ClusterSnapshot, NodeInfo
 from spillway.model.fleet import FleetInstance, swept_instances
 from spillway.model.k8s import iter_kube_list
 from spillway.model.livetemplate import with_live_templates
-from spillway.model.nodegroup import NodeGroup, build_node_groups, check_unique, managed_taints
+from spillway.model.nodegroup import (
+    NodeGroup,
+    build_node_groups,
+    check_unique,
+    managed_taints,
+    with_zone_ids,
+)
 from spillway.model.schedule import Cron, zone_of
 from spillway.model.state import State
 from spillway.model.stored import load_stored, warn_unknown
@@ -321,6 +328,61 @@ def load_instances(paths: Sequence[str], cluster: str | None) -> tuple[FleetInst
     return tuple(sorted((i for i, _ in found.values()), key=lambda i: (i.region, i.instance_id)))
 
 
+ZONE_FIELDS = ("ZoneName", "ZoneId", "RegionName")  # what --zones needs of each zone
+
+
+def load_zones(paths: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``--zones FILE``: ``aws ec2 describe-availability-zones`` outputs, as region -> zone name -> zone
+    id, each region's read as observe reads its DescribeAvailabilityZones answer
+    (:func:`~spillway.model.aws.availability_zone_ids`). Each zone's region is its ``RegionName`` (one
+    file is one region's answer; several regions' zones in one file are read as several answers). A file
+    that is no such output, a zone without its ``ZoneName``, ``ZoneId`` or ``RegionName``, a zone listed
+    twice, or a region given by two files is an :class:`InputError` naming the file and the field."""
+    answers: dict[str, list[Mapping[str, Any]]] = {}
+    given: dict[str, str] = {}  # region -> the file that gave it
+    for path in paths:
+        doc = read_json(path)
+        if not isinstance(doc, dict):
+            raise InputError(
+                "not a describe-availability-zones output (a JSON object)", source=path, field="top level"
+            )
+        zones = doc.get("AvailabilityZones")
+        if not isinstance(zones, list):
+            raise InputError(
+                "missing or not a list (aws ec2 describe-availability-zones output)",
+                source=path,
+                field="AvailabilityZones",
+            )
+        names: dict[tuple[str, str], int] = {}
+        for index, raw in enumerate(zones):
+            where = f"AvailabilityZones[{index}]"
+            if not isinstance(raw, dict):
+                raise InputError("not an object", source=path, field=where)
+            for key in ZONE_FIELDS:
+                value = raw.get(key)
+                if value is None:
+                    raise InputError("Field required", source=path, field=f"{where}.{key}")
+                if not isinstance(value, str) or not value:
+                    raise InputError(f"not a name: {value!r}"[:100], source=path, field=f"{where}.{key}")
+            region, name = raw["RegionName"], raw["ZoneName"]
+            if given.get(region, path) != path:
+                raise InputError(
+                    f"region {region} is given twice (also {given[region]})",
+                    source=path,
+                    field=f"{where}.RegionName",
+                )
+            if (region, name) in names:
+                raise InputError(
+                    f"zone {name} is listed twice (also AvailabilityZones[{names[(region, name)]}])",
+                    source=path,
+                    field=f"{where}.ZoneName",
+                )
+            given[region] = path
+            names[(region, name)] = index
+            answers.setdefault(region, []).append(raw)
+    return {region: availability_zone_ids(zones) for region, zones in answers.items()}
+
+
 def load_instance_types(path: str | Path | None) -> dict[str, InstanceTypeInfo]:
     catalogue = dict(bundled_instance_types())
     if path is not None:
@@ -371,9 +433,11 @@ def node_groups(
     scheduled: Sequence[ScheduledAction] = (),
     warm_pools: Mapping[str, WarmPool] | None = None,
     nodes: Iterable[NodeInfo] = (),
+    zone_ids: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[NodeGroup]:
-    """The managed groups, each template corrected from a node of its own among ``nodes`` (the
-    cluster file's), as the observe Lambda does (spillway.model.livetemplate)."""
+    """The managed groups, each with its zones' ids of ``zone_ids`` (region -> zone name -> zone id:
+    ``--zones``) and its template corrected from a node of its own among ``nodes`` (the cluster
+    file's), as the observe Lambda does (with_zone_ids, then spillway.model.livetemplate)."""
     try:
         groups = build_node_groups(
             asgs,
@@ -387,4 +451,4 @@ def node_groups(
     except ValueError as exc:
         field, _, msg = str(exc).partition(": ")
         raise InputError(msg or field, source=source, field=field if msg else None) from None
-    return with_live_templates(groups, nodes)
+    return with_live_templates(with_zone_ids(groups, zone_ids or {}), nodes)

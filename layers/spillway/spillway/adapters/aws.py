@@ -62,6 +62,7 @@ from spillway.model.aws import (
     ScalingActivity,
     ScheduledAction,
     WarmPool,
+    availability_zone_ids,
     bundled_instance_types,
     launched_from,
     template_key,
@@ -978,13 +979,7 @@ class AwsAdapter:
 
         def fetch() -> dict[str, str]:
             zones = client.describe_availability_zones().get("AvailabilityZones", [])
-            return dict(
-                sorted(
-                    (str(z["ZoneName"]), str(z["ZoneId"]))
-                    for z in zones
-                    if z.get("ZoneName") and z.get("ZoneId")
-                )
-            )
+            return availability_zone_ids(zones)
 
         answer = _call(f"DescribeAvailabilityZones({region})", fetch)
         with self._zone_ids_lock:

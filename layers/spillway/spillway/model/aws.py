@@ -670,6 +670,15 @@ def parse_instance_types(doc: Any) -> dict[str, InstanceTypeInfo]:
     return {i.InstanceType: i for i in infos}
 
 
+def availability_zone_ids(zones: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Zone name -> zone id (``us-east-1a`` -> ``use1-az4``) of a DescribeAvailabilityZones answer's
+    ``AvailabilityZones``, in name order; a zone without either is left out. One reading for observe's
+    call (``AwsAdapter.zone_ids_in``) and ``spillway plan --zones`` (its output, one region at a time)."""
+    return dict(
+        sorted((str(z["ZoneName"]), str(z["ZoneId"])) for z in zones if z.get("ZoneName") and z.get("ZoneId"))
+    )
+
+
 def _items(doc: Any, key: str) -> list[Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
         raise ValueError(f"{key}: missing or not a list")
