@@ -127,10 +127,11 @@ class DrainRequest(BaseModel):
     that tolerates the drain's cordon and taint, keyed by the pod (``<namespace>/<name>``). Such a pod's
     controller may replace it under a new name on the same node between the plan and the drain (a
     controller that tolerates everything, a Job recreating a pod): a pod the plan did not name that
-    tolerates the drain, whose controller (kind, name and uid) is one of these and whose named pod is
-    gone (or terminating), is that pod's successor, and the drain treats it as the plan treated its
-    predecessor: it goes with the node. One successor per named pod gone. Without it (a drain by hand,
-    an older build's plan) every pod the plan did not name is unplanned, as before.
+    tolerates the drain, whose controller (kind, name and uid) is one of these, whose priority is no
+    higher than that named pod's (``priority``) and whose named pod is gone (or terminating), is that
+    pod's successor, and the drain treats it as the plan treated its predecessor: it goes with the node.
+    One successor per named pod gone. Without it (a drain by hand, an older build's plan) every pod the
+    plan did not name is unplanned, as before.
 
     ``unready_minutes`` (a plan's drain of a NotReady node: its group's ``scale_down_unready_minutes``):
     while the node is still NotReady for at least that long, a pod on it that never started (Pending, no
