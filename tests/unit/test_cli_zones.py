@@ -246,3 +246,14 @@ def test_the_example_plans_as_before_with_its_regions_zones(
 
     assert code == 0, err
     assert after == before
+
+
+def test_the_same_zones_file_given_twice_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its regions would be given twice, as two files giving one region are refused (and as --asgs
+    refuses one file named twice)."""
+    path = write(tmp_path, "zones.json", zones_doc())
+
+    code, _, err = run([*EXAMPLE, "--zones", path, "--zones", path], capsys)
+
+    assert code == 2
+    assert "the same file given twice" in err and "zones.json" in err

@@ -340,7 +340,9 @@ def load_zones(paths: Sequence[str]) -> dict[str, dict[str, str]]:
     twice, or a region given by two files is an :class:`InputError` naming the file and the field."""
     answers: dict[str, list[Mapping[str, Any]]] = {}
     given: dict[str, str] = {}  # region -> the file that gave it
-    for path in paths:
+    for index, path in enumerate(paths):
+        if path in paths[:index]:  # its regions would be given twice, by one file named twice
+            raise InputError("the same file given twice", source=path, field="--zones")
         doc = read_json(path)
         if not isinstance(doc, dict):
             raise InputError(
