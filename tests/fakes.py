@@ -43,7 +43,7 @@ from spillway.model.act import (
     format_key,
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
-from spillway.model.cluster import cordon_digest, cordoned_for
+from spillway.model.cluster import cordon_begins, cordon_digest, cordoned_for
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.fleet import SWEPT_STATES, TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG, FleetInstance
 from spillway.model.k8s import (
@@ -300,7 +300,14 @@ class FakeCluster(Recorder):
         self._call("pods_on_node", node)
         return [Pod.model_validate(p) for p in self.pods if p.get("spec", {}).get("nodeName") == node]
 
-    def cordon(self, node: str, reason: str = "", *, only_if_schedulable: bool = False) -> bool:
+    def cordon(
+        self,
+        node: str,
+        reason: str = "",
+        *,
+        only_if_schedulable: bool = False,
+        take_over_only: str | None = None,
+    ) -> bool:
         self._call("cordon", node, reason)
         obj = self._node(node)
         annotations = obj["metadata"].setdefault("annotations", {})
@@ -310,6 +317,12 @@ class FakeCluster(Recorder):
             return False  # somebody else's cordon
         if obj["spec"].get("unschedulable") and cordoned_for(annotations[CORDONED_BY_SPILLWAY], reason):
             return True  # as the real one: a retry keeps the first value, time included
+        if (
+            obj["spec"].get("unschedulable")
+            and take_over_only is not None
+            and not cordon_begins(annotations[CORDONED_BY_SPILLWAY], take_over_only)
+        ):
+            return False  # another kind of Spillway's cordon (a drain's): left as it is
         obj["spec"]["unschedulable"] = True
         # as the real one: the time, then the latest drain's words
         stamp = self.clock().astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

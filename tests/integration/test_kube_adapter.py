@@ -443,6 +443,37 @@ def test_a_give_backs_cordon_is_written_only_on_a_schedulable_node(
     assert annotations["drained"][CORDONED_BY_SPILLWAY] == f"2026-03-02T09:30:00Z {drain}"
 
 
+def test_a_sweeps_cordon_takes_over_only_another_sweeps(server: KubeApiServer, kube: KubeClient) -> None:
+    """The gang sweep's cordon (``take_over_only``) takes over a dead sweep's, whose words begin the same,
+    and leaves a drain's or a give-back's as it is, not its own, as a person's."""
+    kind = "gang orphan "
+    mine, dead = f"{kind}i-0abc (plan p-2)", f"{kind}i-0abc (plan p-1)"
+    others = {
+        "drained": "held drain spot-i-0abc: spot interruption warning w-1",
+        "given": "gang give-back a/b (attempt x)",
+    }
+    for name in ("free", "swept", *others):
+        add_node(server, name)
+    assert kube.cordon("swept", dead)
+    for name, reason in others.items():
+        assert kube.cordon(name, reason)
+
+    assert kube.cordon("free", mine, take_over_only=kind) is True
+    assert kube.cordon("swept", mine, take_over_only=kind) is True
+    assert kube.cordon("swept", mine, take_over_only=kind) is True  # a retry: its own, as it was
+    for name in others:
+        assert kube.cordon(name, mine, take_over_only=kind) is False
+
+    assert len(requests_to(server, "/api/v1/nodes/swept", "PATCH")) == 2  # the dead sweep's, then its
+    for name in others:
+        assert len(requests_to(server, f"/api/v1/nodes/{name}", "PATCH")) == 1  # its holder's own
+    annotations = {n: node_obj(server, n)["metadata"]["annotations"] for n in ("free", "swept", *others)}
+    assert annotations["free"][CORDONED_BY_SPILLWAY] == f"2026-03-02T09:30:00Z {mine}"
+    assert annotations["swept"][CORDONED_BY_SPILLWAY] == f"2026-03-02T09:30:00Z {mine}"
+    for name, reason in others.items():
+        assert annotations[name][CORDONED_BY_SPILLWAY] == f"2026-03-02T09:30:00Z {reason}"
+
+
 def test_an_uncordon_for_a_reason_takes_off_only_a_cordon_made_for_it(
     server: KubeApiServer, kube: KubeClient
 ) -> None:

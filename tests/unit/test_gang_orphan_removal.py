@@ -14,7 +14,7 @@ from fakes import FakeCloud, FakeLedger
 from moto import mock_aws
 from plan_world import NOW
 
-from spillway.act.drain import Drainer, run_action, summarize
+from spillway.act.drain import Drainer, cordon_reason, run_action, summarize
 from spillway.act.gangsweep import HOLD
 from spillway.act.planning import PlanSettings, execution_requests
 from spillway.adapters.kube import KubeClient
@@ -24,8 +24,9 @@ from spillway.errors import AwsThrottled, AwsUnavailable, InvalidDrainRequest, K
 from spillway.local import objects
 from spillway.local.cfn import create_tables
 from spillway.local.kubeapi import KubeApiServer
+from spillway.model.drain import Drain
 from spillway.model.fleet import TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
-from spillway.model.k8s import CORDONED_BY_SPILLWAY
+from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT, GANG_GIVE_BACK
 from spillway.planner import ScalingPlan, codes
 from spillway.planner.types import GangOrphan
 
@@ -263,6 +264,128 @@ def test_a_busy_orphan_keeps_a_cordon_spillway_wrote_over_the_sweeps_meanwhile(
     )
 
 
+def _spot_drain(node: str) -> Drain:
+    """The drain a Spot interruption warning starts for an instance its group detached (no plan, no group:
+    spillway.act.drain._drains_outside_group), as validated."""
+    return Drain.model_validate(
+        {
+            "cluster": CLUSTER,
+            "node": node,
+            "node_uid": "uid-1",
+            "reason": "spot interruption warning w-1",
+            "deadline_seconds": 90,
+            "poll_seconds": 5,
+            "terminate": False,
+            "force": True,
+            "dry_run": False,
+            "instance_id": ORPHAN,
+            "group": None,
+            "region": "us-east-1",
+            "started_at": "2026-11-02T11:59:00Z",
+            "deadline_at": "2026-11-02T12:00:30Z",
+            "leaving": True,
+            "name": f"spot-{ORPHAN}",
+        }
+    )
+
+
+def _cordoned_by(rig: Rig, node: str, reason: str, *, taint: bool = True) -> str:
+    """Spillway's cordon for ``reason`` on the Node, with a drain's taint, as that step writes them: the
+    annotation's value."""
+    kube = rig.drainer.kube
+    assert kube.cordon(node, reason)
+    if taint:
+        kube.add_draining_taint(node)
+    return rig.api.get("Node", node)["metadata"]["annotations"][CORDONED_BY_SPILLWAY]
+
+
+def _held_as(rig: Rig, node: str, value: str, *, taint: bool = True) -> bool:
+    """The Node is still cordoned with exactly that annotation, and still carries the draining taint
+    (``taint``: a drain's cordon; a give-back's has none)."""
+    obj = rig.api.get("Node", node)
+    taints = {t["key"] for t in obj["spec"].get("taints", [])}
+    return (
+        obj["spec"].get("unschedulable") is True
+        and obj["metadata"]["annotations"].get(CORDONED_BY_SPILLWAY) == value
+        and (DRAINING_TAINT in taints) is taint
+    )
+
+
+OTHER_CORDONS = {
+    "spot-warning": lambda node: cordon_reason(_spot_drain(node)),
+    "plan-drain": lambda node: cordon_reason(
+        _spot_drain(node).model_copy(update={"plan_id": "p-0", "name": "scale-down-p-0-1", "reason": "idle"})
+    ),
+    "give-back": lambda _: f"{GANG_GIVE_BACK} team-a/train (attempt {ATTEMPT})",
+}
+
+
+@pytest.mark.parametrize("holder", sorted(OTHER_CORDONS))
+def test_a_busy_orphan_under_another_spillway_cordon_keeps_it_and_its_taint(rig: Rig, holder: str) -> None:
+    """A Spot warning's drain is evicting the detached instance's pods (a budget holds some): the sweep
+    finds them running. Taking the drain's cordon over and then off as its own would let the evicted
+    pods' replacements schedule back onto an instance EC2 takes within two minutes. Any cordon of
+    Spillway's but a sweep's is as a person's to the sweep: left as it is."""
+    node = rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+    drain = holder != "give-back"
+    value = _cordoned_by(rig, node, OTHER_CORDONS[holder](node), taint=drain)
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    assert line["outcome"] == "gang-orphan-busy" and _terminated(rig) == []
+    assert _held_as(rig, node, value, taint=drain)
+
+
+def test_an_idle_orphan_under_a_drains_cordon_is_terminated_its_cordon_never_taken_over(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As under a person's cordon: no pod keeps it, so the instance goes and its Node is deleted; the
+    sweep looked at the pods under the drain's own cordon, never its own words written over it."""
+    node = rig.node(objects.pod("agent", node_name=f"node-{ORPHAN}", owner=("DaemonSet", "agent")))
+    value = _cordoned_by(rig, node, cordon_reason(_spot_drain(node)))
+    seen: list[bool] = []
+    read = rig.drainer.kube.pods_on_node
+
+    def pods_on_node(name: str) -> Any:
+        seen.append(_held_as(rig, name, value))
+        return read(name)
+
+    monkeypatch.setattr(rig.drainer.kube, "pods_on_node", pods_on_node)
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    assert line["outcome"] == "gang-orphan-terminated" and _terminated(rig) == [("us-east-1", (ORPHAN,))]
+    assert seen == [True]
+    assert node not in {n["metadata"]["name"] for n in rig.api.list("nodes")}
+
+
+def test_a_sweep_that_fails_under_a_drains_cordon_leaves_the_drains_cordon(rig: Rig) -> None:
+    node = rig.node()
+    value = _cordoned_by(rig, node, cordon_reason(_spot_drain(node)))
+    rig.cloud.fail("terminate_instances", AwsThrottled("Rate exceeded"), times=1)
+
+    with pytest.raises(AwsThrottled):
+        rig.drainer.remove_gang_orphan(rig.request(node=node))
+    assert _held_as(rig, node, value)
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_a_dead_sweeps_cordon_is_taken_over_and_released_on_a_busy_orphan(rig: Rig, busy: bool) -> None:
+    """An earlier plan's sweep cordoned the Node and its Lambda died before it released it: the next
+    sweep takes that cordon as its own, so a busy orphan is left schedulable (the work may grow), and an
+    idle one is terminated."""
+    pods = [objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running")] if busy else []
+    node = rig.node(*pods)
+    _cordoned_by(rig, node, f"gang orphan {ORPHAN} (plan p-0)", taint=False)
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    if busy:
+        assert line["outcome"] == "gang-orphan-busy" and _schedulable(rig, node)
+    else:
+        assert line["outcome"] == "gang-orphan-terminated" and _terminated(rig) == [("us-east-1", (ORPHAN,))]
+
+
 @pytest.mark.parametrize("failing", ["pods", "terminate"])
 def test_a_sweep_that_fails_after_the_cordon_leaves_the_node_uncordoned(
     rig: Rig, monkeypatch: pytest.MonkeyPatch, failing: str
@@ -451,9 +574,9 @@ def test_a_sweep_claims_the_instance_before_its_cordon_and_names_its_plan(
     held: list[dict[str, object]] = []
     cordon = rig.drainer.kube.cordon
 
-    def cordon_seeing_the_claim(name: str, reason: str = "") -> bool:
+    def cordon_seeing_the_claim(name: str, reason: str = "", **options: Any) -> bool:
         held.append(dict(rig.ledger.claimed[CLAIM]))
-        return cordon(name, reason)
+        return cordon(name, reason, **options)
 
     monkeypatch.setattr(rig.drainer.kube, "cordon", cordon_seeing_the_claim)
 
@@ -648,8 +771,8 @@ def test_a_node_deleted_between_its_cordon_and_its_read_is_taken_for_gone(
     kube = rig.drainer.kube
     cordon = kube.cordon
 
-    def cordon_then_gone(name: str, why: str) -> bool:
-        out = cordon(name, why)
+    def cordon_then_gone(name: str, why: str, **options: Any) -> bool:
+        out = cordon(name, why, **options)
         kube.delete_node(name)
         return out
 

@@ -133,8 +133,17 @@ class Cluster(Protocol):
     def get_node(self, name: str) -> Node: ...
     def pods_on_node(self, node: str) -> list[Pod]: ...
     # only_if_schedulable: a give-back's cordon, written only on a Node schedulable at the patch; one
-    # carrying this reason's cordon already is the caller's (True), anybody else's is left (False)
-    def cordon(self, node: str, reason: str = "", *, only_if_schedulable: bool = False) -> bool: ...
+    # carrying this reason's cordon already is the caller's (True), anybody else's is left (False);
+    # take_over_only: another of Spillway's cordons is taken over only when its words begin with it (the
+    # gang sweep's, a dead sweep's), any other (a drain's) is left as it is (False)
+    def cordon(
+        self,
+        node: str,
+        reason: str = "",
+        *,
+        only_if_schedulable: bool = False,
+        take_over_only: str | None = None,
+    ) -> bool: ...
     # Lifts Spillway's cordon and its draining taint in one patch; if_reason: only while Spillway's
     # cordon on the Node still holds that reason's words; if_digest: only while it is the cordon whose
     # cordon_digest that is (the one a plan saw)

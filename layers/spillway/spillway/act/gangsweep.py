@@ -11,12 +11,13 @@ snapshot is older than the world, so the step reads it again first:
 * Auto Scaling places it in a group now (DescribeAutoScalingInstances: an attach that landed since the
   plan, or any group of the region), or it carries a group's ``aws:autoscaling:groupName`` tag:
   ``attached``, nothing done;
-* its Node, if one, is cordoned first (kube-scheduler could bind a pod to it until then); a Node that
-  runs pods keeping a node busy
+* its Node, if one, is cordoned first (kube-scheduler could bind a pod to it until then; a cordon
+  somebody else made, or any of Spillway's but an earlier sweep's, a drain's say, stays theirs); a
+  Node that runs pods keeping a node busy
   (:func:`spillway.planner.disruption.keeps_node_busy` at ``now``, as the plan judged them: a pod stuck
   terminating, its kubelet gone, is none, and so is a pod that never started on a Node still NotReady
-  for the plan's ``unready_minutes``): ``busy``, its cordon taken off again, nothing else done
-  (the next plan reports it until they end); a failure before the terminate also takes the cordon off;
+  for the plan's ``unready_minutes``): ``busy``, the sweep's cordon taken off again, nothing else done
+  (the next plan reports it until they end); a failure before the terminate also takes it off;
 * else EC2 ``TerminateInstances``, and its Node, if one, is deleted: ``terminated``.
 
 Idempotent: a retry after the terminate finds the instance shutting down (``gone``). A removal that fails
@@ -62,6 +63,9 @@ log = logging.getLogger(__name__)
 Sweep = Literal["terminated", "gone", "attached", "busy", "held"]
 NAMED_PODS = 3
 SWEEP_PREFIX = "gangsweep#"  # the claim on one instance's sweep: gangsweep#<region>#<instance>
+# The words every sweep's cordon begins with (``gang orphan <instance> (plan <id>)``): the one cordon of
+# Spillway's a sweep takes over (a dead sweep's); any other (a drain's, a give-back's) it leaves as it is.
+ORPHAN_CORDON = "gang orphan "
 # How long a sweep's claim holds: no Lambda invocation runs longer than 15 minutes (the drain function's
 # own timeout is far shorter), so a claim still there past it is one whose sweep died without releasing it.
 HOLD = timedelta(minutes=15)
@@ -171,10 +175,15 @@ def _sweep_node(
     comes first because kube-scheduler may bind a pod to the idle Node at any moment until it is
     unschedulable (its NodeUnschedulable filter), as ``kubectl drain`` cordons before it lists pods. A
     cordon somebody else made is left as it is (:meth:`Cluster.cordon` answers False for it), and so is
-    one of Spillway's that took the Node over while the sweep looked (:func:`_release`)."""
-    reason = f"gang orphan {request.instance_id} (plan {request.plan_id or '-'})"
+    any of Spillway's but a sweep's (:data:`ORPHAN_CORDON`): a drain's is evicting the pods (a Spot
+    warning's drains an instance its group detached, which is what an orphan looks like), and releasing
+    it as the sweep's own would let their replacements schedule back onto the Node; the sweep takes over
+    only a dead sweep's cordon, and releases it on a busy Node. A cordon of Spillway's that took the
+    Node over while the sweep looked stays too (:func:`_release`). An idle orphan is terminated under
+    whichever cordon holds it."""
+    reason = f"{ORPHAN_CORDON}{request.instance_id} (plan {request.plan_id or '-'})"
     try:
-        ours = kube.cordon(name, reason)
+        ours = kube.cordon(name, reason, take_over_only=ORPHAN_CORDON)
     except NodeNotFound:  # gone since it was found: no kubelet there
         return _terminate_gone(cloud, request)
     try:

@@ -134,7 +134,7 @@ from spillway.errors import (
     PodNotFound,
     SpillwayError,
 )
-from spillway.model.cluster import cordon_digest, cordoned_for
+from spillway.model.cluster import cordon_begins, cordon_digest, cordoned_for
 from spillway.model.k8s import (
     AUTOSCALING_GROUP,
     BATCH_GROUP,
@@ -1031,7 +1031,14 @@ class KubeClient:
 
     # --- writes ---------------------------------------------------------------------------------
 
-    def cordon(self, node: str | Node, reason: str = "", *, only_if_schedulable: bool = False) -> bool:
+    def cordon(
+        self,
+        node: str | Node,
+        reason: str = "",
+        *,
+        only_if_schedulable: bool = False,
+        take_over_only: str | None = None,
+    ) -> bool:
         """Mark the node unschedulable *and* annotate ``spillway.io/cordoned`` in one patch.
 
         Returns True when the node is (now) cordoned by Spillway; False when somebody else had
@@ -1047,6 +1054,12 @@ class KubeClient:
         resourceVersion); a node carrying Spillway's cordon for ``reason`` already (a retry of the same
         give-back) is the caller's, True, left as it is; any other cordon, a drain's or a person's, is
         not the caller's, False, left as it is.
+
+        ``take_over_only`` (the gang sweep's cordon, :mod:`spillway.act.gangsweep`): a Node Spillway
+        cordoned already for another reason is taken over only when that cordon's words begin with it
+        (:func:`~spillway.model.cluster.cordon_begins`: one of the caller's kind, a dead sweep's); any
+        other of Spillway's cordons (a drain's, a give-back's) is not the caller's, False, left as it is,
+        as a person's, its draining taint with it.
         """
         name = _name_of(node)
         op = f"cordon node {name}"
@@ -1062,6 +1075,8 @@ class KubeClient:
                     return False  # somebody else's cordon
                 if cordoned_for(ours, reason):  # this reason's already (a retry): its first time stays
                     return True
+                if take_over_only is not None and not cordon_begins(ours, take_over_only):
+                    return False  # another kind of Spillway's cordon: not the caller's to take over
                 return {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}}}
             return {
                 "metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}},

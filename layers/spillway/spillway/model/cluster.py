@@ -702,6 +702,14 @@ def cordoned_for(value: str | None, reason: str) -> bool:
     return value == f"{stamp} {reason}".strip()[:256]
 
 
+def cordon_begins(value: str | None, prefix: str) -> bool:
+    """Whether the words of Spillway's cordon annotation ``value`` (``<time> <reason>``) begin with
+    ``prefix``: a cordon of that kind, whichever execution wrote it and whenever (a gang-orphan sweep's,
+    :data:`spillway.act.gangsweep.ORPHAN_CORDON`)."""
+    parts = (value or "").split(" ", 1)
+    return len(parts) > 1 and parts[1].startswith(prefix)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
