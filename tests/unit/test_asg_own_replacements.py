@@ -90,9 +90,9 @@ def test_a_spot_warning_in_a_group_without_capacity_rebalancing_still_terminates
     assert rig.workflows.requests[0].input["terminate"] is True
 
 
-def test_a_rebalance_recommendation_of_a_node_launched_since_the_snapshot_asks_aws_about_its_group() -> None:
-    """A node whose instance the snapshot puts in no group (launched since): the group AWS puts it in
-    decides (DescribeAutoScalingInstances, DescribeAutoScalingGroups)."""
+def launched_since_into_a_rebalancing_group() -> Rig:
+    """A rig whose snapshot puts the node's instance in no group (launched since), while AWS puts it in
+    spot-new, a group with Capacity Rebalancing."""
     from fakes import FakeCloud
 
     snapshot = rebalancing_world(capacity_rebalance=False)
@@ -100,6 +100,13 @@ def test_a_rebalance_recommendation_of_a_node_launched_since_the_snapshot_asks_a
     rig = Rig(snapshot)
     rig.cloud = FakeCloud(cluster="prod")
     rig.cloud.add_group("spot-new", [INSTANCE])["CapacityRebalance"] = True
+    return rig
+
+
+def test_a_rebalance_recommendation_of_a_node_launched_since_the_snapshot_asks_aws_about_its_group() -> None:
+    """A node whose instance the snapshot puts in no group (launched since): the group AWS puts it in
+    decides (DescribeAutoScalingInstances, DescribeAutoScalingGroups)."""
+    rig = launched_since_into_a_rebalancing_group()
     [out] = rig.handle(sample("interrupt-rebalance.json"))
     assert out["outcome"] == "drain_started" and rig.workflows.requests[0].input["terminate"] is False
 
@@ -271,13 +278,7 @@ def test_a_spot_warning_of_a_node_launched_since_into_a_rebalancing_group_names_
     can see that group's record of the detach. In a group with Capacity Rebalancing the request also says
     ``terminate: false``; it lost the group doing so, and a detach since made the Spot warning's drain
     "in no Auto Scaling group": cancelled, the pods dying with the instance."""
-    from fakes import FakeCloud
-
-    snapshot = rebalancing_world(capacity_rebalance=False)
-    snapshot = Snapshot.build(snapshot.cluster, [], WARNED_AT)  # no group knows the instance yet
-    rig = Rig(snapshot)
-    rig.cloud = FakeCloud(cluster="prod")
-    rig.cloud.add_group("spot-new", [INSTANCE])["CapacityRebalance"] = True
+    rig = launched_since_into_a_rebalancing_group()
     [out] = rig.handle(sample("interrupt-spot-warning.json"))
     assert out["outcome"] == "drain_started" and out["group_replaces"] is True
     request = rig.workflows.requests[0].input
