@@ -284,3 +284,7 @@ def test_a_spot_warning_of_a_node_launched_since_into_a_rebalancing_group_names_
     request = rig.workflows.requests[0].input
     assert request["terminate"] is False
     assert request.get("group") == "spot-new", request
+    # AWS is asked once, for whether it is ours, the group to name and its Capacity Rebalancing (the
+    # Spot warning's two minutes are short): before, placement and group were each read twice
+    reads = [c for c, _ in rig.cloud.calls if c in ("placement", "describe_group")]
+    assert reads == ["placement", "describe_group"], rig.cloud.calls

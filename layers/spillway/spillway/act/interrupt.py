@@ -102,7 +102,7 @@ from typing import Any, Literal
 from spillway.act.backoff import Pool, back_off
 from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound, NodeNotObserved
 from spillway.model.act import ExecutionRequest
-from spillway.model.aws import INSTANCE_ID_FORM, REGION_FORM, RFC3339_FORM
+from spillway.model.aws import INSTANCE_ID_FORM, REGION_FORM, RFC3339_FORM, AutoScalingGroup
 from spillway.model.cluster import NodeInfo
 from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS, MAX_DEADLINE_SECONDS, LifecycleHook
 from spillway.model.history import MAX_ROUNDS
@@ -580,7 +580,10 @@ class Interrupter:
             if gone:
                 self.metric("InstanceGoneUndrained", 1)
             return {**out, "outcome": "gone_undrained" if gone else "ignored", "state": notice.state}
-        if not self._ours(notice, target):
+        # the group AWS puts the instance in when the snapshot knows none (launched since): read once,
+        # for whether it is ours, the group the request names and its Capacity Rebalancing
+        placed = self._placed(notice.region, target.instance_id) if self._asks_aws(notice, target) else None
+        if not self._ours(notice, target, placed):
             self.metric("InterruptIgnored", 1)
             return {**out, "outcome": "not_managed"}
         if notice.kind == "lifecycle":
@@ -593,10 +596,9 @@ class Interrupter:
                 notice, target.region, target.zone, target.instance_type, target.instance_id
             )
         extra: dict[str, Any] = {}
-        placed = self._placed_group(notice, target)
         if placed is not None:  # the drain checks the group it names, and the detach of one in none
-            extra["group"] = placed
-        if notice.kind in ("rebalance", "interruption") and self._group_replaces(notice, target, placed):
+            extra["group"] = placed.AutoScalingGroupName
+        if notice.kind in ("rebalance", "interruption") and self._group_replaces(target, placed):
             # the group launches the replacement and terminates the instance itself, through its
             # terminate lifecycle hooks: drained (cordon, evict) for that, never terminated here
             replaced = f"{plan.reason}; its group replaces it (Capacity Rebalancing): not terminated"
@@ -611,16 +613,26 @@ class Interrupter:
             "deadline_seconds": plan.deadline_seconds,
         }
 
-    def _placed_group(self, notice: Notice, target: Target) -> str | None:
-        """The group AWS puts the instance of a Node in when no group of the snapshot holds it (launched
-        since: :meth:`_ours` found it in a group tagged for the cluster), for the drain request to name
-        as it names the snapshot's group; None when the snapshot knows its group, or without a cloud."""
-        if target.group is not None or self.cloud is None:
-            return None
-        placement = self.cloud.placement(notice.region, target.instance_id)
-        return placement.group if placement is not None else None
+    def _asks_aws(self, notice: Notice, target: Target) -> bool:
+        """Whether the notice's group is AWS's to say: a notice other than a lifecycle action (which names
+        its group) of a Node no group of the snapshot holds (launched since), with a cloud to ask."""
+        return notice.kind != "lifecycle" and target.group is None and self.cloud is not None
 
-    def _group_replaces(self, notice: Notice, target: Target, placed: str | None) -> bool:
+    def _placed(self, region: str, instance_id: str) -> AutoScalingGroup | None:
+        """The group AWS puts the instance in now, when it is tagged for the cluster
+        (DescribeAutoScalingInstances, DescribeAutoScalingGroups; a group deleted since is none); else
+        None. The drain request names it as it names the snapshot's group."""
+        assert self.cloud is not None
+        placement = self.cloud.placement(region, instance_id)
+        if placement is None:
+            return None
+        try:
+            group = self.cloud.describe_group(region, placement.group)
+        except AsgNotFound:
+            return None
+        return group if is_managed(group, self.cluster) else None
+
+    def _group_replaces(self, target: Target, placed: AutoScalingGroup | None) -> bool:
         """Whether the instance's group has Capacity Rebalancing (``CapacityRebalance``): on a rebalance
         recommendation the group launches a replacement, waits for it to pass its health check, then
         terminates the at-risk instance through its terminate lifecycle hooks, its desired capacity
@@ -633,15 +645,10 @@ class Interrupter:
         Auto Scaling group will replace the instance, and its README has users of a group with Capacity
         Rebalancing turn on ``enableRebalanceDraining`` to cordon and drain. The snapshot's group says;
         a node of no group the snapshot knows (launched since), the group AWS puts it in now
-        (``placed``: :meth:`_placed_group`)."""
+        (``placed``: :meth:`_placed`)."""
         if target.group is not None:
             return target.group.capacity_rebalance
-        if self.cloud is None or placed is None:
-            return False
-        try:
-            return self.cloud.describe_group(notice.region, placed).CapacityRebalance is True
-        except AsgNotFound:
-            return False
+        return placed is not None and placed.CapacityRebalance is True
 
     def _unobserved(self, notice: Notice, instance_id: str) -> dict[str, Any]:
         """A notice of an instance no Node of the snapshot backs (here, in its region): a lifecycle
@@ -675,18 +682,19 @@ class Interrupter:
             return []
         return self._back_off(notice, notice.region, placement.zone, placement.instance_type, instance_id)
 
-    def _ours(self, notice: Notice, target: Target) -> bool:
+    def _ours(self, notice: Notice, target: Target, placed: AutoScalingGroup | None) -> bool:
         """Whether the group the notice concerns is one Spillway manages. A lifecycle action names the
         group that terminates the instance: that group's, tagged for the cluster, or the drain's
         validation would refuse it (a self-managed group with a hook of its own, say), a failed
         execution and a drain alarm for nothing Spillway owns. Another notice: the instance's group in
-        the snapshot, or the group AWS puts it in now (one launched since the snapshot)."""
+        the snapshot, or the group AWS puts it in now (one launched since the snapshot: ``placed``,
+        :meth:`_placed`; without a cloud the drain judges)."""
         if notice.kind == "lifecycle":
             known = target.group
             if known is not None and (known.name, known.region) == (notice.group, notice.region):
                 return True
             return self._group_managed(notice.region, notice.group)
-        return target.group is not None or self._managed(notice.region, target.instance_id)
+        return target.group is not None or self.cloud is None or placed is not None
 
     def _joining(self, notice: Notice, instance_id: str) -> bool:
         """Whether a notice of an instance no Node of the snapshot names is worth another try: it asks for
@@ -713,13 +721,8 @@ class Interrupter:
 
     def _managed(self, region: str, instance_id: str) -> bool:
         """Whether the instance is in an Auto Scaling group tagged for the cluster, as AWS says now
-        (DescribeAutoScalingInstances, DescribeAutoScalingGroups); without a cloud, the drain judges."""
-        if self.cloud is None:
-            return True
-        placement = self.cloud.placement(region, instance_id)
-        if placement is None:
-            return False
-        return self._group_managed(region, placement.group)
+        (:meth:`_placed`); without a cloud, the drain judges."""
+        return self.cloud is None or self._placed(region, instance_id) is not None
 
     def _group_managed(self, region: str, group: str) -> bool:
         """Whether ``group`` is tagged for the cluster (DescribeAutoScalingGroups); a group deleted since
