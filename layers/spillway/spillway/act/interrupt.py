@@ -582,7 +582,7 @@ class Interrupter:
             return {**out, "outcome": "gone_undrained" if gone else "ignored", "state": notice.state}
         # the group AWS puts the instance in when the snapshot knows none (launched since): read once,
         # for whether it is ours, the group the request names and its Capacity Rebalancing
-        placed = self._placed(notice.region, target.instance_id) if self._asks_aws(notice, target) else None
+        placed = self._placed_now(notice, target)
         if not self._ours(notice, target, placed):
             self.metric("InterruptIgnored", 1)
             return {**out, "outcome": "not_managed"}
@@ -613,10 +613,13 @@ class Interrupter:
             "deadline_seconds": plan.deadline_seconds,
         }
 
-    def _asks_aws(self, notice: Notice, target: Target) -> bool:
-        """Whether the notice's group is AWS's to say: a notice other than a lifecycle action (which names
-        its group) of a Node no group of the snapshot holds (launched since), with a cloud to ask."""
-        return notice.kind != "lifecycle" and target.group is None and self.cloud is not None
+    def _placed_now(self, notice: Notice, target: Target) -> AutoScalingGroup | None:
+        """:meth:`_placed`, asked only where the notice's group is AWS's to say: a notice other than a
+        lifecycle action (which names its group) of a Node no group of the snapshot holds (launched
+        since), with a cloud to ask; else None."""
+        if notice.kind == "lifecycle" or target.group is not None or self.cloud is None:
+            return None
+        return self._placed(notice.region, target.instance_id)
 
     def _placed(self, region: str, instance_id: str) -> AutoScalingGroup | None:
         """The group AWS puts the instance in now, when it is tagged for the cluster
