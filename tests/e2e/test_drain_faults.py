@@ -397,6 +397,39 @@ def test_a_leaving_drain_whose_node_goes_ends_terminated(cloud: Cloud, region: s
 
 
 @pytest.mark.parametrize("region", [HOME, WEST], ids=["home", "other-region"])
+def test_a_drain_whose_instance_is_detached_before_terminate_terminates_nothing_and_keeps_the_node(
+    cloud: Cloud, region: str
+) -> None:
+    """DetachInstances takes the drained instance out of its group after the eviction: the terminate
+    step took "no longer in the group" for "terminated", recorded the drain terminated and deleted the
+    Node of an instance EC2 still ran (a paid instance no Node stood for; its kubelet's updates then
+    fail). Through the real state machine, on moto's DetachInstances: cancelled, nothing terminated,
+    the Node kept and uncordoned."""
+    cloud.group("g", region=region, instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), (_, other) = nodes_of(cloud, "g", region)
+    autoscaling = boto3.client("autoscaling", region_name=region)
+
+    def detach() -> None:
+        autoscaling.detach_instances(
+            InstanceIds=[instance], AutoScalingGroupName="g", ShouldDecrementDesiredCapacity=True
+        )
+
+    with before_action(cloud, "terminate", detach):
+        result = drain_quickly(cloud, node)
+
+    assert result["status"] == "FAILED" and result["error"] == "DrainCancelled", result
+    assert "left Auto Scaling group g during the drain" in result["cause"], result["cause"]
+    assert terminate_results(cloud) == [None]  # one call, which raised: cancelled is not retried
+    assert [i["InstanceId"] for i in cloud.asg("g", region)["Instances"]] == [other]
+    [[described]] = [r["Instances"] for r in boto3.client("ec2", region_name=region).describe_instances(
+        InstanceIds=[instance])["Reservations"]]  # fmt: skip
+    assert described["State"]["Name"] == "running"  # EC2 still runs it
+    assert cloud.kube.get("Node", node) is not None
+    assert marks(cloud.kube.get("Node", node)) == (False, False, False)  # the Node stays, uncordoned
+
+
+@pytest.mark.parametrize("region", [HOME, WEST], ids=["home", "other-region"])
 def test_a_leaving_drain_that_meets_min_size_at_terminate_terminates_without_decrementing(
     cloud: Cloud, region: str
 ) -> None:

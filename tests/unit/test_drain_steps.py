@@ -1443,6 +1443,80 @@ def test_a_retried_terminate_of_a_terminated_instance_succeeds_and_says_so(rig: 
     assert f"{INSTANCE} was already no longer in Auto Scaling group general" in again["description"]
 
 
+def _left_mid_drain(rig: Rig, *, to: str | None = None, state: str = "running") -> None:
+    """Between the eviction and the terminate step the instance left its group alive: DetachInstances
+    by a person or a tool (``to`` None), or detached and attached to group ``to``; EC2 still runs it."""
+    raw = rig.cloud.groups[("us-east-1", "general")]
+    moved = [i for i in raw["Instances"] if i["InstanceId"] == INSTANCE]
+    raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != INSTANCE]
+    raw["DesiredCapacity"] -= 1
+    if to is not None:
+        rig.cloud.add_group(to, [], desired=0)
+        rig.cloud.groups[("us-east-1", to)]["Instances"] = moved
+        rig.cloud.groups[("us-east-1", to)]["DesiredCapacity"] = 1
+    rig.cloud.ec2[INSTANCE] = {"region": "us-east-1", "state": state, "tags": {}}
+
+
+@pytest.mark.parametrize("to", [None, "batch"])
+def test_a_drain_whose_instance_left_its_group_mid_drain_terminates_nothing_and_gives_the_node_back(
+    rig: Rig, to: str | None
+) -> None:
+    """The terminate step took an instance out of its group for one already terminated (a retried
+    call's), so a drain whose instance was detached (or moved to another group) after its validation
+    recorded it terminated and deleted the Node of an instance EC2 still ran: a paid instance no
+    Node stood for. Auto Scaling no longer holds it and EC2 runs it, so nothing is terminated: the drain
+    is cancelled, and its compensation gives the node back (uncordoned, as any failed drain)."""
+    rig.pod("web-0")
+    drain = rig.cordoned()
+    rig.drainer.evict(drain)
+    _left_mid_drain(rig, to=to)
+    rig.cloud.calls.clear()
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert outcome["error"] == "DrainCancelled", outcome
+    assert rig.cloud.called("terminate_instance") == []
+    assert outcome["compensation"].get("instance_gone") is None, outcome
+    assert outcome["compensation"]["uncordoned"] is True, outcome
+    assert not rig.node()["spec"].get("unschedulable")  # the Node stays, back in service
+    state = {"drain": drain.model_dump(), "error": {"Error": "DrainCancelled", "Cause": "x"},
+             "compensation": outcome["compensation"]}  # fmt: skip
+    assert rig.drainer.record(state)["outcome"] == OUTCOME_OF_ERROR["DrainCancelled"] == "cancelled"
+
+
+def test_the_terminate_step_says_where_the_instance_went_when_it_left_its_group(rig: Rig) -> None:
+    drain = rig.cordoned()
+    _left_mid_drain(rig, to="batch")
+    with pytest.raises(DrainCancelled, match=r"left Auto Scaling group general.*batch.*EC2: running"):
+        rig.drainer.terminate(drain)
+
+
+@pytest.mark.parametrize("state", ["shutting-down", "terminated", None])
+def test_an_instance_out_of_its_group_that_ec2_no_longer_runs_is_terminated(
+    rig: Rig, state: str | None
+) -> None:
+    """The other way out of a group: its termination (a retried terminate step's first call, a Spot
+    reclaim). EC2 says so, or no longer knows the instance: terminated, as before."""
+    drain = rig.cordoned()
+    _left_mid_drain(rig, state=state or "running")
+    if state is None:
+        del rig.cloud.ec2[INSTANCE]
+    out = rig.drainer.terminate(drain)
+    assert out["status"] == "AlreadyTerminating" and rig.cloud.called("terminate_instance") == []
+
+
+def test_a_spot_warnings_drain_whose_instance_left_its_group_mid_drain_keeps_its_cordon(rig: Rig) -> None:
+    """A leaving instance goes whatever the drain does: cancelled, the node stays cordoned."""
+    rig.pod("web-0")
+    drain = rig.cordoned(**_notice_drain("interruption"))
+    rig.drainer.evict(drain)
+    _left_mid_drain(rig)
+    outcome = _terminate_or_compensate(rig, drain)
+    assert outcome["error"] == "DrainCancelled" and rig.cloud.called("terminate_instance") == []
+    assert outcome["compensation"]["uncordoned"] is False
+    assert rig.node()["spec"]["unschedulable"] is True
+
+
 def test_terminate_of_an_instance_already_terminating_in_its_group_succeeds(rig: Rig) -> None:
     drain = rig.cordoned()
     group = rig.cloud.groups[("us-east-1", "general")]

@@ -525,6 +525,8 @@ NODE_CHECKS = (_not_ec2, _other_instance, _unknown_region, _other_region, _unman
 
 # What EC2 says of an instance that still runs (DescribeInstances' State.Name).
 EC2_RUNNING = frozenset({"pending", "running"})
+# what EC2 says of an instance its termination took out of its group (None: EC2 no longer knows it)
+EC2_GONE: frozenset[str | None] = frozenset({"shutting-down", "terminated", None})
 
 
 # How far back a Spot warning's drain looks for the group's detach of its instance: the interrupt
@@ -1729,22 +1731,25 @@ class Drainer:
         machine retries). ``{activity_id, status, description}``, with a ``note`` when it did not
         decrement; the record step and the drain's outcome read it.
 
-        Idempotent: an instance already terminating, or no longer in its group (a retry after the first
-        call terminated it and then timed out), is terminated: the step succeeds and says so. A drain of
-        an instance in no group (validation never lets one terminate) is refused, touching nothing."""
+        Idempotent: an instance already terminating, or out of its group and no longer run by EC2 (a
+        retry after the first call terminated it and then timed out), is terminated: the step succeeds
+        and says so. One that left its group alive since the validation (detached, or moved to another
+        group) is not: :class:`DrainCancelled`, nothing terminated, and the compensation gives the node
+        back (a leaving one's stays cordoned). A drain of an instance in no group (validation never lets
+        one terminate) is refused, touching nothing."""
         if drain.group is None:
             raise InvalidDrainRequest(
                 f"instance {drain.instance_id} is in no Auto Scaling group: there is none to terminate it "
                 "through, and EC2 takes it back; nothing was done",
                 field="drain",
             )
-        already = self._instance_gone(drain)
+        already = self._instance_gone(drain, cancel_if_alive=True)
         if already is not None:
             return already
         try:
             activity, decremented = self._terminate_instance(drain)
         except InstanceNotFound:
-            already = self._instance_gone(drain)
+            already = self._instance_gone(drain, cancel_if_alive=True)
             if already is None:
                 raise
             return already
@@ -1773,15 +1778,23 @@ class Drainer:
                 raise
         return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=False), False
 
-    def _instance_gone(self, drain: Drain) -> dict[str, Any] | None:
-        """The terminate result when the drained instance is already terminating or out of its group
-        (None for a drain of an instance in no group: it terminates nothing)."""
+    def _instance_gone(self, drain: Drain, *, cancel_if_alive: bool = False) -> dict[str, Any] | None:
+        """The terminate result when the drained instance is already terminating, or out of its group
+        and EC2 no longer runs it (None for a drain of an instance in no group: it terminates nothing).
+        Out of its group and alive (detached, or in another group: :func:`_left_alive`) it is not gone:
+        None, or with ``cancel_if_alive`` :class:`DrainCancelled`."""
         if drain.group is None:
             return None
         placement = self.cloud.placement(drain.region, drain.instance_id)
         where = where_gone(placement, drain.instance_id, drain.group, drain.region)
         if where is None:
             return None
+        if placement is None or placement.group != drain.group:
+            state = self.cloud.instance_states(drain.region, [drain.instance_id]).get(drain.instance_id)
+            if state not in EC2_GONE:
+                if cancel_if_alive:
+                    raise DrainCancelled(_left_alive(drain, placement, str(state)))
+                return None
         return {
             "activity_id": None,
             "status": "AlreadyTerminating",
@@ -2081,6 +2094,15 @@ _CORDON_CHANGED = (
     "Spillway's cordon on the node changed since the compensation read it (another drain took it over, "
     "or it was taken off): left as it is"
 )
+
+
+def _left_alive(drain: Drain, placement: Placement | None, state: str) -> str:
+    """Why the terminate step terminated nothing: the instance left its group alive mid-drain."""
+    where = f"is in {placement.group} now" if placement is not None else "is in no group now"
+    return (
+        f"instance {drain.instance_id} left Auto Scaling group {drain.group} during the drain and {where} "
+        f"(EC2: {state}): it is not Spillway's to terminate through {drain.group}; nothing terminated"
+    )
 
 
 def _keep_leaving(drain: Drain) -> dict[str, Any]:
