@@ -2588,3 +2588,57 @@ def test_a_detach_too_old_or_undone_is_no_evidence(
     assert set(out) == {"cancelled"}, out
     assert "no recent scaling activity of 'general' detached it" in out["cancelled"]["note"]
     assert rig.writes() == []
+
+
+# --- review1: the terminate step's "left its group alive" cancellation (7b0c1a7) --------------------
+
+
+def test_review1_a_spot_warnings_drain_whose_group_detached_its_instance_mid_drain_does_not_fail(
+    rig: Rig,
+) -> None:
+    """A Spot warning's forced drain whose instance its group detached (DetachInstances, recorded in
+    the group's activities; EC2 still runs it for the two minutes) is a success at validation: drained,
+    ``outside_group``, no alarm (test_a_spot_warnings_drain_of_an_instance_detached_from_its_group_...).
+    The same world met one step later, at the terminate step, now fails the execution with
+    DrainCancelled: a `drain-node-failures` alarm and a ``cancelled`` outcome for normal operation
+    (a tool reacting to the same interruption event detaches while Spillway evicts), the evicted pods
+    reported as a failed drain. The outcome must not depend on whether the detach came before the
+    validation or after it: no failure, nothing terminated, the node kept cordoned."""
+    rig.pod("web-0")
+    drain = rig.cordoned(**_notice_drain("interruption", group="general"))
+    assert drain.terminate and drain.leaving and drain.force and drain.group == "general"
+    rig.drainer.evict(drain)
+    _detached(rig)  # the group's activities record the detach, EC2 runs it: as at validation
+    rig.cloud.calls.clear()
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert rig.cloud.called("terminate_instance") == []
+    assert rig.node()["spec"]["unschedulable"] is True  # EC2 takes it: stays cordoned
+    assert "error" not in outcome, outcome  # 7b0c1a7: {"error": "DrainCancelled", ...}
+
+
+def test_review1_a_scheduled_changes_forced_drain_whose_instance_left_its_group_gives_the_node_back(
+    rig: Rig,
+) -> None:
+    """A scheduled change's drain within a day of it (forced, leaving: a reboot, a stop) meant to
+    terminate the instance through its group. Detached mid-drain, the terminate step now cancels and
+    terminates nothing, but the compensation keeps the cordon and the draining taint (_keep_leaving:
+    "EC2 takes the instance anyway"), which is false for a reboot or a stop: the instance runs on, in no
+    group, its Node emptied, cordoned and tainted with nothing left to end that (the very outcome
+    validation refuses such a drain to avoid: test_a_notices_drain_but_a_spot_warnings_of_a_detached_
+    instance_is_still_cancelled). The README of 7b0c1a7 says the node is given back, uncordoned, but a
+    Spot warning's."""
+    rig.pod("web-0")
+    drain = rig.cordoned(**_notice_drain("scheduled", group="general", force=True))
+    assert drain.terminate and drain.leaving and drain.force
+    rig.drainer.evict(drain)
+    _left_mid_drain(rig)
+    rig.cloud.calls.clear()
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert outcome["error"] == "DrainCancelled" and rig.cloud.called("terminate_instance") == []
+    node = rig.node()
+    assert not node["spec"].get("unschedulable"), outcome["compensation"]  # 7b0c1a7: stays cordoned
+    assert not [t for t in node["spec"].get("taints", []) if "drain" in t["key"]], node["spec"]
