@@ -397,18 +397,22 @@ def test_a_leaving_drain_whose_node_goes_ends_terminated(cloud: Cloud, region: s
 
 
 @pytest.mark.parametrize("region", [HOME, WEST], ids=["home", "other-region"])
+@pytest.mark.parametrize("spot", [False, True], ids=["plan-or-hand", "spot-warning"])
 def test_a_drain_whose_instance_is_detached_before_terminate_terminates_nothing_and_keeps_the_node(
-    cloud: Cloud, region: str
+    cloud: Cloud, region: str, spot: bool
 ) -> None:
     """DetachInstances takes the drained instance out of its group after the eviction: the terminate
     step took "no longer in the group" for "terminated", recorded the drain terminated and deleted the
     Node of an instance EC2 still ran (a paid instance no Node stood for; its kubelet's updates then
-    fail). Through the real state machine, on moto's DetachInstances: cancelled, nothing terminated,
-    the Node kept and uncordoned."""
+    fail). Through the real state machine, on moto's DetachInstances, nothing is terminated and the
+    Node stays: a drain by hand (or a plan's) is cancelled and its node uncordoned; a Spot warning's
+    ends drained outside the group, its node left cordoned for EC2's reclaim."""
     cloud.group("g", region=region, instance_type="m5.large", desired=2, gpu=False)
     cloud.wait_nodes(2)
     (node, instance), (_, other) = nodes_of(cloud, "g", region)
     autoscaling = boto3.client("autoscaling", region_name=region)
+    warning = {"force": True, "leaving": True, "notice": "interruption", "instance_id": instance,
+               "reason": "interruption notice e2e"}  # fmt: skip
 
     def detach() -> None:
         autoscaling.detach_instances(
@@ -416,17 +420,29 @@ def test_a_drain_whose_instance_is_detached_before_terminate_terminates_nothing_
         )
 
     with before_action(cloud, "terminate", detach):
-        result = drain_quickly(cloud, node)
+        result = cloud.stack.run(
+            "DrainNodeStateMachine",
+            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10,
+             **(warning if spot else {})},
+            timeout=40,
+        )  # fmt: skip
 
-    assert result["status"] == "FAILED" and result["error"] == "DrainCancelled", result
-    assert "left Auto Scaling group g during the drain" in result["cause"], result["cause"]
-    assert terminate_results(cloud) == [None]  # one call, which raised: cancelled is not retried
+    if spot:
+        assert result["status"] == "SUCCEEDED", result
+        out = result["output"]
+        assert out["outcome"] == "drained" and out["outside_group"] is True, out
+        assert "left Auto Scaling group g during the drain" in out["note"], out
+        assert marks(cloud.kube.get("Node", node))[0], "the node stays cordoned for EC2's reclaim"
+    else:
+        assert result["status"] == "FAILED" and result["error"] == "DrainCancelled", result
+        assert "left Auto Scaling group g during the drain" in result["cause"], result["cause"]
+        assert marks(cloud.kube.get("Node", node)) == (False, False, False)  # given back, uncordoned
+    assert [r for r in terminate_results(cloud) if r and r.get("activity_id")] == []  # none terminated
     assert [i["InstanceId"] for i in cloud.asg("g", region)["Instances"]] == [other]
     [[described]] = [r["Instances"] for r in boto3.client("ec2", region_name=region).describe_instances(
         InstanceIds=[instance])["Reservations"]]  # fmt: skip
     assert described["State"]["Name"] == "running"  # EC2 still runs it
     assert cloud.kube.get("Node", node) is not None
-    assert marks(cloud.kube.get("Node", node)) == (False, False, False)  # the Node stays, uncordoned
 
 
 @pytest.mark.parametrize("region", [HOME, WEST], ids=["home", "other-region"])

@@ -1505,16 +1505,28 @@ def test_an_instance_out_of_its_group_that_ec2_no_longer_runs_is_terminated(
     assert out["status"] == "AlreadyTerminating" and rig.cloud.called("terminate_instance") == []
 
 
-def test_a_spot_warnings_drain_whose_instance_left_its_group_mid_drain_keeps_its_cordon(rig: Rig) -> None:
-    """A leaving instance goes whatever the drain does: cancelled, the node stays cordoned."""
+@pytest.mark.parametrize("to", [None, "batch"])
+def test_a_spot_warnings_drain_whose_instance_left_its_group_mid_drain_ends_drained_outside_it(
+    rig: Rig, to: str | None
+) -> None:
+    """EC2 reclaims a Spot instance whatever group holds it: its drain whose instance left its group
+    after the validation terminates nothing and ends ``drained``, ``outside_group``, the node left
+    cordoned, as when the detach came before the validation (the state machine's LeftGroup choice)."""
     rig.pod("web-0")
     drain = rig.cordoned(**_notice_drain("interruption"))
+    assert drain.notice == "interruption" and drain.terminate
     rig.drainer.evict(drain)
-    _left_mid_drain(rig)
+    _left_mid_drain(rig, to=to)
     outcome = _terminate_or_compensate(rig, drain)
-    assert outcome["error"] == "DrainCancelled" and rig.cloud.called("terminate_instance") == []
-    assert outcome["compensation"]["uncordoned"] is False
+    assert "error" not in outcome and rig.cloud.called("terminate_instance") == [], outcome
+    terminated = outcome["terminated"]
+    assert terminated["status"] == "LeftGroup" and terminated["outside_group"] is True, terminated
+    summary = rig.drainer.record({"drain": drain.model_dump(), "terminated": terminated}, "drained")
+    assert summary["outcome"] == "drained" and summary["outside_group"] is True, summary
+    assert "not terminated" in summary["note"] and "Spot warning" in summary["note"], summary
     assert rig.node()["spec"]["unschedulable"] is True
+    drained = [e for e in rig.api.list("Event") if e["reason"] == "SpillwayDrained"]
+    assert drained and "left Auto Scaling group general" in drained[-1]["message"]
 
 
 def test_terminate_of_an_instance_already_terminating_in_its_group_succeeds(rig: Rig) -> None:
@@ -2035,7 +2047,10 @@ def test_every_terminating_drain_terminates_through_the_drain_function() -> None
     assert terminate["Parameters"] == {"action": "terminate", "drain.$": "$.drain"}
     assert terminate["ResultPath"] == "$.terminated"  # what the record step and Terminated read
     assert any({"AwsThrottled", "AwsUnavailable"} <= set(r["ErrorEquals"]) for r in terminate["Retry"])
-    assert terminate["Next"] == "CompleteOwnLifecycleAction"
+    assert terminate["Next"] == "LeftGroup"  # a Spot warning's instance that left its group: drained
+    [left] = states["LeftGroup"]["Choices"]
+    assert left["Next"] == "RecordDrained" and "$.terminated.outside_group" in json.dumps(left)
+    assert states["LeftGroup"]["Default"] == "CompleteOwnLifecycleAction"
     # nothing else reaches the terminate but the choice (and nothing terminates but this step)
     assert [n for n, s in states.items() if s.get("Next") == "TerminateThroughFunction"] == []
     assert [a for s in states.values() if s.get("Resource") == "${DrainFunctionArn}"
@@ -2590,10 +2605,10 @@ def test_a_detach_too_old_or_undone_is_no_evidence(
     assert rig.writes() == []
 
 
-# --- review1: the terminate step's "left its group alive" cancellation (7b0c1a7) --------------------
+# --- review of the terminate step's "left its group alive" (7b0c1a7) ---------------------------------
 
 
-def test_review1_a_spot_warnings_drain_whose_group_detached_its_instance_mid_drain_does_not_fail(
+def test_a_spot_warnings_drain_whose_group_detached_its_instance_mid_drain_does_not_fail(
     rig: Rig,
 ) -> None:
     """A Spot warning's forced drain whose instance its group detached (DetachInstances, recorded in
@@ -2618,7 +2633,7 @@ def test_review1_a_spot_warnings_drain_whose_group_detached_its_instance_mid_dra
     assert "error" not in outcome, outcome  # 7b0c1a7: {"error": "DrainCancelled", ...}
 
 
-def test_review1_a_scheduled_changes_forced_drain_whose_instance_left_its_group_gives_the_node_back(
+def test_a_scheduled_changes_forced_drain_whose_instance_left_its_group_gives_the_node_back(
     rig: Rig,
 ) -> None:
     """A scheduled change's drain within a day of it (forced, leaving: a reboot, a stop) meant to

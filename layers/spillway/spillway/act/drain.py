@@ -1441,6 +1441,7 @@ class Drainer:
             lifecycle=request.lifecycle,
             uncordon=request.uncordon,
             leaving=request.leaving or request.lifecycle is not None,
+            notice=request.notice,
             unready_minutes=request.unready_minutes,
             name=name,
             started_at=iso(now),
@@ -1733,23 +1734,25 @@ class Drainer:
 
         Idempotent: an instance already terminating, or out of its group and no longer run by EC2 (a
         retry after the first call terminated it and then timed out), is terminated: the step succeeds
-        and says so. One that left its group alive since the validation (detached, or moved to another
-        group) is not: :class:`DrainCancelled`, nothing terminated, and the compensation gives the node
-        back (a leaving one's stays cordoned). A drain of an instance in no group (validation never lets
-        one terminate) is refused, touching nothing."""
+        and says so. One that left its group alive since the validation (detached, or attached to
+        another group) is not Spillway's to terminate: a Spot warning's drain ends ``drained`` with
+        ``outside_group`` (EC2 takes the instance back; the node stays cordoned, as when the detach came
+        before the validation), any other's is :class:`DrainCancelled` and its compensation gives the
+        node back. A drain of an instance in no group (validation never lets one terminate) is refused,
+        touching nothing."""
         if drain.group is None:
             raise InvalidDrainRequest(
                 f"instance {drain.instance_id} is in no Auto Scaling group: there is none to terminate it "
                 "through, and EC2 takes it back; nothing was done",
                 field="drain",
             )
-        already = self._instance_gone(drain, cancel_if_alive=True)
+        already = self._not_to_terminate(drain)
         if already is not None:
             return already
         try:
             activity, decremented = self._terminate_instance(drain)
         except InstanceNotFound:
-            already = self._instance_gone(drain, cancel_if_alive=True)
+            already = self._not_to_terminate(drain)
             if already is None:
                 raise
             return already
@@ -1778,28 +1781,50 @@ class Drainer:
                 raise
         return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=False), False
 
-    def _instance_gone(self, drain: Drain, *, cancel_if_alive: bool = False) -> dict[str, Any] | None:
+    def _not_to_terminate(self, drain: Drain) -> dict[str, Any] | None:
+        """The terminate step's result without a TerminateInstanceInAutoScalingGroup, else None: the
+        instance is gone already (:meth:`_whereabouts`), or it left its group alive and EC2 reclaims
+        it after a Spot warning (``LeftGroup``, ``outside_group``: the state machine records the drain
+        ``drained``); left alive after anything else, :class:`DrainCancelled`."""
+        gone, left = self._whereabouts(drain)
+        if gone is not None or left is None:
+            return gone
+        if drain.notice == "interruption":
+            return {"activity_id": None, "status": "LeftGroup", "outside_group": True, "description": left}
+        raise DrainCancelled(
+            f"{left}: it is not Spillway's to terminate through {drain.group}; nothing terminated"
+        )
+
+    def _instance_gone(self, drain: Drain) -> dict[str, Any] | None:
         """The terminate result when the drained instance is already terminating, or out of its group
-        and EC2 no longer runs it (None for a drain of an instance in no group: it terminates nothing).
-        Out of its group and alive (detached, or in another group: :func:`_left_alive`) it is not gone:
-        None, or with ``cancel_if_alive`` :class:`DrainCancelled`."""
+        and EC2 no longer runs it (None for a drain of an instance in no group: it terminates nothing)."""
+        return self._whereabouts(drain)[0]
+
+    def _whereabouts(self, drain: Drain) -> tuple[dict[str, Any] | None, str | None]:
+        """(the terminate result when the instance is gone already, why it is not Spillway's to terminate
+        when it left its group alive); (None, None) while its group holds it, live. Terminating in any
+        group, or out of its group with EC2 no longer running it (shutting down, terminated, unknown):
+        gone. Out of its group with EC2 still holding it (detached, or attached to another group): left
+        (:func:`_left_alive`). EC2 is read only for an instance out of its group."""
         if drain.group is None:
-            return None
+            return None, None
         placement = self.cloud.placement(drain.region, drain.instance_id)
         where = where_gone(placement, drain.instance_id, drain.group, drain.region)
         if where is None:
-            return None
-        if placement is None or placement.group != drain.group:
+            return None, None
+        elsewhere_live = placement is None or (
+            placement.group != drain.group and not placement.lifecycle_state.startswith("Terminat")
+        )
+        if elsewhere_live:
             state = self.cloud.instance_states(drain.region, [drain.instance_id]).get(drain.instance_id)
             if state not in EC2_GONE:
-                if cancel_if_alive:
-                    raise DrainCancelled(_left_alive(drain, placement, str(state)))
-                return None
-        return {
+                return None, _left_alive(drain, placement, str(state))
+        gone = {
             "activity_id": None,
             "status": "AlreadyTerminating",
             "description": f"instance {drain.instance_id} was already {where}",
         }
+        return gone, None
 
     # complete_lifecycle ------------------------------------------------------------------------
 
@@ -1866,11 +1891,14 @@ class Drainer:
 
         ``after_terminate`` (the terminate step failed): first ask Auto Scaling whether the instance is
         gone anyway (the call terminated it, then timed out or was throttled on a retry); then nothing is
-        undone and ``instance_gone`` sends the drain on to delete the Node and record it terminated."""
+        undone and ``instance_gone`` sends the drain on to delete the Node and record it terminated. An
+        instance that left its group alive stays, and its node is given back even after a forced notice
+        that is not a Spot warning's (a scheduled reboot or stop leaves it running)."""
         if drain.lifecycle is not None:
             return self._release(drain)
+        left = None
         if after_terminate:
-            gone = self._instance_gone(drain)
+            gone, left = self._whereabouts(drain)
             if gone is not None:
                 return {"untainted": False, "uncordoned": False, "instance_gone": True, "terminated": gone}
         try:
@@ -1886,7 +1914,7 @@ class Drainer:
                 "uncordoned": False,
                 "note": f"another drain holds the node now ({holder[:120]}): its cordon and taint stay",
             }
-        if drain.leaving and drain.force:
+        if drain.leaving and drain.force and (left is None or drain.notice == "interruption"):
             return _keep_leaving(drain)
         if holder is None:  # no Spillway annotation (somebody else's cordon, or deleted): only the taint
             return {
@@ -2097,11 +2125,11 @@ _CORDON_CHANGED = (
 
 
 def _left_alive(drain: Drain, placement: Placement | None, state: str) -> str:
-    """Why the terminate step terminated nothing: the instance left its group alive mid-drain."""
+    """Where the instance went: it left its group alive during the drain."""
     where = f"is in {placement.group} now" if placement is not None else "is in no group now"
     return (
         f"instance {drain.instance_id} left Auto Scaling group {drain.group} during the drain and {where} "
-        f"(EC2: {state}): it is not Spillway's to terminate through {drain.group}; nothing terminated"
+        f"(EC2: {state})"
     )
 
 
@@ -2126,9 +2154,16 @@ OUTSIDE_GROUP = (
 )
 
 
-def _outside_group(drain: Drain) -> dict[str, Any]:
-    """What a drain of an instance in no group says of it (:func:`_drains_outside_group`): drained, the
-    node left cordoned, nothing terminated. Nothing for any other drain."""
+def _outside_group(drain: Drain, terminated: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a drain of an instance in no group says of it (:func:`_drains_outside_group`), or of one that
+    left its group alive before its terminate step (``terminated``, that step's ``LeftGroup`` result):
+    drained, the node left cordoned, nothing terminated. Nothing for any other drain."""
+    if terminated and terminated.get("outside_group"):
+        why = terminated.get("description")
+        return {
+            "outside_group": True,
+            "note": f"not terminated: {why}, after a Spot warning; EC2 takes it back",
+        }
     if drain.group is not None:
         return {}
     return {"outside_group": True, "note": OUTSIDE_GROUP.format(instance=drain.instance_id)}
@@ -2181,7 +2216,8 @@ def _success(state: Mapping[str, Any], outcome: str | None, drain: Drain | None)
     """A drain that ended well: drained (``terminate`` false; why, for an instance in no group),
     released (``uncordon``: the node emptied, uncordoned and kept) or terminated, and the Node's fate."""
     if outcome == "drained":
-        return {"outcome": "drained", **(_outside_group(drain) if drain is not None else {})}
+        left = _mapping(state.get("terminated"))
+        return {"outcome": "drained", **(_outside_group(drain, left) if drain is not None else {})}
     if outcome == "released":
         return _released(_mapping(state.get("released")))
     compensation = _mapping(state.get("compensation"))

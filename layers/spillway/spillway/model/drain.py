@@ -197,6 +197,9 @@ class Drain(BaseModel):
     lifecycle: LifecycleAction | None = None  # the group is terminating it: complete, never terminate
     uncordon: bool = False  # once empty: uncordon and keep the node (never with terminate or lifecycle)
     leaving: bool = False  # the instance goes whatever the drain does (DrainRequest.leaving, lifecycle)
+    # the notice that asked for the drain (DrainRequest.notice): only a Spot warning's instance surely
+    # goes, in a group or out of it (a scheduled reboot or stop leaves it running)
+    notice: Literal["interruption", "rebalance", "scheduled"] | None = None
     # the node is dead once NotReady this long: its pods that never started go with it (DrainRequest)
     unready_minutes: float | None = None
     # The drain's own name, which its cordon carries so that it undoes only its own: its DrainNode
