@@ -1352,3 +1352,27 @@ def test_only_the_drain_and_interrupt_functions_complete_lifecycle_actions_on_th
     assert "autoscaling:DescribeLifecycleHooks" in drain_reads  # the drain's own terminations read the hooks
     granted = json.dumps({k: v for k, v in res.items() if k != "Fn::ForEach::ClusterGroups"})
     assert "CompleteLifecycleAction" not in granted and "RecordLifecycleActionHeartbeat" not in granted
+
+
+def test_hunt3_a_warm_pool_instance_terminated_with_no_node_is_completed_at_once() -> None:
+    """Scenario: a group with a warm pool and Spillway's terminate hook terminates one of its warm
+    instances (the pool shrinks, an instance refresh replaces it, a warm instance fails its health
+    check). It never joined the cluster, so no Node backs it: the action is Spillway's to complete
+    at once (no_node), as for a Node-less in-service instance.
+
+    AWS documentation: "Warm pool example events and patterns" (EC2 Auto Scaling User Guide): with
+    lifecycle hooks, Auto Scaling sends an event "when an instance transitions into a wait state",
+    and a lifecycle event's ``Origin`` may be ``WarmPool``; the API Reference's
+    AutoScalingInstanceDetails.LifecycleState (what DescribeAutoScalingInstances returns) lists
+    ``Warmed:Terminating:Wait`` beside ``Terminating:Wait``. Spillway read only ``Terminating:Wait``
+    as a waiting action, so it said "no action waits" and left the warm instance held for the hook's
+    whole HeartbeatTimeout."""
+    rig = nodeless(LIFECYCLE_AT + timedelta(seconds=20))
+    assert rig.cloud is not None
+    [instance] = rig.cloud.groups[("us-east-1", "spot-gpu")]["Instances"]
+    instance["LifecycleState"] = "Warmed:Terminating:Wait"
+    event = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
+    event["detail"].update(Origin="WarmPool", Destination="EC2")
+    [out] = rig.handle(event)
+    assert (out["outcome"], out.get("completed")) == ("no_node", True), out
+    assert rig.cloud.completed == [("spot-gpu", HOOK, INSTANCE, "CONTINUE")]

@@ -124,6 +124,10 @@ KINDS: dict[tuple[str, str], Kind] = {
 # States in which the instance's pods are gone with it (aws-node-termination-handler drains on the same
 # four: a stopped instance's Node is as empty as a terminated one's)
 GONE_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
+# The Auto Scaling lifecycle states in which a terminate hook holds an instance (AutoScalingInstanceDetails,
+# LifecycleState): in service, and in a warm pool (an instance the pool terminates; its lifecycle event's
+# Origin is WarmPool)
+HOOK_WAIT_STATES = frozenset({"Terminating:Wait", "Warmed:Terminating:Wait"})
 # A snapshot at most this old at a lifecycle notice's time may complete the action on a node it shows
 # emptied by a Spillway drain (own_drain): observe writes one every 20 s by default; an older one
 # leaves the node to a lifecycle drain, which reads the cluster as it is
@@ -813,14 +817,15 @@ class Interrupter:
         its group was already terminating: CONTINUE and the hook's DefaultResult both terminate it, so
         completing now only shortens the time such a Node could take pods (it is not Ready yet when
         it registers). First of all AWS must say the action still waits (the instance is
-        ``Terminating:Wait`` in the notice's group): else it was completed (Spillway's own drain does,
+        ``Terminating:Wait``, or ``Warmed:Terminating:Wait`` for a warm-pool instance, in the notice's
+        group): else it was completed (Spillway's own drain does,
         after deleting the Node) or timed out, and there is nothing to do (``completed: false``)."""
         assert self.cloud is not None  # _nodeless
         self.metric("LifecycleNoNode", 1)
         out: dict[str, Any] = {"group": notice.group, "hook": notice.hook, "outcome": "no_node"}
         placement = self.cloud.placement(notice.region, instance_id)
         where = (placement.group, placement.lifecycle_state) if placement is not None else None
-        if where != (notice.group, "Terminating:Wait"):
+        if where is None or where[0] != notice.group or where[1] not in HOOK_WAIT_STATES:
             state = f"{where[1]} in {where[0]}" if where is not None else "in no Auto Scaling group"
             return {**out, "completed": False, "note": f"no action waits: the instance is {state}"}
         taken = self.snapshot().cluster.taken_at
