@@ -1146,9 +1146,16 @@ def _named(drain: Drain, pods: Sequence[Pod]) -> frozenset[str]:
 
 def _only_expected(drain: Drain, verdicts: list[PodVerdict]) -> list[PodVerdict]:
     """A consolidation's pods to evict are the plan's: any other workload pod is kept (it keeps the node
-    busy: at the deadline the drain fails and is compensated, the pod still running)."""
+    busy: at the deadline the drain fails and is compensated, the pod still running). A plan's drain of
+    a node it saw idle (no pods named, not forced) expects none: a pod to evict there came after the
+    plan (bound between validation and the cordon, which :func:`_busy_planned_drain` cannot see), and is
+    kept the same way."""
     if not drain.consolidation:
-        return verdicts
+        if drain.plan_id is None or drain.force:
+            return verdicts
+        return [
+            PodVerdict(v.pod, "keep", ARRIVED, v.priority) if v.action == "evict" else v for v in verdicts
+        ]
     expected = set(drain.pods)
     if drain.uncordon:  # make room: the node stays, and so do the pods the plan does not move
         return [
