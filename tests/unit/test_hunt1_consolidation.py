@@ -45,4 +45,24 @@ def test_hunt1_consolidation_never_breaks_a_running_volcano_gang_at_its_min_memb
 
     moved = [p for d in result.drain for p in d.pods if "/train-" in p]
     assert moved == [], f"evicted {moved} of a gang running at its minMember: {result.drain}"
-    assert {kept(result)[a][0], kept(result)[b][0]} <= {codes.POD_NEVER, codes.DOES_NOT_FIT, codes.RECEIVES_MOVED_PODS}
+    assert {kept(result)[a][0], kept(result)[b][0]} <= {
+        codes.POD_NEVER,
+        codes.DOES_NOT_FIT,
+        codes.RECEIVES_MOVED_PODS,
+    }
+
+
+def test_hunt1_a_volcano_gang_above_its_min_member_gives_up_only_what_it_has_above() -> None:
+    """The same gang with minMember 2: two of its four tasks may go (Volcano's preemptableFn would take
+    them), so one of a and b is consolidated, never both."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    w.pod_group(VOLCANO_PG, "train", spec={"minMember": 2}, phase="Running")
+    _volcano_gang(w, a, ["train-0", "train-1"])
+    _volcano_gang(w, b, ["train-2", "train-3"])
+    replicas(w, c, "pin", 1, cpu="1", annotations={})  # c has room for all four
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    moved = [p for d in result.drain for p in d.pods if "/train-" in p]
+    assert len(moved) == 2, result.drain

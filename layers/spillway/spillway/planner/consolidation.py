@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -196,6 +196,9 @@ class Candidate:
     cost: float  # node-minutes lost to restarts
     moves: float  # the sum of the pods' move costs (spillway.planner.disruption.move_cost)
     jobs: dict[str, str]  # elastic worker's pod key -> its job
+    # gang -> its Volcano-preemptable members here: Volcano preempts one only while its job keeps more
+    # ready members than minAvailable (volcano-sh/volcano pkg/scheduler/plugins/gang, preemptableFn)
+    gangs: dict[str, int] = field(default_factory=dict)
 
     def given_up(self, moved: set[str]) -> dict[str, int]:
         """Job -> its workers here that the drain takes from it: those not re-placed (``moved``) on
@@ -209,7 +212,10 @@ class Candidate:
     def of(cls, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]], cost: float) -> Candidate:
         elastic: dict[str, int] = {}
         jobs: dict[str, str] = {}
+        gangs: dict[str, int] = {}
         for pod, move in moves:
+            if move.code == codes.POD_PREEMPTABLE and pod.gang is not None:
+                gangs[pod.gang] = gangs.get(pod.gang, 0) + 1
             if move.elastic is not None:
                 elastic[move.elastic.job] = elastic.get(move.elastic.job, 0) + 1
                 jobs[pod.key] = move.elastic.job
@@ -222,6 +228,7 @@ class Candidate:
             cost,
             sum(m.cost for _, m in moves if m.movable),
             jobs,
+            gangs,
         )
 
     def order(self) -> tuple[object, ...]:
@@ -248,6 +255,7 @@ class Consolidation:
         self.elastic_left = elastic_room(
             (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
         )
+        self.gang_left = _gang_room(self.ctx.snapshot, leaving)
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
         self.launching: dict[str, list[Bin]] = _copy_bins(stage.launching)
@@ -331,7 +339,11 @@ class Consolidation:
     def refuse_move(self, candidate: Candidate) -> Verdict:
         """An elastic job taken below its minimum, or a restart cost the saving rule refuses."""
         group = candidate.node.group
-        return self._elastic_min(candidate.elastic) or self._saving(candidate.pods, candidate.cost, group)
+        return (
+            self._elastic_min(candidate.elastic)
+            or self._gang_min(candidate.gangs)
+            or self._saving(candidate.pods, candidate.cost, group)
+        )
 
     def judge(self, node: WorkNode) -> tuple[Verdict, Candidate | None]:
         """The first static refusal, or the node as a candidate. A node no drain, cordon or pending pod
@@ -382,6 +394,19 @@ class Consolidation:
             codes.ELASTIC_MIN,
             f"runs {elastic[job]} worker(s) of elastic job {job}, which may lose "
             f"{self.elastic_left.get(job, 0)} before its minimum",
+        )
+
+    def _gang_min(self, gangs: Mapping[str, int]) -> Verdict:
+        short = sorted(
+            gang for gang, n in gangs.items() if gang in self.gang_left and n > self.gang_left[gang]
+        )
+        if not short:
+            return None
+        gang = short[0]
+        return (
+            codes.POD_NEVER,
+            f"runs {gangs[gang]} volcano.sh/preemptable member(s) of gang {gang}, which may lose "
+            f"{self.gang_left[gang]} before its minMember: Volcano preempts a gang's member only above it",
         )
 
     def _saving(self, pods: Sequence[PodInfo], cost: float, group: NodeGroup | None) -> Verdict:
@@ -473,7 +498,7 @@ class Consolidation:
         pods, or a node drained before took the elastic room its workers needed."""
         if candidate.node.info.name in self.receiving:
             return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
-        return self._elastic_min(candidate.elastic)
+        return self._elastic_min(candidate.elastic) or self._gang_min(candidate.gangs)
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
         verdict = _topology_settling(candidate, self.ctx.planned) or self.stage.pod_budgets.refusal(
@@ -489,6 +514,9 @@ class Consolidation:
         self.stage.pod_budgets.spend(candidate.pods)
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
+        for gang, members in candidate.gangs.items():
+            if gang in self.gang_left:
+                self.gang_left[gang] -= members
         self._drain(candidate, destinations, moved, make_room=make_room)
         return None
 
@@ -572,6 +600,26 @@ class Consolidation:
         self.stage.drains.append(
             Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods)
         )
+
+
+def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:
+    """Gang key -> how many running members it may lose before its minMember (its PodGroup's, else the
+    pods' own word, Kueue's pod-group-total-count): members bound, not finished nor terminating, on a
+    node they are not leaving. Gangs with no known minimum are left out."""
+    minimum = {g.key: g.min_member for g in snapshot.gangs if g.min_member > 0}
+    running: Counter[str] = Counter()
+    for pod in snapshot.pods:
+        if pod.gang is None:
+            continue
+        if pod.gang not in minimum and pod.gang_min > 0:
+            minimum[pod.gang] = pod.gang_min
+        if (
+            pod.node_name is not None
+            and pod.node_name not in leaving
+            and not (pod.terminal or pod.terminating)
+        ):
+            running[pod.gang] += 1
+    return {gang: max(0, running[gang] - low) for gang, low in minimum.items()}
 
 
 def _no_room(candidate: Candidate) -> str:
