@@ -396,6 +396,44 @@ def test_a_leaving_drain_whose_node_goes_ends_terminated(cloud: Cloud, region: s
     assert result["output"]["outcome"] == "terminated"
 
 
+@pytest.mark.parametrize("consolidation", [False, True], ids=["idle", "consolidation"])
+def test_a_plans_drain_abandons_its_node_to_a_pod_bound_after_the_plan_and_succeeds_cancelled(
+    cloud: Cloud, consolidation: bool
+) -> None:
+    """A Job's pod is bound to the node between the plan's validation and its first eviction round. An
+    idle node's drain evicted it (a running job killed by a scale-down); a consolidation kept it and held
+    the node cordoned to the deadline, then failed as a timeout. Through the real state machine the
+    drain is abandoned at that round: the pod runs, the node is uncordoned and kept, nothing is
+    terminated, and the execution succeeds ``cancelled`` (no failure for the alarms)."""
+    cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), _ = nodes_of(cloud, "g")
+    plan = {"plan_id": "20261102T100000Z-abc", "reason": "idle 12 min"}
+    if consolidation:
+        add_pod(cloud, "web-0", node, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})
+        plan |= {"consolidation": True, "pods": ["team-a/web-0"]}
+
+    def job_arrives() -> None:
+        cloud.kube.add(objects.pod("job-0", "team-a", node_name=node, owner=("Job", "train"), cpu="100m",
+                                   memory="128Mi"))  # fmt: skip
+
+    with before_action(cloud, "evict", job_arrives):
+        result = cloud.stack.run(
+            "DrainNodeStateMachine",
+            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 60, **plan},
+            timeout=40,
+        )
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["outcome"] == "cancelled" and "team-a/job-0" in out["note"], out
+    assert out["evicted_count"] == 0, out  # abandoned at its first round: web-0 was not evicted either
+    assert cloud.kube.get("Pod", "job-0", "team-a") is not None
+    assert marks(cloud.kube.get("Node", node)) == (False, False, False)
+    assert instance in cloud.instances() and cloud.desired("g") == 2
+    assert [e for e in events_for(cloud, node) if e.get("reason") == "SpillwayDrainCancelled"]
+
+
 @pytest.mark.parametrize("region", [HOME, WEST], ids=["home", "other-region"])
 @pytest.mark.parametrize("spot", [False, True], ids=["plan-or-hand", "spot-warning"])
 def test_a_drain_whose_instance_is_detached_before_terminate_terminates_nothing_and_keeps_the_node(

@@ -338,17 +338,15 @@ def test_a_plans_drain_keeps_its_node_for_a_pod_that_tolerates_everything_bound_
     rig: Rig,
 ) -> None:
     """The cordon and the taint keep no such pod away: one bound while the plan's drain runs keeps the
-    node from termination; the drain times out and is undone, the pod running."""
+    node from termination; the drain is abandoned at once and its node given back, the pod running."""
     drain = rig.cordoned(plan_id=PLAN, reason="idle", poll_seconds=5, deadline_seconds=30)
     agent_pod(rig, "train-0", [{"operator": "Exists"}])
 
     first = rig.drainer.evict(drain)
     assert [r["pod"] for r in first["remaining"]] == ["monitoring/train-0"]
+    assert "monitoring/train-0" in first["abandon"] and first["done"] is False, first
     assert evictions(rig, "train-0") == []
     assert rig.drainer.check(drain)["ready"] is False
-    rig.clock.advance(31)
-    with pytest.raises(DrainTimeout, match="train-0"):
-        rig.drainer.evict(drain, first)
     assert rig.api.get("Pod", "train-0", "monitoring") is not None
 
 
@@ -647,3 +645,25 @@ def test_a_plans_drain_is_cancelled_for_a_pod_that_never_started_unless_its_node
     out = rig.drainer.validate({"cluster": "prod", "node": NODE, "plan_id": PLAN, "reason": "r", **extra})
 
     assert set(out) == {"cancelled"} and "team-a/train-0" in out["cancelled"]["note"]
+
+
+def test_a_plans_idle_drain_never_evicts_a_job_pod_bound_after_validation(rig: Rig) -> None:
+    """A plan drains an idle node (no pods named). Validation finds the node empty; before the cordon
+    step a batch Job's pod is bound to it (kube-scheduler prefers the emptiest node; the cordon is the
+    next Lambda step, so the window is a state transition, and wider when a retry of the cordon step
+    backs off). The idle drain's eviction round then evicted that running Job pod: "no running job is
+    ever killed by a scale-down" (README, the product's promise), and the plan saw the node empty, so
+    every workload pod on it came after the plan. A consolidation's drain already keeps such a pod
+    (``ARRIVED``: left running, the drain abandoned and the node given back); a plan's idle drain, whose
+    premise is an empty node, must do no less."""
+    rig.api.add(objects.daemonset_pod("aws-node-x", NODE))
+    drain = rig.validated(plan_id=PLAN, reason="idle 12 min", poll_seconds=5, deadline_seconds=60)
+    # bound by name after validation, before the cordon (a plain Job's pod: of no kind known to move)
+    rig.api.add(objects.pod("job-0", "team-a", node_name=NODE, owner=("Job", "train")))
+    rig.drainer.cordon(drain)
+
+    first = rig.drainer.evict(drain)
+
+    assert first["evicted"] == [] and "team-a/job-0" in first["abandon"], first
+    assert "scale-down is abandoned" in first["abandon"]
+    assert rig.api.get("Pod", "job-0", "team-a") is not None

@@ -1167,6 +1167,38 @@ def _only_expected(drain: Drain, verdicts: list[PodVerdict]) -> list[PodVerdict]
     ]
 
 
+def _arrivals(drain: Drain, verdicts: Sequence[PodVerdict]) -> list[str]:
+    """The pods a plan's drain keeps because they came after the plan (:data:`ARRIVED`,
+    :data:`UNPLANNED_STAYS`): the node runs work its plan never judged, so the drain is abandoned at once
+    and the node given back, instead of holding it cordoned to the deadline (its pending pods kept off
+    the node's free room meanwhile) and failing there as a timeout."""
+    if drain.uncordon:  # make room: the node stays, and so do the pods it does not move
+        return []
+    return [v.pod for v in verdicts if v.action == "keep" and v.reason in (ARRIVED, UNPLANNED_STAYS)]
+
+
+def _abandon(
+    drain: Drain, previous: Mapping[str, Any], verdicts: Sequence[PodVerdict], arrived: Sequence[str]
+) -> dict[str, Any]:
+    """The round that abandons the drain (:func:`_arrivals`): nothing more evicted; the state machine
+    gives the node back (GiveBack) and records the drain ``cancelled``, a success."""
+    what = "consolidation" if drain.consolidation else "scale-down"
+    return {
+        "rounds": int(previous.get("rounds") or 0),
+        "evicted": list(previous.get("evicted") or [])[:LIST_LIMIT],
+        "evicted_count": int(previous.get("evicted_count") or 0),
+        "blocked": [],
+        "remaining": _remaining(verdicts, [], {})[:LIST_LIMIT],
+        "remaining_count": len([v for v in verdicts if v.action != "ignore"]),
+        "done": False,
+        "forced": False,
+        "abandon": (
+            f"Node {drain.node!r} runs {len(arrived)} pod(s) that came after the plan "
+            f"({', '.join(arrived[:3])}): the {what} is abandoned and the node given back, those pods running"
+        ),
+    }
+
+
 UNPLANNED_STAYS = (
     "tolerates the drain's cordon and taint, and the plan did not name it (it arrived after the plan): "
     "it keeps the node, left running"
@@ -1576,8 +1608,9 @@ class Drainer:
     def evict(self, drain: Drain, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """One eviction round: evict every pod that may go (lowest priority first), each given its grace
         period but no more than the time left before the deadline (:meth:`_evict_round`), then report
-        what is left. ``done`` when nothing is left; :class:`DrainTimeout` when pods are left at the
-        deadline, where a drain without force evicts nothing more (with ``force``, it evicts what may go
+        what is left. ``done`` when nothing is left; ``abandon`` (evicting nothing more) when work the
+        plan did not see came to the node (:func:`_arrivals`); :class:`DrainTimeout` when pods are left at
+        the deadline, where a drain without force evicts nothing more (with ``force``, it evicts what may go
         with no grace period, and is ``done`` and ``forced`` instead). A leaving instance whose Node is gone (EC2
         reclaimed it, another drain of it terminated it) is done: nothing is left to evict."""
         previous = previous or {}
@@ -1586,6 +1619,9 @@ class Drainer:
             return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
                     "evicted_count": int(previous.get("evicted_count") or 0)}  # fmt: skip
         before = self._verdicts(drain, node)
+        arrived = _arrivals(drain, before)
+        if arrived:
+            return _abandon(drain, previous, before, arrived)
         evicted_now, refused = self._evict_in_time(drain, before, previous)
         after = self._verdicts(drain, node) if evicted_now else before
         remaining = _remaining(after, evicted_now, refused)
@@ -1965,7 +2001,7 @@ class Drainer:
         ``compensation_error``. Recording the event is best effort: the outcome is never lost to it.
         """
         if outcome == "cancelled":
-            return self._record_cancelled(state)
+            return self._record_cancel(state)
         # A rejected request touched nothing, not even an Event: a ``drain`` in it is only its input.
         has_drain = outcome != "rejected" and isinstance(state.get("drain"), Mapping)
         drain = parse_drain(state["drain"]) if has_drain else None
@@ -2008,6 +2044,41 @@ class Drainer:
         if cancelled.get("notice"):
             summary["notice"] = str(cancelled["notice"])
             self._skipped_event(summary, cancelled.get("node_uid"))
+        self.on_outcome("cancelled", summary)
+        return summary
+
+    def _record_cancel(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """A drain cancelled at its validation (its answer in the state), or abandoned after its cordon
+        (its last round's ``abandon``)."""
+        if "cancelled" not in state and _mapping(state.get("round")).get("abandon"):
+            return self._record_abandoned(state)
+        return self._record_cancelled(state)
+
+    def _record_abandoned(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """A plan's drain abandoned after its cordon because work came to the node since the plan (the
+        round's ``abandon``), its node given back (``compensation``, GiveBack's answer, or
+        ``compensation_error``): ``cancelled``, a success, with the pods it evicted before, an Event on
+        the Node and the DrainOutcome metric."""
+        drain = parse_drain(state["drain"])
+        rounds = _mapping(state.get("round"))
+        summary: dict[str, Any] = {
+            **self._identity(drain),
+            "evicted": list(rounds.get("evicted") or []),
+            "evicted_count": int(rounds.get("evicted_count") or 0),
+            "rounds": int(rounds.get("rounds") or 0),
+            "outcome": "cancelled",
+            "note": (str(rounds.get("abandon") or "abandoned") + self._compensation_note(drain, state))[
+                :2000
+            ],
+        }
+        if rounds.get("remaining"):
+            summary["remaining"] = list(rounds["remaining"])
+        self._event(
+            drain,
+            "SpillwayDrainCancelled",
+            f"Cancelled ({drain.reason}) after evicting {summary['evicted_count']} pod(s): {summary['note']}",
+            "Normal",
+        )
         self.on_outcome("cancelled", summary)
         return summary
 
