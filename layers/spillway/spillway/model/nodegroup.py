@@ -71,6 +71,8 @@ AZ_REBALANCE = "AZRebalance"  # the Auto Scaling process that evens a group's zo
 # the proposed fix, PR 5601, was to treat the group as at its MaxSize, resp. MinSize, and was not merged).
 LAUNCH = "Launch"
 TERMINATE = "Terminate"
+# Runs the group's scheduled actions; suspended, Auto Scaling runs none of them (same User Guide page)
+SCHEDULED_ACTIONS = "ScheduledActions"
 CapacityType = Literal["spot", "on-demand"]
 CAPACITY_TYPES: tuple[CapacityType, ...] = ("spot", "on-demand")
 CAPACITY_LABELS: dict[str, dict[str, CapacityType]] = {

@@ -4,7 +4,8 @@ A scheduled action sets a group's MinSize / MaxSize / DesiredCapacity once (at `
 every occurrence of ``Recurrence``, a 5-field Unix cron (``minute hour day-of-month month
 day-of-week``) read in ``TimeZone`` (IANA; UTC without one), never before ``StartTime`` nor after
 ``EndTime``. :class:`Cron` is a small parser for that format: ``*``, lists (``,``), ranges (``-``),
-steps (``/``), month and day names (``jan``, ``mon``), day-of-week ``0``-``7`` (0 and 7 are Sunday); as
+steps (``/``), month and day names (``jan``, ``mon``), day-of-week ``0``-``7`` (0 and 7 are Sunday; a
+step from a day, ``1/2``, ends at Saturday, as in robfig/cron); as
 in Vixie cron, when both day fields are restricted a day matching either one fires. ``?`` is ``*``, as
 in robfig/cron, which reads Karpenter's budget schedules and Kubernetes CronJobs (``0 9 ? * MON-FRI``);
 AWS's traditional cron has no ``?``, so a Recurrence AWS accepted reads the same either way. A day
@@ -48,6 +49,10 @@ _FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
     ("day-of-week", 0, 7, _DAYS),
 )
 
+# ``N/step`` runs from N to the field's end; day-of-week's 7 (Sunday again) is no step's end: robfig/cron
+# bounds the field 0-6 (spec.go ``dow``, parser.go ``getRange``), so ``1/2`` is Monday, Wednesday, Friday
+_STEP_END = {"day-of-week": 6}
+
 
 def _value(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> int:
     lowered = text.lower()
@@ -82,7 +87,7 @@ def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
                 raise ValueError(f"{name}: range {span!r} runs backwards")
         else:
             first = _value(span, name, low, high, names)
-            last = high if slash else first
+            last = max(first, _STEP_END.get(name, high)) if slash else first  # 7/2 is Sunday
         values.update(range(first, last + 1, step))
     return frozenset(values), star
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 from spillway.model.cluster import ZONE_ALIASES, ZONE_ID_LABEL, PodInfo
 from spillway.model.daemonsets import DaemonSetInfo
 from spillway.model.jobs import JobInfo
-from spillway.model.nodegroup import LAUNCH, NodeGroup, TemplateNode
+from spillway.model.nodegroup import LAUNCH, SCHEDULED_ACTIONS, NodeGroup, TemplateNode
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor, scheduled_floor
 from spillway.model.state import PoolState, pool_key
@@ -243,12 +243,12 @@ def zone_backoff(ctx: Context, group: NodeGroup, zone: str) -> str | None:
 def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
     """The highest MinSize the group's scheduled actions set within the scale-down idle threshold (a
     node drained now would be launched again then); None without one (computed once). A run already
-    past is no floor: AWS set the group's MinSize then, and the planner honours that MinSize itself."""
+    past is no floor: AWS set the group's MinSize then, and the planner honours that MinSize itself. Nor
+    is any while the group's ScheduledActions process is suspended: Auto Scaling runs none of them."""
     if group.name not in ctx.floors:
         horizon = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
-        ctx.floors[group.name] = (
-            scheduled_floor(group.scheduled, ctx.now, horizon) if group.scheduled else None
-        )
+        runs = group.scheduled and group.suspension(SCHEDULED_ACTIONS) is None
+        ctx.floors[group.name] = scheduled_floor(group.scheduled, ctx.now, horizon) if runs else None
     return ctx.floors[group.name]
 
 
