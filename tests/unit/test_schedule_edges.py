@@ -1,4 +1,4 @@
-"""Capacity by the clock (hunt 2): cron day-of-week steps and scheduled floors of suspended groups."""
+"""Capacity by the clock, found by review: cron day-of-week steps and scheduled floors of suspended groups."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from spillway.model.schedule import Cron, ScheduledFloor
 from spillway.planner import codes, plan
 
 
-def test_hunt2_day_of_week_step_from_a_day_stops_at_saturday_as_robfig_cron() -> None:
+def test_day_of_week_step_from_a_day_stops_at_saturday_as_robfig_cron() -> None:
     """A day-of-week ``N/step`` means ``N-max/step``, and robfig/cron, which reads Karpenter's budget
     schedules (``cron.ParseStandard``), bounds the day of week 0-6 (robfig/cron v3 spec.go ``dow =
     bounds{0, 6, ...}``; parser.go ``getRange``: "if singleDigit { end = r.max }"). So ``1/2`` is
@@ -36,7 +36,7 @@ def test_hunt2_day_of_week_step_from_a_day_stops_at_saturday_as_robfig_cron() ->
     assert freeze.next_edge(noon) == datetime(2026, 3, 9, tzinfo=UTC)  # Monday 00:00
 
 
-def test_hunt2_no_scheduled_floor_while_the_groups_scheduled_actions_process_is_suspended() -> None:
+def test_no_scheduled_floor_while_the_groups_scheduled_actions_process_is_suspended() -> None:
     """EC2 Auto Scaling User Guide, "Suspend and resume Amazon EC2 Auto Scaling processes": the
     ScheduledActions process "performs the scheduled scaling actions"; suspended, Auto Scaling runs none
     of them (the page's use: troubleshoot "without interference from scaling policies or scheduled
