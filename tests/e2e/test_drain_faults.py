@@ -434,6 +434,44 @@ def test_a_plans_drain_abandons_its_node_to_a_pod_bound_after_the_plan_and_succe
     assert [e for e in events_for(cloud, node) if e.get("reason") == "SpillwayDrainCancelled"]
 
 
+def test_an_abandoned_drain_whose_give_back_fails_fails_for_the_alarm_instead_of_succeeding(
+    cloud: Cloud,
+) -> None:
+    """A plan's idle drain finds a Job's pod bound after the plan and abandons; the Kubernetes API is
+    down while GiveBack uncordons. The node keeps Spillway's cordon, annotation and draining taint, and
+    with the default ``orphaned_drain_minutes`` (1620) no plan restores it for 27 hours. Every other
+    drain whose compensation fails ends FAILED (``drain-node-failures``; before this change the same race
+    ended ``DrainTimeout`` and its compensation failure was alarmed). The abandoned drain instead
+    SUCCEEDED ``cancelled``, counted with the benign cancellations: the node sits cordoned, its free room
+    lost, and no alarm says so (the kubectl commands that undo it are only in the output's note).
+    Expected: the execution fails (``DrainCancelled``, outcome cancelled) with the failed compensation
+    in its cause, as a failed compensation does everywhere else."""
+    cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), _ = nodes_of(cloud, "g")
+
+    def job_arrives() -> None:
+        cloud.kube.add(objects.pod("job-0", "team-a", node_name=node, owner=("Job", "train"), cpu="100m",
+                                   memory="128Mi"))  # fmt: skip
+
+    def api_down() -> None:
+        cloud.kube.faults.fail_next(10**6, status=503)
+
+    with before_action(cloud, "evict", job_arrives), before_action(cloud, "uncordon", api_down):
+        result = cloud.stack.run(
+            "DrainNodeStateMachine",
+            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 60,
+             "plan_id": "20261102T100000Z-abc", "reason": "idle 12 min"},
+            timeout=60,
+        )  # fmt: skip
+    cloud.kube.faults.clear()  # the API is back
+
+    assert marks(cloud.kube.get("Node", node)) == (True, True, True)  # given back: not
+    assert result["status"] == "FAILED", result
+    assert result["error"] == "DrainCancelled" and "undoing the cordon failed too" in result["cause"], result
+    assert "team-a/job-0" in result["cause"], result
+
+
 @pytest.mark.parametrize("region", [HOME, WEST], ids=["home", "other-region"])
 @pytest.mark.parametrize("spot", [False, True], ids=["plan-or-hand", "spot-warning"])
 def test_a_drain_whose_instance_is_detached_before_terminate_terminates_nothing_and_keeps_the_node(

@@ -2407,9 +2407,10 @@ def test_a_pod_that_arrives_during_a_consolidation_abandons_it_at_once_and_gets_
 
 
 def test_an_abandoned_round_gives_the_node_back_and_ends_cancelled_in_the_state_machine() -> None:
-    """IsEmpty sends a round with ``abandon`` to GiveBack (the compensation's uncordon, its failure
-    caught and recorded) and on to a record step that ends the execution, a success: no Fail state, so
-    no failures alarm for work that came to the node."""
+    """IsEmpty sends a round with ``abandon`` to GiveBack (the compensation's uncordon) and on to a
+    record step that ends the execution, a success: no Fail state, so no failures alarm for work that
+    came to the node. A GiveBack that fails for good leaves the node cordoned: that fails the drain
+    (DrainCancelled), as a failed compensation does."""
     states = _asl("drain_node.asl.json")["States"]
     first = states["IsEmpty"]["Choices"][0]
     assert (first["Variable"], first.get("IsPresent"), first["Next"]) == ("$.round.abandon", True, "GiveBack")
@@ -2417,8 +2418,12 @@ def test_an_abandoned_round_gives_the_node_back_and_ends_cancelled_in_the_state_
     assert give["Parameters"] == {"action": "uncordon", "drain.$": "$.drain"}
     assert give["ResultPath"] == "$.compensation" and give["Next"] == "RecordAbandoned"
     assert [(c["ResultPath"], c["Next"]) for c in give["Catch"]] == [
-        ("$.compensation_error", "RecordAbandoned")
+        ("$.compensation_error", "GiveBackFailed")
     ]
+    # a node that could not be given back stays cordoned: the drain fails, as a failed compensation does
+    failed = states["GiveBackFailed"]
+    assert failed["Parameters"]["Error"] == "DrainCancelled" and failed["ResultPath"] == "$.error"
+    assert failed["Next"] == "RecordFailure" and states["RecordFailure"]["Next"] == "Fail"
     record = states["RecordAbandoned"]
     assert record["Parameters"] == {"action": "record", "outcome": "cancelled", "state.$": "$"}
     assert record.get("End") is True

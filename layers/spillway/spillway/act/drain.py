@@ -2056,9 +2056,10 @@ class Drainer:
 
     def _record_abandoned(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """A plan's drain abandoned after its cordon because work came to the node since the plan (the
-        round's ``abandon``), its node given back (``compensation``, GiveBack's answer, or
-        ``compensation_error``): ``cancelled``, a success, with the pods it evicted before, an Event on
-        the Node and the DrainOutcome metric."""
+        round's ``abandon``), its node given back (``compensation``, GiveBack's answer): ``cancelled``, a
+        success, with the pods it evicted before, an Event on the Node and the DrainOutcome metric. A
+        GiveBack that failed (``compensation_error``) does not come here: the state machine fails the
+        drain ``DrainCancelled`` (GiveBackFailed, RecordFailure), the node still cordoned."""
         drain = parse_drain(state["drain"])
         rounds = _mapping(state.get("round"))
         summary: dict[str, Any] = {
