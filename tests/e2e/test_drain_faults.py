@@ -470,6 +470,7 @@ def test_an_abandoned_drain_whose_give_back_fails_fails_for_the_alarm_instead_of
     assert result["status"] == "FAILED", result
     assert result["error"] == "DrainCancelled" and "undoing the cordon failed too" in result["cause"], result
     assert "team-a/job-0" in result["cause"], result
+    assert instance in cloud.instances()  # nothing terminated
 
 
 @pytest.mark.parametrize("region", [HOME, WEST], ids=["home", "other-region"])

@@ -740,8 +740,9 @@ class Demo:
         )
         evicted = d.get("evicted")
         where = f"{node} ({self.node_regions.get(node, '?')})"
-        if outcome == "cancelled" and "error" not in d:  # validation cancelled it, touching nothing
-            self.say("drain_cancelled", f"{name}: {where}: cancelled: {str(d.get('note'))[:160]}")
+        if outcome == "cancelled" and "error" not in d:  # validation cancelled it, or work came since
+            abandoned = f" after evicting {d['evicted_count']} pod(s)" if d.get("evicted_count") else ""
+            self.say("drain_cancelled", f"{name}: {where}: cancelled{abandoned}: {str(d.get('note'))[:160]}")
             return
         if outcome not in ("terminated", "drained"):
             self.say(
