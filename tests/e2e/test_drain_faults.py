@@ -144,6 +144,12 @@ def before_action(cloud: Cloud, action: str, do: Callable[[], None]) -> Iterator
         cloud.stack._handlers[name] = handler
 
 
+def job_arrives(cloud: Cloud, node: str) -> None:
+    """A plain Job's pod bound to ``node`` by name: work no plan judged (no kind known to move)."""
+    cloud.kube.add(objects.pod("job-0", "team-a", node_name=node, owner=("Job", "train"), cpu="100m",
+                               memory="128Mi"))  # fmt: skip
+
+
 def planner_env(**variables: str) -> None:
     """The plan Lambda's configuration for this test (the rig puts the environment back on exit)."""
     os.environ.update({"ORPHANED_DRAIN_MINUTES": "0.01", "DRAIN_DEADLINE_SECONDS": "20",
@@ -413,11 +419,7 @@ def test_a_plans_drain_abandons_its_node_to_a_pod_bound_after_the_plan_and_succe
         add_pod(cloud, "web-0", node, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})
         plan |= {"consolidation": True, "pods": ["team-a/web-0"]}
 
-    def job_arrives() -> None:
-        cloud.kube.add(objects.pod("job-0", "team-a", node_name=node, owner=("Job", "train"), cpu="100m",
-                                   memory="128Mi"))  # fmt: skip
-
-    with before_action(cloud, "evict", job_arrives):
+    with before_action(cloud, "evict", lambda: job_arrives(cloud, node)):
         result = cloud.stack.run(
             "DrainNodeStateMachine",
             {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 60, **plan},
@@ -450,14 +452,13 @@ def test_an_abandoned_drain_whose_give_back_fails_fails_for_the_alarm_instead_of
     cloud.wait_nodes(2)
     (node, instance), _ = nodes_of(cloud, "g")
 
-    def job_arrives() -> None:
-        cloud.kube.add(objects.pod("job-0", "team-a", node_name=node, owner=("Job", "train"), cpu="100m",
-                                   memory="128Mi"))  # fmt: skip
-
     def api_down() -> None:
         cloud.kube.faults.fail_next(10**6, status=503)
 
-    with before_action(cloud, "evict", job_arrives), before_action(cloud, "uncordon", api_down):
+    with (
+        before_action(cloud, "evict", lambda: job_arrives(cloud, node)),
+        before_action(cloud, "uncordon", api_down),
+    ):
         result = cloud.stack.run(
             "DrainNodeStateMachine",
             {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 60,
