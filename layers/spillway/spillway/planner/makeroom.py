@@ -53,7 +53,7 @@ from spillway.model.state import RoomState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, Candidate, mode
-from spillway.planner.context import Context, WorkNode, aware, minutes
+from spillway.planner.context import ONE_POD, Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move
 from spillway.planner.types import PendingPod, Placement
 
@@ -239,14 +239,14 @@ def _swappable(stage: ScaleDownStage) -> dict[str, dict[str, list[PodInfo]]]:
 
 def _needs(pods: Sequence[PodInfo], free: Resources) -> Resources:
     """What ``pods`` need beyond ``free`` (one node: requests add up), per resource; empty if they fit."""
-    need: Resources = {PODS: len(pods)} if PODS in free else {}
+    need: Resources = {PODS: len(pods) * ONE_POD} if PODS in free else {}
     for pod in pods:
         add_into(need, pod.requests, 1)
     return {k: v - free.get(k, 0) for k, v in need.items() if v > free.get(k, 0)}
 
 
 def _covers(pods: Sequence[PodInfo], lack: Resources) -> bool:
-    got: Resources = {PODS: len(pods)} if PODS in lack else {}
+    got: Resources = {PODS: len(pods) * ONE_POD} if PODS in lack else {}
     for pod in pods:
         add_into(got, pod.requests, 1)
     return all(got.get(k, 0) >= v for k, v in lack.items())
