@@ -10,7 +10,7 @@ from spillway.planner import codes
 CPU_POOL = {"pool": "cpu"}
 
 
-def test_hunt5_make_room_counts_the_pod_slots_the_pending_pods_take() -> None:
+def test_make_room_counts_the_pod_slots_the_pending_pods_take() -> None:
     """Node ``a`` (m5.2xlarge: 7910m CPU, 58 pods allocatable) runs 57 pods: one movable 3500m replica
     and 56 pods of 70m that may not move, so 490m and one pod slot are free. Three pending 1-CPU pods
     (selected to a's group) need 3 CPU and three slots: none fits as a is, so the plan opens a node for
