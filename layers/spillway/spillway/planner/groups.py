@@ -10,7 +10,7 @@ from spillway.model.cluster import ZONE_ALIASES, ZONE_ID_LABEL, PodInfo
 from spillway.model.daemonsets import DaemonSetInfo
 from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import LAUNCH, SCHEDULED_ACTIONS, NodeGroup, TemplateNode
-from spillway.model.resources import PODS, Resources, add_into, subtract
+from spillway.model.resources import PODS, UNCHECKED_WHEN_UNKNOWN, Resources, add_into, subtract
 from spillway.model.schedule import Floor, scheduled_floor
 from spillway.model.state import PoolState, pool_key
 from spillway.planner import codes
@@ -109,11 +109,19 @@ def _requests_of(pods: Iterable[PodInfo | DaemonSetInfo]) -> Resources:
 
 def empty_room(ctx: Context) -> dict[str, Resources]:
     """Per group, the free room of a new node once the pods it runs anyway run
-    (:func:`fresh_node_overhead`)."""
+    (:func:`fresh_node_overhead`). A resource the template does not know and that is not checked then
+    (ephemeral storage of an estimate: ``UNCHECKED_WHEN_UNKNOWN``) stays unknown: taken from nothing,
+    it would read as less than none and refuse every pod asking any."""
     return {
-        g.name: subtract(g.template.allocatable, fresh_node_overhead(ctx, g)) if g.template else {}
+        g.name: _room_after(g.template.allocatable, fresh_node_overhead(ctx, g)) if g.template else {}
         for g in ctx.groups
     }
+
+
+def _room_after(allocatable: Resources, overhead: Resources) -> Resources:
+    """``allocatable`` less ``overhead``, but for the unchecked resources ``allocatable`` does not know."""
+    known = {k: v for k, v in overhead.items() if k in allocatable or k not in UNCHECKED_WHEN_UNKNOWN}
+    return subtract(allocatable, known)
 
 
 def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
