@@ -7,7 +7,7 @@ from plan_world import World, pending_reasons, scale_up
 from spillway.local import objects as o
 
 
-def test_hunt4_daemonset_ephemeral_storage_does_not_make_an_unknown_estimate_negative() -> None:
+def test_daemonset_ephemeral_storage_does_not_make_an_unknown_estimate_negative() -> None:
     """Scenario: group ``cpu`` at zero (its template is the m5.2xlarge estimate, which knows no
     ephemeral storage: no ``node-template/resources/ephemeral-storage`` tag, no node), a DaemonSet
     whose pod requests 1Gi of ephemeral storage, and a pending pod requesting 2Gi of it.
