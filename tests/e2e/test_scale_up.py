@@ -15,7 +15,8 @@ from unittest import mock
 import pytest
 from conftest import HOME, WEST, Cloud
 from moto.autoscaling.exceptions import AutoscalingClientError
-from moto.autoscaling.models import AutoScalingBackend
+from moto.autoscaling.models import AutoScalingBackend, autoscaling_backends
+from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT_ID
 
 from spillway.adapters.state_store import StateStore
 from spillway.errors import StaleSnapshot, StateConflict
@@ -106,6 +107,39 @@ def test_no_capacity_in_the_primary_region_backs_off_and_overflows_in_the_same_e
     # ... and its raise is in the state, so a plan on a snapshot read before it landed does not repeat it
     state = cloud.state_item("state")
     assert state is not None and json.loads(state["state"]["S"])["raises"]["gpu-west"]["to"] == 4
+
+
+def test_a_raise_refused_at_prepare_launches_what_the_lowered_max_size_allows(cloud: Cloud) -> None:
+    """The plan raises gpu-east 0 -> 4 (recorded in the state's raises); before the execution's prepare
+    an operator lowers its MaxSize to 3, so AWS would refuse the raise and prepare refuses it, setting
+    nothing. The re-plan took the refused raise for three nodes launching (min(4, MaxSize 3)) and sent
+    only the fourth pod west, so three pods waited scale_up_claim_minutes for nodes nobody asked for.
+    The refused raise now launches nothing: the re-plan raises gpu-east to 3 and sends one pod west."""
+    gpu_cluster(cloud)
+    key = cloud.snapshot()
+    name = f"{cloud.stack.prefix}-ScaleFunction"
+    handler, lowered = cloud.stack._handlers[name], []
+
+    def lower_max_first(event: dict[str, Any], context: Any) -> Any:
+        if event.get("action") == "prepare" and not lowered:
+            lowered.append(True)
+            # moto's UpdateAutoScalingGroup drops a MixedInstancesPolicy it is not given again (AWS keeps it)
+            autoscaling_backends[ACCOUNT_ID][HOME].autoscaling_groups["gpu-east"].max_size = 3
+        return handler(event, context)
+
+    cloud.stack._handlers[name] = lower_max_first
+    try:
+        cloud.plan(cloud.stream_event(key))
+        [execution] = cloud.wait_all()
+    finally:
+        cloud.stack._handlers[name] = handler
+
+    assert execution["status"] == "SUCCEEDED", execution
+    rounds = execution["output"]["rounds"]
+    assert [g["outcome"] for g in rounds[0]["groups"]] == ["refused"], rounds
+    assert (cloud.desired("gpu-east"), cloud.desired("gpu-west", WEST)) == (3, 1)
+    state = json.loads(cloud.state_item("state")["state"]["S"])  # type: ignore[index]
+    assert state["raises"]["gpu-east"]["to"] == 3, state["raises"]
 
 
 def test_a_launch_that_never_becomes_ready_times_out_is_given_back_and_overflows(

@@ -93,6 +93,7 @@ from spillway.model.k8s import BACKOFF_GIVE_BACK
 from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
+    NodeGroup,
     launch_failed,
     launch_failure_since,
     launch_refusal,
@@ -102,7 +103,7 @@ from spillway.model.nodegroup import (
 )
 from spillway.model.scale import STEP_INPUTS
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import RaiseState
+from spillway.model.state import RaiseState, State
 from spillway.model.stepinput import step_input
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
@@ -393,6 +394,7 @@ class ScaleSteps:
         # the zone ids observe read from EC2 (an account's never change), which a live read does not give
         live = with_zone_ids(live, zone_ids_of(snapshot.groups))
         stored = self.ledger.load(cluster, now)
+        stored = dataclasses.replace(stored, state=without_refused(stored.state, results, live))
         result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))
         summary = summarize(result, self.settings.primary_region)
@@ -520,6 +522,27 @@ def _round_groups(groups: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], s
     """The groups a round maps over (at most :data:`~spillway.model.history.MAX_SCALE_UP_GROUPS`: their
     checks share the execution's history) and the names of those left to the next plan."""
     return groups[:MAX_SCALE_UP_GROUPS], {str(g["group"]) for g in groups[MAX_SCALE_UP_GROUPS:]}
+
+
+def without_refused(state: State, results: Sequence[Mapping[str, Any]], live: Sequence[NodeGroup]) -> State:
+    """The state less the raises AWS refused this round (``refused``: MaxSize, or the group gone; nothing
+    was set): each group's raise entry (``State.raises``) is lowered by the nodes its refused raise was
+    to add (``new_nodes``), and dropped once no higher than the group's live desired capacity. Left as it
+    was, the re-plan (and the plans after it, for ``scale_up_claim_minutes``) took the refused nodes for
+    capacity launching and placed pods on them. A later plan's raise built on the entry keeps its own
+    nodes."""
+    desired = {g.name: g.desired for g in live}
+    raises = dict(state.raises)
+    for result in results:
+        name, count = str(result.get("group")), int(result.get("new_nodes") or 0)
+        entry = raises.get(name)
+        if result.get("outcome") != "refused" or count <= 0 or entry is None:
+            continue
+        if entry.to - count <= desired.get(name, 0):
+            del raises[name]
+        else:
+            raises[name] = RaiseState(to=entry.to - count, since=entry.since)
+    return state if raises == state.raises else state.model_copy(update={"raises": raises})
 
 
 def _without(

@@ -142,6 +142,7 @@ class GroupResult(BaseModel):
     cause: Text = ""
     backoff_until: Time = ""  # backoff's outcome only
     desired: Capacity = 0  # backoff's outcome only
+    new_nodes: Capacity = 0  # refused's: the nodes the refused raise was to add (none were)
     terminated: list[InstanceId] = Field(default_factory=list, max_length=MAX_NAMES)
     held: list[InstanceId] = Field(default_factory=list, max_length=MAX_NAMES)
 
