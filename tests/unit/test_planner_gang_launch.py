@@ -367,3 +367,52 @@ def test_a_gang_kept_to_one_zone_counts_against_that_zones_quota() -> None:
     assert scale_up(result) == {"fleet": (0, 3, pods)}
     [launch] = _gangs(result)["fleet"]
     assert launch.zone == "us-east-1b"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "modes", [("fleet", "fleet"), ("fleet", "off"), ("off", "fleet"), ("rollback", "fleet")]
+)
+def test_hunt6_a_gang_is_not_split_between_an_atomic_launch_and_another_group(modes: tuple[str, str]) -> None:
+    """Scenario: a coscheduling gang of 4 one-node workers; cpu-a (ranked first) has room for 2 only,
+    cpu-b for 10, at least one of them tagged ``spillway.io/atomic-launch``. The plan put 2 new nodes in
+    each group, so the gang-launch state machine ran two executions of 2 (or one of 2 beside a plain
+    raise of 2), each all-or-nothing alone: cpu-a's fleet succeeds, cpu-b's fails for capacity, and two
+    paid nodes sit Ready for a gang coscheduling never starts (minMember 4).
+
+    The rule (README "Atomic gang launch": "A gang (a training job's N workers) is useless until all N
+    nodes are up, and a half gang holds GPUs for nothing"; the plan's ``gangs`` "says which of the new
+    nodes a gang needs all of: launch those together or none"): a gang whose new nodes an atomic launch
+    brings gets all of them from that one launch, i.e. from one group, as a best-effort-atomic
+    ProvisioningRequest's do (:class:`OneGroup`). cpu-b holds the whole gang: all 4 there."""
+    w = World()
+    w.group("cpu-a", "m5.2xlarge", max_size=2)
+    w.group("cpu-b", "m5.2xlarge", max_size=10)
+    tag(w, "cpu-a", modes[0])
+    tag(w, "cpu-b", modes[1])
+    w.pod_group(COSCHED, "train", spec={"minMember": 4})
+    pods = w.pods("train", 4, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-b": (0, 4, pods)}
+    (action,) = result.scale_up
+    assert [(g.gang, g.nodes) for g in action.gangs] == [("default/train", 4)]
+
+
+def test_hunt6_a_gang_no_one_atomic_group_holds_is_not_split_over_two() -> None:
+    """Scenario: a gang of 4 one-node workers, two fleet groups with room for 2 each. The plan launched
+    2 + 2 as two independent fleets: one failing leaves the other's 2 nodes running for a gang that
+    cannot start. Rule as above (README "Atomic gang launch": all its nodes at once or none): no one
+    group holds it, so nothing is added and its pods stay pending (``max-size``)."""
+    w = World()
+    w.group("cpu-a", "m5.2xlarge", max_size=2)
+    w.group("cpu-b", "m5.2xlarge", max_size=2)
+    tag(w, "cpu-a", "fleet")
+    tag(w, "cpu-b", "fleet")
+    w.pod_group(COSCHED, "train", spec={"minMember": 4})
+    pods = w.pods("train", 4, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"max-size"}

@@ -916,6 +916,7 @@ class GangPlacement(RoomTrial):
         self.lacking, self.more = gangs.shortfall(gang)
         self.needed = sum(self.lacking.values()) + self.more
         self.ready = gangs.ready_pending  # counted already (a Volcano member requesting nothing)
+        self.one_launch = False  # its new nodes were kept to one group, for its atomic launch
 
     def domains(self) -> list[tuple[str | None, str | None]]:
         """(region, zone) to try in order; zone None for a gang that may spread over a region."""
@@ -966,12 +967,28 @@ class GangPlacement(RoomTrial):
             if self.gang in self.stage.ctx.one_group:
                 placed, failure = OneGroup(self, region, zone, refused=first is not None).run()
             else:
-                failure = self._where(self._attempt(region, zone, None)[0], region, zone, None)
+                failure, saved = self._attempt(region, zone, None)
+                failure = self._where(failure, region, zone, None)
                 placed = failure is None
+                if placed and self._split_atomic():  # one launch brings all its new nodes, or none
+                    self._restore(saved)
+                    self.one_launch = True
+                    placed, failure = OneGroup(self, region, zone, refused=first is not None).run()
             if placed:
                 return True, None
             first = first or failure
         return False, first
+
+    def _split_atomic(self) -> bool:
+        """Whether the gang's new nodes, as a trial kept them, are in more than one group, one of them
+        tagged for atomic launch: each group's part would be launched all or none alone (one gang-launch
+        execution per group, or a plain raise beside it), so one part could run, paid for, while another
+        failed. Such a gang takes its new nodes from one group instead (:class:`OneGroup`)."""
+        ctx = self.stage.ctx
+        used = {name for (name, gang), nodes in ctx.gang_nodes.items() if gang == self.gang and nodes > 0}
+        if len(used) <= 1:
+            return False
+        return any(g.atomic_launch != "off" for g in ctx.groups if g.name in used)
 
     def _attempt(
         self, region: str | None, zone: str | None, group: str | None
@@ -1063,6 +1080,12 @@ class GangPlacement(RoomTrial):
                 first[0],
                 "no one node group takes every pod the room there is leaves over (all or none within one "
                 f"group, as cluster-autoscaler's best-effort-atomic class scales up); first: {first[1]}",
+            )
+        elif self.one_launch:
+            first = (
+                first[0],
+                "its new nodes must all come from one node group, which launches them atomically (all or "
+                f"none), and no one group takes every pod the room there is leaves over; first: {first[1]}",
             )
         elif any(c.one_zone for c in self.classes):
             first = (
