@@ -372,7 +372,7 @@ def test_a_gang_kept_to_one_zone_counts_against_that_zones_quota() -> None:
 @pytest.mark.parametrize(
     "modes", [("fleet", "fleet"), ("fleet", "off"), ("off", "fleet"), ("rollback", "fleet")]
 )
-def test_hunt6_a_gang_is_not_split_between_an_atomic_launch_and_another_group(modes: tuple[str, str]) -> None:
+def test_a_gang_is_not_split_between_an_atomic_launch_and_another_group(modes: tuple[str, str]) -> None:
     """Scenario: a coscheduling gang of 4 one-node workers; cpu-a (ranked first) has room for 2 only,
     cpu-b for 10, at least one of them tagged ``spillway.io/atomic-launch``. The plan put 2 new nodes in
     each group, so the gang-launch state machine ran two executions of 2 (or one of 2 beside a plain
@@ -399,7 +399,7 @@ def test_hunt6_a_gang_is_not_split_between_an_atomic_launch_and_another_group(mo
     assert [(g.gang, g.nodes) for g in action.gangs] == [("default/train", 4)]
 
 
-def test_hunt6_a_gang_no_one_atomic_group_holds_is_not_split_over_two() -> None:
+def test_a_gang_no_one_atomic_group_holds_is_not_split_over_two() -> None:
     """Scenario: a gang of 4 one-node workers, two fleet groups with room for 2 each. The plan launched
     2 + 2 as two independent fleets: one failing leaves the other's 2 nodes running for a gang that
     cannot start. Rule as above (README "Atomic gang launch": all its nodes at once or none): no one
