@@ -273,3 +273,22 @@ def test_a_registered_node_not_ready_yet_is_charged_once() -> None:
     result = w.plan(max_nodes_total=3)
 
     assert scale_up(result)["cpu"][:2] == (2, 3)
+
+
+def test_hunt8_a_node_a_limited_tenant_takes_by_preemption_counts_against_its_limit() -> None:
+    """team-a may add one node. The one Ready node runs only an expendable pod of another namespace
+    (priority below ``expendable_priority_cutoff``); team-a has two pending pods of a node each. The
+    first takes that node by preemption (kube-scheduler preempts the expendable pod: cluster-autoscaler
+    scales up on a snapshot without it, FilterOutExpendablePods), so the node is team-a's from then on,
+    as a Ready node without pods is charged wholly to the tenant whose pods the plan places there first
+    (README "Tenants, limits and gangs"). The second must stay at ``tenant-limit``: opening a node for
+    it gives team-a two nodes under a limit of one, which the next plan finds exceeded."""
+    w = World()
+    (node,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.pods("spare", 1, namespace="experiments", node_name=node, phase="Running", priority=-100, **BIG)
+    pods = w.pods("a", 2, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert sorted(pending_codes(result)[p] for p in pods) == ["fits-by-preemption", "tenant-limit"]
