@@ -292,3 +292,34 @@ def test_hunt8_a_node_a_limited_tenant_takes_by_preemption_counts_against_its_li
 
     assert result.scale_up == ()
     assert sorted(pending_codes(result)[p] for p in pods) == ["fits-by-preemption", "tenant-limit"]
+
+
+def test_hunt8_launching_room_a_tenant_may_not_use_does_not_widen_its_take_of_booting_nodes() -> None:
+    """Three nodes are booting. A pod of another namespace (higher priority, served first) takes part
+    of the first; team-a, limited to one node, has four pods of 3 cores with a required hostname
+    anti-affinity to that pod (a term naming its namespace), two to a node. kube-scheduler keeps
+    team-a's pods off the node that pod is on (InterPodAffinity), so team-a may take one fresh booting
+    node within its limit: two pods there, two at ``tenant-limit`` (README "Tenants, limits and gangs":
+    launching capacity is charged to the limited tenant whose pods take it, within its limits). Counting
+    the room beside that pod as room team-a may top up, then placing those pods on a second fresh node
+    instead, gives team-a two nodes under a limit of one."""
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "batch"}},
+                    "namespaces": ["tools"],
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=3)  # three booting, no Node yet
+    w.pods("batch", 1, namespace="tools", cpu="1", memory="1Gi", priority=100, labels={"app": "batch"})
+    web = w.pods("web", 4, namespace="team-a", cpu="3", memory="2Gi", affinity=anti, labels={"app": "web"})
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    codes = pending_codes(result)
+    assert sorted(codes[p] for p in web) == ["fits-launching"] * 2 + ["tenant-limit"] * 2
