@@ -323,3 +323,21 @@ def test_hunt8_launching_room_a_tenant_may_not_use_does_not_widen_its_take_of_bo
 
     codes = pending_codes(result)
     assert sorted(codes[p] for p in web) == ["fits-launching"] * 2 + ["tenant-limit"] * 2
+
+
+def test_hunt8_a_node_uncordoned_for_a_limited_tenant_counts_against_its_limit() -> None:
+    """team-a may add one node. The one node is empty and cordoned by Spillway (a drain under way);
+    team-a has two pending pods of a node each. The plan uncordons the node for the first
+    (``fits-uncordoned``: reused before launching), which makes it team-a's, as a node without pods is
+    charged wholly to the tenant whose pending pods a plan places there first (README "Tenants, limits
+    and gangs"). The second must stay at ``tenant-limit``: a new node for it too gives team-a two nodes
+    under a limit of one, which the next plan finds exceeded."""
+    w = World()
+    (node,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.cordon(node, by_spillway=True)
+    pods = w.pods("a", 2, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert sorted(pending_codes(result)[p] for p in pods) == ["fits-uncordoned", "tenant-limit"]
