@@ -273,3 +273,71 @@ def test_a_registered_node_not_ready_yet_is_charged_once() -> None:
     result = w.plan(max_nodes_total=3)
 
     assert scale_up(result)["cpu"][:2] == (2, 3)
+
+
+def test_hunt8_a_node_a_limited_tenant_takes_by_preemption_counts_against_its_limit() -> None:
+    """team-a may add one node. The one Ready node runs only an expendable pod of another namespace
+    (priority below ``expendable_priority_cutoff``); team-a has two pending pods of a node each. The
+    first takes that node by preemption (kube-scheduler preempts the expendable pod: cluster-autoscaler
+    scales up on a snapshot without it, FilterOutExpendablePods), so the node is team-a's from then on,
+    as a Ready node without pods is charged wholly to the tenant whose pods the plan places there first
+    (README "Tenants, limits and gangs"). The second must stay at ``tenant-limit``: opening a node for
+    it gives team-a two nodes under a limit of one, which the next plan finds exceeded."""
+    w = World()
+    (node,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.pods("spare", 1, namespace="experiments", node_name=node, phase="Running", priority=-100, **BIG)
+    pods = w.pods("a", 2, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert sorted(pending_codes(result)[p] for p in pods) == ["fits-by-preemption", "tenant-limit"]
+
+
+def test_hunt8_launching_room_a_tenant_may_not_use_does_not_widen_its_take_of_booting_nodes() -> None:
+    """Three nodes are booting. A pod of another namespace (higher priority, served first) takes part
+    of the first; team-a, limited to one node, has four pods of 3 cores with a required hostname
+    anti-affinity to that pod (a term naming its namespace), two to a node. kube-scheduler keeps
+    team-a's pods off the node that pod is on (InterPodAffinity), so team-a may take one fresh booting
+    node within its limit: two pods there, two at ``tenant-limit`` (README "Tenants, limits and gangs":
+    launching capacity is charged to the limited tenant whose pods take it, within its limits). Counting
+    the room beside that pod as room team-a may top up, then placing those pods on a second fresh node
+    instead, gives team-a two nodes under a limit of one."""
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "batch"}},
+                    "namespaces": ["tools"],
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=3)  # three booting, no Node yet
+    w.pods("batch", 1, namespace="tools", cpu="1", memory="1Gi", priority=100, labels={"app": "batch"})
+    web = w.pods("web", 4, namespace="team-a", cpu="3", memory="2Gi", affinity=anti, labels={"app": "web"})
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    codes = pending_codes(result)
+    assert sorted(codes[p] for p in web) == ["fits-launching"] * 2 + ["tenant-limit"] * 2
+
+
+def test_hunt8_a_node_uncordoned_for_a_limited_tenant_counts_against_its_limit() -> None:
+    """team-a may add one node. The one node is empty and cordoned by Spillway (a drain under way);
+    team-a has two pending pods of a node each. The plan uncordons the node for the first
+    (``fits-uncordoned``: reused before launching), which makes it team-a's, as a node without pods is
+    charged wholly to the tenant whose pending pods a plan places there first (README "Tenants, limits
+    and gangs"). The second must stay at ``tenant-limit``: a new node for it too gives team-a two nodes
+    under a limit of one, which the next plan finds exceeded."""
+    w = World()
+    (node,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.cordon(node, by_spillway=True)
+    pods = w.pods("a", 2, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert sorted(pending_codes(result)[p] for p in pods) == ["fits-uncordoned", "tenant-limit"]

@@ -10,8 +10,8 @@ asked by the scale-down stage before it removes a node).
 Charging (README "Tenants, limits and gangs"):
 
 - a new node is charged wholly to the tenant whose pods opened it;
-- an existing node of a managed group is charged to the tenants of its pods (DaemonSet and mirror
-  pods excluded) in proportion to their CPU requests (pod count when none requests CPU);
+- an existing node of a managed group is charged to the tenants of its pods (DaemonSet, mirror and
+  expendable pods excluded) in proportion to their CPU requests (pod count when none requests CPU);
 - cluster totals and CapacityQuotas count every node, plus capacity still launching (desired minus
   Ready, as the group's template node; as one node each, nothing more, in a group without one),
   whoever opened it;
@@ -594,11 +594,15 @@ def template_shape(group: NodeGroup) -> Shape:
 
 
 def tenant_shares(ctx: Context) -> dict[str, dict[str, tuple[int, int]]]:
-    """Per node, each tenant's share of its pods' CPU requests as (part, whole)."""
+    """Per node, each tenant's share of its pods' CPU requests as (part, whole). Expendable pods
+    (priority below ``expendable_priority_cutoff``) are not counted: their room is free room to any pod
+    that may preempt them (:mod:`spillway.planner.preemption`), so a node running only such pods is
+    charged, as a node without pods, to the tenant whose pods a plan places there first."""
+    cutoff = ctx.config.expendable_priority_cutoff
     per_node: dict[str, dict[str, int]] = {}
     counts: dict[str, dict[str, int]] = {}
     for pod in ctx.snapshot.pods:
-        if pod.node_name is None or pod.terminal or pod.daemonset or pod.mirror:
+        if pod.node_name is None or pod.terminal or pod.daemonset or pod.mirror or pod.priority < cutoff:
             continue
         tenant = ctx.snapshot.tenant(pod.namespace)
         cpu = per_node.setdefault(pod.node_name, {})

@@ -385,12 +385,14 @@ def _launching_cap(
     cls: PodClass, group: NodeGroup, bins: Sequence[Bin], limits: Limits | None, fresh: int
 ) -> int:
     """Pods of a limited tenant's class launching capacity may take: the room left on launching nodes
-    other classes took (topping up, as on new nodes), and the fresh nodes the tenant's limits allow."""
+    other classes took (topping up, as on new nodes) that its pods may use (not beside pods their pod
+    topology repels: :func:`fill_bins` passes those by, and the pods counted there would go to more
+    fresh nodes), and the fresh nodes the tenant's limits allow."""
     assert limits is not None
     touched = sum(
         fit_count(cls.requests, b.free, cls.per_node - _held(cls, b)) * len(b.ids)
         for b in bins
-        if not b.fresh
+        if not b.fresh and not cls.domains.marks.repels(b.marks)
     )
     per = next((fit_count(cls.requests, b.free, cls.per_node) for b in bins if b.fresh), 0)
     allowed, _ = limits.allowed(cls.tenant, group, fresh, tenant_only=True)

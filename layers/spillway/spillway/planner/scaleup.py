@@ -309,7 +309,9 @@ class ScaleUpStage:
         place_on_launching(self.ctx, cls, launching, self.backoff, self.launching, self.limits)
         if not cls.remaining:
             return []
+        start = len(self.ctx.placements)
         place_on_nodes(self.ctx, cls, self._in_region(self.reclaimable), uncordon=True)
+        self._claim(cls, start)  # a node reused for the class is the tenant's as a Ready node it takes
         if not cls.remaining:
             return []
         # new nodes only in the one group a gang confined to one is being tried in (OneGroup)
@@ -327,8 +329,9 @@ class ScaleUpStage:
         cls.domains = cls.domains.raised(placed)
 
     def _claim(self, cls: PodClass, start: int) -> None:
-        """Charge the class's tenant for the unclaimed Ready nodes its pods were just placed on (launching
-        capacity is charged by :func:`place_on_launching`, within the tenant's limits)."""
+        """Charge the class's tenant for the unclaimed Ready nodes its pods were just placed on, free room,
+        preemption or uncordoned (launching capacity is charged by :func:`place_on_launching`, within
+        the tenant's limits)."""
         if not self.limits.active:
             return
         for placement in self.ctx.placements[start:]:
