@@ -275,7 +275,7 @@ def test_a_registered_node_not_ready_yet_is_charged_once() -> None:
     assert scale_up(result)["cpu"][:2] == (2, 3)
 
 
-def test_hunt8_a_node_a_limited_tenant_takes_by_preemption_counts_against_its_limit() -> None:
+def test_a_node_a_limited_tenant_takes_by_preemption_counts_against_its_limit() -> None:
     """team-a may add one node. The one Ready node runs only an expendable pod of another namespace
     (priority below ``expendable_priority_cutoff``); team-a has two pending pods of a node each. The
     first takes that node by preemption (kube-scheduler preempts the expendable pod: cluster-autoscaler
@@ -294,7 +294,7 @@ def test_hunt8_a_node_a_limited_tenant_takes_by_preemption_counts_against_its_li
     assert sorted(pending_codes(result)[p] for p in pods) == ["fits-by-preemption", "tenant-limit"]
 
 
-def test_hunt8_launching_room_a_tenant_may_not_use_does_not_widen_its_take_of_booting_nodes() -> None:
+def test_launching_room_a_tenant_may_not_use_does_not_widen_its_take_of_booting_nodes() -> None:
     """Three nodes are booting. A pod of another namespace (higher priority, served first) takes part
     of the first; team-a, limited to one node, has four pods of 3 cores with a required hostname
     anti-affinity to that pod (a term naming its namespace), two to a node. kube-scheduler keeps
@@ -325,7 +325,7 @@ def test_hunt8_launching_room_a_tenant_may_not_use_does_not_widen_its_take_of_bo
     assert sorted(codes[p] for p in web) == ["fits-launching"] * 2 + ["tenant-limit"] * 2
 
 
-def test_hunt8_a_node_uncordoned_for_a_limited_tenant_counts_against_its_limit() -> None:
+def test_a_node_uncordoned_for_a_limited_tenant_counts_against_its_limit() -> None:
     """team-a may add one node. The one node is empty and cordoned by Spillway (a drain under way);
     team-a has two pending pods of a node each. The plan uncordons the node for the first
     (``fits-uncordoned``: reused before launching), which makes it team-a's, as a node without pods is
