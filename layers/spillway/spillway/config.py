@@ -337,7 +337,13 @@ def _range_or_none(value: Any) -> str | None:
 
 
 def _gpu_ranges(value: Any) -> tuple[str, ...]:
-    items = [value] if isinstance(value, str) else list(value or ())
+    """``["<type>:<min>:<max>", ...]`` (one string alone too); anything else (a number, a boolean, a
+    mapping) is refused, not iterated nor taken for no total."""
+    if value is None:
+        return ()
+    if not isinstance(value, str | list | tuple):
+        raise ValueError(f'expected a list of "<type>:<min>:<max>", got {value!r}'[:120])
+    items = [value] if isinstance(value, str) else list(value)
     for item in items:
         parse_gpu_range(str(item))
     return tuple(str(i) for i in items)
