@@ -448,6 +448,19 @@ class PlannerConfig(BaseModel):
     )
     _gpus = field_validator("gpu_total", mode="before")(classmethod(lambda cls, v: _gpu_ranges(v)))
 
+    @field_validator("consolidation", mode="before")
+    @classmethod
+    def _consolidation(cls, value: Any) -> Any:
+        """YAML 1.1 (PyYAML) reads an unquoted ``off`` (and ``no``, ``false``) as the boolean false:
+        say so, instead of asking for the ``off`` that was written."""
+        if isinstance(value, bool):
+            words = "on, yes or true" if value else "off, no or false"
+            raise ValueError(
+                f"YAML reads an unquoted {words} as the boolean {str(value).lower()}: "
+                "write 'off', 'when-empty' or 'when-underutilized', quoted"
+            )
+        return value
+
     @field_validator("expander_priorities", mode="before")
     @classmethod
     def _priorities(cls, value: Any) -> Any:
