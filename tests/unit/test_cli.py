@@ -483,3 +483,30 @@ def test_demo_scenes_two_and_three_can_be_skipped(
     assert main(["demo", "--quick", "--chart", str(tmp_path / "d.png"), *flags]) == 0
     [options] = seen
     assert (options.quick, options.teams, options.night) == (True, teams, night)
+
+
+@pytest.mark.parametrize("value", ["5", "2.5", "true", "0", "false"])
+def test_hunt11_a_gpu_total_that_is_no_list_exits_2_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """``gpu_total: 5`` (a number, not ``["<type>:<min>:<max>"]``) crashed ``spillway plan`` with a
+    TypeError traceback ('int' object is not iterable), and ``gpu_total: 0`` / ``false`` were taken as
+    no GPU total at all. Rule: bad input exits 2 with one line naming the file and the field, and
+    nothing is lost (../shared/DESIGN.md, "spillway plan"; README, ``gpu_total``: a list of
+    ``"<type>:<min>:<max>"``)."""
+    config = write(tmp_path, "c.yaml", f"gpu_total: {value}\n")
+    code, out, err = run(replace_arg("--config", config), capsys)
+    assert_one_line_error(code, out, err, "c.yaml: gpu_total")
+
+
+def test_hunt11_an_unquoted_consolidation_off_says_to_quote_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``consolidation: off``, as the README's configuration table writes the value, is read by YAML 1.1
+    (PyYAML) as the boolean false; the refusal said "Input should be 'off', 'when-empty' or
+    'when-underutilized'", telling the user to write what they wrote. Rule: bad input gets a clear error
+    naming the field (DESIGN.md; README "consolidation"); the time windows and priorities already say
+    what YAML read and to quote it."""
+    config = write(tmp_path, "c.yaml", "consolidation: off\n")
+    code, out, err = run(replace_arg("--config", config), capsys)
+    assert_one_line_error(code, out, err, "c.yaml: consolidation", "YAML reads an unquoted off")

@@ -152,3 +152,26 @@ def test_a_gang_orphan_time_an_execution_could_still_attach_within_is_refused() 
     assert load_runtime_config(fits).planner.gang_orphan_minutes == 80
     with pytest.raises(ConfigurationError):
         load_runtime_config({**BASE, "PLANNER_CONFIG": '{"gang_orphan_minutes": 29}'})  # 10 min + 20
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ('{"node_reserve": "200m"}', "PLANNER_CONFIG node_reserve"),
+        ('{"node_reserve": [1]}', "PLANNER_CONFIG node_reserve"),
+        ('{"node_reserve": {"memory": "lots"}}', "PLANNER_CONFIG node_reserve.memory"),
+        ('{"node_reserve": {"cpus": "1"}}', "PLANNER_CONFIG node_reserve.cpus"),
+    ],
+)
+def test_hunt11_planner_configs_node_reserve_beside_a_node_reserve_variable_is_checked_and_named(
+    document: str, field: str
+) -> None:
+    """With ``NODE_RESERVE_CPU`` set, ``PLANNER_CONFIG``'s ``node_reserve`` was merged by hand: one that
+    is no mapping (``"200m"``) was silently dropped (the function started with a reserve nobody wrote),
+    and a bad key inside it was named as a top-level key that does not exist (``PLANNER_CONFIG memory``,
+    ``PLANNER_CONFIG cpus``). Rule: bad input gets a clear error that names the field, nothing is lost
+    (DESIGN.md; spillway.runtime: errors name the variable and, inside PLANNER_CONFIG, the key), as the
+    same document without the variable is refused."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, "PLANNER_CONFIG": document, "NODE_RESERVE_CPU": "250m"})
+    assert caught.value.field == field, str(caught.value)

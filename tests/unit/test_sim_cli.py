@@ -257,3 +257,15 @@ def test_simulate_bad_tenant_config_exits_2_with_one_line(
     assert main(["simulate", str(two_tenants), "--no-progress", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("price", ["nan", "inf"])
+def test_hunt11_a_price_that_is_no_finite_number_exits_2(
+    small_trace: Path, capsys: pytest.CaptureFixture[str], price: str
+) -> None:
+    """``--price p3.16xlarge=nan`` (or ``inf``) was accepted: ``nan < 0`` is false, so every cost of the
+    report came out NaN or infinite, while ``--group``'s price (``_usd``) refuses the same text. Rule:
+    bad input exits 2 with one line naming the option (spillway.cli; check_arguments: "Refuse unusable
+    arguments before the replay starts, each with an error naming the option")."""
+    assert main(["simulate", str(small_trace), "--no-progress", "--price", f"p3.16xlarge={price}"]) == 2
+    assert f"--price p3.16xlarge={price}: expected TYPE=USD" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
 import json
 import re
 import sys
@@ -14,6 +15,9 @@ from typing import Any
 
 import botocore.session
 import pytest
+from aws_lambda_powertools.utilities.idempotency.persistence import (
+    dynamodb as powertools_idempotency_dynamodb,
+)
 from botocore import xform_name
 
 from spillway.local.cfn import load_template
@@ -211,13 +215,17 @@ CODE = "\n".join(
 )
 
 
+# What Powertools' idempotency records cost in calls (its DynamoDB persistence layer, as installed).
+POWERTOOLS_IDEMPOTENCY = inspect.getsource(powertools_idempotency_dynamodb)
+
+
 def test_every_dynamodb_action_a_statement_grants_is_one_the_code_calls() -> None:
     """Least privilege: a DynamoDB action no code calls is not granted (BatchWriteItem, for one, may
     delete any item). A transaction's Put is authorised as PutItem (DynamoDB Developer Guide, "Using
     IAM with DynamoDB transactions")."""
     granted = {a for s in all_statements() for a in actions(s) if a.startswith("dynamodb:")}
     assert granted
-    called = {a for a in granted if f".{snake(a)}(" in CODE}
+    called = {a for a in granted if f".{snake(a)}(" in CODE + POWERTOOLS_IDEMPOTENCY}
     if ".transact_write_items(" in CODE:
         called.add("dynamodb:PutItem")
     assert granted - called == set()
@@ -245,13 +253,19 @@ def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_d
     """Not SAM's DynamoDBCrudPolicy (Scan, BatchWriteItem, DeleteItem, UpdateItem ... on the whole
     table): the plans table is only written (a plan record, alone or in the state's transaction); the
     state table is queried and written conditionally, and the scale function's claims also get and
-    delete single items. Powertools' idempotency table keeps the policy template its docs ask for."""
-    assert crud_tables("PlanFunction") == {"IdempotencyTable"}
+    delete single items. Powertools' idempotency table gets what its persistence layer calls."""
+    assert crud_tables("PlanFunction") == set()
     assert crud_tables("ScaleFunction") == set()
     assert table_actions("PlanFunction") == {
         "SnapshotsTable": {"dynamodb:GetItem", "dynamodb:Query"},
         "PlansTable": {"dynamodb:PutItem"},
         "StateTable": {"dynamodb:Query", "dynamodb:PutItem"},
+        "IdempotencyTable": {
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+        },
     }
     assert table_actions("ScaleFunction") == {
         "SnapshotsTable": {"dynamodb:GetItem", "dynamodb:Query"},
@@ -1068,3 +1082,19 @@ def test_a_give_backs_cordon_is_its_own_longer_than_its_state_can_run() -> None:
     ]
     longest = max(longest_run_seconds(state, timeout) for state in states)
     assert 25 * 60 < longest < GIVE_BACK_LEASE_MINUTES * 60
+
+
+def test_hunt11_the_plan_function_may_do_on_the_idempotency_table_what_powertools_calls() -> None:
+    """The plan role had SAM's DynamoDBCrudPolicy on the idempotency table: Scan, Query, BatchGetItem,
+    BatchWriteItem, DescribeTable and ConditionCheckItem besides, on the table and its indexes. Powertools'
+    DynamoDBPersistenceLayer calls get_item, put_item, update_item and delete_item only, and its docs
+    list just those four (Powertools for AWS Lambda (Python), Idempotency, "IAM Permissions"). Rule:
+    least privilege in IAM, no action no code calls (DESIGN.md; the template's own comments refuse
+    DynamoDBCrudPolicy for the other tables for that reason)."""
+    assert crud_tables("PlanFunction") == set()
+    assert table_actions("PlanFunction")["IdempotencyTable"] == {
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+    }

@@ -337,7 +337,13 @@ def _range_or_none(value: Any) -> str | None:
 
 
 def _gpu_ranges(value: Any) -> tuple[str, ...]:
-    items = [value] if isinstance(value, str) else list(value or ())
+    """``["<type>:<min>:<max>", ...]`` (one string alone too); anything else (a number, a boolean, a
+    mapping) is refused, not iterated nor taken for no total."""
+    if value is None:
+        return ()
+    if not isinstance(value, str | list | tuple):
+        raise ValueError(f'expected a list of "<type>:<min>:<max>", got {value!r}'[:120])
+    items = [value] if isinstance(value, str) else list(value)
     for item in items:
         parse_gpu_range(str(item))
     return tuple(str(i) for i in items)
@@ -441,6 +447,19 @@ class PlannerConfig(BaseModel):
         classmethod(lambda cls, v: _range_or_none(v))
     )
     _gpus = field_validator("gpu_total", mode="before")(classmethod(lambda cls, v: _gpu_ranges(v)))
+
+    @field_validator("consolidation", mode="before")
+    @classmethod
+    def _consolidation(cls, value: Any) -> Any:
+        """YAML 1.1 (PyYAML) reads an unquoted ``off`` (and ``no``, ``false``) as the boolean false:
+        say so, instead of asking for the ``off`` that was written."""
+        if isinstance(value, bool):
+            words = "on, yes or true" if value else "off, no or false"
+            raise ValueError(
+                f"YAML reads an unquoted {words} as the boolean {str(value).lower()}: "
+                "write 'off', 'when-empty' or 'when-underutilized', quoted"
+            )
+        return value
 
     @field_validator("expander_priorities", mode="before")
     @classmethod

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from spillway.config import NodeReserve, PlannerConfig
+from spillway.config import PlannerConfig
 from spillway.errors import ConfigurationError
 from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS, HOOK_NAME_PATTERN
 from spillway.model.history import gang_refusal, scale_up_refusal
@@ -305,10 +305,14 @@ def _planner_config(env: Mapping[str, str], cluster: str, regions: tuple[str, ..
     planner: dict[str, Any] = {**document, "cluster": cluster, "regions": regions,
                                **_set_fields(env, _PLANNER_VARS)}  # fmt: skip
     reserve = _set_fields(env, _RESERVE_VARS)
+    if reserve:
+        # the variables over the document's keys; a document value that is no mapping is left for
+        # PlannerConfig to refuse, so every error is found under node_reserve and named there
+        base = document.get("node_reserve")
+        planner["node_reserve"] = (
+            {**base, **reserve} if isinstance(base, dict) else reserve if base is None else base
+        )
     try:
-        if reserve:
-            base = document.get("node_reserve")
-            planner["node_reserve"] = NodeReserve(**{**(base if isinstance(base, dict) else {}), **reserve})
         return PlannerConfig.model_validate(planner)
     except ValidationError as exc:
         err = exc.errors()[0]

@@ -324,7 +324,7 @@ def parse_prices(specs: list[str]) -> dict[str, float]:
             value = float(usd)
         except ValueError:
             value = -1.0
-        if not sep or not itype or value < 0:
+        if not sep or not itype or not math.isfinite(value) or value < 0:
             raise InputError("expected TYPE=USD (a price per hour, not negative)", field=f"--price {spec}")
         out[itype] = value
     return out
