@@ -486,7 +486,7 @@ def test_demo_scenes_two_and_three_can_be_skipped(
 
 
 @pytest.mark.parametrize("value", ["5", "2.5", "true", "0", "false"])
-def test_hunt11_a_gpu_total_that_is_no_list_exits_2_naming_the_field(
+def test_a_gpu_total_that_is_no_list_exits_2_naming_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
     """``gpu_total: 5`` (a number, not ``["<type>:<min>:<max>"]``) crashed ``spillway plan`` with a
@@ -499,7 +499,7 @@ def test_hunt11_a_gpu_total_that_is_no_list_exits_2_naming_the_field(
     assert_one_line_error(code, out, err, "c.yaml: gpu_total")
 
 
-def test_hunt11_an_unquoted_consolidation_off_says_to_quote_it(
+def test_an_unquoted_consolidation_off_says_to_quote_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``consolidation: off``, as the README's configuration table writes the value, is read by YAML 1.1

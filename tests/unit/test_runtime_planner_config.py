@@ -163,7 +163,7 @@ def test_a_gang_orphan_time_an_execution_could_still_attach_within_is_refused() 
         ('{"node_reserve": {"cpus": "1"}}', "PLANNER_CONFIG node_reserve.cpus"),
     ],
 )
-def test_hunt11_planner_configs_node_reserve_beside_a_node_reserve_variable_is_checked_and_named(
+def test_planner_configs_node_reserve_beside_a_node_reserve_variable_is_checked_and_named(
     document: str, field: str
 ) -> None:
     """With ``NODE_RESERVE_CPU`` set, ``PLANNER_CONFIG``'s ``node_reserve`` was merged by hand: one that

@@ -260,7 +260,7 @@ def test_simulate_bad_tenant_config_exits_2_with_one_line(
 
 
 @pytest.mark.parametrize("price", ["nan", "inf"])
-def test_hunt11_a_price_that_is_no_finite_number_exits_2(
+def test_a_price_that_is_no_finite_number_exits_2(
     small_trace: Path, capsys: pytest.CaptureFixture[str], price: str
 ) -> None:
     """``--price p3.16xlarge=nan`` (or ``inf``) was accepted: ``nan < 0`` is false, so every cost of the

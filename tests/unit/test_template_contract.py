@@ -1084,7 +1084,7 @@ def test_a_give_backs_cordon_is_its_own_longer_than_its_state_can_run() -> None:
     assert 25 * 60 < longest < GIVE_BACK_LEASE_MINUTES * 60
 
 
-def test_hunt11_the_plan_function_may_do_on_the_idempotency_table_what_powertools_calls() -> None:
+def test_the_plan_function_may_do_on_the_idempotency_table_what_powertools_calls() -> None:
     """The plan role had SAM's DynamoDBCrudPolicy on the idempotency table: Scan, Query, BatchGetItem,
     BatchWriteItem, DescribeTable and ConditionCheckItem besides, on the table and its indexes. Powertools'
     DynamoDBPersistenceLayer calls get_item, put_item, update_item and delete_item only, and its docs
