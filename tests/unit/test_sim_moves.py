@@ -607,3 +607,17 @@ def test_consolidation_moves_a_movable_job_and_kills_nothing(tmp_path: Path) -> 
     assert moved.moves >= 1 and moved.unmovable_killed == 0 and moved.pods_killed == 0
     assert moved.node_hours < results[0.0].node_hours
     assert moved.gpu_hours_lost == pytest.approx(moved.moves * 600 / 3600)
+
+
+def test_hunt9_an_idle_gap_binds_no_resource() -> None:
+    """m5.xlarge alone (3.92 CPU, 13.8 GiB): a job of two 1-CPU 10-GiB pods over [0, 1 h) and another over
+    [4 h, 5 h), nothing in between. Memory binds both busy hours (2 nodes, where CPU needs 1); over the
+    3 idle hours the bound needs no node and no resource binds. Right: binding hours memory 2.0, CPU 0.0,
+    and the resource that bound most is memory. The idle steps were credited to the first resource
+    (CPU: 3 h), which then read as the one that bound most."""
+    req = {"cpu": 1000, "memory": 10 * GIB, "pods": 1000}
+    jobs = [Job(1, "a", "a", 0, 3600, 0, (req, req)), Job(2, "b", "a", 4 * 3600, 3600, 0, (req, req))]
+    bounds = lower_bounds(jobs, fleet(SimConfig(groups=(CPU,))))
+    assert bounds.step_node_hours == pytest.approx(4.0)
+    assert bounds.binding_hours == {"cpu": 0.0, "memory": 2.0}
+    assert bounds.resource == "memory"

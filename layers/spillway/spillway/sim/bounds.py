@@ -64,7 +64,8 @@ class Bounds:
     resource: str  # the resource that bound most often (the one the node bound is mostly about)
     step_cost_usd: float | None = None  # None when a node type offering a demanded resource has no price
     fluid_cost_usd: float | None = None
-    binding_hours: Mapping[str, float] | None = None  # hours each resource bound the node bound
+    # hours each resource bound the node bound (steps needing no node: none)
+    binding_hours: Mapping[str, float] | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -148,7 +149,8 @@ def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> 
             fluid_seconds += fluid * dt
             step_usd_seconds += step_usd * dt
             fluid_usd_seconds += fluid_usd * dt
-            binding_seconds[binding] += dt
+            if nodes:  # a step that needs no node binds no resource
+                binding_seconds[binding] += dt
     most = max(range(len(resources)), key=lambda k: binding_seconds[k])
     return Bounds(
         step_node_hours=step_seconds / 3600,
