@@ -609,7 +609,7 @@ def test_consolidation_moves_a_movable_job_and_kills_nothing(tmp_path: Path) -> 
     assert moved.gpu_hours_lost == pytest.approx(moved.moves * 600 / 3600)
 
 
-def test_hunt9_an_idle_gap_binds_no_resource() -> None:
+def test_an_idle_gap_binds_no_resource() -> None:
     """m5.xlarge alone (3.92 CPU, 13.8 GiB): a job of two 1-CPU 10-GiB pods over [0, 1 h) and another over
     [4 h, 5 h), nothing in between. Memory binds both busy hours (2 nodes, where CPU needs 1); over the
     3 idle hours the bound needs no node and no resource binds. Right: binding hours memory 2.0, CPU 0.0,
