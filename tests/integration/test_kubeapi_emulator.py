@@ -3129,3 +3129,21 @@ def test_a_json_patch_testing_the_uid_of_a_recreated_object_is_refused_generical
     }  # fmt: skip
     assert "status" not in custom.get_namespaced_custom_object(*args)
     assert patch(new)["status"]["conditions"] == [GOOD_CONDITION]
+
+
+def test_hunt10_an_eviction_whose_body_names_no_pod_is_a_bad_request(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    """An Eviction must name the pod of its URL: the real server compares the two whatever they are,
+    so a body without ``metadata.name`` is refused with 400 "name in URL does not match name in
+    Eviction object" and nothing is deleted (kubernetes/kubernetes pkg/registry/core/pod/storage/
+    eviction.go, EvictionREST.Create: ``if name != eviction.Name``). The emulator evicted the pod, so a
+    client that forgot the name would pass its tests here and have every eviction refused on a cluster."""
+    api.add(pod("lonely", labels={"app": "solo"}, node="n1", phase="Running", ready=True))
+    body = V1Eviction(api_version="policy/v1", kind="Eviction", metadata=V1ObjectMeta(namespace="default"))
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod_eviction("lonely", "default", body)
+    assert caught.value.status == 400
+    assert error_body(caught.value)["message"] == "name in URL does not match name in Eviction object"
+    [left] = core.list_namespaced_pod("default").items
+    assert left.metadata.deletion_timestamp is None

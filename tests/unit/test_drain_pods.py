@@ -13,6 +13,7 @@ from test_drain_steps import NODE, Rig, rig  # noqa: F401 (the fixture)
 from spillway.act.drain import classify
 from spillway.errors import DrainTimeout, InvalidDrainRequest
 from spillway.local import objects
+from spillway.model.cluster import PodInfo
 from spillway.model.drain import Drain
 from spillway.model.k8s import DAEMONSET_POD, Pod
 
@@ -667,3 +668,41 @@ def test_a_plans_idle_drain_never_evicts_a_job_pod_bound_after_validation(rig: R
     assert first["evicted"] == [] and "team-a/job-0" in first["abandon"], first
     assert "scale-down is abandoned" in first["abandon"]
     assert rig.api.get("Pod", "job-0", "team-a") is not None
+
+
+# --- a DaemonSet named by an ownerReference that is not its controller ------------------------------
+
+
+def bare_pod_owned_by_a_daemonset(controller: bool | None) -> dict[str, Any]:
+    """A pod a node agent (run by DaemonSet ``build-agent``) started on its node, with an ownerReference
+    to the DaemonSet for garbage collection only (``controller`` not true): nothing recreates it."""
+    raw = objects.pod("build-7f3a", "ci", node_name=NODE, labels={"app": "build"}, owner=None)
+    ref = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "build-agent", "uid": "ds-uid-1"}
+    if controller is not None:
+        ref["controller"] = controller
+    raw["metadata"]["ownerReferences"] = [ref]
+    return raw
+
+
+@pytest.mark.parametrize("controller", [None, False])
+def test_hunt10_a_pod_a_daemonset_owns_but_does_not_control_is_no_daemonset_pod(
+    rig: Rig, controller: bool | None
+) -> None:
+    """A pod whose only ownerReference names a DaemonSet without ``controller: true`` is no DaemonSet
+    pod: no DaemonSet controller manages it, and nothing recreates it once it is gone. The rule, as both
+    tools Spillway follows read it, takes the *controller* reference only: cluster-autoscaler's
+    IsDaemonSetPod (kubernetes/autoscaler cluster-autoscaler/utils/pod/pod.go: ``metav1.GetControllerOf
+    (pod)``, kind DaemonSet, or the daemonset-pod annotation) and kubectl drain's daemonSetFilter
+    (kubernetes/kubectl pkg/drain/filters.go: ``GetControllerOf``; without one the pod goes on to the
+    unreplicated filter, which refuses it without --force). Spillway took the first ownerReference when
+    none is a controller, so the pod was ignored as a DaemonSet's: its node looked idle to the planner
+    and the drain terminated it, killing a running pod nothing recreates, without an eviction."""
+    raw = bare_pod_owned_by_a_daemonset(controller)
+    judged = classify(Pod.model_validate(raw), force=False)
+    assert judged.action == "keep", judged
+    assert "no controller would recreate it" in judged.reason
+    assert PodInfo.from_pod(Pod.model_validate(raw)).daemonset is False
+
+    rig.api.add(raw)
+    out = rig.drainer.validate({"cluster": "prod", "node": NODE, "plan_id": PLAN, "reason": "idle 12 min"})
+    assert set(out) == {"cancelled"} and "ci/build-7f3a" in out["cancelled"]["note"], out

@@ -291,7 +291,7 @@ class PodInfo:
             priority=spec.priority or 0,
             owner_kind=owner.kind if owner else None,
             owner_name=owner.name if owner else None,
-            daemonset=_daemonset(owner, annotations),
+            daemonset=_daemonset(owner if is_controller else None, annotations),
             mirror=MIRROR_POD in annotations,
             unschedulable=unschedulable,
             pending_since=pending_since,
@@ -453,16 +453,18 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
 
 
 def _daemonset(owner: OwnerReference | None, annotations: Mapping[str, str]) -> bool:
-    """A DaemonSet's pod: owned by a DaemonSet, or annotated ``cluster-autoscaler.kubernetes.io/
-    daemonset-pod: "true"`` (exactly that value, as kubernetes/autoscaler cluster-autoscaler/utils/pod
-    IsDaemonSetPod compares it), which a DaemonSet-like controller of another kind puts on its pods so
+    """A DaemonSet's pod: its controller ``owner`` is a DaemonSet (the ownerReference with ``controller:
+    true``; callers pass None for a mere owner, which ``metav1.GetControllerOf`` does not read: nothing
+    recreates such a pod), or annotated ``cluster-autoscaler.kubernetes.io/daemonset-pod: "true"``
+    (exactly that value, as kubernetes/autoscaler cluster-autoscaler/utils/pod IsDaemonSetPod compares
+    it), which a DaemonSet-like controller of another kind puts on its pods so
     that autoscalers leave them alone as they leave a DaemonSet's: no drain evicts them (its controller
     would put them straight back on the cordoned node) and they keep no node busy."""
     return (owner is not None and owner.kind == "DaemonSet") or annotations.get(DAEMONSET_POD) == "true"
 
 
 def _may_move_some_day(pod: Pod, owner: OwnerReference | None) -> bool:
-    """Bound, and neither a DaemonSet's pod nor a static (mirror) pod."""
+    """Bound, and neither a DaemonSet's pod nor a static (mirror) pod (``owner``: its controller, if any)."""
     annotations = pod.metadata.annotations
     return (
         pod.spec.node_name is not None
@@ -514,7 +516,7 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
     owner, is_controller = _owner(pod.metadata.owner_references)
     namespace = pod.metadata.namespace or "default"
     owner_key = job_key(owner.kind, namespace, owner.name) if owner and is_controller else None
-    may_move = _may_move_some_day(pod, owner)
+    may_move = _may_move_some_day(pod, owner if is_controller else None)
     return {
         "do_not_drain": do_not_drain(labels, annotations),
         "preemptable": volcano_preemptable(labels, annotations),

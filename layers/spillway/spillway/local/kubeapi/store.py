@@ -1006,8 +1006,7 @@ class Store:
         """
         if not isinstance(body, dict):
             raise bad_request("the request body must be an Eviction object")
-        given = _meta(body).get("name")
-        if given and given != name:
+        if _meta(body).get("name", "") != name:  # compared whatever they are: a body naming none too
             raise bad_request("name in URL does not match name in Eviction object")
         options = body.get("deleteOptions") or {}
         if not isinstance(options, dict):
