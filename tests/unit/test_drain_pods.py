@@ -685,7 +685,7 @@ def bare_pod_owned_by_a_daemonset(controller: bool | None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("controller", [None, False])
-def test_hunt10_a_pod_a_daemonset_owns_but_does_not_control_is_no_daemonset_pod(
+def test_a_pod_a_daemonset_owns_but_does_not_control_is_no_daemonset_pod(
     rig: Rig, controller: bool | None
 ) -> None:
     """A pod whose only ownerReference names a DaemonSet without ``controller: true`` is no DaemonSet
