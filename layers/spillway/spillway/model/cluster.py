@@ -291,7 +291,7 @@ class PodInfo:
             priority=spec.priority or 0,
             owner_kind=owner.kind if owner else None,
             owner_name=owner.name if owner else None,
-            daemonset=_daemonset(owner if is_controller else None, annotations),
+            daemonset=_daemonset(owner, is_controller, annotations),
             mirror=MIRROR_POD in annotations,
             unschedulable=unschedulable,
             pending_since=pending_since,
@@ -452,23 +452,24 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
 )
 
 
-def _daemonset(owner: OwnerReference | None, annotations: Mapping[str, str]) -> bool:
-    """A DaemonSet's pod: its controller ``owner`` is a DaemonSet (the ownerReference with ``controller:
-    true``; callers pass None for a mere owner, which ``metav1.GetControllerOf`` does not read: nothing
-    recreates such a pod), or annotated ``cluster-autoscaler.kubernetes.io/daemonset-pod: "true"``
+def _daemonset(owner: OwnerReference | None, is_controller: bool, annotations: Mapping[str, str]) -> bool:
+    """A DaemonSet's pod: its controller is a DaemonSet (``owner`` with ``is_controller``, the
+    ownerReference with ``controller: true``; a mere owner is not read, as ``metav1.GetControllerOf`` does
+    not read it: nothing recreates such a pod), or annotated ``cluster-autoscaler.kubernetes.io/daemonset-pod: "true"``
     (exactly that value, as kubernetes/autoscaler cluster-autoscaler/utils/pod IsDaemonSetPod compares
     it), which a DaemonSet-like controller of another kind puts on its pods so
     that autoscalers leave them alone as they leave a DaemonSet's: no drain evicts them (its controller
     would put them straight back on the cordoned node) and they keep no node busy."""
-    return (owner is not None and owner.kind == "DaemonSet") or annotations.get(DAEMONSET_POD) == "true"
+    controlled = is_controller and owner is not None and owner.kind == "DaemonSet"
+    return controlled or annotations.get(DAEMONSET_POD) == "true"
 
 
-def _may_move_some_day(pod: Pod, owner: OwnerReference | None) -> bool:
-    """Bound, and neither a DaemonSet's pod nor a static (mirror) pod (``owner``: its controller, if any)."""
+def _may_move_some_day(pod: Pod, owner: OwnerReference | None, is_controller: bool) -> bool:
+    """Bound, and neither a DaemonSet's pod nor a static (mirror) pod."""
     annotations = pod.metadata.annotations
     return (
         pod.spec.node_name is not None
-        and not _daemonset(owner, annotations)
+        and not _daemonset(owner, is_controller, annotations)
         and MIRROR_POD not in annotations
     )
 
@@ -482,11 +483,11 @@ def _owner_uid(pod: Pod, controller: OwnerReference | None) -> str:
     return controller.uid if controller is not None and _may_stay(pod, controller) else ""
 
 
-def _may_stay(pod: Pod, owner: OwnerReference | None) -> bool:
+def _may_stay(pod: Pod, controller: OwnerReference | None) -> bool:
     """Bound, no DaemonSet's nor a mirror pod, and a toleration of it may admit the drain's cordon or
     taint (any key, or one of theirs): a cheap superset of the pods that stay on a drained node
     (spillway.planner.disruption.comes_back, which the planner asks)."""
-    return _may_move_some_day(pod, owner) and any(
+    return _may_move_some_day(pod, controller, True) and any(
         (not t.key and t.operator == "Exists") or t.key in (DRAINING_TAINT, _CORDON_TAINT)
         for t in pod.spec.tolerations
     )
@@ -516,7 +517,7 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
     owner, is_controller = _owner(pod.metadata.owner_references)
     namespace = pod.metadata.namespace or "default"
     owner_key = job_key(owner.kind, namespace, owner.name) if owner and is_controller else None
-    may_move = _may_move_some_day(pod, owner if is_controller else None)
+    may_move = _may_move_some_day(pod, owner, is_controller)
     return {
         "do_not_drain": do_not_drain(labels, annotations),
         "preemptable": volcano_preemptable(labels, annotations),
