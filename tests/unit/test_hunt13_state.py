@@ -47,3 +47,66 @@ def test_hunt13_a_retried_raise_is_not_taken_as_asked_by_another_groups_set_mark
     out = w.up.set_desired({**UP, "prep": prep})  # Step Functions retries the step
 
     assert w.desired == 3, out  # raised now: it never applied
+
+
+def _next_round_retries() -> set[str]:
+    import json
+    from pathlib import Path
+
+    asl = json.loads((Path(__file__).parents[2] / "statemachines" / "scale_up.asl.json").read_text())
+    return {e for r in asl["States"]["NextRound"]["Retry"] for e in r["ErrorEquals"]}
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        ("TransactionConflict", "Transaction is ongoing for the item"),
+        (
+            "ThrottlingError",
+            "Throughput exceeds the current capacity for one or more global secondary indexes",
+        ),
+    ],
+)
+def test_hunt13_a_commit_cancelled_by_a_concurrent_transaction_is_retried(reason: tuple[str, str]) -> None:
+    """A plan and a scale-up's overflow re-plan commit the state at the same moment: both are
+    TransactWriteItems on the state item. DynamoDB cancels one: "There is an ongoing TransactWriteItems
+    operation that conflicts with a concurrent TransactWriteItems request. In this case the
+    TransactWriteItems operation fails with a TransactionCanceledException" (DynamoDB API Reference,
+    TransactWriteItems / TransactionCanceledException), reason ``TransactionConflict``; a transaction
+    refused for capacity has reason ``ThrottlingError``. botocore retries neither (its retry rules name
+    TransactionInProgressException only). Either way nothing was written and the commit must be tried
+    again on a fresh load (README, *Sharing a group*: "a plan that committed meanwhile makes it re-plan
+    on the new state"). StateStore.commit read only ConditionalCheckFailed as a conflict and raised the
+    rest as AwsError, which NextRound does not retry: its Catch ends the scale-up in ReplanFailed."""
+    from datetime import UTC, datetime
+
+    import boto3
+    from botocore.stub import Stubber
+
+    from spillway.adapters.plans_store import PlanStore
+    from spillway.adapters.state_store import StateStore
+    from spillway.model.act import PlanRecord
+    from spillway.model.state import State
+
+    client = boto3.client(
+        "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    store = StateStore(client, "state", plans=PlanStore(client, "plans"))
+    now = datetime(2026, 11, 2, 12, tzinfo=UTC)
+    record = PlanRecord(
+        cluster="prod", plan_id="p", snapshot_key="k", fingerprint="f", created_at=now, plan={}
+    )
+    code, message = reason
+    with Stubber(client) as stub:
+        stub.add_client_error(
+            "transact_write_items",
+            service_error_code="TransactionCanceledException",
+            service_message=f"Transaction cancelled, please refer cancellation reasons for specific reasons [{code}, None]",
+            modeled_fields={"CancellationReasons": [{"Code": code, "Message": message}, {"Code": "None"}]},
+        )
+        with pytest.raises(Exception) as raised:
+            store.commit(
+                "prod", State(), expected_version=3, snapshot_key="k", plan_id="p", now=now, plan=record
+            )
+
+    assert type(raised.value).__name__ in _next_round_retries(), repr(raised.value)
