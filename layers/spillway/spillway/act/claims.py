@@ -176,8 +176,10 @@ def _mark_asked(owner: Owner, now: datetime) -> None:
 
 def _asked(owner: Owner) -> bool:
     """Whether ``owner``'s raise was answered, settled as landed, or kept unsettled: a retry raises nothing."""
-    found = owner.ledger.claims(owner.cluster, SET_PREFIX + owner.owner)
-    return bool(found) or owner.unsettled()
+    # claims() reads every item starting with the prefix: an owner whose id extends this one's (group
+    # gpu-a beside gpu in one plan) is another's, so the item is looked up exactly
+    item = SET_PREFIX + owner.owner
+    return item in owner.ledger.claims(owner.cluster, item) or owner.unsettled()
 
 
 def _never_applied(aws: Cloud, owner: Owner, marker: Mapping[str, object], now: datetime) -> bool:

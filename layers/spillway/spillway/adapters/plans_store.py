@@ -72,9 +72,7 @@ class PlanStore:
             return item
         blob = zlib.compress(text.encode(), 6)
         if len(blob) > COMPRESSED_LIMIT:
-            slim = {k: v for k, v in record.plan.items() if k not in ("pending", "kept")}
-            slim["truncated"] = f"pending and kept left out: {len(blob)} bytes compressed"
-            blob = zlib.compress(json.dumps(slim, separators=(",", ":")).encode(), 6)
+            blob = _slimmed(record.plan, len(blob))
             item["truncated"] = {"BOOL": True}
         item["plan_z"] = {"B": blob}
         return item
@@ -119,6 +117,35 @@ class PlanStore:
         except (ClientError, BotoCoreError) as exc:
             raise map_aws_error(exc, what) from exc
         return [_record(i) for i in resp.get("Items", [])]
+
+
+def _slimmed(plan: Mapping[str, Any], size: int) -> bytes:
+    """The plan compressed without its per-pod and per-node detail, cut until it fits
+    :data:`COMPRESSED_LIMIT`: first ``pending`` and ``kept``; then the pods each entry of every list names
+    (a burst's ``scale_up`` names every pod it launches for), their count kept; last, every list but its
+    length. The record is an audit copy: one DynamoDB refuses (400 KB) would fail the state's commit."""
+    slim: dict[str, Any] = {k: v for k, v in plan.items() if k not in ("pending", "kept")}
+    slim["truncated"] = f"pending and kept left out: {size} bytes compressed"
+    blob = zlib.compress(json.dumps(slim, separators=(",", ":")).encode(), 6)
+    if len(blob) > COMPRESSED_LIMIT:
+        for key, value in list(slim.items()):
+            if isinstance(value, list):
+                slim[key] = [_without_pods(e) for e in value]
+        slim["truncated"] += "; the pods each entry names left out (pods_count)"
+        blob = zlib.compress(json.dumps(slim, separators=(",", ":")).encode(), 6)
+    if len(blob) > COMPRESSED_LIMIT:
+        slim = {
+            k: (f"{len(v)} entries left out" if isinstance(v, list) and v else v) for k, v in slim.items()
+        }
+        slim["truncated"] += "; every list left out"
+        blob = zlib.compress(json.dumps(slim, separators=(",", ":")).encode(), 6)
+    return blob
+
+
+def _without_pods(entry: Any) -> Any:
+    if isinstance(entry, dict) and isinstance(entry.get("pods"), list):
+        return {**{k: v for k, v in entry.items() if k != "pods"}, "pods_count": len(entry["pods"])}
+    return entry
 
 
 def _record(item: Mapping[str, Any]) -> PlanRecord:

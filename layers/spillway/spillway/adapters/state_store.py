@@ -86,7 +86,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanStore
-from spillway.errors import StateConflict, StateCorrupt, StateTooLarge
+from spillway.errors import AwsThrottled, StateConflict, StateCorrupt, StateTooLarge
 from spillway.model.act import PlanRecord, StoredState, iso
 from spillway.model.state import (
     POOL_PREFIX,
@@ -109,6 +109,11 @@ PLAIN_STATE_LIMIT = 256 * 1024
 # DynamoDB's limit on one item: attribute names and values together, as item_size measures them
 ITEM_LIMIT = 400 * 1024
 CONDITION_FAILED = "ConditionalCheckFailed"
+# a TransactWriteItems cancelled because another transaction was writing one of its items at that moment
+# (DynamoDB API Reference, TransactionCanceledException): nothing was written, as for a lost race
+TRANSACTION_CONFLICT = "TransactionConflict"
+# ... or for capacity: nothing was written, the call may be made again (botocore retries neither)
+TRANSACTION_THROTTLED = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 # what a back-off item holds (put_backoff); another attribute is a newer build's, ignored
 BACKOFF_ATTRIBUTES = frozenset(
     {"cluster", "item", "backoff_until", "reason", "region", "expires_at", "nodes"}
@@ -282,6 +287,14 @@ class StateStore:
                     f"{what}: another planner committed first (the stored version is no longer "
                     f"{expected_version}); this one starts nothing"
                 ) from exc
+            cancelled = _cancelled_for(exc)
+            if TRANSACTION_CONFLICT in cancelled:
+                raise StateConflict(
+                    f"{what}: another transaction was writing the state at the same moment (TransactionConflict): "
+                    "nothing was written; this one starts nothing"
+                ) from exc
+            if cancelled & TRANSACTION_THROTTLED:
+                raise AwsThrottled(f"{what}: TransactionCanceledException: {sorted(cancelled)}") from exc
             raise map_aws_error(exc, what) from exc
         except BotoCoreError as exc:
             raise map_aws_error(exc, what) from exc
@@ -503,6 +516,15 @@ def _biggest_parts(state: State, executions: Sequence[Mapping[str, Any]]) -> str
 
 def _compact(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _cancelled_for(exc: ClientError) -> set[str]:
+    """The reasons a TransactWriteItems was cancelled for (``CancellationReasons``' codes, ``None`` left
+    out); none for another error."""
+    if str(exc.response.get("Error", {}).get("Code", "")) != "TransactionCanceledException":
+        return set()
+    reasons = exc.response.get("CancellationReasons") or []
+    return {str(r.get("Code")) for r in reasons if r.get("Code") not in (None, "None")}
 
 
 def _condition_failed(exc: ClientError) -> bool:
