@@ -1,4 +1,4 @@
-"""hunt13: the plan record committed with the state stays within DynamoDB's 400 KB item limit."""
+"""the plan record committed with the state stays within DynamoDB's 400 KB item limit."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def ddb() -> Iterator[Any]:
         yield client
 
 
-def test_hunt13_a_plan_of_a_large_burst_is_committed_with_its_record_cut_to_fit(ddb: Any) -> None:
+def test_a_plan_of_a_large_burst_is_committed_with_its_record_cut_to_fit(ddb: Any) -> None:
     """A burst of 120,000 pending pods (Job pods ``ns/job-0001-x7k2q``) placed on new nodes of three
     groups: the plan's ``scale_up`` entries name every pod. PlanStore compresses the plan and, past 300 KB,
     drops ``pending`` and ``kept`` ("past this the per-pod and per-node detail is dropped"), but never

@@ -1,4 +1,4 @@
-"""hunt13: the state table's items under concurrency and redelivery (claims, markers, leases)."""
+"""the state table's items under concurrency and redelivery (claims, markers, leases)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from test_shared_group import UP, World
 from spillway.errors import AwsUnavailable
 
 
-def test_hunt13_a_retried_raise_is_not_taken_as_asked_by_another_groups_set_marker() -> None:
+def test_a_retried_raise_is_not_taken_as_asked_by_another_groups_set_marker() -> None:
     """A plan scales up two groups of one region whose names share a prefix, ``gpu`` and ``gpu-a``: their
     owners are ``up-p-1-1-us-east-1-gpu`` and ``up-p-1-1-us-east-1-gpu-a``. gpu-a's raise is answered
     (``set#up-p-1-1-us-east-1-gpu-a``). gpu's marker PutItem lands but its answer is lost (README,
@@ -67,7 +67,7 @@ def _next_round_retries() -> set[str]:
         ),
     ],
 )
-def test_hunt13_a_commit_cancelled_by_a_concurrent_transaction_is_retried(reason: tuple[str, str]) -> None:
+def test_a_commit_cancelled_by_a_concurrent_transaction_is_retried(reason: tuple[str, str]) -> None:
     """A plan and a scale-up's overflow re-plan commit the state at the same moment: both are
     TransactWriteItems on the state item. DynamoDB cancels one: "There is an ongoing TransactWriteItems
     operation that conflicts with a concurrent TransactWriteItems request. In this case the
