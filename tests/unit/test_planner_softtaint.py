@@ -175,3 +175,34 @@ def test_a_node_made_room_on_loses_its_mark_and_the_node_taking_the_moved_pods_i
     assert marks(result) == {a: False, b: False}
     reasons = {t.node: t.reason for t in result.soft_taint}
     assert codes.MAKE_ROOM in reasons[a] and codes.RECEIVES_MOVED_PODS in reasons[b]
+
+
+def test_hunt12_a_node_kept_only_by_the_scale_in_cap_keeps_its_mark() -> None:
+    """Scenario: ten idle nodes of one group, four idle for 30 minutes and marked by earlier plans while
+    their timers ran; ``max_scale_in_fraction`` 0.2 lets this plan drain two of them, the other two are
+    kept ``scale-in-cap``. They are still scale-down candidates (the next plan drains them: the cap is
+    per plan and passes), so they keep the PreferNoSchedule mark; lifting it sends the next pod to them
+    (LeastAllocated: the emptiest node) and restarts their idle timers, while the six nodes idle for 0 s
+    are marked instead.
+
+    Rule: cluster-autoscaler soft-taints every unneeded node (``scaleDownPlanner.UnneededNodes()``,
+    core/static_autoscaler.go, ``UpdateSoftDeletionTaints``); a node it does not delete this loop because
+    of ``--max-empty-bulk-delete`` / ``--max-scale-down-parallelism`` is still unneeded and keeps
+    ``DeletionCandidateOfClusterAutoscaler``. Spillway's own softtaint docstring: "A node the plan would
+    remove but for something that passes gets the taint"."""
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=10, max_size=20)
+    for n in nodes[:4]:
+        w.idle_since(n, 30)
+        taint(w, n)
+
+    result = w.plan(max_scale_in_fraction=0.2)
+
+    drained = {d.node for d in result.drain}
+    capped = {k.node for k in result.kept if k.code == codes.SCALE_IN_CAP}
+    assert len(drained) == 2 and capped == set(nodes[:4]) - drained
+    assert not [t for t in result.soft_taint if t.node in capped]  # still candidates: marks stay
+    for n in nodes[:4]:
+        w.node(n)["spec"]["taints"] = []
+    unmarked = w.plan(max_scale_in_fraction=0.2, max_bulk_soft_taint_count=2)
+    assert {t.node for t in unmarked.soft_taint if t.add} == capped  # the longest idle are marked first

@@ -411,3 +411,32 @@ def test_whether_a_pod_never_started_survives_the_snapshot_and_an_older_one_read
     assert info.unstarted and PodInfo.from_dict(info.to_dict()) == info
     written_before = {k: v for k, v in info.to_dict().items() if k != "nst"}
     assert not PodInfo.from_dict(written_before).unstarted  # judged as it was then: work
+
+
+def test_hunt12_a_node_still_registering_is_not_drained_while_the_plan_counts_it_as_launching() -> None:
+    """Scenario: a GPU group whose nodes take long to start (``max_node_startup_minutes`` 45); a node
+    registered 35 minutes ago has never been Ready (its Ready condition set at registration), and a
+    pending pod fits the group. The plan counts the node as capacity launching (``fits-launching``:
+    the pod waits for it, nothing new is launched) and, being past ``scale_down_unready_minutes`` (20)
+    and idle for 12 minutes, drains it in the same plan: the pod then waits on capacity the plan itself
+    terminates.
+
+    Rule: a registered node not Ready yet is launching while it is younger than
+    ``max_node_startup_minutes`` (spillway.planner.joins and startup docstrings; cluster-autoscaler's
+    ``--max-node-startup-time``: such a node is "not started", upcoming capacity, not unready), and the
+    health count and the disruption budgets leave it out as still registering
+    (:func:`spillway.planner.health.registering`). Scale-down keeps it until that window ends, as it keeps
+    a Ready node still starting (``starting``)."""
+    w = World(regions=("us-east-1",))
+    (busy,) = w.group("gpu", "g5.xlarge", nodes=1, max_size=20, gpu_taint=True)
+    w.gpu_pods("run", 1, 1, node_name=busy, cpu="2", memory="8Gi")
+    iid = w.add_instance("gpu", register=False)
+    late = w.node_for("gpu", iid, "g5.xlarge", gpu_taint=True, ready=False, created=NOW - timedelta(minutes=35))
+    w.idle_since(late, 12)
+    (pod,) = w.gpu_pods("want", 1, 1, cpu="2", memory="8Gi")
+
+    result = w.plan(max_node_startup_minutes=45, max_scale_in_fraction=1.0)
+
+    assert {p.pod: p.code for p in result.pending} == {pod: codes.FITS_LAUNCHING}
+    assert result.drain == ()
+    assert _kept(result)[late][0] == codes.NOT_READY

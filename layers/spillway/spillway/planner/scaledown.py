@@ -41,7 +41,7 @@ from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Con
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import comes_back
 from spillway.planner.groups import scheduled_min
-from spillway.planner.health import out_of_service
+from spillway.planner.health import out_of_service, registering
 from spillway.planner.limits import Floors
 from spillway.planner.minresources import spends
 from spillway.planner.placement import Bin
@@ -75,7 +75,9 @@ def _cluster_unhealthy(ctx: Context, node: WorkNode) -> Verdict:
 
 
 def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
-    """A NotReady node is kept while it may still come (back): for ``scale_down_unready_minutes`` since
+    """A NotReady node is kept while it may still come (back): while it is still registering (never Ready
+    yet and younger than ``max_node_startup_minutes``: :func:`~spillway.planner.health.registering`; the
+    plan counts it as capacity launching), and for ``scale_down_unready_minutes`` since
     its Ready condition last changed (else since it was created). After that an idle one is judged like
     any idle node, and drained once idle long enough (cluster-autoscaler's ``--scale-down-unready-time``).
     One that runs workload pods is left alone (its pods cannot be evicted without a kubelet; neither
@@ -92,6 +94,12 @@ def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
     info = node.info
     if info.ready:
         return None
+    if registering(info, ctx.config, ctx.now):  # capacity launching (Context.launching), not unready yet
+        return (
+            codes.NOT_READY,
+            f"never Ready yet, registered {minutes(ctx.now - aware(info.created_at or ctx.now))} ago: still "
+            "starting (max_node_startup_minutes)",
+        )
     since = info.ready_changed_at or info.created_at
     if since is None:
         return codes.NOT_READY, "not Ready, since when unknown"

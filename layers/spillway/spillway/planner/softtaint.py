@@ -6,6 +6,9 @@ A node the plan would remove but for something that passes gets the taint
 
 * kept only by a timer: ``idle-below-threshold`` (empty, not idle for ``scale_down_idle_minutes`` yet)
   or ``underutilized-not-long-enough`` (a consolidation candidate inside ``consolidation_after_minutes``);
+* kept only by the per-plan cap, ``scale-in-cap`` (``max_scale_in_fraction``): a later plan drains it,
+  as cluster-autoscaler keeps every unneeded node it did not delete for ``--max-empty-bulk-delete``
+  marked (``UnneededNodes``);
 * in a group that consolidates (``when-underutilized``), a busy node whose every pod may move
   (:func:`spillway.planner.disruption.assess_move`) and that no drain, cordon, pending pod or pod this
   plan moves claims,
@@ -41,6 +44,8 @@ from spillway.planner.limits import Floors
 from spillway.planner.types import Drain, KeptNode, SoftTaint
 
 TIMERS = frozenset({codes.IDLE_BELOW_THRESHOLD, codes.UNDERUTILIZED_NOT_LONG_ENOUGH})
+# what keeps a node only until a later plan: its timer, or this plan's scale-in cap
+PASSING = TIMERS | {codes.SCALE_IN_CAP}
 # the plan expects pods on these nodes (pending pods, or pods it moves there): never steer them away
 PLANNED_ONTO = frozenset({codes.PENDING_FITS, codes.RECEIVES_MOVED_PODS})
 
@@ -61,7 +66,7 @@ def soft_taints(
     waiting = {
         name: k
         for name, k in kept_by.items()
-        if k.code in TIMERS or (name in movable and k.code not in PLANNED_ONTO)
+        if k.code in PASSING or (name in movable and k.code not in PLANNED_ONTO)
     }
     tainted = {name for name, node in ctx.nodes.items() if has_taint(node.info, CANDIDATE_TAINT)}
     lifted = [
@@ -95,7 +100,7 @@ def _marks(
             floors.remove(node.info, group)
         room[group.name] -= 1
         why = waiting[name]
-        held = f"{why.code}: {why.reason}" if why.code in TIMERS else f"every pod on it may move ({why.code})"
+        held = f"{why.code}: {why.reason}" if why.code in PASSING else f"every pod on it may move ({why.code})"
         out.append(SoftTaint(name, True, f"{held}; new pods go elsewhere first (PreferNoSchedule)"))
     return out
 
