@@ -177,7 +177,7 @@ def test_a_node_made_room_on_loses_its_mark_and_the_node_taking_the_moved_pods_i
     assert codes.MAKE_ROOM in reasons[a] and codes.RECEIVES_MOVED_PODS in reasons[b]
 
 
-def test_hunt12_a_node_kept_only_by_the_scale_in_cap_keeps_its_mark() -> None:
+def test_a_node_kept_only_by_the_scale_in_cap_keeps_its_mark() -> None:
     """Scenario: ten idle nodes of one group, four idle for 30 minutes and marked by earlier plans while
     their timers ran; ``max_scale_in_fraction`` 0.2 lets this plan drain two of them, the other two are
     kept ``scale-in-cap``. They are still scale-down candidates (the next plan drains them: the cap is

@@ -413,7 +413,7 @@ def test_whether_a_pod_never_started_survives_the_snapshot_and_an_older_one_read
     assert not PodInfo.from_dict(written_before).unstarted  # judged as it was then: work
 
 
-def test_hunt12_a_node_still_registering_is_not_drained_while_the_plan_counts_it_as_launching() -> None:
+def test_a_node_still_registering_is_not_drained_while_the_plan_counts_it_as_launching() -> None:
     """Scenario: a GPU group whose nodes take long to start (``max_node_startup_minutes`` 45); a node
     registered 35 minutes ago has never been Ready (its Ready condition set at registration), and a
     pending pod fits the group. The plan counts the node as capacity launching (``fits-launching``:
