@@ -3131,9 +3131,7 @@ def test_a_json_patch_testing_the_uid_of_a_recreated_object_is_refused_generical
     assert patch(new)["status"]["conditions"] == [GOOD_CONDITION]
 
 
-def test_an_eviction_whose_body_names_no_pod_is_a_bad_request(
-    api: KubeApiServer, core: CoreV1Api
-) -> None:
+def test_an_eviction_whose_body_names_no_pod_is_a_bad_request(api: KubeApiServer, core: CoreV1Api) -> None:
     """An Eviction must name the pod of its URL: the real server compares the two whatever they are,
     so a body without ``metadata.name`` is refused with 400 "name in URL does not match name in
     Eviction object" and nothing is deleted (kubernetes/kubernetes pkg/registry/core/pod/storage/

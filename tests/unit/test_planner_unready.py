@@ -431,7 +431,9 @@ def test_a_node_still_registering_is_not_drained_while_the_plan_counts_it_as_lau
     (busy,) = w.group("gpu", "g5.xlarge", nodes=1, max_size=20, gpu_taint=True)
     w.gpu_pods("run", 1, 1, node_name=busy, cpu="2", memory="8Gi")
     iid = w.add_instance("gpu", register=False)
-    late = w.node_for("gpu", iid, "g5.xlarge", gpu_taint=True, ready=False, created=NOW - timedelta(minutes=35))
+    late = w.node_for(
+        "gpu", iid, "g5.xlarge", gpu_taint=True, ready=False, created=NOW - timedelta(minutes=35)
+    )
     w.idle_since(late, 12)
     (pod,) = w.gpu_pods("want", 1, 1, cpu="2", memory="8Gi")
 
