@@ -1018,14 +1018,19 @@ def test_hunt15_nodes_joining_one_after_another_do_not_look_like_a_node_stuck_no
     ready = tuple(NodeInfo(name=f"gpu-{i}", allocatable={"cpu": 4000}, created_at=start - timedelta(days=1))
                   for i in range(50))  # fmt: skip
 
-    [name] = [props["MetricName"]] if "MetricName" in props else [
-        q["MetricStat"]["Metric"]["MetricName"] for q in props["Metrics"] if "MetricStat" in q]
+    [name] = (
+        [props["MetricName"]]
+        if "MetricName" in props
+        else [q["MetricStat"]["Metric"]["MetricName"] for q in props["Metrics"] if "MetricStat" in q]
+    )
 
     def series(not_ready_at: Callable[[datetime], tuple[NodeInfo, ...]]) -> list[tuple[float, float]]:
         points: list[tuple[float, float]] = []
         for step in range(0, 40 * 60, 20):
             now = start + timedelta(seconds=step)
-            cluster = ClusterSnapshot(cluster=CLUSTER, taken_at=now, nodes=(*ready, *not_ready_at(now)), pods=())
+            cluster = ClusterSnapshot(
+                cluster=CLUSTER, taken_at=now, nodes=(*ready, *not_ready_at(now)), pods=()
+            )
             snapshot = Snapshot.build(cluster, [], now)
             metrics.clear_metrics()
             app.record(Observation(snapshot=snapshot, counts=snapshot.counts(), reason="unchanged"))
