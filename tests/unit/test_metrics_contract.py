@@ -489,7 +489,7 @@ def interrupt_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     batch = {"Records": [{**record, "messageId": str(i), "body": json.dumps(doc)}
                          for i, doc in enumerate((warning, malformed, other))]}  # fmt: skip
     found = emissions_of("interrupt", invoke(app, batch, "interrupt"))
-    assert {"InterruptDrainsStarted", "GroupsBackedOff"} <= {e.name for e in found}, "the warning did nothing"
+    assert {"InterruptDrainsStarted", "SpotGroupsBackedOff"} <= {e.name for e in found}, "the warning did nothing"
     return found
 
 
