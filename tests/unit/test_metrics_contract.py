@@ -489,7 +489,9 @@ def interrupt_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     batch = {"Records": [{**record, "messageId": str(i), "body": json.dumps(doc)}
                          for i, doc in enumerate((warning, malformed, other))]}  # fmt: skip
     found = emissions_of("interrupt", invoke(app, batch, "interrupt"))
-    assert {"InterruptDrainsStarted", "SpotGroupsBackedOff"} <= {e.name for e in found}, "the warning did nothing"
+    assert {"InterruptDrainsStarted", "SpotGroupsBackedOff"} <= {e.name for e in found}, (
+        "the warning did nothing"
+    )
     return found
 
 
@@ -721,7 +723,8 @@ def test_every_metric_an_alarm_of_the_runbook_names_is_emitted() -> None:
     handlers print it, under the dimensions the alarms read."""
     metric_names = {n for name_cell, _, _ in runbook_rows("metric") for n in spans(name_cell)}
     named = {s for row in runbook_rows("alarm") for cell in row for s in spans(cell)} & metric_names
-    assert {"GroupsBackedOff", "NotReadyNodes", "InterruptMalformed"} <= named  # the parser reads the table
+    # the parser reads the table
+    assert {"GroupsBackedOff", "LongestNotReadySeconds", "InterruptMalformed"} <= named
     emitted_names = {e.name for e in emitted() if e.namespace == NAMESPACE}
     assert sorted(named - emitted_names) == []
 
@@ -824,7 +827,7 @@ def test_a_widget_on_auto_scaling_group_metrics_tells_how_to_turn_them_on() -> N
 # Metrics that are a level at the time of one observation or one plan (pods waiting, nodes), not a
 # count of things done: the README's metric table ("the cluster as observed"; "per plan: ... pending
 # pods with no place"; "pods held by limits").
-LEVELS = {"PendingPods", "UnschedulablePods", "OldestPendingSeconds", "Nodes", "NotReadyNodes",
+LEVELS = {"PendingPods", "UnschedulablePods", "OldestPendingSeconds", "Nodes", "NotReadyNodes", "LongestNotReadySeconds",
           "UnplaceablePods", "PodsHeldByLimits", "TenantPodsHeld", "GangOrphans", "GangOrphansBusy",
           "GangInstanceReadsFailed"}  # fmt: skip
 
