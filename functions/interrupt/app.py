@@ -10,7 +10,7 @@ warning Spillway failed to read: after maxReceiveCount receives it sits in the a
 queue. An event Spillway does not act on (:class:`IrrelevantNotice`) is dropped and counted.
 
 Metrics (EMF): InterruptDrainsStarted, InterruptDuplicates, InterruptIgnored, InterruptMalformed,
-InstanceGoneUndrained, LifecycleActionSeen, LifecycleActionsCompleted, LifecycleNoNode, GroupsBackedOff.
+InstanceGoneUndrained, LifecycleActionSeen, LifecycleActionsCompleted, LifecycleNoNode, SpotGroupsBackedOff.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ snapshot whenever demand changed (or as a heartbeat). Thin: the work is ``spillw
 
 Clients come from :mod:`spillway.clients`, the one wiring of every function (built once per container,
 on the first invocation: importing this module is cheap and needs no environment). Metrics (EMF): PendingPods, UnschedulablePods, Nodes, NotReadyNodes,
-SnapshotBytes, ObserveSeconds, OldestPendingSeconds (alarmed on), SnapshotsWritten, ObservationFailures,
+LongestNotReadySeconds (alarmed on), SnapshotBytes, ObserveSeconds, OldestPendingSeconds (alarmed on), SnapshotsWritten, ObservationFailures,
 GangInstanceReadsFailed (alarmed on: the regions whose gang-instance read failed, named in the log line).
 """
 
@@ -25,6 +25,7 @@ def record(observation: Observation) -> None:
     add_count("UnschedulablePods", counts.unschedulable_pods)
     add_count("Nodes", counts.nodes)
     add_count("NotReadyNodes", counts.not_ready_nodes)
+    add_seconds("LongestNotReadySeconds", observation.snapshot.longest_not_ready_seconds())
     add_seconds("ObserveSeconds", observation.snapshot.observe_seconds)
     add_seconds("OldestPendingSeconds", observation.snapshot.oldest_pending_seconds())
     add_count("SnapshotsWritten", 1 if observation.written else 0)

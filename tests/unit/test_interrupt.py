@@ -352,7 +352,7 @@ def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_ty
         "pool#spot/us-east-1a/g5.xlarge", "spot-a", "spot-a2"
     ]  # fmt: skip
     assert {until for _, until, _ in rig.ledger.backoffs} == {WARNED_AT + timedelta(minutes=15)}
-    assert rig.counted("GroupsBackedOff") == 2
+    assert rig.counted("SpotGroupsBackedOff") == 2
 
 
 def test_a_spot_warning_handled_late_gives_the_store_its_clock_to_judge_its_back_off_over() -> None:

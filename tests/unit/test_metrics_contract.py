@@ -489,7 +489,9 @@ def interrupt_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     batch = {"Records": [{**record, "messageId": str(i), "body": json.dumps(doc)}
                          for i, doc in enumerate((warning, malformed, other))]}  # fmt: skip
     found = emissions_of("interrupt", invoke(app, batch, "interrupt"))
-    assert {"InterruptDrainsStarted", "GroupsBackedOff"} <= {e.name for e in found}, "the warning did nothing"
+    assert {"InterruptDrainsStarted", "SpotGroupsBackedOff"} <= {e.name for e in found}, (
+        "the warning did nothing"
+    )
     return found
 
 
@@ -721,7 +723,8 @@ def test_every_metric_an_alarm_of_the_runbook_names_is_emitted() -> None:
     handlers print it, under the dimensions the alarms read."""
     metric_names = {n for name_cell, _, _ in runbook_rows("metric") for n in spans(name_cell)}
     named = {s for row in runbook_rows("alarm") for cell in row for s in spans(cell)} & metric_names
-    assert {"GroupsBackedOff", "NotReadyNodes", "InterruptMalformed"} <= named  # the parser reads the table
+    # the parser reads the table
+    assert {"GroupsBackedOff", "LongestNotReadySeconds", "InterruptMalformed"} <= named
     emitted_names = {e.name for e in emitted() if e.namespace == NAMESPACE}
     assert sorted(named - emitted_names) == []
 
@@ -824,7 +827,7 @@ def test_a_widget_on_auto_scaling_group_metrics_tells_how_to_turn_them_on() -> N
 # Metrics that are a level at the time of one observation or one plan (pods waiting, nodes), not a
 # count of things done: the README's metric table ("the cluster as observed"; "per plan: ... pending
 # pods with no place"; "pods held by limits").
-LEVELS = {"PendingPods", "UnschedulablePods", "OldestPendingSeconds", "Nodes", "NotReadyNodes",
+LEVELS = {"PendingPods", "UnschedulablePods", "OldestPendingSeconds", "Nodes", "NotReadyNodes", "LongestNotReadySeconds",
           "UnplaceablePods", "PodsHeldByLimits", "TenantPodsHeld", "GangOrphans", "GangOrphansBusy",
           "GangInstanceReadsFailed"}  # fmt: skip
 
@@ -887,3 +890,170 @@ def test_every_alarm_looks_back_at_most_a_day_and_needs_no_more_datapoints_than_
         assert lengths, name
         assert 1 <= needed <= periods, name
         assert all(periods * number(length) <= 86_400 for length in lengths), name
+
+
+# --- hunt15: no alarm for normal operation ------------------------------------------------------
+
+
+def emf_values(out: str) -> dict[tuple[str, frozenset[tuple[str, str]]], list[float]]:
+    """Every value an EMF output gives each (metric, dimension set) in the namespace Spillway."""
+    values: dict[tuple[str, frozenset[tuple[str, str]]], list[float]] = {}
+    for doc in emf_documents(out):
+        for directive in doc["_aws"]["CloudWatchMetrics"]:
+            if directive["Namespace"] != NAMESPACE:
+                continue
+            for dims in directive["Dimensions"]:
+                key_dims = frozenset((d, str(doc[d])) for d in dims)
+                for metric in directive["Metrics"]:
+                    value = doc[metric["Name"]]
+                    values.setdefault((metric["Name"], key_dims), []).extend(
+                        value if isinstance(value, list) else [value]
+                    )
+    return values
+
+
+def test_hunt15_a_routine_spot_interruption_warning_pages_nobody() -> None:
+    """Scenario: EC2 sends the two-minute Spot interruption warning for a node of a Spot group (routine
+    on Spot: EC2 reclaims capacity whenever it needs it). The interrupt function drains the node and backs
+    off the Spot pool of its type and zone, as designed, and counted that back-off as ``GroupsBackedOff``,
+    the very metric of the ``GroupsBackedOff`` alarm (Sum >= 1 in 5 minutes): one page per Spot
+    interruption, whose runbook row itself says "After a Spot interruption ...: nothing to fix".
+
+    Rule: no alarm fires for normal operation; an alarm is for what a person must act on (the runbook's
+    own "do" column). A metric alarm reads the sum of every datapoint of its metric with exactly its
+    dimensions, whoever put them (*Using Amazon CloudWatch alarms*), so the interrupt function's count
+    must not go into the alarmed series."""
+    from test_interrupt import WARNED_AT
+    from test_interrupt import world as spot_world
+
+    from spillway.act.interrupt import Interrupter
+    from spillway.observability import metrics
+
+    app = load_app("interrupt")
+    snapshots = FakeSnapshots()
+    snapshots.add(spot_world())
+
+    def interrupter(metric: Callable[[str, float], None]) -> Interrupter:
+        return Interrupter(snapshots=snapshots, workflows=FakeWorkflows(), ledger=FakeLedger(),
+                           cluster="prod", regions=(REGION,), drain_node_arn="arn:aws:states:::x",
+                           cloud=FakeCloud(cluster="prod"), metric=metric,
+                           clock=lambda: WARNED_AT + timedelta(seconds=10))  # fmt: skip
+
+    warning = json.loads((ROOT / "events" / "interrupt-spot-warning.json").read_text())
+    [record] = json.loads((ROOT / "events" / "interrupt-sqs.json").read_text())["Records"][:1]
+    batch = {"Records": [{**record, "messageId": "0", "body": json.dumps(warning)}]}
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in GLOBAL_ENV.items():
+            if (resolved := resolve(value)) is not None:
+                env.setenv(name, resolved)
+        env.setenv("CLUSTER_NAME", CLUSTER)
+        env.setattr(app, "get_clients", lambda: SimpleNamespace(
+            config=SimpleNamespace(cluster_name=CLUSTER), interrupter=interrupter))  # fmt: skip
+        try:
+            values = emf_values(invoke(app, batch, "interrupt"))
+        finally:
+            metrics.clear_metrics()
+            metrics.clear_default_dimensions()
+    assert any(name == "InterruptDrainsStarted" and sum(v) for (name, _), v in values.items())
+    fired = []
+    for alarm, props in alarms().items():
+        if props.get("Namespace") != NAMESPACE or props.get("Statistic") != "Sum":
+            continue
+        read = _alarm_metric(alarm, props)
+        total = sum(sum(v) for (name, dims), v in values.items()
+                    if name == read.name and frozenset(k for k, _ in dims) == read.dimensions
+                    and set(read.pinned) <= dims)  # fmt: skip
+        if total >= number(props["Threshold"]):
+            fired.append(f"{alarm}: {read.name} = {total:g}")
+    assert fired == []
+
+
+def _alarm_fires(props: Mapping[str, Any], series: list[tuple[float, float]]) -> bool:
+    """Whether a single-metric alarm (plain, or one MetricStat whose expression passes it on) goes to
+    ALARM on ``series`` ((seconds, value) datapoints, none missing in its periods): each Period's
+    Statistic, and DatapointsToAlarm of EvaluationPeriods consecutive periods breaching."""
+    if "MetricName" in props:
+        stat, period = props["Statistic"], props["Period"]
+        scale = 1.0
+    else:
+        [query] = [q for q in props["Metrics"] if "MetricStat" in q]
+        stat, period = query["MetricStat"]["Stat"], query["MetricStat"]["Period"]
+        [expression] = [q["Expression"] for q in props["Metrics"] if "Expression" in q] or [query["Id"]]
+        divisor = re.fullmatch(rf"{query['Id']}\s*/\s*(\d+)", expression)
+        assert divisor or expression == query["Id"], expression
+        scale = 1 / float(divisor.group(1)) if divisor else 1.0
+    buckets: dict[int, list[float]] = {}
+    for at, value in series:
+        buckets.setdefault(int(at // period), []).append(value)
+    aggregate = {"Minimum": min, "Maximum": max, "Sum": sum}[stat]
+    threshold = number(props["Threshold"])
+    compare = {
+        "GreaterThanThreshold": lambda v: v > threshold,
+        "GreaterThanOrEqualToThreshold": lambda v: v >= threshold,
+    }[props["ComparisonOperator"]]
+    breaching = [compare(aggregate(buckets[b]) * scale) for b in sorted(buckets)]
+    periods = int(number(props["EvaluationPeriods"]))
+    needed = int(number(props.get("DatapointsToAlarm", props["EvaluationPeriods"])))
+    return any(sum(breaching[i : i + periods]) >= needed for i in range(len(breaching) - periods + 1))
+
+
+def test_hunt15_nodes_joining_one_after_another_do_not_look_like_a_node_stuck_not_ready() -> None:
+    """Scenario: a large GPU fleet is replaced node by node (a node group's AMI rollout, or Spot
+    capacity churning), one new node a minute; each is NotReady for its first 80 s, while its CNI and
+    GPU driver start, then Ready. At every observation (one each 20 s) some node is NotReady, but none
+    for more than 80 s. The ``not-ready-nodes`` alarm took the least ``NotReadyNodes`` (the count of
+    NotReady nodes at an observation) of each 5 minutes, above 0 in six periods running: it fired after
+    30 minutes of perfectly normal churn, though its runbook row (and template.yaml: "A node NotReady in
+    every observation for half an hour") is about a node stuck NotReady, one a person must look at.
+    The same alarm must still fire for one node NotReady throughout.
+
+    Rule: no alarm fires for normal operation; a metric alarm compares each period's statistic of the
+    datapoints with its threshold, DatapointsToAlarm of EvaluationPeriods (*Using Amazon CloudWatch
+    alarms*, "Evaluating an alarm"): a count of NotReady nodes says nothing of how long any one was."""
+    from spillway.model.cluster import ClusterSnapshot, NodeInfo
+    from spillway.model.snapshot import Snapshot
+    from spillway.observability import metrics
+    from spillway.observe import Observation
+
+    [props] = [p for n, p in alarms().items() if n.endswith("-not-ready-nodes")]
+    app = load_app("observe")
+    start = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+    ready = tuple(NodeInfo(name=f"gpu-{i}", allocatable={"cpu": 4000}, created_at=start - timedelta(days=1))
+                  for i in range(50))  # fmt: skip
+
+    [name] = (
+        [props["MetricName"]]
+        if "MetricName" in props
+        else [q["MetricStat"]["Metric"]["MetricName"] for q in props["Metrics"] if "MetricStat" in q]
+    )
+
+    def series(not_ready_at: Callable[[datetime], tuple[NodeInfo, ...]]) -> list[tuple[float, float]]:
+        points: list[tuple[float, float]] = []
+        for step in range(0, 40 * 60, 20):
+            now = start + timedelta(seconds=step)
+            cluster = ClusterSnapshot(
+                cluster=CLUSTER, taken_at=now, nodes=(*ready, *not_ready_at(now)), pods=()
+            )
+            snapshot = Snapshot.build(cluster, [], now)
+            metrics.clear_metrics()
+            app.record(Observation(snapshot=snapshot, counts=snapshot.counts(), reason="unchanged"))
+            points += [(step, float(v)) for v in metrics.metric_set[name]["Value"]]
+        metrics.clear_metrics()
+        return points
+
+    def churn(now: datetime) -> tuple[NodeInfo, ...]:  # one new node a minute, each NotReady for 80 s
+        joined = []
+        for minutes_ago in (0, 1, 2):
+            created = start + timedelta(minutes=(now - start).total_seconds() // 60 - minutes_ago)
+            age = (now - created).total_seconds()
+            joined.append(NodeInfo(name=f"new-{created:%H%M}", allocatable={"cpu": 4000}, created_at=created,
+                                   ready=age >= 80, ready_changed_at=created))  # fmt: skip
+        return tuple(joined)
+
+    def stuck(now: datetime) -> tuple[NodeInfo, ...]:
+        return (NodeInfo(name="gpu-stuck", allocatable={"cpu": 4000}, created_at=start - timedelta(days=1),
+                         ready=False, ready_changed_at=start - timedelta(minutes=1)),)  # fmt: skip
+
+    assert all(any(not n.ready for n in churn(start + timedelta(seconds=s))) for s in range(0, 2400, 20))
+    assert _alarm_fires(props, series(stuck)), "a node NotReady for 40 minutes must alarm"
+    assert not _alarm_fires(props, series(churn)), "nodes NotReady for a minute each, one after another"

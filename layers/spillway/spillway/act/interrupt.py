@@ -931,5 +931,6 @@ class Interrupter:
             self.ledger.put_backoff(self.cluster, group.name, until, reason, region=group.region, now=now)
             names.append(group.name)
         if groups:
-            self.metric("GroupsBackedOff", len(groups))
+            # not GroupsBackedOff: that one is alarmed, and a Spot interruption is routine, nothing to fix
+            self.metric("SpotGroupsBackedOff", len(groups))
         return names

@@ -119,6 +119,18 @@ class Snapshot:
         ]
         return max(ages, default=0.0)
 
+    def longest_not_ready_seconds(self) -> float:
+        """How long the node NotReady the longest has been so: since its Ready condition last changed
+        (``lastTransitionTime``), or since it was created when the condition gives no time; 0 when every
+        node is Ready. One node's time, so nodes joining one after another (each NotReady for its first
+        minute) never add up to a long one."""
+        ages = [
+            (self.taken_at - since).total_seconds()
+            for node in self.cluster.nodes
+            if not node.ready and (since := node.ready_changed_at or node.created_at) is not None
+        ]
+        return max(ages, default=0.0)
+
 
 @dataclass(frozen=True, slots=True)
 class SnapshotCounts:
