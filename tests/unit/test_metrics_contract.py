@@ -912,7 +912,7 @@ def emf_values(out: str) -> dict[tuple[str, frozenset[tuple[str, str]]], list[fl
     return values
 
 
-def test_hunt15_a_routine_spot_interruption_warning_pages_nobody() -> None:
+def test_a_routine_spot_interruption_warning_pages_nobody() -> None:
     """Scenario: EC2 sends the two-minute Spot interruption warning for a node of a Spot group (routine
     on Spot: EC2 reclaims capacity whenever it needs it). The interrupt function drains the node and backs
     off the Spot pool of its type and zone, as designed, and counted that back-off as ``GroupsBackedOff``,
@@ -997,7 +997,7 @@ def _alarm_fires(props: Mapping[str, Any], series: list[tuple[float, float]]) ->
     return any(sum(breaching[i : i + periods]) >= needed for i in range(len(breaching) - periods + 1))
 
 
-def test_hunt15_nodes_joining_one_after_another_do_not_look_like_a_node_stuck_not_ready() -> None:
+def test_nodes_joining_one_after_another_do_not_look_like_a_node_stuck_not_ready() -> None:
     """Scenario: a large GPU fleet is replaced node by node (a node group's AMI rollout, or Spot
     capacity churning), one new node a minute; each is NotReady for its first 80 s, while its CNI and
     GPU driver start, then Ready. At every observation (one each 20 s) some node is NotReady, but none

@@ -100,7 +100,9 @@ def _marks(
             floors.remove(node.info, group)
         room[group.name] -= 1
         why = waiting[name]
-        held = f"{why.code}: {why.reason}" if why.code in PASSING else f"every pod on it may move ({why.code})"
+        held = (
+            f"{why.code}: {why.reason}" if why.code in PASSING else f"every pod on it may move ({why.code})"
+        )
         out.append(SoftTaint(name, True, f"{held}; new pods go elsewhere first (PreferNoSchedule)"))
     return out
 
