@@ -227,3 +227,113 @@ def test_a_short_fleets_errors_are_of_the_capacity_type_it_asked_for(aws: CloudS
     )  # fmt: skip
     assert sum(len(entry["InstanceIds"]) for entry in fleet["Instances"]) == 1
     assert [e["Lifecycle"] for e in fleet["Errors"]] == [kind, kind]
+
+
+def _hooked_group(name: str, desired: int) -> list[str]:
+    """A group with a terminate hook (Spillway's drain hook) and ``desired`` InService instances."""
+    make_group(name, max_size=5)
+    client = boto3.client("autoscaling")
+    client.put_lifecycle_hook(
+        LifecycleHookName="drain", AutoScalingGroupName=name,
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING", HeartbeatTimeout=300, DefaultResult="CONTINUE",
+    )  # fmt: skip
+    client.set_desired_capacity(AutoScalingGroupName=name, DesiredCapacity=desired)
+    return sorted(str(i["InstanceId"]) for i in group(name)["Instances"])  # type: ignore[attr-defined]
+
+
+def test_hunt14_terminating_without_the_decrement_on_a_hooked_group_launches_a_replacement(
+    aws: CloudSim,
+) -> None:
+    """AWS, TerminateInstanceInAutoScalingGroup (API reference): "If you do not specify the option to
+    decrement the desired capacity, Amazon EC2 Auto Scaling launches instances to replace the ones that are
+    terminated", and an instance in Terminating:Wait no longer counts towards the desired capacity. CloudSim
+    held the instance for its hook and launched nothing, then or after the action completed: the group
+    stayed one short of its desired capacity. The product counts on the replacement wherever it terminates
+    without the decrement: a leaving drain that meets the MinSize (DrainSteps._terminate_instance),
+    give_back_in_group's retry of a MinSize refusal (gang and scale-up give-backs), the unregistered
+    instance removal at MinSize ("the group launches a replacement")."""
+    victim, kept = _hooked_group("gpu", 2)
+    client = boto3.client("autoscaling")
+    client.terminate_instance_in_auto_scaling_group(InstanceId=victim, ShouldDecrementDesiredCapacity=False)
+    client.complete_lifecycle_action(
+        AutoScalingGroupName="gpu", LifecycleHookName="drain", LifecycleActionResult="CONTINUE", InstanceId=victim
+    )  # fmt: skip
+
+    described = group("gpu")
+    instances: list[dict[str, str]] = described["Instances"]  # type: ignore[assignment]
+    in_service = [i["InstanceId"] for i in instances if i["LifecycleState"] == "InService"]
+    assert described["DesiredCapacity"] == 2
+    assert kept in in_service and victim not in in_service and len(in_service) == 2
+
+
+def test_hunt14_a_terminate_waiting_on_its_hook_is_one_activity_listed_first_while_in_progress(
+    aws: CloudSim,
+) -> None:
+    """AWS, DescribeScalingActivities (API reference, Activities): "Activities are sorted by start time.
+    Activities still in progress are described first"; an activity in progress has no EndTime, and the
+    termination a lifecycle hook holds is one activity whose StatusCode turns Successful when the instance
+    terminates. CloudSim listed the InProgress "Terminating EC2 instance" activity by start time only
+    (behind newer launches), with an EndTime, and when the action completed recorded a second, Successful
+    one beside it, the first staying InProgress for ever. The product's describe_activities and
+    detach_recorded page through activities relying on exactly this order: an activity in progress that
+    started before the window is passed over, not taken for the window's end (else the failed launches
+    behind it would be missed); on CloudSim that path never ran, as the old in-progress one came last."""
+    victim, _ = _hooked_group("gpu", 2)
+    client = boto3.client("autoscaling")
+    client.terminate_instance_in_auto_scaling_group(InstanceId=victim, ShouldDecrementDesiredCapacity=True)
+    client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=3)  # two newer launches
+
+    first = client.describe_scaling_activities(AutoScalingGroupName="gpu")["Activities"][0]
+    assert (first["Description"], first["StatusCode"]) == (
+        f"Terminating EC2 instance: {victim}",
+        "InProgress",
+    )
+    assert "EndTime" not in first
+
+    client.complete_lifecycle_action(
+        AutoScalingGroupName="gpu", LifecycleHookName="drain", LifecycleActionResult="CONTINUE", InstanceId=victim
+    )  # fmt: skip
+    terminating = [
+        a for a in client.describe_scaling_activities(AutoScalingGroupName="gpu")["Activities"]
+        if a["Description"] == f"Terminating EC2 instance: {victim}"
+    ]  # fmt: skip
+    assert [(a["ActivityId"], a["StatusCode"]) for a in terminating] == [(first["ActivityId"], "Successful")]
+    assert "EndTime" in terminating[0]
+
+
+def test_hunt14_terminating_an_instance_records_its_termination_not_a_detach(aws: CloudSim) -> None:
+    """AWS records a TerminateInstanceInAutoScalingGroup as a "Terminating EC2 instance: <id>" scaling
+    activity (the Activity the call returns); "Detaching EC2 instance: <id>" is DetachInstances' activity
+    (API reference, DetachInstances), recorded when an instance leaves its group alive. On a group without
+    terminate hooks CloudSim recorded a Successful "Detaching" activity for each terminated instance (moto
+    terminates by detaching, and CloudSim's DetachInstances records its activity) and no "Terminating"
+    one. The product reads "Detaching" activities as proof an instance left its group alive
+    (AwsAdapter.detach_recorded: a Spot warning's forced drain of an instance in no group is drained,
+    not refused, only when its group recorded the detach)."""
+    make_group("gpu")
+    client = boto3.client("autoscaling")
+    client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=2)
+    first, second = sorted(str(i["InstanceId"]) for i in group("gpu")["Instances"])  # type: ignore[attr-defined]
+    client.terminate_instance_in_auto_scaling_group(InstanceId=first, ShouldDecrementDesiredCapacity=True)
+    client.terminate_instance_in_auto_scaling_group(InstanceId=second, ShouldDecrementDesiredCapacity=False)
+
+    described = [
+        a["Description"] for a in client.describe_scaling_activities(AutoScalingGroupName="gpu")["Activities"]
+    ]
+    assert not [d for d in described if d.startswith("Detaching")], described
+    assert f"Terminating EC2 instance: {first}" in described
+    assert f"Terminating EC2 instance: {second}" in described
+
+
+def test_hunt14_updating_a_group_keeps_the_mixed_instances_policy_it_does_not_name(aws: CloudSim) -> None:
+    """AWS, UpdateAutoScalingGroup (API reference): "Any properties that you don't specify are not changed
+    by this update request." moto replaces the group's MixedInstancesPolicy with None on any update that
+    does not give it again, so an update of the MinSize alone turned a Spot-only group (its
+    InstancesDistribution) into a plain launch template one and dropped the override that names its
+    instance type. The e2e tests raise a group's MinSize mid-run this way (test_gang_launch, a MinSize
+    raised while the gang waits; test_drain_faults, a leaving drain at MinSize), and the product reads the
+    policy for the group's instance types and capacity type (AutoScalingGroup.MixedInstancesPolicy)."""
+    create_group("spot", instance_type="g5.xlarge", cluster="ml", gpu=True, spot=True)
+    before = group("spot")["MixedInstancesPolicy"]
+    boto3.client("autoscaling").update_auto_scaling_group(AutoScalingGroupName="spot", MinSize=1)
+    assert group("spot").get("MixedInstancesPolicy") == before

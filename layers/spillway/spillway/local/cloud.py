@@ -9,7 +9,9 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
   group below its MinSize (without the decrement the group launches a replacement);
 * scaling activities, answered by ``DescribeScalingActivities``: a ``Successful`` "Launching a new EC2
   instance" per launch, ``Terminating EC2 instance`` per termination, ``Detaching EC2 instance`` per
-  instance ``DetachInstances`` takes out of its group;
+  instance ``DetachInstances`` takes out of its group; listed as AWS lists them, those in progress (a
+  termination a lifecycle hook holds, one activity that ends when the instance terminates) first;
+* ``UpdateAutoScalingGroup`` keeps a ``MixedInstancesPolicy`` it does not name, as AWS does (moto drops it);
 * capacity outages per group (:meth:`CloudSim.capacity_outage`): the desired capacity is accepted but
   nothing launches, and a ``Failed`` activity carries EC2's InsufficientInstanceCapacity message;
 * a log of every ``SetDesiredCapacity`` call (``set_desired_calls``), for "set exactly once" assertions;
@@ -107,6 +109,7 @@ class CloudSim:
         self.waiting: dict[str, dict[str, Any]] = {}
         self.completed: list[tuple[str, str, str, str]] = []
         self.heartbeats: list[tuple[str, str, str]] = []
+        self._terminating: set[str] = set()  # instances TerminateInstanceInAutoScalingGroup is detaching
         self._stack = ExitStack()
 
     # -- test controls --
@@ -213,6 +216,7 @@ class CloudSim:
         original_fleet = Fleets.create_fleet
         original_describe_instances = InstanceResponse.describe_instances
         original_warm = response_cls.describe_warm_pool
+        original_update = group_cls.update
 
         def group_set(self: Any, new_capacity: int | None) -> None:
             region, name = self.region, self.name
@@ -300,12 +304,20 @@ class CloudSim:
                 )
             if sim._terminate_hooks(owner):
                 original_size = owner.desired_capacity
-                if should_decrement and state.lifecycle_state in ("InService", "Pending"):
+                if should_decrement and live:
                     owner.desired_capacity = max(int(owner.desired_capacity or 0) - 1, 0)
                 if instance_id not in sim.waiting:
                     sim._hold(owner, state)
+                if live and not should_decrement:  # it counts no more: the group replaces it
+                    owner.set_desired_capacity(owner.desired_capacity)
                 return models.TerminateInstanceActivity(state.instance, original_size)
-            return original_terminate(self, instance_id, should_decrement)
+            with sim._lock:  # moto terminates by detaching: recorded as the termination it is
+                sim._terminating.add(instance_id)
+            try:
+                return original_terminate(self, instance_id, should_decrement)
+            finally:
+                with sim._lock:
+                    sim._terminating.discard(instance_id)
 
         def complete_action(self: Any) -> Any:
             result = str(self._get_param("LifecycleActionResult") or "")
@@ -337,6 +349,7 @@ class CloudSim:
                         key=lambda a: a["StartTime"],
                         reverse=True,
                     )
+            items.sort(key=lambda a: "EndTime" in a)  # those in progress first (a stable sort)
             limit = int(self._get_param("MaxRecords") or 100)
             start = int(self._get_param("NextToken") or 0)  # AWS pages with NextToken; an offset here
             page: dict[str, Any] = {"Activities": items[start : start + limit]}
@@ -384,11 +397,16 @@ class CloudSim:
             after = before - len(instance_ids) if should_decrement else before
             for iid in instance_ids:  # what AWS records for each (moto records nothing), before the
                 # launch of a replacement it causes without the decrement: that one is newer
-                activity = _activity(group, "Successful", f"Detaching EC2 instance: {iid}")
+                with sim._lock:
+                    terminating = iid in sim._terminating  # TerminateInstanceInAutoScalingGroup's detach
+                verb = "Terminating" if terminating else "Detaching"
+                activity = _activity(group, "Successful", f"{verb} EC2 instance: {iid}")
                 shrink = f", shrinking the capacity from {before} to {after}" if should_decrement else ""
+                what = (
+                    "an instance was taken out of service" if terminating else f"instance {iid} was detached"
+                )
                 activity["Cause"] = (
-                    f"At {activity['StartTime']:%Y-%m-%dT%H:%M:%SZ} instance {iid} was detached in response "
-                    f"to a user request{shrink}."
+                    f"At {activity['StartTime']:%Y-%m-%dT%H:%M:%SZ} {what} in response to a user request{shrink}."
                 )
                 sim.record(group.region, group_name, activity)
             return original_detach(self, group_name, instance_ids, should_decrement)
@@ -469,6 +487,19 @@ class CloudSim:
                 return ActionResult({"Instances": []})
             return ActionResult({"WarmPoolConfiguration": pool, "Instances": _warm_instances(group, pool)})
 
+        def update(self: Any, **kwargs: Any) -> None:
+            # AWS changes only what the update names; moto sets a MixedInstancesPolicy not given to None
+            named = kwargs.get("mixed_instances_policy") or kwargs.get("launch_template")
+            kept = self.mixed_instances_policy
+            if not named and not kwargs.get("launch_config_name") and kept:
+                # as stored, its template has both an id and a name, which moto refuses when given: one
+                policy = copy.deepcopy(kept)
+                spec = policy["LaunchTemplate"]["LaunchTemplateSpecification"]
+                if spec.get("LaunchTemplateName"):
+                    spec.pop("LaunchTemplateId", None)
+                kwargs["mixed_instances_policy"] = policy
+            original_update(self, **kwargs)
+
         def active(self: Any) -> list[Any]:
             # AWS counts a launching (Pending) instance towards the desired capacity; moto only InService
             # ones, and would launch replacements for stalled launches (stall_launches) without end.
@@ -476,6 +507,7 @@ class CloudSim:
 
         group_cls.set_desired_capacity = group_set  # type: ignore[method-assign]
         group_cls.active_instances = active  # type: ignore[method-assign]
+        group_cls.update = update  # type: ignore[method-assign,assignment]
         backend_cls.attach_instances = attach  # type: ignore[method-assign]
         backend_cls.detach_instances = detach  # type: ignore[method-assign]
         Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
@@ -500,6 +532,7 @@ class CloudSim:
             backend_cls.attach_instances = original_attach  # type: ignore[method-assign]
             backend_cls.detach_instances = original_detach  # type: ignore[method-assign]
             group_cls.active_instances = original_active  # type: ignore[method-assign]
+            group_cls.update = original_update  # type: ignore[method-assign]
             Fleets.create_fleet = original_fleet  # type: ignore[method-assign]
             InstanceResponse.describe_instances = original_describe_instances  # type: ignore[method-assign]
             response_cls.describe_warm_pool = original_warm  # type: ignore[method-assign]
@@ -543,9 +576,12 @@ class CloudSim:
                 },
             }
             tokens = {name: entry[0] for name, entry in self.waiting[iid]["hooks"].items()}
-        self.record(
-            group.region, group.name, _activity(group, "InProgress", f"Terminating EC2 instance: {iid}")
-        )
+        activity = _activity(group, "InProgress", f"Terminating EC2 instance: {iid}")
+        del activity["EndTime"]  # in progress: it ends when the instance terminates (_complete)
+        activity["Progress"] = 50
+        with self._lock:
+            self.waiting[iid]["activity"] = activity
+        self.record(group.region, group.name, activity)
         events = [
             {
                 "Source": "aws.autoscaling",
@@ -618,14 +654,13 @@ class CloudSim:
             done = not entry["hooks"]
             if done:
                 del self.waiting[iid]
+                # the termination's own activity (_hold) ends: AWS lists one activity per termination
+                entry["activity"].update(StatusCode="Successful", EndTime=_now(), Progress=100)
         if not done:
             return
         group = backend.autoscaling_groups.get(group_name)
         if group is not None:
             group.instance_states = [s for s in group.instance_states if s.instance.id != iid]
-            self.record(
-                group.region, group_name, _activity(group, "Successful", f"Terminating EC2 instance: {iid}")
-            )
         backend.ec2_backend.terminate_instances([iid])
 
 
