@@ -241,7 +241,7 @@ def _hooked_group(name: str, desired: int) -> list[str]:
     return sorted(str(i["InstanceId"]) for i in group(name)["Instances"])  # type: ignore[attr-defined]
 
 
-def test_hunt14_terminating_without_the_decrement_on_a_hooked_group_launches_a_replacement(
+def test_terminating_without_the_decrement_on_a_hooked_group_launches_a_replacement(
     aws: CloudSim,
 ) -> None:
     """AWS, TerminateInstanceInAutoScalingGroup (API reference): "If you do not specify the option to
@@ -266,7 +266,7 @@ def test_hunt14_terminating_without_the_decrement_on_a_hooked_group_launches_a_r
     assert kept in in_service and victim not in in_service and len(in_service) == 2
 
 
-def test_hunt14_a_terminate_waiting_on_its_hook_is_one_activity_listed_first_while_in_progress(
+def test_a_terminate_waiting_on_its_hook_is_one_activity_listed_first_while_in_progress(
     aws: CloudSim,
 ) -> None:
     """AWS, DescribeScalingActivities (API reference, Activities): "Activities are sorted by start time.
@@ -301,7 +301,7 @@ def test_hunt14_a_terminate_waiting_on_its_hook_is_one_activity_listed_first_whi
     assert "EndTime" in terminating[0]
 
 
-def test_hunt14_terminating_an_instance_records_its_termination_not_a_detach(aws: CloudSim) -> None:
+def test_terminating_an_instance_records_its_termination_not_a_detach(aws: CloudSim) -> None:
     """AWS records a TerminateInstanceInAutoScalingGroup as a "Terminating EC2 instance: <id>" scaling
     activity (the Activity the call returns); "Detaching EC2 instance: <id>" is DetachInstances' activity
     (API reference, DetachInstances), recorded when an instance leaves its group alive. On a group without
@@ -325,7 +325,7 @@ def test_hunt14_terminating_an_instance_records_its_termination_not_a_detach(aws
     assert f"Terminating EC2 instance: {second}" in described
 
 
-def test_hunt14_updating_a_group_keeps_the_mixed_instances_policy_it_does_not_name(aws: CloudSim) -> None:
+def test_updating_a_group_keeps_the_mixed_instances_policy_it_does_not_name(aws: CloudSim) -> None:
     """AWS, UpdateAutoScalingGroup (API reference): "Any properties that you don't specify are not changed
     by this update request." moto replaces the group's MixedInstancesPolicy with None on any update that
     does not give it again, so an update of the MinSize alone turned a Spot-only group (its
