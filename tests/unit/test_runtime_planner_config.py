@@ -76,6 +76,10 @@ def test_a_bad_threshold_variable_is_still_named_as_itself() -> None:
         ({"SCALE_UP_MAX_ROUNDS": "10", "LAUNCH_TIMEOUT_SECONDS": "1800"}, "SCALE_UP_POLL_SECONDS", "10 round(s)"),
         ({"GANG_DEADLINE_SECONDS": "86400", "GANG_POLL_SECONDS": "15"}, "GANG_POLL_SECONDS", "5761 checks"),
         ({"GANG_DEADLINE_SECONDS": "600", "GANG_POLL_SECONDS": "0"}, "GANG_POLL_SECONDS", "no pause"),
+        # the README: keep gang_launch_minutes above the gang deadline, else a plan launches a gang again
+        # while its first fleet is still launching (found by review: it was only said, never checked)
+        ({"GANG_DEADLINE_SECONDS": "1200", "PLANNER_CONFIG": '{"gang_orphan_minutes": 60}'},
+         "GANG_LAUNCH_MINUTES", "below the gang deadline"),
     ],
 )  # fmt: skip
 def test_poll_settings_whose_loop_outgrows_an_execution_history_are_refused(
@@ -93,7 +97,7 @@ def test_poll_settings_whose_loop_outgrows_an_execution_history_are_refused(
     [{}, {"LAUNCH_TIMEOUT_SECONDS": "1800", "SCALE_UP_POLL_SECONDS": "15"},
      {"LAUNCH_TIMEOUT_SECONDS": "7200", "SCALE_UP_POLL_SECONDS": "60", "SCALE_UP_MAX_ROUNDS": "2"},
      {"GANG_DEADLINE_SECONDS": "86400", "GANG_POLL_SECONDS": "60",
-      "PLANNER_CONFIG": '{"gang_orphan_minutes": 1500}'}],  # a day's deadline, swept after it
+      "PLANNER_CONFIG": '{"gang_orphan_minutes": 1500, "gang_launch_minutes": 1440}'}],  # a day's deadline
 )  # fmt: skip
 def test_poll_settings_that_fit_are_accepted(change: dict[str, str]) -> None:
     assert load_runtime_config({**BASE, **change}).cluster_name == "ml"
@@ -148,7 +152,8 @@ def test_a_gang_orphan_time_an_execution_could_still_attach_within_is_refused() 
         load_runtime_config({**BASE, "GANG_DEADLINE_SECONDS": "3600"})
     assert caught.value.field == "PLANNER_CONFIG" and "gang_orphan_minutes" in str(caught.value)
 
-    fits = {**BASE, "GANG_DEADLINE_SECONDS": "3600", "PLANNER_CONFIG": '{"gang_orphan_minutes": 80}'}
+    fits = {**BASE, "GANG_DEADLINE_SECONDS": "3600",
+            "PLANNER_CONFIG": '{"gang_orphan_minutes": 80, "gang_launch_minutes": 60}'}  # fmt: skip
     assert load_runtime_config(fits).planner.gang_orphan_minutes == 80
     with pytest.raises(ConfigurationError):
         load_runtime_config({**BASE, "PLANNER_CONFIG": '{"gang_orphan_minutes": 29}'})  # 10 min + 20

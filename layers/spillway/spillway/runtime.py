@@ -235,6 +235,12 @@ class RuntimeConfig(BaseModel):
                 f"(GANG_DEADLINE_SECONDS {self.gang_deadline_seconds:g}) plus {GANG_RETRY_MINUTES} minutes of "
                 f"its steps' retries ({attach_by:g} min): a launch still under way could be swept"
             )
+        if self.planner.gang_launch_minutes * 60 < self.gang_deadline_seconds:
+            raise ValueError(
+                f"gang_launch_minutes: {self.planner.gang_launch_minutes:g} is below the gang deadline "
+                f"(GANG_DEADLINE_SECONDS {self.gang_deadline_seconds:g}): a plan would launch a gang again "
+                "while its first launch is still under way"
+            )
 
     @property
     def primary_region(self) -> str:
