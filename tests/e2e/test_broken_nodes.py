@@ -134,6 +134,7 @@ def test_dead_nodes_past_the_unready_time_are_drained_unless_a_pod_still_needs_t
     stuck["metadata"]["deletionTimestamp"] = o.iso(datetime.now(UTC) - timedelta(minutes=25))
     cloud.kube.update("Pod", stuck)
     cloud.registrar.stop()
+    time.sleep(LIMIT_MINUTES * 60 + 0.5)  # past max_node_startup_minutes: a NotReady one is not starting
     for node in (idle_dead, stuck_dead, busy_dead):
         kubelet_stopped(cloud, node, 30)
     instance = {
@@ -202,6 +203,7 @@ def test_a_dead_node_whose_only_pod_never_started_is_drained_and_the_pod_goes_wi
     cloud.kube.add(o.pod("web-0", "team-a", cpu="500m", memory="512Mi", node_name=alive,
                          owner=("ReplicaSet", "web-5d9c")))  # fmt: skip
     cloud.registrar.stop()
+    time.sleep(LIMIT_MINUTES * 60 + 0.5)  # past max_node_startup_minutes: a NotReady one is not starting
     network_not_ready(cloud, dead, 30)
 
     plan_once(cloud)
