@@ -1220,6 +1220,25 @@ def test_a_request_that_ended_over_a_week_ago_is_deleted_and_a_younger_one_kept(
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        lambda at: at.isoformat().replace("+00:00", "z").replace("T", "t"),  # RFC 3339 allows lowercase
+        lambda at: at.replace(tzinfo=None).isoformat(),  # no offset: read as UTC
+    ],
+    ids=["lowercase", "no-offset"],
+)
+def test_an_ended_requests_time_is_read_however_rfc_3339_lets_it_be_written(written: Any) -> None:
+    """A custom resource's status holds its condition times as written: a lowercase ``t``/``z`` (RFC 3339
+    section 5.6) was read as no time, so a request that ended over a week ago was never deleted."""
+    w, _ = cpu_world(nodes=1)
+    ended = cond("Failed", "True", "Expired", NOW - timedelta(days=8))
+    ended["lastTransitionTime"] = written(NOW - timedelta(days=8))
+    old = request("old", CHECK_CAPACITY, [("t", 1)], created=NOW - timedelta(days=9), conditions=[ended])
+    result = run(w, [old], [template("t")])
+    assert [d.name for d in result.provisioning_deleted] == ["old"]
+
+
 def test_a_request_provisioned_long_ago_and_still_booked_is_not_deleted() -> None:
     """Only an ended request goes: one whose Provisioned=True is old but has no ending condition yet gets
     its BookingExpired from this plan, and is deleted a plan later at the earliest."""

@@ -101,7 +101,14 @@ TaintT = tuple[str, str | None, str]
 
 
 def parse_time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    """An RFC 3339 time as the API server or a custom resource's status holds it. RFC 3339 (section 5.6)
+    lets ``T`` and ``Z`` be written in lowercase, and a custom resource's ``date-time`` field is stored as
+    written; a time without an offset is taken as UTC, as :func:`cordon_time` takes one, so that it
+    compares with the plan's clock. Raises ValueError for text that is no time."""
+    if not value:
+        return None
+    stamp = datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
 
 
 def format_time(value: datetime | None) -> str | None:
@@ -665,10 +672,9 @@ def cordon_time(value: str | None) -> datetime | None:
     """The time leading Spillway's cordon annotation (``2026-03-02T09:30:00Z idle for 10m``), else None."""
     first = (value or "").split(" ", 1)[0]
     try:
-        stamp = datetime.fromisoformat(first.replace("Z", "+00:00"))
+        return parse_time(first)
     except ValueError:
         return None
-    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
 
 
 def cordon_held(value: str | None) -> bool:
