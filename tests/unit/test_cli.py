@@ -499,6 +499,29 @@ def test_a_gpu_total_that_is_no_list_exits_2_naming_the_field(
     assert_one_line_error(code, out, err, "c.yaml: gpu_total")
 
 
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ("scale_down_idle_minutes: on", "scale_down_idle_minutes"),
+        ("max_scale_in_fraction: no", "max_scale_in_fraction"),
+        ("max_nodes_total: true", "max_nodes_total"),
+        ("expendable_priority_cutoff: false", "expendable_priority_cutoff"),
+        ("buffers: [{name: b, pod: {cpu: '1'}, replicas: yes}]", "buffers.0.replicas"),
+        ("node_reserve: {vm_memory_overhead_percent: off}", "node_reserve.vm_memory_overhead_percent"),
+    ],
+)
+def test_a_boolean_where_a_number_is_asked_is_refused_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, field: str
+) -> None:
+    """Pydantic's lax mode took ``True`` for 1 and ``False`` for 0, and YAML 1.1 reads an unquoted ``on``,
+    ``yes`` or ``no`` as a boolean: ``scale_down_idle_minutes: on`` planned with a one-minute idle time,
+    ``max_scale_in_fraction: no`` removed nothing, without a word. Rule: bad input gets a clear error
+    naming the field (DESIGN.md)."""
+    config = write(tmp_path, "c.yaml", setting + "\n")
+    code, out, err = run(replace_arg("--config", config), capsys)
+    assert_one_line_error(code, out, err, f"c.yaml: {field}", "not the boolean")
+
+
 def test_an_unquoted_consolidation_off_says_to_quote_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

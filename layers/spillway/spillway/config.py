@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from spillway.errors import ConfigurationError
 from spillway.model.options import MAX_MINUTES, parse_duration_minutes
@@ -25,6 +25,7 @@ from spillway.model.quantity import QuantityError, is_digits, to_milli
 from spillway.model.reserve import EKS_RESERVE, Reserve
 from spillway.model.resources import CPU, MEMORY
 from spillway.model.schedule import CRON_MACROS, Cron, cron_runs, next_change, zone_of
+from spillway.model.settings import Settings
 from spillway.model.windows import TimeWindow, Windowed
 
 
@@ -38,7 +39,7 @@ def _quantity_text(value: Any) -> str:
     return text
 
 
-class NodeReserve(BaseModel):
+class NodeReserve(Settings):
     """What each new node keeps back from its pods (the template node's nominal size less its allocatable).
 
     Left unset, what a node of an EKS-optimized AMI keeps for its instance type (spillway.model.reserve:
@@ -48,7 +49,6 @@ class NodeReserve(BaseModel):
     unless ``vm_memory_overhead_percent`` is set too: whoever sets them knows their nodes.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     cpu: str | None = None
     memory: str | None = None
     # Karpenter's vmMemoryOverheadPercent, with its meaning: a fraction of the nominal memory (0.075 = 7.5 %)
@@ -108,10 +108,9 @@ def _check_limits(value: Any) -> dict[str, str]:
     return out
 
 
-class LimitScope(BaseModel):
+class LimitScope(Settings):
     """Limits on the part of a tenant's capacity in some node groups, or on nodes with some labels."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     node_groups: tuple[str, ...] = ()  # empty: any group
     node_selector: dict[str, str] = Field(default_factory=dict)  # empty: any labels
     limits: dict[str, str] = Field(default_factory=dict)
@@ -131,11 +130,10 @@ class LimitSchedule(Windowed):
     _limits = field_validator("limits", mode="before")(classmethod(lambda cls, v: _check_limits(v)))
 
 
-class TenantLimits(BaseModel):
+class TenantLimits(Settings):
     """What Spillway may add for one tenant's pods, overall (``limits``, or those of the first
     ``schedule`` entry whose window is open) and per scope."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     limits: dict[str, str] = Field(default_factory=dict)
     scopes: tuple[LimitScope, ...] = ()
     schedule: tuple[LimitSchedule, ...] = ()
@@ -152,10 +150,10 @@ class TenantLimits(BaseModel):
         return {k: to_milli(v) for k, v in limits.items()}
 
 
-class BufferPod(BaseModel):
+class BufferPod(Settings):
     """The shape of one virtual pod of a configured buffer."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True)
     cpu: str | None = None
     memory: str | None = None
     gpu: str | None = Field(default=None, alias="nvidia.com/gpu")
@@ -353,9 +351,7 @@ def _minutes(default: float) -> Any:
     return Field(default=default, ge=0, le=MAX_MINUTES, allow_inf_nan=False)
 
 
-class PlannerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PlannerConfig(Settings):
     cluster: str | None = None
     regions: tuple[str, ...] = ()
     scale_down_idle_minutes: float = _minutes(10)

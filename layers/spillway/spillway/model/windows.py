@@ -25,10 +25,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from spillway.model.quantity import is_digits
 from spillway.model.schedule import local_instant, zone_of
+from spillway.model.settings import Settings
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -59,10 +60,9 @@ def _unquoted(number: int) -> str:
     return f'expected a time "HH:MM" (quoted in YAML), got the number {number}'[:120]
 
 
-class TimeWindow(BaseModel):
+class TimeWindow(Settings):
     """A weekly window of local time in a named zone (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     days: tuple[str, ...] = DAYS
     start: str = "00:00"
     end: str = "00:00"
@@ -139,10 +139,9 @@ class TimeWindow(BaseModel):
         return False
 
 
-class Windowed(BaseModel):
+class Windowed(Settings):
     """Mixin for settings that may carry ``windows``: active when any window is (always, without)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     windows: tuple[TimeWindow, ...] = Field(default=())
 
     def active_at(self, now: datetime) -> bool:
