@@ -702,6 +702,22 @@ def test_a_priority_configmap_the_plan_cannot_read_raises_an_alarm() -> None:
     assert {d["Name"] for d in alarm["Dimensions"]} == {"service", "Cluster"}
 
 
+def test_overflow_alarms_only_when_it_lasts_not_for_one_burst() -> None:
+    """Spilling to another region is the product's purpose, yet any plan that launched one node outside
+    the primary region paged (Sum >= 1 in one 5-minute period): every scaled-up run during a short
+    shortage woke somebody. It now alarms on overflow in 4 of the last 12 periods, an hour's shortage."""
+    [alarm] = [
+        v["Properties"]
+        for v in EXPANDED.values()
+        if v.get("Type") == "AWS::CloudWatch::Alarm" and v["Properties"].get("MetricName") == "Overflow"
+    ]
+    assert alarm["AlarmName"] == {"Fn::Sub": "spillway-${ClusterName}-Overflow"}
+    assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 1)
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (12, 4)
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
 def test_a_region_whose_gang_instances_observe_keeps_failing_to_read_raises_an_alarm() -> None:
     """A region whose DescribeInstances of the gang attempts fails is left out of the snapshot and fails
     no observation (README "Atomic gang launch"); it was only logged, so a region refused for good (a
