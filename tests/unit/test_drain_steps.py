@@ -21,6 +21,7 @@ from spillway.act.drain import (
     CANCELLED_KEYS,
     OUTCOME_OF_ERROR,
     RAISES,
+    UNNAMED,
     Drainer,
     cause_message,
     classify,
@@ -2360,6 +2361,26 @@ def test_a_consolidation_is_cancelled_before_touching_anything_when_other_work_a
     out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **consolidation("web-0")})
     assert re.search(r"did not plan to move .*team-a/late-job", cancelled(out)["note"])
     assert rig.writes() == []
+
+
+def test_a_drain_by_hand_that_names_its_pods_says_a_pod_came_after_it_was_asked_for_not_after_a_plan(
+    rig: Rig,
+) -> None:
+    """A drain by hand with ``consolidation: true`` (README: it evicts the pods it names and no others)
+    that found another pod on its node abandoned itself saying the pod "came after the plan", and kept
+    it as "arrived after the plan": there is no plan, the person who asked looks for one."""
+    rig.pod("web-0")
+    drain = rig.cordoned(consolidation=True, pods=["team-a/web-0"], poll_seconds=5, deadline_seconds=300)
+    assert drain.plan_id is None
+    first = rig.drainer.evict(drain)
+    rig.pod("late-0", app="late")
+
+    second = rig.drainer.evict(drain, first)
+
+    assert "plan" not in second["abandon"], second["abandon"]
+    assert "came after the drain was asked for" in second["abandon"]
+    assert "drain is abandoned" in second["abandon"]
+    assert left_over(second)["team-a/late-0"] == UNNAMED
 
 
 def test_a_consolidation_is_cancelled_when_a_pod_it_moves_became_protected(rig: Rig) -> None:

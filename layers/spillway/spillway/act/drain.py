@@ -1000,6 +1000,8 @@ def _uncordon_refusal(request: DrainRequest) -> Refusal:
 
 
 ARRIVED = "not among the pods the consolidation moves (it arrived after the plan): left running"
+# a drain by hand that names its pods (consolidation: true, no plan) keeps the others the same way
+UNNAMED = "not among the pods the drain names (it arrived after the drain was asked for): left running"
 STAYS = "not among the pods that make room: it stays, as the node does"
 
 
@@ -1161,8 +1163,9 @@ def _only_expected(drain: Drain, verdicts: list[PodVerdict]) -> list[PodVerdict]
         return [
             PodVerdict(v.pod, "ignore", STAYS, v.priority) if v.pod not in expected else v for v in verdicts
         ]
+    arrived = ARRIVED if drain.plan_id is not None else UNNAMED
     return [
-        PodVerdict(v.pod, "keep", ARRIVED, v.priority) if v.action == "evict" and v.pod not in expected else v
+        PodVerdict(v.pod, "keep", arrived, v.priority) if v.action == "evict" and v.pod not in expected else v
         for v in verdicts
     ]
 
@@ -1174,7 +1177,7 @@ def _arrivals(drain: Drain, verdicts: Sequence[PodVerdict]) -> list[str]:
     the node's free room meanwhile) and failing there as a timeout."""
     if drain.uncordon:  # make room: the node stays, and so do the pods it does not move
         return []
-    return [v.pod for v in verdicts if v.action == "keep" and v.reason in (ARRIVED, UNPLANNED_STAYS)]
+    return [v.pod for v in verdicts if v.action == "keep" and v.reason in (ARRIVED, UNNAMED, UNPLANNED_STAYS)]
 
 
 def _abandon(
@@ -1183,6 +1186,9 @@ def _abandon(
     """The round that abandons the drain (:func:`_arrivals`): nothing more evicted; the state machine
     gives the node back (GiveBack) and records the drain ``cancelled``, a success."""
     what = "consolidation" if drain.consolidation else "scale-down"
+    since = "the plan" if drain.plan_id is not None else "the drain was asked for"
+    if drain.plan_id is None:
+        what = "drain"
     return {
         "rounds": int(previous.get("rounds") or 0),
         "evicted": list(previous.get("evicted") or [])[:LIST_LIMIT],
@@ -1193,7 +1199,7 @@ def _abandon(
         "done": False,
         "forced": False,
         "abandon": (
-            f"Node {drain.node!r} runs {len(arrived)} pod(s) that came after the plan "
+            f"Node {drain.node!r} runs {len(arrived)} pod(s) that came after {since} "
             f"({', '.join(arrived[:3])}): the {what} is abandoned and the node given back, those pods running"
         ),
     }
