@@ -113,6 +113,30 @@ def test_a_lifecycle_drain_needs_its_instance_waiting_for_the_hook(rig: Rig) -> 
     assert rig.writes() == []
 
 
+def test_a_lifecycle_drain_of_a_warm_pool_instance_with_a_node_drains_it_and_completes_the_action(
+    rig: Rig,
+) -> None:
+    """A warm pool kept ``Warmed:Running`` runs its instances, and one whose user data joins the cluster
+    has a Node that takes pods. When the pool terminates it (it shrinks, an instance refresh), the hook
+    holds it in ``Warmed:Terminating:Wait`` (EC2 Auto Scaling API Reference,
+    AutoScalingInstanceDetails.LifecycleState; the lifecycle event's Origin is ``WarmPool``). The drain
+    took only ``Terminating:Wait`` for a waiting action: it refused the drain as stale, and the pods
+    were killed when the hook timed out. It is drained and the action completed like any other."""
+    held(rig)
+    for instance in rig.cloud.groups[("us-east-1", "general")]["Instances"]:
+        if instance["InstanceId"] == INSTANCE:
+            instance["LifecycleState"] = "Warmed:Terminating:Wait"
+    rig.pod("web-1")
+    out = rig.drainer.validate(request())
+    drain = Drain.model_validate(out["drain"])
+    rig.drainer.cordon(drain)
+    assert rig.drainer.evict(drain)["evicted"] == ["team-a/web-1"]
+    done = rig.drainer.complete_lifecycle(drain)
+    assert done["hooks"] == [{"hook": HOOK, "result": "CONTINUE"}]
+    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
+    assert rig.cloud.called("terminate_instance") == []
+
+
 def test_a_lifecycle_drain_evicts_then_completes_the_action_with_continue_and_never_terminates(
     rig: Rig,
 ) -> None:

@@ -636,6 +636,22 @@ def test_a_terminate_lifecycle_action_starts_a_drain_that_completes_it_inside_th
     assert late.handle(sample("interrupt-lifecycle-terminate.json"))[0]["deadline_seconds"] == 0
 
 
+def test_a_warm_pool_instance_with_a_node_the_pool_terminates_gets_a_lifecycle_drain() -> None:
+    """A Warmed:Running pool instance whose kubelet joined the cluster has a Node; when the pool
+    terminates it (Warmed:Terminating:Wait, the event's Origin WarmPool), its pods are drained as any
+    terminated instance's, the drain completing the action."""
+    rig = hooked()
+    assert rig.cloud is not None
+    [instance] = rig.cloud.groups[("us-east-1", "spot-gpu")]["Instances"]
+    instance["LifecycleState"] = "Warmed:Terminating:Wait"
+    event = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
+    event["detail"].update(Origin="WarmPool", Destination="EC2")
+    [out] = rig.handle(event)
+    assert out["outcome"] == "drain_started", out
+    [request] = rig.workflows.requests
+    assert request.input["lifecycle"]["token"] == TOKEN and request.input["terminate"] is False
+
+
 NODE = "ip-10-0-1-7.ec2.internal"
 
 
@@ -1354,7 +1370,7 @@ def test_only_the_drain_and_interrupt_functions_complete_lifecycle_actions_on_th
     assert "CompleteLifecycleAction" not in granted and "RecordLifecycleActionHeartbeat" not in granted
 
 
-def test_hunt3_a_warm_pool_instance_terminated_with_no_node_is_completed_at_once() -> None:
+def test_a_warm_pool_instance_terminated_with_no_node_is_completed_at_once() -> None:
     """Scenario: a group with a warm pool and Spillway's terminate hook terminates one of its warm
     instances (the pool shrinks, an instance refresh replaces it, a warm instance fails its health
     check). It never joined the cluster, so no Node backs it: the action is Spillway's to complete

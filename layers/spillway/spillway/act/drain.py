@@ -132,6 +132,7 @@ from spillway.model.cluster import (
 from spillway.model.drain import (
     DEFAULT_LIFECYCLE_HOOKS,
     GLOBAL_TIMEOUT_SECONDS,
+    HOOK_WAIT_STATES,
     LIFECYCLE_CONTINUE,
     LIST_LIMIT,
     MAX_DEADLINE_SECONDS,
@@ -650,11 +651,11 @@ def _leaving_group(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
     if request.lifecycle is not None:  # the group is terminating it: it must be waiting for the hook
-        if placement.lifecycle_state == WAITING:
+        if placement.lifecycle_state in HOOK_WAIT_STATES:
             return None
         return InvalidDrainRequest(
             f"instance {placement.instance_id} of Node {request.node!r} is {placement.lifecycle_state} in "
-            f"its group, not {WAITING}: lifecycle hook {request.lifecycle.hook!r} holds it no longer "
+            f"its group, not {WAITING} (nor Warmed:Terminating:Wait in a warm pool): lifecycle hook {request.lifecycle.hook!r} holds it no longer "
             "(completed, or timed out and its DefaultResult applied); nothing was done",
             field="lifecycle",
             stale=True,
@@ -1906,7 +1907,7 @@ class Drainer:
                 f"instance {drain.instance_id} is {state} in {drain.group}, not {WAITING} yet; "
                 f"its terminate hooks ({', '.join(h.name for h in hooks)}) cannot be completed until it is"
             )
-        if state != WAITING:
+        if state not in HOOK_WAIT_STATES:
             return {"status": "NotWaiting", "lifecycle_state": state, "hooks": []}
         return {"status": "LifecycleCompleted", "hooks": [self._complete(drain, h.name, None) for h in hooks]}
 

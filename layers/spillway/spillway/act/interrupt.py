@@ -104,7 +104,12 @@ from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound, No
 from spillway.model.act import ExecutionRequest
 from spillway.model.aws import INSTANCE_ID_FORM, REGION_FORM, RFC3339_FORM, AutoScalingGroup
 from spillway.model.cluster import NodeInfo
-from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS, MAX_DEADLINE_SECONDS, LifecycleHook
+from spillway.model.drain import (
+    DEFAULT_LIFECYCLE_HOOKS,
+    HOOK_WAIT_STATES,
+    MAX_DEADLINE_SECONDS,
+    LifecycleHook,
+)
 from spillway.model.history import MAX_ROUNDS
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
@@ -124,10 +129,6 @@ KINDS: dict[tuple[str, str], Kind] = {
 # States in which the instance's pods are gone with it (aws-node-termination-handler drains on the same
 # four: a stopped instance's Node is as empty as a terminated one's)
 GONE_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
-# The Auto Scaling lifecycle states in which a terminate hook holds an instance (AutoScalingInstanceDetails,
-# LifecycleState): in service, and in a warm pool (an instance the pool terminates; its lifecycle event's
-# Origin is WarmPool)
-HOOK_WAIT_STATES = frozenset({"Terminating:Wait", "Warmed:Terminating:Wait"})
 # A snapshot at most this old at a lifecycle notice's time may complete the action on a node it shows
 # emptied by a Spillway drain (own_drain): observe writes one every 20 s by default; an older one
 # leaves the node to a lifecycle drain, which reads the cluster as it is

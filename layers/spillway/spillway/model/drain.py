@@ -224,6 +224,12 @@ class Placement:
     instance_type: str = ""
 
 
+# The Auto Scaling lifecycle states in which a terminate hook holds an instance (AutoScalingInstanceDetails,
+# LifecycleState): in service, and in a warm pool (an instance the pool terminates; its lifecycle event's
+# Origin is WarmPool). A Warmed:Running pool instance may run a kubelet, its Node taking pods.
+HOOK_WAIT_STATES = frozenset({"Terminating:Wait", "Warmed:Terminating:Wait"})
+
+
 @dataclass(frozen=True, slots=True)
 class LifecycleHook:
     """A group's lifecycle hook (DescribeLifecycleHooks), reduced to what a drain needs."""
