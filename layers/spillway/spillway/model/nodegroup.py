@@ -770,7 +770,7 @@ def type_resources(info: InstanceTypeInfo, reserve: ReserveLike) -> tuple[Resour
     with (what cluster-autoscaler's AWS template node reports)."""
     vcpus, mib = info.VCpuInfo.DefaultVCpus, info.MemoryInfo.SizeInMiB
     pods = info.max_pods or DEFAULT_MAX_PODS
-    allocatable = as_reserve(reserve).allocatable(vcpus, mib, pods)
+    allocatable = as_reserve(reserve).allocatable(vcpus, mib, pods, arm64=info.architecture == "arm64")
     allocatable[PODS] = pods * 1000
     if info.nvidia_gpus:
         allocatable[NVIDIA_GPU] = info.nvidia_gpus * 1000
