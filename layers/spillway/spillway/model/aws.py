@@ -621,9 +621,16 @@ class InstanceTypeInfo(AwsModel):
 
     @property
     def nvidia_gpus(self) -> int:
+        return self._gpus("NVIDIA")
+
+    @property
+    def amd_gpus(self) -> int:
+        return self._gpus("AMD")
+
+    def _gpus(self, manufacturer: str) -> int:
         if self.GpuInfo is None:
             return 0
-        return sum(g.Count for g in self.GpuInfo.Gpus if g.Manufacturer.upper() == "NVIDIA")
+        return sum(g.Count for g in self.GpuInfo.Gpus if g.Manufacturer.upper() == manufacturer)
 
     @property
     def neuron_devices(self) -> int:

@@ -30,6 +30,7 @@ from spillway.model.options import Options, parse_options
 from spillway.model.quantity import to_milli
 from spillway.model.reserve import ReserveLike, as_reserve
 from spillway.model.resources import (
+    AMD_GPU,
     CPU,
     MEMORY,
     NEURON,
@@ -766,7 +767,7 @@ def parse_taint_tag(key: str, value: str) -> TaintT:
 
 def type_resources(info: InstanceTypeInfo, reserve: ReserveLike) -> tuple[Resources, Resources]:
     """A node of the type: its allocatable (``reserve`` taken off its nominal CPU and memory; its max
-    pods, GPUs, Neuron devices and their cores) and its nominal CPU and memory, the capacity it is sold
+    pods, NVIDIA and AMD GPUs, Neuron devices and their cores) and its nominal CPU and memory, the capacity it is sold
     with (what cluster-autoscaler's AWS template node reports)."""
     vcpus, mib = info.VCpuInfo.DefaultVCpus, info.MemoryInfo.SizeInMiB
     pods = info.max_pods or DEFAULT_MAX_PODS
@@ -774,6 +775,8 @@ def type_resources(info: InstanceTypeInfo, reserve: ReserveLike) -> tuple[Resour
     allocatable[PODS] = pods * 1000
     if info.nvidia_gpus:
         allocatable[NVIDIA_GPU] = info.nvidia_gpus * 1000
+    if info.amd_gpus:
+        allocatable[AMD_GPU] = info.amd_gpus * 1000
     if info.neuron_devices:
         allocatable[NEURON] = info.neuron_devices * 1000
     if info.neuron_cores:
