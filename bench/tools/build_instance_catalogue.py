@@ -7,7 +7,8 @@ down to the keys spillway reads so the file stays small:
 
     InstanceType, CurrentGeneration, VCpuInfo.DefaultVCpus, MemoryInfo.SizeInMiB,
     ProcessorInfo.SupportedArchitectures,
-    NetworkInfo.{MaximumNetworkInterfaces, Ipv4AddressesPerInterface},
+    NetworkInfo.{MaximumNetworkInterfaces, Ipv4AddressesPerInterface,
+                 NetworkCards[].{NetworkCardIndex, MaximumNetworkInterfaces}, DefaultNetworkCardIndex},
     GpuInfo.{Gpus[].{Name, Manufacturer, Count, MemoryInfo.SizeInMiB}, TotalGpuMemoryInMiB},
     NeuronInfo.{NeuronDevices[].{Count, Name, CoreInfo.{Count, Version}, MemoryInfo.SizeInMiB},
                 TotalNeuronDeviceMemoryInMiB}
@@ -151,6 +152,18 @@ def project(entry: dict[str, Any]) -> dict[str, Any]:
             "Ipv4AddressesPerInterface": net["Ipv4AddressesPerInterface"],
         },
     }
+    # A type with several network cards (p4d, p5, g6e.24xlarge and up, trn1.32xlarge...) gives pods the
+    # interfaces of its default card only (EKS's eni-max-pods.txt): keep the cards, or max pods counts all.
+    cards = net.get("NetworkCards") or []
+    if len(cards) > 1:
+        out["NetworkInfo"]["NetworkCards"] = [
+            {
+                "NetworkCardIndex": c["NetworkCardIndex"],
+                "MaximumNetworkInterfaces": c["MaximumNetworkInterfaces"],
+            }
+            for c in cards
+        ]
+        out["NetworkInfo"]["DefaultNetworkCardIndex"] = net.get("DefaultNetworkCardIndex", 0)
     if gpu := entry.get("GpuInfo"):
         out["GpuInfo"] = {
             "Gpus": [

@@ -120,3 +120,25 @@ def test_a_pod_too_big_for_the_real_node_goes_to_a_bigger_type() -> None:
     world.group("memory", "r5.24xlarge")
     (pod,) = world.pods("big", 1, cpu="8", memory="370Gi")
     assert scale_up(world.plan()) == {"memory": (0, 1, [pod])}
+
+
+@pytest.mark.parametrize(
+    ("itype", "vcpus", "mib", "pods"), [("m6g.large", 2, 8192, 29), ("c7g.medium", 1, 2048, 8)]
+)
+def test_a_graviton_template_leaves_out_the_cma_memory_the_kernel_keeps(
+    itype: str, vcpus: int, mib: int, pods: int
+) -> None:
+    # Karpenter's estimate (aws/karpenter-provider-aws pkg/providers/instancetype/types.go, memory):
+    # an arm64 type's nominal memory less 64 MiB of CMA the kernel reserves, then the 7.5 % VM overhead
+    # of what is left; kube-reserved and the eviction threshold as on every type.
+    usable_mib = mib - 64
+    vm_overhead_mib = math.ceil(usable_mib * 75 / 1000)
+    expected_memory = (usable_mib - vm_overhead_mib - (255 + 11 * pods) - 100) * MIB
+    allocatable = template(itype)
+    assert allocatable["memory"] == expected_memory
+    assert allocatable["cpu"] == vcpus * 1000 - kube_reserved_cpu_milli(vcpus)
+
+
+def test_a_flat_reserve_on_graviton_keeps_its_flat_meaning() -> None:
+    allocatable = template("m6g.large", node_reserve={"memory": "1Gi"})
+    assert allocatable["memory"] == 8 * GIB - GIB

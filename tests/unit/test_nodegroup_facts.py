@@ -311,3 +311,15 @@ def test_max_pods_reads_network_cards_as_describe_instance_types_answers_them() 
                                          {"NetworkCardIndex": 1, "MaximumNetworkInterfaces": 15}]},
     }  # fmt: skip
     assert InstanceTypeInfo.model_validate(raw).max_pods == 15 * 49 + 2
+
+
+@pytest.mark.parametrize(
+    ("itype", "pods"),
+    [("g6e.24xlarge", 492), ("g6e.48xlarge", 492), ("p5e.48xlarge", 100), ("p5en.48xlarge", 198),
+     ("p6-b200.48xlarge", 198)],
+)  # fmt: skip
+def test_bundled_multi_card_gpu_types_take_the_max_pods_eks_gives_them(itype: str, pods: int) -> None:
+    """amazon-eks-ami's eni-max-pods.txt (nodeadm/internal/kubelet) for the bundle's other multi-card
+    types: their catalogue entries carried no NetworkCards, so the formula counted every card's
+    interfaces (a p5en.48xlarge template took 3,138 pods and reserved 11 MiB for each)."""
+    assert bundled_instance_types()[itype].max_pods == pods

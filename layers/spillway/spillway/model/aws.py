@@ -247,6 +247,9 @@ class EksNodegroup(AwsModel):
     # from a file (observe knows the region it asked in)
     nodegroupArn: str | None = None
     capacityType: str | None = None  # ON_DEMAND | SPOT | CAPACITY_BLOCK
+    # AL2023_x86_64_STANDARD, BOTTLEROCKET_ARM_64, ... or CUSTOM (a launch template's own AMI, whose user
+    # data is the user's: EKS then puts no max pods cap in it)
+    amiType: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[EksTaint] = Field(default_factory=list)
     # the node group's own resource tags (not its Auto Scaling group's: EKS does not propagate them);
@@ -621,9 +624,16 @@ class InstanceTypeInfo(AwsModel):
 
     @property
     def nvidia_gpus(self) -> int:
+        return self._gpus("NVIDIA")
+
+    @property
+    def amd_gpus(self) -> int:
+        return self._gpus("AMD")
+
+    def _gpus(self, manufacturer: str) -> int:
         if self.GpuInfo is None:
             return 0
-        return sum(g.Count for g in self.GpuInfo.Gpus if g.Manufacturer.upper() == "NVIDIA")
+        return sum(g.Count for g in self.GpuInfo.Gpus if g.Manufacturer.upper() == manufacturer)
 
     @property
     def neuron_devices(self) -> int:

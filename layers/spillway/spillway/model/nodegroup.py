@@ -30,6 +30,7 @@ from spillway.model.options import Options, parse_options
 from spillway.model.quantity import to_milli
 from spillway.model.reserve import ReserveLike, as_reserve
 from spillway.model.resources import (
+    AMD_GPU,
     CPU,
     MEMORY,
     NEURON,
@@ -85,6 +86,10 @@ CAPACITY_LABELS: dict[str, dict[str, CapacityType]] = {
 # ready yet, whichever of the three it is in; one leaving it (Warmed:Terminating...) never will be.
 WARM_READY_STATES = frozenset({"Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated"})
 DEFAULT_MAX_PODS = 110
+# The max pods cap EKS writes in the user data of a managed node group's nodes (no custom AMI): 110 for
+# a type of fewer than 30 vCPUs, 250 for the others (Amazon EKS User Guide, "Choose an optimal Amazon
+# EC2 node instance type", How maxPods is determined)
+MANAGED_MAX_PODS_SMALL, MANAGED_MAX_PODS_LARGE, MANAGED_MAX_PODS_VCPUS = 110, 250, 30
 # Instance lifecycle states that hold (or will hold) a node; the rest are leaving.
 LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
 # The states of an instance the group is terminating, which "can't be put back into service" (EC2 Auto
@@ -766,14 +771,16 @@ def parse_taint_tag(key: str, value: str) -> TaintT:
 
 def type_resources(info: InstanceTypeInfo, reserve: ReserveLike) -> tuple[Resources, Resources]:
     """A node of the type: its allocatable (``reserve`` taken off its nominal CPU and memory; its max
-    pods, GPUs, Neuron devices and their cores) and its nominal CPU and memory, the capacity it is sold
+    pods, NVIDIA and AMD GPUs, Neuron devices and their cores) and its nominal CPU and memory, the capacity it is sold
     with (what cluster-autoscaler's AWS template node reports)."""
     vcpus, mib = info.VCpuInfo.DefaultVCpus, info.MemoryInfo.SizeInMiB
     pods = info.max_pods or DEFAULT_MAX_PODS
-    allocatable = as_reserve(reserve).allocatable(vcpus, mib, pods)
+    allocatable = as_reserve(reserve).allocatable(vcpus, mib, pods, arm64=info.architecture == "arm64")
     allocatable[PODS] = pods * 1000
     if info.nvidia_gpus:
         allocatable[NVIDIA_GPU] = info.nvidia_gpus * 1000
+    if info.amd_gpus:
+        allocatable[AMD_GPU] = info.amd_gpus * 1000
     if info.neuron_devices:
         allocatable[NEURON] = info.neuron_devices * 1000
     if info.neuron_cores:
@@ -905,6 +912,7 @@ def build_template(
     types = override_types(asg) or ((instance_type,) if instance_type else ())
     infos = [catalogue[t] for t in types if t in catalogue]
     allocatable, nominal = least_resources(infos, reserve) if infos else ({}, {})
+    _cap_managed_max_pods(asg, infos, allocatable)
     labels = _well_known_labels(asg, types, infos)
     taints: list[TaintT] = []
     tagged: list[str] = []
@@ -928,6 +936,32 @@ def build_template(
     return TemplateNode(
         allocatable=allocatable, labels=labels, taints=tuple(taints), tagged=tuple(tagged), capacity=capacity
     )
+
+
+def managed_max_pods_capped(asg: AutoScalingGroup) -> bool:
+    """Whether EKS caps the max pods of the group's nodes: the group of a managed node group (its
+    ``eks:`` tags) whose AMI is not custom. A node group DescribeNodegroup did not give is taken as capped:
+    most are not custom, and the cap only ever lowers the estimate."""
+    if asg.eks_nodegroup is None:
+        return False
+    nodegroup = asg.ManagedNodegroup
+    return nodegroup is None or nodegroup.amiType != "CUSTOM"
+
+
+def managed_max_pods(vcpus: int) -> int:
+    """The cap EKS puts on the max pods of a managed node group's node of ``vcpus`` vCPUs."""
+    return MANAGED_MAX_PODS_SMALL if vcpus < MANAGED_MAX_PODS_VCPUS else MANAGED_MAX_PODS_LARGE
+
+
+def _cap_managed_max_pods(
+    asg: AutoScalingGroup, infos: Sequence[InstanceTypeInfo], allocatable: Resources
+) -> None:
+    """``allocatable``'s pods (in place) no more than EKS lets a node of any of ``infos`` run when it
+    caps the group's max pods (:func:`managed_max_pods_capped`); the kube-reserved memory stays that of
+    the ENI figure, as nodeadm and bootstrap.sh compute it before the user data's ``maxPods`` applies."""
+    if infos and PODS in allocatable and managed_max_pods_capped(asg):
+        cap = min(managed_max_pods(info.VCpuInfo.DefaultVCpus) for info in infos)
+        allocatable[PODS] = min(allocatable[PODS], cap * 1000)
 
 
 def _with_managed_nodegroup(

@@ -20,7 +20,10 @@ evictionHard); Karpenter (aws/karpenter-provider-aws ``pkg/providers/instancetyp
   off the nominal MiB and rounded up to a whole MiB). Launched nodes show that some overhead is always
   there: Karpenter's measured table (``zz_generated.memory_overhead.go``) has m5.large 0.55 GiB short
   of its nominal memory, m5.24xlarge 10.3 GiB, p3.16xlarge 7.8 GiB; 7.5 % errs on the side of
-  promising less, except on the smallest types (c5.large: 10.6 % measured).
+  promising less, except on the smallest types (c5.large: 10.6 % measured);
+* on arm64 (Graviton) types, 64 MiB more the kernel keeps for its contiguous memory allocator (CMA)
+  before the VM overhead is taken, as Karpenter's ``memory`` takes it off: a flat reserve without a
+  VM overhead keeps its flat meaning.
 
 Ephemeral storage (kube-reserved 1 GiB, ``nodefs.available`` 10 %) is not modelled: the catalogue does
 not know a node's root volume, and a template node has ephemeral storage only from a resources tag.
@@ -43,6 +46,7 @@ KARPENTER_VM_MEMORY_OVERHEAD = 0.075
 KUBE_RESERVED_MIB_BASE = 255
 KUBE_RESERVED_MIB_PER_POD = 11
 EVICTION_HARD_MIB = 100
+ARM64_CMA_MIB = 64
 # kube-reserved CPU: (from millicore, to millicore, share in hundredths of a percent)
 _CPU_RANGES = ((0, 1000, 600), (1000, 2000, 100), (2000, 4000, 50), (4000, None, 25))
 
@@ -82,8 +86,10 @@ class Reserve:
     def flat_amounts(cls, amounts: Mapping[str, int], vm_memory_overhead: float = 0.0) -> Reserve:
         return cls(flat=tuple(sorted(amounts.items())), vm_memory_overhead=vm_memory_overhead)
 
-    def allocatable(self, vcpus: int, memory_mib: int, max_pods: int) -> dict[str, int]:
+    def allocatable(self, vcpus: int, memory_mib: int, max_pods: int, arm64: bool = False) -> dict[str, int]:
         """CPU and memory (milli-units) a node of the type offers its pods, never below zero."""
+        if arm64 and (self.flat is None or self.vm_memory_overhead):
+            memory_mib -= ARM64_CMA_MIB
         capacity_mib = memory_mib - vm_overhead_mib(memory_mib, self.vm_memory_overhead)
         if self.flat is not None:
             flat = dict(self.flat)

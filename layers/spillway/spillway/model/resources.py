@@ -16,6 +16,7 @@ MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL = "ephemeral-storage"
 NVIDIA_GPU = "nvidia.com/gpu"
+AMD_GPU = "amd.com/gpu"  # what AMD's device plugin registers for each GPU
 NEURON = "aws.amazon.com/neuron"  # whole Neuron devices
 NEURON_CORE = "aws.amazon.com/neuroncore"  # their cores: the Neuron device plugin registers both
 
