@@ -72,6 +72,32 @@ def test_every_placeholder_in_an_asl_file_is_substituted(logical: str) -> None:
     assert supplied - used == set(), f"{logical}: substitutions never used: {sorted(supplied - used)}"
 
 
+def _intrinsic_literals(node: Any) -> Iterator[str]:
+    """The string literals ('...') of the intrinsic functions in a definition's ``.$`` values."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key.endswith(".$") and isinstance(value, str) and value.startswith("States."):
+                yield from re.findall(r"'((?:[^'\\]|\\.)*)'", value)
+            yield from _intrinsic_literals(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _intrinsic_literals(item)
+
+
+@pytest.mark.parametrize("logical", sorted(STATE_MACHINES))
+def test_no_intrinsic_string_literal_holds_an_unescaped_reserved_character(logical: str) -> None:
+    """``'``, ``{``, ``}`` and ``\\`` are reserved in an intrinsic function's arguments and must be escaped
+    with a backslash to stand in a string literal (Step Functions Developer Guide, intrinsic functions,
+    reserved characters). The gang launch's defaults were ``States.StringToJson('{"zone": null}')``,
+    which moto runs but AWS may refuse; they are now a plain JSON object."""
+    text = (ROOT / STATE_MACHINES[logical]["DefinitionUri"]).read_text()
+    definition = json.loads(re.sub(r"\$\{[A-Za-z0-9_]+\}", "0", text))
+    # States.Format's template holds its placeholders, {} pairs: any other brace must be escaped
+    unpaired = r"(?<!\\)\{(?!\})|(?<![\\{])\}"
+    bad = [lit for lit in _intrinsic_literals(definition) if re.search(unpaired, lit)]
+    assert bad == []
+
+
 @pytest.mark.parametrize("logical", sorted(STATE_MACHINES))
 def test_every_resource_a_state_machine_names_exists(logical: str) -> None:
     props = STATE_MACHINES[logical]
