@@ -68,8 +68,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from spillway.config import PlannerConfig
 from spillway.errors import ConfigurationError
-from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS, HOOK_NAME_PATTERN
-from spillway.model.history import gang_refusal, scale_up_refusal
+from spillway.model.drain import (
+    DEFAULT_LIFECYCLE_HOOKS,
+    HOOK_NAME_PATTERN,
+    MAX_DEADLINE_SECONDS,
+    MAX_POLL_SECONDS,
+)
+from spillway.model.history import drain_refusal, gang_refusal, scale_up_refusal
 
 if TYPE_CHECKING:
     from spillway.observe import ObserveConfig
@@ -179,8 +184,9 @@ class RuntimeConfig(BaseModel):
     scale_up_poll_seconds: float = Field(default=15, gt=0, le=86_400)
     launch_timeout_seconds: float = Field(default=600, ge=1, le=86_400)
     scale_up_max_rounds: int = Field(default=3, ge=1, le=10)
-    drain_deadline_seconds: float = Field(default=900, gt=0)
-    drain_poll_seconds: float = Field(default=15, gt=0)
+    # every drain of a scale-down carries both in whole seconds, within a drain request's bounds
+    drain_deadline_seconds: float = Field(default=900, gt=0, le=MAX_DEADLINE_SECONDS)
+    drain_poll_seconds: float = Field(default=15, gt=0, le=MAX_POLL_SECONDS)
     plan_ttl_days: float = Field(default=30, gt=0)
     pod_events_max_per_plan: int = Field(default=50, ge=0, le=1000)
     pod_events_window_minutes: float = Field(default=10, ge=0, le=1440)
@@ -218,8 +224,8 @@ class RuntimeConfig(BaseModel):
         return self
 
     def _check_poll_loops(self) -> None:
-        """The scale-up's and the gang launch's poll loops fit an execution's history
-        (:mod:`spillway.model.history`), with the whole seconds their Wait states take."""
+        """The scale-up's, the gang launch's and the scale-down's drains' poll loops fit an execution's
+        history (:mod:`spillway.model.history`), with the whole seconds their Wait states take."""
         scale_up = scale_up_refusal(
             self.launch_timeout_seconds, round(self.scale_up_poll_seconds), self.scale_up_max_rounds
         )
@@ -228,6 +234,9 @@ class RuntimeConfig(BaseModel):
         gang = gang_refusal(self.gang_deadline_seconds, round(self.gang_poll_seconds))
         if gang:
             raise ValueError(f"gang_poll_seconds: {gang}")
+        drain = drain_refusal(round(self.drain_deadline_seconds), round(self.drain_poll_seconds))
+        if drain:
+            raise ValueError(f"drain_poll_seconds: {drain}")
         attach_by = self.gang_deadline_seconds / 60 + GANG_RETRY_MINUTES
         if self.planner.gang_orphan_minutes < attach_by:
             raise ValueError(
