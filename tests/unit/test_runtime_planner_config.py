@@ -230,3 +230,29 @@ def test_drain_settings_that_fit_are_accepted_and_so_are_their_drains(change: di
     config = load_runtime_config({**BASE, **change})
     request = parse_request(_scale_down_drain(config.drain_deadline_seconds, config.drain_poll_seconds))
     assert request.deadline_seconds == round(float(change.get("DRAIN_DEADLINE_SECONDS", "900")))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("PLAN_TTL_DAYS", "inf"), ("PLAN_TTL_DAYS", "1e9"), ("SNAPSHOT_TTL_HOURS", "1e9"),
+     ("SNAPSHOT_TTL_HOURS", "nan"), ("ACTIVITY_WINDOW_MINUTES", "1e9"), ("ACTIVITY_WINDOW_MINUTES", "inf"),
+     ("AWS_CONNECT_TIMEOUT", "inf"), ("AWS_READ_TIMEOUT", "1e15"), ("MAX_SNAPSHOT_AGE_SECONDS", "inf")],
+)  # fmt: skip
+def test_a_duration_no_clock_or_socket_can_hold_is_refused_naming_its_variable(
+    variable: str, value: str
+) -> None:
+    """These were accepted, and then every invocation failed naming none of them: a TTL or an activity
+    window past what a date holds raised OverflowError building the stores or writing a snapshot (the
+    snapshot's expiry, ``taken_at`` + the TTL, past year 9999), an infinite SDK timeout made every AWS
+    call fail (HTTPClientError: timestamp out of range). Refused when the function starts, as every
+    other bad variable is."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, variable: value})
+    assert caught.value.field == variable, str(caught.value)
+
+
+def test_long_durations_that_fit_are_accepted_and_usable() -> None:
+    config = load_runtime_config({**BASE, "PLAN_TTL_DAYS": "3650", "SNAPSHOT_TTL_HOURS": "8760",
+                                  "ACTIVITY_WINDOW_MINUTES": "60480", "AWS_READ_TIMEOUT": "900"})  # fmt: skip
+    assert config.plan_ttl.days == 3650 and config.snapshot_ttl.days == 365
+    assert config.activity_window.days == 42
