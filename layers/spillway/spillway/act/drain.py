@@ -2481,9 +2481,17 @@ _EVENT_ACTIONS: dict[str, Callable[[Drainer, Mapping[str, Any]], dict[str, Any]]
 }
 
 
+def _action_of(event: Mapping[str, Any]) -> str | None:
+    """The step's name; a list or an object (which could not even be looked up) is refused."""
+    action = event.get("action")
+    if action is not None and not isinstance(action, str):
+        raise InvalidDrainRequest(f"a step's name (one of: {', '.join(ACTIONS)})", field="action")
+    return action
+
+
 def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     """Dispatch one state machine step: ``{"action": ..., ...}`` to the :class:`Drainer` method."""
-    action = event.get("action")
+    action = _action_of(event)
     if action == "summarize":
         return summarize(event.get("cluster"), event.get("plan_id"), event.get("results"))
     if action == "validate":
