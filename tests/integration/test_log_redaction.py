@@ -15,9 +15,12 @@ from urllib.parse import parse_qs, urlsplit
 import boto3
 import pytest
 import yaml
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 from moto import mock_aws
 
 from spillway import observability
+from spillway.adapters.aws import map_aws_error
 from spillway.adapters.eks_auth import TOKEN_PREFIX, EksTokenProvider
 from spillway.adapters.kube import KubeClient
 from spillway.local import objects as kobj
@@ -202,3 +205,28 @@ def test_no_value_of_a_kubeconfig_secret_reaches_a_log_whatever_its_keys(
     for where in (logged, out, err):
         for value in (used, client_secret, access_token, env_secret):
             assert value not in where
+
+
+def test_an_aws_refusal_that_quotes_the_signed_request_carries_no_session_token_into_our_error(
+    aws: None,
+) -> None:
+    """AWS answers a signature mismatch with the canonical request it expected, headers and all, the
+    ``x-amz-security-token`` among them (public reports show the message: amzn/selling-partner-api-models
+    #1900). The error a step raises is not a log record: its message is the Lambda's errorMessage, the
+    Step Functions Cause, a Node's Event, a group's back-off reason. It carries no session token."""
+    client = boto3.client("autoscaling", region_name=REGION)
+    message = (
+        "The request signature we calculated does not match the signature you provided. Check your AWS "
+        "Secret Access Key and signing method.\n\nThe Canonical String for this request should have been\n"
+        "'POST\n/\n\ncontent-type:application/x-www-form-urlencoded; charset=utf-8\n"
+        "host:autoscaling.us-east-1.amazonaws.com\nx-amz-date:20261205T101500Z\n"
+        f"x-amz-security-token:{SESSION_TOKEN}\n\ncontent-type;host;x-amz-date;x-amz-security-token\n"
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'"
+    )
+    with Stubber(client) as stub:
+        stub.add_client_error("set_desired_capacity", "SignatureDoesNotMatch", message, http_status_code=403)
+        with pytest.raises(ClientError) as raised:
+            client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=3)
+    error = map_aws_error(raised.value, "SetDesiredCapacity(gpu, 3)")
+    assert "SignatureDoesNotMatch" in str(error) and "x-amz-security-token" in str(error)
+    assert SESSION_TOKEN not in str(error)
