@@ -14,9 +14,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import boto3
 import pytest
+import yaml
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 from moto import mock_aws
 
 from spillway import observability
+from spillway.adapters.aws import map_aws_error
 from spillway.adapters.eks_auth import TOKEN_PREFIX, EksTokenProvider
 from spillway.adapters.kube import KubeClient
 from spillway.local import objects as kobj
@@ -155,3 +159,74 @@ def test_extra_fields_and_arguments_are_redacted_on_every_logger(debug_log: io.S
 def test_ordinary_messages_are_left_alone() -> None:
     for text in ("listed 3 nodes in 2 pages", "token bucket refilled", "next_token: abc", "signature: short"):
         assert observability.redact(text) == text
+
+
+def test_no_value_of_a_kubeconfig_secret_reaches_a_log_whatever_its_keys(
+    aws: None, server: KubeApiServer, debug_log: io.StringIO, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """botocore logs GetSecretValue's response body at DEBUG: the whole secret. A kubeconfig's users
+    hold credentials under more keys than ``token`` and ``password``: an OIDC auth-provider's
+    ``client-secret``, an Azure one's ``access-token``, an exec plugin's ``env`` values (AWS keys, API
+    tokens). The secret's value is blanked whole, whatever it holds."""
+    used = "kc-" + secrets.token_urlsafe(24)
+    client_secret, access_token, env_secret = (secrets.token_urlsafe(24) for _ in range(3))
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+        "users": [
+            {"name": "u", "user": {"token": used}},
+            {"name": "oidc", "user": {"auth-provider": {"name": "oidc", "config": {
+                "client-id": "kubernetes", "client-secret": client_secret,
+                "idp-issuer-url": "https://issuer.example.com"}}}},
+            {"name": "azure", "user": {"auth-provider": {"name": "azure", "config": {
+                "access-token": access_token, "apiserver-id": "6dae42f8"}}}},
+            {"name": "exec", "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "get-token",
+                "env": [{"name": "API_KEY", "value": env_secret}]}}},
+        ],
+        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "ctx",
+    }  # fmt: skip
+    arn = boto3.client("secretsmanager").create_secret(
+        Name="kubeconfig", SecretString=json.dumps({"kubeconfig": yaml.safe_dump(kubeconfig)})
+    )["ARN"]
+    server.require_token = used
+
+    kube = KubeClient.from_secret(arn, region=REGION)
+    try:
+        assert [n.metadata.name for n in kube.list_nodes()] == ["n1"]
+    finally:
+        kube.close()
+
+    logged = debug_log.getvalue()
+    assert "SecretString" in logged  # botocore logged the secret's response body
+    out, err = capfd.readouterr()
+    for where in (logged, out, err):
+        for value in (used, client_secret, access_token, env_secret):
+            assert value not in where
+
+
+def test_an_aws_refusal_that_quotes_the_signed_request_carries_no_session_token_into_our_error(
+    aws: None,
+) -> None:
+    """AWS answers a signature mismatch with the canonical request it expected, headers and all, the
+    ``x-amz-security-token`` among them (public reports show the message: amzn/selling-partner-api-models
+    #1900). The error a step raises is not a log record: its message is the Lambda's errorMessage, the
+    Step Functions Cause, a Node's Event, a group's back-off reason. It carries no session token."""
+    client = boto3.client("autoscaling", region_name=REGION)
+    message = (
+        "The request signature we calculated does not match the signature you provided. Check your AWS "
+        "Secret Access Key and signing method.\n\nThe Canonical String for this request should have been\n"
+        "'POST\n/\n\ncontent-type:application/x-www-form-urlencoded; charset=utf-8\n"
+        "host:autoscaling.us-east-1.amazonaws.com\nx-amz-date:20261205T101500Z\n"
+        f"x-amz-security-token:{SESSION_TOKEN}\n\ncontent-type;host;x-amz-date;x-amz-security-token\n"
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'"
+    )
+    with Stubber(client) as stub:
+        stub.add_client_error("set_desired_capacity", "SignatureDoesNotMatch", message, http_status_code=403)
+        with pytest.raises(ClientError) as raised:
+            client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=3)
+    error = map_aws_error(raised.value, "SetDesiredCapacity(gpu, 3)")
+    assert "SignatureDoesNotMatch" in str(error) and "x-amz-security-token" in str(error)
+    assert SESSION_TOKEN not in str(error)

@@ -182,6 +182,18 @@ def test_a_request_that_is_not_an_object_is_refused() -> None:
         parse_request(["prod", NODE])
 
 
+@pytest.mark.parametrize("action", [["cordon"], {"name": "cordon"}, None, 3])
+def test_an_action_that_is_no_name_is_refused_naming_the_field_and_nothing_is_touched(
+    rig: Rig, action: Any
+) -> None:
+    """A drain step invoked by hand with ``"action": ["cordon"]`` crashed with TypeError (unhashable
+    type) instead of the InvalidDrainRequest naming ``action`` that every other bad step input gets."""
+    with pytest.raises(InvalidDrainRequest) as caught:
+        run_action(rig.drainer, {"action": action, "drain": {}})
+    assert caught.value.field == "action", str(caught.value)
+    assert rig.writes() == [] and rig.cloud.calls == []
+
+
 def test_defaults_and_the_parent_execution_marker() -> None:
     request = parse_request(
         {"cluster": CLUSTER, "node": NODE, "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID": "x"}

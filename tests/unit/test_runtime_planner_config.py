@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from spillway.errors import ConfigurationError
+from spillway.act.drain import parse_request
+from spillway.errors import ConfigurationError, InvalidDrainRequest
 from spillway.runtime import load_runtime_config
 
 BASE = {"CLUSTER_NAME": "ml", "REGIONS": "us-east-1", "SNAPSHOTS_TABLE": "snap", "PLANS_TABLE": "plans",
@@ -180,3 +181,78 @@ def test_planner_configs_node_reserve_beside_a_node_reserve_variable_is_checked_
     with pytest.raises(ConfigurationError) as caught:
         load_runtime_config({**BASE, "PLANNER_CONFIG": document, "NODE_RESERVE_CPU": "250m"})
     assert caught.value.field == field, str(caught.value)
+
+
+# --- a scale-down's drain settings: what every DrainNode execution it starts must accept ---------------
+
+
+def _scale_down_drain(deadline_seconds: float, poll_seconds: float) -> dict[str, object]:
+    """The drain request a plan's scale-down hands DrainNode: the deadline and poll in whole seconds, as
+    spillway.act.planning writes DRAIN_DEADLINE_SECONDS and DRAIN_POLL_SECONDS into its input."""
+    return {"cluster": "ml", "node": "ip-10-0-1-10.ec2.internal",
+            "deadline_seconds": max(0, round(deadline_seconds)), "poll_seconds": max(0, round(poll_seconds))}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("deadline", "poll", "variable", "words"),
+    [
+        (
+            "43200",
+            "15",
+            "DRAIN_POLL_SECONDS",
+            "more than 2000 rounds",
+        ),  # 12 hours to checkpoint: 2,880 rounds
+        ("172800", "600", "DRAIN_DEADLINE_SECONDS", "86400"),
+        ("900", "7200", "DRAIN_POLL_SECONDS", "3600"),
+        ("900", "0.4", "DRAIN_POLL_SECONDS", "no pause"),  # a Wait's whole seconds: 0
+    ],
+)
+def test_drain_settings_every_scale_down_drain_would_be_rejected_for_are_refused_when_the_function_starts(
+    deadline: str, poll: str, variable: str, words: str
+) -> None:
+    """DrainNode rejects a request whose eviction rounds would outgrow an execution's history, or whose
+    deadline or poll is out of its range (spillway.model.drain, spillway.model.history), and the
+    scale-down passes DRAIN_DEADLINE_SECONDS and DRAIN_POLL_SECONDS to every drain it starts. Accepted
+    here, every plan's drain was rejected at validation: no idle node was ever removed, each one paid for."""
+    with pytest.raises(InvalidDrainRequest):
+        parse_request(_scale_down_drain(float(deadline), float(poll)))
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, "DRAIN_DEADLINE_SECONDS": deadline, "DRAIN_POLL_SECONDS": poll})
+    assert caught.value.field == variable and words in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{}, {"DRAIN_DEADLINE_SECONDS": "43200", "DRAIN_POLL_SECONDS": "30"},
+     {"DRAIN_DEADLINE_SECONDS": "86400", "DRAIN_POLL_SECONDS": "60"}, {"DRAIN_DEADLINE_SECONDS": "30"}],
+)  # fmt: skip
+def test_drain_settings_that_fit_are_accepted_and_so_are_their_drains(change: dict[str, str]) -> None:
+    config = load_runtime_config({**BASE, **change})
+    request = parse_request(_scale_down_drain(config.drain_deadline_seconds, config.drain_poll_seconds))
+    assert request.deadline_seconds == round(float(change.get("DRAIN_DEADLINE_SECONDS", "900")))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("PLAN_TTL_DAYS", "inf"), ("PLAN_TTL_DAYS", "1e9"), ("SNAPSHOT_TTL_HOURS", "1e9"),
+     ("SNAPSHOT_TTL_HOURS", "nan"), ("ACTIVITY_WINDOW_MINUTES", "1e9"), ("ACTIVITY_WINDOW_MINUTES", "inf"),
+     ("AWS_CONNECT_TIMEOUT", "inf"), ("AWS_READ_TIMEOUT", "1e15"), ("MAX_SNAPSHOT_AGE_SECONDS", "inf")],
+)  # fmt: skip
+def test_a_duration_no_clock_or_socket_can_hold_is_refused_naming_its_variable(
+    variable: str, value: str
+) -> None:
+    """These were accepted, and then every invocation failed naming none of them: a TTL or an activity
+    window past what a date holds raised OverflowError building the stores or writing a snapshot (the
+    snapshot's expiry, ``taken_at`` + the TTL, past year 9999), an infinite SDK timeout made every AWS
+    call fail (HTTPClientError: timestamp out of range). Refused when the function starts, as every
+    other bad variable is."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, variable: value})
+    assert caught.value.field == variable, str(caught.value)
+
+
+def test_long_durations_that_fit_are_accepted_and_usable() -> None:
+    config = load_runtime_config({**BASE, "PLAN_TTL_DAYS": "3650", "SNAPSHOT_TTL_HOURS": "8760",
+                                  "ACTIVITY_WINDOW_MINUTES": "60480", "AWS_READ_TIMEOUT": "900"})  # fmt: skip
+    assert config.plan_ttl.days == 3650 and config.snapshot_ttl.days == 365
+    assert config.activity_window.days == 42

@@ -18,7 +18,8 @@ client at DEBUG are covered, and handlers added later too) and again on the root
 handlers (for ``extra`` fields, which are set after creation). It blanks EKS bearer tokens
 (``k8s-aws-v1.…``), ``Authorization`` header values, SigV4 signatures and session tokens (which would
 let anyone rebuild the presigned URL a token encodes), and a kubeconfig's ``token``/``password``/
-``client-key-data`` values, also inside the JSON of a Secrets Manager response body.
+``client-key-data`` values, and the whole value of a Secrets Manager secret (``SecretString``,
+``SecretBinary``: from the key to the end of the text).
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ _SECRETS = (
     re.compile(
         r"(?i)(x-amz-(?:signature|security-token|credential)['\"]?\s*[:=]\s*(?:b(?=['\"]))?['\"]?)" + _VALUE
     ),
+    # A Secrets Manager value (botocore logs GetSecretValue's response body at DEBUG), whatever it holds
+    # (a kubeconfig's OIDC client-secret, an exec plugin's env...): blanked whole, to the end of the text.
+    re.compile(r"(?is)(\bsecret(?:string|binary)\b\\*['\"]?\s*[:=]\s*).+"),
     # Kubeconfig credentials, as YAML ("token: x") or JSON ("token": "x"), also escaped in a JSON body.
     re.compile(
         r"(?i)((?<![a-z_-])(?:token|password|client-key-data|id-token|refresh-token)\\*['\"]?\s*:\s*\\*['\"]?)"

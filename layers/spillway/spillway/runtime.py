@@ -32,7 +32,7 @@ variable                               meaning (default)
 ``SCALE_UP_MAX_ROUNDS``                scale-up: first attempt and overflow re-plans (3); its rounds' checks
                                        (poll, launch timeout) must fit an execution's history
 ``DRAIN_DEADLINE_SECONDS`` / ``DRAIN_POLL_SECONDS``   drains (900 / 15)
-``PLAN_TTL_DAYS``                      plans expire after (30)
+``PLAN_TTL_DAYS``                      plans expire after (30; at most 36,500)
 ``POD_EVENTS_MAX_PER_PLAN``            pod Events one plan posts at most; 0 posts none (50)
 ``POD_EVENTS_WINDOW_MINUTES``          a pod is not told the same thing again within (10)
 ``POD_EVENTS_LEDGER_SIZE``             pods whose last Event the state remembers (2000)
@@ -40,11 +40,12 @@ variable                               meaning (default)
 ``OBSERVE_INTERVAL_SECONDS``           seconds between observations in one invocation (20)
 ``OBSERVE_WINDOW_SECONDS``             how long one invocation keeps observing (50)
 ``HEARTBEAT_MINUTES``                  store an unchanged snapshot this often (5)
-``SNAPSHOT_TTL_HOURS``                 snapshots expire after (24)
+``SNAPSHOT_TTL_HOURS``                 snapshots expire after (24; at most 876,000)
 ``SNAPSHOT_CODEC``                     ``zlib`` or ``lzma`` (``zlib``)
-``ACTIVITY_WINDOW_MINUTES``            scaling activities read back this far (30)
+``ACTIVITY_WINDOW_MINUTES``            scaling activities read back this far (30; at most 60,480: the six
+                                       weeks AWS keeps them)
 ``AWS_MAX_ATTEMPTS``                   SDK attempts, adaptive retry mode (5)
-``AWS_CONNECT_TIMEOUT`` / ``AWS_READ_TIMEOUT``   SDK timeouts in seconds (3 / 10)
+``AWS_CONNECT_TIMEOUT`` / ``AWS_READ_TIMEOUT``   SDK timeouts in seconds (3 / 10; at most 900)
 ``PLANNER_CONFIG``                     the planner configuration as a JSON object, the keys of
                                        ``spillway plan --config`` (tenants, cluster totals, ...) (``{}``)
 ``SCALE_DOWN_IDLE_MINUTES`` ...        planner thresholds, one variable per :class:`PlannerConfig`
@@ -52,8 +53,8 @@ variable                               meaning (default)
                                        overrides the same key in ``PLANNER_CONFIG``
 =====================================  ==========================================================
 
-Errors are :class:`~spillway.errors.ConfigurationError` naming the variable; values are never echoed
-for variables that might hold secrets.
+Numbers are finite (no ``inf`` or ``nan``). Errors are :class:`~spillway.errors.ConfigurationError`
+naming the variable; values are never echoed for variables that might hold secrets.
 """
 
 from __future__ import annotations
@@ -68,8 +69,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from spillway.config import PlannerConfig
 from spillway.errors import ConfigurationError
-from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS, HOOK_NAME_PATTERN
-from spillway.model.history import gang_refusal, scale_up_refusal
+from spillway.model.drain import (
+    DEFAULT_LIFECYCLE_HOOKS,
+    HOOK_NAME_PATTERN,
+    MAX_DEADLINE_SECONDS,
+    MAX_POLL_SECONDS,
+)
+from spillway.model.history import drain_refusal, gang_refusal, scale_up_refusal
 
 if TYPE_CHECKING:
     from spillway.observe import ObserveConfig
@@ -144,8 +150,17 @@ _REQUIRED = ("CLUSTER_NAME", "REGIONS", "SNAPSHOTS_TABLE", "PLANS_TABLE", "STATE
 PLAN_PERIOD_SECONDS = 600
 
 
+# the longest durations a clock or a socket takes: a century of retention (an item's expiry stays a
+# date), the six weeks of scaling activities DescribeScalingActivities keeps, and an SDK timeout within
+# the 15 minutes a Lambda function may run
+MAX_TTL_DAYS = 36_500
+MAX_ACTIVITY_WINDOW_MINUTES = 6 * 7 * 24 * 60
+MAX_AWS_TIMEOUT_SECONDS = 900
+
+
 class RuntimeConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # no inf or nan: no duration is endless (an endless TTL or timeout fails at its first use, unnamed)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     cluster_name: str = Field(min_length=1, max_length=100)
     regions: tuple[str, ...] = Field(min_length=1)
@@ -179,9 +194,10 @@ class RuntimeConfig(BaseModel):
     scale_up_poll_seconds: float = Field(default=15, gt=0, le=86_400)
     launch_timeout_seconds: float = Field(default=600, ge=1, le=86_400)
     scale_up_max_rounds: int = Field(default=3, ge=1, le=10)
-    drain_deadline_seconds: float = Field(default=900, gt=0)
-    drain_poll_seconds: float = Field(default=15, gt=0)
-    plan_ttl_days: float = Field(default=30, gt=0)
+    # every drain of a scale-down carries both in whole seconds, within a drain request's bounds
+    drain_deadline_seconds: float = Field(default=900, gt=0, le=MAX_DEADLINE_SECONDS)
+    drain_poll_seconds: float = Field(default=15, gt=0, le=MAX_POLL_SECONDS)
+    plan_ttl_days: float = Field(default=30, gt=0, le=MAX_TTL_DAYS)
     pod_events_max_per_plan: int = Field(default=50, ge=0, le=1000)
     pod_events_window_minutes: float = Field(default=10, ge=0, le=1440)
     pod_events_ledger_size: int = Field(default=2000, ge=0, le=20000)
@@ -189,12 +205,12 @@ class RuntimeConfig(BaseModel):
     observe_interval_seconds: float = Field(default=20, gt=0, le=300)
     observe_window_seconds: float = Field(default=50, ge=0, le=900)
     heartbeat_minutes: float = Field(default=5, gt=0)
-    snapshot_ttl_hours: float = Field(default=24, gt=0)
+    snapshot_ttl_hours: float = Field(default=24, gt=0, le=MAX_TTL_DAYS * 24)
     snapshot_codec: Literal["zlib", "lzma"] = "zlib"
-    activity_window_minutes: float = Field(default=30, gt=0)
+    activity_window_minutes: float = Field(default=30, gt=0, le=MAX_ACTIVITY_WINDOW_MINUTES)
     aws_max_attempts: int = Field(default=5, ge=1, le=20)
-    aws_connect_timeout: float = Field(default=3, gt=0)
-    aws_read_timeout: float = Field(default=10, gt=0)
+    aws_connect_timeout: float = Field(default=3, gt=0, le=MAX_AWS_TIMEOUT_SECONDS)
+    aws_read_timeout: float = Field(default=10, gt=0, le=MAX_AWS_TIMEOUT_SECONDS)
     planner: PlannerConfig = Field(default_factory=PlannerConfig)
 
     @model_validator(mode="after")
@@ -218,8 +234,8 @@ class RuntimeConfig(BaseModel):
         return self
 
     def _check_poll_loops(self) -> None:
-        """The scale-up's and the gang launch's poll loops fit an execution's history
-        (:mod:`spillway.model.history`), with the whole seconds their Wait states take."""
+        """The scale-up's, the gang launch's and the scale-down's drains' poll loops fit an execution's
+        history (:mod:`spillway.model.history`), with the whole seconds their Wait states take."""
         scale_up = scale_up_refusal(
             self.launch_timeout_seconds, round(self.scale_up_poll_seconds), self.scale_up_max_rounds
         )
@@ -228,6 +244,9 @@ class RuntimeConfig(BaseModel):
         gang = gang_refusal(self.gang_deadline_seconds, round(self.gang_poll_seconds))
         if gang:
             raise ValueError(f"gang_poll_seconds: {gang}")
+        drain = drain_refusal(round(self.drain_deadline_seconds), round(self.drain_poll_seconds))
+        if drain:
+            raise ValueError(f"drain_poll_seconds: {drain}")
         attach_by = self.gang_deadline_seconds / 60 + GANG_RETRY_MINUTES
         if self.planner.gang_orphan_minutes < attach_by:
             raise ValueError(

@@ -145,7 +145,7 @@ from spillway.model.drain import (
     PodVerdict,
     parse_iso,
 )
-from spillway.model.history import MAX_BUSY_DEADLINE_SECONDS, MAX_ROUNDS
+from spillway.model.history import drain_refusal
 from spillway.model.jobs import flag
 from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
@@ -304,19 +304,8 @@ def _problem(err: Mapping[str, Any]) -> tuple[str, str]:
 def _too_many_rounds(request: DrainRequest) -> Refusal:
     """The eviction rounds a deadline and a poll make must fit an execution's history
     (:mod:`spillway.model.history`)."""
-    if request.poll_seconds == 0 and request.deadline_seconds > MAX_BUSY_DEADLINE_SECONDS:
-        return InvalidDrainRequest(
-            f"0 (no pause between eviction rounds) only with deadline_seconds up to "
-            f"{MAX_BUSY_DEADLINE_SECONDS}, got deadline_seconds {request.deadline_seconds}",
-            field="poll_seconds",
-        )
-    if request.poll_seconds and request.deadline_seconds / request.poll_seconds > MAX_ROUNDS:
-        return InvalidDrainRequest(
-            f"{request.poll_seconds} s between rounds makes more than {MAX_ROUNDS} rounds before the "
-            f"{request.deadline_seconds} s deadline (an execution's history is limited); poll less often",
-            field="poll_seconds",
-        )
-    return None
+    refusal = drain_refusal(request.deadline_seconds, request.poll_seconds)
+    return InvalidDrainRequest(refusal, field="poll_seconds") if refusal else None
 
 
 def _timestamp(text: str) -> datetime | None:
@@ -2492,9 +2481,17 @@ _EVENT_ACTIONS: dict[str, Callable[[Drainer, Mapping[str, Any]], dict[str, Any]]
 }
 
 
+def _action_of(event: Mapping[str, Any]) -> str | None:
+    """The step's name; a list or an object (which could not even be looked up) is refused."""
+    action = event.get("action")
+    if action is not None and not isinstance(action, str):
+        raise InvalidDrainRequest(f"a step's name (one of: {', '.join(ACTIONS)})", field="action")
+    return action
+
+
 def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     """Dispatch one state machine step: ``{"action": ..., ...}`` to the :class:`Drainer` method."""
-    action = event.get("action")
+    action = _action_of(event)
     if action == "summarize":
         return summarize(event.get("cluster"), event.get("plan_id"), event.get("results"))
     if action == "validate":

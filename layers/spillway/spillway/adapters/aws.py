@@ -82,6 +82,7 @@ from spillway.model.nodegroup import (
     resolve_instance_type,
 )
 from spillway.model.reserve import ReserveLike
+from spillway.observability import redact
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
@@ -219,13 +220,16 @@ class AwsClients:
 
 
 def map_aws_error(exc: BaseException, what: str) -> AwsError:
-    """An SDK exception as one of ours; ``what`` says which call and on what (for the message)."""
+    """An SDK exception as one of ours; ``what`` says which call and on what (for the message). AWS's
+    message is kept without credentials: a signature mismatch quotes the canonical request it expected,
+    session token included, and our message travels beyond the logs (a Lambda's errorMessage, a Step
+    Functions Cause, a Node's Event, a group's back-off reason)."""
     if isinstance(exc, AwsError):
         return exc
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         code = str(err.get("Code", ""))
-        message = str(err.get("Message", ""))
+        message = redact(str(err.get("Message", "")))
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         text = f"{what}: {code}: {message}"
         if code in THROTTLING_CODES or "rate exceeded" in message.lower():

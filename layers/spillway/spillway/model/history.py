@@ -53,6 +53,26 @@ def poll_count(deadline_seconds: float, poll_seconds: float) -> int:
     return math.ceil(deadline_seconds / poll_seconds) + 1
 
 
+def drain_refusal(deadline_seconds: float, poll_seconds: float) -> str | None:
+    """Why a drain evicting every ``poll_seconds`` until ``deadline_seconds`` (whole seconds, a Wait
+    state's) cannot fit an execution's history, or None: at most :data:`MAX_ROUNDS` rounds, and no
+    pause only for a deadline up to :data:`MAX_BUSY_DEADLINE_SECONDS`. What a drain request is refused
+    for (``poll_seconds``), and so the scale-down's settings every drain it starts carries."""
+    if poll_seconds <= 0:
+        if deadline_seconds <= MAX_BUSY_DEADLINE_SECONDS:
+            return None
+        return (
+            f"0 (no pause between eviction rounds) only with deadline_seconds up to "
+            f"{MAX_BUSY_DEADLINE_SECONDS}, got deadline_seconds {deadline_seconds:g}"
+        )
+    if deadline_seconds / poll_seconds <= MAX_ROUNDS:
+        return None
+    return (
+        f"{poll_seconds:g} s between rounds makes more than {MAX_ROUNDS} rounds before the "
+        f"{deadline_seconds:g} s deadline (an execution's history is limited); poll less often"
+    )
+
+
 def gang_refusal(deadline_seconds: float, poll_seconds: float) -> str | None:
     """Why a gang launch's ``poll_seconds`` cannot poll until ``deadline_seconds`` within an execution's
     history, or None."""
