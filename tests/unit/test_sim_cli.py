@@ -147,7 +147,10 @@ def test_simulate_bad_arguments_exit_2(
         (["--join-failure-rate", "1"], "--join-failure-rate: must be at least 0 and below 1, not 1.0"),
         (["--join-failure-rate", "-0.1"], "--join-failure-rate: must be at least 0 and below 1"),
         (["--join-failure-rate", "nan"], "--join-failure-rate: must be at least 0 and below 1"),
-        (["--device-plugin-seconds", "-1"], "--device-plugin-seconds: must not be negative"),
+        (["--device-plugin-seconds", "-1"], "--device-plugin-seconds: must be a finite number 0 or more"),
+        (["--duration-noise", "inf"], "--duration-noise: must be a finite number 0 or more"),
+        (["--interval", "0"], "--interval: must be a finite number above 0"),
+        (["--restart-penalty", "inf"], "--restart-penalty: must be a finite number 0 or more, minutes"),
     ],
 )
 def test_bad_arguments_are_refused_before_the_replay(

@@ -337,10 +337,8 @@ CHART_FORMATS = (".png", ".svg", ".pdf")
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse unusable arguments before the replay starts, each with an error naming the option."""
-    if args.interval <= 0:
-        raise InputError("must be positive", field="--interval")
-    if args.node_boot_seconds < 0:
-        raise InputError("must not be negative", field="--node-boot-seconds")
+    _seconds(args.interval, "--interval", above_zero=True)
+    _seconds(args.node_boot_seconds, "--node-boot-seconds")
     if args.limit is not None and args.limit <= 0:
         raise InputError(f"must be a positive number of jobs, not {args.limit}", field="--limit")
     if args.max_nodes <= 0:
@@ -353,19 +351,24 @@ def check_arguments(args: argparse.Namespace) -> None:
         check_chart_path(args.pareto, "--pareto")
     if not 0.0 <= args.movable_fraction <= 1.0:
         raise InputError(f"must be between 0 and 1, not {args.movable_fraction}", field="--movable-fraction")
-    if not math.isfinite(args.restart_penalty) or args.restart_penalty < 0:
-        raise InputError("must be a number of minutes, not negative", field="--restart-penalty")
-    noise = args.duration_noise
-    if noise is not None and (not math.isfinite(noise) or noise < 0):
-        raise InputError("must not be negative", field="--duration-noise")
-    if args.device_plugin_seconds < 0:
-        raise InputError("must not be negative", field="--device-plugin-seconds")
-    if args.drain_seconds < 0:
-        raise InputError("must not be negative", field="--drain-seconds")
+    _seconds(args.restart_penalty, "--restart-penalty", unit="minutes")
+    if args.duration_noise is not None:
+        _seconds(args.duration_noise, "--duration-noise", unit="(a standard deviation)")
+    _seconds(args.device_plugin_seconds, "--device-plugin-seconds")
+    _seconds(args.drain_seconds, "--drain-seconds")
     if not 0.0 <= args.join_failure_rate < 1.0:
         raise InputError(
             f"must be at least 0 and below 1, not {args.join_failure_rate}", field="--join-failure-rate"
         )
+
+
+def _seconds(value: float, option: str, *, above_zero: bool = False, unit: str = "seconds") -> None:
+    """A finite number of 0 or more (above 0 with ``above_zero``): ``inf`` or ``nan`` would replay
+    forever or compare false everywhere."""
+    if math.isfinite(value) and (value > 0 if above_zero else value >= 0):
+        return
+    least = "above 0" if above_zero else "0 or more"
+    raise InputError(f"must be a finite number {least}, {unit}, not {value}", field=option)
 
 
 def check_chart_path(text: str, option: str = "--chart") -> None:
