@@ -692,6 +692,48 @@ def test_a_pod_under_two_budgets_is_refused_at_once_not_retried_as_an_outage(
         kube.evict("shop", "web-1")
 
 
+def test_an_eviction_naming_a_uid_leaves_a_pod_made_again_under_the_name(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
+) -> None:
+    # the uid is sent as DeleteOptions.preconditions.uid; the server answers 409 for another pod of
+    # that name, which is the listed pod gone: PodNotFound at once, the new pod left running
+    listed = server.add(_web_pod("web-0"))["metadata"]["uid"]
+    server.delete("Pod", "web-0", namespace="shop")
+    again = server.add(_web_pod("web-0"))
+    assert again["metadata"]["uid"] != listed
+
+    with pytest.raises(PodNotFound, match=r"evict pod shop/web-0.*409"):
+        kube.evict("shop", "web-0", grace_period_seconds=20, uid=listed)
+    assert len(requests_to(server, "/api/v1/namespaces/shop/pods/web-0/eviction", "POST")) == 1
+    assert sleeps == []
+    kept = server.get("Pod", "web-0", namespace="shop")
+    assert kept is not None and "deletionTimestamp" not in kept["metadata"]
+
+    server.kubelet_exit_delay = 3600
+    kube.evict("shop", "web-0", grace_period_seconds=20, uid=again["metadata"]["uid"])
+    going = server.get("Pod", "web-0", namespace="shop")
+    assert going is not None and going["metadata"]["deletionGracePeriodSeconds"] == 20
+
+
+def test_an_eviction_naming_a_uid_waits_out_the_servers_conflict_retries(
+    server: KubeApiServer, sleeps: Sleeps
+) -> None:
+    # a replacement the server may evict without a look at budgets (Pending) makes the eviction
+    # subresource retry the uid conflict for about ten seconds (eviction.go, EvictionsRetry) before it
+    # answers 409: that answer is waited for, not timed out at request_timeout and retried as an outage
+    kube = KubeClient.for_url(server.url, sleep=sleeps, request_timeout=0.3)
+    listed = server.add(_web_pod("web-0"))["metadata"]["uid"]
+    server.delete("Pod", "web-0", namespace="shop")
+    server.add(_web_pod("web-0"))
+    server.faults.delay(0.8, "/api/v1/namespaces/shop/pods/web-0/eviction")
+    try:
+        with pytest.raises(PodNotFound, match="409"):
+            kube.evict("shop", "web-0", uid=listed)
+        assert len(requests_to(server, "/api/v1/namespaces/shop/pods/web-0/eviction", "POST")) == 1
+    finally:
+        kube.close()
+
+
 def test_a_429_without_a_budgets_cause_is_throttling_not_a_budget(
     server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
 ) -> None:
