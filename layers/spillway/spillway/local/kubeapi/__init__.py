@@ -97,7 +97,8 @@ What it serves (JSON only)
   which the eviction subresource does not support.", no reason, no details); success is 201 with a
   ``Success`` Status: the pod gets the condition ``DisruptionTarget=True`` (reason
   ``EvictionByEvictionAPI``) and is deleted gracefully with the Eviction's ``deleteOptions`` (their
-  ``gracePeriodSeconds``; their ``dryRun``, or the request's, makes the whole eviction a dry run).
+  ``gracePeriodSeconds``; their ``dryRun``, or the request's, makes the whole eviction a dry run; their
+  ``preconditions`` are the deletion's, checked after the budget: 409 when they fail).
   PDB ``status`` (``disruptionsAllowed``, ``currentHealthy``, ``desiredHealthy``, ``expectedPods``, a
   ``DisruptionAllowed`` condition) is computed on every read from the pods (healthy: Ready and not
   terminating) and, for ``maxUnavailable`` or a percentage ``minAvailable``, from the scale
