@@ -218,9 +218,14 @@ class ScaleSteps:
                 )
                 continue
             uncordoned.append(node)
+            # the Node's uid, which kubectl describe node looks Events up by (none: never shown)
+            try:
+                uid: str | None = self.kube.get_node(node).metadata.uid or None
+            except NodeNotFound:
+                uid = None
             self.kube.record_event(
                 "Node", node, None, "SpillwayUncordoned",
-                f"uncordoned by Spillway plan {plan_id}: {_uncordon_reason(group, node)}",
+                f"uncordoned by Spillway plan {plan_id}: {_uncordon_reason(group, node)}", uid=uid,
             )  # fmt: skip
         if uncordoned:
             self.metric("Uncordoned", len(uncordoned))
