@@ -621,6 +621,23 @@ def test_the_uncordon_event_shows_in_kubectl_describe_node() -> None:
     assert found == ["SpillwayUncordoned"]
 
 
+def test_the_uncordon_event_goes_without_the_uid_when_the_node_cannot_be_read_again() -> None:
+    """The uid is read only for the Event, a courtesy: a read that fails after the uncordon leaves the
+    Event without it, and the step does not fail for it."""
+    name = "ip-10-0-0-2.ec2.internal"
+    kube = FakeCluster([o.node(name, instance="i-0ab2", unschedulable=True,
+                               annotations={CORDONED_BY_SPILLWAY: PLAN_DRAIN_CORDON},
+                               taints=[{"key": DRAINING_TAINT, "effect": "NoSchedule"}])])  # fmt: skip
+    kube.fail("get_node", KubeUnavailable("get node: no useful answer after 4 attempts"))
+    group = {**GROUP, "grow": False, "to": 1, "uncordon": [name], "reasons": {name: UNCORDON_REASON},
+             "cordons": {name: cordon_digest(PLAN_DRAIN_CORDON)}}  # fmt: skip
+
+    prep = steps(gpu_cloud(1), kube).prepare({"plan_id": "ml-p1", "group": group})
+
+    assert prep["uncordoned"] == [name] and kube.events == [f"SpillwayUncordoned {name}"]
+    assert kube.posted[0]["uid"] is None
+
+
 @pytest.mark.parametrize(
     "value",
     [
