@@ -268,6 +268,20 @@ def test_429_waits_at_least_retry_after(server: KubeApiServer, kube: KubeClient,
     assert sleeps == [1.0]
 
 
+@pytest.mark.parametrize("status", [500, 504])
+def test_a_server_error_waits_at_least_its_retry_after(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps, status: int
+) -> None:
+    # the API server writes Retry-After for every Status carrying retryAfterSeconds (apiserver
+    # handlers/responsewriters ErrorNegotiated): a 500 ServerTimeout, a 504 (the eviction's "couldn't
+    # update PodDisruptionBudget due to conflicts" asks for 10 s); client-go waits it for 429 and any
+    # 5xx (rest/request.go checkWait), where a fraction of a second would spend the attempts at once
+    add_node(server, "n1")
+    server.faults.fail_next(1, status=status, retry_after=3)
+    assert kube.get_node("n1").metadata.name == "n1"
+    assert sleeps == [3.0]
+
+
 def test_timeouts_are_retried_then_kube_unavailable(server: KubeApiServer, sleeps: Sleeps) -> None:
     add_node(server, "n1")
     kube = KubeClient.for_url(server.url, sleep=sleeps, request_timeout=0.2)

@@ -11,7 +11,7 @@ models (``model_validate_json`` on a page wrapper: no intermediate dicts, no cli
 list holds one page of bytes at a time plus the models handed out.
 
 Every call carries a timeout (``request_timeout``, 10 s) and is retried ``max_attempts`` times (4) with
-exponential backoff and jitter on 429 (at least ``Retry-After``), 5xx, timeouts and connection errors
+exponential backoff and jitter on 429 and 5xx (at least their ``Retry-After``), timeouts and connection errors
 (an eviction answers some of these at once: below); then it raises
 :class:`~spillway.errors.KubeUnavailable` naming the operation. 403, and 401 (after one retry with a
 freshly signed token when the client can sign one), raise ``KubeAuthError``; a read's 403 names the
@@ -447,7 +447,9 @@ def _retry_or_raise(
         raise final from None
     status = int(exc.status or 0)
     last = _status_message(exc) if status else f"connection failed: {exc.reason or 'error'}"
-    return last, _retry_after(exc) if status in (429, 503) else None
+    # the API server sends Retry-After with any Status that carries retryAfterSeconds (a 500
+    # ServerTimeout, a 504 too), and client-go waits it for 429 and every 5xx (rest/request.go checkWait)
+    return last, _retry_after(exc) if status == 429 or status >= 500 else None
 
 
 def _name_of(node: str | Node) -> str:

@@ -147,7 +147,7 @@ What it serves (JSON only)
   not parse answers 400.
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
-* Faults (:class:`Faults`): ``fail_next(n, status, path_prefix)``, ``delay(seconds, path_prefix)``,
+* Faults (:class:`Faults`): ``fail_next(n, status, path_prefix, retry_after=...)``, ``delay(seconds, path_prefix)``,
   ``expire_continue_tokens()``; :attr:`KubeApiServer.requests` logs method, path, query, status, token.
 
 Not modelled
