@@ -372,12 +372,15 @@ class FakeCluster(Recorder):
         )
         return spec["taints"] != taints
 
-    def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
+    def evict(
+        self, namespace: str, name: str, grace_period_seconds: int | None = None, *, uid: str = ""
+    ) -> None:
         self._call("evict", namespace, name)
         kept = [
             p
             for p in self.pods
             if (p["metadata"].get("namespace"), p["metadata"]["name"]) != (namespace, name)
+            or (uid and p["metadata"].get("uid") not in (None, uid))
         ]
         if len(kept) == len(self.pods):
             raise PodNotFound(f"{namespace}/{name}")

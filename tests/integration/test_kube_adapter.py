@@ -268,6 +268,20 @@ def test_429_waits_at_least_retry_after(server: KubeApiServer, kube: KubeClient,
     assert sleeps == [1.0]
 
 
+@pytest.mark.parametrize("status", [500, 504])
+def test_a_server_error_waits_at_least_its_retry_after(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps, status: int
+) -> None:
+    # the API server writes Retry-After for every Status carrying retryAfterSeconds (apiserver
+    # handlers/responsewriters ErrorNegotiated): a 500 ServerTimeout, a 504 (the eviction's "couldn't
+    # update PodDisruptionBudget due to conflicts" asks for 10 s); client-go waits it for 429 and any
+    # 5xx (rest/request.go checkWait), where a fraction of a second would spend the attempts at once
+    add_node(server, "n1")
+    server.faults.fail_next(1, status=status, retry_after=3)
+    assert kube.get_node("n1").metadata.name == "n1"
+    assert sleeps == [3.0]
+
+
 def test_timeouts_are_retried_then_kube_unavailable(server: KubeApiServer, sleeps: Sleeps) -> None:
     add_node(server, "n1")
     kube = KubeClient.for_url(server.url, sleep=sleeps, request_timeout=0.2)
@@ -690,6 +704,48 @@ def test_a_pod_under_two_budgets_is_refused_at_once_not_retried_as_an_outage(
     server.add(_web_pod("web-1"))
     with pytest.raises(KubeUnavailable, match=r"evict pod shop/web-1.*4 attempts"):
         kube.evict("shop", "web-1")
+
+
+def test_an_eviction_naming_a_uid_leaves_a_pod_made_again_under_the_name(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
+) -> None:
+    # the uid is sent as DeleteOptions.preconditions.uid; the server answers 409 for another pod of
+    # that name, which is the listed pod gone: PodNotFound at once, the new pod left running
+    listed = server.add(_web_pod("web-0"))["metadata"]["uid"]
+    server.delete("Pod", "web-0", namespace="shop")
+    again = server.add(_web_pod("web-0"))
+    assert again["metadata"]["uid"] != listed
+
+    with pytest.raises(PodNotFound, match=r"evict pod shop/web-0.*409"):
+        kube.evict("shop", "web-0", grace_period_seconds=20, uid=listed)
+    assert len(requests_to(server, "/api/v1/namespaces/shop/pods/web-0/eviction", "POST")) == 1
+    assert sleeps == []
+    kept = server.get("Pod", "web-0", namespace="shop")
+    assert kept is not None and "deletionTimestamp" not in kept["metadata"]
+
+    server.kubelet_exit_delay = 3600
+    kube.evict("shop", "web-0", grace_period_seconds=20, uid=again["metadata"]["uid"])
+    going = server.get("Pod", "web-0", namespace="shop")
+    assert going is not None and going["metadata"]["deletionGracePeriodSeconds"] == 20
+
+
+def test_an_eviction_naming_a_uid_waits_out_the_servers_conflict_retries(
+    server: KubeApiServer, sleeps: Sleeps
+) -> None:
+    # a replacement the server may evict without a look at budgets (Pending) makes the eviction
+    # subresource retry the uid conflict for about ten seconds (eviction.go, EvictionsRetry) before it
+    # answers 409: that answer is waited for, not timed out at request_timeout and retried as an outage
+    kube = KubeClient.for_url(server.url, sleep=sleeps, request_timeout=0.3)
+    listed = server.add(_web_pod("web-0"))["metadata"]["uid"]
+    server.delete("Pod", "web-0", namespace="shop")
+    server.add(_web_pod("web-0"))
+    server.faults.delay(0.8, "/api/v1/namespaces/shop/pods/web-0/eviction")
+    try:
+        with pytest.raises(PodNotFound, match="409"):
+            kube.evict("shop", "web-0", uid=listed)
+        assert len(requests_to(server, "/api/v1/namespaces/shop/pods/web-0/eviction", "POST")) == 1
+    finally:
+        kube.close()
 
 
 def test_a_429_without_a_budgets_cause_is_throttling_not_a_budget(

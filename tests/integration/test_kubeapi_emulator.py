@@ -22,6 +22,7 @@ from kubernetes.client import (
     V1DeleteOptions,
     V1Eviction,
     V1ObjectMeta,
+    V1Preconditions,
 )
 from kubernetes.client.exceptions import ApiException
 
@@ -3145,3 +3146,28 @@ def test_an_eviction_whose_body_names_no_pod_is_a_bad_request(api: KubeApiServer
     assert error_body(caught.value)["message"] == "name in URL does not match name in Eviction object"
     [left] = core.list_namespaced_pod("default").items
     assert left.metadata.deletion_timestamp is None
+
+
+def test_an_evictions_uid_precondition_is_checked_at_the_deletion_after_the_budget(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    """eviction.go Create: a running pod's budget is checked (and spent) first; the DeleteOptions'
+    preconditions are checked only by the deletion that follows (addConditionAndDeletePod). So a stale
+    uid on a pod its budget holds answers the budget's 429, and on a pod its budget lets go, 409."""
+    owner = workload(api, "ReplicaSet", "web-5d9c", 2, {"app": "web"})
+    for i in range(2):
+        running_ready(api, f"web-{i}", owner)
+    api.add(pdb("web", {"app": "web"}, minAvailable=2))
+    stale = V1DeleteOptions(preconditions=V1Preconditions(uid="the-pod-listed-before"))
+
+    with pytest.raises(ApiException) as held:
+        evict_with(core, "web-0", stale)
+    assert held.value.status == 429 and "disruption budget" in error_body(held.value)["message"]
+
+    api.delete("PodDisruptionBudget", "web")
+    api.add(pdb("web", {"app": "web"}, minAvailable=1))
+    with pytest.raises(ApiException) as replaced:
+        evict_with(core, "web-0", stale)
+    assert replaced.value.status == 409 and "UID in precondition" in error_body(replaced.value)["message"]
+    kept = api.get("Pod", "web-0")
+    assert kept is not None and "deletionTimestamp" not in kept["metadata"]

@@ -2748,3 +2748,34 @@ def test_a_scheduled_changes_forced_drain_whose_instance_left_its_group_gives_th
     node = rig.node()
     assert not node["spec"].get("unschedulable"), outcome["compensation"]  # 7b0c1a7: stays cordoned
     assert not [t for t in node["spec"].get("taints", []) if "drain" in t["key"]], node["spec"]
+
+
+def test_a_pod_made_again_under_its_name_after_the_round_listed_it_is_not_evicted(rig: Rig) -> None:
+    """A round lists the node's pods, then evicts them one by one. A pod deleted meanwhile may be made
+    again under the same name at once, elsewhere: a StatefulSet's, a training operator's
+    (``<job>-worker-0``). An eviction by name alone hit that new pod on another node, which the drain
+    never judged. The eviction now carries the listed pod's uid as a DeleteOptions precondition, as
+    Karpenter's does (kubernetes-sigs/karpenter pkg/controllers/node/termination/terminator/
+    eviction.go, Evict), and the API server refuses it with 409 (pkg/registry/core/pod/storage/
+    eviction.go, addConditionAndDeletePod): for the drain the listed pod is gone."""
+    rig.pod("train-worker-0")
+    drain = rig.cordoned()
+    listed = rig.kube.pods_on_node
+    made: list[str] = []
+
+    def listed_then_made_again(node: str) -> list[Pod]:
+        pods = listed(node)
+        if not made:
+            rig.api.delete("Pod", "train-worker-0", "team-a")
+            again = objects.pod("train-worker-0", "team-a", node_name=SPARE, labels={"app": "web"})
+            again["metadata"].pop("uid")
+            made.append(rig.api.add(again)["metadata"]["uid"])
+        return pods
+
+    rig.kube.pods_on_node = listed_then_made_again  # type: ignore[method-assign]
+    round_ = rig.drainer.evict(drain)
+
+    again = rig.api.get("Pod", "train-worker-0", "team-a")
+    assert again is not None and [again["metadata"]["uid"]] == made
+    assert "deletionTimestamp" not in again["metadata"]
+    assert round_["evicted"] == []

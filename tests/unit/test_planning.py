@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflows, unschedulable_at_terminate
+from kubernetes.client import CoreV1Api
 from plan_world import NOW, PLAN_DRAIN_CORDON, World
 
 from spillway.act.drain import DRAIN_LINE_BYTES, parse_request
@@ -31,6 +32,7 @@ from spillway.act.planning import (
     summarize,
 )
 from spillway.act.scale import ScaleSteps
+from spillway.adapters.kube import KubeClient
 from spillway.adapters.sfn import NAME_PATTERN
 from spillway.adapters.store import snapshot_inserts
 from spillway.config import PlannerConfig
@@ -46,6 +48,7 @@ from spillway.errors import (
     StateConflict,
 )
 from spillway.local import objects as o
+from spillway.local.kubeapi import KubeApiServer
 from spillway.model.act import StoredState
 from spillway.model.cluster import NodeInfo, cordon_digest
 from spillway.model.history import MAX_SCALE_UP_GROUPS
@@ -584,6 +587,55 @@ def test_prepare_takes_off_only_the_cordon_the_plan_saw() -> None:
     free = kube.get_node(reused)
     assert not free.spec.unschedulable and free.spec.taints == []
     assert CORDONED_BY_SPILLWAY not in free.metadata.annotations
+
+
+def test_the_uncordon_event_shows_in_kubectl_describe_node() -> None:
+    """``kubectl describe node`` lists the Events whose ``involvedObject.uid`` is the Node's uid, or its
+    name as kubelet writes it (kubernetes/kubectl pkg/describe/describe.go, NodeDescriber.Describe: two
+    field-selector searches, merged). Prepare's SpillwayUncordoned Event named no uid, so neither search
+    found it: the note of why a node was given back never showed where an operator looks. It names
+    the uncordoned Node's uid, as the drain's Events do."""
+    name = "ip-10-0-0-2.ec2.internal"
+    with KubeApiServer() as api:
+        node = api.add(o.node(name, instance="i-0ab2", unschedulable=True,
+                              annotations={CORDONED_BY_SPILLWAY: PLAN_DRAIN_CORDON},
+                              taints=[{"key": DRAINING_TAINT, "effect": "NoSchedule"}]))  # fmt: skip
+        kube = KubeClient.for_url(api.url)
+        try:
+            scale = ScaleSteps(kube=kube, aws=gpu_cloud(1), ledger=FakeLedger(), snapshots=FakeSnapshots(),
+                               settings=settings(), clock=lambda: NOW)  # fmt: skip
+            group = {**GROUP, "grow": False, "to": 1, "uncordon": [name], "reasons": {name: UNCORDON_REASON},
+                     "cordons": {name: cordon_digest(PLAN_DRAIN_CORDON)}}  # fmt: skip
+            assert scale.prepare({"plan_id": "ml-p1", "group": group})["uncordoned"] == [name]
+            core = CoreV1Api(api.api_client())
+            found = [
+                e.reason
+                for uid in (node["metadata"]["uid"], name)
+                for e in core.list_event_for_all_namespaces(
+                    field_selector=f"involvedObject.name={name},involvedObject.namespace=,"
+                    f"involvedObject.kind=Node,involvedObject.uid={uid}"
+                ).items
+            ]
+        finally:
+            kube.close()
+    assert found == ["SpillwayUncordoned"]
+
+
+def test_the_uncordon_event_goes_without_the_uid_when_the_node_cannot_be_read_again() -> None:
+    """The uid is read only for the Event, a courtesy: a read that fails after the uncordon leaves the
+    Event without it, and the step does not fail for it."""
+    name = "ip-10-0-0-2.ec2.internal"
+    kube = FakeCluster([o.node(name, instance="i-0ab2", unschedulable=True,
+                               annotations={CORDONED_BY_SPILLWAY: PLAN_DRAIN_CORDON},
+                               taints=[{"key": DRAINING_TAINT, "effect": "NoSchedule"}])])  # fmt: skip
+    kube.fail("get_node", KubeUnavailable("get node: no useful answer after 4 attempts"))
+    group = {**GROUP, "grow": False, "to": 1, "uncordon": [name], "reasons": {name: UNCORDON_REASON},
+             "cordons": {name: cordon_digest(PLAN_DRAIN_CORDON)}}  # fmt: skip
+
+    prep = steps(gpu_cloud(1), kube).prepare({"plan_id": "ml-p1", "group": group})
+
+    assert prep["uncordoned"] == [name] and kube.events == [f"SpillwayUncordoned {name}"]
+    assert kube.posted[0]["uid"] is None
 
 
 @pytest.mark.parametrize(

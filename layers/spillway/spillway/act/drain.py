@@ -1037,6 +1037,7 @@ def classify(
         info.priority,
         DEFAULT_GRACE_SECONDS if grace is None else grace,
         pod.metadata.deletion_timestamp,
+        pod.metadata.uid or "",
     )
 
 
@@ -1692,7 +1693,7 @@ class Drainer:
         for verdict in sorted(
             (v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod)
         ):
-            why = self._try_evict(verdict.pod, min(verdict.grace, left))
+            why = self._try_evict(verdict.pod, min(verdict.grace, left), verdict.uid)
             if why is None:
                 evicted.append(verdict.pod)
             elif why != _GONE_ALREADY:
@@ -1701,13 +1702,14 @@ class Drainer:
                     break
         return evicted, refused
 
-    def _try_evict(self, pod: str, grace: int) -> str | None:
+    def _try_evict(self, pod: str, grace: int, uid: str) -> str | None:
         """Evict one pod, giving it ``grace`` seconds to stop: None when the API took it,
-        ``_GONE_ALREADY``, or why the API turned it away
+        ``_GONE_ALREADY`` (gone, or another pod made under its name since: ``uid`` is the one listed),
+        or why the API turned it away
         (:meth:`~spillway.adapters.kube.KubeClient.evict` names each answer; RBAC's 403 raises)."""
         namespace, name = _split(pod)
         try:
-            self.kube.evict(namespace, name, grace_period_seconds=grace)
+            self.kube.evict(namespace, name, grace_period_seconds=grace, uid=uid)
         except EvictionBlocked:
             return BUDGET_ALLOWS_NONE
         except EvictionRefused:

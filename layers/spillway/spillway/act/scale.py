@@ -78,6 +78,7 @@ from spillway.act.planning import (
 from spillway.errors import (
     AsgLimitExceeded,
     InputError,
+    KubeError,
     NodeNotFound,
     SnapshotError,
     SnapshotNotFound,
@@ -218,9 +219,15 @@ class ScaleSteps:
                 )
                 continue
             uncordoned.append(node)
+            # the Node's uid, which kubectl describe node looks Events up by (none: never shown); read
+            # for the Event alone, so a failed read leaves it out rather than failing the step
+            try:
+                uid: str | None = self.kube.get_node(node).metadata.uid or None
+            except KubeError:
+                uid = None
             self.kube.record_event(
                 "Node", node, None, "SpillwayUncordoned",
-                f"uncordoned by Spillway plan {plan_id}: {_uncordon_reason(group, node)}",
+                f"uncordoned by Spillway plan {plan_id}: {_uncordon_reason(group, node)}", uid=uid,
             )  # fmt: skip
         if uncordoned:
             self.metric("Uncordoned", len(uncordoned))

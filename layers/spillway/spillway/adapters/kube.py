@@ -11,7 +11,7 @@ models (``model_validate_json`` on a page wrapper: no intermediate dicts, no cli
 list holds one page of bytes at a time plus the models handed out.
 
 Every call carries a timeout (``request_timeout``, 10 s) and is retried ``max_attempts`` times (4) with
-exponential backoff and jitter on 429 (at least ``Retry-After``), 5xx, timeouts and connection errors
+exponential backoff and jitter on 429 and 5xx (at least their ``Retry-After``), timeouts and connection errors
 (an eviction answers some of these at once: below); then it raises
 :class:`~spillway.errors.KubeUnavailable` naming the operation. 403, and 401 (after one retry with a
 freshly signed token when the client can sign one), raise ``KubeAuthError``; a read's 403 names the
@@ -175,6 +175,9 @@ DEFAULT_PAGE_SIZE = 500
 DEFAULT_MAX_ATTEMPTS = 4
 LIST_PASSES = 3  # passes of one list whose continue token expires before it is given up
 CONFLICT_ATTEMPTS = 5
+# how long the eviction subresource retries a conflict before it answers 409 (EvictionsRetry: 20 steps
+# of 0.5 s, 10 % jitter), which a uid precondition no longer met makes it do every time
+EVICTION_CONFLICT_RETRY_SECONDS = 11.0
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 # the whole body of a 422 for a JSON patch that does not apply to the object (apiserver endpoints/
@@ -444,7 +447,9 @@ def _retry_or_raise(
         raise final from None
     status = int(exc.status or 0)
     last = _status_message(exc) if status else f"connection failed: {exc.reason or 'error'}"
-    return last, _retry_after(exc) if status in (429, 503) else None
+    # the API server sends Retry-After with any Status that carries retryAfterSeconds (a 500
+    # ServerTimeout, a 504 too), and client-go waits it for 429 and every 5xx (rest/request.go checkWait)
+    return last, _retry_after(exc) if status == 429 or status >= 500 else None
 
 
 def _name_of(node: str | Node) -> str:
@@ -1172,7 +1177,9 @@ class KubeClient:
         verb = "add scale-down candidate taint to" if present else "remove scale-down candidate taint from"
         return self._update_taints(f"{verb} node {node}", node, change)
 
-    def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
+    def evict(
+        self, namespace: str, name: str, grace_period_seconds: int | None = None, *, uid: str = ""
+    ) -> None:
         """Evict through the policy/v1 Eviction subresource, which honours PodDisruptionBudgets.
 
         Answered at once: ``EvictionBlocked`` when a budget allows no disruption now (429 with a
@@ -1182,23 +1189,38 @@ class KubeClient:
         status refuses every eviction (403 naming the budget: try later); ``EvictionNamespaceTerminating``
         when the pod's namespace is being deleted (403: the pod goes with it); ``PodNotFound`` when the
         pod is already gone. Any other 403 is RBAC's: ``KubeAuthError``.
+
+        ``uid``: evict only the pod of that ``metadata.uid`` (a DeleteOptions precondition, as Karpenter's
+        eviction queue sends it). A pod deleted since it was listed may have been made again under its
+        name, on another node (a StatefulSet's, a training operator's ``<job>-worker-0``); the API server
+        answers its eviction 409 Conflict ("the UID in the precondition ... does not match"), raised as
+        ``PodNotFound``: the pod listed is gone. For a replacement it could evict without a look at
+        budgets (Pending, as a new pod is) the server retries that conflict for about ten seconds
+        before it answers (pkg/registry/core/pod/storage/eviction.go: ``EvictionsRetry``, 20 steps of
+        0.5 s), so such a request waits that much longer than ``request_timeout``.
         """
         if not namespace or not name:
             raise ValueError("evict needs a namespace and a pod name")
+        options = None
+        if grace_period_seconds is not None or uid:
+            options = V1DeleteOptions(
+                grace_period_seconds=grace_period_seconds,
+                preconditions=V1Preconditions(uid=uid) if uid else None,
+            )
         body = V1Eviction(
             api_version="policy/v1",
             kind="Eviction",
             metadata=V1ObjectMeta(name=name, namespace=namespace),
-            delete_options=(
-                V1DeleteOptions(grace_period_seconds=grace_period_seconds)
-                if grace_period_seconds is not None
-                else None
-            ),
+            delete_options=options,
         )
+        opts = self._opts()
+        if uid:
+            opts["_request_timeout"] = self.request_timeout + EVICTION_CONFLICT_RETRY_SECONDS
+        replaced: dict[int, type[KubeError]] = {409: PodNotFound} if uid else {}
         self._request(
             f"evict pod {namespace}/{name}",
-            partial(self._core.create_namespaced_pod_eviction, name, namespace, body, **self._opts()),
-            on_status={404: PodNotFound},
+            partial(self._core.create_namespaced_pod_eviction, name, namespace, body, **opts),
+            on_status={404: PodNotFound, **replaced},
             classify=_eviction_answer,
         )
 

@@ -254,7 +254,9 @@ class PodVerdict:
     ``wait`` for it (already terminating), or ``keep`` it (protected; it keeps the node busy).
     ``grace``: the pod's ``terminationGracePeriodSeconds`` (the API's default, 30, when unset), which
     its eviction gives it at most (:meth:`spillway.act.drain.Drainer._evict_round`). ``grace_ends``: a
-    terminating pod's ``deletionTimestamp``, when its grace period runs out."""
+    terminating pod's ``deletionTimestamp``, when its grace period runs out. ``uid``: the pod's
+    ``metadata.uid`` as listed, which its eviction names, so that another pod made under its name since
+    is not evicted in its place."""
 
     pod: str
     action: Action
@@ -262,3 +264,4 @@ class PodVerdict:
     priority: int = 0
     grace: int = DEFAULT_GRACE_SECONDS
     grace_ends: datetime | None = None
+    uid: str = ""

@@ -97,7 +97,8 @@ What it serves (JSON only)
   which the eviction subresource does not support.", no reason, no details); success is 201 with a
   ``Success`` Status: the pod gets the condition ``DisruptionTarget=True`` (reason
   ``EvictionByEvictionAPI``) and is deleted gracefully with the Eviction's ``deleteOptions`` (their
-  ``gracePeriodSeconds``; their ``dryRun``, or the request's, makes the whole eviction a dry run).
+  ``gracePeriodSeconds``; their ``dryRun``, or the request's, makes the whole eviction a dry run; their
+  ``preconditions`` are the deletion's, checked after the budget: 409 when they fail).
   PDB ``status`` (``disruptionsAllowed``, ``currentHealthy``, ``desiredHealthy``, ``expectedPods``, a
   ``DisruptionAllowed`` condition) is computed on every read from the pods (healthy: Ready and not
   terminating) and, for ``maxUnavailable`` or a percentage ``minAvailable``, from the scale
@@ -146,7 +147,7 @@ What it serves (JSON only)
   not parse answers 400.
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
-* Faults (:class:`Faults`): ``fail_next(n, status, path_prefix)``, ``delay(seconds, path_prefix)``,
+* Faults (:class:`Faults`): ``fail_next(n, status, path_prefix, retry_after=...)``, ``delay(seconds, path_prefix)``,
   ``expire_continue_tokens()``; :attr:`KubeApiServer.requests` logs method, path, query, status, token.
 
 Not modelled

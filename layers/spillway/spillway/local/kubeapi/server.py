@@ -54,6 +54,7 @@ class _Failure:
     status: int
     path_prefix: str | None
     method: str | None
+    retry_after: int | None = None
 
 
 class Faults:
@@ -66,13 +67,22 @@ class Faults:
         self._expire_tokens = expire_tokens
 
     def fail_next(
-        self, n: int = 1, status: int = 500, path_prefix: str | None = None, *, method: str | None = None
+        self,
+        n: int = 1,
+        status: int = 500,
+        path_prefix: str | None = None,
+        *,
+        method: str | None = None,
+        retry_after: int | None = None,
     ) -> None:
         """The next ``n`` requests whose path starts with ``path_prefix`` (and whose method is ``method``,
-        when given) are answered ``status`` with a Status body; 429 also carries ``Retry-After: 1``."""
+        when given) are answered ``status`` with a Status body; 429 also carries ``Retry-After: 1``.
+        ``retry_after``: the Status's ``details.retryAfterSeconds`` and the ``Retry-After`` header, as the
+        API server writes them for any status that carries one (a 500 ``ServerTimeout``, a 504)."""
         if n > 0:
+            verb = method.upper() if method else None
             with self._lock:
-                self._failures.append(_Failure(n, status, path_prefix, method.upper() if method else None))
+                self._failures.append(_Failure(n, status, path_prefix, verb, retry_after))
 
     def delay(self, seconds: float, path_prefix: str | None = None) -> None:
         """Sleep ``seconds`` before answering requests under ``path_prefix`` (all requests when ``None``).
@@ -95,7 +105,7 @@ class Faults:
             self._failures.clear()
             self._delays.clear()
 
-    def _take_failure(self, method: str, path: str) -> int | None:
+    def _take_failure(self, method: str, path: str) -> tuple[int, int | None] | None:
         with self._lock:
             for failure in self._failures:
                 if failure.path_prefix is not None and not path.startswith(failure.path_prefix):
@@ -105,7 +115,7 @@ class Faults:
                 failure.remaining -= 1
                 if failure.remaining <= 0:
                     self._failures.remove(failure)
-                return failure.status
+                return failure.status, failure.retry_after
         return None
 
     def _delay_for(self, path: str) -> float:
@@ -628,7 +638,7 @@ class KubeApiServer:
         try:
             injected = self.faults._take_failure(method, path)
             if injected is not None:
-                raise fault(injected)
+                raise fault(*injected)
             if self.require_token is not None and token != self.require_token:
                 raise KubeApiError(401, "Unauthorized")
             return self._router.handle(method, path, query, media, raw)

@@ -193,16 +193,23 @@ def forbidden(qualified: str, name: str, why: str, causes: list[JsonObj] | None 
     return KubeApiError(403, f'{qualified} "{name}" is forbidden: {why}', details=details)
 
 
-def fault(code: int) -> KubeApiError:
-    """The error an injected fault answers with (429 carries ``Retry-After: 1``)."""
+def fault(code: int, retry_after: int | None = None) -> KubeApiError:
+    """The error an injected fault answers with (429 carries ``Retry-After: 1``, any other the
+    ``retry_after`` given)."""
     if code == 429:
-        return KubeApiError(429, "Too many requests, please try again later.", retry_after=1)
+        return KubeApiError(429, "Too many requests, please try again later.", retry_after=retry_after or 1)
     if code == 500:
-        return KubeApiError(500, "Internal error occurred: injected fault")
+        return KubeApiError(500, "Internal error occurred: injected fault", retry_after=retry_after)
     if code == 503:
-        return KubeApiError(503, "The server is currently unable to handle the request (injected fault)")
+        return KubeApiError(
+            503,
+            "The server is currently unable to handle the request (injected fault)",
+            retry_after=retry_after,
+        )
     if code == 504:
         return KubeApiError(
-            504, "The server was unable to return a response in the time allotted (injected fault)"
+            504,
+            "The server was unable to return a response in the time allotted (injected fault)",
+            retry_after=retry_after,
         )
-    return KubeApiError(code, f"injected fault: HTTP {code}")
+    return KubeApiError(code, f"injected fault: HTTP {code}", retry_after=retry_after)

@@ -1003,6 +1003,8 @@ class Store:
         disruption or the answer is 429. The pod is then marked ``DisruptionTarget=True`` (reason
         ``EvictionByEvictionAPI``, ``addConditionAndDeletePod``) and deleted with the Eviction's
         ``deleteOptions`` (its grace period; its ``dryRun``, or the request's, makes it all a dry run).
+        Their ``preconditions`` (uid, resourceVersion) are the deletion's: checked after the budget, so a
+        stale one on a pod its budget holds answers the budget's 429, else 409.
         """
         if not isinstance(body, dict):
             raise bad_request("the request body must be an Eviction object")
@@ -1015,9 +1017,10 @@ class Store:
         with self._session():
             self._refuse_if_terminating(PODS.qualified, namespace, name)  # admission runs first
             pod = self._entry(PODS, namespace, name).obj
-            self._check_preconditions(PODS, pod, options)
             if not _can_ignore_budgets(pod):
                 self._check_budgets(namespace, pod)
+            # the preconditions are the deletion's, checked after the budget (addConditionAndDeletePod)
+            self._check_preconditions(PODS, pod, options)
             key = self.key(PODS, namespace, name)
             if not dry_run:
                 marked = deletion.with_condition(pod, _EVICTION_CONDITION, self.now())
