@@ -515,7 +515,7 @@ class FakeCloud(Recorder):
         groups = [g for r in self._regions for g in self.node_groups_by_region.get(r, [])]
         return sorted(groups, key=lambda g: (g.region, g.name))
 
-    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
+    def describe_group(self, region: str, group: str, *, launch_settings: bool = False) -> AutoScalingGroup:
         self._call("describe_group", region, group)
         return AutoScalingGroup.model_validate(self._group(region, group))
 

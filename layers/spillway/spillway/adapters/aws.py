@@ -79,7 +79,6 @@ from spillway.model.nodegroup import (
     NodeGroup,
     build_node_groups,
     candidate_types,
-    resolve_instance_type,
 )
 from spillway.model.reserve import ReserveLike
 
@@ -466,8 +465,8 @@ class AwsAdapter:
         self, region: str, groups: Sequence[AutoScalingGroup]
     ) -> list[AutoScalingGroup]:
         """The groups with what their launch template version (``$Default`` without one) or launch
-        configuration says: the instance type (:attr:`AutoScalingGroup.LaunchInstanceType`) when nothing
-        else gives a group one (no overrides, no live instance, no node-template tag), and, for a group
+        configuration says: the instance type (:attr:`AutoScalingGroup.LaunchInstanceType`) of a group
+        without overrides (what it launches now, also when its running instances have another), and, for a group
         without a mixed instances policy, whether it launches Spot
         (:attr:`AutoScalingGroup.LaunchMarketType`: a template's ``InstanceMarketOptions.MarketType`` or a
         configuration's ``SpotPrice``). A mixed instances policy's template is read only for a type: AWS
@@ -665,7 +664,10 @@ class AwsAdapter:
 
     # --- writes --------------------------------------------------------------------------------
 
-    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
+    def describe_group(self, region: str, group: str, *, launch_settings: bool = False) -> AutoScalingGroup:
+        """The group as DescribeAutoScalingGroups gives it; with ``launch_settings``, also what its launch
+        template version or configuration says (:meth:`_with_launch_settings`: the instance type it
+        launches now), as observe reads it."""
         client = self._clients.autoscaling(region)
 
         def fetch() -> list[AutoScalingGroup]:
@@ -675,7 +677,7 @@ class AwsAdapter:
         found = _call(f"DescribeAutoScalingGroups({region}, {group})", fetch)
         if not found:
             raise AsgNotFound(f"{region}/{group}: no such Auto Scaling group")
-        return found[0]
+        return self._with_launch_settings(region, found[:1])[0] if launch_settings else found[0]
 
     def set_desired_capacity(self, region: str, group: str, desired: int) -> int:
         """Set the group's desired capacity; returns the previous one.
@@ -1009,13 +1011,11 @@ class AwsAdapter:
 def _reads_launch_settings(asg: AutoScalingGroup) -> bool:
     """Whether the group's launch template or configuration is read (see
     :meth:`AwsAdapter._with_launch_settings`): not for a group being deleted, nor for a mixed group whose
-    overrides (by type or by attributes) replace the template's type or whose type is known otherwise."""
+    overrides (by type or by attributes) replace the template's type."""
     if asg.Status:
         return False
     mixed = asg.MixedInstancesPolicy
     if mixed is not None and mixed.LaunchTemplate and mixed.LaunchTemplate.Overrides:
-        return False
-    if mixed is not None and resolve_instance_type(asg) is not None:
         return False
     return asg.launch_template is not None or bool(asg.LaunchConfigurationName)
 
@@ -1035,10 +1035,9 @@ def _with_launch_facts(
     if isinstance(found, str):
         log.warning("%s/%s: %s", region, asg.AutoScalingGroupName, found)
         return asg.model_copy(update={"LaunchSettingsProblem": found})
-    typed = resolve_instance_type(asg) is not None
-    update: dict[str, Any] = (
-        {} if typed or not found.instance_type else {"LaunchInstanceType": found.instance_type}
-    )
+    # the type it launches now, also for a group whose running instances have another (launched before
+    # the template changed): resolve_instance_type takes it before theirs
+    update: dict[str, Any] = {"LaunchInstanceType": found.instance_type} if found.instance_type else {}
     if asg.MixedInstancesPolicy is None:
         update["LaunchMarketType"] = found.market
     return asg.model_copy(update=update) if update else asg
