@@ -203,6 +203,25 @@ def test_a_fleet_gang_asks_for_the_type_the_groups_launch_template_names_now(wor
     assert planned.instance_type == prep["fleet"]["instance_type"] == "g5.2xlarge"
 
 
+def test_a_fleet_gang_of_a_group_whose_launch_template_asks_for_spot_asks_for_spot(world: Any) -> None:
+    """Observe reads the launch template's InstanceMarketOptions, so the plan prices, taints and places
+    pods on the group as Spot; gang_prepare read the group without it and, with no capacity-type tag,
+    asked the fleet for on-demand: the gang got nodes of another capacity type (and price) than the
+    ones the plan was made for."""
+    _, adapter = world
+    create_group("spotgang", region="us-east-1", cluster="prod", desired=0, max_size=10, mixed=False,
+                 spot=True, instance_type="g5.xlarge", tags={TAG_ATOMIC_LAUNCH: "fleet"})  # fmt: skip
+    steps = gang.GangSteps(kube=FakeCluster(), aws=adapter, ledger=FakeLedger(), cluster="prod",
+                           clock=lambda: NOW)  # fmt: skip
+    (planned,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    prep = steps.prepare({"group": "spotgang", "region": "us-east-1", "count": 2, "gang": "ml/train",
+                          "mode": "fleet", "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1",
+                          "execution": "arn:aws:states:us-east-1:123456789012:execution:g:e-1"})  # fmt: skip
+
+    assert planned.capacity_type == prep["fleet"]["capacity_type"] == "spot"
+
+
 def test_a_group_at_zero_with_a_launch_configuration_takes_its_type(world: Any) -> None:
     clients, adapter = world
     asg = clients.autoscaling("us-east-1")
