@@ -515,8 +515,13 @@ class FakeCloud(Recorder):
         groups = [g for r in self._regions for g in self.node_groups_by_region.get(r, [])]
         return sorted(groups, key=lambda g: (g.region, g.name))
 
-    def describe_group(self, region: str, group: str, *, launch_settings: bool = False) -> AutoScalingGroup:
+    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
         self._call("describe_group", region, group)
+        return AutoScalingGroup.model_validate(self._group(region, group))
+
+    def describe_group_launching(self, region: str, group: str) -> AutoScalingGroup:
+        """As describe_group: a group's launch facts (LaunchInstanceType, ...) are in its raw form."""
+        self._call("describe_group_launching", region, group)
         return AutoScalingGroup.model_validate(self._group(region, group))
 
     def describe_activities(

@@ -383,7 +383,7 @@ class GangSteps:
         req = self._request(event)
         token = attempt_token(self.cluster, req)
         # with the type its launch template names now: the plan's template, what the fleet asks for
-        asg = self.aws.describe_group(req.region, req.group, launch_settings=True)
+        asg = self.aws.describe_group_launching(req.region, req.group)
         where = f"{req.region}/{req.group}"
         if not is_managed(asg, self.cluster):
             raise InputError(f"{where} is not tagged for cluster {self.cluster}", field="group")

@@ -466,8 +466,8 @@ class AwsAdapter:
     ) -> list[AutoScalingGroup]:
         """The groups with what their launch template version (``$Default`` without one) or launch
         configuration says: the instance type (:attr:`AutoScalingGroup.LaunchInstanceType`) of a group
-        without overrides (what it launches now, also when its running instances have another), and, for a group
-        without a mixed instances policy, whether it launches Spot
+        without overrides (what it launches now, also when its running instances have another), and,
+        for a group without a mixed instances policy, whether it launches Spot
         (:attr:`AutoScalingGroup.LaunchMarketType`: a template's ``InstanceMarketOptions.MarketType`` or a
         configuration's ``SpotPrice``). A mixed instances policy's template is read only for a type: AWS
         refuses one that asks for Spot there.
@@ -664,10 +664,7 @@ class AwsAdapter:
 
     # --- writes --------------------------------------------------------------------------------
 
-    def describe_group(self, region: str, group: str, *, launch_settings: bool = False) -> AutoScalingGroup:
-        """The group as DescribeAutoScalingGroups gives it; with ``launch_settings``, also what its launch
-        template version or configuration says (:meth:`_with_launch_settings`: the instance type it
-        launches now), as observe reads it."""
+    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
         client = self._clients.autoscaling(region)
 
         def fetch() -> list[AutoScalingGroup]:
@@ -677,7 +674,13 @@ class AwsAdapter:
         found = _call(f"DescribeAutoScalingGroups({region}, {group})", fetch)
         if not found:
             raise AsgNotFound(f"{region}/{group}: no such Auto Scaling group")
-        return self._with_launch_settings(region, found[:1])[0] if launch_settings else found[0]
+        return found[0]
+
+    def describe_group_launching(self, region: str, group: str) -> AutoScalingGroup:
+        """:meth:`describe_group` with what its launch template version or configuration says
+        (:meth:`_with_launch_settings`: the instance type it launches now, whether it asks for Spot), as
+        observe reads it for the plan."""
+        return self._with_launch_settings(region, [self.describe_group(region, group)])[0]
 
     def set_desired_capacity(self, region: str, group: str, desired: int) -> int:
         """Set the group's desired capacity; returns the previous one.
