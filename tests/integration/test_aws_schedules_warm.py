@@ -158,8 +158,9 @@ def test_a_group_at_zero_takes_its_instance_type_from_its_launch_template(world:
 
 def test_a_group_whose_launch_template_now_names_another_type_is_planned_as_that_type(world: Any) -> None:
     """Auto Scaling launches new instances from the launch template version the group names now; its
-    running instances keep the type they were launched with ("Change the default launch template
-    version of an Auto Scaling group": existing instances are not replaced). The template node was the
+    running instances keep the type they were launched with (EC2 Auto Scaling API Reference,
+    UpdateAutoScalingGroup; "Change the launch configuration for an Auto Scaling group" says the same of a
+    launch configuration). The template node was the
     type most of the running instances have, so after the template moved from m5.2xlarge to m5.large a
     pod needing 6 CPUs was planned onto the group, and every instance launched for it was an m5.large
     it does not fit."""

@@ -503,8 +503,9 @@ def resolve_instance_type(
     every resource (:func:`least_override`); when none has, or without a catalogue, its first override.
     Else the type of its launch template or configuration, when the adapter read it
     (:attr:`AutoScalingGroup.LaunchInstanceType`): the type every instance it launches now gets, whatever
-    its running instances were launched with before the template changed ("Change the default launch
-    template version of an Auto Scaling group": existing instances are not replaced). Else (input from
+    its running instances were launched with before the template changed (EC2 Auto Scaling API Reference,
+    UpdateAutoScalingGroup: "all new instances will get the updated configuration. Existing instances
+    continue to run with the configuration that they were originally launched with"). Else (input from
     describe-auto-scaling-groups alone) the type most of the group's instances run, else the
     node-template label tag. A mixed group's template is the least of each resource over all its
     overrides (:func:`build_template`), whichever type this is: it is the type a gang's fleet asks for
