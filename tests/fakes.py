@@ -522,6 +522,11 @@ class FakeCloud(Recorder):
         self._call("describe_group", region, group)
         return AutoScalingGroup.model_validate(self._group(region, group))
 
+    def describe_group_launching(self, region: str, group: str) -> AutoScalingGroup:
+        """As describe_group: a group's launch facts (LaunchInstanceType, ...) are in its raw form."""
+        self._call("describe_group_launching", region, group)
+        return AutoScalingGroup.model_validate(self._group(region, group))
+
     def describe_activities(
         self, region: str, group: str, now: datetime | None = None
     ) -> list[ScalingActivity]:

@@ -7,14 +7,16 @@ from typing import Any
 
 import boto3
 import pytest
-from fakes import calls, refuse
+from fakes import FakeCluster, FakeLedger, calls, refuse
 from moto import mock_aws
 
+from spillway.act import gang
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.errors import AwsError, AwsThrottled, AwsUnavailable
 from spillway.local.cloud import CloudSim
 from spillway.local.rig import create_group
 from spillway.model.aws import AutoScalingGroup
+from spillway.model.nodegroup import TAG_ATOMIC_LAUNCH
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 RESERVE = {"cpu": 100, "memory": 2**30 * 1000}
@@ -152,6 +154,73 @@ def test_a_group_at_zero_takes_its_instance_type_from_its_launch_template(world:
     assert group.instance_type == "g5.xlarge" and group.template is not None
     assert group.template.allocatable.get("nvidia.com/gpu") == 1000
     assert [c["Versions"] for c in described] == [["1"]]  # the group's own version ($Latest is 1)
+
+
+def test_a_group_whose_launch_template_now_names_another_type_is_planned_as_that_type(world: Any) -> None:
+    """Auto Scaling launches new instances from the launch template version the group names now; its
+    running instances keep the type they were launched with (EC2 Auto Scaling API Reference,
+    UpdateAutoScalingGroup; "Change the launch configuration for an Auto Scaling group" says the same of a
+    launch configuration). The template node was the
+    type most of the running instances have, so after the template moved from m5.2xlarge to m5.large a
+    pod needing 6 CPUs was planned onto the group, and every instance launched for it was an m5.large
+    it does not fit."""
+    clients, adapter = world
+    create_group("moved", region="us-east-1", cluster="prod", desired=2, max_size=10, mixed=False,
+                 instance_type="m5.2xlarge")  # fmt: skip
+    ec2 = clients.ec2("us-east-1")
+    ec2.create_launch_template_version(
+        LaunchTemplateName="lt-moved", SourceVersion="1",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"},
+    )  # fmt: skip
+
+    (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    assert group.instance_type == "m5.large"  # the group names $Latest: version 2
+    assert group.template is not None and group.template.allocatable["cpu"] < 2000
+    assert group.template.labels["node.kubernetes.io/instance-type"] == "m5.large"
+    # its m5.2xlarge nodes do not stand for what it launches now (spillway.model.livetemplate)
+    assert len(group.instance_ids) == 2 and set(group.other_type_instances) == set(group.instance_ids)
+
+
+def test_a_fleet_gang_asks_for_the_type_the_groups_launch_template_names_now(world: Any) -> None:
+    """The plan places a gang on the template of the type the group launches now (its launch template's);
+    the fleet asked for the type most of its running instances have, launched before the template
+    changed, so a gang planned for g5.2xlarge nodes got g5.xlarge ones its pods do not fit."""
+    clients, adapter = world
+    create_group("gang", region="us-east-1", cluster="prod", desired=1, max_size=10, mixed=False,
+                 instance_type="g5.xlarge", tags={TAG_ATOMIC_LAUNCH: "fleet"})  # fmt: skip
+    clients.ec2("us-east-1").create_launch_template_version(
+        LaunchTemplateName="lt-gang", SourceVersion="1",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "g5.2xlarge"},
+    )  # fmt: skip
+    steps = gang.GangSteps(kube=FakeCluster(), aws=adapter, ledger=FakeLedger(), cluster="prod",
+                           clock=lambda: NOW)  # fmt: skip
+    (planned,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    prep = steps.prepare({"group": "gang", "region": "us-east-1", "count": 2, "gang": "ml/train",
+                          "mode": "fleet", "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1",
+                          "execution": "arn:aws:states:us-east-1:123456789012:execution:g:e-1"})  # fmt: skip
+
+    assert planned.instance_type == prep["fleet"]["instance_type"] == "g5.2xlarge"
+
+
+def test_a_fleet_gang_of_a_group_whose_launch_template_asks_for_spot_asks_for_spot(world: Any) -> None:
+    """Observe reads the launch template's InstanceMarketOptions, so the plan prices, taints and places
+    pods on the group as Spot; gang_prepare read the group without it and, with no capacity-type tag,
+    asked the fleet for on-demand: the gang got nodes of another capacity type (and price) than the
+    ones the plan was made for."""
+    _, adapter = world
+    create_group("spotgang", region="us-east-1", cluster="prod", desired=0, max_size=10, mixed=False,
+                 spot=True, instance_type="g5.xlarge", tags={TAG_ATOMIC_LAUNCH: "fleet"})  # fmt: skip
+    steps = gang.GangSteps(kube=FakeCluster(), aws=adapter, ledger=FakeLedger(), cluster="prod",
+                           clock=lambda: NOW)  # fmt: skip
+    (planned,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    prep = steps.prepare({"group": "spotgang", "region": "us-east-1", "count": 2, "gang": "ml/train",
+                          "mode": "fleet", "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1",
+                          "execution": "arn:aws:states:us-east-1:123456789012:execution:g:e-1"})  # fmt: skip
+
+    assert planned.capacity_type == prep["fleet"]["capacity_type"] == "spot"
 
 
 def test_a_group_at_zero_with_a_launch_configuration_takes_its_type(world: Any) -> None:

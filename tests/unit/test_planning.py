@@ -1043,6 +1043,22 @@ def test_a_capacity_failure_worded_without_its_code_backs_off_its_pool_as_the_co
     assert failed_launch_backoffs(state_reason) == ["gpu", "pool#on-demand/us-east-1a/g5.xlarge"]
 
 
+def test_a_type_not_offered_in_one_zone_of_a_group_of_several_backs_off_that_pool() -> None:
+    """EC2 names the instance type and the zone that does not offer it ("Your requested instance type
+    (g5.xlarge) is not supported in your requested Availability Zone (us-east-1a)", Unsupported), as it
+    names them for an on-demand shortage; the pool was read only from the shortage's words, so for a
+    group of several zones only the group backed off, and every other group of that type kept launching
+    into the zone that will never have it."""
+    unsupported = (
+        "Could not launch On-Demand Instances. Unsupported - Your requested instance type (g5.xlarge) is not "
+        "supported in your requested Availability Zone (us-east-1a). Please retry your request by not "
+        "specifying an Availability Zone or choosing us-east-1b, us-east-1c. Launching EC2 instance failed."
+    )
+    assert failed_launch_backoffs(unsupported, ("us-east-1a", "us-east-1b")) == [
+        "gpu", "pool#on-demand/us-east-1a/g5.xlarge"
+    ]  # fmt: skip
+
+
 def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> None:
     cloud = gpu_cloud(1)
     base = {"cluster": "ml", "plan_id": "p", "snapshot_key": "k", "poll_seconds": 1,

@@ -34,9 +34,13 @@ from spillway.ports import Ledger
 #: (capacity type, zone, instance type): one pool, as :func:`~spillway.model.state.pool_key` keys it
 Pool = tuple[CapacityType, str, str]
 
-# EC2's words for an instance type it has no on-demand capacity of in a zone (InsufficientInstanceCapacity)
+# EC2's words for an instance type it has no on-demand capacity of in a zone (InsufficientInstanceCapacity),
+# and for one the zone does not offer (Unsupported: "Your requested instance type (g4dn.xlarge) is not
+# supported in your requested Availability Zone (ca-central-1d)"); each names the type and the zone
 _NO_CAPACITY_IN_ZONE = re.compile(
     r"do not have sufficient (?P<type>[\w.-]+) capacity in the Availability Zone you requested \((?P<zone>[\w-]+)\)"
+    r"|requested instance type \((?P<utype>[\w.-]+)\) is not supported in your requested Availability Zone "
+    r"\((?P<uzone>[\w-]+)\)"
 )
 _SPOT = re.compile(r"\bspot\b", re.IGNORECASE)
 # CreateFleetError.Lifecycle values that are a pool Spillway keys; the others (capacity-block,
@@ -48,7 +52,8 @@ def failed_pool(message: str, asg: AutoScalingGroup) -> Pool | None:
     """The pool (capacity type, zone, instance type) a failed launch of ``asg`` found without capacity,
     or None when the message does not say so or leaves the pool unknown. Spot when it speaks of Spot
     ("Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity ..."),
-    else on-demand. EC2 names the type and zone of an on-demand shortage; otherwise the pool is known
+    else on-demand. EC2 names the type and zone of an on-demand shortage, and of a type the zone does
+    not offer (Unsupported); otherwise the pool is known
     only for a group of one instance type in one zone. Capacity is what a gang's fleet calls it too
     (:func:`~spillway.model.launcherror.launch_error_kind`: InsufficientInstanceCapacity,
     UnfulfillableCapacity, ...); quotas (VcpuLimitExceeded, ...) are the account's, not a pool's, and
@@ -58,7 +63,7 @@ def failed_pool(message: str, asg: AutoScalingGroup) -> Pool | None:
     kind: CapacityType = "spot" if _SPOT.search(message) else "on-demand"
     named = _NO_CAPACITY_IN_ZONE.search(message)
     if named is not None:
-        return kind, named["zone"], named["type"]
+        return kind, named["zone"] or named["uzone"], named["type"] or named["utype"]
     types = override_types(asg) or tuple(t for t in (resolve_instance_type(asg),) if t)
     if len(types) == 1 and len(asg.AvailabilityZones) == 1:
         return kind, asg.AvailabilityZones[0], types[0]

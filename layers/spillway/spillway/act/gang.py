@@ -382,7 +382,8 @@ class GangSteps:
         """Read the group; refuse a gang it cannot hold (MaxSize) or a group not for atomic launch."""
         req = self._request(event)
         token = attempt_token(self.cluster, req)
-        asg = self.aws.describe_group(req.region, req.group)
+        # with the type its launch template names now: the plan's template, what the fleet asks for
+        asg = self.aws.describe_group_launching(req.region, req.group)
         where = f"{req.region}/{req.group}"
         if not is_managed(asg, self.cluster):
             raise InputError(f"{where} is not tagged for cluster {self.cluster}", field="group")

@@ -79,7 +79,6 @@ from spillway.model.nodegroup import (
     NodeGroup,
     build_node_groups,
     candidate_types,
-    resolve_instance_type,
 )
 from spillway.model.reserve import ReserveLike
 from spillway.observability import redact
@@ -470,9 +469,9 @@ class AwsAdapter:
         self, region: str, groups: Sequence[AutoScalingGroup]
     ) -> list[AutoScalingGroup]:
         """The groups with what their launch template version (``$Default`` without one) or launch
-        configuration says: the instance type (:attr:`AutoScalingGroup.LaunchInstanceType`) when nothing
-        else gives a group one (no overrides, no live instance, no node-template tag), and, for a group
-        without a mixed instances policy, whether it launches Spot
+        configuration says: the instance type (:attr:`AutoScalingGroup.LaunchInstanceType`) of a group
+        without overrides (what it launches now, also when its running instances have another), and,
+        for a group without a mixed instances policy, whether it launches Spot
         (:attr:`AutoScalingGroup.LaunchMarketType`: a template's ``InstanceMarketOptions.MarketType`` or a
         configuration's ``SpotPrice``). A mixed instances policy's template is read only for a type: AWS
         refuses one that asks for Spot there.
@@ -680,6 +679,12 @@ class AwsAdapter:
         if not found:
             raise AsgNotFound(f"{region}/{group}: no such Auto Scaling group")
         return found[0]
+
+    def describe_group_launching(self, region: str, group: str) -> AutoScalingGroup:
+        """:meth:`describe_group` with what its launch template version or configuration says
+        (:meth:`_with_launch_settings`: the instance type it launches now, whether it asks for Spot), as
+        observe reads it for the plan."""
+        return self._with_launch_settings(region, [self.describe_group(region, group)])[0]
 
     def set_desired_capacity(self, region: str, group: str, desired: int) -> int:
         """Set the group's desired capacity; returns the previous one.
@@ -1013,13 +1018,11 @@ class AwsAdapter:
 def _reads_launch_settings(asg: AutoScalingGroup) -> bool:
     """Whether the group's launch template or configuration is read (see
     :meth:`AwsAdapter._with_launch_settings`): not for a group being deleted, nor for a mixed group whose
-    overrides (by type or by attributes) replace the template's type or whose type is known otherwise."""
+    overrides (by type or by attributes) replace the template's type."""
     if asg.Status:
         return False
     mixed = asg.MixedInstancesPolicy
     if mixed is not None and mixed.LaunchTemplate and mixed.LaunchTemplate.Overrides:
-        return False
-    if mixed is not None and resolve_instance_type(asg) is not None:
         return False
     return asg.launch_template is not None or bool(asg.LaunchConfigurationName)
 
@@ -1039,10 +1042,9 @@ def _with_launch_facts(
     if isinstance(found, str):
         log.warning("%s/%s: %s", region, asg.AutoScalingGroupName, found)
         return asg.model_copy(update={"LaunchSettingsProblem": found})
-    typed = resolve_instance_type(asg) is not None
-    update: dict[str, Any] = (
-        {} if typed or not found.instance_type else {"LaunchInstanceType": found.instance_type}
-    )
+    # the type it launches now, also for a group whose running instances have another (launched before
+    # the template changed): resolve_instance_type takes it before theirs
+    update: dict[str, Any] = {"LaunchInstanceType": found.instance_type} if found.instance_type else {}
     if asg.MixedInstancesPolicy is None:
         update["LaunchMarketType"] = found.market
     return asg.model_copy(update=update) if update else asg

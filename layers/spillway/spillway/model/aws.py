@@ -289,8 +289,9 @@ class AutoScalingGroup(AwsModel):
     # scale-in protection"); each instance's own setting is its ProtectedFromScaleIn
     NewInstancesProtectedFromScaleIn: bool | None = None
     # Spillway's, not DescribeAutoScalingGroups': the instance type its launch template version (or
-    # launch configuration) names, read by the adapter for a group nothing else gives a type (at zero,
-    # without overrides or a node-template tag), as cluster-autoscaler reads it to scale from zero
+    # launch configuration) names, read by the adapter for a group without overrides: what every instance
+    # it launches now gets, whatever type its running instances have (spillway.model.nodegroup
+    # resolve_instance_type); None when not read (input from describe-auto-scaling-groups alone)
     LaunchInstanceType: str | None = None
     # Spillway's too: "spot" when the launch template version asks for Spot
     # (InstanceMarketOptions.MarketType) or the launch configuration has a SpotPrice, "on-demand" when

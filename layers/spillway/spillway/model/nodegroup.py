@@ -506,24 +506,28 @@ def resolve_instance_type(
 ) -> str | None:
     """A mixed instances policy: the first of its overrides the catalogue knows that has the least of
     every resource (:func:`least_override`); when none has, or without a catalogue, its first override.
-    Else the type most of the group's instances run, else the node-template label tag, else the type of
-    its launch template or configuration (when the adapter read it:
-    :attr:`AutoScalingGroup.LaunchInstanceType`). A mixed group's template is the least of each resource
-    over all its overrides (:func:`build_template`), whichever type this is: it is the type a gang's
-    fleet asks for (spillway.act.gang), which holds the template."""
+    Else the type of its launch template or configuration, when the adapter read it
+    (:attr:`AutoScalingGroup.LaunchInstanceType`): the type every instance it launches now gets, whatever
+    its running instances were launched with before the template changed (EC2 Auto Scaling API Reference,
+    UpdateAutoScalingGroup: "all new instances will get the updated configuration. Existing instances
+    continue to run with the configuration that they were originally launched with"). Else (input from
+    describe-auto-scaling-groups alone) the type most of the group's instances run, else the
+    node-template label tag. A mixed group's template is the least of each resource over all its
+    overrides (:func:`build_template`), whichever type this is: it is the type a gang's fleet asks for
+    (spillway.act.gang), which holds the template."""
     overrides = override_types(asg)
     if overrides:
         return least_override(overrides, catalogue or {}) or overrides[0]
+    if asg.LaunchInstanceType:
+        return asg.LaunchInstanceType
     live = Counter(
         i.InstanceType for i in asg.Instances if i.InstanceType and i.LifecycleState in LIVE_STATES
     )
     if live:
         return sorted(live.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
     tags = asg.tag_map()
-    return (
-        tags.get(TAG_LABEL + INSTANCE_TYPE_LABEL)
-        or tags.get(TAG_LABEL + "beta.kubernetes.io/instance-type")
-        or asg.LaunchInstanceType
+    return tags.get(TAG_LABEL + INSTANCE_TYPE_LABEL) or tags.get(
+        TAG_LABEL + "beta.kubernetes.io/instance-type"
     )
 
 
