@@ -41,6 +41,12 @@ torchrun reads it (``--rdzv-endpoint``/``--rdzv_endpoint``, else ``PET_RDZV_ENDP
 operator points it at ``<job>-worker-0`` when ``elasticPolicy.rdzvHost`` is unset
 (kubeflow/training-operator pkg/controller.v1/pytorch/elastic.go, ``generateEnvRDZVEndpoint``).
 
+A worker leaves an elastic torchrun job safely only while torchrun may restart the workers it leaves
+(``PodJobFacts.no_restarts``): ``--max-restarts``, else ``PET_MAX_RESTARTS``, read from the container that
+says the node count, 0 (torchrun's default) when neither says (pytorch/pytorch torch/distributed/run.py).
+The others' workers fail when a node goes, and an agent with no restart left stops and closes the
+rendezvous, so the whole job ends (torch/distributed/elastic/__init__.py, "Scale down event").
+
 A PaddleJob's ``elasticPolicy`` makes nothing elastic: the training operator defaults it and uses it for
 nothing else. Its Paddle controller gives every pod ``PADDLE_NNODES`` = the job's total replicas and
 ``PADDLE_MASTER`` = worker 0's (or the Master's) address (pkg/controller.v1/paddlepaddle/envvar.go,
@@ -83,6 +89,7 @@ VOLCANO_JOB_NAME = "volcano.sh/job-name"
 BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
 PET_NNODES = "PET_NNODES"
 PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+PET_MAX_RESTARTS = "PET_MAX_RESTARTS"
 PADDLE_NNODES = "PADDLE_NNODES"
 PADDLE_MASTER = "PADDLE_MASTER"
 DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition an eviction (or preemption) sets
@@ -100,6 +107,7 @@ _OPERATOR_KINDS = {
 # may be quoted); the value is checked by the reader
 _NNODES_FLAG = re.compile(r"--nnodes(?:=|\s+)['\"]?([^\s'\"]+)")
 _RDZV_ENDPOINT_FLAG = re.compile(r"--rdzv[-_]endpoint(?:=|\s+)['\"]?([^\s'\"]+)")
+_MAX_RESTARTS_FLAG = re.compile(r"--max[-_]restarts(?:=|\s+)['\"]?([^\s'\"]+)")
 # Paddle's launcher (python -m paddle.distributed.launch) and the two of its settings that make it elastic
 _PADDLE_LAUNCH = re.compile(r"paddle\.distributed\.launch\b")
 _MASTER_FLAG = re.compile(r"--master(?:=|\s+)['\"]?([^\s'\"]+)")
@@ -274,12 +282,15 @@ class PodJobFacts:
     # the job's elasticPolicy; with ``elastic`` None, a fixed count or one that cannot be read
     by_launcher: bool = False
     rdzv_host: bool = False  # the pod hosts its job's c10d rendezvous store (module docstring)
+    # the torchrun that says the node count restarts no worker group (--max-restarts 0): a worker leaving
+    # ends the job (module docstring)
+    no_restarts: bool = False
 
 
 def pod_job_facts(pod: Pod) -> PodJobFacts:
     meta = pod.metadata
     role = meta.labels.get(KUBEFLOW_REPLICA_TYPE)
-    elastic, by_launcher = _pod_elastic(pod)
+    elastic, by_launcher, no_restarts = _pod_elastic(pod)
     return PodJobFacts(
         job=_labelled_job(pod, meta.namespace or "default"),
         role=role.lower() if role else None,
@@ -287,6 +298,7 @@ def pod_job_facts(pod: Pod) -> PodJobFacts:
         elastic=elastic,
         by_launcher=by_launcher,
         rdzv_host=_hosts_rendezvous(pod),
+        no_restarts=no_restarts,
     )
 
 
@@ -357,19 +369,35 @@ def _torchrun_setting(
     return "env", _expand(container, value) if value is not None else None
 
 
-def _pod_elastic(pod: Pod) -> tuple[tuple[int, int] | None, bool]:
+def _pod_elastic(pod: Pod) -> tuple[tuple[int, int] | None, bool, bool]:
     """The first container's word on the node count that says one (``--nnodes``, else ``PET_NNODES``;
     Paddle's launcher reads its own, :func:`_paddle_nnodes`): ``(MIN, MAX)`` for a range, None for a
-    fixed count, one that cannot be read or none at all; and whether the launcher's command line said
-    it (PodJobFacts.by_launcher)."""
+    fixed count, one that cannot be read or none at all; whether the launcher's command line said
+    it (PodJobFacts.by_launcher); and whether that torchrun restarts no worker group
+    (:func:`_no_restarts`)."""
     for container in pod.spec.containers:
         if _PADDLE_LAUNCH.search(" ".join(container.command + container.args)):
-            return _paddle_nnodes(container), True
+            return _paddle_nnodes(container), True, False
         said = _torchrun_setting(container, _NNODES_FLAG, PET_NNODES)
         if said is not None:
             where, value = said
-            return (_range(value) if value is not None else None), where == "flag"
-    return None, False
+            return (_range(value) if value is not None else None), where == "flag", _no_restarts(container)
+    return None, False, False
+
+
+def _no_restarts(container: Container) -> bool:
+    """torchrun in ``container`` restarts no worker group: ``--max-restarts`` (``--max_restarts``), else
+    ``PET_MAX_RESTARTS``, is 0, or says nothing (torchrun's default is 0), or cannot be read.
+
+    A node that leaves an elastic job is not announced: the workers of the others fail in their next
+    collective, and each agent restarts its worker group (a new rendezvous, without the node) only while
+    it has restarts left; with none it stops, closes the rendezvous and the job ends, left to the job's
+    controller to restart (pytorch/pytorch torch/distributed/elastic/__init__.py, "Scale down event";
+    agent/server/api.py, ``_invoke_run``). The training operator passes ``elasticPolicy.maxRestarts`` as
+    ``PET_MAX_RESTARTS``, and only when it is set (pkg/controller.v1/pytorch/elastic.go, ``Generate``)."""
+    said = _torchrun_setting(container, _MAX_RESTARTS_FLAG, PET_MAX_RESTARTS)
+    value = said[1] if said is not None else None
+    return not (value is not None and value.strip().isdigit() and value.strip().isascii() and int(value) > 0)
 
 
 def _paddle_setting(container: Container, flag: re.Pattern[str], env_name: str) -> str:

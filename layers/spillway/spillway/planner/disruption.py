@@ -48,9 +48,10 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    that named it would be refused; then may move: priority below ``expendable_priority_cutoff`` (free);
    ``safe-to-evict=true``; ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano
    reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
-   :func:`elastic_room`; never the one that hosts the job's rendezvous, nor a batch/v1 Job's pod whose
-   Job does not tolerate disruption); a pod of a batch Job whose ``podFailurePolicy`` ignores
-   ``DisruptionTarget``;
+   :func:`elastic_room`; never the one that hosts the job's rendezvous, nor one whose torchrun restarts
+   no worker group, nor a batch/v1 Job's pod whose Job does not tolerate disruption); a pod of a batch
+   Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``, but for such a worker a shrink may not
+   give up (its Job's rule spares the Job, not the training);
 4. anything else never: a pod with local storage (``local-storage``), or of no kind known to tolerate
    a move, is not moved to save money (an operator's DrainNode still evicts controlled pods without
    local storage, through :func:`assess`).
@@ -378,10 +379,9 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
         return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost)
     if pod.preemptable:
         return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost)
-    elastic = elastic_of(pod, jobs)
+    elastic = _elastic_move(pod, jobs, cost)
     if elastic is not None:
-        why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
-        return Move(True, why, codes.POD_ELASTIC, cost, elastic)
+        return elastic
     if tolerates_disruption(pod, jobs):
         why = "its Job's podFailurePolicy ignores DisruptionTarget: an eviction is not a failure"
         return Move(True, why, codes.POD_DISRUPTION_TOLERATED, cost)
@@ -391,6 +391,30 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     return Move(
         False, f"a {kind} pod, of no kind known to tolerate a move", codes.POD_NOT_KNOWN_MOVABLE, math.inf
     )
+
+
+def _elastic_move(pod: PodInfo, jobs: Mapping[str, JobInfo], cost: float) -> Move | None:
+    """A worker of an elastic job: movable when a shrink may give it up (:func:`elastic_of`); never when
+    it is one the job cannot lose (it hosts the rendezvous, or its torchrun restarts no worker group),
+    whatever else would move it: its Job's tolerance of an eviction keeps the Job, not the training.
+    None for a pod of no elastic job."""
+    elastic = elastic_of(pod, jobs)
+    if elastic is not None:
+        why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
+        return Move(True, why, codes.POD_ELASTIC, cost, elastic)
+    member = elastic_member(pod, jobs)
+    if member is None:
+        return None
+    if pod.rdzv_host:
+        why = f"hosts the c10d rendezvous of elastic job {member.job}: every worker stops while it is away"
+    elif pod.no_restarts:
+        why = (
+            f"a worker of elastic job {member.job} whose torchrun allows no restart (--max-restarts or "
+            "PET_MAX_RESTARTS 0, torchrun's default): the workers it leaves fail, and the job ends"
+        )
+    else:
+        return None
+    return Move(False, why, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
 
 
 def move_cost(pod: PodInfo, now: datetime) -> float:
@@ -422,14 +446,16 @@ def job_key_of(pod: PodInfo) -> str | None:
 def elastic_of(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRef | None:
     """The elastic job ``pod`` is a worker of that a shrink may give up (:func:`elastic_member`). None
     for the worker that hosts the job's c10d rendezvous: every other agent talks to the store it runs,
-    so the whole job stops while it is away (spillway.model.jobs). None for a batch/v1 Job's pod unless
+    so the whole job stops while it is away (spillway.model.jobs). None for a worker whose torchrun
+    restarts no worker group (``PodInfo.no_restarts``): the others' workers fail when it goes, and with no
+    restart left their agents stop and the job ends. None for a batch/v1 Job's pod unless
     the Job tolerates disruption: the Job controller counts a deleted pod as failed
     (kubernetes/kubernetes pkg/controller/job/job_controller.go, isPodFailed), and past
     ``backoffLimit`` (``backoffLimitPerIndex`` for its index) the Job fails, elastic or not; only an
     ``Ignore`` rule on ``DisruptionTarget`` keeps an eviction from counting. A JobSet's pods (a Kubeflow
     Trainer v2 TrainJob's) are such pods."""
     ref = elastic_member(pod, jobs)
-    if ref is None or pod.rdzv_host:
+    if ref is None or pod.rdzv_host or pod.no_restarts:
         return None
     return None if pod.batch_owned and not tolerates_disruption(pod, jobs) else ref
 
