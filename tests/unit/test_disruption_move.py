@@ -840,3 +840,65 @@ def test_a_member_of_an_elastic_job_a_shrink_may_not_give_up_is_not_moved_as_dis
     assert (host.movable, host.elastic) == (False, None), host
     alone = member(PET_MAX_RESTARTS="0")
     assert (alone.movable, alone.elastic) == (False, None), alone
+
+
+def volcano_job(name: str, policies: list[dict[str, Any]], tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name, "namespace": NS},
+            "spec": {"minAvailable": 2, "schedulerName": "volcano", "policies": policies, "tasks": tasks}}  # fmt: skip
+
+
+def volcano_pod(job: str, task: str, **kw: Any) -> dict[str, Any]:
+    """A pod of Volcano Job ``job`` as its controller makes it (job_controller_util.go, createJobPod)."""
+    annotations = {"volcano.sh/task-spec": task, "volcano.sh/job-name": job, "volcano.sh/job-version": "0",
+                   "scheduling.k8s.io/group-name": f"{job}-0b1c", **kw.pop("annotations", {})}  # fmt: skip
+    labels = {"volcano.sh/job-name": job, "volcano.sh/job-namespace": NS, "volcano.sh/task-spec": task}
+    return pod(f"{job}-{task}-0", owner=("Job", job), owner_api="batch.volcano.sh/v1alpha1", labels=labels,
+               annotations=annotations, **kw)  # fmt: skip
+
+
+def test_a_pod_whose_volcano_job_restarts_on_eviction_is_never_moved() -> None:
+    """A preemptable pod of a Volcano Job whose policy on ``PodEvicted`` is RestartJob was moved: its
+    job controller calls any deletion of the Job's pod PodEvicted (volcano-sh/volcano
+    pkg/controllers/job/job_controller_handler.go, deletePod) and applies the pod's task's policies,
+    then the Job's, the first naming PodEvicted or ``*`` deciding, else SyncJob (job_controller_util.go,
+    applyPolicies): RestartJob restarts every pod of the Job, RestartTask every pod of the task, AbortJob,
+    TerminateJob and CompleteJob end the rest (volcano-sh/apis pkg/apis/bus/v1alpha1/actions.go). One
+    move to save a node took the whole gang's work with it."""
+    preemptable = {"annotations": {"volcano.sh/preemptable": "true"}}
+    tasks = [{"name": "worker", "replicas": 2}, {"name": "ps", "replicas": 1}]
+    restart_job = [{"event": "PodEvicted", "action": "RestartJob"}]
+
+    def move(policies: list[dict[str, Any]], task: str = "worker", job_tasks: Any = None, **kw: Any) -> Move:
+        job = volcano_job("mnist", policies, tasks if job_tasks is None else job_tasks)
+        return judge(job, volcano_pod("mnist", task, **(kw or preemptable)))
+
+    refused = move(restart_job)
+    assert (refused.movable, refused.code) == (False, codes.POD_NOT_KNOWN_MOVABLE), refused
+    assert "RestartJob" in refused.reason
+    assert move([{"events": ["PodFailed", "PodEvicted"], "action": "RestartTask"}]).movable is False
+    assert move([{"event": "*", "action": "AbortJob"}]).movable is False
+    # whatever opt-in the pod has: an expendable or safe-to-evict pod takes the others with it too
+    assert move(restart_job, priority=-100).movable is False
+    assert (
+        move(restart_job, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}).movable
+        is False
+    )
+    # a task's own policy comes first
+    worker_pod_only = [{"name": "worker", "policies": [{"event": "PodEvicted", "action": "RestartPod"}]}]
+    assert move(restart_job, job_tasks=worker_pod_only).code == codes.POD_PREEMPTABLE
+    ps_restarts = [{"name": "ps", "policies": [{"event": "PodEvicted", "action": "RestartJob"}]}, tasks[0]]
+    assert move([], job_tasks=ps_restarts).code == codes.POD_PREEMPTABLE
+    assert move([], task="ps", job_tasks=ps_restarts).movable is False
+    # a policy on another event, or none: the controller makes the pod again (SyncJob)
+    assert move([{"event": "PodFailed", "action": "RestartJob"}]).code == codes.POD_PREEMPTABLE
+    assert move([]).code == codes.POD_PREEMPTABLE
+    # without the Job object (CRD not installed, not granted) the pod's own word stands
+    assert judge(volcano_pod("mnist", "worker", **preemptable)).code == codes.POD_PREEMPTABLE
+    # an elastic worker of such a Job is not given up either
+    elastic = volcano_pod("mnist", "worker", command=["torchrun", "--nnodes=1:4", "--max-restarts=3", "t.py"])
+    assert judge(volcano_job("mnist", [], tasks), elastic).code == codes.POD_ELASTIC
+    assert judge(volcano_job("mnist", restart_job, tasks), elastic).movable is False
+    # what the Job says is kept in the snapshot
+    snap = snapshot(volcano_job("mnist", restart_job, tasks), volcano_pod("mnist", "worker"))
+    assert snap.jobs_by_key()["VolcanoJob/ml/mnist"].eviction_action("worker") == "RestartJob"
+    assert ClusterSnapshot.from_dict(snap.to_dict()) == snap

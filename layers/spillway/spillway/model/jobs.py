@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -76,6 +76,8 @@ from spillway.model.k8s import (
     PodFailurePolicyRule,
     PyTorchJob,
     ReplicaSpec,
+    VolcanoJob,
+    VolcanoLifecyclePolicy,
     api_group,
 )
 
@@ -128,7 +130,9 @@ class JobInfo:
     before any rule that would fail the Job or count an evicted pod (an evicted pod is replaced without
     counting against ``backoffLimit``);
     ``active_deadline``/``started_at``: a running ``batch/v1`` Job's ``spec.activeDeadlineSeconds`` and
-    ``status.startTime``: the controller terminates its pods that many seconds after it started.
+    ``status.startTime``: the controller terminates its pods that many seconds after it started;
+    ``eviction_actions``: a Volcano Job's action on an evicted pod, by the pod's task (``""``: a task the
+    Job does not name), when one of them takes more than that pod (:func:`_volcano_eviction_actions`).
     """
 
     key: str
@@ -137,6 +141,12 @@ class JobInfo:
     tolerates_disruption: bool = False
     active_deadline: int | None = None
     started_at: datetime | None = None
+    eviction_actions: Mapping[str, str] = field(default_factory=dict)
+
+    def eviction_action(self, task: str | None) -> str:
+        """What the job's controller does when a pod of ``task`` is evicted (``SyncJob`` when not known)."""
+        actions = self.eviction_actions
+        return actions.get(task or "", actions.get("", VOLCANO_SYNC_JOB))
 
     @property
     def elastic(self) -> bool:
@@ -151,6 +161,8 @@ class JobInfo:
         if self.active_deadline is not None and self.started_at is not None:
             out["ad"] = self.active_deadline
             out["st"] = self.started_at.isoformat().replace("+00:00", "Z")
+        if self.eviction_actions:
+            out["ev"] = dict(self.eviction_actions)
         return out
 
     @classmethod
@@ -162,11 +174,12 @@ class JobInfo:
             tolerates_disruption=bool(d.get("td")),
             active_deadline=int(d["ad"]) if "ad" in d else None,
             started_at=datetime.fromisoformat(d["st"].replace("Z", "+00:00")) if "st" in d else None,
+            eviction_actions={str(k): str(v) for k, v in d.get("ev", {}).items()},
         )
 
 
 def job_of(obj: KubeObject) -> JobInfo | None:
-    """The JobInfo of a PyTorchJob or batch/v1 Job; None for any other object (a PaddleJob: its
+    """The JobInfo of a PyTorchJob, batch/v1 Job or Volcano Job; None for any other object (a PaddleJob: its
     ``elasticPolicy`` reaches none of its pods, see the module docstring), and for a job that says
     nothing about moving its pods."""
     if isinstance(obj, PyTorchJob):
@@ -176,6 +189,46 @@ def job_of(obj: KubeObject) -> JobInfo | None:
         return JobInfo(job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name), low, high)
     if isinstance(obj, BatchJob):
         return _batch_job(obj)
+    if isinstance(obj, VolcanoJob):
+        actions = _volcano_eviction_actions(obj)
+        key = job_key("VolcanoJob", obj.metadata.namespace or "default", obj.metadata.name)
+        return JobInfo(key, eviction_actions=actions) if actions else None
+    return None
+
+
+# what a Volcano Job's controller does, by default, with an evicted pod: it creates it again
+VOLCANO_SYNC_JOB = "SyncJob"
+# actions that take only the evicted pod: the default, and RestartPod (that pod alone, made again)
+VOLCANO_POD_ONLY_ACTIONS = frozenset({VOLCANO_SYNC_JOB, "RestartPod"})
+VOLCANO_EVICTED = "PodEvicted"  # the event of any deletion of a Job's pod, an eviction's included
+
+
+def _volcano_eviction_actions(job: VolcanoJob) -> dict[str, str]:
+    """A Volcano Job's action on an evicted pod, by task (``""``: a task the Job does not name), when one
+    of them takes more than the pod (RestartJob, RestartTask, AbortJob, TerminateJob, CompleteJob or any
+    other action but SyncJob and RestartPod); empty when none does.
+
+    Its job controller calls any deletion of the Job's pod ``PodEvicted`` (volcano-sh/volcano
+    pkg/controllers/job/job_controller_handler.go, ``deletePod``) and picks the action as
+    ``applyPolicies`` does (job_controller_util.go): the pod's task's policies first, then the Job's, the
+    first whose ``event`` or ``events`` hold ``PodEvicted`` or ``*`` deciding; none: ``SyncJob``, which
+    creates the pod again. RestartJob restarts every pod of the Job, RestartTask every pod of the task;
+    AbortJob, TerminateJob and CompleteJob kill the rest (volcano-sh/apis pkg/apis/bus/v1alpha1/actions.go).
+    """
+    job_level = _first_eviction_action(job.spec.policies) or VOLCANO_SYNC_JOB
+    actions = {"": job_level}
+    for task in job.spec.tasks:
+        actions[task.name] = _first_eviction_action(task.policies) or job_level
+    if all(action in VOLCANO_POD_ONLY_ACTIONS for action in actions.values()):
+        return {}
+    return actions
+
+
+def _first_eviction_action(policies: list[VolcanoLifecyclePolicy]) -> str | None:
+    for policy in policies:
+        events = [*policy.events, policy.event] if policy.event else policy.events
+        if VOLCANO_EVICTED in events or "*" in events:
+            return policy.action
     return None
 
 

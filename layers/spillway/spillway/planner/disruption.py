@@ -45,7 +45,9 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    ``unhealthyPodEvictionPolicy`` lets it go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
 3. never a pod no controller would recreate (no controller ownerReference, whatever its labels say)
    unless it is ``safe-to-evict=true``: the drain keeps it without force (:func:`assess`), so a plan
-   that named it would be refused; then may move: priority below ``expendable_priority_cutoff`` (free);
+   that named it would be refused; never a pod whose Volcano Job answers its eviction with more than
+   the pod (RestartJob, RestartTask, AbortJob...: :func:`takes_more_than_the_pod`), whatever opt-in
+   it has; then may move: priority below ``expendable_priority_cutoff`` (free);
    ``safe-to-evict=true``; ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano
    reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
    :func:`elastic_room`; never the one that hosts the job's rendezvous, nor one whose torchrun restarts
@@ -76,7 +78,14 @@ from types import MappingProxyType
 from typing import Literal
 
 from spillway.model.cluster import NodeInfo, PodInfo, TaintT
-from spillway.model.jobs import DO_NOT_DRAIN, DO_NOT_DRAIN_VALUES, VOLCANO_PREEMPTABLE, JobInfo, job_key
+from spillway.model.jobs import (
+    DO_NOT_DRAIN,
+    DO_NOT_DRAIN_VALUES,
+    VOLCANO_POD_ONLY_ACTIONS,
+    VOLCANO_PREEMPTABLE,
+    JobInfo,
+    job_key,
+)
 from spillway.model.k8s import (
     DAEMONSET_POD,
     DO_NOT_DISRUPT,
@@ -371,6 +380,10 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     # label alone is no controller (an orphaned Job pod keeps it, and nothing recreates that pod)
     if not pod.controlled and pod.safe_to_evict is not True:
         return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
+    action = takes_more_than_the_pod(pod, jobs)
+    if action is not None:  # whatever opt-in the pod has: the others are not its to give up
+        why = f"its Volcano Job's policy on PodEvicted is {action}: evicting it takes the Job's other pods with it"
+        return Move(False, why, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
     if pod.priority < cutoff:
         why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
         return Move(True, why, codes.POD_EXPENDABLE, 0.0)
@@ -476,6 +489,18 @@ def elastic_member(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> Elast
         else (pod.elastic_min, pod.elastic_max)
     )
     return ElasticRef(key, low, high) if high > low else None
+
+
+def takes_more_than_the_pod(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | None:
+    """The action the pod's Volcano Job takes when the pod is evicted, when it takes more than the pod
+    (RestartJob, RestartTask, AbortJob, ...: ``JobInfo.eviction_actions``, read by the pod's task); None
+    otherwise, and for a pod of no such Job."""
+    key = job_key_of(pod)
+    job = jobs.get(key) if key is not None and key.startswith("VolcanoJob/") else None
+    if job is None:
+        return None
+    action = job.eviction_action(pod.gang_task)
+    return None if action in VOLCANO_POD_ONLY_ACTIONS else action
 
 
 def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> bool:
