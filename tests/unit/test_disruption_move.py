@@ -902,3 +902,32 @@ def test_a_pod_whose_volcano_job_restarts_on_eviction_is_never_moved() -> None:
     snap = snapshot(volcano_job("mnist", restart_job, tasks), volcano_pod("mnist", "worker"))
     assert snap.jobs_by_key()["VolcanoJob/ml/mnist"].eviction_action("worker") == "RestartJob"
     assert ClusterSnapshot.from_dict(snap.to_dict()) == snap
+
+
+def test_a_node_of_a_multi_node_torchrun_job_that_restarts_nothing_is_not_moved_as_disruption_tolerated() -> (
+    None
+):
+    """A pod of a batch/v1 Job that ignores DisruptionTarget was moved as ``disruption-tolerated`` when it
+    is one node of a torchrun job on several nodes whose torchrun restarts no worker group: the Job does
+    not count the evicted pod, but the workers on the other nodes fail (torch/distributed/run.py,
+    "Failure Modes": all workers stop and restart up to max_restarts; 0 by default), their agents exit,
+    and those pods' failures count, failing the Job (and a JobSet with it: a Kubeflow Trainer TrainJob,
+    whose torch plugin gives every node ``PET_NNODES`` = numNodes and no ``PET_MAX_RESTARTS``)."""
+    labels = {"jobset.sigs.k8s.io/jobset-name": "llm", "batch.kubernetes.io/job-name": "llm-node-0"}
+
+    def node_pod(**env: str) -> Move:
+        raw = pod("llm-node-0-1-x7k2p", owner=("Job", "llm-node-0"), owner_api="batch/v1", labels=labels,
+                  env={"PET_NNODES": "2", "PET_MASTER_ADDR": "llm-node-0-0.llm"} | env,
+                  command=["torchrun", "train.py"])  # fmt: skip
+        return judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]), raw)
+
+    refused = node_pod()
+    assert (refused.movable, refused.code) == (False, codes.POD_NOT_KNOWN_MOVABLE), refused
+    assert "max-restarts" in refused.reason
+    assert node_pod(PET_MAX_RESTARTS="3").code == codes.POD_DISRUPTION_TOLERATED
+    assert node_pod(PET_NNODES="1").code == codes.POD_DISRUPTION_TOLERATED  # alone: no peer to fail
+    assert node_pod(PET_NNODES="1:1").code == codes.POD_DISRUPTION_TOLERATED
+    assert node_pod(PET_NNODES="$(N)").movable is False  # a count that cannot be read may be several
+    # an explicit opt-in of the pod's own still moves it
+    assert judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]),
+                 job_pod("llm-node-0", env={"PET_NNODES": "2"}, priority=-100)).code == codes.POD_EXPENDABLE  # fmt: skip

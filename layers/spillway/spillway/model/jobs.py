@@ -41,11 +41,12 @@ torchrun reads it (``--rdzv-endpoint``/``--rdzv_endpoint``, else ``PET_RDZV_ENDP
 operator points it at ``<job>-worker-0`` when ``elasticPolicy.rdzvHost`` is unset
 (kubeflow/training-operator pkg/controller.v1/pytorch/elastic.go, ``generateEnvRDZVEndpoint``).
 
-A worker leaves an elastic torchrun job safely only while torchrun may restart the workers it leaves
-(``PodJobFacts.no_restarts``): ``--max-restarts``, else ``PET_MAX_RESTARTS``, read from the container that
-says the node count, 0 (torchrun's default) when neither says (pytorch/pytorch torch/distributed/run.py).
-The others' workers fail when a node goes, and an agent with no restart left stops and closes the
-rendezvous, so the whole job ends (torch/distributed/elastic/__init__.py, "Scale down event").
+A node leaves a torchrun job on several nodes, elastic or not, safely only while torchrun may restart
+the workers it leaves (``PodJobFacts.no_restarts``): ``--max-restarts``, else ``PET_MAX_RESTARTS``, read
+from the container that says the node count, 0 (torchrun's default) when neither says (pytorch/pytorch
+torch/distributed/run.py). The others' workers fail when a node goes, and an agent with no restart left
+stops and closes the rendezvous, so the whole job ends (torch/distributed/elastic/__init__.py, "Scale
+down event"; run.py, "Failure Modes"). Kubeflow Trainer's torch plugin sets no ``PET_MAX_RESTARTS``.
 
 A PaddleJob's ``elasticPolicy`` makes nothing elastic: the training operator defaults it and uses it for
 nothing else. Its Paddle controller gives every pod ``PADDLE_NNODES`` = the job's total replicas and
@@ -335,8 +336,8 @@ class PodJobFacts:
     # the job's elasticPolicy; with ``elastic`` None, a fixed count or one that cannot be read
     by_launcher: bool = False
     rdzv_host: bool = False  # the pod hosts its job's c10d rendezvous store (module docstring)
-    # the torchrun that says the node count restarts no worker group (--max-restarts 0): a worker leaving
-    # ends the job (module docstring)
+    # the torchrun that says the node count runs on more than one node and restarts no worker group
+    # (--max-restarts 0): a node leaving ends the job (module docstring)
     no_restarts: bool = False
 
 
@@ -426,16 +427,24 @@ def _pod_elastic(pod: Pod) -> tuple[tuple[int, int] | None, bool, bool]:
     """The first container's word on the node count that says one (``--nnodes``, else ``PET_NNODES``;
     Paddle's launcher reads its own, :func:`_paddle_nnodes`): ``(MIN, MAX)`` for a range, None for a
     fixed count, one that cannot be read or none at all; whether the launcher's command line said
-    it (PodJobFacts.by_launcher); and whether that torchrun restarts no worker group
-    (:func:`_no_restarts`)."""
+    it (PodJobFacts.by_launcher); and whether that torchrun, on more than one node (a count other than
+    ``1``, elastic or fixed, or one that cannot be read), restarts no worker group (:func:`_no_restarts`)."""
     for container in pod.spec.containers:
         if _PADDLE_LAUNCH.search(" ".join(container.command + container.args)):
             return _paddle_nnodes(container), True, False
         said = _torchrun_setting(container, _NNODES_FLAG, PET_NNODES)
         if said is not None:
             where, value = said
-            return (_range(value) if value is not None else None), where == "flag", _no_restarts(container)
+            no_restarts = not (value is not None and _one_node(value)) and _no_restarts(container)
+            return (_range(value) if value is not None else None), where == "flag", no_restarts
     return None, False, False
+
+
+def _one_node(value: str) -> bool:
+    """The node count (``N`` or ``MIN:MAX``) is one node at most: no other node's workers to fail."""
+    low, sep, high = value.strip().partition(":")
+    top = high if sep else low
+    return top.isascii() and top.isdigit() and int(top) <= 1
 
 
 def _no_restarts(container: Container) -> bool:

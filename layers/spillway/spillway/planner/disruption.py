@@ -52,8 +52,9 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
    :func:`elastic_room`; never the one that hosts the job's rendezvous, nor one whose torchrun restarts
    no worker group, nor a batch/v1 Job's pod whose Job does not tolerate disruption); a pod of a batch
-   Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``, but for such a worker a shrink may not
-   give up (its Job's rule spares the Job, not the training);
+   Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``, but for the rendezvous host of an elastic
+   job and a node of a torchrun job on several nodes that restarts no worker group (its Job's rule
+   spares the evicted pod, not the training: :func:`_elastic_move`);
 4. anything else never: a pod with local storage (``local-storage``), or of no kind known to tolerate
    a move, is not moved to save money (an operator's DrainNode still evicts controlled pods without
    local storage, through :func:`assess`).
@@ -407,23 +408,22 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
 
 
 def _elastic_move(pod: PodInfo, jobs: Mapping[str, JobInfo], cost: float) -> Move | None:
-    """A worker of an elastic job: movable when a shrink may give it up (:func:`elastic_of`); never when
-    it is one the job cannot lose (it hosts the rendezvous, or its torchrun restarts no worker group),
+    """A worker of an elastic job: movable when a shrink may give it up (:func:`elastic_of`). Never a
+    node its torchrun job cannot lose: the host of an elastic job's rendezvous, or a node of a torchrun
+    job on several nodes, elastic or not, that restarts no worker group (``PodInfo.no_restarts``),
     whatever else would move it: its Job's tolerance of an eviction keeps the Job, not the training.
-    None for a pod of no elastic job."""
+    None for any other pod."""
     elastic = elastic_of(pod, jobs)
     if elastic is not None:
         why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
         return Move(True, why, codes.POD_ELASTIC, cost, elastic)
     member = elastic_member(pod, jobs)
-    if member is None:
-        return None
-    if pod.rdzv_host:
+    if member is not None and pod.rdzv_host:
         why = f"hosts the c10d rendezvous of elastic job {member.job}: every worker stops while it is away"
     elif pod.no_restarts:
         why = (
-            f"a worker of elastic job {member.job} whose torchrun allows no restart (--max-restarts or "
-            "PET_MAX_RESTARTS 0, torchrun's default): the workers it leaves fail, and the job ends"
+            "runs torchrun on more than one node with no restart allowed (--max-restarts or PET_MAX_RESTARTS "
+            "0, torchrun's default): the workers on the other nodes fail when it goes, and the job ends"
         )
     else:
         return None
