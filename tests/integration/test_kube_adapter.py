@@ -919,7 +919,8 @@ def test_a_crd_not_installed_gives_none_of_its_kind_logged_once(
     assert kinds == {"Namespace", "CapacityQuota"}
     kube.list_shared_objects()
     infos = [r for r in caplog.records if r.levelname == "INFO" and "not served" in r.getMessage()]
-    assert len(infos) == 6  # coscheduling, Volcano, upstream PodGroup, Workload, PyTorchJob, PaddleJob: once
+    # coscheduling, Volcano, upstream PodGroup, Workload, PyTorchJob, PaddleJob, Volcano Job: once
+    assert len(infos) == 7
     assert any("podgroups.scheduling.volcano.sh" in r.getMessage() for r in infos)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert kube.list_custom(*PROVREQ_GV) == []

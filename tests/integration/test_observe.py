@@ -802,7 +802,8 @@ def test_observe_reads_jobs_the_operator_defaults_in_memory_as_its_controller_do
     written = {  # name → kind, elasticPolicy, Worker replicas (None: unset), the env the operator gives a worker
         "nobounds": ("PyTorchJob", {"rdzvBackend": "c10d"}, 3, {"PET_NNODES": "3:3"}),
         "minonly": ("PyTorchJob", {"minReplicas": 2}, 3, {"PET_NNODES": "2:2"}),
-        "unsized": ("PyTorchJob", {"minReplicas": 1, "maxReplicas": 4}, None, {"PET_NNODES": "1:4"}),
+        "unsized": ("PyTorchJob", {"minReplicas": 1, "maxReplicas": 4, "maxRestarts": 3}, None,
+                    {"PET_NNODES": "1:4", "PET_MAX_RESTARTS": "3"}),
         "ernie": ("PaddleJob", {"minReplicas": 1, "maxReplicas": 3}, 3,
                   {"PADDLE_NNODES": "3", "PADDLE_MASTER": "ernie-worker-0:36543"}),
     }  # fmt: skip

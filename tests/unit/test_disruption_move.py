@@ -146,6 +146,7 @@ def job_pod(job: str, **kw: Any) -> dict[str, Any]:
     return pod(f"{job}-abcde", owner=("Job", job), labels=labels, **kw)
 
 
+RESTARTS = {"PET_MAX_RESTARTS": "3"}  # torchrun may restart the workers a moved one leaves
 IGNORE_DISRUPTION = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
 FAIL_ON_EXIT = {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}
 
@@ -254,12 +255,15 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     ("volcano-go-true-1", [pod(labels={"app": "x", "volcano.sh/preemptable": "1"})], True, codes.POD_PREEMPTABLE),
     ("volcano-not-go-tRuE", [pod(annotations={"volcano.sh/preemptable": "tRuE"})], False,
      codes.POD_NOT_KNOWN_MOVABLE),
-    ("elastic-pet-nnodes", [pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "2:8"})], True,
+    ("elastic-pet-nnodes", [pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "2:8", **RESTARTS})], True,
      codes.POD_ELASTIC),
+    ("elastic-no-restarts", [pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "2:8"})], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
     ("elastic-torchrun-command", [pod(owner=("StatefulSet", "trainer"), command=[
-        "torchrun", "--nnodes=1:4", "--nproc-per-node=8", "train.py"])], True, codes.POD_ELASTIC),
+        "torchrun", "--nnodes=1:4", "--max-restarts=3", "--nproc-per-node=8", "train.py"])], True,
+     codes.POD_ELASTIC),
     ("elastic-torchrun-shell", [pod(owner=("StatefulSet", "trainer"), command=["sh", "-c"], args=[
-        "python -m torch.distributed.run --nnodes 2:6 train.py"])], True, codes.POD_ELASTIC),
+        "python -m torch.distributed.run --nnodes 2:6 --max_restarts 3 train.py"])], True, codes.POD_ELASTIC),
     ("torchrun-fixed-size", [pod(owner=("StatefulSet", "trainer"), command=["torchrun", "--nnodes=4", "t.py"])],
      False, codes.POD_NOT_KNOWN_MOVABLE),
     ("pet-nnodes-min-equals-max", [pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "4:4"})], False,
@@ -319,8 +323,8 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     ("local-storage-safe-to-evict", [scratch(pod(annotations=SAFE))], True, codes.POD_SAFE_TO_EVICT),
     ("local-storage-preemptable", [scratch(pod(annotations={"volcano.sh/preemptable": "true"}))], True,
      codes.POD_PREEMPTABLE),
-    ("local-storage-elastic", [scratch(pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "2:8"}))], True,
-     codes.POD_ELASTIC),
+    ("local-storage-elastic", [scratch(pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "2:8", **RESTARTS}))],
+     True, codes.POD_ELASTIC),
     ("local-storage-job-ignores-disruption", [batch_job("etl", [IGNORE_DISRUPTION]), scratch(job_pod("etl"))],
      True, codes.POD_DISRUPTION_TOLERATED),
     # a job's label is no controller: a pod left by `kubectl delete job --cascade=orphan` keeps its labels,
@@ -404,17 +408,21 @@ def test_a_rule_before_the_ignore_decides_only_if_an_eviction_may_match_it() -> 
 
 def test_the_elastic_range_comes_from_the_job_before_the_pods_env() -> None:
     ref = judge(pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8}),
-                kubeflow_pod("bert", env={"PET_NNODES": "1:16"})).elastic  # fmt: skip
+                kubeflow_pod("bert", env={"PET_NNODES": "1:16", **RESTARTS})).elastic  # fmt: skip
     assert ref == ElasticRef("PyTorchJob/ml/bert", 2, 8)
     # without the job object (CRD not installed, not granted) the pod's own word is used
-    assert judge(kubeflow_pod("bert", env={"PET_NNODES": "1:16"})).elastic == ElasticRef(
+    assert judge(kubeflow_pod("bert", env={"PET_NNODES": "1:16", **RESTARTS})).elastic == ElasticRef(
         "PyTorchJob/ml/bert", 1, 16
     )
     # torchrun's --nnodes beats PET_NNODES, which is only the flag's default (pytorch/pytorch
     # torch/distributed/argparse_util.py, class env: "PET_FOO=env_bar ./program --foo baz -> baz")
-    both = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["torchrun", "--nnodes=1:9"])
+    both = pod(
+        owner=("StatefulSet", "t"),
+        env={"PET_NNODES": "3:5", **RESTARTS},
+        command=["torchrun", "--nnodes=1:9"],
+    )
     assert judge(both).elastic == ElasticRef("StatefulSet/ml/t", 1, 9)
-    spaced = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["sh", "-c"],
+    spaced = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5", **RESTARTS}, command=["sh", "-c"],
                  args=["torchrun --nnodes 2:6 train.py"])  # fmt: skip
     assert judge(spaced).elastic == ElasticRef("StatefulSet/ml/t", 2, 6)
     fixed = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["torchrun", "--nnodes=4"])
@@ -431,7 +439,9 @@ def test_the_launchers_own_node_count_beats_the_jobs_elastic_policy() -> None:
     job = pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8})
 
     def worker(*args: str, env: dict[str, str] | None = None) -> Move:
-        return judge(job, kubeflow_pod("bert", command=["torchrun", *args, "train.py"], env=env))
+        return judge(
+            job, kubeflow_pod("bert", command=["torchrun", *args, "train.py"], env=RESTARTS | (env or {}))
+        )
 
     assert worker("--nnodes=4").elastic is None
     assert worker("--nnodes", "4:4").elastic is None
@@ -450,7 +460,9 @@ def test_the_launchers_own_node_count_beats_the_jobs_elastic_policy() -> None:
     # a shell string may quote the value
     shell = kubeflow_pod("bert", command=["sh", "-c"], args=['torchrun --nnodes="4" train.py'])
     assert judge(job, shell).elastic is None
-    shell = kubeflow_pod("bert", command=["sh", "-c"], args=["torchrun --nnodes '3:6' train.py"])
+    shell = kubeflow_pod(
+        "bert", command=["sh", "-c"], args=["torchrun --nnodes '3:6' train.py"], env=RESTARTS
+    )
     assert judge(job, shell).elastic == ElasticRef("PyTorchJob/ml/bert", 3, 6)
     # without --nnodes on the command line the job's range stands
     assert worker("--nproc-per-node=8").elastic == ElasticRef("PyTorchJob/ml/bert", 2, 8)
@@ -468,7 +480,7 @@ def test_the_last_definition_of_an_env_variable_is_the_one_read() -> None:
     """A container that defines PET_NNODES twice runs with the last value (the kubelet builds the env in
     order, a later entry replacing an earlier one: kubernetes/kubernetes pkg/kubelet/kubelet_pods.go,
     ``makeEnvironmentVariables``); the first was read. One set from ``valueFrom`` is not known here."""
-    raw = pod(owner=("StatefulSet", "t"))
+    raw = pod(owner=("StatefulSet", "t"), command=["torchrun", "--max-restarts=3", "train.py"])
     container = raw["spec"]["containers"][0]
     container["env"] = [{"name": "PET_NNODES", "value": "1:16"}, {"name": "PET_NNODES", "value": "2:4"}]
     assert judge(raw).elastic == ElasticRef("StatefulSet/ml/t", 2, 4)
@@ -532,7 +544,7 @@ def test_a_batch_jobs_elastic_pod_moves_only_when_its_job_tolerates_the_eviction
     def trainjob_pod() -> dict[str, Any]:
         labels = {"jobset.sigs.k8s.io/jobset-name": "llm", "batch.kubernetes.io/job-name": "llm-node-0"}
         return pod("llm-node-0-0-x7k2p", owner=("Job", "llm-node-0"), owner_api="batch/v1", labels=labels,
-                   env={"PET_NNODES": "2"}, command=["torchrun", "--nnodes=2:4", "train.py"])  # fmt: skip
+                   env={"PET_NNODES": "2", **RESTARTS}, command=["torchrun", "--nnodes=2:4", "train.py"])  # fmt: skip
 
     assert judge(batch_job("llm-node-0", None), trainjob_pod()).code == codes.POD_NOT_KNOWN_MOVABLE
     tolerant = judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]), trainjob_pod())
@@ -589,7 +601,7 @@ def test_the_worker_that_hosts_the_rendezvous_is_never_moved_nor_given_up() -> N
     host serves it). Evicting it stops the whole job; it was moved, or given up by a shrink, as any
     elastic worker: the fixed roles were read from the replica type only. (Found by review.)"""
     items = (pytorchjob("train", {"minReplicas": 1, "maxReplicas": 4}, workers=3),
-             *(_operator_worker("train", i) for i in range(3)))  # fmt: skip
+             *(_operator_worker("train", i, env=RESTARTS) for i in range(3)))  # fmt: skip
 
     host, other = judge(*items, name="train-worker-0"), judge(*items, name="train-worker-1")
 
@@ -600,9 +612,9 @@ def test_the_worker_that_hosts_the_rendezvous_is_never_moved_nor_given_up() -> N
     assert elastic_room(snap.pods, snap.jobs_by_key()) == {"PyTorchJob/ml/train": 2}
     # torchrun's flag names the host as well, and beats the env (a DNS name's first label is the pod)
     flagged = _operator_worker(
-        "train", 1, command=["torchrun", "--rdzv_endpoint=train-worker-1.ml.svc:29400"]
+        "train", 1, command=["torchrun", "--rdzv_endpoint=train-worker-1.ml.svc:29400"], env=RESTARTS
     )
-    elsewhere = _operator_worker("train", 0, args=["--rdzv-endpoint", "etcd-0:2379"])
+    elsewhere = _operator_worker("train", 0, args=["--rdzv-endpoint", "etcd-0:2379"], env=RESTARTS)
     assert (judge(flagged).elastic, judge(elsewhere).code) == (None, codes.POD_ELASTIC)
     # a JobSet pod's host name, not its generated name, is what an endpoint names
     jobset = pod("llm-node-0-0-x7k2p", owner=("StatefulSet", "llm"), env={"PET_NNODES": "1:4",
@@ -776,3 +788,146 @@ def test_the_drain_evicts_every_pod_a_plan_moves(
     if code in (codes.POD_LOCAL_STORAGE, codes.POD_NOT_KNOWN_MOVABLE):  # an operator's drain still judges it
         unplanned = classify(Pod.model_validate(raw), force=False, now=NOW).action
         assert unplanned == ("keep" if code == codes.POD_LOCAL_STORAGE else "evict")
+
+
+def test_an_elastic_worker_moves_only_when_torchrun_may_restart_the_workers_it_leaves() -> None:
+    """An elastic PyTorchJob's worker above the minimum was moved whatever torchrun's ``--max-restarts``.
+    A worker leaving makes the others' workers fail, and each agent restarts its workers only while it
+    has restarts left; at 0, torchrun's default, the agent stops, closes the rendezvous and the job ends
+    (pytorch/pytorch torch/distributed/elastic/__init__.py: "If TE agent launched with max_restarts=0, it
+    relies on the underlying scheduler to handle job restart"; agent/server/api.py ``_invoke_run``;
+    run.py ``--max-restarts``, default 0, env ``PET_MAX_RESTARTS``). The training operator sets
+    ``PET_MAX_RESTARTS`` only when ``elasticPolicy.maxRestarts`` is set (kubeflow/training-operator
+    pkg/controller.v1/pytorch/elastic.go, ``Generate``)."""
+    items = (pytorchjob("train", {"minReplicas": 1, "maxReplicas": 4}, workers=3),)
+
+    def worker(env: dict[str, str] | None = None, **kw: Any) -> Move:
+        return judge(*items, _operator_worker("train", 1, env=env or {}, **kw))
+
+    unset = worker()  # elasticPolicy without maxRestarts: torchrun runs with 0
+    assert (unset.movable, unset.code, unset.elastic) == (False, codes.POD_NOT_KNOWN_MOVABLE, None), unset
+    assert "max-restarts" in unset.reason
+    assert worker({"PET_MAX_RESTARTS": "0"}).movable is False
+    assert worker({"PET_MAX_RESTARTS": "3"}).code == codes.POD_ELASTIC
+    # torchrun's flag beats the env, either spelling; one that cannot be read allows none
+    assert (
+        worker({"PET_MAX_RESTARTS": "3"}, command=["torchrun", "--max-restarts=0", "t.py"]).movable is False
+    )
+    assert worker({"PET_MAX_RESTARTS": "0"}, args=["--max_restarts", "2"]).code == codes.POD_ELASTIC
+    assert worker(command=["torchrun", "--max-restarts=$(R)", "t.py"]).movable is False
+    assert worker({"R": "1"}, command=["torchrun", "--max-restarts=$(R)", "t.py"]).code == codes.POD_ELASTIC
+    # what the launcher allows is kept in the snapshot
+    snap = snapshot(*items, _operator_worker("train", 1))
+    assert snap.pods[0].no_restarts and ClusterSnapshot.from_dict(snap.to_dict()) == snap
+
+
+def test_a_member_of_an_elastic_job_a_shrink_may_not_give_up_is_not_moved_as_disruption_tolerant() -> None:
+    """A pod of a batch/v1 Job that ignores DisruptionTarget, and that runs as a worker of an elastic
+    torchrun job, was moved as ``disruption-tolerated`` when a shrink may not give it up: it hosts the
+    c10d rendezvous (the whole job stops while it is away) or its torchrun allows no restart (the job
+    ends). The Job's rule keeps the eviction from counting; it does not keep the job running."""
+    labels = {"jobset.sigs.k8s.io/jobset-name": "llm", "batch.kubernetes.io/job-name": "llm-node-0"}
+
+    def member(**env: str) -> Move:
+        raw = pod("llm-node-0-0-x7k2p", owner=("Job", "llm-node-0"), owner_api="batch/v1", labels=labels,
+                  env={"PET_RDZV_ENDPOINT": "llm-node-0-1.llm:29400", "PET_MAX_RESTARTS": "3"} | env,
+                  command=["torchrun", "--nnodes=2:4", "train.py"])  # fmt: skip
+        raw["spec"]["hostname"] = "llm-node-0-0"
+        return judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]), raw)
+
+    assert member().code == codes.POD_ELASTIC
+    host = member(PET_RDZV_ENDPOINT="llm-node-0-0.llm:29400")
+    assert (host.movable, host.elastic) == (False, None), host
+    alone = member(PET_MAX_RESTARTS="0")
+    assert (alone.movable, alone.elastic) == (False, None), alone
+
+
+def volcano_job(name: str, policies: list[dict[str, Any]], tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name, "namespace": NS},
+            "spec": {"minAvailable": 2, "schedulerName": "volcano", "policies": policies, "tasks": tasks}}  # fmt: skip
+
+
+def volcano_pod(job: str, task: str, **kw: Any) -> dict[str, Any]:
+    """A pod of Volcano Job ``job`` as its controller makes it (job_controller_util.go, createJobPod)."""
+    annotations = {"volcano.sh/task-spec": task, "volcano.sh/job-name": job, "volcano.sh/job-version": "0",
+                   "scheduling.k8s.io/group-name": f"{job}-0b1c", **kw.pop("annotations", {})}  # fmt: skip
+    labels = {"volcano.sh/job-name": job, "volcano.sh/job-namespace": NS, "volcano.sh/task-spec": task}
+    return pod(f"{job}-{task}-0", owner=("Job", job), owner_api="batch.volcano.sh/v1alpha1", labels=labels,
+               annotations=annotations, **kw)  # fmt: skip
+
+
+def test_a_pod_whose_volcano_job_restarts_on_eviction_is_never_moved() -> None:
+    """A preemptable pod of a Volcano Job whose policy on ``PodEvicted`` is RestartJob was moved: its
+    job controller calls any deletion of the Job's pod PodEvicted (volcano-sh/volcano
+    pkg/controllers/job/job_controller_handler.go, deletePod) and applies the pod's task's policies,
+    then the Job's, the first naming PodEvicted or ``*`` deciding, else SyncJob (job_controller_util.go,
+    applyPolicies): RestartJob restarts every pod of the Job, RestartTask every pod of the task, AbortJob,
+    TerminateJob and CompleteJob end the rest (volcano-sh/apis pkg/apis/bus/v1alpha1/actions.go). One
+    move to save a node took the whole gang's work with it."""
+    preemptable = {"annotations": {"volcano.sh/preemptable": "true"}}
+    tasks = [{"name": "worker", "replicas": 2}, {"name": "ps", "replicas": 1}]
+    restart_job = [{"event": "PodEvicted", "action": "RestartJob"}]
+
+    def move(policies: list[dict[str, Any]], task: str = "worker", job_tasks: Any = None, **kw: Any) -> Move:
+        job = volcano_job("mnist", policies, tasks if job_tasks is None else job_tasks)
+        return judge(job, volcano_pod("mnist", task, **(kw or preemptable)))
+
+    refused = move(restart_job)
+    assert (refused.movable, refused.code) == (False, codes.POD_NOT_KNOWN_MOVABLE), refused
+    assert "RestartJob" in refused.reason
+    assert move([{"events": ["PodFailed", "PodEvicted"], "action": "RestartTask"}]).movable is False
+    assert move([{"event": "*", "action": "AbortJob"}]).movable is False
+    # whatever opt-in the pod has: an expendable or safe-to-evict pod takes the others with it too
+    assert move(restart_job, priority=-100).movable is False
+    assert (
+        move(restart_job, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}).movable
+        is False
+    )
+    # a task's own policy comes first
+    worker_pod_only = [{"name": "worker", "policies": [{"event": "PodEvicted", "action": "RestartPod"}]}]
+    assert move(restart_job, job_tasks=worker_pod_only).code == codes.POD_PREEMPTABLE
+    ps_restarts = [{"name": "ps", "policies": [{"event": "PodEvicted", "action": "RestartJob"}]}, tasks[0]]
+    assert move([], job_tasks=ps_restarts).code == codes.POD_PREEMPTABLE
+    assert move([], task="ps", job_tasks=ps_restarts).movable is False
+    # a policy on another event, or none: the controller makes the pod again (SyncJob)
+    assert move([{"event": "PodFailed", "action": "RestartJob"}]).code == codes.POD_PREEMPTABLE
+    assert move([]).code == codes.POD_PREEMPTABLE
+    # without the Job object (CRD not installed, not granted) the pod's own word stands
+    assert judge(volcano_pod("mnist", "worker", **preemptable)).code == codes.POD_PREEMPTABLE
+    # an elastic worker of such a Job is not given up either
+    elastic = volcano_pod("mnist", "worker", command=["torchrun", "--nnodes=1:4", "--max-restarts=3", "t.py"])
+    assert judge(volcano_job("mnist", [], tasks), elastic).code == codes.POD_ELASTIC
+    assert judge(volcano_job("mnist", restart_job, tasks), elastic).movable is False
+    # what the Job says is kept in the snapshot
+    snap = snapshot(volcano_job("mnist", restart_job, tasks), volcano_pod("mnist", "worker"))
+    assert snap.jobs_by_key()["VolcanoJob/ml/mnist"].eviction_action("worker") == "RestartJob"
+    assert ClusterSnapshot.from_dict(snap.to_dict()) == snap
+
+
+def test_a_node_of_a_multi_node_torchrun_job_that_restarts_nothing_is_not_moved_as_disruption_tolerated() -> (
+    None
+):
+    """A pod of a batch/v1 Job that ignores DisruptionTarget was moved as ``disruption-tolerated`` when it
+    is one node of a torchrun job on several nodes whose torchrun restarts no worker group: the Job does
+    not count the evicted pod, but the workers on the other nodes fail (torch/distributed/run.py,
+    "Failure Modes": all workers stop and restart up to max_restarts; 0 by default), their agents exit,
+    and those pods' failures count, failing the Job (and a JobSet with it: a Kubeflow Trainer TrainJob,
+    whose torch plugin gives every node ``PET_NNODES`` = numNodes and no ``PET_MAX_RESTARTS``)."""
+    labels = {"jobset.sigs.k8s.io/jobset-name": "llm", "batch.kubernetes.io/job-name": "llm-node-0"}
+
+    def node_pod(**env: str) -> Move:
+        raw = pod("llm-node-0-1-x7k2p", owner=("Job", "llm-node-0"), owner_api="batch/v1", labels=labels,
+                  env={"PET_NNODES": "2", "PET_MASTER_ADDR": "llm-node-0-0.llm"} | env,
+                  command=["torchrun", "train.py"])  # fmt: skip
+        return judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]), raw)
+
+    refused = node_pod()
+    assert (refused.movable, refused.code) == (False, codes.POD_NOT_KNOWN_MOVABLE), refused
+    assert "max-restarts" in refused.reason
+    assert node_pod(PET_MAX_RESTARTS="3").code == codes.POD_DISRUPTION_TOLERATED
+    assert node_pod(PET_NNODES="1").code == codes.POD_DISRUPTION_TOLERATED  # alone: no peer to fail
+    assert node_pod(PET_NNODES="1:1").code == codes.POD_DISRUPTION_TOLERATED
+    assert node_pod(PET_NNODES="$(N)").movable is False  # a count that cannot be read may be several
+    # an explicit opt-in of the pod's own still moves it
+    assert judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]),
+                 job_pod("llm-node-0", env={"PET_NNODES": "2"}, priority=-100)).code == codes.POD_EXPENDABLE  # fmt: skip

@@ -219,13 +219,17 @@ def test_pods_not_ready_that_their_budget_lets_go_move_and_spend_none_of_it() ->
     assert all(p not in sick for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain for p in d.pods)
 
 
+ELASTIC_ENV = [{"name": "PET_NNODES", "value": "2:4"}, {"name": "PET_MAX_RESTARTS", "value": "3"}]
+
+
 def elastic_workers(w: World, node: str, names: list[str], cpu: str = "1") -> None:
-    """Workers of PyTorchJob ``train`` (elastic, 2 to 4 workers: ``PET_NNODES``)."""
+    """Workers of PyTorchJob ``train`` (elastic, 2 to 4 workers: ``PET_NNODES``; torchrun restarts the
+    workers a moved one leaves: ``PET_MAX_RESTARTS``)."""
     for name in names:
         item = o.pod(name, cpu=cpu, memory="1Gi", node_name=node, owner=("PyTorchJob", "train"),
                      labels={"training.kubeflow.org/job-name": "train",
                              "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
-        item["spec"]["containers"][0]["env"] = [{"name": "PET_NNODES", "value": "2:4"}]
+        item["spec"]["containers"][0]["env"] = [dict(e) for e in ELASTIC_ENV]
         w.items.append(item)
 
 
@@ -254,7 +258,7 @@ def _after_drain(w: World, node: str) -> None:
     group["DesiredCapacity"] -= 1
     item = o.pod("w-2b", cpu="3", memory="1Gi", owner=("PyTorchJob", "train"),
                  labels={"training.kubeflow.org/job-name": "train", "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
-    item["spec"]["containers"][0]["env"] = [{"name": "PET_NNODES", "value": "2:4"}]
+    item["spec"]["containers"][0]["env"] = [dict(e) for e in ELASTIC_ENV]
     w.items.append(item)
 
 

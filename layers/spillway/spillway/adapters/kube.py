@@ -145,6 +145,7 @@ from spillway.model.k8s import (
     DRAINING_TAINT,
     KUBEFLOW_GROUP,
     UPSTREAM_GROUP,
+    VOLCANO_BATCH_GROUP,
     VOLCANO_GROUP,
     BatchJob,
     CapacityQuota,
@@ -162,6 +163,7 @@ from spillway.model.k8s import (
     SharedObject,
     StorageClass,
     UpstreamPodGroup,
+    VolcanoJob,
     VolcanoPodGroup,
     VolumeObject,
     Workload,
@@ -240,6 +242,8 @@ SHARED_KINDS: tuple[SharedKind, ...] = (
     SharedKind("PyTorchJob", KUBEFLOW_GROUP, ("v1",), "pytorchjobs", PyTorchJob),
     SharedKind("PaddleJob", KUBEFLOW_GROUP, ("v1",), "paddlejobs", PaddleJob),
     SharedKind("Job", BATCH_GROUP, ("v1",), "jobs", BatchJob, built_in=True),  # same REST layout
+    # Volcano's Job: what its controller does when a pod is evicted (spillway.model.jobs)
+    SharedKind("Job", VOLCANO_BATCH_GROUP, ("v1alpha1",), "jobs", VolcanoJob),
 )
 
 
@@ -928,7 +932,7 @@ class KubeClient:
 
     def iter_shared_objects(self, served: set[str] | None = None) -> Iterator[SharedObject]:
         """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, CapacityQuotas, and the
-        jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, batch/v1 Jobs).
+        jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, batch/v1 Jobs, Volcano Jobs).
 
         A kind not served (404: its CRD is not installed) gives none of it, logged; an object the model
         refuses is logged and skipped. Any other failure raises as every read does (a 403 names the

@@ -12,7 +12,7 @@ plus a serving ``buffers`` entry open until *dusk* and a training tenant whose `
 1. groups appear in us-east-1: ``serving`` (m5.xlarge, label ``pool=serving``), ``gpu-train`` (g5.xlarge),
    ``elastic`` (m5.xlarge, tainted ``dedicated=training``, tagged ``spillway.io/consolidation:
    when-underutilized``, 2 nodes) and ``spot`` (m5.large, a mixed instances policy with no on-demand,
-   tagged ``spillway.io/capacity-type: spot``, 1 node). On the elastic nodes: elastic PyTorch job ``nlp/bert`` (4 workers, ``PET_NNODES=2:4``,
+   tagged ``spillway.io/capacity-type: spot``, 1 node). On the elastic nodes: elastic PyTorch job ``nlp/bert`` (4 workers, ``PET_NNODES=2:4``, ``PET_MAX_RESTARTS=3``,
    Kubeflow labels, a PDB of ``minAvailable: 2``, each with ``/dev/shm`` in memory and a dataset cache in
    an emptyDir on disk) and, on each node, a preprocessing pod of a plain Job (not movable). On the spot
    node: two ``crawl`` ReplicaSet pods, ``safe-to-evict: "true"``, a page cache in an emptyDir, a PDB of
@@ -269,7 +269,8 @@ class NightScene:
         for _ in range(2):
             self._crawler(kube, self.spot_node)
         kube.add(o.pdb("crawl", "crawl", {"app": "crawl"}, min_available=1))
-        self.say("setup", f"nlp/bert: elastic PyTorch job, 4 workers (PET_NNODES={ELASTIC_MIN}:4, Kubeflow labels, "
+        self.say("setup", f"nlp/bert: elastic PyTorch job, 4 workers (PET_NNODES={ELASTIC_MIN}:4, PET_MAX_RESTARTS=3, "
+                          f"Kubeflow labels, "
                           f"PDB minAvailable {ELASTIC_MIN}, /dev/shm and a dataset cache on local disk) on "
                           f"{', '.join(nodes[ELASTIC])}, beside a preprocessing Job pod each (not movable)")  # fmt: skip
         self.say("setup", f"crawl: 2 ReplicaSet pods (safe-to-evict: true, an emptyDir page cache, PDB minAvailable 1) "
@@ -287,7 +288,10 @@ class NightScene:
                     node_selector={POOL: ELASTIC}, labels={KUBEFLOW_JOB: "bert", KUBEFLOW_ROLE: "worker"},
                     owner=("PyTorchJob", "bert"), created=created)  # fmt: skip
         raw["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
-        raw["spec"]["containers"][0]["env"] = [{"name": "PET_NNODES", "value": f"{ELASTIC_MIN}:4"}]
+        # as the training operator passes elasticPolicy minReplicas/maxReplicas and maxRestarts: torchrun
+        # restarts the workers a moved one leaves (README, "Elastic jobs")
+        raw["spec"]["containers"][0]["env"] = [{"name": "PET_NNODES", "value": f"{ELASTIC_MIN}:4"},
+                                               {"name": "PET_MAX_RESTARTS", "value": "3"}]  # fmt: skip
         # shared memory for the data loaders, and a dataset cache on the node's disk: local storage, which
         # an elastic worker's opt-in overrides (README, "Local storage")
         kube.add(_mounts(raw, SHM, ("cache", "/data/cache", {})))

@@ -199,6 +199,7 @@ class PodInfo:
     # elasticPolicy; with no range above, a fixed count or one that cannot be read (spillway.model.jobs)
     by_launcher: bool = False
     rdzv_host: bool = False  # it hosts its elastic job's c10d rendezvous (PET_RDZV_ENDPOINT names it)
+    no_restarts: bool = False  # its torchrun restarts no worker group (--max-restarts 0, the default)
     # its controller is a batch/v1 Job, which counts an evicted pod as a failure unless its
     # podFailurePolicy ignores DisruptionTarget (not Volcano's Job, also of kind Job)
     batch_owned: bool = False
@@ -384,6 +385,7 @@ class PodInfo:
             elastic_max=int(d.get("el", (0, 0))[1]),
             by_launcher=bool(d.get("bl")),
             rdzv_host=bool(d.get("rdz")),
+            no_restarts=bool(d.get("mr0")),
             batch_owned=bool(d.get("bo")),
             pdbs=tuple(d.get("pdb", ())),
             local_storage=tuple(d.get("ls", ())),
@@ -446,6 +448,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("el", lambda p: [p.elastic_min, p.elastic_max] if p.elastic_max else None),
     ("bl", lambda p: _one_if(p.by_launcher)),
     ("rdz", lambda p: _one_if(p.rdzv_host)),
+    ("mr0", lambda p: _one_if(p.no_restarts)),
     ("bo", lambda p: _one_if(p.batch_owned)),
     ("pdb", lambda p: list(p.pdbs) or None),
     ("ls", lambda p: list(p.local_storage) or None),
@@ -541,6 +544,7 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         "elastic_max": high,
         "by_launcher": facts.by_launcher,
         "rdzv_host": facts.rdzv_host,
+        "no_restarts": facts.no_restarts,
         "batch_owned": is_controller and _is_batch_job(owner),
         "ready": _ready_for_budgets(pod),
         "local_storage": local_volumes(pod) if may_move else (),

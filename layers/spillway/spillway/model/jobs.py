@@ -41,6 +41,13 @@ torchrun reads it (``--rdzv-endpoint``/``--rdzv_endpoint``, else ``PET_RDZV_ENDP
 operator points it at ``<job>-worker-0`` when ``elasticPolicy.rdzvHost`` is unset
 (kubeflow/training-operator pkg/controller.v1/pytorch/elastic.go, ``generateEnvRDZVEndpoint``).
 
+A node leaves a torchrun job on several nodes, elastic or not, safely only while torchrun may restart
+the workers it leaves (``PodJobFacts.no_restarts``): ``--max-restarts``, else ``PET_MAX_RESTARTS``, read
+from the container that says the node count, 0 (torchrun's default) when neither says (pytorch/pytorch
+torch/distributed/run.py). The others' workers fail when a node goes, and an agent with no restart left
+stops and closes the rendezvous, so the whole job ends (torch/distributed/elastic/__init__.py, "Scale
+down event"; run.py, "Failure Modes"). Kubeflow Trainer's torch plugin sets no ``PET_MAX_RESTARTS``.
+
 A PaddleJob's ``elasticPolicy`` makes nothing elastic: the training operator defaults it and uses it for
 nothing else. Its Paddle controller gives every pod ``PADDLE_NNODES`` = the job's total replicas and
 ``PADDLE_MASTER`` = worker 0's (or the Master's) address (pkg/controller.v1/paddlepaddle/envvar.go,
@@ -55,7 +62,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -70,6 +77,8 @@ from spillway.model.k8s import (
     PodFailurePolicyRule,
     PyTorchJob,
     ReplicaSpec,
+    VolcanoJob,
+    VolcanoLifecyclePolicy,
     api_group,
 )
 
@@ -83,6 +92,7 @@ VOLCANO_JOB_NAME = "volcano.sh/job-name"
 BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
 PET_NNODES = "PET_NNODES"
 PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+PET_MAX_RESTARTS = "PET_MAX_RESTARTS"
 PADDLE_NNODES = "PADDLE_NNODES"
 PADDLE_MASTER = "PADDLE_MASTER"
 DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition an eviction (or preemption) sets
@@ -100,6 +110,7 @@ _OPERATOR_KINDS = {
 # may be quoted); the value is checked by the reader
 _NNODES_FLAG = re.compile(r"--nnodes(?:=|\s+)['\"]?([^\s'\"]+)")
 _RDZV_ENDPOINT_FLAG = re.compile(r"--rdzv[-_]endpoint(?:=|\s+)['\"]?([^\s'\"]+)")
+_MAX_RESTARTS_FLAG = re.compile(r"--max[-_]restarts(?:=|\s+)['\"]?([^\s'\"]+)")
 # Paddle's launcher (python -m paddle.distributed.launch) and the two of its settings that make it elastic
 _PADDLE_LAUNCH = re.compile(r"paddle\.distributed\.launch\b")
 _MASTER_FLAG = re.compile(r"--master(?:=|\s+)['\"]?([^\s'\"]+)")
@@ -120,7 +131,9 @@ class JobInfo:
     before any rule that would fail the Job or count an evicted pod (an evicted pod is replaced without
     counting against ``backoffLimit``);
     ``active_deadline``/``started_at``: a running ``batch/v1`` Job's ``spec.activeDeadlineSeconds`` and
-    ``status.startTime``: the controller terminates its pods that many seconds after it started.
+    ``status.startTime``: the controller terminates its pods that many seconds after it started;
+    ``eviction_actions``: a Volcano Job's action on an evicted pod, by the pod's task (``""``: a task the
+    Job does not name), when one of them takes more than that pod (:func:`_volcano_eviction_actions`).
     """
 
     key: str
@@ -129,6 +142,12 @@ class JobInfo:
     tolerates_disruption: bool = False
     active_deadline: int | None = None
     started_at: datetime | None = None
+    eviction_actions: Mapping[str, str] = field(default_factory=dict)
+
+    def eviction_action(self, task: str | None) -> str:
+        """What the job's controller does when a pod of ``task`` is evicted (``SyncJob`` when not known)."""
+        actions = self.eviction_actions
+        return actions.get(task or "", actions.get("", VOLCANO_SYNC_JOB))
 
     @property
     def elastic(self) -> bool:
@@ -143,6 +162,8 @@ class JobInfo:
         if self.active_deadline is not None and self.started_at is not None:
             out["ad"] = self.active_deadline
             out["st"] = self.started_at.isoformat().replace("+00:00", "Z")
+        if self.eviction_actions:
+            out["ev"] = dict(self.eviction_actions)
         return out
 
     @classmethod
@@ -154,11 +175,12 @@ class JobInfo:
             tolerates_disruption=bool(d.get("td")),
             active_deadline=int(d["ad"]) if "ad" in d else None,
             started_at=datetime.fromisoformat(d["st"].replace("Z", "+00:00")) if "st" in d else None,
+            eviction_actions={str(k): str(v) for k, v in d.get("ev", {}).items()},
         )
 
 
 def job_of(obj: KubeObject) -> JobInfo | None:
-    """The JobInfo of a PyTorchJob or batch/v1 Job; None for any other object (a PaddleJob: its
+    """The JobInfo of a PyTorchJob, batch/v1 Job or Volcano Job; None for any other object (a PaddleJob: its
     ``elasticPolicy`` reaches none of its pods, see the module docstring), and for a job that says
     nothing about moving its pods."""
     if isinstance(obj, PyTorchJob):
@@ -168,6 +190,46 @@ def job_of(obj: KubeObject) -> JobInfo | None:
         return JobInfo(job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name), low, high)
     if isinstance(obj, BatchJob):
         return _batch_job(obj)
+    if isinstance(obj, VolcanoJob):
+        actions = _volcano_eviction_actions(obj)
+        key = job_key("VolcanoJob", obj.metadata.namespace or "default", obj.metadata.name)
+        return JobInfo(key, eviction_actions=actions) if actions else None
+    return None
+
+
+# what a Volcano Job's controller does, by default, with an evicted pod: it creates it again
+VOLCANO_SYNC_JOB = "SyncJob"
+# actions that take only the evicted pod: the default, and RestartPod (that pod alone, made again)
+VOLCANO_POD_ONLY_ACTIONS = frozenset({VOLCANO_SYNC_JOB, "RestartPod"})
+VOLCANO_EVICTED = "PodEvicted"  # the event of any deletion of a Job's pod, an eviction's included
+
+
+def _volcano_eviction_actions(job: VolcanoJob) -> dict[str, str]:
+    """A Volcano Job's action on an evicted pod, by task (``""``: a task the Job does not name), when one
+    of them takes more than the pod (RestartJob, RestartTask, AbortJob, TerminateJob, CompleteJob or any
+    other action but SyncJob and RestartPod); empty when none does.
+
+    Its job controller calls any deletion of the Job's pod ``PodEvicted`` (volcano-sh/volcano
+    pkg/controllers/job/job_controller_handler.go, ``deletePod``) and picks the action as
+    ``applyPolicies`` does (job_controller_util.go): the pod's task's policies first, then the Job's, the
+    first whose ``event`` or ``events`` hold ``PodEvicted`` or ``*`` deciding; none: ``SyncJob``, which
+    creates the pod again. RestartJob restarts every pod of the Job, RestartTask every pod of the task;
+    AbortJob, TerminateJob and CompleteJob kill the rest (volcano-sh/apis pkg/apis/bus/v1alpha1/actions.go).
+    """
+    job_level = _first_eviction_action(job.spec.policies) or VOLCANO_SYNC_JOB
+    actions = {"": job_level}
+    for task in job.spec.tasks:
+        actions[task.name] = _first_eviction_action(task.policies) or job_level
+    if all(action in VOLCANO_POD_ONLY_ACTIONS for action in actions.values()):
+        return {}
+    return actions
+
+
+def _first_eviction_action(policies: list[VolcanoLifecyclePolicy]) -> str | None:
+    for policy in policies:
+        events = [*policy.events, policy.event] if policy.event else policy.events
+        if VOLCANO_EVICTED in events or "*" in events:
+            return policy.action
     return None
 
 
@@ -274,12 +336,15 @@ class PodJobFacts:
     # the job's elasticPolicy; with ``elastic`` None, a fixed count or one that cannot be read
     by_launcher: bool = False
     rdzv_host: bool = False  # the pod hosts its job's c10d rendezvous store (module docstring)
+    # the torchrun that says the node count runs on more than one node and restarts no worker group
+    # (--max-restarts 0): a node leaving ends the job (module docstring)
+    no_restarts: bool = False
 
 
 def pod_job_facts(pod: Pod) -> PodJobFacts:
     meta = pod.metadata
     role = meta.labels.get(KUBEFLOW_REPLICA_TYPE)
-    elastic, by_launcher = _pod_elastic(pod)
+    elastic, by_launcher, no_restarts = _pod_elastic(pod)
     return PodJobFacts(
         job=_labelled_job(pod, meta.namespace or "default"),
         role=role.lower() if role else None,
@@ -287,6 +352,7 @@ def pod_job_facts(pod: Pod) -> PodJobFacts:
         elastic=elastic,
         by_launcher=by_launcher,
         rdzv_host=_hosts_rendezvous(pod),
+        no_restarts=no_restarts,
     )
 
 
@@ -357,19 +423,43 @@ def _torchrun_setting(
     return "env", _expand(container, value) if value is not None else None
 
 
-def _pod_elastic(pod: Pod) -> tuple[tuple[int, int] | None, bool]:
+def _pod_elastic(pod: Pod) -> tuple[tuple[int, int] | None, bool, bool]:
     """The first container's word on the node count that says one (``--nnodes``, else ``PET_NNODES``;
     Paddle's launcher reads its own, :func:`_paddle_nnodes`): ``(MIN, MAX)`` for a range, None for a
-    fixed count, one that cannot be read or none at all; and whether the launcher's command line said
-    it (PodJobFacts.by_launcher)."""
+    fixed count, one that cannot be read or none at all; whether the launcher's command line said
+    it (PodJobFacts.by_launcher); and whether that torchrun, on more than one node (a count other than
+    ``1``, elastic or fixed, or one that cannot be read), restarts no worker group (:func:`_no_restarts`)."""
     for container in pod.spec.containers:
         if _PADDLE_LAUNCH.search(" ".join(container.command + container.args)):
-            return _paddle_nnodes(container), True
+            return _paddle_nnodes(container), True, False
         said = _torchrun_setting(container, _NNODES_FLAG, PET_NNODES)
         if said is not None:
             where, value = said
-            return (_range(value) if value is not None else None), where == "flag"
-    return None, False
+            no_restarts = not (value is not None and _one_node(value)) and _no_restarts(container)
+            return (_range(value) if value is not None else None), where == "flag", no_restarts
+    return None, False, False
+
+
+def _one_node(value: str) -> bool:
+    """The node count (``N`` or ``MIN:MAX``) is one node at most: no other node's workers to fail."""
+    low, sep, high = value.strip().partition(":")
+    top = high if sep else low
+    return top.isascii() and top.isdigit() and int(top) <= 1
+
+
+def _no_restarts(container: Container) -> bool:
+    """torchrun in ``container`` restarts no worker group: ``--max-restarts`` (``--max_restarts``), else
+    ``PET_MAX_RESTARTS``, is 0, or says nothing (torchrun's default is 0), or cannot be read.
+
+    A node that leaves an elastic job is not announced: the workers of the others fail in their next
+    collective, and each agent restarts its worker group (a new rendezvous, without the node) only while
+    it has restarts left; with none it stops, closes the rendezvous and the job ends, left to the job's
+    controller to restart (pytorch/pytorch torch/distributed/elastic/__init__.py, "Scale down event";
+    agent/server/api.py, ``_invoke_run``). The training operator passes ``elasticPolicy.maxRestarts`` as
+    ``PET_MAX_RESTARTS``, and only when it is set (pkg/controller.v1/pytorch/elastic.go, ``Generate``)."""
+    said = _torchrun_setting(container, _MAX_RESTARTS_FLAG, PET_MAX_RESTARTS)
+    value = said[1] if said is not None else None
+    return not (value is not None and value.strip().isdigit() and value.strip().isascii() and int(value) > 0)
 
 
 def _paddle_setting(container: Container, flag: re.Pattern[str], env_name: str) -> str:

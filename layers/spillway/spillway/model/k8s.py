@@ -952,7 +952,39 @@ class BatchJob(KubeModel):
     status: JobStatus = Field(default_factory=JobStatus)
 
 
-TrainingJob = PyTorchJob | PaddleJob | BatchJob
+VOLCANO_BATCH_GROUP = "batch.volcano.sh"  # Volcano's Job (batch.volcano.sh/v1alpha1)
+
+
+class VolcanoLifecyclePolicy(KubeModel):
+    """One of a Volcano Job's ``policies`` (or a task's): on ``event`` (or any of ``events``; ``*`` is
+    any event), the job controller takes ``action`` (volcano-sh/apis pkg/apis/batch/v1alpha1/job.go,
+    ``LifecyclePolicy``). ``exitCode`` rules are not read: an evicted pod brings no exit code."""
+
+    action: str = ""
+    event: str = ""
+    events: list[str] = Field(default_factory=list)
+
+
+class VolcanoTaskSpec(KubeModel):
+    name: str = ""
+    policies: list[VolcanoLifecyclePolicy] = Field(default_factory=list)
+
+
+class VolcanoJobSpec(KubeModel):
+    tasks: list[VolcanoTaskSpec] = Field(default_factory=list)
+    policies: list[VolcanoLifecyclePolicy] = Field(default_factory=list)
+
+
+class VolcanoJob(KubeModel):
+    """Volcano ``Job`` (``batch.volcano.sh/v1alpha1``): its and its tasks' ``policies`` are read."""
+
+    kind: Literal["Job"] = "Job"
+    api_version: str = VOLCANO_BATCH_GROUP + "/v1alpha1"
+    metadata: ObjectMeta
+    spec: VolcanoJobSpec = Field(default_factory=VolcanoJobSpec)
+
+
+TrainingJob = PyTorchJob | PaddleJob | BatchJob | VolcanoJob
 
 
 class LocalObjectRef(KubeModel):
@@ -1170,6 +1202,7 @@ SharedObject = (
     | PyTorchJob
     | PaddleJob
     | BatchJob
+    | VolcanoJob
     | CapacityBuffer
     | PodTemplate
     | Scalable
@@ -1217,6 +1250,7 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("PyTorchJob", KUBEFLOW_GROUP): PyTorchJob,
     ("PaddleJob", KUBEFLOW_GROUP): PaddleJob,
     ("Job", BATCH_GROUP): BatchJob,  # not Volcano's Job (batch.volcano.sh)
+    ("Job", VOLCANO_BATCH_GROUP): VolcanoJob,
     ("CapacityBuffer", AUTOSCALING_GROUP): CapacityBuffer,  # v1beta1 and v1alpha1 alike
     ("Deployment", "apps"): Scalable,
     ("StatefulSet", "apps"): Scalable,

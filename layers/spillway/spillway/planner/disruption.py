@@ -45,12 +45,16 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    ``unhealthyPodEvictionPolicy`` lets it go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
 3. never a pod no controller would recreate (no controller ownerReference, whatever its labels say)
    unless it is ``safe-to-evict=true``: the drain keeps it without force (:func:`assess`), so a plan
-   that named it would be refused; then may move: priority below ``expendable_priority_cutoff`` (free);
+   that named it would be refused; never a pod whose Volcano Job answers its eviction with more than
+   the pod (RestartJob, RestartTask, AbortJob...: :func:`takes_more_than_the_pod`), whatever opt-in
+   it has; then may move: priority below ``expendable_priority_cutoff`` (free);
    ``safe-to-evict=true``; ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano
    reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
-   :func:`elastic_room`; never the one that hosts the job's rendezvous, nor a batch/v1 Job's pod whose
-   Job does not tolerate disruption); a pod of a batch Job whose ``podFailurePolicy`` ignores
-   ``DisruptionTarget``;
+   :func:`elastic_room`; never the one that hosts the job's rendezvous, nor one whose torchrun restarts
+   no worker group, nor a batch/v1 Job's pod whose Job does not tolerate disruption); a pod of a batch
+   Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``, but for the rendezvous host of an elastic
+   job and a node of a torchrun job on several nodes that restarts no worker group (its Job's rule
+   spares the evicted pod, not the training: :func:`_elastic_move`);
 4. anything else never: a pod with local storage (``local-storage``), or of no kind known to tolerate
    a move, is not moved to save money (an operator's DrainNode still evicts controlled pods without
    local storage, through :func:`assess`).
@@ -75,7 +79,14 @@ from types import MappingProxyType
 from typing import Literal
 
 from spillway.model.cluster import NodeInfo, PodInfo, TaintT
-from spillway.model.jobs import DO_NOT_DRAIN, DO_NOT_DRAIN_VALUES, VOLCANO_PREEMPTABLE, JobInfo, job_key
+from spillway.model.jobs import (
+    DO_NOT_DRAIN,
+    DO_NOT_DRAIN_VALUES,
+    VOLCANO_POD_ONLY_ACTIONS,
+    VOLCANO_PREEMPTABLE,
+    JobInfo,
+    job_key,
+)
 from spillway.model.k8s import (
     DAEMONSET_POD,
     DO_NOT_DISRUPT,
@@ -370,6 +381,10 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     # label alone is no controller (an orphaned Job pod keeps it, and nothing recreates that pod)
     if not pod.controlled and pod.safe_to_evict is not True:
         return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
+    action = takes_more_than_the_pod(pod, jobs)
+    if action is not None:  # whatever opt-in the pod has: the others are not its to give up
+        why = f"its Volcano Job's policy on PodEvicted is {action}: evicting it takes the Job's other pods with it"
+        return Move(False, why, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
     if pod.priority < cutoff:
         why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
         return Move(True, why, codes.POD_EXPENDABLE, 0.0)
@@ -378,10 +393,9 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
         return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost)
     if pod.preemptable:
         return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost)
-    elastic = elastic_of(pod, jobs)
+    elastic = _elastic_move(pod, jobs, cost)
     if elastic is not None:
-        why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
-        return Move(True, why, codes.POD_ELASTIC, cost, elastic)
+        return elastic
     if tolerates_disruption(pod, jobs):
         why = "its Job's podFailurePolicy ignores DisruptionTarget: an eviction is not a failure"
         return Move(True, why, codes.POD_DISRUPTION_TOLERATED, cost)
@@ -391,6 +405,29 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     return Move(
         False, f"a {kind} pod, of no kind known to tolerate a move", codes.POD_NOT_KNOWN_MOVABLE, math.inf
     )
+
+
+def _elastic_move(pod: PodInfo, jobs: Mapping[str, JobInfo], cost: float) -> Move | None:
+    """A worker of an elastic job: movable when a shrink may give it up (:func:`elastic_of`). Never a
+    node its torchrun job cannot lose: the host of an elastic job's rendezvous, or a node of a torchrun
+    job on several nodes, elastic or not, that restarts no worker group (``PodInfo.no_restarts``),
+    whatever else would move it: its Job's tolerance of an eviction keeps the Job, not the training.
+    None for any other pod."""
+    elastic = elastic_of(pod, jobs)
+    if elastic is not None:
+        why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
+        return Move(True, why, codes.POD_ELASTIC, cost, elastic)
+    member = elastic_member(pod, jobs)
+    if member is not None and pod.rdzv_host:
+        why = f"hosts the c10d rendezvous of elastic job {member.job}: every worker stops while it is away"
+    elif pod.no_restarts:
+        why = (
+            "runs torchrun on more than one node with no restart allowed (--max-restarts or PET_MAX_RESTARTS "
+            "0, torchrun's default): the workers on the other nodes fail when it goes, and the job ends"
+        )
+    else:
+        return None
+    return Move(False, why, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
 
 
 def move_cost(pod: PodInfo, now: datetime) -> float:
@@ -422,14 +459,16 @@ def job_key_of(pod: PodInfo) -> str | None:
 def elastic_of(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRef | None:
     """The elastic job ``pod`` is a worker of that a shrink may give up (:func:`elastic_member`). None
     for the worker that hosts the job's c10d rendezvous: every other agent talks to the store it runs,
-    so the whole job stops while it is away (spillway.model.jobs). None for a batch/v1 Job's pod unless
+    so the whole job stops while it is away (spillway.model.jobs). None for a worker whose torchrun
+    restarts no worker group (``PodInfo.no_restarts``): the others' workers fail when it goes, and with no
+    restart left their agents stop and the job ends. None for a batch/v1 Job's pod unless
     the Job tolerates disruption: the Job controller counts a deleted pod as failed
     (kubernetes/kubernetes pkg/controller/job/job_controller.go, isPodFailed), and past
     ``backoffLimit`` (``backoffLimitPerIndex`` for its index) the Job fails, elastic or not; only an
     ``Ignore`` rule on ``DisruptionTarget`` keeps an eviction from counting. A JobSet's pods (a Kubeflow
     Trainer v2 TrainJob's) are such pods."""
     ref = elastic_member(pod, jobs)
-    if ref is None or pod.rdzv_host:
+    if ref is None or pod.rdzv_host or pod.no_restarts:
         return None
     return None if pod.batch_owned and not tolerates_disruption(pod, jobs) else ref
 
@@ -450,6 +489,18 @@ def elastic_member(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> Elast
         else (pod.elastic_min, pod.elastic_max)
     )
     return ElasticRef(key, low, high) if high > low else None
+
+
+def takes_more_than_the_pod(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | None:
+    """The action the pod's Volcano Job takes when the pod is evicted, when it takes more than the pod
+    (RestartJob, RestartTask, AbortJob, ...: ``JobInfo.eviction_actions``, read by the pod's task); None
+    otherwise, and for a pod of no such Job."""
+    key = job_key_of(pod)
+    job = jobs.get(key) if key is not None and key.startswith("VolcanoJob/") else None
+    if job is None:
+        return None
+    action = job.eviction_action(pod.gang_task)
+    return None if action in VOLCANO_POD_ONLY_ACTIONS else action
 
 
 def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> bool:
