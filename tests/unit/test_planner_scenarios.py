@@ -77,6 +77,23 @@ def test_uncordons_a_node_it_drained_before_launching_and_leaves_a_human_cordon_
     assert "cordoned by someone else" in kept_reasons(result)[humans]
 
 
+def test_uncordons_its_node_though_the_cordon_left_the_unschedulable_taint_on_it() -> None:
+    """The node lifecycle controller taints every cordoned node node.kubernetes.io/unschedulable:NoSchedule
+    (pkg/controller/nodelifecycle, doNoScheduleTaintingPass) and takes the taint off once it is uncordoned:
+    the node is reused, not passed over for a new launch."""
+    w = World()
+    (mine,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    w.cordon(mine, by_spillway=True)
+    w.node(mine)["spec"]["taints"].append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    pods = w.pods("web", 3, cpu="2", memory="4Gi")
+
+    result = w.plan()
+
+    assert [(u.node, u.group) for u in result.uncordon] == [(mine, "cpu")]
+    assert result.scale_up == ()
+    assert all(mine in pending_reasons(result)[p] for p in pods)
+
+
 def test_capacity_already_launching_prevents_a_double_launch() -> None:
     w = World()
     (full,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
