@@ -393,6 +393,30 @@ def test_a_node_without_every_spread_key_is_no_domain_of_any() -> None:
     assert result.scale_up == () and result.placements[0].node == second  # 1:0 first
 
 
+def test_no_node_is_launched_in_a_group_whose_nodes_lack_a_spread_key() -> None:
+    """kube-scheduler refuses a node without the topology key of a DoNotSchedule spread (podtopologyspread
+    filtering.go, Filter: ErrReasonNodeLabelNotMatch). The group has no rack label, by tag or on its
+    nodes: a node launched there would stay empty while the replica waits. Once its nodes carry the key
+    (a labeller's, each a rack of its own, so the template names no value) the next one will too."""
+    rack = "example.com/rack"
+    w = World()
+    plain = w.group("plain", "m5.2xlarge", nodes=2, max_size=10)
+    for node in plain:
+        w.items.append(o.pod(f"resident-{node}", cpu="7", memory="8Gi", node_name=node))
+    item = replica("web-1")
+    item["spec"]["topologySpreadConstraints"] = spread(rack)
+    w.items.append(item)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert f"plain: its nodes carry no {rack} label" in pending_reasons(result)["default/web-1"]
+
+    for node, value in zip(plain, ("r2", "r3"), strict=True):
+        w.node(node)["metadata"]["labels"][rack] = value
+    assert scale_up(w.plan()) == {"plain": (2, 3, ["default/web-1"])}
+
+
 def test_a_zone_with_no_node_is_no_domain_until_min_domains_says_so() -> None:
     """As kube-scheduler counts: domains are those of existing nodes that pass the pod's node
     constraints, so with only zone a the skew is 0 there; minDomains 2 makes the least 0."""

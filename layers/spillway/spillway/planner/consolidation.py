@@ -562,6 +562,8 @@ class Consolidation:
                 continue
             if cls.blocker(template.labels, template.taints, None) is not None:
                 continue
+            if cls.domains.missing_on_new_node(template.labels, self.ctx.group_label_keys(group)):
+                continue
             for node_id, count in fill_bins(
                 cls, group_bins, min(cls.remaining, cls.room_in(template.labels))
             ):

@@ -175,7 +175,11 @@ def options(
     fitting: list[Option] = []
     rejected: dict[str, str] = {}
     for group in ctx.groups:
-        why = _rejection(cls, group, empty[group.name]) or _spot_rejection(ctx, cls, group)
+        why = (
+            _rejection(cls, group, empty[group.name])
+            or _spread_key_rejection(ctx, cls, group)
+            or _spot_rejection(ctx, cls, group)
+        )
         if why is not None:
             rejected[group.name] = f"{group.name}: {why}"
         else:
@@ -187,6 +191,21 @@ def options(
         why = _rejection(cls, group, template.allocatable if template else {})
         rejected[group.name] = f"{group.name}: {why or f'not scaled by Spillway: {group.refusal}'}"
     return fitting, rejected
+
+
+def _spread_key_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
+    """Why a new node of ``group`` cannot take the class for its DoNotSchedule topology spreads: it will
+    not carry a key one of them spreads over (:meth:`~spillway.planner.topology.Domains.missing_on_new_node`)."""
+    template = group.template
+    if template is None or not cls.domains.spread_keys:
+        return None
+    key = cls.domains.missing_on_new_node(template.labels, ctx.group_label_keys(group))
+    if key is None:
+        return None
+    return (
+        f"its nodes carry no {key} label (no node-template label tag, no node of the group has it), "
+        "which the pods' topology spread needs: kube-scheduler refuses a node without it"
+    )
 
 
 def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:

@@ -50,13 +50,30 @@ at a time, before new nodes are filled up to ``maxSkew`` above that least.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, NodeInfo, PodInfo, TaintT
+from spillway.model.livetemplate import NODE_LABEL_PREFIXES, NODE_LABELS, TYPE_KEYS, ZONE_KEYS
+from spillway.model.nodegroup import CAPACITY_LABELS
 from spillway.planner.predicates import HOSTNAME_LABEL, affinity_holds, selector_holds, untolerated_taint
 
 UNBOUNDED = 1 << 40  # no cap on pods per node (placement's too)
+# labels a new node carries whatever its group's template says: the kubelet's and the cloud provider's
+# (a template leaves the zone, type and capacity type out when the group may launch several), and those
+# a template never takes from a node as they name one node
+ANY_NODE_KEYS = frozenset(
+    {
+        *NODE_LABELS,
+        *ZONE_KEYS,
+        *TYPE_KEYS,
+        *CAPACITY_LABELS,
+        "kubernetes.io/os",
+        "beta.kubernetes.io/os",
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/region",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +265,20 @@ class Domains:
         if node is None:
             return None
         return min((k for k in self.spread_keys if k != HOSTNAME_LABEL and k not in labels), default=None)
+
+    def missing_on_new_node(self, labels: Mapping[str, str], carried: Collection[str]) -> str | None:
+        """A spread key a new node with the template ``labels`` will not carry: neither the template nor
+        any node of its group (``carried``: the label keys they carry) has it, and it is no key every
+        node gets whatever its template says (:data:`ANY_NODE_KEYS`: hostname, zone, instance type,
+        capacity type... which a template leaves out when it cannot tell the value). kube-scheduler
+        refuses a node without the key of a DoNotSchedule spread (kubernetes/kubernetes
+        pkg/scheduler/framework/plugins/podtopologyspread/filtering.go, Filter: ErrReasonNodeLabelNotMatch),
+        so a node launched for the pod would stay empty; cluster-autoscaler's template node fails the
+        same filter."""
+        return min(
+            (k for k in self.spread_keys if k not in labels and k not in carried and not _any_node_key(k)),
+            default=None,
+        )
 
     def cap(self, node: str) -> int:
         """How many of the class the existing ``node`` may take."""
@@ -618,6 +649,12 @@ class TopologyIndex:
             value = info.labels.get(key) if info else None
             if value is not None:
                 yield value
+
+
+def _any_node_key(key: str) -> bool:
+    """A label every node gets from its kubelet or cloud provider, or one a template leaves out as it
+    tells one node from another (spillway.model.livetemplate): a template without it says nothing."""
+    return key in ANY_NODE_KEYS or key.startswith(NODE_LABEL_PREFIXES)
 
 
 BIND_ALL = ("", "0.0.0.0")  # a host IP that is every address: unset, or 0.0.0.0 as NodePorts reads unset
