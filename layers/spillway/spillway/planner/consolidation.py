@@ -61,10 +61,10 @@ from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move, assess_move, comes_back, elastic_room, keeps_node_busy
 from spillway.planner.durations import all_end_within
-from spillway.planner.groups import backoff_reason
+from spillway.planner.groups import backoff_reason, fresh_node_ports
 from spillway.planner.health import registering
 from spillway.planner.placement import Bin, TrialFit, fill_bins, pools
-from spillway.planner.topology import Leaving, Planned, Spot
+from spillway.planner.topology import Leaving, Planned, Spot, port_taken
 from spillway.planner.types import Drain, KeptNode
 
 if TYPE_CHECKING:
@@ -563,6 +563,10 @@ class Consolidation:
             if cls.blocker(template.labels, template.taints, None) is not None:
                 continue
             if cls.domains.missing_on_new_node(template.labels, self.ctx.group_label_keys(group)):
+                continue
+            if cls.domains.marks.ports and port_taken(
+                cls.domains.marks.ports, fresh_node_ports(self.ctx, group)
+            ):
                 continue
             for node_id, count in fill_bins(
                 cls, group_bins, min(cls.remaining, cls.room_in(template.labels))

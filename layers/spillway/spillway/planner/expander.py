@@ -36,8 +36,8 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import UNCHECKED_WHEN_UNKNOWN, Resources, describe, dominant_share, fit_count
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
-from spillway.planner.groups import why_not_movable
-from spillway.planner.topology import UNBOUNDED
+from spillway.planner.groups import fresh_node_ports, why_not_movable
+from spillway.planner.topology import UNBOUNDED, port_taken
 
 # The taints that say "this node is Spot", by key: the values that do (None: a taint with no value).
 # The capacity-type keys Karpenter and EKS managed node groups label nodes with, and the plain ``spot``
@@ -178,6 +178,7 @@ def options(
         why = (
             _rejection(cls, group, empty[group.name])
             or _spread_key_rejection(ctx, cls, group)
+            or _port_rejection(ctx, cls, group)
             or _spot_rejection(ctx, cls, group)
         )
         if why is not None:
@@ -206,6 +207,16 @@ def _spread_key_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str 
         f"its nodes carry no {key} label (no node-template label tag, no node of the group has it), "
         "which the pods' topology spread needs: kube-scheduler refuses a node without it"
     )
+
+
+def _port_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
+    """Why a new node of ``group`` cannot take the class for the node ports it asks: a DaemonSet or
+    static pod the node runs anyway holds one (:func:`~spillway.planner.groups.fresh_node_ports`)."""
+    ports = cls.domains.marks.ports
+    taken = port_taken(ports, fresh_node_ports(ctx, group)) if ports else None
+    if taken is None:
+        return None
+    return f"host port {taken} is taken on its nodes by a DaemonSet or static pod each runs"
 
 
 def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:

@@ -38,15 +38,27 @@ def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
       tolerations (the pinning term left out), the first pod by name standing for it. Its node affinity
       is lost with the pinning, so a DaemonSet that targets other nodes by affinity alone is reserved
       here too, and one without a pod is not seen."""
+    return _requests_of(fresh_node_pods(ctx, group))
+
+
+def fresh_node_pods(ctx: Context, group: NodeGroup) -> list[PodInfo | DaemonSetInfo]:
+    """The DaemonSet and static pods a fresh node of the group runs (see :func:`fresh_node_overhead`)."""
     template = group.template
     if template is None:
-        return {}
+        return []
     if _own_node(ctx, group, template.node):
         assert template.node is not None
-        return _requests_of(_on_its_node(ctx, template, template.node))
+        return _on_its_node(ctx, template, template.node)
     if ctx.snapshot.daemonsets:
-        return _requests_of(d for d in ctx.snapshot.daemonsets if runs_on(d, template))
-    return _requests_of(_admitted_by_pods(ctx, template))
+        return [d for d in ctx.snapshot.daemonsets if runs_on(d, template)]
+    return list(_admitted_by_pods(ctx, template))
+
+
+def fresh_node_ports(ctx: Context, group: NodeGroup) -> frozenset[tuple[int, str, str]]:
+    """The node ports the pods a fresh node of the group runs anyway take (:func:`fresh_node_pods`): a
+    pod asking one of them never runs on such a node (kube-scheduler's NodePorts checks it against every
+    pod of the node, DaemonSet pods too; cluster-autoscaler's template node carries them)."""
+    return frozenset(port for pod in fresh_node_pods(ctx, group) for port in pod.host_ports)
 
 
 def _own_node(ctx: Context, group: NodeGroup, name: str | None) -> bool:

@@ -660,6 +660,16 @@ def _any_node_key(key: str) -> bool:
 BIND_ALL = ("", "0.0.0.0")  # a host IP that is every address: unset, or 0.0.0.0 as NodePorts reads unset
 
 
+def port_taken(ports: Iterable[tuple[int, str, str]], held: Iterable[tuple[int, str, str]]) -> str | None:
+    """The first of ``ports`` one of ``held`` clashes with (:func:`_clash`), as ``port/protocol``, or
+    None."""
+    held = tuple(held)
+    for port in sorted(ports):
+        if any(_clash(port, theirs) for theirs in held):
+            return f"{port[0]}/{port[1]}" + (f" on {port[2]}" if port[2] else "")
+    return None
+
+
 def _clash(mine: tuple[int, str, str], theirs: tuple[int, str, str]) -> bool:
     """Two host ports clash as kube-scheduler's NodePorts has it (HostPortInfo.CheckConflict): the same
     port and protocol, on the same host IP or with either one every address (unset or 0.0.0.0)."""
