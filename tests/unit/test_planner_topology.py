@@ -647,6 +647,27 @@ def test_the_first_of_a_group_that_selects_itself_may_go_anywhere() -> None:
     assert pending_codes(result)["default/lone-0"] == codes.POD_TOPOLOGY  # what it must join runs nowhere
 
 
+def test_the_rest_of_a_group_that_selects_itself_on_the_hostname_waits_for_the_first_not_a_node_each() -> (
+    None
+):
+    """kube-scheduler lets the first pod of such a group go to any node only while no pod matches
+    (interpodaffinity/filtering.go, satisfyPodAffinity); the others then bind beside it, to its node
+    only. Ten replicas of 2 CPUs, none running: one node, not four of which three would stay empty."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    for i in range(10):
+        item = replica(f"web-{i}", affinity=near({"app": "web"}, HOST))
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+        w.items.append(item)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu": (0, 1, ["default/web-0"])}
+    codes_of = pending_codes(result)
+    assert {codes_of[f"default/web-{i}"] for i in range(1, 10)} == {codes.POD_TOPOLOGY}
+    assert "waits for default/web-0" in pending_reasons(result)["default/web-9"]
+
+
 def test_two_affinity_terms_need_one_pod_that_both_select() -> None:
     """kube-scheduler counts, for a pod's required pod affinity, only the pods that match every one of
     its terms (kubernetes/kubernetes pkg/scheduler/framework/plugins/interpodaffinity/filtering.go,

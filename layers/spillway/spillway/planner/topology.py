@@ -239,6 +239,9 @@ class Domains:
     # existing nodes its hostname spreads close now (apart from ``forbidden``: they reopen as the plan's
     # placements raise the least loaded node, :meth:`raised`)
     host_closed: frozenset[str] = frozenset()
+    # its required pod affinity on the hostname selects its own pods and no running pod: its first pod
+    # may go anywhere, and kube-scheduler then binds the others only to that pod's node
+    leads_group: bool = False
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
@@ -401,6 +404,12 @@ def _required_of(
     return dict(sorted(required.items()))
 
 
+def _leads_group(pod: PodInfo, affinity: tuple[tuple[int, str, frozenset[str]], ...]) -> bool:
+    """The pod's required pod affinity on the hostname is waived as it is the first of its group
+    (:meth:`TopologyIndex._affinity` left its terms out): :attr:`Domains.leads_group`."""
+    return not affinity and any(key == HOSTNAME_LABEL for _, key in pod.affinity_own)
+
+
 def _zone_anti(pod: PodInfo) -> tuple[tuple[int, str], ...]:
     return tuple((term, key) for term, key in pod.anti_own if key != HOSTNAME_LABEL)
 
@@ -522,6 +531,7 @@ class TopologyIndex:
             tuple(hosts),
             per_node,
             frozenset(host_closed),
+            _leads_group(pod, affinity),
         )
 
     def _spreads(
