@@ -188,6 +188,21 @@ def test_a_null_selector_selects_nothing() -> None:
     assert w.plan().scale_up == ()
 
 
+def test_a_pod_affinity_term_with_a_null_selector_is_met_nowhere_and_launches_nothing() -> None:
+    """kube-scheduler reads a null labelSelector as labels.Nothing(): no pod satisfies the term, not even
+    the pod itself as the first of a group, so the pod runs on no node and a node launched for it would
+    stay empty."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    term = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": HOST}]}}
+    w.items.append(replica("web-1", affinity=term))
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/web-1"] == codes.POD_TOPOLOGY
+
+
 def _two_light_nodes(affinity: Any) -> World:
     w = World()
     a, b = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)

@@ -1416,22 +1416,34 @@ class TopologyMatcher:
         near_terms = near.required_during_scheduling_ignored_during_execution if near else []
         own: dict[str, Any] = {
             "anti_own": tuple(sorted(set(self._terms(anti_terms, namespace, labels)))),
-            "affinity_own": tuple(sorted(set(self._terms(near_terms, namespace, labels)))),
+            "affinity_own": tuple(sorted(set(self._terms(near_terms, namespace, labels, required=True)))),
             "spread": tuple(sorted(set(self._spreads(pod, namespace, labels)))),
         }
         if any(own.values()):
             self._own[index] = own
 
     def _terms(
-        self, terms: Sequence[PodAffinityTerm], namespace: str, labels: Mapping[str, str]
+        self,
+        terms: Sequence[PodAffinityTerm],
+        namespace: str,
+        labels: Mapping[str, str],
+        *,
+        required: bool = False,
     ) -> list[tuple[int, str]]:
+        """The terms' ids and keys. A term with a null ``labelSelector`` selects no pod: an anti-affinity
+        term keeps the pod from nothing (left out), while a pod affinity term (``required``) is met on no
+        node, not even by the pod itself as the first of a group, so kube-scheduler never places the pod
+        (interpodaffinity: the term's selector is ``labels.Nothing()``)."""
         own = []
         for term in terms:
-            if term.label_selector is None or not term.topology_key:
+            if not term.topology_key or (term.label_selector is None and not required):
                 continue
-            selector = selector_requirements(term.label_selector) + _own_values(
-                labels, term.match_label_keys, term.mismatch_label_keys
-            )
+            if term.label_selector is None:
+                selector = SELECTS_NOTHING
+            else:
+                selector = selector_requirements(term.label_selector) + _own_values(
+                    labels, term.match_label_keys, term.mismatch_label_keys
+                )
             if term.namespace_selector is None:
                 scope: RawScope = (frozenset(term.namespaces or (namespace,)), None)
             else:
