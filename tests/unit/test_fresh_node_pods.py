@@ -266,6 +266,21 @@ def test_without_a_node_a_daemonset_holding_a_host_port_keeps_a_pod_asking_it_of
     assert ClusterSnapshot.from_dict(stored.to_dict()) == stored
 
 
+def test_a_host_network_daemonsets_container_port_is_its_host_port_on_a_new_node() -> None:
+    """The API server gives a host-network pod's ports their containerPort as hostPort
+    (defaultHostNetworkPorts); a DaemonSet's template may not say so, its pods do."""
+    w, _ = gpu_world()
+    agent = o.daemonset("agent", cpu="10m", memory="16Mi", affinity=GPU_PRESENT, host_network=True)
+    agent["spec"]["template"]["spec"]["tolerations"] = [GPU_TOLERATION]
+    agent["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 8080}]
+    w.items.append(agent)
+    (pod,) = w.gpu_pods("serve", 1, 1, cpu="1", memory="1Gi")
+    with_host_port(w.pod_item(pod), 8080)
+
+    assert daemonset_info(agent).host_ports == ((8080, "TCP", ""),)
+    assert "gpu-b" not in scale_up(w.plan())
+
+
 # --- the DaemonSets as the snapshot keeps them ---------------------------------------------------------------
 
 

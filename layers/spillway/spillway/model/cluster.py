@@ -588,15 +588,18 @@ def _host_ports(pod: Pod) -> tuple[tuple[int, str, str], ...]:
     """The node ports the pod's app containers and sidecars (init containers with restartPolicy Always)
     take, as kube-scheduler's NodePorts counts them (sidecars since kubernetes/kubernetes#132040); a
     plain init container's port is taken by neither the scheduler nor the kubelet. hostIP "" is every
-    address, as NodePorts reads an unset one."""
+    address, as NodePorts reads an unset one. On the host's network a port without a hostPort takes its
+    containerPort, as the API server defaults a pod's (defaultHostNetworkPorts): a DaemonSet's pod
+    template, read for a node it does not run on yet, may not say so."""
     sidecars = [c for c in pod.spec.init_containers if c.restart_policy == "Always"]
+    host = pod.spec.host_network
     return tuple(
         sorted(
             {
-                (port.host_port, port.protocol or "TCP", port.host_ip or "")
+                (port.host_port or port.container_port, port.protocol or "TCP", port.host_ip or "")
                 for container in (*pod.spec.containers, *sidecars)
                 for port in container.ports
-                if port.host_port
+                if port.host_port or (host and port.container_port)
             }
         )
     )
