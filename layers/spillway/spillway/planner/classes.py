@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
+from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import PROVISIONED, TERMINAL, ProvisioningRequestInfo
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, nominated_to
-from spillway.planner.groups import has_spot, why_not_movable
+from spillway.planner.groups import has_spot, launch_labels, why_not_movable
 from spillway.planner.predicates import references_node_identity, why_not_placeable
 from spillway.planner.topology import FREE, UNBOUNDED, Domains
 from spillway.planner.types import PendingPod
@@ -117,6 +118,27 @@ class PodClass:
             return self.volume_wait
         why = why_not_placeable(self.node_selector, self.terms, self.tolerations, labels, taints, node)
         return why or self.domains.blocker(labels, node)
+
+    def blocker_on_new(self, group: NodeGroup) -> str | None:
+        """Why a new node of ``group`` would not take a pod of the class: :meth:`blocker` on its template.
+        A template leaves out the zone of a group over several zones and the type of one that launches
+        several; a node selector or required node affinity on them (``zone In`` every zone of the group)
+        holds when it holds for each zone and type the group may launch (:func:`launch_labels`), as
+        kube-scheduler then finds it on whichever node comes up."""
+        template = group.template
+        assert template is not None
+        why = self.blocker(template.labels, template.taints, None)
+        if why is None or self.volume_wait:
+            return why
+        if self._node_blocker(template.labels, template.taints) is None:
+            return why  # pod topology, not the node's labels
+        variants = launch_labels(group)
+        if not variants or any(self._node_blocker(labels, template.taints) for labels in variants):
+            return why
+        return self.domains.blocker(template.labels, None)
+
+    def _node_blocker(self, labels: Mapping[str, str], taints: Sequence[TaintT]) -> str | None:
+        return why_not_placeable(self.node_selector, self.terms, self.tolerations, labels, taints, None)
 
     @property
     def per_node(self) -> int:

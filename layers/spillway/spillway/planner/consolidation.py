@@ -560,7 +560,7 @@ class Consolidation:
             group_bins, template = bins.get(group.name), group.template
             if not cls.remaining or not group_bins or template is None or group.name in self.backed_off:
                 continue
-            if cls.blocker(template.labels, template.taints, None) is not None:
+            if cls.blocker_on_new(group) is not None:
                 continue
             if cls.domains.missing_on_new_node(template.labels, self.ctx.group_label_keys(group)):
                 continue

@@ -244,7 +244,7 @@ def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:
     template = group.template
     if template is None:
         return "instance type unknown, no template node"
-    blocker = cls.blocker(template.labels, template.taints, None)
+    blocker = cls.blocker_on_new(group)
     if blocker is not None:
         return blocker
     if fit_count(cls.requests, empty, UNBOUNDED) > 0:

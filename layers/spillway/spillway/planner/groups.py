@@ -96,6 +96,42 @@ def _admitted_by_pods(ctx: Context, template: TemplateNode) -> list[PodInfo]:
     return admitted
 
 
+ZONE_KEYS_SET_ON_LAUNCH = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+TYPE_KEYS_SET_ON_LAUNCH = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+
+
+def launch_labels(group: NodeGroup) -> list[dict[str, str]]:
+    """The labels a new node of ``group`` may get, one dict for each zone and instance type it may come
+    up in, where its template leaves the zone out (the group spans several) or the type (it launches
+    several): the template's labels with the zone (and its id, when known) and type the cloud provider
+    gives the node. Empty when the template names both, or the group's zones or types are unknown."""
+    template = group.template
+    if template is None:
+        return []
+    labels = template.labels
+    zones: list[str | None] = [None]
+    types: list[str | None] = [None]
+    if ZONE_KEYS_SET_ON_LAUNCH[0] not in labels and len(group.zones) > 1:
+        zones = list(group.zones)
+    if TYPE_KEYS_SET_ON_LAUNCH[0] not in labels and len(group.launch_types()) > 1:
+        types = list(group.launch_types())
+    if zones == [None] and types == [None]:
+        return []
+    out = []
+    for zone in zones:
+        for kind in types:
+            variant = dict(labels)
+            if zone is not None:
+                variant.update(dict.fromkeys(ZONE_KEYS_SET_ON_LAUNCH, zone))
+                zone_id = group.zone_id(zone)
+                if zone_id is not None:
+                    variant[ZONE_ID_LABEL] = zone_id
+            if kind is not None:
+                variant.update(dict.fromkeys(TYPE_KEYS_SET_ON_LAUNCH, kind))
+            out.append(variant)
+    return out
+
+
 def runs_on(daemonset: DaemonSetInfo, template: TemplateNode) -> bool:
     """The DaemonSet controller would run a pod of ``daemonset`` on a node of ``template``
     (NodeShouldRunDaemonPod: no other node named, selector and required affinity match, the
