@@ -136,6 +136,10 @@ class PodInfo:
     required_terms: tuple[Term, ...] = ()
     tolerations: tuple[TolerationT, ...] = ()
     priority: int = 0
+    # its own required node affinity when its volumes' topology was folded into required_terms
+    # (VolumeMatcher), else None: a spread's nodeAffinityPolicy Honor counts the nodes that pass the
+    # pod's own nodeSelector and affinity, not its volumes' (podtopologyspread, GetRequiredNodeAffinity)
+    own_terms: tuple[Term, ...] | None = None
     owner_kind: str | None = None
     owner_name: str | None = None
     daemonset: bool = False
@@ -259,6 +263,7 @@ class PodInfo:
             self.required_terms,
             self.tolerations,
             self.priority,
+            self.own_terms,
             self.never_preempts,
             self.anti_own,
             self.affinity_own,
@@ -341,6 +346,7 @@ class PodInfo:
             ),
             tolerations=tuple((k, op, v, e) for k, op, v, e in d.get("tol", ())),
             priority=d.get("pri", 0),
+            own_terms=_terms_from(d["oaff"]) if d.get("oaff") is not None else None,
             owner_kind=d.get("ok"),
             owner_name=d.get("on"),
             daemonset=bool(d.get("ds")),
@@ -392,6 +398,14 @@ class PodInfo:
         )
 
 
+def _terms_to(terms: tuple[Term, ...]) -> list[Any]:
+    return [[[k, op, list(v), f] for k, op, v, f in term] for term in terms]
+
+
+def _terms_from(raw: Any) -> tuple[Term, ...]:
+    return tuple(tuple((k, op, tuple(v), bool(f)) for k, op, v, f in term) for term in raw)
+
+
 def _one_if(flag: bool) -> int | None:
     return 1 if flag else None
 
@@ -404,6 +418,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("aff", lambda p: [[[k, op, list(v), f] for k, op, v, f in term] for term in p.required_terms] or None),
     ("tol", lambda p: [list(t) for t in p.tolerations] or None),
     ("pri", lambda p: p.priority or None),
+    ("oaff", lambda p: None if p.own_terms is None else _terms_to(p.own_terms)),
     ("ok", lambda p: p.owner_kind or None),
     ("on", lambda p: p.owner_name if p.owner_kind else None),
     ("ds", lambda p: _one_if(p.daemonset)),
@@ -1320,8 +1335,14 @@ class VolumeMatcher:
                 wait = wait or why
                 if where:
                     terms = tuple(t + w for t in terms for w in where) if terms else where
-            if terms != pods[index].required_terms or wait:
-                pods[index] = replace(pods[index], required_terms=terms, volume_wait=wait)
+            own = pods[index].required_terms
+            if terms != own or wait:
+                pods[index] = replace(
+                    pods[index],
+                    required_terms=terms,
+                    volume_wait=wait,
+                    own_terms=own if terms != own else None,
+                )
         return tuple(pods)
 
     def _claim(self, namespace: str, name: str) -> tuple[tuple[Term, ...], str | None]:

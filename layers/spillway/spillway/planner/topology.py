@@ -129,9 +129,11 @@ def counted_node(
     kube-scheduler's: those that pass the pod's node selector and required affinity
     (``nodeAffinityPolicy: Honor``, the default; every node with ``Ignore``), whatever their taints
     (``nodeTaintsPolicy: Ignore``, the default; only those whose NoSchedule and NoExecute taints it
-    tolerates with ``Honor``)."""
+    tolerates with ``Honor``). The pod's own affinity only: not what its volumes add
+    (:attr:`PodInfo.own_terms`), which kube-scheduler's spread does not read."""
+    terms = pod.required_terms if pod.own_terms is None else pod.own_terms
     if not flags & SPREAD_ALL_NODES and not (
-        selector_holds(pod.node_selector, labels) and affinity_holds(pod.required_terms, labels, name)
+        selector_holds(pod.node_selector, labels) and affinity_holds(terms, labels, name)
     ):
         return False
     return not (flags & SPREAD_TOLERATED_NODES and untolerated_taint(pod.tolerations, taints) is not None)
