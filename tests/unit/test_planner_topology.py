@@ -463,6 +463,10 @@ def test_no_node_is_launched_in_a_group_whose_nodes_lack_a_spread_key() -> None:
         w.node(node)["metadata"]["labels"][rack] = value
     assert scale_up(w.plan()) == {"plain": (2, 3, ["default/web-1"])}
 
+    capacity = "karpenter.sh/capacity-type"  # Karpenter's label: no Auto Scaling group's node has it
+    item["spec"]["topologySpreadConstraints"] = spread(capacity)
+    assert w.plan().scale_up == ()
+
 
 def test_a_zone_with_no_node_is_no_domain_until_min_domains_says_so() -> None:
     """As kube-scheduler counts: domains are those of existing nodes that pass the pod's node

@@ -55,19 +55,18 @@ from dataclasses import dataclass, field, replace
 
 from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, NodeInfo, PodInfo, TaintT
 from spillway.model.livetemplate import NODE_LABEL_PREFIXES, NODE_LABELS, TYPE_KEYS, ZONE_KEYS
-from spillway.model.nodegroup import CAPACITY_LABELS
 from spillway.planner.predicates import HOSTNAME_LABEL, affinity_holds, selector_holds, untolerated_taint
 
 UNBOUNDED = 1 << 40  # no cap on pods per node (placement's too)
 # labels a new node carries whatever its group's template says: the kubelet's and the cloud provider's
-# (a template leaves the zone, type and capacity type out when the group may launch several), and those
-# a template never takes from a node as they name one node
+# (a template leaves the zone and type out when the group may launch several), and those a template
+# never takes from a node as they name one node. Not the capacity-type labels: only Karpenter's nodes,
+# EKS managed node groups' (their template has it) and nodes labelled so carry one
 ANY_NODE_KEYS = frozenset(
     {
         *NODE_LABELS,
         *ZONE_KEYS,
         *TYPE_KEYS,
-        *CAPACITY_LABELS,
         "kubernetes.io/os",
         "beta.kubernetes.io/os",
         "topology.kubernetes.io/region",
