@@ -100,6 +100,26 @@ def test_a_zone_term_keeps_the_pod_out_of_the_zone_of_a_running_replica() -> Non
     assert scale_up(result) == {"cpu-b": (0, 1, ["default/web-1"])}  # not cpu-a's free room, nor cpu-a
 
 
+def test_no_node_is_launched_in_a_group_whose_every_zone_a_zone_term_closes() -> None:
+    """A group over zones a and b has no zone in its template: a node it launches comes up in one of
+    them, and both run a replica that keeps the others out of its zone, so the third could run on none
+    of its nodes. A third zone in the group opens it again."""
+    w = World(regions=("us-east-1",))
+    w.group("multi", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    a, b = w.group("pair", "m5.2xlarge", nodes=2, max_size=2, zones=["us-east-1a", "us-east-1b"])
+    w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"
+    for name, node in (("web-0", a), ("web-1", b), ("web-2", None)):
+        w.items.append(replica(name, node, affinity=anti({"app": "web"}, ZONE)))
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/web-2"] == codes.POD_TOPOLOGY
+
+    w.groups["multi"]["AvailabilityZones"].append("us-east-1c")
+    assert scale_up(w.plan()) == {"multi": (0, 1, ["default/web-2"])}
+
+
 def test_match_label_keys_separate_the_revisions_of_a_rollout() -> None:
     """``matchLabelKeys: [pod-template-hash]``: a new revision's pod repels only its own revision."""
     w = World()

@@ -242,7 +242,7 @@ class ScaleUpStage:
     ) -> tuple[str, str]:
         """Why the class's remaining pods get no place (recorded pending, but a gang's); ``leaving``: the
         clause naming nodes on their way out that would take them (:meth:`_leaving_fits`)."""
-        closed = any(g.template and cls.domains.blocker(g.template.labels, None) for g in self.ctx.groups)
+        closed = any(cls.topology_closes(g) for g in self.ctx.groups)
         verdict = why_unplaceable(cls, candidates, rejected, skipped, closed=closed)
         if leaving is not None:
             verdict = (verdict[0], f"{verdict[1]}; {leaving}")
