@@ -250,9 +250,13 @@ class Context:
             found = self._priorities[group.name] = float("-inf") if priority is None else float(priority)
         return found
 
-    def group_label_keys(self, group: NodeGroup) -> frozenset[str]:
+    def group_label_keys(self, group: NodeGroup) -> frozenset[str] | None:
         """The label keys any node of ``group`` carries, whatever their values: a key its template
-        leaves out as its nodes differ in it (a rack a labeller sets) comes with its next node too."""
+        leaves out as its nodes differ in it (a rack a labeller sets) comes with its next node too.
+        None (not known) for a group whose template was remembered from a node gone (model.nodecache):
+        the memory keeps the labels its nodes shared, not the keys whose values differed."""
+        if group.template is not None and group.template.learned_at is not None:
+            return None
         if self._label_keys is None:
             found: dict[str, set[str]] = {}
             for node in self.nodes.values():

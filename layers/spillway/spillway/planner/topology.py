@@ -270,7 +270,7 @@ class Domains:
             return None
         return min((k for k in self.spread_keys if k != HOSTNAME_LABEL and k not in labels), default=None)
 
-    def missing_on_new_node(self, labels: Mapping[str, str], carried: Collection[str]) -> str | None:
+    def missing_on_new_node(self, labels: Mapping[str, str], carried: Collection[str] | None) -> str | None:
         """A spread key a new node with the template ``labels`` will not carry: neither the template nor
         any node of its group (``carried``: the label keys they carry) has it, and it is no key every
         node gets whatever its template says (:data:`ANY_NODE_KEYS`: hostname, zone, instance type,
@@ -278,7 +278,9 @@ class Domains:
         refuses a node without the key of a DoNotSchedule spread (kubernetes/kubernetes
         pkg/scheduler/framework/plugins/podtopologyspread/filtering.go, Filter: ErrReasonNodeLabelNotMatch),
         so a node launched for the pod would stay empty; cluster-autoscaler's template node fails the
-        same filter."""
+        same filter. None when ``carried`` is not known."""
+        if carried is None:
+            return None
         return min(
             (k for k in self.spread_keys if k not in labels and k not in carried and not _any_node_key(k)),
             default=None,
