@@ -222,6 +222,65 @@ def test_a_system_node_critical_daemonset_not_yet_on_the_groups_node_is_reserved
     assert "no node group can ever run" in pending_reasons(result)[pod]
 
 
+def with_host_port(item: dict[str, Any], port: int, protocol: str = "TCP") -> dict[str, Any]:
+    spec = item["spec"]["template"]["spec"] if item["kind"] == "DaemonSet" else item["spec"]
+    spec["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port, "protocol": protocol}]
+    return item
+
+
+def test_a_pod_asking_a_host_port_the_groups_daemonset_pod_holds_gets_no_new_node() -> None:
+    """kube-scheduler's NodePorts checks a pod's host ports against every pod of the node, its DaemonSet
+    pods too, and cluster-autoscaler's template node carries them: a node launched for a pod asking
+    9100/TCP next to a node-exporter that holds it would stay empty. 9100/UDP is free there."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    w.items.append(with_host_port(o.daemonset_pod("node-exporter-abcde", node, ds="node-exporter"), 9100))
+    w.items.append(o.pod("filler", cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", "f")))
+    (tcp,) = w.pods("tcp", 1, cpu="1", memory="1Gi")
+    with_host_port(w.pod_item(tcp), 9100)
+
+    result = w.plan()
+
+    assert "cpu" not in scale_up(result)
+    assert "host port 9100/TCP is taken on its nodes" in pending_reasons(result)[tcp]
+
+    with_host_port(w.pod_item(tcp), 9100, "UDP")
+    assert scale_up(w.plan())["cpu"][2] == [tcp]
+
+
+def test_without_a_node_a_daemonset_holding_a_host_port_keeps_a_pod_asking_it_off_new_nodes() -> None:
+    w, _ = gpu_world()
+    agent = with_host_port(o.daemonset("agent", cpu="10m", memory="16Mi", affinity=GPU_PRESENT), 8080)
+    agent["spec"]["template"]["spec"]["tolerations"] = [GPU_TOLERATION]
+    w.items.append(agent)
+    (pod,) = w.gpu_pods("serve", 1, 1, cpu="1", memory="1Gi")
+    with_host_port(w.pod_item(pod), 8080)
+
+    held = scale_up(w.plan())
+    with_host_port(w.pod_item(pod), 8081)
+
+    assert "gpu-b" not in held
+    assert scale_up(w.plan())["gpu-b"][2] == [pod]
+    assert daemonset_info(agent).host_ports == ((8080, "TCP", ""),)
+    stored = ClusterSnapshot.build("ml", NOW, (), (), others=parse_kube_list(o.kube_list([agent])).others)
+    assert ClusterSnapshot.from_dict(stored.to_dict()) == stored
+
+
+def test_a_host_network_daemonsets_container_port_is_its_host_port_on_a_new_node() -> None:
+    """The API server gives a host-network pod's ports their containerPort as hostPort
+    (defaultHostNetworkPorts); a DaemonSet's template may not say so, its pods do."""
+    w, _ = gpu_world()
+    agent = o.daemonset("agent", cpu="10m", memory="16Mi", affinity=GPU_PRESENT, host_network=True)
+    agent["spec"]["template"]["spec"]["tolerations"] = [GPU_TOLERATION]
+    agent["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 8080}]
+    w.items.append(agent)
+    (pod,) = w.gpu_pods("serve", 1, 1, cpu="1", memory="1Gi")
+    with_host_port(w.pod_item(pod), 8080)
+
+    assert daemonset_info(agent).host_ports == ((8080, "TCP", ""),)
+    assert "gpu-b" not in scale_up(w.plan())
+
+
 # --- the DaemonSets as the snapshot keeps them ---------------------------------------------------------------
 
 

@@ -497,3 +497,27 @@ def test_a_group_at_zero_keeps_the_taint_its_nodes_registered_with() -> None:
     assert scale_up(second) == {"g": (0, 1, [batch])}
     assert pending_codes(second)[web] == codes.NO_GROUP_FITS
     assert json.loads(json.dumps(second.state.to_wire()))["templates"]["g"]["taints"] == [taint]
+
+
+def test_a_group_at_zero_remembered_from_windows_nodes_keeps_their_os_and_any_spread_key() -> None:
+    """The memory keeps the labels the group's nodes shared: their operating system wins over the
+    template's linux guess, as a live node's does. Which keys they carried with differing values (a
+    labeller's rack) it does not keep, so a spread over such a key does not refuse the group."""
+    rack = "example.com/rack"
+    world, nodes = world_with(2)
+    for node, value in zip(nodes, ("r1", "r2"), strict=True):
+        labels = world.node(node)["metadata"]["labels"]
+        labels.update({"kubernetes.io/os": "windows", "beta.kubernetes.io/os": "windows", rack: value})
+    first = world.plan()
+    at_zero, _ = world_with(0)
+    (iis,) = at_zero.pods("iis", 1, cpu="1", memory="1Gi", node_selector={"kubernetes.io/os": "windows"})
+    spread = {"maxSkew": 1, "topologyKey": rack, "whenUnsatisfiable": "DoNotSchedule"}
+    at_zero.pod_item(iis)["spec"]["topologySpreadConstraints"] = [
+        {**spread, "labelSelector": {"matchLabels": {"app": "iis"}}}
+    ]
+    later(at_zero, first)
+
+    second = at_zero.plan(NOW + timedelta(minutes=20))
+
+    assert first.state.templates["g"].labels["kubernetes.io/os"] == "windows"
+    assert scale_up(second) == {"g": (0, 1, [iis])}

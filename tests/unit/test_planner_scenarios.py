@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from plan_world import GPU_TOLERATION, NOW, World, kept_reasons, pending_reasons, scale_up
@@ -75,6 +76,61 @@ def test_uncordons_a_node_it_drained_before_launching_and_leaves_a_human_cordon_
     assert all(mine in reasons[p] and "uncordons" in reasons[p] for p in pods)
     assert humans not in {u.node for u in result.uncordon}
     assert "cordoned by someone else" in kept_reasons(result)[humans]
+
+
+def test_uncordons_its_node_though_the_cordon_left_the_unschedulable_taint_on_it() -> None:
+    """The node lifecycle controller taints every cordoned node node.kubernetes.io/unschedulable:NoSchedule
+    (pkg/controller/nodelifecycle, doNoScheduleTaintingPass) and takes the taint off once it is uncordoned:
+    the node is reused, not passed over for a new launch."""
+    w = World()
+    (mine,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    w.cordon(mine, by_spillway=True)
+    w.node(mine)["spec"]["taints"].append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    pods = w.pods("web", 3, cpu="2", memory="4Gi")
+
+    result = w.plan()
+
+    assert [(u.node, u.group) for u in result.uncordon] == [(mine, "cpu")]
+    assert result.scale_up == ()
+    assert all(mine in pending_reasons(result)[p] for p in pods)
+
+
+def _requiring(key: str, operator: str, values: list[str]) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": key, "operator": operator, "values": values}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def test_node_affinity_every_zone_and_type_of_a_group_meets_gets_a_node_there() -> None:
+    """A template leaves out the zone of a group over several zones and the type of a group that launches
+    several; the node that comes up has one of them, and kube-scheduler runs the pod there when each
+    would do. A pod that asks for one zone of two, or one type of two, still gets none: the group may
+    launch the other."""
+    zone, kind = "topology.kubernetes.io/zone", "node.kubernetes.io/instance-type"
+    w = World(regions=("us-east-1",))
+    w.group("multi", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    (both_zones,) = w.pods("zones", 1, affinity=_requiring(zone, "In", ["us-east-1a", "us-east-1b"]))
+    (one_zone,) = w.pods("zone-b", 1, affinity=_requiring(zone, "In", ["us-east-1b"]))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"multi": (0, 1, [both_zones])}
+    assert "required node affinity does not match" in pending_reasons(result)[one_zone]
+
+    w = World(regions=("us-east-1",))
+    w.group("mixed", "m5.2xlarge", max_size=10, mixed=True)
+    mixed = w.groups["mixed"]
+    mixed["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
+        {"InstanceType": "m5.2xlarge"},
+        {"InstanceType": "m5.xlarge"},
+    ]
+    mixed["Tags"] = [t for t in mixed["Tags"] if "instance-type" not in t["Key"]]  # nothing names one type
+    (both_types,) = w.pods("types", 1, affinity=_requiring(kind, "In", ["m5.xlarge", "m5.2xlarge"]))
+    (one_type,) = w.pods("small", 1, affinity=_requiring(kind, "In", ["m5.xlarge"]))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"mixed": (0, 1, [both_types])}
+    assert "required node affinity does not match" in pending_reasons(result)[one_type]
 
 
 def test_capacity_already_launching_prevents_a_double_launch() -> None:

@@ -100,6 +100,26 @@ def test_a_zone_term_keeps_the_pod_out_of_the_zone_of_a_running_replica() -> Non
     assert scale_up(result) == {"cpu-b": (0, 1, ["default/web-1"])}  # not cpu-a's free room, nor cpu-a
 
 
+def test_no_node_is_launched_in_a_group_whose_every_zone_a_zone_term_closes() -> None:
+    """A group over zones a and b has no zone in its template: a node it launches comes up in one of
+    them, and both run a replica that keeps the others out of its zone, so the third could run on none
+    of its nodes. A third zone in the group opens it again."""
+    w = World(regions=("us-east-1",))
+    w.group("multi", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    a, b = w.group("pair", "m5.2xlarge", nodes=2, max_size=2, zones=["us-east-1a", "us-east-1b"])
+    w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"
+    for name, node in (("web-0", a), ("web-1", b), ("web-2", None)):
+        w.items.append(replica(name, node, affinity=anti({"app": "web"}, ZONE)))
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/web-2"] == codes.POD_TOPOLOGY
+
+    w.groups["multi"]["AvailabilityZones"].append("us-east-1c")
+    assert scale_up(w.plan()) == {"multi": (0, 1, ["default/web-2"])}
+
+
 def test_match_label_keys_separate_the_revisions_of_a_rollout() -> None:
     """``matchLabelKeys: [pod-template-hash]``: a new revision's pod repels only its own revision."""
     w = World()
@@ -188,6 +208,21 @@ def test_a_null_selector_selects_nothing() -> None:
     assert w.plan().scale_up == ()
 
 
+def test_a_pod_affinity_term_with_a_null_selector_is_met_nowhere_and_launches_nothing() -> None:
+    """kube-scheduler reads a null labelSelector as labels.Nothing(): no pod satisfies the term, not even
+    the pod itself as the first of a group, so the pod runs on no node and a node launched for it would
+    stay empty."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    term = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": HOST}]}}
+    w.items.append(replica("web-1", affinity=term))
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/web-1"] == codes.POD_TOPOLOGY
+
+
 def _two_light_nodes(affinity: Any) -> World:
     w = World()
     a, b = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
@@ -206,6 +241,38 @@ def test_consolidation_does_not_move_a_replica_next_to_another() -> None:
     assert held.drain == ()
     assert {k.code for k in held.kept} == {codes.DOES_NOT_FIT}
     assert [d.code for d in _two_light_nodes(None).plan(**config).drain] == [codes.CONSOLIDATION]
+
+
+def _group_on_one_node(filler_c: str) -> tuple[World, str]:
+    """Three replicas of 1 CPU that must share a node (pod affinity on the hostname to their own label)
+    run on a light node; node b has room for one of them, node c for two, or three with ``filler_c``
+    small enough."""
+    w = World()
+    a, b, c = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10)
+    for i in range(3):
+        item = replica(f"web-{i}", a, affinity=near({"app": "web"}, HOST), annotations=EVICTABLE)
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+        w.items.append(item)
+    w.items.append(o.pod("fill-b", cpu="6", memory="1Gi", node_name=b, owner=("ReplicaSet", "b")))
+    w.items.append(o.pod("fill-c", cpu=filler_c, memory="1Gi", node_name=c, owner=("ReplicaSet", "c")))
+    w.idle_since(a, 60)
+    return w, a
+
+
+def test_consolidation_moves_a_group_that_must_share_a_node_only_to_a_node_that_takes_it_whole() -> None:
+    """Once the replicas leave, kube-scheduler lets the first of them go anywhere and binds the others
+    only beside it (interpodaffinity/filtering.go, satisfyPodAffinity): spread over b and c, two of
+    them would be stranded. Node c taking all three, the node is drained."""
+    config = {"consolidation": "when-underutilized", "max_scale_in_fraction": 1.0}
+
+    w, light = _group_on_one_node("5")
+    held = w.plan(**config)
+    w, light = _group_on_one_node("4")
+    drained = w.plan(**config)
+
+    assert held.drain == ()
+    assert {k.node: k.code for k in held.kept}[light] == codes.DOES_NOT_FIT
+    assert [(d.node, d.code) for d in drained.drain] == [(light, codes.CONSOLIDATION)]
 
 
 def test_the_snapshot_keeps_the_terms_and_who_they_select() -> None:
@@ -391,6 +458,34 @@ def test_a_node_without_every_spread_key_is_no_domain_of_any() -> None:
     w.node(second)["metadata"]["labels"][rack] = "r1"  # a domain of both now: it holds the least at 0
     result = w.plan()
     assert result.scale_up == () and result.placements[0].node == second  # 1:0 first
+
+
+def test_no_node_is_launched_in_a_group_whose_nodes_lack_a_spread_key() -> None:
+    """kube-scheduler refuses a node without the topology key of a DoNotSchedule spread (podtopologyspread
+    filtering.go, Filter: ErrReasonNodeLabelNotMatch). The group has no rack label, by tag or on its
+    nodes: a node launched there would stay empty while the replica waits. Once its nodes carry the key
+    (a labeller's, each a rack of its own, so the template names no value) the next one will too."""
+    rack = "example.com/rack"
+    w = World()
+    plain = w.group("plain", "m5.2xlarge", nodes=2, max_size=10)
+    for node in plain:
+        w.items.append(o.pod(f"resident-{node}", cpu="7", memory="8Gi", node_name=node))
+    item = replica("web-1")
+    item["spec"]["topologySpreadConstraints"] = spread(rack)
+    w.items.append(item)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert f"plain: its nodes carry no {rack} label" in pending_reasons(result)["default/web-1"]
+
+    for node, value in zip(plain, ("r2", "r3"), strict=True):
+        w.node(node)["metadata"]["labels"][rack] = value
+    assert scale_up(w.plan()) == {"plain": (2, 3, ["default/web-1"])}
+
+    capacity = "karpenter.sh/capacity-type"  # Karpenter's label: no Auto Scaling group's node has it
+    item["spec"]["topologySpreadConstraints"] = spread(capacity)
+    assert w.plan().scale_up == ()
 
 
 def test_a_zone_with_no_node_is_no_domain_until_min_domains_says_so() -> None:
@@ -621,6 +716,27 @@ def test_the_first_of_a_group_that_selects_itself_may_go_anywhere() -> None:
 
     assert scale_up(result) == {"cpu": (0, 1, ["default/web-0"])}
     assert pending_codes(result)["default/lone-0"] == codes.POD_TOPOLOGY  # what it must join runs nowhere
+
+
+def test_the_rest_of_a_group_that_selects_itself_on_the_hostname_waits_for_the_first_not_a_node_each() -> (
+    None
+):
+    """kube-scheduler lets the first pod of such a group go to any node only while no pod matches
+    (interpodaffinity/filtering.go, satisfyPodAffinity); the others then bind beside it, to its node
+    only. Ten replicas of 2 CPUs, none running: one node, not four of which three would stay empty."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    for i in range(10):
+        item = replica(f"web-{i}", affinity=near({"app": "web"}, HOST))
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+        w.items.append(item)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu": (0, 1, ["default/web-0"])}
+    codes_of = pending_codes(result)
+    assert {codes_of[f"default/web-{i}"] for i in range(1, 10)} == {codes.POD_TOPOLOGY}
+    assert "waits for default/web-0" in pending_reasons(result)["default/web-9"]
 
 
 def test_two_affinity_terms_need_one_pod_that_both_select() -> None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from plan_world import World, pending_codes, scale_up
+from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.k8s import iter_kube_list
 from spillway.planner import codes
 
 ZONE = "topology.kubernetes.io/zone"
@@ -390,3 +392,38 @@ def test_make_room_never_moves_a_pod_its_claim_would_hold() -> None:
 
     assert result.drain == ()
     assert scale_up(result) == {"db": (2, 3, [big])}
+
+
+def test_a_zone_spread_counts_every_zone_its_pod_may_use_not_only_its_volumes() -> None:
+    """A spread's domains are the nodes that pass the pod's own nodeSelector and required affinity
+    (podtopologyspread, GetRequiredNodeAffinity); its volume's zone is no part of them. db-1's volume is
+    in zone a, which runs db-0 while zone b runs none: one more in a would make it 2:0, above maxSkew 1,
+    so kube-scheduler places it nowhere and a node launched in zone a would stay empty."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("db-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    (b,) = w.group("db-b", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1b"])
+    w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "db"}},
+        }
+    ]
+    running = stateful("db-0", "data-db-0", node_name=a, labels={"app": "db"})
+    waiting = stateful("db-1", "data-db-1", labels={"app": "db"})
+    for pod in (running, waiting):
+        pod["spec"]["topologySpreadConstraints"] = spread
+    w.items += [volume("pv-0", "us-east-1a"), claim("data-db-0", "pv-0"), running]
+    w.items += [volume("pv-1", "us-east-1a"), claim("data-db-1", "pv-1"), waiting]
+    w.items.append(o.pod("filler", cpu="5", memory="1Gi", node_name=a))  # zone a's node is full
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert "us-east-1a take no more of it" in pending_reasons(result)["default/db-1"]
+    snapshot = ClusterSnapshot.from_objects("ml", NOW, iter_kube_list(o.kube_list(w.items)))
+    stored = ClusterSnapshot.from_dict(snapshot.to_dict())
+    assert stored == snapshot
+    assert next(p for p in stored.pods if p.name == "db-1").own_terms == ()

@@ -87,3 +87,46 @@ def test_why_not_names_the_first_failing_constraint() -> None:
         == "taint d:NoSchedule not tolerated"
     )
     assert why_not_placeable((("zone", "a"),), (), (), LABELS, (), None) is None
+
+
+@pytest.mark.parametrize(
+    ("operator", "value", "taint_value", "expected"),
+    [
+        ("Gt", "900", "950", True),  # the taint's value above the toleration's
+        ("Gt", "950", "950", False),
+        ("Lt", "100", "50", True),  # below it
+        ("Lt", "100", "-7", True),
+        ("Lt", "100", "150", False),
+        ("Gt", "900", "0950", False),  # not canonical: no leading zero, no "+"
+        ("Gt", "+900", "950", False),
+        ("Gt", "900", "high", False),
+        ("Lt", "9223372036854775808", "1", False),  # beyond int64
+        ("Gt", "900", None, False),
+    ],
+)
+def test_comparison_tolerations_compare_the_taints_value_with_their_own(
+    operator: str, value: str, taint_value: str | None, expected: bool
+) -> None:
+    """Kubernetes 1.35's Lt and Gt (k8s.io/api core/v1 toleration.go, compareNumericValues)."""
+    assert tolerates(("sla", operator, value, "NoSchedule"), ("sla", taint_value, "NoSchedule")) is expected
+
+
+def test_a_pod_with_a_comparison_toleration_is_read_and_placed_by_it() -> None:
+    """A pod the API server took with operator Gt parses (a Literal of Exists and Equal refused it, and
+    with it the whole pod list observe reads) and is planned onto the node whose taint it tolerates."""
+    from plan_world import World, scale_up
+
+    from spillway.local import objects as o
+
+    w = World(regions=("us-east-1",))
+    for name, sla in (("bronze", "500"), ("gold", "950")):
+        w.group(name, "m5.2xlarge", max_size=5)
+        tag = {"Key": "k8s.io/cluster-autoscaler/node-template/taint/sla", "Value": f"{sla}:NoSchedule"}
+        w.groups[name]["Tags"].append({"ResourceId": name, "ResourceType": "auto-scaling-group", **tag})
+    pod = o.pod("api-0", cpu="1", memory="1Gi", owner=("ReplicaSet", "api"))
+    pod["spec"]["tolerations"].append(
+        {"key": "sla", "operator": "Gt", "value": "900", "effect": "NoSchedule"}
+    )
+    w.items.append(pod)
+
+    assert scale_up(w.plan()) == {"gold": (0, 1, ["default/api-0"])}

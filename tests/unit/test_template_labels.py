@@ -189,6 +189,26 @@ def test_a_label_tag_wins_over_the_nodes_value() -> None:
     assert template_of(w, "g").labels["workload-class"] == "batch"
 
 
+def test_a_windows_groups_nodes_give_its_template_their_os_over_the_linux_guess() -> None:
+    """The template's kubernetes.io/os is a guess (the catalogue says nothing of the AMI); cluster-
+    autoscaler's template read from a Windows node says windows. A Windows pod gets a node there, and a
+    pod that selects linux no node of the Windows group, which it would never run on."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("win", "m5.2xlarge", nodes=1, max_size=5)
+    w.node(node)["metadata"]["labels"].update(
+        {"kubernetes.io/os": "windows", "beta.kubernetes.io/os": "windows"}
+    )
+    w.items.append(o.pod("filler", cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", "f")))
+    (iis,) = w.pods("iis", 1, cpu="1", memory="1Gi", node_selector={"kubernetes.io/os": "windows"})
+    (web,) = w.pods("web", 1, cpu="1", memory="1Gi", node_selector={"kubernetes.io/os": "linux"})
+
+    result = w.plan()
+
+    assert template_of(w, "win").labels["beta.kubernetes.io/os"] == "windows"
+    assert scale_up(result) == {"win": (1, 2, [iis])}
+    assert "nodeSelector kubernetes.io/os=linux does not match" in pending_reasons(result)[web]
+
+
 def test_the_labels_survive_the_stored_snapshot() -> None:
     w, _ = batch_world()
 

@@ -143,6 +143,10 @@ class PodInfo:
     required_terms: tuple[Term, ...] = ()
     tolerations: tuple[TolerationT, ...] = ()
     priority: int = 0
+    # its own required node affinity when its volumes' topology was folded into required_terms
+    # (VolumeMatcher), else None: a spread's nodeAffinityPolicy Honor counts the nodes that pass the
+    # pod's own nodeSelector and affinity, not its volumes' (podtopologyspread, GetRequiredNodeAffinity)
+    own_terms: tuple[Term, ...] | None = None
     owner_kind: str | None = None
     owner_name: str | None = None
     daemonset: bool = False
@@ -267,6 +271,7 @@ class PodInfo:
             self.required_terms,
             self.tolerations,
             self.priority,
+            self.own_terms,
             self.never_preempts,
             self.anti_own,
             self.affinity_own,
@@ -349,6 +354,7 @@ class PodInfo:
             ),
             tolerations=tuple((k, op, v, e) for k, op, v, e in d.get("tol", ())),
             priority=d.get("pri", 0),
+            own_terms=_terms_from(d["oaff"]) if d.get("oaff") is not None else None,
             owner_kind=d.get("ok"),
             owner_name=d.get("on"),
             daemonset=bool(d.get("ds")),
@@ -401,6 +407,14 @@ class PodInfo:
         )
 
 
+def _terms_to(terms: tuple[Term, ...]) -> list[Any]:
+    return [[[k, op, list(v), f] for k, op, v, f in term] for term in terms]
+
+
+def _terms_from(raw: Any) -> tuple[Term, ...]:
+    return tuple(tuple((k, op, tuple(v), bool(f)) for k, op, v, f in term) for term in raw)
+
+
 def _one_if(flag: bool) -> int | None:
     return 1 if flag else None
 
@@ -413,6 +427,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("aff", lambda p: [[[k, op, list(v), f] for k, op, v, f in term] for term in p.required_terms] or None),
     ("tol", lambda p: [list(t) for t in p.tolerations] or None),
     ("pri", lambda p: p.priority or None),
+    ("oaff", lambda p: None if p.own_terms is None else _terms_to(p.own_terms)),
     ("ok", lambda p: p.owner_kind or None),
     ("on", lambda p: p.owner_name if p.owner_kind else None),
     ("ds", lambda p: _one_if(p.daemonset)),
@@ -599,15 +614,18 @@ def _host_ports(pod: Pod) -> tuple[tuple[int, str, str], ...]:
     """The node ports the pod's app containers and sidecars (init containers with restartPolicy Always)
     take, as kube-scheduler's NodePorts counts them (sidecars since kubernetes/kubernetes#132040); a
     plain init container's port is taken by neither the scheduler nor the kubelet. hostIP "" is every
-    address, as NodePorts reads an unset one."""
+    address, as NodePorts reads an unset one. On the host's network a port without a hostPort takes its
+    containerPort, as the API server defaults a pod's (defaultHostNetworkPorts): a DaemonSet's pod
+    template, read for a node it does not run on yet, may not say so."""
     sidecars = [c for c in pod.spec.init_containers if c.restart_policy == "Always"]
+    host = pod.spec.host_network
     return tuple(
         sorted(
             {
-                (port.host_port, port.protocol or "TCP", port.host_ip or "")
+                (port.host_port or port.container_port, port.protocol or "TCP", port.host_ip or "")
                 for container in (*pod.spec.containers, *sidecars)
                 for port in container.ports
-                if port.host_port
+                if port.host_port or (host and port.container_port)
             }
         )
     )
@@ -1327,8 +1345,14 @@ class VolumeMatcher:
                 wait = wait or why
                 if where:
                     terms = tuple(t + w for t in terms for w in where) if terms else where
-            if terms != pods[index].required_terms or wait:
-                pods[index] = replace(pods[index], required_terms=terms, volume_wait=wait)
+            own = pods[index].required_terms
+            if terms != own or wait:
+                pods[index] = replace(
+                    pods[index],
+                    required_terms=terms,
+                    volume_wait=wait,
+                    own_terms=own if terms != own else None,
+                )
         return tuple(pods)
 
     def _claim(self, namespace: str, name: str) -> tuple[tuple[Term, ...], str | None]:
@@ -1426,22 +1450,34 @@ class TopologyMatcher:
         near_terms = near.required_during_scheduling_ignored_during_execution if near else []
         own: dict[str, Any] = {
             "anti_own": tuple(sorted(set(self._terms(anti_terms, namespace, labels)))),
-            "affinity_own": tuple(sorted(set(self._terms(near_terms, namespace, labels)))),
+            "affinity_own": tuple(sorted(set(self._terms(near_terms, namespace, labels, required=True)))),
             "spread": tuple(sorted(set(self._spreads(pod, namespace, labels)))),
         }
         if any(own.values()):
             self._own[index] = own
 
     def _terms(
-        self, terms: Sequence[PodAffinityTerm], namespace: str, labels: Mapping[str, str]
+        self,
+        terms: Sequence[PodAffinityTerm],
+        namespace: str,
+        labels: Mapping[str, str],
+        *,
+        required: bool = False,
     ) -> list[tuple[int, str]]:
+        """The terms' ids and keys. A term with a null ``labelSelector`` selects no pod: an anti-affinity
+        term keeps the pod from nothing (left out), while a pod affinity term (``required``) is met on no
+        node, not even by the pod itself as the first of a group, so kube-scheduler never places the pod
+        (interpodaffinity: the term's selector is ``labels.Nothing()``)."""
         own = []
         for term in terms:
-            if term.label_selector is None or not term.topology_key:
+            if not term.topology_key or (term.label_selector is None and not required):
                 continue
-            selector = selector_requirements(term.label_selector) + _own_values(
-                labels, term.match_label_keys, term.mismatch_label_keys
-            )
+            if term.label_selector is None:
+                selector = SELECTS_NOTHING
+            else:
+                selector = selector_requirements(term.label_selector) + _own_values(
+                    labels, term.match_label_keys, term.mismatch_label_keys
+                )
             if term.namespace_selector is None:
                 scope: RawScope = (frozenset(term.namespaces or (namespace,)), None)
             else:

@@ -59,6 +59,9 @@ class DaemonSetInfo:
     tolerations: tuple[TolerationT, ...] = ()
     node_name: str | None = None  # spec.template.spec.nodeName: that node's only
     critical: bool = False
+    # the node ports its pod takes (hostPort, protocol, hostIP): a pending pod asking one of them cannot
+    # share a node with it (kube-scheduler's NodePorts)
+    host_ports: tuple[tuple[int, str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -81,6 +84,7 @@ class DaemonSetInfo:
             node_name=spec.node_name or None,
             critical=spec.priority_class_name == SYSTEM_NODE_CRITICAL
             and spec.preemption_policy in (None, "PreemptLowerPriority"),
+            host_ports=pod.host_ports,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,6 +95,7 @@ class DaemonSetInfo:
             ("tol", [list(t) for t in self.tolerations]),
             ("node", self.node_name),
             ("crit", 1 if self.critical else None),
+            ("hp", [list(p) for p in self.host_ports]),
         )
         out.update((key, value) for key, value in optional if value)
         return out
@@ -108,4 +113,5 @@ class DaemonSetInfo:
             tolerations=tuple((k, op, v, e) for k, op, v, e in d.get("tol", ())),
             node_name=d.get("node"),
             critical=bool(d.get("crit")),
+            host_ports=tuple((int(p), str(proto), str(ip)) for p, proto, ip in d.get("hp", ())),
         )

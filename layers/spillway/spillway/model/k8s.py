@@ -213,7 +213,9 @@ class Taint(KubeModel):
 
 class Toleration(KubeModel):
     key: str | None = None
-    operator: Literal["Exists", "Equal"] | None = None
+    # Lt and Gt compare the taint's value with the toleration's as integers (Kubernetes 1.35,
+    # TaintTolerationComparisonOperators): the API server takes them only with the gate on
+    operator: Literal["Exists", "Equal", "Lt", "Gt"] | None = None
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = None

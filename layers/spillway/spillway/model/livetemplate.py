@@ -46,7 +46,9 @@ the group:
   settings (spillway.model.nodegroup), and a node of a mixed group's on-demand base says nothing of the
   Spot nodes above it.
 
-The template's own labels (the well-known ones and the node-template tags) win over the nodes'.
+The template's own labels (the well-known ones and the node-template tags) win over the nodes', but
+the operating system (``kubernetes.io/os`` and its beta twin): the template's ``linux`` is a guess, and
+a Windows group's nodes say ``windows``.
 
 **Taints.** Likewise cluster-autoscaler's template of a group with a node keeps that node's taints but
 those of a passing state (kubernetes/autoscaler cluster-autoscaler/utils/taints/taints.go
@@ -89,6 +91,10 @@ TYPE_KEYS = frozenset(
     {INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type", "kubernetes.io/arch", "beta.kubernetes.io/arch"}
 )
 
+# the operating system a template can only guess (linux: the catalogue says nothing of the AMI); the
+# nodes of the group say which, as they do for cluster-autoscaler's template read from a node
+OS_KEYS = frozenset({"kubernetes.io/os", "beta.kubernetes.io/os"})
+
 # taints of a passing state, which the group's next node will not carry: cluster-autoscaler's
 # NodeConditionTaints and its own (utils/taints/taints.go), Spillway's, Karpenter's removal taints
 PASSING_TAINTS = frozenset(
@@ -127,8 +133,9 @@ def with_live_templates(groups: Iterable[NodeGroup], nodes: Iterable[NodeInfo]) 
             if chosen is not None:
                 template = live_template(template, chosen)
             labels = group_labels(group, own)
-            if labels.keys() - template.labels.keys():
-                template = replace(template, labels={**labels, **template.labels})
+            merged = {**labels, **template.labels, **{k: v for k, v in labels.items() if k in OS_KEYS}}
+            if merged != template.labels:
+                template = replace(template, labels=merged)
             template = with_group_taints(template, group_taints(own))
             if template is not group.template:
                 group = replace(group, template=template)

@@ -50,7 +50,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from spillway.model.cluster import NodeInfo
-from spillway.model.livetemplate import group_labels, group_taints, with_group_taints
+from spillway.model.livetemplate import OS_KEYS, group_labels, group_taints, with_group_taints
 from spillway.model.nodegroup import NodeGroup, TemplateNode
 from spillway.model.state import LearnedTaint, LearnedTemplate
 
@@ -175,8 +175,8 @@ def _recall(group: NodeGroup, entry: LearnedTemplate | None, now: datetime, keep
 
 def recalled(template: TemplateNode, entry: LearnedTemplate) -> TemplateNode:
     """``template`` (an estimate) with ``entry``'s allocatable, capacity, labels and taints, but for the
-    resources a tag declares, the labels the template has and the taints a tag declares (key and
-    effect)."""
+    resources a tag declares, the labels the template has (not its guess of the operating system:
+    ``OS_KEYS``, as a live node's) and the taints a tag declares (key and effect)."""
     tagged = set(template.tagged)
     allocatable = {**template.allocatable, **{k: v for k, v in entry.allocatable.items() if k not in tagged}}
     capacity = {**template.capacity, **{k: v for k, v in entry.capacity.items() if k not in tagged}}
@@ -184,7 +184,7 @@ def recalled(template: TemplateNode, entry: LearnedTemplate) -> TemplateNode:
         template,
         allocatable=allocatable,
         capacity=capacity,
-        labels={**entry.labels, **template.labels},
+        labels={**entry.labels, **template.labels, **{k: v for k, v in entry.labels.items() if k in OS_KEYS}},
         node=entry.node,
         learned_at=_aware(entry.learned_at),
     )

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
+from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import PROVISIONED, TERMINAL, ProvisioningRequestInfo
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, nominated_to
-from spillway.planner.groups import has_spot, why_not_movable
+from spillway.planner.groups import has_spot, launch_labels, why_not_movable
 from spillway.planner.predicates import references_node_identity, why_not_placeable
 from spillway.planner.topology import FREE, UNBOUNDED, Domains
 from spillway.planner.types import PendingPod
@@ -117,6 +118,46 @@ class PodClass:
             return self.volume_wait
         why = why_not_placeable(self.node_selector, self.terms, self.tolerations, labels, taints, node)
         return why or self.domains.blocker(labels, node)
+
+    def blocker_on_new(self, group: NodeGroup) -> str | None:
+        """Why a new node of ``group`` would not take a pod of the class: :meth:`blocker` on its template.
+        A template leaves out the zone of a group over several zones and the type of one that launches
+        several; a node selector or required node affinity on them (``zone In`` every zone of the group)
+        holds when it holds for each zone and type the group may launch (:func:`launch_labels`), as
+        kube-scheduler then finds it on whichever node comes up; and pod topology that closes each of
+        them (:meth:`_closed_everywhere`) closes the group."""
+        template = group.template
+        assert template is not None
+        why = self.blocker(template.labels, template.taints, None)
+        variants = launch_labels(group)
+        if why is None:
+            return self._closed_everywhere(variants)
+        if self.volume_wait or self._node_blocker(template.labels, template.taints) is None:
+            return why  # its volumes, or pod topology, not the node's labels
+        if not variants or any(self._node_blocker(labels, template.taints) for labels in variants):
+            return why
+        return self.domains.blocker(template.labels, None) or self._closed_everywhere(variants)
+
+    def topology_closes(self, group: NodeGroup) -> bool:
+        """Whether pod topology alone keeps the class off a new node of ``group`` (for as long as the
+        pods that close its domains run)."""
+        template = group.template
+        if template is None:
+            return False
+        closed = self.domains.blocker(template.labels, None) or self._closed_everywhere(launch_labels(group))
+        return closed is not None
+
+    def _closed_everywhere(self, variants: Sequence[Mapping[str, str]]) -> str | None:
+        """Why pod topology closes every zone (and type) a new node of a group may come up in, or None:
+        the template has no zone, so one zone closed to the class (a replica of a one-per-zone Deployment
+        runs there) closes none of it, but a node launched where every zone is closed never runs it."""
+        if not self.domains.forbidden or not variants:
+            return None
+        reasons = [self.domains.blocker(labels, None) for labels in variants]
+        return reasons[0] if all(reasons) else None
+
+    def _node_blocker(self, labels: Mapping[str, str], taints: Sequence[TaintT]) -> str | None:
+        return why_not_placeable(self.node_selector, self.terms, self.tolerations, labels, taints, None)
 
     @property
     def per_node(self) -> int:

@@ -54,17 +54,17 @@ from typing import TYPE_CHECKING
 from spillway.config import UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
-from spillway.model.resources import NVIDIA_GPU, dominant_share, subtract
+from spillway.model.resources import NVIDIA_GPU, dominant_share, fit_count, subtract
 from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move, assess_move, comes_back, elastic_room, keeps_node_busy
 from spillway.planner.durations import all_end_within
-from spillway.planner.groups import backoff_reason
+from spillway.planner.groups import backoff_reason, fresh_node_ports
 from spillway.planner.health import registering
-from spillway.planner.placement import Bin, TrialFit, fill_bins, pools
-from spillway.planner.topology import Leaving, Planned, Spot
+from spillway.planner.placement import Bin, Pool, TrialFit, fill_bins, pools
+from spillway.planner.topology import Leaving, Planned, Spot, port_taken
 from spillway.planner.types import Drain, KeptNode
 
 if TYPE_CHECKING:
@@ -540,8 +540,11 @@ class Consolidation:
         for pods, must in ((candidate.place, True), (candidate.shrink, False)):
             for cls in _classes(pods, self.ctx, leaving):
                 cls.domains = cls.domains.after(trial.planned)
-                trial.fit(cls, pools(room))
-                self._fit_launching(cls, launching, on_launching, trial.planned)
+                if cls.domains.leads_group and cls.remaining > 1:
+                    trial.fit(cls, _whole_on_one(cls, room))  # and none on launching capacity
+                else:
+                    trial.fit(cls, pools(room))
+                    self._fit_launching(cls, launching, on_launching, trial.planned)
                 if must and cls.remaining:
                     trial.undo()
                     return None
@@ -560,7 +563,13 @@ class Consolidation:
             group_bins, template = bins.get(group.name), group.template
             if not cls.remaining or not group_bins or template is None or group.name in self.backed_off:
                 continue
-            if cls.blocker(template.labels, template.taints, None) is not None:
+            if cls.blocker_on_new(group) is not None:
+                continue
+            if cls.domains.missing_on_new_node(template.labels, self.ctx.group_label_keys(group)):
+                continue
+            if cls.domains.marks.ports and port_taken(
+                cls.domains.marks.ports, fresh_node_ports(self.ctx, group)
+            ):
                 continue
             for node_id, count in fill_bins(
                 cls, group_bins, min(cls.remaining, cls.room_in(template.labels))
@@ -685,6 +694,24 @@ def _copy_bins(bins: Mapping[str, list[Bin]]) -> dict[str, list[Bin]]:
         g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks) for b in group]
         for g, group in bins.items()
     }
+
+
+def _whole_on_one(cls: PodClass, room: Iterable[WorkNode]) -> list[Pool]:
+    """The first node of ``room`` that takes every pod of a class whose required pod affinity on the
+    hostname selects its own pods, all leaving (:attr:`~spillway.planner.topology.Domains.leads_group`):
+    once they are gone, kube-scheduler lets the first of them go anywhere and binds the others only
+    beside it, so they move to one node or some are stranded; none when no node takes them all."""
+    want = cls.remaining
+    for node in room:
+        info = node.info
+        if (
+            fit_count(cls.requests, node.free, want) == want
+            and min(cls.domains.cap(info.name), cls.room_in(info.labels)) >= want
+            and not cls.domains.marks.repels(node.marks)
+            and cls.blocker(info.labels, info.taints, info.name) is None
+        ):
+            return [Pool([node], dict(node.free))]
+    return []
 
 
 def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: Leaving) -> list[PodClass]:

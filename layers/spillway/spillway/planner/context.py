@@ -213,6 +213,7 @@ class Context:
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
         self._priorities: dict[str, float] = {}  # group -> group_priority(group)
+        self._label_keys: dict[str, frozenset[str]] | None = None  # group -> group_label_keys(group)
 
     def launching(self, group: NodeGroup) -> int:
         """The group's nodes still launching: its desired capacity (and the instances it runs above it
@@ -248,6 +249,21 @@ class Context:
             priority = priority_of(ranks, group.name)
             found = self._priorities[group.name] = float("-inf") if priority is None else float(priority)
         return found
+
+    def group_label_keys(self, group: NodeGroup) -> frozenset[str] | None:
+        """The label keys any node of ``group`` carries, whatever their values: a key its template
+        leaves out as its nodes differ in it (a rack a labeller sets) comes with its next node too.
+        None (not known) for a group whose template was remembered from a node gone (model.nodecache):
+        the memory keeps the labels its nodes shared, not the keys whose values differed."""
+        if group.template is not None and group.template.learned_at is not None:
+            return None
+        if self._label_keys is None:
+            found: dict[str, set[str]] = {}
+            for node in self.nodes.values():
+                if node.group is not None:
+                    found.setdefault(node.group.name, set()).update(node.info.labels)
+            self._label_keys = {name: frozenset(keys) for name, keys in found.items()}
+        return self._label_keys.get(group.name, frozenset())
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))

@@ -36,8 +36,8 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import UNCHECKED_WHEN_UNKNOWN, Resources, describe, dominant_share, fit_count
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
-from spillway.planner.groups import why_not_movable
-from spillway.planner.topology import UNBOUNDED
+from spillway.planner.groups import fresh_node_ports, why_not_movable
+from spillway.planner.topology import UNBOUNDED, port_taken
 
 # The taints that say "this node is Spot", by key: the values that do (None: a taint with no value).
 # The capacity-type keys Karpenter and EKS managed node groups label nodes with, and the plain ``spot``
@@ -175,7 +175,12 @@ def options(
     fitting: list[Option] = []
     rejected: dict[str, str] = {}
     for group in ctx.groups:
-        why = _rejection(cls, group, empty[group.name]) or _spot_rejection(ctx, cls, group)
+        why = (
+            _rejection(cls, group, empty[group.name])
+            or _spread_key_rejection(ctx, cls, group)
+            or _port_rejection(ctx, cls, group)
+            or _spot_rejection(ctx, cls, group)
+        )
         if why is not None:
             rejected[group.name] = f"{group.name}: {why}"
         else:
@@ -187,6 +192,31 @@ def options(
         why = _rejection(cls, group, template.allocatable if template else {})
         rejected[group.name] = f"{group.name}: {why or f'not scaled by Spillway: {group.refusal}'}"
     return fitting, rejected
+
+
+def _spread_key_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
+    """Why a new node of ``group`` cannot take the class for its DoNotSchedule topology spreads: it will
+    not carry a key one of them spreads over (:meth:`~spillway.planner.topology.Domains.missing_on_new_node`)."""
+    template = group.template
+    if template is None or not cls.domains.spread_keys:
+        return None
+    key = cls.domains.missing_on_new_node(template.labels, ctx.group_label_keys(group))
+    if key is None:
+        return None
+    return (
+        f"its nodes carry no {key} label (no node-template label tag, no node of the group has it), "
+        "which the pods' topology spread needs: kube-scheduler refuses a node without it"
+    )
+
+
+def _port_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
+    """Why a new node of ``group`` cannot take the class for the node ports it asks: a DaemonSet or
+    static pod the node runs anyway holds one (:func:`~spillway.planner.groups.fresh_node_ports`)."""
+    ports = cls.domains.marks.ports
+    taken = port_taken(ports, fresh_node_ports(ctx, group)) if ports else None
+    if taken is None:
+        return None
+    return f"host port {taken} is taken on its nodes by a DaemonSet or static pod each runs"
 
 
 def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
@@ -214,7 +244,7 @@ def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:
     template = group.template
     if template is None:
         return "instance type unknown, no template node"
-    blocker = cls.blocker(template.labels, template.taints, None)
+    blocker = cls.blocker_on_new(group)
     if blocker is not None:
         return blocker
     if fit_count(cls.requests, empty, UNBOUNDED) > 0:

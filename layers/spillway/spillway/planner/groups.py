@@ -38,15 +38,27 @@ def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
       tolerations (the pinning term left out), the first pod by name standing for it. Its node affinity
       is lost with the pinning, so a DaemonSet that targets other nodes by affinity alone is reserved
       here too, and one without a pod is not seen."""
+    return _requests_of(fresh_node_pods(ctx, group))
+
+
+def fresh_node_pods(ctx: Context, group: NodeGroup) -> list[PodInfo | DaemonSetInfo]:
+    """The DaemonSet and static pods a fresh node of the group runs (see :func:`fresh_node_overhead`)."""
     template = group.template
     if template is None:
-        return {}
+        return []
     if _own_node(ctx, group, template.node):
         assert template.node is not None
-        return _requests_of(_on_its_node(ctx, template, template.node))
+        return _on_its_node(ctx, template, template.node)
     if ctx.snapshot.daemonsets:
-        return _requests_of(d for d in ctx.snapshot.daemonsets if runs_on(d, template))
-    return _requests_of(_admitted_by_pods(ctx, template))
+        return [d for d in ctx.snapshot.daemonsets if runs_on(d, template)]
+    return list(_admitted_by_pods(ctx, template))
+
+
+def fresh_node_ports(ctx: Context, group: NodeGroup) -> frozenset[tuple[int, str, str]]:
+    """The node ports the pods a fresh node of the group runs anyway take (:func:`fresh_node_pods`): a
+    pod asking one of them never runs on such a node (kube-scheduler's NodePorts checks it against every
+    pod of the node, DaemonSet pods too; cluster-autoscaler's template node carries them)."""
+    return frozenset(port for pod in fresh_node_pods(ctx, group) for port in pod.host_ports)
 
 
 def _own_node(ctx: Context, group: NodeGroup, name: str | None) -> bool:
@@ -82,6 +94,42 @@ def _admitted_by_pods(ctx: Context, template: TemplateNode) -> list[PodInfo]:
         ):
             admitted.append(pod)
     return admitted
+
+
+ZONE_KEYS_SET_ON_LAUNCH = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+TYPE_KEYS_SET_ON_LAUNCH = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+
+
+def launch_labels(group: NodeGroup) -> list[dict[str, str]]:
+    """The labels a new node of ``group`` may get, one dict for each zone and instance type it may come
+    up in, where its template leaves the zone out (the group spans several) or the type (it launches
+    several): the template's labels with the zone (and its id, when known) and type the cloud provider
+    gives the node. Empty when the template names both, or the group's zones or types are unknown."""
+    template = group.template
+    if template is None:
+        return []
+    labels = template.labels
+    zones: list[str | None] = [None]
+    types: list[str | None] = [None]
+    if ZONE_KEYS_SET_ON_LAUNCH[0] not in labels and len(group.zones) > 1:
+        zones = list(group.zones)
+    if TYPE_KEYS_SET_ON_LAUNCH[0] not in labels and len(group.launch_types()) > 1:
+        types = list(group.launch_types())
+    if zones == [None] and types == [None]:
+        return []
+    out = []
+    for zone in zones:
+        for kind in types:
+            variant = dict(labels)
+            if zone is not None:
+                variant.update(dict.fromkeys(ZONE_KEYS_SET_ON_LAUNCH, zone))
+                zone_id = group.zone_id(zone)
+                if zone_id is not None:
+                    variant[ZONE_ID_LABEL] = zone_id
+            if kind is not None:
+                variant.update(dict.fromkeys(TYPE_KEYS_SET_ON_LAUNCH, kind))
+            out.append(variant)
+    return out
 
 
 def runs_on(daemonset: DaemonSetInfo, template: TemplateNode) -> bool:

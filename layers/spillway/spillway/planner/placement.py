@@ -17,6 +17,7 @@ from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, Victim, WorkNode, shape_of, without_taint
 from spillway.planner.limits import Limits
+from spillway.planner.predicates import UNSCHEDULABLE_TAINT
 from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks, Planned
 
 FREE_ROOM_NOTE = "fits in free room on Ready node {node}; waiting for the scheduler"
@@ -85,7 +86,11 @@ def reclaimable_pools(ctx: Context) -> list[Pool]:
     A give-back under way holds its node too (:meth:`NodeInfo.giving_back`): it read no pod there, and
     terminates the instance with any pod bound meanwhile.
 
-    Their working copies lose the draining taint: uncordoning lifts it.
+    Their working copies lose the draining taint and the cordon's own taint: uncordoning lifts the
+    first, and the node lifecycle controller takes off ``node.kubernetes.io/unschedulable:NoSchedule``,
+    which it puts on every cordoned node (kubernetes/kubernetes pkg/controller/nodelifecycle,
+    doNoScheduleTaintingPass), once ``spec.unschedulable`` is cleared. Kept, it barred every pod that
+    does not tolerate a cordon from the node, and the plan launched a new one instead.
     """
     reclaimable = sorted(
         (
@@ -100,7 +105,7 @@ def reclaimable_pools(ctx: Context) -> list[Pool]:
         key=lambda n: (ctx.region_key(n.group) if n.group else 0, n.info.name),
     )
     for node in reclaimable:
-        node.info = without_taint(node.info, DRAINING_TAINT)
+        node.info = without_taint(without_taint(node.info, DRAINING_TAINT), UNSCHEDULABLE_TAINT[0])
         node.shape = shape_of(node.info)
     return [Pool([n], dict(n.free)) for n in reclaimable]
 

@@ -6,6 +6,7 @@ Pure functions over labels, taints and a pod's constraints. Resources are checke
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from spillway.model.cluster import Requirement, TaintT, Term, TolerationT
@@ -27,7 +28,26 @@ def tolerates(toleration: TolerationT, taint: TaintT) -> bool:
         return False
     if operator == "Exists":
         return True
+    if operator in ("Lt", "Gt"):
+        return _compares(operator, value, taint_value)
     return (value or "") == (taint_value or "")
+
+
+_DECIMAL = re.compile(r"0|-?[1-9][0-9]*")
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def _compares(operator: str, value: str | None, taint_value: str | None) -> bool:
+    """A toleration ``Lt``/``Gt`` holds when the taint's value is below/above its own, both integers
+    in canonical form within int64 (k8s.io/api core/v1 toleration.go, compareNumericValues with
+    apimachinery's content.IsDecimalInteger: no sign but ``-``, no leading zero); else it does not."""
+    numbers = []
+    for text in (value or "", taint_value or ""):
+        if not _DECIMAL.fullmatch(text) or int(text) not in _INT64:
+            return False
+        numbers.append(int(text))
+    mine, theirs = numbers
+    return theirs < mine if operator == "Lt" else theirs > mine
 
 
 def untolerated_taint(tolerations: Sequence[TolerationT], taints: Sequence[TaintT]) -> TaintT | None:

@@ -56,6 +56,11 @@ from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 REGION_LABEL = "topology.kubernetes.io/region"
 NO_GROUP = ""  # ScaleUpStage.group naming no group: new nodes nowhere
 ZONE_LABEL = "topology.kubernetes.io/zone"
+FOLLOWS_LEADER = (
+    "waits for {pod}, the first of its group: its required pod affinity on kubernetes.io/hostname selects "
+    "its own pods and none runs yet, so kube-scheduler binds it only to the node that one runs on; no "
+    "node is added for it"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +133,26 @@ class ScaleUpStage:
         start = len(self.ctx.placements)
         if cls.min_room_gang is not None and cls.free_only is None:
             MemberPlacement(self, cls, cls.min_room_gang).run()
+        elif cls.domains.leads_group and cls.remaining > 1:
+            self._place_leader(cls)
         else:
             self.place(cls)
         self._join(cls, start)
+
+    def _place_leader(self, cls: PodClass) -> None:
+        """A class whose required pod affinity on the hostname selects its own pods, none running: only
+        its first pod is placed. kube-scheduler lets the first of such a group go to any node and binds
+        the others only beside it (interpodaffinity/filtering.go, satisfyPodAffinity: the exception
+        holds only while no pod matches), as cluster-autoscaler's estimator finds them no room on a
+        second template node: nodes launched for the others would stay empty. They follow it once it
+        runs (its node's free room)."""
+        followers = cls.pods[cls.next + 1 :]
+        del cls.pods[cls.next + 1 :]
+        verdict = self.place(cls)
+        cls.pods.extend(followers)
+        code, why = verdict or (codes.POD_TOPOLOGY, FOLLOWS_LEADER.format(pod=cls.pods[cls.next - 1]))
+        for pod in cls.take(len(followers)):
+            self.ctx.pending_out.append(PendingPod(pod, why, code))
 
     def place(self, cls: PodClass) -> tuple[str, str] | None:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
@@ -220,7 +242,7 @@ class ScaleUpStage:
     ) -> tuple[str, str]:
         """Why the class's remaining pods get no place (recorded pending, but a gang's); ``leaving``: the
         clause naming nodes on their way out that would take them (:meth:`_leaving_fits`)."""
-        closed = any(g.template and cls.domains.blocker(g.template.labels, None) for g in self.ctx.groups)
+        closed = any(cls.topology_closes(g) for g in self.ctx.groups)
         verdict = why_unplaceable(cls, candidates, rejected, skipped, closed=closed)
         if leaving is not None:
             verdict = (verdict[0], f"{verdict[1]}; {leaving}")

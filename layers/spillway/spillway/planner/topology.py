@@ -50,13 +50,29 @@ at a time, before new nodes are filled up to ``maxSkew`` above that least.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, NodeInfo, PodInfo, TaintT
+from spillway.model.livetemplate import NODE_LABEL_PREFIXES, NODE_LABELS, TYPE_KEYS, ZONE_KEYS
 from spillway.planner.predicates import HOSTNAME_LABEL, affinity_holds, selector_holds, untolerated_taint
 
 UNBOUNDED = 1 << 40  # no cap on pods per node (placement's too)
+# labels a new node carries whatever its group's template says: the kubelet's and the cloud provider's
+# (a template leaves the zone and type out when the group may launch several), and those a template
+# never takes from a node as they name one node. Not the capacity-type labels: only Karpenter's nodes,
+# EKS managed node groups' (their template has it) and nodes labelled so carry one
+ANY_NODE_KEYS = frozenset(
+    {
+        *NODE_LABELS,
+        *ZONE_KEYS,
+        *TYPE_KEYS,
+        "kubernetes.io/os",
+        "beta.kubernetes.io/os",
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/region",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +128,11 @@ def counted_node(
     kube-scheduler's: those that pass the pod's node selector and required affinity
     (``nodeAffinityPolicy: Honor``, the default; every node with ``Ignore``), whatever their taints
     (``nodeTaintsPolicy: Ignore``, the default; only those whose NoSchedule and NoExecute taints it
-    tolerates with ``Honor``)."""
+    tolerates with ``Honor``). The pod's own affinity only: not what its volumes add
+    (:attr:`PodInfo.own_terms`), which kube-scheduler's spread does not read."""
+    terms = pod.required_terms if pod.own_terms is None else pod.own_terms
     if not flags & SPREAD_ALL_NODES and not (
-        selector_holds(pod.node_selector, labels) and affinity_holds(pod.required_terms, labels, name)
+        selector_holds(pod.node_selector, labels) and affinity_holds(terms, labels, name)
     ):
         return False
     return not (flags & SPREAD_TOLERATED_NODES and untolerated_taint(pod.tolerations, taints) is not None)
@@ -222,6 +240,9 @@ class Domains:
     # existing nodes its hostname spreads close now (apart from ``forbidden``: they reopen as the plan's
     # placements raise the least loaded node, :meth:`raised`)
     host_closed: frozenset[str] = frozenset()
+    # its required pod affinity on the hostname selects its own pods and no running pod: its first pod
+    # may go anywhere, and kube-scheduler then binds the others only to that pod's node
+    leads_group: bool = False
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
@@ -248,6 +269,22 @@ class Domains:
         if node is None:
             return None
         return min((k for k in self.spread_keys if k != HOSTNAME_LABEL and k not in labels), default=None)
+
+    def missing_on_new_node(self, labels: Mapping[str, str], carried: Collection[str] | None) -> str | None:
+        """A spread key a new node with the template ``labels`` will not carry: neither the template nor
+        any node of its group (``carried``: the label keys they carry) has it, and it is no key every
+        node gets whatever its template says (:data:`ANY_NODE_KEYS`: hostname, zone, instance type,
+        capacity type... which a template leaves out when it cannot tell the value). kube-scheduler
+        refuses a node without the key of a DoNotSchedule spread (kubernetes/kubernetes
+        pkg/scheduler/framework/plugins/podtopologyspread/filtering.go, Filter: ErrReasonNodeLabelNotMatch),
+        so a node launched for the pod would stay empty; cluster-autoscaler's template node fails the
+        same filter. None when ``carried`` is not known."""
+        if carried is None:
+            return None
+        return min(
+            (k for k in self.spread_keys if k not in labels and k not in carried and not _any_node_key(k)),
+            default=None,
+        )
 
     def cap(self, node: str) -> int:
         """How many of the class the existing ``node`` may take."""
@@ -368,6 +405,12 @@ def _required_of(
             values = values | _values_of(key, planned.nodes(term))
         required[key] = required[key] & values if key in required else values
     return dict(sorted(required.items()))
+
+
+def _leads_group(pod: PodInfo, affinity: tuple[tuple[int, str, frozenset[str]], ...]) -> bool:
+    """The pod's required pod affinity on the hostname is waived as it is the first of its group
+    (:meth:`TopologyIndex._affinity` left its terms out): :attr:`Domains.leads_group`."""
+    return not affinity and any(key == HOSTNAME_LABEL for _, key in pod.affinity_own)
 
 
 def _zone_anti(pod: PodInfo) -> tuple[tuple[int, str], ...]:
@@ -491,6 +534,7 @@ class TopologyIndex:
             tuple(hosts),
             per_node,
             frozenset(host_closed),
+            _leads_group(pod, affinity),
         )
 
     def _spreads(
@@ -620,7 +664,23 @@ class TopologyIndex:
                 yield value
 
 
+def _any_node_key(key: str) -> bool:
+    """A label every node gets from its kubelet or cloud provider, or one a template leaves out as it
+    tells one node from another (spillway.model.livetemplate): a template without it says nothing."""
+    return key in ANY_NODE_KEYS or key.startswith(NODE_LABEL_PREFIXES)
+
+
 BIND_ALL = ("", "0.0.0.0")  # a host IP that is every address: unset, or 0.0.0.0 as NodePorts reads unset
+
+
+def port_taken(ports: Iterable[tuple[int, str, str]], held: Iterable[tuple[int, str, str]]) -> str | None:
+    """The first of ``ports`` one of ``held`` clashes with (:func:`_clash`), as ``port/protocol``, or
+    None."""
+    held = tuple(held)
+    for port in sorted(ports):
+        if any(_clash(port, theirs) for theirs in held):
+            return f"{port[0]}/{port[1]}" + (f" on {port[2]}" if port[2] else "")
+    return None
 
 
 def _clash(mine: tuple[int, str, str], theirs: tuple[int, str, str]) -> bool:
