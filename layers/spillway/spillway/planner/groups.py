@@ -273,13 +273,13 @@ def scheduled_min(ctx: Context, group: NodeGroup, left: int) -> tuple[str, str] 
     )
 
 
-def floor_report(ctx: Context) -> list[tuple[str, int, str]]:
-    """(group, MinSize, why) for every group whose scheduled floor is above its own MinSize."""
+def floor_report(ctx: Context) -> list[tuple[str, int, str, str]]:
+    """(group, MinSize, why, region) for every group whose scheduled floor is above its own MinSize."""
     out = []
     for group in ctx.groups:
         floor = group_floor(ctx, group)
         if floor is not None and floor.min_size > group.min_size:
-            out.append((group.name, floor.min_size, floor.describe()))
+            out.append((group.name, floor.min_size, floor.describe(), group.region))
     return out
 
 

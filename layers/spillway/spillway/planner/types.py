@@ -342,9 +342,10 @@ class GroupFloor:
     group: str
     min_size: int
     reason: str
+    region: str = ""  # the group's
 
     def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "min_size": self.min_size, "reason": self.reason}
+        return {"group": self.group, "region": self.region, "min_size": self.min_size, "reason": self.reason}
 
 
 @dataclass(frozen=True, slots=True)
