@@ -160,3 +160,20 @@ def test_a_raise_stored_keyed_by_name_is_the_first_regions_group_of_that_name() 
     assert grown(result) == {}
     assert pending_codes(result) == {pod: "fits-launching" for pod in pods}
     assert set(result.state.raises) == {"us-east-1/gpu"}
+
+
+def test_a_disruption_budget_naming_the_group_binds_each_group_of_that_name_on_its_own() -> None:
+    """A budget is written by group name (``groups: [gpu]``, at most 1 node at once, README
+    ``disruption_budgets``), and binds each group it names (DisruptionBudget: "of each group in
+    groups"). ``gpu`` in each region has 3 idle nodes: one drain in each, not one for both, and not
+    none for the second because the first's drain was counted as its own."""
+    w = World()
+    east = twin(w, "gpu", EAST, "g5.xlarge", gpu_taint=True, max_size=4, nodes=3)
+    west = twin(w, "gpu", WEST, "g5.xlarge", gpu_taint=True, max_size=4, nodes=3)
+    for node in (*east, *west):
+        w.idle_since(node, 60)
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": "1", "groups": ["gpu"]}])
+
+    assert sorted((d.region, d.group) for d in result.drain) == [(EAST, "gpu"), (WEST, "gpu")]
+    assert {k.code for k in result.kept} == {"disruption-budget"}
