@@ -876,6 +876,8 @@ class FakeLedger(Recorder):
     backoffs: list[tuple[str, datetime, str]] = field(default_factory=list)
     backoff_nodes: list[int] = field(default_factory=list)  # each put_backoff's ``nodes``, in order
     backoff_now: list[datetime | None] = field(default_factory=list)  # ... and its ``now``
+    # ... and its ``region`` (a back-off set by hand has none: keyed by name alone, as older builds wrote)
+    backoff_regions: list[str] = field(default_factory=list)
     before_commit: Callable[[], None] | None = None  # e.g. another planner committing meanwhile
     commits: int = 0  # commits that succeeded
     claimed: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)  # (cluster, item)
@@ -894,11 +896,12 @@ class FakeLedger(Recorder):
         if not self.backoffs:
             return self.stored
         sizes = self.backoff_nodes + [1] * (len(self.backoffs) - len(self.backoff_nodes))  # set by hand
+        regions = self.backoff_regions + [""] * (len(self.backoffs) - len(self.backoff_regions))
         merged = merge_backoffs(
             self.stored.state,
             [
-                Backoff(g, until, why, nodes=n)
-                for (g, until, why), n in zip(self.backoffs, sizes, strict=True)
+                Backoff(g, until, why, region=r, nodes=n)
+                for (g, until, why), n, r in zip(self.backoffs, sizes, regions, strict=True)
             ],
             now,
         )
@@ -938,7 +941,9 @@ class FakeLedger(Recorder):
     ) -> bool:
         self._call("put_backoff", cluster, group)
         self.backoff_nodes += [1] * (len(self.backoffs) - len(self.backoff_nodes))  # set by hand
+        self.backoff_regions += [""] * (len(self.backoffs) - len(self.backoff_regions))
         self.backoffs.append((group, until, reason))
+        self.backoff_regions.append(region)
         self.backoff_nodes.append(nodes)
         self.backoff_now.append(now)
         return True

@@ -72,7 +72,9 @@ def test_an_instance_that_never_joins_is_removed_and_its_group_backs_off(cloud: 
     item = cloud.state_item("state")
     assert item is not None and "state" in item  # small enough to be stored plain
     state = json.loads(item["state"]["S"])
-    assert lost in state["groups"]["gpu"]["reason"], state["groups"]  # the next plans launch elsewhere
+    assert lost in state["groups"]["us-east-1/gpu"]["reason"], state[
+        "groups"
+    ]  # the next plans launch elsewhere
 
 
 @pytest.fixture

@@ -94,7 +94,7 @@ def test_no_capacity_in_the_primary_region_backs_off_and_overflows_in_the_same_e
     # The primary group: asked for 4, got nothing, set back to what runs (0), backed off.
     assert [c.desired for c in cloud.sim.calls_for("gpu-east")] == [4, 0]
     assert cloud.desired("gpu-east") == 0
-    backoff = cloud.state_item("backoff#gpu-east")
+    backoff = cloud.state_item("backoff#us-east-1/gpu-east")
     assert backoff is not None and "do not have sufficient g5.xlarge capacity" in backoff["reason"]["S"]
     assert int(backoff["expires_at"]["N"]) > int(cloud.started_at.timestamp())
     # The secondary region took the burst (through the scale function: another region).
@@ -106,7 +106,7 @@ def test_no_capacity_in_the_primary_region_backs_off_and_overflows_in_the_same_e
     assert len(replans) == 1 and replans[0]["summary"]["M"]["overflow_nodes"]["N"] == "4"
     # ... and its raise is in the state, so a plan on a snapshot read before it landed does not repeat it
     state = cloud.state_item("state")
-    assert state is not None and json.loads(state["state"]["S"])["raises"]["gpu-west"]["to"] == 4
+    assert state is not None and json.loads(state["state"]["S"])["raises"]["us-west-2/gpu-west"]["to"] == 4
 
 
 def test_a_raise_refused_at_prepare_launches_what_the_lowered_max_size_allows(cloud: Cloud) -> None:
@@ -139,7 +139,7 @@ def test_a_raise_refused_at_prepare_launches_what_the_lowered_max_size_allows(cl
     assert [g["outcome"] for g in rounds[0]["groups"]] == ["refused"], rounds
     assert (cloud.desired("gpu-east"), cloud.desired("gpu-west", WEST)) == (3, 1)
     state = json.loads(cloud.state_item("state")["state"]["S"])  # type: ignore[index]
-    assert state["raises"]["gpu-east"]["to"] == 3, state["raises"]
+    assert state["raises"]["us-east-1/gpu-east"]["to"] == 3, state["raises"]
 
 
 def test_a_launch_that_never_becomes_ready_times_out_is_given_back_and_overflows(
@@ -170,7 +170,7 @@ def test_a_launch_that_never_becomes_ready_times_out_is_given_back_and_overflows
     assert "0 of 4 new node(s) Ready by the launch deadline" in east["reason"]
     # The four instances that never became nodes were terminated (desired 4 -> 0), nothing else.
     assert cloud.desired("gpu-east") == 0 and cloud.desired("general") == 1
-    assert cloud.state_item("backoff#gpu-east") is not None
+    assert cloud.state_item("backoff#us-east-1/gpu-east") is not None
     assert [g["outcome"] for g in second["groups"]] == ["ready"]
     assert cloud.desired("gpu-west", WEST) == 4
 

@@ -147,11 +147,11 @@ def test_a_new_default_launch_template_version_at_zero_forgets_the_shape_of_the_
     ec2.modify_launch_template(LaunchTemplateId=template_id, DefaultVersion="2")
     stored, changed = planned(FakeCluster([], [wide]), kept_state, later + timedelta(minutes=1))
 
-    assert first.state.templates["big"].launched_from == f"{template_id}@1"
+    assert first.state.templates["us-east-1/big"].launched_from == f"{template_id}@1"
     assert [(s.group, s.to_size) for s in same.scale_up] == [("big", 1)]  # version 1 still: remembered
     assert stored.groups[0].launch_source == f"{template_id}@2"
     assert changed.scale_up == ()
     (pending,) = changed.pending
     assert f"launch template {template_id} is now version 2" in pending.reason
     assert "ip-10-0-0-1.ec2.internal was launched from version 1" in pending.reason
-    assert "big" not in changed.state.templates
+    assert "us-east-1/big" not in changed.state.templates

@@ -22,8 +22,10 @@ from spillway.config import PlannerConfig
 from spillway.errors import InputError, StateConflict, StateTooLarge
 from spillway.local.cfn import create_tables
 from spillway.model.act import ExecutionRequest, PlanRecord, replan_key
-from spillway.model.state import EventMark, GroupState, NodeState, State
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.state import EventMark, GroupState, NodeState, State, keyed_by_region
 from spillway.planner import plan
+from spillway.planner.context import first_regions
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -133,24 +135,42 @@ def test_replans_sort_after_their_plan(plans: PlanStore) -> None:
 
 
 def test_backoffs_merge_into_the_state_and_only_ever_extend(store: StateStore, ddb: Any) -> None:
-    carried = State(groups={"gpu": GroupState(backoff_until=NOW + timedelta(minutes=5), reason="old")})
-    commit(store, 0, carried)
+    key = "us-east-1/gpu"
+    old = GroupState(backoff_until=NOW + timedelta(minutes=5), reason="old", group="gpu", region="us-east-1")
+    commit(store, 0, State(groups={key: old}))
     until = NOW + timedelta(minutes=15)
 
     assert store.put_backoff("ml", "gpu", until, "InsufficientInstanceCapacity", region="us-east-1")
-    assert not store.put_backoff("ml", "gpu", NOW + timedelta(minutes=1), "shorter")  # kept the longer
-    assert store.put_backoff("ml", "cpu", NOW + timedelta(minutes=2), "timeout")
+    assert not store.put_backoff("ml", "gpu", NOW + timedelta(minutes=1), "shorter", region="us-east-1")
+    assert store.put_backoff("ml", "cpu", NOW + timedelta(minutes=2), "timeout", region="us-east-1")
 
     loaded = store.load("ml")
     assert loaded.version == 1  # back-offs never touch the planner's version
-    assert loaded.state.groups["gpu"] == GroupState(
-        backoff_until=until, reason="InsufficientInstanceCapacity"
+    assert loaded.state.groups[key] == GroupState(
+        backoff_until=until, reason="InsufficientInstanceCapacity", group="gpu", region="us-east-1"
     )
-    assert loaded.state.groups["cpu"].reason == "timeout"
-    item = ddb.get_item(TableName="state", Key={"cluster": {"S": "ml"}, "item": {"S": "backoff#gpu"}})["Item"]
+    assert loaded.state.groups["us-east-1/cpu"].reason == "timeout"
+    item = ddb.get_item(TableName="state", Key={"cluster": {"S": "ml"}, "item": {"S": f"backoff#{key}"}})[
+        "Item"
+    ]
     assert int(item["expires_at"]["N"]) == int(until.timestamp())  # TTL: gone when the window ends
-    assert item["region"]["S"] == "us-east-1"
-    assert [b.group for b in store.backoffs("ml")] == ["cpu", "gpu"]
+    assert (item["group"]["S"], item["region"]["S"]) == ("gpu", "us-east-1")
+    assert [(b.region, b.group) for b in store.backoffs("ml")] == [("us-east-1", "cpu"), ("us-east-1", "gpu")]
+
+
+def test_a_group_of_one_name_backs_off_in_its_own_region_only(store: StateStore) -> None:
+    """An Auto Scaling group's name is unique only in its region: a back-off of ``gpu`` in us-east-1 is
+    one item, ``gpu`` in us-west-2 another; the item was ``backoff#gpu`` for both, so the shorter second
+    back-off was refused by the first's condition and the merged state held one entry for both."""
+    east, west = NOW + timedelta(minutes=15), NOW + timedelta(minutes=5)
+    assert store.put_backoff("ml", "gpu", east, "ICE east", region="us-east-1")
+    assert store.put_backoff("ml", "gpu", west, "ICE west", region="us-west-2")
+
+    groups = store.load("ml").state.groups
+    assert {k: (v.group, v.region, v.backoff_until) for k, v in groups.items()} == {
+        "us-east-1/gpu": ("gpu", "us-east-1", east),
+        "us-west-2/gpu": ("gpu", "us-west-2", west),
+    }
 
 
 def test_a_large_state_is_stored_compressed(store: StateStore, ddb: Any) -> None:
@@ -395,3 +415,60 @@ def test_a_plan_of_a_large_burst_is_committed_with_its_record_cut_to_fit(ddb: An
 
     assert version == 1
     assert PlanStore(ddb, "plans").get("ml", KEY) is not None
+
+
+def test_state_and_back_off_items_keyed_by_name_are_read_as_the_first_regions_group(
+    store: StateStore, ddb: Any
+) -> None:
+    """What the build before stored, keyed by a group's name alone: the state item's ``groups``,
+    ``raises`` and ``templates`` entries and a ``backoff#gpu`` item (with its region, no ``group``).
+    That build planned only the group of the name in the first region of ``regions`` (it refused the
+    others), so each is read as that group's, here us-west-2's (listed first); a template entry as the
+    group's of its own region. Committed again, each is under its group's key and names it."""
+    old = {
+        "nodes": {},
+        "groups": {"gpu": {"backoff_until": "2026-11-02T12:05:00Z", "reason": "from the state"}},
+        "raises": {"gpu": {"to": 3, "since": "2026-11-02T11:59:00Z"}},
+        "templates": {
+            "gpu": {"region": "us-west-2", "instance_type": "g5.xlarge", "node": "ip-10-1-0-5.us-west-2.compute.internal",
+                    "learned_at": "2026-11-02T11:00:00Z", "allocatable": {"cpu": 3920, "memory": 15032385536000}},
+        },
+    }  # fmt: skip
+    ddb.put_item(TableName="state", Item={"cluster": {"S": "ml"}, "item": {"S": "state"},
+                                          "version": {"N": "7"}, "state": {"S": json.dumps(old)}})  # fmt: skip
+    ddb.put_item(TableName="state", Item={"cluster": {"S": "ml"}, "item": {"S": "backoff#gpu"},
+                                          "backoff_until": {"S": "2026-11-02T12:15:00Z"}, "reason": {"S": "ICE"},
+                                          "region": {"S": "us-west-2"}, "expires_at": {"N": "1793621700"}})  # fmt: skip
+    groups = [NodeGroup("gpu", region, 0, 4, 0, "g5.xlarge", None) for region in ("us-east-1", "us-west-2")]
+    config = PlannerConfig(cluster="ml", regions=("us-west-2", "us-east-1"))
+
+    loaded = store.load("ml", NOW)
+    state = keyed_by_region(loaded.state, first_regions(config, groups))
+
+    west = "us-west-2/gpu"
+    assert set(state.groups) == set(state.raises) == set(state.templates) == {west}
+    assert (state.groups[west].group, state.groups[west].region) == ("gpu", "us-west-2")
+    assert (state.groups[west].reason, state.groups[west].backoff_until) == (
+        "ICE",
+        NOW + timedelta(minutes=15),
+    )
+    assert (state.raises[west].group, state.raises[west].region, state.raises[west].to) == (
+        "gpu",
+        "us-west-2",
+        3,
+    )
+    assert state.templates[west].group == "gpu"
+    commit(store, 7, state)
+    wire = json.loads(ddb.get_item(TableName="state", Key={"cluster": {"S": "ml"}, "item": {"S": "state"}})
+                      ["Item"]["state"]["S"])  # fmt: skip
+    assert {section: list(wire[section]) for section in ("groups", "raises", "templates")} == {
+        "groups": [west],
+        "raises": [west],
+        "templates": [west],
+    }
+    assert wire["raises"][west] == {
+        "to": 3,
+        "since": "2026-11-02T11:59:00Z",
+        "group": "gpu",
+        "region": "us-west-2",
+    }

@@ -43,7 +43,10 @@ def test_state_out_writes_the_new_state(tmp_path: Path, capsys: pytest.CaptureFi
     assert set(state) == {"nodes", "groups", "raises", "templates"}
     assert state["templates"] and all(v["node"] and v["allocatable"] for v in state["templates"].values())
     assert all("idle_since" in v for v in state["nodes"].values())
-    assert set(state["raises"]) and all(set(v) == {"to", "since"} for v in state["raises"].values())
+    assert set(state["raises"]) and all(
+        set(v) == {"to", "since", "group", "region"} for v in state["raises"].values()
+    )
+    assert all(key == f"{v['region']}/{v['group']}" for key, v in state["raises"].items())
 
 
 def write(tmp_path: Path, name: str, content: str | dict[str, object]) -> str:

@@ -68,14 +68,16 @@ def test_a_group_at_zero_refuses_a_pod_its_last_node_could_not_run_instead_of_la
     second = at_zero.plan(NOW + timedelta(minutes=20))
 
     assert pending_codes(first)[pod] == codes.NO_GROUP_FITS
-    assert first.state.templates["g"].node == node
-    assert first.state.templates["g"].allocatable["ephemeral-storage"] == EPHEMERAL
+    assert first.state.templates["us-east-1/g"].node == node
+    assert first.state.templates["us-east-1/g"].allocatable["ephemeral-storage"] == EPHEMERAL
     assert scale_up(second) == {}  # the estimate knows no ephemeral storage and would launch
     assert pending_codes(second)[pod] == codes.NO_GROUP_FITS
     reason = pending_reasons(second)[pod]
     assert "too little ephemeral-storage" in reason
     assert f"as {node} showed at 2026-11-02T12:00:00Z" in reason
-    assert second.state.templates["g"] == first.state.templates["g"]  # kept, not relearned
+    assert (
+        second.state.templates["us-east-1/g"] == first.state.templates["us-east-1/g"]
+    )  # kept, not relearned
 
 
 def test_the_memory_of_a_real_node_lets_a_group_at_zero_run_a_pod_the_estimate_refuses() -> None:
@@ -102,9 +104,9 @@ def test_each_plan_with_a_node_relearns_the_entry() -> None:
 
     second = world.plan(NOW + timedelta(hours=3))
 
-    assert first.state.templates["g"].learned_at == NOW
-    assert second.state.templates["g"].learned_at == NOW + timedelta(hours=3)
-    assert second.state.templates["g"].node == node
+    assert first.state.templates["us-east-1/g"].learned_at == NOW
+    assert second.state.templates["us-east-1/g"].learned_at == NOW + timedelta(hours=3)
+    assert second.state.templates["us-east-1/g"].node == node
 
 
 def test_a_group_whose_nodes_do_not_stand_for_it_uses_the_entry() -> None:
@@ -118,8 +120,8 @@ def test_a_group_whose_nodes_do_not_stand_for_it_uses_the_entry() -> None:
     second = world.plan(NOW + timedelta(hours=1))
 
     assert scale_up(second) == {"g": (1, 2, [pod])}
-    assert second.state.templates["g"].learned_at == NOW  # not relearned from the cordoned node
-    assert second.state.templates["g"].node == node
+    assert second.state.templates["us-east-1/g"].learned_at == NOW  # not relearned from the cordoned node
+    assert second.state.templates["us-east-1/g"].node == node
 
 
 # --- when the memory no longer holds ----------------------------------------------------------------------
@@ -143,7 +145,7 @@ def test_an_entry_expires(age: timedelta, config: dict[str, Any], remembered: bo
     result = world.plan(NOW + age, **config)
 
     assert (scale_up(result) == {"g": (0, 1, [pod])}) is remembered
-    assert ("g" in result.state.templates) is remembered
+    assert ("us-east-1/g" in result.state.templates) is remembered
 
 
 def test_nothing_is_learned_with_the_memory_off() -> None:
@@ -180,8 +182,8 @@ def test_a_mixed_group_whose_overrides_changed_forgets_its_old_nodes() -> None:
     for world in (same, changed):
         later(world, first)
 
-    assert first.state.templates["g"].instance_types == ("m5.xlarge", "m5.2xlarge")
-    assert "g" in same.plan(NOW + timedelta(hours=1)).state.templates
+    assert first.state.templates["us-east-1/g"].instance_types == ("m5.xlarge", "m5.2xlarge")
+    assert "us-east-1/g" in same.plan(NOW + timedelta(hours=1)).state.templates
     assert changed.plan(NOW + timedelta(hours=1)).state.templates == {}
 
 
@@ -213,7 +215,7 @@ def test_the_entry_round_trips_through_the_state_wire_form() -> None:
     first, node = learned_from_a_node()
     wire = json.loads(json.dumps(first.state.to_wire()))
 
-    entry = wire["templates"]["g"]
+    entry = wire["templates"]["us-east-1/g"]
     assert entry["node"] == node and entry["learned_at"] == "2026-11-02T12:00:00Z"
     assert entry["instance_type"] == "m5.2xlarge" and entry["region"] == "us-east-1"
     assert entry["allocatable"]["memory"] == 30 * GIB
@@ -235,16 +237,16 @@ def test_a_state_stored_before_templates_loads_and_writes_as_before() -> None:
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        (lambda e: e["allocatable"].pop("cpu"), "templates.g.allocatable"),
-        (lambda e: e["allocatable"].update(memory="30Gi"), "templates.g.allocatable.memory"),
-        (lambda e: e.pop("learned_at"), "templates.g.learned_at"),
-        (lambda e: e.update(instance_type=""), "templates.g.instance_type"),
+        (lambda e: e["allocatable"].pop("cpu"), "templates.us-east-1/g.allocatable"),
+        (lambda e: e["allocatable"].update(memory="30Gi"), "templates.us-east-1/g.allocatable.memory"),
+        (lambda e: e.pop("learned_at"), "templates.us-east-1/g.learned_at"),
+        (lambda e: e.update(instance_type=""), "templates.us-east-1/g.instance_type"),
     ],
 )
 def test_a_bad_entry_is_refused_naming_its_field(change: Any, field: str, tmp_path: Path) -> None:
     first, _ = learned_from_a_node()
     wire = first.state.to_wire()
-    change(wire["templates"]["g"])
+    change(wire["templates"]["us-east-1/g"])
     path = tmp_path / "state.json"
     path.write_text(json.dumps(wire))
 
@@ -257,13 +259,13 @@ def test_a_bad_entry_is_refused_naming_its_field(change: Any, field: str, tmp_pa
 def test_a_naive_learned_at_reads_as_utc() -> None:
     first, _ = learned_from_a_node()
     wire = first.state.to_wire()
-    wire["templates"]["g"]["learned_at"] = "2026-11-02T12:00:00"
+    wire["templates"]["us-east-1/g"]["learned_at"] = "2026-11-02T12:00:00"
     world, _ = world_with(0)
     (pod,) = world.pods("big", 1, cpu="1", memory="30000Mi")
     world.state = wire
 
     assert scale_up(world.plan(NOW + timedelta(days=6))) == {"g": (0, 1, [pod])}
-    assert State.model_validate(wire).templates["g"].learned_at == datetime(2026, 11, 2, 12)
+    assert State.model_validate(wire).templates["us-east-1/g"].learned_at == datetime(2026, 11, 2, 12)
 
 
 # --- what the remembered node was launched from ---------------------------------------------------------
@@ -290,9 +292,12 @@ def learned_at_version(version: str) -> tuple[ScalingPlan, str, str]:
 def test_the_entry_keeps_the_launch_template_version_its_node_was_launched_from() -> None:
     first, node, template = learned_at_version("7")
 
-    entry = first.state.templates["g"]
+    entry = first.state.templates["us-east-1/g"]
     assert (entry.node, entry.launched_from) == (node, f"{template}@7")
-    assert json.loads(json.dumps(first.state.to_wire()))["templates"]["g"]["launched_from"] == f"{template}@7"
+    assert (
+        json.loads(json.dumps(first.state.to_wire()))["templates"]["us-east-1/g"]["launched_from"]
+        == f"{template}@7"
+    )
     assert State.model_validate(first.state.to_wire()) == first.state
 
 
@@ -311,7 +316,7 @@ def test_a_new_launch_template_version_at_zero_plans_on_the_estimate_and_says_wh
 
     same, changed = results["7"], results["8"]
     assert pending_codes(same)[pod] == codes.NO_GROUP_FITS  # same version: the memory holds
-    assert "g" in same.state.templates
+    assert "us-east-1/g" in same.state.templates
     assert scale_up(changed) == {"g": (0, 1, [pod])}
     assert (
         f"launch template {template} is now version 8; the shape remembered from {node} was launched "
@@ -355,7 +360,7 @@ def test_a_launch_configuration_replaced_by_a_launch_template_forgets_the_old_no
 
     result = at_zero.plan(NOW + timedelta(hours=1))
 
-    assert first.state.templates["g"].launched_from == "lc:nodes-v1"
+    assert first.state.templates["us-east-1/g"].launched_from == "lc:nodes-v1"
     assert pending_codes(result)[pod] == codes.NO_GROUP_FITS
     assert (
         f"the group launches from launch template {template} version 3 now; the shape remembered from "
@@ -378,14 +383,14 @@ def test_when_either_side_is_not_known_type_and_age_decide_as_before(unknown: st
         launching(world, "$Latest")
     else:
         launching(world, "8")
-        del wire["templates"]["g"]["launched_from"]
+        del wire["templates"]["us-east-1/g"]["launched_from"]
     (pod,) = world.pods("big", 1, cpu="1", memory="30000Mi")
     world.state = json.loads(json.dumps(wire))
 
     result = world.plan(NOW + timedelta(hours=1))
 
     assert scale_up(result) == {"g": (0, 1, [pod])}  # the remembered 30Gi
-    assert "g" in result.state.templates
+    assert "us-east-1/g" in result.state.templates
 
 
 def test_a_resolved_default_version_is_what_the_group_launches_from() -> None:
@@ -419,14 +424,14 @@ def test_an_overrides_own_launch_template_is_what_its_type_launches_from() -> No
 def test_a_bad_launched_from_is_refused_naming_its_field(tmp_path: Path) -> None:
     first, _, _ = learned_at_version("7")
     wire = first.state.to_wire()
-    wire["templates"]["g"]["launched_from"] = "lt-0abc@$Latest"
+    wire["templates"]["us-east-1/g"]["launched_from"] = "lt-0abc@$Latest"
     path = tmp_path / "state.json"
     path.write_text(json.dumps(wire))
 
     with pytest.raises(InputError) as raised:
         load_state(path)
 
-    assert "templates.g.launched_from" in str(raised.value)
+    assert "templates.us-east-1/g.launched_from" in str(raised.value)
 
 
 def test_the_stored_snapshot_keeps_what_the_group_and_its_instances_launch_from() -> None:
@@ -493,10 +498,10 @@ def test_a_group_at_zero_keeps_the_taint_its_nodes_registered_with() -> None:
 
     second = at_zero.plan(NOW + timedelta(hours=1))
 
-    assert [t.model_dump() for t in first.state.templates["g"].taints] == [taint]
+    assert [t.model_dump() for t in first.state.templates["us-east-1/g"].taints] == [taint]
     assert scale_up(second) == {"g": (0, 1, [batch])}
     assert pending_codes(second)[web] == codes.NO_GROUP_FITS
-    assert json.loads(json.dumps(second.state.to_wire()))["templates"]["g"]["taints"] == [taint]
+    assert json.loads(json.dumps(second.state.to_wire()))["templates"]["us-east-1/g"]["taints"] == [taint]
 
 
 def test_a_group_at_zero_remembered_from_windows_nodes_keeps_their_os_and_any_spread_key() -> None:
@@ -519,5 +524,5 @@ def test_a_group_at_zero_remembered_from_windows_nodes_keeps_their_os_and_any_sp
 
     second = at_zero.plan(NOW + timedelta(minutes=20))
 
-    assert first.state.templates["g"].labels["kubernetes.io/os"] == "windows"
+    assert first.state.templates["us-east-1/g"].labels["kubernetes.io/os"] == "windows"
     assert scale_up(second) == {"g": (0, 1, [iis])}

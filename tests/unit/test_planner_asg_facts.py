@@ -90,7 +90,7 @@ def test_scale_down_stops_at_the_min_size_an_action_sets_within_the_idle_thresho
         " runs at 2026-11-03T07:00:00Z with MinSize 2"
     )
     assert [f.to_dict() for f in result.floors] == [
-        {"group": "web", "min_size": 2, "reason": held[0].reason.split(": ", 1)[1]}
+        {"group": "web", "region": "us-east-1", "min_size": 2, "reason": held[0].reason.split(": ", 1)[1]}
     ]
     assert result.to_dict()["floors"][0]["group"] == "web"
     # ... but not with a 4-minute threshold

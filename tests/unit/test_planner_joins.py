@@ -45,7 +45,7 @@ def test_an_instance_that_has_not_joined_yet_is_capacity_coming_and_its_timer_st
     assert {pending_codes(result)[p] for p in pods} == {codes.FITS_LAUNCHING}
     assert result.state.joining[iid].since == NOW
     assert result.unregistered == ()
-    assert "cpu" not in result.state.groups
+    assert "us-east-1/cpu" not in result.state.groups
 
 
 def test_within_max_node_provision_minutes_it_still_counts() -> None:
@@ -69,7 +69,7 @@ def test_overdue_instance_is_removed_its_group_backs_off_and_the_pods_go_elsewhe
     (entry,) = result.unregistered
     assert (entry.instance_id, entry.group, entry.region, entry.decrement) == (iid, "cpu", "us-east-1", True)
     assert "in 15m (" in entry.reason and "max_node_provision_minutes" in entry.reason
-    backoff = result.state.groups["cpu"]
+    backoff = result.state.groups["us-east-1/cpu"]
     assert backoff.backoff_until == later + timedelta(minutes=15)
     assert iid in backoff.reason
     # the pods no longer wait on it: the backed-off group is skipped, the other one launches
@@ -132,7 +132,7 @@ def test_with_terminate_suspended_an_overdue_instance_is_not_removed_but_no_long
     result = w.plan(NOW + timedelta(minutes=15))
 
     assert result.unregistered == ()
-    reason = result.state.groups["cpu"].reason
+    reason = result.state.groups["us-east-1/cpu"].reason
     assert iid in reason and "not removed: its Terminate process is suspended" in reason
     assert scale_up(result) == {"spare": (0, 1, sorted(pods))}
 
@@ -146,7 +146,7 @@ def test_an_instance_that_joins_is_forgotten() -> None:
 
     assert iid not in result.state.joining
     assert result.unregistered == ()
-    assert "cpu" not in result.state.groups
+    assert "us-east-1/cpu" not in result.state.groups
 
 
 def test_a_node_not_ready_long_after_it_joined_is_not_capacity_coming_but_is_left_alone() -> None:
@@ -162,7 +162,7 @@ def test_a_node_not_ready_long_after_it_joined_is_not_capacity_coming_but_is_lef
     assert soon.scale_up == ()
     assert {pending_codes(soon)[p] for p in pods} == {codes.FITS_LAUNCHING}
     assert scale_up(late) == {"cpu": (2, 3, sorted(pods))}
-    assert late.unregistered == () and "cpu" not in late.state.groups and late.drain == ()
+    assert late.unregistered == () and "us-east-1/cpu" not in late.state.groups and late.drain == ()
 
 
 def test_the_limit_is_a_setting() -> None:

@@ -223,7 +223,7 @@ def check_taints_and_selectors(w: World, result: Any, by_name: dict[str, Any]) -
         if placement.node in nodes:
             taints, labels = nodes[placement.node]
         else:
-            template = by_name[placement.group].template
+            template = by_name[placement.group.name].template
             taints, labels = {t[0] for t in template.taints}, dict(template.labels)
         spec = pods[placement.pod]
         tolerated = {t["key"] for t in spec.get("tolerations", [])}

@@ -20,9 +20,16 @@ def test_a_scale_up_records_the_desired_capacity_it_raises_to() -> None:
     w, _ = burst()
     result = w.plan()
     assert scale_up(result)["cpu-east"][:2] == (0, 3)
-    entry = result.state.raises["cpu-east"]
+    entry = result.state.raises["us-east-1/cpu-east"]
     assert (entry.to, entry.since) == (3, NOW)
-    assert result.state.to_wire()["raises"] == {"cpu-east": {"to": 3, "since": "2026-11-02T12:00:00Z"}}
+    assert result.state.to_wire()["raises"] == {
+        "us-east-1/cpu-east": {
+            "to": 3,
+            "since": "2026-11-02T12:00:00Z",
+            "group": "cpu-east",
+            "region": "us-east-1",
+        }
+    }
 
 
 def test_a_stale_snapshot_planned_after_the_raise_adds_nothing_again() -> None:
@@ -33,7 +40,7 @@ def test_a_stale_snapshot_planned_after_the_raise_adds_nothing_again() -> None:
 
     assert again.scale_up == ()
     assert {pending_codes(again)[p] for p in pods} == {"fits-launching"}
-    assert again.state.raises["cpu-east"].since == NOW  # still under way, from the first plan
+    assert again.state.raises["us-east-1/cpu-east"].since == NOW  # still under way, from the first plan
 
 
 def test_more_pods_since_then_add_only_their_own_nodes_on_top_of_the_raise() -> None:
@@ -44,7 +51,7 @@ def test_more_pods_since_then_add_only_their_own_nodes_on_top_of_the_raise() -> 
     again = w.plan(now=NOW + timedelta(seconds=40))
 
     assert scale_up(again)["cpu-east"][:2] == (3, 5)  # from the raised value: +2, not +5
-    assert again.state.raises["cpu-east"].to == 5
+    assert again.state.raises["us-east-1/cpu-east"].to == 5
 
 
 def test_the_entry_ends_when_a_snapshot_shows_the_raise() -> None:
@@ -54,7 +61,7 @@ def test_the_entry_ends_when_a_snapshot_shows_the_raise() -> None:
 
     again = w.plan(now=NOW + timedelta(seconds=40))
 
-    assert again.scale_up == () and "cpu-east" not in again.state.raises
+    assert again.scale_up == () and "us-east-1/cpu-east" not in again.state.raises
 
 
 def test_past_the_window_a_raise_that_never_showed_is_planned_again() -> None:
@@ -76,4 +83,4 @@ def test_a_backed_off_group_has_no_raise_under_way_and_its_pods_go_elsewhere() -
 
     again = w.plan(now=NOW + timedelta(seconds=40))
 
-    assert scale_up(again)["cpu-west"][:2] == (0, 3) and "cpu-east" not in again.state.raises
+    assert scale_up(again)["cpu-west"][:2] == (0, 3) and "us-east-1/cpu-east" not in again.state.raises

@@ -227,11 +227,11 @@ def test_backoff_from_state_is_honoured_and_expires() -> None:
     result = w.plan()
     assert set(scale_up(result)) == {"gpu-west"}
     assert "launch timed out" in result.scale_up[0].reason
-    assert "gpu-east" in result.state.groups
+    assert "us-east-1/gpu-east" in result.state.groups  # keyed by region from the state keyed by name
 
     after = w.plan(now=NOW + timedelta(minutes=11))
     assert set(scale_up(after)) == {"gpu-east"}
-    assert "gpu-east" not in after.state.groups
+    assert "us-east-1/gpu-east" not in after.state.groups
 
 
 def test_tainted_gpu_group_takes_only_pods_that_tolerate_it() -> None:

@@ -67,7 +67,7 @@ def test_a_plan_keeps_every_zone_it_fills_within_max_skew(
     placed = [0] * len(zones)
     for p in result.placements:
         assert p.pod in names and p.group is not None
-        placed[zone_of[p.group]] += 1
+        placed[zone_of[p.group.name]] += 1
     for i in range(len(zones)):
         final[i] += placed[i]
     # the domains once the plan's nodes join: zones with a node, and zones the plan opens one in

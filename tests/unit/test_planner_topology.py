@@ -1246,7 +1246,7 @@ def test_a_node_without_the_spreads_key_takes_no_spread_replica() -> None:
 
     result = w.plan()
 
-    assert [(p.pod, p.group) for p in result.placements] == [("default/web-0", "cpu-a")]
+    assert [(p.pod, p.group and p.group.name) for p in result.placements] == [("default/web-0", "cpu-a")]
 
 
 def test_two_pending_kinds_of_one_spread_share_its_skew() -> None:
@@ -1471,7 +1471,10 @@ def test_a_kind_bound_to_other_nodes_does_not_count_for_the_spread_of_another() 
 
     result = w.plan()
 
-    assert {p.pod: p.group for p in result.placements} == {"default/web-x": "x-b", "default/web-y": "y-b"}
+    assert {p.pod: p.group and p.group.name for p in result.placements} == {
+        "default/web-x": "x-b",
+        "default/web-y": "y-b",
+    }
     assert scale_up(result) == {"y-b": (1, 2, ["default/web-y"])}
 
 

@@ -291,7 +291,7 @@ def test_a_backed_off_group_sends_the_burst_to_the_secondary_region() -> None:
     assert outcome.summary.overflow_nodes == 3 and outcome.state_version == 5
     assert "gpu-east backed off until" in rig.ledger.plans[ref.key].plan["scale_up"][0]["reason"]
     # The back-off is still running, so the committed state carries it on.
-    assert "gpu-east" in rig.ledger.stored.state.groups
+    assert "us-east-1/gpu-east" in rig.ledger.stored.state.groups
 
 
 def test_idle_nodes_are_drained_through_the_scale_down_execution() -> None:
@@ -1163,7 +1163,7 @@ def test_an_overflow_replan_commits_its_raise_with_its_record_and_the_plan_it_co
     scale.next_round(event)
 
     stored = rig.ledger.stored
-    assert stored.version == 2 and stored.state.raises["gpu-west"].to == 3
+    assert stored.version == 2 and stored.state.raises["us-west-2/gpu-west"].to == 3
     assert (stored.snapshot_key, stored.plan_id) == (ref.key, plan.plan_id)
     replan = rig.ledger.plans[f"{ref.key}#replan-2"]
     assert replan.kind == "replan" and replan.state_version == 2
@@ -1243,7 +1243,7 @@ def test_an_overflow_replan_maps_over_a_rounds_groups_at_most_and_records_only_t
 
     kept = [g["group"] for g in out["groups"]]
     assert len(kept) == MAX_SCALE_UP_GROUPS and not out["done"]
-    assert set(rig.ledger.stored.state.raises) == set(kept)
+    assert set(rig.ledger.stored.state.raises) == {f"{g['region']}/{g['group']}" for g in out["groups"]}
     later = rig.snapshots.add(snapshot_of(w, NOW + timedelta(seconds=40)))
     rig.run(later, now=NOW + timedelta(seconds=45))
     [up] = [r for r in rig.executions.requests if r.kind == "scale_up"]
@@ -1536,7 +1536,7 @@ def test_an_overflow_replans_raise_leaves_out_the_gang_it_leaves_to_the_next_pla
     out = scale.next_round(event)
 
     assert [(g["group"], g["from"], g["to"]) for g in out["groups"]] == [("cpu-west", 0, 1)]  # the loose pod
-    assert rig.ledger.stored.state.raises["cpu-west"].to == 1
+    assert rig.ledger.stored.state.raises["us-west-2/cpu-west"].to == 1
     later = rig.snapshots.add(snapshot_of(w, NOW + timedelta(seconds=40)))  # cpu-west still at 0
     outcome = rig.run(later, now=NOW + timedelta(seconds=45))
     # 3 pods, 1 node launching: 2 more, the gang's launched atomically (none waits on a node not coming)
@@ -1554,19 +1554,19 @@ def test_execution_raises_leave_out_atomic_gangs_and_a_group_left_with_none_keep
 
     now, earlier = NOW + timedelta(seconds=30), NOW - timedelta(minutes=1)
     raises = {
-        name: RaiseState(to=to, since=now)
+        f"us-west-2/{name}": RaiseState(to=to, since=now, group=name, region="us-west-2")
         for name, to in (("off", 5), ("mixed", 4), ("gangs", 3), ("new", 2))
     }
     plan = ScalingPlan(scale_up=(up("off", 0, 5, 2), up("mixed", 1, 4, 2), up("gangs", 1, 3, 2), up("new", 0, 2, 2)),
                        state=State(raises=raises))  # fmt: skip
     groups = [group("off", "off"), group("mixed", "fleet"), group("gangs", "rollback"), group("new", "fleet")]
 
-    out = execution_raises(plan, groups, {"gangs": RaiseState(to=1, since=earlier)})
+    out = execution_raises(plan, groups, {"us-west-2/gangs": RaiseState(to=1, since=earlier)})
 
-    assert out == {
-        "off": RaiseState(to=5, since=now),  # its gangs go in its scale-up
-        "mixed": RaiseState(to=2, since=now),  # 1 + its scale-up's 1
-        "gangs": RaiseState(to=1, since=earlier),  # nothing of this plan's: the earlier plan's raise
+    assert {key: (r.to, r.since) for key, r in out.items()} == {
+        "us-west-2/off": (5, now),  # its gangs go in its scale-up
+        "us-west-2/mixed": (2, now),  # 1 + its scale-up's 1
+        "us-west-2/gangs": (1, earlier),  # nothing of this plan's: the earlier plan's raise
     }  # and "new", only a gang's, has none
 
 

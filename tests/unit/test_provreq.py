@@ -1326,7 +1326,7 @@ def eight_groups_counting_trials(
     real = scaleup.GangPlacement._try
 
     def counted(self: scaleup.GangPlacement) -> tuple[str, str] | None:
-        trials.append(self.stage.group)
+        trials.append(self.stage.group.name if self.stage.group is not None else None)
         return real(self)
 
     monkeypatch.setattr(scaleup.GangPlacement, "_try", counted)

@@ -60,4 +60,6 @@ def test_a_refused_raise_is_no_capacity_launching_for_the_replan() -> None:
                             "round": 1, "max_rounds": 3, "rounds": [], "results": [refused]})  # fmt: skip
     grown = [(g["group"], g.get("from"), g.get("to")) for g in out["groups"] if g.get("grow", True)]
     assert grown == [("cpu", 2, 3)], out
-    assert ledger.stored.state.raises["cpu"].to == 3  # the refused 2 no longer count; the re-plan's 1 does
+    assert (
+        ledger.stored.state.raises["us-east-1/cpu"].to == 3
+    )  # the refused 2 no longer count; the re-plan's 1 does

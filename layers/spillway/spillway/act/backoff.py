@@ -3,7 +3,7 @@
 One mechanism for every path that learns a pool (a capacity type of an instance type in a zone) has no
 capacity: a scale-up's ``backoff`` (:mod:`spillway.act.scale`), a gang's give-back
 (:mod:`spillway.act.gang`) and a Spot interruption (:mod:`spillway.act.interrupt`) write the same
-items, ``backoff#<group>`` and
+items, ``backoff#<region>/<group>`` (naming its group and region) and
 ``backoff#pool#<capacity type>/<zone>/<instance type>`` (:data:`~spillway.model.state.POOL_PREFIX`,
 :func:`~spillway.model.state.pool_key`), which the plans read back as ``State.groups`` and
 ``State.pools``: every group that may launch from a backed-off pool weighs it, not only the one that
@@ -130,7 +130,8 @@ def back_off(
     now: datetime | None = None,
 ) -> list[str]:
     """Back ``group`` off (none when None) and each of ``pools`` until ``until``, for ``reason``, in the
-    state table; the items' names (``<group>``, ``pool#<capacity type>/<zone>/<instance type>``). The
+    state table (the group's in ``region``); the items' names (``<group>``, ``pool#<capacity type>/<zone>/
+    <instance type>``). The
     pools' ``nodes``: how many nodes EC2 refused at once (a gang's instant fleet: its size; 1, EC2 had
     none: a group's failed launch, a Spot interruption); the group's own back-off has none. A stronger
     or later back-off already stored is kept, but for one over by ``now``

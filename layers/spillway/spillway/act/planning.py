@@ -75,6 +75,7 @@ from spillway.model.act import (
     parse_key,
 )
 from spillway.model.cluster import ClusterSnapshot
+from spillway.model.groupkey import GroupKey
 from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
@@ -175,14 +176,14 @@ def tenant_summary(
     and CPU cores, from the group's template node) and its pods held by a limit, per limit code.
 
     Only tenants that appear in the plan: metrics with a ``Tenant`` dimension stay few."""
-    templates = {g.name: g.template for g in groups}
+    templates = {g.key: g.template for g in groups}
     out: dict[str, dict[str, Any]] = {}
 
     def entry(tenant: str) -> dict[str, Any]:
         return out.setdefault(tenant, {"nodes": 0, "gpus": 0, "cpu": 0.0, "held": {}})
 
     for s in plan.scale_up:
-        template = templates.get(s.group)
+        template = templates.get(s.key)
         room = template.allocatable if template is not None else {}
         for tenant, nodes in s.tenants:
             e = entry(tenant)
@@ -208,31 +209,31 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
     The nodes of gangs launched atomically (:func:`atomic_gangs`) are not in ``to``: their gang-launch
     executions add them. A group left with nothing to grow or uncordon has no entry.
     """
-    by_name = {g.name: g for g in groups}
-    items: dict[str, dict[str, Any]] = {}
+    by_key = {g.key: g for g in groups}
+    items: dict[GroupKey, dict[str, Any]] = {}
     for s in plan.scale_up:
-        atomic = sum(g.nodes for g in atomic_gangs(s, by_name.get(s.group)))
+        atomic = sum(g.nodes for g in atomic_gangs(s, by_key.get(s.key)))
         ordinary = s.to_size - s.from_size - atomic
         if ordinary <= 0:
             continue
-        items[s.group] = {
+        items[s.key] = {
             "group": s.group,
             "region": s.region,
             "from": s.from_size,
             "to": s.from_size + ordinary,
             "grow": True,
             "new_nodes": ordinary,
-            "pods": len(s.pods) - sum(len(g.pods) for g in atomic_gangs(s, by_name.get(s.group))),
+            "pods": len(s.pods) - sum(len(g.pods) for g in atomic_gangs(s, by_key.get(s.key))),
             "uncordon": [],
             "reasons": {},
         }
     for u in plan.uncordon:
-        entry = items.get(u.group)
+        entry = items.get(u.key)
         if entry is None:
-            group = by_name.get(u.group)
+            group = by_key.get(u.key)
             if group is None:
                 continue  # the planner only uncordons nodes of known groups
-            entry = items[u.group] = {
+            entry = items[u.key] = {
                 "group": group.name,
                 "region": group.region,
                 "from": group.desired,
@@ -247,7 +248,7 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
         entry["reasons"][u.node] = u.reason
         if u.cordon is not None:  # only then: a scale function older than the key refuses it
             entry.setdefault("cordons", {})[u.node] = u.cordon
-    return [items[name] for name in items]
+    return list(items.values())
 
 
 def atomic_gangs(scale_up: ScaleUp, group: NodeGroup | None) -> tuple[GangLaunch, ...]:
@@ -262,19 +263,21 @@ def execution_raises(
 ) -> dict[str, RaiseState]:
     """The plan's raises (``State.raises``) when only its scale-up execution acts on it, as an overflow
     re-plan does (it starts no gang launch): a group's raise leaves out the nodes of the gangs it would
-    launch atomically, and a group left with none keeps the raise it had ``before``, if any."""
-    by_name = {g.name: g for g in groups}
+    launch atomically, and a group left with none keeps the raise it had ``before``, if any (both by
+    :attr:`GroupKey.stored <spillway.model.groupkey.GroupKey.stored>`)."""
+    by_key = {g.key: g for g in groups}
     raises = dict(plan.state.raises)
     for s in plan.scale_up:
-        atomic = sum(g.nodes for g in atomic_gangs(s, by_name.get(s.group)))
+        atomic = sum(g.nodes for g in atomic_gangs(s, by_key.get(s.key)))
         if not atomic:
             continue
+        key = s.key.stored
         if s.to_size - atomic > s.from_size:
-            raises[s.group] = RaiseState(to=s.to_size - atomic, since=raises[s.group].since)
-        elif s.group in before:
-            raises[s.group] = before[s.group]
+            raises[key] = raises[key].model_copy(update={"to": s.to_size - atomic})
+        elif key in before:
+            raises[key] = before[key]
         else:
-            raises.pop(s.group, None)
+            raises.pop(key, None)
     return dict(sorted(raises.items()))
 
 
@@ -283,10 +286,10 @@ def gang_requests(
 ) -> list[ExecutionRequest]:
     """One gang-launch execution per gang the plan launches atomically; :class:`ConfigurationError`
     naming ``GANG_LAUNCH_STATE_MACHINE_ARN`` when there are some and no state machine is configured."""
-    by_name = {g.name: g for g in groups}
+    by_key = {g.key: g for g in groups}
     out: list[ExecutionRequest] = []
     for s in plan.scale_up:
-        group = by_name.get(s.group)
+        group = by_key.get(s.key)
         for gang in atomic_gangs(s, group):
             assert group is not None
             if not settings.gang_launch_arn:

@@ -89,6 +89,7 @@ from spillway.errors import (
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
 from spillway.model.aws import AutoScalingGroup
+from spillway.model.groupkey import GroupKey
 from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.k8s import BACKOFF_GIVE_BACK
 from spillway.model.launcherror import names_settings
@@ -104,10 +105,11 @@ from spillway.model.nodegroup import (
 )
 from spillway.model.scale import STEP_INPUTS
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import RaiseState, State
+from spillway.model.state import RaiseState, State, keyed_by_region
 from spillway.model.stepinput import step_input
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
+from spillway.planner.context import first_regions
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger, Snapshots
 
 log = logging.getLogger(__name__)
@@ -401,7 +403,9 @@ class ScaleSteps:
         # the zone ids observe read from EC2 (an account's never change), which a live read does not give
         live = with_zone_ids(live, zone_ids_of(snapshot.groups))
         stored = self.ledger.load(cluster, now)
-        stored = dataclasses.replace(stored, state=without_refused(stored.state, results, live))
+        # entries a build that keyed groups by name stored, under their groups' keys as the plan reads them
+        state = keyed_by_region(stored.state, first_regions(self.settings.planner, live))
+        stored = dataclasses.replace(stored, state=without_refused(state, results, live))
         result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))
         summary = summarize(result, self.settings.primary_region)
@@ -527,8 +531,10 @@ def _replan_record(
 
 def _round_groups(groups: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[str]]:
     """The groups a round maps over (at most :data:`~spillway.model.history.MAX_SCALE_UP_GROUPS`: their
-    checks share the execution's history) and the names of those left to the next plan."""
-    return groups[:MAX_SCALE_UP_GROUPS], {str(g["group"]) for g in groups[MAX_SCALE_UP_GROUPS:]}
+    checks share the execution's history) and the keys (:attr:`GroupKey.stored`) of those left to the
+    next plan."""
+    left = groups[MAX_SCALE_UP_GROUPS:]
+    return groups[:MAX_SCALE_UP_GROUPS], {GroupKey(str(g["region"]), str(g["group"])).stored for g in left}
 
 
 def without_refused(state: State, results: Sequence[Mapping[str, Any]], live: Sequence[NodeGroup]) -> State:
@@ -538,17 +544,18 @@ def without_refused(state: State, results: Sequence[Mapping[str, Any]], live: Se
     was, the re-plan (and the plans after it, for ``scale_up_claim_minutes``) took the refused nodes for
     capacity launching and placed pods on them. A later plan's raise built on the entry keeps its own
     nodes."""
-    desired = {g.name: g.desired for g in live}
+    desired = {g.key.stored: g.desired for g in live}
     raises = dict(state.raises)
     for result in results:
-        name, count = str(result.get("group")), int(result.get("new_nodes") or 0)
-        entry = raises.get(name)
+        key = GroupKey(str(result.get("region")), str(result.get("group"))).stored
+        count = int(result.get("new_nodes") or 0)
+        entry = raises.get(key)
         if result.get("outcome") != "refused" or count <= 0 or entry is None:
             continue
-        if entry.to - count <= desired.get(name, 0):
-            del raises[name]
+        if entry.to - count <= desired.get(key, 0):
+            del raises[key]
         else:
-            raises[name] = RaiseState(to=entry.to - count, since=entry.since)
+            raises[key] = entry.model_copy(update={"to": entry.to - count})
     return state if raises == state.raises else state.model_copy(update={"raises": raises})
 
 

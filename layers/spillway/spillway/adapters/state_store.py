@@ -8,8 +8,10 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                                                  executions_z (zlib) instead: one item is at most 400 KB,
                                                  and one still over it compressed is refused before the
                                                  write (StateTooLarge, naming its size and biggest parts)
-    group back-off    item = "backoff#<group>"   backoff_until (ISO, UTC, Z), reason, region,
-                                                 expires_at (N, epoch seconds: the table's TTL)
+    group back-off    item = "backoff#<region>/<group>"   group, region, backoff_until (ISO, UTC, Z),
+                                                 reason, expires_at (N, epoch seconds: the table's
+                                                 TTL); an item "backoff#<group>" without ``group``
+                                                 was written keyed by name alone (below)
     pool back-off     item = "backoff#pool#<capacity type>/<zone>/<type>"   the same attributes (a Spot
                                                  interruption backs off the spot pool, a launch failed
                                                  for capacity the pool that had none), and nodes (N,
@@ -40,6 +42,11 @@ can resume (start the same, deterministically named, executions again) instead o
 never races the planner's version. Each expires (TTL) when its window ends. :meth:`load` merges them
 into ``State.groups`` (the later ``backoff_until`` wins), or ``State.pools`` for a ``pool#`` name (an
 older key without a capacity type is the spot pool: :func:`~spillway.model.state.normalize_pool_key`).
+A group's item is keyed by its region and name (an Auto Scaling group's name is unique only in its
+region); builds before wrote ``backoff#<group>`` with no ``group`` attribute, which is merged keyed by
+name alone, for the plan to read as the group of that name in the first region that has one
+(:func:`~spillway.model.state.keyed_by_region`), the one those builds planned. Such a build reading a
+new item takes ``<region>/<group>`` for a group name no group has: it ignores it.
 Two back-offs of one pool, in the item (:meth:`StateStore.put_backoff`'s condition) as in the merge,
 keep the stronger evidence while it lasts (fewer ``nodes``), else the later
 (:func:`~spillway.model.state.stronger_backoff`). A reader that predates pools merges those as a group
@@ -88,6 +95,7 @@ from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanStore
 from spillway.errors import AwsThrottled, StateConflict, StateCorrupt, StateTooLarge
 from spillway.model.act import PlanRecord, StoredState, iso
+from spillway.model.groupkey import GroupKey
 from spillway.model.state import (
     POOL_PREFIX,
     GroupState,
@@ -116,7 +124,7 @@ TRANSACTION_CONFLICT = "TransactionConflict"
 TRANSACTION_THROTTLED = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 # what a back-off item holds (put_backoff); another attribute is a newer build's, ignored
 BACKOFF_ATTRIBUTES = frozenset(
-    {"cluster", "item", "backoff_until", "reason", "region", "expires_at", "nodes"}
+    {"cluster", "item", "group", "backoff_until", "reason", "region", "expires_at", "nodes"}
 )
 
 
@@ -126,10 +134,10 @@ def _parse(value: str) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    group: str
+    group: str  # a group's name, or ``pool#`` and a pool's key
     until: datetime
     reason: str
-    region: str = ""
+    region: str = ""  # a group's; "" for an item keyed by the group's name alone (an older build's)
     nodes: int = 1  # a pool's: how many nodes EC2 refused at once (PoolState.nodes)
 
 
@@ -157,8 +165,14 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff], now: datetime | No
         if into is pools:
             new = PoolState(backoff_until=until, reason=b.reason, nodes=b.nodes)
             pools[name] = new if current is None else stronger_backoff(pools[name], new, now)
-        elif current is None or _aware(current.backoff_until) < until:
-            groups[name] = GroupState(backoff_until=until, reason=b.reason)
+            continue
+        if b.region:  # keyed by region and name; else by name alone, which the plan maps to a region
+            name = GroupKey(b.region, b.group).stored
+            current = groups.get(name)
+        if current is None or _aware(current.backoff_until) < until:
+            groups[name] = GroupState(
+                backoff_until=until, reason=b.reason, group=b.group if b.region else "", region=b.region
+            )
     # model_copy keeps every other part of the state (the pod-event ledger) as it was stored
     return state.model_copy(
         update={
@@ -363,9 +377,11 @@ class StateStore:
         prefers fewer nodes whatever their expiry, would let it replace a gang's live back-off)."""
         if now is not None and _aware(until) <= _aware(now):
             return False
+        pool = group.startswith(POOL_PREFIX)
         item = {
             "cluster": {"S": cluster},
-            "item": {"S": BACKOFF_PREFIX + group},
+            "item": {"S": BACKOFF_PREFIX + (group if pool else GroupKey(region, group).stored)},
+            **({} if pool else {"group": {"S": group}}),
             "backoff_until": {"S": iso(until)},
             "reason": {"S": reason[:1000]},
             "region": {"S": region},
@@ -585,11 +601,18 @@ def _backoff_condition(until: datetime, nodes: int, now: datetime | None) -> dic
 
 
 def _backoff(item: Mapping[str, Any]) -> Backoff:
+    """A back-off item read: a group's names its group and region; one without ``group`` (a pool's, or
+    a group's written keyed by name alone) is named by its key, and a group's has no region then."""
+    key = item["item"]["S"].removeprefix(BACKOFF_PREFIX)
+    named = item.get("group", {}).get("S")
+    region = item.get("region", {}).get("S", "")
+    if named is None and not key.startswith(POOL_PREFIX):
+        region = ""  # keyed by name alone: the plan reads it as the first region's group of the name
     return Backoff(
-        group=item["item"]["S"].removeprefix(BACKOFF_PREFIX),
+        group=named if named is not None else key,
         until=_parse(item["backoff_until"]["S"]),
         reason=item.get("reason", {}).get("S", ""),
-        region=item.get("region", {}).get("S", ""),
+        region=region,
         nodes=_nodes(item),
     )
 

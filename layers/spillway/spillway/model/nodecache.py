@@ -62,21 +62,22 @@ def remember(
     now: datetime,
     keep_minutes: float,
 ) -> dict[str, LearnedTemplate]:
-    """The memory after this plan: for each of ``groups`` (every group that exists, by name), what the
-    node that stands for its template now reports, else its entry in ``memory`` while usable."""
+    """The memory after this plan: for each of ``groups`` (every group that exists, by
+    :attr:`GroupKey.stored <spillway.model.groupkey.GroupKey.stored>`), what the node that stands for
+    its template now reports, else its entry in ``memory`` while usable."""
     if keep_minutes <= 0:
         return {}
     nodes = list(nodes)
     by_name = {node.name: node for node in nodes}
     by_instance = {node.instance_id: node for node in nodes if node.instance_id}
     out: dict[str, LearnedTemplate] = {}
-    for group in sorted(groups, key=lambda g: g.name):
+    for group in sorted(groups, key=lambda g: g.key):
         entry = learn(group, by_name, by_instance, now)
         if entry is None:
-            old = memory.get(group.name)
+            old = memory.get(group.key.stored)
             entry = old if old is not None and usable(old, group, now, keep_minutes) else None
         if entry is not None:
-            out[group.name] = entry
+            out[group.key.stored] = entry
     return out
 
 
@@ -95,6 +96,7 @@ def learn(
     sources = dict(group.instance_sources)
     return LearnedTemplate(
         region=group.region,
+        group=group.name,
         instance_type=group.instance_type,
         instance_types=group.instance_types,
         node=node.name,
@@ -158,7 +160,7 @@ def recall(
 ) -> list[NodeGroup]:
     """``groups`` in their order, each with no node standing for its template now but a usable entry in
     ``memory`` with its template shaped by that entry (see the module docstring); the others as they are."""
-    return [_recall(group, memory.get(group.name), now, keep_minutes) for group in groups]
+    return [_recall(group, memory.get(group.key.stored), now, keep_minutes) for group in groups]
 
 
 def _recall(group: NodeGroup, entry: LearnedTemplate | None, now: datetime, keep_minutes: float) -> NodeGroup:

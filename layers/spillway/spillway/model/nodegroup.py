@@ -25,6 +25,7 @@ from spillway.model.aws import (
     WarmPool,
 )
 from spillway.model.cluster import TaintT, format_time, parse_time
+from spillway.model.groupkey import GroupKey
 from spillway.model.launcherror import LaunchErrorKind, launch_error_kind
 from spillway.model.options import Options, parse_options
 from spillway.model.quantity import to_milli
@@ -213,6 +214,11 @@ class NodeGroup:
     # observe: with_zone_ids), by zone name; empty when EC2 was not asked or did not answer. A zone's name
     # maps to another id in each account, so only EC2 (or a node in the zone) says which id it is
     zone_ids: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def key(self) -> GroupKey:
+        """The group's identity: (region, name) (:mod:`spillway.model.groupkey`)."""
+        return GroupKey(self.region, self.name)
 
     def zone_id(self, zone: str) -> str | None:
         """The id EC2 gave the group's ``zone`` (``use1-az4``), or None when it gave none."""

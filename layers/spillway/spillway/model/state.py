@@ -1,19 +1,28 @@
 """The planner's memory between ticks: when each node went idle, which groups are backed off, and
 which pod Events the plan function posted last (the act layer's event ledger, not the planner's).
 
+A group is keyed by its region and name (:class:`~spillway.model.groupkey.GroupKey`: an Auto Scaling
+group's name is unique only in its region), and its entries in ``groups``, ``raises`` and ``templates``
+name it. Builds before keyed them by name alone, naming no ``group``: :func:`keyed_by_region` reads
+such an entry as the group of its name in the first region of ``regions`` that has one (the only one
+those builds planned), and a ``gangs`` entry without a region the same way.
+
 Wire form (state file and state table item)::
 
     {"nodes": {"<node>": {"idle_since": ISO, "draining_since": ISO (optional)}},
-     "groups": {"<asg>": {"backoff_until": ISO, "reason": "..."}},
+     "groups": {"<region>/<asg>": {"group": "<asg>", "region": "...", "backoff_until": ISO,
+                                   "reason": "..."}},
      "events": {"<ns>/<pod>": {"fingerprint": "...", "posted_at": ISO}},     (only when not empty)
      "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}},
                                                                               (only when not empty)
-     "raises": {"<asg>": {"to": N, "since": ISO}},                         (only when not empty)
+     "raises": {"<region>/<asg>": {"group": "<asg>", "region": "...", "to": N, "since": ISO}},
+                                                                              (only when not empty)
      "pools": {"<capacity type>/<zone>/<instance type>": {"backoff_until": ISO, "reason": "...",
                                                           "nodes": N (only when over 1)}},
                                                                               (only when not empty)
      "bookings": {"<ns>/<request>": {"uid": "...", "nodes": ["<node>", ...]}},  (only when not empty)
-     "templates": {"<asg>": {"region": "...", "instance_type": "...", "instance_types": [...],
+     "templates": {"<region>/<asg>": {"region": "...", "group": "<asg>", "instance_type": "...",
+                             "instance_types": [...],
                              "node": "<node>", "learned_at": ISO, "allocatable": {...},
                              "capacity": {...}, "labels": {...},
                              "launched_from": "lt-0abc@7"}}}                  (only when not empty)
@@ -75,9 +84,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from spillway.model.groupkey import GroupKey
 
 
 class NodeState(BaseModel):
@@ -88,13 +99,22 @@ class NodeState(BaseModel):
     draining_since: datetime | None = None
 
 
-class GroupState(BaseModel):
+class BackoffState(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     backoff_until: datetime
     reason: str = ""
 
 
-class PoolState(GroupState):
+class GroupState(BackoffState):
+    """A group's back-off. ``group`` and ``region`` name the group (its key is
+    ``GroupKey(region, group).stored``); an entry without ``group`` was written keyed by name alone
+    (:func:`keyed_by_region`)."""
+
+    group: str = ""
+    region: str = ""
+
+
+class PoolState(BackoffState):
     """A pool's back-off: until when, why, and how many nodes EC2 refused at once (``nodes``). A gang's
     instant fleet asks for all its nodes or none (MinTargetCapacity): its refusal says EC2 had not that
     many at once, so it holds back only launches of as many nodes or more, all at once (gangs); 1, the
@@ -172,6 +192,11 @@ class GangState(BaseModel):
     since: datetime
     minimum_only: bool = False
 
+    @property
+    def key(self) -> GroupKey:
+        """The group's key (``region`` is "" only in an entry older than regions: :func:`keyed_by_region`)."""
+        return GroupKey(self.region, self.group)
+
 
 class RaiseState(BaseModel):
     """A plan raised this group's desired capacity to ``to`` at ``since``."""
@@ -179,6 +204,8 @@ class RaiseState(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     to: int = Field(ge=0)
     since: datetime
+    group: str = ""  # the group's name and region; "" for an entry keyed by name alone (keyed_by_region)
+    region: str = ""
 
 
 class Since(BaseModel):
@@ -231,6 +258,7 @@ class LearnedTemplate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     region: str = ""
+    group: str = ""  # the group's name; "" for an entry keyed by name alone (keyed_by_region)
     instance_type: str = Field(min_length=1)
     instance_types: tuple[str, ...] = ()  # a mixed group's overrides, else empty
     node: str = Field(min_length=1)
@@ -290,11 +318,17 @@ class State(BaseModel):
         def iso(value: datetime) -> str:
             return value.isoformat().replace("+00:00", "Z")
 
-        def group(v: GroupState) -> dict[str, Any]:
+        def backoff(v: BackoffState) -> dict[str, Any]:
             return {"backoff_until": iso(v.backoff_until), "reason": v.reason}
 
+        def group(v: GroupState) -> dict[str, Any]:
+            return backoff(v) | named(v)
+
         def pool(v: PoolState) -> dict[str, Any]:  # ``nodes`` only when it says more than "none"
-            return group(v) | ({"nodes": v.nodes} if v.nodes > 1 else {})
+            return backoff(v) | ({"nodes": v.nodes} if v.nodes > 1 else {})
+
+        def raised(v: RaiseState) -> dict[str, Any]:
+            return {"to": v.to, "since": iso(v.since)} | named(v)
 
         def gang(v: GangState) -> dict[str, Any]:
             out = {"group": v.group, "region": v.region, "count": v.count, "since": iso(v.since)}
@@ -316,7 +350,7 @@ class State(BaseModel):
             "underutilized": (self.underutilized, lambda v: {"since": iso(v.since)}),
             "joining": (self.joining, lambda v: {"since": iso(v.since)}),
             "shrunk": (self.shrunk, lambda v: {"workers": v.workers, "since": iso(v.since)}),
-            "raises": (self.raises, lambda v: {"to": v.to, "since": iso(v.since)}),
+            "raises": (self.raises, raised),
             "bookings": (self.bookings, lambda v: {"uid": v.uid, "nodes": list(v.nodes)}),
             "templates": (self.templates, lambda v: learned(v, iso(v.learned_at))),
         }
@@ -326,10 +360,16 @@ class State(BaseModel):
         return wire
 
 
+def named(entry: GroupState | RaiseState) -> dict[str, Any]:
+    """The group an entry is of, when it names one (an entry keyed by name alone names none)."""
+    return {"group": entry.group, "region": entry.region} if entry.group else {}
+
+
 def learned(entry: LearnedTemplate, learned_at: str) -> dict[str, Any]:
     """A ``templates`` entry's wire form: keys sorted, empty optional parts left out."""
     out: dict[str, Any] = {
         "region": entry.region,
+        **({"group": entry.group} if entry.group else {}),
         "instance_type": entry.instance_type,
         "node": entry.node,
         "learned_at": learned_at,
@@ -346,3 +386,50 @@ def learned(entry: LearnedTemplate, learned_at: str) -> dict[str, Any]:
     if entry.launched_from:
         out["launched_from"] = entry.launched_from
     return out
+
+
+_Keyed = TypeVar("_Keyed", GroupState, RaiseState, LearnedTemplate)
+
+
+def keyed_by_region(state: State, first_region: Mapping[str, str]) -> State:
+    """``state`` with every entry of ``groups``, ``raises`` and ``templates`` under its group's key
+    (:attr:`GroupKey.stored <spillway.model.groupkey.GroupKey.stored>`) and naming its group. Builds
+    before groups were keyed by region wrote these keyed by name alone, with no ``group``: such an entry
+    is of the group of that name in the first region of ``regions`` that has one (``first_region``:
+    name -> that region), the only group of the name those builds planned (they refused the others); a
+    template entry is of the group of its name in the region it names (its node was there, and only a
+    group there could use it). An entry whose name no group has now is left as it was (a later plan
+    finds its group, or it expires). Where two entries meet on one group the later back-off wins, else
+    the entry that was keyed already."""
+
+    def rekey(entries: Mapping[str, _Keyed], wins: Callable[[_Keyed, _Keyed], bool]) -> dict[str, _Keyed]:
+        out: dict[str, _Keyed] = {}
+        for key, entry in sorted(entries.items(), key=lambda item: not item[1].group):  # keyed ones first
+            if not entry.group:
+                region = (entry.region if isinstance(entry, LearnedTemplate) else "") or first_region.get(key)
+                if region is None:
+                    out.setdefault(key, entry)
+                    continue
+                entry = entry.model_copy(update={"group": key, "region": region})
+                key = GroupKey(region, key).stored
+            if key not in out or wins(entry, out[key]):
+                out[key] = entry
+        return dict(sorted(out.items()))
+
+    def later(new: GroupState, old: GroupState) -> bool:
+        return _aware(new.backoff_until) > _aware(old.backoff_until)
+
+    gangs = {  # an entry from before gangs named their region: of the group the plan then launched in
+        gang: entry.model_copy(update={"region": first_region[entry.group]})
+        if not entry.region and entry.group in first_region
+        else entry
+        for gang, entry in state.gangs.items()
+    }
+    return state.model_copy(
+        update={
+            "gangs": gangs,
+            "groups": rekey(state.groups, later),
+            "raises": rekey(state.raises, lambda new, old: False),
+            "templates": rekey(state.templates, lambda new, old: False),
+        }
+    )

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 
 from spillway.config import UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import ClusterSnapshot, PodInfo
+from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.resources import NVIDIA_GPU, dominant_share, fit_count, subtract
 from spillway.model.state import Since
@@ -75,7 +76,7 @@ OFF = "off"
 Verdict = tuple[str, str] | None
 # a fit of a candidate's pods: the launching capacity left, the nodes they went to, the plan's placements,
 # the elastic workers re-placed (the others are given up)
-Trial = tuple[dict[str, list[Bin]], set[str], Planned, set[str]]
+Trial = tuple[dict[GroupKey, list[Bin]], set[str], Planned, set[str]]
 
 
 def mode(ctx: Context, group: NodeGroup | None) -> str:
@@ -102,22 +103,23 @@ class Budgets:
     (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go, BuildDisruptionBudgetMapping).
     Nodes being deleted and nodes NotReady after being Ready stay in the base, as there."""
 
-    def __init__(self, ctx: Context, draining_now: Mapping[str, int]) -> None:
+    def __init__(self, ctx: Context, draining_now: Mapping[GroupKey, int]) -> None:
         self.active = [b for b in ctx.config.disruption_budgets if b.active_at(ctx.now)]
-        self.nodes: dict[str, int] = {}
+        self.nodes: dict[GroupKey, int] = {}
         for node in ctx.nodes.values():
             if node.group is None or node.starting is not None or registering(node.info, ctx.config, ctx.now):
                 continue
-            self.nodes[node.group.name] = self.nodes.get(node.group.name, 0) + 1
+            self.nodes[node.group.key] = self.nodes.get(node.group.key, 0) + 1
         self.draining_now = draining_now
-        self.out: dict[str, set[str]] = {}  # group -> its nodes out of service, not being drained
+        self.out: dict[GroupKey, set[str]] = {}  # group -> its nodes out of service, not being drained
 
-    def refusal(self, group: str, taken: int, reason: BudgetReason, node: str) -> Verdict:
+    def refusal(self, group: GroupKey, taken: int, reason: BudgetReason, node: str) -> Verdict:
         """Why one more drain in ``group`` (a disruption of ``reason``, of ``node``) is refused (``taken``:
         this plan's drains there, of any reason, as Karpenter counts every node being disrupted), or
         None."""
         size = self.nodes.get(group, 0)
-        binding = [(b.allowed(size), b.nodes) for b in self.active if b.applies_to(group, reason)]
+        # a budget names groups by name, in any region (DisruptionBudget.groups); each group counts its own
+        binding = [(b.allowed(size), b.nodes) for b in self.active if b.applies_to(group.name, reason)]
         if not binding:
             return None
         allowed, nodes = min(binding)
@@ -128,7 +130,7 @@ class Budgets:
         also = f" or out of service ({out} NotReady or being deleted)" if out else ""
         return (
             codes.DISRUPTION_BUDGET,
-            f"disruption budget nodes {nodes} allows {allowed} of group {group}'s {size} node(s) at once; "
+            f"disruption budget nodes {nodes} allows {allowed} of group {group.name}'s {size} node(s) at once; "
             f"{busy} already being drained{also}",
         )
 
@@ -258,8 +260,8 @@ class Consolidation:
         self.gang_left = _gang_room(self.ctx.snapshot, leaving)
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
-        self.launching: dict[str, list[Bin]] = _copy_bins(stage.launching)
-        self.backed_off = {g.name for g in self.ctx.groups if backoff_reason(self.ctx, g)}
+        self.launching: dict[GroupKey, list[Bin]] = _copy_bins(stage.launching)
+        self.backed_off = {g.key for g in self.ctx.groups if backoff_reason(self.ctx, g)}
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
@@ -296,7 +298,7 @@ class Consolidation:
             if n.schedulable and n.info.name not in drained
         }
 
-    def hosts(self, group: str) -> list[WorkNode]:
+    def hosts(self, group: GroupKey) -> list[WorkNode]:
         """The busy nodes of ``group`` that may give room to pending pods (make room,
         :mod:`spillway.planner.makeroom`): in the room, and nothing keeps them (a drain claim, pending
         pods planned there, a cordon, ``scale-down-disabled``, youth; not scale-in protection: make room
@@ -305,7 +307,7 @@ class Consolidation:
             node
             for name, node in sorted(self.ctx.nodes.items())
             if node.group is not None
-            and node.group.name == group
+            and node.group.key == group
             and name in self.room
             and self.on_node.get(name)
             and self.stage.protected(node, removes=False) is None
@@ -447,11 +449,11 @@ class Consolidation:
     def _launching(self, node: WorkNode) -> Verdict:
         group = node.group
         assert group is not None
-        if self.ctx.new_nodes.get(group.name):
+        if self.ctx.new_nodes.get(group.key):
             return codes.LAUNCHING_THIS_PLAN, f"this plan launches nodes in its group {group.name}"
         kind = node.info.labels.get(INSTANCE_TYPE_LABEL) or group.instance_type
         for other in self.ctx.groups:
-            if kind and kind in other.launch_types() and self.ctx.new_nodes.get(other.name):
+            if kind and kind in other.launch_types() and self.ctx.new_nodes.get(other.key):
                 return (
                     codes.LAUNCHING_THIS_PLAN,
                     f"this plan launches {kind} nodes in {other.name}: it never frees what it launches",
@@ -489,7 +491,7 @@ class Consolidation:
         group = candidate.node.group
         assert group is not None
         verdict = self._changed(candidate) or self.stage.budgets.refusal(
-            group.name, self.stage.taken.get(group.name, 0), UNDERUTILIZED, candidate.node.info.name
+            group.key, self.stage.taken.get(group.key, 0), UNDERUTILIZED, candidate.node.info.name
         )
         return verdict or self._move_pods(candidate, make_room=True)
 
@@ -555,13 +557,13 @@ class Consolidation:
         return launching, set(trial.placed) | on_launching, trial.planned, moved
 
     def _fit_launching(
-        self, cls: PodClass, bins: Mapping[str, list[Bin]], destinations: set[str], planned: Planned
+        self, cls: PodClass, bins: Mapping[GroupKey, list[Bin]], destinations: set[str], planned: Planned
     ) -> None:
         """First fit on nodes already launching (an earlier plan's: this plan's new nodes are never
         counted), in groups whose template node the pods may run on and whose launches do not fail."""
         for group in self.ctx.groups:
-            group_bins, template = bins.get(group.name), group.template
-            if not cls.remaining or not group_bins or template is None or group.name in self.backed_off:
+            group_bins, template = bins.get(group.key), group.template
+            if not cls.remaining or not group_bins or template is None or group.key in self.backed_off:
                 continue
             if cls.blocker_on_new(group) is not None:
                 continue
@@ -689,7 +691,7 @@ def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
     return codes.POD_NEVER, f"runs {pod.key}, which may not be moved ({move.reason}){more}"
 
 
-def _copy_bins(bins: Mapping[str, list[Bin]]) -> dict[str, list[Bin]]:
+def _copy_bins(bins: Mapping[GroupKey, list[Bin]]) -> dict[GroupKey, list[Bin]]:
     return {
         g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks) for b in group]
         for g, group in bins.items()

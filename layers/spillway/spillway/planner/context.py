@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from spillway.config import PlannerConfig
 from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
+from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import priority_of
@@ -131,6 +132,17 @@ def region_ranks(config: PlannerConfig, groups: Sequence[NodeGroup]) -> dict[str
     return {r: i for i, r in enumerate(regions + extra)}
 
 
+def first_regions(config: PlannerConfig, groups: Sequence[NodeGroup]) -> dict[str, str]:
+    """Per group name, the first region (:func:`region_ranks`) with a group of that name Spillway scales
+    (no :attr:`NodeGroup.refusal`): what an entry of the stored state keyed by name alone, written before
+    groups were keyed by region, is of (:func:`spillway.model.state.keyed_by_region`)."""
+    rank = region_ranks(config, groups)
+    out: dict[str, str] = {}
+    for g in sorted((g for g in groups if not g.refusal), key=lambda g: (rank[g.region], g.region)):
+        out.setdefault(g.name, g.region)
+    return out
+
+
 class Context:
     """One plan's inputs, working copies and decisions so far."""
 
@@ -142,7 +154,7 @@ class Context:
         state: State,
         now: datetime,
         *,
-        stale: Mapping[str, int] | None = None,
+        stale: Mapping[GroupKey, int] | None = None,
         unhealthy: Sequence[Unhealthy] = (),
         starting: Mapping[str, str] | None = None,
         refused: Sequence[NodeGroup] = (),
@@ -168,38 +180,42 @@ class Context:
         # group runs too (spillway.planner.groups.fresh_node_overhead)
         self.node_daemons: dict[str, list[PodInfo]] = {}
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
-        self._group_configs: dict[str, PlannerConfig] = {}  # group -> config_for(group)
+        self._group_configs: dict[GroupKey, PlannerConfig] = {}  # group -> config_for(group)
         self._index_pods(snapshot.pods)
         self.nominated: list[PodInfo] = _nominated(
             self.pending, self.nodes, config.expendable_priority_cutoff
         )
         self.topology = TopologyIndex({name: n.info for name, n in self.nodes.items()}, snapshot.pods)
-        self.ready_in_group: dict[str, int] = _ready_per_group(self.nodes.values())
+        self.ready_in_group: dict[GroupKey, int] = _ready_per_group(self.nodes.values())
         # group -> its Ready nodes its own replacements are for (NodeGroup.coming)
-        self.replaced_in_group: dict[str, int] = _replaced_per_group(self.nodes.values())
-        self.stale: Mapping[str, int] = stale or {}  # group -> instances not capacity coming (planner.joins)
+        self.replaced_in_group: dict[GroupKey, int] = _replaced_per_group(self.nodes.values())
+        self.stale: Mapping[GroupKey, int] = (
+            stale or {}
+        )  # group -> instances not capacity coming (planner.joins)
         # too many unready nodes (planner.health): the cluster's verdict, and each group's
         self.cluster_unhealthy = next((u for u in unhealthy if u.group is None), None)
-        self.unhealthy: dict[str, Unhealthy] = {u.group: u for u in unhealthy if u.group is not None}
+        self.unhealthy: dict[GroupKey, Unhealthy] = {u.key: u for u in unhealthy if u.key is not None}
         # -- decisions --
         self.pending_out: list[PendingPod] = []
         self.placements: list[Placement] = []
         self.planned = Planned()  # where this plan places and moves pods, for the pod topology of the rest
-        self.uncordoned: dict[str, str] = {}  # node -> group
-        self.new_pods: dict[str, list[str]] = {}  # group -> pods on new nodes
-        self.new_nodes: dict[str, int] = {}  # group -> nodes this plan launches
-        self.overflow_notes: dict[str, set[str]] = {}  # group -> why better groups were skipped
+        self.uncordoned: dict[str, GroupKey] = {}  # node -> group
+        self.new_pods: dict[GroupKey, list[str]] = {}  # group -> pods on new nodes
+        self.new_nodes: dict[GroupKey, int] = {}  # group -> nodes this plan launches
+        self.overflow_notes: dict[GroupKey, set[str]] = {}  # group -> why better groups were skipped
         # group -> nodes on their way out its new nodes' pods would fit (planner.scaleup.leaving_clause)
-        self.leaving_notes: dict[str, set[str]] = {}
+        self.leaving_notes: dict[GroupKey, set[str]] = {}
         # group -> clauses for the empty nodes it opens for a coscheduling gang's minResources
-        self.room_notes: dict[str, set[str]] = {}
+        self.room_notes: dict[GroupKey, set[str]] = {}
         # gang -> its coscheduling minResources and its own placed requests (planner.minresources), and
         # once scale-up ends what the plan's free room has beyond it: scale-down takes it no lower
         self.min_room_wanted: dict[str, tuple[Resources, Resources]] = {}
         self.min_room_slack: dict[str, Resources] = {}
-        self.gang_nodes: dict[tuple[str, str], int] = {}  # (group, gang) -> new nodes for the gang
-        self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
-        self.gang_zones: dict[tuple[str, str], str] = {}  # (group, gang) -> zone (multi-zone fleet group)
+        self.gang_nodes: dict[tuple[GroupKey, str], int] = {}  # (group, gang) -> new nodes for the gang
+        self.gang_pods: dict[tuple[GroupKey, str], list[str]] = {}  # (group, gang) -> its pods on them
+        self.gang_zones: dict[
+            tuple[GroupKey, str], str
+        ] = {}  # (group, gang) -> zone (multi-zone fleet group)
         self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
         self.minimum_gangs: set[str] = set()  # gangs placed with only the pods they need to start
         self.free_only: dict[str, str] = {}  # pending pod -> why it takes free room only (planner.shrinks)
@@ -209,11 +225,11 @@ class Context:
         # gangs whose new nodes all come from one node group (best-effort-atomic ProvisioningRequests)
         self.one_group: set[str] = set()
         self.movable: dict[str, str | None] = {}  # pending pod -> why it may not move (None: it may)
-        self.floors: dict[str, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
+        self.floors: dict[GroupKey, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
-        self._priorities: dict[str, float] = {}  # group -> group_priority(group)
-        self._label_keys: dict[str, frozenset[str]] | None = None  # group -> group_label_keys(group)
+        self._priorities: dict[GroupKey, float] = {}  # group -> group_priority(group)
+        self._label_keys: dict[GroupKey, frozenset[str]] | None = None  # group -> group_label_keys(group)
 
     def launching(self, group: NodeGroup) -> int:
         """The group's nodes still launching: its desired capacity (and the instances it runs above it
@@ -221,8 +237,9 @@ class Context:
         (a node still starting is not one: :mod:`spillway.planner.startup`), less the instances that are
         no longer expected to join (:mod:`spillway.planner.joins`). With its Launch process suspended,
         only the instances it has may still come."""
-        coming = group.coming(self.replaced_in_group.get(group.name, 0))
-        return coming - self.ready_in_group.get(group.name, 0) - self.stale.get(group.name, 0)
+        key = group.key
+        coming = group.coming(self.replaced_in_group.get(key, 0))
+        return coming - self.ready_in_group.get(key, 0) - self.stale.get(key, 0)
 
     def unready_long(self, node: WorkNode) -> bool:
         """The node has been NotReady for its group's ``scale_down_unready_minutes``: judged for
@@ -235,19 +252,19 @@ class Context:
         (:mod:`spillway.model.options`)."""
         if group is None or not group.options:
             return self.config
-        found = self._group_configs.get(group.name)
+        found = self._group_configs.get(group.key)
         if found is None:
-            found = self._group_configs[group.name] = self.config.with_options(group.options)
+            found = self._group_configs[group.key] = self.config.with_options(group.options)
         return found
 
     def group_priority(self, group: NodeGroup) -> float:
         """The group's rank by ``expander_priorities``, else by cluster-autoscaler's priority expander
         ConfigMap observe read (higher first; -inf for a group none matches)."""
-        found = self._priorities.get(group.name)
+        found = self._priorities.get(group.key)
         if found is None:
             ranks = self.config.expander_priorities or self.snapshot.expander_priorities
             priority = priority_of(ranks, group.name)
-            found = self._priorities[group.name] = float("-inf") if priority is None else float(priority)
+            found = self._priorities[group.key] = float("-inf") if priority is None else float(priority)
         return found
 
     def group_label_keys(self, group: NodeGroup) -> frozenset[str] | None:
@@ -258,17 +275,17 @@ class Context:
         if group.template is not None and group.template.learned_at is not None:
             return None
         if self._label_keys is None:
-            found: dict[str, set[str]] = {}
+            found: dict[GroupKey, set[str]] = {}
             for node in self.nodes.values():
                 if node.group is not None:
-                    found.setdefault(node.group.name, set()).update(node.info.labels)
-            self._label_keys = {name: frozenset(keys) for name, keys in found.items()}
-        return self._label_keys.get(group.name, frozenset())
+                    found.setdefault(node.group.key, set()).update(node.info.labels)
+            self._label_keys = {key: frozenset(keys) for key, keys in found.items()}
+        return self._label_keys.get(group.key, frozenset())
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))
 
-    def record(self, pods: Iterable[str], node: str, group: str | None, note: str, code: str) -> None:
+    def record(self, pods: Iterable[str], node: str, group: GroupKey | None, note: str, code: str) -> None:
         """Pending pods that run on ``node`` without a new node of their own."""
         for pod in pods:
             self.placements.append(Placement(pod, node, group))
@@ -425,24 +442,24 @@ def _charge(node: WorkNode, pod: PodInfo) -> None:
         node.daemon_used[PODS] = node.daemon_used.get(PODS, 0) + ONE_POD
 
 
-def _replaced_per_group(nodes: Iterable[WorkNode]) -> dict[str, int]:
+def _replaced_per_group(nodes: Iterable[WorkNode]) -> dict[GroupKey, int]:
     """Per group with Capacity Rebalancing, its Ready nodes (counted in :func:`_ready_per_group`) that a
     drain no plan started holds (:attr:`NodeInfo.cordon_held`): the at-risk instances Spillway empties
     without terminating for the group to replace (:mod:`spillway.act.interrupt`). Their room is
     no room, their pods wait, and the instance the group launches for each is theirs."""
-    out: dict[str, int] = {}
+    out: dict[GroupKey, int] = {}
     for node in nodes:
         group, info = node.group, node.info
         if group is None or not group.capacity_rebalance or not info.ready or node.starting is not None:
             continue
         if info.unschedulable and info.cordoned_by_spillway and info.cordon_held:
-            out[group.name] = out.get(group.name, 0) + 1
+            out[group.key] = out.get(group.key, 0) + 1
     return out
 
 
-def _ready_per_group(nodes: Iterable[WorkNode]) -> dict[str, int]:
-    ready: dict[str, int] = {}
+def _ready_per_group(nodes: Iterable[WorkNode]) -> dict[GroupKey, int]:
+    ready: dict[GroupKey, int] = {}
     for node in nodes:  # a node still starting is capacity launching (planner.startup)
         if node.group is not None and node.info.ready and node.starting is None:
-            ready[node.group.name] = ready.get(node.group.name, 0) + 1
+            ready[node.group.key] = ready.get(node.group.key, 0) + 1
     return ready

@@ -29,7 +29,6 @@ reason and a code (:mod:`spillway.planner.codes`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 
 from spillway.config import PlannerConfig
@@ -37,11 +36,11 @@ from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodecache import recall, remember
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import CONFIGMAP_KEY, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
-from spillway.model.state import GroupState, NodeState, PoolState, State
+from spillway.model.state import GroupState, NodeState, PoolState, State, keyed_by_region
 from spillway.planner.buffers import buffer_classes
 from spillway.planner.buffers import settle as settle_buffers
 from spillway.planner.classes import PodClass, pod_classes
-from spillway.planner.context import Context, aware, region_ranks
+from spillway.planner.context import Context, aware, first_regions
 from spillway.planner.expander import Expander, RegionThenLeastWaste
 from spillway.planner.gangsweep import sweep_gang_orphans
 from spillway.planner.groups import floor_report
@@ -60,31 +59,6 @@ from spillway.planner.types import ConfigProblem, GroupFloor, RefusedGroup, Scal
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
 
 
-def refuse_twins(groups: Sequence[NodeGroup], config: PlannerConfig) -> list[NodeGroup]:
-    """Of managed groups that share a name in several regions, the one in the first region of
-    ``regions`` (then by region name) is planned and the others are refused (``NodeGroup.refusal``: their
-    nodes unmanaged, nothing launched in them). An Auto Scaling group's name is unique only within its
-    region, but the plan, its state and the ledger key a group by name (its new nodes, Ready nodes,
-    raises and back-offs): two groups of one name were planned as one, launching in both for the same
-    pods, counting one's Ready nodes as the other's, and backing both off for one's failure."""
-    rank = region_ranks(config, groups)
-    first: dict[str, NodeGroup] = {}
-    for g in sorted((g for g in groups if not g.refusal), key=lambda g: (rank[g.region], g.region)):
-        first.setdefault(g.name, g)
-    out = []
-    for g in groups:
-        kept = first.get(g.name)
-        if g.refusal or kept is None or kept is g or kept.region == g.region:
-            out.append(g)
-            continue
-        why = (
-            f"a managed group of the same name is in {kept.region}, which comes first in regions: the plan "
-            f"keys groups by name, so only that one is scaled; rename one of them to scale both"
-        )
-        out.append(replace(g, refusal=why))
-    return out
-
-
 def plan(
     snapshot: ClusterSnapshot,
     groups: Sequence[NodeGroup],
@@ -96,7 +70,7 @@ def plan(
 ) -> ScalingPlan:
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
     now = aware(now)
-    groups = refuse_twins(groups, config)  # one name in two regions: the plan keys groups by name
+    state = keyed_by_region(state, first_regions(config, groups))  # entries a build keyed by name wrote
     keep = config.node_info_cache_minutes  # templates learned from nodes (cluster-autoscaler's cache)
     templates = remember(groups, snapshot.nodes, state.templates, now, keep)
     # a group with no node of its own: the one it had (from the memory before this plan, so that a plan
@@ -134,7 +108,7 @@ def plan(
         n: s.since for n, s in scale_down.underutilized.items()
     }
     uncordon = [
-        Uncordon(node, group, UNCORDON_REASON, ctx.nodes[node].info.cordon_digest)
+        Uncordon(node, group.name, UNCORDON_REASON, ctx.nodes[node].info.cordon_digest, group.region)
         for node, group in ctx.uncordoned.items()
     ]
     uncordon = sorted([*uncordon, *scale_down.restored], key=lambda u: u.node)  # + orphaned drains
@@ -183,8 +157,10 @@ def _problems(snapshot: ClusterSnapshot, config: PlannerConfig) -> tuple[ConfigP
 def _next_state(ctx: Context, idle_state: dict[str, NodeState]) -> State:
     """Idle times of idle nodes, the backoffs that have not expired, and gang launches under way."""
     groups_state = {
-        name: GroupState(backoff_until=entry.backoff_until, reason=entry.reason)
-        for name, entry in sorted(ctx.state.groups.items())
+        key: GroupState(
+            backoff_until=entry.backoff_until, reason=entry.reason, group=entry.group, region=entry.region
+        )
+        for key, entry in sorted(ctx.state.groups.items())
         if aware(entry.backoff_until) > ctx.now
     }
     pools = {  # how many nodes EC2 refused at once too: what each holds back (PoolState.nodes)

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import UNCHECKED_WHEN_UNKNOWN, Resources, describe, dominant_share, fit_count
 from spillway.planner.classes import PodClass
@@ -129,7 +130,7 @@ def _rank(ctx: Context, group: NodeGroup, movable: bool, waste: float, warm: boo
 def warm_fits(ctx: Context, cls: PodClass, option: Option) -> bool:
     """The group's warm pool holds every new node the class's remaining pods need, after the new nodes
     this plan already opens in the group (earlier classes) have taken theirs."""
-    warm = option.group.warm_instances - ctx.new_nodes.get(option.group.name, 0)
+    warm = option.group.warm_instances - ctx.new_nodes.get(option.group.key, 0)
     return warm > 0 and math.ceil(cls.remaining / max(option.per_node, 1)) <= warm
 
 
@@ -169,28 +170,28 @@ def waste_of(requests: Resources, empty: Resources, nodes: int) -> float:
 
 
 def options(
-    ctx: Context, cls: PodClass, empty: Mapping[str, Resources]
-) -> tuple[list[Option], dict[str, str]]:
+    ctx: Context, cls: PodClass, empty: Mapping[GroupKey, Resources]
+) -> tuple[list[Option], dict[GroupKey, str]]:
     """Groups whose template could run the class; and why each other group cannot."""
     fitting: list[Option] = []
-    rejected: dict[str, str] = {}
+    rejected: dict[GroupKey, str] = {}
     for group in ctx.groups:
         why = (
-            _rejection(cls, group, empty[group.name])
+            _rejection(cls, group, empty[group.key])
             or _spread_key_rejection(ctx, cls, group)
             or _port_rejection(ctx, cls, group)
             or _spot_rejection(ctx, cls, group)
         )
         if why is not None:
-            rejected[group.name] = f"{group.name}: {why}"
+            rejected[group.key] = f"{group.name}: {why}"
         else:
             fitting.append(
-                Option(group, empty[group.name], fit_count(cls.requests, empty[group.name], cls.per_node))
+                Option(group, empty[group.key], fit_count(cls.requests, empty[group.key], cls.per_node))
             )
     for group in ctx.refused:  # why a group that might have run it does not
         template = group.template
         why = _rejection(cls, group, template.allocatable if template else {})
-        rejected[group.name] = f"{group.name}: {why or f'not scaled by Spillway: {group.refusal}'}"
+        rejected[group.key] = f"{group.name}: {why or f'not scaled by Spillway: {group.refusal}'}"
     return fitting, rejected
 
 
@@ -220,7 +221,7 @@ def _port_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None
 
 
 def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
-    opened = ctx.new_nodes.get(group.name, 0)
+    opened = ctx.new_nodes.get(group.key, 0)
     if group.launch_capacity_type(1, opened) == "on-demand" or declares_spot_taint(group):
         return None
     why = class_not_movable(ctx, cls)
@@ -234,7 +235,7 @@ def on_demand_cap(ctx: Context, cls: PodClass, group: NodeGroup) -> int | None:
     """How many new nodes of ``group`` the class may open: None (no cap) unless the group launches spot
     beyond its on-demand base and some pod of the class must not run on spot; then the on-demand
     launches left."""
-    sure = group.sure_on_demand(ctx.new_nodes.get(group.name, 0))
+    sure = group.sure_on_demand(ctx.new_nodes.get(group.key, 0))
     if sure is None or declares_spot_taint(group) or class_not_movable(ctx, cls) is None:
         return None
     return sure

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from spillway.model.cluster import ZONE_ALIASES, ZONE_ID_LABEL, PodInfo
 from spillway.model.daemonsets import DaemonSetInfo
+from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import LAUNCH, SCHEDULED_ACTIONS, NodeGroup, TemplateNode
 from spillway.model.resources import PODS, UNCHECKED_WHEN_UNKNOWN, Resources, add_into, subtract
@@ -66,7 +67,7 @@ def _own_node(ctx: Context, group: NodeGroup, name: str | None) -> bool:
     names a node that may be gone, and EC2 reuses private IPs: another group's new node may carry the
     same name (ip-10-0-1-5.ec2.internal), and its DaemonSet pods say nothing of this group."""
     node = ctx.nodes.get(name) if name is not None else None
-    return node is not None and node.group is not None and node.group.name == group.name
+    return node is not None and node.group is not None and node.group.key == group.key
 
 
 def _on_its_node(ctx: Context, template: TemplateNode, node: str) -> list[PodInfo | DaemonSetInfo]:
@@ -155,13 +156,13 @@ def _requests_of(pods: Iterable[PodInfo | DaemonSetInfo]) -> Resources:
     return total
 
 
-def empty_room(ctx: Context) -> dict[str, Resources]:
+def empty_room(ctx: Context) -> dict[GroupKey, Resources]:
     """Per group, the free room of a new node once the pods it runs anyway run
     (:func:`fresh_node_overhead`). A resource the template does not know and that is not checked then
     (ephemeral storage of an estimate: ``UNCHECKED_WHEN_UNKNOWN``) stays unknown: taken from nothing,
     it would read as less than none and refuse every pod asking any."""
     return {
-        g.name: _room_after(g.template.allocatable, fresh_node_overhead(ctx, g)) if g.template else {}
+        g.key: _room_after(g.template.allocatable, fresh_node_overhead(ctx, g)) if g.template else {}
         for g in ctx.groups
     }
 
@@ -184,10 +185,10 @@ def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
             f"{group.name}: {suspended}: Auto Scaling launches nothing there until it is resumed "
             "(a group that failed to launch for over a day is suspended by Auto Scaling itself)"
         )
-    unhealthy = ctx.unhealthy.get(group.name)
+    unhealthy = ctx.unhealthy.get(group.key)
     if unhealthy is not None:
         return unhealthy.reason
-    entry = ctx.state.groups.get(group.name)
+    entry = ctx.state.groups.get(group.key.stored)
     if entry is not None and aware(entry.backoff_until) > ctx.now:
         why = f" ({entry.reason})" if entry.reason else ""
         return f"{group.name} backed off until {iso(entry.backoff_until)}{why}"
@@ -198,7 +199,7 @@ def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
             return f"{group.name}: every pool it launches from is backed off ({'; '.join(backed)})"
         if backed:
             note = f"{'; '.join(backed)} (AWS may still launch there: a group cannot be pinned to a zone or type)"
-            ctx.overflow_notes.setdefault(group.name, set()).add(note)
+            ctx.overflow_notes.setdefault(group.key, set()).add(note)
     return _launch_failed(ctx, group)
 
 
@@ -278,7 +279,7 @@ def gang_backoff(ctx: Context, group: NodeGroup, nodes: int, zone: str | None = 
     ones = set((pool_backoffs(ctx, group, zones) or ([], 0))[0])
     if gangs_only := [b for b in backed if b not in ones]:
         note = f"{'; '.join(gangs_only)} (the gang's launch may still go there)"
-        ctx.overflow_notes.setdefault(group.name, set()).add(note)
+        ctx.overflow_notes.setdefault(group.key, set()).add(note)
     return None
 
 
@@ -301,11 +302,11 @@ def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
     node drained now would be launched again then); None without one (computed once). A run already
     past is no floor: AWS set the group's MinSize then, and the planner honours that MinSize itself. Nor
     is any while the group's ScheduledActions process is suspended: Auto Scaling runs none of them."""
-    if group.name not in ctx.floors:
+    if group.key not in ctx.floors:
         horizon = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
         runs = group.scheduled and group.suspension(SCHEDULED_ACTIONS) is None
-        ctx.floors[group.name] = scheduled_floor(group.scheduled, ctx.now, horizon) if runs else None
-    return ctx.floors[group.name]
+        ctx.floors[group.key] = scheduled_floor(group.scheduled, ctx.now, horizon) if runs else None
+    return ctx.floors[group.key]
 
 
 def scheduled_min(ctx: Context, group: NodeGroup, left: int) -> tuple[str, str] | None:
@@ -320,13 +321,13 @@ def scheduled_min(ctx: Context, group: NodeGroup, left: int) -> tuple[str, str] 
     )
 
 
-def floor_report(ctx: Context) -> list[tuple[str, int, str]]:
-    """(group, MinSize, why) for every group whose scheduled floor is above its own MinSize."""
+def floor_report(ctx: Context) -> list[tuple[str, int, str, str]]:
+    """(group, MinSize, why, region) for every group whose scheduled floor is above its own MinSize."""
     out = []
     for group in ctx.groups:
         floor = group_floor(ctx, group)
         if floor is not None and floor.min_size > group.min_size:
-            out.append((group.name, floor.min_size, floor.describe()))
+            out.append((group.name, floor.min_size, floor.describe(), group.region))
     return out
 
 

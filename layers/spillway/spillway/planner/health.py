@@ -42,6 +42,7 @@ from datetime import datetime, timedelta
 
 from spillway.config import PlannerConfig
 from spillway.model.cluster import NodeInfo
+from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import NodeGroup
 from spillway.planner.context import aware
 from spillway.planner.limits import gpus_unknown
@@ -64,7 +65,7 @@ class Health:
     """The plan's verdicts: the whole cluster, and each group found unhealthy."""
 
     cluster: Unhealthy | None = None
-    groups: dict[str, Unhealthy] = field(default_factory=dict)
+    groups: dict[GroupKey, Unhealthy] = field(default_factory=dict)
 
     def report(self) -> tuple[Unhealthy, ...]:
         head = (self.cluster,) if self.cluster is not None else ()
@@ -84,7 +85,7 @@ def judge_health(
     window = timedelta(minutes=config.max_node_startup_minutes)
     by_instance = {iid: g for g in groups for iid in g.instance_ids}
     total = Count()
-    per_group: dict[str, Count] = {}
+    per_group: dict[GroupKey, Count] = {}
     for node in nodes:
         if node.unschedulable and node.cordoned_by_spillway:
             continue  # being drained: going anyway (cluster-autoscaler leaves out nodes being deleted)
@@ -92,19 +93,19 @@ def judge_health(
         unready = _unready(node, group, config, window, now)
         total = Count(total.unready + unready, total.nodes + 1)
         if group is not None:
-            count = per_group.get(group.name, Count())
-            per_group[group.name] = Count(count.unready + unready, count.nodes + 1)
+            count = per_group.get(group.key, Count())
+            per_group[group.key] = Count(count.unready + unready, count.nodes + 1)
     for iid in overdue:
         total = Count(total.unready + 1, total.nodes)
-        name = by_instance[iid].name if iid in by_instance else None
-        if name is not None:
-            count = per_group.get(name, Count())
-            per_group[name] = Count(count.unready + 1, count.nodes)
+        key = by_instance[iid].key if iid in by_instance else None
+        if key is not None:
+            count = per_group.get(key, Count())
+            per_group[key] = Count(count.unready + 1, count.nodes)
     health = Health(cluster=_verdict(None, total, config))
-    for name, count in sorted(per_group.items()):
-        verdict = _verdict(name, count, config)
+    for key, count in sorted(per_group.items()):
+        verdict = _verdict(key, count, config)
         if verdict is not None:
-            health.groups[name] = verdict
+            health.groups[key] = verdict
     return health
 
 
@@ -146,11 +147,11 @@ def _registering(node: NodeInfo, window: timedelta, now: datetime) -> bool:
     return changed - created < SET_AT_CREATION and now - created < window
 
 
-def _verdict(group: str | None, count: Count, config: PlannerConfig) -> Unhealthy | None:
+def _verdict(group: GroupKey | None, count: Count, config: PlannerConfig) -> Unhealthy | None:
     ok, percentage = config.ok_total_unready_count, config.max_total_unready_percentage
     if count.unready <= ok or count.unready <= percentage / 100 * count.nodes:
         return None
-    what = "the cluster" if group is None else f"group {group}"
+    what = "the cluster" if group is None else f"group {group.name}"
     effect = (
         "nothing is drained or removed until it recovers; idle times start again"
         if group is None
@@ -160,4 +161,6 @@ def _verdict(group: str | None, count: Count, config: PlannerConfig) -> Unhealth
         f"{what} is unhealthy: {count.unready} of {count.nodes} node(s) unready or never joined, above "
         f"ok_total_unready_count {ok} and max_total_unready_percentage {percentage:g}%; {effect}"
     )
-    return Unhealthy(group, count.unready, count.nodes, reason)
+    if group is None:
+        return Unhealthy(None, count.unready, count.nodes, reason)
+    return Unhealthy(group.name, count.unready, count.nodes, reason, region=group.region)

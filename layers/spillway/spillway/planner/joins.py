@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 
 from spillway.config import PlannerConfig
 from spillway.model.cluster import NodeInfo
+from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import TERMINATE, NodeGroup
 from spillway.model.state import GroupState, Since, State
 from spillway.planner.context import aware, iso, minutes
@@ -46,9 +47,13 @@ class Joins:
     """What the plan makes of the managed groups' instances that are not Ready nodes."""
 
     joining: dict[str, Since] = field(default_factory=dict)  # next state: unregistered, since when
-    stale: dict[str, int] = field(default_factory=dict)  # group -> instances not capacity coming, not removed
-    removed: dict[str, int] = field(default_factory=dict)  # group -> instances removed, desired decremented
-    backoffs: dict[str, GroupState] = field(default_factory=dict)  # group -> its new back-off
+    stale: dict[GroupKey, int] = field(
+        default_factory=dict
+    )  # group -> instances not capacity coming, not removed
+    removed: dict[GroupKey, int] = field(
+        default_factory=dict
+    )  # group -> instances removed, desired decremented
+    backoffs: dict[GroupKey, GroupState] = field(default_factory=dict)  # group -> its new back-off
     unregistered: list[Unregistered] = field(default_factory=list)  # overdue instances, all removed
 
     def backed_off(self, state: State) -> State:
@@ -56,10 +61,10 @@ class Joins:
         if not self.backoffs:
             return state
         groups = dict(state.groups)
-        for name, entry in self.backoffs.items():
-            current = groups.get(name)
+        for key, entry in self.backoffs.items():
+            current = groups.get(key.stored)
             if current is None or aware(current.backoff_until) < entry.backoff_until:
-                groups[name] = entry
+                groups[key.stored] = entry
         return state.model_copy(update={"groups": dict(sorted(groups.items()))})
 
     @property
@@ -76,10 +81,10 @@ class Joins:
         return [
             replace(
                 g,
-                desired=g.desired - self.removed[g.name],
+                desired=g.desired - self.removed[g.key],
                 instance_ids=tuple(i for i in g.instance_ids if i not in gone),
             )
-            if g.name in self.removed
+            if g.key in self.removed
             else g
             for g in groups
         ]
@@ -92,14 +97,14 @@ def watch_joins(
     startup = timedelta(minutes=config.max_node_startup_minutes)
     registered = {n.instance_id: n for n in nodes if n.instance_id}
     out = Joins()
-    for group in sorted(groups, key=lambda g: g.name):
+    for group in sorted(groups, key=lambda g: g.key):
         limit = timedelta(minutes=config.with_options(group.options).max_node_provision_minutes)
         removable = group.desired - group.min_size
         for iid in group.instance_ids:
             node = registered.get(iid)
             if node is not None:
                 if not node.ready and node.created_at is not None and now - aware(node.created_at) >= startup:
-                    out.stale[group.name] = out.stale.get(group.name, 0) + 1
+                    out.stale[group.key] = out.stale.get(group.key, 0) + 1
                 continue
             previous = state.joining.get(iid)
             since = aware(previous.since) if previous is not None else now
@@ -110,10 +115,12 @@ def watch_joins(
             decrement = removable > 0 and kept is None
             removable -= decrement
             counts = out.removed if decrement else out.stale  # a replacement shows in a later snapshot
-            counts[group.name] = counts.get(group.name, 0) + 1
+            counts[group.key] = counts.get(group.key, 0) + 1
             if kept is None:
                 out.unregistered.append(_overdue(group, iid, now - since, decrement))
-            out.backoffs[group.name] = GroupState(
+            out.backoffs[group.key] = GroupState(
+                group=group.name,
+                region=group.region,
                 backoff_until=now + timedelta(minutes=config.launch_failure_backoff_minutes),
                 reason=f"instance {iid} did not join the cluster within {minutes(limit)} "
                 f"(max_node_provision_minutes) since {iso(since)}"

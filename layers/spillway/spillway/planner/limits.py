@@ -44,6 +44,7 @@ from typing import Any
 
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
 from spillway.model.cluster import EBS_ZONE_LABEL, ZONE_ID_LABEL, ZONE_LABEL, NodeInfo
+from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.quantity import format_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into
@@ -279,16 +280,16 @@ class Limits:
     def _count_existing(self) -> None:
         shares = tenant_shares(self.ctx)
         self.claimed.update(shares)  # a node with pods is charged to their tenants, limited or not
-        registered: dict[str, int] = {}  # group -> its nodes charged here, Ready or not
+        registered: dict[GroupKey, int] = {}  # group -> its nodes charged here, Ready or not
         for node in self.ctx.nodes.values():
             if node.group is not None:
-                registered[node.group.name] = registered.get(node.group.name, 0) + 1
+                registered[node.group.key] = registered.get(node.group.key, 0) + 1
             self._count_node(node, shares)
         for group in self.ctx.groups:
             # instances not registered yet, stale ones too (paid for); a registered node that is not
             # Ready (or still starting) is charged above, as a node, not again as one launching; none
             # that a suspended Launch process never launches
-            launching = group.expected_size - registered.get(group.name, 0)
+            launching = group.expected_size - registered.get(group.key, 0)
             if launching > 0 and group.template is not None:
                 self.charge(None, group, launching)
             elif launching > 0:

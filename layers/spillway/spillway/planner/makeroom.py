@@ -48,6 +48,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from spillway.model.cluster import ZONE_LABEL, PodInfo
+from spillway.model.groupkey import GroupKey
 from spillway.model.resources import PODS, Resources, add_into, dominant_share
 from spillway.model.state import RoomState
 from spillway.planner import codes
@@ -66,7 +67,7 @@ def make_room(stage: ScaleDownStage) -> bool:
     """Swap new nodes of this plan for moves where the rules allow; True if any was swapped (the
     scale-up actions must then be computed again)."""
     ctx = stage.ctx
-    groups = [g for g in ctx.groups if ctx.new_nodes.get(g.name) and mode(ctx, g) == WHEN_UNDERUTILIZED]
+    groups = [g for g in ctx.groups if ctx.new_nodes.get(g.key) and mode(ctx, g) == WHEN_UNDERUTILIZED]
     if not groups or ctx.cluster_unhealthy is not None:  # an unhealthy cluster moves no pod
         return False
     if ctx.min_room_slack:  # a gang's minResources counts this plan's room (module docstring, Gangs)
@@ -79,14 +80,14 @@ def make_room(stage: ScaleDownStage) -> bool:
     gang_of = {pod: gang for (_, gang), pods in ctx.gang_pods.items() for pod in pods}
     swapped = False
     for group in groups:
-        swapped = _swap_group(stage, judge, group.name, new.get(group.name, {}), gang_of) or swapped
+        swapped = _swap_group(stage, judge, group.key, new.get(group.key, {}), gang_of) or swapped
     return swapped
 
 
 def _swap_group(
     stage: ScaleDownStage,
     judge: Consolidation,
-    group: str,
+    group: GroupKey,
     new: Mapping[str, list[PodInfo]],
     gang_of: Mapping[str, str],
 ) -> bool:
@@ -139,7 +140,7 @@ def _swap_one(
     return None
 
 
-def _one_node_less(ctx: Context, group: str, gang: str, pods: Sequence[PodInfo]) -> None:
+def _one_node_less(ctx: Context, group: GroupKey, gang: str, pods: Sequence[PodInfo]) -> None:
     """A gang's new node swapped: the gang launches one node less in ``group`` (its atomic launch is
     recorded again from the actions computed after make room)."""
     ctx.gang_nodes[(group, gang)] -= 1
@@ -197,7 +198,7 @@ def hold_rooms(ctx: Context) -> dict[str, RoomState]:
             f"a make-room drain planned {minutes(ctx.now - aware(room.since))} ago is emptying node {name} "
             "for it; waiting for its pods to leave"
         )
-        ctx.record(waiting, name, node.group.name if node.group else None, note, codes.MAKING_ROOM)
+        ctx.record(waiting, name, node.group.key if node.group else None, note, codes.MAKING_ROOM)
         for key in waiting:
             del pending[key]
     ctx.pending[:] = [p for p in ctx.pending if p.key in pending]
@@ -219,22 +220,22 @@ def _newest_first(node_id: str) -> tuple[int, str]:
     return (-int(tail) if tail.isdigit() else 0, node_id)
 
 
-def _swappable(stage: ScaleDownStage) -> dict[str, dict[str, list[PodInfo]]]:
+def _swappable(stage: ScaleDownStage) -> dict[GroupKey, dict[str, list[PodInfo]]]:
     """group -> new node id -> its pods, for new nodes that hold real pending pods only (no capacity
     buffer's virtual pod, no provisioning request's booking)."""
     ctx = stage.ctx
     pending = {p.key: p for p in ctx.snapshot.pods if p.node_name is None}
-    out: dict[str, dict[str, list[PodInfo]]] = {}
-    excluded: set[str] = set()
+    out: dict[GroupKey, dict[str, list[PodInfo]]] = {}
+    excluded: set[tuple[GroupKey, str]] = set()  # a new node's id is its group's own
     for placement in ctx.placements:
         if "/new-" not in placement.node or placement.group is None:
             continue
         pod = pending.get(placement.pod)
         if pod is None or placement.pod in ctx.buffer_pods:
-            excluded.add(placement.node)
+            excluded.add((placement.group, placement.node))
             continue
         out.setdefault(placement.group, {}).setdefault(placement.node, []).append(pod)
-    return {g: {n: p for n, p in nodes.items() if n not in excluded} for g, nodes in out.items()}
+    return {g: {n: p for n, p in nodes.items() if (g, n) not in excluded} for g, nodes in out.items()}
 
 
 def _needs(pods: Sequence[PodInfo], free: Resources) -> Resources:
@@ -290,7 +291,7 @@ def _victims(
 
 
 def _move_placements(
-    stage: ScaleDownStage, candidate: Candidate, node_id: str, pods: Sequence[PodInfo], group: str
+    stage: ScaleDownStage, candidate: Candidate, node_id: str, pods: Sequence[PodInfo], group: GroupKey
 ) -> None:
     """The pending pods go to the candidate's node instead of the new node (whose room its moved pods
     leave); the group opens one node less."""
@@ -300,7 +301,8 @@ def _move_placements(
     keys = {p.key for p in pods}
     target = node.info.name
     ctx.placements[:] = [
-        Placement(p.pod, target, p.group) if p.node == node_id else p for p in ctx.placements
+        Placement(p.pod, target, p.group) if (p.group, p.node) == (group, node_id) else p
+        for p in ctx.placements
     ]
     ctx.new_pods[group] = [p for p in ctx.new_pods.get(group, []) if p not in keys]
     ctx.new_nodes[group] -= 1

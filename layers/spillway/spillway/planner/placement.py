@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import Resources, add_into, fit_count
@@ -110,14 +111,14 @@ def reclaimable_pools(ctx: Context) -> list[Pool]:
     return [Pool([n], dict(n.free)) for n in reclaimable]
 
 
-def launching_bins(ctx: Context, empty: Mapping[str, Resources]) -> dict[str, list[Bin]]:
+def launching_bins(ctx: Context, empty: Mapping[GroupKey, Resources]) -> dict[GroupKey, list[Bin]]:
     """Per group, nodes already launching (:meth:`Context.launching`), as empty template nodes."""
-    bins: dict[str, list[Bin]] = {}
+    bins: dict[GroupKey, list[Bin]] = {}
     for g in ctx.groups:
         launching = ctx.launching(g)
         if launching > 0 and g.template is not None:
             ids = [f"{g.name}/launching-{i + 1}" for i in range(launching)]
-            bins[g.name] = [Bin(dict(empty[g.name]), ids, fresh=True)]
+            bins[g.key] = [Bin(dict(empty[g.key]), ids, fresh=True)]
     return bins
 
 
@@ -345,30 +346,30 @@ def _place_on_node(ctx: Context, cls: PodClass, node: WorkNode, count: int, unco
     node.receives += count
     node.marks = node.marks | cls.domains.marks
     name = node.info.name
-    group_name = node.group.name if node.group else None
+    group_key = node.group.key if node.group else None
     if uncordon:
-        ctx.record(cls.take(count), name, group_name, UNCORDON_NOTE.format(node=name), codes.FITS_UNCORDONED)
+        ctx.record(cls.take(count), name, group_key, UNCORDON_NOTE.format(node=name), codes.FITS_UNCORDONED)
         if node.group is not None:
-            ctx.uncordoned[name] = node.group.name
+            ctx.uncordoned[name] = node.group.key
     else:
-        ctx.record(cls.take(count), name, group_name, FREE_ROOM_NOTE.format(node=name), codes.FITS_FREE_ROOM)
+        ctx.record(cls.take(count), name, group_key, FREE_ROOM_NOTE.format(node=name), codes.FITS_FREE_ROOM)
 
 
 def place_on_launching(
     ctx: Context,
     cls: PodClass,
     candidates: Sequence[NodeGroup],
-    backoff: Mapping[str, str | None],
-    bins: Mapping[str, list[Bin]],
+    backoff: Mapping[GroupKey, str | None],
+    bins: Mapping[GroupKey, list[Bin]],
     limits: Limits | None = None,
 ) -> None:
     """Capacity already launching. A group whose launches fail is not really launching: its raised
     desired capacity is a promise EC2 is not keeping. A limited tenant's class takes fresh launching
     nodes only as far as its limits allow, and is charged for them (``spillway.planner.limits``)."""
     for group in candidates:
-        if backoff[group.name]:
+        if backoff[group.key]:
             continue
-        group_bins = bins.get(group.name)
+        group_bins = bins.get(group.key)
         if group_bins and cls.remaining:
             limited = limits is not None and cls.tenant is not None and limits.active
             fresh = _fresh_nodes(group_bins)
@@ -376,7 +377,7 @@ def place_on_launching(
             note = f"fits on capacity already launching in {group.name}; nothing new to launch"
             labels = group.template.labels if group.template else {}
             for node_id, count in fill_bins(cls, group_bins, min(want, cls.room_in(labels))):
-                ctx.record(cls.take(count), node_id, group.name, note, codes.FITS_LAUNCHING)
+                ctx.record(cls.take(count), node_id, group.key, note, codes.FITS_LAUNCHING)
                 cls.note_placed(labels, count)
             if limited and limits is not None:
                 limits.charge(cls.tenant, group, fresh - _fresh_nodes(group_bins), tenant_only=True)

@@ -102,7 +102,7 @@ def _take(ctx: Context, cls: PodClass, node: WorkNode, count: int) -> None:
     node.marks = node.marks | cls.domains.marks
     cls.note_placed(node.info.labels, count)
     name = node.info.name
-    group = node.group.name if node.group else None
+    group = node.group.key if node.group else None
     if not victims:  # the room a victim left to an earlier pod of the plan: free room now
         ctx.record(cls.take(count), name, group, FREE_ROOM_NOTE.format(node=name), codes.FITS_FREE_ROOM)
         return

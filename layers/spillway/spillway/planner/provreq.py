@@ -327,7 +327,7 @@ class Provisioning:
         labelled = sum(1 for n in self.ctx.nodes.values() if n.info.labels.get(NODE_LABEL) == label)
         if labelled >= entry.count:
             return False
-        group = next((g for g in self.ctx.groups if g.name == entry.group), None)
+        group = next((g for g in self.ctx.groups if g.key == entry.key), None)
         return group is not None and backoff_reason(self.ctx, group) is None
 
     def _tenant(self, namespace: str) -> str | None:

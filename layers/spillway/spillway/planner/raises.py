@@ -27,19 +27,19 @@ def _live(entry: RaiseState, group: NodeGroup | None, state: State, now: datetim
         return False  # gone, or the snapshot shows the raise
     if now - aware(entry.since) >= timedelta(minutes=minutes):
         return False
-    backoff = state.groups.get(group.name)
+    backoff = state.groups.get(group.key.stored)
     return backoff is None or aware(backoff.backoff_until) <= now
 
 
 def pending_raises(
     groups: Sequence[NodeGroup], state: State, now: datetime, minutes: float
 ) -> dict[str, RaiseState]:
-    """The raises still under way and not yet in the snapshot, by group name."""
-    by_name = {g.name: g for g in groups}
+    """The raises still under way and not yet in the snapshot, by group (:attr:`GroupKey.stored`)."""
+    by_key = {g.key.stored: g for g in groups}
     return {
-        name: entry
-        for name, entry in sorted(state.raises.items())
-        if _live(entry, by_name.get(name), state, now, minutes)
+        key: entry
+        for key, entry in sorted(state.raises.items())
+        if _live(entry, by_key.get(key), state, now, minutes)
     }
 
 
@@ -47,7 +47,7 @@ def with_raises(groups: Sequence[NodeGroup], raises: Mapping[str, RaiseState]) -
     """The groups with the desired capacity recent plans raised them to (never above MaxSize)."""
     out = []
     for g in groups:
-        entry = raises.get(g.name)
+        entry = raises.get(g.key.stored)
         out.append(replace(g, desired=min(entry.to, g.max_size)) if entry else g)
     return out
 
@@ -58,5 +58,5 @@ def next_raises(
     """The state's raises after this plan: the ones still under way, and this plan's own."""
     out = dict(still)
     for s in scale_up:
-        out[s.group] = RaiseState(to=s.to_size, since=now)
+        out[s.key.stored] = RaiseState(to=s.to_size, since=now, group=s.group, region=s.region)
     return dict(sorted(out.items()))

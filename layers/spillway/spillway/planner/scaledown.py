@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from spillway.config import EMPTY, BudgetReason
+from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import DO_NOT_DISRUPT, GIVE_BACK_LEASE_MINUTES
 from spillway.model.nodegroup import TERMINATE
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share, subtract
@@ -257,9 +258,9 @@ def usefulness(node: WorkNode) -> float:
 class ScaleDownStage:
     """Judges every node once; drains the best candidates within MinSize and the scale-in cap."""
 
-    def __init__(self, ctx: Context, launching: Mapping[str, list[Bin]] | None = None) -> None:
+    def __init__(self, ctx: Context, launching: Mapping[GroupKey, list[Bin]] | None = None) -> None:
         self.ctx = ctx
-        self.launching: Mapping[str, list[Bin]] = launching or {}  # room left on launching nodes
+        self.launching: Mapping[GroupKey, list[Bin]] = launching or {}  # room left on launching nodes
         self.drains: list[Drain] = []
         self.kept: list[KeptNode] = []
         self.idle_state: dict[str, NodeState] = {}
@@ -267,8 +268,8 @@ class ScaleDownStage:
         self.movable: set[str] = set()  # busy nodes of consolidating groups whose every pod may move
         self.rooms: dict[str, RoomState] = {}  # nodes this plan makes room on (planner.makeroom)
         self.candidates: list[tuple[WorkNode, datetime]] = []
-        self.taken: dict[str, int] = {}  # group -> nodes drained by this plan
-        self.draining_now: dict[str, int] = {}  # group -> nodes Spillway is draining already
+        self.taken: dict[GroupKey, int] = {}  # group -> nodes drained by this plan
+        self.draining_now: dict[GroupKey, int] = {}  # group -> nodes Spillway is draining already
         self.orphans: set[str] = self._orphans()  # Spillway's cordons no drain owns any more
         self.restored: list[Uncordon] = []  # orphans this plan uncordons
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
@@ -335,7 +336,9 @@ class ScaleDownStage:
             f"{codes.ORPHANED_DRAIN_RESTORED}: {self._orphan_age(node)}; it is not drained now ({why}), "
             "so it is uncordoned and its draining taint lifted"
         )
-        self.restored.append(Uncordon(node.info.name, node.group.name, reason, node.info.cordon_digest))
+        self.restored.append(
+            Uncordon(node.info.name, node.group.name, reason, node.info.cordon_digest, node.group.region)
+        )
         self.kept.append(KeptNode(node.info.name, reason, codes.ORPHANED_DRAIN_RESTORED))
 
     def _orphans(self) -> set[str]:
@@ -460,9 +463,9 @@ class ScaleDownStage:
             if node.group is None:
                 continue
             if self.drain_under_way(node):
-                self.draining_now[node.group.name] = self.draining_now.get(node.group.name, 0) + 1
+                self.draining_now[node.group.key] = self.draining_now.get(node.group.key, 0) + 1
             elif out_of_service(node.info, self.ctx.config, self.ctx.now):
-                self.budgets.out.setdefault(node.group.name, set()).add(node.info.name)
+                self.budgets.out.setdefault(node.group.key, set()).add(node.info.name)
 
     def protected(self, node: WorkNode, *, removes: bool = True) -> Verdict:
         """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
@@ -484,14 +487,14 @@ class ScaleDownStage:
         """Count a drain of ``node`` against its group, and claim the node in the next state;
         ``removes``: the drain terminates it (a make-room drain keeps it)."""
         assert node.group is not None
-        self.taken[node.group.name] = self.taken.get(node.group.name, 0) + 1
+        self.taken[node.group.key] = self.taken.get(node.group.key, 0) + 1
         if removes:
             self.floors.remove(node.info, node.group)
             gone = subtract(node.info.allocatable, node.daemon_used)
             for slack in self.ctx.min_room_slack.values():
                 for name in slack:
                     slack[name] -= gone.get(name, 0)
-        self.budgets.out.get(node.group.name, set()).discard(node.info.name)  # counted as taken now
+        self.budgets.out.get(node.group.key, set()).discard(node.info.name)  # counted as taken now
         previous = self.ctx.state.nodes.get(node.info.name)
         idle_since = aware(previous.idle_since) if previous else self.ctx.now
         self.idle_state[node.info.name] = NodeState(idle_since=idle_since, draining_since=self.ctx.now)
@@ -509,8 +512,8 @@ class ScaleDownStage:
                 f"group {group.name}: {suspended}: Auto Scaling does not terminate its instances to scale "
                 "in until it is resumed",
             )
-        taken = self.taken.get(group.name, 0)
-        left = group.desired - self.draining_now.get(group.name, 0) - taken
+        taken = self.taken.get(group.key, 0)
+        left = group.desired - self.draining_now.get(group.key, 0) - taken
         if left <= group.min_size:
             return codes.MIN_SIZE, f"group {group.name} at MinSize {group.min_size}"
         floor = scheduled_min(self.ctx, group, left) or self.floors.refusal(node.info, group)
@@ -524,7 +527,7 @@ class ScaleDownStage:
             )
         if node.info.instance_id is None:
             return codes.NO_INSTANCE_ID, "no EC2 instance id in spec.providerID"
-        return self._min_room(node) or self.budgets.refusal(group.name, taken, reason, node.info.name)
+        return self._min_room(node) or self.budgets.refusal(group.key, taken, reason, node.info.name)
 
     def _min_room(self, node: WorkNode) -> Verdict:
         """A coscheduling gang this plan places needs the cluster's free room to cover its PodGroup's

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from spillway.model.cluster import TaintT
+from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import DELETION_TAINTS
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, add_into, describe, fit_count, subtract
@@ -54,7 +55,7 @@ from spillway.planner.topology import Spot
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 
 REGION_LABEL = "topology.kubernetes.io/region"
-NO_GROUP = ""  # ScaleUpStage.group naming no group: new nodes nowhere
+NO_GROUP = GroupKey("", "")  # ScaleUpStage.group naming no group: new nodes nowhere
 ZONE_LABEL = "topology.kubernetes.io/zone"
 FOLLOWS_LEADER = (
     "waits for {pod}, the first of its group: its required pod affinity on kubernetes.io/hostname selects "
@@ -83,18 +84,19 @@ class ScaleUpStage:
             (pool, node) for pool in self.schedulable for node in pool.nodes if node.victims
         ]
         self.reclaimable: list[Pool] = reclaimable_pools(ctx)
-        self.empty: dict[str, Resources] = empty_room(ctx)
-        self.launching: dict[str, list[Bin]] = launching_bins(ctx, self.empty)
+        self.empty: dict[GroupKey, Resources] = empty_room(ctx)
+        self.launching: dict[GroupKey, list[Bin]] = launching_bins(ctx, self.empty)
         # new nodes per (group, gang): a gang's new nodes are its own, launched together
-        self.new_bins: dict[tuple[str, str | None], list[Bin]] = {(g.name, None): [] for g in ctx.groups}
-        self.room: dict[str, int] = {g.name: max(0, g.max_size - g.desired) for g in ctx.groups}
-        self.backoff: dict[str, str | None] = {g.name: backoff_reason(ctx, g) for g in ctx.groups}
+        self.new_bins: dict[tuple[GroupKey, str | None], list[Bin]] = {(g.key, None): [] for g in ctx.groups}
+        self.room: dict[GroupKey, int] = {g.key: max(0, g.max_size - g.desired) for g in ctx.groups}
+        self.backoff: dict[GroupKey, str | None] = {g.key: backoff_reason(ctx, g) for g in ctx.groups}
         self.limits = Limits(ctx)
         # Ready, initialized nodes on their way out: named when a pod they would take gets a new node
         self.leaving: list[WorkNode] = [n for n in ctx.nodes.values() if _leaving(n)]
         self.region: str | None = None  # while a gang is placed: the one region it may use
         self.zone: str | None = None  # ... and the one zone, when its pods ask for one
-        self.group: str | None = None  # ... and the one group it may open new nodes in (Context.one_group)
+        # ... and the one group it may open new nodes in (Context.one_group)
+        self.group: GroupKey | None = None
         # per coscheduling gang with minResources: its bound pods' room per node (planner.minresources)
         self.bound: dict[str, dict[str, Resources]] = {}
 
@@ -236,7 +238,7 @@ class ScaleUpStage:
         self,
         cls: PodClass,
         candidates: list[NodeGroup],
-        rejected: dict[str, str],
+        rejected: dict[GroupKey, str],
         skipped: list[Skip],
         leaving: str | None = None,
     ) -> tuple[str, str]:
@@ -272,7 +274,7 @@ class ScaleUpStage:
             return
         for placement in self.ctx.placements[start:]:
             group = placement.group
-            if group is not None and placement.node.startswith(f"{group}/new-"):
+            if group is not None and placement.node.startswith(f"{group.name}/new-"):
                 self.ctx.leaving_notes.setdefault(group, set()).add(leaving)
 
     def _join(self, cls: PodClass, start: int) -> None:
@@ -280,16 +282,19 @@ class ScaleUpStage:
         if cls.buffer or not (cls.domains.marks.selected or cls.domains.zone_anti or cls.domains.affinity):
             return  # a buffer's virtual pods come last, and no move waits for them
         templates = {
-            g.name: Spot(g.template.labels, g.template.taints)
+            g.key: Spot(g.template.labels, g.template.taints)
             for g in self.ctx.groups
             if g.template is not None
         }
-        on: dict[str, tuple[Spot, int]] = {}  # node -> where, the class's pods there
+        # node (a new or launching node's id is its group's own) -> where, the class's pods there
+        on: dict[tuple[GroupKey | None, str], tuple[Spot, int]] = {}
         for placement in self.ctx.placements[start:]:
             node = self.ctx.nodes.get(placement.node)
-            spot = node.spot if node is not None else templates.get(placement.group or "")
+            group = None if node is not None else placement.group
+            spot = node.spot if node is not None else templates.get(group) if group is not None else None
+            where = (group, placement.node)
             if spot is not None:
-                on[placement.node] = (spot, on[placement.node][1] + 1 if placement.node in on else 1)
+                on[where] = (spot, on[where][1] + 1 if where in on else 1)
         for spot, count in on.values():
             self.ctx.planned.record(cls.domains, spot, count)
 
@@ -299,7 +304,7 @@ class ScaleUpStage:
         return [
             g.template.labels
             for g in candidates
-            if g.template is not None and self.room[g.name] > 0 and not self.backoff[g.name]
+            if g.template is not None and self.room[g.key] > 0 and not self.backoff[g.key]
         ]
 
     @staticmethod
@@ -320,7 +325,7 @@ class ScaleUpStage:
             place_by_preemption(self.ctx, cls, spots)
         self._claim(cls, start)
 
-    def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[str, str]]:
+    def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[GroupKey, str]]:
         """The groups that may run the class, best first, and why each other may not."""
         choices, rejected = options(self.ctx, cls, self.empty)
         return self.expander.order(self.ctx, cls, [c for c in choices if self._in_domain(c.group)]), rejected
@@ -337,7 +342,7 @@ class ScaleUpStage:
         if not cls.remaining:
             return []
         # new nodes only in the one group a gang confined to one is being tried in (OneGroup)
-        return self._new_nodes(cls, [g for g in candidates if self.group in (None, g.name)])
+        return self._new_nodes(cls, [g for g in candidates if self.group in (None, g.key)])
 
     def _raise_spread_caps(self, cls: PodClass, start: int) -> None:
         """The class's pods placed on existing nodes since ``start`` raise the least loaded node of its
@@ -379,7 +384,7 @@ class ScaleUpStage:
     def _new_nodes(self, cls: PodClass, candidates: Sequence[NodeGroup]) -> list[Skip]:
         """First fit into nodes this plan opens already, then open more, best group first."""
         for group in candidates:
-            if cls.remaining and self.new_bins.get((group.name, cls.gang)):
+            if cls.remaining and self.new_bins.get((group.key, cls.gang)):
                 self._fill_new(cls, group)
         skipped: list[Skip] = []
         for group in candidates:
@@ -391,7 +396,7 @@ class ScaleUpStage:
                 skip = self._open_balanced(cls, [group, *twins]) if twins else self._open(cls, group)
                 spilled = [s.reason for s in skipped if s.code != codes.POD_TOPOLOGY]  # a spread is no spill
                 if spilled:
-                    self.ctx.overflow_notes.setdefault(group.name, set()).update(spilled)
+                    self.ctx.overflow_notes.setdefault(group.key, set()).update(spilled)
             if skip is not None and cls.remaining:
                 skipped.append(skip)
         return skipped
@@ -400,7 +405,7 @@ class ScaleUpStage:
         """Why ``group`` is backed off (:func:`backoff_reason`), or, for a gang kept to the zone being
         tried of a group spanning several, why that zone is (:func:`zone_backoff`: its fleet would ask
         for that zone only); None when it is not."""
-        backoff = self.backoff[group.name]
+        backoff = self.backoff[group.key]
         if not backoff and self.zone is not None and len(group.zones) > 1:
             backoff = zone_backoff(self.ctx, group, self.zone)
         return backoff
@@ -409,7 +414,7 @@ class ScaleUpStage:
         backoff = self._backoff(group)
         if backoff:
             return Skip(codes.BACKED_OFF, backoff)
-        if self.room[group.name] <= 0:
+        if self.room[group.key] <= 0:
             return _at_max_size(group)
         return None
 
@@ -420,18 +425,18 @@ class ScaleUpStage:
         skip: Skip | None = None
         left = list(groups)
         while cls.remaining and left:
-            group = min(left, key=lambda g: (g.desired + self.ctx.new_nodes.get(g.name, 0), g.name))
-            before = self.ctx.new_nodes.get(group.name, 0)
+            group = min(left, key=lambda g: (g.desired + self.ctx.new_nodes.get(g.key, 0), g.key))
+            before = self.ctx.new_nodes.get(group.key, 0)
             skip = self._why_skip(group) or self._open(cls, group, at_most=1)
-            if self.ctx.new_nodes.get(group.name, 0) == before:
+            if self.ctx.new_nodes.get(group.key, 0) == before:
                 left.remove(group)
         return skip if cls.remaining else None
 
     def _open(self, cls: PodClass, group: NodeGroup, at_most: int | None = None) -> Skip | None:
         """Open as many new nodes of ``group`` as the class needs (at most ``at_most``) and MaxSize and
         the limits allow, fill them, and say why it stopped short (if it did)."""
-        ctx, name = self.ctx, group.name
-        per_node = fit_count(cls.requests, self.empty[name], cls.per_node)
+        ctx, key = self.ctx, group.key
+        per_node = fit_count(cls.requests, self.empty[key], cls.per_node)
         labels = group.template.labels if group.template else {}
         fits = min(cls.remaining, cls.room_in(labels))
         if fits <= 0:
@@ -440,7 +445,7 @@ class ScaleUpStage:
         need = need if at_most is None else min(need, at_most)
         cap = on_demand_cap(ctx, cls, group)
         opening, binding = self.limits.allowed(
-            cls.tenant, group, min(self.room[name], need, _or(cap, need)), zone=self._kept_zone(cls, group)
+            cls.tenant, group, min(self.room[key], need, _or(cap, need)), zone=self._kept_zone(cls, group)
         )
         if held := self._gang_held(cls, group, opening):
             return held
@@ -450,7 +455,7 @@ class ScaleUpStage:
             return Skip(binding.code, self.limits.reason(binding, group))
         if cap is not None and opening >= cap and cls.remaining:
             return _base_filled(group)
-        if self.room[name] <= 0:
+        if self.room[key] <= 0:
             return _at_max_size(group)
         return _spread_full(group) if cls.remaining and cls.room_in(labels) <= 0 else None
 
@@ -461,7 +466,7 @@ class ScaleUpStage:
         for a class of no gang (its raise takes what there is)."""
         if cls.gang is None or opening <= 0:
             return None
-        nodes = self.ctx.gang_nodes.get((group.name, cls.gang), 0) + opening
+        nodes = self.ctx.gang_nodes.get((group.key, cls.gang), 0) + opening
         zone = self.zone if self.zone is not None and len(group.zones) > 1 else None
         why = gang_backoff(self.ctx, group, nodes, zone)
         return Skip(codes.BACKED_OFF, why) if why else None
@@ -475,29 +480,29 @@ class ScaleUpStage:
 
     def _add_nodes(self, cls: PodClass, group: NodeGroup, opening: int) -> None:
         """``opening`` new nodes of ``group`` for the class (a gang's are its own), filled."""
-        ctx, name = self.ctx, group.name
-        self.room[name] -= opening
-        opened = ctx.new_nodes.get(name, 0)
-        ctx.new_nodes[name] = opened + opening
+        ctx, key = self.ctx, group.key
+        self.room[key] -= opening
+        opened = ctx.new_nodes.get(key, 0)
+        ctx.new_nodes[key] = opened + opening
         if cls.gang is not None:
-            ctx.gang_nodes[(name, cls.gang)] = ctx.gang_nodes.get((name, cls.gang), 0) + opening
+            ctx.gang_nodes[(key, cls.gang)] = ctx.gang_nodes.get((key, cls.gang), 0) + opening
             if self.zone is not None and len(group.zones) > 1:
-                ctx.gang_zones[(name, cls.gang)] = self.zone
-        ids = [f"{name}/new-{opened + i + 1}" for i in range(opening)]
-        self.new_bins.setdefault((name, cls.gang), []).append(Bin(dict(self.empty[name]), ids))
+                ctx.gang_zones[(key, cls.gang)] = self.zone
+        ids = [f"{group.name}/new-{opened + i + 1}" for i in range(opening)]
+        self.new_bins.setdefault((key, cls.gang), []).append(Bin(dict(self.empty[key]), ids))
         self.limits.charge(cls.tenant, group, opening, zone=self._kept_zone(cls, group))
         self._fill_new(cls, group)
 
     def _fill_new(self, cls: PodClass, group: NodeGroup) -> None:
-        bins = self.new_bins[(group.name, cls.gang)]
+        bins = self.new_bins[(group.key, cls.gang)]
         labels = group.template.labels if group.template else {}
         for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels))):
             cls.note_placed(labels, count)
             pods = cls.take(count)
-            self.ctx.placements.extend(Placement(pod, node_id, group.name) for pod in pods)
-            self.ctx.new_pods.setdefault(group.name, []).extend(pods)
+            self.ctx.placements.extend(Placement(pod, node_id, group.key) for pod in pods)
+            self.ctx.new_pods.setdefault(group.key, []).extend(pods)
             if cls.gang is not None:
-                self.ctx.gang_pods.setdefault((group.name, cls.gang), []).extend(pods)
+                self.ctx.gang_pods.setdefault((group.key, cls.gang), []).extend(pods)
 
 
 class InFlight:
@@ -526,12 +531,12 @@ class InFlight:
             if key in started and entry.minimum_only and _arrived(ctx, entry):
                 continue  # the pods it was for run and its nodes are here: nothing more is coming
             pending = key in gangs or key in started
-            if not pending or entry.group not in stage.backoff or stage.backoff[entry.group]:
+            if not pending or entry.key not in stage.backoff or stage.backoff[entry.key]:
                 continue  # scheduled (no pending pod left), a group gone, or backed off
             if (ctx.now - aware(entry.since)).total_seconds() >= window * 60:
                 continue
             self.entries[key] = entry
-            bins = stage.launching.get(entry.group, [])
+            bins = stage.launching.get(entry.key, [])
             _reserve(bins, entry.count)
 
     def hold(self, gang: str, classes: Sequence[PodClass]) -> bool:
@@ -561,8 +566,7 @@ def _arrived(ctx: Context, entry: GangState) -> bool:
         1
         for node in ctx.nodes.values()
         if node.group is not None
-        and node.group.name == entry.group
-        and entry.region in ("", node.group.region)
+        and node.group.key == entry.key
         and node.info.created_at is not None
         and aware(node.info.created_at) >= since
     )
@@ -574,9 +578,9 @@ def record_gang_launches(ctx: Context, actions: Sequence[ScaleUp]) -> None:
     again when the actions change (make room may take some of a gang's new nodes, or all of them)."""
     placed = {gang for _, gang in ctx.gang_nodes}  # a gang held as launching is not placed again
     ctx.gangs_out = {gang: entry for gang, entry in ctx.gangs_out.items() if gang not in placed}
-    by_name = {g.name: g for g in ctx.groups}
+    by_key = {g.key: g for g in ctx.groups}
     for action in actions:
-        group = by_name[action.group]
+        group = by_key[action.key]
         if group.atomic_launch == "off":
             continue
         for launch in action.gangs:
@@ -728,7 +732,7 @@ class _EmptyNodes:
 
 
 def _empty_bins(
-    ctx: Context, empty: Mapping[str, Resources], region: str | None, zone: str | None
+    ctx: Context, empty: Mapping[GroupKey, Resources], region: str | None, zone: str | None
 ) -> list[_EmptyNodes]:
     """The domain's groups at MaxSize (their template nodes, empty), then its nodes of no group."""
     out: list[_EmptyNodes] = []
@@ -737,7 +741,7 @@ def _empty_bins(
         if template is None or group.max_size <= 0 or not group_in_domain(group, region, zone):
             continue
         ids = [f"{group.name}/ever-{i + 1}" for i in range(group.max_size)]
-        out.append(_EmptyNodes(template.labels, template.taints, None, [Bin(dict(empty[group.name]), ids)]))
+        out.append(_EmptyNodes(template.labels, template.taints, None, [Bin(dict(empty[group.key]), ids)]))
     for node in ctx.nodes.values():
         if node.group is None and node_in_domain(node, region, zone):
             info = node.info
@@ -834,7 +838,7 @@ class RoomTrial:
         nodes in, then those its pods may use, in the expander's order (in the domain being tried)."""
         stage = self.stage
         used = {name for name, gang in stage.ctx.gang_nodes if gang == self.gang}
-        out = [g for g in stage.ctx.groups if g.name in used]
+        out = [g for g in stage.ctx.groups if g.key in used]
         for cls in self.classes:
             out += [g for g in stage._choices(cls)[0] if g not in out]
         return out
@@ -842,20 +846,20 @@ class RoomTrial:
     def _open_room(self, group: NodeGroup, lack: Mapping[str, int]) -> Skip | None:
         """Open as many empty nodes of ``group`` with the gang as ``lack`` takes, all or none."""
         stage = self.stage
-        per_node = stage.empty[group.name]
+        per_node = stage.empty[group.key]
         missing = sorted(name for name in lack if per_node.get(name, 0) <= 0)
         if missing:
             return Skip(codes.NO_GROUP_FITS, f"{group.name}'s nodes have no {', '.join(missing)}")
         want = max(math.ceil(value / per_node[name]) for name, value in lack.items())
         cls = self.classes[0]
         opening, binding = stage.limits.allowed(
-            cls.tenant, group, min(stage.room[group.name], want), zone=stage._kept_zone(cls, group)
+            cls.tenant, group, min(stage.room[group.key], want), zone=stage._kept_zone(cls, group)
         )
         if opening >= want and (held := stage._gang_held(cls, group, want)):
             return held
         if opening >= want:
             stage._add_nodes(cls, group, want)  # the class's pods are all placed: the nodes stay empty
-            stage.ctx.room_notes.setdefault(group.name, set()).add(
+            stage.ctx.room_notes.setdefault(group.key, set()).add(
                 f"{want} of them for gang {self.gang}'s minResources, which coscheduling admits its pods "
                 "only once the cluster has free"
             )
@@ -863,7 +867,7 @@ class RoomTrial:
         if binding is not None:
             return Skip(binding.code, stage.limits.reason(binding, group))
         return Skip(
-            codes.MAX_SIZE, f"{group.name} has room for {stage.room[group.name]} of the {want} more nodes"
+            codes.MAX_SIZE, f"{group.name} has room for {stage.room[group.key]} of the {want} more nodes"
         )
 
     def _save(self) -> dict[str, object]:
@@ -1013,10 +1017,10 @@ class GangPlacement(RoomTrial):
         used = {name for (name, gang), nodes in ctx.gang_nodes.items() if gang == self.gang and nodes > 0}
         if len(used) <= 1:
             return False
-        return any(g.atomic_launch != "off" for g in ctx.groups if g.name in used)
+        return any(g.atomic_launch != "off" for g in ctx.groups if g.key in used)
 
     def _attempt(
-        self, region: str | None, zone: str | None, group: str | None
+        self, region: str | None, zone: str | None, group: GroupKey | None
     ) -> tuple[tuple[str, str] | None, dict[str, object]]:
         """One trial of the gang on a checkpoint of the stage, in ``region`` and ``zone``, its new nodes
         in ``group`` only (None: wherever the expander sends each class): its failure (rolled back) or
@@ -1031,28 +1035,28 @@ class GangPlacement(RoomTrial):
 
     @staticmethod
     def _where(
-        failure: tuple[str, str] | None, region: str | None, zone: str | None, group: str | None
+        failure: tuple[str, str] | None, region: str | None, zone: str | None, group: GroupKey | None
     ) -> tuple[str, str] | None:
         """The failure of a trial, saying where it was tried."""
         if failure is None:
             return None
-        where = "/".join(w for w in (region, zone, group) if w)
+        where = "/".join(w for w in (region, zone, group.name if group else None) if w)
         return (failure[0], f"in {where}: {failure[1]}") if where else failure
 
     def _candidates(
         self, region: str | None, zone: str | None
-    ) -> tuple[list[NodeGroup], dict[int, set[str]]]:
+    ) -> tuple[list[NodeGroup], dict[int, set[GroupKey]]]:
         """The groups the gang's classes may use in the domain, in the expander's order for its first
         class, then for the next; and per class (by id) the names of those it may use."""
         stage = self.stage
         stage.region, stage.zone = region, zone
         groups: list[NodeGroup] = []
-        admitted: dict[int, set[str]] = {}
+        admitted: dict[int, set[GroupKey]] = {}
         for cls in self.classes:
             choices = stage._choices(cls)[0]
-            admitted[id(cls)] = {g.name for g in choices}
-            known = {g.name for g in groups}
-            groups += [g for g in choices if g.name not in known]
+            admitted[id(cls)] = {g.key for g in choices}
+            known = {g.key for g in groups}
+            groups += [g for g in choices if g.key not in known]
         stage.region = stage.zone = None
         return groups, admitted
 
@@ -1179,7 +1183,7 @@ class OneGroup:
         # probe left it: a trial opens its nodes with that cap, and the rollback lowers it again
         self.per_node: dict[int, int] = {}
         self.movable = False  # every pod of the gang may move (spot first), when there are spot groups
-        self.bounds: dict[str, tuple[Any, ...]] = {}
+        self.bounds: dict[GroupKey, tuple[Any, ...]] = {}
         # new nodes per group the plan opens before the gang: their warm instances are not the gang's
         self.opened = dict(self.stage.ctx.new_nodes)
 
@@ -1187,7 +1191,7 @@ class OneGroup:
         """Place the gang with the best whole option (kept): (True, None); else (False, why not)."""
         groups, admitted = self.placement._candidates(self.region, self.zone)
         if len(groups) <= 1:
-            return self._only(groups[0].name if groups else NO_GROUP)
+            return self._only(groups[0].key if groups else NO_GROUP)
         able = self._probe(groups, admitted)
         if able is None:
             return self._only(NO_GROUP)  # free room, launching capacity and nodes to uncordon hold it
@@ -1197,17 +1201,19 @@ class OneGroup:
         if self._best(sorted(able, key=self._bound)):
             return True, None
         if self.refusal is None and not self.refused:  # the refusal of the group the expander ranks first
-            return self._only(groups[0].name)
+            return self._only(groups[0].key)
         return False, self.refusal
 
-    def _only(self, group: str) -> tuple[bool, tuple[str, str] | None]:
+    def _only(self, group: GroupKey) -> tuple[bool, tuple[str, str] | None]:
         failure, _ = self.placement._attempt(self.region, self.zone, group)
         return failure is None, self._where(failure, group)
 
-    def _where(self, failure: tuple[str, str] | None, group: str) -> tuple[str, str] | None:
+    def _where(self, failure: tuple[str, str] | None, group: GroupKey) -> tuple[str, str] | None:
         return GangPlacement._where(failure, self.region, self.zone, group)
 
-    def _probe(self, groups: list[NodeGroup], admitted: Mapping[int, set[str]]) -> list[NodeGroup] | None:
+    def _probe(
+        self, groups: list[NodeGroup], admitted: Mapping[int, set[GroupKey]]
+    ) -> list[NodeGroup] | None:
         """One trial with new nodes nowhere, every class placed as far as free room, launching capacity
         and nodes to uncordon take it, rolled back: None when they take it whole; else the groups that
         may hold what they leave (:meth:`_may_hold`).
@@ -1260,7 +1266,7 @@ class OneGroup:
         """The fewest new nodes of ``group`` that hold the pods :attr:`known`: as many as each class
         needs alone, and as the pods' requests summed need of a node's room; None when a node takes no
         pod of some class."""
-        empty = self.stage.empty[group.name]
+        empty = self.stage.empty[group.key]
         nodes = 0
         total: Resources = {}
         for cls, count in self.known:
@@ -1274,34 +1280,34 @@ class OneGroup:
                 nodes = max(nodes, -(-value // empty[name]))
         return nodes
 
-    def _may_hold(self, group: NodeGroup, admitted: Mapping[int, set[str]]) -> bool:
+    def _may_hold(self, group: NodeGroup, admitted: Mapping[int, set[GroupKey]]) -> bool:
         """Could new nodes of ``group`` alone take the pods :attr:`known`? Not when it is backed off (or
         the zone being tried is, of a group spanning several), a class among them may not use it, or even
         empty nodes to its room below MaxSize hold fewer (limits, caps and spreads only lower that)."""
         stage = self.stage
-        if stage.backoff[group.name] or any(group.name not in admitted[id(c)] for c, _ in self.known):
+        if stage.backoff[group.key] or any(group.key not in admitted[id(c)] for c, _ in self.known):
             return False
         if self.zone is not None and len(group.zones) > 1 and zone_backoff(stage.ctx, group, self.zone):
             return False  # its fleet would ask for this zone only (ScaleUpStage._backoff)
         nodes = self._least_nodes(group)
-        return nodes is not None and nodes <= stage.room[group.name]
+        return nodes is not None and nodes <= stage.room[group.key]
 
     def _option(self, group: NodeGroup, nodes: int, requests: Resources) -> WholeOption:
-        warm = group.warm_instances - self.opened.get(group.name, 0)
-        return WholeOption(group, nodes, requests, self.stage.empty[group.name], self.movable, warm)
+        warm = group.warm_instances - self.opened.get(group.key, 0)
+        return WholeOption(group, nodes, requests, self.stage.empty[group.key], self.movable, warm)
 
     def _bound(self, group: NodeGroup) -> tuple[Any, ...]:
         """The best rank ``group``'s whole option could have: with the fewest nodes that hold the pods
         known to go on them, when all are (:attr:`exact`); else as an option not known yet (no waste,
         warm: :class:`WholeOption`)."""
-        bound = self.bounds.get(group.name)
+        bound = self.bounds.get(group.key)
         if bound is None:
             total: Resources = {}
             for cls, count in self.known:
                 add_into(total, cls.requests, count)
             option = self._option(group, self._least_nodes(group) or 0, total) if self.exact else None
             option = option or self._option(group, 0, {})
-            bound = self.bounds[group.name] = self.stage.expander.whole_key(self.stage.ctx, option)
+            bound = self.bounds[group.key] = self.stage.expander.whole_key(self.stage.ctx, option)
         return bound
 
     def _best(self, ranked: list[NodeGroup]) -> bool:
@@ -1310,7 +1316,7 @@ class OneGroup:
         another group is tried, and tried again at the end when it stays the best. False: no trial
         holds the gang whole."""
         placement = self.placement
-        best: tuple[tuple[Any, ...], str] | None = None
+        best: tuple[tuple[Any, ...], GroupKey] | None = None
         kept: dict[str, object] | None = None  # the checkpoint before the best trial, while it is kept
         for group in ranked:
             if best is not None and self._bound(group) >= best[0]:
@@ -1318,13 +1324,13 @@ class OneGroup:
             if kept is not None:
                 placement._restore(kept)
                 kept = None
-            failure, saved = placement._attempt(self.region, self.zone, group.name)
+            failure, saved = placement._attempt(self.region, self.zone, group.key)
             if failure is not None:
-                self.refusal = self.refusal or self._where(failure, group.name)
+                self.refusal = self.refusal or self._where(failure, group.key)
                 continue
             key = self._placed_key(group)
             if best is None or key < best[0]:
-                best, kept = (key, group.name), saved
+                best, kept = (key, group.key), saved
             else:
                 placement._restore(saved)
         if best is not None and kept is None:
@@ -1341,7 +1347,7 @@ class OneGroup:
         requests of the pods they got. A trial whose new nodes got other pods than :meth:`_probe` said
         makes the bounds guesses: from then on each is the best its group could be."""
         ctx, gang = self.stage.ctx, self.placement.gang
-        on_new = set(ctx.gang_pods.get((group.name, gang), ()))
+        on_new = set(ctx.gang_pods.get((group.key, gang), ()))
         total: Resources = {}
         counts: dict[int, int] = {}
         for cls in self.placement.classes:
@@ -1351,7 +1357,7 @@ class OneGroup:
                 counts[id(cls)] = count
         if self.exact and counts != {id(c): n for c, n in self.known}:
             self.exact, self.bounds = False, {}
-        nodes = ctx.gang_nodes.get((group.name, gang), 0)
+        nodes = ctx.gang_nodes.get((group.key, gang), 0)
         return self.stage.expander.whole_key(ctx, self._option(group, nodes, total))
 
 
@@ -1425,7 +1431,7 @@ def _spread_full(group: NodeGroup) -> Skip:
 def why_unplaceable(
     cls: PodClass,
     candidates: Sequence[NodeGroup],
-    rejected: dict[str, str],
+    rejected: dict[GroupKey, str],
     skipped: list[Skip],
     *,
     closed: bool = False,
@@ -1434,7 +1440,7 @@ def why_unplaceable(
     out some group's template (for as long as the pods that close its domain run there)."""
     needs = describe(cls.requests, [r for r in sorted(cls.requests) if r != PODS])
     if not candidates:
-        why = "; ".join(rejected[name] for name in sorted(rejected))
+        why = "; ".join(rejected[key] for key in sorted(rejected))
         if closed:
             return codes.POD_TOPOLOGY, f"no node group can run this pod now ({needs}): {why}"
         code = codes.NO_GROUP_FITS if rejected else codes.NO_MANAGED_GROUPS
@@ -1448,10 +1454,10 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
     """One action per group that gets new nodes, preferred region first."""
     actions: list[ScaleUp] = []
     for group in sorted(ctx.groups, key=lambda g: (ctx.region_key(g), g.name)):
-        count = ctx.new_nodes.get(group.name, 0)
+        count = ctx.new_nodes.get(group.key, 0)
         if count <= 0:
             continue
-        placed = ctx.new_pods.get(group.name, [])
+        placed = ctx.new_pods.get(group.key, [])
         pods = sorted(p for p in placed if p not in ctx.buffer_pods)
         actions.append(
             ScaleUp(
@@ -1470,24 +1476,24 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
                         zone=ctx.gang_zones.get((g, gang)),
                     )
                     for (g, gang), nodes in sorted(ctx.gang_nodes.items())
-                    if g == group.name and nodes > 0
+                    if g == group.key and nodes > 0
                 ),
-                tenants=opened_by(ctx, group.name),
+                tenants=opened_by(ctx, group.key),
             )
         )
     return actions
 
 
-def opened_by(ctx: Context, group: str) -> tuple[tuple[str, int], ...]:
+def opened_by(ctx: Context, group: GroupKey) -> tuple[tuple[str, int], ...]:
     """New nodes of ``group`` per tenant whose pods opened them, as the limits charge them.
 
     A class opens nodes and is the first to fill them (later classes only top them up), so the
     first pod placed on each ``<group>/new-<n>`` names the node's tenant.
     """
-    prefix = f"{group}/new-"
+    prefix = f"{group.name}/new-"
     owners: dict[str, str] = {}
     for p in ctx.placements:
-        if p.node.startswith(prefix) and p.node not in owners:
+        if p.group == group and p.node.startswith(prefix) and p.node not in owners:
             buffer = ctx.buffer_pods.get(p.pod)
             namespace = p.pod.split("/", 1)[0] if buffer is None else buffer.namespace
             owners[p.node] = ctx.snapshot.tenant(namespace) if namespace else ""
@@ -1570,12 +1576,12 @@ def _scale_up_reason(
 def _scale_up_notes(ctx: Context, group: NodeGroup) -> list[str]:
     """The clauses after a scale-up's reason: nodes on their way out its pods fit, where its template
     came from, the better groups skipped."""
-    notes = sorted(ctx.leaving_notes.get(group.name, ())) + sorted(ctx.room_notes.get(group.name, ()))
+    notes = sorted(ctx.leaving_notes.get(group.key, ())) + sorted(ctx.room_notes.get(group.key, ()))
     if group.template is not None and group.template.source:  # spillway.model.nodecache
         notes.append(f"a node's shape {group.template.source}")
     elif group.template is not None and group.template.forgotten:  # a new launch template version
         notes.append(group.template.forgotten)
-    skipped = sorted(ctx.overflow_notes.get(group.name, ()))
+    skipped = sorted(ctx.overflow_notes.get(group.key, ()))
     if skipped:
         notes.append("skipped: " + "; ".join(skipped))
     return notes

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 
+from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import CANDIDATE_TAINT
 from spillway.planner import codes
 from spillway.planner.context import Context, aware, has_taint
@@ -83,7 +84,7 @@ def soft_taints(
 
 
 def _marks(
-    ctx: Context, order: Sequence[str], waiting: Mapping[str, KeptNode], room: dict[str, int],
+    ctx: Context, order: Sequence[str], waiting: Mapping[str, KeptNode], room: dict[GroupKey, int],
     floors: Floors | None,
 ) -> list[SoftTaint]:  # fmt: skip
     """New marks in ``order``, within ``max_bulk_soft_taint_count``, each group's ``room`` and what the
@@ -92,13 +93,13 @@ def _marks(
     for name in order:
         node = ctx.nodes[name]
         group = node.group
-        if len(out) >= ctx.config.max_bulk_soft_taint_count or group is None or room.get(group.name, 0) <= 0:
+        if len(out) >= ctx.config.max_bulk_soft_taint_count or group is None or room.get(group.key, 0) <= 0:
             continue
         if floors is not None:
             if floors.refusal(node.info, group) is not None:
                 continue  # the minimum keeps it: it is not marked for removal
             floors.remove(node.info, group)
-        room[group.name] -= 1
+        room[group.key] -= 1
         why = waiting[name]
         held = (
             f"{why.code}: {why.reason}" if why.code in PASSING else f"every pod on it may move ({why.code})"
@@ -107,14 +108,14 @@ def _marks(
     return out
 
 
-def _room_above_min(ctx: Context, drains: Sequence[Drain], staying: set[str]) -> dict[str, int]:
+def _room_above_min(ctx: Context, drains: Sequence[Drain], staying: set[str]) -> dict[GroupKey, int]:
     """Per group, how many more nodes may be marked: its size less MinSize, the nodes this plan drains
     and the marked nodes that stay marked."""
-    room = {g.name: g.desired - g.min_size for g in ctx.groups}
+    room = {g.key: g.desired - g.min_size for g in ctx.groups}
     for name in [d.node for d in drains] + sorted(staying):
         group = ctx.nodes[name].group if name in ctx.nodes else None
-        if group is not None and group.name in room:
-            room[group.name] -= 1
+        if group is not None and group.key in room:
+            room[group.key] -= 1
     return room
 
 

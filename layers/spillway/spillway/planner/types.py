@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spillway.model.groupkey import GroupKey
 from spillway.model.state import State
 from spillway.planner.codes import MAKE_ROOM
 
@@ -92,6 +93,10 @@ class ScaleUp:
     # new nodes per tenant whose pods opened them (the tenant the limits charge), sorted by tenant
     tenants: tuple[tuple[str, int], ...] = ()
 
+    @property
+    def key(self) -> GroupKey:
+        return GroupKey(self.region, self.group)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "group": self.group,
@@ -118,9 +123,14 @@ class Uncordon:
     group: str
     reason: str
     cordon: str | None = None
+    region: str = ""  # the group's
+
+    @property
+    def key(self) -> GroupKey:
+        return GroupKey(self.region, self.group)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"node": self.node, "group": self.group, "reason": self.reason}
+        out = {"node": self.node, "group": self.group, "region": self.region, "reason": self.reason}
         if self.cordon is not None:
             out["cordon"] = self.cordon
         return out
@@ -270,7 +280,7 @@ class Placement:
 
     pod: str
     node: str
-    group: str | None
+    group: GroupKey | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,9 +292,21 @@ class Unhealthy:
     unready: int  # unready nodes past their start, plus instances that never joined
     nodes: int  # the nodes counted (registered, not being drained by Spillway)
     reason: str
+    region: str = ""  # the group's
+
+    @property
+    def key(self) -> GroupKey | None:
+        return None if self.group is None else GroupKey(self.region, self.group)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "unready": self.unready, "nodes": self.nodes, "reason": self.reason}
+        where = {} if self.group is None else {"region": self.region}
+        return {
+            "group": self.group,
+            **where,
+            "unready": self.unready,
+            "nodes": self.nodes,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,9 +342,10 @@ class GroupFloor:
     group: str
     min_size: int
     reason: str
+    region: str = ""  # the group's
 
     def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "min_size": self.min_size, "reason": self.reason}
+        return {"group": self.group, "region": self.region, "min_size": self.min_size, "reason": self.reason}
 
 
 @dataclass(frozen=True, slots=True)
