@@ -706,6 +706,42 @@ def test_affinity_to_a_full_node_opens_nothing_and_says_why() -> None:
     assert pending_codes(result)["default/web-1"] == codes.POD_TOPOLOGY
 
 
+NODE_LOCAL_DNS = {"app.kubernetes.io/name": "node-local-dns"}
+
+
+@pytest.mark.parametrize("twin_at_zero", [False, True], ids=["its-node", "daemonset-object"])
+def test_affinity_to_a_daemonsets_pod_on_the_node_gets_a_new_node_which_runs_one(twin_at_zero: bool) -> None:
+    """A pod must share a node with node-local-dns (required pod affinity over hostnames), a DaemonSet
+    every node runs; the one node is full. A new node runs node-local-dns as soon as it registers (the
+    DaemonSet controller makes its pod for it), and kube-scheduler's InterPodAffinity counts a pod bound
+    there: the pod runs on the new node. cluster-autoscaler's template node runs the DaemonSet's pods
+    (podsExpectedOnFreshNode), so its simulation places the pod and it scales up; the plan launched
+    nothing and the pod stayed pending for good. A group at zero knows what its new node runs from the
+    DaemonSet object, and the DaemonSet's labels from its pod running elsewhere (``twin_at_zero``: an
+    m5.xlarge group, which the pod fills best)."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.items.append(o.daemonset("node-local-dns"))
+    w.items.append(o.daemonset_pod("node-local-dns-a", node, ds="node-local-dns", labels=NODE_LOCAL_DNS))
+    w.pods("busy", 1, cpu="7", memory="8Gi", node_name=node)
+    if twin_at_zero:
+        w.group("small", "m5.xlarge", max_size=10)
+    affinity = near(NODE_LOCAL_DNS, HOST)
+    affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["namespaces"] = [
+        "kube-system"
+    ]
+    web = replica("web-1", affinity=affinity)
+    web["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    w.items.append(web)
+
+    result = w.plan()
+
+    group = "small" if twin_at_zero else "cpu"
+    assert scale_up(result) == {
+        group: (0 if twin_at_zero else 1, 1 if twin_at_zero else 2, ["default/web-1"])
+    }
+
+
 def test_the_first_of_a_group_that_selects_itself_may_go_anywhere() -> None:
     w = World()
     w.group("cpu", "m5.2xlarge", max_size=10)

@@ -48,7 +48,7 @@ from spillway.model.resources import (
 )
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
-from spillway.planner.groups import fresh_node_ports, why_not_movable
+from spillway.planner.groups import fresh_node_ports, fresh_node_selected, why_not_movable
 from spillway.planner.topology import UNBOUNDED, port_taken
 
 # The taints that say "this node is Spot", by key: the values that do (None: a taint with no value).
@@ -218,7 +218,7 @@ def options(
     rejected: dict[GroupKey, str] = {}
     for group in ctx.groups:
         why = (
-            _rejection(cls, group, empty[group.key])
+            _rejection(cls, group, empty[group.key], fresh_node_selected(ctx, group))
             or _spread_key_rejection(ctx, cls, group)
             or _port_rejection(ctx, cls, group)
             or _spot_rejection(ctx, cls, group)
@@ -282,11 +282,15 @@ def on_demand_cap(ctx: Context, cls: PodClass, group: NodeGroup) -> int | None:
     return sure
 
 
-def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:
+def _rejection(
+    cls: PodClass, group: NodeGroup, empty: Resources, fresh: Sequence[frozenset[int]] = ()
+) -> str | None:
+    """Why a new node of ``group`` (with the room ``empty``, running first pods the terms ``fresh``
+    select) cannot run the class, or None."""
     template = group.template
     if template is None:
         return "instance type unknown, no template node"
-    blocker = cls.blocker_on_new(group)
+    blocker = cls.blocker_on_new(group, fresh)
     if blocker is not None:
         return blocker
     if fit_count(cls.requests, empty, UNBOUNDED) > 0:

@@ -62,6 +62,27 @@ def fresh_node_ports(ctx: Context, group: NodeGroup) -> frozenset[tuple[int, str
     return frozenset(port for pod in fresh_node_pods(ctx, group) for port in pod.host_ports)
 
 
+def fresh_node_selected(ctx: Context, group: NodeGroup) -> tuple[frozenset[int], ...]:
+    """Per pod a fresh node of the group runs before any pending pod lands there
+    (:func:`fresh_node_pods`), the pod topology terms that select it (:attr:`PodInfo.selected_by`): a
+    pod whose required pod affinity they all select may join it on that node (kube-scheduler's
+    InterPodAffinity counts a pod bound there, and the DaemonSet's pod is bound first;
+    cluster-autoscaler's template node runs it). A DaemonSet object has no labels of its own here: a
+    pod of it running elsewhere says which terms select its pods (none when none runs). Computed once
+    per group."""
+    found = ctx.fresh_selected.get(group.key)
+    if found is None:
+        out = []
+        for pod in fresh_node_pods(ctx, group):
+            if isinstance(pod, DaemonSetInfo):
+                running = ctx.ds_representatives.get((pod.namespace, pod.name))
+                out.append(frozenset(running.selected_by) if running is not None else frozenset())
+            else:
+                out.append(frozenset(pod.selected_by))
+        found = ctx.fresh_selected[group.key] = tuple(s for s in out if s)
+    return found
+
+
 def _own_node(ctx: Context, group: NodeGroup, name: str | None) -> bool:
     """Whether the node ``name`` (the template's) is one of ``group``'s now. A remembered template
     names a node that may be gone, and EC2 reuses private IPs: another group's new node may carry the
