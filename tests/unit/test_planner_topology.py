@@ -742,6 +742,31 @@ def test_affinity_to_a_daemonsets_pod_on_the_node_gets_a_new_node_which_runs_one
     }
 
 
+@pytest.mark.parametrize("key", [HOST, ZONE])
+def test_anti_affinity_to_a_daemonsets_pods_gets_no_new_node_which_runs_one(key: str) -> None:
+    """A pod must not share a node (or a zone) with fluentd, a DaemonSet every node runs. Its one node
+    runs fluentd, and so does a new node as soon as it registers (for the zone: a group in zone b,
+    where no node runs yet): kube-scheduler's InterPodAffinity refuses the pod there too, as
+    cluster-autoscaler's simulation on its template node (which runs the DaemonSet's pods) does. The
+    plan launched a node for it the pod could not use, and every later plan another. A pod whose term
+    selects no pod of a DaemonSet still gets a node."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    w.node(node)["metadata"]["labels"][ZONE] = "us-east-1a"
+    if key == ZONE:
+        w.group("cpu-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    w.items.append(o.daemonset("fluentd"))
+    w.items.append(o.daemonset_pod("fluentd-a", node, ds="fluentd", labels={"app": "fluentd"}))
+    w.pods("busy", 1, cpu="7", memory="8Gi", node_name=node)
+    w.items.append(replica("web-1", affinity=anti({"app": "fluentd"}, key=key, namespaces=["kube-system"])))
+    w.items.append(replica("api-1", labels={"app": "api"}, affinity=anti({"app": "api"}, key=key)))
+
+    result = w.plan()
+
+    assert sorted(p for _, _, placed in scale_up(result).values() for p in placed) == ["default/api-1"]
+    assert "a DaemonSet's" in pending_reasons(result)["default/web-1"]
+
+
 def test_the_first_of_a_group_that_selects_itself_may_go_anywhere() -> None:
     w = World()
     w.group("cpu", "m5.2xlarge", max_size=10)
