@@ -224,6 +224,23 @@ def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
     return _launch_failed(ctx, group)
 
 
+def launches_failing(ctx: Context, group: NodeGroup) -> bool:
+    """Whether the group's launches are failing: backed off in the state, every pool it launches from
+    backed off, or a launch failed lately (:func:`backoff_reason` for these). Its desired capacity above
+    the instances it runs is then no capacity coming (nothing counts it as launching for pending pods),
+    and no node to count toward the limits either: cluster-autoscaler's AWS provider marks such desired
+    instances, once the group's latest scaling activity failed, as placeholders that cannot be
+    fulfilled and removes them when it backs the group off (cloudprovider/aws/auto_scaling_groups.go,
+    createPlaceholdersForDesiredNonStartedInstances)."""
+    entry = ctx.state.groups.get(group.key.stored)
+    if entry is not None and aware(entry.backoff_until) > ctx.now:
+        return True
+    pools = pool_backoffs(ctx, group)
+    if pools is not None and pools[0] and len(pools[0]) == pools[1]:
+        return True
+    return _launch_failed(ctx, group) is not None
+
+
 def _launch_failed(ctx: Context, group: NodeGroup) -> str | None:
     """Why the group is skipped for a launch that failed lately (any Failed launch activity: no capacity
     is coming, whatever the reason), or None. The reason says which: a capacity failure (a scale-up's
