@@ -883,6 +883,46 @@ def test_two_distinct_host_ips_share_the_port_on_one_node() -> None:
     assert w.plan().scale_up == ()
 
 
+def _node_exporter(port: int = 9100) -> dict[str, Any]:
+    """A DaemonSet on the host's network whose pods hold host port ``port`` on every node."""
+    ds = o.daemonset("node-exporter", host_network=True)
+    ds["spec"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"containerPort": port, "hostPort": port, "protocol": "TCP"}
+    ]
+    return ds
+
+
+@pytest.mark.parametrize("group_nodes", [1, 0], ids=["read-from-its-node", "group-at-zero"])
+def test_a_pod_asking_a_host_port_a_new_node_s_daemonset_holds_is_told_which_daemonset(
+    group_nodes: int,
+) -> None:
+    """A node-exporter DaemonSet holds host port 9100 on every node; a Deployment's pod asks for 9100
+    too. kube-scheduler's NodePorts refuses it every node, the new ones as well: their node-exporter
+    pod is there first. cluster-autoscaler's template node runs the DaemonSet's pods, so its scale-up
+    simulation refuses the pod the same way and launches nothing ("didn't have free ports"). A pod
+    asking another port still gets a node. The pod's reason names the port and the DaemonSet that holds
+    it, read from its pod on the group's node or from the DaemonSet object for a group at zero: it said
+    only "a DaemonSet or static pod", and a cluster runs many."""
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=group_nodes, max_size=10)
+    ds = _node_exporter()
+    w.items.append(ds)
+    for node in nodes:  # the running node's copy, as the DaemonSet controller makes it
+        pod = o.daemonset_pod(f"node-exporter-{node}", node, ds="node-exporter")
+        pod["spec"]["containers"][0]["ports"] = ds["spec"]["template"]["spec"]["containers"][0]["ports"]
+        pod["spec"]["hostNetwork"] = True
+        w.items.append(pod)
+        w.pods("busy", 1, cpu="7", memory="8Gi", node_name=node)
+    w.items += [exporter("exp-0", port=9100), exporter("other-0", port=9400)]
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu": (group_nodes, group_nodes + 1, ["default/other-0"])}
+    assert pending_codes(result)["default/exp-0"] == codes.NO_GROUP_FITS
+    assert "host port 9100/TCP" in pending_reasons(result)["default/exp-0"]
+    assert "kube-system/node-exporter" in pending_reasons(result)["default/exp-0"]
+
+
 # A run-to-completion init container that names a host port (kubernetes/kubernetes#57443: neither the
 # scheduler nor the kubelet takes it); restartPolicy Always makes it a sidecar, whose port NodePorts takes
 # since kubernetes/kubernetes#132040 (1.34, and 1.33 by cherry-pick).

@@ -48,7 +48,7 @@ from spillway.model.resources import (
 )
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
-from spillway.planner.groups import fresh_node_ports, fresh_node_selected, why_not_movable
+from spillway.planner.groups import fresh_node_ports, fresh_node_selected, fresh_port_holders, why_not_movable
 from spillway.planner.topology import UNBOUNDED, port_taken
 
 # The taints that say "this node is Spot", by key: the values that do (None: a taint with no value).
@@ -253,12 +253,14 @@ def _spread_key_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str 
 
 def _port_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
     """Why a new node of ``group`` cannot take the class for the node ports it asks: a DaemonSet or
-    static pod the node runs anyway holds one (:func:`~spillway.planner.groups.fresh_node_ports`)."""
+    static pod the node runs anyway holds one (:func:`~spillway.planner.groups.fresh_node_ports`),
+    named (:func:`~spillway.planner.groups.fresh_port_holders`)."""
     ports = cls.domains.marks.ports
     taken = port_taken(ports, fresh_node_ports(ctx, group)) if ports else None
     if taken is None:
         return None
-    return f"host port {taken} is taken on its nodes by a DaemonSet or static pod each runs"
+    holders = ", ".join(fresh_port_holders(ctx, group, ports, taken))
+    return f"host port {taken} is taken on its nodes by a DaemonSet or static pod each runs ({holders})"
 
 
 def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:

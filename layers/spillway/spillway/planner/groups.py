@@ -18,6 +18,7 @@ from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, aware, iso, minutes
 from spillway.planner.disruption import assess_move
 from spillway.planner.predicates import why_not_placeable
+from spillway.planner.topology import port_taken
 
 
 def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
@@ -60,6 +61,26 @@ def fresh_node_ports(ctx: Context, group: NodeGroup) -> frozenset[tuple[int, str
     pod asking one of them never runs on such a node (kube-scheduler's NodePorts checks it against every
     pod of the node, DaemonSet pods too; cluster-autoscaler's template node carries them)."""
     return frozenset(port for pod in fresh_node_pods(ctx, group) for port in pod.host_ports)
+
+
+def fresh_port_holders(
+    ctx: Context, group: NodeGroup, asked: Iterable[tuple[int, str, str]], taken: str
+) -> list[str]:
+    """Who, of the pods a fresh node of the group runs (:func:`fresh_node_pods`), holds ``taken``: the
+    first of the host ports ``asked`` they take, as :func:`~spillway.planner.topology.port_taken` names
+    it. A DaemonSet's pod is named by its DaemonSet (``namespace/name``), a static pod by its own key,
+    so a pod refused the group for the port says which to look at."""
+    asked = tuple(asked)
+    return sorted(
+        {_holder(pod) for pod in fresh_node_pods(ctx, group) if port_taken(asked, pod.host_ports) == taken}
+    )
+
+
+def _holder(pod: PodInfo | DaemonSetInfo) -> str:
+    """The DaemonSet of a DaemonSet pod (``namespace/name``), else the pod's key."""
+    if isinstance(pod, DaemonSetInfo):
+        return pod.key
+    return f"{pod.namespace}/{pod.owner_name}" if pod.daemonset and pod.owner_name else pod.key
 
 
 def fresh_node_selected(ctx: Context, group: NodeGroup) -> tuple[frozenset[int], ...]:
