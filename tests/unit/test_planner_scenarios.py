@@ -247,6 +247,32 @@ def test_tainted_gpu_group_takes_only_pods_that_tolerate_it() -> None:
     assert ups["gpu"][2] == gpu_pods
 
 
+def test_cpu_pods_get_new_cpu_nodes_not_gpu_nodes_that_waste_a_little_less_cpu() -> None:
+    """Four pods of 3 CPUs and 8 GiB, no GPU; an untainted g5.xlarge group (1 GPU, 4 vCPUs: one pod a
+    node) and an m5.2xlarge group (8 vCPUs: two a node). By CPU alone the GPU group wastes a hair less
+    (4 nodes, 23 % idle, against 2 nodes, 24 %), and the plan bought four GPU nodes ($1.006/h each in
+    us-east-1) whose GPUs nothing uses instead of two m5.2xlarge ($0.384/h). Karpenter launches the
+    cheapest type that fits; cluster-autoscaler's price expander gives any group with GPUs an unfitness
+    of 1000 so that pods not asking for GPUs never get them (expander/price/price.go,
+    gpuUnfitnessOverride). A group with GPUs still takes such pods when no other can, and they still
+    fill the room left on GPU nodes the plan opens for GPU pods."""
+    w = World(regions=("us-east-1",))
+    w.group("gpu", "g5.xlarge", max_size=10)
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    etl = w.pods("etl", 4, cpu="3", memory="8Gi")
+
+    assert scale_up(w.plan()) == {"cpu": (0, 2, etl)}
+
+    w.groups["cpu"]["MaxSize"] = 1
+    ups = scale_up(w.plan())
+    assert {g: (f, t) for g, (f, t, _) in ups.items()} == {"cpu": (0, 1), "gpu": (0, 2)}
+
+    w.groups["cpu"]["MaxSize"] = 10
+    w.group("gpu4", "g5.12xlarge", max_size=10)
+    (infer,) = w.gpu_pods("infer", 1, gpus=4, cpu="8", memory="32Gi")
+    assert scale_up(w.plan()) == {"gpu4": (0, 1, sorted([infer, *etl]))}
+
+
 def test_cpu_pod_that_fits_only_a_tainted_group_stays_pending_with_the_taint_named() -> None:
     w = World()
     w.group("gpu", "p4d.24xlarge", max_size=5, gpu_taint=True)

@@ -148,6 +148,45 @@ def test_instances_launching_in_a_group_of_unknown_type_count_as_nodes() -> None
     assert [pending_codes(quota).get(p) for p in pods].count("capacity-quota") == 1
 
 
+def test_desired_capacity_a_failed_launch_does_not_bring_counts_no_node_toward_the_totals() -> None:
+    """Group a was raised to 5 and its launch failed (no instance exists); max_nodes_total is 5. Its
+    desired capacity above its instances is no capacity coming: a is skipped and its raise counts as
+    launching nothing, so three pods spill over to group b, whose three new nodes make the cluster three
+    nodes. The plan still counted a's five instances that never launched as nodes, refused b for the
+    limit, and the pods waited until the raise was given back. cluster-autoscaler's AWS provider marks
+    the desired instances an ASG has not started, once its latest scaling activity failed, as
+    placeholders that cannot be fulfilled (cloudprovider/aws/auto_scaling_groups.go,
+    createPlaceholdersForDesiredNonStartedInstances), and removes them (a decrement of the size) when
+    it backs the group off, so they are upcoming nodes no more. The instances a failed group does run
+    still count, registered or not."""
+    w = World(regions=("us-east-1",))
+    w.group("a", "m5.2xlarge", max_size=10, desired=5)
+    w.group("b", "m5.2xlarge", max_size=10)
+    w.launch_failure("a", minutes_ago=2)
+    w.pods("p", 3, **BIG)
+
+    assert scale_up(w.plan(max_nodes_total=5))["b"][:2] == (0, 3)
+
+    w.groups["a"]["Instances"] = [
+        {"InstanceId": f"i-a{i}", "AvailabilityZone": "us-east-1a", "LifecycleState": "Pending",
+         "HealthStatus": "Healthy", "InstanceType": "m5.2xlarge", "ProtectedFromScaleIn": False}
+        for i in range(3)
+    ]  # fmt: skip
+    assert scale_up(w.plan(max_nodes_total=5))["b"][:2] == (0, 2)
+
+
+def test_desired_capacity_of_a_group_backed_off_in_the_state_counts_no_node_toward_the_totals() -> None:
+    """As above, the group's failure known from its back-off item alone (the activity aged out of the
+    lookback): the state keys it by region and name (``us-east-1/a``), as scale-up reads it."""
+    w = World(regions=("us-east-1",))
+    w.group("a", "m5.2xlarge", max_size=10, desired=5)
+    w.group("b", "m5.2xlarge", max_size=10)
+    w.state["groups"]["us-east-1/a"] = {"backoff_until": "2099-01-01T00:00:00+00:00", "reason": "capacity"}
+    w.pods("p", 3, **BIG)
+
+    assert scale_up(w.plan(max_nodes_total=5))["b"][:2] == (0, 3)
+
+
 def test_memory_total_is_in_gib_as_cluster_autoscaler_reads_it() -> None:
     w = cpu_world()
     w.pods("p", 3, **BIG)

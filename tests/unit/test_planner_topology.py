@@ -706,6 +706,67 @@ def test_affinity_to_a_full_node_opens_nothing_and_says_why() -> None:
     assert pending_codes(result)["default/web-1"] == codes.POD_TOPOLOGY
 
 
+NODE_LOCAL_DNS = {"app.kubernetes.io/name": "node-local-dns"}
+
+
+@pytest.mark.parametrize("twin_at_zero", [False, True], ids=["its-node", "daemonset-object"])
+def test_affinity_to_a_daemonsets_pod_on_the_node_gets_a_new_node_which_runs_one(twin_at_zero: bool) -> None:
+    """A pod must share a node with node-local-dns (required pod affinity over hostnames), a DaemonSet
+    every node runs; the one node is full. A new node runs node-local-dns as soon as it registers (the
+    DaemonSet controller makes its pod for it), and kube-scheduler's InterPodAffinity counts a pod bound
+    there: the pod runs on the new node. cluster-autoscaler's template node runs the DaemonSet's pods
+    (podsExpectedOnFreshNode), so its simulation places the pod and it scales up; the plan launched
+    nothing and the pod stayed pending for good. A group at zero knows what its new node runs from the
+    DaemonSet object, and the DaemonSet's labels from its pod running elsewhere (``twin_at_zero``: an
+    m5.xlarge group, which the pod fills best)."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.items.append(o.daemonset("node-local-dns"))
+    w.items.append(o.daemonset_pod("node-local-dns-a", node, ds="node-local-dns", labels=NODE_LOCAL_DNS))
+    w.pods("busy", 1, cpu="7", memory="8Gi", node_name=node)
+    if twin_at_zero:
+        w.group("small", "m5.xlarge", max_size=10)
+    affinity = near(NODE_LOCAL_DNS, HOST)
+    affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["namespaces"] = [
+        "kube-system"
+    ]
+    web = replica("web-1", affinity=affinity)
+    web["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    w.items.append(web)
+
+    result = w.plan()
+
+    group = "small" if twin_at_zero else "cpu"
+    assert scale_up(result) == {
+        group: (0 if twin_at_zero else 1, 1 if twin_at_zero else 2, ["default/web-1"])
+    }
+
+
+@pytest.mark.parametrize("key", [HOST, ZONE])
+def test_anti_affinity_to_a_daemonsets_pods_gets_no_new_node_which_runs_one(key: str) -> None:
+    """A pod must not share a node (or a zone) with fluentd, a DaemonSet every node runs. Its one node
+    runs fluentd, and so does a new node as soon as it registers (for the zone: a group in zone b,
+    where no node runs yet): kube-scheduler's InterPodAffinity refuses the pod there too, as
+    cluster-autoscaler's simulation on its template node (which runs the DaemonSet's pods) does. The
+    plan launched a node for it the pod could not use, and every later plan another. A pod whose term
+    selects no pod of a DaemonSet still gets a node."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    w.node(node)["metadata"]["labels"][ZONE] = "us-east-1a"
+    if key == ZONE:
+        w.group("cpu-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    w.items.append(o.daemonset("fluentd"))
+    w.items.append(o.daemonset_pod("fluentd-a", node, ds="fluentd", labels={"app": "fluentd"}))
+    w.pods("busy", 1, cpu="7", memory="8Gi", node_name=node)
+    w.items.append(replica("web-1", affinity=anti({"app": "fluentd"}, key=key, namespaces=["kube-system"])))
+    w.items.append(replica("api-1", labels={"app": "api"}, affinity=anti({"app": "api"}, key=key)))
+
+    result = w.plan()
+
+    assert sorted(p for _, _, placed in scale_up(result).values() for p in placed) == ["default/api-1"]
+    assert "a DaemonSet's" in pending_reasons(result)["default/web-1"]
+
+
 def test_the_first_of_a_group_that_selects_itself_may_go_anywhere() -> None:
     w = World()
     w.group("cpu", "m5.2xlarge", max_size=10)
@@ -820,6 +881,46 @@ def test_two_distinct_host_ips_share_the_port_on_one_node() -> None:
     w.items += [running, pending]
 
     assert w.plan().scale_up == ()
+
+
+def _node_exporter(port: int = 9100) -> dict[str, Any]:
+    """A DaemonSet on the host's network whose pods hold host port ``port`` on every node."""
+    ds = o.daemonset("node-exporter", host_network=True)
+    ds["spec"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"containerPort": port, "hostPort": port, "protocol": "TCP"}
+    ]
+    return ds
+
+
+@pytest.mark.parametrize("group_nodes", [1, 0], ids=["read-from-its-node", "group-at-zero"])
+def test_a_pod_asking_a_host_port_a_new_node_s_daemonset_holds_is_told_which_daemonset(
+    group_nodes: int,
+) -> None:
+    """A node-exporter DaemonSet holds host port 9100 on every node; a Deployment's pod asks for 9100
+    too. kube-scheduler's NodePorts refuses it every node, the new ones as well: their node-exporter
+    pod is there first. cluster-autoscaler's template node runs the DaemonSet's pods, so its scale-up
+    simulation refuses the pod the same way and launches nothing ("didn't have free ports"). A pod
+    asking another port still gets a node. The pod's reason names the port and the DaemonSet that holds
+    it, read from its pod on the group's node or from the DaemonSet object for a group at zero: it said
+    only "a DaemonSet or static pod", and a cluster runs many."""
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=group_nodes, max_size=10)
+    ds = _node_exporter()
+    w.items.append(ds)
+    for node in nodes:  # the running node's copy, as the DaemonSet controller makes it
+        pod = o.daemonset_pod(f"node-exporter-{node}", node, ds="node-exporter")
+        pod["spec"]["containers"][0]["ports"] = ds["spec"]["template"]["spec"]["containers"][0]["ports"]
+        pod["spec"]["hostNetwork"] = True
+        w.items.append(pod)
+        w.pods("busy", 1, cpu="7", memory="8Gi", node_name=node)
+    w.items += [exporter("exp-0", port=9100), exporter("other-0", port=9400)]
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu": (group_nodes, group_nodes + 1, ["default/other-0"])}
+    assert pending_codes(result)["default/exp-0"] == codes.NO_GROUP_FITS
+    assert "host port 9100/TCP" in pending_reasons(result)["default/exp-0"]
+    assert "kube-system/node-exporter" in pending_reasons(result)["default/exp-0"]
 
 
 # A run-to-completion init container that names a host port (kubernetes/kubernetes#57443: neither the

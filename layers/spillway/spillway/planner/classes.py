@@ -105,7 +105,13 @@ class PodClass:
         self.next += count
         return taken
 
-    def blocker(self, labels: Mapping[str, str], taints: Sequence[TaintT], node: str | None) -> str | None:
+    def blocker(
+        self,
+        labels: Mapping[str, str],
+        taints: Sequence[TaintT],
+        node: str | None,
+        fresh: Sequence[frozenset[int]] = (),
+    ) -> str | None:
         """Why kube-scheduler would not put a pod of the class on a node with ``labels`` and ``taints``
         (None: it may). A claim that holds the pod (:attr:`volume_wait`) refuses every node, as
         kube-scheduler's VolumeBinding PreFilter does before any node is looked at: a claim not found,
@@ -113,30 +119,32 @@ class PodClass:
         UnschedulableAndUnresolvable (kubernetes/kubernetes pkg/scheduler/framework/plugins/
         volumebinding/volume_binding.go, podHasPVCs and PreFilter). cluster-autoscaler's scale-down
         simulates the moved pods through the same scheduler framework, so a node with such a pod is
-        unremovable (NoPlaceToMovePods: kubernetes/autoscaler cluster-autoscaler/simulator/cluster.go)."""
+        unremovable (NoPlaceToMovePods: kubernetes/autoscaler cluster-autoscaler/simulator/cluster.go).
+        ``fresh``: for a new node, the terms selecting each pod it runs first (its DaemonSets')."""
         if self.volume_wait:
             return self.volume_wait
         why = why_not_placeable(self.node_selector, self.terms, self.tolerations, labels, taints, node)
-        return why or self.domains.blocker(labels, node)
+        return why or self.domains.blocker(labels, node, fresh)
 
-    def blocker_on_new(self, group: NodeGroup) -> str | None:
+    def blocker_on_new(self, group: NodeGroup, fresh: Sequence[frozenset[int]] = ()) -> str | None:
         """Why a new node of ``group`` would not take a pod of the class: :meth:`blocker` on its template.
         A template leaves out the zone of a group over several zones and the type of one that launches
         several; a node selector or required node affinity on them (``zone In`` every zone of the group)
         holds when it holds for each zone and type the group may launch (:func:`launch_labels`), as
         kube-scheduler then finds it on whichever node comes up; and pod topology that closes each of
-        them (:meth:`_closed_everywhere`) closes the group."""
+        them (:meth:`_closed_everywhere`) closes the group. ``fresh``: the terms selecting each pod a new
+        node runs first (its DaemonSets', :func:`~spillway.planner.groups.fresh_node_selected`)."""
         template = group.template
         assert template is not None
-        why = self.blocker(template.labels, template.taints, None)
+        why = self.blocker(template.labels, template.taints, None, fresh)
         variants = launch_labels(group)
         if why is None:
-            return self._closed_everywhere(variants)
+            return self._closed_everywhere(variants, fresh)
         if self.volume_wait or self._node_blocker(template.labels, template.taints) is None:
             return why  # its volumes, or pod topology, not the node's labels
         if not variants or any(self._node_blocker(labels, template.taints) for labels in variants):
             return why
-        return self.domains.blocker(template.labels, None) or self._closed_everywhere(variants)
+        return self.domains.blocker(template.labels, None, fresh) or self._closed_everywhere(variants, fresh)
 
     def topology_closes(self, group: NodeGroup) -> bool:
         """Whether pod topology alone keeps the class off a new node of ``group`` (for as long as the
@@ -147,13 +155,15 @@ class PodClass:
         closed = self.domains.blocker(template.labels, None) or self._closed_everywhere(launch_labels(group))
         return closed is not None
 
-    def _closed_everywhere(self, variants: Sequence[Mapping[str, str]]) -> str | None:
+    def _closed_everywhere(
+        self, variants: Sequence[Mapping[str, str]], fresh: Sequence[frozenset[int]] = ()
+    ) -> str | None:
         """Why pod topology closes every zone (and type) a new node of a group may come up in, or None:
         the template has no zone, so one zone closed to the class (a replica of a one-per-zone Deployment
         runs there) closes none of it, but a node launched where every zone is closed never runs it."""
         if not self.domains.forbidden or not variants:
             return None
-        reasons = [self.domains.blocker(labels, None) for labels in variants]
+        reasons = [self.domains.blocker(labels, None, fresh) for labels in variants]
         return reasons[0] if all(reasons) else None
 
     def _node_blocker(self, labels: Mapping[str, str], taints: Sequence[TaintT]) -> str | None:

@@ -3,6 +3,7 @@
 :func:`options` says which groups could ever run the class (a template node, constraints that allow
 it, enough room on an empty node) and why each other group cannot; an :class:`Expander` orders the
 groups that can. :class:`RegionThenLeastWaste` is the default: region preference (configured order),
+then groups without accelerators first for pods that ask for none (:func:`idle_accelerators`),
 then spot groups first for pods that may move and on-demand groups first for the rest, then least
 waste of the class's dominant resource on the nodes it would need, then a group whose warm pool holds
 the nodes the class needs (warm instances start faster; those the plan's earlier classes take in the
@@ -34,10 +35,20 @@ from typing import Any, Protocol
 
 from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.resources import UNCHECKED_WHEN_UNKNOWN, Resources, describe, dominant_share, fit_count
+from spillway.model.resources import (
+    AMD_GPU,
+    NEURON,
+    NEURON_CORE,
+    NVIDIA_GPU,
+    UNCHECKED_WHEN_UNKNOWN,
+    Resources,
+    describe,
+    dominant_share,
+    fit_count,
+)
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
-from spillway.planner.groups import fresh_node_ports, why_not_movable
+from spillway.planner.groups import fresh_node_ports, fresh_node_selected, fresh_port_holders, why_not_movable
 from spillway.planner.topology import UNBOUNDED, port_taken
 
 # The taints that say "this node is Spot", by key: the values that do (None: a taint with no value).
@@ -51,6 +62,8 @@ SPOT_TAINTS: Mapping[str, frozenset[str | None]] = {
 # Only these keep a pod that does not tolerate the taint off the node; PreferNoSchedule is a preference
 # the scheduler may ignore (Kubernetes, taints and tolerations), so it keeps nothing off a Spot node.
 HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# The accelerators a node may offer: the GPUs and Neuron devices (and cores) their device plugins register.
+ACCELERATORS = (NVIDIA_GPU, AMD_GPU, NEURON, NEURON_CORE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +106,25 @@ class Expander(Protocol):
 
 class RegionThenLeastWaste:
     """Preferred region first, then the groups cluster-autoscaler's priority expander ranks highest
-    (``expander_priorities``), then the capacity type the class should use, then the group the class
-    fills best, then a group whose warm instances hold it, then the group's name."""
+    (``expander_priorities``), then a group without accelerators for pods that ask for none, then the
+    capacity type the class should use, then the group the class fills best, then a group whose warm
+    instances hold it, then the group's name."""
 
     def order(self, ctx: Context, cls: PodClass, choices: Sequence[Option]) -> list[NodeGroup]:
         movable = class_not_movable(ctx, cls) is None if any(o.group.spot for o in choices) else False
         keyed = [
-            (_rank(ctx, o.group, movable, _waste(cls, o), warm_fits(ctx, cls, o)), o.group) for o in choices
+            (
+                _rank(
+                    ctx,
+                    o.group,
+                    movable,
+                    _waste(cls, o),
+                    warm_fits(ctx, cls, o),
+                    idle=idle_accelerators(cls.requests, o.empty),
+                ),
+                o.group,
+            )
+            for o in choices
         ]
         keyed.sort(key=lambda kv: kv[0])
         return [group for _, group in keyed]
@@ -111,20 +136,36 @@ class RegionThenLeastWaste:
         known = option.nodes > 0
         waste = waste_of(option.requests, option.empty, option.nodes) if known else 0.0
         warm = not known or option.nodes <= option.warm
-        return _rank(ctx, option.group, option.movable, waste, warm)
+        idle = known and idle_accelerators(option.requests, option.empty)
+        return _rank(ctx, option.group, option.movable, waste, warm, idle=idle)
 
 
-def _rank(ctx: Context, group: NodeGroup, movable: bool, waste: float, warm: bool) -> tuple[Any, ...]:
-    """Region, priority, capacity type (spot first for pods that may move, else on-demand), least waste,
-    warm pool, name: the key both of :class:`RegionThenLeastWaste`'s rankings sort by."""
+def _rank(
+    ctx: Context, group: NodeGroup, movable: bool, waste: float, warm: bool, *, idle: bool
+) -> tuple[Any, ...]:
+    """Region, priority, accelerators left idle, capacity type (spot first for pods that may move, else
+    on-demand), least waste, warm pool, name: the key both of :class:`RegionThenLeastWaste`'s rankings
+    sort by."""
     return (
         ctx.region_key(group),
         -ctx.group_priority(group),
+        idle,
         group.spot is not movable,
         round(waste, 6),
         not warm,
         group.name,
     )
+
+
+def idle_accelerators(requests: Mapping[str, int], empty: Mapping[str, int]) -> bool:
+    """A new node with the room ``empty`` offers accelerators (:data:`ACCELERATORS`) and pods asking
+    ``requests`` ask for none: its GPUs, the dearest part of it, would sit unused. Least waste judges the
+    class's dominant resource only, and a small GPU type can waste a hair less CPU than a CPU type, so
+    such groups come after those without accelerators (they still take the pods no other group can).
+    Karpenter launches the cheapest type that fits; cluster-autoscaler's price expander gives any group
+    with GPUs an unfitness of 1000 (expander/price/price.go, ``gpuUnfitnessOverride``)."""
+    offers = any(empty.get(name, 0) > 0 for name in ACCELERATORS)
+    return offers and not any(requests.get(name, 0) > 0 for name in ACCELERATORS)
 
 
 def warm_fits(ctx: Context, cls: PodClass, option: Option) -> bool:
@@ -177,7 +218,7 @@ def options(
     rejected: dict[GroupKey, str] = {}
     for group in ctx.groups:
         why = (
-            _rejection(cls, group, empty[group.key])
+            _rejection(cls, group, empty[group.key], fresh_node_selected(ctx, group))
             or _spread_key_rejection(ctx, cls, group)
             or _port_rejection(ctx, cls, group)
             or _spot_rejection(ctx, cls, group)
@@ -212,12 +253,14 @@ def _spread_key_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str 
 
 def _port_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
     """Why a new node of ``group`` cannot take the class for the node ports it asks: a DaemonSet or
-    static pod the node runs anyway holds one (:func:`~spillway.planner.groups.fresh_node_ports`)."""
+    static pod the node runs anyway holds one (:func:`~spillway.planner.groups.fresh_node_ports`),
+    named (:func:`~spillway.planner.groups.fresh_port_holders`)."""
     ports = cls.domains.marks.ports
     taken = port_taken(ports, fresh_node_ports(ctx, group)) if ports else None
     if taken is None:
         return None
-    return f"host port {taken} is taken on its nodes by a DaemonSet or static pod each runs"
+    holders = ", ".join(fresh_port_holders(ctx, group, ports, taken))
+    return f"host port {taken} is taken on its nodes by a DaemonSet or static pod each runs ({holders})"
 
 
 def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
@@ -241,11 +284,15 @@ def on_demand_cap(ctx: Context, cls: PodClass, group: NodeGroup) -> int | None:
     return sure
 
 
-def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:
+def _rejection(
+    cls: PodClass, group: NodeGroup, empty: Resources, fresh: Sequence[frozenset[int]] = ()
+) -> str | None:
+    """Why a new node of ``group`` (with the room ``empty``, running first pods the terms ``fresh``
+    select) cannot run the class, or None."""
     template = group.template
     if template is None:
         return "instance type unknown, no template node"
-    blocker = cls.blocker_on_new(group)
+    blocker = cls.blocker_on_new(group, fresh)
     if blocker is not None:
         return blocker
     if fit_count(cls.requests, empty, UNBOUNDED) > 0:

@@ -18,6 +18,7 @@ from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, aware, iso, minutes
 from spillway.planner.disruption import assess_move
 from spillway.planner.predicates import why_not_placeable
+from spillway.planner.topology import port_taken
 
 
 def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
@@ -60,6 +61,47 @@ def fresh_node_ports(ctx: Context, group: NodeGroup) -> frozenset[tuple[int, str
     pod asking one of them never runs on such a node (kube-scheduler's NodePorts checks it against every
     pod of the node, DaemonSet pods too; cluster-autoscaler's template node carries them)."""
     return frozenset(port for pod in fresh_node_pods(ctx, group) for port in pod.host_ports)
+
+
+def fresh_port_holders(
+    ctx: Context, group: NodeGroup, asked: Iterable[tuple[int, str, str]], taken: str
+) -> list[str]:
+    """Who, of the pods a fresh node of the group runs (:func:`fresh_node_pods`), holds ``taken``: the
+    first of the host ports ``asked`` they take, as :func:`~spillway.planner.topology.port_taken` names
+    it. A DaemonSet's pod is named by its DaemonSet (``namespace/name``), a static pod by its own key,
+    so a pod refused the group for the port says which to look at."""
+    asked = tuple(asked)
+    return sorted(
+        {_holder(pod) for pod in fresh_node_pods(ctx, group) if port_taken(asked, pod.host_ports) == taken}
+    )
+
+
+def _holder(pod: PodInfo | DaemonSetInfo) -> str:
+    """The DaemonSet of a DaemonSet pod (``namespace/name``), else the pod's key."""
+    if isinstance(pod, DaemonSetInfo):
+        return pod.key
+    return f"{pod.namespace}/{pod.owner_name}" if pod.daemonset and pod.owner_name else pod.key
+
+
+def fresh_node_selected(ctx: Context, group: NodeGroup) -> tuple[frozenset[int], ...]:
+    """Per pod a fresh node of the group runs before any pending pod lands there
+    (:func:`fresh_node_pods`), the pod topology terms that select it (:attr:`PodInfo.selected_by`): a
+    pod whose required pod affinity they all select may join it on that node (kube-scheduler's
+    InterPodAffinity counts a pod bound there, and the DaemonSet's pod is bound first;
+    cluster-autoscaler's template node runs it). A DaemonSet object has no labels of its own here: a
+    pod of it running elsewhere says which terms select its pods (none when none runs). Computed once
+    per group."""
+    found = ctx.fresh_selected.get(group.key)
+    if found is None:
+        out = []
+        for pod in fresh_node_pods(ctx, group):
+            if isinstance(pod, DaemonSetInfo):
+                running = ctx.ds_representatives.get((pod.namespace, pod.name))
+                out.append(frozenset(running.selected_by) if running is not None else frozenset())
+            else:
+                out.append(frozenset(pod.selected_by))
+        found = ctx.fresh_selected[group.key] = tuple(s for s in out if s)
+    return found
 
 
 def _own_node(ctx: Context, group: NodeGroup, name: str | None) -> bool:
@@ -201,6 +243,23 @@ def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
             note = f"{'; '.join(backed)} (AWS may still launch there: a group cannot be pinned to a zone or type)"
             ctx.overflow_notes.setdefault(group.key, set()).add(note)
     return _launch_failed(ctx, group)
+
+
+def launches_failing(ctx: Context, group: NodeGroup) -> bool:
+    """Whether the group's launches are failing: backed off in the state, every pool it launches from
+    backed off, or a launch failed lately (:func:`backoff_reason` for these). Its desired capacity above
+    the instances it runs is then no capacity coming (nothing counts it as launching for pending pods),
+    and no node to count toward the limits either: cluster-autoscaler's AWS provider marks such desired
+    instances, once the group's latest scaling activity failed, as placeholders that cannot be
+    fulfilled and removes them when it backs the group off (cloudprovider/aws/auto_scaling_groups.go,
+    createPlaceholdersForDesiredNonStartedInstances)."""
+    entry = ctx.state.groups.get(group.key.stored)
+    if entry is not None and aware(entry.backoff_until) > ctx.now:
+        return True
+    pools = pool_backoffs(ctx, group)
+    if pools is not None and pools[0] and len(pools[0]) == pools[1]:
+        return True
+    return _launch_failed(ctx, group) is not None
 
 
 def _launch_failed(ctx: Context, group: NodeGroup) -> str | None:

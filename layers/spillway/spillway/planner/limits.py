@@ -51,6 +51,7 @@ from spillway.model.resources import CPU, MEMORY, Resources, add_into
 from spillway.model.shared import NODES, LabelRequirement, QuotaInfo, selector_matches
 from spillway.planner import codes
 from spillway.planner.context import Context, WorkNode, aware
+from spillway.planner.groups import launches_failing
 from spillway.planner.startup import unregistered
 
 ONE_NODE = 1000
@@ -288,8 +289,12 @@ class Limits:
         for group in self.ctx.groups:
             # instances not registered yet, stale ones too (paid for); a registered node that is not
             # Ready (or still starting) is charged above, as a node, not again as one launching; none
-            # that a suspended Launch process never launches
-            launching = group.expected_size - registered.get(group.key, 0)
+            # that a suspended Launch process never launches, nor those a group whose launches fail
+            # has not started
+            size = group.expected_size
+            if size > len(group.instance_ids) and launches_failing(self.ctx, group):
+                size = len(group.instance_ids)
+            launching = size - registered.get(group.key, 0)
             if launching > 0 and group.template is not None:
                 self.charge(None, group, launching)
             elif launching > 0:

@@ -244,9 +244,14 @@ class Domains:
     # may go anywhere, and kube-scheduler then binds the others only to that pod's node
     leads_group: bool = False
 
-    def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
+    def blocker(
+        self, labels: Mapping[str, str], node: str | None, fresh: Iterable[frozenset[int]] = ()
+    ) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
-        domains its pod affinity requires, or None."""
+        domains its pod affinity requires, or None. ``fresh``: for a new node, the terms that select
+        each pod it runs before any pending pod (its DaemonSets'): it is on the node itself, in the node's
+        domain of every key, so one that a required anti-affinity term of the class selects closes the
+        node, and one that every required affinity term selects satisfies them."""
         missing = self._missing_key(labels, node)
         if missing is not None:
             return f"pod topology: the node has no {missing} label, which its topology spread needs"
@@ -256,12 +261,32 @@ class Domains:
                 return f"pod topology: {key}={value} is closed to it (anti-affinity or topology spread)"
         if node is not None and node in self.host_closed:
             return f"pod topology: {HOSTNAME_LABEL}={node} is closed to it (topology spread)"
+        if node is None and fresh:
+            return self._new_node_blocker(labels, fresh)
+        return self._outside_required(labels, node)
+
+    def _new_node_blocker(self, labels: Mapping[str, str], fresh: Iterable[frozenset[int]]) -> str | None:
+        """:meth:`blocker`'s pod affinity and anti-affinity verdict on a new node that runs pods the terms
+        ``fresh`` select before any pending pod."""
+        anti = self.marks.anti | {term for term, _ in self.zone_anti}
+        if any(anti & selected for selected in fresh):
+            return "pod topology: a pod every new node runs first (a DaemonSet's) is one its anti-affinity selects"
+        if self.affinity and any(self._joins(selected) for selected in fresh):
+            return None
+        return self._outside_required(labels, None)
+
+    def _outside_required(self, labels: Mapping[str, str], node: str | None) -> str | None:
+        """Why a node is outside the domains its pod affinity requires, or None."""
         for key, values in self.required.items():
             value = node if key == HOSTNAME_LABEL else labels.get(key)
             if value is None or value not in values:
                 where = ", ".join(sorted(values)[:3]) + (" ..." if len(values) > 3 else "") or "none runs"
                 return f"pod topology: its pod affinity requires the {key} of the pods it selects ({where})"
         return None
+
+    def _joins(self, selected: frozenset[int]) -> bool:
+        """Every required pod affinity term of the class selects a pod these terms select."""
+        return all(term in selected for term, _, _ in self.affinity)
 
     def _missing_key(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """A spread key an existing node lacks (kube-scheduler refuses such a node for a DoNotSchedule
