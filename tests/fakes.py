@@ -424,6 +424,10 @@ def _plural(obj: dict[str, Any]) -> str:
     return str(obj.get("kind", "")).lower() + "s"  # podgroups, workloads, capacityquotas, ...
 
 
+# what AwsAdapter.describe_group_launching adds to DescribeAutoScalingGroups' answer (_with_launch_facts)
+LAUNCH_FACTS = frozenset(
+    {"LaunchInstanceType", "LaunchMarketType", "LaunchSettingsProblem", "ResolvedLaunchTemplates"}
+)
 VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")  # iter_volume_objects
 
 
@@ -519,8 +523,11 @@ class FakeCloud(Recorder):
         return sorted(groups, key=lambda g: (g.region, g.name))
 
     def describe_group(self, region: str, group: str) -> AutoScalingGroup:
+        """As the adapter: DescribeAutoScalingGroups alone, without what the group's launch template or
+        configuration says (Spillway's Launch* fields: :meth:`describe_group_launching`)."""
         self._call("describe_group", region, group)
-        return AutoScalingGroup.model_validate(self._group(region, group))
+        raw = {k: v for k, v in self._group(region, group).items() if k not in LAUNCH_FACTS}
+        return AutoScalingGroup.model_validate(raw)
 
     def describe_group_launching(self, region: str, group: str) -> AutoScalingGroup:
         """As describe_group: a group's launch facts (LaunchInstanceType, ...) are in its raw form."""

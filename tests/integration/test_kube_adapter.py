@@ -941,6 +941,10 @@ def test_rbac_refusing_a_kind_that_may_be_absent_raises_naming_the_rule_to_add(
     assert '{apiGroups: ["scheduling.volcano.sh"], resources: ["podgroups"], verbs: ["list"]}' in str(
         refused.value
     )
+    # Volcano's Jobs too (their eviction policies): refused fails the read, it is not "no Volcano Job"
+    server.faults.fail_next(1, 403, "/apis/batch.volcano.sh/")
+    with pytest.raises(KubeAuthError, match=r'\{apiGroups: \["batch.volcano.sh"\], resources: \["jobs"\]'):
+        kube.list_shared_objects()
     # a kind with a second version is not tried in it once the first is refused
     server.faults.fail_next(1, 403, "/apis/scheduling.k8s.io/v1alpha1/workloads")
     with pytest.raises(KubeAuthError, match=r'resources: \["workloads"\]'):

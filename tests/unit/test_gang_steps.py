@@ -1154,6 +1154,31 @@ def test_a_rollback_gang_whose_launch_failed_for_capacity_backs_off_the_pool_as_
     assert ("LaunchesMisconfigured" in metrics) is (message == o.MISSING_AMI)
 
 
+def test_a_rollback_gangs_spot_failure_backs_off_the_type_its_groups_template_launches_now() -> None:
+    """A Spot shortage names no type: the pool of a group of one type in one zone is the type its launch
+    template names now, the one the plan and the gang asked for (describe_group_launching), not the type
+    its older instance still runs; that pool is held back from every other group of the zone."""
+    cloud, ledger, steps = world(mode=None)
+    raw = cloud.add_group("gpu", ["i-0old"], instance_type="g5.xlarge", zones=["us-east-1a"],
+                          suspended=["AZRebalance"])  # fmt: skip
+    raw["Tags"].append({"Key": TAG_ATOMIC_LAUNCH, "Value": "rollback", "PropagateAtLaunch": False})
+    raw["LaunchInstanceType"] = "g6.xlarge"  # the template changed after i-0old (a g5.xlarge) launched
+    request = {**REQUEST, "mode": "rollback"}
+    prep = steps.prepare(request)
+    steps.raise_desired({**request, "prep": prep})
+    spot_ice = (
+        "Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity available "
+        "that matches your request. Launching EC2 instance failed."
+    )
+    cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(raw, NOW, message=spot_ice)]
+    verify = steps.verify({**request, "prep": prep})
+    assert verify["status"] == "failed"
+
+    steps.give_back({"state": {**request, "prep": prep, "verify": verify}})
+
+    assert backed_off(ledger) == ["gpu", "pool#spot/us-east-1a/g6.xlarge"]
+
+
 def test_a_spot_fleet_short_of_capacity_backs_off_the_spot_pool_not_the_on_demand_one() -> None:
     """A Spot gang kept to us-east-1a comes up short and EC2's errors name no override: the pool is the
     fleet's Spot one in its one zone. EC2 lists a Spot fleet's errors as Spot (CreateFleetError.Lifecycle),

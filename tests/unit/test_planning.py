@@ -998,6 +998,27 @@ def test_a_launch_that_failed_for_capacity_backs_off_the_pool_of_the_capacity_ty
     assert failed_launch_backoffs(o.SUBNET_FULL) == ["gpu"]
 
 
+def test_a_spot_failure_of_a_group_whose_template_changed_type_backs_off_the_type_it_launches_now() -> None:
+    """A Spot shortage names no type: the pool is the group's one type in its one zone, which is the type
+    its launch template names now, as observe gives the plan (spillway.model.nodegroup
+    resolve_instance_type), not the type its older instances still run. Backing off the old type's pool
+    kept every group of the new type in that zone launching into the shortage, and skipped the groups of
+    the old type that had capacity."""
+    cloud = gpu_cloud(1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["LaunchInstanceType"] = "g6.xlarge"  # the template changed after gpu-0 (a g5.xlarge) launched
+    prep = steps(cloud).prepare({"group": GROUP, "launch_timeout_seconds": 60})
+    activity = o.failed_launch(raw, NOW, instance_type="g6.xlarge")
+    cloud.activities[("us-east-1", "gpu")] = [{**activity, "StatusMessage": SPOT_ICE}]
+    launch = steps(cloud).verify({"group": GROUP, "prep": prep})
+    assert launch["status"] == "failed"
+    ledger = FakeLedger()
+    backoff = steps(cloud, ledger=ledger)
+    backoff.metric = lambda name, _: None
+    backoff.backoff({"cluster": "ml", "group": GROUP, "prep": prep, "launch": launch})
+    assert sorted(g for g, _, _ in ledger.backoffs) == ["gpu", "pool#spot/us-east-1a/g6.xlarge"]
+
+
 def test_a_spot_shortfall_worded_unfulfillable_backs_off_its_pool_as_insufficient_capacity_does() -> None:
     """A mixed group's Spot launch fails "UnfulfillableCapacity" (EC2 API error codes: not enough spare
     Spot capacity) as often as InsufficientInstanceCapacity: the same classification as a gang's fleet

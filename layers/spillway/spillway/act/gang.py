@@ -651,7 +651,10 @@ class GangSteps:
         until = now + timedelta(minutes=self.backoff_minutes)
         # the group, and each pool EC2 named short of capacity, as scale-up's backoff does; a fleet's
         # for as many nodes as it asked for at once (it says nothing of fewer)
-        pools, nodes = _short_pools(state, asg)
+        # a rollback's failure that names no type is of the type its template names now (prepare's)
+        failed = (state.get("verify") or {}).get("status") == "failed"
+        launching = self.aws.describe_group_launching(req.region, req.group) if failed else asg
+        pools, nodes = _short_pools(state, launching)
         back_off(self.ledger, self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000],
                  region=req.region, pools=pools, nodes=nodes, now=now)  # fmt: skip
         self.metric("GroupsBackedOff", 1)

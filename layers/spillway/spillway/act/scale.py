@@ -338,8 +338,15 @@ class ScaleSteps:
         owner = self._owner({**event, "cluster": cluster}, prep)
         raised = owner.raised()
         asg = self.aws.describe_group(region, name)
-        # other groups of the pool skip it too; the other capacity type is left alone
-        back_off(self.ledger, cluster, None, until, reason, region=region, pools=_failed_pools(launch, asg))
+        # other groups of the pool skip it too; the other capacity type is left alone. A failure that
+        # names no type is of the type the group's launch template names now, which the plan asked for
+        # (observe reads it so), not the type its older instances run
+        launching = (
+            self.aws.describe_group_launching(region, name) if launch.get("status") == "failed" else asg
+        )
+        back_off(
+            self.ledger, cluster, None, until, reason, region=region, pools=_failed_pools(launch, launching)
+        )
         replacements = (
             replacement_launches(self.aws.describe_activities(region, name, now)) if raised else frozenset()
         )
