@@ -193,6 +193,7 @@ class LocalStack:
         self._stack.enter_context(_sfn_integration_like_aws())
         self._stack.enter_context(_aws_sdk_fields_like_aws())
         self._stack.enter_context(_definitions_validated_once())
+        self._stack.enter_context(_metrics_one_invocation_at_a_time())
         try:
             self._create()
         except BaseException:
@@ -683,6 +684,41 @@ def _definitions_validated_once() -> Iterator[None]:
         yield
     finally:
         setattr(StepFunctionsParserBackend, "_validate_definition", original)  # noqa: B010
+
+
+METRIC_SET_METHODS = ("add_metric", "add_dimension", "add_metadata", "serialize_metric_set", "flush_metrics",
+                      "clear_metrics")  # fmt: skip
+
+
+@contextmanager
+def _metrics_one_invocation_at_a_time() -> Iterator[None]:
+    """Every handler shares Powertools' ``metrics`` (spillway.observability), one metric set per process.
+    In Lambda each execution environment runs one invocation at a time, so nothing else touches the set
+    between a handler's ``add_metric`` and its ``log_metrics`` flush. Here the functions run in one
+    process and moto's executions call them from their own threads: a flush that found the set
+    non-empty could serialize it after another thread's flush cleared it ("Must contain at least one
+    metric") or while another added to it ("dictionary changed size during iteration"), failing an
+    invocation that Lambda would never fail. Each of the set's methods holds one lock here."""
+    from spillway.observability import metrics
+
+    provider = metrics.provider
+    lock = threading.RLock()
+    originals = {name: getattr(provider, name) for name in METRIC_SET_METHODS}
+
+    def locked(method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                return method(*args, **kwargs)
+
+        return call
+
+    for name, method in originals.items():
+        setattr(provider, name, locked(method))
+    try:
+        yield
+    finally:
+        for name in originals:
+            delattr(provider, name)  # the class's methods again
 
 
 def regions_of(parameters: Mapping[str, str]) -> Sequence[str]:
