@@ -765,6 +765,28 @@ def test_a_429_without_a_budgets_cause_is_throttling_not_a_budget(
     assert evicted is None or evicted["metadata"].get("deletionTimestamp")  # gone, or terminating
 
 
+def test_an_evictions_budget_conflict_504_is_answered_at_once_for_the_next_round(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
+) -> None:
+    """The eviction subresource answers 504 "couldn't update PodDisruptionBudget ... due to conflicts"
+    with retryAfterSeconds 10 when other evictions under the budget keep winning its update
+    (pkg/registry/core/pod/storage/eviction.go, NewTimeoutError). Retried inside the call, each attempt
+    waited 10 s or more: two such pods in one round could run the drain function past its 120 s
+    timeout, which fails the drain. It is answered at once as throttling: the next round retries."""
+    server.add(_web_pod("web-0"))
+    path = "/api/v1/namespaces/shop/pods/web-0/eviction"
+    words = 'Timeout: couldn\'t update PodDisruptionBudget "web" due to conflicts'
+    server.faults.fail_next(1, status=504, path_prefix=path, retry_after=10, message=words)
+    with pytest.raises(EvictionThrottled, match="due to conflicts"):
+        kube.evict("shop", "web-0")
+    assert len(requests_to(server, path, "POST")) == 1
+    assert sleeps == []
+    # any other 504 is still retried in the call, waiting its Retry-After
+    server.faults.fail_next(1, status=504, path_prefix=path, retry_after=2)
+    kube.evict("shop", "web-0")
+    assert sleeps == [2.0]
+
+
 def test_delete_node_tolerates_a_node_already_gone(server: KubeApiServer, kube: KubeClient) -> None:
     add_node(server, "n1")
     assert kube.delete_node("n1") is True

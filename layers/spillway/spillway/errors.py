@@ -93,7 +93,8 @@ class EvictionRefused(KubeError):
 
 class EvictionThrottled(KubeError):
     """The Eviction API answered 429 without a PodDisruptionBudget cause: the API server limits the
-    request rate (API Priority and Fairness). Try again later; no budget is involved."""
+    request rate (API Priority and Fairness); or 504 "couldn't update PodDisruptionBudget ... due to
+    conflicts": other evictions under the budget kept winning its update. Try again later."""
 
 
 class EvictionBudgetForbidden(KubeError):

@@ -1236,7 +1236,10 @@ MULTIPLE_BUDGETS = (
     "more than one PodDisruptionBudget selects it: the Eviction API refuses such a pod (HTTP 500) until "
     "only one does"
 )
-THROTTLED = "throttled: the API server limits the request rate (HTTP 429, not a budget's); retried next round"
+THROTTLED = (
+    "throttled: the API server limits the request rate (HTTP 429, not a budget's), or other evictions under "
+    "its budget kept winning the budget's update (HTTP 504); retried next round"
+)
 BUDGET_FORBIDS = (
     "its PodDisruptionBudget refuses every eviction (HTTP 403) until the disruption controller rewrites "
     "its status; retried next round"

@@ -25,8 +25,11 @@ the retry): a 429 whose Status carries a cause of reason ``DisruptionBudget`` is
 (:class:`~spillway.errors.EvictionBlocked`), any other 429 is the server limiting the request rate
 (:class:`~spillway.errors.EvictionThrottled`), and the 500 "This pod has more than one
 PodDisruptionBudget, which the eviction subresource does not support." is a refusal that stands until
-the budgets change (:class:`~spillway.errors.EvictionRefused`). Any other 5xx is retried as for every
-call. Three 403s are not RBAC's, and are told apart by the Status's structured fields: a cause of type
+the budgets change (:class:`~spillway.errors.EvictionRefused`). The 504 "couldn't update
+PodDisruptionBudget ... due to conflicts" (other evictions under the same budget won the race; it asks
+for 10 s) is answered at once as :class:`~spillway.errors.EvictionThrottled`: waiting it out in the call,
+four attempts of 10 s and more, could pass the drain function's timeout with two such pods in a round.
+Any other 5xx is retried as for every call. Three 403s are not RBAC's, and are told apart by the Status's structured fields: a cause of type
 ``NamespaceTerminating`` (the pod's namespace is being deleted and takes the pod with it:
 :class:`~spillway.errors.EvictionNamespaceTerminating`), and ``details`` naming group ``policy``, kind
 ``poddisruptionbudget`` (the budget's status refuses every eviction until its controller rewrites it:
@@ -369,6 +372,12 @@ def _forbidden_eviction(doc: Mapping[str, Any]) -> type[KubeError] | None:
     return None
 
 
+# the eviction subresource's 504 when its budget's update kept conflicting with other evictions for
+# the budget (pkg/registry/core/pod/storage/eviction.go: NewTimeoutError("couldn't update
+# PodDisruptionBudget %q due to conflicts", 10)): contention, answered at once like a throttling 429
+BUDGET_CONFLICTS = re.compile(r"couldn't update PodDisruptionBudget .* due to conflicts")
+
+
 def _eviction_answer(exc: ApiException) -> type[KubeError] | None:
     """What an eviction's 403, 429 or 500 means (module docstring); None for every other answer."""
     status = int(exc.status or 0)
@@ -378,6 +387,8 @@ def _eviction_answer(exc: ApiException) -> type[KubeError] | None:
         return EvictionBlocked if _has_cause(_status_doc(exc), DISRUPTION_BUDGET_CAUSE) else EvictionThrottled
     if status == 500 and MULTIPLE_BUDGETS_MESSAGE in str(_status_doc(exc).get("message", "")):
         return EvictionRefused
+    if status == 504 and BUDGET_CONFLICTS.search(str(_status_doc(exc).get("message", ""))):
+        return EvictionThrottled
     return None
 
 

@@ -55,6 +55,7 @@ class _Failure:
     path_prefix: str | None
     method: str | None
     retry_after: int | None = None
+    message: str | None = None
 
 
 class Faults:
@@ -74,15 +75,17 @@ class Faults:
         *,
         method: str | None = None,
         retry_after: int | None = None,
+        message: str | None = None,
     ) -> None:
         """The next ``n`` requests whose path starts with ``path_prefix`` (and whose method is ``method``,
         when given) are answered ``status`` with a Status body; 429 also carries ``Retry-After: 1``.
         ``retry_after``: the Status's ``details.retryAfterSeconds`` and the ``Retry-After`` header, as the
-        API server writes them for any status that carries one (a 500 ``ServerTimeout``, a 504)."""
+        API server writes them for any status that carries one (a 500 ``ServerTimeout``, a 504).
+        ``message``: the Status's message instead of the injected fault's own words."""
         if n > 0:
             verb = method.upper() if method else None
             with self._lock:
-                self._failures.append(_Failure(n, status, path_prefix, verb, retry_after))
+                self._failures.append(_Failure(n, status, path_prefix, verb, retry_after, message))
 
     def delay(self, seconds: float, path_prefix: str | None = None) -> None:
         """Sleep ``seconds`` before answering requests under ``path_prefix`` (all requests when ``None``).
@@ -105,7 +108,7 @@ class Faults:
             self._failures.clear()
             self._delays.clear()
 
-    def _take_failure(self, method: str, path: str) -> tuple[int, int | None] | None:
+    def _take_failure(self, method: str, path: str) -> tuple[int, int | None, str | None] | None:
         with self._lock:
             for failure in self._failures:
                 if failure.path_prefix is not None and not path.startswith(failure.path_prefix):
@@ -115,7 +118,7 @@ class Faults:
                 failure.remaining -= 1
                 if failure.remaining <= 0:
                     self._failures.remove(failure)
-                return failure.status, failure.retry_after
+                return failure.status, failure.retry_after, failure.message
         return None
 
     def _delay_for(self, path: str) -> float:

@@ -193,9 +193,11 @@ def forbidden(qualified: str, name: str, why: str, causes: list[JsonObj] | None 
     return KubeApiError(403, f'{qualified} "{name}" is forbidden: {why}', details=details)
 
 
-def fault(code: int, retry_after: int | None = None) -> KubeApiError:
+def fault(code: int, retry_after: int | None = None, message: str | None = None) -> KubeApiError:
     """The error an injected fault answers with (429 carries ``Retry-After: 1``, any other the
-    ``retry_after`` given)."""
+    ``retry_after`` given); ``message`` replaces its words."""
+    if message is not None:
+        return KubeApiError(code, message, retry_after=retry_after or (1 if code == 429 else None))
     if code == 429:
         return KubeApiError(429, "Too many requests, please try again later.", retry_after=retry_after or 1)
     if code == 500:
