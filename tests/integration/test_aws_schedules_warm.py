@@ -182,6 +182,18 @@ def test_a_group_whose_launch_template_now_names_another_type_is_planned_as_that
     assert len(group.instance_ids) == 2 and set(group.other_type_instances) == set(group.instance_ids)
 
 
+def planned_and_fleet(adapter: Any, group: str) -> tuple[Any, dict[str, Any]]:
+    """The region's one group as observe gives it to the plan, and the fleet a gang's prepare asks for
+    2 of its nodes."""
+    steps = gang.GangSteps(kube=FakeCluster(), aws=adapter, ledger=FakeLedger(), cluster="prod",
+                           clock=lambda: NOW)  # fmt: skip
+    (planned,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+    prep = steps.prepare({"group": group, "region": "us-east-1", "count": 2, "gang": "ml/train",
+                          "mode": "fleet", "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1",
+                          "execution": "arn:aws:states:us-east-1:123456789012:execution:g:e-1"})  # fmt: skip
+    return planned, prep
+
+
 def test_a_fleet_gang_asks_for_the_type_the_groups_launch_template_names_now(world: Any) -> None:
     """The plan places a gang on the template of the type the group launches now (its launch template's);
     the fleet asked for the type most of its running instances have, launched before the template
@@ -193,13 +205,7 @@ def test_a_fleet_gang_asks_for_the_type_the_groups_launch_template_names_now(wor
         LaunchTemplateName="lt-gang", SourceVersion="1",
         LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "g5.2xlarge"},
     )  # fmt: skip
-    steps = gang.GangSteps(kube=FakeCluster(), aws=adapter, ledger=FakeLedger(), cluster="prod",
-                           clock=lambda: NOW)  # fmt: skip
-    (planned,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
-
-    prep = steps.prepare({"group": "gang", "region": "us-east-1", "count": 2, "gang": "ml/train",
-                          "mode": "fleet", "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1",
-                          "execution": "arn:aws:states:us-east-1:123456789012:execution:g:e-1"})  # fmt: skip
+    planned, prep = planned_and_fleet(adapter, "gang")
 
     assert planned.instance_type == prep["fleet"]["instance_type"] == "g5.2xlarge"
 
@@ -212,13 +218,7 @@ def test_a_fleet_gang_of_a_group_whose_launch_template_asks_for_spot_asks_for_sp
     _, adapter = world
     create_group("spotgang", region="us-east-1", cluster="prod", desired=0, max_size=10, mixed=False,
                  spot=True, instance_type="g5.xlarge", tags={TAG_ATOMIC_LAUNCH: "fleet"})  # fmt: skip
-    steps = gang.GangSteps(kube=FakeCluster(), aws=adapter, ledger=FakeLedger(), cluster="prod",
-                           clock=lambda: NOW)  # fmt: skip
-    (planned,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
-
-    prep = steps.prepare({"group": "spotgang", "region": "us-east-1", "count": 2, "gang": "ml/train",
-                          "mode": "fleet", "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1",
-                          "execution": "arn:aws:states:us-east-1:123456789012:execution:g:e-1"})  # fmt: skip
+    planned, prep = planned_and_fleet(adapter, "spotgang")
 
     assert planned.capacity_type == prep["fleet"]["capacity_type"] == "spot"
 

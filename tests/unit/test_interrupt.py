@@ -636,17 +636,23 @@ def test_a_terminate_lifecycle_action_starts_a_drain_that_completes_it_inside_th
     assert late.handle(sample("interrupt-lifecycle-terminate.json"))[0]["deadline_seconds"] == 0
 
 
-def test_a_warm_pool_instance_with_a_node_the_pool_terminates_gets_a_lifecycle_drain() -> None:
-    """A Warmed:Running pool instance whose kubelet joined the cluster has a Node; when the pool
-    terminates it (Warmed:Terminating:Wait, the event's Origin WarmPool), its pods are drained as any
-    terminated instance's, the drain completing the action."""
-    rig = hooked()
+def warm_pool_termination(rig: Rig) -> dict[str, Any]:
+    """The rig's warm-pool instance waiting in Warmed:Terminating:Wait, and its lifecycle event (Origin
+    WarmPool, as "Warm pool example events and patterns" shows it)."""
     assert rig.cloud is not None
     [instance] = rig.cloud.groups[("us-east-1", "spot-gpu")]["Instances"]
     instance["LifecycleState"] = "Warmed:Terminating:Wait"
     event = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
     event["detail"].update(Origin="WarmPool", Destination="EC2")
-    [out] = rig.handle(event)
+    return event
+
+
+def test_a_warm_pool_instance_with_a_node_the_pool_terminates_gets_a_lifecycle_drain() -> None:
+    """A Warmed:Running pool instance whose kubelet joined the cluster has a Node; when the pool
+    terminates it (Warmed:Terminating:Wait, the event's Origin WarmPool), its pods are drained as any
+    terminated instance's, the drain completing the action."""
+    rig = hooked()
+    [out] = rig.handle(warm_pool_termination(rig))
     assert out["outcome"] == "drain_started", out
     [request] = rig.workflows.requests
     assert request.input["lifecycle"]["token"] == TOKEN and request.input["terminate"] is False
@@ -1384,11 +1390,6 @@ def test_a_warm_pool_instance_terminated_with_no_node_is_completed_at_once() -> 
     as a waiting action, so it said "no action waits" and left the warm instance held for the hook's
     whole HeartbeatTimeout."""
     rig = nodeless(LIFECYCLE_AT + timedelta(seconds=20))
-    assert rig.cloud is not None
-    [instance] = rig.cloud.groups[("us-east-1", "spot-gpu")]["Instances"]
-    instance["LifecycleState"] = "Warmed:Terminating:Wait"
-    event = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
-    event["detail"].update(Origin="WarmPool", Destination="EC2")
-    [out] = rig.handle(event)
+    [out] = rig.handle(warm_pool_termination(rig))
     assert (out["outcome"], out.get("completed")) == ("no_node", True), out
-    assert rig.cloud.completed == [("spot-gpu", HOOK, INSTANCE, "CONTINUE")]
+    assert rig.cloud is not None and rig.cloud.completed == [("spot-gpu", HOOK, INSTANCE, "CONTINUE")]

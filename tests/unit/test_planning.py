@@ -934,19 +934,25 @@ SPOT_ICE = (
 
 
 def failed_launch_backoffs(
-    message: str | None, zones: tuple[str, ...] = ("us-east-1a",), metrics: list[str] | None = None
+    message: str | None,
+    zones: tuple[str, ...] = ("us-east-1a",),
+    metrics: list[str] | None = None,
+    template_type: str | None = None,
 ) -> list[str]:
     """The back-offs a scale-up writes once verify found a launch of group gpu (g5.xlarge) failed with
     ``message`` (a Failed scaling activity as AWS words it); None: the launch timed out instead. The
-    metrics its backoff step emits go to ``metrics``."""
+    metrics its backoff step emits go to ``metrics``. ``template_type``: the type its launch template
+    names now, other than its running instance's (the failed launch is of that type)."""
     cloud = gpu_cloud(1)
     raw = cloud.groups[("us-east-1", "gpu")]
     raw["AvailabilityZones"] = list(zones)
+    if template_type is not None:
+        raw["LaunchInstanceType"] = template_type
     prep = steps(cloud).prepare({"group": GROUP, "launch_timeout_seconds": 60})
     if message is None:
         launch = {"status": "timeout", "reason": "0 of 2 new node(s) Ready by the launch deadline"}
     else:
-        activity = o.failed_launch(raw, NOW, instance_type="g5.xlarge")
+        activity = o.failed_launch(raw, NOW, instance_type=template_type or "g5.xlarge")
         cloud.activities[("us-east-1", "gpu")] = [{**activity, "StatusMessage": message}]
         launch = steps(cloud).verify({"group": GROUP, "prep": prep})
         assert launch["status"] == "failed"
@@ -1004,19 +1010,9 @@ def test_a_spot_failure_of_a_group_whose_template_changed_type_backs_off_the_typ
     resolve_instance_type), not the type its older instances still run. Backing off the old type's pool
     kept every group of the new type in that zone launching into the shortage, and skipped the groups of
     the old type that had capacity."""
-    cloud = gpu_cloud(1)
-    raw = cloud.groups[("us-east-1", "gpu")]
-    raw["LaunchInstanceType"] = "g6.xlarge"  # the template changed after gpu-0 (a g5.xlarge) launched
-    prep = steps(cloud).prepare({"group": GROUP, "launch_timeout_seconds": 60})
-    activity = o.failed_launch(raw, NOW, instance_type="g6.xlarge")
-    cloud.activities[("us-east-1", "gpu")] = [{**activity, "StatusMessage": SPOT_ICE}]
-    launch = steps(cloud).verify({"group": GROUP, "prep": prep})
-    assert launch["status"] == "failed"
-    ledger = FakeLedger()
-    backoff = steps(cloud, ledger=ledger)
-    backoff.metric = lambda name, _: None
-    backoff.backoff({"cluster": "ml", "group": GROUP, "prep": prep, "launch": launch})
-    assert sorted(g for g, _, _ in ledger.backoffs) == ["gpu", "pool#spot/us-east-1a/g6.xlarge"]
+    # the template changed to g6.xlarge after gpu-0 (a g5.xlarge) launched
+    backoffs = failed_launch_backoffs(SPOT_ICE, template_type="g6.xlarge")
+    assert backoffs == ["gpu", "pool#spot/us-east-1a/g6.xlarge"]
 
 
 def test_a_spot_shortfall_worded_unfulfillable_backs_off_its_pool_as_insufficient_capacity_does() -> None:
