@@ -173,6 +173,27 @@ def test_a_group_of_one_name_backs_off_in_its_own_region_only(store: StateStore)
     }
 
 
+def test_a_back_off_item_keyed_by_name_is_read_as_the_group_of_the_region_it_names(
+    store: StateStore, ddb: Any
+) -> None:
+    """Builds before groups were keyed by region wrote ``backoff#gpu`` with the group's own region in
+    ``region`` (scale-up's back-off, the gang's give-back and a Spot interruption's: the last backs off
+    any managed group, the us-east-1 twin the old plan refused too). That region says whose it is: the
+    us-east-1 group's, not the first region's, which would be held back for its twin's failure while
+    the twin, now planned, launched again into it."""
+    ddb.put_item(TableName="state", Item={"cluster": {"S": "ml"}, "item": {"S": "backoff#gpu"},
+                                          "backoff_until": {"S": "2026-11-02T12:15:00Z"}, "reason": {"S": "ICE"},
+                                          "region": {"S": "us-east-1"}, "expires_at": {"N": "1793621700"}})  # fmt: skip
+    groups = [NodeGroup("gpu", region, 0, 4, 0, "g5.xlarge", None) for region in ("us-east-1", "us-west-2")]
+    config = PlannerConfig(cluster="ml", regions=("us-west-2", "us-east-1"))
+
+    state = keyed_by_region(store.load("ml", NOW).state, first_regions(config, groups))
+
+    assert {k: (v.group, v.region, v.reason) for k, v in state.groups.items()} == {
+        "us-east-1/gpu": ("gpu", "us-east-1", "ICE")
+    }
+
+
 def test_a_large_state_is_stored_compressed(store: StateStore, ddb: Any) -> None:
     nodes = {f"ip-10-0-{i // 250}-{i % 250}.ec2.internal": NodeState(idle_since=NOW) for i in range(8000)}
     commit(store, 0, State(nodes=nodes))

@@ -13,6 +13,7 @@ from plan_world import NOW, World
 from test_planner_consolidation import UNDER, half_full, kept, replicas
 from test_planner_gang_launch import COSCHED
 
+from spillway.local import objects as o
 from spillway.planner import codes
 
 
@@ -370,3 +371,28 @@ def test_a_gang_whose_min_resources_count_its_new_nodes_keeps_them() -> None:
     w2, _ = half_full(count=4)
     _gang(w2, 2)
     assert w2.plan(max_scale_in_fraction=1.0, **UNDER).scale_up == ()
+
+
+def test_no_room_is_made_by_moving_pods_onto_a_launching_node_whose_daemonset_they_repel() -> None:
+    """The cpu nodes' replicas must not share a node with fluentd (required pod anti-affinity over
+    hostnames), which runs on the logged group's nodes; a logged node is launching (too small for the
+    pending pod). Room on a cpu node would send one of its replicas to that launching node, where
+    fluentd's pod is bound first and kube-scheduler's InterPodAffinity refuses the replica: the
+    pending pod gets a new node instead, as it would without the launching node."""
+    w = World(regions=("us-east-1",))
+    nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    repel = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": "fluentd"}}, "topologyKey": "kubernetes.io/hostname",
+        "namespaces": ["kube-system"]}]}}  # fmt: skip
+    for i, n in enumerate(nodes):
+        replicas(w, n, f"web{i}", 2, cpu="2500m", affinity=repel)
+    (logged,) = w.group("logged", "m5.xlarge", nodes=1, max_size=10)
+    w.groups["logged"]["DesiredCapacity"] = 2  # a second node is launching
+    w.items.append(o.daemonset_pod("fluentd-0", logged, ds="fluentd", labels={"app": "fluentd"}))
+    w.pods("busy", 1, cpu="3", memory="8Gi", node_name=logged)
+    w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]

@@ -43,9 +43,11 @@ never races the planner's version. Each expires (TTL) when its window ends. :met
 into ``State.groups`` (the later ``backoff_until`` wins), or ``State.pools`` for a ``pool#`` name (an
 older key without a capacity type is the spot pool: :func:`~spillway.model.state.normalize_pool_key`).
 A group's item is keyed by its region and name (an Auto Scaling group's name is unique only in its
-region); builds before wrote ``backoff#<group>`` with no ``group`` attribute, which is merged keyed by
-name alone, for the plan to read as the group of that name in the first region that has one
-(:func:`~spillway.model.state.keyed_by_region`), the one those builds planned. Such a build reading a
+region); builds before wrote ``backoff#<group>`` with no ``group`` attribute but with the group's own
+region, which is merged as that region's group of the name (the old plan read it as the group it
+planned, but a Spot interruption backed off any managed group, the twin that plan refused too); one
+without a region is merged keyed by name alone, for the plan to read as the group of that name in the
+first region that has one (:func:`~spillway.model.state.keyed_by_region`). Such a build reading a
 new item takes ``<region>/<group>`` for a group name no group has: it ignores it.
 Two back-offs of one pool, in the item (:meth:`StateStore.put_backoff`'s condition) as in the merge,
 keep the stronger evidence while it lasts (fewer ``nodes``), else the later
@@ -602,12 +604,13 @@ def _backoff_condition(until: datetime, nodes: int, now: datetime | None) -> dic
 
 def _backoff(item: Mapping[str, Any]) -> Backoff:
     """A back-off item read: a group's names its group and region; one without ``group`` (a pool's, or
-    a group's written keyed by name alone) is named by its key, and a group's has no region then."""
+    a group's written keyed by name alone) is named by its key. Every build wrote the group's own region
+    in ``region`` (a Spot interruption's back-off of a group the plan then refused too), so a group's
+    item keyed by name alone is of the group of that region; one without a region is read as the first
+    region's group of the name (:func:`~spillway.model.state.keyed_by_region`)."""
     key = item["item"]["S"].removeprefix(BACKOFF_PREFIX)
     named = item.get("group", {}).get("S")
     region = item.get("region", {}).get("S", "")
-    if named is None and not key.startswith(POOL_PREFIX):
-        region = ""  # keyed by name alone: the plan reads it as the first region's group of the name
     return Backoff(
         group=named if named is not None else key,
         until=_parse(item["backoff_until"]["S"]),

@@ -62,7 +62,7 @@ from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move, assess_move, comes_back, elastic_room, keeps_node_busy
 from spillway.planner.durations import all_end_within
-from spillway.planner.groups import backoff_reason, fresh_node_ports
+from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
 from spillway.planner.health import registering
 from spillway.planner.placement import Bin, Pool, TrialFit, fill_bins, pools
 from spillway.planner.topology import Leaving, Planned, Spot, port_taken
@@ -560,12 +560,14 @@ class Consolidation:
         self, cls: PodClass, bins: Mapping[GroupKey, list[Bin]], destinations: set[str], planned: Planned
     ) -> None:
         """First fit on nodes already launching (an earlier plan's: this plan's new nodes are never
-        counted), in groups whose template node the pods may run on and whose launches do not fail."""
+        counted), in groups whose template node the pods may run on and whose launches do not fail. The
+        pods a launching node runs first (its DaemonSets') count for the class's pod affinity and
+        anti-affinity there, as they do for scale-up's groups (:func:`~spillway.planner.expander.options`)."""
         for group in self.ctx.groups:
             group_bins, template = bins.get(group.key), group.template
             if not cls.remaining or not group_bins or template is None or group.key in self.backed_off:
                 continue
-            if cls.blocker_on_new(group) is not None:
+            if cls.blocker_on_new(group, fresh_node_selected(self.ctx, group)) is not None:
                 continue
             if cls.domains.missing_on_new_node(template.labels, self.ctx.group_label_keys(group)):
                 continue
