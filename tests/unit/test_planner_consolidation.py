@@ -474,13 +474,10 @@ def test_capacity_already_launching_holds_the_pods_unless_its_launches_fail() ->
     assert w.plan(max_scale_in_fraction=1.0, **UNDER).drain == ()
 
 
-def test_capacity_launching_in_a_group_whose_daemonset_its_pods_repel_does_not_hold_them() -> None:
-    """The cpu nodes' replicas must not share a node with fluentd (required pod anti-affinity over
-    hostnames); fluentd is a DaemonSet that runs on the logged group's nodes, one of which is launching
-    (an earlier plan's). Its pod is bound there as soon as the node registers, so kube-scheduler's
-    InterPodAffinity refuses the replicas that node, as scale-up's choice of groups does
-    (:func:`spillway.planner.groups.fresh_node_selected`); consolidation counted the launching node as
-    room for them and drained a node whose pods then had nowhere to go."""
+def fluentd_shy(logged_type: str, busy_cpu: str) -> tuple[World, list[str]]:
+    """Two cpu nodes of 2 replicas each that must not share a node with fluentd (required pod
+    anti-affinity over hostnames), and a group "logged" of ``logged_type`` whose nodes run fluentd: one
+    node, busy with ``busy_cpu`` CPUs, and a second launching. The world and the cpu nodes."""
     w = World(regions=("us-east-1",))
     nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
     repel = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
@@ -488,10 +485,21 @@ def test_capacity_launching_in_a_group_whose_daemonset_its_pods_repel_does_not_h
         "namespaces": ["kube-system"]}]}}  # fmt: skip
     for i, n in enumerate(nodes):
         replicas(w, n, f"web{i}", 2, cpu="2500m", affinity=repel)
-    (logged,) = w.group("logged", "m5.2xlarge", nodes=1, max_size=10)
+    (logged,) = w.group("logged", logged_type, nodes=1, max_size=10)
     w.groups["logged"]["DesiredCapacity"] = 2  # a second node is launching
     w.items.append(o.daemonset_pod("fluentd-0", logged, ds="fluentd", labels={"app": "fluentd"}))
-    w.pods("busy", 1, cpu="7", memory="8Gi", node_name=logged)
+    w.pods("busy", 1, cpu=busy_cpu, memory="8Gi", node_name=logged)
+    return w, nodes
+
+
+def test_capacity_launching_in_a_group_whose_daemonset_its_pods_repel_does_not_hold_them() -> None:
+    """The cpu nodes' replicas must not share a node with fluentd (required pod anti-affinity over
+    hostnames); fluentd is a DaemonSet that runs on the logged group's nodes, one of which is launching
+    (an earlier plan's). Its pod is bound there as soon as the node registers, so kube-scheduler's
+    InterPodAffinity refuses the replicas that node, as scale-up's choice of groups does
+    (:func:`spillway.planner.groups.fresh_node_selected`); consolidation counted the launching node as
+    room for them and drained a node whose pods then had nowhere to go."""
+    w, nodes = fluentd_shy(logged_type="m5.2xlarge", busy_cpu="7")
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 

@@ -10,10 +10,9 @@ from datetime import timedelta
 
 import pytest
 from plan_world import NOW, World
-from test_planner_consolidation import UNDER, half_full, kept, replicas
+from test_planner_consolidation import UNDER, fluentd_shy, half_full, kept, replicas
 from test_planner_gang_launch import COSCHED
 
-from spillway.local import objects as o
 from spillway.planner import codes
 
 
@@ -379,17 +378,7 @@ def test_no_room_is_made_by_moving_pods_onto_a_launching_node_whose_daemonset_th
     pending pod). Room on a cpu node would send one of its replicas to that launching node, where
     fluentd's pod is bound first and kube-scheduler's InterPodAffinity refuses the replica: the
     pending pod gets a new node instead, as it would without the launching node."""
-    w = World(regions=("us-east-1",))
-    nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
-    repel = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-        "labelSelector": {"matchLabels": {"app": "fluentd"}}, "topologyKey": "kubernetes.io/hostname",
-        "namespaces": ["kube-system"]}]}}  # fmt: skip
-    for i, n in enumerate(nodes):
-        replicas(w, n, f"web{i}", 2, cpu="2500m", affinity=repel)
-    (logged,) = w.group("logged", "m5.xlarge", nodes=1, max_size=10)
-    w.groups["logged"]["DesiredCapacity"] = 2  # a second node is launching
-    w.items.append(o.daemonset_pod("fluentd-0", logged, ds="fluentd", labels={"app": "fluentd"}))
-    w.pods("busy", 1, cpu="3", memory="8Gi", node_name=logged)
+    w, _ = fluentd_shy(logged_type="m5.xlarge", busy_cpu="3")
     w.pods("big", 1, cpu="7", memory="1Gi")
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
