@@ -1299,16 +1299,20 @@ def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has()
     from spillway.local.cfn import load_template
 
     client = RecordingDynamoDB()
-    StateStore(client, "state").put_backoff(  # type: ignore[arg-type]
-        "ml",
-        "pool#spot/us-east-1a/g5.xlarge",
-        WARNED_AT,
-        "interrupted",
-        region="us-east-1",
-        now=WARNED_AT - timedelta(seconds=10),  # as the interrupt function puts it: with its clock
-    )
-    [request] = client.puts
-    written = set(request["Item"]) | set(request.get("ExpressionAttributeNames", {}).values())
+    for backed_off in ("pool#spot/us-east-1a/g5.xlarge", "spot-a"):  # a pool's item, and a group's
+        StateStore(client, "state").put_backoff(  # type: ignore[arg-type]
+            "ml",
+            backed_off,
+            WARNED_AT,
+            "interrupted",
+            region="us-east-1",
+            now=WARNED_AT - timedelta(seconds=10),  # as the interrupt function puts it: with its clock
+        )
+    written = {
+        name
+        for request in client.puts
+        for name in [*request["Item"], *request.get("ExpressionAttributeNames", {}).values()]
+    }
 
     res = load_template(ROOT / "template.yaml")["Resources"]
     policies = res["InterruptFunction"]["Properties"]["Policies"]
@@ -1322,6 +1326,39 @@ def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has()
     assert statement["Action"] == "dynamodb:PutItem"
     assert statement["Resource"] == {"Fn::GetAtt": ["StateTable", "Arn"]}
     assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:Attributes": sorted(written)}}
+
+
+def test_the_interrupt_role_may_put_every_backoff_a_spot_warning_writes() -> None:
+    """A Spot warning backs off its pool and the Spot groups that launch only its type in its zone
+    (spot-a, spot-a2), through the state store as deployed. A group's back-off item names its group
+    (attribute ``group``, since groups are keyed by region and name), which the role's
+    dynamodb:Attributes list left out: on AWS every such PutItem was denied (for PutItem the condition
+    holds the item's attribute names, AWS Knowledge Center "dynamodb-table-restrict-attributes"), the
+    record failed before its drain was started, and after maxReceiveCount tries the warning sat in the
+    dead-letter queue, its node never drained."""
+    from spillway.adapters.state_store import StateStore
+    from spillway.local.cfn import load_template
+
+    client = RecordingDynamoDB()
+    rig = Rig(world())
+    interrupter = replace(rig.interrupter(), ledger=StateStore(client, "state"))  # type: ignore[arg-type]
+    [out] = interrupter.handle(parse_notice(body(sample("interrupt-spot-warning.json"))))
+    assert out["outcome"] == "drain_started"
+    assert set(out["backed_off"]) == {"pool#spot/us-east-1a/g5.xlarge", "spot-a", "spot-a2"}
+
+    res = load_template(ROOT / "template.yaml")["Resources"]
+    [statement] = [
+        s
+        for p in res["InterruptFunction"]["Properties"]["Policies"]
+        if isinstance(p, dict)
+        for s in p.get("Statement", [])
+        if "dynamodb:PutItem" in str(s["Action"])
+    ]
+    allowed = set(statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"])
+    assert len(client.puts) == 3
+    for request in client.puts:
+        written = set(request["Item"]) | set(request.get("ExpressionAttributeNames", {}).values())
+        assert written <= allowed, f"{request['Item']['item']['S']}: IAM denies {sorted(written - allowed)}"
 
 
 def test_a_mixed_group_in_the_zone_is_covered_by_the_type_zone_backoff_not_backed_off_whole() -> None:
