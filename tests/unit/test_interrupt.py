@@ -1014,6 +1014,23 @@ def test_the_handler_drops_what_it_does_not_act_on_and_reports_malformed_and_ret
     assert sorted(counted) == ["InterruptIgnored", "InterruptMalformed"]
 
 
+def test_a_spot_warning_whose_backoff_cannot_be_written_starts_its_drain_first() -> None:
+    """The drain is what saves the pods in the two minutes; the back-off is bookkeeping for later
+    launches. The back-off was written first, so a state table that throttled or refused the put (as
+    the role's attribute list once did for every group back-off) failed the record before its drain
+    started: the drain came a visibility timeout (40 s of the 90) later, or never, the warning ending
+    in the dead-letter queue. Now the drain starts, the failure still fails the record, and its retry
+    (a duplicate start) writes the back-off."""
+    rig = Rig(world())
+    rig.ledger.fail("put_backoff", AwsThrottled("PutItem throttled"), times=1)
+    with pytest.raises(AwsThrottled):
+        rig.handle(sample("interrupt-spot-warning.json"))
+    assert rig.workflows.names == {f"interrupt-{INSTANCE}"}
+    [again] = rig.handle(sample("interrupt-spot-warning.json"))  # the message, back after its timeout
+    assert again["outcome"] == "duplicate"
+    assert set(again["backed_off"]) == {"pool#spot/us-east-1a/g5.xlarge", "spot-a", "spot-a2"}
+
+
 def test_a_malformed_notice_is_not_lost_silently(monkeypatch: pytest.MonkeyPatch) -> None:
     """Lambda guide, partial batch responses (only the messages listed in batchItemFailures return, the
     others are deleted) and SQS redrive (after maxReceiveCount receives, the dead-letter queue). A real
