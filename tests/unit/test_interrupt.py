@@ -636,6 +636,25 @@ def test_a_terminate_lifecycle_action_starts_a_drain_that_completes_it_inside_th
     assert late.handle(sample("interrupt-lifecycle-terminate.json"))[0]["deadline_seconds"] == 0
 
 
+@pytest.mark.parametrize(("poll", "heartbeat"), [(30, 60), (60, 30), (15, 44)])
+def test_a_lifecycle_drain_polls_often_enough_for_the_hooks_heartbeats(poll: int, heartbeat: int) -> None:
+    """A lifecycle drain records a heartbeat with an eviction round, so the drain refuses a poll longer
+    than a third of the hook's HeartbeatTimeout (spillway.act.drain._heartbeat_refusal). Both settings
+    are valid alone: INTERRUPT_POLL_SECONDS up to 60, a HeartbeatTimeout from 30 s (EC2 Auto Scaling
+    API Reference, PutLifecycleHook). The request took the configured poll as it was, and the drain
+    refused it: the execution failed, nothing was evicted, and the pods died with the instance at the
+    hook's timeout. The poll is now kept within the third."""
+    from spillway.act.drain import parse_request
+
+    rig = hooked(heartbeat=heartbeat, now=LIFECYCLE_AT + timedelta(seconds=1))
+    interrupter = replace(rig.interrupter(), settings=InterruptSettings(poll_seconds=poll))
+    [out] = interrupter.handle(parse_notice(body(sample("interrupt-lifecycle-terminate.json"))))
+    assert out["outcome"] == "drain_started"
+    [request] = rig.workflows.requests
+    assert 1 <= request.input["poll_seconds"] <= heartbeat // 3
+    parse_request(request.input)  # the drain takes it
+
+
 def warm_pool_termination(rig: Rig) -> dict[str, Any]:
     """The rig's warm-pool instance waiting in Warmed:Terminating:Wait, and its lifecycle event (Origin
     WarmPool, as "Warm pool example events and patterns" shows it)."""

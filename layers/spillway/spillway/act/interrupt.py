@@ -442,12 +442,15 @@ def lifecycle_plan(
     also records heartbeats while it evicts); at most ``lifecycle_deadline_seconds``. ``force``: the
     group terminates the instance whatever the pods say."""
     left = hook.heartbeat_timeout - (now - notice.time).total_seconds() - settings.lifecycle_margin_seconds
-    return _plan(
+    plan = _plan(
         min(left, settings.lifecycle_deadline_seconds),
         settings,
         force=True,
         reason=f"{notice.group} is terminating it (lifecycle hook {notice.hook})"[:256],
     )
+    # a heartbeat goes with an eviction round: at least one round every third of the HeartbeatTimeout,
+    # as the drain requires (spillway.act.drain._heartbeat_refusal), whatever INTERRUPT_POLL_SECONDS says
+    return replace(plan, poll_seconds=max(1, min(plan.poll_seconds, hook.heartbeat_timeout // 3)))
 
 
 def execution_name(notice: Notice, instance_id: str, *, forced: bool = False) -> str:
