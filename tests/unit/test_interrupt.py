@@ -636,6 +636,25 @@ def test_a_terminate_lifecycle_action_starts_a_drain_that_completes_it_inside_th
     assert late.handle(sample("interrupt-lifecycle-terminate.json"))[0]["deadline_seconds"] == 0
 
 
+@pytest.mark.parametrize(("poll", "heartbeat"), [(30, 60), (60, 30), (15, 44)])
+def test_a_lifecycle_drain_polls_often_enough_for_the_hooks_heartbeats(poll: int, heartbeat: int) -> None:
+    """A lifecycle drain records a heartbeat with an eviction round, so the drain refuses a poll longer
+    than a third of the hook's HeartbeatTimeout (spillway.act.drain._heartbeat_refusal). Both settings
+    are valid alone: INTERRUPT_POLL_SECONDS up to 60, a HeartbeatTimeout from 30 s (EC2 Auto Scaling
+    API Reference, PutLifecycleHook). The request took the configured poll as it was, and the drain
+    refused it: the execution failed, nothing was evicted, and the pods died with the instance at the
+    hook's timeout. The poll is now kept within the third."""
+    from spillway.act.drain import parse_request
+
+    rig = hooked(heartbeat=heartbeat, now=LIFECYCLE_AT + timedelta(seconds=1))
+    interrupter = replace(rig.interrupter(), settings=InterruptSettings(poll_seconds=poll))
+    [out] = interrupter.handle(parse_notice(body(sample("interrupt-lifecycle-terminate.json"))))
+    assert out["outcome"] == "drain_started"
+    [request] = rig.workflows.requests
+    assert 1 <= request.input["poll_seconds"] <= heartbeat // 3
+    parse_request(request.input)  # the drain takes it
+
+
 def warm_pool_termination(rig: Rig) -> dict[str, Any]:
     """The rig's warm-pool instance waiting in Warmed:Terminating:Wait, and its lifecycle event (Origin
     WarmPool, as "Warm pool example events and patterns" shows it)."""
@@ -1014,6 +1033,23 @@ def test_the_handler_drops_what_it_does_not_act_on_and_reports_malformed_and_ret
     assert sorted(counted) == ["InterruptIgnored", "InterruptMalformed"]
 
 
+def test_a_spot_warning_whose_backoff_cannot_be_written_starts_its_drain_first() -> None:
+    """The drain is what saves the pods in the two minutes; the back-off is bookkeeping for later
+    launches. The back-off was written first, so a state table that throttled or refused the put (as
+    the role's attribute list once did for every group back-off) failed the record before its drain
+    started: the drain came a visibility timeout (40 s of the 90) later, or never, the warning ending
+    in the dead-letter queue. Now the drain starts, the failure still fails the record, and its retry
+    (a duplicate start) writes the back-off."""
+    rig = Rig(world())
+    rig.ledger.fail("put_backoff", AwsThrottled("PutItem throttled"), times=1)
+    with pytest.raises(AwsThrottled):
+        rig.handle(sample("interrupt-spot-warning.json"))
+    assert rig.workflows.names == {f"interrupt-{INSTANCE}"}
+    [again] = rig.handle(sample("interrupt-spot-warning.json"))  # the message, back after its timeout
+    assert again["outcome"] == "duplicate"
+    assert set(again["backed_off"]) == {"pool#spot/us-east-1a/g5.xlarge", "spot-a", "spot-a2"}
+
+
 def test_a_malformed_notice_is_not_lost_silently(monkeypatch: pytest.MonkeyPatch) -> None:
     """Lambda guide, partial batch responses (only the messages listed in batchItemFailures return, the
     others are deleted) and SQS redrive (after maxReceiveCount receives, the dead-letter queue). A real
@@ -1299,16 +1335,20 @@ def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has()
     from spillway.local.cfn import load_template
 
     client = RecordingDynamoDB()
-    StateStore(client, "state").put_backoff(  # type: ignore[arg-type]
-        "ml",
-        "pool#spot/us-east-1a/g5.xlarge",
-        WARNED_AT,
-        "interrupted",
-        region="us-east-1",
-        now=WARNED_AT - timedelta(seconds=10),  # as the interrupt function puts it: with its clock
-    )
-    [request] = client.puts
-    written = set(request["Item"]) | set(request.get("ExpressionAttributeNames", {}).values())
+    for backed_off in ("pool#spot/us-east-1a/g5.xlarge", "spot-a"):  # a pool's item, and a group's
+        StateStore(client, "state").put_backoff(  # type: ignore[arg-type]
+            "ml",
+            backed_off,
+            WARNED_AT,
+            "interrupted",
+            region="us-east-1",
+            now=WARNED_AT - timedelta(seconds=10),  # as the interrupt function puts it: with its clock
+        )
+    written = {
+        name
+        for request in client.puts
+        for name in [*request["Item"], *request.get("ExpressionAttributeNames", {}).values()]
+    }
 
     res = load_template(ROOT / "template.yaml")["Resources"]
     policies = res["InterruptFunction"]["Properties"]["Policies"]
@@ -1322,6 +1362,39 @@ def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has()
     assert statement["Action"] == "dynamodb:PutItem"
     assert statement["Resource"] == {"Fn::GetAtt": ["StateTable", "Arn"]}
     assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:Attributes": sorted(written)}}
+
+
+def test_the_interrupt_role_may_put_every_backoff_a_spot_warning_writes() -> None:
+    """A Spot warning backs off its pool and the Spot groups that launch only its type in its zone
+    (spot-a, spot-a2), through the state store as deployed. A group's back-off item names its group
+    (attribute ``group``, since groups are keyed by region and name), which the role's
+    dynamodb:Attributes list left out: on AWS every such PutItem was denied (for PutItem the condition
+    holds the item's attribute names, AWS Knowledge Center "dynamodb-table-restrict-attributes"), the
+    record failed before its drain was started, and after maxReceiveCount tries the warning sat in the
+    dead-letter queue, its node never drained."""
+    from spillway.adapters.state_store import StateStore
+    from spillway.local.cfn import load_template
+
+    client = RecordingDynamoDB()
+    rig = Rig(world())
+    interrupter = replace(rig.interrupter(), ledger=StateStore(client, "state"))  # type: ignore[arg-type]
+    [out] = interrupter.handle(parse_notice(body(sample("interrupt-spot-warning.json"))))
+    assert out["outcome"] == "drain_started"
+    assert set(out["backed_off"]) == {"pool#spot/us-east-1a/g5.xlarge", "spot-a", "spot-a2"}
+
+    res = load_template(ROOT / "template.yaml")["Resources"]
+    [statement] = [
+        s
+        for p in res["InterruptFunction"]["Properties"]["Policies"]
+        if isinstance(p, dict)
+        for s in p.get("Statement", [])
+        if "dynamodb:PutItem" in str(s["Action"])
+    ]
+    allowed = set(statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"])
+    assert len(client.puts) == 3
+    for request in client.puts:
+        written = set(request["Item"]) | set(request.get("ExpressionAttributeNames", {}).values())
+        assert written <= allowed, f"{request['Item']['item']['S']}: IAM denies {sorted(written - allowed)}"
 
 
 def test_a_mixed_group_in_the_zone_is_covered_by_the_type_zone_backoff_not_backed_off_whole() -> None:

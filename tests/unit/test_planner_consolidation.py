@@ -718,6 +718,10 @@ def test_a_budget_scheduled_less_often_than_weekly_says_when_it_next_changes() -
             "disruption_budgets: [{nodes: 0, windows: [{start: '09:00', timezone: ''}]}]\n",
             "disruption_budgets.0.windows.0.timezone",
         ),
+        (  # a folder of the zone database, not a zone: it crashed the load (IsADirectoryError)
+            "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: 1h, timezone: America}]\n",
+            "disruption_budgets.0.timezone",
+        ),
         (
             "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: 1h, windows: [{start: '09:00'}]}]\n",
             "disruption_budgets.0",

@@ -96,6 +96,10 @@ def test_windowed_settings_apply_always_without_windows_and_in_any_of_theirs() -
         ("timezone", "posixrules", "not an IANA time zone"),
         ("timezone", "right/Europe/Berlin", "not an IANA time zone"),
         ("timezone", "", "not an IANA time zone"),  # was read as UTC here and crashed every plan
+        # a folder of the zone database (US/Eastern is a zone, US is not): opening it failed with
+        # IsADirectoryError, a crash of the configuration's load naming no field
+        ("timezone", "US", "not an IANA time zone"),
+        ("timezone", "Europe", "not an IANA time zone"),
         ("start", "25:00", "no such time of day"),
         ("end", "8h", "expected a time HH:MM"),
         ("days", ["mon", "someday"], "is not a day"),

@@ -121,7 +121,7 @@ from spillway.errors import (
     SpillwayError,
     StateCorrupt,
 )
-from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.model.aws import REGION_FORM, AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import (
     DEFAULT_GRACE_SECONDS,
     NodeInfo,
@@ -226,7 +226,7 @@ OUTCOME_OF_ERROR: dict[str, Outcome] = {
     "DrainCancelled": "cancelled",
     "InvalidDrainRequest": "rejected",
 }
-_REGION = re.compile(r"^([a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+)")
+_REGION = re.compile(f"^({REGION_FORM})")
 _FIELD_HELP = {
     "cluster": "the cluster's name",
     "node": "the name of the Node to drain, as `kubectl get nodes` shows it: a DNS subdomain",

@@ -84,7 +84,9 @@ may send to the queue) whose fields do not parse. It never succeeds, but it may 
 Spillway failed to read, so the handler reports it as failed: after the queue's maxReceiveCount receives
 it sits in the dead-letter queue, which is alarmed. Anything else that fails (the snapshot table, Step
 Functions, the state table, a notice asking for a drain of an instance of a managed group the snapshot
-does not show yet) raises and the message is retried (then DLQ). A Spot warning of an instance of a
+does not show yet) raises and the message is retried (then DLQ). A Spot warning's drain is started
+before its back-off is written: a state table that fails the put fails the record, and the retry finds
+the drain started (a duplicate) and writes the back-off. A Spot warning of an instance of a
 managed group that no Node names backs off its Spot pool all the same (:meth:`Interrupter._back_off_unobserved`).
 """
 
@@ -440,12 +442,15 @@ def lifecycle_plan(
     also records heartbeats while it evicts); at most ``lifecycle_deadline_seconds``. ``force``: the
     group terminates the instance whatever the pods say."""
     left = hook.heartbeat_timeout - (now - notice.time).total_seconds() - settings.lifecycle_margin_seconds
-    return _plan(
+    plan = _plan(
         min(left, settings.lifecycle_deadline_seconds),
         settings,
         force=True,
         reason=f"{notice.group} is terminating it (lifecycle hook {notice.hook})"[:256],
     )
+    # a heartbeat goes with an eviction round: at least one round every third of the HeartbeatTimeout,
+    # as the drain requires (spillway.act.drain._heartbeat_refusal), whatever INTERRUPT_POLL_SECONDS says
+    return replace(plan, poll_seconds=max(1, min(plan.poll_seconds, hook.heartbeat_timeout // 3)))
 
 
 def execution_name(notice: Notice, instance_id: str, *, forced: bool = False) -> str:
@@ -596,10 +601,6 @@ class Interrupter:
             return {**out, **self._lifecycle(notice, target)}
         plan = drain_plan(notice, self.clock(), self.settings)
         assert plan is not None
-        if notice.kind == "interruption":
-            out["backed_off"] = self._back_off(
-                notice, target.region, target.zone, target.instance_type, target.instance_id
-            )
         extra: dict[str, Any] = {}
         if placed is not None:  # the drain checks the group it names, and the detach of one in none
             extra["group"] = placed.AutoScalingGroupName
@@ -611,6 +612,12 @@ class Interrupter:
             extra["terminate"], out["group_replaces"] = False, True
         started = self.workflows.start(self._request(notice, target, plan, **extra))
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
+        if notice.kind == "interruption":
+            # after the drain, which must not wait for it: a back-off that fails fails the record, and
+            # its retry (the drain then a duplicate) writes it
+            out["backed_off"] = self._back_off(
+                notice, target.region, target.zone, target.instance_type, target.instance_id
+            )
         return {
             **out,
             "outcome": "drain_started" if started.started else "duplicate",

@@ -22,7 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field
 # hex digits; regions as AWS names them (``us-east-1``, ``us-gov-west-1``, ``us-iso-east-1``); times RFC
 # 3339 with their zone (EventBridge's ``time``, what :func:`spillway.model.act.iso` writes).
 INSTANCE_ID_FORM = r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})"
-REGION_FORM = r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-[0-9]+"
+# A region of any partition (botocore's endpoints.json, each partition's regionRegex): two letters, then
+# ``-gov`` or ``-iso`` and a letter for GovCloud and the isolated ones; ``eusc-`` and a country for the
+# AWS European Sovereign Cloud (``eusc-de-east-1``).
+REGION_FORM = r"(?:[a-z]{2}(?:-gov|-iso[a-z]?)?|eusc-[a-z]{2})-[a-z]+-[0-9]+"
 RFC3339_FORM = (
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
 )

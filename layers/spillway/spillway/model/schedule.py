@@ -257,7 +257,9 @@ def zone_of(name: str | None) -> ZoneInfo:
         raise ValueError(f"{name!r} is not an IANA time zone")
     try:
         return ZoneInfo(key)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        # OSError: a folder of the database ("US", "Europe", "America"; US/Eastern is a zone), which
+        # zoneinfo opens as a file and fails with IsADirectoryError, not ZoneInfoNotFoundError
         raise ValueError(f"{name!r} is not an IANA time zone") from None
 
 
