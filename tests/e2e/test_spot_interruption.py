@@ -100,6 +100,12 @@ def test_a_spot_warning_drains_its_node_inside_the_deadline_and_backs_off_the_ty
                 "DetailType": "EC2 Fleet Error",
                 "Detail": json.dumps({"instance-id": instance}),
             },
+            # An instance starting: a state the function does nothing with, filtered by the rule.
+            {
+                "Source": "aws.ec2",
+                "DetailType": "EC2 Instance State-change Notification",
+                "Detail": json.dumps({"instance-id": spare_instance, "state": "running"}),
+            },
         ]
     )
     queue_arn, messages = receive(cloud)

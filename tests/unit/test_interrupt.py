@@ -1201,6 +1201,32 @@ def test_notice_is_plain_data() -> None:
 # --- the template's wiring -------------------------------------------------------------------------
 
 
+def test_only_the_instance_states_the_function_acts_on_reach_the_queue_here_and_from_other_regions() -> None:
+    """EC2 sends an EC2 Instance State-change Notification for every transition of every instance of the
+    region (pending, running, stopping, stopped, shutting-down, terminated: EC2 user guide, "EC2 instance
+    state change events"); the rule took them all, so each launch of any instance invoked the function
+    twice for nothing. The home rules and the forwarder's match the same events."""
+    from spillway.act.interrupt import GONE_STATES
+    from spillway.local.cfn import load_template
+
+    def patterns(path: Path) -> list[dict[str, Any]]:
+        res = load_template(path)["Resources"]
+        return sorted(
+            (
+                v["Properties"]["EventPattern"]
+                for v in res.values()
+                if isinstance(v, dict) and v.get("Type") == "AWS::Events::Rule"
+            ),
+            key=lambda p: json.dumps(p, sort_keys=True),
+        )
+
+    home = patterns(ROOT / "template.yaml")
+    assert home == patterns(ROOT / "deploy" / "spot-forwarder.yaml")
+    states = [p for p in home if "EC2 Instance State-change Notification" in p["detail-type"]]
+    assert [p["detail-type"] for p in states] == [["EC2 Instance State-change Notification"]]
+    assert set(states[0]["detail"]["state"]) == GONE_STATES
+
+
 def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_may_write() -> None:
     from spillway.local.cfn import load_template
 
