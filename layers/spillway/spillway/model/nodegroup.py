@@ -182,6 +182,10 @@ class NodeGroup:
     capacity_type: CapacityType = "on-demand"  # of launches beyond on_demand_base (see launch_capacity_type)
     on_demand_base: int = 0  # a mixed instances policy's OnDemandBaseCapacity
     instance_types: tuple[str, ...] = ()  # a mixed instances policy's overrides, else empty
+    # the architecture (``kubernetes.io/arch``) of each of ``instance_types`` the catalogue knows: a new
+    # node of the type registers with it (the kubelet's own label), also where the template names none
+    # (the overrides are of two architectures)
+    type_archs: tuple[tuple[str, str], ...] = ()
     # live instances whose nodes do not stand for the template (spillway.model.livetemplate): of another
     # type than the group's; of a mixed group, of an override that is not the least of every resource
     # (all of them when none is)
@@ -287,6 +291,11 @@ class NodeGroup:
             return self.instance_types
         return (self.instance_type,) if self.instance_type else ()
 
+    def arch_of(self, instance_type: str) -> str | None:
+        """The ``kubernetes.io/arch`` a new node of ``instance_type`` (one of :attr:`instance_types`)
+        registers with, or None when the catalogue does not know the type."""
+        return dict(self.type_archs).get(instance_type)
+
     def types_text(self) -> str:
         """The type a launch gets, or the types it may get (``c5.2xlarge or r5.xlarge``), for reasons."""
         many = self.launch_types()
@@ -353,6 +362,8 @@ class NodeGroup:
             capacity_type="spot" if d.get("capacity_type") == "spot" else "on-demand",
             on_demand_base=int(d.get("on_demand_base", 0)),
             instance_types=tuple(d.get("instance_types", ())),
+            # absent from snapshots stored before it was read: not known, as they were planned
+            type_archs=tuple(sorted((str(k), str(v)) for k, v in dict(d.get("type_archs", {})).items())),
             other_type_instances=tuple(d.get("other_type_instances", ())),
             problems=tuple(d.get("problems", ())),
             refusal=str(d.get("refusal", "")),
@@ -398,6 +409,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("capacity_type", lambda g: "spot" if g.capacity_type == "spot" else None),
     ("on_demand_base", lambda g: g.on_demand_base or None),
     ("instance_types", lambda g: list(g.instance_types) or None),
+    ("type_archs", lambda g: dict(g.type_archs) or None),
     ("other_type_instances", lambda g: list(g.other_type_instances) or None),
     ("problems", lambda g: list(g.problems) or None),
     ("refusal", lambda g: g.refusal or None),
@@ -1273,6 +1285,9 @@ def node_group(
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),
+        type_archs=tuple(
+            sorted((t, catalogue[t].architecture) for t in override_types(asg) if t in catalogue)
+        ),
         problems=tuple(
             p
             for p in (
