@@ -205,6 +205,9 @@ class NodeGroup:
     # CapacityRebalance: the group replaces a Spot instance that gets a rebalance recommendation itself,
     # and terminates it once the replacement passed its health check (spillway.act.interrupt)
     capacity_rebalance: bool = False
+    # it spans several zones and its AZRebalance process runs (see rebalance_problem): Auto Scaling may
+    # terminate an undrained node of it after a scale-in of Spillway's
+    zone_rebalance: bool = False
     # live instances protected from scale-in on their own (see scale_in_protected)
     protected_instances: tuple[str, ...] = ()
     # instances the group is terminating (Terminating, Terminating:Wait, Terminating:Proceed): their
@@ -380,6 +383,8 @@ class NodeGroup:
             ),
             # absent from snapshots stored before it was read: the group replaces nothing itself
             capacity_rebalance=d.get("capacity_rebalance") is True,
+            # absent from snapshots stored before it was read: not flagged, as they were planned
+            zone_rebalance=d.get("zone_rebalance") is True,
             # absent from snapshots stored before it was read: none protected, as they were planned
             protected_instances=tuple(d.get("protected_instances", ())),
             # absent from snapshots stored before it was read: none known, as they were planned
@@ -420,6 +425,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("launch_source", lambda g: g.launch_source or None),
     ("instance_sources", lambda g: dict(g.instance_sources) or None),
     ("capacity_rebalance", lambda g: True if g.capacity_rebalance else None),
+    ("zone_rebalance", lambda g: True if g.zone_rebalance else None),
     ("protected_instances", lambda g: list(g.protected_instances) or None),
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
     ("held_instances", lambda g: list(g.held_instances) or None),
@@ -725,6 +731,31 @@ def _suspended(asg: AutoScalingGroup, process: str, effect: str) -> str:
         f"{asg.region}/{asg.AutoScalingGroupName}: its {process} process is suspended{why}: {effect} "
         f"(aws autoscaling resume-processes --auto-scaling-group-name {asg.AutoScalingGroupName} "
         f"--scaling-processes {process})"
+    )
+
+
+def rebalance_problem(asg: AutoScalingGroup) -> str:
+    """Why a scale-in of the group may take a node Spillway did not drain ("" when it may not): it spans
+    several zones and its ``AZRebalance`` process runs. Spillway terminates the node it drained with
+    TerminateInstanceInAutoScalingGroup and ShouldDecrementDesiredCapacity, which can leave the zones
+    uneven; Auto Scaling then rebalances them, launching an instance in the emptier zone and then
+    terminating one in the fuller zone, with no drain (EC2 Auto Scaling User Guide, "Rebalancing
+    activities"; API Reference, TerminateInstanceInAutoScalingGroup). cluster-autoscaler's AWS README
+    (Common Notes and Gotchas) gives the two ways out: suspend ``AZRebalance``, or drain every node the
+    group's own scale-in takes (a terminate lifecycle hook). An EKS managed node group does the second
+    itself, with the lifecycle hooks of its Auto Scaling group ("Before each instance is terminated,
+    Amazon EKS sends a signal to drain that node", EKS User Guide), so it is not flagged. Spillway never
+    changes a group's processes: that is the owner's choice."""
+    zones = sorted(set(asg.AvailabilityZones))
+    if len(zones) < 2 or asg.suspended(AZ_REBALANCE) or asg.eks_nodegroup is not None:
+        return ""
+    name = asg.AutoScalingGroupName
+    return (
+        f"SuspendedProcesses: {AZ_REBALANCE} is not suspended on a group over {len(zones)} zones "
+        f"({', '.join(zones)}): after Spillway terminates a drained node, Auto Scaling may even the zones "
+        "out by launching an instance and then terminating one in the fuller zone, a node nobody drained; "
+        f"suspend it (aws autoscaling suspend-processes --auto-scaling-group-name {name} "
+        f"--scaling-processes {AZ_REBALANCE})"
     )
 
 
@@ -1265,6 +1296,7 @@ def node_group(
     template, tag_problem = _template(asg, itype, catalogue, reserve)
     standing = template_types(asg, itype, catalogue, reserve)
     overrides = override_problems(asg, catalogue)
+    rebalance = rebalance_problem(asg)
     return NodeGroup(
         name=asg.AutoScalingGroupName,
         region=asg.region,
@@ -1299,6 +1331,7 @@ def node_group(
                 capacity_problem,
                 *check_actions(floors),
                 *option_problems,
+                rebalance,
             )
             if p
         ),
@@ -1309,6 +1342,7 @@ def node_group(
         ),
         launch_source=asg.launch_source(itype),
         capacity_rebalance=asg.CapacityRebalance is True,
+        zone_rebalance=bool(rebalance),
         **_instance_facts(asg, standing),
     )
 
