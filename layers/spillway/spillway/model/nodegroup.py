@@ -33,6 +33,7 @@ from spillway.model.reserve import ReserveLike, as_reserve
 from spillway.model.resources import (
     AMD_GPU,
     CPU,
+    EFA,
     MEMORY,
     NEURON,
     NEURON_CORE,
@@ -966,6 +967,7 @@ def build_template(
     infos = [catalogue[t] for t in types if t in catalogue]
     allocatable, nominal = least_resources(infos, reserve) if infos else ({}, {})
     _cap_managed_max_pods(asg, infos, allocatable)
+    _with_efa(asg, infos, allocatable)
     labels = _well_known_labels(asg, types, infos)
     taints: list[TaintT] = []
     tagged: list[str] = []
@@ -989,6 +991,21 @@ def build_template(
     return TemplateNode(
         allocatable=allocatable, labels=labels, taints=tuple(taints), tagged=tuple(tagged), capacity=capacity
     )
+
+
+def _with_efa(asg: AutoScalingGroup, infos: Sequence[InstanceTypeInfo], allocatable: Resources) -> None:
+    """``allocatable`` (in place) with the ``vpc.amazonaws.com/efa`` a new node offers: one for each EFA
+    interface its launch template attaches (:attr:`AutoScalingGroup.LaunchEfaInterfaces`), no more than
+    any of ``infos`` takes (``MaximumEfaInterfaces``, one per network card). The EFA device plugin
+    advertises the EFA devices the node has, and a node has those its launch template attached (EKS
+    User Guide, "Manage EFA devices on Amazon EKS"): a type that supports EFA launched without them
+    offers none, so without the template read (a mixed group's, or ``spillway plan``'s) only a
+    ``node-template/resources/vpc.amazonaws.com/efa`` tag declares them, as for cluster-autoscaler."""
+    attached = asg.LaunchEfaInterfaces or 0
+    if attached and infos:
+        efa = min(attached, *(info.efa_interfaces for info in infos))
+        if efa > 0:
+            allocatable[EFA] = efa * 1000
 
 
 def managed_max_pods_capped(asg: AutoScalingGroup) -> bool:
