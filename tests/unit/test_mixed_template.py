@@ -191,3 +191,36 @@ def test_a_pod_that_refuses_one_architecture_does_not_scale_a_group_that_may_lau
 
     assert scale_up(result) == {}  # the template names no architecture, but the node may be an m7g
     assert pending_codes(result)[x86] == codes.NO_GROUP_FITS
+
+
+def test_a_daemonset_on_some_of_a_groups_zones_takes_its_room_on_its_new_nodes() -> None:
+    """A new node may come up in any zone of the group: a DaemonSet that runs in all but one still
+    takes its room on the node that lands elsewhere, so a pod that fits only without it gets no node."""
+    w = World()
+    w.group("spread", "m5.xlarge", zones=["us-east-1a", "us-east-1b"])
+    not_in_a = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "topology.kubernetes.io/zone",
+                                "operator": "NotIn",
+                                "values": ["us-east-1a"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    w.items.append(o.daemonset("zonal-agent", cpu="1", memory="64Mi", affinity=not_in_a))
+    (group,) = w.parsed()[1]
+    assert group.template is not None
+    (big,) = w.pods("big", 1, cpu=f"{group.template.allocatable[CPU] - 500}m", memory="1Gi")
+
+    result = w.plan()
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[big] == codes.NO_GROUP_FITS
