@@ -8,7 +8,8 @@ down to the keys spillway reads so the file stays small:
     InstanceType, CurrentGeneration, VCpuInfo.DefaultVCpus, MemoryInfo.SizeInMiB,
     ProcessorInfo.SupportedArchitectures,
     NetworkInfo.{MaximumNetworkInterfaces, Ipv4AddressesPerInterface,
-                 NetworkCards[].{NetworkCardIndex, MaximumNetworkInterfaces}, DefaultNetworkCardIndex},
+                 NetworkCards[].{NetworkCardIndex, MaximumNetworkInterfaces}, DefaultNetworkCardIndex,
+                 EfaInfo.MaximumEfaInterfaces},
     GpuInfo.{Gpus[].{Name, Manufacturer, Count, MemoryInfo.SizeInMiB}, TotalGpuMemoryInMiB},
     NeuronInfo.{NeuronDevices[].{Count, Name, CoreInfo.{Count, Version}, MemoryInfo.SizeInMiB},
                 TotalNeuronDeviceMemoryInMiB}
@@ -164,6 +165,10 @@ def project(entry: dict[str, Any]) -> dict[str, Any]:
             for c in cards
         ]
         out["NetworkInfo"]["DefaultNetworkCardIndex"] = net.get("DefaultNetworkCardIndex", 0)
+    # A type that supports EFA: how many EFA interfaces (one per network card) a launch template may
+    # attach, each one ``vpc.amazonaws.com/efa`` of the EFA device plugin.
+    if efa := net.get("EfaInfo"):
+        out["NetworkInfo"]["EfaInfo"] = {"MaximumEfaInterfaces": efa["MaximumEfaInterfaces"]}
     if gpu := entry.get("GpuInfo"):
         out["GpuInfo"] = {
             "Gpus": [

@@ -415,3 +415,30 @@ def test_a_launch_template_that_no_longer_exists_leaves_the_group_to_its_tags_an
     (problem,) = group.problems
     assert problem.startswith("LaunchTemplate: lt-gpu-spot ($Latest) not found")
     assert "(InvalidLaunchTemplateId.NotFound)" in problem  # the group names its template by id
+
+
+def test_a_group_whose_launch_template_attaches_efa_interfaces_offers_them_at_zero(world: Any) -> None:
+    """The EFA device plugin advertises one vpc.amazonaws.com/efa for each EFA interface the node was
+    launched with, and the launch template attaches them (NetworkInterfaces, InterfaceType efa or
+    efa-only): observe reads them with the template's type, so a pod asking for EFA scales the group
+    from zero; a group whose template attaches none offers none."""
+    clients, adapter = world
+    create_group("fabric", region="us-east-1", cluster="prod", desired=0, max_size=4, mixed=False,
+                 instance_type="p4d.24xlarge")  # fmt: skip
+    create_group("plain", region="us-east-1", cluster="prod", desired=0, max_size=4, mixed=False,
+                 instance_type="p4d.24xlarge")  # fmt: skip
+    interfaces = [
+        {"NetworkCardIndex": card, "DeviceIndex": 0 if card == 0 else 1,
+         "InterfaceType": "efa" if card == 0 else "efa-only"}
+        for card in range(4)
+    ]  # fmt: skip
+    clients.ec2("us-east-1").create_launch_template_version(
+        LaunchTemplateName="lt-fabric", SourceVersion="1",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "p4d.24xlarge", "NetworkInterfaces": interfaces},
+    )  # fmt: skip
+
+    by_name = {g.name: g for g in adapter.node_groups_in("us-east-1", RESERVE, NOW)}
+
+    assert by_name["fabric"].template is not None and by_name["plain"].template is not None
+    assert by_name["fabric"].template.allocatable["vpc.amazonaws.com/efa"] == 4000
+    assert "vpc.amazonaws.com/efa" not in by_name["plain"].template.allocatable

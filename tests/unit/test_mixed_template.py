@@ -133,3 +133,94 @@ def test_the_gang_fleet_asks_for_the_type_the_plan_was_made_for_from_its_own_lau
         AutoScalingGroup.model_validate(mixed(types("m5.xlarge", "m5.2xlarge"))), 2, "t", "ml", "g"
     )
     assert first.launch_template == {"LaunchTemplateName": "lt", "Version": "$Latest"}  # the group's
+
+
+EITHER_ARCH = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": ARCH, "operator": "In", "values": ["amd64", "arm64"]}]}
+            ]
+        }
+    }
+}
+
+
+def test_a_pod_that_runs_on_either_architecture_scales_a_group_of_both() -> None:
+    w = World()
+    w.groups["mixed"] = mixed(types("m7g.large", "m6i.large"))  # arm64 and amd64: EC2 picks
+    (either,) = w.pods("either", 1, cpu="1", memory="1Gi", affinity=EITHER_ARCH)
+    (x86,) = w.pods("x86", 1, cpu="1", memory="1Gi", node_selector={ARCH: "amd64"})
+
+    result = w.plan()
+
+    assert scale_up(result) == {"mixed": (0, 1, [either])}  # every node it may get is amd64 or arm64
+    assert pending_codes(result)[x86] == codes.NO_GROUP_FITS  # the node may be an m7g (arm64)
+
+
+def test_a_daemonset_for_either_architecture_takes_its_room_on_a_new_node_of_a_group_of_both() -> None:
+    w = World()
+    w.groups["mixed"] = mixed(types("m7g.xlarge", "m6i.xlarge"))
+    w.items.append(o.daemonset("aws-node", cpu="1", memory="64Mi", affinity=EITHER_ARCH))
+    (group,) = w.parsed()[1]
+    assert group.template is not None
+    free = group.template.allocatable[CPU] - 500  # room for the pod, not for the pod and aws-node
+    (big,) = w.pods("big", 1, cpu=f"{free}m", memory="1Gi")
+
+    result = w.plan()
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[big] == codes.NO_GROUP_FITS
+
+
+def test_a_pod_that_refuses_one_architecture_does_not_scale_a_group_that_may_launch_it() -> None:
+    w = World()
+    w.groups["mixed"] = mixed(types("m7g.large", "m6i.large"))
+    not_arm = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": ARCH, "operator": "NotIn", "values": ["arm64"]}]}
+                ]
+            }
+        }
+    }
+    (x86,) = w.pods("x86", 1, cpu="1", memory="1Gi", affinity=not_arm)
+
+    result = w.plan()
+
+    assert scale_up(result) == {}  # the template names no architecture, but the node may be an m7g
+    assert pending_codes(result)[x86] == codes.NO_GROUP_FITS
+
+
+def test_a_daemonset_on_some_of_a_groups_zones_takes_its_room_on_its_new_nodes() -> None:
+    """A new node may come up in any zone of the group: a DaemonSet that runs in all but one still
+    takes its room on the node that lands elsewhere, so a pod that fits only without it gets no node."""
+    w = World()
+    w.group("spread", "m5.xlarge", zones=["us-east-1a", "us-east-1b"])
+    not_in_a = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "topology.kubernetes.io/zone",
+                                "operator": "NotIn",
+                                "values": ["us-east-1a"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    w.items.append(o.daemonset("zonal-agent", cpu="1", memory="64Mi", affinity=not_in_a))
+    (group,) = w.parsed()[1]
+    assert group.template is not None
+    (big,) = w.pods("big", 1, cpu=f"{group.template.allocatable[CPU] - 500}m", memory="1Gi")
+
+    result = w.plan()
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[big] == codes.NO_GROUP_FITS

@@ -643,6 +643,7 @@ OTHER_PROGRAMS = {
     "NO_SCHEDULE": "EKS (Taint.effect, DescribeNodegroup)",
     "NO_EXECUTE": "EKS (Taint.effect, DescribeNodegroup)",
     "PREFER_NO_SCHEDULE": "EKS (Taint.effect, DescribeNodegroup)",
+    "ENABLE_POD_ENI": "the VPC CNI (an environment variable of its aws-node DaemonSet)",
 }
 
 

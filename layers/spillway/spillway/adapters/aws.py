@@ -473,8 +473,9 @@ class AwsAdapter:
         without overrides (what it launches now, also when its running instances have another), and,
         for a group without a mixed instances policy, whether it launches Spot
         (:attr:`AutoScalingGroup.LaunchMarketType`: a template's ``InstanceMarketOptions.MarketType`` or a
-        configuration's ``SpotPrice``). A mixed instances policy's template is read only for a type: AWS
-        refuses one that asks for Spot there.
+        configuration's ``SpotPrice``), and the EFA interfaces a template version attaches
+        (:attr:`AutoScalingGroup.LaunchEfaInterfaces`: its nodes' ``vpc.amazonaws.com/efa``). A mixed
+        instances policy's template is read only for a type: AWS refuses one that asks for Spot there.
 
         Read cheaply, since EC2 throttles each Describe action per account and region and this runs on
         every observation: one DescribeLaunchTemplates (``ec2:DescribeLaunchTemplates``) for all the
@@ -1045,6 +1046,8 @@ def _with_launch_facts(
     # the type it launches now, also for a group whose running instances have another (launched before
     # the template changed): resolve_instance_type takes it before theirs
     update: dict[str, Any] = {"LaunchInstanceType": found.instance_type} if found.instance_type else {}
+    if found.efa:  # the EFA interfaces its nodes have: vpc.amazonaws.com/efa of a node at zero
+        update["LaunchEfaInterfaces"] = found.efa
     if asg.MixedInstancesPolicy is None:
         update["LaunchMarketType"] = found.market
     return asg.model_copy(update=update) if update else asg
@@ -1352,7 +1355,7 @@ class _LaunchSettingsReader:
         )
         versions = _call(what, lambda: [LaunchTemplateVersionInfo.model_validate(r) for r in raw])
         return {
-            v.VersionNumber: LaunchFacts(v.instance_type, _market(v.spot))
+            v.VersionNumber: LaunchFacts(v.instance_type, _market(v.spot), v.efa_interfaces)
             for v in versions
             if v.LaunchTemplateId == template_id
         }

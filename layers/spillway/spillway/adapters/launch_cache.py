@@ -42,10 +42,12 @@ DEFAULT_RECHECK_SPREAD = 1 / 3
 @dataclass(frozen=True, slots=True)
 class LaunchFacts:
     """What a launch template version or launch configuration says a group launches: its instance type
-    (None when it names none) and market (``spot`` when it asks for Spot, else ``on-demand``)."""
+    (None when it names none), market (``spot`` when it asks for Spot, else ``on-demand``) and the EFA
+    interfaces it attaches (a template version's; 0 for a launch configuration, which cannot)."""
 
     instance_type: str | None
     market: CapacityType
+    efa: int = 0
 
 
 def version_key(region: str, template_id: str, number: int) -> tuple[str, str, str, int]:

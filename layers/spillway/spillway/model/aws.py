@@ -101,6 +101,10 @@ class LaunchTemplateInfo(AwsModel):
         return int(version) if version.isdigit() and int(version) > 0 else None
 
 
+#: the interface types of a launch template's network interfaces that are EFA devices
+EFA_INTERFACE_TYPES = frozenset({"efa", "efa-only"})
+
+
 class LaunchTemplateVersionInfo(AwsModel):
     """``describe-launch-template-versions``' ``LaunchTemplateVersions[]``, what Spillway reads of it."""
 
@@ -117,6 +121,16 @@ class LaunchTemplateVersionInfo(AwsModel):
     def spot(self) -> bool:
         """Whether it asks for Spot (``InstanceMarketOptions.MarketType: spot``)."""
         return (self.LaunchTemplateData.get("InstanceMarketOptions") or {}).get("MarketType") == "spot"
+
+    @property
+    def efa_interfaces(self) -> int:
+        """The EFA interfaces it attaches at launch: its ``NetworkInterfaces`` whose ``InterfaceType`` is
+        ``efa`` (EFA with ENA) or ``efa-only`` (EC2 API Reference,
+        LaunchTemplateInstanceNetworkInterfaceSpecificationRequest); each is one EFA device on the node."""
+        interfaces = self.LaunchTemplateData.get("NetworkInterfaces") or []
+        return sum(
+            1 for i in interfaces if isinstance(i, dict) and i.get("InterfaceType") in EFA_INTERFACE_TYPES
+        )
 
 
 class LaunchTemplateOverride(AwsModel):
@@ -301,6 +315,9 @@ class AutoScalingGroup(AwsModel):
     # it does not, None when not read (a mixed instances policy, whose template may not ask for Spot,
     # or input from describe-auto-scaling-groups alone)
     LaunchMarketType: Literal["spot", "on-demand"] | None = None
+    # Spillway's too: the EFA interfaces its launch template version attaches (NetworkInterfaces of
+    # InterfaceType efa or efa-only), read by the adapter with LaunchInstanceType; None when not read
+    LaunchEfaInterfaces: int | None = None
     # Spillway's too: the launch template (or version) or launch configuration the group names does not
     # exist, as EC2 answered; the group's tags then decide its capacity type, and its problems say why
     LaunchSettingsProblem: str | None = None
@@ -600,8 +617,13 @@ class NetworkCard(AwsModel):
     MaximumNetworkInterfaces: int | None = None
 
 
+class Efa(AwsModel):
+    MaximumEfaInterfaces: int | None = None
+
+
 class Network(AwsModel):
     MaximumNetworkInterfaces: int | None = None  # over every network card
+    EfaInfo: Efa | None = None  # only for a type that supports EFA
     Ipv4AddressesPerInterface: int | None = None
     NetworkCards: list[NetworkCard] = Field(default_factory=list)
     DefaultNetworkCardIndex: int | None = None
@@ -648,6 +670,13 @@ class InstanceTypeInfo(AwsModel):
         """Every Neuron device's cores (DescribeInstanceTypes' ``CoreInfo.Count`` is per device)."""
         devices = self.NeuronInfo.NeuronDevices if self.NeuronInfo else []
         return sum(d.Count * (d.CoreInfo.Count if d.CoreInfo else 0) for d in devices)
+
+    @property
+    def efa_interfaces(self) -> int:
+        """The EFA interfaces a node of the type may have (``NetworkInfo.EfaInfo.MaximumEfaInterfaces``:
+        one per network card); 0 for a type without EFA."""
+        efa = self.NetworkInfo.EfaInfo if self.NetworkInfo is not None else None
+        return (efa.MaximumEfaInterfaces or 0) if efa is not None else 0
 
     @property
     def architecture(self) -> str:

@@ -33,6 +33,7 @@ from spillway.model.reserve import ReserveLike, as_reserve
 from spillway.model.resources import (
     AMD_GPU,
     CPU,
+    EFA,
     MEMORY,
     NEURON,
     NEURON_CORE,
@@ -182,6 +183,10 @@ class NodeGroup:
     capacity_type: CapacityType = "on-demand"  # of launches beyond on_demand_base (see launch_capacity_type)
     on_demand_base: int = 0  # a mixed instances policy's OnDemandBaseCapacity
     instance_types: tuple[str, ...] = ()  # a mixed instances policy's overrides, else empty
+    # the architecture (``kubernetes.io/arch``) of each of ``instance_types`` the catalogue knows: a new
+    # node of the type registers with it (the kubelet's own label), also where the template names none
+    # (the overrides are of two architectures)
+    type_archs: tuple[tuple[str, str], ...] = ()
     # live instances whose nodes do not stand for the template (spillway.model.livetemplate): of another
     # type than the group's; of a mixed group, of an override that is not the least of every resource
     # (all of them when none is)
@@ -201,6 +206,9 @@ class NodeGroup:
     # CapacityRebalance: the group replaces a Spot instance that gets a rebalance recommendation itself,
     # and terminates it once the replacement passed its health check (spillway.act.interrupt)
     capacity_rebalance: bool = False
+    # it spans several zones and its AZRebalance process runs (see rebalance_problem): Auto Scaling may
+    # terminate an undrained node of it after a scale-in of Spillway's
+    zone_rebalance: bool = False
     # live instances protected from scale-in on their own (see scale_in_protected)
     protected_instances: tuple[str, ...] = ()
     # instances the group is terminating (Terminating, Terminating:Wait, Terminating:Proceed): their
@@ -287,6 +295,11 @@ class NodeGroup:
             return self.instance_types
         return (self.instance_type,) if self.instance_type else ()
 
+    def arch_of(self, instance_type: str) -> str | None:
+        """The ``kubernetes.io/arch`` a new node of ``instance_type`` (one of :attr:`instance_types`)
+        registers with, or None when the catalogue does not know the type."""
+        return dict(self.type_archs).get(instance_type)
+
     def types_text(self) -> str:
         """The type a launch gets, or the types it may get (``c5.2xlarge or r5.xlarge``), for reasons."""
         many = self.launch_types()
@@ -353,6 +366,8 @@ class NodeGroup:
             capacity_type="spot" if d.get("capacity_type") == "spot" else "on-demand",
             on_demand_base=int(d.get("on_demand_base", 0)),
             instance_types=tuple(d.get("instance_types", ())),
+            # absent from snapshots stored before it was read: not known, as they were planned
+            type_archs=tuple(sorted((str(k), str(v)) for k, v in dict(d.get("type_archs", {})).items())),
             other_type_instances=tuple(d.get("other_type_instances", ())),
             problems=tuple(d.get("problems", ())),
             refusal=str(d.get("refusal", "")),
@@ -369,6 +384,8 @@ class NodeGroup:
             ),
             # absent from snapshots stored before it was read: the group replaces nothing itself
             capacity_rebalance=d.get("capacity_rebalance") is True,
+            # absent from snapshots stored before it was read: not flagged, as they were planned
+            zone_rebalance=d.get("zone_rebalance") is True,
             # absent from snapshots stored before it was read: none protected, as they were planned
             protected_instances=tuple(d.get("protected_instances", ())),
             # absent from snapshots stored before it was read: none known, as they were planned
@@ -398,6 +415,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("capacity_type", lambda g: "spot" if g.capacity_type == "spot" else None),
     ("on_demand_base", lambda g: g.on_demand_base or None),
     ("instance_types", lambda g: list(g.instance_types) or None),
+    ("type_archs", lambda g: dict(g.type_archs) or None),
     ("other_type_instances", lambda g: list(g.other_type_instances) or None),
     ("problems", lambda g: list(g.problems) or None),
     ("refusal", lambda g: g.refusal or None),
@@ -408,6 +426,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("launch_source", lambda g: g.launch_source or None),
     ("instance_sources", lambda g: dict(g.instance_sources) or None),
     ("capacity_rebalance", lambda g: True if g.capacity_rebalance else None),
+    ("zone_rebalance", lambda g: True if g.zone_rebalance else None),
     ("protected_instances", lambda g: list(g.protected_instances) or None),
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
     ("held_instances", lambda g: list(g.held_instances) or None),
@@ -716,6 +735,31 @@ def _suspended(asg: AutoScalingGroup, process: str, effect: str) -> str:
     )
 
 
+def rebalance_problem(asg: AutoScalingGroup) -> str:
+    """Why a scale-in of the group may take a node Spillway did not drain ("" when it may not): it spans
+    several zones and its ``AZRebalance`` process runs. Spillway terminates the node it drained with
+    TerminateInstanceInAutoScalingGroup and ShouldDecrementDesiredCapacity, which can leave the zones
+    uneven; Auto Scaling then rebalances them, launching an instance in the emptier zone and then
+    terminating one in the fuller zone, with no drain (EC2 Auto Scaling User Guide, "Rebalancing
+    activities"; API Reference, TerminateInstanceInAutoScalingGroup). cluster-autoscaler's AWS README
+    (Common Notes and Gotchas) gives the two ways out: suspend ``AZRebalance``, or drain every node the
+    group's own scale-in takes (a terminate lifecycle hook). An EKS managed node group does the second
+    itself, with the lifecycle hooks of its Auto Scaling group ("Before each instance is terminated,
+    Amazon EKS sends a signal to drain that node", EKS User Guide), so it is not flagged. Spillway never
+    changes a group's processes: that is the owner's choice."""
+    zones = sorted(set(asg.AvailabilityZones))
+    if len(zones) < 2 or asg.suspended(AZ_REBALANCE) or asg.eks_nodegroup is not None:
+        return ""
+    name = asg.AutoScalingGroupName
+    return (
+        f"SuspendedProcesses: {AZ_REBALANCE} is not suspended on a group over {len(zones)} zones "
+        f"({', '.join(zones)}): after Spillway terminates a drained node, Auto Scaling may even the zones "
+        "out by launching an instance and then terminating one in the fuller zone, a node nobody drained; "
+        f"suspend it (aws autoscaling suspend-processes --auto-scaling-group-name {name} "
+        f"--scaling-processes {AZ_REBALANCE})"
+    )
+
+
 def fleet_refusal(asg: AutoScalingGroup) -> str:
     """Why fleet mode must not launch gangs in the group ("" when it may): a fleet puts the whole gang in
     one zone, then attaches it, and a group spanning several zones whose ``AZRebalance`` process is not
@@ -923,6 +967,7 @@ def build_template(
     infos = [catalogue[t] for t in types if t in catalogue]
     allocatable, nominal = least_resources(infos, reserve) if infos else ({}, {})
     _cap_managed_max_pods(asg, infos, allocatable)
+    _with_efa(asg, infos, allocatable)
     labels = _well_known_labels(asg, types, infos)
     taints: list[TaintT] = []
     tagged: list[str] = []
@@ -946,6 +991,21 @@ def build_template(
     return TemplateNode(
         allocatable=allocatable, labels=labels, taints=tuple(taints), tagged=tuple(tagged), capacity=capacity
     )
+
+
+def _with_efa(asg: AutoScalingGroup, infos: Sequence[InstanceTypeInfo], allocatable: Resources) -> None:
+    """``allocatable`` (in place) with the ``vpc.amazonaws.com/efa`` a new node offers: one for each EFA
+    interface its launch template attaches (:attr:`AutoScalingGroup.LaunchEfaInterfaces`), no more than
+    any of ``infos`` takes (``MaximumEfaInterfaces``, one per network card). The EFA device plugin
+    advertises the EFA devices the node has, and a node has those its launch template attached (EKS
+    User Guide, "Manage EFA devices on Amazon EKS"): a type that supports EFA launched without them
+    offers none, so without the template read (a mixed group's, or ``spillway plan``'s) only a
+    ``node-template/resources/vpc.amazonaws.com/efa`` tag declares them, as for cluster-autoscaler."""
+    attached = asg.LaunchEfaInterfaces or 0
+    if attached and infos:
+        efa = min(attached, *(info.efa_interfaces for info in infos))
+        if efa > 0:
+            allocatable[EFA] = efa * 1000
 
 
 def managed_max_pods_capped(asg: AutoScalingGroup) -> bool:
@@ -1253,6 +1313,7 @@ def node_group(
     template, tag_problem = _template(asg, itype, catalogue, reserve)
     standing = template_types(asg, itype, catalogue, reserve)
     overrides = override_problems(asg, catalogue)
+    rebalance = rebalance_problem(asg)
     return NodeGroup(
         name=asg.AutoScalingGroupName,
         region=asg.region,
@@ -1273,6 +1334,9 @@ def node_group(
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),
+        type_archs=tuple(
+            sorted((t, catalogue[t].architecture) for t in override_types(asg) if t in catalogue)
+        ),
         problems=tuple(
             p
             for p in (
@@ -1284,6 +1348,7 @@ def node_group(
                 capacity_problem,
                 *check_actions(floors),
                 *option_problems,
+                rebalance,
             )
             if p
         ),
@@ -1294,6 +1359,7 @@ def node_group(
         ),
         launch_source=asg.launch_source(itype),
         capacity_rebalance=asg.CapacityRebalance is True,
+        zone_rebalance=bool(rebalance),
         **_instance_facts(asg, standing),
     )
 

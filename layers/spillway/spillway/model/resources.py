@@ -19,6 +19,9 @@ NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"  # what AMD's device plugin registers for each GPU
 NEURON = "aws.amazon.com/neuron"  # whole Neuron devices
 NEURON_CORE = "aws.amazon.com/neuroncore"  # their cores: the Neuron device plugin registers both
+EFA = (
+    "vpc.amazonaws.com/efa"  # the EFA device plugin's: one for each EFA interface the node was launched with
+)
 
 # A pod requesting a resource the node does not report cannot run there, except ephemeral storage:
 # every kubelet reports it, but an ASG's template node only knows it when a tag declares it.

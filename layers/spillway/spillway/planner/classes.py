@@ -131,15 +131,18 @@ class PodClass:
         A template leaves out the zone of a group over several zones and the type of one that launches
         several; a node selector or required node affinity on them (``zone In`` every zone of the group)
         holds when it holds for each zone and type the group may launch (:func:`launch_labels`), as
-        kube-scheduler then finds it on whichever node comes up; and pod topology that closes each of
-        them (:meth:`_closed_everywhere`) closes the group. ``fresh``: the terms selecting each pod a new
-        node runs first (its DaemonSets', :func:`~spillway.planner.groups.fresh_node_selected`)."""
+        kube-scheduler then finds it on whichever node comes up; one that holds on the template (a
+        ``NotIn`` or ``DoesNotExist`` on a key it leaves out, ``arch NotIn [arm64]`` on a group of amd64
+        and arm64 types) holds only when it holds for each of them too; and pod topology that closes
+        each of them (:meth:`_closed_everywhere`) closes the group. ``fresh``: the terms selecting each
+        pod a new node runs first (its DaemonSets', :func:`~spillway.planner.groups.fresh_node_selected`)."""
         template = group.template
         assert template is not None
         why = self.blocker(template.labels, template.taints, None, fresh)
         variants = launch_labels(group)
         if why is None:
-            return self._closed_everywhere(variants, fresh)
+            somewhere = (self._node_blocker(labels, template.taints) for labels in variants)
+            return next((w for w in somewhere if w), None) or self._closed_everywhere(variants, fresh)
         if self.volume_wait or self._node_blocker(template.labels, template.taints) is None:
             return why  # its volumes, or pod topology, not the node's labels
         if not variants or any(self._node_blocker(labels, template.taints) for labels in variants):

@@ -29,6 +29,7 @@ reason and a code (:mod:`spillway.planner.codes`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from spillway.config import PlannerConfig
@@ -54,7 +55,7 @@ from spillway.planner.scaleup import ScaleUpStage, record_gang_launches, scale_u
 from spillway.planner.shrinks import hold_shrunk, shrunk_after
 from spillway.planner.softtaint import soft_taints
 from spillway.planner.startup import sanitized, starting_nodes
-from spillway.planner.types import ConfigProblem, GroupFloor, RefusedGroup, ScalingPlan, Uncordon
+from spillway.planner.types import ConfigProblem, Drain, GroupFloor, RefusedGroup, ScalingPlan, Uncordon
 
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
 
@@ -104,6 +105,7 @@ def plan(
     provisioning.settle()
     settle_buffers(ctx)
     drains, kept, idle_state = scale_down.run()
+    drains = rebalance_noted(drains, groups)
     since = {n: s.idle_since for n, s in idle_state.items()} | {
         n: s.since for n, s in scale_down.underutilized.items()
     }
@@ -140,6 +142,25 @@ def plan(
         refused_groups=tuple(RefusedGroup(g.name, g.region, g.refusal) for g in ctx.refused),
         problems=_problems(snapshot, config),
     )
+
+
+def rebalance_noted(drains: Sequence[Drain], groups: Sequence[NodeGroup]) -> list[Drain]:
+    """``drains``, each that terminates its node in a group whose AZRebalance process runs over several
+    zones (:attr:`NodeGroup.zone_rebalance`) saying so in its reason: Auto Scaling may then even the
+    zones out by terminating a node of the group nobody drained (spillway.model.nodegroup
+    ``rebalance_problem``). The drain goes on: it is the node the plan chose, and keeping it would not
+    keep Auto Scaling from rebalancing for other causes."""
+    flagged = {g.key for g in groups if g.zone_rebalance}
+    if not flagged:
+        return list(drains)
+    note = (
+        "; AZRebalance is not suspended on the group: after this termination Auto Scaling may terminate "
+        "an undrained node in its fullest zone (suspend AZRebalance)"
+    )
+    return [
+        replace(d, reason=d.reason + note) if d.terminate and (d.region, d.group) in flagged else d
+        for d in drains
+    ]
 
 
 def _problems(snapshot: ClusterSnapshot, config: PlannerConfig) -> tuple[ConfigProblem, ...]:

@@ -10,7 +10,7 @@ from spillway.model.cluster import ZONE_ALIASES, ZONE_ID_LABEL, PodInfo
 from spillway.model.daemonsets import DaemonSetInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
-from spillway.model.nodegroup import LAUNCH, SCHEDULED_ACTIONS, NodeGroup, TemplateNode
+from spillway.model.nodegroup import LAUNCH, SCHEDULED_ACTIONS, NodeGroup
 from spillway.model.resources import PODS, UNCHECKED_WHEN_UNKNOWN, Resources, add_into, subtract
 from spillway.model.schedule import Floor, scheduled_floor
 from spillway.model.state import PoolState, pool_key
@@ -43,17 +43,20 @@ def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
     return _requests_of(fresh_node_pods(ctx, group))
 
 
-def fresh_node_pods(ctx: Context, group: NodeGroup) -> list[PodInfo | DaemonSetInfo]:
-    """The DaemonSet and static pods a fresh node of the group runs (see :func:`fresh_node_overhead`)."""
+def fresh_node_pods(ctx: Context, group: NodeGroup, sure: bool = False) -> list[PodInfo | DaemonSetInfo]:
+    """The DaemonSet and static pods a fresh node of the group runs (see :func:`fresh_node_overhead`):
+    of a group over several zones or types, a DaemonSet that runs on any of the nodes it may launch
+    (its room and ports are taken wherever the node lands), or, ``sure``, only one that runs on each of
+    them (a pod that must join it finds it on whichever node comes up)."""
     template = group.template
     if template is None:
         return []
     if _own_node(ctx, group, template.node):
         assert template.node is not None
-        return _on_its_node(ctx, template, template.node)
+        return _on_its_node(ctx, group, template.node, sure)
     if ctx.snapshot.daemonsets:
-        return [d for d in ctx.snapshot.daemonsets if runs_on(d, template)]
-    return list(_admitted_by_pods(ctx, template))
+        return [d for d in ctx.snapshot.daemonsets if runs_on(d, group, sure)]
+    return list(_admitted_by_pods(ctx, group, sure))
 
 
 def fresh_node_ports(ctx: Context, group: NodeGroup) -> frozenset[tuple[int, str, str]]:
@@ -94,7 +97,7 @@ def fresh_node_selected(ctx: Context, group: NodeGroup) -> tuple[frozenset[int],
     found = ctx.fresh_selected.get(group.key)
     if found is None:
         out = []
-        for pod in fresh_node_pods(ctx, group):
+        for pod in fresh_node_pods(ctx, group, sure=True):
             if isinstance(pod, DaemonSetInfo):
                 running = ctx.ds_representatives.get((pod.namespace, pod.name))
                 out.append(frozenset(running.selected_by) if running is not None else frozenset())
@@ -112,28 +115,32 @@ def _own_node(ctx: Context, group: NodeGroup, name: str | None) -> bool:
     return node is not None and node.group is not None and node.group.key == group.key
 
 
-def _on_its_node(ctx: Context, template: TemplateNode, node: str) -> list[PodInfo | DaemonSetInfo]:
+def _on_its_node(ctx: Context, group: NodeGroup, node: str, sure: bool) -> list[PodInfo | DaemonSetInfo]:
     """The DaemonSet and mirror pods of ``node``, and the critical DaemonSets it does not run yet."""
     pods = ctx.node_daemons.get(node, [])
     running = {(p.namespace, p.owner_name) for p in pods if p.daemonset}
     joining = [
         d
         for d in ctx.snapshot.daemonsets
-        if d.critical and (d.namespace, d.name) not in running and runs_on(d, template)
+        if d.critical and (d.namespace, d.name) not in running and runs_on(d, group, sure)
     ]
     return [*pods, *joining]
 
 
-def _admitted_by_pods(ctx: Context, template: TemplateNode) -> list[PodInfo]:
-    """A pod of each DaemonSet whose nodeSelector and tolerations admit ``template``."""
+def _admitted_by_pods(ctx: Context, group: NodeGroup, sure: bool) -> list[PodInfo]:
+    """A pod of each DaemonSet whose nodeSelector and tolerations admit a new node of ``group`` (every
+    one, ``sure``: :func:`new_node_label_sets`)."""
+    assert group.template is not None
+    taints, sets, judge = group.template.taints, new_node_label_sets(group), all if sure else any
     admitted = []
     for rep_key in sorted(ctx.ds_representatives):
         pod = ctx.ds_representatives[rep_key]
         terms = tuple(tuple(r for r in term if not r[3]) for term in pod.required_terms)
         if any(not term for term in terms):
             terms = ()  # the term only pinned the pod to its node by name
-        if not why_not_placeable(
-            pod.node_selector, terms, pod.tolerations, template.labels, template.taints, None
+        if judge(
+            not why_not_placeable(pod.node_selector, terms, pod.tolerations, labels, taints, None)
+            for labels in sets
         ):
             admitted.append(pod)
     return admitted
@@ -141,13 +148,17 @@ def _admitted_by_pods(ctx: Context, template: TemplateNode) -> list[PodInfo]:
 
 ZONE_KEYS_SET_ON_LAUNCH = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 TYPE_KEYS_SET_ON_LAUNCH = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+ARCH_KEYS_SET_ON_LAUNCH = ("kubernetes.io/arch", "beta.kubernetes.io/arch")
 
 
 def launch_labels(group: NodeGroup) -> list[dict[str, str]]:
     """The labels a new node of ``group`` may get, one dict for each zone and instance type it may come
     up in, where its template leaves the zone out (the group spans several) or the type (it launches
     several): the template's labels with the zone (and its id, when known) and type the cloud provider
-    gives the node. Empty when the template names both, or the group's zones or types are unknown."""
+    gives the node, and the type's architecture where the template names none (overrides of amd64 and
+    arm64 types: the kubelet labels each node with its own, kubernetes/kubernetes
+    pkg/kubelet/kubelet_node_status.go ``initialNode``). Empty when the template names both, or the
+    group's zones or types are unknown."""
     template = group.template
     if template is None:
         return []
@@ -171,21 +182,33 @@ def launch_labels(group: NodeGroup) -> list[dict[str, str]]:
                     variant[ZONE_ID_LABEL] = zone_id
             if kind is not None:
                 variant.update(dict.fromkeys(TYPE_KEYS_SET_ON_LAUNCH, kind))
+                arch = group.arch_of(kind)
+                if arch is not None and ARCH_KEYS_SET_ON_LAUNCH[0] not in labels:
+                    variant.update(dict.fromkeys(ARCH_KEYS_SET_ON_LAUNCH, arch))
             out.append(variant)
     return out
 
 
-def runs_on(daemonset: DaemonSetInfo, template: TemplateNode) -> bool:
-    """The DaemonSet controller would run a pod of ``daemonset`` on a node of ``template``
-    (NodeShouldRunDaemonPod: no other node named, selector and required affinity match, the
-    NoSchedule and NoExecute taints tolerated)."""
-    return daemonset.node_name is None and not why_not_placeable(
-        daemonset.node_selector,
-        daemonset.required_terms,
-        daemonset.tolerations,
-        template.labels,
-        template.taints,
-        None,
+def new_node_label_sets(group: NodeGroup) -> list[Mapping[str, str]]:
+    """Every label set a new node of ``group`` may register with: one for each zone and type it may come
+    up in (:func:`launch_labels`), else its template's."""
+    assert group.template is not None
+    return [*launch_labels(group)] or [group.template.labels]
+
+
+def runs_on(daemonset: DaemonSetInfo, group: NodeGroup, sure: bool = False) -> bool:
+    """The DaemonSet controller would run a pod of ``daemonset`` on a new node of ``group`` in one of
+    the zones and types it may come up in, or, ``sure``, in each of them (:func:`new_node_label_sets`: a
+    DaemonSet of amd64 and arm64 nodes runs on every node of a group of both, though its template names
+    no architecture) (NodeShouldRunDaemonPod: no other node named, selector and required affinity
+    match, the NoSchedule and NoExecute taints tolerated)."""
+    assert group.template is not None
+    taints, judge = group.template.taints, all if sure else any
+    return daemonset.node_name is None and judge(
+        not why_not_placeable(
+            daemonset.node_selector, daemonset.required_terms, daemonset.tolerations, labels, taints, None
+        )
+        for labels in new_node_label_sets(group)
     )
 
 
