@@ -800,6 +800,69 @@ def test_the_rest_of_a_group_that_selects_itself_on_the_hostname_waits_for_the_f
     assert "waits for default/web-0" in pending_reasons(result)["default/web-9"]
 
 
+def _zone_group(w: World, count: int) -> list[str]:
+    """``count`` replicas of 2 CPUs whose required pod affinity over zones selects their own pods,
+    none running (three m5.2xlarge replicas a node)."""
+    for i in range(count):
+        item = replica(f"web-{i}", affinity=near({"app": "web"}, ZONE))
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+        w.items.append(item)
+    return [f"default/web-{i}" for i in range(count)]
+
+
+def test_the_rest_of_a_group_that_selects_itself_on_the_zone_follow_the_first_into_its_zone() -> None:
+    """kube-scheduler lets the first pod of such a group go to any node only while no pod matches
+    (interpodaffinity/filtering.go, satisfyPodAffinity); the others then run only in its zone. Nine
+    replicas, one group per zone, balanced: three new nodes in one zone, not one in each of three
+    zones, two of which would stay empty."""
+    w = World(regions=("us-east-1",))
+    for zone in "abc":
+        w.group(f"cpu-{zone}", "m5.2xlarge", max_size=10, zones=[f"us-east-1{zone}"])
+    pods = _zone_group(w, 9)
+
+    result = w.plan(balance_similar_node_groups=True)
+
+    assert scale_up(result) == {"cpu-a": (0, 3, pods)}
+
+
+def test_the_rest_of_a_group_that_selects_itself_on_the_zone_wait_for_a_first_whose_zone_ec2_picks() -> None:
+    """The one group spans three zones: its new nodes come up in zones EC2 picks, and the others run
+    only in the first's. The first gets a node; the others wait for it (pod-topology), nothing more
+    launched for them."""
+    w = World(regions=("us-east-1",))
+    w.group("multi", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b", "us-east-1c"])
+    pods = _zone_group(w, 9)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"multi": (0, 1, pods[:1])}
+    codes_of = pending_codes(result)
+    assert {codes_of[p] for p in pods[1:]} == {codes.POD_TOPOLOGY}
+    assert "waits for default/web-0" in pending_reasons(result)["default/web-8"]
+
+
+def test_the_rest_of_a_group_that_selects_itself_on_the_zone_follow_the_first_onto_free_room_there() -> None:
+    """Zone a's node has room for one replica, zone b's for three; four wait. Whichever node the first
+    takes, the others go to its zone only (that node's room, then its zone's group), not to the room
+    of the other zone, where kube-scheduler would not run them."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    (b,) = w.group("cpu-b", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1b"])
+    w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"
+    w.pods("busy", 1, cpu="5", memory="1Gi", node_name=a)
+    w.pods("busy-b", 1, cpu="1", memory="1Gi", node_name=b)
+    pods = _zone_group(w, 4)
+
+    result = w.plan()
+
+    zone_of = {a: "a", b: "b", "cpu-a/new-1": "a", "cpu-b/new-1": "b"}
+    zones = {zone_of[p.node] for p in result.placements}
+    assert len(zones) == 1 and len(result.placements) == 4
+    assert sorted(p for _, _, placed in scale_up(result).values() for p in placed) == (
+        pods[1:] if "a" in zones else pods[3:]
+    )
+
+
 def test_two_affinity_terms_need_one_pod_that_both_select() -> None:
     """kube-scheduler counts, for a pod's required pod affinity, only the pods that match every one of
     its terms (kubernetes/kubernetes pkg/scheduler/framework/plugins/interpodaffinity/filtering.go,

@@ -63,6 +63,12 @@ FOLLOWS_LEADER = (
     "node is added for it"
 )
 
+FOLLOWS_ZONE_LEADER = (
+    "waits for {pod}, the first of its group: its required pod affinity on {key} selects its own pods "
+    "and none runs yet, so kube-scheduler runs it only in that pod's domain, which EC2 picks for its new "
+    "node (its group spans several zones); no node is added for it until that one runs"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Skip:
@@ -135,26 +141,61 @@ class ScaleUpStage:
         start = len(self.ctx.placements)
         if cls.min_room_gang is not None and cls.free_only is None:
             MemberPlacement(self, cls, cls.min_room_gang).run()
-        elif cls.domains.leads_group and cls.remaining > 1:
+        elif (cls.domains.leads_group or cls.domains.leads_zone) and cls.remaining > 1:
             self._place_leader(cls)
         else:
             self.place(cls)
         self._join(cls, start)
 
     def _place_leader(self, cls: PodClass) -> None:
-        """A class whose required pod affinity on the hostname selects its own pods, none running: only
-        its first pod is placed. kube-scheduler lets the first of such a group go to any node and binds
-        the others only beside it (interpodaffinity/filtering.go, satisfyPodAffinity: the exception
-        holds only while no pod matches), as cluster-autoscaler's estimator finds them no room on a
-        second template node: nodes launched for the others would stay empty. They follow it once it
-        runs (its node's free room)."""
+        """A class whose required pod affinity selects its own pods, none running: its first pod is
+        placed first. kube-scheduler lets the first of such a group go to any node and then runs the
+        others only in its domains (interpodaffinity/filtering.go, satisfyPodAffinity: the exception
+        holds only while no pod matches). On the hostname, only the first is placed: the others bind
+        only beside it, and cluster-autoscaler's estimator finds them no room on a second template
+        node; nodes launched for them would stay empty. They follow it once it runs (its node's free
+        room). Over a zone (any other key), the others follow it into its node's zone in this plan
+        when that zone is known (an existing node's, a one-zone group's); a new node of a group over
+        several zones comes up in a zone EC2 picks, so they wait for the first to run there, as more
+        new nodes of that group might come up elsewhere."""
         followers = cls.pods[cls.next + 1 :]
         del cls.pods[cls.next + 1 :]
+        start = len(self.ctx.placements)
         verdict = self.place(cls)
         cls.pods.extend(followers)
-        code, why = verdict or (codes.POD_TOPOLOGY, FOLLOWS_LEADER.format(pod=cls.pods[cls.next - 1]))
+        where = self._leader_domains(cls, start) if verdict is None and cls.domains.leads_zone else None
+        if where is not None:
+            cls.domains = cls.domains.led_to(where)
+            for pool in (*self.schedulable, *self.reclaimable):
+                pool.blocked.pop(id(cls), None)  # judged for the first pod, anywhere
+            self.place(cls)
+            return
+        leader = cls.pods[cls.next - 1]
+        if cls.domains.leads_zone:
+            keys = ", ".join(sorted({key for _, key in cls.domains.leads_zone}))
+            default = FOLLOWS_ZONE_LEADER.format(pod=leader, key=keys)
+        else:
+            default = FOLLOWS_LEADER.format(pod=leader)
+        code, why = verdict or (codes.POD_TOPOLOGY, default)
         for pod in cls.take(len(followers)):
             self.ctx.pending_out.append(PendingPod(pod, why, code))
+
+    def _leader_domains(self, cls: PodClass, start: int) -> dict[str, str] | None:
+        """The domains (key -> value, for each key of the class's waived pod affinity) of the node its
+        first pod was placed on since ``start``; None when one is unknown (a new or launching node of a
+        group whose template has no zone)."""
+        leader = cls.pods[cls.next - 1]
+        placement = next((p for p in self.ctx.placements[start:] if p.pod == leader), None)
+        if placement is None:
+            return None
+        node = self.ctx.nodes.get(placement.node)
+        if node is not None:
+            labels: Mapping[str, str] = node.info.labels
+        else:
+            group = next((g for g in self.ctx.groups if g.key == placement.group), None)
+            labels = group.template.labels if group is not None and group.template is not None else {}
+        where = {key: labels.get(key) for _, key in cls.domains.leads_zone}
+        return {k: v for k, v in where.items() if v is not None} if None not in where.values() else None
 
     def place(self, cls: PodClass) -> tuple[str, str] | None:
         """Place the class; returns (code, reason) when pods remain, after recording them pending

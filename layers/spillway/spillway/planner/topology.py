@@ -243,6 +243,10 @@ class Domains:
     # its required pod affinity on the hostname selects its own pods and no running pod: its first pod
     # may go anywhere, and kube-scheduler then binds the others only to that pod's node
     leads_group: bool = False
+    # its required pod affinity terms, all over keys other than the hostname (a zone), that select its
+    # own pods and no running pod: its first pod may go anywhere, and the others then only into that
+    # pod's domains (:meth:`led_to`)
+    leads_zone: tuple[tuple[int, str], ...] = ()
 
     def blocker(
         self, labels: Mapping[str, str], node: str | None, fresh: Iterable[frozenset[int]] = ()
@@ -360,6 +364,14 @@ class Domains:
             self, per_node=min(self.per_node_without_spreads, new_node), node_caps=caps, host_closed=closed
         )
 
+    def led_to(self, where: Mapping[str, str]) -> Domains:
+        """These domains once the first pod of the class went to a node with the labels ``where`` (one
+        value for each key of :attr:`leads_zone`): kube-scheduler waives a required pod affinity term
+        that selects the pod itself only while no pod matches it anywhere (interpodaffinity/
+        filtering.go, satisfyPodAffinity), so the others may enter that node's domains only."""
+        affinity = tuple((term, key, frozenset({where[key]})) for term, key in self.leads_zone)
+        return replace(self, affinity=affinity, required=_required_of(affinity), leads_zone=())
+
     def follows(self, selected: frozenset[int]) -> bool:
         """Whether pods with these ``selected`` term ids would open a domain this class's pod affinity
         has none of yet (see :meth:`after`)."""
@@ -436,6 +448,16 @@ def _leads_group(pod: PodInfo, affinity: tuple[tuple[int, str, frozenset[str]], 
     """The pod's required pod affinity on the hostname is waived as it is the first of its group
     (:meth:`TopologyIndex._affinity` left its terms out): :attr:`Domains.leads_group`."""
     return not affinity and any(key == HOSTNAME_LABEL for _, key in pod.affinity_own)
+
+
+def _leads_zone(
+    pod: PodInfo, affinity: tuple[tuple[int, str, frozenset[str]], ...]
+) -> tuple[tuple[int, str], ...]:
+    """The pod's required pod affinity terms, waived as it is the first of its group, when none is on
+    the hostname (:attr:`Domains.leads_zone`; with one on the hostname: :attr:`Domains.leads_group`)."""
+    if affinity or any(key == HOSTNAME_LABEL for _, key in pod.affinity_own):
+        return ()
+    return tuple(pod.affinity_own)
 
 
 def _zone_anti(pod: PodInfo) -> tuple[tuple[int, str], ...]:
@@ -560,6 +582,7 @@ class TopologyIndex:
             per_node,
             frozenset(host_closed),
             _leads_group(pod, affinity),
+            _leads_zone(pod, affinity),
         )
 
     def _spreads(
