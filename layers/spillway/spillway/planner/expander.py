@@ -211,14 +211,15 @@ def waste_of(requests: Resources, empty: Resources, nodes: int) -> float:
 
 
 def options(
-    ctx: Context, cls: PodClass, empty: Mapping[GroupKey, Resources]
+    ctx: Context, cls: PodClass, empty: Mapping[GroupKey, Resources], zone: str | None = None
 ) -> tuple[list[Option], dict[GroupKey, str]]:
-    """Groups whose template could run the class; and why each other group cannot."""
+    """Groups whose template could run the class; and why each other group cannot. ``zone``: the one
+    zone new nodes are kept to (a gang's fleet), where a group spanning it is judged."""
     fitting: list[Option] = []
     rejected: dict[GroupKey, str] = {}
     for group in ctx.groups:
         why = (
-            _rejection(cls, group, empty[group.key], fresh_node_selected(ctx, group))
+            _rejection(cls, group, empty[group.key], fresh_node_selected(ctx, group), zone)
             or _spread_key_rejection(ctx, cls, group)
             or _port_rejection(ctx, cls, group)
             or _spot_rejection(ctx, cls, group)
@@ -285,14 +286,18 @@ def on_demand_cap(ctx: Context, cls: PodClass, group: NodeGroup) -> int | None:
 
 
 def _rejection(
-    cls: PodClass, group: NodeGroup, empty: Resources, fresh: Sequence[frozenset[int]] = ()
+    cls: PodClass,
+    group: NodeGroup,
+    empty: Resources,
+    fresh: Sequence[frozenset[int]] = (),
+    zone: str | None = None,
 ) -> str | None:
     """Why a new node of ``group`` (with the room ``empty``, running first pods the terms ``fresh``
-    select) cannot run the class, or None."""
+    select, in ``zone`` when its launch is kept to one) cannot run the class, or None."""
     template = group.template
     if template is None:
         return "instance type unknown, no template node"
-    blocker = cls.blocker_on_new(group, fresh)
+    blocker = cls.blocker_on_new(group, fresh, zone)
     if blocker is not None:
         return blocker
     if fit_count(cls.requests, empty, UNBOUNDED) > 0:

@@ -143,11 +143,12 @@ ZONE_KEYS_SET_ON_LAUNCH = ("topology.kubernetes.io/zone", "failure-domain.beta.k
 TYPE_KEYS_SET_ON_LAUNCH = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 
 
-def launch_labels(group: NodeGroup) -> list[dict[str, str]]:
+def launch_labels(group: NodeGroup, zone: str | None = None) -> list[dict[str, str]]:
     """The labels a new node of ``group`` may get, one dict for each zone and instance type it may come
     up in, where its template leaves the zone out (the group spans several) or the type (it launches
     several): the template's labels with the zone (and its id, when known) and type the cloud provider
-    gives the node. Empty when the template names both, or the group's zones or types are unknown."""
+    gives the node. Empty when the template names both, or the group's zones or types are unknown.
+    ``zone``: the one zone of the group its launch is kept to (a gang's fleet), when it spans it."""
     template = group.template
     if template is None:
         return []
@@ -155,7 +156,7 @@ def launch_labels(group: NodeGroup) -> list[dict[str, str]]:
     zones: list[str | None] = [None]
     types: list[str | None] = [None]
     if ZONE_KEYS_SET_ON_LAUNCH[0] not in labels and len(group.zones) > 1:
-        zones = list(group.zones)
+        zones = [zone] if zone in group.zones else list(group.zones)
     if TYPE_KEYS_SET_ON_LAUNCH[0] not in labels and len(group.launch_types()) > 1:
         types = list(group.launch_types())
     if zones == [None] and types == [None]:

@@ -34,7 +34,14 @@ from spillway.planner.buffers import busy_first
 from spillway.planner.classes import Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, WholeOption, class_not_movable, on_demand_cap, options
-from spillway.planner.groups import backoff_reason, empty_room, gang_backoff, similar_groups, zone_backoff
+from spillway.planner.groups import (
+    backoff_reason,
+    empty_room,
+    gang_backoff,
+    launch_labels,
+    similar_groups,
+    zone_backoff,
+)
 from spillway.planner.limits import Limits
 from spillway.planner.minresources import balance, bound_own, min_room
 from spillway.planner.placement import (
@@ -368,7 +375,7 @@ class ScaleUpStage:
 
     def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[GroupKey, str]]:
         """The groups that may run the class, best first, and why each other may not."""
-        choices, rejected = options(self.ctx, cls, self.empty)
+        choices, rejected = options(self.ctx, cls, self.empty, self.zone)
         return self.expander.order(self.ctx, cls, [c for c in choices if self._in_domain(c.group)]), rejected
 
     def _place_more(self, cls: PodClass, candidates: list[NodeGroup]) -> list[Skip]:
@@ -770,6 +777,8 @@ class _EmptyNodes:
     taints: Sequence[Any]
     name: str | None  # the node's, for a node of no group
     bins: list[Bin]
+    group: NodeGroup | None = None  # whose template nodes these are
+    zone: str | None = None  # the one zone of the group they are kept to (a one-zone gang's fleet)
 
 
 def _empty_bins(
@@ -782,7 +791,8 @@ def _empty_bins(
         if template is None or group.max_size <= 0 or not group_in_domain(group, region, zone):
             continue
         ids = [f"{group.name}/ever-{i + 1}" for i in range(group.max_size)]
-        out.append(_EmptyNodes(template.labels, template.taints, None, [Bin(dict(empty[group.key]), ids)]))
+        bins = [Bin(dict(empty[group.key]), ids)]
+        out.append(_EmptyNodes(template.labels, template.taints, None, bins, group, zone))
     for node in ctx.nodes.values():
         if node.group is None and node_in_domain(node, region, zone):
             info = node.info
@@ -792,7 +802,11 @@ def _empty_bins(
 
 
 def _admits(cls: PodClass, where: _EmptyNodes) -> bool:
-    """Whether the class's selectors, affinity and tolerations let its pods onto ``where``'s nodes."""
+    """Whether the class's selectors, affinity and tolerations let its pods onto ``where``'s nodes: a
+    group's on each zone and type it may launch them with (:meth:`PodClass.node_blocker_on_new`), as
+    scale-up judges it."""
+    if where.group is not None:
+        return cls.node_blocker_on_new(where.group, launch_labels(where.group, where.zone)) is None
     return not why_not_placeable(
         cls.node_selector, cls.terms, cls.tolerations, where.labels, where.taints, where.name
     )
