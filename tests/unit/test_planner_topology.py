@@ -534,6 +534,44 @@ def _nodes_running_one_each(w: World, pending: int, *, labels: dict[str, str] | 
         w.items.append(item)
 
 
+def test_a_hostname_spread_counts_the_daemonset_pods_a_new_node_runs_first() -> None:
+    """The spread over nodes selects the team's pods (team=ml, maxSkew 1), and the team's node agent,
+    a DaemonSet in the same namespace, carries that label too: kube-scheduler's PodTopologySpread counts
+    every pod of a node its selector matches (podtopologyspread/common.go, countPodsMatchSelector over
+    nodeInfo.Pods), the agent's included, and cluster-autoscaler's template node runs it. Each node
+    runs the agent and a replica (two); a new node runs the agent before any replica, so it takes two
+    replicas, not three: six waiting need three new nodes, not two (where two would wait a plan and a
+    boot more)."""
+    w = World()
+    team = {"team": "ml"}
+    nodes = w.group("cpu", "m5.2xlarge", nodes=3, max_size=50)
+    agent = o.daemonset("agent", namespace="default")
+    agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **team}
+    w.items.append(agent)
+    constraint = spread(HOST)
+    constraint[0]["labelSelector"] = {"matchLabels": team}
+
+    def web(name: str, node: str | None = None, cpu: str = "1") -> dict[str, Any]:
+        item = replica(name, node, labels={"app": "web", **team})
+        item["spec"]["topologySpreadConstraints"] = constraint
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+        return item
+
+    for i, node in enumerate(nodes):
+        pod = o.daemonset_pod(
+            f"agent-{i}", node, ds="agent", labels={"app.kubernetes.io/name": "agent", **team}
+        )
+        pod["metadata"]["namespace"] = "default"
+        w.items += [pod, web(f"web-{i}", node)]
+        w.pods(f"fill-{i}", 1, cpu="6700m", memory="1Gi", node_name=node)
+    w.items += [web(f"new-{i}", cpu="250m") for i in range(6)]
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (3, 6)
+    assert len(result.placements) == 6
+
+
 def test_new_nodes_take_max_skew_above_the_least_loaded_existing_node() -> None:
     """Every node runs one replica, so kube-scheduler lets a new node reach two (maxSkew 1 above the
     least loaded): thirty small replicas need fifteen new nodes, not one each."""

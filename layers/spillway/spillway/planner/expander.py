@@ -221,15 +221,15 @@ def options(
         why = (
             _rejection(cls, group, empty[group.key], fresh_node_selected(ctx, group), zone)
             or _spread_key_rejection(ctx, cls, group)
+            or _fresh_spread_rejection(ctx, cls, group)
             or _port_rejection(ctx, cls, group)
             or _spot_rejection(ctx, cls, group)
         )
         if why is not None:
             rejected[group.key] = f"{group.name}: {why}"
         else:
-            fitting.append(
-                Option(group, empty[group.key], fit_count(cls.requests, empty[group.key], cls.per_node))
-            )
+            cap = cls.domains.new_node_cap(fresh_node_selected(ctx, group))
+            fitting.append(Option(group, empty[group.key], fit_count(cls.requests, empty[group.key], cap)))
     for group in ctx.refused:  # why a group that might have run it does not
         template = group.template
         why = _rejection(cls, group, template.allocatable if template else {})
@@ -249,6 +249,18 @@ def _spread_key_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str 
     return (
         f"its nodes carry no {key} label (no node-template label tag, no node of the group has it), "
         "which the pods' topology spread needs: kube-scheduler refuses a node without it"
+    )
+
+
+def _fresh_spread_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
+    """Why a new node of ``group`` takes no pod of the class for its hostname topology spread: the
+    pods the node runs first (its DaemonSets') that the spread selects fill the skew it allows there
+    (:meth:`~spillway.planner.topology.Domains.new_node_cap`)."""
+    if not cls.domains.host_spreads or cls.domains.new_node_cap(fresh_node_selected(ctx, group)) > 0:
+        return None
+    return (
+        "its topology spread over kubernetes.io/hostname counts the pods each new node runs first (a "
+        "DaemonSet's it selects), which leave it no room within maxSkew"
     )
 
 

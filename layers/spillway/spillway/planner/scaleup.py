@@ -37,6 +37,7 @@ from spillway.planner.expander import Expander, WholeOption, class_not_movable, 
 from spillway.planner.groups import (
     backoff_reason,
     empty_room,
+    fresh_node_selected,
     gang_backoff,
     launch_labels,
     similar_groups,
@@ -50,6 +51,7 @@ from spillway.planner.placement import (
     Pool,
     fill_bins,
     launching_bins,
+    new_bin,
     place_on_launching,
     place_on_nodes,
     pools,
@@ -484,10 +486,10 @@ class ScaleUpStage:
         """Open as many new nodes of ``group`` as the class needs (at most ``at_most``) and MaxSize and
         the limits allow, fill them, and say why it stopped short (if it did)."""
         ctx, key = self.ctx, group.key
-        per_node = fit_count(cls.requests, self.empty[key], cls.per_node)
+        per_node = fit_count(cls.requests, self.empty[key], self._new_node_cap(cls, group))
         labels = group.template.labels if group.template else {}
         fits = min(cls.remaining, cls.room_in(labels))
-        if fits <= 0:
+        if fits <= 0 or per_node <= 0:
             return _spread_full(group)
         need = math.ceil(fits / per_node)
         need = need if at_most is None else min(need, at_most)
@@ -537,9 +539,15 @@ class ScaleUpStage:
             if self.zone is not None and len(group.zones) > 1:
                 ctx.gang_zones[(key, cls.gang)] = self.zone
         ids = [f"{group.name}/new-{opened + i + 1}" for i in range(opening)]
-        self.new_bins.setdefault((key, cls.gang), []).append(Bin(dict(self.empty[key]), ids))
+        bins = self.new_bins.setdefault((key, cls.gang), [])
+        bins.append(new_bin(cls, dict(self.empty[key]), ids, self._new_node_cap(cls, group)))
         self.limits.charge(cls.tenant, group, opening, zone=self._kept_zone(cls, group))
         self._fill_new(cls, group)
+
+    def _new_node_cap(self, cls: PodClass, group: NodeGroup) -> int:
+        """How many of the class a new node of ``group`` takes for its pod topology, the pods the node
+        runs first counted (:meth:`~spillway.planner.topology.Domains.new_node_cap`)."""
+        return cls.domains.new_node_cap(fresh_node_selected(self.ctx, group))
 
     def _fill_new(self, cls: PodClass, group: NodeGroup) -> None:
         bins = self.new_bins[(group.key, cls.gang)]

@@ -213,7 +213,8 @@ class OnePerDomain:
         return placed.get((self.key, value), 0)
 
 
-HostSpread = tuple[int, int, Mapping[str, int], frozenset[str]]  # maxSkew, minDomains, counts, nodes counted
+# maxSkew, minDomains, counts, nodes counted, the spread's selector id
+HostSpread = tuple[int, int, Mapping[str, int], frozenset[str], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +248,7 @@ class Domains:
     # own pods and no running pod: its first pod may go anywhere, and the others then only into that
     # pod's domains (:meth:`led_to`)
     leads_zone: tuple[tuple[int, str], ...] = ()
+    host_placed: Mapping[str, int] = field(default_factory=dict)  # the placements :meth:`raised` counted
 
     def blocker(
         self, labels: Mapping[str, str], node: str | None, fresh: Iterable[frozenset[int]] = ()
@@ -361,8 +363,24 @@ class Domains:
             return self
         new_node, caps, closed = host_rooms(self.host_spreads, placed)
         return replace(
-            self, per_node=min(self.per_node_without_spreads, new_node), node_caps=caps, host_closed=closed
+            self,
+            per_node=min(self.per_node_without_spreads, new_node),
+            node_caps=caps,
+            host_closed=closed,
+            host_placed=dict(placed),
         )
+
+    def new_node_cap(self, fresh: Sequence[frozenset[int]]) -> int:
+        """:attr:`per_node` for a new node whose first pods (its DaemonSets') the terms ``fresh`` select
+        (:func:`~spillway.planner.groups.fresh_node_selected`): a hostname spread that selects some of
+        them counts them on the node before any pod of the class, so it takes that many fewer. kube-
+        scheduler's PodTopologySpread counts every pod of a node its selector matches, in the pod's
+        namespace (podtopologyspread/common.go, countPodsMatchSelector over nodeInfo.Pods), and
+        cluster-autoscaler's template node runs the DaemonSet pods."""
+        if not any(spread[4] in selected for spread in self.host_spreads for selected in fresh):
+            return self.per_node
+        new_node, _, _ = host_rooms(self.host_spreads, self.host_placed, fresh)
+        return min(self.per_node_without_spreads, new_node)
 
     def led_to(self, where: Mapping[str, str]) -> Domains:
         """These domains once the first pod of the class went to a node with the labels ``where`` (one
@@ -469,22 +487,26 @@ def _values_of(key: str, nodes: Iterable[Mapping[str, str]]) -> frozenset[str]:
 
 
 def host_rooms(
-    spreads: Sequence[HostSpread], placed: Mapping[str, int]
+    spreads: Sequence[HostSpread], placed: Mapping[str, int], fresh: Sequence[frozenset[int]] = ()
 ) -> tuple[int, dict[str, int], frozenset[str]]:
     """Under hostname spreads that count the class, with ``placed`` (node -> pods of the class this
-    plan put there) added to the counts: how many a new node takes (:func:`_new_node_cap`), how many
-    more each existing node may take, and the existing nodes that may take none (kube-scheduler
-    refuses a node that would stand more than maxSkew above the least loaded)."""
+    plan put there) added to the counts: how many a new node takes (:func:`_new_node_cap`, less the
+    pods it runs first that a spread selects: ``fresh``, the terms selecting each), how many more each
+    existing node may take, and the existing nodes that may take none (kube-scheduler refuses a node
+    that would stand more than maxSkew above the least loaded)."""
     per_node = UNBOUNDED
     caps: dict[str, int] = {}
     closed: set[str] = set()
-    for skew, min_domains, counts, eligible in spreads:
+    for skew, min_domains, counts, eligible, term in spreads:
         least = (
             0
             if len(eligible) < min_domains
             else min((counts.get(n, 0) + placed.get(n, 0) for n in eligible), default=0)
         )
-        per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
+        cap = _new_node_cap(skew, least, eligible, min_domains)
+        if cap < UNBOUNDED:
+            cap = max(0, cap - sum(1 for selected in fresh if term in selected))
+        per_node = min(per_node, cap)
         for node in eligible | set(counts):
             room = skew + least - counts.get(node, 0) - placed.get(node, 0)
             if room < 1:
@@ -608,7 +630,7 @@ class TopologyIndex:
                 counted.append(ZoneSpread(key, skew, min_domains, counts, eligible, term, pod, flags))
                 continue
             if own:  # over hostnames: host_rooms, counted again as the plan places (Domains.raised)
-                hosts.append((skew, min_domains, counts, eligible))
+                hosts.append((skew, min_domains, counts, eligible, term))
                 continue
             least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
             for domain in eligible | set(counts):
