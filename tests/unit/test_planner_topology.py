@@ -275,6 +275,39 @@ def test_consolidation_moves_a_group_that_must_share_a_node_only_to_a_node_that_
     assert [(d.node, d.code) for d in drained.drain] == [(light, codes.CONSOLIDATION)]
 
 
+def _zone_group_on_one_node(filler_c: str) -> tuple[World, str]:
+    """Three replicas of 1 CPU that must share a zone (pod affinity over zones to their own label) run
+    on a light node in us-east-1a; node b, in us-east-1a too, has room for one of them, node c, in
+    us-east-1b, for two, or three with ``filler_c`` small enough."""
+    w = World(regions=("us-east-1",))
+    a, b, c = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10, zones=["us-east-1a", "us-east-1b"])
+    w.node(c)["metadata"]["labels"][ZONE] = "us-east-1b"
+    for i in range(3):
+        item = replica(f"web-{i}", a, affinity=near({"app": "web"}, ZONE), annotations=EVICTABLE)
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+        w.items.append(item)
+    w.items.append(o.pod("fill-b", cpu="6", memory="1Gi", node_name=b, owner=("ReplicaSet", "b")))
+    w.items.append(o.pod("fill-c", cpu=filler_c, memory="1Gi", node_name=c, owner=("ReplicaSet", "c")))
+    w.idle_since(a, 60)
+    return w, a
+
+
+def test_consolidation_moves_a_group_that_must_share_a_zone_only_into_one_zone_that_takes_it_whole() -> None:
+    """Once the replicas leave, kube-scheduler lets the first of them go anywhere and runs the others
+    only in its zone (interpodaffinity/filtering.go, satisfyPodAffinity): spread over b (zone a) and c
+    (zone b), some would be stranded, pending for good. Node c taking all three, the node is drained."""
+    config = {"consolidation": "when-underutilized", "max_scale_in_fraction": 1.0}
+
+    w, light = _zone_group_on_one_node("5")
+    held = w.plan(**config)
+    w, light = _zone_group_on_one_node("4")
+    drained = w.plan(**config)
+
+    assert held.drain == ()
+    assert {k.node: k.code for k in held.kept}[light] == codes.DOES_NOT_FIT
+    assert [(d.node, d.code) for d in drained.drain] == [(light, codes.CONSOLIDATION)]
+
+
 def test_the_snapshot_keeps_the_terms_and_who_they_select() -> None:
     w = World()
     (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
