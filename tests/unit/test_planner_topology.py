@@ -567,17 +567,11 @@ def _nodes_running_one_each(w: World, pending: int, *, labels: dict[str, str] | 
         w.items.append(item)
 
 
-def test_a_hostname_spread_counts_the_daemonset_pods_a_new_node_runs_first() -> None:
+def _agent_counted_by_spread(w: World, nodes: list[str], pending: int) -> None:
     """The spread over nodes selects the team's pods (team=ml, maxSkew 1), and the team's node agent,
-    a DaemonSet in the same namespace, carries that label too: kube-scheduler's PodTopologySpread counts
-    every pod of a node its selector matches (podtopologyspread/common.go, countPodsMatchSelector over
-    nodeInfo.Pods), the agent's included, and cluster-autoscaler's template node runs it. Each node
-    runs the agent and a replica (two); a new node runs the agent before any replica, so it takes two
-    replicas, not three: six waiting need three new nodes, not two (where two would wait a plan and a
-    boot more)."""
-    w = World()
+    a DaemonSet in the same namespace, carries that label too. Each of ``nodes`` runs the agent and a
+    replica (two), full; ``pending`` small replicas wait."""
     team = {"team": "ml"}
-    nodes = w.group("cpu", "m5.2xlarge", nodes=3, max_size=50)
     agent = o.daemonset("agent", namespace="default")
     agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **team}
     w.items.append(agent)
@@ -597,12 +591,34 @@ def test_a_hostname_spread_counts_the_daemonset_pods_a_new_node_runs_first() -> 
         pod["metadata"]["namespace"] = "default"
         w.items += [pod, web(f"web-{i}", node)]
         w.pods(f"fill-{i}", 1, cpu="6700m", memory="1Gi", node_name=node)
-    w.items += [web(f"new-{i}", cpu="250m") for i in range(6)]
+    w.items += [web(f"new-{i}", cpu="250m") for i in range(pending)]
+
+
+def test_a_hostname_spread_counts_the_daemonset_pods_a_new_node_runs_first() -> None:
+    """kube-scheduler's PodTopologySpread counts every pod of a node its selector matches
+    (podtopologyspread/common.go, countPodsMatchSelector over nodeInfo.Pods), the agent's included, and
+    cluster-autoscaler's template node runs it. A new node runs the agent before any replica, so it
+    takes two replicas, not three: six waiting need three new nodes, not two (where two would wait a
+    plan and a boot more)."""
+    w = World()
+    _agent_counted_by_spread(w, w.group("cpu", "m5.2xlarge", nodes=3, max_size=50), 6)
 
     result = w.plan()
 
     assert scale_up(result)["cpu"][:2] == (3, 6)
     assert len(result.placements) == 6
+
+
+def test_a_hostname_spread_counts_the_daemonset_pods_of_a_node_already_launching() -> None:
+    """The same on a node already launching: it registers running the agent, and takes two."""
+    w = World()
+    _agent_counted_by_spread(w, w.group("cpu", "m5.2xlarge", nodes=3, desired=4, max_size=50), 6)
+
+    result = w.plan()
+
+    on_launching = [p for p in result.placements if "launching" in p.node]
+    assert len(on_launching) == 2
+    assert scale_up(result)["cpu"][:2] == (4, 6)
 
 
 def test_new_nodes_take_max_skew_above_the_least_loaded_existing_node() -> None:
