@@ -912,6 +912,25 @@ def test_the_rest_of_a_group_that_selects_itself_on_the_zone_follow_the_first_in
     assert scale_up(result) == {"cpu-a": (0, 3, pods)}
 
 
+def test_a_second_kind_the_zone_term_selects_follows_the_first_kinds_zone() -> None:
+    """Two kinds of pods the one term selects (a rollout's two revisions, 2 and 3 CPUs), none running:
+    the first kind placed takes the waiver, and kube-scheduler then runs the second only in its zone.
+    They got new nodes in two zones, and one zone's pods never ran."""
+    w = World(regions=("us-east-1",))
+    for zone in "abc":
+        w.group(f"cpu-{zone}", "m5.2xlarge", max_size=10, zones=[f"us-east-1{zone}"])
+    pods = _zone_group(w, 6)
+    for i in range(4):
+        item = replica(f"next-{i}", affinity=near({"app": "web"}, ZONE))
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+        w.items.append(item)
+
+    result = w.plan(balance_similar_node_groups=True)
+
+    assert list(scale_up(result)) == ["cpu-a"]
+    assert sorted(scale_up(result)["cpu-a"][2]) == sorted([*pods, *(f"default/next-{i}" for i in range(4))])
+
+
 def test_the_rest_of_a_group_that_selects_itself_on_the_zone_wait_for_a_first_whose_zone_ec2_picks() -> None:
     """The one group spans three zones: its new nodes come up in zones EC2 picks, and the others run
     only in the first's. The first gets a node; the others wait for it (pod-topology), nothing more

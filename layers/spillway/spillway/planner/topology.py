@@ -330,14 +330,38 @@ class Domains:
           waiting for it to run;
         * a required anti-affinity term closes them, and so does a placed pod's term that selects the
           class: two kinds of pods that must not share a zone get new nodes in different zones;
-        * a zone spread counts them where it selects them (:meth:`ZoneSpread.joined`).
+        * a zone spread counts them where it selects them (:meth:`ZoneSpread.joined`);
+        * a class whose waived terms (:attr:`leads_zone`) select them is no longer the first of its
+          group: it follows them as a required pod affinity term does.
 
         (The hostname key is the node's: :class:`Marks`; joining a pending pod on its node is not
         planned.)"""
         if not (
-            self.affinity or self.zone_anti or self.counted or planned.owning.keys() & self.marks.selected
+            self.affinity
+            or self.zone_anti
+            or self.counted
+            or self.leads_zone
+            or planned.owning.keys() & self.marks.selected
         ):
             return self
+        affinity, leads_zone = self.affinity, self.leads_zone
+        if leads_zone and all(any(True for _ in planned.nodes(term)) for term, _ in leads_zone):
+            # pods of another kind its terms select were placed first: the waiver is theirs, and it
+            # follows them (kube-scheduler binds them first)
+            affinity, leads_zone = tuple((term, key, frozenset()) for term, key in leads_zone), ()
+        forbidden = self._forbidden_after(planned)
+        return replace(
+            self,
+            forbidden={k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
+            affinity=affinity,
+            leads_zone=leads_zone,
+            required=_required_of(affinity, planned),
+            counted=tuple(r.joined(planned) if isinstance(r, ZoneSpread) else r for r in self.counted),
+        )
+
+    def _forbidden_after(self, planned: Planned) -> dict[str, set[str]]:
+        """:attr:`forbidden` with the domains :meth:`after` closes: where the plan placed pods a
+        required anti-affinity term of the class selects, or pods whose term selects the class."""
         forbidden = {k: set(v) for k, v in self.forbidden.items()}
         for term, key in self.zone_anti:
             forbidden.setdefault(key, set()).update(_values_of(key, planned.nodes(term)))
@@ -345,12 +369,7 @@ class Domains:
             for key, labels in planned.owning.get(term, ()):
                 if (value := labels.get(key)) is not None:
                     forbidden.setdefault(key, set()).add(value)
-        return replace(
-            self,
-            forbidden={k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
-            required=_required_of(self.affinity, planned),
-            counted=tuple(r.joined(planned) if isinstance(r, ZoneSpread) else r for r in self.counted),
-        )
+        return forbidden
 
     def raised(self, placed: Mapping[str, int]) -> Domains:
         """These domains once ``placed`` (existing node -> pods of the class this plan put there) count
