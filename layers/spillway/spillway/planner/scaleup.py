@@ -74,8 +74,8 @@ FOLLOWS_LEADER = (
 
 FOLLOWS_ZONE_LEADER = (
     "waits for {pod}, the first of its group: its required pod affinity on {key} selects its own pods "
-    "and none runs yet, so kube-scheduler runs it only in that pod's domain, which EC2 picks for its new "
-    "node (its group spans several zones); no node is added for it until that one runs"
+    "and none runs yet, so kube-scheduler runs it only in that pod's domain, not known until it runs (a "
+    "new node of a group over several zones comes up in a zone EC2 picks); no node is added for it"
 )
 
 
