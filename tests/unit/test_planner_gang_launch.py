@@ -338,6 +338,34 @@ def test_a_one_zone_gang_is_not_kept_to_a_zone_whose_pool_is_backed_off() -> Non
     assert scale_up(w.plan()) == {}
 
 
+def _zone_affinity(operator: str, zone: str) -> dict[str, object]:
+    term = {
+        "matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": operator, "values": [zone]}]
+    }
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+@pytest.mark.parametrize("operator", ["In", "NotIn"])
+def test_a_gang_kept_to_one_zone_is_judged_on_that_zone_of_a_fleet_group(operator: str) -> None:
+    """The fleet gang's nodes all come up in the zone it is kept to, so its pods' node affinity is
+    judged there (kube-scheduler's NodeAffinity reads the zone label the node gets). Pods that need
+    us-east-1b were refused every zone (the group's other zones fail them) and waited for good; pods
+    that must avoid us-east-1a were sent there (its template has no zone, so NotIn held), a fleet
+    launched in us-east-1a whose nodes they never run on, plan after plan."""
+    w = World()
+    pods = zone_kept_gang_on_a_three_zone_fleet(w)
+    for key in pods:
+        w.pod_item(key)["spec"]["affinity"] = _zone_affinity(
+            operator, "us-east-1" + ("b" if operator == "In" else "a")
+        )
+
+    result = w.plan()
+
+    assert scale_up(result) == {"fleet": (0, 3, pods)}, {p: pending_reasons(result).get(p) for p in pods}
+    [launch] = _gangs(result)["fleet"]
+    assert launch.zone == "us-east-1b"  # type: ignore[attr-defined]
+
+
 # --- a gang kept to one zone against the quotas of zones ------------------------------------------
 
 

@@ -133,6 +133,38 @@ def test_node_affinity_every_zone_and_type_of_a_group_meets_gets_a_node_there() 
     assert "required node affinity does not match" in pending_reasons(result)[one_type]
 
 
+def test_node_affinity_one_zone_or_type_of_a_group_fails_gets_no_node_there() -> None:
+    """The other way round: a pod that must avoid us-east-1a, or m5.xlarge nodes (NotIn), holds on a
+    template without zone or type (the label is absent), but the group's new node may come up in us-east-1a, or as an m5.xlarge, where
+    kube-scheduler's NodeAffinity refuses it: the plan launched such a node for it, plan after plan.
+    It gets none; a pod that avoids a zone the group does not span still gets one."""
+    zone, kind = "topology.kubernetes.io/zone", "node.kubernetes.io/instance-type"
+    w = World(regions=("us-east-1",))
+    w.group("multi", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    (not_a,) = w.pods("not-a", 1, affinity=_requiring(zone, "NotIn", ["us-east-1a"]))
+    (not_c,) = w.pods("not-c", 1, affinity=_requiring(zone, "NotIn", ["us-east-1c"]))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"multi": (0, 1, [not_c])}
+    assert "required node affinity does not match" in pending_reasons(result)[not_a]
+
+    w = World(regions=("us-east-1",))
+    w.group("mixed", "m5.2xlarge", max_size=10, mixed=True)
+    mixed = w.groups["mixed"]
+    mixed["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
+        {"InstanceType": "m5.2xlarge"},
+        {"InstanceType": "m5.xlarge"},
+    ]
+    mixed["Tags"] = [t for t in mixed["Tags"] if "instance-type" not in t["Key"]]
+    (not_small,) = w.pods("not-small", 1, affinity=_requiring(kind, "NotIn", ["m5.xlarge"]))
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert "required node affinity does not match" in pending_reasons(result)[not_small]
+
+
 def test_capacity_already_launching_prevents_a_double_launch() -> None:
     w = World()
     (full,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)

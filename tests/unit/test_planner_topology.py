@@ -275,6 +275,39 @@ def test_consolidation_moves_a_group_that_must_share_a_node_only_to_a_node_that_
     assert [(d.node, d.code) for d in drained.drain] == [(light, codes.CONSOLIDATION)]
 
 
+def _zone_group_on_one_node(filler_c: str) -> tuple[World, str]:
+    """Three replicas of 1 CPU that must share a zone (pod affinity over zones to their own label) run
+    on a light node in us-east-1a; node b, in us-east-1a too, has room for one of them, node c, in
+    us-east-1b, for two, or three with ``filler_c`` small enough."""
+    w = World(regions=("us-east-1",))
+    a, b, c = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10, zones=["us-east-1a", "us-east-1b"])
+    w.node(c)["metadata"]["labels"][ZONE] = "us-east-1b"
+    for i in range(3):
+        item = replica(f"web-{i}", a, affinity=near({"app": "web"}, ZONE), annotations=EVICTABLE)
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+        w.items.append(item)
+    w.items.append(o.pod("fill-b", cpu="6", memory="1Gi", node_name=b, owner=("ReplicaSet", "b")))
+    w.items.append(o.pod("fill-c", cpu=filler_c, memory="1Gi", node_name=c, owner=("ReplicaSet", "c")))
+    w.idle_since(a, 60)
+    return w, a
+
+
+def test_consolidation_moves_a_group_that_must_share_a_zone_only_into_one_zone_that_takes_it_whole() -> None:
+    """Once the replicas leave, kube-scheduler lets the first of them go anywhere and runs the others
+    only in its zone (interpodaffinity/filtering.go, satisfyPodAffinity): spread over b (zone a) and c
+    (zone b), some would be stranded, pending for good. Node c taking all three, the node is drained."""
+    config = {"consolidation": "when-underutilized", "max_scale_in_fraction": 1.0}
+
+    w, light = _zone_group_on_one_node("5")
+    held = w.plan(**config)
+    w, light = _zone_group_on_one_node("4")
+    drained = w.plan(**config)
+
+    assert held.drain == ()
+    assert {k.node: k.code for k in held.kept}[light] == codes.DOES_NOT_FIT
+    assert [(d.node, d.code) for d in drained.drain] == [(light, codes.CONSOLIDATION)]
+
+
 def test_the_snapshot_keeps_the_terms_and_who_they_select() -> None:
     w = World()
     (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
@@ -532,6 +565,60 @@ def _nodes_running_one_each(w: World, pending: int, *, labels: dict[str, str] | 
         if labels is not None:
             item["metadata"]["labels"] = labels
         w.items.append(item)
+
+
+def _agent_counted_by_spread(w: World, nodes: list[str], pending: int) -> None:
+    """The spread over nodes selects the team's pods (team=ml, maxSkew 1), and the team's node agent,
+    a DaemonSet in the same namespace, carries that label too. Each of ``nodes`` runs the agent and a
+    replica (two), full; ``pending`` small replicas wait."""
+    team = {"team": "ml"}
+    agent = o.daemonset("agent", namespace="default")
+    agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **team}
+    w.items.append(agent)
+    constraint = spread(HOST)
+    constraint[0]["labelSelector"] = {"matchLabels": team}
+
+    def web(name: str, node: str | None = None, cpu: str = "1") -> dict[str, Any]:
+        item = replica(name, node, labels={"app": "web", **team})
+        item["spec"]["topologySpreadConstraints"] = constraint
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+        return item
+
+    for i, node in enumerate(nodes):
+        pod = o.daemonset_pod(
+            f"agent-{i}", node, ds="agent", labels={"app.kubernetes.io/name": "agent", **team}
+        )
+        pod["metadata"]["namespace"] = "default"
+        w.items += [pod, web(f"web-{i}", node)]
+        w.pods(f"fill-{i}", 1, cpu="6700m", memory="1Gi", node_name=node)
+    w.items += [web(f"new-{i}", cpu="250m") for i in range(pending)]
+
+
+def test_a_hostname_spread_counts_the_daemonset_pods_a_new_node_runs_first() -> None:
+    """kube-scheduler's PodTopologySpread counts every pod of a node its selector matches
+    (podtopologyspread/common.go, countPodsMatchSelector over nodeInfo.Pods), the agent's included, and
+    cluster-autoscaler's template node runs it. A new node runs the agent before any replica, so it
+    takes two replicas, not three: six waiting need three new nodes, not two (where two would wait a
+    plan and a boot more)."""
+    w = World()
+    _agent_counted_by_spread(w, w.group("cpu", "m5.2xlarge", nodes=3, max_size=50), 6)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (3, 6)
+    assert len(result.placements) == 6
+
+
+def test_a_hostname_spread_counts_the_daemonset_pods_of_a_node_already_launching() -> None:
+    """The same on a node already launching: it registers running the agent, and takes two."""
+    w = World()
+    _agent_counted_by_spread(w, w.group("cpu", "m5.2xlarge", nodes=3, desired=4, max_size=50), 6)
+
+    result = w.plan()
+
+    on_launching = [p for p in result.placements if "launching" in p.node]
+    assert len(on_launching) == 2
+    assert scale_up(result)["cpu"][:2] == (4, 6)
 
 
 def test_new_nodes_take_max_skew_above_the_least_loaded_existing_node() -> None:
@@ -798,6 +885,88 @@ def test_the_rest_of_a_group_that_selects_itself_on_the_hostname_waits_for_the_f
     codes_of = pending_codes(result)
     assert {codes_of[f"default/web-{i}"] for i in range(1, 10)} == {codes.POD_TOPOLOGY}
     assert "waits for default/web-0" in pending_reasons(result)["default/web-9"]
+
+
+def _zone_group(w: World, count: int) -> list[str]:
+    """``count`` replicas of 2 CPUs whose required pod affinity over zones selects their own pods,
+    none running (three m5.2xlarge replicas a node)."""
+    for i in range(count):
+        item = replica(f"web-{i}", affinity=near({"app": "web"}, ZONE))
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+        w.items.append(item)
+    return [f"default/web-{i}" for i in range(count)]
+
+
+def test_the_rest_of_a_group_that_selects_itself_on_the_zone_follow_the_first_into_its_zone() -> None:
+    """kube-scheduler lets the first pod of such a group go to any node only while no pod matches
+    (interpodaffinity/filtering.go, satisfyPodAffinity); the others then run only in its zone. Nine
+    replicas, one group per zone, balanced: three new nodes in one zone, not one in each of three
+    zones, two of which would stay empty."""
+    w = World(regions=("us-east-1",))
+    for zone in "abc":
+        w.group(f"cpu-{zone}", "m5.2xlarge", max_size=10, zones=[f"us-east-1{zone}"])
+    pods = _zone_group(w, 9)
+
+    result = w.plan(balance_similar_node_groups=True)
+
+    assert scale_up(result) == {"cpu-a": (0, 3, pods)}
+
+
+def test_a_second_kind_the_zone_term_selects_follows_the_first_kinds_zone() -> None:
+    """Two kinds of pods the one term selects (a rollout's two revisions, 2 and 3 CPUs), none running:
+    the first kind placed takes the waiver, and kube-scheduler then runs the second only in its zone.
+    They got new nodes in two zones, and one zone's pods never ran."""
+    w = World(regions=("us-east-1",))
+    for zone in "abc":
+        w.group(f"cpu-{zone}", "m5.2xlarge", max_size=10, zones=[f"us-east-1{zone}"])
+    pods = _zone_group(w, 6)
+    for i in range(4):
+        item = replica(f"next-{i}", affinity=near({"app": "web"}, ZONE))
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+        w.items.append(item)
+
+    result = w.plan(balance_similar_node_groups=True)
+
+    assert list(scale_up(result)) == ["cpu-a"]
+    assert sorted(scale_up(result)["cpu-a"][2]) == sorted([*pods, *(f"default/next-{i}" for i in range(4))])
+
+
+def test_the_rest_of_a_group_that_selects_itself_on_the_zone_wait_for_a_first_whose_zone_ec2_picks() -> None:
+    """The one group spans three zones: its new nodes come up in zones EC2 picks, and the others run
+    only in the first's. The first gets a node; the others wait for it (pod-topology), nothing more
+    launched for them."""
+    w = World(regions=("us-east-1",))
+    w.group("multi", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b", "us-east-1c"])
+    pods = _zone_group(w, 9)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"multi": (0, 1, pods[:1])}
+    codes_of = pending_codes(result)
+    assert {codes_of[p] for p in pods[1:]} == {codes.POD_TOPOLOGY}
+    assert "waits for default/web-0" in pending_reasons(result)["default/web-8"]
+
+
+def test_the_rest_of_a_group_that_selects_itself_on_the_zone_follow_the_first_onto_free_room_there() -> None:
+    """Zone a's node has room for one replica, zone b's for three; four wait. Whichever node the first
+    takes, the others go to its zone only (that node's room, then its zone's group), not to the room
+    of the other zone, where kube-scheduler would not run them."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    (b,) = w.group("cpu-b", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1b"])
+    w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"
+    w.pods("busy", 1, cpu="5", memory="1Gi", node_name=a)
+    w.pods("busy-b", 1, cpu="1", memory="1Gi", node_name=b)
+    pods = _zone_group(w, 4)
+
+    result = w.plan()
+
+    zone_of = {a: "a", b: "b", "cpu-a/new-1": "a", "cpu-b/new-1": "b"}
+    zones = {zone_of[p.node] for p in result.placements}
+    assert len(zones) == 1 and len(result.placements) == 4
+    assert sorted(p for _, _, placed in scale_up(result).values() for p in placed) == (
+        pods[1:] if "a" in zones else pods[3:]
+    )
 
 
 def test_two_affinity_terms_need_one_pod_that_both_select() -> None:

@@ -722,6 +722,39 @@ def test_best_effort_atomic_on_a_backed_off_group_waits_and_is_retried() -> None
     assert "Failed" not in conds(result)
 
 
+def _in_zones(operator: str, *zones: str) -> dict[str, Any]:
+    term = {
+        "matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": operator, "values": list(zones)}
+        ]
+    }
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+@pytest.mark.parametrize(
+    ("operator", "zones", "answer"),
+    [
+        ("In", ("us-east-1a", "us-east-1b"), ("Provisioned", ("False", "CapacityIsNotFound"))),
+        ("NotIn", ("us-east-1a",), ("Failed", ("True", "CapacityCannotBeProvisioned"))),
+    ],
+)
+def test_best_effort_atomic_on_a_group_over_two_zones_is_judged_on_the_zones_it_launches(
+    operator: str, zones: tuple[str, ...], answer: tuple[str, tuple[str, str]]
+) -> None:
+    """The group spans us-east-1a and b and is backed off. Pods that need either zone could run on any
+    node it launches (as scale-up judges the group, on each zone it may launch): the request waits and is
+    retried, not failed for good because the template, which has no zone, misses the label. Pods that
+    must avoid us-east-1a could be sent a node there: scale-up never launches the group for them, and the
+    request fails rather than waiting for a group that will not take it."""
+    w, _ = cpu_world(nodes=0, zones=["us-east-1a", "us-east-1b"])
+    w.launch_failure("cpu-east", minutes_ago=1)
+    pods = template("a")
+    pods["template"]["spec"]["affinity"] = _in_zones(operator, *zones)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 1)])], [pods])
+
+    assert conds(result)[answer[0]] == answer[1]
+
+
 def test_pods_consuming_a_request_being_served_are_not_scaled_for_twice() -> None:
     w, _ = cpu_world(nodes=0)
     consume = {"autoscaling.x-k8s.io/consume-provisioning-request": "r",

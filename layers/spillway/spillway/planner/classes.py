@@ -19,10 +19,12 @@ from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, nominated_to
-from spillway.planner.groups import has_spot, launch_labels, why_not_movable
+from spillway.planner.groups import ZONE_KEYS_SET_ON_LAUNCH, has_spot, launch_labels, why_not_movable
 from spillway.planner.predicates import references_node_identity, why_not_placeable
 from spillway.planner.topology import FREE, UNBOUNDED, Domains
 from spillway.planner.types import PendingPod
+
+ZONE_LABEL = ZONE_KEYS_SET_ON_LAUNCH[0]
 
 
 @dataclass(slots=True)
@@ -126,28 +128,45 @@ class PodClass:
         why = why_not_placeable(self.node_selector, self.terms, self.tolerations, labels, taints, node)
         return why or self.domains.blocker(labels, node, fresh)
 
-    def blocker_on_new(self, group: NodeGroup, fresh: Sequence[frozenset[int]] = ()) -> str | None:
+    def blocker_on_new(
+        self, group: NodeGroup, fresh: Sequence[frozenset[int]] = (), zone: str | None = None
+    ) -> str | None:
         """Why a new node of ``group`` would not take a pod of the class: :meth:`blocker` on its template.
         A template leaves out the zone of a group over several zones and the type of one that launches
-        several; a node selector or required node affinity on them (``zone In`` every zone of the group)
-        holds when it holds for each zone and type the group may launch (:func:`launch_labels`), as
-        kube-scheduler then finds it on whichever node comes up; one that holds on the template (a
-        ``NotIn`` or ``DoesNotExist`` on a key it leaves out, ``arch NotIn [arm64]`` on a group of amd64
-        and arm64 types) holds only when it holds for each of them too; and pod topology that closes
-        each of them (:meth:`_closed_everywhere`) closes the group. ``fresh``: the terms selecting each
-        pod a new node runs first (its DaemonSets', :func:`~spillway.planner.groups.fresh_node_selected`)."""
+        several; its node selector, required node affinity and taints are judged on each zone and type
+        the group may launch (:meth:`node_blocker_on_new`; each type with its architecture, so ``arch
+        NotIn [arm64]`` fails a group of amd64 and arm64 types), as kube-scheduler judges them on
+        whichever node comes up; pod topology that closes each of them (:meth:`_closed_everywhere`) closes the
+        group. ``zone``: the one zone of the group its new nodes are kept to (a gang's fleet), where
+        they all come up, so pod topology is judged there. ``fresh``: the terms selecting each pod a new
+        node runs first (its DaemonSets', :func:`~spillway.planner.groups.fresh_node_selected`)."""
         template = group.template
         assert template is not None
-        why = self.blocker(template.labels, template.taints, None, fresh)
-        variants = launch_labels(group)
-        if why is None:
-            somewhere = (self._node_blocker(labels, template.taints) for labels in variants)
-            return next((w for w in somewhere if w), None) or self._closed_everywhere(variants, fresh)
-        if self.volume_wait or self._node_blocker(template.labels, template.taints) is None:
-            return why  # its volumes, or pod topology, not the node's labels
-        if not variants or any(self._node_blocker(labels, template.taints) for labels in variants):
+        if self.volume_wait:
+            return self.volume_wait
+        variants = launch_labels(group, zone)
+        why = self.node_blocker_on_new(group, variants)
+        if why is not None:
             return why
+        if zone is not None and variants and all(v.get(ZONE_LABEL) == zone for v in variants):
+            return next((w for v in variants if (w := self.domains.blocker(v, None, fresh))), None)
         return self.domains.blocker(template.labels, None, fresh) or self._closed_everywhere(variants, fresh)
+
+    def node_blocker_on_new(
+        self, group: NodeGroup, variants: Sequence[Mapping[str, str]] | None = None
+    ) -> str | None:
+        """Why the node selector, required node affinity or tolerations of the class refuse a new node
+        of ``group``: on each zone and type it may launch (``variants``, :func:`launch_labels`), which
+        must all hold (zone In every zone of the group holds; zone NotIn one of them does not: the node
+        may come up there, and kube-scheduler's NodeAffinity refuses it), else on its template."""
+        template = group.template
+        assert template is not None
+        variants = launch_labels(group) if variants is None else variants
+        for labels in variants or (template.labels,):
+            why = self._node_blocker(labels, template.taints)
+            if why is not None:
+                return why
+        return None
 
     def topology_closes(self, group: NodeGroup) -> bool:
         """Whether pod topology alone keeps the class off a new node of ``group`` (for as long as the

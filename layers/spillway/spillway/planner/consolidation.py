@@ -544,6 +544,8 @@ class Consolidation:
                 cls.domains = cls.domains.after(trial.planned)
                 if cls.domains.leads_group and cls.remaining > 1:
                     trial.fit(cls, _whole_on_one(cls, room))  # and none on launching capacity
+                elif cls.domains.leads_zone and cls.remaining > 1:
+                    trial.fit(cls, _whole_in_one_zone(cls, room))  # likewise
                 else:
                     trial.fit(cls, pools(room))
                     self._fit_launching(cls, launching, on_launching, trial.planned)
@@ -716,6 +718,34 @@ def _whole_on_one(cls: PodClass, room: Iterable[WorkNode]) -> list[Pool]:
         ):
             return [Pool([node], dict(node.free))]
     return []
+
+
+def _whole_in_one_zone(cls: PodClass, room: Iterable[WorkNode]) -> list[Pool]:
+    """The nodes of ``room`` in the first zone (domain of each key of the class's waived pod affinity,
+    :attr:`~spillway.planner.topology.Domains.leads_zone`) whose room takes every pod of a class whose
+    required pod affinity over a zone selects its own pods, all leaving: once they are gone,
+    kube-scheduler lets the first of them go anywhere and runs the others only in its zone, so they
+    move into one zone or some are stranded; none when no zone takes them all."""
+    want = cls.remaining
+    keys = sorted({key for _, key in cls.domains.leads_zone})
+    zones: dict[tuple[str, ...], list[WorkNode]] = {}
+    for node in room:
+        domain = tuple(node.info.labels.get(key, "") for key in keys)
+        if all(domain):
+            zones.setdefault(domain, []).append(node)
+    for nodes in zones.values():
+        takes = sum(_takes(cls, node, want) for node in nodes)
+        if takes >= want:
+            return pools(nodes)
+    return []
+
+
+def _takes(cls: PodClass, node: WorkNode, want: int) -> int:
+    """How many of ``want`` pods of the class ``node`` takes, as first fit would judge it."""
+    info = node.info
+    if cls.domains.marks.repels(node.marks) or cls.blocker(info.labels, info.taints, info.name) is not None:
+        return 0
+    return fit_count(cls.requests, node.free, min(want, cls.domains.cap(info.name), cls.room_in(info.labels)))
 
 
 def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: Leaving) -> list[PodClass]:

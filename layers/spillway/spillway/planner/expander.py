@@ -211,24 +211,25 @@ def waste_of(requests: Resources, empty: Resources, nodes: int) -> float:
 
 
 def options(
-    ctx: Context, cls: PodClass, empty: Mapping[GroupKey, Resources]
+    ctx: Context, cls: PodClass, empty: Mapping[GroupKey, Resources], zone: str | None = None
 ) -> tuple[list[Option], dict[GroupKey, str]]:
-    """Groups whose template could run the class; and why each other group cannot."""
+    """Groups whose template could run the class; and why each other group cannot. ``zone``: the one
+    zone new nodes are kept to (a gang's fleet), where a group spanning it is judged."""
     fitting: list[Option] = []
     rejected: dict[GroupKey, str] = {}
     for group in ctx.groups:
         why = (
-            _rejection(cls, group, empty[group.key], fresh_node_selected(ctx, group))
+            _rejection(cls, group, empty[group.key], fresh_node_selected(ctx, group), zone)
             or _spread_key_rejection(ctx, cls, group)
+            or _fresh_spread_rejection(ctx, cls, group)
             or _port_rejection(ctx, cls, group)
             or _spot_rejection(ctx, cls, group)
         )
         if why is not None:
             rejected[group.key] = f"{group.name}: {why}"
         else:
-            fitting.append(
-                Option(group, empty[group.key], fit_count(cls.requests, empty[group.key], cls.per_node))
-            )
+            cap = cls.domains.new_node_cap(fresh_node_selected(ctx, group))
+            fitting.append(Option(group, empty[group.key], fit_count(cls.requests, empty[group.key], cap)))
     for group in ctx.refused:  # why a group that might have run it does not
         template = group.template
         why = _rejection(cls, group, template.allocatable if template else {})
@@ -248,6 +249,18 @@ def _spread_key_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str 
     return (
         f"its nodes carry no {key} label (no node-template label tag, no node of the group has it), "
         "which the pods' topology spread needs: kube-scheduler refuses a node without it"
+    )
+
+
+def _fresh_spread_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
+    """Why a new node of ``group`` takes no pod of the class for its hostname topology spread: the
+    pods the node runs first (its DaemonSets') that the spread selects fill the skew it allows there
+    (:meth:`~spillway.planner.topology.Domains.new_node_cap`)."""
+    if not cls.domains.host_spreads or cls.domains.new_node_cap(fresh_node_selected(ctx, group)) > 0:
+        return None
+    return (
+        "its topology spread over kubernetes.io/hostname counts the pods each new node runs first (a "
+        "DaemonSet's it selects), which leave it no room within maxSkew"
     )
 
 
@@ -285,14 +298,18 @@ def on_demand_cap(ctx: Context, cls: PodClass, group: NodeGroup) -> int | None:
 
 
 def _rejection(
-    cls: PodClass, group: NodeGroup, empty: Resources, fresh: Sequence[frozenset[int]] = ()
+    cls: PodClass,
+    group: NodeGroup,
+    empty: Resources,
+    fresh: Sequence[frozenset[int]] = (),
+    zone: str | None = None,
 ) -> str | None:
     """Why a new node of ``group`` (with the room ``empty``, running first pods the terms ``fresh``
-    select) cannot run the class, or None."""
+    select, in ``zone`` when its launch is kept to one) cannot run the class, or None."""
     template = group.template
     if template is None:
         return "instance type unknown, no template node"
-    blocker = cls.blocker_on_new(group, fresh)
+    blocker = cls.blocker_on_new(group, fresh, zone)
     if blocker is not None:
         return blocker
     if fit_count(cls.requests, empty, UNBOUNDED) > 0:

@@ -151,14 +151,15 @@ TYPE_KEYS_SET_ON_LAUNCH = ("node.kubernetes.io/instance-type", "beta.kubernetes.
 ARCH_KEYS_SET_ON_LAUNCH = ("kubernetes.io/arch", "beta.kubernetes.io/arch")
 
 
-def launch_labels(group: NodeGroup) -> list[dict[str, str]]:
+def launch_labels(group: NodeGroup, zone: str | None = None) -> list[dict[str, str]]:
     """The labels a new node of ``group`` may get, one dict for each zone and instance type it may come
     up in, where its template leaves the zone out (the group spans several) or the type (it launches
     several): the template's labels with the zone (and its id, when known) and type the cloud provider
     gives the node, and the type's architecture where the template names none (overrides of amd64 and
     arm64 types: the kubelet labels each node with its own, kubernetes/kubernetes
     pkg/kubelet/kubelet_node_status.go ``initialNode``). Empty when the template names both, or the
-    group's zones or types are unknown."""
+    group's zones or types are unknown. ``zone``: the one zone of the group its launch is kept to (a
+    gang's fleet), when it spans it."""
     template = group.template
     if template is None:
         return []
@@ -166,27 +167,31 @@ def launch_labels(group: NodeGroup) -> list[dict[str, str]]:
     zones: list[str | None] = [None]
     types: list[str | None] = [None]
     if ZONE_KEYS_SET_ON_LAUNCH[0] not in labels and len(group.zones) > 1:
-        zones = list(group.zones)
+        zones = [zone] if zone in group.zones else list(group.zones)
     if TYPE_KEYS_SET_ON_LAUNCH[0] not in labels and len(group.launch_types()) > 1:
         types = list(group.launch_types())
     if zones == [None] and types == [None]:
         return []
-    out = []
-    for zone in zones:
-        for kind in types:
-            variant = dict(labels)
-            if zone is not None:
-                variant.update(dict.fromkeys(ZONE_KEYS_SET_ON_LAUNCH, zone))
-                zone_id = group.zone_id(zone)
-                if zone_id is not None:
-                    variant[ZONE_ID_LABEL] = zone_id
-            if kind is not None:
-                variant.update(dict.fromkeys(TYPE_KEYS_SET_ON_LAUNCH, kind))
-                arch = group.arch_of(kind)
-                if arch is not None and ARCH_KEYS_SET_ON_LAUNCH[0] not in labels:
-                    variant.update(dict.fromkeys(ARCH_KEYS_SET_ON_LAUNCH, arch))
-            out.append(variant)
-    return out
+    return [_launch_variant(group, labels, where, kind) for where in zones for kind in types]
+
+
+def _launch_variant(
+    group: NodeGroup, labels: Mapping[str, str], zone: str | None, kind: str | None
+) -> dict[str, str]:
+    """``labels`` with the zone (and its id) and the type (and its architecture, where the template
+    names none) a new node of ``group`` comes up with, where given."""
+    variant = dict(labels)
+    if zone is not None:
+        variant.update(dict.fromkeys(ZONE_KEYS_SET_ON_LAUNCH, zone))
+        zone_id = group.zone_id(zone)
+        if zone_id is not None:
+            variant[ZONE_ID_LABEL] = zone_id
+    if kind is not None:
+        variant.update(dict.fromkeys(TYPE_KEYS_SET_ON_LAUNCH, kind))
+        arch = group.arch_of(kind)
+        if arch is not None and ARCH_KEYS_SET_ON_LAUNCH[0] not in labels:
+            variant.update(dict.fromkeys(ARCH_KEYS_SET_ON_LAUNCH, arch))
+    return variant
 
 
 def new_node_label_sets(group: NodeGroup) -> list[Mapping[str, str]]:

@@ -17,6 +17,7 @@ from spillway.model.resources import Resources, add_into, fit_count
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, Victim, WorkNode, shape_of, without_taint
+from spillway.planner.groups import fresh_node_selected
 from spillway.planner.limits import Limits
 from spillway.planner.predicates import UNSCHEDULABLE_TAINT
 from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks, Planned
@@ -122,17 +123,28 @@ def launching_bins(ctx: Context, empty: Mapping[GroupKey, Resources]) -> dict[Gr
     return bins
 
 
-def fill_bins(cls: PodClass, bins: list[Bin], want: int) -> list[tuple[str, int]]:
-    """First-fit ``want`` copies of ``request`` into ``bins``, splitting bins as they fill.
+def new_bin(cls: PodClass, free: Resources, ids: list[str], cap: int) -> Bin:
+    """Empty new nodes ``ids`` for ``cls``, each taking at most ``cap`` of its pods: below its per-node
+    cap when the pods a new node runs first count against it (a hostname spread that selects its
+    DaemonSets' pods, :meth:`~spillway.planner.topology.Domains.new_node_cap`), held as pods of it."""
+    tag = _tag(cls)
+    held = cls.per_node - cap if tag is not None and cap < cls.per_node else 0
+    return Bin(free, ids, holds={tag: held} if tag is not None and held else {})
+
+
+def fill_bins(cls: PodClass, bins: list[Bin], want: int, cap: int | None = None) -> list[tuple[str, int]]:
+    """First-fit ``want`` copies of ``request`` into ``bins``, splitting bins as they fill; ``cap``: at
+    most that many of the class on each node (its per-node cap when None).
 
     Returns ``(node id, pods placed there)`` in placement order; the sum is what fitted.
     """
     out: list[tuple[str, int]] = []
     placed = 0
     i = 0
+    per_node = cls.per_node if cap is None else cap
     while i < len(bins) and placed < want:
         current = bins[i]
-        per = fit_count(cls.requests, current.free, cls.per_node - _held(cls, current))
+        per = fit_count(cls.requests, current.free, per_node - _held(cls, current))
         if per <= 0 or cls.domains.marks.repels(current.marks):
             i += 1
             continue
@@ -376,7 +388,8 @@ def place_on_launching(
             want = _launching_cap(cls, group, group_bins, limits, fresh) if limited else cls.remaining
             note = f"fits on capacity already launching in {group.name}; nothing new to launch"
             labels = group.template.labels if group.template else {}
-            for node_id, count in fill_bins(cls, group_bins, min(want, cls.room_in(labels))):
+            cap = cls.domains.new_node_cap(fresh_node_selected(ctx, group))  # it runs them first too
+            for node_id, count in fill_bins(cls, group_bins, min(want, cls.room_in(labels)), cap):
                 ctx.record(cls.take(count), node_id, group.key, note, codes.FITS_LAUNCHING)
                 cls.note_placed(labels, count)
             if limited and limits is not None:

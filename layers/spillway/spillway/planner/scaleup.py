@@ -34,7 +34,15 @@ from spillway.planner.buffers import busy_first
 from spillway.planner.classes import Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, WholeOption, class_not_movable, on_demand_cap, options
-from spillway.planner.groups import backoff_reason, empty_room, gang_backoff, similar_groups, zone_backoff
+from spillway.planner.groups import (
+    backoff_reason,
+    empty_room,
+    fresh_node_selected,
+    gang_backoff,
+    launch_labels,
+    similar_groups,
+    zone_backoff,
+)
 from spillway.planner.limits import Limits
 from spillway.planner.minresources import balance, bound_own, min_room
 from spillway.planner.placement import (
@@ -43,6 +51,7 @@ from spillway.planner.placement import (
     Pool,
     fill_bins,
     launching_bins,
+    new_bin,
     place_on_launching,
     place_on_nodes,
     pools,
@@ -61,6 +70,12 @@ FOLLOWS_LEADER = (
     "waits for {pod}, the first of its group: its required pod affinity on kubernetes.io/hostname selects "
     "its own pods and none runs yet, so kube-scheduler binds it only to the node that one runs on; no "
     "node is added for it"
+)
+
+FOLLOWS_ZONE_LEADER = (
+    "waits for {pod}, the first of its group: its required pod affinity on {key} selects its own pods "
+    "and none runs yet, so kube-scheduler runs it only in that pod's domain, not known until it runs (a "
+    "new node of a group over several zones comes up in a zone EC2 picks); no node is added for it"
 )
 
 
@@ -135,26 +150,61 @@ class ScaleUpStage:
         start = len(self.ctx.placements)
         if cls.min_room_gang is not None and cls.free_only is None:
             MemberPlacement(self, cls, cls.min_room_gang).run()
-        elif cls.domains.leads_group and cls.remaining > 1:
+        elif (cls.domains.leads_group or cls.domains.leads_zone) and cls.remaining > 1:
             self._place_leader(cls)
         else:
             self.place(cls)
         self._join(cls, start)
 
     def _place_leader(self, cls: PodClass) -> None:
-        """A class whose required pod affinity on the hostname selects its own pods, none running: only
-        its first pod is placed. kube-scheduler lets the first of such a group go to any node and binds
-        the others only beside it (interpodaffinity/filtering.go, satisfyPodAffinity: the exception
-        holds only while no pod matches), as cluster-autoscaler's estimator finds them no room on a
-        second template node: nodes launched for the others would stay empty. They follow it once it
-        runs (its node's free room)."""
+        """A class whose required pod affinity selects its own pods, none running: its first pod is
+        placed first. kube-scheduler lets the first of such a group go to any node and then runs the
+        others only in its domains (interpodaffinity/filtering.go, satisfyPodAffinity: the exception
+        holds only while no pod matches). On the hostname, only the first is placed: the others bind
+        only beside it, and cluster-autoscaler's estimator finds them no room on a second template
+        node; nodes launched for them would stay empty. They follow it once it runs (its node's free
+        room). Over a zone (any other key), the others follow it into its node's zone in this plan
+        when that zone is known (an existing node's, a one-zone group's); a new node of a group over
+        several zones comes up in a zone EC2 picks, so they wait for the first to run there, as more
+        new nodes of that group might come up elsewhere."""
         followers = cls.pods[cls.next + 1 :]
         del cls.pods[cls.next + 1 :]
+        start = len(self.ctx.placements)
         verdict = self.place(cls)
         cls.pods.extend(followers)
-        code, why = verdict or (codes.POD_TOPOLOGY, FOLLOWS_LEADER.format(pod=cls.pods[cls.next - 1]))
+        where = self._leader_domains(cls, start) if verdict is None and cls.domains.leads_zone else None
+        if where is not None:
+            cls.domains = cls.domains.led_to(where)
+            for pool in (*self.schedulable, *self.reclaimable):
+                pool.blocked.pop(id(cls), None)  # judged for the first pod, anywhere
+            self.place(cls)
+            return
+        leader = cls.pods[cls.next - 1]
+        if cls.domains.leads_zone:
+            keys = ", ".join(sorted({key for _, key in cls.domains.leads_zone}))
+            default = FOLLOWS_ZONE_LEADER.format(pod=leader, key=keys)
+        else:
+            default = FOLLOWS_LEADER.format(pod=leader)
+        code, why = verdict or (codes.POD_TOPOLOGY, default)
         for pod in cls.take(len(followers)):
             self.ctx.pending_out.append(PendingPod(pod, why, code))
+
+    def _leader_domains(self, cls: PodClass, start: int) -> dict[str, str] | None:
+        """The domains (key -> value, for each key of the class's waived pod affinity) of the node its
+        first pod was placed on since ``start``; None when one is unknown (a new or launching node of a
+        group whose template has no zone)."""
+        leader = cls.pods[cls.next - 1]
+        placement = next((p for p in self.ctx.placements[start:] if p.pod == leader), None)
+        if placement is None:
+            return None
+        node = self.ctx.nodes.get(placement.node)
+        if node is not None:
+            labels: Mapping[str, str] = node.info.labels
+        else:
+            group = next((g for g in self.ctx.groups if g.key == placement.group), None)
+            labels = group.template.labels if group is not None and group.template is not None else {}
+        where = {key: labels.get(key) for _, key in cls.domains.leads_zone}
+        return {k: v for k, v in where.items() if v is not None} if None not in where.values() else None
 
     def place(self, cls: PodClass) -> tuple[str, str] | None:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
@@ -327,7 +377,7 @@ class ScaleUpStage:
 
     def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[GroupKey, str]]:
         """The groups that may run the class, best first, and why each other may not."""
-        choices, rejected = options(self.ctx, cls, self.empty)
+        choices, rejected = options(self.ctx, cls, self.empty, self.zone)
         return self.expander.order(self.ctx, cls, [c for c in choices if self._in_domain(c.group)]), rejected
 
     def _place_more(self, cls: PodClass, candidates: list[NodeGroup]) -> list[Skip]:
@@ -436,10 +486,10 @@ class ScaleUpStage:
         """Open as many new nodes of ``group`` as the class needs (at most ``at_most``) and MaxSize and
         the limits allow, fill them, and say why it stopped short (if it did)."""
         ctx, key = self.ctx, group.key
-        per_node = fit_count(cls.requests, self.empty[key], cls.per_node)
+        per_node = fit_count(cls.requests, self.empty[key], self._new_node_cap(cls, group))
         labels = group.template.labels if group.template else {}
         fits = min(cls.remaining, cls.room_in(labels))
-        if fits <= 0:
+        if fits <= 0 or per_node <= 0:
             return _spread_full(group)
         need = math.ceil(fits / per_node)
         need = need if at_most is None else min(need, at_most)
@@ -489,9 +539,15 @@ class ScaleUpStage:
             if self.zone is not None and len(group.zones) > 1:
                 ctx.gang_zones[(key, cls.gang)] = self.zone
         ids = [f"{group.name}/new-{opened + i + 1}" for i in range(opening)]
-        self.new_bins.setdefault((key, cls.gang), []).append(Bin(dict(self.empty[key]), ids))
+        bins = self.new_bins.setdefault((key, cls.gang), [])
+        bins.append(new_bin(cls, dict(self.empty[key]), ids, self._new_node_cap(cls, group)))
         self.limits.charge(cls.tenant, group, opening, zone=self._kept_zone(cls, group))
         self._fill_new(cls, group)
+
+    def _new_node_cap(self, cls: PodClass, group: NodeGroup) -> int:
+        """How many of the class a new node of ``group`` takes for its pod topology, the pods the node
+        runs first counted (:meth:`~spillway.planner.topology.Domains.new_node_cap`)."""
+        return cls.domains.new_node_cap(fresh_node_selected(self.ctx, group))
 
     def _fill_new(self, cls: PodClass, group: NodeGroup) -> None:
         bins = self.new_bins[(group.key, cls.gang)]
@@ -729,6 +785,8 @@ class _EmptyNodes:
     taints: Sequence[Any]
     name: str | None  # the node's, for a node of no group
     bins: list[Bin]
+    group: NodeGroup | None = None  # whose template nodes these are
+    zone: str | None = None  # the one zone of the group they are kept to (a one-zone gang's fleet)
 
 
 def _empty_bins(
@@ -741,7 +799,8 @@ def _empty_bins(
         if template is None or group.max_size <= 0 or not group_in_domain(group, region, zone):
             continue
         ids = [f"{group.name}/ever-{i + 1}" for i in range(group.max_size)]
-        out.append(_EmptyNodes(template.labels, template.taints, None, [Bin(dict(empty[group.key]), ids)]))
+        bins = [Bin(dict(empty[group.key]), ids)]
+        out.append(_EmptyNodes(template.labels, template.taints, None, bins, group, zone))
     for node in ctx.nodes.values():
         if node.group is None and node_in_domain(node, region, zone):
             info = node.info
@@ -751,7 +810,11 @@ def _empty_bins(
 
 
 def _admits(cls: PodClass, where: _EmptyNodes) -> bool:
-    """Whether the class's selectors, affinity and tolerations let its pods onto ``where``'s nodes."""
+    """Whether the class's selectors, affinity and tolerations let its pods onto ``where``'s nodes: a
+    group's on each zone and type it may launch them with (:meth:`PodClass.node_blocker_on_new`), as
+    scale-up judges it."""
+    if where.group is not None:
+        return cls.node_blocker_on_new(where.group, launch_labels(where.group, where.zone)) is None
     return not why_not_placeable(
         cls.node_selector, cls.terms, cls.tolerations, where.labels, where.taints, where.name
     )

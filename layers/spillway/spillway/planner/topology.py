@@ -213,7 +213,8 @@ class OnePerDomain:
         return placed.get((self.key, value), 0)
 
 
-HostSpread = tuple[int, int, Mapping[str, int], frozenset[str]]  # maxSkew, minDomains, counts, nodes counted
+# maxSkew, minDomains, counts, nodes counted, the spread's selector id
+HostSpread = tuple[int, int, Mapping[str, int], frozenset[str], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +244,11 @@ class Domains:
     # its required pod affinity on the hostname selects its own pods and no running pod: its first pod
     # may go anywhere, and kube-scheduler then binds the others only to that pod's node
     leads_group: bool = False
+    # its required pod affinity terms, all over keys other than the hostname (a zone), that select its
+    # own pods and no running pod: its first pod may go anywhere, and the others then only into that
+    # pod's domains (:meth:`led_to`)
+    leads_zone: tuple[tuple[int, str], ...] = ()
+    host_placed: Mapping[str, int] = field(default_factory=dict)  # the placements :meth:`raised` counted
 
     def blocker(
         self, labels: Mapping[str, str], node: str | None, fresh: Iterable[frozenset[int]] = ()
@@ -324,14 +330,38 @@ class Domains:
           waiting for it to run;
         * a required anti-affinity term closes them, and so does a placed pod's term that selects the
           class: two kinds of pods that must not share a zone get new nodes in different zones;
-        * a zone spread counts them where it selects them (:meth:`ZoneSpread.joined`).
+        * a zone spread counts them where it selects them (:meth:`ZoneSpread.joined`);
+        * a class whose waived terms (:attr:`leads_zone`) select them is no longer the first of its
+          group: it follows them as a required pod affinity term does.
 
         (The hostname key is the node's: :class:`Marks`; joining a pending pod on its node is not
         planned.)"""
         if not (
-            self.affinity or self.zone_anti or self.counted or planned.owning.keys() & self.marks.selected
+            self.affinity
+            or self.zone_anti
+            or self.counted
+            or self.leads_zone
+            or planned.owning.keys() & self.marks.selected
         ):
             return self
+        affinity, leads_zone = self.affinity, self.leads_zone
+        if leads_zone and all(any(True for _ in planned.nodes(term)) for term, _ in leads_zone):
+            # pods of another kind its terms select were placed first: the waiver is theirs, and it
+            # follows them (kube-scheduler binds them first)
+            affinity, leads_zone = tuple((term, key, frozenset()) for term, key in leads_zone), ()
+        forbidden = self._forbidden_after(planned)
+        return replace(
+            self,
+            forbidden={k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
+            affinity=affinity,
+            leads_zone=leads_zone,
+            required=_required_of(affinity, planned),
+            counted=tuple(r.joined(planned) if isinstance(r, ZoneSpread) else r for r in self.counted),
+        )
+
+    def _forbidden_after(self, planned: Planned) -> dict[str, set[str]]:
+        """:attr:`forbidden` with the domains :meth:`after` closes: where the plan placed pods a
+        required anti-affinity term of the class selects, or pods whose term selects the class."""
         forbidden = {k: set(v) for k, v in self.forbidden.items()}
         for term, key in self.zone_anti:
             forbidden.setdefault(key, set()).update(_values_of(key, planned.nodes(term)))
@@ -339,12 +369,7 @@ class Domains:
             for key, labels in planned.owning.get(term, ()):
                 if (value := labels.get(key)) is not None:
                     forbidden.setdefault(key, set()).add(value)
-        return replace(
-            self,
-            forbidden={k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
-            required=_required_of(self.affinity, planned),
-            counted=tuple(r.joined(planned) if isinstance(r, ZoneSpread) else r for r in self.counted),
-        )
+        return forbidden
 
     def raised(self, placed: Mapping[str, int]) -> Domains:
         """These domains once ``placed`` (existing node -> pods of the class this plan put there) count
@@ -357,8 +382,32 @@ class Domains:
             return self
         new_node, caps, closed = host_rooms(self.host_spreads, placed)
         return replace(
-            self, per_node=min(self.per_node_without_spreads, new_node), node_caps=caps, host_closed=closed
+            self,
+            per_node=min(self.per_node_without_spreads, new_node),
+            node_caps=caps,
+            host_closed=closed,
+            host_placed=dict(placed),
         )
+
+    def new_node_cap(self, fresh: Sequence[frozenset[int]]) -> int:
+        """:attr:`per_node` for a new node whose first pods (its DaemonSets') the terms ``fresh`` select
+        (:func:`~spillway.planner.groups.fresh_node_selected`): a hostname spread that selects some of
+        them counts them on the node before any pod of the class, so it takes that many fewer. kube-
+        scheduler's PodTopologySpread counts every pod of a node its selector matches, in the pod's
+        namespace (podtopologyspread/common.go, countPodsMatchSelector over nodeInfo.Pods), and
+        cluster-autoscaler's template node runs the DaemonSet pods."""
+        if not any(spread[4] in selected for spread in self.host_spreads for selected in fresh):
+            return self.per_node
+        new_node, _, _ = host_rooms(self.host_spreads, self.host_placed, fresh)
+        return min(self.per_node_without_spreads, new_node)
+
+    def led_to(self, where: Mapping[str, str]) -> Domains:
+        """These domains once the first pod of the class went to a node with the labels ``where`` (one
+        value for each key of :attr:`leads_zone`): kube-scheduler waives a required pod affinity term
+        that selects the pod itself only while no pod matches it anywhere (interpodaffinity/
+        filtering.go, satisfyPodAffinity), so the others may enter that node's domains only."""
+        affinity = tuple((term, key, frozenset({where[key]})) for term, key in self.leads_zone)
+        return replace(self, affinity=affinity, required=_required_of(affinity), leads_zone=())
 
     def follows(self, selected: frozenset[int]) -> bool:
         """Whether pods with these ``selected`` term ids would open a domain this class's pod affinity
@@ -438,6 +487,16 @@ def _leads_group(pod: PodInfo, affinity: tuple[tuple[int, str, frozenset[str]], 
     return not affinity and any(key == HOSTNAME_LABEL for _, key in pod.affinity_own)
 
 
+def _leads_zone(
+    pod: PodInfo, affinity: tuple[tuple[int, str, frozenset[str]], ...]
+) -> tuple[tuple[int, str], ...]:
+    """The pod's required pod affinity terms, waived as it is the first of its group, when none is on
+    the hostname (:attr:`Domains.leads_zone`; with one on the hostname: :attr:`Domains.leads_group`)."""
+    if affinity or any(key == HOSTNAME_LABEL for _, key in pod.affinity_own):
+        return ()
+    return tuple(pod.affinity_own)
+
+
 def _zone_anti(pod: PodInfo) -> tuple[tuple[int, str], ...]:
     return tuple((term, key) for term, key in pod.anti_own if key != HOSTNAME_LABEL)
 
@@ -447,22 +506,26 @@ def _values_of(key: str, nodes: Iterable[Mapping[str, str]]) -> frozenset[str]:
 
 
 def host_rooms(
-    spreads: Sequence[HostSpread], placed: Mapping[str, int]
+    spreads: Sequence[HostSpread], placed: Mapping[str, int], fresh: Sequence[frozenset[int]] = ()
 ) -> tuple[int, dict[str, int], frozenset[str]]:
     """Under hostname spreads that count the class, with ``placed`` (node -> pods of the class this
-    plan put there) added to the counts: how many a new node takes (:func:`_new_node_cap`), how many
-    more each existing node may take, and the existing nodes that may take none (kube-scheduler
-    refuses a node that would stand more than maxSkew above the least loaded)."""
+    plan put there) added to the counts: how many a new node takes (:func:`_new_node_cap`, less the
+    pods it runs first that a spread selects: ``fresh``, the terms selecting each), how many more each
+    existing node may take, and the existing nodes that may take none (kube-scheduler refuses a node
+    that would stand more than maxSkew above the least loaded)."""
     per_node = UNBOUNDED
     caps: dict[str, int] = {}
     closed: set[str] = set()
-    for skew, min_domains, counts, eligible in spreads:
+    for skew, min_domains, counts, eligible, term in spreads:
         least = (
             0
             if len(eligible) < min_domains
             else min((counts.get(n, 0) + placed.get(n, 0) for n in eligible), default=0)
         )
-        per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
+        cap = _new_node_cap(skew, least, eligible, min_domains)
+        if cap < UNBOUNDED:
+            cap = max(0, cap - sum(1 for selected in fresh if term in selected))
+        per_node = min(per_node, cap)
         for node in eligible | set(counts):
             room = skew + least - counts.get(node, 0) - placed.get(node, 0)
             if room < 1:
@@ -560,6 +623,7 @@ class TopologyIndex:
             per_node,
             frozenset(host_closed),
             _leads_group(pod, affinity),
+            _leads_zone(pod, affinity),
         )
 
     def _spreads(
@@ -585,7 +649,7 @@ class TopologyIndex:
                 counted.append(ZoneSpread(key, skew, min_domains, counts, eligible, term, pod, flags))
                 continue
             if own:  # over hostnames: host_rooms, counted again as the plan places (Domains.raised)
-                hosts.append((skew, min_domains, counts, eligible))
+                hosts.append((skew, min_domains, counts, eligible, term))
                 continue
             least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
             for domain in eligible | set(counts):
