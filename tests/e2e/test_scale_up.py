@@ -13,7 +13,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from conftest import HOME, WEST, Cloud
+from conftest import ENVIRONMENT, HOME, WEST, Cloud
 from moto.autoscaling.exceptions import AutoscalingClientError
 from moto.autoscaling.models import AutoScalingBackend, autoscaling_backends
 from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT_ID
@@ -22,6 +22,7 @@ from spillway.adapters.state_store import StateStore
 from spillway.errors import StaleSnapshot, StateConflict
 from spillway.local import cloud as cloud_module
 from spillway.local import objects as o
+from spillway.local.demo import schedule
 
 
 def gpu_cluster(cloud: Cloud, pods: int = 4) -> None:
@@ -107,6 +108,53 @@ def test_no_capacity_in_the_primary_region_backs_off_and_overflows_in_the_same_e
     # ... and its raise is in the state, so a plan on a snapshot read before it landed does not repeat it
     state = cloud.state_item("state")
     assert state is not None and json.loads(state["state"]["S"])["raises"]["us-west-2/gpu-west"]["to"] == 4
+
+
+def test_a_launch_short_in_one_zone_keeps_the_other_zones_instance_and_its_pod_lands_there() -> None:
+    """gpu-east spans us-east-1a and us-east-1b, and us-east-1a has no g5.xlarge. The plan raises it by
+    two for two pods: Auto Scaling starts one in each zone, the us-east-1a launch fails and the
+    us-east-1b instance boots (6 s here). The back-off terminated that booting instance with the rest
+    of the raise and both pods went west, where cluster-autoscaler keeps it and removes only the
+    desired capacity never started. Now it is kept, the one never started is given back, the re-plan
+    counts the kept instance as launching and sends only the other pod west: no second launch for its
+    pod, which lands on it once it is Ready."""
+    with running_slow_boot() as cloud:
+        cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+        cloud.group("gpu-east", region=HOME, zone="ab")
+        cloud.group("gpu-west", region=WEST)
+        cloud.wait_nodes(1)
+        cloud.pending_gpu_pods("train", 2)
+        cloud.sim.zone_outage("gpu-east", HOME, f"{HOME}a")
+
+        cloud.plan(cloud.stream_event(cloud.snapshot()))
+
+        [execution] = cloud.wait_all()
+        assert execution["status"] == "SUCCEEDED", execution
+        first, second = execution["output"]["rounds"]
+        [east] = first["groups"]
+        [kept] = cloud.asg("gpu-east")["Instances"]
+        assert kept["AvailabilityZone"] == f"{HOME}b" and kept["LifecycleState"] == "InService"
+        assert east["outcome"] == "backed_off" and east["kept"] == [kept["InstanceId"]]
+        assert east["terminated"] == []
+        # raised once by two; the launch never started in us-east-1a given back, nothing launched again
+        assert [c.desired for c in cloud.sim.calls_for("gpu-east")] == [2, 1]
+        assert cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge") is not None
+        assert [g["outcome"] for g in second["groups"]] == ["ready"]
+        assert [c.desired for c in cloud.sim.calls_for("gpu-west", WEST)] == [1]
+
+        cloud.wait_nodes(3, timeout=20.0)
+        [kept_node] = [n["metadata"]["name"] for n in cloud.kube.list("Node")
+                       if n["spec"].get("providerID", "").endswith(f"/{kept['InstanceId']}")]  # fmt: skip
+        bound = dict(schedule(cloud.kube, "2026-12-05T00:00:00Z"))
+        assert len(bound) == 2 and kept_node in bound.values(), bound
+
+
+@contextmanager
+def running_slow_boot() -> Iterator[Cloud]:
+    """The rig with instances that take 6 s to become Nodes: a back-off finds them still booting."""
+    with Cloud(dict(ENVIRONMENT), boot_seconds=6.0, tick=0.1) as rig:
+        yield rig
+        assert not rig.registrar.errors, rig.registrar.errors
 
 
 def test_a_raise_refused_at_prepare_launches_what_the_lowered_max_size_allows(cloud: Cloud) -> None:

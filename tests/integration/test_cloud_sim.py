@@ -67,6 +67,25 @@ def test_launches_and_outages_are_recorded_as_scaling_activities(aws: CloudSim) 
     assert len(group("gpu")["Instances"]) == 2
 
 
+def test_a_zone_short_of_capacity_fails_its_share_of_a_raise_and_the_other_zone_launches(
+    aws: CloudSim,
+) -> None:
+    """A group over us-east-1a and us-east-1b raised by four while us-east-1a has none: two launch in
+    us-east-1b, and two Failed activities name us-east-1a, as EC2's InsufficientInstanceCapacity does."""
+    create_group("gpu", instance_type="g5.xlarge", max_size=8, cluster="ml", gpu=True, zone="ab")
+    client = boto3.client("autoscaling")
+    aws.zone_outage("gpu", REGION, f"{REGION}a")
+    client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=4)
+
+    described = group("gpu")
+    assert described["DesiredCapacity"] == 4
+    assert sorted(i["AvailabilityZone"] for i in described["Instances"]) == [f"{REGION}b"] * 2
+    activities = parse_activities(client.describe_scaling_activities(AutoScalingGroupName="gpu"))
+    failed = [a for a in activities if a.StatusCode == "Failed"]
+    assert len(failed) == 2 and all(f"({REGION}a)" in (a.StatusMessage or "") for a in failed)
+    assert all(is_capacity_failure(a.StatusMessage or "") for a in failed)
+
+
 def test_registrar_turns_instances_into_ready_nodes_and_forgets_terminated_ones(aws: CloudSim) -> None:
     make_group("gpu")
     client = boto3.client("autoscaling")
@@ -238,7 +257,7 @@ def _hooked_group(name: str, desired: int) -> list[str]:
         LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING", HeartbeatTimeout=300, DefaultResult="CONTINUE",
     )  # fmt: skip
     client.set_desired_capacity(AutoScalingGroupName=name, DesiredCapacity=desired)
-    return sorted(str(i["InstanceId"]) for i in group(name)["Instances"])  # type: ignore[attr-defined]
+    return sorted(str(i["InstanceId"]) for i in group(name)["Instances"])
 
 
 def test_terminating_without_the_decrement_on_a_hooked_group_launches_a_replacement(
@@ -313,7 +332,7 @@ def test_terminating_an_instance_records_its_termination_not_a_detach(aws: Cloud
     make_group("gpu")
     client = boto3.client("autoscaling")
     client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=2)
-    first, second = sorted(str(i["InstanceId"]) for i in group("gpu")["Instances"])  # type: ignore[attr-defined]
+    first, second = sorted(str(i["InstanceId"]) for i in group("gpu")["Instances"])
     client.terminate_instance_in_auto_scaling_group(InstanceId=first, ShouldDecrementDesiredCapacity=True)
     client.terminate_instance_in_auto_scaling_group(InstanceId=second, ShouldDecrementDesiredCapacity=False)
 

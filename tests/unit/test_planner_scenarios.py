@@ -225,6 +225,66 @@ def test_desired_raised_by_a_failed_launch_is_not_counted_as_launching() -> None
     assert scale_up(result) == {"gpu-west": (0, 1, [job])}
 
 
+def booting(w: World, group: str, zone: str) -> str:
+    """A p4d.24xlarge instance of ``group`` in ``zone``, Pending: no Node yet."""
+    iid = o.instance_id(f"{group}-{zone}-{len(w.groups[group]['Instances'])}")
+    w.groups[group]["Instances"].append(
+        {"InstanceId": iid, "InstanceType": "p4d.24xlarge", "AvailabilityZone": zone, "LifecycleState": "Pending",
+         "HealthStatus": "Healthy", "ProtectedFromScaleIn": False}
+    )  # fmt: skip
+    return iid
+
+
+def test_an_instance_a_failed_launch_did_start_holds_pods_while_the_rest_overflow() -> None:
+    """A raise of a two-zone group (2 new nodes) failed in us-east-1a for capacity; Auto Scaling
+    started the other in us-east-1b, still booting. The scale-up's back-off kept it and gave back the
+    desired capacity never started (desired 1 = the one instance), and backed the group and the pool
+    off. The group gets no new node, but the instance it did launch is capacity coming, as
+    cluster-autoscaler counts a backed-off node group's instances not registered yet as upcoming nodes
+    (clusterstate GetUpcomingNodes: target size less registered nodes, no back-off check; the AWS
+    provider removes only the placeholders for desired capacity never started). The plan ignored
+    every launching node of a backed-off group: it sent both pods west and the instance in us-east-1b,
+    once up, sat idle until scale-down."""
+    w = World()
+    w.group("gpu-east", "p4d.24xlarge", max_size=8, gpu_taint=True, zones=["us-east-1a", "us-east-1b"])
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    booting(w, "gpu-east", "us-east-1b")
+    w.groups["gpu-east"]["DesiredCapacity"] = 1
+    w.launch_failure("gpu-east", minutes_ago=1)  # names us-east-1a
+    until = (NOW + timedelta(minutes=10)).isoformat()
+    w.state["groups"]["us-east-1/gpu-east"] = {
+        "backoff_until": until,
+        "reason": "launch failed in us-east-1a",
+    }
+    jobs = w.gpu_pods("train", 2, gpus=8, cpu="90", memory="900Gi")
+
+    result = w.plan()
+
+    [west] = result.scale_up
+    assert (west.group, west.from_size, west.to_size) == ("gpu-west", 0, 1)
+    waiting = [p for p in jobs if p not in west.pods]
+    assert len(waiting) == 1
+    assert "capacity already launching in gpu-east" in pending_reasons(result)[waiting[0]]
+
+
+def test_a_backed_off_group_counts_no_launching_node_beyond_the_instances_it_runs() -> None:
+    """Of a backed-off group's desired capacity only its live instances are capacity coming: desired 3
+    with one instance booting holds one pod, and the other two go west."""
+    w = World()
+    w.group("gpu-east", "p4d.24xlarge", max_size=8, gpu_taint=True)
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    booting(w, "gpu-east", "us-east-1a")
+    w.groups["gpu-east"]["DesiredCapacity"] = 3
+    w.launch_failure("gpu-east", minutes_ago=1)
+    jobs = w.gpu_pods("train", 3, gpus=8, cpu="90", memory="900Gi")
+
+    result = w.plan()
+
+    [west] = result.scale_up
+    assert (west.group, west.from_size, west.to_size) == ("gpu-west", 0, 2)
+    assert len([p for p in jobs if p not in west.pods]) == 1
+
+
 @pytest.mark.parametrize("message", [o.MISSING_AMI, o.SUBNET_FULL], ids=["missing-ami", "subnet-full"])
 def test_a_launch_failing_for_any_reason_is_no_capacity_coming(message: str) -> None:
     """EC2 Auto Scaling API Reference, DescribeScalingActivities / Activity: StatusCode ``Failed`` with a

@@ -1076,6 +1076,77 @@ def test_a_type_not_offered_in_one_zone_of_a_group_of_several_backs_off_that_poo
     ]  # fmt: skip
 
 
+ZONE_A_SHORT = (
+    "We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested "
+    "(us-east-1a). Our system will be working on provisioning additional capacity. You can currently get "
+    "g5.xlarge capacity by not specifying an Availability Zone in your request or choosing us-east-1b. "
+    "Launching EC2 instance failed."
+)
+
+
+def zone_failed_backoff(
+    zones: tuple[str, ...], message: str
+) -> tuple[FakeCloud, str, dict[str, Any], FakeLedger]:
+    """Group gpu (one instance before) raised by 2: one launch failed with ``message``, the other started
+    in us-east-1b and is booting (its Node registered, not Ready yet). The cloud, the booting instance,
+    the back-off's result and the ledger."""
+    cloud = gpu_cloud(1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["AvailabilityZones"] = list(zones)
+    prep = steps(cloud).prepare({"group": GROUP, "launch_timeout_seconds": 60, "plan_id": "p1"})
+    booting = o.instance_id("gpu-b")
+    raw["Instances"].append({**raw["Instances"][0], "InstanceId": booting, "AvailabilityZone": "us-east-1b",
+                             "LifecycleState": "Pending"})  # fmt: skip
+    raw["DesiredCapacity"] = 3
+    cloud.dns[booting] = f"node-{booting}"
+    cloud.ec2[booting] = {"region": "us-east-1", "state": "running", "tags": {}}
+    kube = FakeCluster([o.node(f"node-{iid}", instance=iid, ready=(iid != booting))
+                        for iid in (o.instance_id("gpu-0"), booting)])  # fmt: skip
+    cloud.activities[("us-east-1", "gpu")] = [{**o.failed_launch(raw, NOW), "StatusMessage": message}]
+    launch = steps(cloud).verify({"group": GROUP, "prep": prep})
+    assert launch["status"] == "failed"
+    ledger = FakeLedger()
+    ledger.claimed[("ml", f"raise#{prep['owner']}")] = {"before": 1, "after": 3, "count": 2}
+    out = steps(cloud, kube, ledger).backoff(
+        {"cluster": "ml", "group": GROUP, "prep": prep, "launch": launch}
+    )
+    return cloud, booting, out, ledger
+
+
+def test_a_launch_short_in_one_zone_of_two_keeps_the_instance_the_other_zone_launched() -> None:
+    """A raise of 2 in a group over us-east-1a and us-east-1b: EC2 had no g5.xlarge in us-east-1a, and
+    Auto Scaling started the other in us-east-1b (its default balanced-best-effort strategy launches in
+    another zone when one fails: AWS::AutoScaling::AutoScalingGroup AvailabilityZoneDistribution). The
+    back-off terminated that booting instance as undelivered, and its pod overflowed to another region
+    while the instance would have joined a minute later; cluster-autoscaler removes only the desired
+    capacity never started (its placeholders) and keeps it. Now it is kept (the plans count it as
+    capacity launching), only the capacity never started is given back, and the group and the pool
+    EC2 named are backed off as before."""
+    cloud, booting, out, ledger = zone_failed_backoff(("us-east-1a", "us-east-1b"), ZONE_A_SHORT)
+
+    assert writes(cloud) == [("set_desired_capacity", 2)]  # the one never started, nothing terminated
+    assert out["kept"] == [booting] and out["terminated"] == [] and out["desired"] == 2
+    assert "kept 1 instance(s) Auto Scaling did launch for this raise, still booting" in out["reason"]
+    assert sorted(g for g, _, _ in ledger.backoffs) == ["gpu", "pool#on-demand/us-east-1a/g5.xlarge"]
+
+
+@pytest.mark.parametrize(
+    ("zones", "message"),
+    [(("us-east-1a",), ZONE_A_SHORT), (("us-east-1a", "us-east-1b"), SPOT_ICE), (("us-east-1a", "us-east-1b"), o.MISSING_AMI)],
+    ids=["one-zone", "no-zone-named", "settings"],
+)  # fmt: skip
+def test_a_failed_launch_that_is_the_groups_own_still_gives_back_its_booting_instances(
+    zones: tuple[str, ...], message: str
+) -> None:
+    """A shortage in the one zone of a group, one whose zone EC2 does not name, or a setting of the group
+    that fails every launch: nothing says Auto Scaling goes on launching elsewhere, so the back-off gives
+    back every instance of the raise that runs no Ready Node, as before."""
+    cloud, booting, out, _ = zone_failed_backoff(zones, message)
+
+    assert out.get("kept", []) == [] and out["terminated"] == [booting]
+    assert ("terminate_instance", booting) in writes(cloud)
+
+
 def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> None:
     cloud = gpu_cloud(1)
     base = {"cluster": "ml", "plan_id": "p", "snapshot_key": "k", "poll_seconds": 1,

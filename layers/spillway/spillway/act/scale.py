@@ -30,7 +30,10 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  names it (:func:`~spillway.act.backoff.failed_pool`: its capacity type, zone, instance type; a failure for
                  another reason is the group's own, none of its pools can launch, so the group's key is
                  the one); terminate this plan's instances that run no Ready Node (decrementing the
-                 desired capacity), and give back the capacity it raised that never launched, relative
+                 desired capacity), but for a failure for capacity in a pool EC2 named of a group over
+                 several zones, whose instances Auto Scaling did launch (in the zones that had capacity)
+                 are kept, booting, and counted by the plans as capacity launching; and give back the
+                 capacity it raised that never launched, relative
                  to the live value (none when its raise is unsettled). A gang or another scale-up on the
                  group keeps its own.
 
@@ -325,7 +328,9 @@ class ScaleSteps:
         never launched (raised - its instances) is taken off the live desired capacity
         (:func:`~spillway.act.claims.give_back_undelivered`), unless its raise is unsettled (it may
         never have added any: what it would take off could be another's). A concurrent gang's or
-        scale-up's instances and capacity are left alone."""
+        scale-up's instances and capacity are left alone. Where the launch failed for capacity in a zone
+        EC2 named, of a group over several zones, this plan's instances that run no Ready Node are kept
+        instead, booting (``kept``: :func:`_keeps_launched`); only the capacity never launched goes back."""
         cluster = str(_field(event, "cluster"))
         group = _field(event, "group")
         prep = event.get("prep") or {}
@@ -344,9 +349,8 @@ class ScaleSteps:
         launching = (
             self.aws.describe_group_launching(region, name) if launch.get("status") == "failed" else asg
         )
-        back_off(
-            self.ledger, cluster, None, until, reason, region=region, pools=_failed_pools(launch, launching)
-        )
+        pools = _failed_pools(launch, launching)
+        back_off(self.ledger, cluster, None, until, reason, region=region, pools=pools)
         replacements = (
             replacement_launches(self.aws.describe_activities(region, name, now)) if raised else frozenset()
         )
@@ -356,6 +360,8 @@ class ScaleSteps:
         ready = ready_nodes(self.kube, self.aws, region, new)
         # best-effort, a MinSize refusal terminated without the decrement; errors once all were tried
         unready = [iid for iid in new if iid not in ready]
+        # a zone of several without capacity: what the others launched is kept, booting, for the pods
+        kept, unready = (unready, []) if _keeps_launched(pools, asg) else ([], unready)
         # one whose Node ran pods while Ready, NotReady for a moment now, keeps them: never a running pod;
         # each Node is cordoned before its pods are read, and keeps the cordon only if it is terminated
         # the cordon names this execution's owner: a retry of this step finds its own, no other's
@@ -378,11 +384,12 @@ class ScaleSteps:
             "group": name,
             "region": region,
             "outcome": "backed_off",
-            "reason": (reason + gone.kept(after.MinSize, desired) + judged.said())[:1000],
+            "reason": (reason + _kept_said(kept) + gone.kept(after.MinSize, desired) + judged.said())[:1000],
             "backoff_until": iso(until),
             "desired": desired,
             "terminated": terminated,
             "held": gone.held,
+            "kept": kept,
         }
 
     # --- next_round ----------------------------------------------------------------------------
@@ -582,6 +589,32 @@ def _failed_pools(launch: Mapping[str, Any], asg: AutoScalingGroup) -> list[Pool
     return [pool] if pool else []
 
 
+def _keeps_launched(pools: Sequence[Pool], asg: AutoScalingGroup) -> bool:
+    """Whether a back-off keeps this plan's instances that run no Ready Node yet: its launch failed for
+    capacity in a pool EC2 named (``pools``, :func:`_failed_pools`) of a group over several zones.
+    Auto Scaling launches a raise over the group's zones and, when one has no capacity, in the others
+    (its default ``balanced-best-effort`` CapacityDistributionStrategy: "If launches fail in an
+    Availability Zone, Auto Scaling will attempt to launch in another healthy Availability Zone
+    instead", AWS::AutoScaling::AutoScalingGroup AvailabilityZoneDistribution): their instances are
+    nodes booting, not a launch that failed. cluster-autoscaler keeps them too: its AWS provider removes
+    only the placeholders for the desired instances never started (auto_scaling_groups.go,
+    createPlaceholdersForDesiredNonStartedInstances), and its upcoming nodes still count them
+    (clusterstate GetUpcomingNodes), as the plans do (:func:`spillway.planner.groups.launched_only`). A
+    failure that names no pool, or of a group of one zone, is the group's own; a timeout is a launch
+    that did not come up: their instances are given back."""
+    return bool(pools) and len(set(asg.AvailabilityZones)) > 1
+
+
+def _kept_said(kept: Sequence[str]) -> str:
+    """What a back-off's reason adds for this plan's instances it kept (:func:`_keeps_launched`)."""
+    if not kept:
+        return ""
+    return (
+        f"; kept {len(kept)} instance(s) Auto Scaling did launch for this raise, still booting: capacity "
+        f"coming for the pods ({', '.join(kept[:5])})"
+    )
+
+
 def _misconfigured(launch: Mapping[str, Any]) -> bool:
     """Whether verify found the launch failed, and EC2 said plainly it was for the group's settings
     (:func:`~spillway.model.launcherror.names_settings`)."""
@@ -607,5 +640,6 @@ def _compact(result: Mapping[str, Any]) -> dict[str, Any]:
         "desired",
         "backoff_until",
         "terminated",
+        "kept",
     )
     return {k: result[k] for k in keep if k in result}

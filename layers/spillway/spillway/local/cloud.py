@@ -13,7 +13,9 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
   termination a lifecycle hook holds, one activity that ends when the instance terminates) first;
 * ``UpdateAutoScalingGroup`` keeps a ``MixedInstancesPolicy`` it does not name, as AWS does (moto drops it);
 * capacity outages per group (:meth:`CloudSim.capacity_outage`): the desired capacity is accepted but
-  nothing launches, and a ``Failed`` activity carries EC2's InsufficientInstanceCapacity message;
+  nothing launches, and a ``Failed`` activity carries EC2's InsufficientInstanceCapacity message; and per
+  zone of a group (:meth:`CloudSim.zone_outage`): a raise is spread over the group's zones, those for
+  the zone short of capacity fail (one ``Failed`` activity each, naming the zone), the others launch;
 * a log of every ``SetDesiredCapacity`` call (``set_desired_calls``), for "set exactly once" assertions;
 * for gang launches: ``AttachInstances`` as AWS does it (at most 20 ids a call, only running instances,
   refused when desired + attached would pass MaxSize, desired raised by the count attached); partial
@@ -94,6 +96,7 @@ class CloudSim:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._outages: dict[tuple[str, str], str | None] = {}
+        self._zone_outages: dict[tuple[str, str], str] = {}  # (region, group) -> its zone short of capacity
         self.activities: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.set_desired_calls: list[DesiredCall] = []
         self._shortfalls: dict[str, tuple[int, str, str]] = {}  # region -> (launched, code, message)
@@ -118,6 +121,17 @@ class CloudSim:
         """From now on the group launches nothing; each attempt records a Failed activity."""
         with self._lock:
             self._outages[(region, group)] = message
+
+    def zone_outage(self, group: str, region: str, zone: str) -> None:
+        """From now on the group's launches in ``zone`` (one of its AvailabilityZones) fail for capacity.
+        A raise is spread over the group's zones as Auto Scaling balances them (each new instance to the
+        zone with the fewest, in the group's order on a tie); those for ``zone`` fail, each with a
+        ``Failed`` activity whose message names ``zone``, and the others launch in their zones. Auto
+        Scaling's ``balanced-best-effort`` strategy would try the failed ones again in another zone a
+        little later: not played (Spillway, as cluster-autoscaler, takes back the desired capacity a
+        failed launch did not start when it backs the group off)."""
+        with self._lock:
+            self._zone_outages[(region, group)] = zone
 
     def fleet_shortfall(
         self,
@@ -174,6 +188,7 @@ class CloudSim:
     def end_outage(self, group: str, region: str) -> None:
         with self._lock:
             self._outages.pop((region, group), None)
+            self._zone_outages.pop((region, group), None)
 
     def calls_for(self, group: str, region: str | None = None) -> list[DesiredCall]:
         return [
@@ -233,6 +248,8 @@ class CloudSim:
                 outage = (region, name) in sim._outages
                 message = sim._outages.get((region, name))
             target = self.min_size if new_capacity is None else new_capacity
+            if target > len(before) and sim._launch_around_zone(self, before, target, original_group_set):
+                return
             if outage and target > len(before):
                 self.desired_capacity = target
                 itype = _instance_type(self)
@@ -543,6 +560,46 @@ class CloudSim:
                     setattr(response_cls, name, original)
 
     # terminate lifecycle hooks (see the module docstring) ------------------------------------------
+
+    def _launch_around_zone(
+        self, group: Any, before: set[str], target: int, launch: Callable[[Any, int], None]
+    ) -> bool:
+        """A raise of ``group`` to ``target`` while one of its zones is short (:meth:`zone_outage`): each
+        new instance goes to the zone with the fewest; the short zone's fail (a Failed activity each),
+        the others are launched zone by zone (``launch``: moto's own SetDesiredCapacity, the group kept
+        to that zone meanwhile). False when none of its zones is short: nothing done."""
+        region, name = group.region, group.name
+        with self._lock:
+            short = self._zone_outages.get((region, name))
+        zones = list(group.availability_zones)
+        if short is None or short not in zones or len(zones) < 2:
+            return False
+        counts = {z: 0 for z in zones}
+        for state in group.active_instances():
+            if state.instance.availability_zone in counts:
+                counts[state.instance.availability_zone] += 1
+        wanted = {z: 0 for z in zones}
+        for _ in range(target - len(before)):
+            zone = min(zones, key=lambda z: (counts[z] + wanted[z], zones.index(z)))
+            wanted[zone] += 1
+        for zone in zones:
+            if zone == short or not wanted[zone]:
+                continue
+            group.availability_zones = [zone]
+            try:
+                launch(group, len(group.active_instances()) + wanted[zone])
+            finally:
+                group.availability_zones = zones
+        group.desired_capacity = target
+        after = {s.instance.id for s in group.active_instances()}
+        for iid in sorted(after - before):
+            self.record(region, name, _activity(group, "Successful", f"Launching a new EC2 instance: {iid}"))
+        others = ", ".join(z for z in zones if z != short)
+        text = ICE_MESSAGE.format(instance_type=_instance_type(group), zone=short, other=others)
+        for _ in range(wanted[short]):
+            failed = _activity(group, "Failed", f"Launching a new EC2 instance.  Status Reason: {text}", text)
+            self.record(region, name, failed)
+        return True
 
     @staticmethod
     def _terminate_hooks(group: Any) -> list[Any]:

@@ -61,12 +61,12 @@ def create_group(
     cluster-autoscaler way (``enabled`` and ``<cluster>: owned``; ``gpu`` adds the nvidia.com/gpu taint
     tag; ``tags`` more). ``mixed`` names the instance type in a MixedInstancesPolicy override, so an empty
     group still has a template node; otherwise the group has the plain LaunchTemplate. It launches in the
-    region's availability zone ``zone`` (a letter). ``spot`` makes it launch only Spot, as AWS is told
-    to: an InstancesDistribution with no on-demand (mixed), else the launch template's
-    ``InstanceMarketOptions`` (moto launches plain instances either way). ``capacity_rebalance`` turns
-    on Capacity Rebalancing (``CapacityRebalance``, which moto stores and describes but never acts on: it
-    launches no replacement on a rebalance recommendation). Returns the group as
-    DescribeAutoScalingGroups prints it."""
+    region's availability zone ``zone`` (a letter; several, ``"ab"``, for a group over several zones).
+    ``spot`` makes it launch only Spot, as AWS is told to: an InstancesDistribution with no on-demand
+    (mixed), else the launch template's ``InstanceMarketOptions`` (moto launches plain instances either
+    way). ``capacity_rebalance`` turns on Capacity Rebalancing (``CapacityRebalance``, which moto stores
+    and describes but never acts on: it launches no replacement on a rebalance recommendation). Returns
+    the group as DescribeAutoScalingGroups prints it."""
     import boto3
 
     client: Any = boto3.client  # typed per service literal; these are plain dicts
@@ -103,7 +103,7 @@ def create_group(
         MinSize=min_size,
         MaxSize=max_size,
         DesiredCapacity=desired,
-        AvailabilityZones=[f"{region}{zone}"],
+        AvailabilityZones=[f"{region}{letter}" for letter in zone],
         Tags=[
             {
                 "Key": k,
@@ -247,8 +247,8 @@ class Rig:
         capacity_rebalance: bool = False,
     ) -> dict[str, Any]:  # fmt: skip
         """A group of this rig's cluster (GPU-tainted unless ``gpu=False``), in availability zone
-        ``zone`` (a letter) of its region; launching only Spot with ``spot``; with Capacity Rebalancing
-        (``CapacityRebalance``) with ``capacity_rebalance``."""
+        ``zone`` (a letter; several letters: a group over those zones) of its region; launching only
+        Spot with ``spot``; with Capacity Rebalancing (``CapacityRebalance``) with ``capacity_rebalance``."""
         return create_group(
             name, region=region or self.home, instance_type=instance_type, desired=desired, max_size=max_size,
             cluster=self.cluster, gpu=gpu, zone=zone, spot=spot, capacity_rebalance=capacity_rebalance,

@@ -145,6 +145,7 @@ class GroupResult(BaseModel):
     new_nodes: Capacity = 0  # refused's: the nodes the refused raise was to add (none were)
     terminated: list[InstanceId] = Field(default_factory=list, max_length=MAX_NAMES)
     held: list[InstanceId] = Field(default_factory=list, max_length=MAX_NAMES)
+    kept: list[InstanceId] = Field(default_factory=list, max_length=MAX_NAMES)  # booting, kept (backoff)
 
 
 class RoundRecord(BaseModel):

@@ -233,14 +233,17 @@ class Context:
         self._priorities: dict[GroupKey, float] = {}  # group -> group_priority(group)
         self._label_keys: dict[GroupKey, frozenset[str]] | None = None  # group -> group_label_keys(group)
 
-    def launching(self, group: NodeGroup) -> int:
+    def launching(self, group: NodeGroup, launched_only: bool = False) -> int:
         """The group's nodes still launching: its desired capacity (and the instances it runs above it
         for Ready nodes that give their room up to them: :meth:`NodeGroup.coming`) less its Ready nodes
         (a node still starting is not one: :mod:`spillway.planner.startup`), less the instances that are
         no longer expected to join (:mod:`spillway.planner.joins`). With its Launch process suspended,
-        only the instances it has may still come."""
+        only the instances it has may still come; with ``launched_only`` (its launches fail:
+        :func:`spillway.planner.groups.launched_only`) too, none of its desired capacity above them."""
         key = group.key
         coming = group.coming(self.replaced_in_group.get(key, 0))
+        if launched_only:
+            coming = min(coming, len(group.instance_ids))
         return coming - self.ready_in_group.get(key, 0) - self.stale.get(key, 0)
 
     def unready_long(self, node: WorkNode) -> bool:

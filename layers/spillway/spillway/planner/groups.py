@@ -247,7 +247,9 @@ def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
     """Why the group must not be asked for nodes now (its Launch process suspended, too many of its
     nodes unready, backed off, every pool it may launch from backed off, or a launch failed lately), or
     None. Some of its pools backed off: a note in its scale-up reason (SetDesiredCapacity cannot steer
-    AWS away from them). Whatever the reason, nothing of the group counts as launching for pending pods
+    AWS away from them). Its desired capacity above its instances is then no capacity coming; the
+    instances it did launch still are while its launches only fail (:func:`launched_only`), and nothing
+    of it is when its Launch process is suspended or too many of its nodes are unready
     (spillway.planner.placement.place_on_launching)."""
     suspended = group.suspension(LAUNCH)
     if suspended is not None:  # no Failed activity is written then: the back-off above never fires
@@ -288,6 +290,22 @@ def launches_failing(ctx: Context, group: NodeGroup) -> bool:
     if pools is not None and pools[0] and len(pools[0]) == pools[1]:
         return True
     return _launch_failed(ctx, group) is not None
+
+
+def launched_only(ctx: Context, group: NodeGroup) -> bool:
+    """Whether the group's capacity launching is the instances it launched and no more: its launches
+    fail (:func:`launches_failing`), so its desired capacity above them is a promise EC2 is not keeping,
+    but an instance it did start, booting, is a node coming (a raise of a group over two zones that
+    failed in one: Auto Scaling started the other zone's instances, and the scale-up's back-off keeps
+    them, :meth:`spillway.act.scale.ScaleSteps.backoff`). cluster-autoscaler counts them so: its
+    upcoming nodes are a node group's target size less its registered nodes, whatever its back-off
+    (clusterstate GetUpcomingNodes), and its AWS provider removes only the placeholders for the desired
+    instances never started (cloudprovider/aws/auto_scaling_groups.go). Not while its Launch process
+    is suspended or too many of its nodes are unready (:func:`backoff_reason` says so first): nothing of
+    it counts as launching then."""
+    if group.suspension(LAUNCH) is not None or group.key in ctx.unhealthy:
+        return False
+    return launches_failing(ctx, group)
 
 
 def _launch_failed(ctx: Context, group: NodeGroup) -> str | None:

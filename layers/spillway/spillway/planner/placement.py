@@ -17,7 +17,7 @@ from spillway.model.resources import Resources, add_into, fit_count
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, Victim, WorkNode, shape_of, without_taint
-from spillway.planner.groups import fresh_node_selected
+from spillway.planner.groups import fresh_node_selected, launched_only
 from spillway.planner.limits import Limits
 from spillway.planner.predicates import UNSCHEDULABLE_TAINT
 from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks, Planned
@@ -113,10 +113,11 @@ def reclaimable_pools(ctx: Context) -> list[Pool]:
 
 
 def launching_bins(ctx: Context, empty: Mapping[GroupKey, Resources]) -> dict[GroupKey, list[Bin]]:
-    """Per group, nodes already launching (:meth:`Context.launching`), as empty template nodes."""
+    """Per group, nodes already launching (:meth:`Context.launching`), as empty template nodes: of a
+    group whose launches fail, only the instances it launched (:func:`~spillway.planner.groups.launched_only`)."""
     bins: dict[GroupKey, list[Bin]] = {}
     for g in ctx.groups:
-        launching = ctx.launching(g)
+        launching = ctx.launching(g, launched_only(ctx, g))
         if launching > 0 and g.template is not None:
             ids = [f"{g.name}/launching-{i + 1}" for i in range(launching)]
             bins[g.key] = [Bin(dict(empty[g.key]), ids, fresh=True)]
@@ -376,10 +377,12 @@ def place_on_launching(
     limits: Limits | None = None,
 ) -> None:
     """Capacity already launching. A group whose launches fail is not really launching: its raised
-    desired capacity is a promise EC2 is not keeping. A limited tenant's class takes fresh launching
+    desired capacity is a promise EC2 is not keeping; the instances it did launch are its only launching
+    nodes (``bins``: :func:`launching_bins`), and nothing of a group backed off for another reason is
+    (:func:`~spillway.planner.groups.launched_only`). A limited tenant's class takes fresh launching
     nodes only as far as its limits allow, and is charged for them (``spillway.planner.limits``)."""
     for group in candidates:
-        if backoff[group.key]:
+        if backoff[group.key] and not launched_only(ctx, group):
             continue
         group_bins = bins.get(group.key)
         if group_bins and cls.remaining:
