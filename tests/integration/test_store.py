@@ -342,3 +342,44 @@ def test_throttling_is_aws_throttled_as_in_every_other_store(
 
     with pytest.raises(AwsThrottled, match="ProvisionedThroughputExceededException"):
         store.latest("prod")
+
+
+class _AnswerLost:
+    """The DynamoDB client as botocore behaves when a write's answer is lost (a read timeout, a 500
+    after the write landed): it sends the same request again, and the answer the caller gets is the
+    second attempt's."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def put_item(self, **kwargs: Any) -> Any:
+        if "ConditionExpression" in kwargs:
+            self._client.put_item(**kwargs)  # landed; its answer never came back
+        return self._client.put_item(**kwargs)
+
+
+def test_a_manifest_whose_answer_was_lost_and_was_sent_again_is_saved(
+    dynamodb: Any, tables: dict[str, str], build_snapshot: Any
+) -> None:
+    store = SnapshotStore(_AnswerLost(dynamodb), tables["SnapshotsTable"])  # type: ignore[arg-type]
+    snapshot = build_snapshot(3, 12, pending=2)
+
+    key = store.save(snapshot)
+
+    assert key == format_key(T0) and store.last_save is not None
+    assert store.latest("prod") == snapshot
+
+
+def test_a_snapshot_key_another_writer_took_is_still_refused(
+    dynamodb: Any, tables: dict[str, str], build_snapshot: Any
+) -> None:
+    store = SnapshotStore(dynamodb, tables["SnapshotsTable"])
+    theirs = build_snapshot(3, 12, pending=2)
+    store.save(theirs)
+
+    with pytest.raises(SnapshotError, match="ConditionalCheckFailed"):
+        store.save(build_snapshot(3, 12, pending=5))
+    assert store.latest("prod") == theirs
