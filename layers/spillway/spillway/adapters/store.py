@@ -284,6 +284,7 @@ class SnapshotStore:
             chunks = int(item["chunks"]["N"])
             codec = item["codec"]["S"]
             digest = item["sha256"]["S"]
+            write_id = item["write_id"]["S"] if chunks else ""
         except (KeyError, ValueError) as exc:
             raise SnapshotError(f"{where}: malformed snapshot item ({exc})") from exc
         if chunks == 0:
@@ -291,7 +292,7 @@ class SnapshotStore:
                 raise SnapshotError(f"{where}: snapshot item has no data")
             blob = bytes(item["data"]["B"])
         else:
-            blob = self._read_chunks(cluster, key, item["write_id"]["S"], chunks)
+            blob = self._read_chunks(cluster, key, write_id, chunks)
         if hashlib.sha256(blob).hexdigest() != digest:
             raise SnapshotError(f"{where}: data does not match its checksum")
         try:
