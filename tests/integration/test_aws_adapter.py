@@ -528,6 +528,24 @@ def test_instance_states_of_ids_ec2_does_not_show_yet_leaves_them_out(moto_aws: 
     assert states == {known: "running"}
 
 
+def test_the_dns_names_of_instances_ec2_does_not_show_yet_leave_them_out(moto_aws: None) -> None:
+    """A scale-up's back-off looks up the Nodes of its own instances, Pending ones too, which its group
+    may have launched a moment ago: DescribeInstances given such an id as InstanceIds fails the whole
+    call (InvalidInstanceID.NotFound, EC2's eventual consistency), so the give-back failed; through an
+    instance-id filter that id is left out (no Node yet) and the others are answered."""
+    clients = AwsClients(
+        REGIONS, boto3.Session(), AwsSettings(max_attempts=2, connect_timeout=1, read_timeout=2)
+    )
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    image = ec2.describe_images()["Images"][0]["ImageId"]
+    known = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]
+    adapter = AwsAdapter(clients, "prod")
+
+    names = adapter.private_dns_names("us-east-1", [known["InstanceId"], "i-0123456789abcdef0"])
+
+    assert names == {known["InstanceId"]: known["PrivateDnsName"]}
+
+
 # --- gang launches (act/gang.py) ----------------------------------------------------------------------
 
 

@@ -352,6 +352,33 @@ def test_the_next_invocation_continues_from_what_is_stored(
     assert [o.reason for o in third.observations] == ["heartbeat"]
 
 
+def test_no_observation_starts_that_would_end_past_the_deadline_when_one_outlasts_the_interval(
+    kube: FakeCluster, aws: AwsAdapter, store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An observation that takes longer than the interval (30 s against 20: a large cluster, a slow API
+    server) is followed at once, not at its interval's end: the next one ends 30 s after this one,
+    and starts only if that is before the deadline (80 s: OBSERVE_WINDOW_SECONDS=80 in a 90 s Lambda)."""
+    import spillway.observe as observe_module
+
+    time = FakeTime()
+    real_observe_once = observe_module.observe_once
+    ended: list[datetime] = []
+
+    def slow(*args: Any) -> Snapshot:
+        snapshot = real_observe_once(*args)
+        time.now += timedelta(seconds=30)
+        ended.append(time.now)
+        return replace(snapshot, observe_seconds=30.0)
+
+    monkeypatch.setattr(observe_module, "observe_once", slow)
+    deadline = T0 + timedelta(seconds=80)
+
+    run = run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, deadline)
+
+    assert ended and all(end <= deadline for end in ended), [end - T0 for end in ended]
+    assert len(run.observations) == 2  # 0-30 s and 30-60 s; a third would end at 90 s
+
+
 def test_deadline_leaves_room_before_the_lambda_timeout() -> None:
     assert deadline_for(T0, 50) == T0 + timedelta(seconds=50)
     assert deadline_for(T0, 50, remaining_ms=30_000) == T0 + timedelta(seconds=25)

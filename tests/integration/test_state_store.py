@@ -194,6 +194,33 @@ def test_a_back_off_item_keyed_by_name_is_read_as_the_group_of_the_region_it_nam
     }
 
 
+@pytest.mark.parametrize("until", [None, {"S": "next tuesday"}, {"N": "1793621700"}])
+def test_a_back_off_item_whose_time_cannot_be_read_is_skipped_naming_it_and_the_others_hold(
+    store: StateStore, ddb: Any, caplog: pytest.LogCaptureFixture, until: dict[str, str] | None
+) -> None:
+    """A back-off is advice (merge_backoffs skips one whose pool key nobody can read): an item whose
+    ``backoff_until`` is missing or no ISO time (written by hand, damaged) is left out with a warning
+    naming the item and the field, and the state and the other back-offs load. It raised KeyError or
+    ValueError from StateStore.load, so every plan and every re-plan failed, naming no field, until
+    the item's TTL removed it (never, without an ``expires_at``); the item itself is left as it is."""
+    commit(store, 0, State(nodes={"n1": NodeState(idle_since=NOW)}))
+    assert store.put_backoff("ml", "cpu", NOW + timedelta(minutes=5), "ICE", region="us-east-1")
+    bad: dict[str, Any] = {"cluster": {"S": "ml"}, "item": {"S": "backoff#us-east-1/gpu"}, "reason": {"S": "x"},
+                           "group": {"S": "gpu"}, "region": {"S": "us-east-1"}}  # fmt: skip
+    if until is not None:
+        bad["backoff_until"] = until
+    ddb.put_item(TableName="state", Item=bad)
+
+    with caplog.at_level(logging.WARNING, logger="spillway.adapters.state_store"):
+        loaded = store.load("ml", NOW)
+
+    assert loaded.version == 1 and set(loaded.state.nodes) == {"n1"}
+    assert set(loaded.state.groups) == {"us-east-1/cpu"}
+    assert "backoff#us-east-1/gpu" in caplog.text and "backoff_until" in caplog.text
+    key = {"cluster": {"S": "ml"}, "item": {"S": "backoff#us-east-1/gpu"}}
+    assert ddb.get_item(TableName="state", Key=key)["Item"] == bad
+
+
 def test_a_large_state_is_stored_compressed(store: StateStore, ddb: Any) -> None:
     nodes = {f"ip-10-0-{i // 250}-{i % 250}.ec2.internal": NodeState(idle_since=NOW) for i in range(8000)}
     commit(store, 0, State(nodes=nodes))

@@ -342,3 +342,67 @@ def test_throttling_is_aws_throttled_as_in_every_other_store(
 
     with pytest.raises(AwsThrottled, match="ProvisionedThroughputExceededException"):
         store.latest("prod")
+
+
+class _AnswerLost:
+    """The DynamoDB client as botocore behaves when a write's answer is lost (a read timeout, a 500
+    after the write landed): it sends the same request again, and the answer the caller gets is the
+    second attempt's."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def put_item(self, **kwargs: Any) -> Any:
+        if "ConditionExpression" in kwargs:
+            self._client.put_item(**kwargs)  # landed; its answer never came back
+        return self._client.put_item(**kwargs)
+
+
+def test_a_manifest_whose_answer_was_lost_and_was_sent_again_is_saved(
+    dynamodb: Any, tables: dict[str, str], build_snapshot: Any
+) -> None:
+    store = SnapshotStore(_AnswerLost(dynamodb), tables["SnapshotsTable"])  # type: ignore[arg-type]
+    snapshot = build_snapshot(3, 12, pending=2)
+
+    key = store.save(snapshot)
+
+    assert key == format_key(T0) and store.last_save is not None
+    assert store.latest("prod") == snapshot
+
+
+def test_a_snapshot_key_another_writer_took_is_still_refused(
+    dynamodb: Any, tables: dict[str, str], build_snapshot: Any
+) -> None:
+    store = SnapshotStore(dynamodb, tables["SnapshotsTable"])
+    theirs = build_snapshot(3, 12, pending=2)
+    store.save(theirs)
+
+    with pytest.raises(SnapshotError, match="ConditionalCheckFailed"):
+        store.save(build_snapshot(3, 12, pending=5))
+    assert store.latest("prod") == theirs
+
+
+@pytest.mark.parametrize(("attribute", "inline"), [("write_id", False), ("data", True), ("sha256", True)])
+def test_a_manifest_missing_an_attribute_is_a_snapshot_error_naming_it(
+    dynamodb: Any, tables: dict[str, str], build_snapshot: Any, attribute: str, inline: bool
+) -> None:
+    """A damaged manifest (an attribute removed by hand, a partial copy between tables) is refused as
+    SnapshotError naming the attribute, the error the plan function reports as a batch item failure
+    and the scale-up's re-plan retries; a chunked manifest without ``write_id`` raised KeyError
+    instead (one without ``data`` or ``sha256`` was already refused so)."""
+    chunk_bytes = 380_000 if inline else 1_000
+    store = SnapshotStore(dynamodb, tables["SnapshotsTable"], chunk_bytes=chunk_bytes)
+    key = store.save(build_snapshot(30, 300, pending=2))
+    assert (store.last_save is not None) and (store.last_save.chunks == 0) == inline
+    dynamodb.update_item(
+        TableName=tables["SnapshotsTable"],
+        Key={"cluster": {"S": "prod"}, "taken_at": {"S": key}},
+        UpdateExpression="REMOVE #a",
+        ExpressionAttributeNames={"#a": attribute},
+    )
+
+    with pytest.raises(SnapshotError, match=attribute):
+        store.get("prod", key)

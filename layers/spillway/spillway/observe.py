@@ -658,7 +658,8 @@ def run_observe(
         run.observations.append(observation)
         if on_observation is not None:
             on_observation(observation)
-        next_at = started + interval
+        # the next one starts at its interval's end, or at once when this one outlasted the interval
+        next_at = max(started + interval, clock())
         took = timedelta(seconds=snapshot.observe_seconds + (saved.seconds if saved else 0.0))
         if next_at + took > deadline:
             return run

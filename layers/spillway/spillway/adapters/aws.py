@@ -735,19 +735,28 @@ class AwsAdapter:
         return _call(f"DescribeAutoScalingInstances({region}, {instance_id})", fetch)
 
     def private_dns_names(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
-        """Instance id → private DNS name (what EKS names its Node), for those that have one."""
+        """Instance id → private DNS name (what EKS names its Node), for those that have one. The ids go
+        in an ``instance-id`` filter, as for :meth:`instance_states`: an instance its group launched a
+        moment ago may be unknown to DescribeInstances yet, which fails a call naming it in
+        ``InstanceIds`` whole (``InvalidInstanceID.NotFound``); a filter leaves it out (no Node yet)."""
         if not instance_ids:
             return {}
         client = self._clients.ec2(region)
+        ids = list(instance_ids)
 
         def fetch() -> dict[str, str]:
-            resp = client.describe_instances(InstanceIds=list(instance_ids))
             names: dict[str, str] = {}
-            for reservation in resp.get("Reservations", []):
-                for instance in reservation.get("Instances", []):
-                    dns, iid = instance.get("PrivateDnsName"), instance.get("InstanceId")
-                    if dns and iid:
-                        names[iid] = dns
+            for start in range(0, len(ids), DESCRIBE_INSTANCES_BATCH):
+                batch = ids[start : start + DESCRIBE_INSTANCES_BATCH]
+                pages = client.get_paginator("describe_instances").paginate(
+                    Filters=[{"Name": "instance-id", "Values": batch}]
+                )
+                for page in pages:
+                    for reservation in page.get("Reservations", []):
+                        for instance in reservation.get("Instances", []):
+                            dns, iid = instance.get("PrivateDnsName"), instance.get("InstanceId")
+                            if dns and iid:
+                                names[iid] = dns
             return names
 
         return _call(f"DescribeInstances({region})", fetch)

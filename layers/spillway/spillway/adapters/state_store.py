@@ -51,7 +51,9 @@ first region that has one (:func:`~spillway.model.state.keyed_by_region`). Such 
 new item takes ``<region>/<group>`` for a group name no group has: it ignores it.
 Two back-offs of one pool, in the item (:meth:`StateStore.put_backoff`'s condition) as in the merge,
 keep the stronger evidence while it lasts (fewer ``nodes``), else the later
-(:func:`~spillway.model.state.stronger_backoff`). A reader that predates pools merges those as a group
+(:func:`~spillway.model.state.stronger_backoff`). An item whose ``backoff_until`` is missing or no ISO
+time is skipped with a warning naming it and the field (advice nobody can read, as a pool key in no
+known form), left in the table. A reader that predates pools merges those as a group
 no group is named like: it ignores them; one that predates capacity types in pool keys finds no pool
 under the keys it looks up: it ignores them too; one that predates ``nodes`` ignores the attribute and
 holds the pool back for every launch, as it did.
@@ -214,7 +216,11 @@ class StateStore:
             if name == STATE_ITEM:
                 stored = _stored(item)
             elif name.startswith(BACKOFF_PREFIX):
-                backoffs.append(_backoff(item))
+                try:
+                    backoffs.append(_backoff(item))
+                except StateCorrupt as exc:  # advice nobody can read: skipped, as merge_backoffs does
+                    log.warning("%s; skipped (the item is left as it is)", exc)
+                    continue
                 unknown.extend(f"{name}.{a}" for a in sorted(set(item) - BACKOFF_ATTRIBUTES))
         warn_unknown(f"back-off items of {cluster}", unknown, log.warning)
         state = merge_backoffs(stored.state, backoffs, now)
@@ -613,10 +619,26 @@ def _backoff(item: Mapping[str, Any]) -> Backoff:
     region = item.get("region", {}).get("S", "")
     return Backoff(
         group=named if named is not None else key,
-        until=_parse(item["backoff_until"]["S"]),
+        until=_backoff_until(item),
         reason=item.get("reason", {}).get("S", ""),
         region=region,
         nodes=_nodes(item),
+    )
+
+
+def _backoff_until(item: Mapping[str, Any]) -> datetime:
+    """A back-off item's ``backoff_until`` (an ISO time string); :class:`StateCorrupt` naming the item
+    and the field when it is missing or no such time."""
+    raw = (item.get("backoff_until") or {}).get("S")
+    try:
+        if isinstance(raw, str):
+            return _parse(raw)
+    except ValueError:
+        pass
+    shown = json.dumps(item.get("backoff_until"), default=str)[:80]
+    raise StateCorrupt(
+        f"back-off item {item['item']['S'][:200]}: backoff_until must be an ISO time string "
+        f'({{"S": "2026-01-01T00:00:00Z"}}), got {shown}'
     )
 
 

@@ -13,7 +13,9 @@ Key schema of the ``snapshots`` table (partition key ``cluster``, sort key ``tak
 their own partition and are written first; the snapshot item (the manifest) is written last and carries
 the SHA-256 of the whole blob. A reader looks only at the ``<cluster>`` partition, so
 ``latest(cluster)`` is one ``Query`` (``ScanIndexForward=False``, ``Limit=1``) and never meets a
-snapshot whose chunks are not all there. Stream consumers filter on ``kind = "snapshot"``.
+snapshot whose chunks are not all there. Stream consumers filter on ``kind = "snapshot"``. The
+manifest is written only where no snapshot has its key; one found there with this save's ``write_id``
+is this save's own write, whose answer was lost and which botocore sent again: saved, not refused.
 
 Every item carries ``expires_at`` (epoch seconds, the table's TTL attribute); chunks expire a little
 after their manifest so a manifest never outlives its chunks.
@@ -188,7 +190,7 @@ class SnapshotStore:
         }
         if not pieces:
             manifest["data"] = {"B": blob}
-        self._guard(f"PutItem snapshot {cluster}/{key}", partial(self._put, manifest, new=True))
+        self._guard(f"PutItem snapshot {cluster}/{key}", partial(self._put_manifest, manifest))
         self.last_save = SaveResult(
             key=key,
             size=len(blob),
@@ -209,6 +211,26 @@ class SnapshotStore:
             )
         else:
             self.client.put_item(TableName=self.table, Item=item)
+
+    def _put_manifest(self, item: dict[str, Any]) -> None:
+        """The manifest, on the condition that no snapshot has its key. botocore sends a request again
+        when its answer was lost (a read timeout, a 500: DynamoDB may have written the item), and then
+        the condition fails on the item the first attempt wrote: the stored manifest carrying this
+        save's ``write_id`` is that write, landed, not another writer's."""
+        try:
+            self._put(item, new=True)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            stored = self.client.get_item(
+                TableName=self.table,
+                Key={"cluster": item["cluster"], "taken_at": item["taken_at"]},
+                ConsistentRead=True,
+                ProjectionExpression="#w",
+                ExpressionAttributeNames={"#w": "write_id"},
+            ).get("Item")
+            if (stored or {}).get("write_id") != item["write_id"]:
+                raise
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -262,6 +284,7 @@ class SnapshotStore:
             chunks = int(item["chunks"]["N"])
             codec = item["codec"]["S"]
             digest = item["sha256"]["S"]
+            write_id = item["write_id"]["S"] if chunks else ""
         except (KeyError, ValueError) as exc:
             raise SnapshotError(f"{where}: malformed snapshot item ({exc})") from exc
         if chunks == 0:
@@ -269,7 +292,7 @@ class SnapshotStore:
                 raise SnapshotError(f"{where}: snapshot item has no data")
             blob = bytes(item["data"]["B"])
         else:
-            blob = self._read_chunks(cluster, key, item["write_id"]["S"], chunks)
+            blob = self._read_chunks(cluster, key, write_id, chunks)
         if hashlib.sha256(blob).hexdigest() != digest:
             raise SnapshotError(f"{where}: data does not match its checksum")
         try:
