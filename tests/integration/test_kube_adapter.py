@@ -44,6 +44,7 @@ from spillway.model.k8s import (
 )
 
 NOW = dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"  # the node lifecycle controller's cordon taint
 
 
 @pytest.fixture
@@ -522,7 +523,9 @@ def test_an_uncordon_lifts_the_draining_taint_in_the_same_patch_and_only_with_it
 
     assert kube.uncordon("n1", if_reason=mine) is False
     obj = node_obj(server, "n1")
-    assert obj["spec"]["unschedulable"] is True and len(obj["spec"]["taints"]) == 2
+    assert obj["spec"]["unschedulable"] is True
+    # the cordon's taint is the node lifecycle controller's, there while the node is cordoned
+    assert [t["key"] for t in obj["spec"]["taints"]] == ["nvidia.com/gpu", UNSCHEDULABLE, DRAINING_TAINT]
     assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == patches
 
     assert kube.uncordon("n1", if_reason=warning) is True
@@ -552,7 +555,7 @@ def test_an_uncordon_for_a_digest_takes_off_only_the_cordon_the_plan_saw(
     server.update("Node", restamped)
     assert kube.uncordon("n1", if_digest=seen) is False
     assert node_obj(server, "n1")["spec"]["unschedulable"] is True
-    assert [t["key"] for t in node_obj(server, "n1")["spec"]["taints"]] == [DRAINING_TAINT]
+    assert [t["key"] for t in node_obj(server, "n1")["spec"]["taints"]] == [UNSCHEDULABLE, DRAINING_TAINT]
 
     now = cordon_digest(node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY])
     assert kube.uncordon("n1", if_digest=now) is True

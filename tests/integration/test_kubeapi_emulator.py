@@ -405,6 +405,78 @@ def test_stale_resource_version_is_a_conflict(api: KubeApiServer, core: CoreV1Ap
     assert int(replaced.metadata.resource_version) > int(fresh.metadata.resource_version)
 
 
+def test_the_node_lifecycle_controller_taints_a_cordoned_node_and_untaints_it_once_uncordoned(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    gpu = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    api.add(node("n1", taints=[gpu]))
+    answered = core.patch_node("n1", {"spec": {"unschedulable": True}})
+    # the controller acts on the change after it: the cordon's own answer has no taint yet
+    assert [t.key for t in answered.spec.taints] == ["nvidia.com/gpu"]
+    cordoned = core.read_node("n1")
+    assert [(t.key, t.effect) for t in cordoned.spec.taints] == [
+        ("nvidia.com/gpu", "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ]
+    assert cordoned.spec.taints[1].time_added is not None  # SwapNodeControllerTaint stamps it
+    assert int(cordoned.metadata.resource_version) > int(answered.metadata.resource_version)
+    # a writer holding the version read before the controller's write is refused, not merged
+    with pytest.raises(ApiException) as caught:
+        core.patch_node(
+            "n1",
+            {"metadata": {"resourceVersion": answered.metadata.resource_version}, "spec": {"taints": [gpu]}},
+            _content_type=MERGE,
+        )
+    assert caught.value.status == 409
+
+    core.patch_node("n1", {"spec": {"unschedulable": False}})
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["nvidia.com/gpu"]
+
+
+def test_the_node_lifecycle_controller_puts_back_a_cordon_taint_a_write_dropped(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    api.add({**node("n1"), "spec": {"unschedulable": True}})
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["node.kubernetes.io/unschedulable"]
+    core.patch_node("n1", {"spec": {"taints": []}}, _content_type=MERGE)
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["node.kubernetes.io/unschedulable"]
+
+
+def test_the_node_lifecycle_controller_taints_node_conditions_no_schedule(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    def conditions(**status: str) -> list[dict[str, str]]:
+        return [{"type": kind, "status": value} for kind, value in status.items()]
+
+    api.add({**node("n1"), "status": {"conditions": conditions(Ready="False", DiskPressure="True")}})
+    assert [(t.key, t.effect) for t in core.read_node("n1").spec.taints] == [
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+    ]
+    # the kubelet reports it ready but unreachable later, then healthy: taints follow each report
+    core.patch_node_status(
+        "n1", {"status": {"conditions": conditions(Ready="Unknown", DiskPressure="False")}}
+    )
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["node.kubernetes.io/unreachable"]
+    core.patch_node_status("n1", {"status": {"conditions": conditions(Ready="True")}})
+    assert not core.read_node("n1").spec.taints
+    # a NoExecute taint of the same key is taint-based eviction's, not this pass's: left alone
+    no_execute = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
+    core.patch_node("n1", {"spec": {"taints": [no_execute]}})
+    assert [(t.key, t.effect) for t in core.read_node("n1").spec.taints] == [
+        ("node.kubernetes.io/not-ready", "NoExecute")
+    ]
+
+
+def test_the_node_lifecycle_controller_waits_its_delay(api: KubeApiServer, core: CoreV1Api) -> None:
+    api.node_controller_delay = 60
+    api.add(node("n1"))
+    core.patch_node("n1", {"spec": {"unschedulable": True}})
+    assert not core.read_node("n1").spec.taints
+    api.node_controller_delay = 0
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["node.kubernetes.io/unschedulable"]
+
+
 def test_errors_are_status_objects(api: KubeApiServer, core: CoreV1Api) -> None:
     api.add(node("n1"))
     with pytest.raises(ApiException) as caught:
