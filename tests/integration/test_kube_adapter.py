@@ -820,6 +820,20 @@ def test_record_event_about_a_node(server: KubeApiServer, kube: KubeClient) -> N
     assert pod_event["type"] == "Warning"
 
 
+def test_an_event_about_a_node_named_near_the_limit_is_recorded(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """A Node's name may have 253 characters; the Event's, client-go's ``<name>.<hex time>``, then has more,
+    which the v1 Events API takes (it holds only events.k8s.io/v1 creates to a DNS subdomain)."""
+    long_name = ".".join(["ip-10-0-0-1", "a" * 60, "b" * 60, "c" * 60, "d" * 49, "internal"])
+    assert len(long_name) == 253
+    kube.record_event("Node", long_name, None, "SpillwayDraining", "draining")
+    [event] = server.list("Event")
+    name = event["metadata"]["name"]
+    assert name.startswith(f"{long_name}.") and len(name) > 253
+    assert event["involvedObject"]["name"] == long_name
+
+
 # --- shared-cluster objects and custom resources ----------------------------------------------------
 
 QUOTA_GV = ("autoscaling.x-k8s.io", "v1beta1", "capacityquotas")

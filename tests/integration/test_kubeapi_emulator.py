@@ -1033,6 +1033,62 @@ def test_events_from_both_apis_are_recorded(api: KubeApiServer, client: ApiClien
     assert [(e.note, e.regarding.name) for e in as_v1] == [("draining", "n2")]
 
 
+def test_an_event_name_is_held_to_the_rules_of_the_api_it_is_created_through(
+    client: ApiClient, core: CoreV1Api
+) -> None:
+    """events.k8s.io/v1 validates a new Event's name as a DNS subdomain (at most 253 characters); v1
+    skips that for backwards compatibility and refuses only what no URL path segment may hold."""
+    long_name = f"{'n' * 253}.{0x18AB8B3FAAA83129:x}"
+
+    def event(name: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name},
+            "involvedObject": {"kind": "Node", "name": "n" * 253},
+            "reason": "SpillwayDrain",
+            "message": "draining",
+            "source": {"component": "spillway"},
+        }
+
+    core.create_namespaced_event("default", event(long_name))  # the v1 API takes it, as a real one does
+    assert core.read_namespaced_event(long_name, "default").metadata.name == long_name
+    for bad, why in (("a%b", "may not contain '%'"), ("..", "may not be '..'")):
+        with pytest.raises(ApiException) as caught:
+            core.create_namespaced_event("default", event(bad))
+        assert caught.value.status == 422
+        assert error_body(caught.value)["details"]["causes"] == [
+            {
+                "reason": "FieldValueInvalid",
+                "message": f'Invalid value: "{bad}": {why}',
+                "field": "metadata.name",
+            }
+        ]
+
+    events_v1 = EventsV1Api(client)
+    strict = {
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Node", "name": "n" * 253},
+        "reason": "SpillwayDrain",
+        "note": "draining",
+        "type": "Normal",
+        "action": "Drain",
+        "reportingController": "spillway.io/drain",
+        "reportingInstance": "drain-1",
+    }
+    with pytest.raises(ApiException) as caught:
+        events_v1.create_namespaced_event("default", {**strict, "metadata": {"name": "x" + long_name}})
+    assert caught.value.status == 422
+    body = error_body(caught.value)
+    assert body["details"]["kind"] == "Event" and body["details"]["group"] == "events.k8s.io"
+    assert [c["message"].rpartition(": ")[2] for c in body["details"]["causes"]] == [
+        "must be no more than 253 characters"
+    ]
+    with pytest.raises(ApiException) as caught:
+        events_v1.create_namespaced_event("default", {**strict, "metadata": {"name": "Drain.1"}})
+    assert caught.value.status == 422
+    assert "a lowercase RFC 1123 subdomain" in error_body(caught.value)["message"]
+    events_v1.create_namespaced_event("default", {**strict, "metadata": {"name": "n" * 240 + ".1"}})
+
+
 def test_default_namespaces_exist(core: CoreV1Api) -> None:
     names = {ns.metadata.name for ns in core.list_namespace().items}
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= names

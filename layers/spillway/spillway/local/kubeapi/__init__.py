@@ -154,6 +154,9 @@ What it serves (JSON only)
   all NoSchedule. The controller's own write (new resourceVersion, ``timeAdded`` stamped, other taints
   kept) comes after the write that called for it: the write's answer does not show it, and a writer
   holding the version read before it gets 409.
+* Event names, by the API an Event is created through (``ValidateEventCreate``): ``events.k8s.io/v1``
+  holds ``metadata.name`` to a DNS subdomain of at most 253 characters (422); ``v1`` skips that for
+  backwards compatibility and refuses only ``.``, ``..`` and names with ``/`` or ``%`` (any length).
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
 * Faults (:class:`Faults`): ``fail_next(n, status, path_prefix, retry_after=...)``, ``delay(seconds, path_prefix)``,

@@ -584,6 +584,8 @@ class Store:
         and its immutable fields'; a CRD's schema errors, then its CEL rules, transition rules included,
         unless a blocking schema error kept them from running (:func:`crds.check`)."""
         problems: list[FieldError] = []
+        if rt.canonical == "Event" and current is None:  # a create through either Events API
+            problems += resources.event_name_problems(rt.group, str(_meta(obj).get("name") or ""))
         if rt.canonical == "PodDisruptionBudget":
             problems += disruption.check_spec(obj.get("spec") or {})
         if rt.canonical == "Pod":  # add() too: the official client cannot parse a pod without containers
