@@ -23,6 +23,9 @@ from spillway.errors import StaleSnapshot, StateConflict
 from spillway.local import cloud as cloud_module
 from spillway.local import objects as o
 from spillway.local.demo import schedule
+from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
+
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"  # the node lifecycle controller's cordon taint
 
 
 def gpu_cluster(cloud: Cloud, pods: int = 4) -> None:
@@ -472,3 +475,47 @@ def test_a_pod_whose_claim_binds_at_once_and_is_not_bound_gets_no_node_until_it_
     cloud.plan(cloud.stream_event(cloud.snapshot()))
     bound = latest_plan(cloud)
     assert [(s["group"], s["from"], s["to"]) for s in bound["scale_up"]] == [("general", 0, 1)], bound
+
+
+def test_a_node_its_drain_cordoned_is_uncordoned_for_a_pending_pod_and_nothing_is_launched(
+    cloud: Cloud,
+) -> None:
+    """A plan's drain cordoned the group's one node (the emulator's node lifecycle controller then taints
+    it node.kubernetes.io/unschedulable:NoSchedule, as a cluster's does every cordoned node) when a pod
+    arrives that fits there: the plan reuses the node, the scale-up uncordons it and launches nothing,
+    and once uncordoned the controller takes the taint off, so kube-scheduler may place the pod there."""
+    cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+    [drained] = cloud.wait_nodes(1)
+    node = cloud.kube.get("Node", drained)
+    assert node is not None
+    node["metadata"].setdefault("annotations", {})[CORDONED_BY_SPILLWAY] = (
+        "2026-12-01T08:00:00Z drain dn-1: idle"
+    )
+    node["spec"]["unschedulable"] = True
+    node["spec"]["taints"] = [
+        *(node["spec"].get("taints") or []),
+        {"key": DRAINING_TAINT, "effect": "NoSchedule"},
+    ]
+    cloud.kube.update("Node", node)  # what the drain's cordon step wrote
+    assert UNSCHEDULABLE in taint_keys(cloud, drained)
+    cloud.kube.add(o.pod("train-0", "ml", cpu="3", memory="12Gi"))
+
+    cloud.plan(cloud.stream_event(cloud.snapshot()))
+
+    plan = latest_plan(cloud)
+    assert [u["node"] for u in plan["uncordon"]] == [drained], plan
+    assert plan["scale_up"] == [], plan  # the group does not grow
+    assert [(p["pod"], p["code"]) for p in plan["pending"]] == [("ml/train-0", "fits-uncordoned")], plan
+    [execution] = cloud.wait_all()
+    assert execution["status"] == "SUCCEEDED", execution
+    assert cloud.desired("general") == 1 and len(cloud.kube.list("Node")) == 1
+    uncordoned = cloud.kube.get("Node", drained)
+    assert uncordoned is not None and not uncordoned["spec"].get("unschedulable")
+    assert CORDONED_BY_SPILLWAY not in uncordoned["metadata"].get("annotations", {})
+    assert taint_keys(cloud, drained) == []
+
+
+def taint_keys(cloud: Cloud, node: str) -> list[str]:
+    found = cloud.kube.get("Node", node)
+    assert found is not None
+    return [t["key"] for t in found["spec"].get("taints") or []]

@@ -44,6 +44,7 @@ from spillway.model.k8s import (
 )
 
 NOW = dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"  # the node lifecycle controller's cordon taint
 
 
 @pytest.fixture
@@ -522,7 +523,9 @@ def test_an_uncordon_lifts_the_draining_taint_in_the_same_patch_and_only_with_it
 
     assert kube.uncordon("n1", if_reason=mine) is False
     obj = node_obj(server, "n1")
-    assert obj["spec"]["unschedulable"] is True and len(obj["spec"]["taints"]) == 2
+    assert obj["spec"]["unschedulable"] is True
+    # the cordon's taint is the node lifecycle controller's, there while the node is cordoned
+    assert [t["key"] for t in obj["spec"]["taints"]] == ["nvidia.com/gpu", UNSCHEDULABLE, DRAINING_TAINT]
     assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == patches
 
     assert kube.uncordon("n1", if_reason=warning) is True
@@ -552,7 +555,7 @@ def test_an_uncordon_for_a_digest_takes_off_only_the_cordon_the_plan_saw(
     server.update("Node", restamped)
     assert kube.uncordon("n1", if_digest=seen) is False
     assert node_obj(server, "n1")["spec"]["unschedulable"] is True
-    assert [t["key"] for t in node_obj(server, "n1")["spec"]["taints"]] == [DRAINING_TAINT]
+    assert [t["key"] for t in node_obj(server, "n1")["spec"]["taints"]] == [UNSCHEDULABLE, DRAINING_TAINT]
 
     now = cordon_digest(node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY])
     assert kube.uncordon("n1", if_digest=now) is True
@@ -815,6 +818,20 @@ def test_record_event_about_a_node(server: KubeApiServer, kube: KubeClient) -> N
     assert pod_event["metadata"]["namespace"] == "shop"
     assert pod_event["involvedObject"]["namespace"] == "shop"
     assert pod_event["type"] == "Warning"
+
+
+def test_an_event_about_a_node_named_near_the_limit_is_recorded(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """A Node's name may have 253 characters; the Event's, client-go's ``<name>.<hex time>``, then has more,
+    which the v1 Events API takes (it holds only events.k8s.io/v1 creates to a DNS subdomain)."""
+    long_name = ".".join(["ip-10-0-0-1", "a" * 60, "b" * 60, "c" * 60, "d" * 49, "internal"])
+    assert len(long_name) == 253
+    kube.record_event("Node", long_name, None, "SpillwayDraining", "draining")
+    [event] = server.list("Event")
+    name = event["metadata"]["name"]
+    assert name.startswith(f"{long_name}.") and len(name) > 253
+    assert event["involvedObject"]["name"] == long_name
 
 
 # --- shared-cluster objects and custom resources ----------------------------------------------------

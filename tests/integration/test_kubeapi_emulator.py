@@ -405,6 +405,78 @@ def test_stale_resource_version_is_a_conflict(api: KubeApiServer, core: CoreV1Ap
     assert int(replaced.metadata.resource_version) > int(fresh.metadata.resource_version)
 
 
+def test_the_node_lifecycle_controller_taints_a_cordoned_node_and_untaints_it_once_uncordoned(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    gpu = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    api.add(node("n1", taints=[gpu]))
+    answered = core.patch_node("n1", {"spec": {"unschedulable": True}})
+    # the controller acts on the change after it: the cordon's own answer has no taint yet
+    assert [t.key for t in answered.spec.taints] == ["nvidia.com/gpu"]
+    cordoned = core.read_node("n1")
+    assert [(t.key, t.effect) for t in cordoned.spec.taints] == [
+        ("nvidia.com/gpu", "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ]
+    assert cordoned.spec.taints[1].time_added is not None  # SwapNodeControllerTaint stamps it
+    assert int(cordoned.metadata.resource_version) > int(answered.metadata.resource_version)
+    # a writer holding the version read before the controller's write is refused, not merged
+    with pytest.raises(ApiException) as caught:
+        core.patch_node(
+            "n1",
+            {"metadata": {"resourceVersion": answered.metadata.resource_version}, "spec": {"taints": [gpu]}},
+            _content_type=MERGE,
+        )
+    assert caught.value.status == 409
+
+    core.patch_node("n1", {"spec": {"unschedulable": False}})
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["nvidia.com/gpu"]
+
+
+def test_the_node_lifecycle_controller_puts_back_a_cordon_taint_a_write_dropped(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    api.add({**node("n1"), "spec": {"unschedulable": True}})
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["node.kubernetes.io/unschedulable"]
+    core.patch_node("n1", {"spec": {"taints": []}}, _content_type=MERGE)
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["node.kubernetes.io/unschedulable"]
+
+
+def test_the_node_lifecycle_controller_taints_node_conditions_no_schedule(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    def conditions(**status: str) -> list[dict[str, str]]:
+        return [{"type": kind, "status": value} for kind, value in status.items()]
+
+    api.add({**node("n1"), "status": {"conditions": conditions(Ready="False", DiskPressure="True")}})
+    assert [(t.key, t.effect) for t in core.read_node("n1").spec.taints] == [
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+    ]
+    # the kubelet reports it ready but unreachable later, then healthy: taints follow each report
+    core.patch_node_status(
+        "n1", {"status": {"conditions": conditions(Ready="Unknown", DiskPressure="False")}}
+    )
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["node.kubernetes.io/unreachable"]
+    core.patch_node_status("n1", {"status": {"conditions": conditions(Ready="True")}})
+    assert not core.read_node("n1").spec.taints
+    # a NoExecute taint of the same key is taint-based eviction's, not this pass's: left alone
+    no_execute = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
+    core.patch_node("n1", {"spec": {"taints": [no_execute]}})
+    assert [(t.key, t.effect) for t in core.read_node("n1").spec.taints] == [
+        ("node.kubernetes.io/not-ready", "NoExecute")
+    ]
+
+
+def test_the_node_lifecycle_controller_waits_its_delay(api: KubeApiServer, core: CoreV1Api) -> None:
+    api.node_controller_delay = 60
+    api.add(node("n1"))
+    core.patch_node("n1", {"spec": {"unschedulable": True}})
+    assert not core.read_node("n1").spec.taints
+    api.node_controller_delay = 0
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["node.kubernetes.io/unschedulable"]
+
+
 def test_errors_are_status_objects(api: KubeApiServer, core: CoreV1Api) -> None:
     api.add(node("n1"))
     with pytest.raises(ApiException) as caught:
@@ -959,6 +1031,62 @@ def test_events_from_both_apis_are_recorded(api: KubeApiServer, client: ApiClien
     assert [(e.reason, e.reporting_component) for e in listed] == [("SpillwayDrain", "spillway.io/drain")]
     as_v1 = EventsV1Api(client).list_namespaced_event("default", field_selector="reason=SpillwayDrain").items
     assert [(e.note, e.regarding.name) for e in as_v1] == [("draining", "n2")]
+
+
+def test_an_event_name_is_held_to_the_rules_of_the_api_it_is_created_through(
+    client: ApiClient, core: CoreV1Api
+) -> None:
+    """events.k8s.io/v1 validates a new Event's name as a DNS subdomain (at most 253 characters); v1
+    skips that for backwards compatibility and refuses only what no URL path segment may hold."""
+    long_name = f"{'n' * 253}.{0x18AB8B3FAAA83129:x}"
+
+    def event(name: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name},
+            "involvedObject": {"kind": "Node", "name": "n" * 253},
+            "reason": "SpillwayDrain",
+            "message": "draining",
+            "source": {"component": "spillway"},
+        }
+
+    core.create_namespaced_event("default", event(long_name))  # the v1 API takes it, as a real one does
+    assert core.read_namespaced_event(long_name, "default").metadata.name == long_name
+    for bad, why in (("a%b", "may not contain '%'"), ("..", "may not be '..'")):
+        with pytest.raises(ApiException) as caught:
+            core.create_namespaced_event("default", event(bad))
+        assert caught.value.status == 422
+        assert error_body(caught.value)["details"]["causes"] == [
+            {
+                "reason": "FieldValueInvalid",
+                "message": f'Invalid value: "{bad}": {why}',
+                "field": "metadata.name",
+            }
+        ]
+
+    events_v1 = EventsV1Api(client)
+    strict = {
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Node", "name": "n" * 253},
+        "reason": "SpillwayDrain",
+        "note": "draining",
+        "type": "Normal",
+        "action": "Drain",
+        "reportingController": "spillway.io/drain",
+        "reportingInstance": "drain-1",
+    }
+    with pytest.raises(ApiException) as caught:
+        events_v1.create_namespaced_event("default", {**strict, "metadata": {"name": "x" + long_name}})
+    assert caught.value.status == 422
+    body = error_body(caught.value)
+    assert body["details"]["kind"] == "Event" and body["details"]["group"] == "events.k8s.io"
+    assert [c["message"].rpartition(": ")[2] for c in body["details"]["causes"]] == [
+        "must be no more than 253 characters"
+    ]
+    with pytest.raises(ApiException) as caught:
+        events_v1.create_namespaced_event("default", {**strict, "metadata": {"name": "Drain.1"}})
+    assert caught.value.status == 422
+    assert "a lowercase RFC 1123 subdomain" in error_body(caught.value)["message"]
+    events_v1.create_namespaced_event("default", {**strict, "metadata": {"name": "n" * 240 + ".1"}})
 
 
 def test_default_namespaces_exist(core: CoreV1Api) -> None:

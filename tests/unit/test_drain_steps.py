@@ -909,6 +909,7 @@ def test_cordon_marks_the_node_as_spillways_and_taints_it_keeping_other_taints(r
     assert {(t["key"], t["effect"]) for t in node["spec"]["taints"]} == {
         ("nvidia.com/gpu", "NoSchedule"),
         ("spillway.io/draining", "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule"),  # the node lifecycle controller's, for the cordon
     }
     events = [e for e in rig.api.list("Event") if e["involvedObject"]["name"] == NODE]
     assert [e["reason"] for e in events] == ["SpillwayDraining"]

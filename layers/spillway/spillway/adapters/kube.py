@@ -1266,6 +1266,10 @@ class KubeClient:
         """Create a core/v1 Event about an object (``kubectl describe`` shows it).
 
         Events about cluster-scoped objects (Nodes) go to the ``default`` namespace, as kubelet's do.
+        The name is client-go's record package's, ``<object name>.<UnixNano in hex>``: past 253
+        characters for an object named near the limit, which the ``v1`` API takes (``ValidateEventCreate``
+        holds only ``events.k8s.io/v1`` creates to a DNS subdomain; ``v1`` names need only be a path
+        segment), as it takes client-go's.
         """
         now = self._clock().astimezone(UTC).replace(microsecond=0)
         ns = namespace or "default"

@@ -145,6 +145,18 @@ What it serves (JSON only)
   ``qosClass`` out keeps it, one changing it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
   resources so that its class would change answers 422 (the ``pods/resize`` rule). A quantity that does
   not parse answers 400.
+* The node lifecycle controller's NoSchedule tainting pass (see :mod:`.nodelifecycle`): after every
+  write of a Node (through the API or ``add``/``update``), at the next request once
+  ``KubeApiServer.node_controller_delay`` (default 0) has passed, a cordoned Node
+  (``spec.unschedulable``) gets ``node.kubernetes.io/unschedulable:NoSchedule`` and one uncordoned loses
+  it; a Ready ``False``/``Unknown`` condition gives ``node.kubernetes.io/not-ready``/``unreachable``, a
+  ``MemoryPressure``, ``DiskPressure``, ``PIDPressure`` or ``NetworkUnavailable`` ``True`` its own key,
+  all NoSchedule. The controller's own write (new resourceVersion, ``timeAdded`` stamped, other taints
+  kept) comes after the write that called for it: the write's answer does not show it, and a writer
+  holding the version read before it gets 409.
+* Event names, by the API an Event is created through (``ValidateEventCreate``): ``events.k8s.io/v1``
+  holds ``metadata.name`` to a DNS subdomain of at most 253 characters (422); ``v1`` skips that for
+  backwards compatibility and refuses only ``.``, ``..`` and names with ``/`` or ``%`` (any length).
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
 * Faults (:class:`Faults`): ``fail_next(n, status, path_prefix, retry_after=...)``, ``delay(seconds, path_prefix)``,
@@ -159,6 +171,7 @@ immutability (so no ``pods/resize`` subresource: an in-place resize is a write t
 containerStatuses a ``/status`` write, as the kubelet's), admission but the pod side of the
 Priority and DefaultTolerationSeconds plugins (no LimitRanger, no single-global-default rule for
 PriorityClasses),
+the NoExecute taints of taint-based eviction and the taint eviction controller, node heartbeats,
 RBAC, finalizers and garbage collection (deleting a Node leaves its pods), ``resourceVersion`` /
 ``resourceVersionMatch`` on lists (always the latest state), controllers (workloads are stored, never
 run: no pods are created or replaced; the disruption controller's arithmetic is computed on read, but

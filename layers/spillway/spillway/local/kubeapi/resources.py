@@ -56,6 +56,40 @@ def event_to_events_v1(obj: JsonObj) -> JsonObj:
     return out
 
 
+_DNS_SUBDOMAIN = re.compile(crds.DNS_SUBDOMAIN_PATTERN)
+_DNS_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+    "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+def event_name_problems(group: str, name: str) -> list[FieldError]:
+    """What the API server says of a new Event's ``metadata.name``, by the API it is created through.
+
+    ``events.k8s.io/v1``: ``ValidateEventCreate`` (kubernetes/kubernetes pkg/apis/core/validation/
+    events.go) validates its ObjectMeta with ``NameIsDNSSubdomain``: at most 253 characters, a lowercase
+    RFC 1123 subdomain (k8s.io/apimachinery pkg/util/validation ``IsDNS1123Subdomain``). ``v1`` (and
+    ``events.k8s.io/v1beta1``): that strict validation is skipped for backwards compatibility, and only
+    the check every create gets remains (``rest.BeforeCreate``: ``ValidateObjectMetaAccessor`` with
+    ``path.ValidatePathSegmentName``): not ``.`` or ``..``, no ``/`` or ``%``, any length."""
+    where = "metadata.name"
+    if group == "events.k8s.io":
+        found = []
+        if len(name) > 253:
+            found.append(FieldError(where, f'Invalid value: "{name}": must be no more than 253 characters'))
+        if not _DNS_SUBDOMAIN.match(name):
+            found.append(FieldError(where, f'Invalid value: "{name}": {_DNS_SUBDOMAIN_MESSAGE}'))
+        return found
+    if name in (".", ".."):
+        return [FieldError(where, f"Invalid value: \"{name}\": may not be '{name}'")]
+    return [
+        FieldError(where, f"Invalid value: \"{name}\": may not contain '{bad}'")
+        for bad in ("/", "%")
+        if bad in name
+    ]
+
+
 def _identity(obj: JsonObj) -> JsonObj:
     return obj
 

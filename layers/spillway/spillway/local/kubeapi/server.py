@@ -714,6 +714,18 @@ class KubeApiServer:
     def kubelet_confirm_delay(self, seconds: float) -> None:
         self.store.kubelet_confirm_delay = seconds
 
+    @property
+    def node_controller_delay(self) -> float:
+        """Seconds after a Node's change before the emulated node lifecycle controller taints it (or
+        lifts its taint): ``node.kubernetes.io/unschedulable:NoSchedule`` while it is cordoned, and the
+        NoSchedule taints of its conditions (see :mod:`.nodelifecycle`). 0 by default: the next request
+        sees it, not the write's own answer. Set it long to hold a Node in the moment between."""
+        return self.store.node_controller_delay
+
+    @node_controller_delay.setter
+    def node_controller_delay(self, seconds: float) -> None:
+        self.store.node_controller_delay = seconds
+
     def update(self, kind: str, obj: Mapping[str, Any]) -> JsonObj:
         """Replace an existing object whole, status included, whatever its resourceVersion (the
         test's hand, not an API write); raises :class:`KubeApiError` 404 when it does not exist."""

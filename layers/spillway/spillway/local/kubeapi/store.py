@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spillway.local.kubeapi import crds, deletion, disruption, pods, resources
+from spillway.local.kubeapi import crds, deletion, disruption, nodelifecycle, pods, resources
 from spillway.local.kubeapi.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from spillway.local.kubeapi.resources import NAMESPACES, PODS, PRIORITY_CLASSES, ResourceType
 from spillway.local.kubeapi.selectors import FieldQuery, LabelQuery, fields_match, labels_match
@@ -254,6 +254,12 @@ class Store:
         self.kubelet_confirm_delay: float = 0.0
         #: pods deleted gracefully through the API: key -> (when, grace period, uid)
         self._terminating: dict[Key, tuple[datetime, int, str]] = {}
+        #: seconds after a Node's change before the node lifecycle controller's NoSchedule tainting pass
+        #: reaches it (:mod:`.nodelifecycle`): its worker reads the Node from an informer, so its taint
+        #: follows the write that called for it; 0 by default (the next read or write sees it)
+        self.node_controller_delay: float = 0.0
+        #: Nodes written since the controller's last pass over them: name -> when first queued
+        self._node_updates: dict[str, datetime] = {}
         self._objects: dict[str, dict[Key, Entry]] = {kind: {} for kind in resources.BY_STORE_KIND}
         self._rv = 100
         self._kind_version = dict.fromkeys(resources.BY_STORE_KIND, 0)
@@ -271,10 +277,28 @@ class Store:
 
     @contextlib.contextmanager
     def _session(self) -> Iterator[None]:
-        """The store's lock, after the emulated kubelet confirmed the deletions now due."""
+        """The store's lock, after the emulated kubelet confirmed the deletions now due and the node
+        lifecycle controller tainted the Nodes due."""
         with self.lock:
             self._reap()
+            self._taint_nodes()
             yield
+
+    def _taint_nodes(self) -> None:
+        """The node lifecycle controller's NoSchedule tainting pass (:mod:`.nodelifecycle`) over each
+        Node written at least :attr:`node_controller_delay` seconds ago: its cordon and condition taints
+        swapped in as one more write (a new resourceVersion), every other taint kept."""
+        if not self._node_updates:
+            return
+        now = self._clock()
+        for name, since in list(self._node_updates.items()):
+            if now < since + timedelta(seconds=max(0.0, self.node_controller_delay)):
+                continue
+            del self._node_updates[name]
+            entry = self._objects["Node"].get(("", name))
+            updated = None if entry is None else nodelifecycle.tainted(entry.obj, iso(now))
+            if updated is not None:
+                self._write("Node", ("", name), updated, queue=False)
 
     def _reap(self) -> None:
         """The kubelet's side of a graceful deletion: a pod whose containers have stopped (its grace
@@ -309,7 +333,11 @@ class Store:
             raise not_found(rt.qualified, name)
         return entry
 
-    def _write(self, kind: str, key: Key, obj: JsonObj) -> Entry:
+    def _write(self, kind: str, key: Key, obj: JsonObj, *, queue: bool = True) -> Entry:
+        """Store ``obj`` under a new resourceVersion; a Node written (but by the node lifecycle
+        controller's own pass) is queued for that pass, as its informer's update handler queues it."""
+        if kind == "Node" and queue:
+            self._node_updates.setdefault(key[1], self._clock())
         self._rv += 1
         stored = {**obj, "metadata": {**_meta(obj), "resourceVersion": str(self._rv)}}
         entry = Entry(stored)
@@ -556,6 +584,8 @@ class Store:
         and its immutable fields'; a CRD's schema errors, then its CEL rules, transition rules included,
         unless a blocking schema error kept them from running (:func:`crds.check`)."""
         problems: list[FieldError] = []
+        if rt.canonical == "Event" and current is None:  # a create through either Events API
+            problems += resources.event_name_problems(rt.group, str(_meta(obj).get("name") or ""))
         if rt.canonical == "PodDisruptionBudget":
             problems += disruption.check_spec(obj.get("spec") or {})
         if rt.canonical == "Pod":  # add() too: the official client cannot parse a pod without containers
