@@ -224,3 +224,23 @@ def test_a_daemonset_on_some_of_a_groups_zones_takes_its_room_on_its_new_nodes()
 
     assert scale_up(result) == {}
     assert pending_codes(result)[big] == codes.NO_GROUP_FITS
+
+
+def test_a_daemonset_per_architecture_takes_the_room_of_one_of_them_on_a_new_node() -> None:
+    """Two DaemonSets of one agent, one per architecture (an image built for each): a new node of a
+    group of amd64 and arm64 types runs one of them, whichever it comes up as, never both; its room is
+    what the larger leaves, so a pod that fits beside either gets a node."""
+    w = World()
+    w.groups["mixed"] = mixed(types("m7g.xlarge", "m6i.xlarge"))
+    w.items.append(o.daemonset("agent-amd64", cpu="1", memory="64Mi", node_selector={ARCH: "amd64"}))
+    w.items.append(o.daemonset("agent-arm64", cpu="1", memory="64Mi", node_selector={ARCH: "arm64"}))
+    (group,) = w.parsed()[1]
+    assert group.template is not None
+    beside_one = group.template.allocatable[CPU] - 1500  # room beside one agent, not beside both
+    (big,) = w.pods("big", 1, cpu=f"{beside_one}m", memory="1Gi")
+    (too_big,) = w.pods("too-big", 1, cpu=f"{beside_one + 1000}m", memory="1Gi")
+
+    result = w.plan()
+
+    assert scale_up(result) == {"mixed": (0, 1, [big])}
+    assert pending_codes(result)[too_big] == codes.NO_GROUP_FITS  # beside either agent it does not fit

@@ -1886,3 +1886,40 @@ def test_a_node_closed_to_one_class_keeps_its_room_for_the_next() -> None:
 
     assert {p.pod: p.node for p in result.placements}["default/other"] == first
     assert scale_up(result) == {"cpu": (2, 3, ["default/web-2"])}
+
+
+def test_consolidation_counts_the_daemonset_pods_a_launching_node_runs_first_for_a_hostname_spread() -> None:
+    """A node already launching registers running the team's agent, which the replicas' spread over
+    nodes counts (team=ml, maxSkew 1): with the other node at one (its agent, full), the launching node
+    takes one replica (agent and replica: two, one above the least), not two. Node a's two replicas do
+    not fit elsewhere, so a is not consolidated: the second would wait for a node of its own."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    w.groups["cpu"]["DesiredCapacity"] = 3  # a third node is launching (an earlier plan's)
+    team = {"team": "ml"}
+    agent = o.daemonset("agent", namespace="default")
+    agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **team}
+    w.items.append(agent)
+    constraint = spread(HOST)
+    constraint[0]["labelSelector"] = {"matchLabels": team}
+    for i, node in enumerate((a, b)):
+        pod = o.daemonset_pod(
+            f"agent-{i}", node, ds="agent", labels={"app.kubernetes.io/name": "agent", **team}
+        )
+        pod["metadata"]["namespace"] = "default"
+        w.items.append(pod)
+    for i in range(2):
+        item = replica(f"web-{i}", a, labels={"app": "web", **team}, annotations=EVICTABLE)
+        item["spec"]["topologySpreadConstraints"] = constraint
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "250m"
+        w.items.append(item)
+    w.pods("fill", 1, cpu="7800m", memory="1Gi", node_name=b)  # no room left for a replica
+
+    result = w.plan(
+        max_scale_in_fraction=1.0,
+        consolidation="when-underutilized",
+        consolidation_utilization_threshold=1.0,
+    )
+
+    assert [d.node for d in result.drain] == []
+    assert {k.node: k.code for k in result.kept}[a] == codes.DOES_NOT_FIT

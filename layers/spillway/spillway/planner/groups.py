@@ -39,24 +39,40 @@ def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
       without them): each DaemonSet one of whose pods admits the template by its nodeSelector and
       tolerations (the pinning term left out), the first pod by name standing for it. Its node affinity
       is lost with the pinning, so a DaemonSet that targets other nodes by affinity alone is reserved
-      here too, and one without a pod is not seen."""
-    return _requests_of(fresh_node_pods(ctx, group))
+      here too, and one without a pod is not seen.
+
+    Of a group over several zones or types, the most any one of the nodes it may launch runs
+    (:func:`new_node_label_sets`), resource by resource: the node comes up as one of them and runs the
+    DaemonSets that run there, so two that never share a node (one per architecture, or per zone)
+    take the room of the larger, not of both."""
+    sets = new_node_label_sets(group) if group.template is not None else []
+    if len(sets) <= 1:
+        return _requests_of(fresh_node_pods(ctx, group))
+    worst: Resources = {}
+    for labels in sets:
+        for name, amount in _requests_of(fresh_node_pods(ctx, group, on=labels)).items():
+            worst[name] = max(worst.get(name, 0), amount)
+    return worst
 
 
-def fresh_node_pods(ctx: Context, group: NodeGroup, sure: bool = False) -> list[PodInfo | DaemonSetInfo]:
+def fresh_node_pods(
+    ctx: Context, group: NodeGroup, sure: bool = False, on: Mapping[str, str] | None = None
+) -> list[PodInfo | DaemonSetInfo]:
     """The DaemonSet and static pods a fresh node of the group runs (see :func:`fresh_node_overhead`):
     of a group over several zones or types, a DaemonSet that runs on any of the nodes it may launch
-    (its room and ports are taken wherever the node lands), or, ``sure``, only one that runs on each of
-    them (a pod that must join it finds it on whichever node comes up)."""
+    (its ports are taken wherever the node lands), or, ``sure``, only one that runs on each of
+    them (a pod that must join it finds it on whichever node comes up); ``on``: those of a new node
+    with these labels (one of :func:`new_node_label_sets`)."""
     template = group.template
     if template is None:
         return []
+    sets = [on] if on is not None else None
     if _own_node(ctx, group, template.node):
         assert template.node is not None
-        return _on_its_node(ctx, group, template.node, sure)
+        return _on_its_node(ctx, group, template.node, sure, sets)
     if ctx.snapshot.daemonsets:
-        return [d for d in ctx.snapshot.daemonsets if runs_on(d, group, sure)]
-    return list(_admitted_by_pods(ctx, group, sure))
+        return [d for d in ctx.snapshot.daemonsets if runs_on(d, group, sure, sets)]
+    return list(_admitted_by_pods(ctx, group, sure, sets))
 
 
 def fresh_node_ports(ctx: Context, group: NodeGroup) -> frozenset[tuple[int, str, str]]:
@@ -115,23 +131,28 @@ def _own_node(ctx: Context, group: NodeGroup, name: str | None) -> bool:
     return node is not None and node.group is not None and node.group.key == group.key
 
 
-def _on_its_node(ctx: Context, group: NodeGroup, node: str, sure: bool) -> list[PodInfo | DaemonSetInfo]:
+def _on_its_node(
+    ctx: Context, group: NodeGroup, node: str, sure: bool, sets: Sequence[Mapping[str, str]] | None
+) -> list[PodInfo | DaemonSetInfo]:
     """The DaemonSet and mirror pods of ``node``, and the critical DaemonSets it does not run yet."""
     pods = ctx.node_daemons.get(node, [])
     running = {(p.namespace, p.owner_name) for p in pods if p.daemonset}
     joining = [
         d
         for d in ctx.snapshot.daemonsets
-        if d.critical and (d.namespace, d.name) not in running and runs_on(d, group, sure)
+        if d.critical and (d.namespace, d.name) not in running and runs_on(d, group, sure, sets)
     ]
     return [*pods, *joining]
 
 
-def _admitted_by_pods(ctx: Context, group: NodeGroup, sure: bool) -> list[PodInfo]:
+def _admitted_by_pods(
+    ctx: Context, group: NodeGroup, sure: bool, sets: Sequence[Mapping[str, str]] | None = None
+) -> list[PodInfo]:
     """A pod of each DaemonSet whose nodeSelector and tolerations admit a new node of ``group`` (every
-    one, ``sure``: :func:`new_node_label_sets`)."""
+    one, ``sure``: :func:`new_node_label_sets`, or those ``sets``)."""
     assert group.template is not None
-    taints, sets, judge = group.template.taints, new_node_label_sets(group), all if sure else any
+    taints, judge = group.template.taints, all if sure else any
+    sets = new_node_label_sets(group) if sets is None else sets
     admitted = []
     for rep_key in sorted(ctx.ds_representatives):
         pod = ctx.ds_representatives[rep_key]
@@ -201,19 +222,25 @@ def new_node_label_sets(group: NodeGroup) -> list[Mapping[str, str]]:
     return [*launch_labels(group)] or [group.template.labels]
 
 
-def runs_on(daemonset: DaemonSetInfo, group: NodeGroup, sure: bool = False) -> bool:
+def runs_on(
+    daemonset: DaemonSetInfo,
+    group: NodeGroup,
+    sure: bool = False,
+    sets: Sequence[Mapping[str, str]] | None = None,
+) -> bool:
     """The DaemonSet controller would run a pod of ``daemonset`` on a new node of ``group`` in one of
     the zones and types it may come up in, or, ``sure``, in each of them (:func:`new_node_label_sets`: a
     DaemonSet of amd64 and arm64 nodes runs on every node of a group of both, though its template names
     no architecture) (NodeShouldRunDaemonPod: no other node named, selector and required affinity
-    match, the NoSchedule and NoExecute taints tolerated)."""
+    match, the NoSchedule and NoExecute taints tolerated). ``sets``: judged on these label sets
+    instead."""
     assert group.template is not None
     taints, judge = group.template.taints, all if sure else any
     return daemonset.node_name is None and judge(
         not why_not_placeable(
             daemonset.node_selector, daemonset.required_terms, daemonset.tolerations, labels, taints, None
         )
-        for labels in new_node_label_sets(group)
+        for labels in (new_node_label_sets(group) if sets is None else sets)
     )
 
 
