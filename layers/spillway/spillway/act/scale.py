@@ -591,7 +591,8 @@ def _failed_pools(launch: Mapping[str, Any], asg: AutoScalingGroup) -> list[Pool
 
 def _keeps_launched(pools: Sequence[Pool], asg: AutoScalingGroup) -> bool:
     """Whether a back-off keeps this plan's instances that run no Ready Node yet: its launch failed for
-    capacity in a pool EC2 named (``pools``, :func:`_failed_pools`) of a group over several zones.
+    capacity in a pool EC2 named (``pools``, :func:`_failed_pools`) of a group over several zones or
+    types.
     Auto Scaling launches a raise over the group's zones and, when one has no capacity, in the others
     (its default ``balanced-best-effort`` CapacityDistributionStrategy: "If launches fail in an
     Availability Zone, Auto Scaling will attempt to launch in another healthy Availability Zone
@@ -599,10 +600,16 @@ def _keeps_launched(pools: Sequence[Pool], asg: AutoScalingGroup) -> bool:
     nodes booting, not a launch that failed. cluster-autoscaler keeps them too: its AWS provider removes
     only the placeholders for the desired instances never started (auto_scaling_groups.go,
     createPlaceholdersForDesiredNonStartedInstances), and its upcoming nodes still count them
-    (clusterstate GetUpcomingNodes), as the plans do (:func:`spillway.planner.groups.launched_only`). A
-    failure that names no pool, or of a group of one zone, is the group's own; a timeout is a launch
-    that did not come up: their instances are given back."""
-    return bool(pools) and len(set(asg.AvailabilityZones)) > 1
+    (clusterstate GetUpcomingNodes), as the plans do (:func:`spillway.planner.groups.launched_only`).
+    The same for a group of several instance types (a mixed instances policy of more than one override,
+    or of instance requirements): its allocation strategy goes on to another type when one has no
+    capacity (EC2 Auto Scaling user guide, "Allocation strategies for multiple instance types"). A
+    failure that names no pool, or of a group of one zone and one type, is the group's own; a timeout is
+    a launch that did not come up: their instances are given back."""
+    mixed = asg.MixedInstancesPolicy
+    overrides = mixed.LaunchTemplate.Overrides if mixed and mixed.LaunchTemplate else []
+    types = len(overrides) > 1 or any(o.InstanceRequirements for o in overrides)
+    return bool(pools) and (len(set(asg.AvailabilityZones)) > 1 or types)
 
 
 def _kept_said(kept: Sequence[str]) -> str:
