@@ -621,6 +621,73 @@ def test_a_hostname_spread_counts_the_daemonset_pods_of_a_node_already_launching
     assert scale_up(result)["cpu"][:2] == (4, 6)
 
 
+def _agent_counted_by_zone_spread(w: World, running: int, pending: int) -> None:
+    """The spread over zones selects the team's pods (team=ml, maxSkew 1), and the team's node agent,
+    a DaemonSet in the same namespace, carries that label too. A group in zone a and one in zone b
+    have a node each that runs the agent, full; zone a's runs ``running`` replicas; ``pending`` small
+    replicas wait."""
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    (b,) = w.group("cpu-b", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1b"])
+    w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"
+    team = {"team": "ml"}
+    agent = o.daemonset("agent", namespace="default")
+    agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **team}
+    w.items.append(agent)
+    constraint = spread(ZONE)
+    constraint[0]["labelSelector"] = {"matchLabels": team}
+
+    def web(name: str, node: str | None = None) -> dict[str, Any]:
+        item = replica(name, node, labels={"app": "web", **team})
+        item["spec"]["topologySpreadConstraints"] = constraint
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "250m"
+        return item
+
+    for i, node in enumerate((a, b)):
+        pod = o.daemonset_pod(
+            f"agent-{i}", node, ds="agent", labels={"app.kubernetes.io/name": "agent", **team}
+        )
+        pod["metadata"]["namespace"] = "default"
+        w.items.append(pod)
+        w.pods(f"fill-{i}", 1, cpu="7700m", memory="1Gi", node_name=node)
+    w.items += [web(f"web-{i}", a) for i in range(running)]
+    w.items += [web(f"web-{i}") for i in range(running, running + pending)]
+
+
+def test_a_zone_spread_counts_the_daemonset_pods_each_new_node_runs_in_its_zone() -> None:
+    """kube-scheduler counts every pod of each node of a zone that the selector matches
+    (podtopologyspread/common.go, countPodsMatchSelector over nodeInfo.Pods, summed per zone in
+    filtering.go calPreFilterState), and a new node registers running the agent. Zone a stands at two
+    (agent, replica), zone b at one (agent); two replicas wait. A new node in zone b brings b to two
+    with its agent, so it takes one replica (three), and the other needs a new node in zone a (three
+    there too); put beside the first in zone b it would stand at four against two and wait a plan and a
+    boot more."""
+    w = World(regions=("us-east-1",))
+    _agent_counted_by_zone_spread(w, running=1, pending=2)
+
+    result = w.plan()
+
+    assert scale_up(result) == {
+        "cpu-a": (1, 2, ["default/web-2"]),
+        "cpu-b": (1, 2, ["default/web-1"]),
+    }
+
+
+def test_a_zone_spread_counts_the_daemonset_pods_of_a_new_node_another_kind_opened() -> None:
+    """A batch pod that must run in zone b gets a new node there first; it registers running the agent,
+    so zone b stands at two against zone a's one: the replica waiting gets a new node in zone a, not
+    the batch pod's node's room in zone b (three against one, which kube-scheduler refuses)."""
+    w = World(regions=("us-east-1",))
+    _agent_counted_by_zone_spread(w, running=0, pending=1)
+    w.items.append(o.pod("batch", cpu="4", memory="1Gi", node_selector={ZONE: "us-east-1b"}))
+
+    result = w.plan()
+
+    assert scale_up(result) == {
+        "cpu-a": (1, 2, ["default/web-0"]),
+        "cpu-b": (1, 2, ["default/batch"]),
+    }
+
+
 def test_new_nodes_take_max_skew_above_the_least_loaded_existing_node() -> None:
     """Every node runs one replica, so kube-scheduler lets a new node reach two (maxSkew 1 above the
     least loaded): thirty small replicas need fifteen new nodes, not one each."""

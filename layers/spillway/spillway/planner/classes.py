@@ -21,7 +21,7 @@ from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, nominated_to
 from spillway.planner.groups import ZONE_KEYS_SET_ON_LAUNCH, has_spot, launch_labels, why_not_movable
 from spillway.planner.predicates import references_node_identity, why_not_placeable
-from spillway.planner.topology import FREE, UNBOUNDED, Domains
+from spillway.planner.topology import FREE, UNBOUNDED, Domains, Spot
 from spillway.planner.types import PendingPod
 
 ZONE_LABEL = ZONE_KEYS_SET_ON_LAUNCH[0]
@@ -101,6 +101,15 @@ class PodClass:
             value = labels.get(key)
             if value is not None:
                 self.placed_in[(key, value)] = self.placed_in.get((key, value), 0) + count
+
+    def opened(self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int) -> None:
+        """``nodes`` new nodes at ``spot`` were opened for the class: the pods they run first that its
+        zone spreads select count in their zone (:meth:`~spillway.planner.topology.Domains.with_fresh`),
+        and the round's ceilings are taken again with them (the least loaded zone may have risen)."""
+        domains = self.domains.with_fresh(spot, fresh, nodes)
+        if domains is not self.domains:
+            self.domains = domains
+            self.ceilings = {}
 
     def take(self, count: int) -> list[str]:
         taken = self.pods[self.next : self.next + count]

@@ -491,7 +491,9 @@ class ScaleUpStage:
         fits = min(cls.remaining, cls.room_in(labels))
         if fits <= 0 or per_node <= 0:
             return _spread_full(group)
-        need = math.ceil(fits / per_node)
+        # each new node's own pods that a zone spread counts take places of the class's in its zone
+        taken = cls.domains.zone_fresh(self._new_spot(group), self._fresh(group))
+        need = math.ceil(fits / (per_node + taken))
         need = need if at_most is None else min(need, at_most)
         cap = on_demand_cap(ctx, cls, group)
         opening, binding = self.limits.allowed(
@@ -542,7 +544,21 @@ class ScaleUpStage:
         bins = self.new_bins.setdefault((key, cls.gang), [])
         bins.append(new_bin(cls, dict(self.empty[key]), ids, self._new_node_cap(cls, group)))
         self.limits.charge(cls.tenant, group, opening, zone=self._kept_zone(cls, group))
+        fresh = self._fresh(group)
+        if fresh:  # they register running them: the pod topology of this class and those after counts them
+            spot = self._new_spot(group)
+            ctx.planned.record_fresh(spot, fresh, opening)
+            cls.opened(spot, fresh, opening)
         self._fill_new(cls, group)
+
+    def _fresh(self, group: NodeGroup) -> tuple[frozenset[int], ...]:
+        """Per pod a new node of ``group`` runs first, the terms selecting it (:func:`fresh_node_selected`)."""
+        return fresh_node_selected(self.ctx, group)
+
+    def _new_spot(self, group: NodeGroup) -> Spot:
+        """A new node of ``group`` as pod topology sees it: its template's labels and taints."""
+        template = group.template
+        return Spot(template.labels, template.taints) if template is not None else Spot({})
 
     def _new_node_cap(self, cls: PodClass, group: NodeGroup) -> int:
         """How many of the class a new node of ``group`` takes for its pod topology, the pods the node
@@ -948,6 +964,7 @@ class RoomTrial:
             "gang_nodes": dict(ctx.gang_nodes),
             "gang_pods": {k: list(v) for k, v in ctx.gang_pods.items()},
             "gang_zones": dict(ctx.gang_zones),
+            "planned": ctx.planned.copy(),  # a new node's DaemonSet pods (ScaleUpStage._add_nodes)
             "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
             "leaving": {k: set(v) for k, v in ctx.leaving_notes.items()},
             "room_notes": {k: set(v) for k, v in ctx.room_notes.items()},
@@ -966,7 +983,7 @@ class RoomTrial:
         stage.limits.restore(saved["limits"])
         ctx.new_nodes, ctx.new_pods = saved["new_nodes"], saved["new_pods"]
         ctx.gang_nodes, ctx.gang_pods = saved["gang_nodes"], saved["gang_pods"]
-        ctx.gang_zones = saved["gang_zones"]
+        ctx.gang_zones, ctx.planned = saved["gang_zones"], saved["planned"]
         ctx.overflow_notes, ctx.uncordoned = saved["notes"], saved["uncordoned"]
         ctx.leaving_notes, ctx.room_notes = saved["leaving"], saved["room_notes"]
         ctx.min_room_wanted = saved["min_room_wanted"]
