@@ -609,6 +609,25 @@ def test_a_hostname_spread_counts_the_daemonset_pods_a_new_node_runs_first() -> 
     assert len(result.placements) == 6
 
 
+def test_a_hostname_spread_counts_the_daemonset_pods_of_a_new_node_another_kind_opened() -> None:
+    """A batch pod gets a new node first; the replicas fill its room after it. That node runs the agent
+    too, whoever opened it, so it takes two replicas, not three: five waiting need three new nodes in
+    all (two, two and one), not two (three and two), where the third on the batch pod's node would
+    wait a plan and a boot more."""
+    w = World()
+    _agent_counted_by_spread(w, w.group("cpu", "m5.2xlarge", nodes=3, max_size=50), 5)
+    (batch,) = w.pods("batch", 1, cpu="4", memory="1Gi")
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (3, 6)
+    replicas: dict[str, int] = {}
+    for p in result.placements:
+        if p.pod != batch:
+            replicas[p.node] = replicas.get(p.node, 0) + 1
+    assert replicas == {"cpu/new-1": 2, "cpu/new-2": 2, "cpu/new-3": 1}
+
+
 def test_a_hostname_spread_counts_the_daemonset_pods_of_a_node_already_launching() -> None:
     """The same on a node already launching: it registers running the agent, and takes two."""
     w = World()

@@ -51,7 +51,6 @@ from spillway.planner.placement import (
     Pool,
     fill_bins,
     launching_bins,
-    new_bin,
     place_on_launching,
     place_on_nodes,
     pools,
@@ -541,8 +540,7 @@ class ScaleUpStage:
             if self.zone is not None and len(group.zones) > 1:
                 ctx.gang_zones[(key, cls.gang)] = self.zone
         ids = [f"{group.name}/new-{opened + i + 1}" for i in range(opening)]
-        bins = self.new_bins.setdefault((key, cls.gang), [])
-        bins.append(new_bin(cls, dict(self.empty[key]), ids, self._new_node_cap(cls, group)))
+        self.new_bins.setdefault((key, cls.gang), []).append(Bin(dict(self.empty[key]), ids))
         self.limits.charge(cls.tenant, group, opening, zone=self._kept_zone(cls, group))
         fresh = self._fresh(group)
         if fresh:  # they register running them: the pod topology of this class and those after counts them
@@ -566,9 +564,13 @@ class ScaleUpStage:
         return cls.domains.new_node_cap(fresh_node_selected(self.ctx, group))
 
     def _fill_new(self, cls: PodClass, group: NodeGroup) -> None:
+        """Fill the new nodes of ``group`` this plan opened (for this class or one before it), each up
+        to the class's cap on a new node: the pods a new node runs first count for it whichever class
+        opened the node (:meth:`_new_node_cap`)."""
         bins = self.new_bins[(group.key, cls.gang)]
         labels = group.template.labels if group.template else {}
-        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels))):
+        cap = self._new_node_cap(cls, group)
+        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels)), cap):
             cls.note_placed(labels, count)
             pods = cls.take(count)
             self.ctx.placements.extend(Placement(pod, node_id, group.key) for pod in pods)
