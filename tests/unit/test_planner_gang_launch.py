@@ -366,6 +366,41 @@ def test_a_gang_kept_to_one_zone_is_judged_on_that_zone_of_a_fleet_group(operato
     assert launch.zone == "us-east-1b"  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("term", ["podAffinity", "podAntiAffinity", "topologySpreadConstraints"])
+def test_a_pod_placed_after_a_gang_kept_to_one_zone_follows_or_avoids_that_zone(term: str) -> None:
+    """The fleet gang's nodes come up in the zone it is kept to (us-east-1a), and its pods run there. A
+    pod placed after it whose required pod affinity over the zone selects them must run in that zone;
+    one whose anti-affinity selects them, or whose zone spread (maxSkew 1) counts them with itself,
+    elsewhere (kube-scheduler's InterPodAffinity and PodTopologySpread read the zone of the node each
+    pod is bound to). The gang's placements were recorded nowhere for the classes after it: the first
+    waited for good (no zone runs the pods it follows), the others were sent to us-east-1a, the first
+    zone, where they never run."""
+    w = World()
+    pods = zone_kept_gang_on_a_three_zone_fleet(w)
+    for key in pods:
+        w.pod_item(key)["metadata"]["labels"]["app"] = "train"
+    w.group("cpu-a", "m5.xlarge", max_size=3, zones=["us-east-1a"])
+    w.group("cpu-b", "m5.xlarge", max_size=3, zones=["us-east-1b"])
+    selector = {"matchLabels": {"app": "train"}}
+    zone = "topology.kubernetes.io/zone"
+    (board,) = w.pods("board", 1, cpu="1", memory="1Gi")
+    if term == "topologySpreadConstraints":  # it counts itself with them
+        w.pod_item(board)["metadata"]["labels"]["app"] = "train"
+        constraint = {"maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule"}
+        w.pod_item(board)["spec"][term] = [{**constraint, "labelSelector": selector}]
+    else:
+        required = [{"labelSelector": selector, "topologyKey": zone}]
+        w.pod_item(board)["spec"]["affinity"] = {
+            term: {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        }
+
+    result = w.plan()
+
+    ups = scale_up(result)
+    assert ups["fleet"] == (0, 3, pods)
+    assert ups["cpu-a" if term == "podAffinity" else "cpu-b"] == (0, 1, [board]), pending_reasons(result)
+
+
 # --- a gang kept to one zone against the quotas of zones ------------------------------------------
 
 

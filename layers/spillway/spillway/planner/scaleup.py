@@ -40,6 +40,7 @@ from spillway.planner.groups import (
     fresh_node_selected,
     gang_backoff,
     launch_labels,
+    new_node_labels,
     similar_groups,
     zone_backoff,
 )
@@ -132,7 +133,7 @@ class ScaleUpStage:
                 self._place_loose(cls)
             elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
                 assert known is not None
-                GangPlacement(self, cls.gang, gangs[cls.gang], known).run()
+                self._place_gang(cls.gang, gangs[cls.gang], known)
         self.ctx.charge_nominated()  # the rest: their nodes' room is theirs for scale-down and moves
         # what each gang's minResources leaves to spare once every pod is placed (pods placed after a
         # gang take room it counted): scale-down spends no more of it (planner.minresources)
@@ -141,6 +142,15 @@ class ScaleUpStage:
         actions = scale_up_actions(self.ctx)
         record_gang_launches(self.ctx, actions)
         return actions
+
+    def _place_gang(self, gang: str, classes: list[PodClass], known: Gangs) -> None:
+        """A gang's classes, all or none (:class:`GangPlacement`); where its pods went counts for the
+        pod topology of the classes after it (:meth:`_join`: its new nodes of a fleet group in the
+        zone its launch is kept to)."""
+        start = len(self.ctx.placements)
+        GangPlacement(self, gang, classes, known).run()
+        for cls in classes:
+            self._join(cls, start)
 
     def _place_loose(self, cls: PodClass) -> None:
         """A class no gang places all or none; the members of a coscheduling PodGroup with
@@ -330,14 +340,13 @@ class ScaleUpStage:
         """Record where the class's pods went (:class:`spillway.planner.topology.Planned`)."""
         if cls.buffer or not (cls.domains.marks.selected or cls.domains.zone_anti or cls.domains.affinity):
             return  # a buffer's virtual pods come last, and no move waits for them
-        templates = {
-            g.key: Spot(g.template.labels, g.template.taints)
-            for g in self.ctx.groups
-            if g.template is not None
-        }
+        templates = {g.key: self._new_spot(cls, g) for g in self.ctx.groups if g.template is not None}
+        mine = set(cls.pods)  # a gang's classes are joined after it is placed whole
         # node (a new or launching node's id is its group's own) -> where, the class's pods there
         on: dict[tuple[GroupKey | None, str], tuple[Spot, int]] = {}
         for placement in self.ctx.placements[start:]:
+            if placement.pod not in mine:
+                continue
             node = self.ctx.nodes.get(placement.node)
             group = None if node is not None else placement.group
             spot = node.spot if node is not None else templates.get(group) if group is not None else None
@@ -491,7 +500,7 @@ class ScaleUpStage:
         if fits <= 0 or per_node <= 0:
             return _spread_full(group)
         # each new node's own pods that a zone spread counts take places of the class's in its zone
-        taken = cls.domains.zone_fresh(self._new_spot(group), self._fresh(group))
+        taken = cls.domains.zone_fresh(self._new_spot(cls, group), self._fresh(group))
         need = math.ceil(fits / (per_node + taken))
         need = need if at_most is None else min(need, at_most)
         cap = on_demand_cap(ctx, cls, group)
@@ -544,7 +553,7 @@ class ScaleUpStage:
         self.limits.charge(cls.tenant, group, opening, zone=self._kept_zone(cls, group))
         fresh = self._fresh(group)
         if fresh:  # they register running them: the pod topology of this class and those after counts them
-            spot = self._new_spot(group)
+            spot = self._new_spot(cls, group)
             ctx.planned.record_fresh(spot, fresh, opening)
             cls.opened(spot, fresh, opening)
         self._fill_new(cls, group)
@@ -553,10 +562,18 @@ class ScaleUpStage:
         """Per pod a new node of ``group`` runs first, the terms selecting it (:func:`fresh_node_selected`)."""
         return fresh_node_selected(self.ctx, group)
 
-    def _new_spot(self, group: NodeGroup) -> Spot:
-        """A new node of ``group`` as pod topology sees it: its template's labels and taints."""
+    def _new_spot(self, cls: PodClass, group: NodeGroup) -> Spot:
+        """A new node of ``group`` for ``cls`` as pod topology sees it: its template's labels and taints,
+        with the zone its gang's fleet is kept to (the zone being tried, :meth:`_kept_zone`, or the one
+        it was placed in, :attr:`Context.gang_zones`; EC2 picks the zone of any other new node of a
+        group over several)."""
         template = group.template
-        return Spot(template.labels, template.taints) if template is not None else Spot({})
+        if template is None:
+            return Spot({})
+        zone = self._kept_zone(cls, group)
+        if zone is None and cls.gang is not None:
+            zone = self.ctx.gang_zones.get((group.key, cls.gang))
+        return Spot(new_node_labels(group, zone), template.taints)
 
     def _new_node_cap(self, cls: PodClass, group: NodeGroup) -> int:
         """How many of the class a new node of ``group`` takes for its pod topology, the pods the node
