@@ -691,6 +691,23 @@ def test_a_zone_spread_counts_the_daemonset_pods_each_new_node_runs_in_its_zone(
     }
 
 
+def test_no_node_is_opened_in_a_zone_its_own_daemonset_pods_fill() -> None:
+    """Both zones stand at one (their agents); zone b's group is at MaxSize and its node full. A new node
+    in zone a would bring a to two with its agent, and a replica there to three against one, which
+    kube-scheduler refuses; cluster-autoscaler's template node, running the agent, fails the same
+    filter. So nothing is launched, and the replica says why (a node opened for it stayed empty)."""
+    w = World(regions=("us-east-1",))
+    _agent_counted_by_zone_spread(w, running=0, pending=1)
+    w.groups["cpu-b"]["MaxSize"] = 1
+
+    result = w.plan()
+
+    assert scale_up(result) == {}
+    assert (
+        "cpu-a: its topology spread lets us-east-1a take no more" in pending_reasons(result)["default/web-0"]
+    )
+
+
 def test_a_zone_spread_counts_the_daemonset_pods_of_a_new_node_another_kind_opened() -> None:
     """A batch pod that must run in zone b gets a new node there first; it registers running the agent,
     so zone b stands at two against zone a's one: the replica waiting gets a new node in zone a, not

@@ -9,7 +9,7 @@ requests (GPU, CPU, memory); capacity buffers' virtual pods come after every rea
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
@@ -110,6 +110,15 @@ class PodClass:
         if domains is not self.domains:
             self.domains = domains
             self.ceilings = {}
+
+    def room_opened(self, spot: Spot, fresh: Sequence[frozenset[int]]) -> int:
+        """:meth:`room_in` the node ``spot`` once one new node there registers running the pods it runs
+        first (``fresh``: the terms selecting each) that its zone spreads count: none when they fill
+        what the zone's skew leaves, and a node opened for the class would stay empty."""
+        domains = self.domains.with_fresh(spot, fresh, 1)
+        if domains is self.domains:
+            return self.room_in(spot.labels)
+        return replace(self, domains=domains, ceilings={}).room_in(spot.labels)
 
     def take(self, count: int) -> list[str]:
         taken = self.pods[self.next : self.next + count]

@@ -494,14 +494,10 @@ class ScaleUpStage:
         """Open as many new nodes of ``group`` as the class needs (at most ``at_most``) and MaxSize and
         the limits allow, fill them, and say why it stopped short (if it did)."""
         ctx, key = self.ctx, group.key
-        per_node = fit_count(cls.requests, self.empty[key], self._new_node_cap(cls, group))
         labels = group.template.labels if group.template else {}
-        fits = min(cls.remaining, cls.room_in(labels))
-        if fits <= 0 or per_node <= 0:
+        need = self._nodes_needed(cls, group)
+        if need <= 0:
             return _spread_full(group)
-        # each new node's own pods that a zone spread counts take places of the class's in its zone
-        taken = cls.domains.zone_fresh(self._new_spot(cls, group), self._fresh(group))
-        need = math.ceil(fits / (per_node + taken))
         need = need if at_most is None else min(need, at_most)
         cap = on_demand_cap(ctx, cls, group)
         opening, binding = self.limits.allowed(
@@ -518,6 +514,23 @@ class ScaleUpStage:
         if self.room[key] <= 0:
             return _at_max_size(group)
         return _spread_full(group) if cls.remaining and cls.room_in(labels) <= 0 else None
+
+    def _nodes_needed(self, cls: PodClass, group: NodeGroup) -> int:
+        """How many new nodes of ``group`` the class's remaining pods fill, as far as its room on a new
+        node and its zone spreads' room in the group's zone go (0: none). The pods a new node runs
+        first that a zone spread counts take places of the class's in its zone: a node whose own pods
+        leave its zone no room for one of the class is not opened (it would stay empty; kube-scheduler
+        counts them as any pod of the zone, podtopologyspread/common.go countPodsMatchSelector)."""
+        per_node = fit_count(cls.requests, self.empty[group.key], self._new_node_cap(cls, group))
+        labels = group.template.labels if group.template else {}
+        fits = min(cls.remaining, cls.room_in(labels))
+        if fits <= 0 or per_node <= 0:
+            return 0
+        spot, fresh = self._new_spot(cls, group), self._fresh(group)
+        taken = cls.domains.zone_fresh(spot, fresh)
+        if taken and cls.room_opened(spot, fresh) <= 0:
+            return 0
+        return math.ceil(fits / (per_node + taken))
 
     def _gang_held(self, cls: PodClass, group: NodeGroup, opening: int) -> Skip | None:
         """Why a gang's ``opening`` more new nodes of ``group`` must not be opened: with those it opens
