@@ -564,12 +564,14 @@ class Consolidation:
         """First fit on nodes already launching (an earlier plan's: this plan's new nodes are never
         counted), in groups whose template node the pods may run on and whose launches do not fail. The
         pods a launching node runs first (its DaemonSets') count for the class's pod affinity and
-        anti-affinity there, as they do for scale-up's groups (:func:`~spillway.planner.expander.options`)."""
+        anti-affinity there, as they do for scale-up's groups (:func:`~spillway.planner.expander.options`),
+        and for its hostname spreads (:meth:`~spillway.planner.topology.Domains.new_node_cap`)."""
         for group in self.ctx.groups:
             group_bins, template = bins.get(group.key), group.template
             if not cls.remaining or not group_bins or template is None or group.key in self.backed_off:
                 continue
-            if cls.blocker_on_new(group, fresh_node_selected(self.ctx, group)) is not None:
+            fresh = fresh_node_selected(self.ctx, group)
+            if cls.blocker_on_new(group, fresh) is not None:
                 continue
             if cls.domains.missing_on_new_node(template.labels, self.ctx.group_label_keys(group)):
                 continue
@@ -577,8 +579,10 @@ class Consolidation:
                 cls.domains.marks.ports, fresh_node_ports(self.ctx, group)
             ):
                 continue
+            # it registers running its DaemonSets' pods, which a hostname spread counts there too
+            cap = cls.domains.new_node_cap(fresh)
             for node_id, count in fill_bins(
-                cls, group_bins, min(cls.remaining, cls.room_in(template.labels))
+                cls, group_bins, min(cls.remaining, cls.room_in(template.labels)), cap
             ):
                 cls.take(count)
                 cls.note_placed(template.labels, count)
