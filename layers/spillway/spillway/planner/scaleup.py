@@ -144,9 +144,13 @@ class ScaleUpStage:
         return actions
 
     def _place_gang(self, gang: str, classes: list[PodClass], known: Gangs) -> None:
-        """A gang's classes, all or none (:class:`GangPlacement`); where its pods went counts for the
-        pod topology of the classes after it (:meth:`_join`: its new nodes of a fleet group in the
-        zone its launch is kept to)."""
+        """A gang's classes, all or none (:class:`GangPlacement`), with the pods this plan placed before
+        them counted as a loose class counts them (:meth:`~spillway.planner.topology.Domains.after`: a gang whose pods must share
+        a pending cache's zone follows the cache's new node); where its pods went counts for the pod
+        topology of the classes after it (:meth:`_join`: its new nodes of a fleet group in the zone its
+        launch is kept to)."""
+        for cls in classes:
+            cls.domains = cls.domains.after(self.ctx.planned)
         start = len(self.ctx.placements)
         GangPlacement(self, gang, classes, known).run()
         for cls in classes:
