@@ -691,6 +691,42 @@ def test_a_zone_spread_counts_the_daemonset_pods_each_new_node_runs_in_its_zone(
     }
 
 
+def test_a_zone_spread_counts_the_daemonset_pods_of_a_node_already_launching_in_its_zone() -> None:
+    """The same on a node of zone b already launching (an earlier plan's, not registered yet): it
+    registers running the agent, so zone b stands at two with it, and takes one of the two replicas;
+    the other gets a new node in zone a. Both on the launching node would stand at four against two,
+    and the second wait a plan and a boot more."""
+    w = World(regions=("us-east-1",))
+    _agent_counted_by_zone_spread(w, running=1, pending=2)
+    w.groups["cpu-b"]["DesiredCapacity"] = 2
+
+    result = w.plan()
+
+    assert [p.node for p in result.placements] == ["cpu-b/launching-1", "cpu-a/new-1"]
+    assert scale_up(result) == {"cpu-a": (1, 2, ["default/web-2"])}
+
+
+def test_a_launching_node_already_registered_counts_its_daemonset_pods_once() -> None:
+    """A launching node of zone b that registered (not Ready yet) and runs the agent: the snapshot
+    counts its agent already, so zone b stands at two, as zone a; the replica takes the launching node,
+    and nothing is launched (counted twice, zone b stood at three and the replica got a new node in
+    zone a)."""
+    w = World(regions=("us-east-1",))
+    _agent_counted_by_zone_spread(w, running=1, pending=1)
+    joining = w.add_instance("cpu-b", register=True, ready=False)
+    w.node(joining)["metadata"]["labels"][ZONE] = "us-east-1b"
+    pod = o.daemonset_pod(
+        "agent-2", joining, ds="agent", labels={"app.kubernetes.io/name": "agent", "team": "ml"}
+    )
+    pod["metadata"]["namespace"] = "default"
+    w.items.append(pod)
+
+    result = w.plan()
+
+    assert [p.node for p in result.placements] == ["cpu-b/launching-1"]
+    assert scale_up(result) == {}
+
+
 def test_no_node_is_opened_in_a_zone_its_own_daemonset_pods_fill() -> None:
     """Both zones stand at one (their agents); zone b's group is at MaxSize and its node full. A new node
     in zone a would bring a to two with its agent, and a replica there to three against one, which

@@ -116,6 +116,7 @@ class ScaleUpStage:
         self.bound: dict[str, dict[str, Resources]] = {}
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
+        self._count_launching_fresh()
         gangs: dict[str, list[PodClass]] = {}
         for cls in classes:
             if cls.gang is not None:
@@ -142,6 +143,23 @@ class ScaleUpStage:
         actions = scale_up_actions(self.ctx)
         record_gang_launches(self.ctx, actions)
         return actions
+
+    def _count_launching_fresh(self) -> None:
+        """The instances already launching that have no Node yet register running the pods a new node
+        runs first (their DaemonSets'): recorded where they come up (:meth:`Planned.record_fresh`,
+        the template's zone), so a zone spread that selects those pods counts them there for every
+        class, as kube-scheduler will (podtopologyspread/common.go, countPodsMatchSelector). A node
+        registered but not Ready yet is launching too, and its pods are in the snapshot already."""
+        registered: dict[GroupKey, int] = {}
+        for node in self.ctx.nodes.values():
+            if node.group is not None and not (node.info.ready and node.starting is None):
+                registered[node.group.key] = registered.get(node.group.key, 0) + 1
+        for group in self.ctx.groups:
+            bins, fresh = self.launching.get(group.key), self._fresh(group)
+            coming = sum(len(b.ids) for b in bins or ()) - registered.get(group.key, 0)
+            if coming > 0 and fresh and group.template is not None:
+                spot = Spot(group.template.labels, group.template.taints)
+                self.ctx.planned.record_fresh(spot, fresh, coming)
 
     def _place_gang(self, gang: str, classes: list[PodClass], known: Gangs) -> None:
         """A gang's classes, all or none (:class:`GangPlacement`), with the pods this plan placed before
