@@ -1244,3 +1244,44 @@ def test_a_volcano_gang_above_its_min_member_gives_up_only_what_it_has_above() -
 
     moved = [p for d in result.drain for p in d.pods if "/train-" in p]
     assert len(moved) == 2, result.drain
+
+
+def test_capacity_launching_holds_no_more_replicas_than_their_hostname_spread_leaves_beside_its_agent() -> (
+    None
+):
+    """Replicas spread over nodes (team=ml, maxSkew 1), whose spread counts the team's node agent, a
+    DaemonSet: the full nodes b and c run the agent and a replica (two), the light node a the agent and
+    three replicas, and a node is launching (an earlier plan's). Once a is gone the least loaded node
+    stands at two, so a node takes three, but the launching node registers running the agent
+    (kube-scheduler counts it: podtopologyspread/common.go, countPodsMatchSelector), which leaves room
+    for two of a's three: consolidation counted three, drained a, and the third replica had nowhere to
+    go. Scale-up caps a launching node so (Domains.new_node_cap); consolidation now does too."""
+    w = World(regions=("us-east-1",))
+    nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    w.groups["cpu"]["DesiredCapacity"] = 4  # a fourth node is launching
+    team = {"team": "ml"}
+    agent = o.daemonset("agent", namespace="default")
+    agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **team}
+    w.items.append(agent)
+    constraint = [
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": team}}
+    ]  # fmt: skip
+    light = nodes[0]
+    for i, node in enumerate(nodes):
+        pod = o.daemonset_pod(
+            f"agent-{i}", node, ds="agent", labels={"app.kubernetes.io/name": "agent", **team}
+        )
+        pod["metadata"]["namespace"] = "default"
+        w.items.append(pod)
+        for key in replicas(
+            w, node, f"web{i}", 3 if node == light else 1, cpu="250m", labels={"app": "web", **team}
+        ):
+            w.pod_item(key)["spec"]["topologySpreadConstraints"] = constraint
+        if node != light:
+            w.pods(f"fill-{i}", 1, cpu="7600m", memory="1Gi", node_name=node)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert kept(result)[light][0] == codes.DOES_NOT_FIT

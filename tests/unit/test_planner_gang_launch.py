@@ -366,6 +366,41 @@ def test_a_gang_kept_to_one_zone_is_judged_on_that_zone_of_a_fleet_group(operato
     assert launch.zone == "us-east-1b"  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("term", ["podAffinity", "podAntiAffinity", "topologySpreadConstraints"])
+def test_a_pod_placed_after_a_gang_kept_to_one_zone_follows_or_avoids_that_zone(term: str) -> None:
+    """The fleet gang's nodes come up in the zone it is kept to (us-east-1a), and its pods run there. A
+    pod placed after it whose required pod affinity over the zone selects them must run in that zone;
+    one whose anti-affinity selects them, or whose zone spread (maxSkew 1) counts them with itself,
+    elsewhere (kube-scheduler's InterPodAffinity and PodTopologySpread read the zone of the node each
+    pod is bound to). The gang's placements were recorded nowhere for the classes after it: the first
+    waited for good (no zone runs the pods it follows), the others were sent to us-east-1a, the first
+    zone, where they never run."""
+    w = World()
+    pods = zone_kept_gang_on_a_three_zone_fleet(w)
+    for key in pods:
+        w.pod_item(key)["metadata"]["labels"]["app"] = "train"
+    w.group("cpu-a", "m5.xlarge", max_size=3, zones=["us-east-1a"])
+    w.group("cpu-b", "m5.xlarge", max_size=3, zones=["us-east-1b"])
+    selector = {"matchLabels": {"app": "train"}}
+    zone = "topology.kubernetes.io/zone"
+    (board,) = w.pods("board", 1, cpu="1", memory="1Gi")
+    if term == "topologySpreadConstraints":  # it counts itself with them
+        w.pod_item(board)["metadata"]["labels"]["app"] = "train"
+        constraint = {"maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule"}
+        w.pod_item(board)["spec"][term] = [{**constraint, "labelSelector": selector}]
+    else:
+        required = [{"labelSelector": selector, "topologyKey": zone}]
+        w.pod_item(board)["spec"]["affinity"] = {
+            term: {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        }
+
+    result = w.plan()
+
+    ups = scale_up(result)
+    assert ups["fleet"] == (0, 3, pods)
+    assert ups["cpu-a" if term == "podAffinity" else "cpu-b"] == (0, 1, [board]), pending_reasons(result)
+
+
 # --- a gang kept to one zone against the quotas of zones ------------------------------------------
 
 
@@ -444,3 +479,33 @@ def test_a_gang_no_one_atomic_group_holds_is_not_split_over_two() -> None:
 
     assert result.scale_up == ()
     assert {pending_codes(result)[p] for p in pods} == {"max-size"}
+
+
+def test_a_gang_placed_after_the_pods_it_must_share_a_zone_with_follows_them() -> None:
+    """A dataset cache, pending too, must run in us-east-1b (its node selector) and is served first (it
+    asks for more CPU). The training gang's pods must share its zone (required pod affinity over the
+    zone selecting it, which also keeps the gang to one zone). The cache gets a new node in us-east-1b,
+    so the gang's fleet is kept to us-east-1b in the same plan (kube-scheduler runs its pods in the
+    zone of the node the cache is bound to, interpodaffinity/filtering.go satisfyPodAffinity). The gang
+    was placed without the pods the plan placed before it: its term found no pod anywhere, every zone
+    refused it, and it waited a plan and a boot for the cache to run."""
+    w = World()
+    pods = zone_kept_gang_on_a_three_zone_fleet(w)
+    near = [
+        {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "topology.kubernetes.io/zone"}
+    ]
+    for key in pods:
+        w.pod_item(key)["spec"]["affinity"] = {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": near}
+        }
+    w.group("cache-b", "m5.2xlarge", max_size=3, zones=["us-east-1b"])
+    (cache,) = w.pods(
+        "cache", 1, cpu="7", memory="1Gi", labels={"app": "cache"},
+        node_selector={"topology.kubernetes.io/zone": "us-east-1b"},
+    )  # fmt: skip
+
+    result = w.plan()
+
+    assert scale_up(result) == {"fleet": (0, 3, pods), "cache-b": (0, 1, [cache])}, pending_reasons(result)
+    [launch] = _gangs(result)["fleet"]
+    assert launch.zone == "us-east-1b"  # type: ignore[attr-defined]

@@ -609,6 +609,25 @@ def test_a_hostname_spread_counts_the_daemonset_pods_a_new_node_runs_first() -> 
     assert len(result.placements) == 6
 
 
+def test_a_hostname_spread_counts_the_daemonset_pods_of_a_new_node_another_kind_opened() -> None:
+    """A batch pod gets a new node first; the replicas fill its room after it. That node runs the agent
+    too, whoever opened it, so it takes two replicas, not three: five waiting need three new nodes in
+    all (two, two and one), not two (three and two), where the third on the batch pod's node would
+    wait a plan and a boot more."""
+    w = World()
+    _agent_counted_by_spread(w, w.group("cpu", "m5.2xlarge", nodes=3, max_size=50), 5)
+    (batch,) = w.pods("batch", 1, cpu="4", memory="1Gi")
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (3, 6)
+    replicas: dict[str, int] = {}
+    for p in result.placements:
+        if p.pod != batch:
+            replicas[p.node] = replicas.get(p.node, 0) + 1
+    assert replicas == {"cpu/new-1": 2, "cpu/new-2": 2, "cpu/new-3": 1}
+
+
 def test_a_hostname_spread_counts_the_daemonset_pods_of_a_node_already_launching() -> None:
     """The same on a node already launching: it registers running the agent, and takes two."""
     w = World()
@@ -619,6 +638,126 @@ def test_a_hostname_spread_counts_the_daemonset_pods_of_a_node_already_launching
     on_launching = [p for p in result.placements if "launching" in p.node]
     assert len(on_launching) == 2
     assert scale_up(result)["cpu"][:2] == (4, 6)
+
+
+def _agent_counted_by_zone_spread(w: World, running: int, pending: int) -> None:
+    """The spread over zones selects the team's pods (team=ml, maxSkew 1), and the team's node agent,
+    a DaemonSet in the same namespace, carries that label too. A group in zone a and one in zone b
+    have a node each that runs the agent, full; zone a's runs ``running`` replicas; ``pending`` small
+    replicas wait."""
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    (b,) = w.group("cpu-b", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1b"])
+    w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"
+    team = {"team": "ml"}
+    agent = o.daemonset("agent", namespace="default")
+    agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **team}
+    w.items.append(agent)
+    constraint = spread(ZONE)
+    constraint[0]["labelSelector"] = {"matchLabels": team}
+
+    def web(name: str, node: str | None = None) -> dict[str, Any]:
+        item = replica(name, node, labels={"app": "web", **team})
+        item["spec"]["topologySpreadConstraints"] = constraint
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "250m"
+        return item
+
+    for i, node in enumerate((a, b)):
+        pod = o.daemonset_pod(
+            f"agent-{i}", node, ds="agent", labels={"app.kubernetes.io/name": "agent", **team}
+        )
+        pod["metadata"]["namespace"] = "default"
+        w.items.append(pod)
+        w.pods(f"fill-{i}", 1, cpu="7700m", memory="1Gi", node_name=node)
+    w.items += [web(f"web-{i}", a) for i in range(running)]
+    w.items += [web(f"web-{i}") for i in range(running, running + pending)]
+
+
+def test_a_zone_spread_counts_the_daemonset_pods_each_new_node_runs_in_its_zone() -> None:
+    """kube-scheduler counts every pod of each node of a zone that the selector matches
+    (podtopologyspread/common.go, countPodsMatchSelector over nodeInfo.Pods, summed per zone in
+    filtering.go calPreFilterState), and a new node registers running the agent. Zone a stands at two
+    (agent, replica), zone b at one (agent); two replicas wait. A new node in zone b brings b to two
+    with its agent, so it takes one replica (three), and the other needs a new node in zone a (three
+    there too); put beside the first in zone b it would stand at four against two and wait a plan and a
+    boot more."""
+    w = World(regions=("us-east-1",))
+    _agent_counted_by_zone_spread(w, running=1, pending=2)
+
+    result = w.plan()
+
+    assert scale_up(result) == {
+        "cpu-a": (1, 2, ["default/web-2"]),
+        "cpu-b": (1, 2, ["default/web-1"]),
+    }
+
+
+def test_a_zone_spread_counts_the_daemonset_pods_of_a_node_already_launching_in_its_zone() -> None:
+    """The same on a node of zone b already launching (an earlier plan's, not registered yet): it
+    registers running the agent, so zone b stands at two with it, and takes one of the two replicas;
+    the other gets a new node in zone a. Both on the launching node would stand at four against two,
+    and the second wait a plan and a boot more."""
+    w = World(regions=("us-east-1",))
+    _agent_counted_by_zone_spread(w, running=1, pending=2)
+    w.groups["cpu-b"]["DesiredCapacity"] = 2
+
+    result = w.plan()
+
+    assert [p.node for p in result.placements] == ["cpu-b/launching-1", "cpu-a/new-1"]
+    assert scale_up(result) == {"cpu-a": (1, 2, ["default/web-2"])}
+
+
+def test_a_launching_node_already_registered_counts_its_daemonset_pods_once() -> None:
+    """A launching node of zone b that registered (not Ready yet) and runs the agent: the snapshot
+    counts its agent already, so zone b stands at two, as zone a; the replica takes the launching node,
+    and nothing is launched (counted twice, zone b stood at three and the replica got a new node in
+    zone a)."""
+    w = World(regions=("us-east-1",))
+    _agent_counted_by_zone_spread(w, running=1, pending=1)
+    joining = w.add_instance("cpu-b", register=True, ready=False)
+    w.node(joining)["metadata"]["labels"][ZONE] = "us-east-1b"
+    pod = o.daemonset_pod(
+        "agent-2", joining, ds="agent", labels={"app.kubernetes.io/name": "agent", "team": "ml"}
+    )
+    pod["metadata"]["namespace"] = "default"
+    w.items.append(pod)
+
+    result = w.plan()
+
+    assert [p.node for p in result.placements] == ["cpu-b/launching-1"]
+    assert scale_up(result) == {}
+
+
+def test_no_node_is_opened_in_a_zone_its_own_daemonset_pods_fill() -> None:
+    """Both zones stand at one (their agents); zone b's group is at MaxSize and its node full. A new node
+    in zone a would bring a to two with its agent, and a replica there to three against one, which
+    kube-scheduler refuses; cluster-autoscaler's template node, running the agent, fails the same
+    filter. So nothing is launched, and the replica says why (a node opened for it stayed empty)."""
+    w = World(regions=("us-east-1",))
+    _agent_counted_by_zone_spread(w, running=0, pending=1)
+    w.groups["cpu-b"]["MaxSize"] = 1
+
+    result = w.plan()
+
+    assert scale_up(result) == {}
+    assert (
+        "cpu-a: its topology spread lets us-east-1a take no more" in pending_reasons(result)["default/web-0"]
+    )
+
+
+def test_a_zone_spread_counts_the_daemonset_pods_of_a_new_node_another_kind_opened() -> None:
+    """A batch pod that must run in zone b gets a new node there first; it registers running the agent,
+    so zone b stands at two against zone a's one: the replica waiting gets a new node in zone a, not
+    the batch pod's node's room in zone b (three against one, which kube-scheduler refuses)."""
+    w = World(regions=("us-east-1",))
+    _agent_counted_by_zone_spread(w, running=0, pending=1)
+    w.items.append(o.pod("batch", cpu="4", memory="1Gi", node_selector={ZONE: "us-east-1b"}))
+
+    result = w.plan()
+
+    assert scale_up(result) == {
+        "cpu-a": (1, 2, ["default/web-0"]),
+        "cpu-b": (1, 2, ["default/batch"]),
+    }
 
 
 def test_new_nodes_take_max_skew_above_the_least_loaded_existing_node() -> None:

@@ -9,7 +9,7 @@ requests (GPU, CPU, memory); capacity buffers' virtual pods come after every rea
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
@@ -21,7 +21,7 @@ from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, nominated_to
 from spillway.planner.groups import ZONE_KEYS_SET_ON_LAUNCH, has_spot, launch_labels, why_not_movable
 from spillway.planner.predicates import references_node_identity, why_not_placeable
-from spillway.planner.topology import FREE, UNBOUNDED, Domains
+from spillway.planner.topology import FREE, UNBOUNDED, Domains, Spot
 from spillway.planner.types import PendingPod
 
 ZONE_LABEL = ZONE_KEYS_SET_ON_LAUNCH[0]
@@ -101,6 +101,24 @@ class PodClass:
             value = labels.get(key)
             if value is not None:
                 self.placed_in[(key, value)] = self.placed_in.get((key, value), 0) + count
+
+    def opened(self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int) -> None:
+        """``nodes`` new nodes at ``spot`` were opened for the class: the pods they run first that its
+        zone spreads select count in their zone (:meth:`~spillway.planner.topology.Domains.with_fresh`),
+        and the round's ceilings are taken again with them (the least loaded zone may have risen)."""
+        domains = self.domains.with_fresh(spot, fresh, nodes)
+        if domains is not self.domains:
+            self.domains = domains
+            self.ceilings = {}
+
+    def room_opened(self, spot: Spot, fresh: Sequence[frozenset[int]]) -> int:
+        """:meth:`room_in` the node ``spot`` once one new node there registers running the pods it runs
+        first (``fresh``: the terms selecting each) that its zone spreads count: none when they fill
+        what the zone's skew leaves, and a node opened for the class would stay empty."""
+        domains = self.domains.with_fresh(spot, fresh, 1)
+        if domains is self.domains:
+            return self.room_in(spot.labels)
+        return replace(self, domains=domains, ceilings={}).room_in(spot.labels)
 
     def take(self, count: int) -> list[str]:
         taken = self.pods[self.next : self.next + count]

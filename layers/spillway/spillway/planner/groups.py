@@ -215,6 +215,17 @@ def _launch_variant(
     return variant
 
 
+def new_node_labels(group: NodeGroup, zone: str | None = None) -> Mapping[str, str]:
+    """The labels a new node of ``group`` is known to come up with: its template's, and ``zone`` (the
+    one zone of the group a gang's fleet is kept to, :func:`launch_labels`) with its id where the
+    template names no zone."""
+    assert group.template is not None
+    labels = group.template.labels
+    if zone is None or zone not in group.zones or ZONE_KEYS_SET_ON_LAUNCH[0] in labels:
+        return labels
+    return _launch_variant(group, labels, zone, None)
+
+
 def new_node_label_sets(group: NodeGroup) -> list[Mapping[str, str]]:
     """Every label set a new node of ``group`` may register with: one for each zone and type it may come
     up in (:func:`launch_labels`), else its template's."""

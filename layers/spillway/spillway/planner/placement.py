@@ -124,15 +124,6 @@ def launching_bins(ctx: Context, empty: Mapping[GroupKey, Resources]) -> dict[Gr
     return bins
 
 
-def new_bin(cls: PodClass, free: Resources, ids: list[str], cap: int) -> Bin:
-    """Empty new nodes ``ids`` for ``cls``, each taking at most ``cap`` of its pods: below its per-node
-    cap when the pods a new node runs first count against it (a hostname spread that selects its
-    DaemonSets' pods, :meth:`~spillway.planner.topology.Domains.new_node_cap`), held as pods of it."""
-    tag = _tag(cls)
-    held = cls.per_node - cap if tag is not None and cap < cls.per_node else 0
-    return Bin(free, ids, holds={tag: held} if tag is not None and held else {})
-
-
 def fill_bins(cls: PodClass, bins: list[Bin], want: int, cap: int | None = None) -> list[tuple[str, int]]:
     """First-fit ``want`` copies of ``request`` into ``bins``, splitting bins as they fill; ``cap``: at
     most that many of the class on each node (its per-node cap when None).

@@ -40,6 +40,7 @@ from spillway.planner.groups import (
     fresh_node_selected,
     gang_backoff,
     launch_labels,
+    new_node_labels,
     similar_groups,
     zone_backoff,
 )
@@ -51,7 +52,6 @@ from spillway.planner.placement import (
     Pool,
     fill_bins,
     launching_bins,
-    new_bin,
     place_on_launching,
     place_on_nodes,
     pools,
@@ -116,6 +116,7 @@ class ScaleUpStage:
         self.bound: dict[str, dict[str, Resources]] = {}
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
+        self._count_launching_fresh()
         gangs: dict[str, list[PodClass]] = {}
         for cls in classes:
             if cls.gang is not None:
@@ -133,7 +134,7 @@ class ScaleUpStage:
                 self._place_loose(cls)
             elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
                 assert known is not None
-                GangPlacement(self, cls.gang, gangs[cls.gang], known).run()
+                self._place_gang(cls.gang, gangs[cls.gang], known)
         self.ctx.charge_nominated()  # the rest: their nodes' room is theirs for scale-down and moves
         # what each gang's minResources leaves to spare once every pod is placed (pods placed after a
         # gang take room it counted): scale-down spends no more of it (planner.minresources)
@@ -142,6 +143,36 @@ class ScaleUpStage:
         actions = scale_up_actions(self.ctx)
         record_gang_launches(self.ctx, actions)
         return actions
+
+    def _count_launching_fresh(self) -> None:
+        """The instances already launching that have no Node yet register running the pods a new node
+        runs first (their DaemonSets'): recorded where they come up (:meth:`Planned.record_fresh`,
+        the template's zone), so a zone spread that selects those pods counts them there for every
+        class, as kube-scheduler will (podtopologyspread/common.go, countPodsMatchSelector). A node
+        registered but not Ready yet is launching too, and its pods are in the snapshot already."""
+        registered: dict[GroupKey, int] = {}
+        for node in self.ctx.nodes.values():
+            if node.group is not None and not (node.info.ready and node.starting is None):
+                registered[node.group.key] = registered.get(node.group.key, 0) + 1
+        for group in self.ctx.groups:
+            bins, fresh = self.launching.get(group.key), self._fresh(group)
+            coming = sum(len(b.ids) for b in bins or ()) - registered.get(group.key, 0)
+            if coming > 0 and fresh and group.template is not None:
+                spot = Spot(group.template.labels, group.template.taints)
+                self.ctx.planned.record_fresh(spot, fresh, coming)
+
+    def _place_gang(self, gang: str, classes: list[PodClass], known: Gangs) -> None:
+        """A gang's classes, all or none (:class:`GangPlacement`), with the pods this plan placed before
+        them counted as a loose class counts them (:meth:`~spillway.planner.topology.Domains.after`: a gang whose pods must share
+        a pending cache's zone follows the cache's new node); where its pods went counts for the pod
+        topology of the classes after it (:meth:`_join`: its new nodes of a fleet group in the zone its
+        launch is kept to)."""
+        for cls in classes:
+            cls.domains = cls.domains.after(self.ctx.planned)
+        start = len(self.ctx.placements)
+        GangPlacement(self, gang, classes, known).run()
+        for cls in classes:
+            self._join(cls, start)
 
     def _place_loose(self, cls: PodClass) -> None:
         """A class no gang places all or none; the members of a coscheduling PodGroup with
@@ -331,14 +362,13 @@ class ScaleUpStage:
         """Record where the class's pods went (:class:`spillway.planner.topology.Planned`)."""
         if cls.buffer or not (cls.domains.marks.selected or cls.domains.zone_anti or cls.domains.affinity):
             return  # a buffer's virtual pods come last, and no move waits for them
-        templates = {
-            g.key: Spot(g.template.labels, g.template.taints)
-            for g in self.ctx.groups
-            if g.template is not None
-        }
+        templates = {g.key: self._new_spot(cls, g) for g in self.ctx.groups if g.template is not None}
+        mine = set(cls.pods)  # a gang's classes are joined after it is placed whole
         # node (a new or launching node's id is its group's own) -> where, the class's pods there
         on: dict[tuple[GroupKey | None, str], tuple[Spot, int]] = {}
         for placement in self.ctx.placements[start:]:
+            if placement.pod not in mine:
+                continue
             node = self.ctx.nodes.get(placement.node)
             group = None if node is not None else placement.group
             spot = node.spot if node is not None else templates.get(group) if group is not None else None
@@ -486,12 +516,10 @@ class ScaleUpStage:
         """Open as many new nodes of ``group`` as the class needs (at most ``at_most``) and MaxSize and
         the limits allow, fill them, and say why it stopped short (if it did)."""
         ctx, key = self.ctx, group.key
-        per_node = fit_count(cls.requests, self.empty[key], self._new_node_cap(cls, group))
         labels = group.template.labels if group.template else {}
-        fits = min(cls.remaining, cls.room_in(labels))
-        if fits <= 0 or per_node <= 0:
+        need = self._nodes_needed(cls, group)
+        if need <= 0:
             return _spread_full(group)
-        need = math.ceil(fits / per_node)
         need = need if at_most is None else min(need, at_most)
         cap = on_demand_cap(ctx, cls, group)
         opening, binding = self.limits.allowed(
@@ -508,6 +536,23 @@ class ScaleUpStage:
         if self.room[key] <= 0:
             return _at_max_size(group)
         return _spread_full(group) if cls.remaining and cls.room_in(labels) <= 0 else None
+
+    def _nodes_needed(self, cls: PodClass, group: NodeGroup) -> int:
+        """How many new nodes of ``group`` the class's remaining pods fill, as far as its room on a new
+        node and its zone spreads' room in the group's zone go (0: none). The pods a new node runs
+        first that a zone spread counts take places of the class's in its zone: a node whose own pods
+        leave its zone no room for one of the class is not opened (it would stay empty; kube-scheduler
+        counts them as any pod of the zone, podtopologyspread/common.go countPodsMatchSelector)."""
+        per_node = fit_count(cls.requests, self.empty[group.key], self._new_node_cap(cls, group))
+        labels = group.template.labels if group.template else {}
+        fits = min(cls.remaining, cls.room_in(labels))
+        if fits <= 0 or per_node <= 0:
+            return 0
+        spot, fresh = self._new_spot(cls, group), self._fresh(group)
+        taken = cls.domains.zone_fresh(spot, fresh)
+        if taken and cls.room_opened(spot, fresh) <= 0:
+            return 0
+        return math.ceil(fits / (per_node + taken))
 
     def _gang_held(self, cls: PodClass, group: NodeGroup, opening: int) -> Skip | None:
         """Why a gang's ``opening`` more new nodes of ``group`` must not be opened: with those it opens
@@ -539,10 +584,31 @@ class ScaleUpStage:
             if self.zone is not None and len(group.zones) > 1:
                 ctx.gang_zones[(key, cls.gang)] = self.zone
         ids = [f"{group.name}/new-{opened + i + 1}" for i in range(opening)]
-        bins = self.new_bins.setdefault((key, cls.gang), [])
-        bins.append(new_bin(cls, dict(self.empty[key]), ids, self._new_node_cap(cls, group)))
+        self.new_bins.setdefault((key, cls.gang), []).append(Bin(dict(self.empty[key]), ids))
         self.limits.charge(cls.tenant, group, opening, zone=self._kept_zone(cls, group))
+        fresh = self._fresh(group)
+        if fresh:  # they register running them: the pod topology of this class and those after counts them
+            spot = self._new_spot(cls, group)
+            ctx.planned.record_fresh(spot, fresh, opening)
+            cls.opened(spot, fresh, opening)
         self._fill_new(cls, group)
+
+    def _fresh(self, group: NodeGroup) -> tuple[frozenset[int], ...]:
+        """Per pod a new node of ``group`` runs first, the terms selecting it (:func:`fresh_node_selected`)."""
+        return fresh_node_selected(self.ctx, group)
+
+    def _new_spot(self, cls: PodClass, group: NodeGroup) -> Spot:
+        """A new node of ``group`` for ``cls`` as pod topology sees it: its template's labels and taints,
+        with the zone its gang's fleet is kept to (the zone being tried, :meth:`_kept_zone`, or the one
+        it was placed in, :attr:`Context.gang_zones`; EC2 picks the zone of any other new node of a
+        group over several)."""
+        template = group.template
+        if template is None:
+            return Spot({})
+        zone = self._kept_zone(cls, group)
+        if zone is None and cls.gang is not None:
+            zone = self.ctx.gang_zones.get((group.key, cls.gang))
+        return Spot(new_node_labels(group, zone), template.taints)
 
     def _new_node_cap(self, cls: PodClass, group: NodeGroup) -> int:
         """How many of the class a new node of ``group`` takes for its pod topology, the pods the node
@@ -550,9 +616,13 @@ class ScaleUpStage:
         return cls.domains.new_node_cap(fresh_node_selected(self.ctx, group))
 
     def _fill_new(self, cls: PodClass, group: NodeGroup) -> None:
+        """Fill the new nodes of ``group`` this plan opened (for this class or one before it), each up
+        to the class's cap on a new node: the pods a new node runs first count for it whichever class
+        opened the node (:meth:`_new_node_cap`)."""
         bins = self.new_bins[(group.key, cls.gang)]
         labels = group.template.labels if group.template else {}
-        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels))):
+        cap = self._new_node_cap(cls, group)
+        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels)), cap):
             cls.note_placed(labels, count)
             pods = cls.take(count)
             self.ctx.placements.extend(Placement(pod, node_id, group.key) for pod in pods)
@@ -948,6 +1018,7 @@ class RoomTrial:
             "gang_nodes": dict(ctx.gang_nodes),
             "gang_pods": {k: list(v) for k, v in ctx.gang_pods.items()},
             "gang_zones": dict(ctx.gang_zones),
+            "planned": ctx.planned.copy(),  # a new node's DaemonSet pods (ScaleUpStage._add_nodes)
             "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
             "leaving": {k: set(v) for k, v in ctx.leaving_notes.items()},
             "room_notes": {k: set(v) for k, v in ctx.room_notes.items()},
@@ -966,7 +1037,7 @@ class RoomTrial:
         stage.limits.restore(saved["limits"])
         ctx.new_nodes, ctx.new_pods = saved["new_nodes"], saved["new_pods"]
         ctx.gang_nodes, ctx.gang_pods = saved["gang_nodes"], saved["gang_pods"]
-        ctx.gang_zones = saved["gang_zones"]
+        ctx.gang_zones, ctx.planned = saved["gang_zones"], saved["planned"]
         ctx.overflow_notes, ctx.uncordoned = saved["notes"], saved["uncordoned"]
         ctx.leaving_notes, ctx.room_notes = saved["leaving"], saved["room_notes"]
         ctx.min_room_wanted = saved["min_room_wanted"]

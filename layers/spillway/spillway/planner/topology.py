@@ -162,9 +162,7 @@ class ZoneSpread:
             return self
         counts, eligible = dict(self.counts), set(self.eligible)
         for spot, count in entries:
-            if self.pod is not None and not counted_node(
-                self.pod, self.flags, spot.labels, spot.taints, spot.name
-            ):
+            if not self.counts_spot(spot):
                 continue
             value = spot.labels.get(self.key)
             if value is not None:
@@ -172,6 +170,10 @@ class ZoneSpread:
                 if count > 0:
                     eligible.add(value)
         return replace(self, counts=counts, eligible=frozenset(eligible))
+
+    def counts_spot(self, spot: Spot) -> bool:
+        """Whether the spread counts the node ``spot`` and the pods on it (:func:`counted_node`)."""
+        return self.pod is None or counted_node(self.pod, self.flags, spot.labels, spot.taints, spot.name)
 
     def ceiling(
         self, value: str, settled: Mapping[tuple[str, str], int], opening: Iterable[Mapping[str, str]] = ()
@@ -401,6 +403,33 @@ class Domains:
         new_node, _, _ = host_rooms(self.host_spreads, self.host_placed, fresh)
         return min(self.per_node_without_spreads, new_node)
 
+    def with_fresh(self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int) -> Domains:
+        """These domains once ``nodes`` new nodes at ``spot`` register running the pods they run first
+        (their DaemonSets': ``fresh``, the terms selecting each): a zone spread that selects some of
+        them counts them in the node's zone (:meth:`ZoneSpread.joined`), as kube-scheduler counts every
+        pod of a node its selector matches (podtopologyspread/common.go, countPodsMatchSelector, summed
+        per domain in filtering.go calPreFilterState)."""
+        if not fresh or not any(isinstance(rule, ZoneSpread) for rule in self.counted):
+            return self
+        opened = Planned()
+        opened.record_fresh(spot, fresh, nodes)
+        return replace(
+            self, counted=tuple(r.joined(opened) if isinstance(r, ZoneSpread) else r for r in self.counted)
+        )
+
+    def zone_fresh(self, spot: Spot, fresh: Sequence[frozenset[int]]) -> int:
+        """How many of the pods a new node at ``spot`` runs first (``fresh``: the terms selecting each)
+        the class's zone spreads count in its zone, at most: each such pod takes a place the class's own
+        pods would have there."""
+        return max(
+            (
+                sum(1 for selected in fresh if rule.term in selected)
+                for rule in self.counted
+                if isinstance(rule, ZoneSpread) and rule.key in spot.labels and rule.counts_spot(spot)
+            ),
+            default=0,
+        )
+
     def led_to(self, where: Mapping[str, str]) -> Domains:
         """These domains once the first pod of the class went to a node with the labels ``where`` (one
         value for each key of :attr:`leads_zone`): kube-scheduler waives a required pod affinity term
@@ -449,6 +478,14 @@ class Planned:
         for term, key in domains.zone_anti:
             self.owning.setdefault(term, []).append((key, spot.labels))
         self.following.update(term for term, _, _ in domains.affinity)
+
+    def record_fresh(self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int) -> None:
+        """``nodes`` new nodes at ``spot`` register running the pods they run first (their DaemonSets'):
+        ``fresh``, the terms selecting each of those pods. kube-scheduler counts them as any pod there
+        (a zone spread in its zone, a pod affinity term's domain)."""
+        for selected in fresh:
+            for term in selected:
+                self.selected.setdefault(term, []).append((spot, nodes))
 
     def left(self, pod: PodInfo, spot: Spot) -> None:
         """``pod`` moves off node ``spot``: the terms that select it count one less there (a zone its own
