@@ -245,3 +245,23 @@ def test_consolidation_moves_no_pod_with_a_volume_onto_a_node_at_its_limit() -> 
 
     assert result.drain == ()
     assert {k.node: k.code for k in result.kept} == dict.fromkeys(nodes, codes.DOES_NOT_FIT)
+
+
+def test_a_preemption_on_the_node_at_its_limit_keeps_the_other_nodes_room_open_to_volumes() -> None:
+    """Two nodes of one shape: the first at its limit, running an expendable pod a pending pod of higher
+    priority preempts; the second, without a limit, has 810m free. A pod with a new volume that fits
+    there takes it once the preemption has widened the first node's room."""
+    w, node = world(limit=2)
+    w.items.append(
+        o.pod("backfill-0", cpu="7", memory="1Gi", node_name=node, priority=-100, owner=("ReplicaSet", "bf"))
+    )
+    (other,) = w.group("db2", "m5.2xlarge", nodes=1, max_size=10, zones=[ZONE])
+    w.items.append(o.pod("busy-0", cpu="7100m", memory="1Gi", node_name=other, owner=("ReplicaSet", "busy")))
+    w.items.append(o.pod("train-0", cpu="4", memory="1Gi", priority=1000))
+    pending_with_new_volume(w)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/train-0"] == codes.FITS_BY_PREEMPTION
+    assert pending_codes(result)["default/db-2"] == codes.FITS_FREE_ROOM

@@ -40,8 +40,12 @@ class Pool:
 
     def widen(self, node: WorkNode) -> None:
         """``node``, one of the pool's, has more free room than before (a preemption gave it the room of
-        the pods it takes away): the bound holds it, and no node is skipped as full any more."""
-        _max_into(self.bound, node.free)
+        the pods it takes away): the bound holds it, and no node is skipped as full any more. A resource
+        checked only where reported that the bound leaves out (a member does not report it) stays out."""
+        _max_into(
+            self.bound,
+            {k: v for k, v in node.free.items() if k in self.bound or not unchecked_when_unknown(k)},
+        )
         self.full.clear()
 
 
