@@ -51,6 +51,7 @@ from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
     ConfigMap,
+    CSINode,
     DaemonSet,
     Node,
     PersistentVolume,
@@ -428,7 +429,7 @@ def _plural(obj: dict[str, Any]) -> str:
 LAUNCH_FACTS = frozenset(
     {"LaunchInstanceType", "LaunchMarketType", "LaunchSettingsProblem", "ResolvedLaunchTemplates"}
 )
-VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")  # iter_volume_objects
+VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")  # iter_volume_objects
 
 
 def _volume_object(obj: dict[str, Any]) -> VolumeObject:
@@ -437,6 +438,8 @@ def _volume_object(obj: dict[str, Any]) -> VolumeObject:
         return PersistentVolumeClaim.model_validate(obj)
     if kind == "StorageClass":
         return StorageClass.model_validate(obj)
+    if kind == "CSINode":
+        return CSINode.model_validate(obj)
     return PersistentVolume.model_validate(obj)
 
 

@@ -519,3 +519,39 @@ def taint_keys(cloud: Cloud, node: str) -> list[str]:
     found = cloud.kube.get("Node", node)
     assert found is not None
     return [t["key"] for t in found["spec"].get("taints") or []]
+
+
+def test_a_pod_whose_new_volume_the_node_with_room_cannot_attach_gets_a_node(cloud: Cloud) -> None:
+    """The running node's CSINode lets the EBS CSI driver attach two volumes, and its two pods use two:
+    kube-scheduler refuses it a pod with a new EBS volume (NodeVolumeLimits), though CPU and memory are
+    free. The real observe code reads the CSINode, the volumes and the claims, and the plan grows the
+    group (whose new node, read from the running one, allows two) rather than count on that room."""
+    cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+    (node,) = cloud.wait_nodes(1)
+    cloud.kube.add({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": node},
+                    "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-0123456789abcdef0",
+                                          "topologyKeys": ["topology.ebs.csi.aws.com/zone"],
+                                          "allocatable": {"count": 2}}]}})  # fmt: skip
+    cloud.kube.add({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
+                    "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer"})  # fmt: skip
+    for i in range(3):
+        claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3",
+                                 "resources": {"requests": {"storage": "10Gi"}}}  # fmt: skip
+        if i < 2:  # the running pods' claims are bound to the driver's volumes
+            cloud.kube.add({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-db-{i}"},
+                            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                                     "storageClassName": "gp3",
+                                     "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-0{i}"}}})  # fmt: skip
+            claim["volumeName"] = f"pv-db-{i}"
+        cloud.kube.add({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": f"data-db-{i}", "namespace": "shop"}, "spec": claim})  # fmt: skip
+        pod = o.pod(f"db-{i}", "shop", cpu="100m", memory="128Mi", owner=("StatefulSet", "db"),
+                    node_name=node if i < 2 else None)  # fmt: skip
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-db-{i}"}}]
+        cloud.kube.add(pod)
+
+    outcome = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"][0]
+
+    record = latest_plan(cloud)
+    assert [(s["group"], s["from"], s["to"]) for s in record["scale_up"]] == [("general", 1, 2)], record
+    assert outcome["summary"]["scale_up_nodes"] == 1

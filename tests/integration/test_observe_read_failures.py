@@ -167,6 +167,8 @@ RULES = [
     ("/api/v1/persistentvolumeclaims", '{apiGroups: [""], resources: ["persistentvolumeclaims"], verbs: ["list"]}'),
     ("/apis/storage.k8s.io/v1/storageclasses",
      '{apiGroups: ["storage.k8s.io"], resources: ["storageclasses"], verbs: ["list"]}'),
+    ("/apis/storage.k8s.io/v1/csinodes",
+     '{apiGroups: ["storage.k8s.io"], resources: ["csinodes"], verbs: ["list"]}'),
     ("/apis/autoscaling.x-k8s.io/v1/provisioningrequests",
      '{apiGroups: ["autoscaling.x-k8s.io"], resources: ["provisioningrequests"], verbs: ["list"]}'),
     ("/apis/autoscaling.x-k8s.io/v1beta1/capacitybuffers",
@@ -205,6 +207,7 @@ BUILT_IN = [
     "/api/v1/persistentvolumeclaims",
     "/api/v1/persistentvolumes",
     "/apis/storage.k8s.io/v1/storageclasses",
+    "/apis/storage.k8s.io/v1/csinodes",
     "/apis/apps/v1/daemonsets",
     "/apis/batch/v1/jobs",
 ]

@@ -183,7 +183,8 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         )
     )
     provreq_future = pool.submit(provisioning_requests, kube)
-    volume_future = pool.submit(lambda: list(kube.iter_volume_objects()))  # claims and volumes: zones
+    # claims and volumes (zones), CSINodes (attach limits)
+    volume_future = pool.submit(lambda: list(kube.iter_volume_objects()))
     priorities_future = pool.submit(kube.priority_expander)  # cluster-autoscaler's group priorities
     daemonset_future = pool.submit(lambda: daemonset_infos(kube.iter_daemonsets()))  # fresh nodes' pods
     budgets = PdbMatcher()  # which budgets select which pods (PodInfo.pdbs)
@@ -219,11 +220,12 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         pool.shutdown(wait=False, cancel_futures=True)
         raise ObservationFailed(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}") from exc
     pool.shutdown(wait=True)
-    groups = with_live_templates(with_zone_ids(groups, zone_ids), nodes)  # here groups and nodes first meet
     for pdb in raw_pdbs:
         budgets.add(pdb)
     for volume in volume_objects:
         volumes.add(volume)
+    nodes = volumes.with_attach_limits(nodes)  # CSI drivers' attach limits (CSINodes): a group's too
+    groups = with_live_templates(with_zone_ids(groups, zone_ids), nodes)  # here groups and nodes first meet
     pods, buffer_infos, provreqs = with_topology(
         topology,
         list(volumes.apply(list(budgets.apply(normal.apply(pod_list, shared.gangs, succeeded))))),

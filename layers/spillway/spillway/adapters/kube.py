@@ -154,6 +154,7 @@ from spillway.model.k8s import (
     CapacityQuota,
     ConfigMap,
     CoschedulingPodGroup,
+    CSINode,
     DaemonSet,
     Namespace,
     Node,
@@ -969,10 +970,11 @@ class KubeClient:
                         self._log_not_served(f"{shared.qualified} ({', '.join(shared.versions)})")
 
     def iter_volume_objects(self) -> Iterator[VolumeObject]:
-        """PersistentVolumeClaims of all namespaces, PersistentVolumes, then StorageClasses: where pods'
-        volumes let them run, and whether they wait for one (spillway.model.cluster.VolumeMatcher).
-        A refusal (403, naming the rule) or no useful answer raises: a bound volume left out would free
-        its pod of its zone."""
+        """PersistentVolumeClaims of all namespaces, PersistentVolumes, StorageClasses, then CSINodes:
+        where pods' volumes let them run, whether they wait for one, and how many volumes of each CSI
+        driver a node may use (spillway.model.cluster.VolumeMatcher). A refusal (403, naming the rule)
+        or no useful answer raises: a bound volume left out would free its pod of its zone, a CSINode
+        left out its node of its attach limit."""
         yield from self._built_in(
             "persistentvolumeclaims",
             PersistentVolumeClaim,
@@ -990,6 +992,12 @@ class KubeClient:
             StorageClass,
             self._storage.list_storage_class,
             _listing("storage.k8s.io", "storageclasses"),
+        )
+        yield from self._built_in(
+            "csinodes.storage.k8s.io",
+            CSINode,
+            self._storage.list_csi_node,
+            _listing("storage.k8s.io", "csinodes"),
         )
 
     def iter_daemonsets(self) -> Iterator[DaemonSet]:

@@ -45,6 +45,7 @@ from spillway.model.k8s import (
     CapacityBuffer,
     Condition,
     ConfigMap,
+    CSINode,
     DaemonSet,
     KubeObject,
     Namespace,
@@ -65,7 +66,13 @@ from spillway.model.k8s import (
     deletion_cost,
 )
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities, configmap_priorities
-from spillway.model.resources import Resources, capacity_delta, parse_resource_list, with_capacity
+from spillway.model.resources import (
+    Resources,
+    attach_limit_key,
+    capacity_delta,
+    parse_resource_list,
+    with_capacity,
+)
 from spillway.model.shared import (
     GangInfo,
     LabelRequirement,
@@ -1088,7 +1095,7 @@ class ClusterSnapshot:
                 workloads.append(obj)
             elif isinstance(obj, ResourceQuota):
                 resource_quotas.append(obj)
-            elif isinstance(obj, PersistentVolumeClaim | PersistentVolume | StorageClass):
+            elif isinstance(obj, PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode):
                 volumes.add(obj)
             elif isinstance(obj, ConfigMap):
                 priorities, priorities_problem = expander_priorities(obj) or (priorities, priorities_problem)
@@ -1112,7 +1119,7 @@ class ClusterSnapshot:
         return cls(
             cluster,
             taken_at,
-            tuple(nodes),
+            volumes.with_attach_limits(nodes),
             matched,
             tuple(pdbs),
             observe_seconds,
@@ -1299,10 +1306,28 @@ class VolumeMatcher:
 
     The zone keys of ``ZONE_ALIASES`` are read as ``topology.kubernetes.io/zone``, the key new nodes'
     templates carry.
+
+    It also counts the volumes each pod uses against their CSI driver's attach limit, as kube-scheduler's
+    NodeVolumeLimits does (pkg/scheduler/framework/plugins/nodevolumelimits/csi.go,
+    filterAttachableVolumes): a claim bound to a PersistentVolume of a CSI driver is that driver's
+    volume (``spec.csi``: driver and volume handle), one of an in-tree EBS volume
+    (``awsElasticBlockStore``, and such a volume inline in the pod) the EBS CSI driver's, as CSI
+    migration translates it; a claim not bound, or bound to a volume the snapshot lacks, is a new
+    volume of its StorageClass's provisioner (``kubernetes.io/aws-ebs`` read as ``ebs.csi.aws.com``). A
+    claim that does not exist, and one with no class or a class that does not exist, counts nothing.
+    CSI ephemeral inline volumes (``csi`` in the pod) are not counted: kube-scheduler does not either.
+    Each driver's count is added to the pod's requests under its attach limit's name
+    (:func:`~spillway.model.resources.attach_limit_key`); a volume counts once on a node, for the first
+    pod bound there that uses it (the NodeVolumeLimits filter counts unique volumes), and once in a pod.
     """
 
     def __init__(self) -> None:
         self._pods: list[tuple[int, str, tuple[str, ...]]] = []
+        # pods that use volumes a driver's attach limit may count: index, namespace, node, claims, and
+        # inline in-tree EBS volumes (unique names)
+        self._attaching: list[tuple[int, str, str | None, tuple[str, ...], tuple[str, ...]]] = []
+        self._drivers: dict[str, str | None] = {}  # PersistentVolume -> its unique CSI name (None: not CSI)
+        self._limits: dict[str, dict[str, int]] = {}  # node -> CSI driver -> attach limit (its CSINode's)
         self._claims: dict[str, PersistentVolumeClaim] = {}  # "<namespace>/<claim>"
         # PersistentVolume -> where it can be used ((): anywhere)
         self._volumes: dict[str, tuple[Term, ...]] = {}
@@ -1320,14 +1345,39 @@ class VolumeMatcher:
         )
         if claims:
             self._pods.append((index, pod.metadata.namespace or "default", claims))
+        inline = tuple(
+            _ebs_name(v.aws_elastic_block_store.volume_id)
+            for v in pod.spec.volumes
+            if v.aws_elastic_block_store
+        )
+        if claims or inline:
+            namespace = pod.metadata.namespace or "default"
+            self._attaching.append((index, namespace, pod.spec.node_name or None, claims, inline))
+
+    def with_attach_limits(self, nodes: Iterable[NodeInfo]) -> tuple[NodeInfo, ...]:
+        """``nodes`` with, in their allocatable, the attach limit of each CSI driver their CSINode gives a
+        count for (it wins over an ``attachable-volumes-csi-*`` the node reports, as in kube-scheduler's
+        getVolumeLimits). A node without a CSINode, or a driver without a count, has no limit."""
+        out = []
+        for node in nodes:
+            counts = self._limits.get(node.name)
+            if counts:
+                extra = {attach_limit_key(driver): count * 1000 for driver, count in counts.items()}
+                node = replace(node, allocatable={**node.allocatable, **extra})
+            out.append(node)
+        return tuple(out)
 
     def add(self, obj: VolumeObject) -> None:
+        if isinstance(obj, CSINode):
+            self._limits[obj.metadata.name] = obj.attach_limits()
+            return
         if isinstance(obj, PersistentVolumeClaim):
             self._claims[f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"] = obj
             return
         if isinstance(obj, StorageClass):
             self._classes[obj.metadata.name] = obj
             return
+        self._drivers[obj.metadata.name] = _csi_name(obj)
         required = obj.spec.node_affinity.required if obj.spec.node_affinity else None
         terms = tuple(tuple(_zone_key(r) for r in term) for term in _selector_terms(required))
         if not terms:
@@ -1353,7 +1403,39 @@ class VolumeMatcher:
                     volume_wait=wait,
                     own_terms=own if terms != own else None,
                 )
+        self._count_attached(pods)
         return tuple(pods)
+
+    def _count_attached(self, pods: list[PodInfo]) -> None:
+        """Add to each pod's requests how many volumes of each CSI driver it brings to a node: all of
+        its own for a pod not bound, those no pod bound there before it uses for a bound one."""
+        on_node: dict[str, set[str]] = {}
+        for index, namespace, node, claims, inline in self._attaching:
+            names = {n for claim in claims if (n := self._csi_of_claim(namespace, claim))} | set(inline)
+            if node is not None:
+                seen = on_node.setdefault(node, set())
+                fresh = names - seen
+                seen |= names
+                names = fresh
+            counts: dict[str, int] = {}
+            for name in names:
+                key = attach_limit_key(name.partition("/")[0])
+                counts[key] = counts.get(key, 0) + 1000  # milli-units, as every request
+            if counts:
+                pods[index] = replace(pods[index], requests={**pods[index].requests, **counts})
+
+    def _csi_of_claim(self, namespace: str, name: str) -> str | None:
+        """The unique name (``<driver>/<handle>``) of the CSI volume a claim gives its pod, or None."""
+        claim = self._claims.get(f"{namespace}/{name}")
+        if claim is None:
+            return None
+        if claim.spec.volume_name and claim.spec.volume_name in self._drivers:
+            return self._drivers[claim.spec.volume_name]
+        storage = self._classes.get(claim.class_name) if claim.class_name else None
+        if storage is None or not storage.provisioner:
+            return None
+        driver = MIGRATED_PROVISIONERS.get(storage.provisioner, storage.provisioner)
+        return f"{driver}/claim {namespace}/{name}"  # a volume yet to be made: one per claim
 
     def _claim(self, namespace: str, name: str) -> tuple[tuple[Term, ...], str | None]:
         """Where the claim lets its pod run (terms, ORed; none: anywhere), and why it holds the pod."""
@@ -1390,6 +1472,26 @@ class VolumeMatcher:
                 "volume, which no new node brings"
             )
         return _allowed_topologies(storage), None
+
+
+EBS_CSI_DRIVER = "ebs.csi.aws.com"
+# in-tree provisioners whose volumes CSI migration hands to a CSI driver (csi-translation-lib)
+MIGRATED_PROVISIONERS = {"kubernetes.io/aws-ebs": EBS_CSI_DRIVER}
+
+
+def _ebs_name(volume_id: str) -> str:
+    """An in-tree EBS volume's unique CSI name: its id without an ``aws://<zone>/`` prefix, as CSI
+    migration translates it (csi-translation-lib plugins/aws_ebs.go, KubernetesVolumeIDToEBSVolumeID)."""
+    return f"{EBS_CSI_DRIVER}/{volume_id.rpartition('/')[2] if volume_id.startswith('aws://') else volume_id}"
+
+
+def _csi_name(volume: PersistentVolume) -> str | None:
+    """A PersistentVolume's unique CSI name (``<driver>/<handle>``), None for one no CSI driver serves."""
+    if volume.spec.csi is not None and volume.spec.csi.driver and volume.spec.csi.volume_handle:
+        return f"{volume.spec.csi.driver}/{volume.spec.csi.volume_handle}"
+    if volume.spec.aws_elastic_block_store is not None and volume.spec.aws_elastic_block_store.volume_id:
+        return _ebs_name(volume.spec.aws_elastic_block_store.volume_id)
+    return None
 
 
 def _allowed_topologies(storage: StorageClass) -> tuple[Term, ...]:

@@ -366,12 +366,21 @@ class EmptyDirSource(KubeModel):
     medium: str = ""  # "" (the node's disk), "Memory" (tmpfs), "HugePages", "HugePages-<size>"
 
 
+class EbsVolumeSource(KubeModel):
+    """An in-tree ``awsElasticBlockStore`` volume (inline in a pod, or a PersistentVolume's): its
+    ``volumeID``, ``vol-...`` or ``aws://<zone>/vol-...``."""
+
+    volume_id: str = Field(default="", alias="volumeID")
+
+
 class Volume(KubeModel):
     """A pod volume: its claims (a generic ``ephemeral`` volume's claim is ``<pod>-<volume>``), and
-    whether it keeps data on the node (``emptyDir``, ``hostPath``: spillway.model.cluster.local_volumes)."""
+    whether it keeps data on the node (``emptyDir``, ``hostPath``: spillway.model.cluster.local_volumes);
+    an inline in-tree EBS volume counts against the EBS CSI driver's attach limit."""
 
     name: str = ""
     persistent_volume_claim: ClaimSource | None = None
+    aws_elastic_block_store: EbsVolumeSource | None = None
     ephemeral: dict[str, Any] | None = None
     empty_dir: EmptyDirSource | None = None
     host_path: dict[str, Any] | None = None
@@ -1063,8 +1072,15 @@ class VolumeNodeAffinity(KubeModel):
     required: NodeSelector | None = None
 
 
+class CsiVolumeSource(KubeModel):
+    driver: str = ""
+    volume_handle: str = ""
+
+
 class PersistentVolumeSpec(KubeModel):
     node_affinity: VolumeNodeAffinity | None = None
+    csi: CsiVolumeSource | None = None  # a CSI driver's volume: counts against its attach limit
+    aws_elastic_block_store: EbsVolumeSource | None = None  # in-tree EBS, migrated to the CSI driver
 
 
 class PersistentVolume(KubeModel):
@@ -1075,6 +1091,40 @@ class PersistentVolume(KubeModel):
     api_version: str = "v1"
     metadata: ObjectMeta
     spec: PersistentVolumeSpec = Field(default_factory=PersistentVolumeSpec)
+
+
+class VolumeNodeResources(KubeModel):
+    count: int | None = Field(default=None, ge=0)
+
+
+class CSINodeDriver(KubeModel):
+    name: str
+    node_id: str = Field(default="", alias="nodeID")
+    allocatable: VolumeNodeResources | None = None
+    topology_keys: list[str] = Field(default_factory=list)
+
+
+class CSINodeSpec(KubeModel):
+    drivers: list[CSINodeDriver] = Field(default_factory=list)
+
+
+class CSINode(KubeModel):
+    """storage.k8s.io/v1 CSINode, named as its Node: per CSI driver the kubelet registered there, how
+    many of its unique volumes the node may use (``allocatable.count``; none: no limit), which
+    kube-scheduler's NodeVolumeLimits holds pods to."""
+
+    kind: Literal["CSINode"] = "CSINode"
+    api_version: str = "storage.k8s.io/v1"
+    metadata: ObjectMeta
+    spec: CSINodeSpec = Field(default_factory=CSINodeSpec)
+
+    def attach_limits(self) -> dict[str, int]:
+        """Driver name -> how many of its volumes the node may use, for each driver that says."""
+        return {
+            d.name: d.allocatable.count
+            for d in self.spec.drivers
+            if d.allocatable and d.allocatable.count is not None
+        }
 
 
 class ConfigMap(KubeModel):
@@ -1192,7 +1242,8 @@ class DaemonSet(KubeModel):
     spec: DaemonSetSpec = Field(default_factory=DaemonSetSpec)
 
 
-VolumeObject = PersistentVolumeClaim | PersistentVolume | StorageClass  # what observe lists for volumes
+# what observe lists for volumes: where they let pods run, and (CSINodes) how many a node may use
+VolumeObject = PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode
 
 SharedObject = (
     Namespace
@@ -1211,12 +1262,15 @@ SharedObject = (
     | PersistentVolumeClaim
     | PersistentVolume
     | StorageClass
+    | CSINode
     | ConfigMap
     | ResourceQuota
     | DaemonSet
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
-CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota", "PersistentVolume", "StorageClass"})
+CLUSTER_SCOPED = frozenset(
+    {"Node", "Namespace", "CapacityQuota", "PersistentVolume", "StorageClass", "CSINode"}
+)
 
 
 class KubeList(BaseModel):
@@ -1259,6 +1313,7 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("ReplicaSet", "apps"): Scalable,
     ("DaemonSet", "apps"): DaemonSet,
     ("StorageClass", "storage.k8s.io"): StorageClass,
+    ("CSINode", "storage.k8s.io"): CSINode,
 }
 
 

@@ -5,6 +5,7 @@ Missing keys are zero. These helpers are the only arithmetic the planner does on
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 
 from spillway.model.quantity import format_milli, to_milli
@@ -26,6 +27,33 @@ EFA = (
 # A pod requesting a resource the node does not report cannot run there, except ephemeral storage:
 # every kubelet reports it, but an ASG's template node only knows it when a tag declares it.
 UNCHECKED_WHEN_UNKNOWN = frozenset({EPHEMERAL})
+
+# How many volumes of a CSI driver a node may have attached, as kube-scheduler's NodeVolumeLimits
+# names the limit (pkg/volume/util attach_limit.go, GetCSIAttachLimitKey): the CSINode's
+# spec.drivers[].allocatable.count on a node, the number of the driver's unique volumes in a pod's
+# requests (spillway.model.cluster.VolumeMatcher). A node with no limit for a driver (no CSINode entry,
+# or one without a count) takes any number, so this too is unchecked where a node does not report it.
+ATTACH_LIMIT_PREFIX = "attachable-volumes-csi-"
+_RESOURCE_NAME_LIMIT = 63
+
+
+def attach_limit_key(driver: str) -> str:
+    """The resource name of ``driver``'s attach limit: a long driver name is cut to 23 characters
+    followed by 16 hex digits of its SHA-1, as kube-scheduler keys it."""
+    if len(ATTACH_LIMIT_PREFIX) + len(driver) < _RESOURCE_NAME_LIMIT:
+        return ATTACH_LIMIT_PREFIX + driver
+    digest = hashlib.sha1(driver.encode(), usedforsecurity=False).hexdigest()[:16]
+    return ATTACH_LIMIT_PREFIX + driver[:23] + digest
+
+
+def is_attach_limit(name: str) -> bool:
+    return name.startswith(ATTACH_LIMIT_PREFIX)
+
+
+def unchecked_when_unknown(name: str) -> bool:
+    """Whether a node that does not report ``name`` takes any amount of it (UNCHECKED_WHEN_UNKNOWN,
+    and CSI attach limits)."""
+    return name in UNCHECKED_WHEN_UNKNOWN or name.startswith(ATTACH_LIMIT_PREFIX)
 
 
 def parse_resource_list(raw: Mapping[str, str | int | float] | None) -> Resources:
@@ -63,6 +91,23 @@ def subtract(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
     return out
 
 
+def add_room(room: Resources, extra: Mapping[str, int], times: int = 1) -> None:
+    """:func:`add_into` for a node's room: a resource checked only where reported
+    (:func:`unchecked_when_unknown`) that ``room`` does not report stays unreported, so pods taking
+    some of it, or giving it back, do not turn a node with no limit into one with a limit."""
+    for name, value in extra.items():
+        if name in room or not unchecked_when_unknown(name):
+            room[name] = room.get(name, 0) + value * times
+
+
+def room_less(allocatable: Mapping[str, int], used: Mapping[str, int]) -> Resources:
+    """:func:`subtract` for a node's room: ``allocatable`` less ``used``, but for the resources checked
+    only where reported that ``allocatable`` does not report (:func:`add_room`)."""
+    out = dict(allocatable)
+    add_room(out, used, -1)
+    return out
+
+
 def fit_count(request: Mapping[str, int], free: Mapping[str, int], limit: int) -> int:
     """How many copies of ``request`` fit in ``free``, at most ``limit``."""
     count = limit
@@ -71,7 +116,7 @@ def fit_count(request: Mapping[str, int], free: Mapping[str, int], limit: int) -
             continue
         have = free.get(name)
         if have is None:
-            if name in UNCHECKED_WHEN_UNKNOWN:
+            if unchecked_when_unknown(name):
                 continue
             return 0
         room = have // want
@@ -90,6 +135,8 @@ def dominant_share(request: Mapping[str, int], capacity: Mapping[str, int]) -> t
     """The resource ``request`` uses the largest fraction of ``capacity`` for, and that fraction."""
     best_name, best = CPU, 0.0
     for name in sorted(request):
+        if name.startswith(ATTACH_LIMIT_PREFIX):  # a count of volumes, not room a node is paid for
+            continue
         want = request[name]
         have = capacity.get(name, 0)
         if want <= 0 or have <= 0:

@@ -21,7 +21,7 @@ from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import priority_of
 from spillway.model.provreq import ProvisioningRequestInfo
-from spillway.model.resources import PODS, Resources, add_into, subtract
+from spillway.model.resources import PODS, Resources, add_into, add_room, room_less
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import dead, goes_with_its_node, keeps_node_busy, never_started
@@ -307,7 +307,7 @@ class Context:
         while self.nominated and (priority is None or self.nominated[-1].priority >= priority):
             pod = self.nominated.pop()
             node = self.nodes[pod.nominated or ""]
-            add_into(node.free, pod.requests, -1)
+            add_room(node.free, pod.requests, -1)
             node.free[PODS] = node.free.get(PODS, 0) - ONE_POD
             node.receives += 1
 
@@ -331,7 +331,7 @@ class Context:
     def _nominated_room(self, sign: int) -> None:
         for pod in self.nominated:
             node = self.nodes[pod.nominated or ""]
-            add_into(node.free, pod.requests, sign)
+            add_room(node.free, pod.requests, sign)
             node.free[PODS] = node.free.get(PODS, 0) + sign * ONE_POD
 
     def _index_pods(self, pods: Iterable[PodInfo]) -> None:
@@ -353,7 +353,7 @@ class Context:
             elif pod.gated and not pod.daemonset:
                 self.gated.append(pod)
         for node in self.nodes.values():
-            node.free = subtract(node.info.allocatable, node.used)
+            node.free = room_less(node.info.allocatable, node.used)
             node.victims.sort(key=lambda v: (v.priority, v.pod))
 
     def _keep_busy(self, node: WorkNode, pod: PodInfo) -> None:

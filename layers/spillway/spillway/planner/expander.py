@@ -40,11 +40,11 @@ from spillway.model.resources import (
     NEURON,
     NEURON_CORE,
     NVIDIA_GPU,
-    UNCHECKED_WHEN_UNKNOWN,
     Resources,
     describe,
     dominant_share,
     fit_count,
+    unchecked_when_unknown,
 )
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
@@ -319,7 +319,7 @@ def _rejection(
         for r in sorted(cls.requests)
         if cls.requests[r] > 0
         and empty.get(r, 0) < cls.requests[r]
-        and (r in empty or r not in UNCHECKED_WHEN_UNKNOWN)
+        and (r in empty or not unchecked_when_unknown(r))
     ]
     node = (
         f"a {group.instance_type} node"

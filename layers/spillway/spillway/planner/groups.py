@@ -11,7 +11,7 @@ from spillway.model.daemonsets import DaemonSetInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import LAUNCH, SCHEDULED_ACTIONS, NodeGroup
-from spillway.model.resources import PODS, UNCHECKED_WHEN_UNKNOWN, Resources, add_into, subtract
+from spillway.model.resources import PODS, Resources, add_into, subtract, unchecked_when_unknown
 from spillway.model.schedule import Floor, scheduled_floor
 from spillway.model.state import PoolState, pool_key
 from spillway.planner import codes
@@ -277,7 +277,7 @@ def empty_room(ctx: Context) -> dict[GroupKey, Resources]:
 
 def _room_after(allocatable: Resources, overhead: Resources) -> Resources:
     """``allocatable`` less ``overhead``, but for the unchecked resources ``allocatable`` does not know."""
-    known = {k: v for k, v in overhead.items() if k in allocatable or k not in UNCHECKED_WHEN_UNKNOWN}
+    known = {k: v for k, v in overhead.items() if k in allocatable or not unchecked_when_unknown(k)}
     return subtract(allocatable, known)
 
 

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from spillway.model.cluster import ZONE_LABEL, PodInfo
 from spillway.model.groupkey import GroupKey
-from spillway.model.resources import PODS, Resources, add_into, dominant_share
+from spillway.model.resources import PODS, Resources, add_into, add_room, dominant_share
 from spillway.model.state import RoomState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
@@ -297,7 +297,7 @@ def _move_placements(
     leave); the group opens one node less."""
     ctx, node = stage.ctx, candidate.node
     for pod in candidate.pods:
-        add_into(node.free, pod.requests, 1)
+        add_room(node.free, pod.requests, 1)
     keys = {p.key for p in pods}
     target = node.info.name
     ctx.placements[:] = [
@@ -308,7 +308,7 @@ def _move_placements(
     ctx.new_nodes[group] -= 1
     node.receives += len(pods)
     for pod in pods:
-        add_into(node.free, pod.requests, -1)
+        add_room(node.free, pod.requests, -1)
     stage.rooms[target] = RoomState(pods=tuple(sorted(keys)), since=ctx.now)
     note = f"make room: node {target} is given to it once {len(candidate.pods)} of its pod(s) move"
     ctx.pending_out.extend(PendingPod(p.key, note, codes.MAKING_ROOM) for p in pods)

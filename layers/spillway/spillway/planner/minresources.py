@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from spillway.model.cluster import PodInfo
-from spillway.model.resources import PODS, UNCHECKED_WHEN_UNKNOWN, Resources, add_into
+from spillway.model.resources import PODS, Resources, add_into, unchecked_when_unknown
 from spillway.planner.context import ONE_POD, Context
 
 
@@ -69,7 +69,7 @@ def balance(
         for name in need:
             if name in free:
                 have[name] += free[name] * count
-            elif name in UNCHECKED_WHEN_UNKNOWN:
+            elif unchecked_when_unknown(name):
                 unknown.add(name)
     return {name: have[name] - value for name, value in sorted(need.items()) if name not in unknown}
 

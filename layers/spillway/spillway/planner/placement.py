@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.resources import Resources, add_into, fit_count
+from spillway.model.resources import Resources, add_room, fit_count, unchecked_when_unknown
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, Victim, WorkNode, shape_of, without_taint
@@ -40,8 +40,12 @@ class Pool:
 
     def widen(self, node: WorkNode) -> None:
         """``node``, one of the pool's, has more free room than before (a preemption gave it the room of
-        the pods it takes away): the bound holds it, and no node is skipped as full any more."""
-        _max_into(self.bound, node.free)
+        the pods it takes away): the bound holds it, and no node is skipped as full any more. A resource
+        checked only where reported that the bound leaves out (a member does not report it) stays out."""
+        _max_into(
+            self.bound,
+            {k: v for k, v in node.free.items() if k in self.bound or not unchecked_when_unknown(k)},
+        )
         self.full.clear()
 
 
@@ -72,6 +76,11 @@ def pools(nodes: Iterable[WorkNode]) -> list[Pool]:
         bound: Resources = {}
         for node in members:
             _max_into(bound, node.free)
+        # a node that does not report a resource checked only where reported (a CSI driver's attach
+        # limit on a node whose CSINode gives none) takes any amount of it: so may the pool
+        for name in [n for n in bound if unchecked_when_unknown(n)]:
+            if any(name not in node.free for node in members):
+                del bound[name]
         out.append(Pool(members, bound))
     return out
 
@@ -178,14 +187,14 @@ def _split_bin(
     full = min(len(current.ids), want // per)
     if full:
         after = dict(current.free)
-        add_into(after, cls.requests, -per)
+        add_room(after, cls.requests, -per)
         ids, current.ids = current.ids[:full], current.ids[full:]
         inserted.append(Bin(after, ids, holds=_holding(cls, current, per), marks=marks))
         out.extend((node_id, per) for node_id in ids)
     rest = want - full * per
     if rest and current.ids:
         after = dict(current.free)
-        add_into(after, cls.requests, -rest)
+        add_room(after, cls.requests, -rest)
         ids, current.ids = current.ids[:1], current.ids[1:]
         inserted.append(Bin(after, ids, holds=_holding(cls, current, rest), marks=marks))
         out.append((ids[0], rest))
@@ -237,7 +246,7 @@ class TrialFit:
     def _commit(self, cls: PodClass, node: WorkNode, count: int) -> None:
         name = node.info.name
         self._save(node)
-        add_into(node.free, cls.requests, -count)
+        add_room(node.free, cls.requests, -count)
         node.marks = node.marks | cls.domains.marks
         cls.take(count)
         self.placed[name] = self.placed.get(name, 0) + count
@@ -249,7 +258,7 @@ class TrialFit:
         self._save(node)
         for victim in victims:
             node.victims.remove(victim)
-            add_into(node.free, victim.requests)
+            add_room(node.free, victim.requests)
         self.preempted += len(victims)
         self._commit(cls, node, count)
 
@@ -346,7 +355,7 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
 
 
 def _place_on_node(ctx: Context, cls: PodClass, node: WorkNode, count: int, uncordon: bool) -> None:
-    add_into(node.free, cls.requests, -count)
+    add_room(node.free, cls.requests, -count)
     node.receives += count
     node.marks = node.marks | cls.domains.marks
     name = node.info.name

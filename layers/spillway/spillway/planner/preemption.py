@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from spillway.model.resources import Resources, add_into, fit_count
+from spillway.model.resources import Resources, add_room, fit_count
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, Victim, WorkNode
@@ -36,7 +36,7 @@ def room_below(node: WorkNode, priority: int) -> Resources:
     room = dict(node.free)
     for victim in node.victims:
         if victim.priority < priority:
-            add_into(room, victim.requests)
+            add_room(room, victim.requests)
     return room
 
 
@@ -48,9 +48,9 @@ def choose_victims(node: WorkNode, requests: Resources, count: int, priority: in
     room = room_below(node, priority)
     victims: list[Victim] = []
     for victim in sorted(candidates, key=lambda v: (not v.guarded, -v.priority, v.pod)):
-        add_into(room, victim.requests, -1)
+        add_room(room, victim.requests, -1)
         if fit_count(requests, room, count) < count:
-            add_into(room, victim.requests)
+            add_room(room, victim.requests)
             victims.append(victim)
     return sorted(victims, key=lambda v: (v.priority, v.pod))
 
@@ -96,8 +96,8 @@ def _take(ctx: Context, cls: PodClass, node: WorkNode, count: int) -> None:
     victims = choose_victims(node, cls.requests, count, cls.priority)
     for victim in victims:
         node.victims.remove(victim)
-        add_into(node.free, victim.requests)
-    add_into(node.free, cls.requests, -count)
+        add_room(node.free, victim.requests)
+    add_room(node.free, cls.requests, -count)
     node.receives += count
     node.marks = node.marks | cls.domains.marks
     cls.note_placed(node.info.labels, count)

@@ -34,7 +34,7 @@ from spillway.config import EMPTY, BudgetReason
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import DO_NOT_DISRUPT, GIVE_BACK_LEASE_MINUTES
 from spillway.model.nodegroup import TERMINATE
-from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share, subtract
+from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share, room_less
 from spillway.model.state import NodeState, RoomState, Since
 from spillway.planner import codes
 from spillway.planner.buffers import held_here
@@ -490,7 +490,7 @@ class ScaleDownStage:
         self.taken[node.group.key] = self.taken.get(node.group.key, 0) + 1
         if removes:
             self.floors.remove(node.info, node.group)
-            gone = subtract(node.info.allocatable, node.daemon_used)
+            gone = room_less(node.info.allocatable, node.daemon_used)
             for slack in self.ctx.min_room_slack.values():
                 for name in slack:
                     slack[name] -= gone.get(name, 0)
@@ -534,7 +534,7 @@ class ScaleDownStage:
         ``minResources`` (:mod:`spillway.planner.minresources`): a node whose removal takes all it
         gives besides its DaemonSets (its pods move into the room of others) stays when that would
         leave the gang short."""
-        gone = subtract(node.info.allocatable, node.daemon_used)
+        gone = room_less(node.info.allocatable, node.daemon_used)
         for gang, slack in sorted(self.ctx.min_room_slack.items()):
             short = spends(slack, gone)
             if short:

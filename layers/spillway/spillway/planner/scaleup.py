@@ -27,7 +27,7 @@ from spillway.model.cluster import TaintT
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import DELETION_TAINTS
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.resources import PODS, Resources, add_into, describe, fit_count, subtract
+from spillway.model.resources import PODS, Resources, add_into, describe, fit_count, room_less
 from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.buffers import busy_first
@@ -874,7 +874,7 @@ def _empty_bins(
     for node in ctx.nodes.values():
         if node.group is None and node_in_domain(node, region, zone):
             info = node.info
-            room = subtract(info.allocatable, node.daemon_used)
+            room = room_less(info.allocatable, node.daemon_used)
             out.append(_EmptyNodes(info.labels, info.taints, info.name, [Bin(room, [info.name])]))
     return out
 

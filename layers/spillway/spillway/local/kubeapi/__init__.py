@@ -22,7 +22,7 @@ What it serves (JSON only)
   ``status.hard`` and ``status.used`` stored as written, as no quota controller runs here), ``/apis/batch/v1/[namespaces/{ns}/]jobs`` (+ ``/status``),
   ``/api/v1/[namespaces/{ns}/]persistentvolumeclaims`` and ``/api/v1/persistentvolumes`` (+ ``/status``),
   ``/apis/storage.k8s.io/v1/storageclasses`` (``volumeBindingMode`` defaulted to ``Immediate`` and
-  ``reclaimPolicy`` to ``Delete``, as the API server does),
+  ``reclaimPolicy`` to ``Delete``, as the API server does), ``/apis/storage.k8s.io/v1/csinodes``,
   ``/apis/scheduling.k8s.io/v1/priorityclasses`` (``system-node-critical`` and
   ``system-cluster-critical`` there from the start; ``preemptionPolicy`` defaulted to
   ``PreemptLowerPriority``; a ``value`` that is no int32 answers 400),

@@ -378,6 +378,20 @@ STORAGE_CLASSES = ResourceType(
     defaults=_storage_class_defaults,
 )
 
+#: storage.k8s.io/v1 CSINodes (built in, cluster-scoped, named as their Node, no status): the kubelet
+#: writes one per node with an entry per CSI driver registered there (``spec.drivers[]``: ``name``,
+#: ``nodeID``, ``topologyKeys``, ``allocatable.count``); observe reads each driver's attach limit.
+#: ``spec.drivers`` merges by ``name`` (k8s.io/api storage/v1 CSINodeSpec's patch strategy)
+CSI_NODES = ResourceType(
+    "CSINode",
+    "csinodes",
+    "csinode",
+    "storage.k8s.io",
+    "v1",
+    namespaced=False,
+    merge_keys={**_META_KEYS, ("spec", "drivers"): "name"},
+)
+
 #: scheduling.k8s.io/v1 PriorityClasses (built in, cluster-scoped, no status): what the Priority
 #: admission plugin resolves a pod's ``priorityClassName`` with (:mod:`.pods`); the API server's own
 #: two system classes exist from the start
@@ -840,6 +854,7 @@ ALL: tuple[ResourceType, ...] = (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
+    CSI_NODES,
     PRIORITY_CLASSES,
     CONFIG_MAPS,
     JOBS,

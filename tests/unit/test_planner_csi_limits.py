@@ -1,0 +1,267 @@
+"""CSI attach limits (kube-scheduler's NodeVolumeLimits, pkg/scheduler/framework/plugins/nodevolumelimits/
+csi.go): a node whose CSINode says its driver may use N volumes takes no pod that would bring it past N
+unique volumes of that driver, whatever CPU and memory it has free."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plan_world import World, pending_codes, scale_up
+
+from spillway.local import objects as o
+from spillway.model.resources import attach_limit_key
+from spillway.planner import codes
+
+EBS = "ebs.csi.aws.com"
+EBS_KEY = attach_limit_key(EBS)
+ZONE = "us-east-1a"
+
+
+def csinode(node: str, count: int | None, driver: str = EBS) -> dict[str, Any]:
+    """A CSINode as the kubelet registers it through the driver's node-driver-registrar."""
+    entry: dict[str, Any] = {
+        "name": driver,
+        "nodeID": "i-0123456789abcdef0",
+        "topologyKeys": [f"topology.{driver}/zone"],
+    }
+    if count is not None:
+        entry["allocatable"] = {"count": count}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": node, "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "kubernetes.io/aws-ebs"}},
+        "spec": {"drivers": [entry]},
+    }  # fmt: skip
+
+
+def gp3() -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "gp3"},
+        "provisioner": EBS,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
+def volume(name: str, handle: str, *, in_tree: bool = False) -> dict[str, Any]:
+    """An EBS volume in ZONE: a CSI one, or an in-tree ``awsElasticBlockStore`` one."""
+    term = {
+        "matchExpressions": [{"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": [ZONE]}]
+    }
+    source = (
+        {"awsElasticBlockStore": {"volumeID": f"aws://{ZONE}/{handle}", "fsType": "ext4"}}
+        if in_tree
+        else {"csi": {"driver": EBS, "volumeHandle": handle, "fsType": "ext4"}}
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "10Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+            **source,
+        },
+    }
+
+
+def claim(name: str, volume_name: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3"}
+    if volume_name:
+        spec["volumeName"] = volume_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+def with_claims(pod: dict[str, Any], *claims: str) -> dict[str, Any]:
+    pod["spec"]["volumes"] = [
+        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)
+    ]
+    return pod
+
+
+def world(limit: int | None = 2, *, csi_node: bool = True) -> tuple[World, str]:
+    """One m5.2xlarge node (zone a) with two running pods, each with its own EBS volume, and plenty of
+    CPU and memory left; its CSINode allows the EBS driver ``limit`` volumes."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("db", "m5.2xlarge", nodes=1, max_size=10, zones=[ZONE])
+    w.items += [
+        gp3(),
+        volume("pv-1", "vol-1"),
+        volume("pv-2", "vol-2"),
+        claim("c1", "pv-1"),
+        claim("c2", "pv-2"),
+    ]
+    w.items += [
+        with_claims(
+            o.pod("db-0", cpu="100m", memory="128Mi", node_name=node, owner=("StatefulSet", "db")), "c1"
+        ),
+        with_claims(
+            o.pod("db-1", cpu="100m", memory="128Mi", node_name=node, owner=("StatefulSet", "db")), "c2"
+        ),
+    ]
+    if csi_node:
+        w.items.append(csinode(node, limit))
+    return w, node
+
+
+def pending_with_new_volume(w: World, name: str = "db-2", claims: int = 1) -> None:
+    """A pending pod whose claims are not bound yet (WaitForFirstConsumer): new volumes of the driver."""
+    names = [f"data-{name}-{i}" for i in range(claims)]
+    w.items += [claim(c, None) for c in names]
+    w.items.append(with_claims(o.pod(name, cpu="100m", memory="128Mi", owner=("StatefulSet", "db")), *names))
+
+
+def test_a_pod_with_a_new_volume_gets_a_node_when_the_free_room_is_on_a_node_at_its_attach_limit() -> None:
+    """kube-scheduler refuses the node (2 attached + 1 new > 2): waiting for it would leave the pod
+    pending for good. The group's new node, read from the running one, allows 2 again."""
+    w, _ = world(limit=2)
+    pending_with_new_volume(w)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, ["default/db-2"])}
+
+
+def test_below_the_limit_the_pod_takes_the_free_room() -> None:
+    w, _ = world(limit=3)
+    pending_with_new_volume(w)
+
+    result = w.plan()
+
+    assert result.scale_up == () and pending_codes(result)["default/db-2"] == codes.FITS_FREE_ROOM
+
+
+def test_a_pod_without_volumes_still_takes_the_room_of_a_node_at_its_limit() -> None:
+    w, _ = world(limit=2)
+    w.items.append(o.pod("web-0", cpu="100m", memory="128Mi"))
+
+    result = w.plan()
+
+    assert result.scale_up == () and pending_codes(result)["default/web-0"] == codes.FITS_FREE_ROOM
+
+
+def test_a_node_without_a_csinode_or_without_a_count_has_no_limit() -> None:
+    """However many pods with new volumes the plan puts there."""
+    for w, _ in (world(csi_node=False), world(limit=None)):
+        pending_with_new_volume(w)
+        pending_with_new_volume(w, "db-3", claims=2)
+
+        result = w.plan()
+
+        assert result.scale_up == ()
+        assert {pending_codes(result)[f"default/db-{i}"] for i in (2, 3)} == {codes.FITS_FREE_ROOM}
+
+
+def test_a_volume_two_pods_on_the_node_share_counts_once() -> None:
+    """db-0 and db-1 both use c1 (vol-1): the node has one EBS volume, and room for one more of 2."""
+    w, _ = world(limit=2)
+    pod = next(i for i in w.items if i["kind"] == "Pod" and i["metadata"]["name"] == "db-1")
+    pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "c1"
+    pending_with_new_volume(w)
+
+    result = w.plan()
+
+    assert result.scale_up == () and pending_codes(result)["default/db-2"] == codes.FITS_FREE_ROOM
+
+
+def test_an_in_tree_ebs_volume_counts_against_the_ebs_csi_drivers_limit() -> None:
+    """CSI migration hands awsElasticBlockStore volumes to ebs.csi.aws.com; kube-scheduler counts them
+    there (csi.go, getCSIDriverInfo and TranslateInTreePVToCSI), as it counts an inline one."""
+    w, node = world(limit=3)
+    w.items.append(volume("pv-3", "vol-3", in_tree=True))
+    w.items.append(claim("c3", "pv-3"))
+    inline = o.pod("legacy-0", cpu="100m", memory="128Mi", node_name=node)
+    inline["spec"]["volumes"] = [{"name": "d", "awsElasticBlockStore": {"volumeID": "vol-4"}}]
+    w.items.append(inline)
+    pending_with_new_volume(w)
+    snapshot, *_ = w.parsed()
+    legacy = next(p for p in snapshot.pods if p.name == "legacy-0")
+
+    result = w.plan()
+
+    assert legacy.requests[EBS_KEY] == 1000
+    assert set(scale_up(result)) == {"db"}  # vol-1, vol-2, vol-4: at 3
+
+
+def test_a_pod_needing_more_volumes_than_a_new_node_allows_gets_no_node() -> None:
+    """The limit of the group's new nodes is read from its running node: 2, and the pod brings 3."""
+    w, _ = world(limit=2)
+    pending_with_new_volume(w, claims=3)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/db-2"] == codes.NO_GROUP_FITS
+
+
+def test_a_group_with_no_running_node_has_no_known_limit() -> None:
+    """No node of the group tells its limit: Spillway does not guess the driver's per-type table."""
+    w, _ = world(limit=2)
+    w.group("spare", "m5.2xlarge", max_size=10, zones=[ZONE])
+    pending_with_new_volume(w, claims=3)
+
+    result = w.plan()
+
+    assert set(scale_up(result)) == {"spare"}
+
+
+def test_a_node_without_a_limit_takes_the_pod_though_a_node_of_its_shape_is_at_its_limit() -> None:
+    """Two nodes of one shape: the first at its limit, the second without a CSINode (no limit)."""
+    w, _ = world(limit=2)
+    w.group("db2", "m5.2xlarge", nodes=1, max_size=10, zones=[ZONE])
+    pending_with_new_volume(w)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/db-2"] == codes.FITS_FREE_ROOM
+
+
+def test_consolidation_moves_no_pod_with_a_volume_onto_a_node_at_its_limit() -> None:
+    """Two nodes, each running two movable replicas with an EBS volume each, at their limit of 2: a drain
+    of either would move its pods where kube-scheduler places neither of them."""
+    w = World(regions=("us-east-1",))
+    nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10, zones=[ZONE]))
+    w.items.append(gp3())
+    for i, node in enumerate(nodes):
+        w.items.append(csinode(node, 2))
+        for j in range(2):
+            name = f"web{i}-{j}"
+            w.items += [volume(f"pv-{name}", f"vol-{name}"), claim(f"c-{name}", f"pv-{name}")]
+            pod = o.pod(name, cpu="1500m", memory="1Gi", node_name=node, owner=("ReplicaSet", f"web{i}"),
+                        annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})  # fmt: skip
+            w.items.append(with_claims(pod, f"c-{name}"))
+
+    result = w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=1.0
+    )
+
+    assert result.drain == ()
+    assert {k.node: k.code for k in result.kept} == dict.fromkeys(nodes, codes.DOES_NOT_FIT)
+
+
+def test_a_preemption_on_the_node_at_its_limit_keeps_the_other_nodes_room_open_to_volumes() -> None:
+    """Two nodes of one shape: the first at its limit, running an expendable pod a pending pod of higher
+    priority preempts; the second, without a limit, has 810m free. A pod with a new volume that fits
+    there takes it once the preemption has widened the first node's room."""
+    w, node = world(limit=2)
+    w.items.append(
+        o.pod("backfill-0", cpu="7", memory="1Gi", node_name=node, priority=-100, owner=("ReplicaSet", "bf"))
+    )
+    (other,) = w.group("db2", "m5.2xlarge", nodes=1, max_size=10, zones=[ZONE])
+    w.items.append(o.pod("busy-0", cpu="7100m", memory="1Gi", node_name=other, owner=("ReplicaSet", "busy")))
+    w.items.append(o.pod("train-0", cpu="4", memory="1Gi", priority=1000))
+    pending_with_new_volume(w)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/train-0"] == codes.FITS_BY_PREEMPTION
+    assert pending_codes(result)["default/db-2"] == codes.FITS_FREE_ROOM
