@@ -19,7 +19,9 @@ from spillway.observability import add_bytes, add_count, add_seconds, logger, me
 from spillway.observe import Observation, deadline_for, run_observe
 
 
-def record(observation: Observation) -> None:
+def record(observation: Observation, expendable_below: int | None = None) -> None:
+    """Its metrics and log line; ``expendable_below``: the planner's ``expendable_priority_cutoff``, below
+    which a pod's wait is by design and not counted in OldestPendingSeconds (the pending-too-long alarm)."""
     counts = observation.counts
     add_count("PendingPods", counts.pending_pods)
     add_count("UnschedulablePods", counts.unschedulable_pods)
@@ -27,7 +29,7 @@ def record(observation: Observation) -> None:
     add_count("NotReadyNodes", counts.not_ready_nodes)
     add_seconds("LongestNotReadySeconds", observation.snapshot.longest_not_ready_seconds())
     add_seconds("ObserveSeconds", observation.snapshot.observe_seconds)
-    add_seconds("OldestPendingSeconds", observation.snapshot.oldest_pending_seconds())
+    add_seconds("OldestPendingSeconds", observation.snapshot.oldest_pending_seconds(expendable_below))
     add_count("SnapshotsWritten", 1 if observation.written else 0)
     # the regions the gang sweep is blind in this observation (0 too: its alarm takes each period's least)
     unread = list(observation.snapshot.cluster.fleet_unread)
@@ -67,7 +69,7 @@ def observe_tick(clients: Clients, remaining_ms: int | None) -> dict[str, Any]:
             clock,
             time.sleep,
             deadline,
-            record,
+            lambda observation: record(observation, config.planner.expendable_priority_cutoff),
         )
     except ObservationFailed as exc:
         add_count("ObservationFailures", 1)

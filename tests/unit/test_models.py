@@ -344,6 +344,32 @@ def test_oldest_pending_seconds_is_measured_from_the_unschedulable_condition() -
     assert Snapshot.build(cluster, (), taken_at=taken).oldest_pending_seconds() == 12 * 60
 
 
+def test_oldest_pending_seconds_leaves_out_pods_below_the_expendable_cutoff() -> None:
+    """A pod below ``expendable_priority_cutoff`` never triggers a scale-up, by design (cluster-autoscaler
+    likewise): its wait is no sign of a fault, and the pending-too-long alarm paged for it every minute
+    it waited past the threshold, with nothing the runbook could do (its reason is ``expendable``).
+    (Found by hunt-state.)"""
+    from datetime import timedelta
+
+    from spillway.model.snapshot import Snapshot
+
+    taken = o.EPOCH + timedelta(minutes=30)
+    objects = parse_kube_list(
+        o.kube_list(
+            [
+                o.pod("filler", created=o.EPOCH, priority=-100),
+                o.pod("at-cutoff", created=o.EPOCH + timedelta(minutes=10), priority=-10),
+                o.pod("job", created=o.EPOCH + timedelta(minutes=20)),
+            ]
+        )
+    )
+    snapshot = Snapshot.build(
+        ClusterSnapshot.build("c", taken, objects.nodes, objects.pods), (), taken_at=taken
+    )
+    assert snapshot.oldest_pending_seconds() == 30 * 60  # every pod, when no cutoff is given
+    assert snapshot.oldest_pending_seconds(expendable_below=-10) == 20 * 60
+
+
 # --- hostile quantities: bounded as Kubernetes bounds them, refused in constant time --------------
 
 

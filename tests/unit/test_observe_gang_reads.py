@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -57,15 +58,19 @@ class BlindIn(FakeCloud):
         return super().fleet_instances(region, instance_ids)
 
 
-def run_handler(monkeypatch: pytest.MonkeyPatch, cloud: FakeCloud) -> list[dict[str, Any]]:
-    """One observe invocation (one observation: a window of 0) through the real handler; its EMF documents."""
+def run_handler(
+    monkeypatch: pytest.MonkeyPatch, cloud: FakeCloud, pods: Sequence[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """One observe invocation (one observation: a window of 0) through the real handler, the cluster's
+    one node and ``pods``; its EMF documents."""
+    from spillway.config import PlannerConfig
     from spillway.observe import ObserveConfig
 
     app = observe_app()
     cloud.add_group("gpu", [INSTANCE], region="us-east-1", desired=1, max_size=3, instance_type="g5.xlarge")
-    kube = FakeCluster([o.node("ip-10-0-1-10.ec2.internal", instance=INSTANCE, zone="us-east-1a")])
+    kube = FakeCluster([o.node("ip-10-0-1-10.ec2.internal", instance=INSTANCE, zone="us-east-1a")], pods)
     clients = SimpleNamespace(
-        config=SimpleNamespace(cluster_name=CLUSTER, observe_window_seconds=0),
+        config=SimpleNamespace(cluster_name=CLUSTER, observe_window_seconds=0, planner=PlannerConfig()),
         kube=kube,
         aws=cloud,
         snapshots=FakeSnapshots(),
@@ -133,3 +138,20 @@ def test_an_observation_that_read_every_region_counts_zero(
     assert metric_values(docs, "GangInstanceReadsFailed") == [0]
     observed = [r for r in caplog.records if r.getMessage() == "observed"]
     assert [getattr(r, "gang_reads_failed", None) for r in observed] == [[]]
+
+
+def test_the_oldest_pending_wait_leaves_out_pods_below_the_expendable_cutoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An expendable pod (priority below ``expendable_priority_cutoff``, -10) pending for an hour never
+    triggers a scale-up, by design: OldestPendingSeconds (the pending-too-long alarm) counted it and
+    paged with nothing to do. A pod at the cutoff still counts. (Found by hunt-state.)"""
+    from datetime import UTC, datetime, timedelta
+
+    hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    minutes_ago = datetime.now(UTC) - timedelta(minutes=20)
+    expendable = [o.pod("filler", created=hour_ago, priority=-100)]
+    assert metric_values(run_handler(monkeypatch, BlindIn(), expendable), "OldestPendingSeconds") == [0]
+    counted = [*expendable, o.pod("job", created=minutes_ago, priority=-10)]
+    [oldest] = metric_values(run_handler(monkeypatch, BlindIn(), counted), "OldestPendingSeconds")
+    assert 20 * 60 - 5 < oldest < 20 * 60 + 60

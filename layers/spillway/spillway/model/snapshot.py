@@ -110,12 +110,16 @@ class Snapshot:
     def counts(self) -> SnapshotCounts:
         return SnapshotCounts.of(self.cluster)
 
-    def oldest_pending_seconds(self) -> float:
-        """How long the longest-waiting unschedulable pod has waited (its PodScheduled=False time)."""
+    def oldest_pending_seconds(self, expendable_below: int | None = None) -> float:
+        """How long the longest-waiting unschedulable pod has waited (its PodScheduled=False time);
+        ``expendable_below``: leave out pods of a lower priority (``expendable_priority_cutoff``: they
+        never trigger a scale-up, so their wait says nothing of the autoscaler)."""
         ages = [
             (self.taken_at - pod.pending_since).total_seconds()
             for pod in self.cluster.pods
-            if pod.pending_since is not None and pod.is_pending_unschedulable()
+            if pod.pending_since is not None
+            and pod.is_pending_unschedulable()
+            and (expendable_below is None or pod.priority >= expendable_below)
         ]
         return max(ages, default=0.0)
 
