@@ -286,6 +286,7 @@ NODE, INSTANCE = "ip-10-0-1-10.ec2.internal", "i-0a1b2c3d4e5f60718"
 
 
 def observe_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
+    from spillway.config import PlannerConfig
     from spillway.errors import KubeUnavailable, ObservationFailed
     from spillway.observe import ObserveConfig
 
@@ -295,7 +296,7 @@ def observe_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
         cloud = FakeCloud(cluster=CLUSTER)
         cloud.add_group("gpu", [INSTANCE], region=REGION, desired=1, max_size=3, instance_type="g5.xlarge")
         return SimpleNamespace(
-            config=SimpleNamespace(cluster_name=CLUSTER, observe_window_seconds=0),
+            config=SimpleNamespace(cluster_name=CLUSTER, observe_window_seconds=0, planner=PlannerConfig()),
             kube=kube,
             aws=cloud,
             snapshots=FakeSnapshots(),
