@@ -45,7 +45,7 @@ from spillway.errors import (
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.model.cluster import NodeInfo
-from spillway.model.drain import Drain
+from spillway.model.drain import MAX_WAITING_EXECUTION_SECONDS, Drain
 from spillway.model.k8s import Node, Pod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1950,7 +1950,7 @@ def test_a_drain_its_validation_cancelled_ends_recorded_cancelled_and_succeeds()
     a record step with outcome ``cancelled`` that ends the execution as a success: as a superseded
     drain's, no Fail state and no compensation is reachable from there."""
     states = _asl("drain_node.asl.json")["States"]
-    assert states["Validate"]["Next"] == "IsCancelled"
+    assert states["Validate"]["Next"] == "IsWaiting" and states["IsWaiting"]["Default"] == "IsCancelled"
     choice = states["IsCancelled"]
     assert choice["Type"] == "Choice" and choice["Default"] == "IsDryRun"
     assert choice["Choices"] == [{"Variable": "$.cancelled", "IsPresent": True, "Next": "RecordCancelled"}]
@@ -1966,6 +1966,22 @@ def test_a_drain_its_validation_cancelled_ends_recorded_cancelled_and_succeeds()
     for key in CANCELLED_KEYS:  # the same fields as the record step's output
         assert fallback["Parameters"][f"{key}.$"] == f"$.cancelled.{key}", key
     assert "$.cancelled.note" in fallback["Parameters"]["note.$"]
+
+
+def test_a_drain_answered_waiting_waits_until_not_before_then_validates_the_request_again() -> None:
+    """Validation's ``waiting`` answer (not_before ahead, nothing read) goes to a Wait until that time,
+    then back to Validate with the request as given; the execution's timeout covers the longest wait
+    and the longest drain after it."""
+    machine = _asl("drain_node.asl.json")
+    states = machine["States"]
+    assert states["IsWaiting"]["Choices"] == [
+        {"Variable": "$.waiting", "IsPresent": True, "Next": "WaitUntilNotBefore"}
+    ]
+    wait = states["WaitUntilNotBefore"]
+    assert (wait["Type"], wait["TimestampPath"], wait["Next"]) == ("Wait", "$.waiting.until", "Resume")
+    resume = states["Resume"]
+    assert (resume["Type"], resume["InputPath"], resume["Next"]) == ("Pass", "$.waiting.request", "Validate")
+    assert machine["TimeoutSeconds"] == MAX_WAITING_EXECUTION_SECONDS <= 365 * 86_400
 
 
 def test_a_drain_whose_record_step_fails_for_good_still_counts_its_outcome() -> None:
@@ -2263,6 +2279,57 @@ def test_validation_never_fails_a_drain_it_cancels(rig: Rig) -> None:
     assert DrainCancelled not in RAISES["validate"]
     with pytest.raises(InvalidDrainRequest, match="record"):
         rig.drainer.record({"cancelled": "soon"}, "cancelled")
+
+
+# --- not_before: a drain that waits before it starts ------------------------------------------------
+
+SCHEDULED = {"cluster": CLUSTER, "node": NODE, "force": True, "leaving": True, "notice": "scheduled",
+             "deadline_seconds": 86_400, "poll_seconds": 44, "reason": "scheduled change arn:x"}  # fmt: skip
+
+
+def test_a_drain_not_before_a_later_time_waits_for_it_reading_and_touching_nothing(rig: Rig) -> None:
+    """A scheduled change's forced drain is started with the notice, days before the change's last day
+    (spillway.act.interrupt.forced_later): validation answers ``waiting``, with the request as given,
+    which DrainNode waits out before validating it again, so that the node is judged (protections,
+    group, instance) as it is when the drain starts, not weeks earlier."""
+    request = {**SCHEDULED, "not_before": "2026-11-16T10:00:00Z"}
+    out = rig.drainer.validate(request)
+    assert out == {"waiting": {"until": "2026-11-16T10:00:00Z", "request": request}}
+    assert _reads_and_writes(rig) == [] and rig.cloud.calls == []
+    rig.clock.now = datetime(2026, 11, 16, 10, 0, 0, 500_000, tzinfo=UTC)  # the Wait ended at the second
+    again = rig.drainer.validate(request)
+    assert again["drain"]["node"] == NODE and again["drain"]["force"] is True
+
+
+@pytest.mark.parametrize(
+    ("not_before", "words"),
+    [
+        ("2026-11-16T10:00:00+00:00", "uppercase T and Z, no offset"),  # the Wait refuses an offset
+        ("2026-11-16t10:00:00z", "uppercase T and Z"),
+        ("2026-11-16", "uppercase T and Z"),
+        ("2026-13-16T10:00:00Z", "such as 2026-11-02T10:20:00Z"),
+        ("2027-11-02T10:00:00Z", "more than 360 days after 2026-11-02T10:00:00Z"),
+    ],
+)
+def test_a_not_before_the_wait_state_cannot_take_is_refused_naming_the_field(
+    rig: Rig, not_before: str, words: str
+) -> None:
+    """Step Functions' Wait takes RFC 3339 with an uppercase T and Z and no offset (Amazon States
+    Language, Wait state); any other form failed the execution at the Wait with no field named. A
+    Standard execution runs at most a year: a wait past MAX_WAIT_SECONDS is refused at once too."""
+    with pytest.raises(InvalidDrainRequest, match=re.escape(words)) as err:
+        rig.drainer.validate({**SCHEDULED, "not_before": not_before})
+    assert err.value.field == "not_before"
+    assert rig.writes() == []
+
+
+def test_a_lifecycle_drain_never_waits(rig: Rig) -> None:
+    lifecycle = {"hook": "drain-before-terminate", "token": "5f3c2a1b-0d4e-4f6a-9b8c-7d6e5f4a3b2c",
+                 "heartbeat_seconds": 300}  # fmt: skip
+    with pytest.raises(InvalidDrainRequest, match="HeartbeatTimeout") as err:
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "lifecycle": lifecycle, "force": True, "group": "general",
+                              "terminate": False, "not_before": "2026-11-02T10:05:00Z"})  # fmt: skip
+    assert err.value.field == "not_before"
 
 
 # --- the plan's claim on the node: a drain that starts after it lapsed --------------------------------

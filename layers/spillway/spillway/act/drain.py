@@ -137,6 +137,8 @@ from spillway.model.drain import (
     LIST_LIMIT,
     MAX_DEADLINE_SECONDS,
     MAX_POLL_SECONDS,
+    MAX_WAIT_SECONDS,
+    WAIT_TIMESTAMP_PATTERN,
     Action,
     Drain,
     DrainRequest,
@@ -237,6 +239,7 @@ _FIELD_HELP = {
     "force": "true or false",
     "dry_run": "true or false",
     "uncordon": "true or false",
+    "not_before": "when the drain starts, in UTC such as 2026-11-02T10:20:00Z",
 }
 
 
@@ -272,8 +275,55 @@ def parse_request(raw: Any) -> DrainRequest:
     _refuse(_uncordon_refusal(request))
     _refuse(_timestamp_refusal(request, "planned_at"))
     _refuse(_timestamp_refusal(request, "claim_until"))
+    _refuse(_not_before_refusal(request))
     _refuse(_controllers_refusal(request))
     return request
+
+
+def _not_before_refusal(request: DrainRequest) -> Refusal:
+    """``not_before`` is what Step Functions' Wait state takes (:data:`WAIT_TIMESTAMP_PATTERN`: a
+    timestamp it cannot read fails the execution at the Wait, with no field named and nothing
+    recorded), and never comes with ``lifecycle``: the hook holding the instance would time out."""
+    if request.not_before is None:
+        return None
+    if not re.fullmatch(WAIT_TIMESTAMP_PATTERN, request.not_before) or _timestamp(request.not_before) is None:
+        return InvalidDrainRequest(
+            f"a date and time in UTC such as 2026-11-02T10:20:00Z (an uppercase T and Z, no offset: the form "
+            f"Step Functions' Wait state takes), got {json.dumps(request.not_before)[:80]}",
+            field="not_before",
+        )
+    if request.lifecycle is not None:
+        return InvalidDrainRequest(
+            "not with lifecycle: the group's hook holds the instance for its HeartbeatTimeout, not until then",
+            field="not_before",
+        )
+    return None
+
+
+# How far the drain function's clock may be behind Step Functions' at the end of the Wait (which ends at
+# the second: it truncates milliseconds) for the drain to go on instead of waiting again.
+WAIT_SLACK_SECONDS = 1
+
+
+def waiting(request: DrainRequest, raw: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+    """A drain whose ``not_before`` is still ahead: ``{"waiting": {"until", "request"}}``, which DrainNode
+    waits out (its Wait state) before it validates ``request`` (the request as given) again; else None.
+    Nothing is read or touched before then: the node is judged as it is when the drain starts. Refused
+    (naming ``not_before``) more than :data:`MAX_WAIT_SECONDS` ahead, past the execution's timeout."""
+    if request.not_before is None:
+        return None
+    until = _timestamp(request.not_before)
+    assert until is not None  # parse_request refused it otherwise
+    ahead = (until - now).total_seconds()
+    if ahead > MAX_WAIT_SECONDS:
+        raise InvalidDrainRequest(
+            f"{request.not_before} is more than {MAX_WAIT_SECONDS // 86_400} days after {iso(now)}: a drain "
+            "waits at most that long (a Standard execution runs at most a year)",
+            field="not_before",
+        )
+    if ahead <= WAIT_SLACK_SECONDS:
+        return None
+    return {"waiting": {"until": request.not_before, "request": dict(raw)}}
 
 
 def _controllers_refusal(request: DrainRequest) -> Refusal:
@@ -1357,13 +1407,18 @@ class Drainer:
         refused it ``stale``: the node or its group changed since the plan): nothing is touched, plans
         judge the node again once the plan's claim on it lapses (at once for a lapsed claim), and the
         drain ends as a success recorded
-        ``cancelled`` (an answer, not an error: normal operation raises no alarm).
+        ``cancelled`` (an answer, not an error: normal operation raises no alarm); or, before anything
+        is read, ``{"waiting": {until, request}}`` for a request whose ``not_before`` is still ahead
+        (:func:`waiting`): DrainNode waits until then and validates it again.
         ``execution``: the DrainNode execution's name, which becomes the drain's (one is made up when
         none is given)."""
         request = parse_request(raw)
         name = drain_name(execution)
         _refuse(_other_cluster(request, self.cluster))
         _refuse(_foreign_hook(request, self.lifecycle_hooks))
+        later = waiting(request, raw, self.clock())
+        if later is not None:
+            return later
         lapsed = _lapsed_claim(request, self.clock())
         if lapsed is not None:
             return _cancelled(_requested(request), lapsed)

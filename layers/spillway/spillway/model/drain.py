@@ -21,6 +21,15 @@ MAX_POLL_SECONDS = 3_600
 # hour for retries, termination and recording. Past it, a node still carrying Spillway's cordon has
 # no drain that owns it (the planner's orphaned_drain_minutes is above this).
 MAX_EXECUTION_SECONDS = MAX_DEADLINE_SECONDS + MAX_POLL_SECONDS + 3_600
+# A drain with ``not_before`` waits for it (DrainNode's Wait state) before its validation, touching
+# nothing: a scheduled change's forced drain, started with the notice, waits for the change's last day.
+# At most this long: a Standard execution runs at most a year, and DrainNode's TimeoutSeconds is this
+# wait plus MAX_EXECUTION_SECONDS, which still bounds a drain from its validation (and so its cordon) on.
+MAX_WAIT_SECONDS = 360 * 86_400
+MAX_WAITING_EXECUTION_SECONDS = MAX_WAIT_SECONDS + MAX_EXECUTION_SECONDS
+# The form Step Functions' Wait takes (Timestamp, TimestampPath): RFC 3339 with an uppercase T and Z,
+# no offset (Amazon States Language, Wait state).
+WAIT_TIMESTAMP_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z$"
 LIST_LIMIT = 100  # pod names kept in a step's output: a state machine's state is at most 256 KiB
 MAX_EXPECTED_PODS = 1_000  # a consolidation's pods to move (a node runs at most a few hundred)
 
@@ -133,6 +142,11 @@ class DrainRequest(BaseModel):
     One successor per named pod gone. Without it (a drain by hand, an older build's plan) every pod the
     plan did not name is unplanned, as before.
 
+    ``not_before`` (RFC 3339 in UTC with ``Z``, as Step Functions' Wait state takes it; at most
+    :data:`MAX_WAIT_SECONDS` ahead; never with ``lifecycle``, whose hook would time out): the drain
+    waits until then before its validation, touching nothing, and is judged as the node is then. The
+    interrupt function's forced drain of a scheduled change days away waits for the change's last day.
+
     ``unready_minutes`` (a plan's drain of a NotReady node: its group's ``scale_down_unready_minutes``):
     while the node is still NotReady for at least that long, a pod on it that never started (Pending, no
     container ever ran: :func:`spillway.planner.disruption.never_started`) is no work, as the plan judged
@@ -165,6 +179,7 @@ class DrainRequest(BaseModel):
     claim_minutes: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     claim_until: str | None = Field(default=None, max_length=40)
     unready_minutes: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    not_before: str | None = Field(default=None, max_length=40)
 
 
 class Drain(BaseModel):
