@@ -77,3 +77,42 @@ def test_a_forced_drain_not_before_a_later_time_waits_untouched_then_drains_past
     actions = [c.event.get("action") for c in cloud.stack.calls("DrainFunction")]
     assert actions[:3] == ["validate", "validate", "cordon"] and "uncordon" not in actions
     assert instance not in cloud.instances()
+
+
+def test_a_forced_drain_for_a_change_ec2_no_longer_lists_wakes_and_ends_cancelled_untouched(
+    cloud: Cloud,
+) -> None:
+    """The change the drain waited for is gone from EC2 by then (canceled, or completed by a stop and
+    start): moto lists the instance's status with no scheduled event at all (it models none), which is
+    what EC2 answers a week after an event completed. After its wait the drain reads that
+    (DescribeInstanceStatus, through the real adapter) and ends ``cancelled``, a success, the node never
+    cordoned and its pod, which a budget holds, still running; before, it drained and deleted the pod
+    at its deadline."""
+    cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    instance, node = sorted(dict(cloud.registrar.registered).items())[0]
+    owner = ("ReplicaSet", "web-5d9c")
+    cloud.kube.add(objects.pod("web-0", "team-a", node_name=node, labels={"app": "web-0"}, owner=owner))
+    cloud.kube.add(objects.pdb("web-0", "team-a", {"app": "web-0"}, min_available=1))
+    not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=8)
+    start = not_before + timedelta(days=1, seconds=300)
+    request = {
+        "cluster": CLUSTER, "node": node, "instance_id": instance, "region": "us-east-1", "force": True,
+        "leaving": True, "notice": "scheduled", "deadline_seconds": 4, "poll_seconds": 1,
+        "reason": "scheduled change arn:aws:health:us-east-1::event/EC2/X/abc",
+        "not_before": not_before.isoformat().replace("+00:00", "Z"),
+        "scheduled_start": start.isoformat().replace("+00:00", "Z"), "event_code": "instance-retirement",
+    }  # fmt: skip
+    arn = cloud.stack.start("DrainNodeStateMachine", request, name=f"scheduled-{instance}-abc-force")
+    result = cloud.stack.wait(arn, timeout=60)
+
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "cancelled", result["output"]
+    actions = [c.event.get("action") for c in cloud.stack.calls("DrainFunction")]
+    assert "cordon" not in actions and "terminate" not in actions
+    after = cloud.kube.get("Node", node)
+    assert not after["spec"].get("unschedulable") and CORDONED not in (
+        after["metadata"].get("annotations") or {}
+    )
+    assert cloud.kube.get("Pod", "web-0", "team-a") is not None
+    assert instance in cloud.instances()
