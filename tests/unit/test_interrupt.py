@@ -363,6 +363,33 @@ def test_a_scheduled_change_days_out_also_starts_a_forced_drain_that_waits_for_i
     assert out["forced_from"] == "2026-03-03T08:55:00Z"
 
 
+def test_the_forced_drain_waiting_for_a_change_names_the_change_it_waits_for() -> None:
+    """Once its wait is over the forced drain asks EC2 whether the change still stands (a change AWS
+    canceled, or one a stop and start completed, must not drain; one the customer moved later must wait
+    again): its request names the change's start as AWS Health announced it and EC2's event code for
+    the Health event type (AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED: instance-retirement). The drain
+    without force, which starts now, has neither."""
+    rig = Rig(world(), now=datetime(2026, 2, 18, 9, 0, tzinfo=UTC))
+    doc = sample("interrupt-health-scheduled.json")
+    rig.handle(doc)
+    now, later = rig.workflows.requests
+
+    assert (later.input["scheduled_start"], later.input["event_code"]) == (
+        "2026-03-04T09:00:00Z",
+        "instance-retirement",
+    )
+    assert later.input["instance_id"] == INSTANCE and later.input["region"] == "us-east-1"
+    assert "scheduled_start" not in now.input and "event_code" not in now.input
+
+    other = copy.deepcopy(doc)
+    other["detail"]["eventTypeCode"] = "AWS_EC2_PERSISTENT_INSTANCE_POWER_MAINTENANCE_SCHEDULED"
+    other["detail"]["eventArn"] = "arn:aws:health:us-east-1::event/EC2/power/abc"
+    fresh = Rig(world(), now=datetime(2026, 2, 18, 9, 0, tzinfo=UTC))
+    fresh.handle(other)
+    forced = fresh.workflows.requests[1].input
+    assert forced["scheduled_start"] == "2026-03-04T09:00:00Z" and "event_code" not in forced
+
+
 def test_an_update_moving_a_scheduled_change_earlier_starts_a_forced_drain_for_the_new_start() -> None:
     """An event rescheduled to an earlier start (EC2 user guide, "Reschedule a scheduled event") comes
     again under its ARN: the forced drain waiting for the old start's last day would begin after the new
