@@ -44,7 +44,7 @@ from spillway.model.act import (
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
 from spillway.model.cluster import cordon_begins, cordon_digest, cordoned_for
-from spillway.model.drain import LifecycleHook, Placement
+from spillway.model.drain import LifecycleHook, Placement, ScheduledEvent, scheduled_event
 from spillway.model.fleet import SWEPT_STATES, TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG, FleetInstance
 from spillway.model.k8s import (
     CANDIDATE_TAINT,
@@ -498,6 +498,9 @@ class FakeCloud(Recorder):
         self.waiting: dict[str, dict[str, str]] = {}
         self.completed: list[tuple[str, str, str, str]] = []  # (group, hook, instance id, result)
         self.heartbeats: list[tuple[str, str, str]] = []  # (group, hook, instance id)
+        # EC2's scheduled events of an instance, as DescribeInstanceStatus lists them (InstanceStatusEvent:
+        # Code, Description, NotBefore as a datetime...): instance id -> its events (none unless set)
+        self.instance_events: dict[str, list[dict[str, Any]]] = {}
 
     @property
     def regions(self) -> tuple[str, ...]:
@@ -567,6 +570,11 @@ class FakeCloud(Recorder):
                         instance_type=str(instance.get("InstanceType") or ""),
                     )
         return None
+
+    def scheduled_events(self, region: str, instance_id: str) -> list[ScheduledEvent]:
+        """As DescribeInstanceStatus: the instance's events in :attr:`instance_events`, over ones included."""
+        self._call("scheduled_events", region, instance_id)
+        return [scheduled_event(e) for e in self.instance_events.get(instance_id, [])]
 
     def private_dns_names(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
         self._call("private_dns_names", region, tuple(instance_ids))

@@ -643,3 +643,59 @@ def test_zone_ids_are_asked_of_ec2_until_it_answers_then_kept(adapter: AwsAdapte
 
     assert len(refused) == 1 and len(seen) == 1
     assert again["us-west-2a"] == "usw2-az2"
+
+
+# --- DescribeInstanceStatus: an instance's scheduled events ------------------------------------------
+
+
+def test_scheduled_events_of_an_instance_moto_runs_are_none(
+    adapter: AwsAdapter, two_regions: dict[str, Any]
+) -> None:
+    """moto models no scheduled events: DescribeInstanceStatus lists its instances with no ``Events``
+    (moto/ec2/responses/instances.py, describe_instance_status). The adapter reads that as none."""
+    instance = boto3.client("autoscaling", region_name="us-east-1").describe_auto_scaling_groups(
+        AutoScalingGroupNames=["general"]
+    )["AutoScalingGroups"][0]["Instances"][0]["InstanceId"]
+    assert adapter.scheduled_events("us-east-1", instance) == []
+
+
+def test_scheduled_events_are_read_as_ec2_describes_them(adapter: AwsAdapter, clients: AwsClients) -> None:
+    """The parameters sent (the one instance; IncludeAllInstances, so that a stopped instance answers)
+    and InstanceStatusEvent read field by field (EC2 API reference): a canceled or completed event is
+    still listed, its Description prefixed "[Canceled]" / "[Completed]", and is not live."""
+    instance = "i-0a1b2c3d4e5f60718"
+    start = datetime(2026, 11, 3, 10, 5, tzinfo=UTC)
+    events = [
+        {"InstanceEventId": "instance-event-1", "Code": "instance-retirement",
+         "Description": "The instance is running on degraded hardware", "NotBefore": start,
+         "NotAfter": start + timedelta(days=1), "NotBeforeDeadline": start + timedelta(days=14)},
+        {"InstanceEventId": "instance-event-2", "Code": "system-reboot",
+         "Description": "[Canceled] scheduled reboot", "NotBefore": start},
+    ]  # fmt: skip
+    with Stubber(clients.ec2("us-east-1")) as stub:
+        stub.add_response(
+            "describe_instance_status",
+            {"InstanceStatuses": [{"InstanceId": instance, "Events": events}]},
+            {"InstanceIds": [instance], "IncludeAllInstances": True},
+        )
+        stub.add_client_error(
+            "describe_instance_status", service_error_code="InvalidInstanceID.NotFound",
+            service_message=f"The instance ID '{instance}' does not exist", http_status_code=400,
+        )  # fmt: skip
+        stub.add_client_error(
+            "describe_instance_status", service_error_code="RequestLimitExceeded",
+            service_message="Request limit exceeded.", http_status_code=503,
+        )  # fmt: skip
+        retirement, reboot = adapter.scheduled_events("us-east-1", instance)
+        gone = adapter.scheduled_events("us-east-1", instance)
+        with pytest.raises(AwsThrottled, match="DescribeInstanceStatus"):
+            adapter.scheduled_events("us-east-1", instance)
+
+    assert (retirement.event_id, retirement.code, retirement.live) == (
+        "instance-event-1",
+        "instance-retirement",
+        True,
+    )
+    assert (retirement.not_before, retirement.deadline) == (start, start + timedelta(days=14))
+    assert (reboot.code, reboot.live, reboot.not_after) == ("system-reboot", False, None)
+    assert gone == []

@@ -45,7 +45,7 @@ from spillway.errors import (
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.model.cluster import NodeInfo
-from spillway.model.drain import Drain
+from spillway.model.drain import MAX_WAITING_EXECUTION_SECONDS, Drain
 from spillway.model.k8s import Node, Pod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1951,7 +1951,7 @@ def test_a_drain_its_validation_cancelled_ends_recorded_cancelled_and_succeeds()
     a record step with outcome ``cancelled`` that ends the execution as a success: as a superseded
     drain's, no Fail state and no compensation is reachable from there."""
     states = _asl("drain_node.asl.json")["States"]
-    assert states["Validate"]["Next"] == "IsCancelled"
+    assert states["Validate"]["Next"] == "IsWaiting" and states["IsWaiting"]["Default"] == "IsCancelled"
     choice = states["IsCancelled"]
     assert choice["Type"] == "Choice" and choice["Default"] == "IsDryRun"
     assert choice["Choices"] == [{"Variable": "$.cancelled", "IsPresent": True, "Next": "RecordCancelled"}]
@@ -1967,6 +1967,22 @@ def test_a_drain_its_validation_cancelled_ends_recorded_cancelled_and_succeeds()
     for key in CANCELLED_KEYS:  # the same fields as the record step's output
         assert fallback["Parameters"][f"{key}.$"] == f"$.cancelled.{key}", key
     assert "$.cancelled.note" in fallback["Parameters"]["note.$"]
+
+
+def test_a_drain_answered_waiting_waits_until_not_before_then_validates_the_request_again() -> None:
+    """Validation's ``waiting`` answer (not_before ahead, nothing read) goes to a Wait until that time,
+    then back to Validate with the request as given; the execution's timeout covers the longest wait
+    and the longest drain after it."""
+    machine = _asl("drain_node.asl.json")
+    states = machine["States"]
+    assert states["IsWaiting"]["Choices"] == [
+        {"Variable": "$.waiting", "IsPresent": True, "Next": "WaitUntilNotBefore"}
+    ]
+    wait = states["WaitUntilNotBefore"]
+    assert (wait["Type"], wait["TimestampPath"], wait["Next"]) == ("Wait", "$.waiting.until", "Resume")
+    resume = states["Resume"]
+    assert (resume["Type"], resume["InputPath"], resume["Next"]) == ("Pass", "$.waiting.request", "Validate")
+    assert machine["TimeoutSeconds"] == MAX_WAITING_EXECUTION_SECONDS <= 365 * 86_400
 
 
 def test_a_drain_whose_record_step_fails_for_good_still_counts_its_outcome() -> None:
@@ -2264,6 +2280,189 @@ def test_validation_never_fails_a_drain_it_cancels(rig: Rig) -> None:
     assert DrainCancelled not in RAISES["validate"]
     with pytest.raises(InvalidDrainRequest, match="record"):
         rig.drainer.record({"cancelled": "soon"}, "cancelled")
+
+
+# --- not_before: a drain that waits before it starts ------------------------------------------------
+
+SCHEDULED = {"cluster": CLUSTER, "node": NODE, "force": True, "leaving": True, "notice": "scheduled",
+             "deadline_seconds": 86_400, "poll_seconds": 44, "reason": "scheduled change arn:x"}  # fmt: skip
+
+
+def test_a_drain_not_before_a_later_time_waits_for_it_reading_and_touching_nothing(rig: Rig) -> None:
+    """A scheduled change's forced drain is started with the notice, days before the change's last day
+    (spillway.act.interrupt.forced_later): validation answers ``waiting``, with the request as given,
+    which DrainNode waits out before validating it again, so that the node is judged (protections,
+    group, instance) as it is when the drain starts, not weeks earlier."""
+    request = {**SCHEDULED, "not_before": "2026-11-16T10:00:00Z"}
+    out = rig.drainer.validate(request)
+    assert out == {"waiting": {"until": "2026-11-16T10:00:00Z", "request": request}}
+    assert _reads_and_writes(rig) == [] and rig.cloud.calls == []
+    rig.clock.now = datetime(2026, 11, 16, 10, 0, 0, 500_000, tzinfo=UTC)  # the Wait ended at the second
+    again = rig.drainer.validate(request)
+    assert again["drain"]["node"] == NODE and again["drain"]["force"] is True
+
+
+@pytest.mark.parametrize(
+    ("not_before", "words"),
+    [
+        ("2026-11-16T10:00:00+00:00", "uppercase T and Z, no offset"),  # the Wait refuses an offset
+        ("2026-11-16t10:00:00z", "uppercase T and Z"),
+        ("2026-11-16", "uppercase T and Z"),
+        ("2026-13-16T10:00:00Z", "such as 2026-11-02T10:20:00Z"),
+        ("2027-11-02T10:00:00Z", "more than 360 days after 2026-11-02T10:00:00Z"),
+    ],
+)
+def test_a_not_before_the_wait_state_cannot_take_is_refused_naming_the_field(
+    rig: Rig, not_before: str, words: str
+) -> None:
+    """Step Functions' Wait takes RFC 3339 with an uppercase T and Z and no offset (Amazon States
+    Language, Wait state); any other form failed the execution at the Wait with no field named. A
+    Standard execution runs at most a year: a wait past MAX_WAIT_SECONDS is refused at once too."""
+    with pytest.raises(InvalidDrainRequest, match=re.escape(words)) as err:
+        rig.drainer.validate({**SCHEDULED, "not_before": not_before})
+    assert err.value.field == "not_before"
+    assert rig.writes() == []
+
+
+def test_a_lifecycle_drain_never_waits(rig: Rig) -> None:
+    lifecycle = {"hook": "drain-before-terminate", "token": "5f3c2a1b-0d4e-4f6a-9b8c-7d6e5f4a3b2c",
+                 "heartbeat_seconds": 300}  # fmt: skip
+    with pytest.raises(InvalidDrainRequest, match="HeartbeatTimeout") as err:
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "lifecycle": lifecycle, "force": True, "group": "general",
+                              "terminate": False, "not_before": "2026-11-02T10:05:00Z"})  # fmt: skip
+    assert err.value.field == "not_before"
+
+
+# --- a scheduled change's forced drain, its wait over: what EC2 says of the change now -------------
+
+# The forced drain of a retirement announced for 3 Nov 10:05 wakes a day before it less the margin (T0).
+CHANGE = {**SCHEDULED, "instance_id": INSTANCE, "region": "us-east-1", "not_before": "2026-11-02T10:00:00Z",
+          "scheduled_start": "2026-11-03T10:05:00Z", "event_code": "instance-retirement"}  # fmt: skip
+RETIREMENT = {"InstanceEventId": "instance-event-0d59937288b749b32", "Code": "instance-retirement",
+              "Description": "The instance is running on degraded hardware",
+              "NotBefore": datetime(2026, 11, 3, 10, 5, tzinfo=UTC),
+              "NotBeforeDeadline": datetime(2026, 11, 20, 10, 5, tzinfo=UTC)}  # fmt: skip
+
+
+def _untouched(rig: Rig) -> None:
+    node = rig.api.get("Node", NODE)
+    assert not node["spec"].get("unschedulable") and rig.writes() == []
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [{**RETIREMENT, "Description": "[Canceled] The instance is running on degraded hardware"}],
+        [{**RETIREMENT, "Description": "[Completed] The instance is running on degraded hardware"}],
+        [],  # EC2 lists none: a week after it completed, or never scheduled
+    ],
+    ids=["canceled", "completed", "none"],
+)
+def test_a_forced_drain_for_a_change_ec2_no_longer_lists_ends_cancelled_touching_nothing(
+    rig: Rig, events: list[dict[str, Any]]
+) -> None:
+    """A change AWS canceled, or one that completed early (a stop and start moves the instance to other
+    hardware), is over: EC2 DescribeInstanceStatus prefixes its Description with "[Canceled]" or
+    "[Completed]" (EC2 API reference, InstanceStatusEvent). The forced drain that waited for its last day
+    drained the node anyway and, at its deadline, deleted the pods a budget held, on an instance AWS no
+    longer retired. Now it ends ``cancelled`` (a success, no alarm), saying why."""
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = events
+    out = rig.drainer.validate(CHANGE)
+    assert set(out) == {"cancelled"}
+    assert "canceled or is done" in out["cancelled"]["note"] and INSTANCE in out["cancelled"]["note"]
+    assert ("scheduled_events", ("us-east-1", INSTANCE)) in rig.cloud.calls
+    _untouched(rig)
+
+
+def test_a_forced_drain_follows_only_live_events_of_the_instance(rig: Rig) -> None:
+    """A canceled retirement beside a system reboot still to come: the instance still has a change
+    ahead, so the drain goes on (for the reboot, the one EC2 still lists)."""
+    reboot = {**RETIREMENT, "Code": "system-reboot", "InstanceEventId": "instance-event-1",
+              "Description": "The instance is scheduled for a reboot"}  # fmt: skip
+    rig.cloud.instance_events[INSTANCE] = [{**RETIREMENT, "Description": "[Canceled] gone"}, reboot]
+    out = rig.drainer.validate(CHANGE)
+    assert out["drain"]["force"] is True and out["drain"]["deadline_seconds"] == 86_400
+    assert ("scheduled_events", ("us-east-1", INSTANCE)) in rig.cloud.calls
+
+
+def test_a_forced_drain_for_a_change_at_its_announced_start_drains_as_planned(rig: Rig) -> None:
+    """EC2 lists the change as announced: the drain asked, and goes on unchanged."""
+    rig.cloud.instance_events[INSTANCE] = [RETIREMENT]
+    out = rig.drainer.validate(CHANGE)
+    assert ("scheduled_events", ("us-east-1", INSTANCE)) in rig.cloud.calls
+    drain = out["drain"]
+    assert (drain["force"], drain["deadline_seconds"], drain["reason"]) == (True, 86_400, SCHEDULED["reason"])
+    assert drain["deadline_at"] == "2026-11-03T10:00:00Z"  # the start less the margin
+
+
+def test_a_forced_drain_for_a_change_moved_later_waits_again_until_the_new_last_day(rig: Rig) -> None:
+    """The customer moved the retirement two days later (EC2 ModifyInstanceEventStartTime, up to the
+    event's NotBeforeDeadline: user guide, "Reschedule a scheduled event"). The drain that waited for
+    the old start forced the node out then, two days early, killing pods a budget held for nothing. Now
+    it waits again, as much longer (the same Wait loop: validation's ``waiting`` answer, its request's
+    not_before and scheduled_start moved), and drains on the new last day with the same day-long
+    deadline, so it ends before the new start less the margin."""
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = [
+        {**RETIREMENT, "NotBefore": datetime(2026, 11, 5, 10, 5, tzinfo=UTC)}
+    ]
+    out = rig.drainer.validate(CHANGE)
+    moved = {**CHANGE, "not_before": "2026-11-04T10:00:00Z", "scheduled_start": "2026-11-05T10:05:00Z"}
+    assert out["waiting"]["until"] == "2026-11-04T10:00:00Z" and out["waiting"]["request"] == moved
+    assert "2026-11-05T10:05:00Z" in out["waiting"]["note"]
+    _untouched(rig)
+
+    rig.clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
+    again = rig.drainer.validate(out["waiting"]["request"])
+    assert again["drain"]["deadline_at"] == "2026-11-05T10:00:00Z" and again["drain"]["force"] is True
+
+
+def test_a_forced_drain_for_a_change_moved_earlier_ends_by_the_new_start(rig: Rig) -> None:
+    """Moved six hours earlier: the drain goes on now, its deadline six hours shorter, so that the pods
+    are out before EC2 takes the instance (the update's own forced drain may be on its way as well)."""
+    rig.cloud.instance_events[INSTANCE] = [
+        {**RETIREMENT, "NotBefore": datetime(2026, 11, 3, 4, 5, tzinfo=UTC)}
+    ]
+    out = rig.drainer.validate(CHANGE)
+    assert out["drain"]["deadline_at"] == "2026-11-03T04:00:00Z"
+    assert "from 2026-11-03T10:05:00Z to 2026-11-03T04:05:00Z" in out["drain"]["reason"]
+
+
+def test_a_forced_drain_that_cannot_read_ec2_drains_as_planned_and_says_so(rig: Rig) -> None:
+    """EC2 out of reach after the SDK's retries: the drain cannot tell a canceled change from one that
+    stands, and AWS retiring the instance with its pods on it is worse than a drain it no longer needed,
+    so it drains as planned, its reason saying EC2 was not read."""
+    rig.cloud.fail(
+        "scheduled_events", AwsUnavailable("DescribeInstanceStatus(us-east-1): ServiceUnavailable")
+    )
+    out = rig.drainer.validate(CHANGE)
+    assert out["drain"]["force"] is True and out["drain"]["deadline_seconds"] == 86_400
+    assert (
+        "scheduled events unread" in out["drain"]["reason"] and "drained as planned" in out["drain"]["reason"]
+    )
+
+
+def test_a_drain_without_a_scheduled_start_reads_no_scheduled_event(rig: Rig) -> None:
+    rig.drainer.validate({**SCHEDULED, "instance_id": INSTANCE, "region": "us-east-1"})
+    assert not [c for c in rig.cloud.calls if c[0] == "scheduled_events"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"scheduled_start": "2026-11-03T10:05:00+00:00"}, "scheduled_start", "such as 2026-11-03T10:20:00Z"),
+        ({"instance_id": None}, "scheduled_start", "needs instance_id and region"),
+        ({"event_code": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"}, "event_code", "instance-retirement"),
+    ],
+)
+def test_a_scheduled_change_the_drain_cannot_read_is_refused_naming_the_field(
+    rig: Rig, change: dict[str, Any], field: str, words: str
+) -> None:
+    with pytest.raises(InvalidDrainRequest, match=re.escape(words)) as err:
+        rig.drainer.validate({k: v for k, v in {**CHANGE, **change}.items() if v is not None})
+    assert err.value.field == field
+    assert rig.writes() == []
 
 
 # --- the plan's claim on the node: a drain that starts after it lapsed --------------------------------

@@ -158,7 +158,7 @@ def test_a_health_event_is_about_its_event_region_not_the_region_it_was_delivere
     [first] = rig.handle(backup_copy())  # the backup copy comes first: it drains
     [second] = rig.handle(sample("interrupt-health-scheduled.json"))
     assert (first["outcome"], second["outcome"]) == ("drain_started", "duplicate")
-    assert len(rig.workflows.names) == 1
+    assert len(rig.workflows.names) == 2  # the drain now and the forced one of the last day, each once
     assert {r.input["region"] for r in rig.workflows.requests} == {"us-east-1"}
 
 
@@ -304,11 +304,12 @@ def test_execution_names_are_deterministic_and_valid() -> None:
     assert forced != name and len(forced) <= 80 and forced == execution_name(health, INSTANCE, forced=True)
 
 
-def test_an_update_of_a_scheduled_change_within_a_day_starts_the_forced_drain() -> None:
+def test_an_update_of_a_scheduled_change_within_a_day_names_the_forced_drain_already_waiting() -> None:
     """Three days out the change gets a one-day drain without force; a PDB may make it time out and
     undo its cordon. AWS Health sends the event's updates under the same ARN: the one that comes two
     hours before the change was a duplicate of the first execution's name, so the forced drain never
-    started and the instance was retired with its pods. (Found by review.)"""
+    started and the instance was retired with its pods. (Found by review.) The first notice now starts
+    the forced drain too, waiting for the last day: the update names that execution (a duplicate)."""
     early = Rig(world(), now=datetime(2026, 3, 1, 9, 0, tzinfo=UTC))  # the sample's start: 4 Mar 09:00
     doc = sample("interrupt-health-scheduled.json")
     [first] = early.handle(doc)
@@ -321,13 +322,100 @@ def test_an_update_of_a_scheduled_change_within_a_day_starts_the_forced_drain() 
 
     assert (first["outcome"], second["outcome"], again["outcome"]) == (
         "drain_started",
-        "drain_started",
+        "duplicate",
         "duplicate",
     )
+    assert first["forced_execution"] == second["execution"] == again["execution"]
     assert {r.name: (r.input["force"], r.input["notice"]) for r in early.workflows.requests} == {
         execution_name(parse_notice(body(doc)), INSTANCE): (False, "scheduled"),
         execution_name(parse_notice(body(doc)), INSTANCE, forced=True): (True, "scheduled"),
     }
+
+
+def test_a_scheduled_change_days_out_also_starts_a_forced_drain_that_waits_for_its_last_day() -> None:
+    """Two weeks before an instance retirement (EC2 user guide, "Scheduled events for your instances":
+    the instance is stopped or terminated at the event's start) the change got only a one-day drain
+    without force. A PodDisruptionBudget that blocked it timed it out, the node was uncordoned, and no
+    forced drain came unless AWS Health sent an update in the last day, which it need not: the pods ran
+    on until AWS retired the instance under them. aws-node-termination-handler drains at once
+    (sqsevent/scheduled-change-event.go) and Karpenter deletes the NodeClaim at once (interruption
+    controller, actionForMessage: ScheduledChangeKind is CordonAndDrain); the drain without force still
+    starts now, and the forced one is started with it, waiting (not_before) until a day before the
+    change's start less the margin, its deadline that end."""
+    rig = Rig(world(), now=datetime(2026, 2, 18, 9, 0, tzinfo=UTC))  # the sample's start: 4 Mar 09:00
+    doc = sample("interrupt-health-scheduled.json")
+    [out] = rig.handle(doc)
+    now, later = rig.workflows.requests
+    notice = parse_notice(body(doc))
+
+    assert out["outcome"] == "drain_started" and out["deadline_seconds"] == 86_400
+    assert (now.input["force"], now.input["deadline_seconds"]) == (
+        False,
+        86_400,
+    ) and "not_before" not in now.input
+    assert now.name == execution_name(notice, INSTANCE)
+    assert later.name == execution_name(notice, INSTANCE, forced=True) != now.name
+    assert (later.input["force"], later.input["notice"], later.input["leaving"]) == (True, "scheduled", True)
+    # a day before 4 Mar 08:55 (the start less SCHEDULED_MARGIN_SECONDS), the drain's longest deadline
+    assert (later.input["not_before"], later.input["deadline_seconds"]) == ("2026-03-03T08:55:00Z", 86_400)
+    assert later.input["deadline_seconds"] / later.input["poll_seconds"] <= 2000
+    assert out["forced_execution"].endswith(f":execution:spillway-prod-drain-node:{later.name}")
+    assert out["forced_from"] == "2026-03-03T08:55:00Z"
+
+
+def test_the_forced_drain_waiting_for_a_change_names_the_change_it_waits_for() -> None:
+    """Once its wait is over the forced drain asks EC2 whether the change still stands (a change AWS
+    canceled, or one a stop and start completed, must not drain; one the customer moved later must wait
+    again): its request names the change's start as AWS Health announced it and EC2's event code for
+    the Health event type (AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED: instance-retirement). The drain
+    without force, which starts now, has neither."""
+    rig = Rig(world(), now=datetime(2026, 2, 18, 9, 0, tzinfo=UTC))
+    doc = sample("interrupt-health-scheduled.json")
+    rig.handle(doc)
+    now, later = rig.workflows.requests
+
+    assert (later.input["scheduled_start"], later.input["event_code"]) == (
+        "2026-03-04T09:00:00Z",
+        "instance-retirement",
+    )
+    assert later.input["instance_id"] == INSTANCE and later.input["region"] == "us-east-1"
+    assert "scheduled_start" not in now.input and "event_code" not in now.input
+
+    other = copy.deepcopy(doc)
+    other["detail"]["eventTypeCode"] = "AWS_EC2_PERSISTENT_INSTANCE_POWER_MAINTENANCE_SCHEDULED"
+    other["detail"]["eventArn"] = "arn:aws:health:us-east-1::event/EC2/power/abc"
+    fresh = Rig(world(), now=datetime(2026, 2, 18, 9, 0, tzinfo=UTC))
+    fresh.handle(other)
+    forced = fresh.workflows.requests[1].input
+    assert forced["scheduled_start"] == "2026-03-04T09:00:00Z" and "event_code" not in forced
+
+
+def test_an_update_moving_a_scheduled_change_earlier_starts_a_forced_drain_for_the_new_start() -> None:
+    """An event rescheduled to an earlier start (EC2 user guide, "Reschedule a scheduled event") comes
+    again under its ARN: the forced drain waiting for the old start's last day would begin after the new
+    start, so the update's forced drain, named after its start too, is started beside it; the update
+    that only repeats the start is a duplicate."""
+    rig = Rig(world(), now=datetime(2026, 2, 18, 9, 0, tzinfo=UTC))
+    doc = sample("interrupt-health-scheduled.json")
+    [first] = rig.handle(doc)
+    moved = copy.deepcopy(doc)
+    moved["id"], moved["time"] = "another-event-id", "2026-02-19T09:00:00Z"
+    moved["detail"]["startTime"] = "Sat, 28 Feb 2026 09:00:00 GMT"
+    rig.now = datetime(2026, 2, 19, 9, 0, tzinfo=UTC)
+    [second] = rig.handle(moved)
+    [again] = rig.handle(doc)
+
+    assert second["forced_execution"] != first["forced_execution"] == again["forced_execution"]
+    assert (second["forced_from"], first["forced_from"]) == ("2026-02-27T08:55:00Z", "2026-03-03T08:55:00Z")
+    assert rig.counted("InterruptDrainsStarted") == 3  # the drain now, and one forced drain per start
+
+
+def test_a_scheduled_change_within_a_day_starts_only_its_forced_drain() -> None:
+    rig = Rig(world(), now=datetime(2026, 3, 3, 9, 0, tzinfo=UTC))  # a day before 4 Mar 09:00
+    [out] = rig.handle(sample("interrupt-health-scheduled.json"))
+    [request] = rig.workflows.requests
+    assert (request.input["force"], request.input["deadline_seconds"]) == (True, 86_400 - 300)
+    assert "not_before" not in request.input and "forced_execution" not in out
 
 
 # --- acting on the cluster -------------------------------------------------------------------------

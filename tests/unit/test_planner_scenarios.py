@@ -892,8 +892,10 @@ def test_orphaned_drain_minutes_must_be_positive() -> None:
     import pytest
 
     from spillway.config import PlannerConfig
+    from spillway.model.drain import MAX_EXECUTION_SECONDS
 
-    assert PlannerConfig().orphaned_drain_minutes * 60 > 93_600  # above DrainNode's TimeoutSeconds
+    # above the longest a drain runs from its validation (and its cordon) on: 26 h
+    assert PlannerConfig().orphaned_drain_minutes * 60 > MAX_EXECUTION_SECONDS == 93_600
     with pytest.raises(ValueError, match="orphaned_drain_minutes"):
         PlannerConfig(orphaned_drain_minutes=0)
 

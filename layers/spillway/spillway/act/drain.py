@@ -137,12 +137,15 @@ from spillway.model.drain import (
     LIST_LIMIT,
     MAX_DEADLINE_SECONDS,
     MAX_POLL_SECONDS,
+    MAX_WAIT_SECONDS,
+    WAIT_TIMESTAMP_PATTERN,
     Action,
     Drain,
     DrainRequest,
     LifecycleAction,
     Placement,
     PodVerdict,
+    ScheduledEvent,
     parse_iso,
 )
 from spillway.model.history import drain_refusal
@@ -237,6 +240,10 @@ _FIELD_HELP = {
     "force": "true or false",
     "dry_run": "true or false",
     "uncordon": "true or false",
+    "not_before": "when the drain starts, in UTC such as 2026-11-02T10:20:00Z",
+    "scheduled_start": "the scheduled change's start as announced, in UTC such as 2026-11-03T10:20:00Z",
+    "event_code": "an EC2 event code: instance-reboot, system-reboot, system-maintenance, instance-retirement "
+    "or instance-stop",
 }
 
 
@@ -272,8 +279,134 @@ def parse_request(raw: Any) -> DrainRequest:
     _refuse(_uncordon_refusal(request))
     _refuse(_timestamp_refusal(request, "planned_at"))
     _refuse(_timestamp_refusal(request, "claim_until"))
+    _refuse(_not_before_refusal(request))
+    _refuse(_scheduled_refusal(request))
     _refuse(_controllers_refusal(request))
     return request
+
+
+def _not_before_refusal(request: DrainRequest) -> Refusal:
+    """``not_before`` is what Step Functions' Wait state takes (:data:`WAIT_TIMESTAMP_PATTERN`: a
+    timestamp it cannot read fails the execution at the Wait, with no field named and nothing
+    recorded), and never comes with ``lifecycle``: the hook holding the instance would time out."""
+    if request.not_before is None:
+        return None
+    if not re.fullmatch(WAIT_TIMESTAMP_PATTERN, request.not_before) or _timestamp(request.not_before) is None:
+        return InvalidDrainRequest(
+            f"a date and time in UTC such as 2026-11-02T10:20:00Z (an uppercase T and Z, no offset: the form "
+            f"Step Functions' Wait state takes), got {json.dumps(request.not_before)[:80]}",
+            field="not_before",
+        )
+    if request.lifecycle is not None:
+        return InvalidDrainRequest(
+            "not with lifecycle: the group's hook holds the instance for its HeartbeatTimeout, not until then",
+            field="not_before",
+        )
+    return None
+
+
+def _scheduled_refusal(request: DrainRequest) -> Refusal:
+    """``scheduled_start`` is a UTC time as ``not_before`` is, and names the instance and its region whose
+    scheduled events the drain reads (:func:`follow_change`)."""
+    if request.scheduled_start is None:
+        return None
+    value = request.scheduled_start
+    if not re.fullmatch(WAIT_TIMESTAMP_PATTERN, value) or _timestamp(value) is None:
+        return InvalidDrainRequest(
+            f"a date and time in UTC such as 2026-11-03T10:20:00Z, got {json.dumps(value)[:80]}",
+            field="scheduled_start",
+        )
+    if request.instance_id is None or request.region is None:
+        return InvalidDrainRequest(
+            "needs instance_id and region: the instance whose scheduled events EC2 is asked for",
+            field="scheduled_start",
+        )
+    return None
+
+
+# How far the drain function's clock may be behind Step Functions' at the end of the Wait (which ends at
+# the second: it truncates milliseconds) for the drain to go on instead of waiting again.
+WAIT_SLACK_SECONDS = 1
+
+
+def waiting(request: DrainRequest, raw: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+    """A drain whose ``not_before`` is still ahead: ``{"waiting": {"until", "request"}}``, which DrainNode
+    waits out (its Wait state) before it validates ``request`` (the request as given) again; else None.
+    Nothing is read or touched before then: the node is judged as it is when the drain starts. Refused
+    (naming ``not_before``) more than :data:`MAX_WAIT_SECONDS` ahead, past the execution's timeout."""
+    if request.not_before is None:
+        return None
+    until = _timestamp(request.not_before)
+    assert until is not None  # parse_request refused it otherwise
+    ahead = (until - now).total_seconds()
+    if ahead > MAX_WAIT_SECONDS:
+        raise InvalidDrainRequest(
+            f"{request.not_before} is more than {MAX_WAIT_SECONDS // 86_400} days after {iso(now)}: a drain "
+            "waits at most that long (a Standard execution runs at most a year)",
+            field="not_before",
+        )
+    if ahead <= WAIT_SLACK_SECONDS:
+        return None
+    return {"waiting": {"until": request.not_before, "request": dict(raw)}}
+
+
+# A scheduled event whose start EC2 gives within this of the start announced is the same start (AWS
+# Health writes it in whole seconds; EC2 in milliseconds).
+SAME_START_SECONDS = 60
+
+
+def follow_change(
+    request: DrainRequest, raw: Mapping[str, Any], events: Sequence[ScheduledEvent], now: datetime
+) -> dict[str, Any] | DrainRequest:
+    """A scheduled change's drain (``scheduled_start``), its wait over, judged by the instance's scheduled
+    events as EC2 lists them now (DescribeInstanceStatus): cancelled (``{"cancelled": ...}``, nothing
+    touched) when none is left that is not ``[Completed]`` or ``[Canceled]``: AWS called the change off,
+    or it is done (a stop and start moves the instance to other hardware and completes it), and a forced
+    drain would only kill pods a budget holds. Of the events left, the one of the notice's
+    ``event_code`` (else any) that starts first: started later than announced (the customer moved it:
+    ModifyInstanceEventStartTime), the drain waits again (``{"waiting": ...}``) as much longer, its
+    request's ``not_before`` and ``scheduled_start`` moved alike, so that it still ends its deadline
+    before the new start; started earlier, it goes on with its deadline shortened by as much; else it
+    goes on as requested."""
+    assert request.scheduled_start is not None
+    announced = _timestamp(request.scheduled_start)
+    assert announced is not None  # parse_request refused it otherwise
+    live = sorted((e for e in events if e.live and e.not_before is not None), key=_event_start)
+    if not live:
+        over = "; ".join(f"{e.code}: {e.description}"[:120] for e in events[:2]) or "none at all"
+        return _cancelled(
+            _requested(request),
+            f"EC2 lists no scheduled event of {request.instance_id} still to come ({over}): the change "
+            f"announced for {request.scheduled_start} was canceled or is done; nothing was drained",
+        )
+    event = next((e for e in live if e.code == request.event_code), live[0])
+    return _follow_start(request, raw, event, _event_start(event) - announced, now)
+
+
+def _follow_start(
+    request: DrainRequest, raw: Mapping[str, Any], event: ScheduledEvent, shift: timedelta, now: datetime
+) -> dict[str, Any] | DrainRequest:
+    """:func:`follow_change` for the live ``event``, which starts ``shift`` after the start announced."""
+    moved = f"EC2 moved {event.code} {event.event_id} from {request.scheduled_start} to {iso(_event_start(event))}"
+    if shift.total_seconds() > SAME_START_SECONDS:
+        base = _timestamp(request.not_before) if request.not_before else now
+        assert base is not None
+        later = {**raw, "not_before": iso(base + shift), "scheduled_start": iso(_event_start(event))}
+        answer = waiting(parse_request(later), later, now)
+        if answer is not None:
+            answer["waiting"]["note"] = f"{moved}: the drain waits until {later['not_before']}"
+            return answer
+    if shift.total_seconds() < -SAME_START_SECONDS:
+        deadline = max(0, request.deadline_seconds + int(shift.total_seconds()))
+        reason = f"{_reason_of(request)}; {moved}: deadline {deadline} s"[:256]
+        return request.model_copy(update={"deadline_seconds": deadline, "reason": reason})
+    return request
+
+
+def _event_start(event: ScheduledEvent) -> datetime:
+    assert event.not_before is not None
+    start = event.not_before
+    return start if start.tzinfo is not None else start.replace(tzinfo=UTC)
 
 
 def _controllers_refusal(request: DrainRequest) -> Refusal:
@@ -1357,13 +1490,19 @@ class Drainer:
         refused it ``stale``: the node or its group changed since the plan): nothing is touched, plans
         judge the node again once the plan's claim on it lapses (at once for a lapsed claim), and the
         drain ends as a success recorded
-        ``cancelled`` (an answer, not an error: normal operation raises no alarm).
+        ``cancelled`` (an answer, not an error: normal operation raises no alarm); or, before anything
+        is read, ``{"waiting": {until, request}}`` for a request whose ``not_before`` is still ahead
+        (:func:`waiting`): DrainNode waits until then and validates it again.
         ``execution``: the DrainNode execution's name, which becomes the drain's (one is made up when
         none is given)."""
         request = parse_request(raw)
         name = drain_name(execution)
         _refuse(_other_cluster(request, self.cluster))
         _refuse(_foreign_hook(request, self.lifecycle_hooks))
+        early = self._not_yet(request, raw)
+        if isinstance(early, dict):
+            return early
+        request = early
         lapsed = _lapsed_claim(request, self.clock())
         if lapsed is not None:
             return _cancelled(_requested(request), lapsed)
@@ -1390,6 +1529,23 @@ class Drainer:
         if request.dry_run:
             self.on_outcome("dry_run", self._identity(drain))
         return {"drain": drain.model_dump(), "preview": self._preview(drain, verdicts, asg)}
+
+    def _not_yet(self, request: DrainRequest, raw: Mapping[str, Any]) -> dict[str, Any] | DrainRequest:
+        """Before anything of the node is read: ``{"waiting": ...}`` while ``not_before`` is ahead
+        (:func:`waiting`); then, for a scheduled change's drain, what EC2's scheduled events of the
+        instance say now (:func:`follow_change`): cancelled, waiting again, or the request to drain for.
+        EC2 unreadable (an error after the SDK's retries): the request as planned, its reason saying so,
+        since AWS retiring the instance with its pods on it is worse than a drain it no longer needed."""
+        later = waiting(request, raw, self.clock())
+        if later is not None or request.scheduled_start is None:
+            return later if later is not None else request
+        assert request.region is not None and request.instance_id is not None  # _scheduled_refusal
+        try:
+            events = self.cloud.scheduled_events(request.region, request.instance_id)
+        except AwsError as exc:
+            note = f"; EC2's scheduled events unread ({str(exc)[:100]}): drained as planned"
+            return request.model_copy(update={"reason": (_reason_of(request) + note)[:256]})
+        return follow_change(request, raw, events, self.clock())
 
     def _skipped(self, request: DrainRequest, refusal: InvalidDrainRequest) -> dict[str, Any]:
         """A notice's drain its node refuses (:func:`_left_alone`): cancelled, with the notice and the

@@ -25,7 +25,10 @@ Rebalance Recommendation interruption (no deadline from AWS)             ``rebal
 Health Event (EC2,       maintenance) of the ``affectedEntities``        change's ``startTime`` (``force``
 scheduledChange)                                                         when it is within a day, else a
                                                                          protected node is left alone as
-                                                                         for a rebalance recommendation);
+                                                                         for a rebalance recommendation,
+                                                                         and a forced drain that waits
+                                                                         for the last day is started
+                                                                         too: :func:`forced_later`);
                                                                          none once its ``statusCode`` is
                                                                          ``closed`` (done, or cancelled)
 ``aws.ec2`` EC2 Instance the instance is ``stopping``, ``stopped``,      nothing left to drain: logged and
@@ -62,7 +65,8 @@ same group is ``not_our_hook``, neither drained for nor completed. Then by the g
 is the one terminating the instance.
 
 A drain is one DrainNode execution named after the notice and the instance
-(``interrupt-i-0abc…``), so a message delivered twice starts nothing new. Its request names the
+(``interrupt-i-0abc…``), so a message delivered twice starts nothing new (a scheduled change more than
+a day away starts two: the drain without force now, and the forced one of its last day). Its request names the
 notice's kind (``notice``), and the drain's own validation judges the node as it is when the drain
 starts: a check that refuses it only for what the node is now (its operator protected it, which a drain
 without force respects; it is gone or replaced; it is in another group, unless that is one of the
@@ -110,6 +114,7 @@ from spillway.model.drain import (
     DEFAULT_LIFECYCLE_HOOKS,
     HOOK_WAIT_STATES,
     MAX_DEADLINE_SECONDS,
+    MAX_WAIT_SECONDS,
     LifecycleHook,
 )
 from spillway.model.history import MAX_ROUNDS
@@ -182,6 +187,7 @@ class Notice:
     group: str = ""  # a lifecycle action's group
     hook: str = ""  # a lifecycle action's hook
     code: str = ""  # a health event's eventTypeCode (or its eventArn, which names it)
+    event_type: str = ""  # a health event's eventTypeCode (AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED...)
     token: str = ""  # a lifecycle action's LifecycleActionToken
 
 
@@ -336,8 +342,10 @@ def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
     if not ids:  # a Dedicated Host's, say: no instance of it is a Node to drain
         raise IrrelevantNotice("names no EC2 instance", field="detail.affectedEntities")
     code = detail.get("eventArn") or detail.get("eventTypeCode")
+    event_type = detail.get("eventTypeCode")
     return {
         **_event_region(detail),
+        "event_type": event_type if isinstance(event_type, str) else "",
         "instance_ids": tuple(dict.fromkeys(ids)),
         "start": _health_time(detail.get("startTime"), "detail.startTime"),
         "code": _text({"code": code}, "code", "detail.eventArn"),
@@ -396,12 +404,14 @@ _PARSE_DETAIL: dict[Kind, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
 
 @dataclass(frozen=True, slots=True)
 class DrainPlan:
-    """How to drain for a notice: deadline (seconds from now), poll, force."""
+    """How to drain for a notice: deadline (seconds from its start), poll, force; ``not_before``: when
+    the drain starts (None: now)."""
 
     deadline_seconds: int
     poll_seconds: int
     force: bool
     reason: str
+    not_before: datetime | None = None
 
 
 def drain_plan(notice: Notice, now: datetime, settings: InterruptSettings) -> DrainPlan | None:
@@ -425,6 +435,27 @@ def drain_plan(notice: Notice, now: datetime, settings: InterruptSettings) -> Dr
             left, settings, force=left <= MAX_DEADLINE_SECONDS, reason=f"scheduled change {notice.code}"[:256]
         )
     return None
+
+
+def forced_later(notice: Notice, now: datetime, settings: InterruptSettings) -> DrainPlan | None:
+    """The forced drain of a scheduled change more than a day away, started with the notice: it waits
+    (``not_before``) until a day before the change's start less the margin, and its deadline is that
+    end. None for any other notice, and for a change within a day (:func:`drain_plan` forces it now).
+
+    The drain without force that the notice starts now is advice: a PodDisruptionBudget that holds it
+    for a day times it out and gives the node back, and AWS Health need not send the event again in
+    its last day. EC2 stops or terminates the instance at the start whatever its pods are (EC2 user
+    guide, "Scheduled events for your instances"), so this drain evicts with force at the end, as a
+    Spot warning's does. A change further than the drain may wait (:data:`MAX_WAIT_SECONDS`) gets
+    none: None."""
+    if notice.kind != "scheduled" or notice.start is None:
+        return None
+    end = notice.start - timedelta(seconds=settings.scheduled_margin_seconds)
+    begin = end - timedelta(seconds=MAX_DEADLINE_SECONDS)
+    if begin <= now or (begin - now).total_seconds() > MAX_WAIT_SECONDS:
+        return None
+    plan = _plan(MAX_DEADLINE_SECONDS, settings, force=True, reason=f"scheduled change {notice.code}"[:256])
+    return replace(plan, not_before=begin)
 
 
 def _plan(seconds: float, settings: InterruptSettings, *, force: bool, reason: str) -> DrainPlan:
@@ -457,13 +488,48 @@ def execution_name(notice: Notice, instance_id: str, *, forced: bool = False) ->
     """Deterministic: the same notice for the same instance always has the same name (≤ 80 chars). A
     scheduled change's forced drain (within a day of it) has a name of its own: AWS Health sends every
     update of an event under the same ARN, and the update that comes within the day must start the
-    forced drain the first notice's drain without force did not replace."""
+    forced drain the first notice's drain without force did not replace; it is named after the change's
+    start as well, so that an update moving the start has a forced drain of its own."""
     prefix = NAME_PREFIX.get(notice.kind, notice.kind)
+    if notice.kind == "scheduled" and forced:
+        # of the change's start too: an update that moves the start starts a forced drain for it (the
+        # one waiting for the old start cancels itself on a node gone by then)
+        start = notice.start.isoformat() if notice.start is not None else ""
+        digest = hashlib.sha256(f"{notice.code} {start}".encode()).hexdigest()[:10]
+        return f"{prefix}-{instance_id}-{digest}-force"
     if notice.kind in ("scheduled", "lifecycle"):
         digest = hashlib.sha256((notice.code or notice.token).encode()).hexdigest()[:10]
-        phase = "-force" if forced and notice.kind == "scheduled" else ""
-        return f"{prefix}-{instance_id}-{digest}{phase}"
+        return f"{prefix}-{instance_id}-{digest}"
     return f"{prefix}-{instance_id}"
+
+
+# AWS Health's EC2 scheduled-change event types whose EC2 scheduled event (DescribeInstanceStatus,
+# InstanceStatusEvent.Code) is plain from their names; another type's drain follows whichever event of
+# the instance EC2 still lists (spillway.act.drain.follow_change), so a type missing here only loses the
+# choice between two events of one instance.
+EC2_EVENT_CODES = {
+    "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED": "instance-retirement",
+    "AWS_EC2_INSTANCE_STOP_SCHEDULED": "instance-stop",
+    "AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED": "instance-reboot",
+    "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED": "system-reboot",
+}
+
+
+def _change(notice: Notice) -> dict[str, str]:
+    """What names a scheduled change to the drain that waits for its last day: its start as AWS Health
+    announced it and, when the event type says, EC2's event code. Once the wait is over the drain reads
+    the instance's scheduled events and follows what EC2 says then: a change canceled or completed
+    meanwhile cancels it, a start moved later makes it wait again (spillway.act.drain.follow_change)."""
+    if notice.kind != "scheduled" or notice.start is None:
+        return {}
+    change = {"scheduled_start": _utc(notice.start)}
+    code = EC2_EVENT_CODES.get(notice.event_type)
+    return {**change, "event_code": code} if code else change
+
+
+def _utc(moment: datetime) -> str:
+    """``2026-03-03T08:55:00Z``: whole seconds in UTC, the form Step Functions' Wait state takes."""
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 # --- mapping to the cluster ------------------------------------------------------------------------
@@ -612,6 +678,7 @@ class Interrupter:
             extra["terminate"], out["group_replaces"] = False, True
         started = self.workflows.start(self._request(notice, target, plan, **extra))
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
+        out.update(self._force_later(notice, target, extra))  # a scheduled change's last day
         if notice.kind == "interruption":
             # after the drain, which must not wait for it: a back-off that fails fails the record, and
             # its retry (the drain then a duplicate) writes it
@@ -624,6 +691,19 @@ class Interrupter:
             "execution": started.arn,
             "deadline_seconds": plan.deadline_seconds,
         }
+
+    def _force_later(self, notice: Notice, target: Target, extra: Mapping[str, Any]) -> dict[str, Any]:
+        """A scheduled change more than a day away: besides its drain without force, the forced drain of
+        its last day (:func:`forced_later`), started now as a DrainNode execution that waits until then
+        (``not_before``). An update of the event names the same execution (a duplicate). Its outcome's
+        ``forced_execution`` and ``forced_from`` (when it starts); nothing for a change within a day,
+        whose drain is forced already, nor for any other notice."""
+        plan = forced_later(notice, self.clock(), self.settings)
+        if plan is None or plan.not_before is None:
+            return {}
+        started = self.workflows.start(self._request(notice, target, plan, **extra))
+        self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
+        return {"forced_execution": started.arn, "forced_from": _utc(plan.not_before)}
 
     def _placed_now(self, notice: Notice, target: Target) -> AutoScalingGroup | None:
         """:meth:`_placed`, asked only where the notice's group is AWS's to say: a notice other than a
@@ -908,6 +988,9 @@ class Interrupter:
         }
         if group is not None:
             request["group"] = group.name
+        if plan.not_before is not None:  # DrainNode waits until then (DrainRequest.not_before)
+            request["not_before"] = _utc(plan.not_before)
+            request.update(_change(notice))
         if notice.kind != "lifecycle":  # a lifecycle drain has its ``lifecycle``, and its own refusals
             request["notice"] = notice.kind
         request.update(extra)

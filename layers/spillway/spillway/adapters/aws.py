@@ -69,7 +69,7 @@ from spillway.model.aws import (
     wanted_nodegroups,
     with_managed_nodegroups,
 )
-from spillway.model.drain import LifecycleHook, Placement
+from spillway.model.drain import LifecycleHook, Placement, ScheduledEvent, scheduled_event
 from spillway.model.fleet import SWEPT_STATES, TAG_ATTEMPT, TAG_CLUSTER, FleetInstance, swept_instances
 from spillway.model.launcherror import code_kind
 from spillway.model.nodegroup import (
@@ -733,6 +733,30 @@ class AwsAdapter:
             return None
 
         return _call(f"DescribeAutoScalingInstances({region}, {instance_id})", fetch)
+
+    def scheduled_events(self, region: str, instance_id: str) -> list[ScheduledEvent]:
+        """The instance's scheduled events, as EC2 DescribeInstanceStatus lists them (``InstanceIds`` the
+        one instance, ``IncludeAllInstances`` so that a stopped one answers too), those EC2 marks
+        ``[Completed]`` or ``[Canceled]`` included. An instance EC2 no longer knows
+        (``InvalidInstanceID.NotFound``: terminated and gone, days after its launch) has none."""
+        client = self._clients.ec2(region)
+        what = f"DescribeInstanceStatus({region}, {instance_id})"
+
+        def fetch() -> list[ScheduledEvent]:
+            try:
+                resp = client.describe_instance_status(InstanceIds=[instance_id], IncludeAllInstances=True)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "InvalidInstanceID.NotFound":
+                    return []
+                raise
+            return [
+                scheduled_event(event)
+                for status in resp.get("InstanceStatuses", [])
+                if status.get("InstanceId") == instance_id
+                for event in status.get("Events", [])
+            ]
+
+        return _call(what, fetch)
 
     def private_dns_names(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
         """Instance id → private DNS name (what EKS names its Node), for those that have one. The ids go

@@ -5,9 +5,10 @@ an instance is in Auto Scaling, and what a drain does with one pod. Plain data; 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +22,19 @@ MAX_POLL_SECONDS = 3_600
 # hour for retries, termination and recording. Past it, a node still carrying Spillway's cordon has
 # no drain that owns it (the planner's orphaned_drain_minutes is above this).
 MAX_EXECUTION_SECONDS = MAX_DEADLINE_SECONDS + MAX_POLL_SECONDS + 3_600
+# A drain with ``not_before`` waits for it (DrainNode's Wait state) before its validation, touching
+# nothing: a scheduled change's forced drain, started with the notice, waits for the change's last day.
+# At most this long: a Standard execution runs at most a year, and DrainNode's TimeoutSeconds is this
+# wait plus MAX_EXECUTION_SECONDS, which still bounds a drain from its validation (and so its cordon) on.
+MAX_WAIT_SECONDS = 360 * 86_400
+MAX_WAITING_EXECUTION_SECONDS = MAX_WAIT_SECONDS + MAX_EXECUTION_SECONDS
+# The form Step Functions' Wait takes (Timestamp, TimestampPath): RFC 3339 with an uppercase T and Z,
+# no offset (Amazon States Language, Wait state).
+WAIT_TIMESTAMP_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z$"
+# InstanceStatusEvent.Code's values (EC2 API reference)
+EventCode = Literal[
+    "instance-reboot", "system-reboot", "system-maintenance", "instance-retirement", "instance-stop"
+]
 LIST_LIMIT = 100  # pod names kept in a step's output: a state machine's state is at most 256 KiB
 MAX_EXPECTED_PODS = 1_000  # a consolidation's pods to move (a node runs at most a few hundred)
 
@@ -133,6 +147,19 @@ class DrainRequest(BaseModel):
     One successor per named pod gone. Without it (a drain by hand, an older build's plan) every pod the
     plan did not name is unplanned, as before.
 
+    ``not_before`` (RFC 3339 in UTC with ``Z``, as Step Functions' Wait state takes it; at most
+    :data:`MAX_WAIT_SECONDS` ahead; never with ``lifecycle``, whose hook would time out): the drain
+    waits until then before its validation, touching nothing, and is judged as the node is then. The
+    interrupt function's forced drain of a scheduled change days away waits for the change's last day.
+
+    ``scheduled_start`` (with ``instance_id`` and ``region``; RFC 3339 in UTC with ``Z``) and
+    ``event_code`` (an EC2 event code, when the AWS Health event gave one): the scheduled change the
+    drain is for, its start as announced. Once its wait is over, the drain reads the instance's
+    scheduled events from EC2 (DescribeInstanceStatus) and follows them: none left that is not
+    completed or canceled cancels it, touching nothing; a start moved later waits again, until that
+    much later, the deadline kept; a start moved earlier shortens the deadline by as much. When EC2
+    cannot be read it drains as planned, saying so in its reason.
+
     ``unready_minutes`` (a plan's drain of a NotReady node: its group's ``scale_down_unready_minutes``):
     while the node is still NotReady for at least that long, a pod on it that never started (Pending, no
     container ever ran: :func:`spillway.planner.disruption.never_started`) is no work, as the plan judged
@@ -165,6 +192,9 @@ class DrainRequest(BaseModel):
     claim_minutes: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     claim_until: str | None = Field(default=None, max_length=40)
     unready_minutes: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    not_before: str | None = Field(default=None, max_length=40)
+    scheduled_start: str | None = Field(default=None, max_length=40)
+    event_code: EventCode | None = None
 
 
 class Drain(BaseModel):
@@ -222,6 +252,47 @@ class Placement:
     lifecycle_state: str
     zone: str = ""
     instance_type: str = ""
+
+
+# What EC2 puts before a scheduled event's Description once it is over (DescribeInstanceStatus,
+# InstanceStatusEvent: "[Completed]" for up to a week after the event; "[Canceled]" for one AWS called off).
+EVENT_OVER_PREFIXES = ("[Completed]", "[Canceled]")
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledEvent:
+    """One of an instance's scheduled events as EC2 describes it (DescribeInstanceStatus,
+    ``InstanceStatuses[].Events[]``, an InstanceStatusEvent): ``code`` instance-reboot | system-reboot |
+    system-maintenance | instance-retirement | instance-stop; ``not_before`` its start (None when EC2
+    gives none); ``live`` unless EC2 marks it completed or canceled."""
+
+    event_id: str
+    code: str
+    description: str
+    not_before: datetime | None
+    not_after: datetime | None = None
+    deadline: datetime | None = None  # NotBeforeDeadline: the latest start the customer may move it to
+
+    @property
+    def live(self) -> bool:
+        return not self.description.startswith(EVENT_OVER_PREFIXES)
+
+
+def scheduled_event(raw: Mapping[str, Any]) -> ScheduledEvent:
+    """An InstanceStatusEvent as boto3 returns it (timestamps as datetimes)."""
+
+    def moment(key: str) -> datetime | None:
+        value = raw.get(key)
+        return value if isinstance(value, datetime) else None
+
+    return ScheduledEvent(
+        event_id=str(raw.get("InstanceEventId") or ""),
+        code=str(raw.get("Code") or ""),
+        description=str(raw.get("Description") or ""),
+        not_before=moment("NotBefore"),
+        not_after=moment("NotAfter"),
+        deadline=moment("NotBeforeDeadline"),
+    )
 
 
 # The Auto Scaling lifecycle states in which a terminate hook holds an instance (AutoScalingInstanceDetails,

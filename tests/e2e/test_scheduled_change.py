@@ -1,0 +1,118 @@
+"""A scheduled change's forced drain end to end on the rig: moto executes the real DrainNode ASL, the
+real drain function answers its Lambda tasks, Kubernetes is the API emulator.
+
+The interrupt function starts it with the AWS Health notice, days before the change, with
+``not_before`` a day before the change's start less the margin (spillway.act.interrupt.forced_later):
+the execution waits (its Wait state), touching nothing, then validates the node as it is and drains it
+with force, so that a PodDisruptionBudget that held the drain without force cannot leave pods on the
+instance when EC2 retires it. Here the wait is seconds, not days."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from conftest import CLUSTER, Cloud
+
+from spillway.act.drain import WAIT_SLACK_SECONDS
+from spillway.local import objects
+
+CORDONED = "spillway.io/cordoned"
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.05)
+
+
+def test_a_forced_drain_not_before_a_later_time_waits_untouched_then_drains_past_a_budget(
+    cloud: Cloud,
+) -> None:
+    cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    instance, node = sorted(dict(cloud.registrar.registered).items())[0]
+    owner = ("ReplicaSet", "web-5d9c")
+    cloud.kube.add(objects.pod("web-0", "team-a", node_name=node, labels={"app": "web-0"}, owner=owner))
+    # the budget never allows an eviction: only the deadline's force takes the pod off
+    cloud.kube.add(objects.pdb("web-0", "team-a", {"app": "web-0"}, min_available=1))
+    # seconds ahead: the rig takes a few to start the execution on a loaded machine
+    not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=15)
+    request = {
+        "cluster": CLUSTER, "node": node, "instance_id": instance, "force": True, "leaving": True,
+        "notice": "scheduled", "deadline_seconds": 4, "poll_seconds": 1,
+        "reason": "scheduled change arn:aws:health:us-east-1::event/EC2/X/abc",
+        "not_before": not_before.isoformat().replace("+00:00", "Z"),
+    }  # fmt: skip
+    arn = cloud.stack.start("DrainNodeStateMachine", request, name=f"scheduled-{instance}-abc-force")
+
+    def validated() -> bool:
+        calls = cloud.stack.calls("DrainFunction")
+        return bool(calls) and calls[0].result is not None
+
+    wait_for(validated, what="the first validation's answer")
+    time.sleep(1)
+    seen_at, waiting = datetime.now(UTC), cloud.kube.get("Node", node)
+    assert seen_at < not_before  # still waiting: nothing was touched
+    assert not waiting["spec"].get("unschedulable")
+    assert CORDONED not in (waiting["metadata"].get("annotations") or {})
+    [first] = cloud.stack.calls("DrainFunction")
+    assert first.result == {"waiting": {"until": request["not_before"], "request": request}}
+
+    wait_for(
+        lambda: bool((cloud.kube.get("Node", node) or {}).get("spec", {}).get("unschedulable")),
+        what="the cordon after not_before",
+    )
+    cordoned_at = datetime.now(UTC)
+    result = cloud.stack.wait(arn, timeout=60)
+
+    # moto's Wait waits the whole seconds to the timestamp (up to one short of it; AWS's ends at it), and
+    # the drain goes on within WAIT_SLACK_SECONDS of it
+    assert cordoned_at >= not_before - timedelta(seconds=WAIT_SLACK_SECONDS)
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "terminated", result["output"]
+    actions = [c.event.get("action") for c in cloud.stack.calls("DrainFunction")]
+    assert actions[:3] == ["validate", "validate", "cordon"] and "uncordon" not in actions
+    assert instance not in cloud.instances()
+
+
+def test_a_forced_drain_for_a_change_ec2_no_longer_lists_wakes_and_ends_cancelled_untouched(
+    cloud: Cloud,
+) -> None:
+    """The change the drain waited for is gone from EC2 by then (canceled, or completed by a stop and
+    start): moto lists the instance's status with no scheduled event at all (it models none), which is
+    what EC2 answers a week after an event completed. After its wait the drain reads that
+    (DescribeInstanceStatus, through the real adapter) and ends ``cancelled``, a success, the node never
+    cordoned and its pod, which a budget holds, still running; before, it drained and deleted the pod
+    at its deadline."""
+    cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    instance, node = sorted(dict(cloud.registrar.registered).items())[0]
+    owner = ("ReplicaSet", "web-5d9c")
+    cloud.kube.add(objects.pod("web-0", "team-a", node_name=node, labels={"app": "web-0"}, owner=owner))
+    cloud.kube.add(objects.pdb("web-0", "team-a", {"app": "web-0"}, min_available=1))
+    not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=8)
+    start = not_before + timedelta(days=1, seconds=300)
+    request = {
+        "cluster": CLUSTER, "node": node, "instance_id": instance, "region": "us-east-1", "force": True,
+        "leaving": True, "notice": "scheduled", "deadline_seconds": 4, "poll_seconds": 1,
+        "reason": "scheduled change arn:aws:health:us-east-1::event/EC2/X/abc",
+        "not_before": not_before.isoformat().replace("+00:00", "Z"),
+        "scheduled_start": start.isoformat().replace("+00:00", "Z"), "event_code": "instance-retirement",
+    }  # fmt: skip
+    arn = cloud.stack.start("DrainNodeStateMachine", request, name=f"scheduled-{instance}-abc-force")
+    result = cloud.stack.wait(arn, timeout=60)
+
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "cancelled", result["output"]
+    actions = [c.event.get("action") for c in cloud.stack.calls("DrainFunction")]
+    assert "cordon" not in actions and "terminate" not in actions
+    after = cloud.kube.get("Node", node)
+    assert not after["spec"].get("unschedulable") and CORDONED not in (
+        after["metadata"].get("annotations") or {}
+    )
+    assert cloud.kube.get("Pod", "web-0", "team-a") is not None
+    assert instance in cloud.instances()
