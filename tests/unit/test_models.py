@@ -377,10 +377,10 @@ def test_oldest_pending_seconds_leaves_out_pods_below_the_expendable_cutoff() ->
     "huge", ["1e999999999", "1e10000000", "1e400", "1e19", "8Ei", "9223372036854775808", "1" * 65, 1e400]
 )
 def test_quantities_past_int64_are_refused_at_once(huge: str | float) -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(QuantityOutOfRange):
         to_milli(huge)
-    assert time.perf_counter() - started < 0.05
+    assert time.process_time() - started < 0.05
 
 
 def test_the_largest_quantities_kubernetes_holds_still_parse() -> None:
@@ -390,12 +390,12 @@ def test_the_largest_quantities_kubernetes_holds_still_parse() -> None:
 
 
 def test_values_finer_than_nano_round_up_to_one_nano_without_a_huge_power() -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     assert parse_quantity("1e-999999999") == Fraction(1, 10**9)
     assert parse_quantity("0.9n") == Fraction(1, 10**9)
     assert to_milli("1e-999999999") == 1
     assert parse_quantity("0e999999999") == 0
-    assert time.perf_counter() - started < 0.05
+    assert time.process_time() - started < 0.05
 
 
 @pytest.mark.parametrize("negative", ["-16", "-1m", "-0.5Gi", -3])

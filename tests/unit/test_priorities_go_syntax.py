@@ -208,7 +208,7 @@ def test_wide_classes_under_i_fold_as_rune_by_rune_and_in_bounded_time() -> None
     for lo, hi in [(0x80, 0x10FFFF), (0x61, 0xFFFF), (0x1000, 0x2200), (0x42, 0x1E942)]:
         assert goregex._fold([(lo, hi)]) == brute(lo, hi)
     pattern = "(?i)" + r"[\x{80}-\x{10FFFF}]" * 40
-    started = time.perf_counter()
+    started = time.process_time()
     python_pattern(pattern)
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
     assert _matches(pattern, "\u00c9" * 40) and _matches(pattern, "\u00e9" * 40)
