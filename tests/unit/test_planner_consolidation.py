@@ -1304,3 +1304,22 @@ def test_a_node_full_of_tiny_pods_is_judged_by_cpu_and_memory_not_by_its_pod_slo
 
     assert [(d.node, d.code) for d in result.drain] == [(a, codes.CONSOLIDATION)]
     assert f"fit on {b}" in result.drain[0].reason
+
+
+def test_expendable_pods_do_not_count_toward_a_nodes_utilization() -> None:
+    """cluster-autoscaler builds the snapshot it judges utilization on from the non-expendable scheduled
+    pods only (core/static_autoscaler.go, FilterOutExpendablePods before initializeClusterSnapshot), so
+    pods below expendable_priority_cutoff never make a node look utilized. Node a runs one replica of
+    1 CPU beside 4 CPU of expendable batch pods: 13 % of its CPU is work, 63 % with them. It was kept as
+    `utilized` though the replica fits on b and the expendable pods go with a's drain."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    replicas(w, a, "web", 1, cpu="1000m")
+    w.pods("filler", 2, cpu="2000m", memory="1Gi", node_name=a, owner=("ReplicaSet", "filler"), priority=-100)
+    replicas(w, b, "api", 1, cpu="4500m")  # b: 57 % of its CPU, utilized itself, room for the replica
+
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized")
+
+    assert [(d.node, d.code) for d in result.drain] == [(a, codes.CONSOLIDATION)]
+    (drain,) = result.drain
+    assert "default/web-0" in drain.pods and f"fit on {b}" in drain.reason

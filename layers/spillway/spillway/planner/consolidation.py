@@ -364,7 +364,9 @@ class Consolidation:
 
     def _utilized(self, node: WorkNode) -> Verdict:
         config = self.ctx.config_for(node.group)
-        used, alloc = node.used, node.info.allocatable
+        # expendable pods leave with the node, and cluster-autoscaler judges utilization on a snapshot
+        # without them (core/static_autoscaler.go, FilterOutExpendablePods)
+        used, alloc = subtract(node.used, node.expendable_used), node.info.allocatable
         if config.ignore_daemonsets_utilization:
             used = subtract(used, node.daemon_used)
         # requests, not pod slots: many tiny pods fill a node's max-pods with its cpu and memory idle,
