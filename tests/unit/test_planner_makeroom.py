@@ -385,3 +385,26 @@ def test_no_room_is_made_by_moving_pods_onto_a_launching_node_whose_daemonset_th
 
     assert result.drain == ()
     assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
+
+
+def test_a_make_room_drain_keeps_its_node_so_it_does_not_hold_an_idle_node_at_min_size() -> None:
+    """Group cpu has three nodes and MinSize 2: a and b run replicas, c (tainted, so neither the pending
+    pod nor a's replicas go there) has been idle an hour. Room is made on a for the pending pod, and a
+    stays; c's drain leaves the group at two. The make-room drain was counted as a node gone, so c was
+    kept at `min-size` and paid for, idle, until a later plan."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, min_size=2, max_size=10))
+    replicas(w, a, "one", 2)
+    replicas(w, b, "two", 2)
+    w.node(c)["spec"]["taints"] = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
+    w.idle_since(c, 60)
+    w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    drains = {d.node: (d.code, d.terminate) for d in result.drain}
+    assert drains[a] == (codes.MAKE_ROOM, False)
+    assert drains[c][1] is True and c not in kept(result)
+    # the scale-in cap counts terminations only as well: one node of three at 0.34
+    capped = w.plan(max_scale_in_fraction=0.34, **UNDER)
+    assert {d.node for d in capped.drain} == {a, c}
