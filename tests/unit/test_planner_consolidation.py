@@ -1285,3 +1285,41 @@ def test_capacity_launching_holds_no_more_replicas_than_their_hostname_spread_le
 
     assert result.drain == ()
     assert kept(result)[light][0] == codes.DOES_NOT_FIT
+
+
+def test_a_node_full_of_tiny_pods_is_judged_by_cpu_and_memory_not_by_its_pod_slots() -> None:
+    """cluster-autoscaler's utilization is the larger of the node's cpu and memory requests over
+    allocatable (simulator/utilization/info.go, Calculate), never its pod slots. Node a runs 30 replicas
+    of 10m and 16Mi each and its agent: 31 of its 58 pod slots (53 %), 4 % of its CPU. It was kept as `utilized`
+    (pods above 0.5) though node b, itself busy by CPU, has room for every replica."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    w.pods(
+        "tiny", 30, cpu="10m", memory="16Mi", node_name=a, owner=("ReplicaSet", "tiny"), annotations=MOVABLE
+    )
+    w.items.append(o.daemonset_pod("aws-node-a", a))
+    replicas(w, b, "big", 2, cpu="3000m")  # b: 76 % of its CPU, utilized itself
+
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized")
+
+    assert [(d.node, d.code) for d in result.drain] == [(a, codes.CONSOLIDATION)]
+    assert f"fit on {b}" in result.drain[0].reason
+
+
+def test_expendable_pods_do_not_count_toward_a_nodes_utilization() -> None:
+    """cluster-autoscaler builds the snapshot it judges utilization on from the non-expendable scheduled
+    pods only (core/static_autoscaler.go, FilterOutExpendablePods before initializeClusterSnapshot), so
+    pods below expendable_priority_cutoff never make a node look utilized. Node a runs one replica of
+    1 CPU beside 4 CPU of expendable batch pods: 13 % of its CPU is work, 63 % with them. It was kept as
+    `utilized` though the replica fits on b and the expendable pods go with a's drain."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    replicas(w, a, "web", 1, cpu="1000m")
+    w.pods("filler", 2, cpu="2000m", memory="1Gi", node_name=a, owner=("ReplicaSet", "filler"), priority=-100)
+    replicas(w, b, "api", 1, cpu="4500m")  # b: 57 % of its CPU, utilized itself, room for the replica
+
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized")
+
+    assert [(d.node, d.code) for d in result.drain] == [(a, codes.CONSOLIDATION)]
+    (drain,) = result.drain
+    assert "default/web-0" in drain.pods and f"fit on {b}" in drain.reason

@@ -385,3 +385,59 @@ def test_no_room_is_made_by_moving_pods_onto_a_launching_node_whose_daemonset_th
 
     assert result.drain == ()
     assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
+
+
+def test_a_make_room_drain_keeps_its_node_so_it_does_not_hold_an_idle_node_at_min_size() -> None:
+    """Group cpu has three nodes and MinSize 2: a and b run replicas, c (tainted, so neither the pending
+    pod nor a's replicas go there) has been idle an hour. Room is made on a for the pending pod, and a
+    stays; c's drain leaves the group at two. The make-room drain was counted as a node gone, so c was
+    kept at `min-size` and paid for, idle, until a later plan."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, min_size=2, max_size=10))
+    replicas(w, a, "one", 2)
+    replicas(w, b, "two", 2)
+    w.node(c)["spec"]["taints"] = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
+    w.idle_since(c, 60)
+    w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    drains = {d.node: (d.code, d.terminate) for d in result.drain}
+    assert drains[a] == (codes.MAKE_ROOM, False)
+    assert drains[c][1] is True and c not in kept(result)
+    # the scale-in cap counts terminations only as well: one node of three at 0.34
+    capped = w.plan(max_scale_in_fraction=0.34, **UNDER)
+    assert {d.node for d in capped.drain} == {a, c}
+
+
+@pytest.mark.parametrize(
+    ("min_size", "floor"), [(2, {}), (0, {"cores_total": "16:1000"})], ids=["min-size", "cluster-min"]
+)
+def test_a_node_whose_room_is_still_being_made_does_not_hold_an_idle_node_at_a_minimum(
+    min_size: int, floor: dict[str, str]
+) -> None:
+    """The same group a plan later: the make-room drain has cordoned a and its replicas are still
+    terminating; c is now idle past scale_down_idle_minutes. a stays in the group (the drain uncordons
+    it for the pending pod), so c's drain leaves two nodes: MinSize 2, or the 16 cores of cores_total's
+    minimum. Spillway's cordon on a was read as a drain taking a away, so c was kept at `min-size` (or
+    `cluster-min`) for as long as the room was being made (up to drain_claim_minutes)."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, min_size=min_size, max_size=10))
+    replicas(w, a, "one", 2)
+    replicas(w, b, "two", 2)
+    w.node(c)["spec"]["taints"] = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
+    w.idle_since(c, 5)
+    (big,) = w.pods("big", 1, cpu="7", memory="1Gi")
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER, **floor)
+    assert [(d.node, d.code) for d in first.drain] == [(a, codes.MAKE_ROOM)]
+    assert kept(first)[c][0] == codes.IDLE_BELOW_THRESHOLD
+
+    w.state = first.state.to_wire()
+    w.cordon(a, by_spillway=True)
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("one-"):
+            item["metadata"]["deletionTimestamp"] = (NOW + timedelta(minutes=6)).isoformat()
+    second = w.plan(NOW + timedelta(minutes=6), max_scale_in_fraction=1.0, **UNDER, **floor)
+
+    assert [(d.node, d.terminate) for d in second.drain] == [(c, True)]
+    assert {p.pod: p.code for p in second.pending}[big] == codes.MAKING_ROOM

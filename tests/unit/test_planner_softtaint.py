@@ -206,3 +206,30 @@ def test_a_node_kept_only_by_the_scale_in_cap_keeps_its_mark() -> None:
         w.node(n)["spec"]["taints"] = []
     unmarked = w.plan(max_scale_in_fraction=0.2, max_bulk_soft_taint_count=2)
     assert {t.node for t in unmarked.soft_taint if t.add} == capped  # the longest idle are marked first
+
+
+def test_a_node_made_room_on_stays_so_an_idle_node_of_its_group_above_min_size_is_marked() -> None:
+    """Group cpu has three nodes and MinSize 2: room is made on a (its replicas move to b), and a stays
+    for the pending pod; c, idle 3 minutes of the 10, is the one node above MinSize and is marked. The
+    make-room drain was counted as a node leaving the group, which left no room above MinSize, so c was
+    not marked and new pods went to it first (LeastAllocated), its idle timer starting over each time."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, min_size=2, max_size=10))
+    for node, name in ((a, "one"), (b, "two")):
+        w.pods(
+            name,
+            2,
+            cpu="1500m",
+            memory="1Gi",
+            node_name=node,
+            owner=("ReplicaSet", name),
+            annotations=MOVABLE,
+        )
+    w.node(c)["spec"]["taints"] = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
+    w.idle_since(c, 3)
+    w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized")
+
+    assert [(d.node, d.code) for d in result.drain] == [(a, codes.MAKE_ROOM)]
+    assert marks(result) == {c: True}

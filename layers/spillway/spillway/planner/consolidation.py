@@ -55,7 +55,7 @@ from spillway.config import UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
-from spillway.model.resources import NVIDIA_GPU, dominant_share, fit_count, subtract
+from spillway.model.resources import NVIDIA_GPU, PODS, dominant_share, fit_count, subtract
 from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
@@ -364,9 +364,14 @@ class Consolidation:
 
     def _utilized(self, node: WorkNode) -> Verdict:
         config = self.ctx.config_for(node.group)
-        used, alloc = node.used, node.info.allocatable
+        # expendable pods leave with the node, and cluster-autoscaler judges utilization on a snapshot
+        # without them (core/static_autoscaler.go, FilterOutExpendablePods)
+        used, alloc = subtract(node.used, node.expendable_used), node.info.allocatable
         if config.ignore_daemonsets_utilization:
             used = subtract(used, node.daemon_used)
+        # requests, not pod slots: many tiny pods fill a node's max-pods with its cpu and memory idle,
+        # and cluster-autoscaler's utilization never reads the count (simulator/utilization, Calculate)
+        used = {name: value for name, value in used.items() if name != PODS}
         gpus = alloc.get(NVIDIA_GPU, 0)
         if gpus and config.consolidation_gpu_utilization_threshold is not None:
             resource, share = NVIDIA_GPU, used.get(NVIDIA_GPU, 0) / gpus

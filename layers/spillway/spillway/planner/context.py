@@ -78,6 +78,8 @@ class WorkNode:
     starting: str | None = None  # Ready but not initialized: capacity launching (planner.startup)
     marks: Marks = NO_MARKS  # what the pods this plan puts here bring (pod topology)
     daemon_used: Resources = field(default_factory=dict)  # what its DaemonSet pods request (of used)
+    # what its other pods below expendable_priority_cutoff request (of used): no utilization counts it
+    expendable_used: Resources = field(default_factory=dict)
     # running expendable pods whose room a pending pod of higher priority may take, lowest priority
     # first; one leaves the list once a pod of this plan takes its room (planner.preemption)
     victims: list[Victim] = field(default_factory=list)
@@ -343,7 +345,7 @@ class Context:
             if pod.node_name is not None:
                 node = self.nodes.get(pod.node_name)
                 if node is not None:
-                    _charge(node, pod)
+                    _charge(node, pod, self.config.expendable_priority_cutoff)
                     self._keep_busy(node, pod)
                     self._note_victim(node, pod)
                 if (pod.daemonset or pod.mirror) and not pod.terminating:
@@ -438,13 +440,15 @@ def nominated_to(pod: PodInfo, nodes: Mapping[str, WorkNode]) -> WorkNode | None
     return node
 
 
-def _charge(node: WorkNode, pod: PodInfo) -> None:
-    """A pod bound to ``node``: its requests and its pod slot."""
+def _charge(node: WorkNode, pod: PodInfo, cutoff: int) -> None:
+    """A pod bound to ``node``: its requests and its pod slot; ``cutoff``: expendable_priority_cutoff."""
     add_into(node.used, pod.requests)
     node.used[PODS] = node.used.get(PODS, 0) + ONE_POD
     if pod.daemonset:
         add_into(node.daemon_used, pod.requests)
         node.daemon_used[PODS] = node.daemon_used.get(PODS, 0) + ONE_POD
+    elif pod.priority < cutoff:
+        add_into(node.expendable_used, pod.requests)
 
 
 def _replaced_per_group(nodes: Iterable[WorkNode]) -> dict[GroupKey, int]:

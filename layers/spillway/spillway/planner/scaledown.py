@@ -268,15 +268,23 @@ class ScaleDownStage:
         self.movable: set[str] = set()  # busy nodes of consolidating groups whose every pod may move
         self.rooms: dict[str, RoomState] = {}  # nodes this plan makes room on (planner.makeroom)
         self.candidates: list[tuple[WorkNode, datetime]] = []
-        self.taken: dict[GroupKey, int] = {}  # group -> nodes drained by this plan
+        self.taken: dict[GroupKey, int] = {}  # group -> nodes drained by this plan (make room's too)
+        self.removed: dict[GroupKey, int] = {}  # group -> nodes this plan's drains terminate
         self.draining_now: dict[GroupKey, int] = {}  # group -> nodes Spillway is draining already
+        # group -> those of them a make-room drain empties for pending pods: they stay in the group
+        self.making_room_now: dict[GroupKey, int] = {}
         self.orphans: set[str] = self._orphans()  # Spillway's cordons no drain owns any more
         self.restored: list[Uncordon] = []  # orphans this plan uncordons
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
         self.budgets = Budgets(ctx, self.draining_now)
         self.pod_budgets = PodBudgets(ctx.snapshot)  # the PodDisruptionBudgets every drain of the plan spends
         self.floors = Floors(
-            ctx, leaving=lambda node: node.info.deleting or node.terminating or self.drain_under_way(node)
+            ctx,
+            leaving=lambda node: (
+                node.info.deleting
+                or node.terminating
+                or (self.drain_under_way(node) and node.info.name not in ctx.state.rooms)
+            ),
         )
         self._consolidation: Consolidation | None = None
         self._count_draining()  # before make room, which drains within the same budgets
@@ -464,6 +472,8 @@ class ScaleDownStage:
                 continue
             if self.drain_under_way(node):
                 self.draining_now[node.group.key] = self.draining_now.get(node.group.key, 0) + 1
+                if node.info.name in self.ctx.state.rooms:  # a make-room drain's cordon: the node stays
+                    self.making_room_now[node.group.key] = self.making_room_now.get(node.group.key, 0) + 1
             elif out_of_service(node.info, self.ctx.config, self.ctx.now):
                 self.budgets.out.setdefault(node.group.key, set()).add(node.info.name)
 
@@ -489,6 +499,7 @@ class ScaleDownStage:
         assert node.group is not None
         self.taken[node.group.key] = self.taken.get(node.group.key, 0) + 1
         if removes:
+            self.removed[node.group.key] = self.removed.get(node.group.key, 0) + 1
             self.floors.remove(node.info, node.group)
             gone = room_less(node.info.allocatable, node.daemon_used)
             for slack in self.ctx.min_room_slack.values():
@@ -512,15 +523,18 @@ class ScaleDownStage:
                 f"group {group.name}: {suspended}: Auto Scaling does not terminate its instances to scale "
                 "in until it is resumed",
             )
-        taken = self.taken.get(group.key, 0)
-        left = group.desired - self.draining_now.get(group.key, 0) - taken
+        # MinSize and the scale-in cap count the nodes that go: a make-room drain, this plan's or one
+        # under way, keeps its node (the pending pods take it), so only the disruption budgets count it
+        taken, removed = self.taken.get(group.key, 0), self.removed.get(group.key, 0)
+        going = self.draining_now.get(group.key, 0) - self.making_room_now.get(group.key, 0)
+        left = group.desired - going - removed
         if left <= group.min_size:
             return codes.MIN_SIZE, f"group {group.name} at MinSize {group.min_size}"
         floor = scheduled_min(self.ctx, group, left) or self.floors.refusal(node.info, group)
         if floor is not None:
             return floor
         cap = max(1, math.floor(self.ctx.config.max_scale_in_fraction * group.desired))
-        if taken >= cap:
+        if removed >= cap:
             return (
                 codes.SCALE_IN_CAP,
                 f"scale-in of {group.name} capped at {cap} node(s) per plan (max_scale_in_fraction)",

@@ -109,10 +109,10 @@ def _marks(
 
 
 def _room_above_min(ctx: Context, drains: Sequence[Drain], staying: set[str]) -> dict[GroupKey, int]:
-    """Per group, how many more nodes may be marked: its size less MinSize, the nodes this plan drains
-    and the marked nodes that stay marked."""
+    """Per group, how many more nodes may be marked: its size less MinSize, the nodes this plan's drains
+    terminate (a make-room drain's node stays) and the marked nodes that stay marked."""
     room = {g.key: g.desired - g.min_size for g in ctx.groups}
-    for name in [d.node for d in drains] + sorted(staying):
+    for name in [d.node for d in drains if d.terminate] + sorted(staying):
         group = ctx.nodes[name].group if name in ctx.nodes else None
         if group is not None and group.key in room:
             room[group.key] -= 1
