@@ -370,6 +370,38 @@ def test_oldest_pending_seconds_leaves_out_pods_below_the_expendable_cutoff() ->
     assert snapshot.oldest_pending_seconds(expendable_below=-10) == 20 * 60
 
 
+def test_a_csinode_with_null_lists_is_read_as_the_api_server_writes_it() -> None:
+    """storage/v1 CSINodeSpec.drivers and CSINodeDriver.topologyKeys carry no omitempty, so a node no
+    driver registered on yet says ``drivers: null``, and a driver without topology ``topologyKeys:
+    null``: both are read, and the driver with a count keeps its limit."""
+    from spillway.model.k8s import CSINode
+
+    empty = CSINode.model_validate(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSINode",
+            "metadata": {"name": "a"},
+            "spec": {"drivers": None},
+        }
+    )
+    mixed = CSINode.model_validate(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSINode",
+            "metadata": {"name": "b"},
+            "spec": {
+                "drivers": [
+                    {"name": "efs.csi.aws.com", "nodeID": "i-1", "topologyKeys": None},
+                    {"name": "ebs.csi.aws.com", "nodeID": "i-1", "allocatable": {"count": 25},
+                     "topologyKeys": ["topology.ebs.csi.aws.com/zone"]},
+                ]
+            },
+        }
+    )  # fmt: skip
+    assert empty.attach_limits() == {}
+    assert mixed.attach_limits() == {"ebs.csi.aws.com": 25}
+
+
 # --- hostile quantities: bounded as Kubernetes bounds them, refused in constant time --------------
 
 

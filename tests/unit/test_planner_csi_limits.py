@@ -265,3 +265,24 @@ def test_a_preemption_on_the_node_at_its_limit_keeps_the_other_nodes_room_open_t
     assert result.scale_up == ()
     assert pending_codes(result)["default/train-0"] == codes.FITS_BY_PREEMPTION
     assert pending_codes(result)["default/db-2"] == codes.FITS_FREE_ROOM
+
+
+def test_a_csinode_whose_drivers_without_topology_say_null_keeps_its_limit() -> None:
+    """The API server writes a driver's ``topologyKeys`` (no omitempty in storage/v1 CSINodeDriver) as
+    null when the driver reports no topology (secrets-store, EFS, NFS drivers), beside the EBS driver's
+    count; a node's CSINode before any driver registers has ``drivers: null`` (CSINodeSpec, no omitempty
+    either). Refused, the CSINode was dropped (observe skips it; ``spillway plan`` refused the List),
+    and with it the node's limit: the pod with a new volume stayed pending for good on the free room of
+    a node at its limit."""
+    w, node = world(limit=2)
+    (entry,) = w.items[-1]["spec"]["drivers"]
+    w.items[-1]["spec"]["drivers"] = [
+        {"name": "secrets-store.csi.k8s.io", "nodeID": node, "topologyKeys": None},
+        entry,
+    ]
+    w.items.append({**csinode("node-registering", None), "spec": {"drivers": None}})
+    pending_with_new_volume(w)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, ["default/db-2"])}

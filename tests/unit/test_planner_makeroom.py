@@ -441,3 +441,35 @@ def test_a_node_whose_room_is_still_being_made_does_not_hold_an_idle_node_at_a_m
 
     assert [(d.node, d.terminate) for d in second.drain] == [(c, True)]
     assert {p.pod: p.code for p in second.pending}[big] == codes.MAKING_ROOM
+
+
+def test_a_pending_pod_with_a_new_volume_takes_room_made_on_a_node_without_an_attach_limit() -> None:
+    """The big pod's claim is a new EBS volume, and no node has a CSINode count for the driver: kube-
+    scheduler's NodeVolumeLimits then sets no limit (nodevolumelimits/csi.go, Filter: a driver the node
+    gives no limit for is not checked), so the volume is no room the moved pods must give back. Counted
+    as lacking there, no move covered it and the pod got a new node instead."""
+    w, (a, _) = half_full()
+    w.items += [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "gp3"},
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data-big", "namespace": "default"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3"},
+        },
+    ]
+    (big,) = w.pods("big", 1, cpu="7", memory="1Gi")
+    pod = next(i for i in w.items if i.get("kind") == "Pod" and i["metadata"]["name"] == "big-0")
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-big"}}]
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.scale_up == ()
+    assert [(d.node, d.code) for d in result.drain] == [(a, codes.MAKE_ROOM)]
+    assert {p.pod: p.node for p in result.placements}[big] == a

@@ -1098,14 +1098,18 @@ class VolumeNodeResources(KubeModel):
 
 
 class CSINodeDriver(KubeModel):
+    """One driver of a CSINode. ``topologyKeys`` has no omitempty (k8s.io/api storage/v1 types.go), so
+    a driver that reports no topology (secrets-store, EFS, NFS) comes with ``topologyKeys: null``."""
+
     name: str
     node_id: str = Field(default="", alias="nodeID")
     allocatable: VolumeNodeResources | None = None
-    topology_keys: list[str] = Field(default_factory=list)
+    topology_keys: list[str] | None = None
 
 
 class CSINodeSpec(KubeModel):
-    drivers: list[CSINodeDriver] = Field(default_factory=list)
+    # no omitempty either: a node no driver registered on yet has ``drivers: null``
+    drivers: list[CSINodeDriver] | None = None
 
 
 class CSINode(KubeModel):
@@ -1122,7 +1126,7 @@ class CSINode(KubeModel):
         """Driver name -> how many of its volumes the node may use, for each driver that says."""
         return {
             d.name: d.allocatable.count
-            for d in self.spec.drivers
+            for d in self.spec.drivers or ()
             if d.allocatable and d.allocatable.count is not None
         }
 

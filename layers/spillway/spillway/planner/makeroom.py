@@ -49,7 +49,14 @@ from typing import TYPE_CHECKING, Any
 
 from spillway.model.cluster import ZONE_LABEL, PodInfo
 from spillway.model.groupkey import GroupKey
-from spillway.model.resources import PODS, Resources, add_into, add_room, dominant_share
+from spillway.model.resources import (
+    PODS,
+    Resources,
+    add_into,
+    add_room,
+    dominant_share,
+    unchecked_when_unknown,
+)
 from spillway.model.state import RoomState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
@@ -239,11 +246,17 @@ def _swappable(stage: ScaleDownStage) -> dict[GroupKey, dict[str, list[PodInfo]]
 
 
 def _needs(pods: Sequence[PodInfo], free: Resources) -> Resources:
-    """What ``pods`` need beyond ``free`` (one node: requests add up), per resource; empty if they fit."""
+    """What ``pods`` need beyond ``free`` (one node: requests add up), per resource; empty if they fit.
+    A resource checked only where reported that ``free`` does not report (a CSI driver's attach limit
+    the node's CSINode gives no count for) is never lacking: the node takes any amount of it."""
     need: Resources = {PODS: len(pods) * ONE_POD} if PODS in free else {}
     for pod in pods:
         add_into(need, pod.requests, 1)
-    return {k: v - free.get(k, 0) for k, v in need.items() if v > free.get(k, 0)}
+    return {
+        k: v - free.get(k, 0)
+        for k, v in need.items()
+        if v > free.get(k, 0) and (k in free or not unchecked_when_unknown(k))
+    }
 
 
 def _covers(pods: Sequence[PodInfo], lack: Resources) -> bool:
