@@ -4,11 +4,13 @@ unique volumes of that driver, whatever CPU and memory it has free."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from plan_world import World, pending_codes, scale_up
 
 from spillway.local import objects as o
+from spillway.model.cluster import ClusterSnapshot
 from spillway.model.resources import attach_limit_key
 from spillway.planner import codes
 
@@ -265,3 +267,62 @@ def test_a_preemption_on_the_node_at_its_limit_keeps_the_other_nodes_room_open_t
     assert result.scale_up == ()
     assert pending_codes(result)["default/train-0"] == codes.FITS_BY_PREEMPTION
     assert pending_codes(result)["default/db-2"] == codes.FITS_FREE_ROOM
+
+
+def test_a_pending_pod_whose_volume_is_attached_to_the_node_at_its_limit_takes_that_nodes_room() -> None:
+    """A rolling update: db-0's replacement uses c1 (vol-1), which db-0 keeps attached to the node at
+    its limit of 2. kube-scheduler takes vol-1 out of the pod's new volumes (csi.go Filter: a volume
+    the node's pods use already is not counted again), so the pod runs there and a new node stays empty."""
+    w, node = world(limit=2)
+    w.items.append(
+        with_claims(o.pod("db-0-next", cpu="100m", memory="128Mi", owner=("ReplicaSet", "db-next")), "c1")
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/db-0-next"] == codes.FITS_FREE_ROOM
+    assert {p.node for p in result.placements if p.pod == "default/db-0-next"} == {node}
+
+
+def test_a_shared_volume_attached_on_two_nodes_counts_on_neither_for_a_new_pod_of_it() -> None:
+    """A ReadWriteMany volume two nodes at their limit of 1 each use: a third pod of it adds no volume to
+    either, though it adds one to a node that does not have it (the third node, at its limit)."""
+    w = World(regions=("us-east-1",))
+    nodes = sorted(w.group("web", "m5.2xlarge", nodes=3, max_size=10, zones=[ZONE]))
+    shared = volume("pv-shared", "vol-shared")
+    shared["spec"]["accessModes"] = ["ReadWriteMany"]
+    w.items += [
+        gp3(),
+        shared,
+        claim("shared", "pv-shared"),
+        volume("pv-own", "vol-own"),
+        claim("own", "pv-own"),
+    ]
+    for i, node in enumerate(nodes):
+        w.items.append(csinode(node, 1))
+        pod = o.pod(f"web-{i}", cpu="100m", memory="128Mi", node_name=node, owner=("ReplicaSet", "web"))
+        w.items.append(with_claims(pod, "shared" if i < 2 else "own"))
+    w.items.append(
+        with_claims(o.pod("web-3", cpu="100m", memory="128Mi", owner=("ReplicaSet", "web")), "shared")
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/web-3"] == codes.FITS_FREE_ROOM
+    assert {p.node for p in result.placements if p.pod == "default/web-3"} <= set(nodes[:2])
+
+
+def test_the_snapshot_keeps_the_volumes_a_pod_uses_for_the_plan_lambda() -> None:
+    """The plan Lambda reads the snapshot observe stored: the volumes that decide where a pod's attach
+    limit is counted survive the round trip; a claim's volume yet to be made is none of them."""
+    w, _ = world(limit=2)
+    pending_with_new_volume(w)
+    snapshot, *_ = w.parsed()
+    pods = {p.name: p for p in snapshot.pods}
+
+    again = {p.name: p for p in ClusterSnapshot.from_dict(json.loads(json.dumps(snapshot.to_dict()))).pods}
+
+    assert pods["db-0"].volumes == (f"{EBS}/vol-1",) and pods["db-2"].volumes == ()
+    assert again["db-0"] == pods["db-0"] and again["db-2"] == pods["db-2"]

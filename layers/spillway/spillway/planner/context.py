@@ -21,7 +21,7 @@ from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import priority_of
 from spillway.model.provreq import ProvisioningRequestInfo
-from spillway.model.resources import PODS, Resources, add_into, add_room, room_less
+from spillway.model.resources import PODS, Resources, add_into, add_room, attach_limit_key, room_less
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import dead, goes_with_its_node, keeps_node_busy, never_started
@@ -180,6 +180,8 @@ class Context:
         # group runs too (spillway.planner.groups.fresh_node_overhead)
         self.node_daemons: dict[str, list[PodInfo]] = {}
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
+        # an existing volume a CSI attach limit counts -> the nodes whose bound pods use it
+        self.volume_nodes: dict[str, set[str]] = {}
         self._group_configs: dict[GroupKey, PlannerConfig] = {}  # group -> config_for(group)
         self._index_pods(snapshot.pods)
         self.nominated: list[PodInfo] = _nominated(
@@ -344,6 +346,8 @@ class Context:
                 node = self.nodes.get(pod.node_name)
                 if node is not None:
                     _charge(node, pod)
+                    for volume in pod.volumes:
+                        self.volume_nodes.setdefault(volume, set()).add(node.info.name)
                     self._keep_busy(node, pod)
                     self._note_victim(node, pod)
                 if (pod.daemonset or pod.mirror) and not pod.terminating:
@@ -355,6 +359,24 @@ class Context:
         for node in self.nodes.values():
             node.free = room_less(node.info.allocatable, node.used)
             node.victims.sort(key=lambda v: (v.priority, v.pod))
+
+    def in_use(self, volumes: Iterable[str]) -> tuple[str, ...]:
+        """Those of ``volumes`` that pods bound to a node use."""
+        return tuple(v for v in volumes if v in self.volume_nodes)
+
+    def attached(self, volumes: Iterable[str]) -> dict[str, Resources]:
+        """Node -> how much less of each CSI attach limit a pod using ``volumes`` takes there: one for
+        each of them the node's pods use already. kube-scheduler's NodeVolumeLimits takes those out of
+        the pod's new volumes (pkg/scheduler/framework/plugins/nodevolumelimits/csi.go, Filter), so a
+        rolling update's pod may follow its ReadWriteOnce volume onto a node at its limit, and a pod of
+        a shared (ReadWriteMany) volume onto any node that uses it."""
+        out: dict[str, Resources] = {}
+        for volume in volumes:
+            key = attach_limit_key(volume.partition("/")[0])
+            for name in sorted(self.volume_nodes.get(volume, ())):
+                less = out.setdefault(name, {})
+                less[key] = less.get(key, 0) + 1000
+        return out
 
     def _keep_busy(self, node: WorkNode, pod: PodInfo) -> None:
         """Whether the bound ``pod`` keeps its node busy: workload, or an expendable pod its node's drain
