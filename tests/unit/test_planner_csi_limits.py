@@ -326,3 +326,89 @@ def test_the_snapshot_keeps_the_volumes_a_pod_uses_for_the_plan_lambda() -> None
 
     assert pods["db-0"].volumes == (f"{EBS}/vol-1",) and pods["db-2"].volumes == ()
     assert again["db-0"] == pods["db-0"] and again["db-2"] == pods["db-2"]
+
+
+def test_consolidation_charges_each_moved_pod_of_a_shared_volume_with_it() -> None:
+    """web-a and web-b share vol-shared on the light node; only one of them fits beside the busy pod of
+    the first other node (room for one more volume), and the second other node is at its limit of 2.
+    kube-scheduler counts vol-shared as a new volume for whichever of them goes there: the light node
+    cannot be emptied. Charging the shared volume to one of them only sent the other to the node at its
+    limit, where it would never run."""
+    w = World(regions=("us-east-1",))
+    d1, d2, light = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10, zones=[ZONE]))
+    shared = volume("pv-shared", "vol-shared")
+    shared["spec"]["accessModes"] = ["ReadWriteMany"]
+    w.items += [gp3(), shared, claim("shared", "pv-shared")]
+    evict = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    busy = {d1: [("busy-0", "5")], d2: [("busy-1", "2500m"), ("busy-2", "2500m")]}
+    for node, pods in busy.items():
+        w.items.append(csinode(node, 2))
+        for name, cpu in pods:
+            w.items += [volume(f"pv-{name}", f"vol-{name}"), claim(f"c-{name}", f"pv-{name}")]
+            pod = o.pod(name, cpu=cpu, memory="1Gi", node_name=node, owner=("StatefulSet", "busy"))
+            w.items.append(with_claims(pod, f"c-{name}"))
+    w.items.append(csinode(light, 2))
+    for name in ("web-a", "web-b"):
+        pod = o.pod(
+            name, cpu="1500m", memory="1Gi", node_name=light, owner=("ReplicaSet", "web"), annotations=evict
+        )
+        w.items.append(with_claims(pod, "shared"))
+
+    result = w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=0.5
+    )
+
+    assert result.drain == ()
+    assert {k.node: k.code for k in result.kept}.get(light) == codes.DOES_NOT_FIT
+
+
+def test_make_room_frees_no_volume_another_pod_of_the_node_keeps_attached() -> None:
+    """Node a is at its limit of 2: web-a and web-b share vol-shared, keep-0 uses vol-keep. Moving web-a
+    gives a the CPU a pending pod with a new volume lacks, but not a volume: web-b, which may not move,
+    keeps vol-shared attached, and kube-scheduler would refuse the pod there. It gets a new node."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10, zones=[ZONE]))
+    w.items += [gp3(), volume("pv-shared", "vol-shared"), claim("shared", "pv-shared")]
+    w.items += [volume("pv-keep", "vol-keep"), claim("keep", "pv-keep")]
+    for node in (a, b):
+        w.items.append(csinode(node, 2))
+    stay = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    move = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    for name, cpu, claim_name, evict in (
+        ("web-a", "3", "shared", move),
+        ("web-b", "500m", "shared", stay),
+        ("keep-0", "500m", "keep", stay),
+    ):
+        pod = o.pod(name, cpu=cpu, memory="1Gi", node_name=a, owner=("ReplicaSet", name), annotations=evict)
+        w.items.append(with_claims(pod, claim_name))
+    w.items.append(o.pod("other-0", cpu="2500m", memory="1Gi", node_name=b, owner=("ReplicaSet", "other")))
+    w.items += [claim("data-db-new", None)]
+    w.items.append(
+        with_claims(o.pod("db-new", cpu="6", memory="1Gi", owner=("StatefulSet", "db")), "data-db-new")
+    )
+
+    result = w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=1.0
+    )
+
+    assert result.drain == ()
+    assert scale_up(result) == {"cpu": (2, 3, ["default/db-new"])}
+
+
+def test_a_preemption_frees_no_volume_another_pod_of_the_node_keeps_attached() -> None:
+    """Node a is at its limit of 2: an expendable backfill pod and db-0 share vol-1, db-1 uses vol-2. A
+    pod with a new volume needing the backfill pod's CPU would not get a volume by preempting it: db-0
+    keeps vol-1 attached. It gets a new node."""
+    w, node = world(limit=2)
+    backfill = o.pod(
+        "backfill-0", cpu="7", memory="1Gi", node_name=node, priority=-100, owner=("ReplicaSet", "bf")
+    )
+    w.items.append(with_claims(backfill, "c1"))
+    first = next(i for i, item in enumerate(w.items) if item["kind"] == "Pod")
+    w.items.insert(first, w.items.pop())  # before db-0: the volume was once charged to it alone
+    pending_with_new_volume(w)
+    w.items[-1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "4"
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, ["default/db-2"])}

@@ -1322,8 +1322,10 @@ class VolumeMatcher:
     claim that does not exist, and one with no class or a class that does not exist, counts nothing.
     CSI ephemeral inline volumes (``csi`` in the pod) are not counted: kube-scheduler does not either.
     Each driver's count is added to the pod's requests under its attach limit's name
-    (:func:`~spillway.model.resources.attach_limit_key`); a volume counts once on a node, for the first
-    pod bound there that uses it (the NodeVolumeLimits filter counts unique volumes), and once in a pod.
+    (:func:`~spillway.model.resources.attach_limit_key`), each volume once in a pod, whether or not
+    other pods of its node use it: each pod carries all of its volumes wherever it moves, and the
+    planner counts a volume once on a node (the NodeVolumeLimits filter counts unique volumes) from
+    the pods' :attr:`PodInfo.volumes`.
     """
 
     def __init__(self) -> None:
@@ -1412,23 +1414,17 @@ class VolumeMatcher:
         return tuple(pods)
 
     def _count_attached(self, pods: list[PodInfo]) -> None:
-        """Add to each pod's requests how many volumes of each CSI driver it brings to a node: all of
-        its own for a pod not bound, those no pod bound there before it uses for a bound one; and note
-        the existing ones it uses (:attr:`PodInfo.volumes`: not a claim's volume yet to be made)."""
-        on_node: dict[str, set[str]] = {}
-        for index, namespace, node, claims, inline in self._attaching:
+        """Add to each pod's requests how many unique volumes of each CSI driver it uses, bound or not
+        (what it brings to a node none of whose pods uses them: the planner counts a volume several
+        pods of a node use once there, spillway.planner.context), and note the existing ones
+        (:attr:`PodInfo.volumes`: not a claim's volume yet to be made)."""
+        for index, namespace, _node, claims, inline in self._attaching:
             names = {n for claim in claims if (n := self._csi_of_claim(namespace, claim))} | set(inline)
-            every = frozenset(names)
-            if node is not None:
-                seen = on_node.setdefault(node, set())
-                fresh = names - seen
-                seen |= names
-                names = fresh
             counts: dict[str, int] = {}
             for name in names:
                 key = attach_limit_key(name.partition("/")[0])
                 counts[key] = counts.get(key, 0) + 1000  # milli-units, as every request
-            existing = tuple(sorted(n for n in every if not n.startswith(NEW_VOLUME, n.find("/") + 1)))
+            existing = tuple(sorted(n for n in names if not n.startswith(NEW_VOLUME, n.find("/") + 1)))
             if counts or existing:
                 requests = {**pods[index].requests, **counts}
                 pods[index] = replace(pods[index], requests=requests, volumes=existing)
