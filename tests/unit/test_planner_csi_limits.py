@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from plan_world import World, pending_codes, scale_up
+from test_live_template import add_typed_instance
 
 from spillway.local import objects as o
 from spillway.model.cluster import ClusterSnapshot
@@ -412,3 +413,28 @@ def test_a_preemption_frees_no_volume_another_pod_of_the_node_keeps_attached() -
     result = w.plan()
 
     assert scale_up(result) == {"db": (1, 2, ["default/db-2"])}
+
+
+def test_a_mixed_groups_new_node_has_the_least_limit_its_types_nodes_report() -> None:
+    """The group launches m5.xlarge (its template's type, whose node allows 25 EBS volumes) or
+    m5.2xlarge, whose node allows 2. EC2 may launch either, so a new node is counted on for 2: a pod
+    with 3 new volumes gets no node it may not run on."""
+    w = World(regions=("us-east-1",))
+    (small,) = w.group("db", "m5.xlarge", nodes=1, max_size=10, zones=[ZONE], mixed=True)
+    w.groups["db"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"].append(
+        {"InstanceType": "m5.2xlarge"}
+    )
+    big = add_typed_instance(w, "db", "m5.2xlarge", 0)
+    w.items += [gp3(), csinode(small, 25), csinode(big, 2)]
+    w.items.append(o.pod("busy-0", cpu="3", memory="1Gi", node_name=small, owner=("ReplicaSet", "busy")))
+    w.items.append(o.pod("busy-1", cpu="7", memory="1Gi", node_name=big, owner=("ReplicaSet", "busy")))
+    pending_with_new_volume(w, claims=3)
+    w.items[-1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"  # no free room for it
+
+    _, groups, *_ = w.parsed()
+    result = w.plan()
+
+    (group,) = groups
+    assert group.template is not None and group.template.allocatable[EBS_KEY] == 2000
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/db-2"] == codes.NO_GROUP_FITS
