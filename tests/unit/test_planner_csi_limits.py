@@ -4,11 +4,14 @@ unique volumes of that driver, whatever CPU and memory it has free."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from plan_world import World, pending_codes, scale_up
+from test_live_template import add_typed_instance
 
 from spillway.local import objects as o
+from spillway.model.cluster import ClusterSnapshot
 from spillway.model.resources import attach_limit_key
 from spillway.planner import codes
 
@@ -286,3 +289,173 @@ def test_a_csinode_whose_drivers_without_topology_say_null_keeps_its_limit() -> 
     result = w.plan()
 
     assert scale_up(result) == {"db": (1, 2, ["default/db-2"])}
+
+
+def test_a_pending_pod_whose_volume_is_attached_to_the_node_at_its_limit_takes_that_nodes_room() -> None:
+    """A rolling update: db-0's replacement uses c1 (vol-1), which db-0 keeps attached to the node at
+    its limit of 2. kube-scheduler takes vol-1 out of the pod's new volumes (csi.go Filter: a volume
+    the node's pods use already is not counted again), so the pod runs there and a new node stays empty."""
+    w, node = world(limit=2)
+    w.items.append(
+        with_claims(o.pod("db-0-next", cpu="100m", memory="128Mi", owner=("ReplicaSet", "db-next")), "c1")
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/db-0-next"] == codes.FITS_FREE_ROOM
+    assert {p.node for p in result.placements if p.pod == "default/db-0-next"} == {node}
+
+
+def test_a_shared_volume_attached_on_two_nodes_counts_on_neither_for_a_new_pod_of_it() -> None:
+    """A ReadWriteMany volume two nodes at their limit of 1 each use: a third pod of it adds no volume to
+    either, though it adds one to a node that does not have it (the third node, at its limit)."""
+    w = World(regions=("us-east-1",))
+    nodes = sorted(w.group("web", "m5.2xlarge", nodes=3, max_size=10, zones=[ZONE]))
+    shared = volume("pv-shared", "vol-shared")
+    shared["spec"]["accessModes"] = ["ReadWriteMany"]
+    w.items += [
+        gp3(),
+        shared,
+        claim("shared", "pv-shared"),
+        volume("pv-own", "vol-own"),
+        claim("own", "pv-own"),
+    ]
+    for i, node in enumerate(nodes):
+        w.items.append(csinode(node, 1))
+        pod = o.pod(f"web-{i}", cpu="100m", memory="128Mi", node_name=node, owner=("ReplicaSet", "web"))
+        w.items.append(with_claims(pod, "shared" if i < 2 else "own"))
+    w.items.append(
+        with_claims(o.pod("web-3", cpu="100m", memory="128Mi", owner=("ReplicaSet", "web")), "shared")
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/web-3"] == codes.FITS_FREE_ROOM
+    assert {p.node for p in result.placements if p.pod == "default/web-3"} <= set(nodes[:2])
+
+
+def test_the_snapshot_keeps_the_volumes_a_pod_uses_for_the_plan_lambda() -> None:
+    """The plan Lambda reads the snapshot observe stored: the volumes that decide where a pod's attach
+    limit is counted survive the round trip; a claim's volume yet to be made is none of them."""
+    w, _ = world(limit=2)
+    pending_with_new_volume(w)
+    snapshot, *_ = w.parsed()
+    pods = {p.name: p for p in snapshot.pods}
+
+    again = {p.name: p for p in ClusterSnapshot.from_dict(json.loads(json.dumps(snapshot.to_dict()))).pods}
+
+    assert pods["db-0"].volumes == (f"{EBS}/vol-1",) and pods["db-2"].volumes == ()
+    assert again["db-0"] == pods["db-0"] and again["db-2"] == pods["db-2"]
+
+
+def test_consolidation_charges_each_moved_pod_of_a_shared_volume_with_it() -> None:
+    """web-a and web-b share vol-shared on the light node; only one of them fits beside the busy pod of
+    the first other node (room for one more volume), and the second other node is at its limit of 2.
+    kube-scheduler counts vol-shared as a new volume for whichever of them goes there: the light node
+    cannot be emptied. Charging the shared volume to one of them only sent the other to the node at its
+    limit, where it would never run."""
+    w = World(regions=("us-east-1",))
+    d1, d2, light = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10, zones=[ZONE]))
+    shared = volume("pv-shared", "vol-shared")
+    shared["spec"]["accessModes"] = ["ReadWriteMany"]
+    w.items += [gp3(), shared, claim("shared", "pv-shared")]
+    evict = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    busy = {d1: [("busy-0", "5")], d2: [("busy-1", "2500m"), ("busy-2", "2500m")]}
+    for node, pods in busy.items():
+        w.items.append(csinode(node, 2))
+        for name, cpu in pods:
+            w.items += [volume(f"pv-{name}", f"vol-{name}"), claim(f"c-{name}", f"pv-{name}")]
+            pod = o.pod(name, cpu=cpu, memory="1Gi", node_name=node, owner=("StatefulSet", "busy"))
+            w.items.append(with_claims(pod, f"c-{name}"))
+    w.items.append(csinode(light, 2))
+    for name in ("web-a", "web-b"):
+        pod = o.pod(
+            name, cpu="1500m", memory="1Gi", node_name=light, owner=("ReplicaSet", "web"), annotations=evict
+        )
+        w.items.append(with_claims(pod, "shared"))
+
+    result = w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=0.5
+    )
+
+    assert result.drain == ()
+    assert {k.node: k.code for k in result.kept}.get(light) == codes.DOES_NOT_FIT
+
+
+def test_make_room_frees_no_volume_another_pod_of_the_node_keeps_attached() -> None:
+    """Node a is at its limit of 2: web-a and web-b share vol-shared, keep-0 uses vol-keep. Moving web-a
+    gives a the CPU a pending pod with a new volume lacks, but not a volume: web-b, which may not move,
+    keeps vol-shared attached, and kube-scheduler would refuse the pod there. It gets a new node."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10, zones=[ZONE]))
+    w.items += [gp3(), volume("pv-shared", "vol-shared"), claim("shared", "pv-shared")]
+    w.items += [volume("pv-keep", "vol-keep"), claim("keep", "pv-keep")]
+    for node in (a, b):
+        w.items.append(csinode(node, 2))
+    stay = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    move = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    for name, cpu, claim_name, evict in (
+        ("web-a", "3", "shared", move),
+        ("web-b", "500m", "shared", stay),
+        ("keep-0", "500m", "keep", stay),
+    ):
+        pod = o.pod(name, cpu=cpu, memory="1Gi", node_name=a, owner=("ReplicaSet", name), annotations=evict)
+        w.items.append(with_claims(pod, claim_name))
+    w.items.append(o.pod("other-0", cpu="2500m", memory="1Gi", node_name=b, owner=("ReplicaSet", "other")))
+    w.items += [claim("data-db-new", None)]
+    w.items.append(
+        with_claims(o.pod("db-new", cpu="6", memory="1Gi", owner=("StatefulSet", "db")), "data-db-new")
+    )
+
+    result = w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=1.0
+    )
+
+    assert result.drain == ()
+    assert scale_up(result) == {"cpu": (2, 3, ["default/db-new"])}
+
+
+def test_a_preemption_frees_no_volume_another_pod_of_the_node_keeps_attached() -> None:
+    """Node a is at its limit of 2: an expendable backfill pod and db-0 share vol-1, db-1 uses vol-2. A
+    pod with a new volume needing the backfill pod's CPU would not get a volume by preempting it: db-0
+    keeps vol-1 attached. It gets a new node."""
+    w, node = world(limit=2)
+    backfill = o.pod(
+        "backfill-0", cpu="7", memory="1Gi", node_name=node, priority=-100, owner=("ReplicaSet", "bf")
+    )
+    w.items.append(with_claims(backfill, "c1"))
+    first = next(i for i, item in enumerate(w.items) if item["kind"] == "Pod")
+    w.items.insert(first, w.items.pop())  # before db-0: the volume was once charged to it alone
+    pending_with_new_volume(w)
+    w.items[-1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "4"
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, ["default/db-2"])}
+
+
+def test_a_mixed_groups_new_node_has_the_least_limit_its_types_nodes_report() -> None:
+    """The group launches m5.xlarge (its template's type, whose node allows 25 EBS volumes) or
+    m5.2xlarge, whose node allows 2. EC2 may launch either, so a new node is counted on for 2: a pod
+    with 3 new volumes gets no node it may not run on."""
+    w = World(regions=("us-east-1",))
+    (small,) = w.group("db", "m5.xlarge", nodes=1, max_size=10, zones=[ZONE], mixed=True)
+    w.groups["db"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"].append(
+        {"InstanceType": "m5.2xlarge"}
+    )
+    big = add_typed_instance(w, "db", "m5.2xlarge", 0)
+    w.items += [gp3(), csinode(small, 25), csinode(big, 2)]
+    w.items.append(o.pod("busy-0", cpu="3", memory="1Gi", node_name=small, owner=("ReplicaSet", "busy")))
+    w.items.append(o.pod("busy-1", cpu="7", memory="1Gi", node_name=big, owner=("ReplicaSet", "busy")))
+    pending_with_new_volume(w, claims=3)
+    w.items[-1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"  # no free room for it
+
+    _, groups, *_ = w.parsed()
+    result = w.plan()
+
+    (group,) = groups
+    assert group.template is not None and group.template.allocatable[EBS_KEY] == 2000
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/db-2"] == codes.NO_GROUP_FITS

@@ -237,6 +237,9 @@ class PodInfo:
     # why kube-scheduler holds it whatever nodes there are: a claim of its that binds at once and is
     # not bound, or is missing or being deleted (VolumeMatcher); None for every other pod
     volume_wait: str | None = None
+    # the unique names (``<driver>/<handle>``) of the existing volumes it uses that a CSI driver's attach
+    # limit counts (VolumeMatcher): a node whose pods use one already counts it once (NodeVolumeLimits)
+    volumes: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -411,6 +414,7 @@ class PodInfo:
             ),
             selected_by=tuple(int(i) for i in d.get("sb", ())),
             volume_wait=d.get("vw"),
+            volumes=tuple(str(v) for v in d.get("cv", ())),
         )
 
 
@@ -481,6 +485,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("sp", lambda p: [list(t) for t in p.spread] or None),
     ("sb", lambda p: list(p.selected_by) or None),
     ("vw", lambda p: p.volume_wait),
+    ("cv", lambda p: list(p.volumes) or None),
 )
 
 
@@ -1317,8 +1322,10 @@ class VolumeMatcher:
     claim that does not exist, and one with no class or a class that does not exist, counts nothing.
     CSI ephemeral inline volumes (``csi`` in the pod) are not counted: kube-scheduler does not either.
     Each driver's count is added to the pod's requests under its attach limit's name
-    (:func:`~spillway.model.resources.attach_limit_key`); a volume counts once on a node, for the first
-    pod bound there that uses it (the NodeVolumeLimits filter counts unique volumes), and once in a pod.
+    (:func:`~spillway.model.resources.attach_limit_key`), each volume once in a pod, whether or not
+    other pods of its node use it: each pod carries all of its volumes wherever it moves, and the
+    planner counts a volume once on a node (the NodeVolumeLimits filter counts unique volumes) from
+    the pods' :attr:`PodInfo.volumes`.
     """
 
     def __init__(self) -> None:
@@ -1407,22 +1414,20 @@ class VolumeMatcher:
         return tuple(pods)
 
     def _count_attached(self, pods: list[PodInfo]) -> None:
-        """Add to each pod's requests how many volumes of each CSI driver it brings to a node: all of
-        its own for a pod not bound, those no pod bound there before it uses for a bound one."""
-        on_node: dict[str, set[str]] = {}
-        for index, namespace, node, claims, inline in self._attaching:
+        """Add to each pod's requests how many unique volumes of each CSI driver it uses, bound or not
+        (what it brings to a node none of whose pods uses them: the planner counts a volume several
+        pods of a node use once there, spillway.planner.context), and note the existing ones
+        (:attr:`PodInfo.volumes`: not a claim's volume yet to be made)."""
+        for index, namespace, _node, claims, inline in self._attaching:
             names = {n for claim in claims if (n := self._csi_of_claim(namespace, claim))} | set(inline)
-            if node is not None:
-                seen = on_node.setdefault(node, set())
-                fresh = names - seen
-                seen |= names
-                names = fresh
             counts: dict[str, int] = {}
             for name in names:
                 key = attach_limit_key(name.partition("/")[0])
                 counts[key] = counts.get(key, 0) + 1000  # milli-units, as every request
-            if counts:
-                pods[index] = replace(pods[index], requests={**pods[index].requests, **counts})
+            existing = tuple(sorted(n for n in names if not n.startswith(NEW_VOLUME, n.find("/") + 1)))
+            if counts or existing:
+                requests = {**pods[index].requests, **counts}
+                pods[index] = replace(pods[index], requests=requests, volumes=existing)
 
     def _csi_of_claim(self, namespace: str, name: str) -> str | None:
         """The unique name (``<driver>/<handle>``) of the CSI volume a claim gives its pod, or None."""
@@ -1435,7 +1440,7 @@ class VolumeMatcher:
         if storage is None or not storage.provisioner:
             return None
         driver = MIGRATED_PROVISIONERS.get(storage.provisioner, storage.provisioner)
-        return f"{driver}/claim {namespace}/{name}"  # a volume yet to be made: one per claim
+        return f"{driver}/{NEW_VOLUME}{namespace}/{name}"  # a volume yet to be made: one per claim
 
     def _claim(self, namespace: str, name: str) -> tuple[tuple[Term, ...], str | None]:
         """Where the claim lets its pod run (terms, ORed; none: anywhere), and why it holds the pod."""
@@ -1475,6 +1480,7 @@ class VolumeMatcher:
 
 
 EBS_CSI_DRIVER = "ebs.csi.aws.com"
+NEW_VOLUME = "claim "  # what the handle of a volume yet to be made starts with (none has a space)
 # in-tree provisioners whose volumes CSI migration hands to a CSI driver (csi-translation-lib)
 MIGRATED_PROVISIONERS = {"kubernetes.io/aws-ebs": EBS_CSI_DRIVER}
 

@@ -22,7 +22,9 @@ A node **stands for** its group when it is
 Only the node's allocatable is taken, for each resource it reports (cpu, memory, pods,
 ephemeral-storage, GPUs, any extended resource), and its capacity with it (what CapacityQuotas count);
 the template keeps its estimate (and its nominal capacity) for the others, and a
-``node-template/resources/<name>`` tag on the group still wins over the node, for both.
+``node-template/resources/<name>`` tag on the group still wins over the node, for both. A mixed
+group's CSI attach limits are the least its Ready nodes of any type it launches report
+(:func:`least_attach_limits`): a node of another type says what that type may attach.
 
 When several nodes stand for the group, the allocatable most of them report is taken (nodes of one
 type, one AMI and one kubelet configuration report the same); between as many, that of the node whose
@@ -77,7 +79,7 @@ from spillway.model.nodegroup import (
     TemplateNode,
     merged_taints,
 )
-from spillway.model.resources import CPU, MEMORY
+from spillway.model.resources import CPU, MEMORY, is_attach_limit
 
 # labels that name one node, whichever group it is of
 NODE_LABELS = frozenset(
@@ -132,6 +134,8 @@ def with_live_templates(groups: Iterable[NodeGroup], nodes: Iterable[NodeInfo]) 
         if template is not None:
             if chosen is not None:
                 template = live_template(template, chosen)
+            if len(group.launch_types()) > 1:
+                template = least_attach_limits(template, group, own)
             labels = group_labels(group, own)
             merged = {**labels, **template.labels, **{k: v for k, v in labels.items() if k in OS_KEYS}}
             if merged != template.labels:
@@ -179,6 +183,24 @@ def live_template(template: TemplateNode, node: NodeInfo) -> TemplateNode:
     capacity: dict[str, int] = dict(template.capacity)
     capacity.update({name: value for name, value in node.capacity.items() if name not in template.tagged})
     return replace(template, allocatable=allocatable, capacity=capacity, node=node.name)
+
+
+def least_attach_limits(template: TemplateNode, group: NodeGroup, nodes: Sequence[NodeInfo]) -> TemplateNode:
+    """A mixed group's ``template`` with, for each CSI driver's attach limit, the least any Ready node
+    of ``nodes`` (the group's own) of a type the group launches reports (its CSINode's count): EC2 may
+    launch any of the types, and the EBS CSI driver's count depends on the type (a dedicated EBS limit,
+    or Nitro attachment slots shared with network interfaces and instance store volumes:
+    aws-ebs-csi-driver pkg/driver/node.go, getVolumesLimit). A type no such node runs is not known."""
+    types = set(group.launch_types())
+    least = {k: v for k, v in template.allocatable.items() if is_attach_limit(k)}
+    for node in nodes:
+        if node.ready and not node.deleting and node.labels.get(INSTANCE_TYPE_LABEL) in types:
+            for name, value in node.allocatable.items():
+                if is_attach_limit(name) and value < least.get(name, value + 1):
+                    least[name] = value
+    if all(template.allocatable.get(k) == v for k, v in least.items()):
+        return template
+    return replace(template, allocatable={**template.allocatable, **least})
 
 
 def group_labels(group: NodeGroup, nodes: Sequence[NodeInfo]) -> dict[str, str]:

@@ -64,10 +64,33 @@ class PodClass:
     # (PodInfo.volume_wait). A pending pod with one never gets here (code volume-unbound); a running
     # pod with one is refused every node when a move would re-place it (blocker)
     volume_wait: str | None = None
+    # node -> how much less of each CSI attach limit a pod of the class takes there, whose pods use
+    # some of the volumes it uses (Context.attached); pods of a class use the same such volumes
+    attached: dict[str, Resources] = field(default_factory=dict)
 
     @property
     def remaining(self) -> int:
         return len(self.pods) - self.next
+
+    def requests_on(self, node: str) -> Resources:
+        """What a pod of the class takes on the existing node ``node``: its requests, less the attach
+        limits' share of the volumes the node's pods use already (:attr:`attached`)."""
+        less = self.attached.get(node)
+        if not less:
+            return self.requests
+        return {k: v - less.get(k, 0) for k, v in self.requests.items()}
+
+    @property
+    def least_requests(self) -> Resources:
+        """The least a pod of the class takes on any existing node (:meth:`requests_on`): a bound on a
+        pool's room is checked against it."""
+        if not self.attached:
+            return self.requests
+        out = dict(self.requests)
+        for less in self.attached.values():
+            for k, v in less.items():
+                out[k] = min(out.get(k, 0), self.requests.get(k, 0) - v)
+        return out
 
     def room_in(self, labels: Mapping[str, str]) -> int:
         """How many more of the class a node with ``labels`` takes for the rules its own placements fill
@@ -251,11 +274,13 @@ def pod_classes(ctx: Context) -> list[PodClass]:
         movable = why_not_movable(ctx, pod, jobs) is None if spot else None
         free_only = ctx.free_only.get(pod.key)
         limited_tenant = tenant if tenant in limited else None
-        key = (pod.scheduling_key(), limited_tenant, gang, started, room_gang, movable, free_only)
+        in_use = ctx.in_use(pod.volumes)  # volumes attached somewhere: its class is judged per node
+        key = (pod.scheduling_key(), limited_tenant, gang, started, room_gang, movable, free_only, in_use)
         cls = classes.get(key)
         if cls is None:
             cls = classes[key] = new_class(pod, limited_tenant, gang, ctx.topology.domains(pod))
             cls.free_only, cls.started_gang, cls.min_room_gang = free_only, started, room_gang
+            cls.attached = ctx.attached(in_use)
         cls.pods.append(pod.key)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return sorted(classes.values(), key=PodClass.sort_key)

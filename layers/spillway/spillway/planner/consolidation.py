@@ -720,7 +720,7 @@ def _whole_on_one(cls: PodClass, room: Iterable[WorkNode]) -> list[Pool]:
     for node in room:
         info = node.info
         if (
-            fit_count(cls.requests, node.free, want) == want
+            fit_count(cls.requests_on(info.name), node.free, want) == want
             and min(cls.domains.cap(info.name), cls.room_in(info.labels)) >= want
             and not cls.domains.marks.repels(node.marks)
             and cls.blocker(info.labels, info.taints, info.name) is None
@@ -754,7 +754,8 @@ def _takes(cls: PodClass, node: WorkNode, want: int) -> int:
     info = node.info
     if cls.domains.marks.repels(node.marks) or cls.blocker(info.labels, info.taints, info.name) is not None:
         return 0
-    return fit_count(cls.requests, node.free, min(want, cls.domains.cap(info.name), cls.room_in(info.labels)))
+    limit = min(want, cls.domains.cap(info.name), cls.room_in(info.labels))
+    return fit_count(cls.requests_on(info.name), node.free, limit)
 
 
 def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: Leaving) -> list[PodClass]:

@@ -21,7 +21,7 @@ from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import priority_of
 from spillway.model.provreq import ProvisioningRequestInfo
-from spillway.model.resources import PODS, Resources, add_into, add_room, room_less
+from spillway.model.resources import PODS, Resources, add_into, add_room, attach_limit_key, room_less
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import dead, goes_with_its_node, keeps_node_busy, never_started
@@ -182,6 +182,10 @@ class Context:
         # group runs too (spillway.planner.groups.fresh_node_overhead)
         self.node_daemons: dict[str, list[PodInfo]] = {}
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
+        # an existing volume a CSI attach limit counts -> the nodes whose bound pods use it, and how
+        # many of a node's pods use it
+        self.volume_nodes: dict[str, set[str]] = {}
+        self.volume_users: dict[tuple[str, str], int] = {}  # (node, volume) -> its pods that use it
         self._group_configs: dict[GroupKey, PlannerConfig] = {}  # group -> config_for(group)
         self._index_pods(snapshot.pods)
         self.nominated: list[PodInfo] = _nominated(
@@ -336,7 +340,7 @@ class Context:
             add_room(node.free, pod.requests, sign)
             node.free[PODS] = node.free.get(PODS, 0) + sign * ONE_POD
 
-    def _index_pods(self, pods: Iterable[PodInfo]) -> None:
+    def _index_pods(self, pods: Sequence[PodInfo]) -> None:
         for pod in pods:
             if pod.daemonset and pod.owner_name:
                 self._note_daemonset(pod, pod.owner_name)
@@ -346,6 +350,7 @@ class Context:
                 node = self.nodes.get(pod.node_name)
                 if node is not None:
                     _charge(node, pod, self.config.expendable_priority_cutoff)
+                    self._note_volumes(node, pod)
                     self._keep_busy(node, pod)
                     self._note_victim(node, pod)
                 if (pod.daemonset or pod.mirror) and not pod.terminating:
@@ -354,9 +359,64 @@ class Context:
                 self.pending.append(pod)
             elif pod.gated and not pod.daemonset:
                 self.gated.append(pod)
+        self._share_victims(pods)
         for node in self.nodes.values():
             node.free = room_less(node.info.allocatable, node.used)
             node.victims.sort(key=lambda v: (v.priority, v.pod))
+
+    def _note_volumes(self, node: WorkNode, pod: PodInfo) -> None:
+        """The volumes of a pod bound to ``node``: one another pod there uses already is charged to the
+        node once (the pod's requests count each of its own)."""
+        name = node.info.name
+        for volume in pod.volumes:
+            self.volume_nodes.setdefault(volume, set()).add(name)
+            users = self.volume_users[(name, volume)] = self.volume_users.get((name, volume), 0) + 1
+            if users > 1:
+                key = attach_limit_key(volume.partition("/")[0])
+                node.used[key] = node.used.get(key, 0) - 1000
+
+    def _share_victims(self, pods: Sequence[PodInfo]) -> None:
+        """A victim's preemption gives its node back its requests but the volumes another pod there
+        uses (:meth:`shared_share`)."""
+        shared = {pod.key: less for pod in pods if pod.node_name and (less := self.shared_share(pod))}
+        if not shared:
+            return
+        for node in self.nodes.values():
+            node.victims = [_less(v, shared[v.pod]) if v.pod in shared else v for v in node.victims]
+
+    def shared_share(self, pod: PodInfo) -> Resources:
+        """How much of each attach limit a bound pod's leaving does not give its node back: one for each
+        of its volumes another pod there uses (it stays attached; csi.go Filter counts the volumes of
+        the node's pods). A make room's move and a preemption free the rest."""
+        out: Resources = {}
+        for volume in pod.volumes:
+            if self.volume_users.get((pod.node_name or "", volume), 0) > 1:
+                key = attach_limit_key(volume.partition("/")[0])
+                out[key] = out.get(key, 0) + 1000
+        return out
+
+    def leaving_share(self, pod: PodInfo) -> Resources:
+        """A bound pod's requests as its node gets them back when it leaves (:meth:`shared_share`)."""
+        less = self.shared_share(pod)
+        return {k: v - less.get(k, 0) for k, v in pod.requests.items()} if less else pod.requests
+
+    def in_use(self, volumes: Iterable[str]) -> tuple[str, ...]:
+        """Those of ``volumes`` that pods bound to a node use."""
+        return tuple(v for v in volumes if v in self.volume_nodes)
+
+    def attached(self, volumes: Iterable[str]) -> dict[str, Resources]:
+        """Node -> how much less of each CSI attach limit a pod using ``volumes`` takes there: one for
+        each of them the node's pods use already. kube-scheduler's NodeVolumeLimits takes those out of
+        the pod's new volumes (pkg/scheduler/framework/plugins/nodevolumelimits/csi.go, Filter), so a
+        rolling update's pod may follow its ReadWriteOnce volume onto a node at its limit, and a pod of
+        a shared (ReadWriteMany) volume onto any node that uses it."""
+        out: dict[str, Resources] = {}
+        for volume in volumes:
+            key = attach_limit_key(volume.partition("/")[0])
+            for name in sorted(self.volume_nodes.get(volume, ())):
+                less = out.setdefault(name, {})
+                less[key] = less.get(key, 0) + 1000
+        return out
 
     def _keep_busy(self, node: WorkNode, pod: PodInfo) -> None:
         """Whether the bound ``pod`` keeps its node busy: workload, or an expendable pod its node's drain
@@ -438,6 +498,10 @@ def nominated_to(pod: PodInfo, nodes: Mapping[str, WorkNode]) -> WorkNode | None
     if node is None or not admits(node.info.unschedulable, node.info.taints, pod.tolerations):
         return None
     return node
+
+
+def _less(victim: Victim, less: Resources) -> Victim:
+    return replace(victim, requests={k: v - less.get(k, 0) for k, v in victim.requests.items()})
 
 
 def _charge(node: WorkNode, pod: PodInfo, cutoff: int) -> None:

@@ -259,10 +259,12 @@ def _needs(pods: Sequence[PodInfo], free: Resources) -> Resources:
     }
 
 
-def _covers(pods: Sequence[PodInfo], lack: Resources) -> bool:
+def _covers(ctx: Context, pods: Sequence[PodInfo], lack: Resources) -> bool:
+    """Whether ``pods`` leaving their node give it ``lack`` back (a volume another pod there uses stays
+    attached: :meth:`Context.leaving_share`)."""
     got: Resources = {PODS: len(pods) * ONE_POD} if PODS in lack else {}
     for pod in pods:
-        add_into(got, pod.requests, 1)
+        add_into(got, ctx.leaving_share(pod), 1)
     return all(got.get(k, 0) >= v for k, v in lack.items())
 
 
@@ -273,7 +275,7 @@ def _room_on(judge: Consolidation, node: WorkNode, pods: Sequence[PodInfo]) -> C
     if not lack:
         return None  # they fit already: the scale-up would have placed them here
     movable = [(p, m) for p, m in judge.moves(node) if m.movable]
-    chosen = _victims(movable, lack, node)
+    chosen = _victims(judge.ctx, movable, lack, node)
     if chosen is None:
         return None
     candidate = Candidate.of(node, chosen, judge.restart_cost(node, chosen))
@@ -283,7 +285,7 @@ def _room_on(judge: Consolidation, node: WorkNode, pods: Sequence[PodInfo]) -> C
 
 
 def _victims(
-    movable: list[tuple[PodInfo, Move]], lack: Resources, node: WorkNode
+    ctx: Context, movable: list[tuple[PodInfo, Move]], lack: Resources, node: WorkNode
 ) -> list[tuple[PodInfo, Move]] | None:
     """The pods to move: the smallest one that covers ``lack`` alone, else the largest first until
     covered (None if all of them do not)."""
@@ -292,13 +294,13 @@ def _victims(
     def size(item: tuple[PodInfo, Move]) -> tuple[float, float, str]:
         return (dominant_share(item[0].requests, alloc)[1], item[1].cost, item[0].key)
 
-    singles = [item for item in movable if _covers([item[0]], lack)]
+    singles = [item for item in movable if _covers(ctx, [item[0]], lack)]
     if singles:
         return [min(singles, key=size)]
     chosen: list[tuple[PodInfo, Move]] = []
     for item in sorted(movable, key=size, reverse=True):
         chosen.append(item)
-        if _covers([p for p, _ in chosen], lack):
+        if _covers(ctx, [p for p, _ in chosen], lack):
             return chosen
     return None
 
@@ -310,7 +312,7 @@ def _move_placements(
     leave); the group opens one node less."""
     ctx, node = stage.ctx, candidate.node
     for pod in candidate.pods:
-        add_room(node.free, pod.requests, 1)
+        add_room(node.free, ctx.leaving_share(pod), 1)
     keys = {p.key for p in pods}
     target = node.info.name
     ctx.placements[:] = [

@@ -218,7 +218,7 @@ def fit_on_nodes(cls: PodClass, pool_list: Iterable[Pool], commit: Commit) -> No
             return
         if _pool_ruled_out(cls, pool):
             continue
-        if fit_count(cls.requests, pool.bound, 1) == 0:
+        if fit_count(cls.least_requests, pool.bound, 1) == 0:
             continue  # no node of the pool has that much room left
         if cls.room_in(pool.nodes[0].info.labels) <= 0:
             continue  # its domains take no more of the class now (a pool's nodes share every label)
@@ -246,7 +246,7 @@ class TrialFit:
     def _commit(self, cls: PodClass, node: WorkNode, count: int) -> None:
         name = node.info.name
         self._save(node)
-        add_room(node.free, cls.requests, -count)
+        add_room(node.free, cls.requests_on(name), -count)
         node.marks = node.marks | cls.domains.marks
         cls.take(count)
         self.placed[name] = self.placed.get(name, 0) + count
@@ -311,7 +311,7 @@ class DomainPools:
         return self.cls.room_in(pool.nodes[0].info.labels) > 0
 
     def _open(self, pool: Pool) -> bool:
-        return not _pool_ruled_out(self.cls, pool) and fit_count(self.cls.requests, pool.bound, 1) > 0
+        return not _pool_ruled_out(self.cls, pool) and fit_count(self.cls.least_requests, pool.bound, 1) > 0
 
 
 def _pool_ruled_out(cls: PodClass, pool: Pool) -> bool:
@@ -341,11 +341,12 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
             _max_into(bound, node.free)
             continue  # a pod this plan put there keeps it off
         limit = min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels))
-        count = fit_count(cls.requests, node.free, limit)
+        requests = cls.requests_on(info.name)
+        count = fit_count(requests, node.free, limit)
         if count > 0:
             commit(cls, node, count)
             cls.note_placed(info.labels, count)
-        if start == index and fit_count(cls.requests, node.free, 1) == 0:
+        if start == index and fit_count(requests, node.free, 1) == 0:
             start = pool.full[id(cls)] = index + 1  # full for the class: skipped from now on
         else:
             start = -1
@@ -355,10 +356,10 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
 
 
 def _place_on_node(ctx: Context, cls: PodClass, node: WorkNode, count: int, uncordon: bool) -> None:
-    add_room(node.free, cls.requests, -count)
+    name = node.info.name
+    add_room(node.free, cls.requests_on(name), -count)
     node.receives += count
     node.marks = node.marks | cls.domains.marks
-    name = node.info.name
     group_key = node.group.key if node.group else None
     if uncordon:
         ctx.record(cls.take(count), name, group_key, UNCORDON_NOTE.format(node=name), codes.FITS_UNCORDONED)

@@ -79,7 +79,9 @@ def trial_by_preemption(trial: TrialFit, cls: PodClass, nodes: Iterable[WorkNode
             return
         count = _fits(cls, node) if node.victims else 0
         if count > 0:
-            trial.preempt(cls, node, count, choose_victims(node, cls.requests, count, cls.priority))
+            trial.preempt(
+                cls, node, count, choose_victims(node, cls.requests_on(node.info.name), count, cls.priority)
+            )
 
 
 def _fits(cls: PodClass, node: WorkNode) -> int:
@@ -88,16 +90,17 @@ def _fits(cls: PodClass, node: WorkNode) -> int:
     if cls.blocker(info.labels, info.taints, info.name) is not None or cls.domains.marks.repels(node.marks):
         return 0
     limit = min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels))
-    return fit_count(cls.requests, room_below(node, cls.priority), limit) if limit > 0 else 0
+    return fit_count(cls.requests_on(info.name), room_below(node, cls.priority), limit) if limit > 0 else 0
 
 
 def _take(ctx: Context, cls: PodClass, node: WorkNode, count: int) -> None:
     """``count`` pods of the class go on ``node``, preempting the victims they need there."""
-    victims = choose_victims(node, cls.requests, count, cls.priority)
+    requests = cls.requests_on(node.info.name)
+    victims = choose_victims(node, requests, count, cls.priority)
     for victim in victims:
         node.victims.remove(victim)
         add_room(node.free, victim.requests)
-    add_room(node.free, cls.requests, -count)
+    add_room(node.free, requests, -count)
     node.receives += count
     node.marks = node.marks | cls.domains.marks
     cls.note_placed(node.info.labels, count)

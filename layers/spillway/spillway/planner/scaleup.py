@@ -343,7 +343,7 @@ class ScaleUpStage:
             node.info.name
             for node in self.leaving
             if self._node_in_domain(node)
-            and fit_count(cls.requests, node.free, 1) > 0
+            and fit_count(cls.requests_on(node.info.name), node.free, 1) > 0
             and cls.room_in(node.info.labels) > 0
             and cls.blocker(node.info.labels, _staying(node.info.taints), node.info.name) is None
         ]
