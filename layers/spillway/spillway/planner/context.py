@@ -232,8 +232,8 @@ class Context:
         self.one_group: set[str] = set()
         self.movable: dict[str, str | None] = {}  # pending pod -> why it may not move (None: it may)
         self.floors: dict[GroupKey, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
-        # group -> per pod a fresh node runs first, the pod topology terms that select it (groups.py)
-        self.fresh_selected: dict[GroupKey, tuple[frozenset[int], ...]] = {}
+        # (group, sure) -> per pod a fresh node runs first, the pod topology terms that select it (groups.py)
+        self.fresh_selected: dict[tuple[GroupKey, bool], tuple[frozenset[int], ...]] = {}
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
         self._priorities: dict[GroupKey, float] = {}  # group -> group_priority(group)
