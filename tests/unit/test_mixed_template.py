@@ -244,3 +244,54 @@ def test_a_daemonset_per_architecture_takes_the_room_of_one_of_them_on_a_new_nod
 
     assert scale_up(result) == {"mixed": (0, 1, [big])}
     assert pending_codes(result)[too_big] == codes.NO_GROUP_FITS  # beside either agent it does not fit
+
+
+def _agent_on_amd64_only(w: World) -> None:
+    """A DaemonSet ``agent`` of amd64 nodes only, its pod running on a full m5 node (which every plan
+    sees), and a group of arm64 and amd64 types at zero, where EC2 picks which a new node is."""
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=1)
+    w.items.append(o.daemonset("agent", node_selector={ARCH: "amd64"}))
+    w.items.append(o.daemonset_pod("agent-a", node, ds="agent", labels={"app": "agent"}))
+    w.pods("busy", 1, cpu="7", memory="8Gi", node_name=node)
+    w.groups["mixed"] = mixed(types("m7g.xlarge", "m6i.xlarge"))
+
+
+def _required(kind: str) -> dict[str, Any]:
+    term = {
+        "labelSelector": {"matchLabels": {"app": "agent"}},
+        "topologyKey": "kubernetes.io/hostname",
+        "namespaces": ["kube-system"],
+    }
+    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def test_anti_affinity_to_a_daemonset_of_some_of_a_groups_types_refuses_the_group() -> None:
+    """A pod must not share a node with the agent, a DaemonSet of amd64 nodes only. A new node of a group
+    of m7g (arm64) and m6i (amd64) types runs the agent when EC2 launches an m6i, and kube-scheduler's
+    InterPodAffinity then refuses the pod there (interpodaffinity/filtering.go, satisfyExistingPodsAntiAffinity
+    and satisfyPodAntiAffinity count every pod of the node). As a node selector one of the types fails
+    refuses the group, so does a DaemonSet that may be on the node: the plan launched a node that may
+    never run the pod."""
+    w = World()
+    _agent_on_amd64_only(w)
+    (web,) = w.pods("web", 1, cpu="1", memory="1Gi", affinity=_required("podAntiAffinity"))
+
+    result = w.plan()
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[web] == codes.NO_GROUP_FITS  # the m5 group's nodes all run the agent
+    assert (
+        "mixed: pod topology: a pod a new node may run first (a DaemonSet's)" in pending_reasons(result)[web]
+    )
+
+
+def test_affinity_to_a_daemonset_of_some_of_a_groups_types_gets_no_node_of_the_group() -> None:
+    """The other side: a pod that must share a node with the agent may count on a new node of the mixed
+    group only when the agent runs on every type it launches; an m7g never runs it."""
+    w = World()
+    _agent_on_amd64_only(w)
+    w.pods("web", 1, cpu="1", memory="1Gi", affinity=_required("podAffinity"))
+
+    result = w.plan()
+
+    assert scale_up(result) == {}  # the m5 group, which runs the agent, is at its MaxSize

@@ -459,3 +459,27 @@ def test_a_mixed_groups_new_node_has_the_least_limit_its_types_nodes_report() ->
     assert group.template is not None and group.template.allocatable[EBS_KEY] == 2000
     assert result.scale_up == ()
     assert pending_codes(result)["default/db-2"] == codes.NO_GROUP_FITS
+
+
+def test_a_nominated_pod_whose_volume_is_attached_to_its_node_takes_none_of_its_attach_limit() -> None:
+    """db-0's replacement uses c1 (vol-1), which db-0 keeps attached to the node, and waits there for a
+    preemption (status.nominatedNodeName). kube-scheduler adds it to the node when it filters the node
+    for a pod of lower priority (addGENominatedPods), and NodeVolumeLimits counts the node's pods' unique
+    volumes (csi.go Filter): vol-1 once. With a limit of 3, the 2 volumes attached and db-2's new one
+    make 3, so db-2 runs on the node. The plan charged the nominated pod vol-1 again, found the node at
+    its limit and launched a node db-2 never needed."""
+    w, node = world(limit=3)
+    w.items.append(
+        with_claims(
+            o.pod("db-0-next", cpu="100m", memory="128Mi", owner=("ReplicaSet", "db-next"), priority=1000),
+            "c1",
+        )
+    )
+    w.pod_item("default/db-0-next")["status"]["nominatedNodeName"] = node
+    pending_with_new_volume(w)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/db-0-next"] == codes.NOMINATED
+    assert pending_codes(result)["default/db-2"] == codes.FITS_FREE_ROOM

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
+from spillway.local import objects as o
+
 # Pods that each need a whole m5.2xlarge (7910m allocatable): one new node per pod.
 BIG = {"cpu": "5", "memory": "4Gi"}
 
@@ -382,3 +384,35 @@ def test_a_node_uncordoned_for_a_limited_tenant_counts_against_its_limit() -> No
 
     assert result.scale_up == ()
     assert sorted(pending_codes(result)[p] for p in pods) == ["fits-uncordoned", "tenant-limit"]
+
+
+def test_a_limited_tenant_counts_the_daemonset_pods_its_spread_selects_when_taking_booting_nodes() -> None:
+    """Three nodes are booting; team-a, limited to one node, has six pods of 1 core with a hostname
+    topology spread (maxSkew 1) over ``app=web``, which the agent, a DaemonSet of team-a, carries too.
+    kube-scheduler's PodTopologySpread counts the agent's pod on each node (podtopologyspread/common.go,
+    countPodsMatchSelector over the node's pods), so a booting node takes one of team-a's pods, not the
+    two the spread allows on a node without it (Domains.new_node_cap). The share team-a may take was
+    reckoned at two a node and placed at one a node: its second pod took a second booting node under a
+    limit of one."""
+    w = World()
+    (node,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1, desired=4)  # three booting
+    w.items.append(o.daemonset("agent", "team-a"))
+    agent = o.daemonset_pod("agent-a", node, ds="agent", labels={"app": "web"})
+    agent["metadata"]["namespace"] = "team-a"
+    w.items.append(agent)
+    w.pods("busy", 1, cpu="7", memory="8Gi", node_name=node)
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    web = w.pods("web", 6, namespace="team-a", cpu="1", memory="1Gi", labels={"app": "web"})
+    for pod in web:
+        w.pod_item(pod)["spec"]["topologySpreadConstraints"] = [spread]
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert sorted(pending_codes(result)[p] for p in web) == ["fits-launching"] + ["tenant-limit"] * 5
+    assert {p.node for p in result.placements} == {"cpu-east/launching-1"}

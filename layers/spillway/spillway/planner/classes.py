@@ -170,7 +170,11 @@ class PodClass:
         return why or self.domains.blocker(labels, node, fresh)
 
     def blocker_on_new(
-        self, group: NodeGroup, fresh: Sequence[frozenset[int]] = (), zone: str | None = None
+        self,
+        group: NodeGroup,
+        fresh: Sequence[frozenset[int]] = (),
+        zone: str | None = None,
+        joined: Sequence[frozenset[int]] = (),
     ) -> str | None:
         """Why a new node of ``group`` would not take a pod of the class: :meth:`blocker` on its template.
         A template leaves out the zone of a group over several zones and the type of one that launches
@@ -180,7 +184,8 @@ class PodClass:
         whichever node comes up; pod topology that closes each of them (:meth:`_closed_everywhere`) closes the
         group. ``zone``: the one zone of the group its new nodes are kept to (a gang's fleet), where
         they all come up, so pod topology is judged there. ``fresh``: the terms selecting each pod a new
-        node runs first (its DaemonSets', :func:`~spillway.planner.groups.fresh_node_selected`)."""
+        node may run first (its DaemonSets', :func:`~spillway.planner.groups.fresh_node_selected`), for
+        its anti-affinity; ``joined``: those of each pod it surely runs first, for its affinity."""
         template = group.template
         assert template is not None
         if self.volume_wait:
@@ -190,8 +195,10 @@ class PodClass:
         if why is not None:
             return why
         if zone is not None and variants and all(v.get(ZONE_LABEL) == zone for v in variants):
-            return next((w for v in variants if (w := self.domains.blocker(v, None, fresh))), None)
-        return self.domains.blocker(template.labels, None, fresh) or self._closed_everywhere(variants, fresh)
+            return next((w for v in variants if (w := self.domains.blocker(v, None, fresh, joined))), None)
+        return self.domains.blocker(template.labels, None, fresh, joined) or self._closed_everywhere(
+            variants, fresh, joined
+        )
 
     def node_blocker_on_new(
         self, group: NodeGroup, variants: Sequence[Mapping[str, str]] | None = None
@@ -219,14 +226,17 @@ class PodClass:
         return closed is not None
 
     def _closed_everywhere(
-        self, variants: Sequence[Mapping[str, str]], fresh: Sequence[frozenset[int]] = ()
+        self,
+        variants: Sequence[Mapping[str, str]],
+        fresh: Sequence[frozenset[int]] = (),
+        joined: Sequence[frozenset[int]] = (),
     ) -> str | None:
         """Why pod topology closes every zone (and type) a new node of a group may come up in, or None:
         the template has no zone, so one zone closed to the class (a replica of a one-per-zone Deployment
         runs there) closes none of it, but a node launched where every zone is closed never runs it."""
         if not self.domains.forbidden or not variants:
             return None
-        reasons = [self.domains.blocker(labels, None, fresh) for labels in variants]
+        reasons = [self.domains.blocker(labels, None, fresh, joined) for labels in variants]
         return reasons[0] if all(reasons) else None
 
     def _node_blocker(self, labels: Mapping[str, str], taints: Sequence[TaintT]) -> str | None:

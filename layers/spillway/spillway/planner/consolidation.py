@@ -576,7 +576,10 @@ class Consolidation:
             if not cls.remaining or not group_bins or template is None or group.key in self.backed_off:
                 continue
             fresh = fresh_node_selected(self.ctx, group)
-            if cls.blocker_on_new(group, fresh) is not None:
+            if (
+                cls.blocker_on_new(group, fresh, joined=fresh_node_selected(self.ctx, group, sure=True))
+                is not None
+            ):
                 continue
             if cls.domains.missing_on_new_node(template.labels, self.ctx.group_label_keys(group)):
                 continue

@@ -232,8 +232,8 @@ class Context:
         self.one_group: set[str] = set()
         self.movable: dict[str, str | None] = {}  # pending pod -> why it may not move (None: it may)
         self.floors: dict[GroupKey, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
-        # group -> per pod a fresh node runs first, the pod topology terms that select it (groups.py)
-        self.fresh_selected: dict[GroupKey, tuple[frozenset[int], ...]] = {}
+        # (group, sure) -> per pod a fresh node runs first, the pod topology terms that select it (groups.py)
+        self.fresh_selected: dict[tuple[GroupKey, bool], tuple[frozenset[int], ...]] = {}
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
         self._priorities: dict[GroupKey, float] = {}  # group -> group_priority(group)
@@ -309,11 +309,12 @@ class Context:
         pods of equal or higher priority to a node when it filters the node for a pod
         (addGENominatedPods), and cluster-autoscaler adds every one to its snapshot on its node before
         it packs the other pending pods. Placing pods in descending priority and charging before each,
-        a pod of higher priority than a nominated pod may take its room, as kube-scheduler lets it."""
+        a pod of higher priority than a nominated pod may take its room, as kube-scheduler lets it.
+        Its volumes the node's pods use already take none of its attach limits (:meth:`nominated_requests`)."""
         while self.nominated and (priority is None or self.nominated[-1].priority >= priority):
             pod = self.nominated.pop()
             node = self.nodes[pod.nominated or ""]
-            add_room(node.free, pod.requests, -1)
+            add_room(node.free, self.nominated_requests(pod), -1)
             node.free[PODS] = node.free.get(PODS, 0) - ONE_POD
             node.receives += 1
 
@@ -337,8 +338,17 @@ class Context:
     def _nominated_room(self, sign: int) -> None:
         for pod in self.nominated:
             node = self.nodes[pod.nominated or ""]
-            add_room(node.free, pod.requests, sign)
+            add_room(node.free, self.nominated_requests(pod), sign)
             node.free[PODS] = node.free.get(PODS, 0) + sign * ONE_POD
+
+    def nominated_requests(self, pod: PodInfo) -> Resources:
+        """What a pod nominated to a node takes there: its requests, less the attach limits' share of
+        its volumes the node's pods use already (:meth:`attached`), as for a pending pod placed on an
+        existing node: kube-scheduler adds the nominated pod to the node it filters
+        (addGENominatedPods), and NodeVolumeLimits counts each volume of the node's pods once
+        (nodevolumelimits/csi.go, Filter)."""
+        less = self.attached(pod.volumes).get(pod.nominated or "")
+        return {k: v - less.get(k, 0) for k, v in pod.requests.items()} if less else pod.requests
 
     def _index_pods(self, pods: Sequence[PodInfo]) -> None:
         for pod in pods:

@@ -219,7 +219,14 @@ def options(
     rejected: dict[GroupKey, str] = {}
     for group in ctx.groups:
         why = (
-            _rejection(cls, group, empty[group.key], fresh_node_selected(ctx, group), zone)
+            _rejection(
+                cls,
+                group,
+                empty[group.key],
+                fresh_node_selected(ctx, group),
+                zone,
+                fresh_node_selected(ctx, group, sure=True),
+            )
             or _spread_key_rejection(ctx, cls, group)
             or _fresh_spread_rejection(ctx, cls, group)
             or _port_rejection(ctx, cls, group)
@@ -303,13 +310,15 @@ def _rejection(
     empty: Resources,
     fresh: Sequence[frozenset[int]] = (),
     zone: str | None = None,
+    joined: Sequence[frozenset[int]] = (),
 ) -> str | None:
     """Why a new node of ``group`` (with the room ``empty``, running first pods the terms ``fresh``
-    select, in ``zone`` when its launch is kept to one) cannot run the class, or None."""
+    select, or surely those ``joined`` select, in ``zone`` when its launch is kept to one) cannot run
+    the class, or None."""
     template = group.template
     if template is None:
         return "instance type unknown, no template node"
-    blocker = cls.blocker_on_new(group, fresh, zone)
+    blocker = cls.blocker_on_new(group, fresh, zone, joined)
     if blocker is not None:
         return blocker
     if fit_count(cls.requests, empty, UNBOUNDED) > 0:

@@ -102,24 +102,27 @@ def _holder(pod: PodInfo | DaemonSetInfo) -> str:
     return f"{pod.namespace}/{pod.owner_name}" if pod.daemonset and pod.owner_name else pod.key
 
 
-def fresh_node_selected(ctx: Context, group: NodeGroup) -> tuple[frozenset[int], ...]:
+def fresh_node_selected(ctx: Context, group: NodeGroup, sure: bool = False) -> tuple[frozenset[int], ...]:
     """Per pod a fresh node of the group runs before any pending pod lands there
-    (:func:`fresh_node_pods`), the pod topology terms that select it (:attr:`PodInfo.selected_by`): a
-    pod whose required pod affinity they all select may join it on that node (kube-scheduler's
-    InterPodAffinity counts a pod bound there, and the DaemonSet's pod is bound first;
-    cluster-autoscaler's template node runs it). A DaemonSet object has no labels of its own here: a
-    pod of it running elsewhere says which terms select its pods (none when none runs). Computed once
-    per group."""
-    found = ctx.fresh_selected.get(group.key)
+    (:func:`fresh_node_pods`), the pod topology terms that select it (:attr:`PodInfo.selected_by`).
+    kube-scheduler counts a pod bound there, and the DaemonSet's pod is bound first (cluster-autoscaler's
+    template node runs it): a required anti-affinity term that selects it refuses the node
+    (InterPodAffinity), a spread that selects it counts it (PodTopologySpread), so these count a
+    DaemonSet that runs on any of the zones and types the group may launch (it may be on the node that
+    comes up); ``sure``: only one that runs on each of them, for a pod whose required pod affinity they
+    all select, which may count on joining it whichever node comes up. A DaemonSet object has no labels
+    of its own here: a pod of it running elsewhere says which terms select its pods (none when none
+    runs). Computed once per group."""
+    found = ctx.fresh_selected.get((group.key, sure))
     if found is None:
         out = []
-        for pod in fresh_node_pods(ctx, group, sure=True):
+        for pod in fresh_node_pods(ctx, group, sure=sure):
             if isinstance(pod, DaemonSetInfo):
                 running = ctx.ds_representatives.get((pod.namespace, pod.name))
                 out.append(frozenset(running.selected_by) if running is not None else frozenset())
             else:
                 out.append(frozenset(pod.selected_by))
-        found = ctx.fresh_selected[group.key] = tuple(s for s in out if s)
+        found = ctx.fresh_selected[(group.key, sure)] = tuple(s for s in out if s)
     return found
 
 

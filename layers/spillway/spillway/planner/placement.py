@@ -389,10 +389,10 @@ def place_on_launching(
         if group_bins and cls.remaining:
             limited = limits is not None and cls.tenant is not None and limits.active
             fresh = _fresh_nodes(group_bins)
-            want = _launching_cap(cls, group, group_bins, limits, fresh) if limited else cls.remaining
+            cap = cls.domains.new_node_cap(fresh_node_selected(ctx, group))  # it runs them first too
+            want = _launching_cap(cls, group, group_bins, limits, fresh, cap) if limited else cls.remaining
             note = f"fits on capacity already launching in {group.name}; nothing new to launch"
             labels = group.template.labels if group.template else {}
-            cap = cls.domains.new_node_cap(fresh_node_selected(ctx, group))  # it runs them first too
             for node_id, count in fill_bins(cls, group_bins, min(want, cls.room_in(labels)), cap):
                 ctx.record(cls.take(count), node_id, group.key, note, codes.FITS_LAUNCHING)
                 cls.note_placed(labels, count)
@@ -405,18 +405,21 @@ def _fresh_nodes(bins: Sequence[Bin]) -> int:
 
 
 def _launching_cap(
-    cls: PodClass, group: NodeGroup, bins: Sequence[Bin], limits: Limits | None, fresh: int
+    cls: PodClass, group: NodeGroup, bins: Sequence[Bin], limits: Limits | None, fresh: int, cap: int
 ) -> int:
     """Pods of a limited tenant's class launching capacity may take: the room left on launching nodes
     other classes took (topping up, as on new nodes) that its pods may use (not beside pods their pod
     topology repels: :func:`fill_bins` passes those by, and the pods counted there would go to more
-    fresh nodes), and the fresh nodes the tenant's limits allow."""
+    fresh nodes), and the fresh nodes the tenant's limits allow; ``cap`` pods of it a node at most, as
+    :func:`fill_bins` places them (a hostname spread counts the DaemonSet pods it selects there:
+    :meth:`~spillway.planner.topology.Domains.new_node_cap`), else the pods reckoned on a fresh node
+    beyond that go to another."""
     assert limits is not None
     touched = sum(
-        fit_count(cls.requests, b.free, cls.per_node - _held(cls, b)) * len(b.ids)
+        fit_count(cls.requests, b.free, cap - _held(cls, b)) * len(b.ids)
         for b in bins
         if not b.fresh and not cls.domains.marks.repels(b.marks)
     )
-    per = next((fit_count(cls.requests, b.free, cls.per_node) for b in bins if b.fresh), 0)
+    per = next((fit_count(cls.requests, b.free, cap) for b in bins if b.fresh), 0)
     allowed, _ = limits.allowed(cls.tenant, group, fresh, tenant_only=True)
     return min(cls.remaining, touched + allowed * per)

@@ -253,13 +253,18 @@ class Domains:
     host_placed: Mapping[str, int] = field(default_factory=dict)  # the placements :meth:`raised` counted
 
     def blocker(
-        self, labels: Mapping[str, str], node: str | None, fresh: Iterable[frozenset[int]] = ()
+        self,
+        labels: Mapping[str, str],
+        node: str | None,
+        fresh: Iterable[frozenset[int]] = (),
+        joined: Iterable[frozenset[int]] = (),
     ) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
         domains its pod affinity requires, or None. ``fresh``: for a new node, the terms that select
-        each pod it runs before any pending pod (its DaemonSets'): it is on the node itself, in the node's
-        domain of every key, so one that a required anti-affinity term of the class selects closes the
-        node, and one that every required affinity term selects satisfies them."""
+        each pod it may run before any pending pod (its DaemonSets'): it is on the node itself, in the
+        node's domain of every key, so one that a required anti-affinity term of the class selects
+        closes the node; ``joined``: those of each pod it surely runs first, one that every required
+        affinity term selects satisfies them."""
         missing = self._missing_key(labels, node)
         if missing is not None:
             return f"pod topology: the node has no {missing} label, which its topology spread needs"
@@ -269,17 +274,19 @@ class Domains:
                 return f"pod topology: {key}={value} is closed to it (anti-affinity or topology spread)"
         if node is not None and node in self.host_closed:
             return f"pod topology: {HOSTNAME_LABEL}={node} is closed to it (topology spread)"
-        if node is None and fresh:
-            return self._new_node_blocker(labels, fresh)
+        if node is None and (fresh or joined):
+            return self._new_node_blocker(labels, fresh, joined)
         return self._outside_required(labels, node)
 
-    def _new_node_blocker(self, labels: Mapping[str, str], fresh: Iterable[frozenset[int]]) -> str | None:
-        """:meth:`blocker`'s pod affinity and anti-affinity verdict on a new node that runs pods the terms
-        ``fresh`` select before any pending pod."""
+    def _new_node_blocker(
+        self, labels: Mapping[str, str], fresh: Iterable[frozenset[int]], joined: Iterable[frozenset[int]]
+    ) -> str | None:
+        """:meth:`blocker`'s pod affinity and anti-affinity verdict on a new node that may run pods the
+        terms ``fresh`` select before any pending pod, and surely runs those ``joined`` select."""
         anti = self.marks.anti | {term for term, _ in self.zone_anti}
         if any(anti & selected for selected in fresh):
-            return "pod topology: a pod every new node runs first (a DaemonSet's) is one its anti-affinity selects"
-        if self.affinity and any(self._joins(selected) for selected in fresh):
+            return "pod topology: a pod a new node may run first (a DaemonSet's) is one its anti-affinity selects"
+        if self.affinity and any(self._joins(selected) for selected in joined):
             return None
         return self._outside_required(labels, None)
 
