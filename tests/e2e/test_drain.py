@@ -735,7 +735,8 @@ def test_a_scale_down_part_that_cannot_read_the_output_of_the_part_before_fails_
     KmsAccessDeniedException, an error DescribeExecution models; a refusal or throttling past the
     retries is Sfn.SfnException). Whether that part skipped its drains because a part before it was
     stopped is then unknown: the part used to catch every error and drain anyway, silently. It now fails
-    with the error (the scale-down failures alarm), its nodes untouched for the next plan. (Review.)"""
+    as PartBeforeUnknown (the scale-down failures alarm; the history names the error), its nodes
+    untouched for the next plan. (Review.)"""
     first_node, second_node = world.nodes["general"][:2]
     common = {"cluster": CLUSTER, "plan_id": "20261102T100000Z-unr34d", **FAST}
 
@@ -774,10 +775,69 @@ def test_a_scale_down_part_that_cannot_read_the_output_of_the_part_before_fails_
     monkeypatch.undo()
 
     assert len(looks) >= 2 and out["status"] == "FAILED", (looks, out)
-    failed = [e for e in world.stack.history(second_arn) if e["type"] == "ExecutionFailed"]
-    assert failed[0]["executionFailedEventDetails"]["error"] == "Sfn.KmsAccessDeniedException", failed
+    history = world.stack.history(second_arn)
+    refused = [e for e in history if e["type"] == "TaskFailed"]
+    assert refused[-1]["taskFailedEventDetails"]["error"] == "Sfn.KmsAccessDeniedException", refused
+    failed = [e for e in history if e["type"] == "ExecutionFailed"]
+    assert failed[0]["executionFailedEventDetails"]["error"] == "PartBeforeUnknown", failed
     assert drained_nodes(world) == {first_node}
     assert not world.node(second_node)["spec"].get("unschedulable")  # type: ignore[index]
+    assert world.desired("general") == 2
+
+
+def test_the_part_after_a_part_that_could_not_learn_whether_one_before_was_stopped_drains_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second part of a split scale-down cannot read the first's output (DescribeExecution refused
+    past its retries) and fails, draining nothing, since the first may have skipped its drains for a
+    stopped part. The third part then saw the second FAILED, read that as a part that failed while
+    draining, and drained: past a stop nobody checked. A part that cannot learn it fails with
+    PartBeforeUnknown, and a part after one that failed so fails the same way, draining nothing."""
+    first_node, second_node, third_node = world.nodes["general"]
+    plan = "20261102T100000Z-unkn0wn"
+    common = {"cluster": CLUSTER, "plan_id": plan, **FAST, "after_poll_seconds": 1}
+
+    def item(node: str) -> dict[str, Any]:
+        return {"node": node, "instance_id": world.instances[node], "group": "general", "region": HOME,
+                "reason": "idle 12 min"}  # fmt: skip
+
+    first_arn = world.stack.start("ScaleDownStateMachine", {**common, "drains": [item(first_node)]},
+                                  name=f"down-{plan}")  # fmt: skip
+    assert world.stack.wait(first_arn)["status"] == "SUCCEEDED"
+
+    from moto.stepfunctions.exceptions import ExecutionDoesNotExist
+    from moto.stepfunctions.models import StepFunctionBackend
+
+    class KmsAccessDenied(ExecutionDoesNotExist):
+        TYPE = code = "KmsAccessDeniedException"
+        STATUS = 400
+
+    describe = StepFunctionBackend.describe_execution
+    looks: list[str] = []
+
+    def first_look_only(self: StepFunctionBackend, execution_arn: str) -> Any:
+        if execution_arn == first_arn:
+            looks.append(execution_arn)
+            if len(looks) > 1:  # the output of the first part cannot be read
+                raise KmsAccessDenied("the key policy does not let the caller decrypt")
+        return describe(self, execution_arn)
+
+    monkeypatch.setattr(StepFunctionBackend, "describe_execution", first_look_only)
+    second = {**common, "after": first_arn, "drains": [item(second_node)]}
+    second_arn = world.stack.start("ScaleDownStateMachine", second, name=f"down-{plan}-2")
+    assert world.stack.wait(second_arn, timeout=40)["status"] == "FAILED"
+    monkeypatch.undo()
+    third = {**common, "after": second_arn, "drains": [item(third_node)]}
+    third_arn = world.stack.start("ScaleDownStateMachine", third, name=f"down-{plan}-3")
+    out = world.stack.wait(third_arn, timeout=40)
+
+    assert out["status"] == "FAILED", out
+    for arn in (second_arn, third_arn):
+        failed = [e for e in world.stack.history(arn) if e["type"] == "ExecutionFailed"]
+        assert failed[0]["executionFailedEventDetails"]["error"] == "PartBeforeUnknown", failed
+    assert drained_nodes(world) == {first_node}
+    for node in (second_node, third_node):
+        assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
     assert world.desired("general") == 2
 
 

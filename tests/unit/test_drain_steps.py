@@ -2127,7 +2127,11 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     assert any(missing in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
     # throttling (any code the API does not model for the call) arrives as the service's base exception
     assert any("Sfn.SfnException" in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
-    assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [([missing], "Settings")]
+    # missing past the grace: ended; any other error past the retries: unknowing, fails draining nothing
+    assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [
+        ([missing], "Settings"),
+        (["States.ALL"], "Unknown"),
+    ]
     ended = states[describe["Next"]]
     running = {c["StringEquals"] for c in ended["Choices"][0]["Or"]}
     assert running == {"RUNNING", "PENDING_REDRIVE"}
@@ -2152,8 +2156,12 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     ended = states["PreviousEnded"]
     by_status = {c["StringEquals"]: c["Next"] for c in ended["Choices"][1:]}
     assert all(c["Variable"] == "$.previous.status" for c in ended["Choices"][1:])
-    assert by_status == {"ABORTED": "Stopped", "SUCCEEDED": "DescribePreviousOutput"}
-    assert ended["Default"] == "Settings"  # FAILED, TIMED_OUT: drains, as before
+    assert by_status == {
+        "ABORTED": "Stopped",
+        "SUCCEEDED": "DescribePreviousOutput",
+        "FAILED": "DescribeFailedPrevious",
+    }
+    assert ended["Default"] == "Settings"  # TIMED_OUT: drains, as before
 
     stopped = states["Stopped"]
     assert stopped["Type"] == "Pass" and stopped["Next"] == "CountUndrained"  # its metric, then the end
@@ -2167,7 +2175,20 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     assert output["ResultSelector"]["output.$"] == "States.StringToJson($.Output)"
     assert output["Next"] == "PreviousSkipped"
     # unreadable once retried: fails, draining nothing (tests/e2e/test_drain.py), not drains unseen
-    assert "Catch" not in output and output["Retry"][0]["ErrorEquals"] == ["Sfn.SfnException"]
+    assert [(c["ErrorEquals"], c["Next"]) for c in output["Catch"]] == [(["States.ALL"], "Unknown")]
+    assert output["Retry"][0]["ErrorEquals"] == ["Sfn.SfnException"]
+    unknown = states["Unknown"]
+    assert (unknown["Type"], unknown["Error"]) == ("Fail", "PartBeforeUnknown")
+    # a part that failed so leaves the part after it unknowing too; one that failed draining does not
+    failed = states["DescribeFailedPrevious"]
+    assert failed["Resource"] == output["Resource"] and failed["Parameters"] == output["Parameters"]
+    assert failed["ResultSelector"]["error.$"] == "$.Error"
+    assert [(c["ErrorEquals"], c["Next"]) for c in failed["Catch"]] == [(["States.ALL"], "Unknown")]
+    unknowing = states[failed["Next"]]
+    assert unknowing["Choices"] == [
+        {"Variable": "$.previous.error", "StringEquals": "PartBeforeUnknown", "Next": "Unknown"}
+    ]
+    assert unknowing["Default"] == "Settings"
     skipped = states["PreviousSkipped"]
     assert skipped["Choices"][0] == {
         "Variable": "$.previous.output.stopped",

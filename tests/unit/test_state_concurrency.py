@@ -110,3 +110,45 @@ def test_a_commit_cancelled_by_a_concurrent_transaction_is_retried(reason: tuple
             )
 
     assert type(raised.value).__name__ in _next_round_retries(), repr(raised.value)
+
+
+def test_a_commit_whose_transaction_is_still_in_progress_is_retried() -> None:
+    """TransactWriteItems carries a ClientRequestToken (botocore fills it: the DynamoDB model marks it
+    ``idempotencyToken``), so when the SDK sends the call again after a slow answer DynamoDB may answer
+    TransactionInProgressException: "The transaction with the given request token is already in
+    progress" (DynamoDB API Reference, TransactWriteItems: Errors). botocore's standard and adaptive
+    retries count it as a throttle (botocore/retries/standard.py, _THROTTLED_ERROR_CODES); once they are
+    used up it reached StateStore.commit as a plain AwsError, which NextRound does not retry: its Catch
+    ended the scale-up in ReplanFailed. It is a refusal for now, retried as a throttle: the retry loads
+    the state again, so a transaction that did land shows as a newer version, never as a second raise."""
+    from datetime import UTC, datetime
+
+    import boto3
+    from botocore.stub import Stubber
+
+    from spillway.adapters.plans_store import PlanStore
+    from spillway.adapters.state_store import StateStore
+    from spillway.model.act import PlanRecord
+    from spillway.model.state import State
+
+    client = boto3.client(
+        "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    store = StateStore(client, "state", plans=PlanStore(client, "plans"))
+    now = datetime(2026, 11, 2, 12, tzinfo=UTC)
+    record = PlanRecord(
+        cluster="prod", plan_id="p", snapshot_key="k", fingerprint="f", created_at=now, plan={}
+    )
+    with Stubber(client) as stub:
+        stub.add_client_error(
+            "transact_write_items",
+            service_error_code="TransactionInProgressException",
+            service_message="The transaction with the given request token is already in progress.",
+            http_status_code=400,
+        )
+        with pytest.raises(Exception) as raised:
+            store.commit(
+                "prod", State(), expected_version=3, snapshot_key="k", plan_id="p", now=now, plan=record
+            )
+
+    assert type(raised.value).__name__ in _next_round_retries(), repr(raised.value)

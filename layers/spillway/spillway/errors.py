@@ -256,3 +256,10 @@ class DrainSuperseded(SpillwayError):
     """Another Spillway drain took the node over while this one drained (Spillway's cordon names that
     drain now): this one stops, and leaves the node, its cordon and its taint to the other. Not a
     failure: DrainNode records it ``superseded`` and undoes nothing."""
+
+
+class PartBeforeUnknown(SpillwayError):
+    """A part of a split scale-down could not learn whether a part before it was stopped: DescribeExecution
+    of the part before failed past its retries, or the part before failed with this error. Raised by
+    scale_down.asl.json's Fail state, not by a Lambda: the part drains nothing, and the part after it,
+    reading this error, fails the same way, so an operator's stop is never drained past unseen."""

@@ -106,6 +106,10 @@ THROTTLING_CODES = frozenset(
         "ProvisionedThroughputExceededException",
         "SlowDown",
         "PriorRequestNotComplete",
+        # DynamoDB's TransactWriteItems whose ClientRequestToken (botocore fills one) is still being
+        # applied: refused for now, as botocore's own retries count it (retries/standard.py); whether
+        # it lands is for the retry to read, on a fresh load of what it writes
+        "TransactionInProgressException",
     }
 )
 ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
