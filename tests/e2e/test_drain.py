@@ -728,26 +728,15 @@ def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(
         assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
 
 
-def test_a_scale_down_part_that_cannot_read_the_output_of_the_part_before_fails_draining_nothing(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The part before ended well (SUCCEEDED), but reading its output fails for good (here
-    KmsAccessDeniedException, an error DescribeExecution models; a refusal or throttling past the
-    retries is Sfn.SfnException). Whether that part skipped its drains because a part before it was
-    stopped is then unknown: the part used to catch every error and drain anyway, silently. It now fails
-    as PartBeforeUnknown (the scale-down failures alarm; the history names the error), its nodes
-    untouched for the next plan. (Review.)"""
-    first_node, second_node = world.nodes["general"][:2]
-    common = {"cluster": CLUSTER, "plan_id": "20261102T100000Z-unr34d", **FAST}
+def _idle_drain(world: World, node: str) -> dict[str, Any]:
+    """A scale-down part's drain of an idle node of group general."""
+    return {"node": node, "instance_id": world.instances[node], "group": "general", "region": HOME,
+            "reason": "idle 12 min"}  # fmt: skip
 
-    def item(node: str) -> dict[str, Any]:
-        return {"node": node, "instance_id": world.instances[node], "group": "general", "region": HOME,
-                "reason": "idle 12 min"}  # fmt: skip
 
-    first_arn = world.stack.start("ScaleDownStateMachine", {**common, "drains": [item(first_node)]},
-                                  name="down-20261102T100000Z-unr34d")  # fmt: skip
-    assert world.stack.wait(first_arn)["status"] == "SUCCEEDED"
-
+def _output_refused_after_first_look(monkeypatch: pytest.MonkeyPatch, arn: str) -> list[str]:
+    """moto answers DescribeExecution of ``arn`` once; every later call is refused (a KMS error, as a
+    key policy that does not let the caller decrypt the output gives). The looks, as they come."""
     from moto.stepfunctions.exceptions import ExecutionDoesNotExist
     from moto.stepfunctions.models import StepFunctionBackend
 
@@ -762,13 +751,37 @@ def test_a_scale_down_part_that_cannot_read_the_output_of_the_part_before_fails_
     looks: list[str] = []
 
     def first_look_only(self: StepFunctionBackend, execution_arn: str) -> Any:
-        if execution_arn == first_arn:
+        if execution_arn == arn:
             looks.append(execution_arn)
-            if len(looks) > 1:  # DescribePrevious saw it SUCCEEDED; DescribePreviousOutput is refused
+            if len(looks) > 1:
                 raise KmsAccessDenied("the key policy does not let the caller decrypt")
         return describe(self, execution_arn)
 
     monkeypatch.setattr(StepFunctionBackend, "describe_execution", first_look_only)
+    return looks
+
+
+def test_a_scale_down_part_that_cannot_read_the_output_of_the_part_before_fails_draining_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The part before ended well (SUCCEEDED), but reading its output fails for good (here
+    KmsAccessDeniedException, an error DescribeExecution models; a refusal or throttling past the
+    retries is Sfn.SfnException). Whether that part skipped its drains because a part before it was
+    stopped is then unknown: the part used to catch every error and drain anyway, silently. It now fails
+    as PartBeforeUnknown (the scale-down failures alarm; the history names the error), its nodes
+    untouched for the next plan. (Review.)"""
+    first_node, second_node = world.nodes["general"][:2]
+    common = {"cluster": CLUSTER, "plan_id": "20261102T100000Z-unr34d", **FAST}
+
+    def item(node: str) -> dict[str, Any]:
+        return _idle_drain(world, node)
+
+    first_arn = world.stack.start("ScaleDownStateMachine", {**common, "drains": [item(first_node)]},
+                                  name="down-20261102T100000Z-unr34d")  # fmt: skip
+    assert world.stack.wait(first_arn)["status"] == "SUCCEEDED"
+
+    # DescribePrevious sees it SUCCEEDED; DescribePreviousOutput is refused
+    looks = _output_refused_after_first_look(monkeypatch, first_arn)
     second = {**common, "after": first_arn, "after_poll_seconds": 1, "drains": [item(second_node)]}
     second_arn = world.stack.start("ScaleDownStateMachine", second, name="down-20261102T100000Z-unr34d-2")
     out = world.stack.wait(second_arn, timeout=40)
@@ -798,31 +811,13 @@ def test_the_part_after_a_part_that_could_not_learn_whether_one_before_was_stopp
     common = {"cluster": CLUSTER, "plan_id": plan, **FAST, "after_poll_seconds": 1}
 
     def item(node: str) -> dict[str, Any]:
-        return {"node": node, "instance_id": world.instances[node], "group": "general", "region": HOME,
-                "reason": "idle 12 min"}  # fmt: skip
+        return _idle_drain(world, node)
 
     first_arn = world.stack.start("ScaleDownStateMachine", {**common, "drains": [item(first_node)]},
                                   name=f"down-{plan}")  # fmt: skip
     assert world.stack.wait(first_arn)["status"] == "SUCCEEDED"
 
-    from moto.stepfunctions.exceptions import ExecutionDoesNotExist
-    from moto.stepfunctions.models import StepFunctionBackend
-
-    class KmsAccessDenied(ExecutionDoesNotExist):
-        TYPE = code = "KmsAccessDeniedException"
-        STATUS = 400
-
-    describe = StepFunctionBackend.describe_execution
-    looks: list[str] = []
-
-    def first_look_only(self: StepFunctionBackend, execution_arn: str) -> Any:
-        if execution_arn == first_arn:
-            looks.append(execution_arn)
-            if len(looks) > 1:  # the output of the first part cannot be read
-                raise KmsAccessDenied("the key policy does not let the caller decrypt")
-        return describe(self, execution_arn)
-
-    monkeypatch.setattr(StepFunctionBackend, "describe_execution", first_look_only)
+    _output_refused_after_first_look(monkeypatch, first_arn)  # the output of the first part cannot be read
     second = {**common, "after": first_arn, "drains": [item(second_node)]}
     second_arn = world.stack.start("ScaleDownStateMachine", second, name=f"down-{plan}-2")
     assert world.stack.wait(second_arn, timeout=40)["status"] == "FAILED"

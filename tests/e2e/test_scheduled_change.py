@@ -29,16 +29,22 @@ def wait_for(condition: Callable[[], bool], timeout: float = 30.0, what: str = "
         time.sleep(0.05)
 
 
-def test_a_forced_drain_not_before_a_later_time_waits_untouched_then_drains_past_a_budget(
-    cloud: Cloud,
-) -> None:
+def node_with_a_pod_held(cloud: Cloud) -> tuple[str, str]:
+    """Group g of two nodes; the first runs web-0, whose budget never allows an eviction. Its instance
+    and node."""
     cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
     cloud.wait_nodes(2)
     instance, node = sorted(dict(cloud.registrar.registered).items())[0]
     owner = ("ReplicaSet", "web-5d9c")
     cloud.kube.add(objects.pod("web-0", "team-a", node_name=node, labels={"app": "web-0"}, owner=owner))
-    # the budget never allows an eviction: only the deadline's force takes the pod off
     cloud.kube.add(objects.pdb("web-0", "team-a", {"app": "web-0"}, min_available=1))
+    return instance, node
+
+
+def test_a_forced_drain_not_before_a_later_time_waits_untouched_then_drains_past_a_budget(
+    cloud: Cloud,
+) -> None:
+    instance, node = node_with_a_pod_held(cloud)  # only the deadline's force takes the pod off
     # seconds ahead: the rig takes a few to start the execution on a loaded machine
     not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=15)
     request = {
@@ -88,12 +94,7 @@ def test_a_forced_drain_for_a_change_ec2_no_longer_lists_wakes_and_ends_cancelle
     (DescribeInstanceStatus, through the real adapter) and ends ``cancelled``, a success, the node never
     cordoned and its pod, which a budget holds, still running; before, it drained and deleted the pod
     at its deadline."""
-    cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
-    cloud.wait_nodes(2)
-    instance, node = sorted(dict(cloud.registrar.registered).items())[0]
-    owner = ("ReplicaSet", "web-5d9c")
-    cloud.kube.add(objects.pod("web-0", "team-a", node_name=node, labels={"app": "web-0"}, owner=owner))
-    cloud.kube.add(objects.pdb("web-0", "team-a", {"app": "web-0"}, min_available=1))
+    instance, node = node_with_a_pod_held(cloud)
     not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=8)
     start = not_before + timedelta(days=1, seconds=300)
     request = {

@@ -100,6 +100,19 @@ def _requiring(key: str, operator: str, values: list[str]) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
+def _two_type_world() -> World:
+    """Group mixed launches m5.2xlarge or m5.xlarge, and no tag names one type."""
+    w = World(regions=("us-east-1",))
+    w.group("mixed", "m5.2xlarge", max_size=10, mixed=True)
+    mixed = w.groups["mixed"]
+    mixed["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
+        {"InstanceType": "m5.2xlarge"},
+        {"InstanceType": "m5.xlarge"},
+    ]
+    mixed["Tags"] = [t for t in mixed["Tags"] if "instance-type" not in t["Key"]]
+    return w
+
+
 def test_node_affinity_every_zone_and_type_of_a_group_meets_gets_a_node_there() -> None:
     """A template leaves out the zone of a group over several zones and the type of a group that launches
     several; the node that comes up has one of them, and kube-scheduler runs the pod there when each
@@ -116,14 +129,7 @@ def test_node_affinity_every_zone_and_type_of_a_group_meets_gets_a_node_there() 
     assert scale_up(result) == {"multi": (0, 1, [both_zones])}
     assert "required node affinity does not match" in pending_reasons(result)[one_zone]
 
-    w = World(regions=("us-east-1",))
-    w.group("mixed", "m5.2xlarge", max_size=10, mixed=True)
-    mixed = w.groups["mixed"]
-    mixed["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
-        {"InstanceType": "m5.2xlarge"},
-        {"InstanceType": "m5.xlarge"},
-    ]
-    mixed["Tags"] = [t for t in mixed["Tags"] if "instance-type" not in t["Key"]]  # nothing names one type
+    w = _two_type_world()
     (both_types,) = w.pods("types", 1, affinity=_requiring(kind, "In", ["m5.xlarge", "m5.2xlarge"]))
     (one_type,) = w.pods("small", 1, affinity=_requiring(kind, "In", ["m5.xlarge"]))
 
@@ -149,14 +155,7 @@ def test_node_affinity_one_zone_or_type_of_a_group_fails_gets_no_node_there() ->
     assert scale_up(result) == {"multi": (0, 1, [not_c])}
     assert "required node affinity does not match" in pending_reasons(result)[not_a]
 
-    w = World(regions=("us-east-1",))
-    w.group("mixed", "m5.2xlarge", max_size=10, mixed=True)
-    mixed = w.groups["mixed"]
-    mixed["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
-        {"InstanceType": "m5.2xlarge"},
-        {"InstanceType": "m5.xlarge"},
-    ]
-    mixed["Tags"] = [t for t in mixed["Tags"] if "instance-type" not in t["Key"]]
+    w = _two_type_world()
     (not_small,) = w.pods("not-small", 1, affinity=_requiring(kind, "NotIn", ["m5.xlarge"]))
 
     result = w.plan()

@@ -243,14 +243,17 @@ def test_consolidation_does_not_move_a_replica_next_to_another() -> None:
     assert [d.code for d in _two_light_nodes(None).plan(**config).drain] == [codes.CONSOLIDATION]
 
 
-def _group_on_one_node(filler_c: str) -> tuple[World, str]:
-    """Three replicas of 1 CPU that must share a node (pod affinity on the hostname to their own label)
-    run on a light node; node b has room for one of them, node c for two, or three with ``filler_c``
-    small enough."""
-    w = World()
-    a, b, c = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10)
+def _group_on_one_node(filler_c: str, key: str = HOST) -> tuple[World, str]:
+    """Three replicas of 1 CPU that must share a node (pod affinity to their own label over ``key``: the
+    hostname, or the zone) run on a light node a; node b has room for one of them, node c for two, or
+    three with ``filler_c`` small enough. Over the zone, a and b are in us-east-1a and c in us-east-1b."""
+    w = World(regions=("us-east-1",)) if key == ZONE else World()
+    zones = {"zones": ["us-east-1a", "us-east-1b"]} if key == ZONE else {}
+    a, b, c = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10, **zones)
+    if key == ZONE:
+        w.node(c)["metadata"]["labels"][ZONE] = "us-east-1b"
     for i in range(3):
-        item = replica(f"web-{i}", a, affinity=near({"app": "web"}, HOST), annotations=EVICTABLE)
+        item = replica(f"web-{i}", a, affinity=near({"app": "web"}, key), annotations=EVICTABLE)
         item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
         w.items.append(item)
     w.items.append(o.pod("fill-b", cpu="6", memory="1Gi", node_name=b, owner=("ReplicaSet", "b")))
@@ -259,48 +262,18 @@ def _group_on_one_node(filler_c: str) -> tuple[World, str]:
     return w, a
 
 
-def test_consolidation_moves_a_group_that_must_share_a_node_only_to_a_node_that_takes_it_whole() -> None:
-    """Once the replicas leave, kube-scheduler lets the first of them go anywhere and binds the others
-    only beside it (interpodaffinity/filtering.go, satisfyPodAffinity): spread over b and c, two of
-    them would be stranded. Node c taking all three, the node is drained."""
-    config = {"consolidation": "when-underutilized", "max_scale_in_fraction": 1.0}
-
-    w, light = _group_on_one_node("5")
-    held = w.plan(**config)
-    w, light = _group_on_one_node("4")
-    drained = w.plan(**config)
-
-    assert held.drain == ()
-    assert {k.node: k.code for k in held.kept}[light] == codes.DOES_NOT_FIT
-    assert [(d.node, d.code) for d in drained.drain] == [(light, codes.CONSOLIDATION)]
-
-
-def _zone_group_on_one_node(filler_c: str) -> tuple[World, str]:
-    """Three replicas of 1 CPU that must share a zone (pod affinity over zones to their own label) run
-    on a light node in us-east-1a; node b, in us-east-1a too, has room for one of them, node c, in
-    us-east-1b, for two, or three with ``filler_c`` small enough."""
-    w = World(regions=("us-east-1",))
-    a, b, c = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10, zones=["us-east-1a", "us-east-1b"])
-    w.node(c)["metadata"]["labels"][ZONE] = "us-east-1b"
-    for i in range(3):
-        item = replica(f"web-{i}", a, affinity=near({"app": "web"}, ZONE), annotations=EVICTABLE)
-        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
-        w.items.append(item)
-    w.items.append(o.pod("fill-b", cpu="6", memory="1Gi", node_name=b, owner=("ReplicaSet", "b")))
-    w.items.append(o.pod("fill-c", cpu=filler_c, memory="1Gi", node_name=c, owner=("ReplicaSet", "c")))
-    w.idle_since(a, 60)
-    return w, a
-
-
-def test_consolidation_moves_a_group_that_must_share_a_zone_only_into_one_zone_that_takes_it_whole() -> None:
+@pytest.mark.parametrize("key", [HOST, ZONE], ids=["node", "zone"])
+def test_consolidation_moves_a_group_that_must_share_a_domain_only_into_one_that_takes_it_whole(
+    key: str,
+) -> None:
     """Once the replicas leave, kube-scheduler lets the first of them go anywhere and runs the others
-    only in its zone (interpodaffinity/filtering.go, satisfyPodAffinity): spread over b (zone a) and c
-    (zone b), some would be stranded, pending for good. Node c taking all three, the node is drained."""
+    only beside it, or in its zone (interpodaffinity/filtering.go, satisfyPodAffinity): spread over b
+    and c, some would be stranded, pending for good. Node c taking all three, the node is drained."""
     config = {"consolidation": "when-underutilized", "max_scale_in_fraction": 1.0}
 
-    w, light = _zone_group_on_one_node("5")
+    w, light = _group_on_one_node("5", key)
     held = w.plan(**config)
-    w, light = _zone_group_on_one_node("4")
+    w, light = _group_on_one_node("4", key)
     drained = w.plan(**config)
 
     assert held.drain == ()
@@ -567,28 +540,41 @@ def _nodes_running_one_each(w: World, pending: int, *, labels: dict[str, str] | 
         w.items.append(item)
 
 
+TEAM = {"team": "ml"}
+
+
+def _team_agent(w: World, key: str) -> list[dict[str, Any]]:
+    """The team's node agent, a DaemonSet in the default namespace carrying the team's label, added to
+    ``w``; a spread over ``key`` (maxSkew 1) that selects the team's pods, returned."""
+    agent = o.daemonset("agent", namespace="default")
+    agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **TEAM}
+    w.items.append(agent)
+    constraint = spread(key)
+    constraint[0]["labelSelector"] = {"matchLabels": TEAM}
+    return constraint
+
+
+def _team_agent_pod(i: int, node: str) -> dict[str, Any]:
+    """The agent's pod on ``node``."""
+    pod = o.daemonset_pod(f"agent-{i}", node, ds="agent", labels={"app.kubernetes.io/name": "agent", **TEAM})
+    pod["metadata"]["namespace"] = "default"
+    return pod
+
+
 def _agent_counted_by_spread(w: World, nodes: list[str], pending: int) -> None:
     """The spread over nodes selects the team's pods (team=ml, maxSkew 1), and the team's node agent,
     a DaemonSet in the same namespace, carries that label too. Each of ``nodes`` runs the agent and a
     replica (two), full; ``pending`` small replicas wait."""
-    team = {"team": "ml"}
-    agent = o.daemonset("agent", namespace="default")
-    agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **team}
-    w.items.append(agent)
-    constraint = spread(HOST)
-    constraint[0]["labelSelector"] = {"matchLabels": team}
+    constraint = _team_agent(w, HOST)
 
     def web(name: str, node: str | None = None, cpu: str = "1") -> dict[str, Any]:
-        item = replica(name, node, labels={"app": "web", **team})
+        item = replica(name, node, labels={"app": "web", **TEAM})
         item["spec"]["topologySpreadConstraints"] = constraint
         item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
         return item
 
     for i, node in enumerate(nodes):
-        pod = o.daemonset_pod(
-            f"agent-{i}", node, ds="agent", labels={"app.kubernetes.io/name": "agent", **team}
-        )
-        pod["metadata"]["namespace"] = "default"
+        pod = _team_agent_pod(i, node)
         w.items += [pod, web(f"web-{i}", node)]
         w.pods(f"fill-{i}", 1, cpu="6700m", memory="1Gi", node_name=node)
     w.items += [web(f"new-{i}", cpu="250m") for i in range(pending)]
@@ -648,24 +634,16 @@ def _agent_counted_by_zone_spread(w: World, running: int, pending: int) -> None:
     (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
     (b,) = w.group("cpu-b", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1b"])
     w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"
-    team = {"team": "ml"}
-    agent = o.daemonset("agent", namespace="default")
-    agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **team}
-    w.items.append(agent)
-    constraint = spread(ZONE)
-    constraint[0]["labelSelector"] = {"matchLabels": team}
+    constraint = _team_agent(w, ZONE)
 
     def web(name: str, node: str | None = None) -> dict[str, Any]:
-        item = replica(name, node, labels={"app": "web", **team})
+        item = replica(name, node, labels={"app": "web", **TEAM})
         item["spec"]["topologySpreadConstraints"] = constraint
         item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "250m"
         return item
 
     for i, node in enumerate((a, b)):
-        pod = o.daemonset_pod(
-            f"agent-{i}", node, ds="agent", labels={"app.kubernetes.io/name": "agent", **team}
-        )
-        pod["metadata"]["namespace"] = "default"
+        pod = _team_agent_pod(i, node)
         w.items.append(pod)
         w.pods(f"fill-{i}", 1, cpu="7700m", memory="1Gi", node_name=node)
     w.items += [web(f"web-{i}", a) for i in range(running)]
@@ -2035,20 +2013,12 @@ def test_consolidation_counts_the_daemonset_pods_a_launching_node_runs_first_for
     w = World(regions=("us-east-1",))
     a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
     w.groups["cpu"]["DesiredCapacity"] = 3  # a third node is launching (an earlier plan's)
-    team = {"team": "ml"}
-    agent = o.daemonset("agent", namespace="default")
-    agent["spec"]["template"]["metadata"]["labels"] = {"app.kubernetes.io/name": "agent", **team}
-    w.items.append(agent)
-    constraint = spread(HOST)
-    constraint[0]["labelSelector"] = {"matchLabels": team}
+    constraint = _team_agent(w, HOST)
     for i, node in enumerate((a, b)):
-        pod = o.daemonset_pod(
-            f"agent-{i}", node, ds="agent", labels={"app.kubernetes.io/name": "agent", **team}
-        )
-        pod["metadata"]["namespace"] = "default"
+        pod = _team_agent_pod(i, node)
         w.items.append(pod)
     for i in range(2):
-        item = replica(f"web-{i}", a, labels={"app": "web", **team}, annotations=EVICTABLE)
+        item = replica(f"web-{i}", a, labels={"app": "web", **TEAM}, annotations=EVICTABLE)
         item["spec"]["topologySpreadConstraints"] = constraint
         item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "250m"
         w.items.append(item)

@@ -57,6 +57,36 @@ def _next_round_retries() -> set[str]:
     return {e for r in asl["States"]["NextRound"]["Retry"] for e in r["ErrorEquals"]}
 
 
+def _commit_refused(**error: Any) -> BaseException:
+    """What StateStore.commit raises when DynamoDB answers its TransactWriteItems with ``error``
+    (botocore Stubber's add_client_error arguments)."""
+    from datetime import UTC, datetime
+
+    import boto3
+    from botocore.stub import Stubber
+
+    from spillway.adapters.plans_store import PlanStore
+    from spillway.adapters.state_store import StateStore
+    from spillway.model.act import PlanRecord
+    from spillway.model.state import State
+
+    client = boto3.client(
+        "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    store = StateStore(client, "state", plans=PlanStore(client, "plans"))
+    now = datetime(2026, 11, 2, 12, tzinfo=UTC)
+    record = PlanRecord(
+        cluster="prod", plan_id="p", snapshot_key="k", fingerprint="f", created_at=now, plan={}
+    )
+    with Stubber(client) as stub:
+        stub.add_client_error("transact_write_items", **error)
+        with pytest.raises(Exception) as raised:
+            store.commit(
+                "prod", State(), expected_version=3, snapshot_key="k", plan_id="p", now=now, plan=record
+            )
+    return raised.value
+
+
 @pytest.mark.parametrize(
     "reason",
     [
@@ -78,38 +108,14 @@ def test_a_commit_cancelled_by_a_concurrent_transaction_is_retried(reason: tuple
     again on a fresh load (README, *Sharing a group*: "a plan that committed meanwhile makes it re-plan
     on the new state"). StateStore.commit read only ConditionalCheckFailed as a conflict and raised the
     rest as AwsError, which NextRound does not retry: its Catch ends the scale-up in ReplanFailed."""
-    from datetime import UTC, datetime
-
-    import boto3
-    from botocore.stub import Stubber
-
-    from spillway.adapters.plans_store import PlanStore
-    from spillway.adapters.state_store import StateStore
-    from spillway.model.act import PlanRecord
-    from spillway.model.state import State
-
-    client = boto3.client(
-        "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
-    )
-    store = StateStore(client, "state", plans=PlanStore(client, "plans"))
-    now = datetime(2026, 11, 2, 12, tzinfo=UTC)
-    record = PlanRecord(
-        cluster="prod", plan_id="p", snapshot_key="k", fingerprint="f", created_at=now, plan={}
-    )
     code, message = reason
-    with Stubber(client) as stub:
-        stub.add_client_error(
-            "transact_write_items",
-            service_error_code="TransactionCanceledException",
-            service_message=f"Transaction cancelled, please refer cancellation reasons for specific reasons [{code}, None]",
-            modeled_fields={"CancellationReasons": [{"Code": code, "Message": message}, {"Code": "None"}]},
-        )
-        with pytest.raises(Exception) as raised:
-            store.commit(
-                "prod", State(), expected_version=3, snapshot_key="k", plan_id="p", now=now, plan=record
-            )
+    raised = _commit_refused(
+        service_error_code="TransactionCanceledException",
+        service_message=f"Transaction cancelled, please refer cancellation reasons for specific reasons [{code}, None]",
+        modeled_fields={"CancellationReasons": [{"Code": code, "Message": message}, {"Code": "None"}]},
+    )
 
-    assert type(raised.value).__name__ in _next_round_retries(), repr(raised.value)
+    assert type(raised).__name__ in _next_round_retries(), repr(raised)
 
 
 def test_a_commit_whose_transaction_is_still_in_progress_is_retried() -> None:
@@ -121,34 +127,10 @@ def test_a_commit_whose_transaction_is_still_in_progress_is_retried() -> None:
     used up it reached StateStore.commit as a plain AwsError, which NextRound does not retry: its Catch
     ended the scale-up in ReplanFailed. It is a refusal for now, retried as a throttle: the retry loads
     the state again, so a transaction that did land shows as a newer version, never as a second raise."""
-    from datetime import UTC, datetime
-
-    import boto3
-    from botocore.stub import Stubber
-
-    from spillway.adapters.plans_store import PlanStore
-    from spillway.adapters.state_store import StateStore
-    from spillway.model.act import PlanRecord
-    from spillway.model.state import State
-
-    client = boto3.client(
-        "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    raised = _commit_refused(
+        service_error_code="TransactionInProgressException",
+        service_message="The transaction with the given request token is already in progress.",
+        http_status_code=400,
     )
-    store = StateStore(client, "state", plans=PlanStore(client, "plans"))
-    now = datetime(2026, 11, 2, 12, tzinfo=UTC)
-    record = PlanRecord(
-        cluster="prod", plan_id="p", snapshot_key="k", fingerprint="f", created_at=now, plan={}
-    )
-    with Stubber(client) as stub:
-        stub.add_client_error(
-            "transact_write_items",
-            service_error_code="TransactionInProgressException",
-            service_message="The transaction with the given request token is already in progress.",
-            http_status_code=400,
-        )
-        with pytest.raises(Exception) as raised:
-            store.commit(
-                "prod", State(), expected_version=3, snapshot_key="k", plan_id="p", now=now, plan=record
-            )
 
-    assert type(raised.value).__name__ in _next_round_retries(), repr(raised.value)
+    assert type(raised).__name__ in _next_round_retries(), repr(raised)
