@@ -10,23 +10,15 @@ instance when EC2 retires it. Here the wait is seconds, not days."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from conftest import CLUSTER, Cloud
+from test_drain_faults import wait_for
 
 from spillway.act.drain import WAIT_SLACK_SECONDS
 from spillway.local import objects
 
 CORDONED = "spillway.io/cordoned"
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.05)
 
 
 def node_with_a_pod_held(cloud: Cloud) -> tuple[str, str]:
@@ -59,7 +51,7 @@ def test_a_forced_drain_not_before_a_later_time_waits_untouched_then_drains_past
         calls = cloud.stack.calls("DrainFunction")
         return bool(calls) and calls[0].result is not None
 
-    wait_for(validated, what="the first validation's answer")
+    wait_for(validated, timeout=30, what="the first validation's answer")
     time.sleep(1)
     seen_at, waiting = datetime.now(UTC), cloud.kube.get("Node", node)
     assert seen_at < not_before  # still waiting: nothing was touched
@@ -70,6 +62,7 @@ def test_a_forced_drain_not_before_a_later_time_waits_untouched_then_drains_past
 
     wait_for(
         lambda: bool((cloud.kube.get("Node", node) or {}).get("spec", {}).get("unschedulable")),
+        timeout=30,
         what="the cordon after not_before",
     )
     cordoned_at = datetime.now(UTC)
