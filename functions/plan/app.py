@@ -82,8 +82,22 @@ RETRIED = (
 )
 
 
+# Answers that planned nothing, and so have no plan metrics: ``resumed`` (the snapshot's plan was
+# committed before: its executions are started again) and ``superseded`` (a newer snapshot was planned
+# already). Their empty summary would read as a plan that found nothing: a PodsHeldByLimits 0 starts the
+# held-by-limits alarm's count again (it takes each period's least) while every plan holds pods.
+PLANNED_NOTHING = ("resumed", "superseded")
+
+
 def record_outcome(outcome: dict[str, Any]) -> None:
     summary = outcome.get("summary") or {}
+    if outcome.get("status") not in PLANNED_NOTHING:
+        add_plan_metrics(outcome, summary)
+    logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}
+                | {"summary": summary, "executions": [e["name"] for e in outcome.get("executions", [])]})  # fmt: skip
+
+
+def add_plan_metrics(outcome: dict[str, Any], summary: dict[str, Any]) -> None:
     add_count("ScaleUpNodes", summary.get("scale_up_nodes", 0))
     add_count("DrainsPlanned", summary.get("drains", 0))
     add_count("UnplaceablePods", summary.get("unplaceable", 0))
@@ -96,8 +110,6 @@ def record_outcome(outcome: dict[str, Any]) -> None:
     add_count("PriorityConfigMapInvalid", summary.get("priority_configmap_invalid", 0))
     add_tenant_metrics(outcome.get("tenants"))
     add_cluster_writes(outcome)
-    logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}
-                | {"summary": summary, "executions": [e["name"] for e in outcome.get("executions", [])]})  # fmt: skip
 
 
 def plan_once(clients: Clients, ref: SnapshotRef, context: Any) -> dict[str, Any]:

@@ -1060,3 +1060,67 @@ def test_nodes_joining_one_after_another_do_not_look_like_a_node_stuck_not_ready
     assert all(any(not n.ready for n in churn(start + timedelta(seconds=s))) for s in range(0, 2400, 20))
     assert _alarm_fires(props, series(stuck)), "a node NotReady for 40 minutes must alarm"
     assert not _alarm_fires(props, series(churn)), "nodes NotReady for a minute each, one after another"
+
+
+def test_a_plan_resumed_on_redelivery_keeps_the_held_by_limits_alarm_firing() -> None:
+    """Scenario: a tenant's pods wait at its limit for 40 minutes; a plan comes every 5 minutes (observe's
+    heartbeat). At minute 12 a plan commits, but Step Functions throttles the start of its executions:
+    the invocation fails, and the stream's retry of the snapshot resumes the committed plan (status
+    ``resumed``: it starts the executions and plans nothing). The handler recorded that answer as a plan
+    holding no pod (``PodsHeldByLimits`` 0, its summary being empty), and the ``held-by-limits`` alarm takes
+    the least ``PodsHeldByLimits`` of each period: that one 0 started its count again, and the alarm, due
+    at 30 minutes, had not fired at 40 though every plan held pods all along. A delivery of a snapshot
+    older than one planned already (status ``superseded``) plans nothing either.
+
+    Rule: a metric says what was measured; an answer that planned nothing measured nothing (a metric
+    alarm reads every datapoint of its series: *Using Amazon CloudWatch alarms*, "Evaluating an alarm")."""
+    from plan_world import NOW as PLAN_NOW
+
+    from spillway.act.planning import PlanSettings, run_plan
+    from spillway.config import PlannerConfig
+    from spillway.errors import AwsThrottled
+    from spillway.model.act import PlanOutcome
+    from spillway.observability import metrics
+
+    [props] = [p for n, p in alarms().items() if n.endswith("-held-by-limits")]
+    [name] = [props["MetricName"]]
+    app = load_app("plan")
+    snapshots = FakeSnapshots()
+    ref = snapshots.add(plan_snapshot())
+    planner = PlannerConfig(
+        cluster=CLUSTER, regions=(REGION,), tenants={"team-a": {"limits": {"nodes": "1"}}}
+    )
+    settings = PlanSettings(
+        planner=planner,
+        scale_up_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-up",
+        scale_down_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-down",
+    )
+
+    def plan(ledger: FakeLedger, workflows: FakeWorkflows) -> dict[str, Any]:
+        outcome = run_plan(ref, snapshots=snapshots, ledger=ledger, executions=workflows, settings=settings,
+                           now=PLAN_NOW + timedelta(seconds=20))  # fmt: skip
+        return outcome.to_dict()
+
+    held = plan(FakeLedger(), FakeWorkflows())
+    assert held["status"] == "acted" and any(t.get("held") for t in held["tenants"].values())
+    ledger, throttled = FakeLedger(), FakeWorkflows()
+    throttled.fail("start", AwsThrottled("StartExecution: Rate exceeded"), times=1)
+    with pytest.raises(AwsThrottled):
+        plan(ledger, throttled)
+    resumed = plan(ledger, throttled)
+    assert resumed["status"] == "resumed"
+    superseded = PlanOutcome(CLUSTER, "2026-01-01T00:00:00.000000Z", "p0", "superseded", 3).to_dict()
+
+    def values(outcome: dict[str, Any]) -> list[float]:
+        metrics.clear_metrics()
+        with contextlib.redirect_stdout(io.StringIO()):  # the per-tenant lines are flushed at once
+            app.record_outcome(outcome)
+        found = [float(v) for v in metrics.metric_set.get(name, {}).get("Value", [])]
+        metrics.clear_metrics()
+        return found
+
+    series = [(minute * 60.0, v) for minute in range(0, 41, 5) for v in values(held)]
+    assert series and all(v > 0 for _, v in series)
+    assert _alarm_fires(props, series), "pods held in every plan for 40 minutes must alarm"
+    series += [(12 * 60.0, v) for v in values(resumed)] + [(27 * 60.0, v) for v in values(superseded)]
+    assert _alarm_fires(props, sorted(series)), "a resumed or superseded answer planned nothing"
