@@ -37,7 +37,8 @@ StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not
 time or of an API), CandidateTaintsWritten and CandidateTaintsFailed (the scale-down candidate taints
 set or lifted; a failure is most often RBAC without ``patch`` on nodes), ProvisioningRequestsDeleted and
 ProvisioningRequestDeletesFailed (ProvisioningRequests that ended a week ago, deleted as
-cluster-autoscaler does). (Uncordoned and GroupsBackedOff come from the scale function, when it happens.)
+cluster-autoscaler does); PlanFailures (a snapshot of the stream whose plan failed, reported for Lambda
+to retry, but for a lost race: the invocation succeeds, so Lambda's Errors never counts it). (Uncordoned and GroupsBackedOff come from the scale function, when it happens.)
 """
 
 from __future__ import annotations
@@ -82,8 +83,22 @@ RETRIED = (
 )
 
 
+# Answers that planned nothing, and so have no plan metrics: ``resumed`` (the snapshot's plan was
+# committed before: its executions are started again) and ``superseded`` (a newer snapshot was planned
+# already). Their empty summary would read as a plan that found nothing: a PodsHeldByLimits 0 starts the
+# held-by-limits alarm's count again (it takes each period's least) while every plan holds pods.
+PLANNED_NOTHING = ("resumed", "superseded")
+
+
 def record_outcome(outcome: dict[str, Any]) -> None:
     summary = outcome.get("summary") or {}
+    if outcome.get("status") not in PLANNED_NOTHING:
+        add_plan_metrics(outcome, summary)
+    logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}
+                | {"summary": summary, "executions": [e["name"] for e in outcome.get("executions", [])]})  # fmt: skip
+
+
+def add_plan_metrics(outcome: dict[str, Any], summary: dict[str, Any]) -> None:
     add_count("ScaleUpNodes", summary.get("scale_up_nodes", 0))
     add_count("DrainsPlanned", summary.get("drains", 0))
     add_count("UnplaceablePods", summary.get("unplaceable", 0))
@@ -96,8 +111,6 @@ def record_outcome(outcome: dict[str, Any]) -> None:
     add_count("PriorityConfigMapInvalid", summary.get("priority_configmap_invalid", 0))
     add_tenant_metrics(outcome.get("tenants"))
     add_cluster_writes(outcome)
-    logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}
-                | {"summary": summary, "executions": [e["name"] for e in outcome.get("executions", [])]})  # fmt: skip
 
 
 def plan_once(clients: Clients, ref: SnapshotRef, context: Any) -> dict[str, Any]:
@@ -140,6 +153,16 @@ def plan_direct(clients: Clients, event: dict[str, Any], context: Any) -> dict[s
         raise
 
 
+def count_failure(exc: BaseException) -> None:
+    """A plan of the stream that failed, reported for Lambda to retry from its record: the invocation
+    returns, so Lambda's Errors never counts it; PlanFailures does, for the plan-errors alarm. A lost race
+    (StateConflict: PlanConflicts; the snapshot planned by another invocation right now) is no failure."""
+    if isinstance(exc, StateConflict):
+        add_count("PlanConflicts", 1)
+    elif not isinstance(exc, IdempotencyAlreadyInProgressError):
+        add_count("PlanFailures", 1)
+
+
 def plan_stream(clients: Clients, event: dict[str, Any], context: Any) -> dict[str, Any]:
     failures: list[dict[str, str]] = []
     results: list[dict[str, Any]] = []
@@ -155,8 +178,7 @@ def plan_stream(clients: Clients, event: dict[str, Any], context: Any) -> dict[s
             logger.warning("stale snapshot: not acting", extra={"snapshot_key": ref.key, "error": str(exc)})
             results.append({**ref.to_dict(), "status": "stale", "note": str(exc)})
         except RETRIED as exc:
-            if isinstance(exc, StateConflict):
-                add_count("PlanConflicts", 1)
+            count_failure(exc)
             logger.warning(
                 "plan failed; Lambda retries from this record",
                 extra={"snapshot_key": ref.key, "error": type(exc).__name__, "detail": str(exc)},

@@ -337,7 +337,7 @@ def plan_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
 
     from spillway.act.planning import PlanSettings, run_plan
     from spillway.config import PlannerConfig
-    from spillway.errors import StaleSnapshot, StateConflict
+    from spillway.errors import StaleSnapshot, StateConflict, StateTooLarge
 
     app = load_app("plan")
     snapshots = FakeSnapshots()
@@ -369,7 +369,10 @@ def plan_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     for error in (StaleSnapshot("old"), StateConflict("raced")):
         failure[:] = [error]
         found += emissions_of("plan", invoke(app, {"cluster": CLUSTER}, "plan", raises=type(error)))
-    return found
+    # from the stream a failed plan is a batch item failure, counted by the function (PlanFailures)
+    failure[:] = [StateTooLarge("state item 512 KiB compressed")]
+    batch = json.loads((ROOT / "events" / "stream-record.json").read_text())
+    return found + emissions_of("plan", invoke(app, batch, "plan"))
 
 
 def scale_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
@@ -1060,3 +1063,132 @@ def test_nodes_joining_one_after_another_do_not_look_like_a_node_stuck_not_ready
     assert all(any(not n.ready for n in churn(start + timedelta(seconds=s))) for s in range(0, 2400, 20))
     assert _alarm_fires(props, series(stuck)), "a node NotReady for 40 minutes must alarm"
     assert not _alarm_fires(props, series(churn)), "nodes NotReady for a minute each, one after another"
+
+
+def test_a_plan_resumed_on_redelivery_keeps_the_held_by_limits_alarm_firing() -> None:
+    """Scenario: a tenant's pods wait at its limit for 40 minutes; a plan comes every 5 minutes (observe's
+    heartbeat). At minute 12 a plan commits, but Step Functions throttles the start of its executions:
+    the invocation fails, and the stream's retry of the snapshot resumes the committed plan (status
+    ``resumed``: it starts the executions and plans nothing). The handler recorded that answer as a plan
+    holding no pod (``PodsHeldByLimits`` 0, its summary being empty), and the ``held-by-limits`` alarm takes
+    the least ``PodsHeldByLimits`` of each period: that one 0 started its count again, and the alarm, due
+    at 30 minutes, had not fired at 40 though every plan held pods all along. A delivery of a snapshot
+    older than one planned already (status ``superseded``) plans nothing either.
+
+    Rule: a metric says what was measured; an answer that planned nothing measured nothing (a metric
+    alarm reads every datapoint of its series: *Using Amazon CloudWatch alarms*, "Evaluating an alarm")."""
+    from plan_world import NOW as PLAN_NOW
+
+    from spillway.act.planning import PlanSettings, run_plan
+    from spillway.config import PlannerConfig
+    from spillway.errors import AwsThrottled
+    from spillway.model.act import PlanOutcome
+    from spillway.observability import metrics
+
+    [props] = [p for n, p in alarms().items() if n.endswith("-held-by-limits")]
+    [name] = [props["MetricName"]]
+    app = load_app("plan")
+    snapshots = FakeSnapshots()
+    ref = snapshots.add(plan_snapshot())
+    planner = PlannerConfig(
+        cluster=CLUSTER, regions=(REGION,), tenants={"team-a": {"limits": {"nodes": "1"}}}
+    )
+    settings = PlanSettings(
+        planner=planner,
+        scale_up_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-up",
+        scale_down_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-down",
+    )
+
+    def plan(ledger: FakeLedger, workflows: FakeWorkflows) -> dict[str, Any]:
+        outcome = run_plan(ref, snapshots=snapshots, ledger=ledger, executions=workflows, settings=settings,
+                           now=PLAN_NOW + timedelta(seconds=20))  # fmt: skip
+        return outcome.to_dict()
+
+    held = plan(FakeLedger(), FakeWorkflows())
+    assert held["status"] == "acted" and any(t.get("held") for t in held["tenants"].values())
+    ledger, throttled = FakeLedger(), FakeWorkflows()
+    throttled.fail("start", AwsThrottled("StartExecution: Rate exceeded"), times=1)
+    with pytest.raises(AwsThrottled):
+        plan(ledger, throttled)
+    resumed = plan(ledger, throttled)
+    assert resumed["status"] == "resumed"
+    superseded = PlanOutcome(CLUSTER, "2026-01-01T00:00:00.000000Z", "p0", "superseded", 3).to_dict()
+
+    def values(outcome: dict[str, Any]) -> list[float]:
+        metrics.clear_metrics()
+        with contextlib.redirect_stdout(io.StringIO()):  # the per-tenant lines are flushed at once
+            app.record_outcome(outcome)
+        found = [float(v) for v in metrics.metric_set.get(name, {}).get("Value", [])]
+        metrics.clear_metrics()
+        return found
+
+    series = [(minute * 60.0, v) for minute in range(0, 41, 5) for v in values(held)]
+    assert series and all(v > 0 for _, v in series)
+    assert _alarm_fires(props, series), "pods held in every plan for 40 minutes must alarm"
+    series += [(12 * 60.0, v) for v in values(resumed)] + [(27 * 60.0, v) for v in values(superseded)]
+    assert _alarm_fires(props, sorted(series)), "a resumed or superseded answer planned nothing"
+
+
+def _alarm_total(props: Mapping[str, Any], raised: int, values: Mapping[Any, list[float]]) -> float:
+    """What one evaluation period of an alarm adds up to, for one plan function invocation that raised
+    ``raised`` times (Lambda's ``Errors``) and printed the EMF ``values`` (:func:`emf_values`): a plain
+    metric, or a sum of ``FILL(id, 0)`` terms over its MetricStats."""
+
+    def one(metric: Mapping[str, Any]) -> float:
+        if metric["Namespace"] == "AWS/Lambda" and metric["MetricName"] == "Errors":
+            return float(raised)
+        read = _alarm_metric("", metric)
+        return sum(sum(v) for (name, dims), v in values.items()
+                   if name == read.name and frozenset(k for k, _ in dims) == read.dimensions
+                   and set(read.pinned) <= dims)  # fmt: skip
+
+    if "MetricName" in props:
+        return one(props)
+    stats = {q["Id"]: one(q["MetricStat"]["Metric"]) for q in props["Metrics"] if "MetricStat" in q}
+    [expression] = [q["Expression"] for q in props["Metrics"] if "Expression" in q]
+    terms = re.findall(r"FILL\((\w+),\s*0\)", expression)
+    assert " + ".join(f"FILL({t}, 0)" for t in terms) == expression, expression
+    return sum(stats[t] for t in terms)
+
+
+def test_a_plan_that_fails_for_good_from_the_stream_raises_the_plan_errors_alarm() -> None:
+    """Scenario: the planner's state has outgrown DynamoDB's 400 KB item even compressed, so every plan
+    fails with ``StateTooLarge`` (nothing written; the runbook's ``<fn>-errors`` row names this very
+    error for the plan). Every plan of a deployment comes from the snapshots table's stream, and there
+    the plan function reports the failed snapshot as a batch item failure, for Lambda to retry from its
+    record, and returns: the invocation succeeds, and Lambda's ``Errors`` metric, all that
+    ``plan-errors`` read, counts only invocations that raised (AWS Lambda Developer Guide, *Monitoring
+    functions*: Errors; with ReportBatchItemFailures a reported failure is a successful invocation).
+    So nothing scaled up or down again, the records aged out after their retries, and no alarm said so.
+    A lost race (``StateConflict``: another invocation committed first; the retry plans on its state) is
+    normal operation and pages nobody.
+
+    Rule: an alarm fires when what its runbook row describes happens."""
+    from spillway.errors import StateConflict, StateTooLarge
+    from spillway.observability import metrics
+
+    [props] = [p for n, p in alarms().items() if n.endswith("-plan-errors")]
+    app = load_app("plan")
+    batch = json.loads((ROOT / "events" / "stream-record.json").read_text())
+
+    def invocation(error: Exception) -> float:
+        def plan_once(clients: Any, ref: Any, context: Any) -> dict[str, Any]:
+            raise error
+
+        with pytest.MonkeyPatch.context() as env:
+            env.setattr(app, "plan_once", plan_once)
+            env.setattr(
+                app, "get_clients", lambda: SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER))
+            )
+            out = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(out):
+                    answer = app.handler(batch, LambdaContext(f"spillway-{CLUSTER}-plan"))
+            finally:
+                metrics.clear_metrics()
+                metrics.clear_default_dimensions()
+        assert answer["batchItemFailures"], answer  # Lambda retries the snapshot from its record
+        return _alarm_total(props, 0, emf_values(out.getvalue()))
+
+    assert invocation(StateTooLarge("state item 512 KiB compressed")) >= number(props["Threshold"])
+    assert invocation(StateConflict("another plan committed version 8 first")) < number(props["Threshold"])
