@@ -358,6 +358,7 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
 def _place_on_node(ctx: Context, cls: PodClass, node: WorkNode, count: int, uncordon: bool) -> None:
     name = node.info.name
     add_room(node.free, cls.requests_on(name), -count)
+    ctx.note_volumes(name, cls.volumes, count)
     node.receives += count
     node.marks = node.marks | cls.domains.marks
     group_key = node.group.key if node.group else None

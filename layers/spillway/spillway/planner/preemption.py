@@ -100,7 +100,9 @@ def _take(ctx: Context, cls: PodClass, node: WorkNode, count: int) -> None:
     for victim in victims:
         node.victims.remove(victim)
         add_room(node.free, victim.requests)
+        ctx.volumes_left(node.info.name, victim.volumes)
     add_room(node.free, requests, -count)
+    ctx.note_volumes(node.info.name, cls.volumes, count)
     node.receives += count
     node.marks = node.marks | cls.domains.marks
     cls.note_placed(node.info.labels, count)

@@ -1,0 +1,101 @@
+"""CSI attach limits for volumes several pods of one plan share (kube-scheduler's NodeVolumeLimits,
+pkg/scheduler/framework/plugins/nodevolumelimits/csi.go, Filter: the unique volumes of the node's pods,
+the nominated ones of equal or higher priority among them, are counted once, and a pod's volumes the
+node uses already are not new): a volume the plan puts on a node is on it for the pods placed after."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plan_world import World, pending_codes, scale_up
+from test_planner_csi_limits import (
+    claim,
+    pending_with_new_volume,
+    volume,
+    with_claims,
+    world,
+)
+
+from spillway.local import objects as o
+from spillway.planner import codes
+
+
+def shared_volume(w: World, name: str = "shared") -> None:
+    """A ReadWriteMany EBS volume (io2 Multi-Attach) bound to claim ``name`` that no pod uses yet."""
+    pv = volume(f"pv-{name}", f"vol-{name}")
+    pv["spec"]["accessModes"] = ["ReadWriteMany"]
+    w.items += [pv, claim(name, f"pv-{name}")]
+
+
+def pending(name: str, cpu: str, *claims: str, priority: int | None = None) -> dict[str, Any]:
+    return with_claims(
+        o.pod(name, cpu=cpu, memory="128Mi", owner=("ReplicaSet", name), priority=priority), *claims
+    )
+
+
+def test_two_classes_sharing_a_volume_take_one_attach_slot_on_the_node_they_go_to() -> None:
+    """The node is at 2 of 3: two pending pods of different sizes both use the shared volume, which no
+    node has yet. The first brings it (3 of 3); for the second it is on the node already, so both run
+    there. Each was charged it, and the second got a node it never needed."""
+    w, _ = world(limit=3)
+    shared_volume(w)
+    w.items += [pending("reader-a", "200m", "shared"), pending("reader-b", "300m", "shared")]
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    codes_by_pod = pending_codes(result)
+    assert codes_by_pod["default/reader-a"] == codes_by_pod["default/reader-b"] == codes.FITS_FREE_ROOM
+
+
+def test_two_classes_with_a_new_volume_each_do_not_share_the_last_slot() -> None:
+    """The node is at 2 of 3: two pending pods of different sizes each bring their own new volume. Only
+    one of them fits; the other gets a node."""
+    w, _ = world(limit=3)
+    pending_with_new_volume(w, "db-2")
+    pending_with_new_volume(w, "db-3")
+    w.items[-1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "300m"
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, ["default/db-2"])}
+    assert pending_codes(result)["default/db-3"] == codes.FITS_FREE_ROOM
+
+
+def test_a_pod_sharing_a_nominated_pods_volume_finds_it_on_the_nominated_node() -> None:
+    """reader-a waits on the node for a preemption (status.nominatedNodeName) and brings it the shared
+    volume (3 of 3). kube-scheduler counts a nominated pod of equal or higher priority among the node's
+    pods (addGENominatedPods), so reader-b, of the same volume and a lower priority, runs there too.
+    The nominated pod's volume was not the node's, and reader-b got a node it never needed."""
+    w, node = world(limit=3)
+    shared_volume(w)
+    w.items += [pending("reader-a", "200m", "shared", priority=1000), pending("reader-b", "300m", "shared")]
+    w.pod_item("default/reader-a")["status"]["nominatedNodeName"] = node
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/reader-a"] == codes.NOMINATED
+    assert pending_codes(result)["default/reader-b"] == codes.FITS_FREE_ROOM
+
+
+def test_preempting_the_only_running_pod_of_a_volume_frees_no_slot_a_nominated_pod_of_it_keeps() -> None:
+    """The node is at 3 of 3: db-0, db-1 and an expendable backfill pod that alone reads the shared
+    volume. reader-a, nominated to the node, reads it too, so it stays attached once the backfill pod is
+    preempted. train-0, of lower priority than reader-a, needs the backfill pod's CPU and brings a new
+    volume: kube-scheduler counts the nominated pod's volume and refuses it there (4 of 3). The plan
+    gave the backfill pod's slot back and left train-0 waiting on a preemption that never places it."""
+    w, node = world(limit=3)
+    shared_volume(w)
+    backfill = o.pod(
+        "backfill-0", cpu="7", memory="1Gi", node_name=node, priority=-100, owner=("ReplicaSet", "bf")
+    )
+    w.items.append(with_claims(backfill, "shared"))
+    w.items.append(pending("reader-a", "100m", "shared", priority=1000))
+    w.pod_item("default/reader-a")["status"]["nominatedNodeName"] = node
+    w.items.append(claim("data-train-0", None))
+    w.items.append(pending("train-0", "4", "data-train-0", priority=500))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, ["default/train-0"])}
