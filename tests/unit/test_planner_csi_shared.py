@@ -62,6 +62,24 @@ def test_two_classes_with_a_new_volume_each_do_not_share_the_last_slot() -> None
     assert pending_codes(result)["default/db-3"] == codes.FITS_FREE_ROOM
 
 
+def test_pods_of_one_class_sharing_a_volume_take_one_attach_slot_on_their_node() -> None:
+    """Three replicas of one Deployment read the shared volume; the node has one slot left. kube-scheduler
+    binds the first, and the volume is on the node for the two others."""
+    w, _ = world(limit=3)
+    shared_volume(w)
+    for i in range(3):
+        w.items.append(
+            with_claims(
+                o.pod(f"reader-{i}", cpu="200m", memory="128Mi", owner=("ReplicaSet", "reader")), "shared"
+            )
+        )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[f"default/reader-{i}"] for i in range(3)} == {codes.FITS_FREE_ROOM}
+
+
 def test_a_pod_sharing_a_nominated_pods_volume_finds_it_on_the_nominated_node() -> None:
     """reader-a waits on the node for a preemption (status.nominatedNodeName) and brings it the shared
     volume (3 of 3). kube-scheduler counts a nominated pod of equal or higher priority among the node's
@@ -99,3 +117,24 @@ def test_preempting_the_only_running_pod_of_a_volume_frees_no_slot_a_nominated_p
     result = w.plan()
 
     assert scale_up(result) == {"db": (1, 2, ["default/train-0"])}
+
+
+def test_pods_of_one_class_sharing_a_volume_take_one_slot_where_they_preempt() -> None:
+    """As above, on a node whose CPU an expendable backfill pod holds: the three replicas preempt it,
+    and bring the node one volume between them."""
+    w, node = world(limit=3)
+    shared_volume(w)
+    w.items.append(
+        o.pod("backfill-0", cpu="7", memory="1Gi", node_name=node, priority=-100, owner=("ReplicaSet", "bf"))
+    )
+    for i in range(3):
+        pod = o.pod(f"reader-{i}", cpu="1", memory="128Mi", owner=("ReplicaSet", "reader"), priority=1000)
+        w.items.append(with_claims(pod, "shared"))
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[f"default/reader-{i}"] for i in range(3)} <= {
+        codes.FITS_BY_PREEMPTION,
+        codes.FITS_FREE_ROOM,
+    }

@@ -341,18 +341,32 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
             _max_into(bound, node.free)
             continue  # a pod this plan put there keeps it off
         limit = min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels))
-        requests = cls.requests_on(info.name)
-        count = fit_count(requests, node.free, limit)
-        if count > 0:
-            commit(cls, node, count)
-            cls.note_placed(info.labels, count)
-        if start == index and fit_count(requests, node.free, 1) == 0:
+        _fill_node(cls, node, limit, commit)
+        if start == index and fit_count(cls.requests_on(info.name), node.free, 1) == 0:
             start = pool.full[id(cls)] = index + 1  # full for the class: skipped from now on
         else:
             start = -1
         _max_into(bound, node.free)
     if first == 0:
         pool.bound = bound  # every node was visited: the bound is now exact
+
+
+def _fill_node(cls: PodClass, node: WorkNode, limit: int, commit: Commit) -> None:
+    """Up to ``limit`` pods of the class on ``node``, as many as its free room takes. The first pod
+    brings the node the volumes the class's pods share (:attr:`PodClass.volumes`) that it has not got;
+    the others find them there (kube-scheduler counts a volume of the node's pods once: csi.go Filter),
+    so it is placed alone first and charged them once."""
+    name = node.info.name
+    placed = 0
+    while placed < limit:
+        count = fit_count(cls.requests_on(name), node.free, limit - placed)
+        if count <= 0:
+            return
+        if count > 1 and cls.brings_volumes(name):
+            count = 1
+        commit(cls, node, count)
+        cls.note_placed(node.info.labels, count)
+        placed += count
 
 
 def _place_on_node(ctx: Context, cls: PodClass, node: WorkNode, count: int, uncordon: bool) -> None:
