@@ -9,7 +9,10 @@ from typing import Any
 
 from plan_world import World, pending_codes, scale_up
 from test_planner_csi_limits import (
+    ZONE,
     claim,
+    csinode,
+    gp3,
     pending_with_new_volume,
     volume,
     with_claims,
@@ -18,6 +21,8 @@ from test_planner_csi_limits import (
 
 from spillway.local import objects as o
 from spillway.planner import codes
+
+EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
 
 
 def shared_volume(w: World, name: str = "shared") -> None:
@@ -80,6 +85,66 @@ def test_pods_of_one_class_sharing_a_volume_take_one_attach_slot_on_their_node()
     assert {pending_codes(result)[f"default/reader-{i}"] for i in range(3)} == {codes.FITS_FREE_ROOM}
 
 
+def consolidation_world(
+    dest_volumes: tuple[str, ...], movers: tuple[tuple[str, str], ...]
+) -> tuple[World, str]:
+    """Two nodes whose CSINodes allow 2 EBS volumes: ``dest`` runs a busy pod per volume of
+    ``dest_volumes`` (claims), ``light`` runs the movable ``movers`` (name, cpu), each reading the
+    shared volume. Returns the world and the light node."""
+    w = World(regions=("us-east-1",))
+    dest, light = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10, zones=[ZONE]))
+    w.items.append(gp3())
+    shared_volume(w)
+    w.items += [csinode(dest, 2), csinode(light, 2)]
+    for i, name in enumerate(dest_volumes):
+        if name != "shared":
+            w.items += [volume(f"pv-{name}", f"vol-{name}"), claim(name, f"pv-{name}")]
+        pod = o.pod(f"busy-{i}", cpu="2", memory="1Gi", node_name=dest, owner=("StatefulSet", "busy"))
+        w.items.append(with_claims(pod, name))
+    for name, cpu in movers:
+        pod = o.pod(
+            name, cpu=cpu, memory="1Gi", node_name=light, owner=("ReplicaSet", "web"), annotations=EVICT
+        )
+        w.items.append(with_claims(pod, "shared"))
+    return w, light
+
+
+def plan_consolidation(w: World) -> Any:
+    return w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=0.5
+    )
+
+
+def test_consolidation_moves_a_pod_onto_a_node_at_its_limit_that_has_its_volume_already() -> None:
+    """The other node is at its limit of 2, one of them the shared volume the light node's pod reads:
+    kube-scheduler does not count it as new there, so the light node can be emptied. The moved pod was
+    charged it again and the light node was kept, paid for."""
+    w, light = consolidation_world(("shared", "own"), (("web-a", "1"),))
+
+    result = plan_consolidation(w)
+
+    assert [d.node for d in result.drain] == [light]
+
+
+def test_consolidation_charges_pods_that_move_together_their_shared_volume_once() -> None:
+    """The other node has one slot left; the light node's two pods (of one class) share a volume the
+    other node has not got: together they bring it one volume."""
+    w, light = consolidation_world(("own",), (("web-a", "1"), ("web-b", "1")))
+
+    result = plan_consolidation(w)
+
+    assert [d.node for d in result.drain] == [light]
+
+
+def test_classes_moving_together_charge_their_shared_volume_once() -> None:
+    """As above, with pods of two sizes (two classes): the second finds the volume the first brought."""
+    w, light = consolidation_world(("own",), (("web-a", "1"), ("web-b", "1500m")))
+
+    result = plan_consolidation(w)
+
+    assert [d.node for d in result.drain] == [light]
+
+
 def test_a_pod_sharing_a_nominated_pods_volume_finds_it_on_the_nominated_node() -> None:
     """reader-a waits on the node for a preemption (status.nominatedNodeName) and brings it the shared
     volume (3 of 3). kube-scheduler counts a nominated pod of equal or higher priority among the node's
@@ -138,3 +203,35 @@ def test_pods_of_one_class_sharing_a_volume_take_one_slot_where_they_preempt() -
         codes.FITS_BY_PREEMPTION,
         codes.FITS_FREE_ROOM,
     }
+
+
+def test_make_room_frees_a_volume_the_pods_it_moves_alone_share() -> None:
+    """Node a is at its limit of 2: web-a and web-b, both movable, share the shared volume, and keep-0
+    keeps its own. Moving both gives a the CPU db-new lacks and the shared volume's slot, which none of
+    a's other pods uses; they go to b together, bringing it that one volume. Moving pods that share a
+    volume freed none of it, and db-new got a new node."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10, zones=[ZONE]))
+    w.items += [gp3(), volume("pv-keep", "vol-keep"), claim("keep", "pv-keep")]
+    shared_volume(w)
+    w.items += [csinode(a, 2), csinode(b, 2)]
+    stay = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    for name, cpu, claim_name, evict in (
+        ("web-a", "3", "shared", EVICT),
+        ("web-b", "500m", "shared", EVICT),
+        ("keep-0", "500m", "keep", stay),
+    ):
+        pod = o.pod(name, cpu=cpu, memory="1Gi", node_name=a, owner=("ReplicaSet", name), annotations=evict)
+        w.items.append(with_claims(pod, claim_name))
+    w.items.append(o.pod("other-0", cpu="2500m", memory="1Gi", node_name=b, owner=("ReplicaSet", "other")))
+    w.items += [claim("data-db-new", None)]
+    w.items.append(
+        with_claims(o.pod("db-new", cpu="6", memory="1Gi", owner=("StatefulSet", "db")), "data-db-new")
+    )
+
+    result = w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=1.0
+    )
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/db-new"] == codes.MAKING_ROOM

@@ -7,6 +7,7 @@ durations and instants the same way.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -418,10 +419,20 @@ class Context:
                 out[key] = out.get(key, 0) + 1000
         return out
 
-    def leaving_share(self, pod: PodInfo) -> Resources:
-        """A bound pod's requests as its node gets them back when it leaves (:meth:`shared_share`)."""
-        less = self.shared_share(pod)
-        return {k: v - less.get(k, 0) for k, v in pod.requests.items()} if less else pod.requests
+    def leaving_share(self, pods: Sequence[PodInfo]) -> Resources:
+        """What bound ``pods`` of one node give it back when they leave together: their requests, less
+        each volume another pod there keeps using (:meth:`shared_share`); a volume only they use, shared
+        between them, is freed once."""
+        out: Resources = {}
+        for pod in pods:
+            add_into(out, pod.requests)
+            add_room(out, self.shared_share(pod), -1)
+        together = Counter((pod.node_name or "", v) for pod in pods for v in pod.volumes)
+        for (name, volume), users in together.items():
+            if users > 1 and self.volume_users.get((name, volume), 0) == users:
+                key = attach_limit_key(volume.partition("/")[0])
+                out[key] = out.get(key, 0) + 1000
+        return out
 
     def volumes_on(self, name: str, volumes: Iterable[str]) -> Resources:
         """How much less of each CSI attach limit a pod using ``volumes`` takes on node ``name``: one for
