@@ -8,6 +8,7 @@ requests (GPU, CPU, memory); capacity buffers' virtual pods come after every rea
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import PROVISIONED, TERMINAL, ProvisioningRequestInfo
-from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
+from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources, attach_limit_key
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, nominated_to
@@ -64,9 +65,11 @@ class PodClass:
     # (PodInfo.volume_wait). A pending pod with one never gets here (code volume-unbound); a running
     # pod with one is refused every node when a move would re-place it (blocker)
     volume_wait: str | None = None
-    # node -> how much less of each CSI attach limit a pod of the class takes there, whose pods use
-    # some of the volumes it uses (Context.attached); pods of a class use the same such volumes
-    attached: dict[str, Resources] = field(default_factory=dict)
+    # the existing volumes every pod of the class uses that a node may have (a node's pods use them, or
+    # other pending pods do): one takes none of an attach limit on a node that has it already, and
+    # volume_nodes (Context.volume_nodes, which the plan's placements update) says which nodes have it
+    volumes: tuple[str, ...] = ()
+    volume_nodes: Mapping[str, Collection[str]] = field(default_factory=dict)
 
     @property
     def remaining(self) -> int:
@@ -74,21 +77,34 @@ class PodClass:
 
     def requests_on(self, node: str) -> Resources:
         """What a pod of the class takes on the existing node ``node``: its requests, less the attach
-        limits' share of the volumes the node's pods use already (:attr:`attached`)."""
-        less = self.attached.get(node)
+        limits' share of its :attr:`volumes` the node has already (its pods, or pods this plan put
+        there, use them)."""
+        less = self._on_node(node)
         if not less:
             return self.requests
         return {k: v - less.get(k, 0) for k, v in self.requests.items()}
+
+    def brings_volumes(self, node: str) -> bool:
+        """Whether a pod of the class brings ``node`` one of its :attr:`volumes` (the node has not got it
+        yet): the pods of the class placed there after it find it there."""
+        return any(node not in self.volume_nodes.get(v, ()) for v in self.volumes)
+
+    def _on_node(self, node: str) -> Resources:
+        less: Resources = {}
+        for volume in self.volumes:
+            if node in self.volume_nodes.get(volume, ()):
+                key = attach_limit_key(volume.partition("/")[0])
+                less[key] = less.get(key, 0) + 1000
+        return less
 
     @property
     def least_requests(self) -> Resources:
         """The least a pod of the class takes on any existing node (:meth:`requests_on`): a bound on a
         pool's room is checked against it."""
-        if not self.attached:
-            return self.requests
+        nodes = {n for v in self.volumes for n in self.volume_nodes.get(v, ())}
         out = dict(self.requests)
-        for less in self.attached.values():
-            for k, v in less.items():
+        for node in nodes:
+            for k, v in self._on_node(node).items():
                 out[k] = min(out.get(k, 0), self.requests.get(k, 0) - v)
         return out
 
@@ -267,6 +283,7 @@ def pod_classes(ctx: Context) -> list[PodClass]:
     spot = has_spot(ctx)
     jobs = ctx.snapshot.jobs_by_key() if spot else {}
     min_room_groups = _min_room_groups(ctx)
+    shared = _pending_volumes(ctx)
     for pod in ctx.gated:
         reason = "held by scheduling gates (spec.schedulingGates): not demand until they are lifted"
         ctx.pending_out.append(PendingPod(pod.key, reason, codes.SCHEDULING_GATED))
@@ -284,16 +301,28 @@ def pod_classes(ctx: Context) -> list[PodClass]:
         movable = why_not_movable(ctx, pod, jobs) is None if spot else None
         free_only = ctx.free_only.get(pod.key)
         limited_tenant = tenant if tenant in limited else None
-        in_use = ctx.in_use(pod.volumes)  # volumes attached somewhere: its class is judged per node
-        key = (pod.scheduling_key(), limited_tenant, gang, started, room_gang, movable, free_only, in_use)
+        volumes = _class_volumes(ctx, pod, shared)  # its class is judged per node
+        key = (pod.scheduling_key(), limited_tenant, gang, started, room_gang, movable, free_only, volumes)
         cls = classes.get(key)
         if cls is None:
             cls = classes[key] = new_class(pod, limited_tenant, gang, ctx.topology.domains(pod))
             cls.free_only, cls.started_gang, cls.min_room_gang = free_only, started, room_gang
-            cls.attached = ctx.attached(in_use)
+            cls.volumes, cls.volume_nodes = volumes, ctx.volume_nodes
         cls.pods.append(pod.key)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return sorted(classes.values(), key=PodClass.sort_key)
+
+
+def _pending_volumes(ctx: Context) -> Counter[str]:
+    """Volume -> the pending pods that use it."""
+    return Counter(v for pod in ctx.pending for v in pod.volumes)
+
+
+def _class_volumes(ctx: Context, pod: PodInfo, shared: Mapping[str, int]) -> tuple[str, ...]:
+    """The pod's volumes a node has (:attr:`Context.volume_nodes`), or may have once the plan places
+    another pending pod of them there (``shared``: volume -> pending pods that use it): the pods of a
+    class share them (:attr:`PodClass.volumes`)."""
+    return tuple(v for v in pod.volumes if v in ctx.volume_nodes or shared.get(v, 0) > 1)
 
 
 def _min_room_groups(ctx: Context) -> frozenset[str]:

@@ -540,7 +540,7 @@ class Consolidation:
         room = [w for n, w in self.room.items() if n != name]
         launching = _copy_bins(self.launching)
         on_launching: set[str] = set()
-        trial = TrialFit(self.ctx.planned)
+        trial = TrialFit(self.ctx)
         leaving = Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
         moved: set[str] = set()
         # the pods that must fit, then elastic workers: where they fit, else the job shrinks
@@ -766,9 +766,11 @@ def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: Leaving) -> list[Po
     topology without what is ``leaving``."""
     classes: dict[tuple[object, ...], PodClass] = {}
     for pod in pods:
-        cls = classes.get(pod.scheduling_key())
+        key = (pod.scheduling_key(), pod.volumes)  # a class's pods share their volumes
+        cls = classes.get(key)
         if cls is None:
             domains = ctx.topology.domains(pod, leaving)
-            cls = classes[pod.scheduling_key()] = new_class(pod, domains=domains)
+            cls = classes[key] = new_class(pod, domains=domains)
+            cls.volumes, cls.volume_nodes = pod.volumes, ctx.volume_nodes
         cls.pods.append(pod.key)
     return sorted(classes.values(), key=PodClass.sort_key)

@@ -7,6 +7,7 @@ durations and instants the same way.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,10 @@ class Victim:
     priority: int
     requests: Resources  # with its pod slot
     guarded: bool  # a PodDisruptionBudget allows its eviction nothing now: spared first, not always
+    volumes: tuple[str, ...] = ()  # the existing volumes it uses (PodInfo.volumes)
+    # its requests with its pod slot, all of its volumes among them; requests leaves out those another
+    # pod of its node uses (Context.share_victims)
+    full: Resources = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -310,13 +315,16 @@ class Context:
         (addGENominatedPods), and cluster-autoscaler adds every one to its snapshot on its node before
         it packs the other pending pods. Placing pods in descending priority and charging before each,
         a pod of higher priority than a nominated pod may take its room, as kube-scheduler lets it.
-        Its volumes the node's pods use already take none of its attach limits (:meth:`nominated_requests`)."""
+        Its volumes the node's pods use already take none of its attach limits (:meth:`nominated_requests`),
+        and its volumes are the node's from then on (:meth:`note_volumes`): kube-scheduler counts them
+        among the node's when it filters the node for a pod of lower priority."""
         while self.nominated and (priority is None or self.nominated[-1].priority >= priority):
             pod = self.nominated.pop()
             node = self.nodes[pod.nominated or ""]
             add_room(node.free, self.nominated_requests(pod), -1)
             node.free[PODS] = node.free.get(PODS, 0) - ONE_POD
             node.receives += 1
+            self.note_volumes(node.info.name, pod.volumes)
 
     @contextmanager
     def nominated_withheld(self) -> Iterator[None]:
@@ -329,17 +337,12 @@ class Context:
         its ProvisioningRequest processor books capacity (processors/provreq/processor.go,
         bookCapacity, a pod list processor added after the default ones). The pending pods still meet
         the nominated pods by priority (:meth:`charge_nominated`), as kube-scheduler lets them."""
-        self._nominated_room(-1)
+        held = [(self.nodes[pod.nominated or ""], self.nominated_requests(pod)) for pod in self.nominated]
+        _withhold(held, -1)
         try:
             yield
         finally:
-            self._nominated_room(1)
-
-    def _nominated_room(self, sign: int) -> None:
-        for pod in self.nominated:
-            node = self.nodes[pod.nominated or ""]
-            add_room(node.free, self.nominated_requests(pod), sign)
-            node.free[PODS] = node.free.get(PODS, 0) + sign * ONE_POD
+            _withhold(held, 1)  # what was taken, whatever volumes the block put on the nodes
 
     def nominated_requests(self, pod: PodInfo) -> Resources:
         """What a pod nominated to a node takes there: its requests, less the attach limits' share of
@@ -347,7 +350,7 @@ class Context:
         existing node: kube-scheduler adds the nominated pod to the node it filters
         (addGENominatedPods), and NodeVolumeLimits counts each volume of the node's pods once
         (nodevolumelimits/csi.go, Filter)."""
-        less = self.attached(pod.volumes).get(pod.nominated or "")
+        less = self.volumes_on(pod.nominated or "", pod.volumes)
         return {k: v - less.get(k, 0) for k, v in pod.requests.items()} if less else pod.requests
 
     def _index_pods(self, pods: Sequence[PodInfo]) -> None:
@@ -369,8 +372,8 @@ class Context:
                 self.pending.append(pod)
             elif pod.gated and not pod.daemonset:
                 self.gated.append(pod)
-        self._share_victims(pods)
         for node in self.nodes.values():
+            self.share_victims(node)
             node.free = room_less(node.info.allocatable, node.used)
             node.victims.sort(key=lambda v: (v.priority, v.pod))
 
@@ -385,14 +388,25 @@ class Context:
                 key = attach_limit_key(volume.partition("/")[0])
                 node.used[key] = node.used.get(key, 0) - 1000
 
-    def _share_victims(self, pods: Sequence[PodInfo]) -> None:
+    def share_victims(self, node: WorkNode, volume: str | None = None) -> None:
         """A victim's preemption gives its node back its requests but the volumes another pod there
-        uses (:meth:`shared_share`)."""
-        shared = {pod.key: less for pod in pods if pod.node_name and (less := self.shared_share(pod))}
-        if not shared:
-            return
-        for node in self.nodes.values():
-            node.victims = [_less(v, shared[v.pod]) if v.pod in shared else v for v in node.victims]
+        uses (:meth:`shared_share`): reckoned again for the node's victims (those using ``volume`` when
+        given) as the pods that use its volumes come and go."""
+        name = node.info.name
+        node.victims = [
+            v
+            if not v.volumes or (volume is not None and volume not in v.volumes)
+            else self._victim_share(name, v)
+            for v in node.victims
+        ]
+
+    def _victim_share(self, name: str, victim: Victim) -> Victim:
+        less: Resources = {}
+        for volume in victim.volumes:
+            if self.volume_users.get((name, volume), 0) > 1:
+                key = attach_limit_key(volume.partition("/")[0])
+                less[key] = less.get(key, 0) + 1000
+        return replace(victim, requests={k: v - less.get(k, 0) for k, v in victim.full.items()})
 
     def shared_share(self, pod: PodInfo) -> Resources:
         """How much of each attach limit a bound pod's leaving does not give its node back: one for each
@@ -405,28 +419,62 @@ class Context:
                 out[key] = out.get(key, 0) + 1000
         return out
 
-    def leaving_share(self, pod: PodInfo) -> Resources:
-        """A bound pod's requests as its node gets them back when it leaves (:meth:`shared_share`)."""
-        less = self.shared_share(pod)
-        return {k: v - less.get(k, 0) for k, v in pod.requests.items()} if less else pod.requests
-
-    def in_use(self, volumes: Iterable[str]) -> tuple[str, ...]:
-        """Those of ``volumes`` that pods bound to a node use."""
-        return tuple(v for v in volumes if v in self.volume_nodes)
-
-    def attached(self, volumes: Iterable[str]) -> dict[str, Resources]:
-        """Node -> how much less of each CSI attach limit a pod using ``volumes`` takes there: one for
-        each of them the node's pods use already. kube-scheduler's NodeVolumeLimits takes those out of
-        the pod's new volumes (pkg/scheduler/framework/plugins/nodevolumelimits/csi.go, Filter), so a
-        rolling update's pod may follow its ReadWriteOnce volume onto a node at its limit, and a pod of
-        a shared (ReadWriteMany) volume onto any node that uses it."""
-        out: dict[str, Resources] = {}
-        for volume in volumes:
-            key = attach_limit_key(volume.partition("/")[0])
-            for name in sorted(self.volume_nodes.get(volume, ())):
-                less = out.setdefault(name, {})
-                less[key] = less.get(key, 0) + 1000
+    def leaving_share(self, pods: Sequence[PodInfo]) -> Resources:
+        """What bound ``pods`` of one node give it back when they leave together: their requests, less
+        each volume another pod there keeps using (:meth:`shared_share`); a volume only they use, shared
+        between them, is freed once."""
+        out: Resources = {}
+        for pod in pods:
+            add_into(out, pod.requests)
+            add_room(out, self.shared_share(pod), -1)
+        together = Counter((pod.node_name or "", v) for pod in pods for v in pod.volumes)
+        for (name, volume), users in together.items():
+            if users > 1 and self.volume_users.get((name, volume), 0) == users:
+                key = attach_limit_key(volume.partition("/")[0])
+                out[key] = out.get(key, 0) + 1000
         return out
+
+    def volumes_on(self, name: str, volumes: Iterable[str]) -> Resources:
+        """How much less of each CSI attach limit a pod using ``volumes`` takes on node ``name``: one for
+        each of them the node has already (its pods use it, or pods this plan put there:
+        :meth:`note_volumes`). kube-scheduler's NodeVolumeLimits takes those out of the pod's new volumes
+        (pkg/scheduler/framework/plugins/nodevolumelimits/csi.go, Filter), so a rolling update's pod may
+        follow its ReadWriteOnce volume onto a node at its limit, and a pod of a shared (ReadWriteMany)
+        volume onto any node that uses it."""
+        out: Resources = {}
+        for volume in volumes:
+            if self.volume_users.get((name, volume), 0) > 0:
+                key = attach_limit_key(volume.partition("/")[0])
+                out[key] = out.get(key, 0) + 1000
+        return out
+
+    def note_volumes(self, name: str, volumes: Iterable[str], pods: int = 1) -> None:
+        """``pods`` pods this plan puts on node ``name`` (pending pods placed or nominated there, pods
+        moved there) use ``volumes``: the node has them for the pods placed after (kube-scheduler counts
+        the volumes of every pod on the node, the nominated ones of equal or higher priority among
+        them, once), and a pod of the node that leaves frees none of them. A victim that was their only
+        user frees them no more when preempted."""
+        node = self.nodes.get(name)
+        for volume in volumes:
+            self.volume_users[(name, volume)] = self.volume_users.get((name, volume), 0) + pods
+            self.volume_nodes.setdefault(volume, set()).add(name)
+            if node is not None:
+                self.share_victims(node, volume)
+
+    def volumes_left(self, name: str, volumes: Iterable[str]) -> None:
+        """A pod using ``volumes`` leaves node ``name`` (preempted, moved): a volume no other pod there
+        uses is the node's no more."""
+        node = self.nodes.get(name)
+        for volume in volumes:
+            users = self.volume_users.pop((name, volume), 0) - 1
+            if users > 0:
+                self.volume_users[(name, volume)] = users
+            elif (nodes := self.volume_nodes.get(volume)) is not None:
+                nodes.discard(name)
+                if not nodes:
+                    del self.volume_nodes[volume]
+            if node is not None:
+                self.share_victims(node, volume)
 
     def _keep_busy(self, node: WorkNode, pod: PodInfo) -> None:
         """Whether the bound ``pod`` keeps its node busy: workload, or an expendable pod its node's drain
@@ -457,7 +505,8 @@ class Context:
             return
         allowance = self.snapshot.pdb_allowance(pod)
         requests = {**pod.requests, PODS: pod.requests.get(PODS, 0) + ONE_POD}
-        node.victims.append(Victim(pod.key, pod.priority, requests, allowance is not None and allowance <= 0))
+        guarded = allowance is not None and allowance <= 0
+        node.victims.append(Victim(pod.key, pod.priority, requests, guarded, pod.volumes, requests))
 
     def _note_daemonset(self, pod: PodInfo, owner: str) -> None:
         rep_key = (pod.namespace, owner)
@@ -510,8 +559,10 @@ def nominated_to(pod: PodInfo, nodes: Mapping[str, WorkNode]) -> WorkNode | None
     return node
 
 
-def _less(victim: Victim, less: Resources) -> Victim:
-    return replace(victim, requests={k: v - less.get(k, 0) for k, v in victim.requests.items()})
+def _withhold(held: Iterable[tuple[WorkNode, Resources]], sign: int) -> None:
+    for node, requests in held:
+        add_room(node.free, requests, sign)
+        node.free[PODS] = node.free.get(PODS, 0) + sign * ONE_POD
 
 
 def _charge(node: WorkNode, pod: PodInfo, cutoff: int) -> None:

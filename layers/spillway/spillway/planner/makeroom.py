@@ -263,8 +263,7 @@ def _covers(ctx: Context, pods: Sequence[PodInfo], lack: Resources) -> bool:
     """Whether ``pods`` leaving their node give it ``lack`` back (a volume another pod there uses stays
     attached: :meth:`Context.leaving_share`)."""
     got: Resources = {PODS: len(pods) * ONE_POD} if PODS in lack else {}
-    for pod in pods:
-        add_into(got, ctx.leaving_share(pod), 1)
+    add_into(got, ctx.leaving_share(pods), 1)
     return all(got.get(k, 0) >= v for k, v in lack.items())
 
 
@@ -311,10 +310,11 @@ def _move_placements(
     """The pending pods go to the candidate's node instead of the new node (whose room its moved pods
     leave); the group opens one node less."""
     ctx, node = stage.ctx, candidate.node
-    for pod in candidate.pods:
-        add_room(node.free, ctx.leaving_share(pod), 1)
-    keys = {p.key for p in pods}
     target = node.info.name
+    add_room(node.free, ctx.leaving_share(candidate.pods), 1)
+    for pod in candidate.pods:
+        ctx.volumes_left(target, pod.volumes)
+    keys = {p.key for p in pods}
     ctx.placements[:] = [
         Placement(p.pod, target, p.group) if (p.group, p.node) == (group, node_id) else p
         for p in ctx.placements
@@ -324,6 +324,7 @@ def _move_placements(
     node.receives += len(pods)
     for pod in pods:
         add_room(node.free, pod.requests, -1)
+        ctx.note_volumes(target, pod.volumes)
     stage.rooms[target] = RoomState(pods=tuple(sorted(keys)), since=ctx.now)
     note = f"make room: node {target} is given to it once {len(candidate.pods)} of its pod(s) move"
     ctx.pending_out.extend(PendingPod(p.key, note, codes.MAKING_ROOM) for p in pods)

@@ -20,7 +20,7 @@ from spillway.planner.context import Context, Victim, WorkNode, shape_of, withou
 from spillway.planner.groups import fresh_node_selected, launched_only
 from spillway.planner.limits import Limits
 from spillway.planner.predicates import UNSCHEDULABLE_TAINT
-from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks, Planned
+from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks
 
 FREE_ROOM_NOTE = "fits in free room on Ready node {node}; waiting for the scheduler"
 UNCORDON_NOTE = "will run on node {node}, which this plan uncordons"
@@ -231,11 +231,14 @@ class TrialFit:
     room and marks (not a copy of every node per trial). Consolidation's moves and a
     ProvisioningRequest's booking place pods this way."""
 
-    def __init__(self, planned: Planned) -> None:
-        self.planned = planned.copy()
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.planned = ctx.planned.copy()
         self.placed: dict[str, int] = {}  # node -> pods placed there
         self.preempted = 0  # expendable pods the trial's pods take the room of (preempt)
         self._before: dict[str, tuple[WorkNode, Resources, Marks, list[Victim]]] = {}
+        # the volumes the trial put on nodes (node, volumes, pods) and took off them (pods 0)
+        self._volumes: list[tuple[str, tuple[str, ...], int]] = []
 
     def fit(self, cls: PodClass, pool_list: Iterable[Pool]) -> None:
         fit_on_nodes(cls, pool_list, self._commit)
@@ -248,6 +251,9 @@ class TrialFit:
         self._save(node)
         add_room(node.free, cls.requests_on(name), -count)
         node.marks = node.marks | cls.domains.marks
+        if cls.volumes:
+            self.ctx.note_volumes(name, cls.volumes, count)
+            self._volumes.append((name, cls.volumes, count))
         cls.take(count)
         self.placed[name] = self.placed.get(name, 0) + count
         self.planned.record(cls.domains, node.spot, count)
@@ -259,10 +265,18 @@ class TrialFit:
         for victim in victims:
             node.victims.remove(victim)
             add_room(node.free, victim.requests)
+            self.ctx.volumes_left(node.info.name, victim.volumes)
+            self._volumes.append((node.info.name, victim.volumes, 0))
         self.preempted += len(victims)
         self._commit(cls, node, count)
 
     def undo(self) -> None:
+        for name, volumes, count in reversed(self._volumes):
+            if count:
+                for _ in range(count):
+                    self.ctx.volumes_left(name, volumes)
+            else:
+                self.ctx.note_volumes(name, volumes)
         for node, free, marks, victims in self._before.values():
             node.free, node.marks, node.victims = free, marks, victims
 
@@ -341,12 +355,8 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
             _max_into(bound, node.free)
             continue  # a pod this plan put there keeps it off
         limit = min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels))
-        requests = cls.requests_on(info.name)
-        count = fit_count(requests, node.free, limit)
-        if count > 0:
-            commit(cls, node, count)
-            cls.note_placed(info.labels, count)
-        if start == index and fit_count(requests, node.free, 1) == 0:
+        _fill_node(cls, node, limit, commit)
+        if start == index and fit_count(cls.requests_on(info.name), node.free, 1) == 0:
             start = pool.full[id(cls)] = index + 1  # full for the class: skipped from now on
         else:
             start = -1
@@ -355,9 +365,28 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
         pool.bound = bound  # every node was visited: the bound is now exact
 
 
+def _fill_node(cls: PodClass, node: WorkNode, limit: int, commit: Commit) -> None:
+    """Up to ``limit`` pods of the class on ``node``, as many as its free room takes. The first pod
+    brings the node the volumes the class's pods share (:attr:`PodClass.volumes`) that it has not got;
+    the others find them there (kube-scheduler counts a volume of the node's pods once: csi.go Filter),
+    so it is placed alone first and charged them once."""
+    name = node.info.name
+    placed = 0
+    while placed < limit:
+        count = fit_count(cls.requests_on(name), node.free, limit - placed)
+        if count <= 0:
+            return
+        if count > 1 and cls.brings_volumes(name):
+            count = 1
+        commit(cls, node, count)
+        cls.note_placed(node.info.labels, count)
+        placed += count
+
+
 def _place_on_node(ctx: Context, cls: PodClass, node: WorkNode, count: int, uncordon: bool) -> None:
     name = node.info.name
     add_room(node.free, cls.requests_on(name), -count)
+    ctx.note_volumes(name, cls.volumes, count)
     node.receives += count
     node.marks = node.marks | cls.domains.marks
     group_key = node.group.key if node.group else None

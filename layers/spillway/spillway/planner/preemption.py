@@ -63,10 +63,22 @@ def place_by_preemption(ctx: Context, cls: PodClass, spots: Iterable[tuple[Pool,
     for pool, node in spots:
         if not cls.remaining:
             return
-        count = _fits(cls, node)
+        limit = _limit(cls, node)
+        count = fit_count(cls.requests_on(node.info.name), room_below(node, cls.priority), limit)
         if count > 0:
-            _take(ctx, cls, node, count)
+            _preempt_on(ctx, cls, node, count, limit)
             pool.widen(node)
+
+
+def _preempt_on(ctx: Context, cls: PodClass, node: WorkNode, count: int, limit: int) -> None:
+    """``count`` pods of the class on ``node``, at most ``limit`` of them there (:func:`_limit`). The
+    first brings the node the volumes the class's pods share that it has not got, and the others find
+    them there: it is placed alone first, and the others as the room left takes them."""
+    if cls.brings_volumes(node.info.name):
+        _take(ctx, cls, node, 1)
+        count = fit_count(cls.requests_on(node.info.name), room_below(node, cls.priority), limit - 1)
+    if count > 0:
+        _take(ctx, cls, node, count)
 
 
 def trial_by_preemption(trial: TrialFit, cls: PodClass, nodes: Iterable[WorkNode]) -> None:
@@ -86,11 +98,18 @@ def trial_by_preemption(trial: TrialFit, cls: PodClass, nodes: Iterable[WorkNode
 
 def _fits(cls: PodClass, node: WorkNode) -> int:
     """How many of the class's remaining pods the node takes once its victims of lower priority go."""
+    limit = _limit(cls, node)
+    return (
+        fit_count(cls.requests_on(node.info.name), room_below(node, cls.priority), limit) if limit > 0 else 0
+    )
+
+
+def _limit(cls: PodClass, node: WorkNode) -> int:
+    """How many of the class's remaining pods the node may take, room aside (0: none)."""
     info = node.info
     if cls.blocker(info.labels, info.taints, info.name) is not None or cls.domains.marks.repels(node.marks):
         return 0
-    limit = min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels))
-    return fit_count(cls.requests_on(info.name), room_below(node, cls.priority), limit) if limit > 0 else 0
+    return max(0, min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels)))
 
 
 def _take(ctx: Context, cls: PodClass, node: WorkNode, count: int) -> None:
@@ -100,7 +119,9 @@ def _take(ctx: Context, cls: PodClass, node: WorkNode, count: int) -> None:
     for victim in victims:
         node.victims.remove(victim)
         add_room(node.free, victim.requests)
+        ctx.volumes_left(node.info.name, victim.volumes)
     add_room(node.free, requests, -count)
+    ctx.note_volumes(node.info.name, cls.volumes, count)
     node.receives += count
     node.marks = node.marks | cls.domains.marks
     cls.note_placed(node.info.labels, count)

@@ -406,7 +406,7 @@ class Provisioning:
         placed before them; the booked pods are the plan's placements for the rest. The pods placed
         per node; None when ``whole`` and they do not all fit."""
         nodes = [n for n in self.ctx.nodes.values() if _usable(n, label)]
-        trial = TrialFit(self.ctx.planned)
+        trial = TrialFit(self.ctx)
         classes = []
         for index, (pod_set, count) in enumerate(zip(w.info.pod_sets, counts, strict=True)):
             if count > 0 and pod_set.pod is not None:

@@ -1,0 +1,237 @@
+"""CSI attach limits for volumes several pods of one plan share (kube-scheduler's NodeVolumeLimits,
+pkg/scheduler/framework/plugins/nodevolumelimits/csi.go, Filter: the unique volumes of the node's pods,
+the nominated ones of equal or higher priority among them, are counted once, and a pod's volumes the
+node uses already are not new): a volume the plan puts on a node is on it for the pods placed after."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plan_world import World, pending_codes, scale_up
+from test_planner_csi_limits import (
+    ZONE,
+    claim,
+    csinode,
+    gp3,
+    pending_with_new_volume,
+    volume,
+    with_claims,
+    world,
+)
+
+from spillway.local import objects as o
+from spillway.planner import codes
+
+EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
+def shared_volume(w: World, name: str = "shared") -> None:
+    """A ReadWriteMany EBS volume (io2 Multi-Attach) bound to claim ``name`` that no pod uses yet."""
+    pv = volume(f"pv-{name}", f"vol-{name}")
+    pv["spec"]["accessModes"] = ["ReadWriteMany"]
+    w.items += [pv, claim(name, f"pv-{name}")]
+
+
+def pending(name: str, cpu: str, *claims: str, priority: int | None = None) -> dict[str, Any]:
+    return with_claims(
+        o.pod(name, cpu=cpu, memory="128Mi", owner=("ReplicaSet", name), priority=priority), *claims
+    )
+
+
+def test_two_classes_sharing_a_volume_take_one_attach_slot_on_the_node_they_go_to() -> None:
+    """The node is at 2 of 3: two pending pods of different sizes both use the shared volume, which no
+    node has yet. The first brings it (3 of 3); for the second it is on the node already, so both run
+    there. Each was charged it, and the second got a node it never needed."""
+    w, _ = world(limit=3)
+    shared_volume(w)
+    w.items += [pending("reader-a", "200m", "shared"), pending("reader-b", "300m", "shared")]
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    codes_by_pod = pending_codes(result)
+    assert codes_by_pod["default/reader-a"] == codes_by_pod["default/reader-b"] == codes.FITS_FREE_ROOM
+
+
+def test_two_classes_with_a_new_volume_each_do_not_share_the_last_slot() -> None:
+    """The node is at 2 of 3: two pending pods of different sizes each bring their own new volume. Only
+    one of them fits; the other gets a node."""
+    w, _ = world(limit=3)
+    pending_with_new_volume(w, "db-2")
+    pending_with_new_volume(w, "db-3")
+    w.items[-1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "300m"
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, ["default/db-2"])}
+    assert pending_codes(result)["default/db-3"] == codes.FITS_FREE_ROOM
+
+
+def test_pods_of_one_class_sharing_a_volume_take_one_attach_slot_on_their_node() -> None:
+    """Three replicas of one Deployment read the shared volume; the node has one slot left. kube-scheduler
+    binds the first, and the volume is on the node for the two others."""
+    w, _ = world(limit=3)
+    shared_volume(w)
+    for i in range(3):
+        w.items.append(
+            with_claims(
+                o.pod(f"reader-{i}", cpu="200m", memory="128Mi", owner=("ReplicaSet", "reader")), "shared"
+            )
+        )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[f"default/reader-{i}"] for i in range(3)} == {codes.FITS_FREE_ROOM}
+
+
+def consolidation_world(
+    dest_volumes: tuple[str, ...], movers: tuple[tuple[str, str], ...]
+) -> tuple[World, str]:
+    """Two nodes whose CSINodes allow 2 EBS volumes: ``dest`` runs a busy pod per volume of
+    ``dest_volumes`` (claims), ``light`` runs the movable ``movers`` (name, cpu), each reading the
+    shared volume. Returns the world and the light node."""
+    w = World(regions=("us-east-1",))
+    dest, light = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10, zones=[ZONE]))
+    w.items.append(gp3())
+    shared_volume(w)
+    w.items += [csinode(dest, 2), csinode(light, 2)]
+    for i, name in enumerate(dest_volumes):
+        if name != "shared":
+            w.items += [volume(f"pv-{name}", f"vol-{name}"), claim(name, f"pv-{name}")]
+        pod = o.pod(f"busy-{i}", cpu="2", memory="1Gi", node_name=dest, owner=("StatefulSet", "busy"))
+        w.items.append(with_claims(pod, name))
+    for name, cpu in movers:
+        pod = o.pod(
+            name, cpu=cpu, memory="1Gi", node_name=light, owner=("ReplicaSet", "web"), annotations=EVICT
+        )
+        w.items.append(with_claims(pod, "shared"))
+    return w, light
+
+
+def plan_consolidation(w: World) -> Any:
+    return w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=0.5
+    )
+
+
+def test_consolidation_moves_a_pod_onto_a_node_at_its_limit_that_has_its_volume_already() -> None:
+    """The other node is at its limit of 2, one of them the shared volume the light node's pod reads:
+    kube-scheduler does not count it as new there, so the light node can be emptied. The moved pod was
+    charged it again and the light node was kept, paid for."""
+    w, light = consolidation_world(("shared", "own"), (("web-a", "1"),))
+
+    result = plan_consolidation(w)
+
+    assert [d.node for d in result.drain] == [light]
+
+
+def test_consolidation_charges_pods_that_move_together_their_shared_volume_once() -> None:
+    """The other node has one slot left; the light node's two pods (of one class) share a volume the
+    other node has not got: together they bring it one volume."""
+    w, light = consolidation_world(("own",), (("web-a", "1"), ("web-b", "1")))
+
+    result = plan_consolidation(w)
+
+    assert [d.node for d in result.drain] == [light]
+
+
+def test_classes_moving_together_charge_their_shared_volume_once() -> None:
+    """As above, with pods of two sizes (two classes): the second finds the volume the first brought."""
+    w, light = consolidation_world(("own",), (("web-a", "1"), ("web-b", "1500m")))
+
+    result = plan_consolidation(w)
+
+    assert [d.node for d in result.drain] == [light]
+
+
+def test_a_pod_sharing_a_nominated_pods_volume_finds_it_on_the_nominated_node() -> None:
+    """reader-a waits on the node for a preemption (status.nominatedNodeName) and brings it the shared
+    volume (3 of 3). kube-scheduler counts a nominated pod of equal or higher priority among the node's
+    pods (addGENominatedPods), so reader-b, of the same volume and a lower priority, runs there too.
+    The nominated pod's volume was not the node's, and reader-b got a node it never needed."""
+    w, node = world(limit=3)
+    shared_volume(w)
+    w.items += [pending("reader-a", "200m", "shared", priority=1000), pending("reader-b", "300m", "shared")]
+    w.pod_item("default/reader-a")["status"]["nominatedNodeName"] = node
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/reader-a"] == codes.NOMINATED
+    assert pending_codes(result)["default/reader-b"] == codes.FITS_FREE_ROOM
+
+
+def test_preempting_the_only_running_pod_of_a_volume_frees_no_slot_a_nominated_pod_of_it_keeps() -> None:
+    """The node is at 3 of 3: db-0, db-1 and an expendable backfill pod that alone reads the shared
+    volume. reader-a, nominated to the node, reads it too, so it stays attached once the backfill pod is
+    preempted. train-0, of lower priority than reader-a, needs the backfill pod's CPU and brings a new
+    volume: kube-scheduler counts the nominated pod's volume and refuses it there (4 of 3). The plan
+    gave the backfill pod's slot back and left train-0 waiting on a preemption that never places it."""
+    w, node = world(limit=3)
+    shared_volume(w)
+    backfill = o.pod(
+        "backfill-0", cpu="7", memory="1Gi", node_name=node, priority=-100, owner=("ReplicaSet", "bf")
+    )
+    w.items.append(with_claims(backfill, "shared"))
+    w.items.append(pending("reader-a", "100m", "shared", priority=1000))
+    w.pod_item("default/reader-a")["status"]["nominatedNodeName"] = node
+    w.items.append(claim("data-train-0", None))
+    w.items.append(pending("train-0", "4", "data-train-0", priority=500))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, ["default/train-0"])}
+
+
+def test_pods_of_one_class_sharing_a_volume_take_one_slot_where_they_preempt() -> None:
+    """As above, on a node whose CPU an expendable backfill pod holds: the three replicas preempt it,
+    and bring the node one volume between them."""
+    w, node = world(limit=3)
+    shared_volume(w)
+    w.items.append(
+        o.pod("backfill-0", cpu="7", memory="1Gi", node_name=node, priority=-100, owner=("ReplicaSet", "bf"))
+    )
+    for i in range(3):
+        pod = o.pod(f"reader-{i}", cpu="1", memory="128Mi", owner=("ReplicaSet", "reader"), priority=1000)
+        w.items.append(with_claims(pod, "shared"))
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[f"default/reader-{i}"] for i in range(3)} <= {
+        codes.FITS_BY_PREEMPTION,
+        codes.FITS_FREE_ROOM,
+    }
+
+
+def test_make_room_frees_a_volume_the_pods_it_moves_alone_share() -> None:
+    """Node a is at its limit of 2: web-a and web-b, both movable, share the shared volume, and keep-0
+    keeps its own. Moving both gives a the CPU db-new lacks and the shared volume's slot, which none of
+    a's other pods uses; they go to b together, bringing it that one volume. Moving pods that share a
+    volume freed none of it, and db-new got a new node."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10, zones=[ZONE]))
+    w.items += [gp3(), volume("pv-keep", "vol-keep"), claim("keep", "pv-keep")]
+    shared_volume(w)
+    w.items += [csinode(a, 2), csinode(b, 2)]
+    stay = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    for name, cpu, claim_name, evict in (
+        ("web-a", "3", "shared", EVICT),
+        ("web-b", "500m", "shared", EVICT),
+        ("keep-0", "500m", "keep", stay),
+    ):
+        pod = o.pod(name, cpu=cpu, memory="1Gi", node_name=a, owner=("ReplicaSet", name), annotations=evict)
+        w.items.append(with_claims(pod, claim_name))
+    w.items.append(o.pod("other-0", cpu="2500m", memory="1Gi", node_name=b, owner=("ReplicaSet", "other")))
+    w.items += [claim("data-db-new", None)]
+    w.items.append(
+        with_claims(o.pod("db-new", cpu="6", memory="1Gi", owner=("StatefulSet", "db")), "data-db-new")
+    )
+
+    result = w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=1.0
+    )
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/db-new"] == codes.MAKING_ROOM
