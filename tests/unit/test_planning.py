@@ -39,6 +39,7 @@ from spillway.config import PlannerConfig
 from spillway.errors import (
     AsgLimitExceeded,
     AwsThrottled,
+    AwsUnavailable,
     ConfigurationError,
     KubeConflict,
     KubeUnavailable,
@@ -1392,6 +1393,37 @@ def test_an_overflow_replan_that_loses_the_state_to_a_plan_writes_nothing_and_it
     )
     machine = json.loads((Path(__file__).parents[2] / "statemachines" / "scale_up.asl.json").read_text())
     assert any("StateConflict" in r["ErrorEquals"] for r in machine["States"]["NextRound"]["Retry"])
+
+
+def test_an_overflow_replan_whose_commit_landed_with_its_answer_lost_launches_on_its_retry() -> None:
+    """The re-plan's TransactWriteItems (its raise of gpu-west with its record) landed, but its answer
+    was lost past botocore's retries (a read timeout: AwsUnavailable, which NextRound retries). The retry
+    re-planned on the state its own commit wrote, took its own raise for capacity launching, found
+    nothing to launch and ended: gpu-west was never raised, and the pods waited until the raise aged
+    out (scale_up_claim_minutes) for a later plan. The record the commit wrote with the state
+    (its key the plan's snapshot and the round, the plan's id in it) now carries the groups the round
+    maps over, and the retry that finds it maps over them: the raise the state holds is made, once."""
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world(), NOW))
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    scale, event = overflow(rig, ref, plan.plan_id, NOW + timedelta(seconds=30))
+    commit = rig.ledger.commit
+
+    def answer_lost(cluster: str, state: State, **kw: Any) -> int:
+        commit(cluster, state, **kw)
+        raise AwsUnavailable("TransactWriteItems: Read timeout on endpoint URL")
+
+    rig.ledger.commit = answer_lost  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        scale.next_round(event)
+    rig.ledger.commit = commit  # type: ignore[method-assign]
+    assert rig.ledger.stored.state.raises["us-west-2/gpu-west"].to == 3  # it did land
+
+    retried = scale.next_round(event)
+
+    assert not retried["done"] and retried["round"] == 2
+    assert [(g["group"], g["from"], g["to"]) for g in retried["groups"]] == [("gpu-west", 0, 3)]
+    assert rig.ledger.stored.version == 2 and rig.ledger.commits == 2  # the plan's and the re-plan's, once
 
 
 def pools_world(count: int) -> World:

@@ -419,6 +419,9 @@ class ScaleSteps:
         self._back_off_errors(cluster, results, now)
         if round_ >= max_rounds:
             return {**base, "done": True, "result": f"gave up after {round_} round(s)"}
+        landed = self._landed_replan(event, cluster, round_)
+        if landed is not None:  # a retry of this step whose first try committed: its round, not another
+            return {**base, **landed}
         snapshot = self.snapshots.latest(cluster)
         if snapshot is None:
             return {**base, "done": True, "result": "no snapshot to re-plan on"}
@@ -434,7 +437,7 @@ class ScaleSteps:
         result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))
         summary = summarize(result, self.settings.primary_region)
-        record = _replan_record(event, cluster, snapshot, result, summary, now, round_)
+        record = _replan_record(event, cluster, snapshot, result, summary, now, round_, groups)
         raises = _without(execution_raises(result, live, stored.state.raises), left, stored.state.raises)
         self._record_replan(stored, record, raises, groups)
         self._emit_plan_metrics(summary)
@@ -442,6 +445,37 @@ class ScaleSteps:
             return {**base, "done": True, "result": "re-plan found nothing more to launch",
                     "unplaceable": summary.unplaceable}  # fmt: skip
         return {**base, "round": round_ + 1, "groups": groups, "done": False}
+
+    def _landed_replan(self, event: Mapping[str, Any], cluster: str, round_: int) -> dict[str, Any] | None:
+        """What this round's re-plan answered, when a try of this step before wrote its record (the
+        record's key, the plan's snapshot and the next round, with the plan's id in it, is the
+        transaction's token: it goes in one transaction with the state, :meth:`_record_replan`, so it is
+        there exactly when that commit landed), else None. A commit that landed but whose answer was lost
+        past the SDK's retries (a read timeout: ``AwsUnavailable``, retried by NextRound) would otherwise
+        be followed by a re-plan on the state it wrote: its own raises read as capacity launching, it
+        found nothing to launch, and the pods waited for the raises to age out (``scale_up_claim_minutes``)
+        though nobody raised the groups. None for a record without ``groups`` (a build before them
+        wrote it): re-planned as before."""
+        origin, plan_id = str(event.get("snapshot_key") or ""), str(event.get("plan_id") or "")
+        if not origin or not plan_id:
+            return None
+        record = self.ledger.load_plan(cluster, replan_key(origin, round_ + 1))
+        if record is None or record.groups is None or record.plan_id != plan_id:
+            return None
+        counts = {f.name: int(record.summary.get(f.name, 0)) for f in dataclasses.fields(PlanSummary)}
+        summary = PlanSummary(**counts)
+        self._emit_plan_metrics(summary)
+        groups = [dict(g) for g in record.groups]
+        if not groups:
+            return {
+                "done": True,
+                "result": "re-plan found nothing more to launch",
+                "unplaceable": summary.unplaceable,
+            }
+        log.info(
+            "re-plan of %s round %d committed before (its answer lost): its groups again", plan_id, round_
+        )
+        return {"round": round_ + 1, "groups": groups, "done": False}
 
     def _back_off_errors(self, cluster: str, results: Sequence[Mapping[str, Any]], now: datetime) -> None:
         """A group whose raise AWS refused for good (``AwsError``: AccessDenied, a validation error) is
@@ -478,9 +512,8 @@ class ScaleSteps:
         saw the re-plan's pods with nothing launching for them and launched them again. The state's
         snapshot, plan id and executions stay the last plan's, so that plan still resumes. It is the
         re-plan's last step that can fail: a retry of the step re-plans only when nothing was written.
-        (Left open: a commit that landed but whose answer was lost after the SDK's own retries; the
-        retried re-plan then finds its own raises, launches nothing, and those pods wait until the
-        raises age out, ``scale_up_claim_minutes``: late, never twice.)"""
+        A commit that landed but whose answer was lost after the SDK's own retries left the record
+        with the round's ``groups``: the retry finds it and maps over them (:meth:`_landed_replan`)."""
         if not any(g.get("grow") for g in groups):
             self.ledger.save_plan(record)  # nothing raised: the state is left to the plans
             return
@@ -533,8 +566,10 @@ def _replan_record(
     summary: PlanSummary,
     now: datetime,
     round_: int,
+    groups: Sequence[Mapping[str, Any]],
 ) -> PlanRecord:
-    """The re-plan's record, beside the plan it continues (sort key: the origin snapshot and round)."""
+    """The re-plan's record, beside the plan it continues (sort key: the origin snapshot and round),
+    with the ``groups`` its round maps over (:meth:`ScaleSteps._landed_replan` reads them back)."""
     origin = str(event.get("snapshot_key") or "")
     snapshot_key = format_key(snapshot.taken_at)
     return PlanRecord(
@@ -551,6 +586,7 @@ def _replan_record(
         kind="replan",
         sort_key=replan_key(origin or snapshot_key, round_ + 1),
         summary=summary.to_dict(),
+        groups=tuple(dict(g) for g in groups),
     )
 
 
