@@ -970,6 +970,11 @@ class FakeLedger(Recorder):
         self._call("save_plan", record.key)
         self.plans[record.key] = record
 
+    def load_plan(self, cluster: str, key: str) -> PlanRecord | None:
+        self._call("load_plan", cluster, key)
+        found = self.plans.get(key)
+        return found if found is not None and found.cluster == cluster else None
+
     def claim(
         self,
         cluster: str,

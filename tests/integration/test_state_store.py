@@ -134,6 +134,28 @@ def test_replans_sort_after_their_plan(plans: PlanStore) -> None:
     assert [(p.kind, p.key) for p in newest_first] == [("replan", f"{KEY}#replan-2"), ("plan", KEY)]
 
 
+def test_a_replans_record_committed_with_the_state_is_read_back_with_its_rounds_groups(
+    store: StateStore,
+) -> None:
+    """The overflow re-plan's retry looks up the record its own transaction wrote (the state's commit
+    and the plan item in one TransactWriteItems) and maps over the groups in it, even when the plan's
+    own detail is too big to keep (the groups are an attribute of their own, never slimmed)."""
+    key = replan_key(KEY, 2)
+    groups = ({"group": "gpu-west", "region": "us-west-2", "from": 0, "to": 3, "grow": True, "uncordon": []},)
+    pending = [{"pod": f"team/job-{i}", "reason": f"{i:08x} " * 40} for i in range(60000)]
+    replan = record(kind="replan", sort_key=key, plan={"pending": pending}, groups=groups)
+    assert store.load_plan("ml", key) is None  # not committed yet
+
+    commit(store, 0, plan=replan)
+
+    got = store.load_plan("ml", key)
+    assert got is not None and got.groups == groups and got.plan_id == "p1"
+    later = "2026-11-02T12:00:20.000000Z"
+    commit(store, 1, plan=record(later), key=later)
+    tick = store.load_plan("ml", later)
+    assert tick is not None and tick.groups is None  # a tick's plan carries none
+
+
 def test_backoffs_merge_into_the_state_and_only_ever_extend(store: StateStore, ddb: Any) -> None:
     key = "us-east-1/gpu"
     old = GroupState(backoff_until=NOW + timedelta(minutes=5), reason="old", group="gpu", region="us-east-1")

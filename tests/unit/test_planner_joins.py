@@ -137,6 +137,34 @@ def test_with_terminate_suspended_an_overdue_instance_is_not_removed_but_no_long
     assert scale_up(result) == {"spare": (0, 1, sorted(pods))}
 
 
+def test_an_instance_a_failed_raise_kept_counts_as_launching_only_until_max_node_provision_minutes() -> None:
+    """A raise of ``cpu`` failed (a Failed launch activity, the group backed off) and its back-off kept the
+    instance Auto Scaling did start, with its desired capacity above it given back but one: the plans
+    count the booting instance as capacity launching (groups.launched_only), as cluster-autoscaler's
+    upcoming nodes do, and only while no Node has joined for it for max_node_provision_minutes since
+    the first plan saw it, as cluster-autoscaler removes an unregistered node after
+    --max-node-provision-time (clusterstate, UnregisteredSince: the time it first noticed it). After that
+    its pods go elsewhere and it is removed: no pod waits on a node that never joins."""
+    w, iid, pods = _world()
+    w.groups["cpu"]["DesiredCapacity"] += 1  # one never started, not yet given back
+    w.launch_failure("cpu", minutes_ago=0)
+    w.state["groups"]["us-east-1/cpu"] = {
+        "backoff_until": (NOW + timedelta(minutes=40)).isoformat(),
+        "reason": "us-east-1/cpu: launch failed for capacity",
+    }
+    first = w.plan()
+    assert {pending_codes(first)[p] for p in pods} == {codes.FITS_LAUNCHING} and first.scale_up == ()
+    _carry(w, first)
+
+    within = w.plan(NOW + timedelta(minutes=14))
+    assert {pending_codes(within)[p] for p in pods} == {codes.FITS_LAUNCHING}
+    _carry(w, within)
+
+    overdue = w.plan(NOW + timedelta(minutes=15))
+    assert [u.instance_id for u in overdue.unregistered] == [iid]
+    assert scale_up(overdue) == {"spare": (0, 1, sorted(pods))}
+
+
 def test_an_instance_that_joins_is_forgotten() -> None:
     w, iid, _ = _world()
     _carry(w, w.plan())

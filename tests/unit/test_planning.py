@@ -39,6 +39,7 @@ from spillway.config import PlannerConfig
 from spillway.errors import (
     AsgLimitExceeded,
     AwsThrottled,
+    AwsUnavailable,
     ConfigurationError,
     KubeConflict,
     KubeUnavailable,
@@ -1158,16 +1159,105 @@ def test_a_launch_short_of_one_type_of_a_mixed_group_keeps_the_instance_another_
     [(("us-east-1a",), ZONE_A_SHORT), (("us-east-1a", "us-east-1b"), SPOT_ICE), (("us-east-1a", "us-east-1b"), o.MISSING_AMI)],
     ids=["one-zone", "no-zone-named", "settings"],
 )  # fmt: skip
-def test_a_failed_launch_that_is_the_groups_own_still_gives_back_its_booting_instances(
+def test_a_failed_launch_keeps_the_instances_the_raise_did_start_whatever_the_failure(
     zones: tuple[str, ...], message: str
 ) -> None:
-    """A shortage in the one zone of a group, one whose zone EC2 does not name, or a setting of the group
-    that fails every launch: nothing says Auto Scaling goes on launching elsewhere, so the back-off gives
-    back every instance of the raise that runs no Ready Node, as before."""
+    """A raise of 2: one launch activity Failed (the one zone short, a Spot shortage naming no zone, a
+    subnet or AMI setting in one place), and Auto Scaling started the other, booting. DescribeScalingActivities
+    has one activity per instance launch, and a Failed one says that launch did not start: it says
+    nothing of the instance another activity did start. The back-off terminated that instance with the
+    rest of the raise unless EC2 named a pool of a group over several zones or types, so a raise short of
+    one node lost both, and their pods overflowed to another region though one node would have joined.
+    cluster-autoscaler keeps a group's real instances whatever its failed activity says (its AWS
+    provider marks only the placeholders for desired capacity never started unfulfillable:
+    auto_scaling_groups.go, createPlaceholdersForDesiredNonStartedInstances and isNodeGroupAvailable).
+    Now the instance is kept, counted by the plans as capacity launching (and removed by them if it
+    never joins: max_node_provision_minutes), and only the capacity never started is given back."""
     cloud, booting, out, _ = zone_failed_backoff(zones, message)
 
-    assert out.get("kept", []) == [] and out["terminated"] == [booting]
-    assert ("terminate_instance", booting) in writes(cloud)
+    assert out["kept"] == [booting] and out["terminated"] == [] and out["desired"] == 2
+    assert writes(cloud) == [("set_desired_capacity", 2)]
+
+
+def launch_activity(group: dict[str, Any], iid: str, at: datetime, status: str) -> dict[str, Any]:
+    """The ``describe-scaling-activities`` entry of a raise's launch of ``iid`` (one per instance), in
+    ``status`` (``InProgress``, ``PreInService``, ``Successful``, ...)."""
+    return {
+        "ActivityId": f"act-{iid}", "AutoScalingGroupName": group["AutoScalingGroupName"],
+        "AutoScalingGroupARN": group["AutoScalingGroupARN"],
+        "Description": f"Launching a new EC2 instance: {iid}",
+        "Cause": f"At {at.isoformat()} an instance was started in response to a difference between desired "
+                 "and actual capacity, increasing the capacity from 1 to 3.",
+        "StartTime": at.isoformat(), "StatusCode": status, "Progress": 50,
+        **({"EndTime": at.isoformat()} if status in ("Successful", "Failed", "Cancelled") else {}),
+    }  # fmt: skip
+
+
+def partly_failed(status: str, count: int = 2) -> tuple[FakeCloud, dict[str, Any], dict[str, Any], str]:
+    """Group gpu over us-east-1a and us-east-1b (one instance before) raised by ``count``: one launch
+    Failed for g5.xlarge in us-east-1a, and one instance (in us-east-1b, its Node not Ready yet) whose
+    launch activity is in ``status``. The cloud, the group entry, prepare's answer and that instance."""
+    cloud = gpu_cloud(1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["AvailabilityZones"] = ["us-east-1a", "us-east-1b"]
+    group = {**GROUP, "to": 1 + count}
+    prep = steps(cloud).prepare({"group": group, "launch_timeout_seconds": 60, "plan_id": "p1"})
+    other = o.instance_id("gpu-b")
+    state = "InService" if status == "Successful" else "Pending"
+    raw["Instances"].append({**raw["Instances"][0], "InstanceId": other, "AvailabilityZone": "us-east-1b",
+                             "LifecycleState": state})  # fmt: skip
+    raw["DesiredCapacity"] = 1 + count
+    cloud.dns[other] = f"node-{other}"
+    cloud.ec2[other] = {"region": "us-east-1", "state": "running", "tags": {}}
+    cloud.activities[("us-east-1", "gpu")] = [
+        launch_activity(raw, other, NOW + timedelta(seconds=2), status),
+        {**o.failed_launch(raw, NOW), "StatusMessage": ZONE_A_SHORT},
+    ]
+    return cloud, group, prep, other
+
+
+@pytest.mark.parametrize("status", ["InProgress", "PreInService", "WaitingForInstanceWarmup"])
+def test_a_failed_launch_beside_one_still_in_progress_is_not_yet_a_failed_raise(status: str) -> None:
+    """One activity per instance launch (DescribeScalingActivities): the raise's launch in us-east-1a
+    Failed while its other launch, in us-east-1b, is still under way (StatusCode InProgress,
+    PreInService, ...: not one of the ended Successful, Failed, Cancelled). verify answered ``failed``
+    at the first Failed activity, and the back-off then took the desired capacity never started back
+    while Auto Scaling was still launching (its balanced-best-effort strategy tries another zone when
+    one fails: AWS::AutoScaling::AutoScalingGroup AvailabilityZoneDistribution). Now the raise is
+    ``launching`` while a launch of it is under way, and ``failed`` once none is (or at its deadline)."""
+    cloud, group, prep, _ = partly_failed(status)
+    kube = FakeCluster()
+
+    assert steps(cloud, kube).verify({"group": group, "prep": prep})["status"] == "launching"
+
+    past = ScaleSteps(kube=kube, aws=cloud, ledger=FakeLedger(), snapshots=FakeSnapshots(), settings=settings(),
+                      clock=lambda: NOW + timedelta(seconds=61))  # fmt: skip
+    assert past.verify({"group": group, "prep": prep})["status"] == "failed"  # the deadline ends the wait
+
+
+def test_a_failed_launch_the_raise_made_good_elsewhere_is_no_failed_raise() -> None:
+    """A raise of 1: its launch in us-east-1a Failed and Auto Scaling launched the instance in
+    us-east-1b instead (Successful). The raise delivered every instance it asked for, so verify
+    answered ``failed`` for nothing: the back-off backed the group off and the plans skipped a group
+    that had launched. Now it waits for the instance's Node, ``ready`` once it is."""
+    cloud, group, prep, other = partly_failed("Successful", count=1)
+    kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=False)])
+
+    assert steps(cloud, kube).verify({"group": group, "prep": prep})["status"] == "launching"
+
+    kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=True)])
+    ready = steps(cloud, kube).verify({"group": group, "prep": prep})
+    assert ready["status"] == "ready" and ready["nodes"] == [f"node-{other}"]
+
+
+def test_a_failed_launch_with_none_under_way_and_the_raise_short_is_a_failed_raise() -> None:
+    """The other launch of the raise ended Successful and nothing more is under way: the raise is one
+    node short, and the failure is what it is (the back-off keeps the launched instance)."""
+    cloud, group, prep, _ = partly_failed("Successful")
+
+    out = steps(cloud).verify({"group": group, "prep": prep})
+
+    assert out["status"] == "failed" and out["failure"] == ZONE_A_SHORT
 
 
 def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> None:
@@ -1303,6 +1393,37 @@ def test_an_overflow_replan_that_loses_the_state_to_a_plan_writes_nothing_and_it
     )
     machine = json.loads((Path(__file__).parents[2] / "statemachines" / "scale_up.asl.json").read_text())
     assert any("StateConflict" in r["ErrorEquals"] for r in machine["States"]["NextRound"]["Retry"])
+
+
+def test_an_overflow_replan_whose_commit_landed_with_its_answer_lost_launches_on_its_retry() -> None:
+    """The re-plan's TransactWriteItems (its raise of gpu-west with its record) landed, but its answer
+    was lost past botocore's retries (a read timeout: AwsUnavailable, which NextRound retries). The retry
+    re-planned on the state its own commit wrote, took its own raise for capacity launching, found
+    nothing to launch and ended: gpu-west was never raised, and the pods waited until the raise aged
+    out (scale_up_claim_minutes) for a later plan. The record the commit wrote with the state
+    (its key the plan's snapshot and the round, the plan's id in it) now carries the groups the round
+    maps over, and the retry that finds it maps over them: the raise the state holds is made, once."""
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world(), NOW))
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    scale, event = overflow(rig, ref, plan.plan_id, NOW + timedelta(seconds=30))
+    commit = rig.ledger.commit
+
+    def answer_lost(cluster: str, state: State, **kw: Any) -> int:
+        commit(cluster, state, **kw)
+        raise AwsUnavailable("TransactWriteItems: Read timeout on endpoint URL")
+
+    rig.ledger.commit = answer_lost  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        scale.next_round(event)
+    rig.ledger.commit = commit  # type: ignore[method-assign]
+    assert rig.ledger.stored.state.raises["us-west-2/gpu-west"].to == 3  # it did land
+
+    retried = scale.next_round(event)
+
+    assert not retried["done"] and retried["round"] == 2
+    assert [(g["group"], g["from"], g["to"]) for g in retried["groups"]] == [("gpu-west", 0, 3)]
+    assert rig.ledger.stored.version == 2 and rig.ledger.commits == 2  # the plan's and the re-plan's, once
 
 
 def pools_world(count: int) -> World:

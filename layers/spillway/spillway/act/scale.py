@@ -19,7 +19,10 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  replacement of an instance it took out of service, but in place of one of its own)
                  run Ready Nodes; ``failed`` when
                  a launch activity since ``prepare`` failed, for capacity or any other reason (a missing
-                 AMI, a subnet without free addresses: :func:`~spillway.model.nodegroup.launch_failure_since`);
+                 AMI, a subnet without free addresses: :func:`~spillway.model.nodegroup.launch_failure_since`),
+                 while the raise has fewer instances than ``count`` and no launch activity since is still
+                 under way (:func:`~spillway.model.nodegroup.launch_under_way`; one per instance: Auto
+                 Scaling may still deliver it in another zone or as another type), or at the deadline;
                  ``timeout`` past the deadline;
                  ``unsettled`` past the deadline when its raise is unsettled (its answer was lost and it
                  may never have applied: not a launch failure, the group is not backed off, the state
@@ -29,10 +32,10 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  window), and after ``failed`` for capacity the pool that had none too, when the failure
                  names it (:func:`~spillway.act.backoff.failed_pool`: its capacity type, zone, instance type; a failure for
                  another reason is the group's own, none of its pools can launch, so the group's key is
-                 the one); terminate this plan's instances that run no Ready Node (decrementing the
-                 desired capacity), but for a failure for capacity in a pool EC2 named of a group over
-                 several zones, whose instances Auto Scaling did launch (in the zones that had capacity)
-                 are kept, booting, and counted by the plans as capacity launching; and give back the
+                 the one); after ``timeout`` terminate this plan's instances that run no Ready Node
+                 (decrementing the desired capacity), while after ``failed`` the instances Auto Scaling
+                 did start for the raise are kept, booting, and counted by the plans as capacity
+                 launching (a Failed activity is one launch that started nothing); and give back the
                  capacity it raised that never launched, relative
                  to the live value (none when its raise is unsettled). A gang or another scale-up on the
                  group keeps its own.
@@ -102,6 +105,7 @@ from spillway.model.nodegroup import (
     launch_failed,
     launch_failure_since,
     launch_refusal,
+    launch_under_way,
     replacement_launches,
     with_zone_ids,
     zone_ids_of,
@@ -265,14 +269,21 @@ class ScaleSteps:
         since = _parse(prep["since"])
         activities = self.aws.describe_activities(region, name, now)
         message = launch_failure_since(activities, since)
-        if message:
-            return {"status": "failed", "reason": launch_failed(f"{region}/{name}", message)[:1000],
-                    "failure": message[:1000]}  # fmt: skip
+        failed = {"status": "failed", "reason": launch_failed(f"{region}/{name}", message)[:1000],
+                  "failure": message[:1000]}  # fmt: skip
         wanted = int(prep.get("count", 0))
         if wanted <= 0:
-            return {"status": "ready", "reason": "nothing to launch", "ready": 0, "wanted": 0}
+            nothing = {"status": "ready", "reason": "nothing to launch", "ready": 0, "wanted": 0}
+            return failed if message else nothing
         asg = self.aws.describe_group(region, name)
-        mine = set(self._own(event, prep, asg, wanted, replacement_launches(activities), replacing=True))
+        replacements = replacement_launches(activities)
+        mine = set(self._own(event, prep, asg, wanted, replacements, replacing=True))
+        # one activity per instance launch: a Failed one is the raise failing only while the raise is
+        # short of instances and no launch of it is under way any more (or its deadline passed)
+        if message and len(mine) < wanted:
+            under_way = launch_under_way(activities, since, replacements)
+            if not under_way or now >= _parse(prep["deadline"]):
+                return failed
         new = sorted(
             i.InstanceId for i in asg.Instances if i.InstanceId in mine and i.LifecycleState == "InService"
         )
@@ -328,8 +339,8 @@ class ScaleSteps:
         never launched (raised - its instances) is taken off the live desired capacity
         (:func:`~spillway.act.claims.give_back_undelivered`), unless its raise is unsettled (it may
         never have added any: what it would take off could be another's). A concurrent gang's or
-        scale-up's instances and capacity are left alone. Where the launch failed for capacity in a zone
-        EC2 named, of a group over several zones, this plan's instances that run no Ready Node are kept
+        scale-up's instances and capacity are left alone. Where a launch activity of the raise failed
+        (for capacity or any other reason), this plan's instances that run no Ready Node are kept
         instead, booting (``kept``: :func:`_keeps_launched`); only the capacity never launched goes back."""
         cluster = str(_field(event, "cluster"))
         group = _field(event, "group")
@@ -360,8 +371,8 @@ class ScaleSteps:
         ready = ready_nodes(self.kube, self.aws, region, new)
         # best-effort, a MinSize refusal terminated without the decrement; errors once all were tried
         unready = [iid for iid in new if iid not in ready]
-        # a zone of several without capacity: what the others launched is kept, booting, for the pods
-        kept, unready = (unready, []) if _keeps_launched(pools, asg) else ([], unready)
+        # a launch that failed: what the raise did start is kept, booting, for the pods
+        kept, unready = (unready, []) if _keeps_launched(launch) else ([], unready)
         # one whose Node ran pods while Ready, NotReady for a moment now, keeps them: never a running pod;
         # each Node is cordoned before its pods are read, and keeps the cordon only if it is terminated
         # the cordon names this execution's owner: a retry of this step finds its own, no other's
@@ -408,6 +419,9 @@ class ScaleSteps:
         self._back_off_errors(cluster, results, now)
         if round_ >= max_rounds:
             return {**base, "done": True, "result": f"gave up after {round_} round(s)"}
+        landed = self._landed_replan(event, cluster, round_)
+        if landed is not None:  # a retry of this step whose first try committed: its round, not another
+            return {**base, **landed}
         snapshot = self.snapshots.latest(cluster)
         if snapshot is None:
             return {**base, "done": True, "result": "no snapshot to re-plan on"}
@@ -423,7 +437,7 @@ class ScaleSteps:
         result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))
         summary = summarize(result, self.settings.primary_region)
-        record = _replan_record(event, cluster, snapshot, result, summary, now, round_)
+        record = _replan_record(event, cluster, snapshot, result, summary, now, round_, groups)
         raises = _without(execution_raises(result, live, stored.state.raises), left, stored.state.raises)
         self._record_replan(stored, record, raises, groups)
         self._emit_plan_metrics(summary)
@@ -431,6 +445,37 @@ class ScaleSteps:
             return {**base, "done": True, "result": "re-plan found nothing more to launch",
                     "unplaceable": summary.unplaceable}  # fmt: skip
         return {**base, "round": round_ + 1, "groups": groups, "done": False}
+
+    def _landed_replan(self, event: Mapping[str, Any], cluster: str, round_: int) -> dict[str, Any] | None:
+        """What this round's re-plan answered, when a try of this step before wrote its record (the
+        record's key, the plan's snapshot and the next round, with the plan's id in it, is the
+        transaction's token: it goes in one transaction with the state, :meth:`_record_replan`, so it is
+        there exactly when that commit landed), else None. A commit that landed but whose answer was lost
+        past the SDK's retries (a read timeout: ``AwsUnavailable``, retried by NextRound) would otherwise
+        be followed by a re-plan on the state it wrote: its own raises read as capacity launching, it
+        found nothing to launch, and the pods waited for the raises to age out (``scale_up_claim_minutes``)
+        though nobody raised the groups. None for a record without ``groups`` (a build before them
+        wrote it): re-planned as before."""
+        origin, plan_id = str(event.get("snapshot_key") or ""), str(event.get("plan_id") or "")
+        if not origin or not plan_id:
+            return None
+        record = self.ledger.load_plan(cluster, replan_key(origin, round_ + 1))
+        if record is None or record.groups is None or record.plan_id != plan_id:
+            return None
+        counts = {f.name: int(record.summary.get(f.name, 0)) for f in dataclasses.fields(PlanSummary)}
+        summary = PlanSummary(**counts)
+        self._emit_plan_metrics(summary)
+        groups = [dict(g) for g in record.groups]
+        if not groups:
+            return {
+                "done": True,
+                "result": "re-plan found nothing more to launch",
+                "unplaceable": summary.unplaceable,
+            }
+        log.info(
+            "re-plan of %s round %d committed before (its answer lost): its groups again", plan_id, round_
+        )
+        return {"round": round_ + 1, "groups": groups, "done": False}
 
     def _back_off_errors(self, cluster: str, results: Sequence[Mapping[str, Any]], now: datetime) -> None:
         """A group whose raise AWS refused for good (``AwsError``: AccessDenied, a validation error) is
@@ -467,9 +512,8 @@ class ScaleSteps:
         saw the re-plan's pods with nothing launching for them and launched them again. The state's
         snapshot, plan id and executions stay the last plan's, so that plan still resumes. It is the
         re-plan's last step that can fail: a retry of the step re-plans only when nothing was written.
-        (Left open: a commit that landed but whose answer was lost after the SDK's own retries; the
-        retried re-plan then finds its own raises, launches nothing, and those pods wait until the
-        raises age out, ``scale_up_claim_minutes``: late, never twice.)"""
+        A commit that landed but whose answer was lost after the SDK's own retries left the record
+        with the round's ``groups``: the retry finds it and maps over them (:meth:`_landed_replan`)."""
         if not any(g.get("grow") for g in groups):
             self.ledger.save_plan(record)  # nothing raised: the state is left to the plans
             return
@@ -522,8 +566,10 @@ def _replan_record(
     summary: PlanSummary,
     now: datetime,
     round_: int,
+    groups: Sequence[Mapping[str, Any]],
 ) -> PlanRecord:
-    """The re-plan's record, beside the plan it continues (sort key: the origin snapshot and round)."""
+    """The re-plan's record, beside the plan it continues (sort key: the origin snapshot and round),
+    with the ``groups`` its round maps over (:meth:`ScaleSteps._landed_replan` reads them back)."""
     origin = str(event.get("snapshot_key") or "")
     snapshot_key = format_key(snapshot.taken_at)
     return PlanRecord(
@@ -540,6 +586,7 @@ def _replan_record(
         kind="replan",
         sort_key=replan_key(origin or snapshot_key, round_ + 1),
         summary=summary.to_dict(),
+        groups=tuple(dict(g) for g in groups),
     )
 
 
@@ -589,27 +636,23 @@ def _failed_pools(launch: Mapping[str, Any], asg: AutoScalingGroup) -> list[Pool
     return [pool] if pool else []
 
 
-def _keeps_launched(pools: Sequence[Pool], asg: AutoScalingGroup) -> bool:
-    """Whether a back-off keeps this plan's instances that run no Ready Node yet: its launch failed for
-    capacity in a pool EC2 named (``pools``, :func:`_failed_pools`) of a group over several zones or
-    types.
-    Auto Scaling launches a raise over the group's zones and, when one has no capacity, in the others
-    (its default ``balanced-best-effort`` CapacityDistributionStrategy: "If launches fail in an
-    Availability Zone, Auto Scaling will attempt to launch in another healthy Availability Zone
-    instead", AWS::AutoScaling::AutoScalingGroup AvailabilityZoneDistribution): their instances are
-    nodes booting, not a launch that failed. cluster-autoscaler keeps them too: its AWS provider removes
-    only the placeholders for the desired instances never started (auto_scaling_groups.go,
-    createPlaceholdersForDesiredNonStartedInstances), and its upcoming nodes still count them
-    (clusterstate GetUpcomingNodes), as the plans do (:func:`spillway.planner.groups.launched_only`).
-    The same for a group of several instance types (a mixed instances policy of more than one override,
-    or of instance requirements): its allocation strategy goes on to another type when one has no
-    capacity (EC2 Auto Scaling user guide, "Allocation strategies for multiple instance types"). A
-    failure that names no pool, or of a group of one zone and one type, is the group's own; a timeout is
-    a launch that did not come up: their instances are given back."""
-    mixed = asg.MixedInstancesPolicy
-    overrides = mixed.LaunchTemplate.Overrides if mixed and mixed.LaunchTemplate else []
-    types = len(overrides) > 1 or any(o.InstanceRequirements for o in overrides)
-    return bool(pools) and (len(set(asg.AvailabilityZones)) > 1 or types)
+def _keeps_launched(launch: Mapping[str, Any]) -> bool:
+    """Whether a back-off keeps this plan's instances that run no Ready Node yet: verify found a launch
+    activity of the raise Failed (for capacity or any other reason). Auto Scaling writes one activity
+    per instance it launches (DescribeScalingActivities), so a Failed one is a launch that started no
+    instance (or one Auto Scaling terminates itself, no longer live): the instances the raise did start
+    are nodes booting, launched in the zones that had capacity (its default ``balanced-best-effort``
+    CapacityDistributionStrategy: "If launches fail in an Availability Zone, Auto Scaling will attempt
+    to launch in another healthy Availability Zone instead", AWS::AutoScaling::AutoScalingGroup
+    AvailabilityZoneDistribution), as another of the group's types (EC2 Auto Scaling user guide,
+    "Allocation strategies for multiple instance types"), or before the one zone and type ran short.
+    cluster-autoscaler keeps them whatever the failure: its AWS provider marks only the placeholders for
+    the desired instances never started unfulfillable (auto_scaling_groups.go,
+    createPlaceholdersForDesiredNonStartedInstances, isNodeGroupAvailable), and its upcoming nodes still
+    count them (clusterstate GetUpcomingNodes), as the plans do (:func:`spillway.planner.groups.launched_only`),
+    until they join or stay unregistered for ``max_node_provision_minutes`` (:mod:`spillway.planner.joins`).
+    A timeout is a launch that did not come up in time: its instances are given back."""
+    return launch.get("status") == "failed"
 
 
 def _kept_said(kept: Sequence[str]) -> str:

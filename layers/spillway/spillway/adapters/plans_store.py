@@ -7,7 +7,8 @@ Key schema of the ``plans`` table (partition key ``cluster``, sort key ``planned
 
     plan_id, kind ("plan" | "replan"), snapshot_key (the snapshot planned on), fingerprint, created_at,
     state_version, executions (names), summary (map of counts), acts (bool), expires_at (TTL, 30 days),
-    plan (the plan contract as JSON text) or plan_z (the same, zlib-compressed, when large)
+    plan (the plan contract as JSON text) or plan_z (the same, zlib-compressed, when large); a re-plan's
+    groups (JSON text: the groups its round of the scale-up execution maps over)
 
 The snapshot key is the snapshot's ``taken_at`` (fixed-width UTC), so a cluster's plans sort in time.
 A tick's plan is written in the same transaction as the state it claims (see
@@ -66,6 +67,8 @@ class PlanStore:
         }
         if record.executions:
             item["executions"] = {"L": [{"S": name} for name in record.executions]}
+        if record.groups is not None:  # a re-plan's round: never slimmed, its retry maps over them
+            item["groups"] = {"S": json.dumps(list(record.groups), separators=(",", ":"), sort_keys=True)}
         text = json.dumps(record.plan, separators=(",", ":"), ensure_ascii=False)
         if len(text.encode()) <= PLAIN_LIMIT:
             item["plan"] = {"S": text}
@@ -166,4 +169,5 @@ def _record(item: Mapping[str, Any]) -> PlanRecord:
         state_version=int(item.get("state_version", {}).get("N", "0")),
         executions=tuple(e["S"] for e in item.get("executions", {}).get("L", [])),
         summary={k: int(v["N"]) for k, v in item.get("summary", {}).get("M", {}).items()},
+        groups=tuple(json.loads(item["groups"]["S"])) if "groups" in item else None,
     )

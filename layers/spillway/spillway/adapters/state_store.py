@@ -365,6 +365,14 @@ class StateStore:
             raise ValueError("StateStore needs a PlanStore to save a plan")
         self.plans.save(record)
 
+    def load_plan(self, cluster: str, key: str) -> PlanRecord | None:
+        """The plan record under ``key`` (a consistent read), None when there is none: an overflow
+        re-plan's retry looks for the record its own commit wrote (:meth:`commit` writes it in the state's
+        transaction, so it is there exactly when that commit landed)."""
+        if self.plans is None:
+            raise ValueError("StateStore needs a PlanStore to read a plan")
+        return self.plans.get(cluster, key)
+
     def put_backoff(
         self,
         cluster: str,

@@ -105,6 +105,10 @@ class PlanRecord:
     state_version: int = 0
     executions: tuple[str, ...] = ()
     summary: Mapping[str, int] = field(default_factory=dict)
+    # an overflow re-plan's: the groups its round maps over (the scale-up execution's ``groups``), so a
+    # retry of the step that finds its own record knows its commit landed and maps over them; None for a
+    # plan of a tick, and for a record of a build before it
+    groups: tuple[Mapping[str, Any], ...] | None = None
 
     @property
     def key(self) -> str:

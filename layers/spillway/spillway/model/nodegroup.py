@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -1195,6 +1195,30 @@ def replacement_launches(activities: Iterable[ScalingActivity]) -> frozenset[str
         if named and _REPLACEMENT_CAUSE.search(activity.Cause or ""):
             found.add(named[1])
     return frozenset(found)
+
+
+# The StatusCodes of an activity that has ended (EC2 Auto Scaling API Reference, Activity: StatusCode); every
+# other one (PendingSpotBidPlacement, WaitingForInstanceId, PreInService, InProgress, MidLifecycleAction,
+# WaitingForInstanceWarmup, ...) is an activity still under way
+ENDED_ACTIVITY = frozenset({"Successful", "Failed", "Cancelled"})
+
+
+def launch_under_way(
+    activities: Iterable[ScalingActivity], since: datetime, replacements: Collection[str] = frozenset()
+) -> bool:
+    """Whether a launch activity started at or after ``since`` (naive times are UTC) has not ended yet
+    (:data:`ENDED_ACTIVITY`), but the group's replacements of instances it took out of service
+    (``replacements``: :func:`replacement_launches`). Auto Scaling writes one activity per instance it
+    launches, so a raise of several has several: one Failed while another is under way is a raise Auto
+    Scaling is still delivering (in another zone, or as another type), not one that failed."""
+    for activity in activities:
+        start = activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
+        named = _LAUNCHED_ID.match(activity.Description)
+        if named and named[1] in replacements:
+            continue
+        if start >= since and activity.is_launch and activity.StatusCode not in ENDED_ACTIVITY:
+            return True
+    return False
 
 
 def check_unique(asgs: Iterable[AutoScalingGroup], where: Iterable[str] | None = None) -> None:
