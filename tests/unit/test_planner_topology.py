@@ -2032,3 +2032,70 @@ def test_consolidation_counts_the_daemonset_pods_a_launching_node_runs_first_for
 
     assert [d.node for d in result.drain] == []
     assert {k.node: k.code for k in result.kept}[a] == codes.DOES_NOT_FIT
+
+
+def _amd64_agent_beside_a_mixed_zone(
+    w: World, pending: int, types: tuple[str, str] = ("m7g.xlarge", "m6i.xlarge")
+) -> list[str]:
+    """Three zones; the spread over zones selects the team's pods (team=ml, maxSkew 1), and the team's
+    node agent, a DaemonSet in the same namespace carrying that label, runs on amd64 nodes only. Zone a
+    has a group of m7g (arm64) and m6i (amd64) overrides at MaxSize 1, where EC2 picks which a new node
+    is; zones b and c groups of m7g only. Every group's nodes carry pool=web, which the replicas select
+    (the agent's pod runs on a system node without it, which the spread does not count). Each replica
+    takes most of a node; ``pending`` wait."""
+    constraint = _team_agent(w, ZONE)
+    w.items[-1]["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/arch": "amd64"}
+    (system,) = w.group("system", "m5.xlarge", nodes=1, max_size=1, zones=["us-east-1a"])
+    w.items.append(_team_agent_pod(0, system))
+    w.pods("busy", 1, cpu="3500m", memory="1Gi", node_name=system)
+    pool = {"pool": "web"}
+    raw = o.asg("mixed-a", cluster="ml", max_size=1, zones=["us-east-1a"], labels=pool)
+    raw["MixedInstancesPolicy"] = {
+        "LaunchTemplate": {
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "lt", "Version": "$Latest"},
+            "Overrides": [{"InstanceType": kind} for kind in types],
+        },
+        "InstancesDistribution": {"OnDemandPercentageAboveBaseCapacity": 100},
+    }
+    del raw["LaunchTemplate"]
+    w.groups["mixed-a"] = raw
+    for zone in ("b", "c"):
+        w.group(f"arm-{zone}", "m7g.xlarge", max_size=10, zones=[f"us-east-1{zone}"], labels=pool)
+    names = []
+    for i in range(pending):
+        item = replica(f"web-{i}", labels={"app": "web", **TEAM}, node_selector=pool)
+        item["spec"]["topologySpreadConstraints"] = constraint
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+        w.items.append(item)
+        names.append(f"default/web-{i}")
+    return names
+
+
+def test_a_daemonset_a_new_node_may_run_does_not_raise_the_least_loaded_zone() -> None:
+    """A new node of zone a's mixed group runs the agent only when EC2 launches an m6i, so zone a stands
+    at one replica, or at two with the agent. Counted as surely there, the agent raised the least loaded
+    zone to two, and zones b and c got a third replica each: on an m7g zone a holds one, and
+    kube-scheduler refuses a third in b or c (three against one, maxSkew 1: podtopologyspread/
+    filtering.go, Filter), two nodes paid for and never used. A pod the node may run counts in its own
+    zone (where it takes a replica's place) but not for the least loaded zone: b and c get two each."""
+    w = World(regions=("us-east-1",))
+    _amd64_agent_beside_a_mixed_zone(w, pending=8)
+
+    result = w.plan()
+
+    grown = {group: to - before for group, (before, to, _) in scale_up(result).items()}
+    assert grown == {"mixed-a": 1, "arm-b": 2, "arm-c": 2}
+    assert len(result.placements) == 5
+
+
+def test_a_daemonset_every_new_node_of_the_zone_runs_raises_the_least_loaded_zone() -> None:
+    """The same with zone a's overrides both amd64 (m6i and m5): its new node surely runs the agent, so
+    zone a stands at two, and b and c take a third replica each, as kube-scheduler lets them."""
+    w = World(regions=("us-east-1",))
+    _amd64_agent_beside_a_mixed_zone(w, pending=8, types=("m6i.xlarge", "m5.xlarge"))
+
+    result = w.plan()
+
+    grown = {group: to - before for group, (before, to, _) in scale_up(result).items()}
+    assert grown == {"mixed-a": 1, "arm-b": 3, "arm-c": 3}
+    assert len(result.placements) == 7

@@ -125,20 +125,26 @@ class PodClass:
             if value is not None:
                 self.placed_in[(key, value)] = self.placed_in.get((key, value), 0) + count
 
-    def opened(self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int) -> None:
+    def opened(
+        self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int, unsure: Sequence[frozenset[int]] = ()
+    ) -> None:
         """``nodes`` new nodes at ``spot`` were opened for the class: the pods they run first that its
-        zone spreads select count in their zone (:meth:`~spillway.planner.topology.Domains.with_fresh`),
-        and the round's ceilings are taken again with them (the least loaded zone may have risen)."""
-        domains = self.domains.with_fresh(spot, fresh, nodes)
+        zone spreads select count in their zone (:meth:`~spillway.planner.topology.Domains.with_fresh`;
+        ``unsure``: those they may run or not), and the round's ceilings are taken again with them
+        (the least loaded zone may have risen)."""
+        domains = self.domains.with_fresh(spot, fresh, nodes, unsure)
         if domains is not self.domains:
             self.domains = domains
             self.ceilings = {}
 
-    def room_opened(self, spot: Spot, fresh: Sequence[frozenset[int]]) -> int:
+    def room_opened(
+        self, spot: Spot, fresh: Sequence[frozenset[int]], unsure: Sequence[frozenset[int]] = ()
+    ) -> int:
         """:meth:`room_in` the node ``spot`` once one new node there registers running the pods it runs
-        first (``fresh``: the terms selecting each) that its zone spreads count: none when they fill
-        what the zone's skew leaves, and a node opened for the class would stay empty."""
-        domains = self.domains.with_fresh(spot, fresh, 1)
+        first (``fresh``: the terms selecting each; ``unsure``: those it may run or not) that its zone
+        spreads count: none when they fill what the zone's skew leaves, and a node opened for the class
+        would stay empty."""
+        domains = self.domains.with_fresh(spot, fresh, 1, unsure)
         if domains is self.domains:
             return self.room_in(spot.labels)
         return replace(self, domains=domains, ceilings={}).room_in(spot.labels)

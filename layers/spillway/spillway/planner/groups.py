@@ -115,15 +115,33 @@ def fresh_node_selected(ctx: Context, group: NodeGroup, sure: bool = False) -> t
     runs). Computed once per group."""
     found = ctx.fresh_selected.get((group.key, sure))
     if found is None:
-        out = []
-        for pod in fresh_node_pods(ctx, group, sure=sure):
-            if isinstance(pod, DaemonSetInfo):
-                running = ctx.ds_representatives.get((pod.namespace, pod.name))
-                out.append(frozenset(running.selected_by) if running is not None else frozenset())
-            else:
-                out.append(frozenset(pod.selected_by))
+        out = [_selected(ctx, pod) for pod in fresh_node_pods(ctx, group, sure=sure)]
         found = ctx.fresh_selected[(group.key, sure)] = tuple(s for s in out if s)
     return found
+
+
+def fresh_node_unsure(ctx: Context, group: NodeGroup) -> tuple[frozenset[int], ...]:
+    """Of the pods :func:`fresh_node_selected` counts, those a fresh node of the group runs on some of
+    the zones and types it may launch but not on each (an amd64-only agent on a group of m7g and m6i
+    overrides), with the terms that select each: which of them the node runs depends on what EC2
+    launches. A zone spread counts such a pod in the node's zone, where it may take a place of the
+    pending pods', but not toward the least loaded zone, which it may leave where it is
+    (:attr:`~spillway.planner.topology.ZoneSpread.unsure`). Computed once per group."""
+    found = ctx.fresh_unsure.get(group.key)
+    if found is None:
+        sure = {id(pod) for pod in fresh_node_pods(ctx, group, sure=True)}
+        out = [_selected(ctx, pod) for pod in fresh_node_pods(ctx, group) if id(pod) not in sure]
+        found = ctx.fresh_unsure[group.key] = tuple(s for s in out if s)
+    return found
+
+
+def _selected(ctx: Context, pod: PodInfo | DaemonSetInfo) -> frozenset[int]:
+    """The pod topology terms that select ``pod``; a DaemonSet's, those that select a pod of it running
+    elsewhere (none when none runs)."""
+    if isinstance(pod, DaemonSetInfo):
+        running = ctx.ds_representatives.get((pod.namespace, pod.name))
+        return frozenset(running.selected_by) if running is not None else frozenset()
+    return frozenset(pod.selected_by)
 
 
 def _own_node(ctx: Context, group: NodeGroup, name: str | None) -> bool:

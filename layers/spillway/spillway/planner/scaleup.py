@@ -38,6 +38,7 @@ from spillway.planner.groups import (
     backoff_reason,
     empty_room,
     fresh_node_selected,
+    fresh_node_unsure,
     gang_backoff,
     launch_labels,
     new_node_labels,
@@ -159,7 +160,7 @@ class ScaleUpStage:
             coming = sum(len(b.ids) for b in bins or ()) - registered.get(group.key, 0)
             if coming > 0 and fresh and group.template is not None:
                 spot = Spot(group.template.labels, group.template.taints)
-                self.ctx.planned.record_fresh(spot, fresh, coming)
+                self.ctx.planned.record_fresh(spot, fresh, coming, fresh_node_unsure(self.ctx, group))
 
     def _place_gang(self, gang: str, classes: list[PodClass], known: Gangs) -> None:
         """A gang's classes, all or none (:class:`GangPlacement`), with the pods this plan placed before
@@ -550,7 +551,7 @@ class ScaleUpStage:
             return 0
         spot, fresh = self._new_spot(cls, group), self._fresh(group)
         taken = cls.domains.zone_fresh(spot, fresh)
-        if taken and cls.room_opened(spot, fresh) <= 0:
+        if taken and cls.room_opened(spot, fresh, fresh_node_unsure(self.ctx, group)) <= 0:
             return 0
         return math.ceil(fits / (per_node + taken))
 
@@ -588,9 +589,9 @@ class ScaleUpStage:
         self.limits.charge(cls.tenant, group, opening, zone=self._kept_zone(cls, group))
         fresh = self._fresh(group)
         if fresh:  # they register running them: the pod topology of this class and those after counts them
-            spot = self._new_spot(cls, group)
-            ctx.planned.record_fresh(spot, fresh, opening)
-            cls.opened(spot, fresh, opening)
+            spot, unsure = self._new_spot(cls, group), fresh_node_unsure(ctx, group)
+            ctx.planned.record_fresh(spot, fresh, opening, unsure)
+            cls.opened(spot, fresh, opening, unsure)
         self._fill_new(cls, group)
 
     def _fresh(self, group: NodeGroup) -> tuple[frozenset[int], ...]:
