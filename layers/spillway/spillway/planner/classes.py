@@ -253,11 +253,13 @@ class PodClass:
         """At most this many of the class on one new node (1: its pods repel each other per node)."""
         return self.domains.per_node
 
-    def sort_key(self) -> tuple[Any, ...]:
+    def sort_key(self, priority: int | None = None) -> tuple[Any, ...]:
+        """Service order: real pods before a buffer's, then by ``priority`` (the class's own when None),
+        then the biggest requests."""
         r = self.requests
         return (
             self.buffer is not None,
-            -self.priority,
+            -(self.priority if priority is None else priority),
             -r.get(NVIDIA_GPU, 0),
             -r.get(CPU, 0),
             -r.get(MEMORY, 0),
@@ -299,7 +301,21 @@ def pod_classes(ctx: Context) -> list[PodClass]:
             cls.attached = ctx.attached(in_use)
         cls.pods.append(pod.key)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
-    return sorted(classes.values(), key=PodClass.sort_key)
+    return in_service_order(classes.values())
+
+
+def in_service_order(classes: Collection[PodClass]) -> list[PodClass]:
+    """The classes highest priority first, a gang's at the priority of its lowest member's: kube-scheduler
+    queues each pod at its own priority (PrioritySort; scheduler-plugins coscheduling's QueueSort Less
+    compares the pods' priorities first), and a gang runs only once its last member is placed, so the
+    pods of higher priority than that member take the room before it (a launcher at 1000 and its workers
+    at 0 run after loose pods at 500: placed before them, the gang got nodes that the loose pods took
+    when they came up, the workers waiting beside a launcher that held another)."""
+    lowest: dict[str, int] = {}
+    for cls in classes:
+        if cls.gang is not None:
+            lowest[cls.gang] = min(cls.priority, lowest.get(cls.gang, cls.priority))
+    return sorted(classes, key=lambda c: c.sort_key(lowest.get(c.gang) if c.gang is not None else None))
 
 
 def _min_room_groups(ctx: Context) -> frozenset[str]:
