@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from plan_world import World, pending_codes, pending_reasons, scale_up
+from plan_world import GPU_TOLERATION, World, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
 from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, ClusterSnapshot, PodInfo
@@ -2099,3 +2099,38 @@ def test_a_daemonset_every_new_node_of_the_zone_runs_raises_the_least_loaded_zon
     grown = {group: to - before for group, (before, to, _) in scale_up(result).items()}
     assert grown == {"mixed-a": 1, "arm-b": 3, "arm-c": 3}
     assert len(result.placements) == 7
+
+
+def test_a_zone_spread_counts_the_daemonset_pods_of_a_launching_instance_in_the_zone_ec2_put_it() -> None:
+    """The agent runs on nodes labelled for it: zone a's node (its group at MaxSize, full), and a GPU
+    group over zones a and b whose taint keeps the replicas off (the agent tolerates it); zone b's group
+    runs none. A GPU instance is launching, no Node yet: its template names no zone, but Auto Scaling's
+    answer does (DescribeAutoScalingGroups Instances[].AvailabilityZone: us-east-1b), and it registers
+    running the agent, so zone b stands at one with it, as zone a. Of two replicas (one per node,
+    maxSkew 1), zone b takes one; the second there stands at three against one, which kube-scheduler
+    refuses. Counted nowhere, the agent left zone b at none, and the plan opened two nodes there, one of
+    them never used."""
+    w = World(regions=("us-east-1",))
+    constraint = _team_agent(w, ZONE)
+    agent = w.items[-1]["spec"]["template"]["spec"]
+    agent["nodeSelector"], agent["tolerations"] = {"team-agent": "yes"}, [GPU_TOLERATION]
+    labelled = {"team-agent": "yes"}
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=1, zones=["us-east-1a"], labels=labelled)
+    w.items.append(_team_agent_pod(0, a))
+    w.pods("fill", 1, cpu="7", memory="1Gi", node_name=a)
+    w.group("cpu-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    w.group("gpu", "g5.xlarge", gpu_taint=True, zones=["us-east-1a", "us-east-1b"], labels=labelled)
+    w.add_instance("gpu", register=False)
+    w.groups["gpu"]["Instances"][-1]["AvailabilityZone"] = "us-east-1b"
+    for i in range(2):
+        item = replica(f"web-{i}", labels={"app": "web", **TEAM})
+        item["spec"]["topologySpreadConstraints"] = constraint
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"
+        w.items.append(item)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-b": (0, 1, ["default/web-0"])}
+    assert (
+        "cpu-b: its topology spread lets us-east-1b take no more" in pending_reasons(result)["default/web-1"]
+    )

@@ -135,6 +135,46 @@ def fresh_node_unsure(ctx: Context, group: NodeGroup) -> tuple[frozenset[int], .
     return found
 
 
+def launching_places(ctx: Context, group: NodeGroup, coming: int) -> dict[tuple[str | None, str | None], int]:
+    """Of ``coming`` instances of a group over several zones or types that have no Node yet, how many
+    come up in each (zone, type) Auto Scaling's answer gives them (:attr:`NodeGroup.instance_places`;
+    None where the template names it already, or the answer does not), at most ``coming`` of them."""
+    if not launch_labels(group):
+        return {}
+    labels = group.template.labels if group.template is not None else {}
+    joined = {node.info.instance_id for node in ctx.nodes.values()}
+    live = set(group.instance_ids)
+    out: dict[tuple[str | None, str | None], int] = {}
+    for iid, zone, kind in group.instance_places:
+        if coming <= 0:
+            break
+        if iid in joined or iid not in live:
+            continue
+        where = zone if zone in group.zones and ZONE_KEYS_SET_ON_LAUNCH[0] not in labels else None
+        what = kind if kind in group.launch_types() and TYPE_KEYS_SET_ON_LAUNCH[0] not in labels else None
+        if where is None and what is None:
+            continue
+        out[(where, what)] = out.get((where, what), 0) + 1
+        coming -= 1
+    return out
+
+
+def place_labels(group: NodeGroup, zone: str | None, kind: str | None) -> dict[str, str]:
+    """The labels a node of ``group`` registers with in ``zone`` and of type ``kind`` (either None: as its
+    template says), as :func:`launch_labels` gives them."""
+    assert group.template is not None
+    return _launch_variant(group, group.template.labels, zone, kind)
+
+
+def fresh_selected_at(
+    ctx: Context, group: NodeGroup, labels: Mapping[str, str]
+) -> tuple[frozenset[int], ...]:
+    """:func:`fresh_node_selected` for a node of ``group`` with these ``labels`` (one of its zones and
+    types, :func:`place_labels`): the pods it runs first are those that run there, no guess."""
+    out = [_selected(ctx, pod) for pod in fresh_node_pods(ctx, group, on=labels)]
+    return tuple(s for s in out if s)
+
+
 def _selected(ctx: Context, pod: PodInfo | DaemonSetInfo) -> frozenset[int]:
     """The pod topology terms that select ``pod``; a DaemonSet's, those that select a pod of it running
     elsewhere (none when none runs)."""

@@ -39,9 +39,12 @@ from spillway.planner.groups import (
     empty_room,
     fresh_node_selected,
     fresh_node_unsure,
+    fresh_selected_at,
     gang_backoff,
     launch_labels,
+    launching_places,
     new_node_labels,
+    place_labels,
     similar_groups,
     zone_backoff,
 )
@@ -150,7 +153,10 @@ class ScaleUpStage:
         runs first (their DaemonSets'): recorded where they come up (:meth:`Planned.record_fresh`,
         the template's zone), so a zone spread that selects those pods counts them there for every
         class, as kube-scheduler will (podtopologyspread/common.go, countPodsMatchSelector). A node
-        registered but not Ready yet is launching too, and its pods are in the snapshot already."""
+        registered but not Ready yet is launching too, and its pods are in the snapshot already. Of a
+        group over several zones or types, an instance Auto Scaling has launched is in the zone, and of
+        the type, its answer gives (:func:`launching_places`), and runs the pods that run there; one
+        not launched yet is in none EC2 has picked (no zone spread counts it until it is)."""
         registered: dict[GroupKey, int] = {}
         for node in self.ctx.nodes.values():
             if node.group is not None and not (node.info.ready and node.starting is None):
@@ -159,8 +165,22 @@ class ScaleUpStage:
             bins, fresh = self.launching.get(group.key), self._fresh(group)
             coming = sum(len(b.ids) for b in bins or ()) - registered.get(group.key, 0)
             if coming > 0 and fresh and group.template is not None:
-                spot = Spot(group.template.labels, group.template.taints)
-                self.ctx.planned.record_fresh(spot, fresh, coming, fresh_node_unsure(self.ctx, group))
+                self._record_launching(group, coming)
+
+    def _record_launching(self, group: NodeGroup, coming: int) -> None:
+        """:meth:`_count_launching_fresh` for ``coming`` instances of ``group`` that have no Node yet."""
+        template = group.template
+        assert template is not None
+        for (zone, kind), count in launching_places(self.ctx, group, coming).items():
+            labels = place_labels(group, zone, kind)
+            spot = Spot(labels, template.taints)
+            self.ctx.planned.record_fresh(spot, fresh_selected_at(self.ctx, group, labels), count)
+            coming -= count
+        if coming > 0:
+            spot = Spot(template.labels, template.taints)
+            self.ctx.planned.record_fresh(
+                spot, self._fresh(group), coming, fresh_node_unsure(self.ctx, group)
+            )
 
     def _place_gang(self, gang: str, classes: list[PodClass], known: Gangs) -> None:
         """A gang's classes, all or none (:class:`GangPlacement`), with the pods this plan placed before
