@@ -2134,3 +2134,32 @@ def test_a_zone_spread_counts_the_daemonset_pods_of_a_launching_instance_in_the_
     assert (
         "cpu-b: its topology spread lets us-east-1b take no more" in pending_reasons(result)["default/web-1"]
     )
+
+
+def test_replicas_on_instances_launching_in_one_zone_of_a_group_over_two_fill_that_zone_only() -> None:
+    """Zones a and b run a replica each on full nodes. A group over both zones (at MaxSize) has two
+    instances launching, no Node yet, both in zone a by Auto Scaling's answer (Instances[].
+    AvailabilityZone). Four replicas wait, maxSkew 1: the launching nodes take two (zone a at three)
+    and zone b's group two on a new node (three). Their template names no zone, so all four went to a
+    launching node, where kube-scheduler binds one (zone a at two), refuses the next (three against
+    one), and nothing was launched for them in zone b until that node was Ready."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    (b,) = w.group("cpu-b", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1b"])
+    w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"
+    w.items += [spread_replica("web-0", a), spread_replica("web-1", b)]
+    w.items += [o.pod(f"full-{n}", cpu="6", memory="1Gi", node_name=n) for n in (a, b)]
+    w.group("multi", "m5.2xlarge", zones=["us-east-1a", "us-east-1b"], max_size=2)
+    for _ in range(2):
+        w.add_instance("multi", register=False)
+        w.groups["multi"]["Instances"][-1]["AvailabilityZone"] = "us-east-1a"
+    w.items += [spread_replica(f"web-{i}") for i in range(2, 6)]
+
+    result = w.plan()
+
+    on = {p.pod: p.node for p in result.placements}
+    assert sorted(p for p, node in on.items() if node.startswith("multi/launching")) == [
+        "default/web-2",
+        "default/web-4",
+    ]
+    assert scale_up(result) == {"cpu-b": (1, 2, ["default/web-3", "default/web-5"])}

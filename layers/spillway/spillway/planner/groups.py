@@ -135,28 +135,40 @@ def fresh_node_unsure(ctx: Context, group: NodeGroup) -> tuple[frozenset[int], .
     return found
 
 
-def launching_places(ctx: Context, group: NodeGroup, coming: int) -> dict[tuple[str | None, str | None], int]:
-    """Of ``coming`` instances of a group over several zones or types that have no Node yet, how many
-    come up in each (zone, type) Auto Scaling's answer gives them (:attr:`NodeGroup.instance_places`;
-    None where the template names it already, or the answer does not), at most ``coming`` of them."""
+def launching_places(
+    ctx: Context, group: NodeGroup, coming: int, registered: bool = False
+) -> dict[tuple[str | None, str | None], int]:
+    """Of ``coming`` instances of a group over several zones or types that have no Node yet (with
+    ``registered``, or no Ready and initialized one), how many come up in each (zone, type) Auto
+    Scaling's answer gives them (:attr:`NodeGroup.instance_places`; None where the template names it
+    already, or the answer does not), at most ``coming`` of them."""
     if not launch_labels(group):
         return {}
-    labels = group.template.labels if group.template is not None else {}
-    joined = {node.info.instance_id for node in ctx.nodes.values()}
+    joined = {
+        node.info.instance_id
+        for node in ctx.nodes.values()
+        if not registered or (node.info.ready and node.starting is None)
+    }
     live = set(group.instance_ids)
     out: dict[tuple[str | None, str | None], int] = {}
     for iid, zone, kind in group.instance_places:
+        place = _place(group, zone, kind)
         if coming <= 0:
             break
-        if iid in joined or iid not in live:
+        if iid in joined or iid not in live or place == (None, None):
             continue
-        where = zone if zone in group.zones and ZONE_KEYS_SET_ON_LAUNCH[0] not in labels else None
-        what = kind if kind in group.launch_types() and TYPE_KEYS_SET_ON_LAUNCH[0] not in labels else None
-        if where is None and what is None:
-            continue
-        out[(where, what)] = out.get((where, what), 0) + 1
+        out[place] = out.get(place, 0) + 1
         coming -= 1
     return out
+
+
+def _place(group: NodeGroup, zone: str, kind: str) -> tuple[str | None, str | None]:
+    """The zone and type of an instance of ``group`` that its template does not name (None: it names
+    it, or the instance's is not one of the group's)."""
+    labels = group.template.labels if group.template is not None else {}
+    where = zone if zone in group.zones and ZONE_KEYS_SET_ON_LAUNCH[0] not in labels else None
+    what = kind if kind in group.launch_types() and TYPE_KEYS_SET_ON_LAUNCH[0] not in labels else None
+    return where, what
 
 
 def place_labels(group: NodeGroup, zone: str | None, kind: str | None) -> dict[str, str]:

@@ -392,12 +392,19 @@ class ScaleUpStage:
                 continue
             node = self.ctx.nodes.get(placement.node)
             group = None if node is not None else placement.group
-            spot = node.spot if node is not None else templates.get(group) if group is not None else None
+            spot = node.spot if node is not None else self._spot_of(placement.node, group, templates)
             where = (group, placement.node)
             if spot is not None:
                 on[where] = (spot, on[where][1] + 1 if where in on else 1)
         for spot, count in on.values():
             self.ctx.planned.record(cls.domains, spot, count)
+
+    def _spot_of(self, node: str, group: GroupKey | None, templates: Mapping[GroupKey, Spot]) -> Spot | None:
+        """The new or launching node ``node`` of ``group`` as pod topology sees it: its template's, or,
+        launching in a zone Auto Scaling's answer gives, at the labels it registers with."""
+        spot = templates.get(group) if group is not None else None
+        labels = self.ctx.launching_labels.get(node)
+        return Spot(labels, spot.taints) if labels is not None and spot is not None else spot
 
     def _opening(self, candidates: Sequence[NodeGroup]) -> list[Mapping[str, str]]:
         """The template labels of the candidate groups that may still open a node (room below MaxSize,
@@ -1554,7 +1561,8 @@ K = TypeVar("K")
 
 def _copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
     return {
-        k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks) for b in v] for k, v in bins.items()
+        k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels) for b in v]
+        for k, v in bins.items()
     }
 
 
