@@ -323,3 +323,22 @@ def test_bundled_multi_card_gpu_types_take_the_max_pods_eks_gives_them(itype: st
     types: their catalogue entries carried no NetworkCards, so the formula counted every card's
     interfaces (a p5en.48xlarge template took 3,138 pods and reserved 11 MiB for each)."""
     assert bundled_instance_types()[itype].max_pods == pods
+
+
+def test_each_instance_of_a_group_over_several_zones_keeps_its_zone_and_type_in_the_snapshot() -> None:
+    """DescribeAutoScalingGroups gives each instance its AvailabilityZone and InstanceType: of a group
+    over several zones the planner reads where an instance with no Node yet comes up (the template names
+    no zone), so the snapshot observe stores keeps them, and the plan Lambda reads them back. A group
+    in one zone of one type keeps none: its template says both."""
+    ids = [o.instance_id("g-0"), o.instance_id("g-1")]
+    (spread,) = build_node_groups(
+        [group(zones=["us-east-1a", "us-east-1b"], instances=ids)], [], CATALOGUE, {}, "ml"
+    )
+    (single,) = build_node_groups([group(instances=ids)], [], CATALOGUE, {}, "ml")
+
+    assert spread.instance_places == tuple(
+        sorted([(ids[0], "us-east-1a", "m5.2xlarge"), (ids[1], "us-east-1b", "m5.2xlarge")])
+    )
+    assert NodeGroup.from_dict(spread.to_dict()) == spread
+    assert single.instance_places == ()
+    assert "instance_places" not in single.to_dict()

@@ -944,3 +944,35 @@ def test_a_single_pod_group_with_min_resources_gets_its_room() -> None:
 
     assert scale_up(result)["gpu"] == (0, 2, pods)
     assert "for gang default/solo's minResources" in result.scale_up[0].reason
+
+
+def test_a_gang_is_served_at_the_priority_of_its_lowest_member() -> None:
+    """kube-scheduler queues each pod at its own priority (PrioritySort; coscheduling's QueueSort
+    likewise compares the pods' priorities first), and a gang runs only once its last member is placed:
+    a launcher at priority 1000 and its worker at 0 go after a loose pod at 500, which takes the room
+    first. Two new nodes are all MaxSize allows: the loose pod gets one, and the gang, which needs both,
+    waits. Served at its launcher's priority, the gang took both, and the loose pod was bound to the
+    worker's node when they came up, the worker waiting beside a launcher that holds the other."""
+    w = cpu_world(max_size=2)
+    w.pod_group(COSCHED, "train", spec={"minMember": 2})
+    gang = {"labels": {"scheduling.x-k8s.io/pod-group": "train"}, **BIG}
+    launcher = w.pods("launcher", 1, priority=1000, **gang)
+    worker = w.pods("worker", 1, priority=0, **gang)
+    loose = w.pods("web", 1, priority=500, **BIG)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (0, 1, loose)}
+    assert {pending_codes(result)[p] for p in launcher + worker} == {codes.MAX_SIZE}
+
+
+def test_a_gang_of_high_priority_is_served_before_a_loose_pod_of_lower() -> None:
+    """Every member at 1000: the gang goes first, and the loose pod at 500 waits for MaxSize."""
+    w = cpu_world(max_size=2)
+    gang = cosched_pods(w, "train", 2, min_member=2, priority=1000, **BIG)
+    loose = w.pods("web", 1, priority=500, **BIG)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (0, 2, gang)}
+    assert pending_codes(result)[loose[0]] == codes.MAX_SIZE

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from plan_world import World, pending_codes, pending_reasons, scale_up
+from plan_world import GPU_TOLERATION, World, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
 from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, ClusterSnapshot, PodInfo
@@ -2032,3 +2032,134 @@ def test_consolidation_counts_the_daemonset_pods_a_launching_node_runs_first_for
 
     assert [d.node for d in result.drain] == []
     assert {k.node: k.code for k in result.kept}[a] == codes.DOES_NOT_FIT
+
+
+def _amd64_agent_beside_a_mixed_zone(
+    w: World, pending: int, types: tuple[str, str] = ("m7g.xlarge", "m6i.xlarge")
+) -> list[str]:
+    """Three zones; the spread over zones selects the team's pods (team=ml, maxSkew 1), and the team's
+    node agent, a DaemonSet in the same namespace carrying that label, runs on amd64 nodes only. Zone a
+    has a group of m7g (arm64) and m6i (amd64) overrides at MaxSize 1, where EC2 picks which a new node
+    is; zones b and c groups of m7g only. Every group's nodes carry pool=web, which the replicas select
+    (the agent's pod runs on a system node without it, which the spread does not count). Each replica
+    takes most of a node; ``pending`` wait."""
+    constraint = _team_agent(w, ZONE)
+    w.items[-1]["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/arch": "amd64"}
+    (system,) = w.group("system", "m5.xlarge", nodes=1, max_size=1, zones=["us-east-1a"])
+    w.items.append(_team_agent_pod(0, system))
+    w.pods("busy", 1, cpu="3500m", memory="1Gi", node_name=system)
+    pool = {"pool": "web"}
+    raw = o.asg("mixed-a", cluster="ml", max_size=1, zones=["us-east-1a"], labels=pool)
+    raw["MixedInstancesPolicy"] = {
+        "LaunchTemplate": {
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "lt", "Version": "$Latest"},
+            "Overrides": [{"InstanceType": kind} for kind in types],
+        },
+        "InstancesDistribution": {"OnDemandPercentageAboveBaseCapacity": 100},
+    }
+    del raw["LaunchTemplate"]
+    w.groups["mixed-a"] = raw
+    for zone in ("b", "c"):
+        w.group(f"arm-{zone}", "m7g.xlarge", max_size=10, zones=[f"us-east-1{zone}"], labels=pool)
+    names = []
+    for i in range(pending):
+        item = replica(f"web-{i}", labels={"app": "web", **TEAM}, node_selector=pool)
+        item["spec"]["topologySpreadConstraints"] = constraint
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+        w.items.append(item)
+        names.append(f"default/web-{i}")
+    return names
+
+
+def test_a_daemonset_a_new_node_may_run_does_not_raise_the_least_loaded_zone() -> None:
+    """A new node of zone a's mixed group runs the agent only when EC2 launches an m6i, so zone a stands
+    at one replica, or at two with the agent. Counted as surely there, the agent raised the least loaded
+    zone to two, and zones b and c got a third replica each: on an m7g zone a holds one, and
+    kube-scheduler refuses a third in b or c (three against one, maxSkew 1: podtopologyspread/
+    filtering.go, Filter), two nodes paid for and never used. A pod the node may run counts in its own
+    zone (where it takes a replica's place) but not for the least loaded zone: b and c get two each."""
+    w = World(regions=("us-east-1",))
+    _amd64_agent_beside_a_mixed_zone(w, pending=8)
+
+    result = w.plan()
+
+    grown = {group: to - before for group, (before, to, _) in scale_up(result).items()}
+    assert grown == {"mixed-a": 1, "arm-b": 2, "arm-c": 2}
+    assert len(result.placements) == 5
+
+
+def test_a_daemonset_every_new_node_of_the_zone_runs_raises_the_least_loaded_zone() -> None:
+    """The same with zone a's overrides both amd64 (m6i and m5): its new node surely runs the agent, so
+    zone a stands at two, and b and c take a third replica each, as kube-scheduler lets them."""
+    w = World(regions=("us-east-1",))
+    _amd64_agent_beside_a_mixed_zone(w, pending=8, types=("m6i.xlarge", "m5.xlarge"))
+
+    result = w.plan()
+
+    grown = {group: to - before for group, (before, to, _) in scale_up(result).items()}
+    assert grown == {"mixed-a": 1, "arm-b": 3, "arm-c": 3}
+    assert len(result.placements) == 7
+
+
+def test_a_zone_spread_counts_the_daemonset_pods_of_a_launching_instance_in_the_zone_ec2_put_it() -> None:
+    """The agent runs on nodes labelled for it: zone a's node (its group at MaxSize, full), and a GPU
+    group over zones a and b whose taint keeps the replicas off (the agent tolerates it); zone b's group
+    runs none. A GPU instance is launching, no Node yet: its template names no zone, but Auto Scaling's
+    answer does (DescribeAutoScalingGroups Instances[].AvailabilityZone: us-east-1b), and it registers
+    running the agent, so zone b stands at one with it, as zone a. Of two replicas (one per node,
+    maxSkew 1), zone b takes one; the second there stands at three against one, which kube-scheduler
+    refuses. Counted nowhere, the agent left zone b at none, and the plan opened two nodes there, one of
+    them never used."""
+    w = World(regions=("us-east-1",))
+    constraint = _team_agent(w, ZONE)
+    agent = w.items[-1]["spec"]["template"]["spec"]
+    agent["nodeSelector"], agent["tolerations"] = {"team-agent": "yes"}, [GPU_TOLERATION]
+    labelled = {"team-agent": "yes"}
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=1, zones=["us-east-1a"], labels=labelled)
+    w.items.append(_team_agent_pod(0, a))
+    w.pods("fill", 1, cpu="7", memory="1Gi", node_name=a)
+    w.group("cpu-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    w.group("gpu", "g5.xlarge", gpu_taint=True, zones=["us-east-1a", "us-east-1b"], labels=labelled)
+    w.add_instance("gpu", register=False)
+    w.groups["gpu"]["Instances"][-1]["AvailabilityZone"] = "us-east-1b"
+    for i in range(2):
+        item = replica(f"web-{i}", labels={"app": "web", **TEAM})
+        item["spec"]["topologySpreadConstraints"] = constraint
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"
+        w.items.append(item)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-b": (0, 1, ["default/web-0"])}
+    assert (
+        "cpu-b: its topology spread lets us-east-1b take no more" in pending_reasons(result)["default/web-1"]
+    )
+
+
+def test_replicas_on_instances_launching_in_one_zone_of_a_group_over_two_fill_that_zone_only() -> None:
+    """Zones a and b run a replica each on full nodes. A group over both zones (at MaxSize) has two
+    instances launching, no Node yet, both in zone a by Auto Scaling's answer (Instances[].
+    AvailabilityZone). Four replicas wait, maxSkew 1: the launching nodes take two (zone a at three)
+    and zone b's group two on a new node (three). Their template names no zone, so all four went to a
+    launching node, where kube-scheduler binds one (zone a at two), refuses the next (three against
+    one), and nothing was launched for them in zone b until that node was Ready."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    (b,) = w.group("cpu-b", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1b"])
+    w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"
+    w.items += [spread_replica("web-0", a), spread_replica("web-1", b)]
+    w.items += [o.pod(f"full-{n}", cpu="6", memory="1Gi", node_name=n) for n in (a, b)]
+    w.group("multi", "m5.2xlarge", zones=["us-east-1a", "us-east-1b"], max_size=2)
+    for _ in range(2):
+        w.add_instance("multi", register=False)
+        w.groups["multi"]["Instances"][-1]["AvailabilityZone"] = "us-east-1a"
+    w.items += [spread_replica(f"web-{i}") for i in range(2, 6)]
+
+    result = w.plan()
+
+    on = {p.pod: p.node for p in result.placements}
+    assert sorted(p for p, node in on.items() if node.startswith("multi/launching")) == [
+        "default/web-2",
+        "default/web-4",
+    ]
+    assert scale_up(result) == {"cpu-b": (1, 2, ["default/web-3", "default/web-5"])}

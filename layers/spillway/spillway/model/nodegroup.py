@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from spillway.model.aws import (
+    AsgInstance,
     AutoScalingGroup,
     Distribution,
     EksNodegroup,
@@ -222,6 +223,11 @@ class NodeGroup:
     # observe: with_zone_ids), by zone name; empty when EC2 was not asked or did not answer. A zone's name
     # maps to another id in each account, so only EC2 (or a node in the zone) says which id it is
     zone_ids: tuple[tuple[str, str], ...] = ()
+    # of a group over several zones or of several instance types: each live instance with the zone and
+    # type Auto Scaling's answer gives it ("" where it gives none; DescribeAutoScalingGroups
+    # Instances[].AvailabilityZone and InstanceType), by instance id. An instance that has no Node yet
+    # comes up there, though the template names neither (spillway.planner.scaleup)
+    instance_places: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def key(self) -> GroupKey:
@@ -395,6 +401,11 @@ class NodeGroup:
             # absent from snapshots stored before it was read (or when EC2 did not answer): none known,
             # the planner then learns a zone's id from the nodes there (spillway.planner.limits)
             zone_ids=tuple(sorted((str(k), str(v)) for k, v in dict(d.get("zone_ids", {})).items())),
+            # absent from snapshots stored before it was read: none known, as they were planned
+            instance_places=tuple(
+                (str(k), str(v.get("zone", "")), str(v.get("type", "")))
+                for k, v in sorted(dict(d.get("instance_places", {})).items())
+            ),
         )
 
 
@@ -431,6 +442,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
     ("held_instances", lambda g: list(g.held_instances) or None),
     ("zone_ids", lambda g: dict(g.zone_ids) or None),
+    ("instance_places", lambda g: {i: {"zone": z, "type": t} for i, z, t in g.instance_places} or None),
 )
 
 
@@ -1396,6 +1408,7 @@ def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str
     live = [i for i in asg.Instances if i.LifecycleState in LIVE_STATES]
     return {
         "instance_ids": tuple(sorted(i.InstanceId for i in live)),
+        "instance_places": _instance_places(asg, live),
         "other_type_instances": tuple(sorted(i.InstanceId for i in live if i.InstanceType not in standing)),
         "instance_sources": tuple(sorted((i.InstanceId, i.launch_source) for i in live if i.launch_source)),
         "protected_instances": scale_in_protected(asg),
@@ -1410,6 +1423,14 @@ def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str
             )
         ),
     }
+
+
+def _instance_places(asg: AutoScalingGroup, live: Sequence[AsgInstance]) -> tuple[tuple[str, str, str], ...]:
+    """Each live instance with its zone and type (:attr:`NodeGroup.instance_places`), of a group over
+    several zones or with overrides; none of any other, whose template names both."""
+    if len(set(asg.AvailabilityZones)) < 2 and asg.MixedInstancesPolicy is None:
+        return ()
+    return tuple(sorted((i.InstanceId, i.AvailabilityZone or "", i.InstanceType or "") for i in live))
 
 
 def scale_in_protected(asg: AutoScalingGroup) -> tuple[str, ...]:

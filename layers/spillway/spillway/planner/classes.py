@@ -141,20 +141,26 @@ class PodClass:
             if value is not None:
                 self.placed_in[(key, value)] = self.placed_in.get((key, value), 0) + count
 
-    def opened(self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int) -> None:
+    def opened(
+        self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int, unsure: Sequence[frozenset[int]] = ()
+    ) -> None:
         """``nodes`` new nodes at ``spot`` were opened for the class: the pods they run first that its
-        zone spreads select count in their zone (:meth:`~spillway.planner.topology.Domains.with_fresh`),
-        and the round's ceilings are taken again with them (the least loaded zone may have risen)."""
-        domains = self.domains.with_fresh(spot, fresh, nodes)
+        zone spreads select count in their zone (:meth:`~spillway.planner.topology.Domains.with_fresh`;
+        ``unsure``: those they may run or not), and the round's ceilings are taken again with them
+        (the least loaded zone may have risen)."""
+        domains = self.domains.with_fresh(spot, fresh, nodes, unsure)
         if domains is not self.domains:
             self.domains = domains
             self.ceilings = {}
 
-    def room_opened(self, spot: Spot, fresh: Sequence[frozenset[int]]) -> int:
+    def room_opened(
+        self, spot: Spot, fresh: Sequence[frozenset[int]], unsure: Sequence[frozenset[int]] = ()
+    ) -> int:
         """:meth:`room_in` the node ``spot`` once one new node there registers running the pods it runs
-        first (``fresh``: the terms selecting each) that its zone spreads count: none when they fill
-        what the zone's skew leaves, and a node opened for the class would stay empty."""
-        domains = self.domains.with_fresh(spot, fresh, 1)
+        first (``fresh``: the terms selecting each; ``unsure``: those it may run or not) that its zone
+        spreads count: none when they fill what the zone's skew leaves, and a node opened for the class
+        would stay empty."""
+        domains = self.domains.with_fresh(spot, fresh, 1, unsure)
         if domains is self.domains:
             return self.room_in(spot.labels)
         return replace(self, domains=domains, ceilings={}).room_in(spot.labels)
@@ -263,11 +269,13 @@ class PodClass:
         """At most this many of the class on one new node (1: its pods repel each other per node)."""
         return self.domains.per_node
 
-    def sort_key(self) -> tuple[Any, ...]:
+    def sort_key(self, priority: int | None = None) -> tuple[Any, ...]:
+        """Service order: real pods before a buffer's, then by ``priority`` (the class's own when None),
+        then the biggest requests."""
         r = self.requests
         return (
             self.buffer is not None,
-            -self.priority,
+            -(self.priority if priority is None else priority),
             -r.get(NVIDIA_GPU, 0),
             -r.get(CPU, 0),
             -r.get(MEMORY, 0),
@@ -310,7 +318,21 @@ def pod_classes(ctx: Context) -> list[PodClass]:
             cls.volumes, cls.volume_nodes = volumes, ctx.volume_nodes
         cls.pods.append(pod.key)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
-    return sorted(classes.values(), key=PodClass.sort_key)
+    return in_service_order(classes.values())
+
+
+def in_service_order(classes: Collection[PodClass]) -> list[PodClass]:
+    """The classes highest priority first, a gang's at the priority of its lowest member's: kube-scheduler
+    queues each pod at its own priority (PrioritySort; scheduler-plugins coscheduling's QueueSort Less
+    compares the pods' priorities first), and a gang runs only once its last member is placed, so the
+    pods of higher priority than that member take the room before it (a launcher at 1000 and its workers
+    at 0 run after loose pods at 500: placed before them, the gang got nodes that the loose pods took
+    when they came up, the workers waiting beside a launcher that held another)."""
+    lowest: dict[str, int] = {}
+    for cls in classes:
+        if cls.gang is not None:
+            lowest[cls.gang] = min(cls.priority, lowest.get(cls.gang, cls.priority))
+    return sorted(classes, key=lambda c: c.sort_key(lowest.get(c.gang) if c.gang is not None else None))
 
 
 def _pending_volumes(ctx: Context) -> Counter[str]:

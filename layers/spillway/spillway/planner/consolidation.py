@@ -64,7 +64,7 @@ from spillway.planner.disruption import Move, assess_move, comes_back, elastic_r
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
 from spillway.planner.health import registering
-from spillway.planner.placement import Bin, Pool, TrialFit, fill_bins, pools
+from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools
 from spillway.planner.topology import Leaving, Planned, Spot, port_taken
 from spillway.planner.types import Drain, KeptNode
 
@@ -589,13 +589,10 @@ class Consolidation:
                 continue
             # a hostname spread counts the pods it runs first too (Domains.new_node_cap), as scale-up does
             cap = cls.domains.new_node_cap(fresh)
-            for node_id, count in fill_bins(
-                cls, group_bins, min(cls.remaining, cls.room_in(template.labels)), cap
-            ):
+            for node_id, count, labels in fill_launching(cls, group, group_bins, cls.remaining, cap):
                 cls.take(count)
-                cls.note_placed(template.labels, count)
                 destinations.add(node_id)
-                planned.record(cls.domains, Spot(template.labels, template.taints), count)
+                planned.record(cls.domains, Spot(labels, template.taints), count)
 
     def _drain(
         self, candidate: Candidate, destinations: set[str], moved: set[str], *, make_room: bool
@@ -709,7 +706,7 @@ def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
 
 def _copy_bins(bins: Mapping[GroupKey, list[Bin]]) -> dict[GroupKey, list[Bin]]:
     return {
-        g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks) for b in group]
+        g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels) for b in group]
         for g, group in bins.items()
     }
 

@@ -239,6 +239,10 @@ class Context:
         self.floors: dict[GroupKey, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
         # (group, sure) -> per pod a fresh node runs first, the pod topology terms that select it (groups.py)
         self.fresh_selected: dict[tuple[GroupKey, bool], tuple[frozenset[int], ...]] = {}
+        self.fresh_unsure: dict[GroupKey, tuple[frozenset[int], ...]] = {}  # ... those on some variants only
+        # a launching node of a group over several zones or types -> the labels it registers with, in
+        # the zone and of the type Auto Scaling launched it in (placement.launching_bins)
+        self.launching_labels: dict[str, Mapping[str, str]] = {}
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
         self._priorities: dict[GroupKey, float] = {}  # group -> group_priority(group)

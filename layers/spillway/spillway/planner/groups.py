@@ -115,15 +115,85 @@ def fresh_node_selected(ctx: Context, group: NodeGroup, sure: bool = False) -> t
     runs). Computed once per group."""
     found = ctx.fresh_selected.get((group.key, sure))
     if found is None:
-        out = []
-        for pod in fresh_node_pods(ctx, group, sure=sure):
-            if isinstance(pod, DaemonSetInfo):
-                running = ctx.ds_representatives.get((pod.namespace, pod.name))
-                out.append(frozenset(running.selected_by) if running is not None else frozenset())
-            else:
-                out.append(frozenset(pod.selected_by))
+        out = [_selected(ctx, pod) for pod in fresh_node_pods(ctx, group, sure=sure)]
         found = ctx.fresh_selected[(group.key, sure)] = tuple(s for s in out if s)
     return found
+
+
+def fresh_node_unsure(ctx: Context, group: NodeGroup) -> tuple[frozenset[int], ...]:
+    """Of the pods :func:`fresh_node_selected` counts, those a fresh node of the group runs on some of
+    the zones and types it may launch but not on each (an amd64-only agent on a group of m7g and m6i
+    overrides), with the terms that select each: which of them the node runs depends on what EC2
+    launches. A zone spread counts such a pod in the node's zone, where it may take a place of the
+    pending pods', but not toward the least loaded zone, which it may leave where it is
+    (:attr:`~spillway.planner.topology.ZoneSpread.unsure`). Computed once per group."""
+    found = ctx.fresh_unsure.get(group.key)
+    if found is None:
+        sure = {id(pod) for pod in fresh_node_pods(ctx, group, sure=True)}
+        out = [_selected(ctx, pod) for pod in fresh_node_pods(ctx, group) if id(pod) not in sure]
+        found = ctx.fresh_unsure[group.key] = tuple(s for s in out if s)
+    return found
+
+
+def launching_places(
+    ctx: Context, group: NodeGroup, coming: int, registered: bool = False
+) -> dict[tuple[str | None, str | None], int]:
+    """Of ``coming`` instances of a group over several zones or types that have no Node yet (with
+    ``registered``, or no Ready and initialized one), how many come up in each (zone, type) Auto
+    Scaling's answer gives them (:attr:`NodeGroup.instance_places`; None where the template names it
+    already, or the answer does not), at most ``coming`` of them."""
+    if not launch_labels(group):
+        return {}
+    joined = {
+        node.info.instance_id
+        for node in ctx.nodes.values()
+        if not registered or (node.info.ready and node.starting is None)
+    }
+    live = set(group.instance_ids)
+    out: dict[tuple[str | None, str | None], int] = {}
+    for iid, zone, kind in group.instance_places:
+        place = _place(group, zone, kind)
+        if coming <= 0:
+            break
+        if iid in joined or iid not in live or place == (None, None):
+            continue
+        out[place] = out.get(place, 0) + 1
+        coming -= 1
+    return out
+
+
+def _place(group: NodeGroup, zone: str, kind: str) -> tuple[str | None, str | None]:
+    """The zone and type of an instance of ``group`` that its template does not name (None: it names
+    it, or the instance's is not one of the group's)."""
+    labels = group.template.labels if group.template is not None else {}
+    where = zone if zone in group.zones and ZONE_KEYS_SET_ON_LAUNCH[0] not in labels else None
+    what = kind if kind in group.launch_types() and TYPE_KEYS_SET_ON_LAUNCH[0] not in labels else None
+    return where, what
+
+
+def place_labels(group: NodeGroup, zone: str | None, kind: str | None) -> dict[str, str]:
+    """The labels a node of ``group`` registers with in ``zone`` and of type ``kind`` (either None: as its
+    template says), as :func:`launch_labels` gives them."""
+    assert group.template is not None
+    return _launch_variant(group, group.template.labels, zone, kind)
+
+
+def fresh_selected_at(
+    ctx: Context, group: NodeGroup, labels: Mapping[str, str]
+) -> tuple[frozenset[int], ...]:
+    """:func:`fresh_node_selected` for a node of ``group`` with these ``labels`` (one of its zones and
+    types, :func:`place_labels`): the pods it runs first are those that run there, no guess."""
+    out = [_selected(ctx, pod) for pod in fresh_node_pods(ctx, group, on=labels)]
+    return tuple(s for s in out if s)
+
+
+def _selected(ctx: Context, pod: PodInfo | DaemonSetInfo) -> frozenset[int]:
+    """The pod topology terms that select ``pod``; a DaemonSet's, those that select a pod of it running
+    elsewhere (none when none runs)."""
+    if isinstance(pod, DaemonSetInfo):
+        running = ctx.ds_representatives.get((pod.namespace, pod.name))
+        return frozenset(running.selected_by) if running is not None else frozenset()
+    return frozenset(pod.selected_by)
 
 
 def _own_node(ctx: Context, group: NodeGroup, name: str | None) -> bool:

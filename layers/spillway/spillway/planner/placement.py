@@ -17,7 +17,7 @@ from spillway.model.resources import Resources, add_room, fit_count, unchecked_w
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, Victim, WorkNode, shape_of, without_taint
-from spillway.planner.groups import fresh_node_selected, launched_only
+from spillway.planner.groups import fresh_node_selected, launched_only, launching_places, place_labels
 from spillway.planner.limits import Limits
 from spillway.planner.predicates import UNSCHEDULABLE_TAINT
 from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks
@@ -59,6 +59,9 @@ class Bin:
     # per class with a per-node cap (by its tag): how many of its pods each node holds
     holds: Mapping[str, int] = field(default_factory=dict)
     marks: Marks = NO_MARKS  # what the classes placed on each node bring (pod topology)
+    # launching nodes of a group over several zones or types: the labels they register with, in the
+    # zone and of the type Auto Scaling launched them in (groups.launching_places); None: the template's
+    labels: Mapping[str, str] | None = None
 
 
 def _max_into(bound: Resources, free: Mapping[str, int]) -> None:
@@ -128,9 +131,52 @@ def launching_bins(ctx: Context, empty: Mapping[GroupKey, Resources]) -> dict[Gr
     for g in ctx.groups:
         launching = ctx.launching(g, launched_only(ctx, g))
         if launching > 0 and g.template is not None:
-            ids = [f"{g.name}/launching-{i + 1}" for i in range(launching)]
-            bins[g.key] = [Bin(dict(empty[g.key]), ids, fresh=True)]
+            bins[g.key] = _launching_bins_of(ctx, g, launching, empty[g.key])
     return bins
+
+
+def _launching_bins_of(ctx: Context, group: NodeGroup, launching: int, room: Resources) -> list[Bin]:
+    """The ``launching`` nodes of ``group``: those of a group over several zones or types whose zone and
+    type Auto Scaling's answer gives (:func:`~spillway.planner.groups.launching_places`) at the labels
+    they register with (recorded in :attr:`Context.launching_labels` for pod topology), the rest at the
+    template's."""
+    out: list[Bin] = []
+    made = 0
+    for (zone, kind), count in launching_places(ctx, group, launching, registered=True).items():
+        labels = place_labels(group, zone, kind)
+        ids = [f"{group.name}/launching-{made + i + 1}" for i in range(count)]
+        ctx.launching_labels.update(dict.fromkeys(ids, labels))
+        out.append(Bin(dict(room), ids, fresh=True, labels=labels))
+        made += count
+    if launching > made:
+        ids = [f"{group.name}/launching-{i + 1}" for i in range(made, launching)]
+        out.append(Bin(dict(room), ids, fresh=True))
+    return out
+
+
+def fill_launching(
+    cls: PodClass, group: NodeGroup, bins: list[Bin], want: int, cap: int
+) -> list[tuple[str, int, Mapping[str, str]]]:
+    """:func:`fill_bins` over a group's launching nodes, each at the labels it registers with
+    (:attr:`Bin.labels`, else the template's): a zone spread's room is taken, and the class's pods
+    noted (:meth:`PodClass.note_placed`), in the zone of each, and a zone its pod topology closes takes
+    none. Returns ``(node id, pods placed there, its labels)``."""
+    template = group.template.labels if group.template is not None else {}
+    parts: dict[int, list[Bin]] = {}
+    for b in bins:
+        parts.setdefault(id(b.labels), []).append(b)
+    out: list[tuple[str, int, Mapping[str, str]]] = []
+    for part in parts.values():
+        labels = part[0].labels
+        where = template if labels is None else labels
+        if labels is not None and cls.domains.blocker(labels, None) is not None:
+            continue
+        left = want - sum(count for _, count, _ in out)
+        for node_id, count in fill_bins(cls, part, min(left, cls.room_in(where)), cap):
+            cls.note_placed(where, count)
+            out.append((node_id, count, where))
+    bins[:] = [b for part in parts.values() for b in part]
+    return out
 
 
 def fill_bins(cls: PodClass, bins: list[Bin], want: int, cap: int | None = None) -> list[tuple[str, int]]:
@@ -189,14 +235,18 @@ def _split_bin(
         after = dict(current.free)
         add_room(after, cls.requests, -per)
         ids, current.ids = current.ids[:full], current.ids[full:]
-        inserted.append(Bin(after, ids, holds=_holding(cls, current, per), marks=marks))
+        inserted.append(
+            Bin(after, ids, holds=_holding(cls, current, per), marks=marks, labels=current.labels)
+        )
         out.extend((node_id, per) for node_id in ids)
     rest = want - full * per
     if rest and current.ids:
         after = dict(current.free)
         add_room(after, cls.requests, -rest)
         ids, current.ids = current.ids[:1], current.ids[1:]
-        inserted.append(Bin(after, ids, holds=_holding(cls, current, rest), marks=marks))
+        inserted.append(
+            Bin(after, ids, holds=_holding(cls, current, rest), marks=marks, labels=current.labels)
+        )
         out.append((ids[0], rest))
         return inserted, want
     return inserted, full * per
@@ -421,10 +471,8 @@ def place_on_launching(
             cap = cls.domains.new_node_cap(fresh_node_selected(ctx, group))  # it runs them first too
             want = _launching_cap(cls, group, group_bins, limits, fresh, cap) if limited else cls.remaining
             note = f"fits on capacity already launching in {group.name}; nothing new to launch"
-            labels = group.template.labels if group.template else {}
-            for node_id, count in fill_bins(cls, group_bins, min(want, cls.room_in(labels)), cap):
+            for node_id, count, _ in fill_launching(cls, group, group_bins, want, cap):
                 ctx.record(cls.take(count), node_id, group.key, note, codes.FITS_LAUNCHING)
-                cls.note_placed(labels, count)
             if limited and limits is not None:
                 limits.charge(cls.tenant, group, fresh - _fresh_nodes(group_bins), tenant_only=True)
 

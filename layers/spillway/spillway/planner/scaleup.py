@@ -38,9 +38,13 @@ from spillway.planner.groups import (
     backoff_reason,
     empty_room,
     fresh_node_selected,
+    fresh_node_unsure,
+    fresh_selected_at,
     gang_backoff,
     launch_labels,
+    launching_places,
     new_node_labels,
+    place_labels,
     similar_groups,
     zone_backoff,
 )
@@ -149,7 +153,10 @@ class ScaleUpStage:
         runs first (their DaemonSets'): recorded where they come up (:meth:`Planned.record_fresh`,
         the template's zone), so a zone spread that selects those pods counts them there for every
         class, as kube-scheduler will (podtopologyspread/common.go, countPodsMatchSelector). A node
-        registered but not Ready yet is launching too, and its pods are in the snapshot already."""
+        registered but not Ready yet is launching too, and its pods are in the snapshot already. Of a
+        group over several zones or types, an instance Auto Scaling has launched is in the zone, and of
+        the type, its answer gives (:func:`launching_places`), and runs the pods that run there; one
+        not launched yet is in none EC2 has picked (no zone spread counts it until it is)."""
         registered: dict[GroupKey, int] = {}
         for node in self.ctx.nodes.values():
             if node.group is not None and not (node.info.ready and node.starting is None):
@@ -158,8 +165,22 @@ class ScaleUpStage:
             bins, fresh = self.launching.get(group.key), self._fresh(group)
             coming = sum(len(b.ids) for b in bins or ()) - registered.get(group.key, 0)
             if coming > 0 and fresh and group.template is not None:
-                spot = Spot(group.template.labels, group.template.taints)
-                self.ctx.planned.record_fresh(spot, fresh, coming)
+                self._record_launching(group, coming)
+
+    def _record_launching(self, group: NodeGroup, coming: int) -> None:
+        """:meth:`_count_launching_fresh` for ``coming`` instances of ``group`` that have no Node yet."""
+        template = group.template
+        assert template is not None
+        for (zone, kind), count in launching_places(self.ctx, group, coming).items():
+            labels = place_labels(group, zone, kind)
+            spot = Spot(labels, template.taints)
+            self.ctx.planned.record_fresh(spot, fresh_selected_at(self.ctx, group, labels), count)
+            coming -= count
+        if coming > 0:
+            spot = Spot(template.labels, template.taints)
+            self.ctx.planned.record_fresh(
+                spot, self._fresh(group), coming, fresh_node_unsure(self.ctx, group)
+            )
 
     def _place_gang(self, gang: str, classes: list[PodClass], known: Gangs) -> None:
         """A gang's classes, all or none (:class:`GangPlacement`), with the pods this plan placed before
@@ -371,12 +392,19 @@ class ScaleUpStage:
                 continue
             node = self.ctx.nodes.get(placement.node)
             group = None if node is not None else placement.group
-            spot = node.spot if node is not None else templates.get(group) if group is not None else None
+            spot = node.spot if node is not None else self._spot_of(placement.node, group, templates)
             where = (group, placement.node)
             if spot is not None:
                 on[where] = (spot, on[where][1] + 1 if where in on else 1)
         for spot, count in on.values():
             self.ctx.planned.record(cls.domains, spot, count)
+
+    def _spot_of(self, node: str, group: GroupKey | None, templates: Mapping[GroupKey, Spot]) -> Spot | None:
+        """The new or launching node ``node`` of ``group`` as pod topology sees it: its template's, or,
+        launching in a zone Auto Scaling's answer gives, at the labels it registers with."""
+        spot = templates.get(group) if group is not None else None
+        labels = self.ctx.launching_labels.get(node)
+        return Spot(labels, spot.taints) if labels is not None and spot is not None else spot
 
     def _opening(self, candidates: Sequence[NodeGroup]) -> list[Mapping[str, str]]:
         """The template labels of the candidate groups that may still open a node (room below MaxSize,
@@ -550,7 +578,7 @@ class ScaleUpStage:
             return 0
         spot, fresh = self._new_spot(cls, group), self._fresh(group)
         taken = cls.domains.zone_fresh(spot, fresh)
-        if taken and cls.room_opened(spot, fresh) <= 0:
+        if taken and cls.room_opened(spot, fresh, fresh_node_unsure(self.ctx, group)) <= 0:
             return 0
         return math.ceil(fits / (per_node + taken))
 
@@ -588,9 +616,9 @@ class ScaleUpStage:
         self.limits.charge(cls.tenant, group, opening, zone=self._kept_zone(cls, group))
         fresh = self._fresh(group)
         if fresh:  # they register running them: the pod topology of this class and those after counts them
-            spot = self._new_spot(cls, group)
-            ctx.planned.record_fresh(spot, fresh, opening)
-            cls.opened(spot, fresh, opening)
+            spot, unsure = self._new_spot(cls, group), fresh_node_unsure(ctx, group)
+            ctx.planned.record_fresh(spot, fresh, opening, unsure)
+            cls.opened(spot, fresh, opening, unsure)
         self._fill_new(cls, group)
 
     def _fresh(self, group: NodeGroup) -> tuple[frozenset[int], ...]:
@@ -1533,7 +1561,8 @@ K = TypeVar("K")
 
 def _copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
     return {
-        k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks) for b in v] for k, v in bins.items()
+        k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels) for b in v]
+        for k, v in bins.items()
     }
 
 

@@ -152,6 +152,9 @@ class ZoneSpread:
     term: int = -1  # the spread's selector id
     pod: PodInfo | None = None  # whose node selector, affinity and tolerations pick the nodes it counts
     flags: int = 0  # its node inclusion policies
+    # of ``counts``, per domain, the pods new nodes there may run first, or not, as EC2 launches one of
+    # the group's types or another (groups.fresh_node_unsure)
+    unsure: Mapping[str, int] = field(default_factory=dict)
 
     def joined(self, planned: Planned) -> ZoneSpread:
         """The spread with the pods of other classes it selects that this plan placed already counted,
@@ -169,7 +172,12 @@ class ZoneSpread:
                 counts[value] = counts.get(value, 0) + count
                 if count > 0:
                     eligible.add(value)
-        return replace(self, counts=counts, eligible=frozenset(eligible))
+        unsure = dict(self.unsure)
+        for spot, count in planned.unsure.get(self.term, ()):
+            value = spot.labels.get(self.key)
+            if value is not None and self.counts_spot(spot):
+                unsure[value] = unsure.get(value, 0) + count
+        return replace(self, counts=counts, eligible=frozenset(eligible), unsure=unsure)
 
     def counts_spot(self, spot: Spot) -> bool:
         """Whether the spread counts the node ``spot`` and the pods on it (:func:`counted_node`)."""
@@ -184,7 +192,14 @@ class ZoneSpread:
         as one (its new node registers there), and so do ``value`` and the domains of ``opening`` (the
         template labels of the groups that may still open a node for the class: a zone with no node
         yet holds the least at 0 from the round the plan could open one there, not only from the round
-        after). With a single domain the skew is always 0: no ceiling."""
+        after). With a single domain the skew is always 0: no ceiling.
+
+        The pods new nodes may run first, or not, as EC2 picks their type (:attr:`unsure`), count in
+        ``value`` but not in the other domains: the ceiling holds whichever type comes up. Were they
+        there, ``value`` would hold more and the least could only rise as much; were they not, another
+        domain would hold less, and so could the least (three zones, one of them able to hold one
+        replica beside an amd64-only agent its m7g node may not run: counted there, the agent let the
+        other two take a replica more than kube-scheduler lets them beside one)."""
         domains = (
             self.eligible | {value} | {d for k, d in settled if k == self.key} | _values_of(self.key, opening)
         )
@@ -192,7 +207,12 @@ class ZoneSpread:
             return self.skew
         if len(domains) == 1:
             return UNBOUNDED
-        return self.skew + min(self.counts.get(d, 0) + settled.get((self.key, d), 0) for d in domains)
+        return self.skew + min(
+            self.counts.get(d, 0)
+            - (self.unsure.get(d, 0) if d != value else 0)
+            + settled.get((self.key, d), 0)
+            for d in domains
+        )
 
     def held(self, value: str, placed: Mapping[tuple[str, str], int]) -> int:
         """The pods domain ``value`` holds: those running and those ``placed`` there by this plan."""
@@ -410,16 +430,19 @@ class Domains:
         new_node, _, _ = host_rooms(self.host_spreads, self.host_placed, fresh)
         return min(self.per_node_without_spreads, new_node)
 
-    def with_fresh(self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int) -> Domains:
+    def with_fresh(
+        self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int, unsure: Sequence[frozenset[int]] = ()
+    ) -> Domains:
         """These domains once ``nodes`` new nodes at ``spot`` register running the pods they run first
-        (their DaemonSets': ``fresh``, the terms selecting each): a zone spread that selects some of
-        them counts them in the node's zone (:meth:`ZoneSpread.joined`), as kube-scheduler counts every
+        (their DaemonSets': ``fresh``, the terms selecting each; ``unsure``, those of them that run on
+        some of the types the node may be only): a zone spread that selects some of them counts them in
+        the node's zone (:meth:`ZoneSpread.joined`), as kube-scheduler counts every
         pod of a node its selector matches (podtopologyspread/common.go, countPodsMatchSelector, summed
         per domain in filtering.go calPreFilterState)."""
         if not fresh or not any(isinstance(rule, ZoneSpread) for rule in self.counted):
             return self
         opened = Planned()
-        opened.record_fresh(spot, fresh, nodes)
+        opened.record_fresh(spot, fresh, nodes, unsure)
         return replace(
             self, counted=tuple(r.joined(opened) if isinstance(r, ZoneSpread) else r for r in self.counted)
         )
@@ -477,6 +500,8 @@ class Planned:
     selected: dict[int, list[tuple[Spot, int]]] = field(default_factory=dict)  # with pods
     owning: dict[int, list[tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
     following: set[int] = field(default_factory=set)  # required pod affinity terms of pods placed
+    # of ``selected``, the pods new nodes may run first or not, as EC2 picks their type (with pods)
+    unsure: dict[int, list[tuple[Spot, int]]] = field(default_factory=dict)
 
     def record(self, domains: Domains, spot: Spot, count: int) -> None:
         """``count`` pods of a class with ``domains`` went to node ``spot``."""
@@ -486,13 +511,19 @@ class Planned:
             self.owning.setdefault(term, []).append((key, spot.labels))
         self.following.update(term for term, _, _ in domains.affinity)
 
-    def record_fresh(self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int) -> None:
+    def record_fresh(
+        self, spot: Spot, fresh: Sequence[frozenset[int]], nodes: int, unsure: Sequence[frozenset[int]] = ()
+    ) -> None:
         """``nodes`` new nodes at ``spot`` register running the pods they run first (their DaemonSets'):
         ``fresh``, the terms selecting each of those pods. kube-scheduler counts them as any pod there
-        (a zone spread in its zone, a pod affinity term's domain)."""
+        (a zone spread in its zone, a pod affinity term's domain). ``unsure``: those of ``fresh`` the
+        nodes run or not, as EC2 picks their type (:func:`~spillway.planner.groups.fresh_node_unsure`)."""
         for selected in fresh:
             for term in selected:
                 self.selected.setdefault(term, []).append((spot, nodes))
+        for selected in unsure:
+            for term in selected:
+                self.unsure.setdefault(term, []).append((spot, nodes))
 
     def left(self, pod: PodInfo, spot: Spot) -> None:
         """``pod`` moves off node ``spot``: the terms that select it count one less there (a zone its own
@@ -505,6 +536,7 @@ class Planned:
             {t: list(v) for t, v in self.selected.items()},
             {t: list(v) for t, v in self.owning.items()},
             set(self.following),
+            {t: list(v) for t, v in self.unsure.items()},
         )
 
     def nodes(self, term: int) -> Iterable[Mapping[str, str]]:
