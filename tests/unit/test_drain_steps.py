@@ -820,6 +820,30 @@ def test_an_instance_going_away_is_drained_without_terminating_at_min_size(rig: 
         rig.validated(force=True)  # a drain by hand is still refused: lower MinSize, or terminate false
 
 
+@pytest.mark.parametrize("force", [False, True], ids=["days-out", "last-day"])
+def test_a_scheduled_changes_drain_at_min_size_terminates_without_decrementing_so_the_group_replaces_it(
+    rig: Rig, force: bool
+) -> None:
+    """A retirement announced two weeks ahead, its group at MinSize: the drain emptied the node and, as
+    for a Spot warning, left the instance to EC2, which takes it only at the event's start (EC2 user
+    guide, "Scheduled events for your instances"): the node stood cordoned and empty, paid for, for up
+    to two weeks, and for a reboot EC2 never takes it. Nothing reclaims it sooner, so the drain
+    terminates it without decrementing (TerminateInstanceInAutoScalingGroup with
+    ShouldDecrementDesiredCapacity false: the group launches a replacement, API reference), its
+    DesiredCapacity kept at MinSize."""
+    _at_min_size(rig)
+    rig.pod("web-0")
+    drain = rig.cordoned(**{**SCHEDULED, "force": force})
+    assert drain.terminate is True
+    rig.drainer.evict(drain)
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert rig.cloud.terminated()[-1] == ("us-east-1", INSTANCE, False)
+    assert "launches a replacement" in outcome["terminated"]["note"]
+    assert rig.cloud.describe_group("us-east-1", "general").DesiredCapacity == 2
+
+
 def test_with_terminate_suspended_a_drain_keeps_its_node_or_drains_one_leaving_anyway(rig: Rig) -> None:
     """Terminate suspended (EC2 Auto Scaling User Guide, "Considerations for suspending processes"): a
     drain that terminates is refused (above); one with ``"terminate": false`` empties the node and keeps

@@ -742,10 +742,15 @@ def _terminates(request: DrainRequest, placement: Placement | None, asg: AutoSca
     (EC2 reclaims it, the group replaces it) and out of its group's service (Standby is out of the
     desired capacity already); nor one a Spot notice's drain finds moved since the snapshot into a group
     with Capacity Rebalancing, which replaces it itself (the interrupt function judged the group it left:
-    terminating with the decrement would leave that group one over, to scale in one of its choosing)."""
+    terminating with the decrement would leave that group one over, to scale in one of its choosing).
+    But a scheduled change's instance at MinSize is terminated: EC2 acts only at the event's start, up to
+    weeks later (and a reboot leaves it running), so the emptied node would stay cordoned and paid for
+    until then; its terminate, refused the decrement, goes without it and the group launches a
+    replacement (:meth:`Drainer._terminate_instance`)."""
     if not request.terminate or placement is None or asg is None:
         return False
-    leaves = _below_min(asg, placement.instance_id) or placement.lifecycle_state not in LIVE_STATES
+    at_min = _below_min(asg, placement.instance_id) and request.notice != "scheduled"
+    leaves = at_min or placement.lifecycle_state not in LIVE_STATES
     replaces = request.notice in ("interruption", "rebalance") and asg.CapacityRebalance is True
     return not (request.leaving and leaves) and not (_moved(request, placement) and replaces)
 
@@ -1963,8 +1968,9 @@ class Drainer:
         }
         if not decremented:
             out["note"] = (
-                f"terminated without decrementing {drain.group}: it reached its MinSize after the drain "
-                "began (another of its instances went meanwhile), so it launches a replacement"
+                f"terminated without decrementing {drain.group}: it is at its MinSize (a scheduled change's "
+                "instance, or another of its instances went since the drain began), so it launches a "
+                "replacement"
             )
         return out
 
@@ -1973,7 +1979,8 @@ class Drainer:
         its MinSize (:class:`AsgLimitExceeded`) and does nothing: a drain that keeps its node then fails
         and its compensation gives the node back; a leaving instance goes anyway (Spot reclaims several
         of a pool at once, each drain judged MinSize from the group as it was before the others'
-        terminates), so its drain terminates it without the decrement and the group replaces it."""
+        terminates; a scheduled change's drain terminates at MinSize: :func:`_terminates`), so its drain
+        terminates it without the decrement and the group replaces it."""
         try:
             return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=True), True
         except AsgLimitExceeded:
