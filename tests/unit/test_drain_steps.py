@@ -2488,6 +2488,77 @@ def test_a_forced_drain_that_cannot_read_ec2_drains_as_planned_and_says_so(rig: 
     )
 
 
+# The retirement moved two days later (3 Nov to 5 Nov 10:05): the forced drain of the old start
+# waited on (above), and the one AWS Health's update started for the new start waited for it too.
+MOVED = {**RETIREMENT, "NotBefore": datetime(2026, 11, 5, 10, 5, tzinfo=UTC)}
+# Or AWS canceled it and scheduled a new retirement for 5 Nov, another event of the instance.
+REPLACED = [{**RETIREMENT, "Description": "[Canceled] The instance is running on degraded hardware"},
+            {**MOVED, "InstanceEventId": "instance-event-0a11bd4c6e7f80912"}]  # fmt: skip
+OLD_START_FORCE = f"scheduled-{INSTANCE}-1111111111-force"
+NEW_START_FORCE = f"scheduled-{INSTANCE}-2222222222-force"
+NEW_START = {**CHANGE, "not_before": "2026-11-04T10:00:00Z", "scheduled_start": "2026-11-05T10:05:00Z"}
+
+
+def _woken(rig: Rig, request: dict[str, Any], name: str) -> Drain:
+    """A scheduled change's forced drain validated as DrainNode does once its wait is over."""
+    out = rig.drainer.validate(request, execution=name)
+    while "waiting" in out:
+        rig.clock.now = max(rig.clock.now, datetime.fromisoformat(out["waiting"]["until"]))
+        out = rig.drainer.validate(out["waiting"]["request"], execution=name)
+    return Drain.model_validate(out["drain"])
+
+
+@pytest.mark.parametrize("events", [[MOVED], REPLACED], ids=["moved", "replaced"])
+def test_two_forced_drains_of_one_moved_change_drain_once_the_other_stops_superseded(
+    rig: Rig, events: list[dict[str, Any]]
+) -> None:
+    """A change moved later (EC2 ModifyInstanceEventStartTime), or canceled and replaced by a new event
+    of the instance with a later start, and announced again: AWS Health's notice with the new start
+    started a forced drain named after it, and the forced drain of the old start, woken, found the
+    event it follows (the live one of its code: the new one once the old is canceled) starting later
+    and waited for the new last day as well. Both woke together, followed the same EC2 event, and both
+    drained side by side to the same deadline: the second's cordon took the node over, but a forced
+    drain was never superseded, so both force-evicted at the deadline and both reached
+    TerminateInstanceInAutoScalingGroup with the decrement at once. Now each cordon names the event its
+    forced drain follows, and the drain whose cordon is no longer on the node stops at its next step,
+    ``superseded`` (nothing undone), the other alone draining and terminating."""
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = events
+    followed = events[-1]["InstanceEventId"]
+    old = _woken(rig, CHANGE, OLD_START_FORCE)
+    new = _woken(rig, NEW_START, NEW_START_FORCE)
+    assert rig.clock.now == datetime(2026, 11, 4, 10, 0, tzinfo=UTC)  # the new start's last day
+    assert (old.deadline_at, new.deadline_at) == ("2026-11-05T10:00:00Z", "2026-11-05T10:00:00Z")
+    assert (old.scheduled_event, new.scheduled_event) == (followed, followed)
+    rig.drainer.cordon(old)
+    rig.drainer.cordon(new)  # written last: it holds the node
+
+    with pytest.raises(DrainSuperseded, match=NEW_START_FORCE):
+        rig.drainer.evict(old)
+    assert rig.drainer.evict(new)["evicted"] == ["team-a/web-0"]
+    cordon = rig.node()["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert f"{NEW_START_FORCE} for {followed}: " in cordon
+
+
+def test_forced_drains_of_different_events_of_one_instance_both_go_on(rig: Rig) -> None:
+    """Two changes of one instance (a retirement, and a system reboot the same day): each forced drain
+    follows its own event, so neither stops for the other; nor does a forced drain that read no event."""
+    reboot = {**RETIREMENT, "Code": "system-reboot", "InstanceEventId": "instance-event-2",
+              "Description": "The instance is scheduled for a reboot"}  # fmt: skip
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = [RETIREMENT, reboot]
+    retirement = _woken(rig, CHANGE, OLD_START_FORCE)
+    rebooting = _woken(rig, {**CHANGE, "event_code": "system-reboot"}, NEW_START_FORCE)
+    unread = _woken(rig, {**SCHEDULED, "instance_id": INSTANCE, "region": "us-east-1"}, "interrupt-x")
+    assert (retirement.scheduled_event, rebooting.scheduled_event, unread.scheduled_event) == (
+        RETIREMENT["InstanceEventId"], "instance-event-2", None)  # fmt: skip
+    for drain in (retirement, rebooting, unread):
+        rig.drainer.cordon(drain)
+
+    for drain in (retirement, rebooting, unread):
+        assert "evicted" in rig.drainer.evict(drain)
+
+
 def test_a_drain_without_a_scheduled_start_reads_no_scheduled_event(rig: Rig) -> None:
     rig.drainer.validate({**SCHEDULED, "instance_id": INSTANCE, "region": "us-east-1"})
     assert not [c for c in rig.cloud.calls if c[0] == "scheduled_events"]

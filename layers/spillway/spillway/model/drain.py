@@ -235,6 +235,11 @@ class Drain(BaseModel):
     # The drain's own name, which its cordon carries so that it undoes only its own: its DrainNode
     # execution's name. "" for a drain validated before drains had names (an execution in flight then).
     name: str = ""
+    # A scheduled change's drain, its wait over: the EC2 scheduled event (InstanceEventId) it follows, as
+    # DescribeInstanceStatus listed it then (spillway.act.drain.follow_change). A forced one's cordon names
+    # it, and of two forced drains following one event the one whose cordon is not on the node stops
+    # (spillway.act.drain._taken_over_by). None: EC2 was not read (any other drain, or EC2 unreadable).
+    scheduled_event: str | None = None
 
     @property
     def deadline(self) -> datetime:
