@@ -118,7 +118,9 @@ class DrainRequest(BaseModel):
     function decides from a snapshot up to a minute old, and Spot reclaims several instances of a pool
     at once), or, when the group reached its MinSize only by the time it terminates, terminates without
     decrementing; and a node somebody else cordoned is drained with their cordon left in place (never
-    taken over, never undone).
+    taken over, never undone). A scheduled change's drain (``notice`` ``scheduled``) terminates at
+    MinSize too, without decrementing: EC2 acts only at the change's start, days or weeks later, and the
+    group launches the replacement now.
 
     ``notice`` (a drain the interrupt function started: ``interruption``, ``rebalance`` or ``scheduled``,
     the kind of EC2 or AWS Health notice that asked for it; a lifecycle drain has its ``lifecycle``):
