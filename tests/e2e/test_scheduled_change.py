@@ -12,11 +12,14 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from conftest import CLUSTER, Cloud
 from test_drain_faults import wait_for
 
 from spillway.act.drain import WAIT_SLACK_SECONDS
+from spillway.adapters.aws import AwsAdapter
 from spillway.local import objects
+from spillway.model.drain import ScheduledEvent
 
 CORDONED = "spillway.io/cordoned"
 
@@ -110,3 +113,38 @@ def test_a_forced_drain_for_a_change_ec2_no_longer_lists_wakes_and_ends_cancelle
     )
     assert cloud.kube.get("Pod", "web-0", "team-a") is not None
     assert instance in cloud.instances()
+
+
+def test_two_forced_drains_following_one_event_drain_and_terminate_the_node_once(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forced drain of a change's old start (which followed the move) and the one AWS Health's
+    update started for the new start wake together and follow the same EC2 event. Both drained to the
+    same deadline and both terminated; now the one whose cordon the other overwrote stops
+    ``superseded`` and the instance is terminated once. moto lists no scheduled event, so the adapter's
+    DescribeInstanceStatus answer is the event itself here."""
+    instance, node = node_with_a_pod_held(cloud)
+    not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10)
+    start = not_before + timedelta(days=1, seconds=300)
+    event = ScheduledEvent(
+        "instance-event-0d59937288b749b32", "instance-retirement", "degraded hardware", start
+    )
+    monkeypatch.setattr(AwsAdapter, "scheduled_events", lambda self, region, instance_id: [event])
+    request = {
+        "cluster": CLUSTER, "node": node, "instance_id": instance, "region": "us-east-1", "force": True,
+        "leaving": True, "notice": "scheduled", "deadline_seconds": 4, "poll_seconds": 1,
+        "reason": "scheduled change arn:aws:health:us-east-1::event/EC2/X/abc",
+        "not_before": not_before.isoformat().replace("+00:00", "Z"),
+        "scheduled_start": start.isoformat().replace("+00:00", "Z"), "event_code": "instance-retirement",
+    }  # fmt: skip
+    arns = [
+        cloud.stack.start("DrainNodeStateMachine", request, name=f"scheduled-{instance}-{digest}-force")
+        for digest in ("1111111111", "2222222222")
+    ]
+    results = [cloud.stack.wait(arn, timeout=90) for arn in arns]
+
+    assert [r["status"] for r in results] == ["SUCCEEDED", "SUCCEEDED"], results
+    assert sorted(r["output"]["outcome"] for r in results) == ["superseded", "terminated"], results
+    actions = [c.event.get("action") for c in cloud.stack.calls("DrainFunction")]
+    assert actions.count("terminate") == 1 and "uncordon" not in actions
+    assert instance not in cloud.instances()

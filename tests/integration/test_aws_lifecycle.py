@@ -12,6 +12,7 @@ from botocore.stub import Stubber
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.errors import AwsError, AwsThrottled, AwsUnavailable, LifecycleActionNotFound
+from spillway.local.rig import create_group
 
 TOKEN = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
 INSTANCE = "i-0a1b2c3d4e5f60718"
@@ -115,3 +116,57 @@ def test_placement_reads_the_group_state_zone_and_type_aws_gives(
     assert (placement.zone, placement.instance_type) == (instance["AvailabilityZone"], "g5.xlarge")
     assert placement.zone.startswith("us-east-1")
     assert adapter.placement("us-east-1", "i-0ffffffffffffffff") is None
+
+
+def _hook(name: str, transition: str = "autoscaling:EC2_INSTANCE_TERMINATING") -> None:
+    boto3.client("autoscaling", region_name="us-east-1").put_lifecycle_hook(
+        LifecycleHookName=name, AutoScalingGroupName="batch", LifecycleTransition=transition,
+        HeartbeatTimeout=300, DefaultResult="CONTINUE",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("hooks", "flagged"),
+    [
+        ([], True),
+        ([("drain-before-terminate", "autoscaling:EC2_INSTANCE_TERMINATING")], False),
+        ([("ship-logs", "autoscaling:EC2_INSTANCE_TERMINATING")], True),  # another team's: no drain
+        ([("drain-before-terminate", "autoscaling:EC2_INSTANCE_LAUNCHING")], True),  # not a terminate hook
+    ],
+    ids=["no-hook", "spillways-hook", "another-hook", "launch-hook"],
+)
+def test_a_group_over_two_zones_with_spillways_terminate_hook_is_not_flagged_for_az_rebalance(
+    adapter: AwsAdapter, moto_aws: None, hooks: list[tuple[str, str]], flagged: bool
+) -> None:
+    """AZRebalance runs on a group over two zones: observe flagged it in the group's problems, and every
+    plan drain of it said Auto Scaling may then terminate a node nobody drained. With Spillway's own
+    terminate hook (LIFECYCLE_HOOK_NAMES) on the group, that termination waits in Terminating:Wait and
+    the interrupt function drains the node before completing the action: a terminate hook holds every
+    termination, automatic or manual, but for a detach, standby or a forced delete (EC2 Auto Scaling
+    User Guide, "Amazon EC2 Auto Scaling lifecycle hooks", lifecycle hook availability). Observe reads
+    the group's hooks (DescribeLifecycleHooks) and flags it only without such a hook."""
+    create_group("batch", instance_type="m5.large", desired=2, zone="ab", mixed=False, cluster="prod")
+    for name, transition in hooks:
+        _hook(name, transition)
+
+    (group,) = [g for g in adapter.node_groups_in("us-east-1", {}) if g.name == "batch"]
+
+    assert group.zones == ("us-east-1a", "us-east-1b")
+    assert group.zone_rebalance is flagged
+    assert any("AZRebalance is not suspended" in p for p in group.problems) is flagged
+
+
+def test_a_group_whose_hooks_cannot_be_read_stays_flagged_and_the_regions_read_goes_on(
+    adapter: AwsAdapter, moto_aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flag is advice: a DescribeLifecycleHooks refused (or throttled past its retries) leaves the
+    group flagged as before, and fails no observation."""
+    create_group("batch", instance_type="m5.large", desired=2, zone="ab", mixed=False, cluster="prod")
+    _hook("drain-before-terminate")
+
+    def refused(region: str, group: str) -> list[Any]:
+        raise AwsError(f"DescribeLifecycleHooks({region}, {group}): AccessDenied")
+
+    monkeypatch.setattr(adapter, "describe_lifecycle_hooks", refused)
+    (group,) = [g for g in adapter.node_groups_in("us-east-1", {}) if g.name == "batch"]
+    assert group.zone_rebalance is True

@@ -820,6 +820,30 @@ def test_an_instance_going_away_is_drained_without_terminating_at_min_size(rig: 
         rig.validated(force=True)  # a drain by hand is still refused: lower MinSize, or terminate false
 
 
+@pytest.mark.parametrize("force", [False, True], ids=["days-out", "last-day"])
+def test_a_scheduled_changes_drain_at_min_size_terminates_without_decrementing_so_the_group_replaces_it(
+    rig: Rig, force: bool
+) -> None:
+    """A retirement announced two weeks ahead, its group at MinSize: the drain emptied the node and, as
+    for a Spot warning, left the instance to EC2, which takes it only at the event's start (EC2 user
+    guide, "Scheduled events for your instances"): the node stood cordoned and empty, paid for, for up
+    to two weeks, and for a reboot EC2 never takes it. Nothing reclaims it sooner, so the drain
+    terminates it without decrementing (TerminateInstanceInAutoScalingGroup with
+    ShouldDecrementDesiredCapacity false: the group launches a replacement, API reference), its
+    DesiredCapacity kept at MinSize."""
+    _at_min_size(rig)
+    rig.pod("web-0")
+    drain = rig.cordoned(**{**SCHEDULED, "force": force})
+    assert drain.terminate is True
+    rig.drainer.evict(drain)
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert rig.cloud.terminated()[-1] == ("us-east-1", INSTANCE, False)
+    assert "launches a replacement" in outcome["terminated"]["note"]
+    assert rig.cloud.describe_group("us-east-1", "general").DesiredCapacity == 2
+
+
 def test_with_terminate_suspended_a_drain_keeps_its_node_or_drains_one_leaving_anyway(rig: Rig) -> None:
     """Terminate suspended (EC2 Auto Scaling User Guide, "Considerations for suspending processes"): a
     drain that terminates is refused (above); one with ``"terminate": false`` empties the node and keeps
@@ -2462,6 +2486,77 @@ def test_a_forced_drain_that_cannot_read_ec2_drains_as_planned_and_says_so(rig: 
     assert (
         "scheduled events unread" in out["drain"]["reason"] and "drained as planned" in out["drain"]["reason"]
     )
+
+
+# The retirement moved two days later (3 Nov to 5 Nov 10:05): the forced drain of the old start
+# waited on (above), and the one AWS Health's update started for the new start waited for it too.
+MOVED = {**RETIREMENT, "NotBefore": datetime(2026, 11, 5, 10, 5, tzinfo=UTC)}
+# Or AWS canceled it and scheduled a new retirement for 5 Nov, another event of the instance.
+REPLACED = [{**RETIREMENT, "Description": "[Canceled] The instance is running on degraded hardware"},
+            {**MOVED, "InstanceEventId": "instance-event-0a11bd4c6e7f80912"}]  # fmt: skip
+OLD_START_FORCE = f"scheduled-{INSTANCE}-1111111111-force"
+NEW_START_FORCE = f"scheduled-{INSTANCE}-2222222222-force"
+NEW_START = {**CHANGE, "not_before": "2026-11-04T10:00:00Z", "scheduled_start": "2026-11-05T10:05:00Z"}
+
+
+def _woken(rig: Rig, request: dict[str, Any], name: str) -> Drain:
+    """A scheduled change's forced drain validated as DrainNode does once its wait is over."""
+    out = rig.drainer.validate(request, execution=name)
+    while "waiting" in out:
+        rig.clock.now = max(rig.clock.now, datetime.fromisoformat(out["waiting"]["until"]))
+        out = rig.drainer.validate(out["waiting"]["request"], execution=name)
+    return Drain.model_validate(out["drain"])
+
+
+@pytest.mark.parametrize("events", [[MOVED], REPLACED], ids=["moved", "replaced"])
+def test_two_forced_drains_of_one_moved_change_drain_once_the_other_stops_superseded(
+    rig: Rig, events: list[dict[str, Any]]
+) -> None:
+    """A change moved later (EC2 ModifyInstanceEventStartTime), or canceled and replaced by a new event
+    of the instance with a later start, and announced again: AWS Health's notice with the new start
+    started a forced drain named after it, and the forced drain of the old start, woken, found the
+    event it follows (the live one of its code: the new one once the old is canceled) starting later
+    and waited for the new last day as well. Both woke together, followed the same EC2 event, and both
+    drained side by side to the same deadline: the second's cordon took the node over, but a forced
+    drain was never superseded, so both force-evicted at the deadline and both reached
+    TerminateInstanceInAutoScalingGroup with the decrement at once. Now each cordon names the event its
+    forced drain follows, and the drain whose cordon is no longer on the node stops at its next step,
+    ``superseded`` (nothing undone), the other alone draining and terminating."""
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = events
+    followed = events[-1]["InstanceEventId"]
+    old = _woken(rig, CHANGE, OLD_START_FORCE)
+    new = _woken(rig, NEW_START, NEW_START_FORCE)
+    assert rig.clock.now == datetime(2026, 11, 4, 10, 0, tzinfo=UTC)  # the new start's last day
+    assert (old.deadline_at, new.deadline_at) == ("2026-11-05T10:00:00Z", "2026-11-05T10:00:00Z")
+    assert (old.scheduled_event, new.scheduled_event) == (followed, followed)
+    rig.drainer.cordon(old)
+    rig.drainer.cordon(new)  # written last: it holds the node
+
+    with pytest.raises(DrainSuperseded, match=NEW_START_FORCE):
+        rig.drainer.evict(old)
+    assert rig.drainer.evict(new)["evicted"] == ["team-a/web-0"]
+    cordon = rig.node()["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert f"{NEW_START_FORCE} for {followed}: " in cordon
+
+
+def test_forced_drains_of_different_events_of_one_instance_both_go_on(rig: Rig) -> None:
+    """Two changes of one instance (a retirement, and a system reboot the same day): each forced drain
+    follows its own event, so neither stops for the other; nor does a forced drain that read no event."""
+    reboot = {**RETIREMENT, "Code": "system-reboot", "InstanceEventId": "instance-event-2",
+              "Description": "The instance is scheduled for a reboot"}  # fmt: skip
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = [RETIREMENT, reboot]
+    retirement = _woken(rig, CHANGE, OLD_START_FORCE)
+    rebooting = _woken(rig, {**CHANGE, "event_code": "system-reboot"}, NEW_START_FORCE)
+    unread = _woken(rig, {**SCHEDULED, "instance_id": INSTANCE, "region": "us-east-1"}, "interrupt-x")
+    assert (retirement.scheduled_event, rebooting.scheduled_event, unread.scheduled_event) == (
+        RETIREMENT["InstanceEventId"], "instance-event-2", None)  # fmt: skip
+    for drain in (retirement, rebooting, unread):
+        rig.drainer.cordon(drain)
+
+    for drain in (retirement, rebooting, unread):
+        assert "evicted" in rig.drainer.evict(drain)
 
 
 def test_a_drain_without_a_scheduled_start_reads_no_scheduled_event(rig: Rig) -> None:

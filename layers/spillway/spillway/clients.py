@@ -201,7 +201,12 @@ def build_clients(config: RuntimeConfig, session: boto3.Session | None = None) -
         config=config,
         session=session,
         aws_clients=aws_clients,
-        aws=AwsAdapter(aws_clients, config.cluster_name, activity_window=config.activity_window),
+        aws=AwsAdapter(
+            aws_clients,
+            config.cluster_name,
+            activity_window=config.activity_window,
+            lifecycle_hooks=config.lifecycle_hook_names,
+        ),
         dynamodb=dynamodb,
         snapshots=SnapshotStore(
             dynamodb, config.snapshots_table, ttl=config.snapshot_ttl, codec=config.snapshot_codec

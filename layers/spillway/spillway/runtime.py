@@ -25,7 +25,8 @@ variable                               meaning (default)
 ``INTERRUPTION_BACKOFF_MINUTES``       interrupt: back-off of an interrupted type in its zone (15)
 ``LIFECYCLE_HOOK_NAMES``               interrupt, drain: comma list of the terminate lifecycle hooks
                                        Spillway owns, drains for and completes; any other is its
-                                       owner's (``drain-before-terminate``)
+                                       owner's (``drain-before-terminate``); observe, scale: a group
+                                       with one is not flagged for AZRebalance
 ``MAX_SNAPSHOT_AGE_SECONDS``           the plan refuses older snapshots (180)
 ``SCALE_UP_POLL_SECONDS``              scale-up: between launch checks (15)
 ``LAUNCH_TIMEOUT_SECONDS``             scale-up: a launch not Ready by then failed (600)

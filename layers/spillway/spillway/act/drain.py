@@ -74,7 +74,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   and with :class:`~spillway.errors.DrainSuperseded` when another Spillway drain took it over (the
   cordon names that drain: a scheduled change's forced drain, a Spot warning's): not a failure, the
   other drain holds the node, so nothing is undone and the outcome is ``superseded`` (a lifecycle
-  drain, or one with ``force``, goes on: :func:`_taken_over_by`);
+  drain, or one with ``force``, goes on, but for a forced drain that follows the same EC2 scheduled
+  event as the one holding the node: :func:`_taken_over_by`);
   right before termination, :meth:`Drainer.check` also requires that no workload pod is left (unless
   ``force`` and the deadline passed);
 * the compensation (:meth:`Drainer.uncordon`) removes the draining taint and Spillway's cordon, never
@@ -371,16 +372,23 @@ def follow_change(
     assert request.scheduled_start is not None
     announced = _timestamp(request.scheduled_start)
     assert announced is not None  # parse_request refused it otherwise
-    live = sorted((e for e in events if e.live and e.not_before is not None), key=_event_start)
-    if not live:
+    event = followed_event(request, events)
+    if event is None:
         over = "; ".join(f"{e.code}: {e.description}"[:120] for e in events[:2]) or "none at all"
         return _cancelled(
             _requested(request),
             f"EC2 lists no scheduled event of {request.instance_id} still to come ({over}): the change "
             f"announced for {request.scheduled_start} was canceled or is done; nothing was drained",
         )
-    event = next((e for e in live if e.code == request.event_code), live[0])
     return _follow_start(request, raw, event, _event_start(event) - announced, now)
+
+
+def followed_event(request: DrainRequest, events: Sequence[ScheduledEvent]) -> ScheduledEvent | None:
+    """The event a scheduled change's drain follows (:func:`follow_change`): of the instance's events EC2
+    does not mark completed or canceled, the first to start of the request's ``event_code``, else the
+    first to start; None when none is left."""
+    live = sorted((e for e in events if e.live and e.not_before is not None), key=_event_start)
+    return next((e for e in live if e.code == request.event_code), live[0] if live else None)
 
 
 def _follow_start(
@@ -742,10 +750,15 @@ def _terminates(request: DrainRequest, placement: Placement | None, asg: AutoSca
     (EC2 reclaims it, the group replaces it) and out of its group's service (Standby is out of the
     desired capacity already); nor one a Spot notice's drain finds moved since the snapshot into a group
     with Capacity Rebalancing, which replaces it itself (the interrupt function judged the group it left:
-    terminating with the decrement would leave that group one over, to scale in one of its choosing)."""
+    terminating with the decrement would leave that group one over, to scale in one of its choosing).
+    But a scheduled change's instance at MinSize is terminated: EC2 acts only at the event's start, up to
+    weeks later (and a reboot leaves it running), so the emptied node would stay cordoned and paid for
+    until then; its terminate, refused the decrement, goes without it and the group launches a
+    replacement (:meth:`Drainer._terminate_instance`)."""
     if not request.terminate or placement is None or asg is None:
         return False
-    leaves = _below_min(asg, placement.instance_id) or placement.lifecycle_state not in LIVE_STATES
+    at_min = _below_min(asg, placement.instance_id) and request.notice != "scheduled"
+    leaves = at_min or placement.lifecycle_state not in LIVE_STATES
     replaces = request.notice in ("interruption", "rebalance") and asg.CapacityRebalance is True
     return not (request.leaving and leaves) and not (_moved(request, placement) and replaces)
 
@@ -898,7 +911,18 @@ def cordon_reason(drain: Drain) -> str:
     ``drain: <reason>`` as it did then."""
     held = "" if drain.plan_id else f"{HELD_DRAIN} "
     named = f" {drain.name}" if drain.name else ""
-    return f"{held}drain{named}: {drain.reason}"
+    return f"{held}drain{named}{_following(drain)}: {drain.reason}"
+
+
+# An EC2 InstanceEventId (instance-event-0d59937288b749b32) as a cordon may carry it: no whitespace or ``:``
+_EVENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _following(drain: Drain) -> str:
+    """`` for <event id>`` in a forced drain's cordon, after its name, when it follows an EC2 scheduled
+    event (:attr:`Drain.scheduled_event`); else "". It comes before the reason, which the annotation's
+    256 characters may cut."""
+    return f" for {drain.scheduled_event}" if drain.force and drain.scheduled_event else ""
 
 
 def holds(drain: Drain, annotation: str) -> bool:
@@ -919,13 +943,23 @@ def _taken_over_by(drain: Drain, node: Node) -> str | None:
     by it alone; it also takes over a node another drain is still emptying when the group terminates
     it (:meth:`spillway.act.interrupt.Interrupter._lifecycle`), and that drain, without force, stops. A forced drain: the one that took over may be without force (a rebalance
     recommendation's after the Spot warning's), and would leave the pods only force evicts to die
-    with the instance; a forced drain never times out, so going on costs no alarm."""
-    if drain.lifecycle is not None or drain.force:
+    with the instance; a forced drain never times out, so going on costs no alarm.
+
+    But a forced drain that follows an EC2 scheduled event stops for another forced drain following
+    the same event (its cordon says ``for <event id>``: :func:`_following`): two of them wake together
+    when a change moved later is announced again (each start has its forced drain, the one of the old
+    start waiting on for the new one) or EC2 replaced the event with another, and the two ran side by
+    side to the same deadline, both reaching TerminateInstanceInAutoScalingGroup with the decrement at
+    once. The one whose cordon was written last goes on; the other stops at its next step."""
+    if drain.lifecycle is not None:
         return None
     holder = node.metadata.annotations.get(CORDONED_BY_SPILLWAY)
     if not node.spec.unschedulable or holder is None or holds(drain, holder):
         return None
-    return holder.split(" ", 1)[-1]
+    words = holder.split(" ", 1)[-1]
+    if drain.force and not (_following(drain) and f"{_following(drain)}: " in words):
+        return None
+    return words
 
 
 _DRAIN_NAME = re.compile(r"^[^\s:]{1,80}$")
@@ -1502,7 +1536,7 @@ class Drainer:
         early = self._not_yet(request, raw)
         if isinstance(early, dict):
             return early
-        request = early
+        request, followed = early
         lapsed = _lapsed_claim(request, self.clock())
         if lapsed is not None:
             return _cancelled(_requested(request), lapsed)
@@ -1516,6 +1550,8 @@ class Drainer:
             raise
         terminate = _terminates(request, placement, asg)
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
+        if followed is not None:
+            drain = drain.model_copy(update={"scheduled_event": followed})
         now = self.clock()
         pods = self.kube.pods_on_node(drain.node)
         named = _named(drain, pods)
@@ -1530,22 +1566,30 @@ class Drainer:
             self.on_outcome("dry_run", self._identity(drain))
         return {"drain": drain.model_dump(), "preview": self._preview(drain, verdicts, asg)}
 
-    def _not_yet(self, request: DrainRequest, raw: Mapping[str, Any]) -> dict[str, Any] | DrainRequest:
+    def _not_yet(
+        self, request: DrainRequest, raw: Mapping[str, Any]
+    ) -> dict[str, Any] | tuple[DrainRequest, str | None]:
         """Before anything of the node is read: ``{"waiting": ...}`` while ``not_before`` is ahead
         (:func:`waiting`); then, for a scheduled change's drain, what EC2's scheduled events of the
-        instance say now (:func:`follow_change`): cancelled, waiting again, or the request to drain for.
+        instance say now (:func:`follow_change`): cancelled, waiting again, or the request to drain for,
+        with the id of the event it follows (:func:`followed_event`; None for any other drain).
         EC2 unreadable (an error after the SDK's retries): the request as planned, its reason saying so,
         since AWS retiring the instance with its pods on it is worse than a drain it no longer needed."""
         later = waiting(request, raw, self.clock())
         if later is not None or request.scheduled_start is None:
-            return later if later is not None else request
+            return later if later is not None else (request, None)
         assert request.region is not None and request.instance_id is not None  # _scheduled_refusal
         try:
             events = self.cloud.scheduled_events(request.region, request.instance_id)
         except AwsError as exc:
             note = f"; EC2's scheduled events unread ({str(exc)[:100]}): drained as planned"
-            return request.model_copy(update={"reason": (_reason_of(request) + note)[:256]})
-        return follow_change(request, raw, events, self.clock())
+            return request.model_copy(update={"reason": (_reason_of(request) + note)[:256]}), None
+        answer = follow_change(request, raw, events, self.clock())
+        if isinstance(answer, dict):
+            return answer
+        event = followed_event(request, events)
+        named = event.event_id if event is not None and _EVENT_ID.fullmatch(event.event_id) else None
+        return answer, named
 
     def _skipped(self, request: DrainRequest, refusal: InvalidDrainRequest) -> dict[str, Any]:
         """A notice's drain its node refuses (:func:`_left_alone`): cancelled, with the notice and the
@@ -1963,8 +2007,9 @@ class Drainer:
         }
         if not decremented:
             out["note"] = (
-                f"terminated without decrementing {drain.group}: it reached its MinSize after the drain "
-                "began (another of its instances went meanwhile), so it launches a replacement"
+                f"terminated without decrementing {drain.group}: it is at its MinSize (a scheduled change's "
+                "instance, or another of its instances went since the drain began), so it launches a "
+                "replacement"
             )
         return out
 
@@ -1973,7 +2018,8 @@ class Drainer:
         its MinSize (:class:`AsgLimitExceeded`) and does nothing: a drain that keeps its node then fails
         and its compensation gives the node back; a leaving instance goes anyway (Spot reclaims several
         of a pool at once, each drain judged MinSize from the group as it was before the others'
-        terminates), so its drain terminates it without the decrement and the group replaces it."""
+        terminates; a scheduled change's drain terminates at MinSize: :func:`_terminates`), so its drain
+        terminates it without the decrement and the group replaces it."""
         try:
             return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=True), True
         except AsgLimitExceeded:

@@ -493,7 +493,8 @@ def execution_name(notice: Notice, instance_id: str, *, forced: bool = False) ->
     prefix = NAME_PREFIX.get(notice.kind, notice.kind)
     if notice.kind == "scheduled" and forced:
         # of the change's start too: an update that moves the start starts a forced drain for it (the
-        # one waiting for the old start cancels itself on a node gone by then)
+        # one waiting for the old start follows the move too, and of the two, both following one EC2
+        # event, only one drains: spillway.act.drain._taken_over_by)
         start = notice.start.isoformat() if notice.start is not None else ""
         digest = hashlib.sha256(f"{notice.code} {start}".encode()).hexdigest()[:10]
         return f"{prefix}-{instance_id}-{digest}-force"

@@ -69,7 +69,13 @@ from spillway.model.aws import (
     wanted_nodegroups,
     with_managed_nodegroups,
 )
-from spillway.model.drain import LifecycleHook, Placement, ScheduledEvent, scheduled_event
+from spillway.model.drain import (
+    DEFAULT_LIFECYCLE_HOOKS,
+    LifecycleHook,
+    Placement,
+    ScheduledEvent,
+    scheduled_event,
+)
 from spillway.model.fleet import SWEPT_STATES, TAG_ATTEMPT, TAG_CLUSTER, FleetInstance, swept_instances
 from spillway.model.launcherror import code_kind
 from spillway.model.nodegroup import (
@@ -79,6 +85,7 @@ from spillway.model.nodegroup import (
     NodeGroup,
     build_node_groups,
     candidate_types,
+    rebalance_problem,
 )
 from spillway.model.reserve import ReserveLike
 from spillway.observability import redact
@@ -314,9 +321,11 @@ class AwsAdapter:
         max_activities: int = 20,
         catalogue: Mapping[str, InstanceTypeInfo] | None = None,
         launch_cache_size: int = DEFAULT_MAX_ENTRIES,
+        lifecycle_hooks: Sequence[str] = DEFAULT_LIFECYCLE_HOOKS,
     ) -> None:
         self._clients = clients
         self.cluster = cluster
+        self.lifecycle_hooks = tuple(lifecycle_hooks)  # Spillway's terminate hooks (LIFECYCLE_HOOK_NAMES)
         self.activity_window = activity_window
         self.max_activities = max_activities
         self._fallback = catalogue
@@ -452,6 +461,7 @@ class AwsAdapter:
         region's scheduled actions of those groups."""
         groups = self._with_launch_settings(region, self.describe_groups(region))
         groups, nodegroup_calls = self._with_managed_nodegroups(region, groups)
+        groups, hook_calls = self._with_drain_hooks(region, groups)
         activities: list[ScalingActivity] = []
         warm: dict[str, WarmPool] = {}
         live = [g for g in groups if not g.Status]  # Status: being deleted
@@ -464,7 +474,7 @@ class AwsAdapter:
             region=region,
             groups=tuple(groups),
             activities=tuple(activities),
-            calls=1 + len(live) + len(warm) + (1 if live else 0) + nodegroup_calls,
+            calls=1 + len(live) + len(warm) + (1 if live else 0) + nodegroup_calls + hook_calls,
             scheduled=tuple(scheduled),
             warm_pools=warm,
         )
@@ -508,6 +518,35 @@ class AwsAdapter:
             )
             for g in groups
         ]
+
+    def _with_drain_hooks(
+        self, region: str, groups: Sequence[AutoScalingGroup]
+    ) -> tuple[list[AutoScalingGroup], int]:
+        """The groups, each live one that AZRebalance may take a node of (:func:`rebalance_problem`) with
+        Spillway's terminate lifecycle hooks on it (:attr:`AutoScalingGroup.DrainHooks`: those named in
+        ``lifecycle_hooks`` for ``autoscaling:EC2_INSTANCE_TERMINATING``, as DescribeLifecycleHooks
+        answers), and the number of calls made. Such a hook holds a rebalancing's termination too, and
+        Spillway drains the node before it completes the action, so the group is not flagged. Only
+        those groups are asked: the others' flag does not depend on it. A read that fails leaves the
+        group unread (None), flagged as before, warned: the flag is advice, and failing the region's
+        read for it would stop every plan."""
+        out: list[AutoScalingGroup] = []
+        calls = 0
+        for group in groups:
+            if group.Status or not rebalance_problem(group):
+                out.append(group)
+                continue
+            calls += 1
+            try:
+                hooks = self.describe_lifecycle_hooks(region, group.AutoScalingGroupName)
+            except AwsError as exc:
+                log.warning("DescribeLifecycleHooks(%s, %s): %s: %s; its AZRebalance problem stays",
+                            region, group.AutoScalingGroupName, type(exc).__name__, exc)  # fmt: skip
+                out.append(group)
+                continue
+            ours = sorted(h.name for h in hooks if h.terminating and h.name in self.lifecycle_hooks)
+            out.append(group.model_copy(update={"DrainHooks": ours}))
+        return out, calls
 
     def _with_managed_nodegroups(
         self, region: str, groups: Sequence[AutoScalingGroup]

@@ -332,6 +332,11 @@ class AutoScalingGroup(AwsModel):
     # Spillway's too: why DescribeNodegroup did not answer (refused, or no such node group): the group's
     # template is then its tags' alone, and its problems say so
     ManagedNodegroupProblem: str | None = None
+    # Spillway's too: the group's terminate lifecycle hooks that are Spillway's (LIFECYCLE_HOOK_NAMES), as
+    # DescribeLifecycleHooks answered, read by the adapter for a group AZRebalance may take a node of
+    # (spillway.model.nodegroup.rebalance_problem); None when not read (input from
+    # describe-auto-scaling-groups alone, another group, a read that failed)
+    DrainHooks: list[str] | None = None
 
     @property
     def eks_nodegroup(self) -> tuple[str, str] | None:

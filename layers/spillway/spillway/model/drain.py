@@ -118,7 +118,9 @@ class DrainRequest(BaseModel):
     function decides from a snapshot up to a minute old, and Spot reclaims several instances of a pool
     at once), or, when the group reached its MinSize only by the time it terminates, terminates without
     decrementing; and a node somebody else cordoned is drained with their cordon left in place (never
-    taken over, never undone).
+    taken over, never undone). A scheduled change's drain (``notice`` ``scheduled``) terminates at
+    MinSize too, without decrementing: EC2 acts only at the change's start, days or weeks later, and the
+    group launches the replacement now.
 
     ``notice`` (a drain the interrupt function started: ``interruption``, ``rebalance`` or ``scheduled``,
     the kind of EC2 or AWS Health notice that asked for it; a lifecycle drain has its ``lifecycle``):
@@ -235,6 +237,11 @@ class Drain(BaseModel):
     # The drain's own name, which its cordon carries so that it undoes only its own: its DrainNode
     # execution's name. "" for a drain validated before drains had names (an execution in flight then).
     name: str = ""
+    # A scheduled change's drain, its wait over: the EC2 scheduled event (InstanceEventId) it follows, as
+    # DescribeInstanceStatus listed it then (spillway.act.drain.follow_change). A forced one's cordon names
+    # it, and of two forced drains following one event the one whose cordon is not on the node stops
+    # (spillway.act.drain._taken_over_by). None: EC2 was not read (any other drain, or EC2 unreadable).
+    scheduled_event: str | None = None
 
     @property
     def deadline(self) -> datetime:

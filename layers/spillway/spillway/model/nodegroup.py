@@ -757,10 +757,15 @@ def rebalance_problem(asg: AutoScalingGroup) -> str:
     (Common Notes and Gotchas) gives the two ways out: suspend ``AZRebalance``, or drain every node the
     group's own scale-in takes (a terminate lifecycle hook). An EKS managed node group does the second
     itself, with the lifecycle hooks of its Auto Scaling group ("Before each instance is terminated,
-    Amazon EKS sends a signal to drain that node", EKS User Guide), so it is not flagged. Spillway never
-    changes a group's processes: that is the owner's choice."""
+    Amazon EKS sends a signal to drain that node", EKS User Guide), so it is not flagged; nor is a group
+    with one of Spillway's own terminate hooks (:attr:`AutoScalingGroup.DrainHooks`): a terminate hook
+    holds every termination of the group, automatic or manual, but for a detach, standby or a forced
+    delete (EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling lifecycle hooks", lifecycle hook
+    availability), a rebalancing's included, and Spillway drains the node before it completes its
+    action (spillway.act.interrupt). Spillway never changes a group's processes: that is the owner's
+    choice."""
     zones = sorted(set(asg.AvailabilityZones))
-    if len(zones) < 2 or asg.suspended(AZ_REBALANCE) or asg.eks_nodegroup is not None:
+    if len(zones) < 2 or asg.suspended(AZ_REBALANCE) or asg.eks_nodegroup is not None or asg.DrainHooks:
         return ""
     name = asg.AutoScalingGroupName
     return (
@@ -768,7 +773,7 @@ def rebalance_problem(asg: AutoScalingGroup) -> str:
         f"({', '.join(zones)}): after Spillway terminates a drained node, Auto Scaling may even the zones "
         "out by launching an instance and then terminating one in the fuller zone, a node nobody drained; "
         f"suspend it (aws autoscaling suspend-processes --auto-scaling-group-name {name} "
-        f"--scaling-processes {AZ_REBALANCE})"
+        f"--scaling-processes {AZ_REBALANCE}), or give the group Spillway's terminate lifecycle hook"
     )
 
 
