@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import re
 import sys
 from collections.abc import Iterator
@@ -3000,3 +3001,54 @@ def test_a_pod_made_again_under_its_name_after_the_round_listed_it_is_not_evicte
     assert again is not None and [again["metadata"]["uid"]] == made
     assert "deletionTimestamp" not in again["metadata"]
     assert round_["evicted"] == []
+
+
+@pytest.mark.parametrize(
+    ("error", "request_", "recorded"),
+    [
+        ("DrainTimeout", {"plan_id": PLAN}, True),
+        ("KubeUnavailable", {"plan_id": PLAN}, True),
+        ("DrainCancelled", {"plan_id": PLAN}, False),  # the node changed: no failure
+        ("DrainTimeout", {"plan_id": PLAN, "terminate": False, "uncordon": True}, False),  # make room
+        ("DrainTimeout", {}, False),  # started by hand: no plan's scale-down
+    ],
+)
+def test_a_failed_scale_down_drain_is_recorded_for_later_plans_to_wait(
+    rig: Rig, error: str, request_: dict[str, Any], recorded: bool
+) -> None:
+    """cluster-autoscaler's --scale-down-delay-after-failure: plans learn of a plan's scale-down drain
+    that failed from the state table (a claim per drain, merged into State.scale_down at load)."""
+    drain = rig.cordoned(reason="idle 12 min", **request_)
+    state = {
+        "drain": drain.model_dump(),
+        "error": _lambda_error(error, "it failed"),
+        "compensation": {"untainted": True, "uncordoned": True},
+    }
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+
+    rig.drainer.record(state)
+    rig.drainer.record(state)  # the step run again writes it once
+
+    failed = ledger.load(CLUSTER).state.scale_down.get("failed")
+    assert (failed.since if failed else None) == (T0 if recorded else None)
+    assert len(ledger.claimed) == (1 if recorded else 0)
+    if recorded:
+        assert ledger.expiries[(CLUSTER, f"scaledown-failed#{drain.name}")] == T0 + timedelta(days=1)
+
+
+def test_a_failed_scale_down_drain_whose_record_cannot_be_written_keeps_its_outcome(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    drain = rig.cordoned(reason="idle 12 min", plan_id=PLAN)
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    ledger.fail("claim", AwsUnavailable("DynamoDB: connection reset"))
+
+    with caplog.at_level(logging.WARNING, logger="spillway.act.drain"):
+        out = rig.drainer.record(
+            {"drain": drain.model_dump(), "error": _lambda_error("DrainTimeout", "late")}
+        )
+
+    assert out["outcome"] == "timeout" and rig.outcomes == [("timeout", NODE)]
+    assert "not recorded for later plans" in caplog.text

@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -167,6 +168,7 @@ from spillway.model.nodegroup import (
     is_managed,
     scale_in_protected,
 )
+from spillway.model.state import SCALE_DOWN_FAILED_PREFIX
 from spillway.planner.disruption import TOLERATES_DRAIN, assess, comes_back, dead
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
@@ -224,6 +226,8 @@ Outcome = Literal[
     "rejected",
     "failed",
 ]
+log = logging.getLogger(__name__)
+
 OUTCOME_OF_ERROR: dict[str, Outcome] = {
     "DrainTimeout": "timeout",
     "DrainCancelled": "cancelled",
@@ -245,6 +249,26 @@ _FIELD_HELP = {
     "event_code": "an EC2 event code: instance-reboot, system-reboot, system-maintenance, instance-retirement "
     "or instance-stop",
 }
+
+
+# A plan's drain that ends so failed as a scale-down (cluster-autoscaler's scale-down failure): it timed
+# out or a step failed, and its node was given back. Cancelled, superseded and rejected drains did not fail.
+SCALE_DOWN_FAILURES = frozenset({"failed", "timeout"})
+# How long the state table keeps a failed scale-down drain's item (its TTL): above any failure delay in use
+SCALE_DOWN_FAILURE_KEPT = timedelta(days=1)
+
+
+def _scales_down(drain: Drain) -> bool:
+    """A plan's drain that removes its node: not a make-room drain (it keeps the node), not a notice's
+    or a lifecycle hook's (the instance goes anyway), not one started by hand (no plan)."""
+    return (
+        drain.plan_id is not None
+        and drain.terminate
+        and not drain.uncordon
+        and drain.notice is None
+        and drain.lifecycle is None
+        and not drain.leaving
+    )
 
 
 def utcnow() -> datetime:
@@ -2182,8 +2206,30 @@ class Drainer:
         final: Outcome = summary["outcome"]
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
+            self._note_scale_down_failure(drain, final)
         self.on_outcome(final, summary)
         return summary
+
+    def _note_scale_down_failure(self, drain: Drain, outcome: Outcome) -> None:
+        """When ``outcome`` is a plan's scale-down drain failing (:data:`SCALE_DOWN_FAILURES`,
+        :func:`_scales_down`), tell later plans, so that they wait
+        ``scale_down_delay_after_failure_minutes`` (cluster-autoscaler's ``lastScaleDownFailTime``): an
+        item of the state table per drain (a claim, so the step run again writes it once), which the
+        state store merges into ``State.scale_down`` at load. Best effort, as the Event: the outcome
+        stands, and a write that fails only costs the wait."""
+        if outcome not in SCALE_DOWN_FAILURES or not _scales_down(drain):
+            return
+        now = self.clock()
+        item = f"{SCALE_DOWN_FAILED_PREFIX}{drain.name or f'{drain.node}@{drain.started_at}'}"
+        try:
+            self.ledger.claim(
+                self.cluster,
+                item,
+                {"at": iso(now), "node": drain.node},
+                expires=now + SCALE_DOWN_FAILURE_KEPT,
+            )
+        except SpillwayError as exc:
+            log.warning("failed scale-down drain of %s not recorded for later plans: %s", drain.node, exc)
 
     def _record_cancelled(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """A drain its validation cancelled (``state`` is that answer): a success that touched nothing,
