@@ -440,6 +440,12 @@ class PlannerConfig(Settings):
     # cluster-autoscaler's --ignore-daemonsets-utilization: DaemonSet pods' requests are left out of a
     # node's utilization
     ignore_daemonsets_utilization: bool = False
+    # cluster-autoscaler's --daemonset-eviction-for-empty-nodes and --daemonset-eviction-for-occupied-nodes:
+    # whether a drain that terminates its node (a plan's, one by hand) evicts its DaemonSet pods (once, best effort, not waited for)
+    # after the other pods are gone, when the drain evicted none / some; the pod annotation
+    # cluster-autoscaler.kubernetes.io/enable-ds-eviction overrides both (spillway.act.drain)
+    daemonset_eviction_for_empty_nodes: bool = False
+    daemonset_eviction_for_occupied_nodes: bool = True
     # Karpenter's consolidateAfter, cluster-autoscaler's --scale-down-unneeded-time for busy nodes: a node
     # is consolidated only once it has been a candidate (underutilized, its pods movable) this long
     consolidation_after_minutes: float = _minutes(0)
