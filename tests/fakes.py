@@ -66,7 +66,7 @@ from spillway.model.k8s import (
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import State
+from spillway.model.state import SCALE_DOWN_FAILED_PREFIX, State, merge_scale_down_failures
 
 
 @dataclass
@@ -909,14 +909,20 @@ class FakeLedger(Recorder):
         return len(self.called("load"))
 
     def load(self, cluster: str, now: datetime | None = None) -> StoredState:
-        """As StateStore.load: the back-off items merged into the state."""
+        """As StateStore.load: the back-off items and failed scale-down drains merged into the state."""
         self._call("load", cluster)
+        failed = [
+            datetime.fromisoformat(str(value["at"]).replace("Z", "+00:00"))
+            for (c, item), value in self.claimed.items()
+            if c == cluster and item.startswith(SCALE_DOWN_FAILED_PREFIX)
+        ]
+        state = merge_scale_down_failures(self.stored.state, failed)
         if not self.backoffs:
-            return self.stored
+            return dataclasses.replace(self.stored, state=state) if failed else self.stored
         sizes = self.backoff_nodes + [1] * (len(self.backoffs) - len(self.backoff_nodes))  # set by hand
         regions = self.backoff_regions + [""] * (len(self.backoffs) - len(self.backoff_regions))
         merged = merge_backoffs(
-            self.stored.state,
+            state,
             [
                 Backoff(g, until, why, region=r, nodes=n)
                 for (g, until, why), n, r in zip(self.backoffs, sizes, regions, strict=True)

@@ -23,7 +23,7 @@ from spillway.errors import InputError, StateConflict, StateTooLarge
 from spillway.local.cfn import create_tables
 from spillway.model.act import ExecutionRequest, PlanRecord, replan_key
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.state import EventMark, GroupState, NodeState, State, keyed_by_region
+from spillway.model.state import EventMark, GroupState, NodeState, Since, State, keyed_by_region
 from spillway.planner import plan
 from spillway.planner.context import first_regions
 
@@ -542,3 +542,30 @@ def test_state_and_back_off_items_keyed_by_name_are_read_as_the_first_regions_gr
         "group": "gpu",
         "region": "us-west-2",
     }
+
+
+def test_failed_scale_down_drains_merge_into_the_state_the_latest_winning(
+    store: StateStore, ddb: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failed plan drain writes a claim item per drain (spillway.act.drain.Drainer.record); each load
+    takes the latest into ``scale_down["failed"]``, so plans wait scale_down_delay_after_failure_minutes.
+    One whose time cannot be read is skipped naming it, and the rest load."""
+    earlier = State(scale_down={"failed": Since(since=NOW - timedelta(minutes=30))})
+    commit(store, 0, earlier)
+    for name, minutes_ago in (("dn-a", 5), ("dn-b", 1)):
+        at = (NOW - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z")
+        store.claim(
+            "ml", f"scaledown-failed#{name}", {"at": at, "node": name}, expires=NOW + timedelta(days=1)
+        )
+    store.claim("ml", "scaledown-failed#dn-c", {"at": "soon"}, expires=NOW + timedelta(days=1))
+
+    with caplog.at_level(logging.WARNING, logger="spillway.adapters.state_store"):
+        loaded = store.load("ml", NOW)
+
+    assert loaded.version == 1
+    assert loaded.state.scale_down == {"failed": Since(since=NOW - timedelta(minutes=1))}
+    assert "scaledown-failed#dn-c" in caplog.text
+    # an older failure item does not take the state's later mark back
+    later = State(scale_down={"failed": Since(since=NOW + timedelta(minutes=1))})
+    commit(store, 1, later)
+    assert store.load("ml", NOW).state.scale_down == later.scale_down

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import re
 import sys
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from spillway.act.drain import (
     OUTCOME_OF_ERROR,
     RAISES,
     UNNAMED,
+    DaemonSetEviction,
     Drainer,
     cause_message,
     classify,
@@ -40,13 +42,14 @@ from spillway.errors import (
     InstanceNotFound,
     InvalidDrainRequest,
     KubeAuthError,
+    KubeUnavailable,
     SpillwayError,
 )
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.model.cluster import NodeInfo
 from spillway.model.drain import MAX_WAITING_EXECUTION_SECONDS, Drain
-from spillway.model.k8s import Node, Pod
+from spillway.model.k8s import ENABLE_DS_EVICTION, Node, Pod
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "prod"
@@ -3095,3 +3098,197 @@ def test_a_pod_made_again_under_its_name_after_the_round_listed_it_is_not_evicte
     assert again is not None and [again["metadata"]["uid"]] == made
     assert "deletionTimestamp" not in again["metadata"]
     assert round_["evicted"] == []
+
+
+@pytest.mark.parametrize(
+    ("error", "request_", "recorded"),
+    [
+        ("DrainTimeout", {"plan_id": PLAN}, True),
+        ("KubeUnavailable", {"plan_id": PLAN}, True),
+        ("DrainCancelled", {"plan_id": PLAN}, False),  # the node changed: no failure
+        ("DrainTimeout", {"plan_id": PLAN, "terminate": False, "uncordon": True}, False),  # make room
+        ("DrainTimeout", {}, False),  # started by hand: no plan's scale-down
+    ],
+)
+def test_a_failed_scale_down_drain_is_recorded_for_later_plans_to_wait(
+    rig: Rig, error: str, request_: dict[str, Any], recorded: bool
+) -> None:
+    """cluster-autoscaler's --scale-down-delay-after-failure: plans learn of a plan's scale-down drain
+    that failed from the state table (a claim per drain, merged into State.scale_down at load)."""
+    drain = rig.cordoned(reason="idle 12 min", **request_)
+    state = {
+        "drain": drain.model_dump(),
+        "error": _lambda_error(error, "it failed"),
+        "compensation": {"untainted": True, "uncordoned": True},
+    }
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+
+    rig.drainer.record(state)
+    rig.drainer.record(state)  # the step run again writes it once
+
+    failed = ledger.load(CLUSTER).state.scale_down.get("failed")
+    assert (failed.since if failed else None) == (T0 if recorded else None)
+    assert len(ledger.claimed) == (1 if recorded else 0)
+    if recorded:
+        assert ledger.expiries[(CLUSTER, f"scaledown-failed#{drain.name}")] == T0 + timedelta(days=1)
+
+
+def test_a_failed_scale_down_drain_whose_record_cannot_be_written_keeps_its_outcome(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    drain = rig.cordoned(reason="idle 12 min", plan_id=PLAN)
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    ledger.fail("claim", AwsUnavailable("DynamoDB: connection reset"))
+
+    with caplog.at_level(logging.WARNING, logger="spillway.act.drain"):
+        out = rig.drainer.record(
+            {"drain": drain.model_dump(), "error": _lambda_error("DrainTimeout", "late")}
+        )
+
+    assert out["outcome"] == "timeout" and rig.outcomes == [("timeout", NODE)]
+    assert "not recorded for later plans" in caplog.text
+
+
+def _ds_evictions(rig: Rig) -> list[str]:
+    return sorted(
+        w.split("/")[-2] for w in rig.writes() if w.startswith("POST") and "/namespaces/kube-system/" in w
+    )
+
+
+def _daemonsets(rig: Rig, **notes: str | None) -> None:
+    for name, value in notes.items():
+        pod = objects.daemonset_pod(name, NODE, ds=name)
+        if value is not None:
+            pod["metadata"].setdefault("annotations", {})[ENABLE_DS_EVICTION] = value
+        rig.api.add(pod)
+
+
+def _drain_to_empty(rig: Rig, drain: Drain, *, occupied: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Evict rounds until the node is empty of other pods (``occupied``: one web pod to evict first),
+    then one more round, which must evict no DaemonSet pod again."""
+    if occupied:
+        first = rig.drainer.evict(drain)
+        assert first["evicted"] == ["team-a/web-0"] and "daemonsets" not in first
+        rig.api.delete("Pod", "web-0", "team-a")  # its kubelet confirms the eviction
+        done = rig.drainer.evict(drain, first)
+    else:
+        done = rig.drainer.evict(drain)
+    assert done["done"]
+    rig.api.clear_requests()
+    again = rig.drainer.evict(drain, done)
+    assert _ds_evictions(rig) == [] and again["daemonsets"] == done["daemonsets"]
+    return done, again
+
+
+def test_an_occupied_nodes_drain_evicts_its_daemonset_pods_once_the_others_are_gone(rig: Rig) -> None:
+    """cluster-autoscaler evicts an occupied node's DaemonSet pods before it deletes the node
+    (--daemonset-eviction-for-occupied-nodes, default true), but none annotated
+    cluster-autoscaler.kubernetes.io/enable-ds-eviction with a value other than "true" (its
+    daemonset.PodsToEvict). Spillway's drain left every DaemonSet pod to die with its instance, so a log
+    shipper lost what it had not flushed."""
+    rig.pod("web-0")
+    _daemonsets(rig, fluentbit=None, keeper="false", odd="yes")
+    drain = rig.cordoned(reason="idle 12 min")
+    rig.api.clear_requests()
+
+    done, _ = _drain_to_empty(rig, drain, occupied=True)
+
+    assert done["daemonsets"] == ["kube-system/fluentbit"]
+    assert rig.drainer.check(drain)["ready"]  # nothing waits for them
+
+
+def test_an_empty_nodes_drain_evicts_only_daemonset_pods_that_opt_in(rig: Rig) -> None:
+    """--daemonset-eviction-for-empty-nodes is false by default: only a pod annotated
+    enable-ds-eviction "true" is evicted from a node the drain found empty."""
+    _daemonsets(rig, fluentbit=None, shipper="true")
+    drain = rig.cordoned(reason="idle 12 min")
+    rig.api.clear_requests()
+
+    done = rig.drainer.evict(drain)
+
+    assert done["done"] and done["daemonsets"] == ["kube-system/shipper"]
+    assert _ds_evictions(rig) == ["shipper"]
+
+
+@pytest.mark.parametrize(("empty", "occupied"), [(True, False), (False, False)])
+def test_the_daemonset_eviction_settings_choose_the_default_per_kind_of_node(
+    rig: Rig, empty: bool, occupied: bool
+) -> None:
+    rig.drainer.daemonset_eviction = DaemonSetEviction(empty=empty, occupied=occupied)
+    _daemonsets(rig, fluentbit=None, shipper="true")
+    drain = rig.cordoned(reason="idle 12 min")
+
+    done = rig.drainer.evict(drain)
+
+    assert done["daemonsets"] == (
+        ["kube-system/fluentbit", "kube-system/shipper"] if empty else ["kube-system/shipper"]
+    )
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"reason": "make room", "plan_id": PLAN, "terminate": False, "uncordon": True},  # the node stays
+        _notice_drain("interruption", group="general"),  # as aws-node-termination-handler: they go with it
+        _notice_drain("scheduled", group="general", terminate=True),
+    ],
+    ids=["make-room", "spot-warning", "scheduled-change"],
+)
+def test_a_drain_cluster_autoscaler_would_not_make_evicts_no_daemonset_pod(
+    rig: Rig, request_: dict[str, Any]
+) -> None:
+    _daemonsets(rig, shipper="true")
+    drain = rig.validated(**{k: v for k, v in request_.items() if k not in ("cluster", "node")})
+    rig.drainer.cordon(drain)
+    rig.api.clear_requests()
+
+    done = rig.drainer.evict(drain)
+
+    assert done["done"] and "daemonsets" not in done and _ds_evictions(rig) == []
+
+
+def test_a_daemonset_eviction_the_api_refuses_does_not_fail_the_drain(rig: Rig) -> None:
+    _daemonsets(rig, shipper="true")
+    drain = rig.cordoned(reason="idle 12 min")
+    rig.drainer.kube = _RefusingEvictions(rig.kube)  # type: ignore[assignment]
+
+    done = rig.drainer.evict(drain)
+
+    assert done["done"] and done["daemonsets"] == [] and "API server down" in done["daemonsets_error"]
+
+
+class _RefusingEvictions:
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+    def evict(self, *args: Any, **kw: Any) -> None:
+        raise KubeUnavailable("API server down")
+
+
+def test_the_drain_function_takes_the_daemonset_eviction_settings_from_the_configuration() -> None:
+    from types import SimpleNamespace
+
+    from spillway.clients import Clients
+    from spillway.config import PlannerConfig
+
+    planner = PlannerConfig(
+        daemonset_eviction_for_empty_nodes=True, daemonset_eviction_for_occupied_nodes=False
+    )
+    config = SimpleNamespace(
+        cluster_name=CLUSTER, regions=("us-east-1",), lifecycle_hook_names=(), planner=planner
+    )
+    clients = Clients(config, None, None, None, None, None, None, None, None, _kube=object())  # type: ignore[arg-type]
+
+    assert clients.drainer(lambda *_: None).daemonset_eviction == DaemonSetEviction(
+        empty=True, occupied=False
+    )
+    assert Drainer(
+        object(), object(), ledger=FakeLedger(), cluster=CLUSTER, regions=()
+    ).daemonset_eviction == (  # type: ignore[arg-type]
+        DaemonSetEviction(empty=False, occupied=True)
+    )

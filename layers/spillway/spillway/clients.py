@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
-from spillway.act.drain import Drainer, OutcomeHook
+from spillway.act.drain import DaemonSetEviction, Drainer, OutcomeHook
 from spillway.act.events import EventPolicy
 from spillway.act.gang import GangSteps
 from spillway.act.interrupt import Interrupter, InterruptSettings
@@ -106,6 +106,10 @@ class Clients:
             regions=c.regions,
             on_outcome=on_outcome,
             lifecycle_hooks=c.lifecycle_hook_names,
+            daemonset_eviction=DaemonSetEviction(
+                empty=c.planner.daemonset_eviction_for_empty_nodes,
+                occupied=c.planner.daemonset_eviction_for_occupied_nodes,
+            ),
         )
 
     def scale_steps(self, metric: Metric) -> ScaleSteps:

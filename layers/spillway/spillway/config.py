@@ -356,6 +356,13 @@ class PlannerConfig(Settings):
     regions: tuple[str, ...] = ()
     scale_down_idle_minutes: float = _minutes(10)
     scale_down_delay_after_launch_minutes: float = _minutes(10)
+    # cluster-autoscaler's --scale-down-delay-after-delete: after a plan that drained a node to remove it,
+    # later plans drain no node to remove it for this long (0: the next plan may, as cluster-autoscaler's
+    # default, its scan interval, lets its next loop)
+    scale_down_delay_after_delete_minutes: float = _minutes(0)
+    # cluster-autoscaler's --scale-down-delay-after-failure: after a plan's scale-down drain failed (it
+    # timed out or a step failed, its node given back), no node is drained to remove it for this long
+    scale_down_delay_after_failure_minutes: float = _minutes(3)
     max_scale_in_fraction: float = Field(default=0.1, ge=0, le=1, allow_inf_nan=False)
     # cluster-autoscaler's --max-bulk-soft-taint-count: at most this many nodes a plan gives the
     # PreferNoSchedule scale-down candidate taint (spillway.planner.softtaint); 0: none
@@ -433,6 +440,12 @@ class PlannerConfig(Settings):
     # cluster-autoscaler's --ignore-daemonsets-utilization: DaemonSet pods' requests are left out of a
     # node's utilization
     ignore_daemonsets_utilization: bool = False
+    # cluster-autoscaler's --daemonset-eviction-for-empty-nodes and --daemonset-eviction-for-occupied-nodes:
+    # whether a drain that terminates its node (a plan's, one by hand) evicts its DaemonSet pods (once, best effort, not waited for)
+    # after the other pods are gone, when the drain evicted none / some; the pod annotation
+    # cluster-autoscaler.kubernetes.io/enable-ds-eviction overrides both (spillway.act.drain)
+    daemonset_eviction_for_empty_nodes: bool = False
+    daemonset_eviction_for_occupied_nodes: bool = True
     # Karpenter's consolidateAfter, cluster-autoscaler's --scale-down-unneeded-time for busy nodes: a node
     # is consolidated only once it has been a candidate (underutilized, its pods movable) this long
     consolidation_after_minutes: float = _minutes(0)

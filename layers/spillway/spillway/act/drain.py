@@ -31,7 +31,10 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   detached since the snapshot and EC2 still runs, never terminating it (:func:`_drains_outside_group`);
 * DaemonSet pods, mirror (static) pods and finished pods are left alone, and so are pods whose
   tolerations admit the drain's cordon and taint (evicted, they or their replacements could be
-  scheduled straight back: they go with the node, as in Karpenter); everything else goes through the
+  scheduled straight back: they go with the node, as in Karpenter); but once the rest is gone a plan's
+  drain or one by hand that terminates its node evicts the DaemonSet pods cluster-autoscaler would (its
+  ``--daemonset-eviction-for-*-nodes`` and ``enable-ds-eviction`` annotation: :meth:`Drainer._daemonsets`),
+  once and best effort, waiting for none of them; everything else goes through the
   Eviction API, so PodDisruptionBudgets hold: a budget's 429 is retried next round, and so is a pod
   the API refuses while more than one budget selects it (500) or while its budget's status forbids
   evictions (403 naming the budget); the round goes on with the other pods, and such a pod is left to
@@ -89,9 +92,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -155,6 +160,7 @@ from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     DO_NOT_DISRUPT,
     DRAINING_TAINT,
+    ENABLE_DS_EVICTION,
     HELD_DRAIN,
     SCALE_DOWN_DISABLED,
     Node,
@@ -168,6 +174,7 @@ from spillway.model.nodegroup import (
     is_managed,
     scale_in_protected,
 )
+from spillway.model.state import SCALE_DOWN_FAILED_PREFIX
 from spillway.planner.disruption import TOLERATES_DRAIN, assess, comes_back, dead
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
@@ -225,6 +232,8 @@ Outcome = Literal[
     "rejected",
     "failed",
 ]
+log = logging.getLogger(__name__)
+
 OUTCOME_OF_ERROR: dict[str, Outcome] = {
     "DrainTimeout": "timeout",
     "DrainCancelled": "cancelled",
@@ -246,6 +255,61 @@ _FIELD_HELP = {
     "event_code": "an EC2 event code: instance-reboot, system-reboot, system-maintenance, instance-retirement "
     "or instance-stop",
 }
+
+
+# A plan's drain that ends so failed as a scale-down (cluster-autoscaler's scale-down failure): it timed
+# out or a step failed, and its node was given back. Cancelled, superseded and rejected drains did not fail.
+SCALE_DOWN_FAILURES = frozenset({"failed", "timeout"})
+# How long the state table keeps a failed scale-down drain's item (its TTL): above any failure delay in use
+SCALE_DOWN_FAILURE_KEPT = timedelta(days=1)
+
+
+def _scales_down(drain: Drain) -> bool:
+    """A plan's drain that removes its node: not a make-room drain (it keeps the node), not a notice's
+    or a lifecycle hook's (the instance goes anyway), not one started by hand (no plan)."""
+    return (
+        drain.plan_id is not None
+        and drain.terminate
+        and not drain.uncordon
+        and drain.notice is None
+        and drain.lifecycle is None
+        and not drain.leaving
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSetEviction:
+    """Whether a drain that removes its node evicts the node's DaemonSet pods by default once the other
+    pods are gone: when it evicted none (``empty``) and when it evicted some (``occupied``).
+    cluster-autoscaler's --daemonset-eviction-for-empty-nodes (default false) and
+    --daemonset-eviction-for-occupied-nodes (default true); the configuration's keys of those names."""
+
+    empty: bool = False
+    occupied: bool = True
+
+
+def daemonsets_to_evict(pods: Sequence[Pod], by_default: bool) -> list[Pod]:
+    """The node's DaemonSet pods (running or pending, not terminating) a drain evicts before the node
+    goes, by name: each annotated ``cluster-autoscaler.kubernetes.io/enable-ds-eviction: "true"``, none
+    annotated with another value, and the others when ``by_default`` (cluster-autoscaler's
+    simulator/utils/daemonset ``PodsToEvict``)."""
+    chosen = []
+    for pod in pods:
+        info = PodInfo.from_pod(pod)
+        if not info.daemonset or info.mirror or info.terminal or info.terminating:
+            continue
+        note = pod.metadata.annotations.get(ENABLE_DS_EVICTION)
+        if note == "true" or (note is None and by_default):
+            chosen.append(pod)
+    return sorted(chosen, key=lambda p: (p.metadata.namespace or "", p.metadata.name))
+
+
+def _terminates_as_autoscaler(drain: Drain) -> bool:
+    """A drain that terminates its node itself, a plan's or one by hand: the drains cluster-autoscaler
+    does. Not a make-room drain (the node stays), nor a notice's (a Spot warning's, a scheduled
+    change's) or a lifecycle hook's, which drain as aws-node-termination-handler does, leaving
+    DaemonSet pods to go with the instance."""
+    return drain.terminate and not drain.uncordon and drain.notice is None and drain.lifecycle is None
 
 
 def utcnow() -> datetime:
@@ -1504,6 +1568,7 @@ class Drainer:
         clock: Callable[[], datetime] = utcnow,
         on_outcome: OutcomeHook = _no_hook,
         lifecycle_hooks: Sequence[str] = DEFAULT_LIFECYCLE_HOOKS,
+        daemonset_eviction: DaemonSetEviction | None = None,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -1513,6 +1578,7 @@ class Drainer:
         self.clock = clock
         self.on_outcome = on_outcome
         self.lifecycle_hooks = tuple(lifecycle_hooks)  # the terminate hooks Spillway owns
+        self.daemonset_eviction = daemonset_eviction or DaemonSetEviction()
 
     # validate ----------------------------------------------------------------------------------
 
@@ -1829,7 +1895,7 @@ class Drainer:
         forced = self._forced_at_deadline(drain, remaining)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
         heartbeat = self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
-        return {
+        out = {
             **heartbeat,
             "rounds": int(previous.get("rounds") or 0) + 1,
             "evicted": evicted[:LIST_LIMIT],
@@ -1840,6 +1906,41 @@ class Drainer:
             "done": not remaining or forced,
             "forced": forced,
         }
+        return out | self._daemonsets(drain, previous, out)
+
+    def _daemonsets(
+        self, drain: Drain, previous: Mapping[str, Any], round_: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The round that finds the node empty of every other pod (``done``, not ``forced``) of a drain
+        that terminates its node as cluster-autoscaler would (:func:`_terminates_as_autoscaler`) evicts
+        its DaemonSet pods once (``daemonsets``: the pods evicted; a later
+        round carries it and evicts none again), as cluster-autoscaler does before it deletes a node
+        (core/scaledown/actuation/drain.go: DrainNode evicts them beside an occupied node's other pods,
+        EvictDaemonSetPods an empty node's), so that an agent (a log shipper, a metrics exporter) is
+        stopped with its grace period instead of with its instance. Which ones: a pod annotated
+        ``cluster-autoscaler.kubernetes.io/enable-ds-eviction`` ``"true"``, none with another value of it,
+        else every one when the drain evicted pods (``occupied``, or a plan's consolidation) and none
+        when it evicted none (``empty``), cluster-autoscaler's defaults (:class:`DaemonSetEviction`).
+        Best effort, as there: a refusal (a budget, RBAC, the API down) is noted and the drain goes on,
+        and nothing waits for them (their controller may put them straight back on the cordoned node)."""
+        if "daemonsets" in previous:
+            return {"daemonsets": previous["daemonsets"]}
+        if not round_["done"] or round_["forced"] or not _terminates_as_autoscaler(drain):
+            return {}
+        left = seconds_left(drain, self.clock())
+        occupied = drain.consolidation or int(round_["evicted_count"]) > 0
+        by_default = self.daemonset_eviction.occupied if occupied else self.daemonset_eviction.empty
+        evicted: list[str] = []
+        try:
+            for pod in daemonsets_to_evict(self.kube.pods_on_node(drain.node), by_default) if left else ():
+                grace = pod.spec.termination_grace_period_seconds
+                grace = DEFAULT_GRACE_SECONDS if grace is None else grace
+                key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+                if self._try_evict(key, min(grace, left), pod.metadata.uid or "") is None:
+                    evicted.append(key)
+        except KubeError as exc:
+            return {"daemonsets": evicted[:LIST_LIMIT], "daemonsets_error": str(exc)[:300]}
+        return {"daemonsets": evicted[:LIST_LIMIT]}
 
     def _heartbeat(self, drain: Drain, previous: Mapping[str, Any]) -> dict[str, Any]:
         """Keep the lifecycle action waiting while pods leave: RecordLifecycleActionHeartbeat once half
@@ -2228,8 +2329,30 @@ class Drainer:
         final: Outcome = summary["outcome"]
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
+            self._note_scale_down_failure(drain, final)
         self.on_outcome(final, summary)
         return summary
+
+    def _note_scale_down_failure(self, drain: Drain, outcome: Outcome) -> None:
+        """When ``outcome`` is a plan's scale-down drain failing (:data:`SCALE_DOWN_FAILURES`,
+        :func:`_scales_down`), tell later plans, so that they wait
+        ``scale_down_delay_after_failure_minutes`` (cluster-autoscaler's ``lastScaleDownFailTime``): an
+        item of the state table per drain (a claim, so the step run again writes it once), which the
+        state store merges into ``State.scale_down`` at load. Best effort, as the Event: the outcome
+        stands, and a write that fails only costs the wait."""
+        if outcome not in SCALE_DOWN_FAILURES or not _scales_down(drain):
+            return
+        now = self.clock()
+        item = f"{SCALE_DOWN_FAILED_PREFIX}{drain.name or f'{drain.node}@{drain.started_at}'}"
+        try:
+            self.ledger.claim(
+                self.cluster,
+                item,
+                {"at": iso(now), "node": drain.node},
+                expires=now + SCALE_DOWN_FAILURE_KEPT,
+            )
+        except SpillwayError as exc:
+            log.warning("failed scale-down drain of %s not recorded for later plans: %s", drain.node, exc)
 
     def _record_cancelled(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """A drain its validation cancelled (``state`` is that answer): a success that touched nothing,

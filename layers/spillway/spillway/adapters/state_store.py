@@ -21,7 +21,9 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
     claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
                       "unsettled#<owner>",
                       "owner#<region>#<id>",
-                      "gangsweep#<region>#<id>"
+                      "gangsweep#<region>#<id>",
+                      "scaledown-failed#<drain>" (value {"at", "node"}: a plan's scale-down drain that
+                                                 failed, merged into State.scale_down["failed"] at load)
 
 **Claims** (:meth:`StateStore.claim`) are written once and never overwritten (``attribute_not_exists``):
 a raise marker makes an execution's relative capacity raise happen once however often Step Functions
@@ -81,6 +83,7 @@ the newer one ran, and what is lost is at most work done again or later:
 * ``templates`` (or a part of an entry such as ``taints``, ``launched_from``): the group's template comes
   from its Auto Scaling group again, or is checked by type and age alone, as before it was learned.
 * ``events``: a pod may be told again what it was already told.
+* ``scale_down``: scale-down does not wait after a removal (a failure item is merged in again at load).
 """
 
 from __future__ import annotations
@@ -102,9 +105,11 @@ from spillway.model.act import PlanRecord, StoredState, iso
 from spillway.model.groupkey import GroupKey
 from spillway.model.state import (
     POOL_PREFIX,
+    SCALE_DOWN_FAILED_PREFIX,
     GroupState,
     PoolState,
     State,
+    merge_scale_down_failures,
     normalize_pool_key,
     stronger_backoff,
 )
@@ -210,11 +215,14 @@ class StateStore:
         items = self._items(cluster)
         stored = StoredState()
         backoffs: list[Backoff] = []
+        failures: list[datetime] = []  # failed scale-down drains (State.scale_down)
         unknown: list[str] = []  # back-off attributes a newer build added: ignored, named once
         for item in items:
             name = item["item"]["S"]
             if name == STATE_ITEM:
                 stored = _stored(item)
+            elif name.startswith(SCALE_DOWN_FAILED_PREFIX):
+                failures.extend(_failed_at(item))
             elif name.startswith(BACKOFF_PREFIX):
                 try:
                     backoffs.append(_backoff(item))
@@ -223,7 +231,7 @@ class StateStore:
                     continue
                 unknown.extend(f"{name}.{a}" for a in sorted(set(item) - BACKOFF_ATTRIBUTES))
         warn_unknown(f"back-off items of {cluster}", unknown, log.warning)
-        state = merge_backoffs(stored.state, backoffs, now)
+        state = merge_scale_down_failures(merge_backoffs(stored.state, backoffs, now), failures)
         return StoredState(
             state=state,
             version=stored.version,
@@ -501,6 +509,19 @@ class StateStore:
     def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]:
         """Every claim whose item starts with ``prefix``: item -> value."""
         return {i["item"]["S"]: _claim_value(i) for i in self._items(cluster, prefix=prefix)}
+
+
+def _failed_at(item: Mapping[str, Any]) -> list[datetime]:
+    """When a failed scale-down drain's item says it failed (its claim value's ``at``); none, with a
+    warning naming the item, when that is no ISO time: a wait nobody can read costs at most a drain."""
+    try:
+        at = _claim_value(item).get("at")
+        if isinstance(at, str):
+            return [_aware(_parse(at))]
+    except (StateCorrupt, ValueError):
+        pass
+    log.warning("scale-down failure item %s skipped: value.at is no ISO time", str(item["item"]["S"])[:200])
+    return []
 
 
 def _claim_json(value: Mapping[str, object]) -> str:

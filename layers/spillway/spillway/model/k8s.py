@@ -86,6 +86,10 @@ MIRROR_POD = "kubernetes.io/config.mirror"
 # marked to be taken as a DaemonSet's: cluster-autoscaler's utils/pod IsDaemonSetPod reads the value
 # "true" exactly (case-sensitive string equality), beside a controller owner of kind DaemonSet
 DAEMONSET_POD = "cluster-autoscaler.kubernetes.io/daemonset-pod"
+# on a DaemonSet pod: "true" has a drain that removes its node evict it once the node's other pods are
+# gone, any other value keeps it, whatever the default for empty or occupied nodes (cluster-autoscaler's
+# simulator/utils/daemonset PodsToEvict, EnableDsEvictionKey)
+ENABLE_DS_EVICTION = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
 INT64_MAX = 2**63 - 1  # an int64 field of the API
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 # what the API server takes as a pod deletion cost (kubernetes/kubernetes pkg/apis/core/helper,

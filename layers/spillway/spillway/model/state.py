@@ -25,7 +25,8 @@ Wire form (state file and state table item)::
                              "instance_types": [...],
                              "node": "<node>", "learned_at": ISO, "allocatable": {...},
                              "capacity": {...}, "labels": {...},
-                             "launched_from": "lt-0abc@7"}}}                  (only when not empty)
+                             "launched_from": "lt-0abc@7"}},                  (only when not empty)
+     "scale_down": {"deleted" | "failed": {"since": ISO}}}                    (only when not empty)
 
 ``pools`` back off one capacity pool: a capacity type (``spot`` or ``on-demand``), an instance type, a
 zone (a Spot interruption backs off the Spot pool, a launch that failed for capacity the pool of the
@@ -82,7 +83,7 @@ commits the state again is in :mod:`spillway.adapters.state_store`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -208,6 +209,13 @@ class RaiseState(BaseModel):
     region: str = ""
 
 
+# State.scale_down's keys: a plan removed a node; a plan's scale-down drain failed
+ScaleDownMark = Literal["deleted", "failed"]
+# The state table's items of failed scale-down drains, one per drain (spillway.act.drain.Drainer.record:
+# a claim whose value holds ``at``), merged into ``State.scale_down["failed"]`` at load
+SCALE_DOWN_FAILED_PREFIX = "scaledown-failed#"
+
+
 class Since(BaseModel):
     """When a condition that a timer waits on started (a busy node found underutilized)."""
 
@@ -300,6 +308,10 @@ class State(BaseModel):
     bookings: dict[str, BookingState] = Field(default_factory=dict)
     # each group's template learned from a node of its own, by group name (spillway.model.nodecache)
     templates: dict[str, LearnedTemplate] = Field(default_factory=dict)
+    # when scale-down last removed a node (``deleted``: a plan drained one to terminate it) and when a
+    # plan's scale-down drain last failed (``failed``: written by the drain, merged in at load); later
+    # plans wait scale_down_delay_after_delete_minutes / _after_failure_minutes after them
+    scale_down: dict[ScaleDownMark, Since] = Field(default_factory=dict)
 
     @field_validator("pools")
     @classmethod
@@ -353,6 +365,10 @@ class State(BaseModel):
             "raises": (self.raises, raised),
             "bookings": (self.bookings, lambda v: {"uid": v.uid, "nodes": list(v.nodes)}),
             "templates": (self.templates, lambda v: learned(v, iso(v.learned_at))),
+            "scale_down": (
+                {str(k): v for k, v in self.scale_down.items()},
+                lambda v: {"since": iso(v.since)},
+            ),
         }
         for key, (entries, form) in optional.items():
             if entries:  # a section only when it has entries, so older states read exactly as before
@@ -433,3 +449,14 @@ def keyed_by_region(state: State, first_region: Mapping[str, str]) -> State:
             "templates": rekey(state.templates, lambda new, old: False),
         }
     )
+
+
+def merge_scale_down_failures(state: State, times: Iterable[datetime]) -> State:
+    """``state`` with the latest of ``times`` (failed scale-down drains) as its ``scale_down["failed"]``
+    when that is later than the one it holds."""
+    latest = max((_aware(t) for t in times), default=None)
+    current = state.scale_down.get("failed")
+    if latest is None or (current is not None and _aware(current.since) >= latest):
+        return state
+    marks: dict[ScaleDownMark, Since] = {**state.scale_down, "failed": Since(since=latest)}
+    return state.model_copy(update={"scale_down": dict(sorted(marks.items()))})

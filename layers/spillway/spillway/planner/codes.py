@@ -69,6 +69,8 @@ TERMINATE_SUSPENDED = "terminate-suspended"
 SCALE_IN_PROTECTED = "scale-in-protected"
 SCHEDULED_MIN = "scheduled-min"  # below the MinSize a scheduled action sets within the idle threshold
 SCALE_IN_CAP = "scale-in-cap"  # max_scale_in_fraction of the group already drains in this plan
+# a scale-down waits: a recent plan removed a node, or a scale-down drain failed (scale_down_delay_after_*)
+SCALE_DOWN_COOLDOWN = "scale-down-cooldown"
 NO_INSTANCE_ID = "no-instance-id"  # spec.providerID names no EC2 instance
 BUFFER = "buffer"  # its free room holds an active capacity buffer's virtual pods (spillway.planner.buffers)
 # its room counts toward a coscheduling gang's minResources this plan relies on (planner.minresources)
@@ -150,6 +152,7 @@ KEPT_CODES = (
     SCALE_IN_PROTECTED,
     SCHEDULED_MIN,
     SCALE_IN_CAP,
+    SCALE_DOWN_COOLDOWN,
     NO_INSTANCE_ID,
     ORPHANED_DRAIN_RESTORED,
     CONSOLIDATION_OFF,

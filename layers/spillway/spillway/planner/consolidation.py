@@ -60,6 +60,7 @@ from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, minutes
+from spillway.planner.cooldown import cooldown
 from spillway.planner.disruption import Move, assess_move, comes_back, elastic_room, keeps_node_busy
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
@@ -485,7 +486,10 @@ class Consolidation:
     def choose(self, candidate: Candidate) -> Verdict:
         node = candidate.node
         verdict = (
-            self._not_long_enough(node) or self._changed(candidate) or self.stage.limit(node, UNDERUTILIZED)
+            self._not_long_enough(node)
+            or self._changed(candidate)
+            or self.stage.limit(node, UNDERUTILIZED)
+            or cooldown(self.ctx)
         )
         return verdict or self._move_pods(candidate, make_room=False)
 

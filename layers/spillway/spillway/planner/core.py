@@ -42,6 +42,7 @@ from spillway.planner.buffers import buffer_classes
 from spillway.planner.buffers import settle as settle_buffers
 from spillway.planner.classes import in_service_order, pod_classes
 from spillway.planner.context import Context, aware, first_regions
+from spillway.planner.cooldown import scale_down_marks
 from spillway.planner.expander import Expander, RegionThenLeastWaste
 from spillway.planner.gangsweep import sweep_gang_orphans
 from spillway.planner.groups import floor_report
@@ -129,6 +130,7 @@ def plan(
                 "shrunk": shrunk_after(shrunk, ctx),
                 "bookings": provisioning.bookings(),
                 "templates": templates,
+                "scale_down": scale_down_marks(ctx, drains),
             }
         ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),

@@ -40,6 +40,7 @@ from spillway.planner import codes
 from spillway.planner.buffers import held_here
 from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, PodBudgets, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
+from spillway.planner.cooldown import cooldown
 from spillway.planner.disruption import comes_back
 from spillway.planner.groups import scheduled_min
 from spillway.planner.health import out_of_service, registering
@@ -562,6 +563,8 @@ class ScaleDownStage:
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
         verdict = self.limit(node) or self.pod_budgets.refusal(node.expendable)  # its drain evicts them
+        # an orphan's drain started before: it is finished, not restored only to be drained again
+        verdict = verdict or (None if orphan else cooldown(self.ctx))
         if verdict is not None:
             self._keep_or_restore(node, verdict, orphan=orphan)
             return

@@ -45,8 +45,9 @@ from spillway.planner.limits import Floors
 from spillway.planner.types import Drain, KeptNode, SoftTaint
 
 TIMERS = frozenset({codes.IDLE_BELOW_THRESHOLD, codes.UNDERUTILIZED_NOT_LONG_ENOUGH})
-# what keeps a node only until a later plan: its timer, or this plan's scale-in cap
-PASSING = TIMERS | {codes.SCALE_IN_CAP}
+# what keeps a node only until a later plan: its timer, this plan's scale-in cap, or scale-down's wait
+# after a removal or a failed drain (cluster-autoscaler updates its soft taints in its cooldown too)
+PASSING = TIMERS | {codes.SCALE_IN_CAP, codes.SCALE_DOWN_COOLDOWN}
 # the plan expects pods on these nodes (pending pods, or pods it moves there): never steer them away
 PLANNED_ONTO = frozenset({codes.PENDING_FITS, codes.RECEIVES_MOVED_PODS})
 
