@@ -2354,6 +2354,44 @@ def test_a_lifecycle_drain_never_waits(rig: Rig) -> None:
     assert err.value.field == "not_before"
 
 
+BY_HAND_LATER = {"cluster": CLUSTER, "node": NODE, "not_before": "2026-11-16T10:00:00Z"}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"node": "ip-10-0-1-99.ec2.internal"}, "node", "no Node named"),  # a typo in the node's name
+        ({"instance_id": SPARE_INSTANCE}, "instance_id", SPARE_INSTANCE),
+        ({"group": "gpu"}, "group", "gpu"),
+    ],
+)
+def test_a_drain_by_hand_that_waits_is_refused_at_once_for_what_it_would_be_refused_without_waiting(
+    rig: Rig, change: dict[str, Any], field: str, words: str
+) -> None:
+    """README: a bad request fails at once with InvalidDrainRequest naming the field. A drain by hand
+    with ``not_before`` was judged only when its wait ended, up to 360 days later, so a typo in the
+    node's name was told the operator only then, long after the maintenance it was for."""
+    with pytest.raises(InvalidDrainRequest, match=re.escape(words)) as err:
+        rig.drainer.validate({**BY_HAND_LATER, **change})
+    assert err.value.field == field
+    assert rig.writes() == []
+
+
+def test_a_drain_by_hand_that_waits_is_judged_again_when_its_wait_ends(rig: Rig) -> None:
+    """Valid when started, the drain waits, touching nothing; when it wakes the node is judged as it is
+    then: one somebody marked scale-down-disabled meanwhile is refused, naming the field, as without
+    ``not_before``."""
+    assert rig.drainer.validate(BY_HAND_LATER) == {
+        "waiting": {"until": "2026-11-16T10:00:00Z", "request": BY_HAND_LATER}
+    }
+    assert rig.writes() == []
+    _scale_down_disabled(rig)
+    rig.clock.now = datetime(2026, 11, 16, 10, 0, 0, tzinfo=UTC)
+    with pytest.raises(InvalidDrainRequest, match="scale-down-disabled"):
+        rig.drainer.validate(BY_HAND_LATER)
+    assert rig.writes() == []
+
+
 # --- a scheduled change's forced drain, its wait over: what EC2 says of the change now -------------
 
 # The forced drain of a retirement announced for 3 Nov 10:05 wakes a day before it less the margin (T0).

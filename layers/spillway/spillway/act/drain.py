@@ -460,6 +460,11 @@ def _timestamp_refusal(request: DrainRequest, field: str) -> Refusal:
     )
 
 
+def _by_hand(request: DrainRequest) -> bool:
+    """A drain a person started: no plan's, no notice's, no lifecycle action's."""
+    return request.plan_id is None and request.notice is None and request.lifecycle is None
+
+
 def _lapsed_claim(request: DrainRequest, now: datetime) -> str | None:
     """Why the drain is cancelled when its plan's claim lapsed, else None. A plan claims the nodes it drains until ``claim_until``: later plans leave them alone until then,
     unless the drain has cordoned them. A drain that starts at or after it (it waited behind other
@@ -1492,7 +1497,9 @@ class Drainer:
         drain ends as a success recorded
         ``cancelled`` (an answer, not an error: normal operation raises no alarm); or, before anything
         is read, ``{"waiting": {until, request}}`` for a request whose ``not_before`` is still ahead
-        (:func:`waiting`): DrainNode waits until then and validates it again.
+        (:func:`waiting`): DrainNode waits until then and validates it again. A drain by hand that waits
+        is checked first as it would be without ``not_before`` (the node read, touching nothing), so
+        that a bad request fails at once, and it is checked again when it wakes.
         ``execution``: the DrainNode execution's name, which becomes the drain's (one is made up when
         none is given)."""
         request = parse_request(raw)
@@ -1501,6 +1508,8 @@ class Drainer:
         _refuse(_foreign_hook(request, self.lifecycle_hooks))
         early = self._not_yet(request, raw)
         if isinstance(early, dict):
+            if "waiting" in early and _by_hand(request):
+                self._checked(request)  # a bad request fails at once, as without not_before
             return early
         request = early
         lapsed = _lapsed_claim(request, self.clock())
