@@ -1690,7 +1690,7 @@ def test_compensation_removes_the_taint_and_spillways_cordon_only(rig: Rig) -> N
     node = rig.node()
     assert not node["spec"].get("unschedulable")
     assert "spillway.io/cordoned" not in node["metadata"]["annotations"]
-    assert [t["key"] for t in node["spec"]["taints"]] == ["nvidia.com/gpu"]
+    assert "spillway.io/draining" not in [t["key"] for t in node["spec"]["taints"]]
 
 
 def test_compensation_never_undoes_somebody_elses_cordon(rig: Rig) -> None:
@@ -3038,3 +3038,36 @@ def test_a_pod_made_again_under_its_name_after_the_round_listed_it_is_not_evicte
     assert again is not None and [again["metadata"]["uid"]] == made
     assert "deletionTimestamp" not in again["metadata"]
     assert round_["evicted"] == []
+
+
+# --- a drain by hand that keeps its node hands its cordon over ----------------------------------------
+
+
+def test_only_a_drain_by_hand_that_keeps_its_node_hands_its_cordon_over(rig: Rig) -> None:
+    """A notice's drain that keeps its node (the instance is leaving: a rebalance recommendation's) and
+    a plan's keep Spillway's cordon, which later plans read as a drain's (a Capacity Rebalancing group
+    replaces such an instance); a drain by hand hands it over: still cordoned, no annotation, no taint."""
+    notice = rig.cordoned(force=True, leaving=True, terminate=False, notice="rebalance")
+    assert rig.drainer.hand_over(notice) == {"handed_over": False}
+    assert "spillway.io/cordoned" in rig.node()["metadata"]["annotations"]
+
+    rig.drainer.uncordon(notice)
+    by_hand = rig.cordoned(terminate=False)
+    assert rig.drainer.hand_over(by_hand) == {"handed_over": True}
+    node = rig.node()
+    assert node["spec"]["unschedulable"] is True
+    assert "spillway.io/cordoned" not in node["metadata"]["annotations"]
+    assert "spillway.io/draining" not in [t["key"] for t in node["spec"]["taints"]]
+
+
+def test_a_drain_by_hand_whose_node_somebody_uncordoned_hands_nothing_over(rig: Rig) -> None:
+    """The operator uncordoned the node while the drain ran: the hand-over never cordons it again."""
+    drain = rig.cordoned(terminate=False)
+    node = rig.node()
+    node["spec"]["unschedulable"] = False
+    rig.api.update("Node", node)
+
+    out = rig.drainer.hand_over(drain)
+
+    assert out["handed_over"] is False and "left as it is" in out["note"]
+    assert not rig.node()["spec"].get("unschedulable")
