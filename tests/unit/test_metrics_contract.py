@@ -69,11 +69,6 @@ KNOWN = {
     "AWS::AccountId": "123456789012",
     "AWS::Partition": "aws",
     "Regions0": REGION,
-    **{
-        logical: props["Properties"]["FunctionName"].get("Fn::Sub", "").replace("${ClusterName}", CLUSTER)
-        for logical, props in RESOURCES.items()
-        if props.get("Type") == "AWS::Serverless::Function"
-    },
 }
 
 
@@ -99,13 +94,27 @@ def resolve(value: Any) -> str | None:
         return str(value)
     if isinstance(value, dict) and set(value) == {"Ref"}:
         return KNOWN.get(value["Ref"])
-    if isinstance(value, dict) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
-        text = value["Fn::Sub"]
+    if isinstance(value, dict) and set(value) == {"Fn::Join"} and isinstance(value["Fn::Join"][1], dict):
+        split = value["Fn::Join"][1].get("Fn::Split")  # the cluster's name made a resource name's part
+        whole = resolve(split[1]) if split else None
+        return None if whole is None else value["Fn::Join"][0].join(whole.split(split[0]))
+    if isinstance(value, dict) and set(value) == {"Fn::Sub"}:
+        text, given = (value["Fn::Sub"], {}) if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"]
+        known = {**KNOWN, **{k: resolve(v) for k, v in given.items()}}
         names = re.findall(r"\$\{([^}]+)\}", text)
-        if any(n not in KNOWN for n in names):
+        if any(known.get(n) is None for n in names):
             return None
-        return re.sub(r"\$\{([^}]+)\}", lambda m: KNOWN[m.group(1)], text)
+        return re.sub(r"\$\{([^}]+)\}", lambda m: str(known[m.group(1)]), text)
     return None
+
+
+KNOWN.update(
+    {
+        logical: str(resolve(props["Properties"]["FunctionName"]))
+        for logical, props in RESOURCES.items()
+        if props.get("Type") == "AWS::Serverless::Function"
+    }
+)
 
 
 def _alarm_metric(where: str, metric: Mapping[str, Any]) -> Read:
