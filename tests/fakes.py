@@ -346,6 +346,17 @@ class FakeCluster(Recorder):
         obj["spec"]["taints"] = [t for t in obj["spec"].get("taints", []) if t["key"] != DRAINING_TAINT]
         return True
 
+    def hand_over(self, node: str, *, if_reason: str) -> bool:
+        self._call("hand_over", node)
+        obj = self._node(node)
+        annotations = obj["metadata"].setdefault("annotations", {})
+        ours = annotations.get(CORDONED_BY_SPILLWAY)
+        if ours is None or not cordoned_for(ours, if_reason) or not obj["spec"].get("unschedulable"):
+            return False
+        annotations.pop(CORDONED_BY_SPILLWAY)
+        obj["spec"]["taints"] = [t for t in obj["spec"].get("taints", []) if t["key"] != DRAINING_TAINT]
+        return True
+
     def add_draining_taint(self, node: str) -> bool:
         self._call("add_draining_taint", node)
         taints = self._node(node)["spec"].setdefault("taints", [])

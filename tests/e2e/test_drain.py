@@ -20,6 +20,8 @@ from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.local.rig import create_group
 from spillway.local.stack import LocalStack
+from spillway.model.cluster import NodeInfo
+from spillway.model.k8s import Node
 from spillway.planner.predicates import admits
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
@@ -307,6 +309,30 @@ def test_drain_blocked_past_its_deadline_fails_and_leaves_the_node_uncordoned_wi
     assert {"db-0", "train-0"} <= set(pods)
     assert all(p["status"]["phase"] == "Running" for p in pods.values())
     assert world.desired("general") == before
+
+
+def test_a_drain_by_hand_that_keeps_its_node_leaves_it_cordoned_as_the_operators(world: World) -> None:
+    """An operator empties a node for maintenance (``"terminate": false``). The drain left Spillway's
+    held-drain cordon on it, so after orphaned_drain_minutes a plan took it for an orphaned drain and
+    terminated it when idle (or uncordoned it), and a Capacity Rebalancing group counted it as an
+    instance the group replaces. The node now ends cordoned as ``kubectl drain`` leaves one: no
+    Spillway annotation and no draining taint, which plans read as somebody else's cordon and leave
+    alone, and which ``kubectl uncordon`` alone undoes."""
+    node, spare = world.nodes["general"][0], world.nodes["general"][1]
+    world.pod("web-0", node, app="web")
+
+    with ReplicaSetController(world.api, "web", 1, spare):
+        result = world.drain({"cluster": CLUSTER, "node": node, "terminate": False, **FAST})
+
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "drained"
+    after = world.node(node)
+    assert after is not None and after["spec"].get("unschedulable") is True
+    info = NodeInfo.from_node(Node.model_validate(after))
+    assert (info.unschedulable, info.cordoned_by_spillway, info.cordon_held) == (True, False, False)
+    assert all(t["key"] != "spillway.io/draining" for t in after["spec"].get("taints") or [])
+    assert result["output"]["handed_over"] is True
+    assert world.desired("general") == 3  # nothing terminated
 
 
 @pytest.mark.parametrize(

@@ -1717,7 +1717,7 @@ def test_compensation_removes_the_taint_and_spillways_cordon_only(rig: Rig) -> N
     node = rig.node()
     assert not node["spec"].get("unschedulable")
     assert "spillway.io/cordoned" not in node["metadata"]["annotations"]
-    assert [t["key"] for t in node["spec"]["taints"]] == ["nvidia.com/gpu"]
+    assert "spillway.io/draining" not in [t["key"] for t in node["spec"]["taints"]]
 
 
 def test_compensation_never_undoes_somebody_elses_cordon(rig: Rig) -> None:
@@ -2379,6 +2379,44 @@ def test_a_lifecycle_drain_never_waits(rig: Rig) -> None:
         rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "lifecycle": lifecycle, "force": True, "group": "general",
                               "terminate": False, "not_before": "2026-11-02T10:05:00Z"})  # fmt: skip
     assert err.value.field == "not_before"
+
+
+BY_HAND_LATER = {"cluster": CLUSTER, "node": NODE, "not_before": "2026-11-16T10:00:00Z"}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"node": "ip-10-0-1-99.ec2.internal"}, "node", "no Node named"),  # a typo in the node's name
+        ({"instance_id": SPARE_INSTANCE}, "instance_id", SPARE_INSTANCE),
+        ({"group": "gpu"}, "group", "gpu"),
+    ],
+)
+def test_a_drain_by_hand_that_waits_is_refused_at_once_for_what_it_would_be_refused_without_waiting(
+    rig: Rig, change: dict[str, Any], field: str, words: str
+) -> None:
+    """README: a bad request fails at once with InvalidDrainRequest naming the field. A drain by hand
+    with ``not_before`` was judged only when its wait ended, up to 360 days later, so a typo in the
+    node's name was told the operator only then, long after the maintenance it was for."""
+    with pytest.raises(InvalidDrainRequest, match=re.escape(words)) as err:
+        rig.drainer.validate({**BY_HAND_LATER, **change})
+    assert err.value.field == field
+    assert rig.writes() == []
+
+
+def test_a_drain_by_hand_that_waits_is_judged_again_when_its_wait_ends(rig: Rig) -> None:
+    """Valid when started, the drain waits, touching nothing; when it wakes the node is judged as it is
+    then: one somebody marked scale-down-disabled meanwhile is refused, naming the field, as without
+    ``not_before``."""
+    assert rig.drainer.validate(BY_HAND_LATER) == {
+        "waiting": {"until": "2026-11-16T10:00:00Z", "request": BY_HAND_LATER}
+    }
+    assert rig.writes() == []
+    _scale_down_disabled(rig)
+    rig.clock.now = datetime(2026, 11, 16, 10, 0, 0, tzinfo=UTC)
+    with pytest.raises(InvalidDrainRequest, match="scale-down-disabled"):
+        rig.drainer.validate(BY_HAND_LATER)
+    assert rig.writes() == []
 
 
 # --- a scheduled change's forced drain, its wait over: what EC2 says of the change now -------------
@@ -3292,3 +3330,36 @@ def test_the_drain_function_takes_the_daemonset_eviction_settings_from_the_confi
     ).daemonset_eviction == (  # type: ignore[arg-type]
         DaemonSetEviction(empty=False, occupied=True)
     )
+
+
+# --- a drain by hand that keeps its node hands its cordon over ----------------------------------------
+
+
+def test_only_a_drain_by_hand_that_keeps_its_node_hands_its_cordon_over(rig: Rig) -> None:
+    """A notice's drain that keeps its node (the instance is leaving: a rebalance recommendation's) and
+    a plan's keep Spillway's cordon, which later plans read as a drain's (a Capacity Rebalancing group
+    replaces such an instance); a drain by hand hands it over: still cordoned, no annotation, no taint."""
+    notice = rig.cordoned(force=True, leaving=True, terminate=False, notice="rebalance")
+    assert rig.drainer.hand_over(notice) == {"handed_over": False}
+    assert "spillway.io/cordoned" in rig.node()["metadata"]["annotations"]
+
+    rig.drainer.uncordon(notice)
+    by_hand = rig.cordoned(terminate=False)
+    assert rig.drainer.hand_over(by_hand) == {"handed_over": True}
+    node = rig.node()
+    assert node["spec"]["unschedulable"] is True
+    assert "spillway.io/cordoned" not in node["metadata"]["annotations"]
+    assert "spillway.io/draining" not in [t["key"] for t in node["spec"]["taints"]]
+
+
+def test_a_drain_by_hand_whose_node_somebody_uncordoned_hands_nothing_over(rig: Rig) -> None:
+    """The operator uncordoned the node while the drain ran: the hand-over never cordons it again."""
+    drain = rig.cordoned(terminate=False)
+    node = rig.node()
+    node["spec"]["unschedulable"] = False
+    rig.api.update("Node", node)
+
+    out = rig.drainer.hand_over(drain)
+
+    assert out["handed_over"] is False and "left as it is" in out["note"]
+    assert not rig.node()["spec"].get("unschedulable")

@@ -239,7 +239,8 @@ def test_drain_node_releases_a_kept_node_through_the_compensations_step() -> Non
     keep = next(c for c in states["ShouldTerminate"]["Choices"] if c.get("Variable") == "$.drain.terminate")
     assert keep == {"Variable": "$.drain.terminate", "BooleanEquals": False, "Next": "ShouldUncordon"}
     should = states["ShouldUncordon"]
-    assert (should["Choices"][0]["Next"], should["Default"]) == ("Release", "RecordDrained")
+    assert (should["Choices"][0]["Next"], should["Default"]) == ("Release", "HandOver")
+    assert states["HandOver"]["Next"] == "RecordDrained"  # a drain by hand's cordon becomes the operator's
     release = states["Release"]
     assert release["Parameters"] == {"action": "uncordon", "drain.$": "$.drain"}  # as Compensate's
     assert release["Parameters"] == {k: v for k, v in states["Compensate"]["Parameters"].items()}

@@ -69,11 +69,6 @@ KNOWN = {
     "AWS::AccountId": "123456789012",
     "AWS::Partition": "aws",
     "Regions0": REGION,
-    **{
-        logical: props["Properties"]["FunctionName"].get("Fn::Sub", "").replace("${ClusterName}", CLUSTER)
-        for logical, props in RESOURCES.items()
-        if props.get("Type") == "AWS::Serverless::Function"
-    },
 }
 
 
@@ -99,13 +94,27 @@ def resolve(value: Any) -> str | None:
         return str(value)
     if isinstance(value, dict) and set(value) == {"Ref"}:
         return KNOWN.get(value["Ref"])
-    if isinstance(value, dict) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
-        text = value["Fn::Sub"]
+    if isinstance(value, dict) and set(value) == {"Fn::Join"} and isinstance(value["Fn::Join"][1], dict):
+        split = value["Fn::Join"][1].get("Fn::Split")  # the cluster's name made a resource name's part
+        whole = resolve(split[1]) if split else None
+        return None if whole is None else value["Fn::Join"][0].join(whole.split(split[0]))
+    if isinstance(value, dict) and set(value) == {"Fn::Sub"}:
+        text, given = (value["Fn::Sub"], {}) if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"]
+        known = {**KNOWN, **{k: resolve(v) for k, v in given.items()}}
         names = re.findall(r"\$\{([^}]+)\}", text)
-        if any(n not in KNOWN for n in names):
+        if any(known.get(n) is None for n in names):
             return None
-        return re.sub(r"\$\{([^}]+)\}", lambda m: KNOWN[m.group(1)], text)
+        return re.sub(r"\$\{([^}]+)\}", lambda m: str(known[m.group(1)]), text)
     return None
+
+
+KNOWN.update(
+    {
+        logical: str(resolve(props["Properties"]["FunctionName"]))
+        for logical, props in RESOURCES.items()
+        if props.get("Type") == "AWS::Serverless::Function"
+    }
+)
 
 
 def _alarm_metric(where: str, metric: Mapping[str, Any]) -> Read:
@@ -751,33 +760,70 @@ def number(value: Any) -> float:
     return float(value)
 
 
-def steady_cadence_seconds() -> dict[str, float]:
+# Schedules an operator may give ObserveSchedule (EventBridge Scheduler: rate(value unit), unit minute,
+# minutes, hour, hours, day or days; cron(minutes hours day-of-month month day-of-week year)), and how
+# often each starts observe at most.
+SCHEDULES = {
+    "rate(1 minute)": 60,
+    "rate(1 minutes)": 60,
+    "rate(2 minutes)": 120,
+    "rate(5 minutes)": 300,
+    "rate(1 hour)": 3600,
+    "rate(1 day)": 86_400,
+    "cron(0/2 * * * ? *)": 120,
+    "cron(0 * * * ? *)": 3600,
+}
+
+
+def accepted_schedules() -> list[str]:
+    """The schedules of :data:`SCHEDULES` the ObserveSchedule parameter takes (CloudFormation matches
+    AllowedPattern against the whole value)."""
+    parameter = TEMPLATE["Parameters"]["ObserveSchedule"]
+    pattern, values = parameter.get("AllowedPattern"), parameter.get("AllowedValues")
+    return [
+        s
+        for s in SCHEDULES
+        if (pattern is None or re.fullmatch(pattern, s)) and (values is None or s in values)
+    ]
+
+
+def steady_cadence_seconds(schedule: str) -> dict[str, float]:
     """The longest wait for a metric's next datapoint while nothing fails, by the function emitting it.
 
-    observe: one flush per start of its schedule (``ObserveSchedule``, a rate). plan: one plan per
-    stored snapshot, and observe stores one when demand changed or, when it did not, once the
-    heartbeat is due, which an observation (every ``interval_seconds``) sees up to one interval late:
-    in a steady state (the state an alarm on "every plan for N minutes" is about) that is the gap."""
+    observe: one flush per start of its schedule (``ObserveSchedule``). plan: one plan per stored
+    snapshot, and observe stores one when demand changed or, when it did not, once the heartbeat is
+    due, which an observation (every ``interval_seconds``) sees up to one interval late, or at the next
+    start when the schedule starts observe less often: in a steady state (the state an alarm on "every
+    plan for N minutes" is about) that is the gap."""
     from spillway.observe import ObserveConfig
 
-    rate = re.fullmatch(r"rate\((\d+) (minute|minutes|hour|hours)\)", parameter_default("ObserveSchedule"))
-    assert rate, parameter_default("ObserveSchedule")
-    start = int(rate.group(1)) * (3600 if rate.group(2).startswith("hour") else 60)
+    start = SCHEDULES[schedule]
     config = ObserveConfig(cluster=CLUSTER)
-    return {"observe": start, "plan": config.heartbeat_minutes * 60 + config.interval_seconds}
+    return {"observe": start, "plan": max(config.heartbeat_minutes * 60 + config.interval_seconds, start)}
 
 
-def test_an_alarm_that_needs_every_period_breaching_has_a_datapoint_in_every_period() -> None:
+def test_the_observe_schedule_parameter_takes_its_default_and_says_what_it_takes() -> None:
+    parameter = TEMPLATE["Parameters"]["ObserveSchedule"]
+    assert parameter["Default"] in accepted_schedules()
+    assert "ObserveSchedule" in parameter.get("ConstraintDescription", "")
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_an_alarm_that_needs_every_period_breaching_has_a_datapoint_in_every_period(schedule: str) -> None:
     """An alarm whose DatapointsToAlarm is more than 1 holds only while every one of those periods has
     a breaching datapoint. A period without one is missing, and when fewer real datapoints than
     EvaluationPeriods are in its evaluation range, CloudWatch fills the missing ones as TreatMissingData
     says, notBreaching here: then the alarm goes OK ("How alarm state is evaluated when data is
     missing", *Using Amazon CloudWatch alarms*). So such an alarm's Period must be at least the
-    longest wait between two datapoints of its metric in the state it alarms on."""
+    longest wait between two datapoints of its metric in the state it alarms on, for every schedule
+    of observe the template accepts (with rate(2 minutes), pending-too-long's 3 of 3 one-minute
+    periods never all held a datapoint)."""
+    if schedule not in accepted_schedules():
+        return
     sources: dict[str, set[str]] = {}
     for e in emitted():
         sources.setdefault(e.name, set()).add(e.source.split(".")[0])
-    cadence = steady_cadence_seconds()
+    cadence = steady_cadence_seconds(schedule)
     problems = []
     for name, props in alarms().items():
         stats = [(props["MetricName"], props["Period"])] if props.get("Namespace") == NAMESPACE else []

@@ -1140,3 +1140,99 @@ def test_the_plan_function_may_do_on_the_idempotency_table_what_powertools_calls
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",
     }
+
+
+# --- resource names from the cluster's name --------------------------------------------------------
+
+# What each service takes as the name of a resource the template names after the cluster: (pattern, most
+# characters). Lambda CreateFunction FunctionName and PublishLayerVersion LayerName: letters, digits, '-'
+# and '_' (64 for a function's name alone); SQS CreateQueue QueueName: the same, 80; SNS CreateTopic
+# Name: the same, 256; KMS CreateAlias AliasName: alias/ then letters, digits, '/', '_' and '-', 256;
+# CloudWatch PutDashboard DashboardName: letters, digits, '-' and '_', 255; EventBridge PutRule Name:
+# letters, digits, '.', '-' and '_', 64; Step Functions CreateStateMachine name: 80, no whitespace,
+# brackets, wildcards or the characters " # % \ ^ | ~ ` $ & , ; : /; PutMetricAlarm AlarmName: 255.
+NAME_RULES: dict[tuple[str, str], tuple[str, int]] = {
+    ("AWS::Serverless::Function", "FunctionName"): (r"[A-Za-z0-9_-]+", 64),
+    ("AWS::Serverless::LayerVersion", "LayerName"): (r"[A-Za-z0-9_-]+", 140),
+    ("AWS::SQS::Queue", "QueueName"): (r"[A-Za-z0-9_-]+", 80),
+    ("AWS::SNS::Topic", "TopicName"): (r"[A-Za-z0-9_-]+", 256),
+    ("AWS::KMS::Alias", "AliasName"): (r"alias/[A-Za-z0-9/_-]+", 256),
+    ("AWS::CloudWatch::Dashboard", "DashboardName"): (r"[A-Za-z0-9_-]+", 255),
+    ("AWS::Events::Rule", "Name"): (r"[.A-Za-z0-9_-]+", 64),
+    ("AWS::Serverless::StateMachine", "Name"): (r"[^\s<>{}\[\]?*\"#%\\^|~`$&,;:/]+", 80),
+    ("AWS::CloudWatch::Alarm", "AlarmName"): (r".+", 255),
+}
+PSEUDO = {"AWS::Region": "us-east-1", "AWS::AccountId": "123456789012", "AWS::Partition": "aws"}
+
+
+def resolved(value: Any, cluster: str) -> Any:
+    """A name property as CloudFormation makes it for ``cluster`` (Ref, Fn::Sub, Fn::Join, Fn::Split)."""
+    if isinstance(value, str):
+        return value
+    ((fn, arg),) = value.items()
+    if fn == "Ref" and arg in EXPANDED:  # a function's Ref is its name
+        return resolved(EXPANDED[arg]["Properties"]["FunctionName"], cluster)
+    if fn == "Ref":
+        return cluster if arg == "ClusterName" else PSEUDO[arg]
+    if fn == "Fn::Split":
+        return str(resolved(arg[1], cluster)).split(arg[0])
+    if fn == "Fn::Join":
+        parts = (
+            resolved(arg[1], cluster) if isinstance(arg[1], dict) else [resolved(v, cluster) for v in arg[1]]
+        )
+        return str(arg[0]).join(parts)
+    assert fn == "Fn::Sub", value
+    text, names = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
+
+    def one(match: re.Match[str]) -> str:
+        key = match[1]
+        return str(resolved(names[key], cluster) if key in names else resolved({"Ref": key}, cluster))
+
+    return re.sub(r"\$\{([^}!]+)\}", one, text)
+
+
+def cluster_names() -> list[str]:
+    """Cluster names the ClusterName parameter takes: a kops cluster's DNS name among them."""
+    parameter = TEMPLATE["Parameters"]["ClusterName"]
+    names = ["ml", "k8s.example.com", "a" * 40, "a" + ".b" * 19, "team_a-gpu.prod.example.io"]
+    taken = [
+        n for n in names if re.fullmatch(parameter["AllowedPattern"], n) and len(n) <= parameter["MaxLength"]
+    ]
+    assert "k8s.example.com" in taken
+    return taken
+
+
+def named_resources() -> Iterator[tuple[str, str, str, Any]]:
+    for logical, resource in EXPANDED.items():
+        for (kind, field), _ in NAME_RULES.items():
+            if resource.get("Type") == kind and field in (resource.get("Properties") or {}):
+                yield logical, kind, field, resource["Properties"][field]
+
+
+@pytest.mark.parametrize("cluster", cluster_names())
+def test_every_resource_named_after_the_cluster_gets_a_name_its_service_takes(cluster: str) -> None:
+    """ClusterName takes dots, as a kops cluster's name (k8s.example.com) has them, but Lambda, SQS, SNS,
+    KMS aliases and dashboards refuse a dot in a name: such a stack failed to deploy."""
+    problems = []
+    for logical, kind, field, value in named_resources():
+        pattern, longest = NAME_RULES[(kind, field)]
+        name = resolved(value, cluster)
+        if not re.fullmatch(pattern, name) or len(name) > longest:
+            problems.append(f"{logical}.{field} = {name!r}")
+    assert problems == []
+
+
+@pytest.mark.parametrize("cluster", cluster_names())
+def test_the_function_alarms_watch_the_functions_the_template_names(cluster: str) -> None:
+    functions = {
+        resolved(v, cluster) for _, kind, _, v in named_resources() if kind == "AWS::Serverless::Function"
+    }
+    watched = set()
+    for resource in EXPANDED.values():
+        props = resource.get("Properties") or {}
+        metrics = [props, *(q.get("MetricStat", {}).get("Metric", {}) for q in props.get("Metrics") or [])]
+        for metric in metrics if resource.get("Type") == "AWS::CloudWatch::Alarm" else []:
+            for dimension in metric.get("Dimensions") or []:
+                if dimension["Name"] == "FunctionName":
+                    watched.add(resolved(dimension["Value"], cluster))
+    assert watched and watched <= functions

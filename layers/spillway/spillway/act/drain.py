@@ -188,6 +188,7 @@ ACTIONS = (
     "complete_lifecycle",
     "delete_node",
     "uncordon",
+    "hand_over",
     "record",
     "summarize",
     "line",
@@ -212,6 +213,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "complete_lifecycle": frozenset({*_ALWAYS, *_AWS, LifecycleActionPending}),
     "delete_node": frozenset({*_ALWAYS, *_KUBE}),
     "uncordon": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # AWS only after a failed terminate
+    "hand_over": frozenset({*_ALWAYS, *_KUBE}),
     "record": frozenset(_ALWAYS),
     "summarize": frozenset(_ALWAYS),
     "line": frozenset(_ALWAYS),
@@ -530,6 +532,16 @@ def _timestamp_refusal(request: DrainRequest, field: str) -> Refusal:
         f"an RFC 3339 date and time with its zone such as 2026-11-02T10:20:00Z, got {json.dumps(value)[:80]}",
         field=field,
     )
+
+
+def _by_hand(request: DrainRequest | Drain) -> bool:
+    """A drain a person started: no plan's, no notice's, no lifecycle action's."""
+    return request.plan_id is None and request.notice is None and request.lifecycle is None
+
+
+def _hands_over(drain: Drain) -> bool:
+    """Whether the drain leaves its node to the operator when it ends: one by hand that keeps it."""
+    return _by_hand(drain) and not drain.terminate and not drain.uncordon
 
 
 def _lapsed_claim(request: DrainRequest, now: datetime) -> str | None:
@@ -1592,7 +1604,9 @@ class Drainer:
         drain ends as a success recorded
         ``cancelled`` (an answer, not an error: normal operation raises no alarm); or, before anything
         is read, ``{"waiting": {until, request}}`` for a request whose ``not_before`` is still ahead
-        (:func:`waiting`): DrainNode waits until then and validates it again.
+        (:func:`waiting`): DrainNode waits until then and validates it again. A drain by hand that waits
+        is checked first as it would be without ``not_before`` (the node read, touching nothing), so
+        that a bad request fails at once, and it is checked again when it wakes.
         ``execution``: the DrainNode execution's name, which becomes the drain's (one is made up when
         none is given)."""
         request = parse_request(raw)
@@ -1601,6 +1615,8 @@ class Drainer:
         _refuse(_foreign_hook(request, self.lifecycle_hooks))
         early = self._not_yet(request, raw)
         if isinstance(early, dict):
+            if "waiting" in early and _by_hand(request):
+                self._checked(request)  # a bad request fails at once, as without not_before
             return early
         request, followed = early
         lapsed = _lapsed_claim(request, self.clock())
@@ -2275,6 +2291,28 @@ class Drainer:
             return {"untainted": False, "uncordoned": False, "note": _CORDON_CHANGED}
         return {"untainted": any(t.key == DRAINING_TAINT for t in node.spec.taints), "uncordoned": True}
 
+    # hand over (a drain by hand that keeps its node) ----------------------------------------------
+
+    def hand_over(self, drain: Drain) -> dict[str, Any]:
+        """A drain by hand that keeps its node (``terminate`` and ``uncordon`` false) ends with the node
+        the operator's: still cordoned, but without Spillway's annotation and draining taint
+        (:meth:`~spillway.ports.Cluster.hand_over`), as ``kubectl drain`` leaves a node. Plans then
+        read it as cordoned by somebody else and leave it alone: no orphaned drain to finish or
+        undo after ``orphaned_drain_minutes``, and no instance a Capacity Rebalancing group replaces;
+        ``kubectl uncordon`` gives it back. Any other drain (a plan's, a notice's, a lifecycle
+        action's: their instance is going away) keeps Spillway's cordon."""
+        if not _hands_over(drain):
+            return {"handed_over": False}
+        try:
+            node = self.kube.get_node(drain.node)
+        except NodeNotFound:
+            return {"handed_over": False, "note": "the Node is gone"}
+        if node.metadata.uid != drain.node_uid:
+            return {"handed_over": False, "note": "a new Node took the name; left alone"}
+        if not self.kube.hand_over(drain.node, if_reason=cordon_reason(drain)):
+            return {"handed_over": False, "note": _NOT_HANDED}
+        return {"handed_over": True}
+
     def _release(self, drain: Drain) -> dict[str, Any]:
         """A lifecycle drain that failed: the group terminates the instance whatever the drain says
         (CONTINUE and ABANDON both end in termination for a terminating instance; ABANDON would also
@@ -2523,6 +2561,11 @@ _NOT_OURS = (
     "is, its remaining pods running"
 )
 # the compensation's uncordon found another cordon than the one it read (compare-and-set)
+_NOT_HANDED = (
+    "the node no longer carries this drain's cordon (somebody uncordoned it, or another drain took it "
+    "over): left as it is"
+)
+
 _CORDON_CHANGED = (
     "Spillway's cordon on the node changed since the compensation read it (another drain took it over, "
     "or it was taken off): left as it is"
@@ -2622,7 +2665,11 @@ def _success(state: Mapping[str, Any], outcome: str | None, drain: Drain | None)
     released (``uncordon``: the node emptied, uncordoned and kept) or terminated, and the Node's fate."""
     if outcome == "drained":
         left = _mapping(state.get("terminated"))
-        return {"outcome": "drained", **(_outside_group(drain, left) if drain is not None else {})}
+        return {
+            "outcome": "drained",
+            **(_outside_group(drain, left) if drain is not None else {}),
+            **(_handed_over(drain, state) if drain is not None and _hands_over(drain) else {}),
+        }
     if outcome == "released":
         return _released(_mapping(state.get("released")))
     compensation = _mapping(state.get("compensation"))
@@ -2644,6 +2691,21 @@ def _success(state: Mapping[str, Any], outcome: str | None, drain: Drain | None)
             + "); the cloud node lifecycle controller removes it"
         )
     return out
+
+
+def _handed_over(drain: Drain, state: Mapping[str, Any]) -> dict[str, Any]:
+    """A drain by hand that kept its node: whether its hand-over step left the node the operator's."""
+    done, caught = _mapping(state.get("handed_over")), _mapping(state.get("hand_over_error"))
+    if done.get("handed_over"):
+        return {"handed_over": True}
+    if caught:
+        why = f"{caught.get('Error')}: {cause_message(caught.get('Cause'))[:300]}"
+        note = (
+            f"the node stays cordoned by Spillway: its cordon could not be handed over ({why}), so a "
+            "plan takes it for an orphaned drain after orphaned_drain_minutes"
+        )
+        return {"handed_over": False, "note": note}
+    return {"handed_over": False, **({"note": str(done["note"])} if done.get("note") else {})}
 
 
 def _released(done: Mapping[str, Any]) -> dict[str, Any]:
@@ -2677,7 +2739,9 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
             "Normal",
         )
     if outcome == "drained":
-        why = f"; {summary['note']}" if summary.get("outside_group") else ""
+        why = f"; {summary['note']}" if summary.get("outside_group") or summary.get("note") else ""
+        if summary.get("handed_over"):
+            why = "; the node stays cordoned, yours now: `kubectl uncordon` gives it back"
         return (
             "SpillwayDrained",
             f"Drained ({summary.get('reason')}): evicted {evicted} pod(s){why}",
@@ -2811,6 +2875,17 @@ _EVENT_ACTIONS: dict[str, Callable[[Drainer, Mapping[str, Any]], dict[str, Any]]
 }
 
 
+# steps that take the drain alone
+_DRAIN_STEPS: dict[str, Callable[[Drainer, Drain], dict[str, Any]]] = {
+    "cordon": Drainer.cordon,
+    "check": Drainer.check,
+    "terminate": Drainer.terminate,
+    "complete_lifecycle": Drainer.complete_lifecycle,
+    "delete_node": Drainer.delete_node,
+    "hand_over": Drainer.hand_over,
+}
+
+
 def _action_of(event: Mapping[str, Any]) -> str | None:
     """The step's name; a list or an object (which could not even be looked up) is refused."""
     action = event.get("action")
@@ -2837,17 +2912,9 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     if action not in ACTIONS:
         raise InvalidDrainRequest(f"unknown action {action!r} (one of: {', '.join(ACTIONS)})", field="action")
     drain = parse_drain(event.get("drain"))
-    if action == "cordon":
-        return drainer.cordon(drain)
+    if action in _DRAIN_STEPS:
+        return _DRAIN_STEPS[action](drainer, drain)
     if action == "evict":
         previous = event.get("round")
         return drainer.evict(drain, previous if isinstance(previous, Mapping) else None)
-    if action == "check":
-        return drainer.check(drain)
-    if action == "terminate":
-        return drainer.terminate(drain)
-    if action == "complete_lifecycle":
-        return drainer.complete_lifecycle(drain)
-    if action == "delete_node":
-        return drainer.delete_node(drain)
     return drainer.uncordon(drain, after_terminate=event.get("after_terminate") is True)

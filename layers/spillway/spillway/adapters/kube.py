@@ -1145,6 +1145,28 @@ class KubeClient:
 
         return self._modify_node(op, name, change)
 
+    def hand_over(self, node: str | Node, *, if_reason: str) -> bool:
+        """Leave the node cordoned, as a person's cordon: take off Spillway's annotation and the
+        draining taint and keep ``unschedulable``, in one patch guarded by the resourceVersion read
+        (``kubectl uncordon`` then gives the node back, which it could not while the taint stayed).
+        False, touching nothing, when Spillway's cordon on the Node is not the one written for
+        ``if_reason`` (none, or another drain's that took the node over), or the node is no longer
+        cordoned (somebody uncordoned it). ``NodeNotFound`` when the node is gone."""
+        name = _name_of(node)
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
+            ours = _annotations(obj).get(CORDONED_BY_SPILLWAY)
+            if ours is None or not cordoned_for(ours, if_reason) or not _spec(obj).get("unschedulable"):
+                return False
+            patch: dict[str, Any] = {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: None}}}
+            taints = [t for t in (_spec(obj).get("taints") or []) if isinstance(t, dict)]
+            kept = [t for t in taints if t.get("key") != DRAINING_TAINT]
+            if len(kept) != len(taints):
+                patch["spec"] = {"taints": kept}
+            return patch
+
+        return self._modify_node(f"hand over node {name}", name, change)
+
     def label_node(self, name: str, labels: Mapping[str, str]) -> bool:
         """Merge ``labels`` into the Node's labels (one merge patch, guarded by the resourceVersion);
         False, touching nothing, when it already carries them all. ``NodeNotFound`` when it is gone."""

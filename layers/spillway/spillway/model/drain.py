@@ -151,7 +151,8 @@ class DrainRequest(BaseModel):
 
     ``not_before`` (RFC 3339 in UTC with ``Z``, as Step Functions' Wait state takes it; at most
     :data:`MAX_WAIT_SECONDS` ahead; never with ``lifecycle``, whose hook would time out): the drain
-    waits until then before its validation, touching nothing, and is judged as the node is then. The
+    waits until then before its validation, touching nothing, and is judged as the node is then (a
+    drain by hand is checked when it starts too, so that a bad request fails at once). The
     interrupt function's forced drain of a scheduled change days away waits for the change's last day.
 
     ``scheduled_start`` (with ``instance_id`` and ``region``; RFC 3339 in UTC with ``Z``) and
