@@ -175,6 +175,10 @@ class NodeGroup:
     zones: tuple[str, ...] = ()
     instance_ids: tuple[str, ...] = ()
     launch_failures: tuple[LaunchFailure, ...] = ()
+    # when the latest of its launch activities that ended Successful started (None: none read): a
+    # failure before it that left the group short no longer is, once the group runs its desired
+    # capacity (:meth:`made_good`)
+    last_launched: datetime | None = None
     arn: str = ""
     atomic_launch: AtomicLaunch = "off"
     atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
@@ -231,6 +235,20 @@ class NodeGroup:
     def zone_id(self, zone: str) -> str | None:
         """The id EC2 gave the group's ``zone`` (``use1-az4``), or None when it gave none."""
         return dict(self.zone_ids).get(zone)
+
+    def made_good(self, failure: LaunchFailure) -> bool:
+        """Whether Auto Scaling made ``failure`` good: a launch of the group that started after it ended
+        succeeded, and the group runs every instance its desired capacity asks for. A Failed activity is
+        one launch that started nothing (DescribeScalingActivities: one activity per instance), and Auto
+        Scaling goes on launching while the group is short, in another zone or as another type; once
+        it is not, no desired capacity waits on the failed pool. cluster-autoscaler reads a group's
+        activities only while it has fewer instances than its desired capacity (its AWS provider's
+        placeholders: auto_scaling_groups.go, createPlaceholdersForDesiredNonStartedInstances and
+        isNodeGroupAvailable). Without a later success (a raise given back, desired lowered to what
+        runs) it is not made good."""
+        if self.last_launched is None or len(self.instance_ids) < self.desired:
+            return False
+        return _aware(self.last_launched) > _aware(failure.at)
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -395,6 +413,8 @@ class NodeGroup:
             # absent from snapshots stored before it was read (or when EC2 did not answer): none known,
             # the planner then learns a zone's id from the nodes there (spillway.planner.limits)
             zone_ids=tuple(sorted((str(k), str(v)) for k, v in dict(d.get("zone_ids", {})).items())),
+            # absent from snapshots stored before it was read: no failure made good, as they were planned
+            last_launched=parse_time(d["last_launched"]) if d.get("last_launched") else None,
         )
 
 
@@ -431,6 +451,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
     ("held_instances", lambda g: list(g.held_instances) or None),
     ("zone_ids", lambda g: dict(g.zone_ids) or None),
+    ("last_launched", lambda g: format_time(g.last_launched) if g.last_launched is not None else None),
 )
 
 
@@ -1267,6 +1288,25 @@ def launch_failures(
     return by_arn, by_name
 
 
+def last_launches(activities: Iterable[ScalingActivity]) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """When the latest launch activity that ended ``Successful`` started, by group ARN and (for
+    activities without one) by group name (naive times are UTC)."""
+    by_arn: dict[str, datetime] = {}
+    by_name: dict[str, datetime] = {}
+    for act in activities:
+        if act.StatusCode != "Successful" or not act.is_launch:
+            continue
+        start = _aware(act.StartTime)
+        found = by_arn if act.AutoScalingGroupARN else by_name
+        key = act.AutoScalingGroupARN or act.AutoScalingGroupName
+        found[key] = max(found.get(key, start), start)
+    return by_arn, by_name
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
 def build_node_groups(
     asgs: Iterable[AutoScalingGroup],
     activities: Iterable[ScalingActivity],
@@ -1283,7 +1323,9 @@ def build_node_groups(
     actions: dict[tuple[str | None, str], list[ScheduledAction]] = {}
     for action in scheduled:  # by the region its ARN names, else by group name alone
         actions.setdefault((action.region, action.AutoScalingGroupName), []).append(action)
+    activities = list(activities)
     by_arn, by_name = launch_failures(activities)
+    launched_arn, launched_name = last_launches(activities)
     asgs = list(asgs)
     check_unique(asgs)
     groups: list[NodeGroup] = []
@@ -1295,7 +1337,9 @@ def build_node_groups(
         floors = scheduled_floors([*actions.get((asg.region, name), ()), *actions.get((None, name), ())])
         pools = warm_pools or {}
         warm = warm_count(pools.get(asg.AutoScalingGroupARN, pools.get(name)))
-        groups.append(node_group(asg, catalogue, reserve, failures, floors, warm))
+        launched = [at for at in (launched_arn.get(asg.AutoScalingGroupARN), launched_name.get(name)) if at]
+        group = node_group(asg, catalogue, reserve, failures, floors, warm)
+        groups.append(replace(group, last_launched=max(launched)) if launched else group)
     return sorted(groups, key=lambda g: (g.region, g.name))
 
 
