@@ -1250,6 +1250,45 @@ def test_a_failed_launch_the_raise_made_good_elsewhere_is_no_failed_raise() -> N
     assert ready["status"] == "ready" and ready["nodes"] == [f"node-{other}"]
 
 
+def test_a_failed_launch_made_good_in_another_zone_backs_off_the_pool_it_found_short_not_the_group() -> None:
+    """The raise's launch in us-east-1a Failed for g5.xlarge capacity and Auto Scaling launched in
+    us-east-1b instead. The group is no failure (the plans skip it no longer once it runs its desired
+    capacity), but EC2 said on-demand g5.xlarge in us-east-1a had none: that pool is backed off as a
+    failed raise's would be (act.backoff.failed_pool), from the failure's time for
+    launch_failure_backoff_minutes, so other groups that launch only there skip it and a gang's fleet
+    asks elsewhere. Nothing at all was backed off: the made-good failure was forgotten with its pool."""
+    cloud, group, prep, other = partly_failed("Successful", count=1)
+    kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=True)])
+    ledger = FakeLedger()
+
+    ready = steps(cloud, kube, ledger).verify({"cluster": "ml", "group": group, "prep": prep})
+
+    assert ready["status"] == "ready"
+    window = timedelta(
+        minutes=PlannerConfig(cluster="ml", regions=["us-east-1"]).launch_failure_backoff_minutes
+    )
+    assert [(name, until) for name, until, _ in ledger.backoffs] == [
+        ("pool#on-demand/us-east-1a/g5.xlarge", NOW + window)
+    ]
+    assert ledger.backoff_regions == ["us-east-1"]
+
+
+def test_a_failed_launch_made_good_in_the_pool_it_failed_in_backs_nothing_off() -> None:
+    """Auto Scaling launched the raise's node in the very pool EC2 refused a moment before: capacity came
+    back there, and nothing is backed off."""
+    cloud, group, prep, other = partly_failed("Successful", count=1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["Instances"][-1]["AvailabilityZone"] = "us-east-1a"
+    kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=True)])
+    ledger = FakeLedger()
+
+    assert (
+        steps(cloud, kube, ledger).verify({"cluster": "ml", "group": group, "prep": prep})["status"]
+        == "ready"
+    )
+    assert ledger.backoffs == []
+
+
 def test_a_failed_launch_with_none_under_way_and_the_raise_short_is_a_failed_raise() -> None:
     """The other launch of the raise ended Successful and nothing more is under way: the raise is one
     node short, and the failure is what it is (the back-off keeps the launched instance)."""

@@ -19,7 +19,8 @@ The state machine maps over the plan's groups; for each group it calls, in order
 ``verify``       ``ready`` when the ``count`` instances launched for this plan (claimed by it among the
                  group's new ones: :func:`spillway.act.claims.own_instances`; never the group's
                  replacement of an instance it took out of service, but in place of one of its own)
-                 run Ready Nodes; ``failed`` when
+                 run Ready Nodes (a launch of it that Failed was made good: the pool EC2 named short is
+                 backed off, not the group); ``failed`` when
                  a launch activity since ``prepare`` failed, for capacity or any other reason (a missing
                  AMI, a subnet without free addresses: :func:`~spillway.model.nodegroup.launch_failure_since`),
                  while the raise has fewer instances than ``count`` and no launch activity since is still
@@ -65,7 +66,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -96,7 +97,7 @@ from spillway.errors import (
     StateTooLarge,
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
-from spillway.model.aws import AutoScalingGroup
+from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.groupkey import GroupKey
 from spillway.model.history import MAX_SCALE_UP_GROUPS, stretched_poll
 from spillway.model.k8s import BACKOFF_GIVE_BACK
@@ -104,6 +105,7 @@ from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
     NodeGroup,
+    failed_launch_since,
     launch_failed,
     launch_failure_since,
     launch_refusal,
@@ -313,6 +315,7 @@ class ScaleSteps:
         )
         ready = ready_nodes(self.kube, self.aws, region, new)
         if len(ready) >= wanted:
+            self._back_off_short_pool(event, asg, activities, since, mine)
             return {"status": "ready", "reason": f"{len(ready)} new node(s) Ready", "ready": len(ready),
                     "wanted": wanted, "nodes": sorted(ready.values())}  # fmt: skip
         if now >= _parse(prep["deadline"]):
@@ -328,6 +331,41 @@ class ScaleSteps:
                 "wanted": wanted,
             }
         return {"status": "launching", "ready": len(ready), "wanted": wanted, "in_service": len(new)}
+
+    def _back_off_short_pool(
+        self,
+        event: Mapping[str, Any],
+        asg: AutoScalingGroup,
+        activities: Sequence[ScalingActivity],
+        since: datetime,
+        mine: Collection[str],
+    ) -> None:
+        """A raise that delivered every node though one of its launches Failed (Auto Scaling launched in
+        another zone or as another type) is no failure, and its group is not backed off; but the pool
+        EC2 named short of capacity (:func:`~spillway.act.backoff.failed_pool`) is, as a failed raise's
+        would be, for ``launch_failure_backoff_minutes`` from the failure: other groups that launch
+        only from it skip it, and a gang's fleet asks elsewhere. Not when an instance of the raise runs
+        in that zone as that type: capacity came back there."""
+        failure = failed_launch_since(activities, since)
+        if failure is None:
+            return
+        message = failure.StatusMessage or failure.Description
+        pool = failed_pool(message, asg)
+        if pool is None:
+            return
+        _, zone, instance_type = pool
+        if any(i.InstanceId in mine and i.AvailabilityZone == zone and i.InstanceType == instance_type
+               for i in asg.Instances):  # fmt: skip
+            return
+        at = failure.EndTime or failure.StartTime
+        at = at if at.tzinfo else at.replace(tzinfo=UTC)
+        until = at + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
+        if until <= self.clock():
+            return
+        where = f"{asg.region}/{asg.AutoScalingGroupName}"
+        reason = f"{launch_failed(where, message)}; Auto Scaling launched the raise elsewhere"
+        back_off(self.ledger, str(event.get("cluster", "")), None, until, reason[:1000], region=asg.region,
+                 pools=[pool])  # fmt: skip
 
     def _own(
         self,

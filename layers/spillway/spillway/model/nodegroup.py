@@ -1183,11 +1183,17 @@ def launch_failure_since(activities: Iterable[ScalingActivity], since: datetime)
     """The message of a launch activity that failed (:func:`is_failed_launch`: for capacity or any other
     reason) at or after ``since`` (naive times are UTC), or ``""``: how a scale-up or a gang launch
     learns that the launch will not deliver, at once rather than at its deadline."""
+    failed = failed_launch_since(activities, since)
+    return "" if failed is None else failed.StatusMessage or failed.Description
+
+
+def failed_launch_since(activities: Iterable[ScalingActivity], since: datetime) -> ScalingActivity | None:
+    """The first launch activity that failed at or after ``since`` (:func:`launch_failure_since`), or None."""
     for activity in activities:
         start = activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
         if start >= since and is_failed_launch(activity):
-            return activity.StatusMessage or activity.Description
-    return ""
+            return activity
+    return None
 
 
 # A launch activity names its instance ("Launching a new EC2 instance: i-0123...", DescribeScalingActivities'
