@@ -12,6 +12,8 @@ from plan_world import GPU_TOLERATION, NOW, World, kept_reasons, pending_reasons
 from spillway.local import objects as o
 from spillway.model.cluster import cordon_digest
 from spillway.model.k8s import CORDONED_BY_SPILLWAY
+from spillway.model.nodegroup import NodeGroup
+from spillway.planner import plan
 
 
 def test_gpu_burst_fills_primary_to_max_then_spills_to_secondary_region() -> None:
@@ -918,3 +920,59 @@ def test_a_node_held_by_a_drain_no_plan_started_is_not_uncordoned_for_pending_po
 
         assert (interrupted in {u.node for u in result.uncordon}) is reused, annotation
         assert scale_up(result).get("spot", (2, 2))[1] == (2 if reused else 3)  # held: a new node
+
+
+def test_a_failed_launch_auto_scaling_made_good_in_another_zone_does_not_skip_the_group() -> None:
+    """A raise of a two-zone group to 2: its launch in us-east-1a Failed for capacity, and Auto Scaling
+    launched in us-east-1b instead (balanced-best-effort: "If launches fail in an Availability Zone,
+    Auto Scaling will attempt to launch in another healthy Availability Zone instead"), so the group
+    runs both instances its desired capacity asks. The scale-up's verify took that as no failure and
+    backed nothing off, but the plan skipped the whole group for launch_failure_backoff_minutes after
+    the Failed activity and sent the next pod to another region. cluster-autoscaler reads a group's
+    scaling activities only while it has fewer instances than its desired capacity (its AWS provider's
+    placeholders for desired instances never started: auto_scaling_groups.go,
+    createPlaceholdersForDesiredNonStartedInstances, isNodeGroupAvailable), so a group whose failed
+    launch was made good is not backed off. A group still short stays skipped."""
+    w = World()
+    w.group("gpu-east", "p4d.24xlarge", max_size=8, gpu_taint=True, zones=["us-east-1a", "us-east-1b"])
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    first = booting(w, "gpu-east", "us-east-1b")
+    w.launch_failure("gpu-east", minutes_ago=4)  # names us-east-1a
+    east = w.groups["gpu-east"]
+    w.activities.append(o.launched(east, first, NOW - timedelta(minutes=5)))  # the raise's other launch
+    w.gpu_pods("train", 2, gpus=8, cpu="90", memory="900Gi")
+    east["DesiredCapacity"] = 2
+
+    short = w.plan()  # one instance of two: the failed launch is not made good yet
+    assert {s.group: (s.from_size, s.to_size) for s in short.scale_up} == {"gpu-west": (0, 1)}
+
+    second = booting(w, "gpu-east", "us-east-1b")
+    w.activities.append(o.launched(east, second, NOW - timedelta(minutes=3)))
+    w.gpu_pods("more", 1, gpus=8, cpu="90", memory="900Gi")
+
+    made_good = w.plan()
+
+    assert {s.group: (s.from_size, s.to_size) for s in made_good.scale_up} == {"gpu-east": (2, 3)}
+    assert "launch failed" not in made_good.scale_up[0].reason
+    # the plan function reads the groups back from the stored snapshot: the same decision there
+    snapshot, groups, cfg, state = w.parsed()
+    stored = [NodeGroup.from_dict(json.loads(json.dumps(g.to_dict()))) for g in groups]
+    assert stored == groups
+    assert set(scale_up(plan(snapshot, stored, cfg, state, NOW))) == {"gpu-east"}
+
+
+def test_a_group_at_its_desired_capacity_with_no_launch_since_its_failure_stays_skipped() -> None:
+    """A failed launch followed by no launch that succeeded (the raise given back, desired back at the
+    instances it runs) is not made good: the group stays skipped for the back-off window."""
+    w = World()
+    w.group("gpu-east", "p4d.24xlarge", max_size=8, gpu_taint=True, zones=["us-east-1a", "us-east-1b"])
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    first = booting(w, "gpu-east", "us-east-1b")
+    w.activities.append(o.launched(w.groups["gpu-east"], first, NOW - timedelta(minutes=5)))
+    w.launch_failure("gpu-east", minutes_ago=4)
+    w.groups["gpu-east"]["DesiredCapacity"] = 1
+    w.gpu_pods("train", 2, gpus=8, cpu="90", memory="900Gi")
+
+    result = w.plan()
+
+    assert "gpu-east" not in scale_up(result)

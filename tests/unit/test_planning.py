@@ -31,7 +31,7 @@ from spillway.act.planning import (
     run_plan,
     summarize,
 )
-from spillway.act.scale import ScaleSteps
+from spillway.act.scale import ScaleSteps, parse_step
 from spillway.adapters.kube import KubeClient
 from spillway.adapters.sfn import NAME_PATTERN
 from spillway.adapters.store import snapshot_inserts
@@ -1250,6 +1250,45 @@ def test_a_failed_launch_the_raise_made_good_elsewhere_is_no_failed_raise() -> N
     assert ready["status"] == "ready" and ready["nodes"] == [f"node-{other}"]
 
 
+def test_a_failed_launch_made_good_in_another_zone_backs_off_the_pool_it_found_short_not_the_group() -> None:
+    """The raise's launch in us-east-1a Failed for g5.xlarge capacity and Auto Scaling launched in
+    us-east-1b instead. The group is no failure (the plans skip it no longer once it runs its desired
+    capacity), but EC2 said on-demand g5.xlarge in us-east-1a had none: that pool is backed off as a
+    failed raise's would be (act.backoff.failed_pool), from the failure's time for
+    launch_failure_backoff_minutes, so other groups that launch only there skip it and a gang's fleet
+    asks elsewhere. Nothing at all was backed off: the made-good failure was forgotten with its pool."""
+    cloud, group, prep, other = partly_failed("Successful", count=1)
+    kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=True)])
+    ledger = FakeLedger()
+
+    ready = steps(cloud, kube, ledger).verify({"cluster": "ml", "group": group, "prep": prep})
+
+    assert ready["status"] == "ready"
+    window = timedelta(
+        minutes=PlannerConfig(cluster="ml", regions=["us-east-1"]).launch_failure_backoff_minutes
+    )
+    assert [(name, until) for name, until, _ in ledger.backoffs] == [
+        ("pool#on-demand/us-east-1a/g5.xlarge", NOW + window)
+    ]
+    assert ledger.backoff_regions == ["us-east-1"]
+
+
+def test_a_failed_launch_made_good_in_the_pool_it_failed_in_backs_nothing_off() -> None:
+    """Auto Scaling launched the raise's node in the very pool EC2 refused a moment before: capacity came
+    back there, and nothing is backed off."""
+    cloud, group, prep, other = partly_failed("Successful", count=1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["Instances"][-1]["AvailabilityZone"] = "us-east-1a"
+    kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=True)])
+    ledger = FakeLedger()
+
+    assert (
+        steps(cloud, kube, ledger).verify({"cluster": "ml", "group": group, "prep": prep})["status"]
+        == "ready"
+    )
+    assert ledger.backoffs == []
+
+
 def test_a_failed_launch_with_none_under_way_and_the_raise_short_is_a_failed_raise() -> None:
     """The other launch of the raise ended Successful and nothing more is under way: the raise is one
     node short, and the failure is what it is (the back-off keeps the launched instance)."""
@@ -2071,3 +2110,65 @@ def test_an_overflow_replan_judges_a_zone_id_quota_by_the_ids_observe_read() -> 
     out = scale.next_round(event)
 
     assert [(g["group"], g["from"], g["to"]) for g in out["groups"]] == [("gpu-west", 0, 1)]
+
+
+PROVISION_TAG = "k8s.io/cluster-autoscaler/node-template/autoscaling-options/maxnodeprovisiontime"
+
+
+def provision_tagged(cloud: FakeCloud, value: str) -> None:
+    cloud.groups[("us-east-1", "gpu")]["Tags"].append(
+        {"ResourceId": "gpu", "ResourceType": "auto-scaling-group", "Key": PROVISION_TAG, "Value": value,
+         "PropagateAtLaunch": False}
+    )  # fmt: skip
+
+
+def test_a_group_whose_nodes_take_longer_than_the_launch_timeout_is_waited_for_that_long() -> None:
+    """A group tagged maxnodeprovisiontime=20m (a large GPU AMI) is given 20 minutes to bring its nodes
+    up, as the plans give its instances before they are unregistered (planner.joins reads the same
+    option); the launch timeout of 600 s gave them back after 10, still booting. Its checks are spread
+    out so that it makes no more of them than the launch timeout's (15 s, 40 checks: every 30 s), which
+    keeps the execution's history within what the configuration was checked for."""
+    cloud = gpu_cloud(1)
+    provision_tagged(cloud, "20m0s")
+    event = {"group": GROUP, "launch_timeout_seconds": 600, "poll_seconds": 15}
+
+    prep = steps(cloud).prepare(event)
+
+    assert prep["deadline"] == iso_z(NOW + timedelta(minutes=20))
+    assert prep["poll_seconds"] == 30
+    group = {**GROUP, "new_nodes": 2, "pods": 2}
+    parse_step({"action": "verify", "cluster": "ml", "group": group, "prep": prep})  # the ASL passes it on
+    late = steps(cloud)
+    late.clock = lambda: NOW + timedelta(minutes=15)
+    assert late.verify({"group": group, "prep": prep})["status"] == "launching"  # not timed out at 10
+
+
+def test_a_group_whose_nodes_come_up_sooner_keeps_the_launch_timeout() -> None:
+    """A provision time below the launch timeout, or none, leaves the launch timeout and its poll."""
+    for tag in ("5m", None):
+        cloud = gpu_cloud(1)
+        if tag:
+            provision_tagged(cloud, tag)
+        prep = steps(cloud).prepare({"group": GROUP, "launch_timeout_seconds": 600, "poll_seconds": 15})
+        assert prep["deadline"] == iso_z(NOW + timedelta(minutes=10))
+        assert prep["poll_seconds"] == 15
+
+
+def iso_z(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
+@pytest.mark.parametrize(("timeout", "poll"), [(600, 15), (1800, 15), (60, 1), (600, 7), (86_400, 3600)])
+def test_a_longer_launch_window_makes_no_more_checks_than_the_launch_timeout_it_was_checked_for(
+    timeout: int, poll: int
+) -> None:
+    """Whatever a group's provision time (up to the day prepare allows), its checks fit the history the
+    configuration's launch timeout and poll were checked to fit (spillway.model.history)."""
+    from spillway.model.history import poll_count, stretched_poll
+
+    for deadline in (timeout, timeout + 1, 2 * timeout, 20 * 60, 3 * 3600 + 7, 86_400):
+        if deadline < timeout:
+            continue
+        every = stretched_poll(deadline, poll, timeout)
+        assert every >= poll
+        assert poll_count(deadline, every) <= poll_count(timeout, poll)

@@ -29,7 +29,8 @@ variable                               meaning (default)
                                        with one is not flagged for AZRebalance
 ``MAX_SNAPSHOT_AGE_SECONDS``           the plan refuses older snapshots (180)
 ``SCALE_UP_POLL_SECONDS``              scale-up: between launch checks (15)
-``LAUNCH_TIMEOUT_SECONDS``             scale-up: a launch not Ready by then failed (600)
+``LAUNCH_TIMEOUT_SECONDS``             scale-up: a launch not Ready by then failed (600); a group's
+                                       longer ``maxnodeprovisiontime`` tag gives it longer
 ``SCALE_UP_MAX_ROUNDS``                scale-up: first attempt and overflow re-plans (3); its rounds' checks
                                        (poll, launch timeout) must fit an execution's history
 ``DRAIN_DEADLINE_SECONDS`` / ``DRAIN_POLL_SECONDS``   drains (900 / 15)

@@ -11,13 +11,16 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  :class:`AsgLimitExceeded` (the state machine's ``Refused``, then a re-plan on the live
                  groups, which skips the group); say whether the
                  desired capacity must be raised (``set``) and by how much (``count``), the execution's
-                 ``owner`` id, which instances existed before (``before``), and the launch deadline.
+                 ``owner`` id, which instances existed before (``before``), and the launch deadline (the launch
+                 timeout, or the group's node provision time when longer) with the seconds between
+                 checks (``poll_seconds``: :meth:`ScaleSteps._launch_window`).
 ``set_desired``  raise the desired capacity by ``count`` relative to the live value, once however often
                  the step is retried (:func:`spillway.act.claims.raise_once`), in any region.
 ``verify``       ``ready`` when the ``count`` instances launched for this plan (claimed by it among the
                  group's new ones: :func:`spillway.act.claims.own_instances`; never the group's
                  replacement of an instance it took out of service, but in place of one of its own)
-                 run Ready Nodes; ``failed`` when
+                 run Ready Nodes (a launch of it that Failed was made good: the pool EC2 named short is
+                 backed off, not the group); ``failed`` when
                  a launch activity since ``prepare`` failed, for capacity or any other reason (a missing
                  AMI, a subnet without free addresses: :func:`~spillway.model.nodegroup.launch_failure_since`),
                  while the raise has fewer instances than ``count`` and no launch activity since is still
@@ -63,7 +66,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -94,14 +97,15 @@ from spillway.errors import (
     StateTooLarge,
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
-from spillway.model.aws import AutoScalingGroup
+from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.groupkey import GroupKey
-from spillway.model.history import MAX_SCALE_UP_GROUPS
+from spillway.model.history import MAX_SCALE_UP_GROUPS, stretched_poll
 from spillway.model.k8s import BACKOFF_GIVE_BACK
 from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
     NodeGroup,
+    failed_launch_since,
     launch_failed,
     launch_failure_since,
     launch_refusal,
@@ -110,7 +114,8 @@ from spillway.model.nodegroup import (
     with_zone_ids,
     zone_ids_of,
 )
-from spillway.model.scale import STEP_INPUTS
+from spillway.model.options import parse_options
+from spillway.model.scale import MAX_SECONDS, STEP_INPUTS
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import RaiseState, State, keyed_by_region
 from spillway.model.stepinput import step_input
@@ -173,9 +178,9 @@ class ScaleSteps:
         group = _field(event, "group")
         name, region = str(group["group"]), str(group["region"])
         to, grow = int(group["to"]), bool(group.get("grow", True))
-        timeout = float(event.get("launch_timeout_seconds", self.settings.launch_timeout_seconds))
         uncordoned, gone = self._uncordon_planned(event, group)
         asg = self.aws.describe_group(region, name)
+        timeout, poll = self._launch_window(event, asg)
         count = max(0, to - int(group.get("from", to))) if grow else 0
         if count and launch_refusal(asg):  # raised, it would count as launching and launch nothing
             raise AsgLimitExceeded(f"{launch_refusal(asg)}; desired capacity not raised")
@@ -199,9 +204,30 @@ class ScaleSteps:
             "before": before,
             "since": iso(now - timedelta(seconds=5)),  # activities may be stamped a little early
             "deadline": iso(now + timedelta(seconds=timeout)),
+            "poll_seconds": poll,
             "uncordoned": uncordoned,
             "gone": gone,
         }
+
+    def _launch_window(self, event: Mapping[str, Any], asg: AutoScalingGroup) -> tuple[float, int]:
+        """How long the group's launch may take (seconds), and the whole seconds between its checks.
+        The launch timeout, or the group's own node provision time when it is longer (its
+        ``maxnodeprovisiontime`` tag, :mod:`spillway.model.options`, which the plans also give its
+        instances before they are unregistered: :mod:`spillway.planner.joins`), at most a day; checked
+        then less often (:func:`~spillway.model.history.stretched_poll`), so the group makes no more
+        checks than the launch timeout's, which the configuration was checked to fit an execution's
+        history. cluster-autoscaler likewise takes a scale-up as failed only after the node group's own
+        max node provision time (clusterstate: the scale-up request's ExpectedAddTime). An execution
+        whose definition does not pass ``poll_seconds`` waits out the launch timeout, polled as before."""
+        timeout = float(event.get("launch_timeout_seconds", self.settings.launch_timeout_seconds))
+        poll = event.get("poll_seconds")
+        if poll is None:
+            return timeout, max(1, round(self.settings.poll_seconds))
+        minutes = dict(parse_options(asg.tag_map())[0]).get("max_node_provision_minutes")
+        if minutes is None or isinstance(minutes, bool) or minutes * 60 <= timeout:
+            return timeout, int(poll)
+        longer = min(minutes * 60, float(MAX_SECONDS))
+        return longer, stretched_poll(longer, int(poll), timeout)
 
     def _uncordon_planned(
         self, event: Mapping[str, Any], group: Mapping[str, Any]
@@ -289,6 +315,7 @@ class ScaleSteps:
         )
         ready = ready_nodes(self.kube, self.aws, region, new)
         if len(ready) >= wanted:
+            self._back_off_short_pool(event, asg, activities, since, mine)
             return {"status": "ready", "reason": f"{len(ready)} new node(s) Ready", "ready": len(ready),
                     "wanted": wanted, "nodes": sorted(ready.values())}  # fmt: skip
         if now >= _parse(prep["deadline"]):
@@ -304,6 +331,41 @@ class ScaleSteps:
                 "wanted": wanted,
             }
         return {"status": "launching", "ready": len(ready), "wanted": wanted, "in_service": len(new)}
+
+    def _back_off_short_pool(
+        self,
+        event: Mapping[str, Any],
+        asg: AutoScalingGroup,
+        activities: Sequence[ScalingActivity],
+        since: datetime,
+        mine: Collection[str],
+    ) -> None:
+        """A raise that delivered every node though one of its launches Failed (Auto Scaling launched in
+        another zone or as another type) is no failure, and its group is not backed off; but the pool
+        EC2 named short of capacity (:func:`~spillway.act.backoff.failed_pool`) is, as a failed raise's
+        would be, for ``launch_failure_backoff_minutes`` from the failure: other groups that launch
+        only from it skip it, and a gang's fleet asks elsewhere. Not when an instance of the raise runs
+        in that zone as that type: capacity came back there."""
+        failure = failed_launch_since(activities, since)
+        if failure is None:
+            return
+        message = failure.StatusMessage or failure.Description
+        pool = failed_pool(message, asg)
+        if pool is None:
+            return
+        _, zone, instance_type = pool
+        if any(i.InstanceId in mine and i.AvailabilityZone == zone and i.InstanceType == instance_type
+               for i in asg.Instances):  # fmt: skip
+            return
+        at = failure.EndTime or failure.StartTime
+        at = at if at.tzinfo else at.replace(tzinfo=UTC)
+        until = at + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
+        if until <= self.clock():
+            return
+        where = f"{asg.region}/{asg.AutoScalingGroupName}"
+        reason = f"{launch_failed(where, message)}; Auto Scaling launched the raise elsewhere"
+        back_off(self.ledger, str(event.get("cluster", "")), None, until, reason[:1000], region=asg.region,
+                 pools=[pool])  # fmt: skip
 
     def _own(
         self,

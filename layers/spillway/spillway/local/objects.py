@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 ACCOUNT = "123456789012"
@@ -472,6 +472,24 @@ def failed_launch(
         "EndTime": iso(at),
         "StatusCode": "Failed",
         "StatusMessage": message,
+        "Progress": 100,
+        "Details": "{}",
+    }
+
+
+def launched(group: Mapping[str, Any], instance_id: str, at: datetime) -> dict[str, Any]:
+    """A ``describe-scaling-activities`` entry for a launch of ``instance_id`` that succeeded, started at
+    ``at`` (StatusCode Successful; its Description names the instance)."""
+    return {
+        "ActivityId": _uid("act", group["AutoScalingGroupName"], instance_id, iso(at)),
+        "AutoScalingGroupName": group["AutoScalingGroupName"],
+        "AutoScalingGroupARN": group["AutoScalingGroupARN"],
+        "Description": f"Launching a new EC2 instance: {instance_id}",
+        "Cause": f"At {iso(at)} an instance was started in response to a difference between desired and actual capacity, "
+        "increasing the capacity from 0 to 2.",
+        "StartTime": iso(at),
+        "EndTime": iso(at + timedelta(seconds=30)),
+        "StatusCode": "Successful",
         "Progress": 100,
         "Details": "{}",
     }

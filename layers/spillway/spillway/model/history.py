@@ -93,6 +93,16 @@ def gang_refusal(deadline_seconds: float, poll_seconds: float) -> str | None:
     )
 
 
+def stretched_poll(deadline_seconds: float, poll_seconds: int, checked_deadline_seconds: float) -> int:
+    """The whole seconds between checks of a loop polling until ``deadline_seconds`` so that it makes no
+    more checks than one polling every ``poll_seconds`` (at least 1) until ``checked_deadline_seconds``,
+    the deadline its settings were checked against (:func:`scale_up_refusal`): ``poll_seconds``, or more
+    for a longer deadline. A scale-up waits longer for a group whose nodes take longer to come up
+    (:meth:`spillway.act.scale.ScaleSteps.prepare`) and checks it less often, within the same history."""
+    turns = max(1, math.ceil(checked_deadline_seconds / poll_seconds))
+    return max(poll_seconds, math.ceil(deadline_seconds / turns))
+
+
 def scale_up_events(launch_timeout_seconds: float, poll_seconds: float, max_rounds: int) -> int:
     """The events a scale-up execution's groups add at most: every round with its most groups, each
     checked until its launch timeout."""

@@ -176,6 +176,10 @@ class NodeGroup:
     zones: tuple[str, ...] = ()
     instance_ids: tuple[str, ...] = ()
     launch_failures: tuple[LaunchFailure, ...] = ()
+    # when the latest of its launch activities that ended Successful started (None: none read): a
+    # failure before it that left the group short no longer is, once the group runs its desired
+    # capacity (:meth:`made_good`)
+    last_launched: datetime | None = None
     arn: str = ""
     atomic_launch: AtomicLaunch = "off"
     atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
@@ -237,6 +241,20 @@ class NodeGroup:
     def zone_id(self, zone: str) -> str | None:
         """The id EC2 gave the group's ``zone`` (``use1-az4``), or None when it gave none."""
         return dict(self.zone_ids).get(zone)
+
+    def made_good(self, failure: LaunchFailure) -> bool:
+        """Whether Auto Scaling made ``failure`` good: a launch of the group that started after it ended
+        succeeded, and the group runs every instance its desired capacity asks for. A Failed activity is
+        one launch that started nothing (DescribeScalingActivities: one activity per instance), and Auto
+        Scaling goes on launching while the group is short, in another zone or as another type; once
+        it is not, no desired capacity waits on the failed pool. cluster-autoscaler reads a group's
+        activities only while it has fewer instances than its desired capacity (its AWS provider's
+        placeholders: auto_scaling_groups.go, createPlaceholdersForDesiredNonStartedInstances and
+        isNodeGroupAvailable). Without a later success (a raise given back, desired lowered to what
+        runs) it is not made good."""
+        if self.last_launched is None or len(self.instance_ids) < self.desired:
+            return False
+        return _aware(self.last_launched) > _aware(failure.at)
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -406,6 +424,8 @@ class NodeGroup:
                 (str(k), str(v.get("zone", "")), str(v.get("type", "")))
                 for k, v in sorted(dict(d.get("instance_places", {})).items())
             ),
+            # absent from snapshots stored before it was read: no failure made good, as they were planned
+            last_launched=parse_time(d["last_launched"]) if d.get("last_launched") else None,
         )
 
 
@@ -443,6 +463,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("held_instances", lambda g: list(g.held_instances) or None),
     ("zone_ids", lambda g: dict(g.zone_ids) or None),
     ("instance_places", lambda g: {i: {"zone": z, "type": t} for i, z, t in g.instance_places} or None),
+    ("last_launched", lambda g: format_time(g.last_launched) if g.last_launched is not None else None),
 )
 
 
@@ -1179,11 +1200,17 @@ def launch_failure_since(activities: Iterable[ScalingActivity], since: datetime)
     """The message of a launch activity that failed (:func:`is_failed_launch`: for capacity or any other
     reason) at or after ``since`` (naive times are UTC), or ``""``: how a scale-up or a gang launch
     learns that the launch will not deliver, at once rather than at its deadline."""
+    failed = failed_launch_since(activities, since)
+    return "" if failed is None else failed.StatusMessage or failed.Description
+
+
+def failed_launch_since(activities: Iterable[ScalingActivity], since: datetime) -> ScalingActivity | None:
+    """The first launch activity that failed at or after ``since`` (:func:`launch_failure_since`), or None."""
     for activity in activities:
         start = activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
         if start >= since and is_failed_launch(activity):
-            return activity.StatusMessage or activity.Description
-    return ""
+            return activity
+    return None
 
 
 # A launch activity names its instance ("Launching a new EC2 instance: i-0123...", DescribeScalingActivities'
@@ -1284,6 +1311,25 @@ def launch_failures(
     return by_arn, by_name
 
 
+def last_launches(activities: Iterable[ScalingActivity]) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """When the latest launch activity that ended ``Successful`` started, by group ARN and (for
+    activities without one) by group name (naive times are UTC)."""
+    by_arn: dict[str, datetime] = {}
+    by_name: dict[str, datetime] = {}
+    for act in activities:
+        if act.StatusCode != "Successful" or not act.is_launch:
+            continue
+        start = _aware(act.StartTime)
+        found = by_arn if act.AutoScalingGroupARN else by_name
+        key = act.AutoScalingGroupARN or act.AutoScalingGroupName
+        found[key] = max(found.get(key, start), start)
+    return by_arn, by_name
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
 def build_node_groups(
     asgs: Iterable[AutoScalingGroup],
     activities: Iterable[ScalingActivity],
@@ -1300,7 +1346,9 @@ def build_node_groups(
     actions: dict[tuple[str | None, str], list[ScheduledAction]] = {}
     for action in scheduled:  # by the region its ARN names, else by group name alone
         actions.setdefault((action.region, action.AutoScalingGroupName), []).append(action)
+    activities = list(activities)
     by_arn, by_name = launch_failures(activities)
+    launched_arn, launched_name = last_launches(activities)
     asgs = list(asgs)
     check_unique(asgs)
     groups: list[NodeGroup] = []
@@ -1312,7 +1360,9 @@ def build_node_groups(
         floors = scheduled_floors([*actions.get((asg.region, name), ()), *actions.get((None, name), ())])
         pools = warm_pools or {}
         warm = warm_count(pools.get(asg.AutoScalingGroupARN, pools.get(name)))
-        groups.append(node_group(asg, catalogue, reserve, failures, floors, warm))
+        launched = [at for at in (launched_arn.get(asg.AutoScalingGroupARN), launched_name.get(name)) if at]
+        group = node_group(asg, catalogue, reserve, failures, floors, warm)
+        groups.append(replace(group, last_launched=max(launched)) if launched else group)
     return sorted(groups, key=lambda g: (g.region, g.name))
 
 

@@ -106,6 +106,9 @@ class Prep(BaseModel):
     before: list[InstanceId] = Field(max_length=MAX_INSTANCES)
     since: Time
     deadline: Time
+    # the whole seconds the state machine waits between checks (WaitForLaunch); absent from what a
+    # prepare before it returned
+    poll_seconds: int | None = Field(default=None, ge=1, le=MAX_SECONDS)
     uncordoned: list[NodeName] = Field(max_length=MAX_NAMES)
     gone: list[NodeName] = Field(max_length=MAX_NAMES)
 
@@ -166,6 +169,9 @@ class PrepareInput(_Step):
     plan_id: PlanId
     round: Round
     launch_timeout_seconds: Seconds
+    # the execution's whole seconds between launch checks; absent from an execution whose definition
+    # did not pass it (it waits on the execution's own value)
+    poll_seconds: int | None = Field(default=None, ge=1, le=MAX_SECONDS)
     group: ScaleGroup
 
 

@@ -423,10 +423,13 @@ def _launch_failed(ctx: Context, group: NodeGroup) -> str | None:
     """Why the group is skipped for a launch that failed lately (any Failed launch activity: no capacity
     is coming, whatever the reason), or None. The reason says which: a capacity failure (a scale-up's
     back-off also backs off the pool EC2 names), or the group's own settings (a missing AMI, a subnet
-    out of addresses), which no pool of it can launch with."""
+    out of addresses), which no pool of it can launch with. Not once Auto Scaling made the latest
+    good (:meth:`~spillway.model.nodegroup.NodeGroup.made_good`: a launch after it succeeded and the
+    group runs its desired capacity), as cluster-autoscaler backs off only a group short of it; a
+    back-off the scale-up wrote in the state still holds (:func:`backoff_reason`)."""
     window = timedelta(minutes=ctx.config.launch_failure_backoff_minutes)
     recent = [f for f in group.launch_failures if aware(f.at) > ctx.now - window]
-    if not recent:
+    if not recent or group.made_good(recent[-1]):
         return None
     last = recent[-1]
     message = last.message if len(last.message) <= 160 else last.message[:157] + "..."
