@@ -1238,3 +1238,47 @@ def test_a_plan_that_fails_for_good_from_the_stream_raises_the_plan_errors_alarm
 
     assert invocation(StateTooLarge("state item 512 KiB compressed")) >= number(props["Threshold"])
     assert invocation(StateConflict("another plan committed version 8 first")) < number(props["Threshold"])
+
+
+# Every alarm of the last release (6b26167) by its logical ID, with its name as ClusterName "ml" makes it.
+RELEASED_ALARMS = {
+    "ClusterUnhealthyAlarm": "spillway-ml-ClusterUnhealthy",
+    "DrainTimeoutAlarm": "spillway-ml-drain-timeout",
+    "FndrainErrors": "spillway-ml-drain-errors",
+    "FnobserveErrors": "spillway-ml-observe-errors",
+    "FnplanErrors": "spillway-ml-plan-errors",
+    "FnscaleErrors": "spillway-ml-scale-errors",
+    "GangSweepBlindAlarm": "spillway-ml-gang-sweep-blind",
+    "GroupsBackedOffAlarm": "spillway-ml-GroupsBackedOff",
+    "HeldByLimitsAlarm": "spillway-ml-held-by-limits",
+    "InterruptDeadLetterAlarm": "spillway-ml-interrupt-dlq",
+    "InterruptErrorsAlarm": "spillway-ml-interrupt-errors",
+    "LaunchesMisconfiguredAlarm": "spillway-ml-LaunchesMisconfigured",
+    "NotReadyNodesAlarm": "spillway-ml-not-ready-nodes",
+    "OverflowAlarm": "spillway-ml-Overflow",
+    "PendingTooLongAlarm": "spillway-ml-pending-too-long",
+    "PriorityConfigMapInvalidAlarm": "spillway-ml-PriorityConfigMapInvalid",
+    "SmdrainnodeFailures": "spillway-ml-drain-node-failures",
+    "SmganglaunchFailures": "spillway-ml-gang-launch-failures",
+    "SmscaledownFailures": "spillway-ml-scale-down-failures",
+    "SmscaleupFailures": "spillway-ml-scale-up-failures",
+    "UnregisteredInstancesAlarm": "spillway-ml-UnregisteredInstances",
+}
+
+
+@pytest.mark.parametrize("name", sorted(set(RELEASED_ALARMS.values())))
+def test_an_alarm_a_deployed_stack_has_keeps_its_logical_id_on_update(name: str) -> None:
+    """An alarm whose name a stack of the last release already holds stays the resource it was. Under a
+    new logical ID, CloudFormation's update creates the new resource first and deletes the old one in
+    its cleanup ("Update behaviors of stack resources"); with the same AlarmName the create either is
+    refused (the name is taken: the update rolls back) or is PutMetricAlarm, which creates or updates
+    the alarm of that name (CloudWatch API Reference), and the cleanup then deletes the alarm both
+    resources name: the stack goes on without it, and nothing pages."""
+    by_name = {
+        resolve(r["Properties"]["AlarmName"]): logical
+        for logical, r in RESOURCES.items()
+        if r.get("Type") == "AWS::CloudWatch::Alarm"
+    }
+    released = {alarm: logical for logical, alarm in RELEASED_ALARMS.items()}
+    if name in by_name:
+        assert by_name[name] == released[name]

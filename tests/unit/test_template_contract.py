@@ -277,9 +277,9 @@ def crud_tables(function: str) -> set[str]:
 
 def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_do() -> None:
     """Not SAM's DynamoDBCrudPolicy (Scan, BatchWriteItem, DeleteItem, UpdateItem ... on the whole
-    table): the plans table is only written (a plan record, alone or in the state's transaction); the
-    state table is queried and written conditionally, and the scale function's claims also get and
-    delete single items. Powertools' idempotency table gets what its persistence layer calls."""
+    table): the plans table is written (a plan record, alone or in the state's transaction) and, by the
+    scale function, read by key (a re-plan's retry); the state table is queried and written
+    conditionally, and the scale function's claims also get and delete single items. Powertools' idempotency table gets what its persistence layer calls."""
     assert crud_tables("PlanFunction") == set()
     assert crud_tables("ScaleFunction") == set()
     assert table_actions("PlanFunction") == {
@@ -295,7 +295,7 @@ def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_d
     }
     assert table_actions("ScaleFunction") == {
         "SnapshotsTable": {"dynamodb:GetItem", "dynamodb:Query"},
-        "PlansTable": {"dynamodb:PutItem"},
+        "PlansTable": {"dynamodb:PutItem", "dynamodb:GetItem"},
         "StateTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
     }
 
@@ -1236,3 +1236,16 @@ def test_the_function_alarms_watch_the_functions_the_template_names(cluster: str
                 if dimension["Name"] == "FunctionName":
                     watched.add(resolved(dimension["Value"], cluster))
     assert watched and watched <= functions
+
+
+@pytest.mark.parametrize("function", sorted(ENTRIES))
+def test_a_function_that_reads_a_plan_record_may_get_it_from_the_plans_table(function: str) -> None:
+    """StateStore.load_plan is PlanStore.get, a GetItem on the plans table: the scale function's
+    overflow re-plan calls it on every round to find the record a retried commit landed
+    (ScaleSteps._landed_replan). Without the grant AWS refuses it (AccessDeniedException) and every
+    re-plan step fails; moto does not enforce IAM, so only this check sees it."""
+    reached = {a.attr for a in attributes(reachable(*ENTRIES[function]))}
+    if "load_plan" not in reached:
+        assert function != "ScaleFunction", "the derivation no longer finds the re-plan's read"
+        return
+    assert "dynamodb:GetItem" in table_actions(function).get("PlansTable", set())
