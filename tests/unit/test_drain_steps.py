@@ -847,6 +847,26 @@ def test_a_scheduled_changes_drain_at_min_size_terminates_without_decrementing_s
     assert rig.cloud.describe_group("us-east-1", "general").DesiredCapacity == 2
 
 
+def test_a_rebalance_recommendations_drain_at_min_size_has_the_group_replace_its_node(rig: Rig) -> None:
+    """A rebalance recommendation in a group without Capacity Rebalancing, the group at MinSize: the
+    drain emptied the node and, as for a Spot warning, left the instance to EC2. But a recommendation is
+    advice (EC2 user guide, "EC2 instance rebalance recommendations": the instance may run on, and no
+    interruption need follow), so the node stood cordoned and empty, paid for, until a warning came,
+    if one ever did. The drain terminates it without decrementing, and the group launches the
+    replacement Capacity Rebalancing would have launched."""
+    _at_min_size(rig)
+    rig.pod("web-0")
+    drain = rig.cordoned(force=False, leaving=True, notice="rebalance")
+    assert drain.terminate is True
+    rig.drainer.evict(drain)
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert rig.cloud.terminated()[-1] == ("us-east-1", INSTANCE, False)
+    assert "launches a replacement" in outcome["terminated"]["note"]
+    assert rig.cloud.describe_group("us-east-1", "general").DesiredCapacity == 2
+
+
 def test_with_terminate_suspended_a_drain_keeps_its_node_or_drains_one_leaving_anyway(rig: Rig) -> None:
     """Terminate suspended (EC2 Auto Scaling User Guide, "Considerations for suspending processes"): a
     drain that terminates is refused (above); one with ``"terminate": false`` empties the node and keeps

@@ -830,10 +830,12 @@ def _terminates(request: DrainRequest, placement: Placement | None, asg: AutoSca
     But a scheduled change's instance at MinSize is terminated: EC2 acts only at the event's start, up to
     weeks later (and a reboot leaves it running), so the emptied node would stay cordoned and paid for
     until then; its terminate, refused the decrement, goes without it and the group launches a
-    replacement (:meth:`Drainer._terminate_instance`)."""
+    replacement (:meth:`Drainer._terminate_instance`). So is a rebalance recommendation's: advice, which
+    no interruption need follow (a group with Capacity Rebalancing replaces the instance itself, and
+    its drain terminates nothing)."""
     if not request.terminate or placement is None or asg is None:
         return False
-    at_min = _below_min(asg, placement.instance_id) and request.notice != "scheduled"
+    at_min = _below_min(asg, placement.instance_id) and request.notice not in ("scheduled", "rebalance")
     leaves = at_min or placement.lifecycle_state not in LIVE_STATES
     replaces = request.notice in ("interruption", "rebalance") and asg.CapacityRebalance is True
     return not (request.leaving and leaves) and not (_moved(request, placement) and replaces)
