@@ -32,7 +32,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -879,7 +879,7 @@ def test_a_widget_on_auto_scaling_group_metrics_tells_how_to_turn_them_on() -> N
 # Metrics that are a level at the time of one observation or one plan (pods waiting, nodes), not a
 # count of things done: the README's metric table ("the cluster as observed"; "per plan: ... pending
 # pods with no place"; "pods held by limits").
-LEVELS = {"PendingPods", "UnschedulablePods", "OldestPendingSeconds", "Nodes", "NotReadyNodes", "LongestNotReadySeconds",
+LEVELS = {"PendingPods", "UnschedulablePods", "OldestPendingSeconds", "OldestUnheldPendingSeconds", "Nodes", "NotReadyNodes", "LongestNotReadySeconds",
           "UnplaceablePods", "PodsHeldByLimits", "TenantPodsHeld", "GangOrphans", "GangOrphansBusy",
           "GangInstanceReadsFailed"}  # fmt: skip
 
@@ -1282,3 +1282,164 @@ def test_an_alarm_a_deployed_stack_has_keeps_its_logical_id_on_update(name: str)
     released = {alarm: logical for logical, alarm in RELEASED_ALARMS.items()}
     if name in by_name:
         assert by_name[name] == released[name]
+
+
+class Series(dict[int, float]):
+    """One metric math time series of an alarm: period index -> value, with CloudWatch's documented
+    rules (*Using metric math*): arithmetic and comparisons of two series take a value missing in one
+    as 0 (so the result has every timestamp of either); with a scalar, each datapoint; a comparison
+    gives 1 or 0."""
+
+    def _both(self, other: Any, op: Callable[[float, float], float]) -> Series:
+        if isinstance(other, Series):
+            return Series({t: op(self.get(t, 0.0), other.get(t, 0.0)) for t in set(self) | set(other)})
+        return Series({t: op(v, float(other)) for t, v in self.items()})
+
+    def __add__(self, other: Any) -> Series:  # type: ignore[override]
+        return self._both(other, lambda a, b: a + b)
+
+    def __mul__(self, other: Any) -> Series:
+        return self._both(other, lambda a, b: a * b)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> Series:
+        return self._both(other, lambda a, b: a / b)
+
+    def __gt__(self, other: Any) -> Series:  # type: ignore[override]
+        return self._both(other, lambda a, b: float(a > b))
+
+
+def _math_if(condition: Series, true: Any, false: Any = None) -> Series:
+    """``IF(metric1, metric2, metric3)`` (*Using metric math*, Using IF expressions): for each datapoint
+    of metric1, metric2's value when it is true (0 when metric2 has none there), metric3's when false
+    (dropped when metric3 has none there)."""
+    out = Series()
+    for t, c in condition.items():
+        if c:
+            out[t] = true.get(t, 0.0) if isinstance(true, Series) else float(true)
+        elif isinstance(false, Series) and t in false:
+            out[t] = false[t]
+        elif false is not None and not isinstance(false, Series):
+            out[t] = float(false)
+    return out
+
+
+def _math_alarm_fires(props: Mapping[str, Any], series: Mapping[str, list[tuple[float, float]]]) -> bool:
+    """Whether a metric math alarm goes to ALARM on the datapoints ``series`` gives each metric (by name:
+    (seconds, value)): each MetricStat's Stat per its Period, the expressions in order, the one returning
+    data compared with the threshold, DatapointsToAlarm of EvaluationPeriods periods breaching."""
+    aggregate: dict[str, Callable[[list[float]], float]] = {
+        "Minimum": min, "Maximum": max, "Sum": sum, "SampleCount": len,
+    }  # fmt: skip
+    values: dict[str, Any] = {"IF": _math_if}
+    result = Series()
+    for query in props["Metrics"]:
+        if "MetricStat" in query:
+            stat = query["MetricStat"]
+            buckets: dict[int, list[float]] = {}
+            for at, value in series.get(stat["Metric"]["MetricName"], []):
+                buckets.setdefault(int(at // stat["Period"]), []).append(value)
+            values[query["Id"]] = Series({t: float(aggregate[stat["Stat"]](v)) for t, v in buckets.items()})
+        else:
+            assert re.fullmatch(r"[\w\s()+*/,<>=.]+", query["Expression"]), query["Expression"]
+            values[query["Id"]] = eval(query["Expression"], {"__builtins__": {}}, values)
+        if query.get("ReturnData", True):
+            result = values[query["Id"]]
+    threshold = number(props["Threshold"])
+    compare = {
+        "GreaterThanThreshold": lambda v: v > threshold,
+        "GreaterThanOrEqualToThreshold": lambda v: v >= threshold,
+    }[props["ComparisonOperator"]]
+    breaching = [compare(result[t]) for t in sorted(result)]
+    periods = int(number(props["EvaluationPeriods"]))
+    needed = int(number(props.get("DatapointsToAlarm", props["EvaluationPeriods"])))
+    return any(sum(breaching[i : i + periods]) >= needed for i in range(len(breaching) - periods + 1))
+
+
+def test_pods_a_limit_holds_on_purpose_do_not_page_as_pending_too_long() -> None:
+    """Scenario: tenant team-a may add no node (its limit), and its two GPU pods wait for an hour: every
+    plan holds them (``tenant-limit``), which ``held-by-limits`` is for, after ``HeldByLimitsAlarmMinutes``
+    (up to a day, as the operator chose). ``pending-too-long`` read observe's ``OldestPendingSeconds``, the
+    oldest unschedulable pod whatever held it, and observe cannot tell a held pod: after
+    ``PendingAlarmMinutes`` (10) it paged, its runbook row sending the operator after a group that does
+    not fit or is backed off, for pods waiting by design. The alarm must still fire for a pod no limit
+    holds (team-b's, whose node never came), and when no plan runs at all (then nothing says which pods
+    a limit holds, and observe's metric is all there is).
+
+    Rule: an alarm fires for what its runbook row describes, and only that."""
+    from plan_world import World
+
+    from spillway.act.planning import PlanSettings, run_plan
+    from spillway.config import PlannerConfig
+    from spillway.model.snapshot import Snapshot
+    from spillway.observability import metrics
+    from spillway.observe import Observation
+
+    [props] = [p for n, p in alarms().items() if n.endswith("-pending-too-long")]
+    observe_app, plan_app = load_app("observe"), load_app("plan")
+    planner = PlannerConfig(
+        cluster=CLUSTER, regions=(REGION,), tenants={"team-a": {"limits": {"nodes": "0"}}}
+    )
+    settings = PlanSettings(
+        planner=planner,
+        scale_up_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-up",
+        scale_down_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-down",
+    )
+
+    def world(team_b: bool) -> Snapshot:
+        w = World()
+        w.group("gpu-east", "g5.xlarge", max_size=8, gpu_taint=True, desired=0)
+        w.gpu_pods("a", 2, gpus=1, cpu="3", memory="12Gi", namespace="team-a")
+        if team_b:
+            w.gpu_pods("b", 1, gpus=1, cpu="3", memory="12Gi", namespace="team-b")
+        cluster, groups, _, _ = w.parsed()
+        snapshot = Snapshot.build(cluster, groups, cluster.taken_at)
+        assert all(p.pending_since is not None for p in snapshot.cluster.pods)
+        return snapshot
+
+    def emitted_values(name: str, record: Callable[[], None]) -> list[float]:
+        metrics.clear_metrics()
+        with contextlib.redirect_stdout(io.StringIO()):
+            record()
+        found = [float(v) for v in metrics.metric_set.get(name, {}).get("Value", [])]
+        metrics.clear_metrics()
+        return found
+
+    def series(snapshot: Snapshot, planning: bool) -> dict[str, list[tuple[float, float]]]:
+        """An hour from the pods' first pending: an observation each 20 s, a plan each 5 minutes (the
+        heartbeat's snapshot: nothing changes)."""
+        since = min(p.pending_since for p in snapshot.cluster.pods if p.pending_since is not None)
+        out: dict[str, list[tuple[float, float]]] = {}
+        for step in range(0, 60 * 60, 20):
+            at = since + timedelta(seconds=step)
+            seen = replace(snapshot, taken_at=at, cluster=replace(snapshot.cluster, taken_at=at))
+            observation = Observation(snapshot=seen, counts=seen.counts(), reason="unchanged")
+            for v in emitted_values("OldestPendingSeconds", lambda o=observation: observe_app.record(o)):
+                out.setdefault("OldestPendingSeconds", []).append((step, v))
+            if not planning or step % 300:
+                continue
+            snapshots = FakeSnapshots()
+            ref = snapshots.add(seen)
+            outcome = run_plan(ref, snapshots=snapshots, ledger=FakeLedger(), executions=FakeWorkflows(),
+                               settings=settings, now=at + timedelta(seconds=20)).to_dict()  # fmt: skip
+            for name in plan_metric_names:
+                for v in emitted_values(name, lambda o=outcome: plan_app.record_outcome(o)):
+                    out.setdefault(name, []).append((step + 20, v))
+        return out
+
+    plan_metric_names = [
+        q["MetricStat"]["Metric"]["MetricName"]
+        for q in props.get("Metrics") or []
+        if "MetricStat" in q and q["MetricStat"]["Metric"]["MetricName"] != "OldestPendingSeconds"
+    ]
+    held = world(team_b=False)
+
+    def fires(observed: dict[str, list[tuple[float, float]]]) -> bool:
+        if "MetricName" in props:  # one metric: observe's
+            return _alarm_fires(props, observed[props["MetricName"]])
+        return _math_alarm_fires(props, observed)
+
+    assert not fires(series(held, planning=True)), "pods a limit holds for an hour paged pending-too-long"
+    assert fires(series(world(team_b=True), planning=True)), "a pod no limit holds waited an hour"
+    assert fires(series(held, planning=False)), "no plan for an hour: pods waited, nothing planned"

@@ -43,9 +43,10 @@ launched is given back relative to the live desired capacity
 (:func:`spillway.act.claims.give_back_undelivered`); and the group is backed off in the state table as
 scale-up's ``backoff`` does, with each pool (capacity type, zone, instance type) the fleet's errors named
 short of capacity (:func:`spillway.act.backoff.fleet_pools`), so other groups skip those pools too; a
-quota or a refused setting backs off no pool. The execution then fails with a named error: ``CapacityUnavailable``,
+quota or a refused setting backs off no pool. The execution then fails with a named error:
 ``QuotaExceeded`` or ``LaunchMisconfigured`` (what EC2 said: :mod:`spillway.model.launcherror`),
-``GangIncomplete`` or the step's own. No half gang is left running, but for InService members of a group
+``GangIncomplete`` or the step's own; but a shortage (``CapacityUnavailable``), EC2's and nothing to fix,
+ends it successfully, its output ``outcome`` ``given_back``, so the gang-launch-failures alarm stays quiet. No half gang is left running, but for InService members of a group
 whose Terminate process was suspended meanwhile (``gang_prepare`` refuses a group where it already is):
 Auto Scaling would not terminate them, so they are left in the group (``held``) and the cause names
 them (:func:`spillway.act.instances.give_back_in_group`).

@@ -35,6 +35,7 @@ in the unit tests.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -164,6 +165,14 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         unhealthy_groups=sum(1 for u in plan.unhealthy if u.group is not None),
         priority_configmap_invalid=len(plan.problems),
     )
+
+
+def oldest_unheld_pending_seconds(plan: ScalingPlan, snapshot: Snapshot, config: PlannerConfig) -> int:
+    """How long the oldest unschedulable pod has waited, at the snapshot, leaving out those the plan holds
+    at a limit on purpose (``held-by-limits`` is their alarm, after ``HeldByLimitsAlarmMinutes``) and the
+    expendable ones, as observe's ``OldestPendingSeconds`` does: observe cannot tell a held pod."""
+    held = {p.pod for p in plan.pending if p.code in codes.LIMIT_CODES}
+    return int(snapshot.oldest_pending_seconds(config.expendable_priority_cutoff, held))
 
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
@@ -664,7 +673,10 @@ def run_plan(
     # the pod Events to post after the commit; their ledger goes into the state committed
     batch = plan_events(result, snapshot.cluster, snapshot.groups, stored.state.events, settings.events, now)
     state = result.state.model_copy(update={"events": batch.ledger}) if cluster else result.state
-    summary = summarize(result, settings.primary_region)
+    summary = dataclasses.replace(
+        summarize(result, settings.primary_region),
+        oldest_unheld_pending_seconds=oldest_unheld_pending_seconds(result, snapshot, settings.planner),
+    )
     requests = execution_requests(ref.cluster, pid, ref.key, result, snapshot.groups, settings, now)
     record = PlanRecord(
         cluster=ref.cluster,

@@ -235,7 +235,7 @@ class TeamsScene:
 
     def _delete_failed_gang(self, rig: Rig) -> None:
         outcome = self.result.gang_executions.get(f"team-a/{GANG_FAIL}")
-        if self.failed_gang_gone or outcome is None or outcome["status"] == "SUCCEEDED":
+        if self.failed_gang_gone or outcome is None or _launched(outcome):
             return
         self.result.failed_gang_instances |= _gang_instances(f"team-a/{GANG_FAIL}")
         for pod in (p for p in self.pods.values() if p.gang == GANG_FAIL):
@@ -260,16 +260,19 @@ class TeamsScene:
         payload = json.loads(desc.get("input") or "{}")
         gang = str(payload.get("gang"))
         output = json.loads(desc["output"]) if desc.get("output") else {}
+        # a shortage ends the execution successfully, given back: its error and cause are in its output
+        error, cause = desc.get("error") or output.get("error"), desc.get("cause") or output.get("cause")
         self.result.gang_executions[gang] = {"name": name, "status": status, "output": output,
-                                             "error": desc.get("error"), "cause": desc.get("cause")}  # fmt: skip
-        if status == "SUCCEEDED":
+                                             "error": error, "cause": cause}  # fmt: skip
+        if _launched(self.result.gang_executions[gang]):
             self.say("gang_launched", f"{name}: gang {gang}: {len(output.get('instances') or [])} instances from one "
                                       f"instant CreateFleet ({payload.get('mode')}), attached to "
                                       f"{payload.get('group')} together; {len(output.get('nodes') or [])} "
                                       "nodes Ready")  # fmt: skip
             return
-        cause = str(desc.get("cause") or "").replace("\n", " ")
-        self.say("gang_failed", f"{name}: gang {gang}: {status} {desc.get('error')}: {cause[:220]}")
+        given_back = " given back," if output.get("outcome") == "given_back" else ""
+        said = str(cause or "").replace("\n", " ")
+        self.say("gang_failed", f"{name}: gang {gang}: {status}{given_back} {error}: {said[:220]}")
         self.say("gang_rollback", f"      every instance of the attempt terminated, {payload.get('group')} backed "
                                   "off; nothing of the gang is left running")  # fmt: skip
 
@@ -299,6 +302,13 @@ class TeamsScene:
                 for instance in reservation["Instances"]:
                     tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
                     self.result.running_at_end[instance["InstanceId"]] = tags
+
+
+def _launched(outcome: dict[str, Any]) -> bool:
+    """A gang-launch execution that launched its gang (not one that gave it back for a shortage)."""
+    return bool(
+        outcome["status"] == "SUCCEEDED" and (outcome.get("output") or {}).get("outcome") != "given_back"
+    )
 
 
 def _gang_instances(gang: str) -> set[str]:

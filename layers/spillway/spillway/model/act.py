@@ -195,6 +195,9 @@ class PlanSummary:
     cluster_unhealthy: int = 0  # 1: too many unready nodes, nothing drained (spillway.planner.health)
     unhealthy_groups: int = 0  # groups with too many unready nodes: they get no new nodes
     priority_configmap_invalid: int = 0  # 1: the priority expander's ConfigMap could not be read
+    # how long the oldest pending pod the plan does not hold at a limit (nor expendable) has waited, in
+    # whole seconds at the snapshot: what pending-too-long reads while plans come
+    oldest_unheld_pending_seconds: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -211,6 +214,7 @@ class PlanSummary:
             "cluster_unhealthy": self.cluster_unhealthy,
             "unhealthy_groups": self.unhealthy_groups,
             "priority_configmap_invalid": self.priority_configmap_invalid,
+            "oldest_unheld_pending_seconds": self.oldest_unheld_pending_seconds,
         }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -110,16 +110,20 @@ class Snapshot:
     def counts(self) -> SnapshotCounts:
         return SnapshotCounts.of(self.cluster)
 
-    def oldest_pending_seconds(self, expendable_below: int | None = None) -> float:
+    def oldest_pending_seconds(
+        self, expendable_below: int | None = None, held: Collection[str] = ()
+    ) -> float:
         """How long the longest-waiting unschedulable pod has waited (its PodScheduled=False time);
         ``expendable_below``: leave out pods of a lower priority (``expendable_priority_cutoff``: they
-        never trigger a scale-up, so their wait says nothing of the autoscaler)."""
+        never trigger a scale-up, so their wait says nothing of the autoscaler); ``held``: leave out
+        these pods (``namespace/name``: those a plan holds at a limit on purpose)."""
         ages = [
             (self.taken_at - pod.pending_since).total_seconds()
             for pod in self.cluster.pods
             if pod.pending_since is not None
             and pod.is_pending_unschedulable()
             and (expendable_below is None or pod.priority >= expendable_below)
+            and pod.key not in held
         ]
         return max(ages, default=0.0)
 
