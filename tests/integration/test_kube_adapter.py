@@ -945,7 +945,12 @@ def test_jobs_that_say_whether_their_pods_may_move_are_read(server: KubeApiServe
     } <= lists
     # no Kubeflow CRDs: none of them, and batch Jobs are still read
     server.optional_resources = []
-    assert {type(o).__name__ for o in kube.list_shared_objects()} == {"Namespace", "BatchJob"}
+    # (PriorityClasses are built in: the API server's own system classes are always listed)
+    assert {type(o).__name__ for o in kube.list_shared_objects()} == {
+        "Namespace",
+        "BatchJob",
+        "PriorityClass",
+    }
 
 
 def test_a_crd_not_installed_gives_none_of_its_kind_logged_once(
@@ -955,7 +960,7 @@ def test_a_crd_not_installed_gives_none_of_its_kind_logged_once(
     server.optional_resources = ["capacityquotas.autoscaling.x-k8s.io"]  # no Volcano, no coscheduling
     caplog.set_level("DEBUG", logger="spillway.adapters.kube")
     kinds = {type(o).__name__ for o in kube.list_shared_objects()}
-    assert kinds == {"Namespace", "CapacityQuota"}
+    assert kinds == {"Namespace", "CapacityQuota", "PriorityClass"}  # the API server's own classes
     kube.list_shared_objects()
     infos = [r for r in caplog.records if r.levelname == "INFO" and "not served" in r.getMessage()]
     # coscheduling, Volcano, upstream PodGroup, Workload, PyTorchJob, PaddleJob, Volcano Job: once

@@ -1430,3 +1430,26 @@ def test_runtime_config_from_environment() -> None:
 def test_bad_configuration_names_the_variable(change: dict[str, str], variable: str) -> None:
     with pytest.raises(ConfigurationError, match=f"^{variable}: "):
         load_runtime_config({**ENV, **change})
+
+
+def test_a_volcano_podgroups_priority_class_is_read_through_the_client_and_kept_in_the_store(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter, store: SnapshotStore
+) -> None:
+    """Volcano orders a job by the value of the PriorityClass its PodGroup names. Observe lists the
+    PriorityClasses (the API server's own among them) beside the PodGroups, and the value reaches the
+    planner through the stored snapshot; a PodGroup naming none keeps no priority of its own."""
+    from spillway.adapters.kube import KubeClient
+
+    kubeapi.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                 "metadata": {"name": "train-high"}, "value": 1000})  # fmt: skip
+    for name, spec in (("train", {"priorityClassName": "train-high"}), ("plain", {})):
+        kubeapi.add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                     "metadata": {"name": name, "namespace": "vision"},
+                     "spec": {"minMember": 2, **spec}, "status": {"phase": "Inqueue"}})  # fmt: skip
+
+    store.save(observe_once(KubeClient.for_url(kubeapi.url, page_size=30), aws, CONFIG, lambda: T0))
+    snapshot = store.latest("prod")
+
+    assert snapshot is not None
+    priorities = {g.key: g.priority for g in snapshot.cluster.gangs}
+    assert priorities == {"vision/train": 1000, "vision/plain": None}

@@ -976,3 +976,99 @@ def test_a_gang_of_high_priority_is_served_before_a_loose_pod_of_lower() -> None
 
     assert scale_up(result) == {"cpu-east": (0, 2, gang)}
     assert pending_codes(result)[loose[0]] == codes.MAX_SIZE
+
+
+def _priority_classes(w: World, *classes: tuple[str, int, bool]) -> None:
+    """PriorityClasses (scheduling.k8s.io/v1) as kubectl prints them: (name, value, globalDefault)."""
+    for name, value, default in classes:
+        w.items.append(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+             "value": value, "globalDefault": default}
+        )  # fmt: skip
+
+
+def _volcano_gang_beside_a_loose_pod(
+    w: World, group_class: str | None, member_priority: int
+) -> tuple[list[str], list[str]]:
+    """A Volcano PodGroup of two (``priorityClassName`` ``group_class``), its two members at
+    ``member_priority``, and a loose pod at 500; two new nodes are all MaxSize allows."""
+    spec: dict[str, Any] = {"minMember": 2}
+    if group_class is not None:
+        spec["priorityClassName"] = group_class
+    w.pod_group(VOLCANO, "train", spec=spec)
+    note = {"scheduling.k8s.io/group-name": "train"}
+    gang = w.pods("train", 2, priority=member_priority, annotations=note, **BIG)
+    loose = w.pods("web", 1, priority=500, **BIG)
+    return gang, loose
+
+
+def test_a_volcano_gang_is_served_at_its_podgroups_priority() -> None:
+    """Volcano's scheduler orders jobs by the PodGroup's priority: the value of the PriorityClass its
+    spec.priorityClassName names (volcano-sh/volcano pkg/scheduler/cache/cache.go, Snapshot: JobInfo.
+    Priority; the priority plugin's JobOrderFn compares it), not the pods'. A PodGroup at 1000 whose
+    members carry no class (0) is placed before a loose pod at 500 and takes both nodes MaxSize allows;
+    served at its members' 0 it waited, and the loose pod was launched a node the gang takes first."""
+    w = cpu_world(max_size=2)
+    _priority_classes(w, ("system-node-critical", 2000001000, False), ("train-high", 1000, False))
+    gang, loose = _volcano_gang_beside_a_loose_pod(w, "train-high", 0)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (0, 2, gang)}
+    assert pending_codes(result)[loose[0]] == codes.MAX_SIZE
+
+
+def test_a_volcano_gang_at_a_low_podgroup_priority_waits_behind_a_loose_pod_of_higher() -> None:
+    """The other way round: members at 1000, their PodGroup's class at 100: the loose pod at 500 goes
+    first, as Volcano schedules the job after it."""
+    w = cpu_world(max_size=2)
+    _priority_classes(w, ("train-low", 100, False))
+    gang, loose = _volcano_gang_beside_a_loose_pod(w, "train-low", 1000)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (0, 1, loose)}
+    assert {pending_codes(result)[p] for p in gang} == {codes.MAX_SIZE}
+
+
+def test_a_volcano_podgroups_class_that_does_not_exist_is_the_global_default() -> None:
+    """Volcano gives a job whose PodGroup names a class it does not have the global default class's
+    value (0 without one): here 1000, so the gang goes first although its members stand at 0."""
+    w = cpu_world(max_size=2)
+    _priority_classes(w, ("everyone", 1000, True))
+    gang, loose = _volcano_gang_beside_a_loose_pod(w, "deleted", 0)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (0, 2, gang)}
+    assert pending_codes(result)[loose[0]] == codes.MAX_SIZE
+
+
+@pytest.mark.parametrize("case", ["no-class-named", "classes-not-listed"])
+def test_a_volcano_gang_without_a_known_podgroup_class_is_served_at_its_lowest_member(case: str) -> None:
+    """A PodGroup that names no class, or a List without PriorityClasses (every API server has some,
+    so none were read), leaves the gang at its lowest member's priority, as before."""
+    w = cpu_world(max_size=2)
+    if case == "no-class-named":
+        _priority_classes(w, ("train-high", 1000, False))
+    gang, loose = _volcano_gang_beside_a_loose_pod(w, None if case == "no-class-named" else "train-high", 0)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (0, 1, loose)}
+    assert {pending_codes(result)[p] for p in gang} == {codes.MAX_SIZE}
+
+
+def test_a_coscheduling_podgroup_has_no_priority_of_its_own() -> None:
+    """scheduler-plugins' PodGroup (scheduling.x-k8s.io/v1alpha1) has no priority field: coscheduling's
+    QueueSort Less compares the pods' priorities (pkg/coscheduling/coscheduling.go). A stray
+    priorityClassName in its spec is no field of the kind and changes nothing."""
+    w = cpu_world(max_size=2)
+    _priority_classes(w, ("train-high", 1000, False))
+    w.pod_group(COSCHED, "train", spec={"minMember": 2, "priorityClassName": "train-high"})
+    w.pods("train", 2, priority=0, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+    loose = w.pods("web", 1, priority=500, **BIG)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (0, 1, loose)}

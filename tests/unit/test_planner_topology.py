@@ -2163,3 +2163,61 @@ def test_replicas_on_instances_launching_in_one_zone_of_a_group_over_two_fill_th
         "default/web-4",
     ]
     assert scale_up(result) == {"cpu-b": (1, 2, ["default/web-3", "default/web-5"])}
+
+
+AGENT = {"app.kubernetes.io/name": "agent"}
+
+
+def _follower_of_an_amd64_agent(w: World, types: tuple[str, str]) -> None:
+    """The team's node agent, a DaemonSet that runs on amd64 nodes only, runs on the one system node,
+    in zone c, which is full. Zone a has a group of two overrides (``types``) at MaxSize 1, where EC2
+    picks which a new node is. A loose pod that only that group takes waits, and so does a pod whose
+    required pod affinity must join the agent's zone."""
+    _team_agent(w, ZONE)
+    w.items[-1]["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/arch": "amd64"}
+    (system,) = w.group("system", "m5.xlarge", nodes=1, max_size=1, zones=["us-east-1c"])
+    w.node(system)["metadata"]["labels"][ZONE] = "us-east-1c"
+    w.items.append(_team_agent_pod(0, system))
+    w.pods("busy", 1, cpu="3900m", memory="1Gi", node_name=system)
+    pool = {"pool": "web"}
+    raw = o.asg("mixed-a", cluster="ml", max_size=1, zones=["us-east-1a"], labels=pool)
+    raw["MixedInstancesPolicy"] = {
+        "LaunchTemplate": {
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "lt", "Version": "$Latest"},
+            "Overrides": [{"InstanceType": kind} for kind in types],
+        },
+        "InstancesDistribution": {"OnDemandPercentageAboveBaseCapacity": 100},
+    }
+    del raw["LaunchTemplate"]
+    w.groups["mixed-a"] = raw
+    leader = replica("web-0", labels={"app": "web"}, node_selector=pool)
+    leader["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    w.items.append(leader)
+    w.items.append(replica("near-0", labels={"app": "near"}, affinity=near(AGENT)))
+
+
+def test_a_pod_joining_a_daemonsets_zone_does_not_follow_a_new_node_that_may_not_run_it() -> None:
+    """The mixed group's new node, opened for the loose pod, runs the agent only when EC2 launches an
+    m6i: on an m7g (arm64) zone a has no agent pod, and kube-scheduler's InterPodAffinity refuses the
+    follower there (interpodaffinity/filtering.go, satisfyPodAffinity: no pod the term selects in the
+    node's zone). Counted as surely in zone a, the agent opened zone a to the follower, which was
+    planned onto the new node beside the loose pod and stayed pending on an m7g. It waits for room in
+    the agent's zone instead (its group is at MaxSize)."""
+    w = World(regions=("us-east-1",))
+    _follower_of_an_amd64_agent(w, ("m7g.xlarge", "m6i.xlarge"))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"mixed-a": (0, 1, ["default/web-0"])}
+    assert pending_codes(result)["default/near-0"] == codes.MAX_SIZE  # the agent's zone's group, full
+
+
+def test_a_pod_joining_a_daemonsets_zone_follows_a_new_node_that_surely_runs_it() -> None:
+    """The same with both overrides amd64 (m6i and m5): the new node runs the agent whichever EC2
+    launches, so the follower may join it in zone a in the same plan."""
+    w = World(regions=("us-east-1",))
+    _follower_of_an_amd64_agent(w, ("m6i.xlarge", "m5.xlarge"))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"mixed-a": (0, 1, ["default/near-0", "default/web-0"])}

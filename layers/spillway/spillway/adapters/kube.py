@@ -49,11 +49,11 @@ anything was handed out starts the list again at once. ``LIST_PASSES`` (3) expir
 ``KubeUnavailable``.
 
 **Shared-cluster objects** (:meth:`KubeClient.iter_shared_objects`): namespaces, the three kinds of
-PodGroup, Workloads and CapacityQuotas, read as raw JSON and parsed one by one (an object the model
-refuses is logged and skipped). A kind is read as having no objects only when the API server says the
+PodGroup, Workloads, PriorityClasses and CapacityQuotas, read as raw JSON and parsed one by one (an
+object the model refuses is logged and skipped). A kind is read as having no objects only when the API server says the
 resource does not exist: a CRD that is not installed answers 404, which gives none of it, logged once
-at info, so a cluster without Volcano still works. A kind every API server serves (namespaces, batch/v1
-Jobs, and the volume and DaemonSet reads) answering 404 raises as any other failure. A 404 after part of a list was handed out (the CRD
+at info, so a cluster without Volcano still works. A kind every API server serves (namespaces,
+PriorityClasses, batch/v1 Jobs, and the volume and DaemonSet reads) answering 404 raises as any other failure. A 404 after part of a list was handed out (the CRD
 deleted, or the version no longer served, between two pages) gives neither: the pages read belong to a
 list that cannot be finished, so it raises ``ListExpired`` as an expired token does, and the fresh read
 finds the kind absent. Any other failure raises as every read does: RBAC
@@ -163,6 +163,7 @@ from spillway.model.k8s import (
     PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
+    PriorityClass,
     PyTorchJob,
     SharedObject,
     StorageClass,
@@ -241,6 +242,8 @@ SHARED_KINDS: tuple[SharedKind, ...] = (
     SharedKind("PodGroup", VOLCANO_GROUP, ("v1beta1",), "podgroups", VolcanoPodGroup),
     SharedKind("PodGroup", UPSTREAM_GROUP, ("v1alpha2",), "podgroups", UpstreamPodGroup),
     SharedKind("Workload", UPSTREAM_GROUP, ("v1alpha1", "v1alpha2"), "workloads", Workload),
+    # what a Volcano PodGroup's priorityClassName stands for (spillway.model.shared.gang_priorities)
+    SharedKind("PriorityClass", UPSTREAM_GROUP, ("v1",), "priorityclasses", PriorityClass, built_in=True),
     SharedKind("CapacityQuota", AUTOSCALING_GROUP, ("v1beta1",), "capacityquotas", CapacityQuota),
     # jobs that say whether their pods may move (spillway.model.jobs): elasticPolicy, podFailurePolicy
     SharedKind("PyTorchJob", KUBEFLOW_GROUP, ("v1",), "pytorchjobs", PyTorchJob),
@@ -943,7 +946,7 @@ class KubeClient:
         return sorted(versions, key=lambda v: v != preferred)
 
     def iter_shared_objects(self, served: set[str] | None = None) -> Iterator[SharedObject]:
-        """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, CapacityQuotas, and the
+        """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, PriorityClasses, CapacityQuotas, and the
         jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, batch/v1 Jobs, Volcano Jobs).
 
         A kind not served (404: its CRD is not installed) gives none of it, logged; an object the model

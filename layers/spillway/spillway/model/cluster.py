@@ -58,6 +58,7 @@ from spillway.model.k8s import (
     PodAffinityTerm,
     PodDisruptionBudget,
     PodTemplate,
+    PriorityClass,
     ResourceQuota,
     Scalable,
     StorageClass,
@@ -78,6 +79,7 @@ from spillway.model.shared import (
     LabelRequirement,
     QuotaInfo,
     gang_of,
+    gang_priorities,
     gangs_of,
     quota_of,
     selector_matches,
@@ -1062,6 +1064,7 @@ class ClusterSnapshot:
         gangs: list[GangInfo] = []
         quotas: list[QuotaInfo] = []
         jobs: list[JobInfo] = []
+        classes: list[PriorityClass] = []  # what a Volcano PodGroup's priorityClassName stands for
         budgets = PdbMatcher()
         topology = TopologyMatcher()
         volumes = VolumeMatcher()
@@ -1109,7 +1112,7 @@ class ClusterSnapshot:
             else:
                 if isinstance(obj, Namespace):
                     namespaces[obj.metadata.name] = obj.metadata.labels
-                _distil_shared(obj, tenants, gangs, quotas, jobs)
+                _distil_shared(obj, tenants, gangs, quotas, jobs, classes)
         matched, buffer_infos, requests = _buffers(
             buffers,
             templates,
@@ -1129,7 +1132,7 @@ class ClusterSnapshot:
             tuple(pdbs),
             observe_seconds,
             dict(sorted(tenants.items())),
-            tuple(sorted(gangs, key=lambda g: g.key)),
+            tuple(sorted(gang_priorities(gangs, classes), key=lambda g: g.key)),
             tuple(sorted(quotas, key=lambda q: q.name)),
             provreqs=requests,
             jobs=tuple(sorted(jobs, key=lambda j: j.key)),
@@ -1260,9 +1263,13 @@ def _distil_shared(
     gangs: list[GangInfo],
     quotas: list[QuotaInfo],
     jobs: list[JobInfo],
+    classes: list[PriorityClass],
 ) -> None:
     """Namespaces → tenants, pod groups and Workloads → gangs, CapacityQuotas → quotas, PyTorchJobs,
-    PaddleJobs and batch Jobs → jobs."""
+    PaddleJobs and batch Jobs → jobs; PriorityClasses kept for the gangs' priorities."""
+    if isinstance(obj, PriorityClass):
+        classes.append(obj)
+        return
     tenant = tenant_of(obj)
     if tenant is not None:
         tenants[tenant[0]] = tenant[1]

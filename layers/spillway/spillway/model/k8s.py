@@ -722,6 +722,18 @@ class Namespace(KubeModel):
     metadata: ObjectMeta
 
 
+class PriorityClass(KubeModel):
+    """``scheduling.k8s.io/v1`` PriorityClass (cluster-scoped): the priority ``value`` a
+    ``priorityClassName`` stands for; ``globalDefault`` marks the class of pods that name none. Read for
+    Volcano, which orders a job by its PodGroup's class (spillway.model.shared.gang_priorities)."""
+
+    kind: Literal["PriorityClass"] = "PriorityClass"
+    api_version: str = UPSTREAM_GROUP + "/v1"
+    metadata: ObjectMeta
+    value: int = Field(default=0, ge=-(2**31), le=2**31 - 1)  # int32, as the API server keeps it
+    global_default: bool = False
+
+
 class PodGroupStatus(KubeModel):
     phase: str | None = None
 
@@ -1259,6 +1271,7 @@ SharedObject = (
     | VolcanoPodGroup
     | UpstreamPodGroup
     | Workload
+    | PriorityClass
     | CapacityQuota
     | PyTorchJob
     | PaddleJob
@@ -1277,7 +1290,7 @@ SharedObject = (
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
 CLUSTER_SCOPED = frozenset(
-    {"Node", "Namespace", "CapacityQuota", "PersistentVolume", "StorageClass", "CSINode"}
+    {"Node", "Namespace", "CapacityQuota", "PersistentVolume", "StorageClass", "CSINode", "PriorityClass"}
 )
 
 
@@ -1310,6 +1323,7 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("PodGroup", VOLCANO_GROUP): VolcanoPodGroup,
     ("PodGroup", UPSTREAM_GROUP): UpstreamPodGroup,
     ("Workload", UPSTREAM_GROUP): Workload,
+    ("PriorityClass", UPSTREAM_GROUP): PriorityClass,
     ("CapacityQuota", AUTOSCALING_GROUP): CapacityQuota,
     ("PyTorchJob", KUBEFLOW_GROUP): PyTorchJob,
     ("PaddleJob", KUBEFLOW_GROUP): PaddleJob,

@@ -21,7 +21,7 @@ README, "Tenants, limits and gangs"):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spillway.model.k8s import (
@@ -38,6 +38,7 @@ from spillway.model.k8s import (
     LabelSelector,
     Namespace,
     Pod,
+    PriorityClass,
     UpstreamPodGroup,
     VolcanoPodGroup,
     Workload,
@@ -70,6 +71,9 @@ class GangInfo:
     are demand that has no pods yet.
     ``task_minimums`` is a Volcano PodGroup's ``minTaskMember``: the pods of each task (a pod's
     ``volcano.sh/task-spec``) that must run too.
+    ``priority_class`` is a Volcano PodGroup's ``priorityClassName``; ``priority`` the value Volcano's
+    scheduler orders the job by (:func:`gang_priorities`), None when not known: the gang is then served
+    at its lowest member's priority.
     """
 
     key: str  # "<namespace>/<name>"; a Workload's group: "<namespace>/<workload>/<group>"
@@ -78,6 +82,8 @@ class GangInfo:
     min_resources: Resources = field(default_factory=dict)
     pending: bool = False
     task_minimums: Mapping[str, int] = field(default_factory=dict)
+    priority_class: str = ""
+    priority: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"k": self.key, "s": self.source, "m": self.min_member}
@@ -87,6 +93,10 @@ class GangInfo:
             out["p"] = 1
         if self.task_minimums:
             out["t"] = dict(self.task_minimums)
+        if self.priority_class:
+            out["pc"] = self.priority_class
+        if self.priority is not None:
+            out["pr"] = self.priority
         return out
 
     @classmethod
@@ -98,6 +108,8 @@ class GangInfo:
             min_resources=dict(d.get("r", {})),
             pending=bool(d.get("p")),
             task_minimums={str(k): int(v) for k, v in d.get("t", {}).items()},
+            priority_class=str(d.get("pc", "")),
+            priority=int(d["pr"]) if d.get("pr") is not None else None,
         )
 
 
@@ -249,17 +261,7 @@ def gangs_of(obj: KubeObject) -> list[GangInfo]:
             GangInfo(key, "coscheduling", obj.spec.min_member, parse_resource_list(obj.spec.min_resources))
         ]
     if isinstance(obj, VolcanoPodGroup):
-        spec = obj.spec
-        return [
-            GangInfo(
-                key,
-                "volcano",
-                spec.min_member,
-                parse_resource_list(spec.min_resources),
-                pending=obj.status.phase in VOLCANO_PENDING_PHASES,
-                task_minimums={task: n for task, n in sorted(spec.min_task_member.items()) if n > 0},
-            )
-        ]
+        return [_volcano_gang(key, obj)]
     if isinstance(obj, UpstreamPodGroup):
         policy = obj.spec.scheduling_policy
         minimum = policy.gang.min_count if policy and policy.gang else None
@@ -270,6 +272,38 @@ def gangs_of(obj: KubeObject) -> list[GangInfo]:
             GangInfo(f"{key}/{g.name}", "kubernetes", g.min_count() or 0) for g in groups if g.min_count()
         ]
     return []
+
+
+def _volcano_gang(key: str, group: VolcanoPodGroup) -> GangInfo:
+    spec = group.spec
+    return GangInfo(
+        key,
+        "volcano",
+        spec.min_member,
+        parse_resource_list(spec.min_resources),
+        pending=group.status.phase in VOLCANO_PENDING_PHASES,
+        task_minimums={task: n for task, n in sorted(spec.min_task_member.items()) if n > 0},
+        priority_class=spec.priority_class_name or "",
+    )
+
+
+def gang_priorities(gangs: Sequence[GangInfo], classes: Sequence[PriorityClass]) -> list[GangInfo]:
+    """The gangs, each Volcano PodGroup that names a ``priorityClassName`` with the priority Volcano's
+    scheduler orders its job by: that PriorityClass's value, or, when there is no such class, the
+    global default class's (0 without one), as its cache resolves it (volcano-sh/volcano
+    pkg/scheduler/cache/cache.go, ``Snapshot`` and ``addPriorityClass``: ``JobInfo.Priority``, which the
+    priority plugin's ``JobOrderFn`` compares). Without ``classes`` none were read (the API server
+    always has ``system-node-critical``; a List may leave the kind out): the priority stays unknown. A
+    PodGroup that names no class, and other kinds of gang, are left as they are: scheduler-plugins'
+    PodGroup has no priority of its own (coscheduling's ``Less`` compares the pods')."""
+    if not classes:
+        return list(gangs)
+    values = {c.metadata.name: c.value for c in classes}
+    default = max((c.value for c in classes if c.global_default), default=0)
+    return [
+        replace(gang, priority=values.get(gang.priority_class, default)) if gang.priority_class else gang
+        for gang in gangs
+    ]
 
 
 def tenant_of(obj: KubeObject) -> tuple[str, str] | None:

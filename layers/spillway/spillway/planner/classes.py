@@ -318,21 +318,30 @@ def pod_classes(ctx: Context) -> list[PodClass]:
             cls.volumes, cls.volume_nodes = volumes, ctx.volume_nodes
         cls.pods.append(pod.key)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
-    return in_service_order(classes.values())
+    return in_service_order(classes.values(), gang_priorities(ctx))
 
 
-def in_service_order(classes: Collection[PodClass]) -> list[PodClass]:
+def in_service_order(
+    classes: Collection[PodClass], gang_priority: Mapping[str, int] | None = None
+) -> list[PodClass]:
     """The classes highest priority first, a gang's at the priority of its lowest member's: kube-scheduler
     queues each pod at its own priority (PrioritySort; scheduler-plugins coscheduling's QueueSort Less
     compares the pods' priorities first), and a gang runs only once its last member is placed, so the
     pods of higher priority than that member take the room before it (a launcher at 1000 and its workers
     at 0 run after loose pods at 500: placed before them, the gang got nodes that the loose pods took
-    when they came up, the workers waiting beside a launcher that held another)."""
-    lowest: dict[str, int] = {}
+    when they came up, the workers waiting beside a launcher that held another). A gang of
+    ``gang_priority`` (a Volcano PodGroup's class, :attr:`GangInfo.priority`) is served at that
+    priority instead: Volcano's scheduler orders the whole job by it."""
+    lowest: dict[str, int] = dict(gang_priority or {})
     for cls in classes:
-        if cls.gang is not None:
+        if cls.gang is not None and cls.gang not in (gang_priority or {}):
             lowest[cls.gang] = min(cls.priority, lowest.get(cls.gang, cls.priority))
     return sorted(classes, key=lambda c: c.sort_key(lowest.get(c.gang) if c.gang is not None else None))
+
+
+def gang_priorities(ctx: Context) -> dict[str, int]:
+    """The gangs whose own priority is known (:attr:`GangInfo.priority`: a Volcano PodGroup's class)."""
+    return {g.key: g.priority for g in ctx.snapshot.gangs if g.priority is not None}
 
 
 def _pending_volumes(ctx: Context) -> Counter[str]:

@@ -40,7 +40,7 @@ from spillway.model.priorities import CONFIGMAP_KEY, CONFIGMAP_NAME, CONFIGMAP_N
 from spillway.model.state import GroupState, NodeState, PoolState, State, keyed_by_region
 from spillway.planner.buffers import buffer_classes
 from spillway.planner.buffers import settle as settle_buffers
-from spillway.planner.classes import in_service_order, pod_classes
+from spillway.planner.classes import gang_priorities, in_service_order, pod_classes
 from spillway.planner.context import Context, aware, first_regions
 from spillway.planner.cooldown import scale_down_marks
 from spillway.planner.expander import Expander, RegionThenLeastWaste
@@ -98,7 +98,7 @@ def plan(
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
     demand = [*provisioning.book(), *pod_classes(ctx), *buffer_classes(ctx)]  # buffers sort last
     up = ScaleUpStage(ctx, expander or RegionThenLeastWaste())
-    scale_up = up.run(in_service_order(demand))
+    scale_up = up.run(in_service_order(demand, gang_priorities(ctx)))
     scale_down = ScaleDownStage(ctx, launching=up.launching)  # what launching capacity has left
     if make_room(scale_down):  # new nodes swapped for moves: the scale-ups change
         scale_up = scale_up_actions(ctx)

@@ -50,6 +50,7 @@ at a time, before new nodes are filled up to ``maxSkew`` above that least.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -543,6 +544,19 @@ class Planned:
         """The labels of the nodes a plan placed pods ``term`` selects on."""
         return (spot.labels for spot, count in self.selected.get(term, ()) if count > 0)
 
+    def sure_nodes(self, term: int) -> list[Mapping[str, str]]:
+        """:meth:`nodes` less the new nodes that may run the pods ``term`` selects or not, as EC2 picks
+        their type (:attr:`unsure`): a required pod affinity term may count only on a pod that will be
+        there (the node is one entry of each, recorded together by :meth:`record_fresh`)."""
+        doubt = Counter(id(spot) for spot, _ in self.unsure.get(term, ()))
+        out = []
+        for spot, count in self.selected.get(term, ()):
+            if doubt[id(spot)] > 0:
+                doubt[id(spot)] -= 1
+            elif count > 0:
+                out.append(spot.labels)
+        return out
+
 
 def _required_of(
     affinity: Iterable[tuple[int, str, frozenset[str]]], planned: Planned | None = None
@@ -552,7 +566,7 @@ def _required_of(
     required: dict[str, frozenset[str]] = {}
     for term, key, values in affinity:
         if planned is not None and key != HOSTNAME_LABEL:
-            values = values | _values_of(key, planned.nodes(term))
+            values = values | _values_of(key, planned.sure_nodes(term))
         required[key] = required[key] & values if key in required else values
     return dict(sorted(required.items()))
 
