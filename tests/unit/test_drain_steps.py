@@ -823,40 +823,26 @@ def test_an_instance_going_away_is_drained_without_terminating_at_min_size(rig: 
         rig.validated(force=True)  # a drain by hand is still refused: lower MinSize, or terminate false
 
 
-@pytest.mark.parametrize("force", [False, True], ids=["days-out", "last-day"])
-def test_a_scheduled_changes_drain_at_min_size_terminates_without_decrementing_so_the_group_replaces_it(
-    rig: Rig, force: bool
+@pytest.mark.parametrize(
+    ("notice", "force"),
+    [("scheduled", False), ("scheduled", True), ("rebalance", False)],
+    ids=["scheduled-days-out", "scheduled-last-day", "rebalance"],
+)
+def test_a_notices_drain_at_min_size_terminates_without_decrementing_so_the_group_replaces_it(
+    rig: Rig, notice: str, force: bool
 ) -> None:
-    """A retirement announced two weeks ahead, its group at MinSize: the drain emptied the node and, as
-    for a Spot warning, left the instance to EC2, which takes it only at the event's start (EC2 user
-    guide, "Scheduled events for your instances"): the node stood cordoned and empty, paid for, for up
-    to two weeks, and for a reboot EC2 never takes it. Nothing reclaims it sooner, so the drain
-    terminates it without decrementing (TerminateInstanceInAutoScalingGroup with
-    ShouldDecrementDesiredCapacity false: the group launches a replacement, API reference), its
-    DesiredCapacity kept at MinSize."""
+    """A notice whose instance EC2 may not take soon, its group at MinSize (no Capacity Rebalancing): the
+    drain emptied the node and, as for a Spot warning, left the instance to EC2. But EC2 acts on a
+    retirement announced two weeks ahead only at the event's start, never for a reboot (EC2 user guide,
+    "Scheduled events for your instances"), and a rebalance recommendation is advice no interruption
+    need follow ("EC2 instance rebalance recommendations"): the node stood cordoned and empty, paid for.
+    Nothing reclaims it sooner, so the drain terminates it without decrementing
+    (TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity false: the group launches a
+    replacement, API reference), its DesiredCapacity kept at MinSize."""
     _at_min_size(rig)
     rig.pod("web-0")
-    drain = rig.cordoned(**{**SCHEDULED, "force": force})
-    assert drain.terminate is True
-    rig.drainer.evict(drain)
-
-    outcome = _terminate_or_compensate(rig, drain)
-
-    assert rig.cloud.terminated()[-1] == ("us-east-1", INSTANCE, False)
-    assert "launches a replacement" in outcome["terminated"]["note"]
-    assert rig.cloud.describe_group("us-east-1", "general").DesiredCapacity == 2
-
-
-def test_a_rebalance_recommendations_drain_at_min_size_has_the_group_replace_its_node(rig: Rig) -> None:
-    """A rebalance recommendation in a group without Capacity Rebalancing, the group at MinSize: the
-    drain emptied the node and, as for a Spot warning, left the instance to EC2. But a recommendation is
-    advice (EC2 user guide, "EC2 instance rebalance recommendations": the instance may run on, and no
-    interruption need follow), so the node stood cordoned and empty, paid for, until a warning came,
-    if one ever did. The drain terminates it without decrementing, and the group launches the
-    replacement Capacity Rebalancing would have launched."""
-    _at_min_size(rig)
-    rig.pod("web-0")
-    drain = rig.cordoned(force=False, leaving=True, notice="rebalance")
+    request = SCHEDULED if notice == "scheduled" else {"leaving": True, "notice": notice}
+    drain = rig.cordoned(**{**request, "force": force})
     assert drain.terminate is True
     rig.drainer.evict(drain)
 
