@@ -384,13 +384,14 @@ def test_consolidation_charges_each_moved_pod_of_a_shared_volume_with_it() -> No
     assert {k.node: k.code for k in result.kept}.get(light) == codes.DOES_NOT_FIT
 
 
-def test_make_room_frees_no_volume_another_pod_of_the_node_keeps_attached() -> None:
-    """Node a is at its limit of 2: web-a and web-b share vol-shared, keep-0 uses vol-keep. Moving web-a
-    gives a the CPU a pending pod with a new volume lacks, but not a volume: web-b, which may not move,
-    keeps vol-shared attached, and kube-scheduler would refuse the pod there. It gets a new node."""
+def make_room_world(shared: dict[str, Any], web_b_moves: bool) -> World:
+    """Nodes a and b at a limit of 2 volumes each. On a: web-a (3 CPU, may move) and web-b share the
+    volume ``shared`` (a PersistentVolume named ``pv-shared``), keep-0 (may not move) uses its own. On b:
+    2.5 CPU of other work. Pending: db-new, 6 CPU and a new volume, which fits a only if make room moves
+    web-a and frees a volume slot there."""
     w = World(regions=("us-east-1",))
     a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10, zones=[ZONE]))
-    w.items += [gp3(), volume("pv-shared", "vol-shared"), claim("shared", "pv-shared")]
+    w.items += [gp3(), shared, claim("shared", "pv-shared")]
     w.items += [volume("pv-keep", "vol-keep"), claim("keep", "pv-keep")]
     for node in (a, b):
         w.items.append(csinode(node, 2))
@@ -398,7 +399,7 @@ def test_make_room_frees_no_volume_another_pod_of_the_node_keeps_attached() -> N
     move = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
     for name, cpu, claim_name, evict in (
         ("web-a", "3", "shared", move),
-        ("web-b", "500m", "shared", stay),
+        ("web-b", "500m", "shared", move if web_b_moves else stay),
         ("keep-0", "500m", "keep", stay),
     ):
         pod = o.pod(name, cpu=cpu, memory="1Gi", node_name=a, owner=("ReplicaSet", name), annotations=evict)
@@ -408,6 +409,14 @@ def test_make_room_frees_no_volume_another_pod_of_the_node_keeps_attached() -> N
     w.items.append(
         with_claims(o.pod("db-new", cpu="6", memory="1Gi", owner=("StatefulSet", "db")), "data-db-new")
     )
+    return w
+
+
+def test_make_room_frees_no_volume_another_pod_of_the_node_keeps_attached() -> None:
+    """Node a is at its limit of 2: web-a and web-b share vol-shared, keep-0 uses vol-keep. Moving web-a
+    gives a the CPU a pending pod with a new volume lacks, but not a volume: web-b, which may not move,
+    keeps vol-shared attached, and kube-scheduler would refuse the pod there. It gets a new node."""
+    w = make_room_world(volume("pv-shared", "vol-shared"), web_b_moves=False)
 
     result = w.plan(
         max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=1.0

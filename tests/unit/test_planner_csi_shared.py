@@ -13,6 +13,7 @@ from test_planner_csi_limits import (
     claim,
     csinode,
     gp3,
+    make_room_world,
     pending_with_new_volume,
     volume,
     with_claims,
@@ -210,24 +211,9 @@ def test_make_room_frees_a_volume_the_pods_it_moves_alone_share() -> None:
     keeps its own. Moving both gives a the CPU db-new lacks and the shared volume's slot, which none of
     a's other pods uses; they go to b together, bringing it that one volume. Moving pods that share a
     volume freed none of it, and db-new got a new node."""
-    w = World(regions=("us-east-1",))
-    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10, zones=[ZONE]))
-    w.items += [gp3(), volume("pv-keep", "vol-keep"), claim("keep", "pv-keep")]
-    shared_volume(w)
-    w.items += [csinode(a, 2), csinode(b, 2)]
-    stay = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
-    for name, cpu, claim_name, evict in (
-        ("web-a", "3", "shared", EVICT),
-        ("web-b", "500m", "shared", EVICT),
-        ("keep-0", "500m", "keep", stay),
-    ):
-        pod = o.pod(name, cpu=cpu, memory="1Gi", node_name=a, owner=("ReplicaSet", name), annotations=evict)
-        w.items.append(with_claims(pod, claim_name))
-    w.items.append(o.pod("other-0", cpu="2500m", memory="1Gi", node_name=b, owner=("ReplicaSet", "other")))
-    w.items += [claim("data-db-new", None)]
-    w.items.append(
-        with_claims(o.pod("db-new", cpu="6", memory="1Gi", owner=("StatefulSet", "db")), "data-db-new")
-    )
+    pv = volume("pv-shared", "vol-shared")
+    pv["spec"]["accessModes"] = ["ReadWriteMany"]
+    w = make_room_world(pv, web_b_moves=True)
 
     result = w.plan(
         max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=1.0
