@@ -2034,6 +2034,21 @@ def test_consolidation_counts_the_daemonset_pods_a_launching_node_runs_first_for
     assert {k.node: k.code for k in result.kept}[a] == codes.DOES_NOT_FIT
 
 
+def _mixed_group_in_zone_a(w: World, types: tuple[str, ...], labels: dict[str, str]) -> None:
+    """Group mixed-a in zone a, MaxSize 1, of a mixed instances policy of ``types``: EC2 picks which of
+    them a new node is."""
+    raw = o.asg("mixed-a", cluster="ml", max_size=1, zones=["us-east-1a"], labels=labels)
+    raw["MixedInstancesPolicy"] = {
+        "LaunchTemplate": {
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "lt", "Version": "$Latest"},
+            "Overrides": [{"InstanceType": kind} for kind in types],
+        },
+        "InstancesDistribution": {"OnDemandPercentageAboveBaseCapacity": 100},
+    }
+    del raw["LaunchTemplate"]
+    w.groups["mixed-a"] = raw
+
+
 def _amd64_agent_beside_a_mixed_zone(
     w: World, pending: int, types: tuple[str, str] = ("m7g.xlarge", "m6i.xlarge")
 ) -> list[str]:
@@ -2049,16 +2064,7 @@ def _amd64_agent_beside_a_mixed_zone(
     w.items.append(_team_agent_pod(0, system))
     w.pods("busy", 1, cpu="3500m", memory="1Gi", node_name=system)
     pool = {"pool": "web"}
-    raw = o.asg("mixed-a", cluster="ml", max_size=1, zones=["us-east-1a"], labels=pool)
-    raw["MixedInstancesPolicy"] = {
-        "LaunchTemplate": {
-            "LaunchTemplateSpecification": {"LaunchTemplateName": "lt", "Version": "$Latest"},
-            "Overrides": [{"InstanceType": kind} for kind in types],
-        },
-        "InstancesDistribution": {"OnDemandPercentageAboveBaseCapacity": 100},
-    }
-    del raw["LaunchTemplate"]
-    w.groups["mixed-a"] = raw
+    _mixed_group_in_zone_a(w, types, pool)
     for zone in ("b", "c"):
         w.group(f"arm-{zone}", "m7g.xlarge", max_size=10, zones=[f"us-east-1{zone}"], labels=pool)
     names = []
@@ -2180,16 +2186,7 @@ def _follower_of_an_amd64_agent(w: World, types: tuple[str, str]) -> None:
     w.items.append(_team_agent_pod(0, system))
     w.pods("busy", 1, cpu="3900m", memory="1Gi", node_name=system)
     pool = {"pool": "web"}
-    raw = o.asg("mixed-a", cluster="ml", max_size=1, zones=["us-east-1a"], labels=pool)
-    raw["MixedInstancesPolicy"] = {
-        "LaunchTemplate": {
-            "LaunchTemplateSpecification": {"LaunchTemplateName": "lt", "Version": "$Latest"},
-            "Overrides": [{"InstanceType": kind} for kind in types],
-        },
-        "InstancesDistribution": {"OnDemandPercentageAboveBaseCapacity": 100},
-    }
-    del raw["LaunchTemplate"]
-    w.groups["mixed-a"] = raw
+    _mixed_group_in_zone_a(w, types, pool)
     leader = replica("web-0", labels={"app": "web"}, node_selector=pool)
     leader["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
     w.items.append(leader)
