@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from conftest import CLUSTER, Cloud
@@ -22,6 +23,20 @@ from spillway.local import objects
 from spillway.model.drain import ScheduledEvent
 
 CORDONED = "spillway.io/cordoned"
+
+
+def forced_retirement_drain(
+    instance: str, node: str, not_before: datetime, start: datetime
+) -> dict[str, Any]:
+    """The forced drain an instance retirement starting at ``start`` gets, waiting until ``not_before``
+    (as the interrupt function asks for it: act.interrupt.forced_later), with a short deadline."""
+    return {
+        "cluster": CLUSTER, "node": node, "instance_id": instance, "region": "us-east-1", "force": True,
+        "leaving": True, "notice": "scheduled", "deadline_seconds": 4, "poll_seconds": 1,
+        "reason": "scheduled change arn:aws:health:us-east-1::event/EC2/X/abc",
+        "not_before": not_before.isoformat().replace("+00:00", "Z"),
+        "scheduled_start": start.isoformat().replace("+00:00", "Z"), "event_code": "instance-retirement",
+    }  # fmt: skip
 
 
 def node_with_a_pod_held(cloud: Cloud) -> tuple[str, str]:
@@ -93,13 +108,7 @@ def test_a_forced_drain_for_a_change_ec2_no_longer_lists_wakes_and_ends_cancelle
     instance, node = node_with_a_pod_held(cloud)
     not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=8)
     start = not_before + timedelta(days=1, seconds=300)
-    request = {
-        "cluster": CLUSTER, "node": node, "instance_id": instance, "region": "us-east-1", "force": True,
-        "leaving": True, "notice": "scheduled", "deadline_seconds": 4, "poll_seconds": 1,
-        "reason": "scheduled change arn:aws:health:us-east-1::event/EC2/X/abc",
-        "not_before": not_before.isoformat().replace("+00:00", "Z"),
-        "scheduled_start": start.isoformat().replace("+00:00", "Z"), "event_code": "instance-retirement",
-    }  # fmt: skip
+    request = forced_retirement_drain(instance, node, not_before, start)
     arn = cloud.stack.start("DrainNodeStateMachine", request, name=f"scheduled-{instance}-abc-force")
     result = cloud.stack.wait(arn, timeout=60)
 
@@ -130,13 +139,7 @@ def test_two_forced_drains_following_one_event_drain_and_terminate_the_node_once
         "instance-event-0d59937288b749b32", "instance-retirement", "degraded hardware", start
     )
     monkeypatch.setattr(AwsAdapter, "scheduled_events", lambda self, region, instance_id: [event])
-    request = {
-        "cluster": CLUSTER, "node": node, "instance_id": instance, "region": "us-east-1", "force": True,
-        "leaving": True, "notice": "scheduled", "deadline_seconds": 4, "poll_seconds": 1,
-        "reason": "scheduled change arn:aws:health:us-east-1::event/EC2/X/abc",
-        "not_before": not_before.isoformat().replace("+00:00", "Z"),
-        "scheduled_start": start.isoformat().replace("+00:00", "Z"), "event_code": "instance-retirement",
-    }  # fmt: skip
+    request = forced_retirement_drain(instance, node, not_before, start)
     arns = [
         cloud.stack.start("DrainNodeStateMachine", request, name=f"scheduled-{instance}-{digest}-force")
         for digest in ("1111111111", "2222222222")
