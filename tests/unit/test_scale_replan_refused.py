@@ -66,7 +66,7 @@ def test_a_refused_raise_is_no_capacity_launching_for_the_replan() -> None:
     )  # the refused 2 no longer count; the re-plan's 1 does
 
 
-def _overflow_round_two(*, raised_marker: bool) -> tuple[dict[str, object], FakeLedger]:
+def _overflow_round_two(*, raised_marker: bool, round_: int = 2) -> tuple[dict[str, object], FakeLedger]:
     """Round 2 of a scale-up whose round 1 backed ``gpu-east`` (us-east-1) off for capacity: the re-plan
     of round 1 raised ``gpu-west`` (us-west-2) 0 -> 2 for two pending pods (``State.raises``: to 2) and
     round 2's iteration for it ended in ``Errored``: SetDesired throttled past its retries
@@ -85,6 +85,7 @@ def _overflow_round_two(*, raised_marker: bool) -> tuple[dict[str, object], Fake
         "us-east-1": [g for g in groups if g.region == "us-east-1"],
         "us-west-2": [g for g in groups if g.region == "us-west-2"],
     }  # live: both at desired 0
+    cloud.add_group("gpu-west", [], region="us-west-2", instance_type="g5.xlarge", max_size=10)
     ledger = FakeLedger()
     east_off = GroupState(group="gpu-east", region="us-east-1", backoff_until=NOW + timedelta(minutes=5),
                           reason="us-east-1/gpu-east: We currently do not have sufficient g5.xlarge capacity")  # fmt: skip
@@ -98,7 +99,7 @@ def _overflow_round_two(*, raised_marker: bool) -> tuple[dict[str, object], Fake
         plan_id="p1",
     )
     if raised_marker:
-        ledger.claim("ml", f"{RAISE_PREFIX}up-p1-2-us-west-2-gpu-west", {"before": 0, "after": 2, "count": 2},
+        ledger.claim("ml", f"{RAISE_PREFIX}up-p1-{round_}-us-west-2-gpu-west", {"before": 0, "after": 2, "count": 2},
                      expires=NOW + timedelta(days=2))  # fmt: skip
     settings = PlanSettings(
         planner=PlannerConfig(cluster="ml", regions=("us-east-1", "us-west-2")), poll_seconds=1
@@ -114,7 +115,7 @@ def _overflow_round_two(*, raised_marker: bool) -> tuple[dict[str, object], Fake
         "new_nodes": 2,
     }  # fmt: skip  (the Errored state passes the nodes the group was to get, as Refused does)
     out = steps.next_round({"action": "next_round", "cluster": "ml", "plan_id": "p1", "snapshot_key": ref.key,
-                            "round": 2, "max_rounds": 3, "rounds": [], "results": [errored]})  # fmt: skip
+                            "round": round_, "max_rounds": 3, "rounds": [], "results": [errored]})  # fmt: skip
     return out, ledger
 
 
@@ -137,3 +138,18 @@ def test_a_raise_that_errored_after_it_may_have_landed_still_counts_as_launching
     lost), so its nodes are launching and nothing is raised twice."""
     out, _ = _overflow_round_two(raised_marker=True)
     assert out["done"] is True and out["groups"] == [], out
+
+
+def test_the_last_rounds_raise_that_auto_scaling_never_took_is_not_left_for_the_plans_to_count() -> None:
+    """The same errored raise in round 3 of 3: the execution gives up, leaving the pods to the next plan.
+    It left the raise in ``State.raises``, so every plan for ``scale_up_claim_minutes`` (5) counted
+    two nodes launching in us-west-2 that nobody asked for and launched nothing for the two pods. The
+    give-up now takes that raise off the state; one that landed or may have stays."""
+    out, ledger = _overflow_round_two(raised_marker=False, round_=3)
+    assert out["done"] is True and out["result"] == "gave up after 3 round(s)", out
+    assert "us-west-2/gpu-west" not in ledger.stored.state.raises
+    assert "us-east-1/gpu-east" in ledger.stored.state.groups  # the back-off stays
+
+    out, ledger = _overflow_round_two(raised_marker=True, round_=3)
+    assert out["done"] is True
+    assert ledger.stored.state.raises["us-west-2/gpu-west"].to == 2

@@ -480,6 +480,7 @@ class ScaleSteps:
         now = self.clock()
         self._back_off_errors(cluster, results, now)
         if round_ >= max_rounds:
+            self._forget_unraised(cluster, self._never_raised(cluster, event, round_, results), now)
             return {**base, "done": True, "result": f"gave up after {round_} round(s)"}
         landed = self._landed_replan(event, cluster, round_)
         if landed is not None:  # a retry of this step whose first try committed: its round, not another
@@ -530,6 +531,43 @@ class ScaleSteps:
                 continue
             out.append(result)
         return out
+
+    def _forget_unraised(self, cluster: str, unraised: Sequence[Mapping[str, Any]], now: datetime) -> None:
+        """When the execution gives up, take off the state the raises of its last round that Auto Scaling
+        never took (:meth:`_never_raised`), as a re-plan would (:func:`without_unraised`): left there,
+        the plans after it counted their nodes as launching for ``scale_up_claim_minutes`` and launched
+        nothing for their pods. Only an entry that is wholly that raise goes (its ``to`` less the nodes
+        it was to add is no more than the live desired capacity), so a retry of this step, or a later
+        plan's raise built on it, takes off nothing more. Best effort: the execution's end does not hang
+        on it (a plan committed meanwhile, the state or the group unreadable), logged."""
+        if not unraised:
+            return
+        try:
+            stored = self.ledger.load(cluster, now)
+            raises = dict(stored.state.raises)
+            for result in unraised:
+                region, name = str(result.get("region")), str(result.get("group"))
+                key, count = GroupKey(region, name).stored, int(result.get("new_nodes") or 0)
+                entry = raises.get(key)
+                if entry is None or count <= 0:
+                    continue
+                if entry.to - count <= self.aws.describe_group(region, name).DesiredCapacity:
+                    del raises[key]
+            if raises == stored.state.raises:
+                return
+            self.ledger.commit(
+                cluster,
+                stored.state.model_copy(update={"raises": raises}),
+                expected_version=stored.version,
+                snapshot_key=stored.snapshot_key or "",
+                plan_id=stored.plan_id or "",
+                executions=stored.executions,
+                now=now,
+            )
+        except SpillwayError as exc:
+            log.warning(
+                "scale-up gave up; its raises Auto Scaling never took were left in the state: %s", exc
+            )
 
     def _landed_replan(self, event: Mapping[str, Any], cluster: str, round_: int) -> dict[str, Any] | None:
         """What this round's re-plan answered, when a try of this step before wrote its record (the
