@@ -13,7 +13,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from conftest import ENVIRONMENT, HOME, WEST, Cloud
+from conftest import ENVIRONMENT, HOME, WEST, Cloud, running
 from moto.autoscaling.exceptions import AutoscalingClientError
 from moto.autoscaling.models import AutoScalingBackend, autoscaling_backends
 from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT_ID
@@ -191,6 +191,53 @@ def test_a_raise_refused_at_prepare_launches_what_the_lowered_max_size_allows(cl
     assert (cloud.desired("gpu-east"), cloud.desired("gpu-west", WEST)) == (3, 1)
     state = json.loads(cloud.state_item("state")["state"]["S"])  # type: ignore[index]
     assert state["raises"]["us-east-1/gpu-east"]["to"] == 3, state["raises"]
+
+
+def test_an_overflow_raise_throttled_past_its_retries_is_raised_again_in_the_next_round() -> None:
+    """gpu-east has no capacity: round 1 backs it off and its re-plan raises gpu-west for the four pods.
+    Auto Scaling in us-west-2 throttles SetDesiredCapacity past SetDesired's retries, so round 2 ends in
+    Errored and nothing was set. Round 2's re-plan took the raise it had recorded for four nodes
+    launching in us-west-2 and found nothing more to launch: the execution ended, the pods pending and
+    nothing launching anywhere, and the plans after it counted the same nodes for
+    scale_up_claim_minutes. Now the raise that never reached Auto Scaling counts for nothing, and
+    round 3 raises gpu-west once the throttle is over."""
+    with running(AWS_MAX_ATTEMPTS="1") as cloud:  # the SDK's own retries would only lengthen the test
+        gpu_cluster(cloud)
+        cloud.sim.capacity_outage("gpu-east", HOME)
+        name = f"{cloud.stack.prefix}-ScaleFunction"
+        handler, throttling = cloud.stack._handlers[name], [True]
+
+        def throttle_over_after_round_two(event: dict[str, Any], context: Any) -> Any:
+            if event.get("action") == "next_round" and event.get("round") == 2:
+                throttling.clear()
+            return handler(event, context)
+
+        original: Callable[..., Any] = AutoScalingBackend.set_desired_capacity
+
+        def throttled_in_the_west(self: Any, group_name: str, desired_capacity: int | None) -> Any:
+            if group_name == "gpu-west" and throttling:
+                raise AutoscalingClientError("Throttling", "Rate exceeded")
+            return original(self, group_name, desired_capacity)
+
+        cloud.stack._handlers[name] = throttle_over_after_round_two
+        try:
+            with mock.patch.object(AutoScalingBackend, "set_desired_capacity", throttled_in_the_west):
+                cloud.plan(cloud.stream_event(cloud.snapshot()))
+                [execution] = cloud.wait_all(timeout=240.0)
+        finally:
+            cloud.stack._handlers[name] = handler
+
+        assert execution["status"] == "SUCCEEDED", execution
+        rounds = execution["output"]["rounds"]
+        outcomes = [[(g["group"], g["outcome"]) for g in r["groups"]] for r in rounds]
+        assert outcomes == [
+            [("gpu-east", "backed_off")],
+            [("gpu-west", "error")],
+            [("gpu-west", "ready")],
+        ], execution["output"]
+        assert rounds[1]["groups"][0]["error"] == "AwsThrottled"
+        assert [c.desired for c in cloud.sim.calls_for("gpu-west", WEST)] == [4]
+        assert cloud.desired("gpu-west", WEST) == 4
 
 
 def test_a_launch_that_never_becomes_ready_times_out_is_given_back_and_overflows(

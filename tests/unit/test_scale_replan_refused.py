@@ -7,12 +7,13 @@ from datetime import timedelta
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots
 from plan_world import NOW, World
 
+from spillway.act.claims import RAISE_PREFIX
 from spillway.act.planning import PlanSettings
 from spillway.act.scale import ScaleSteps
 from spillway.config import PlannerConfig
 from spillway.model.act import StoredState
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import RaiseState, State
+from spillway.model.state import GroupState, RaiseState, State
 
 
 def test_a_refused_raise_is_no_capacity_launching_for_the_replan() -> None:
@@ -63,3 +64,92 @@ def test_a_refused_raise_is_no_capacity_launching_for_the_replan() -> None:
     assert (
         ledger.stored.state.raises["us-east-1/cpu"].to == 3
     )  # the refused 2 no longer count; the re-plan's 1 does
+
+
+def _overflow_round_two(*, raised_marker: bool, round_: int = 2) -> tuple[dict[str, object], FakeLedger]:
+    """Round 2 of a scale-up whose round 1 backed ``gpu-east`` (us-east-1) off for capacity: the re-plan
+    of round 1 raised ``gpu-west`` (us-west-2) 0 -> 2 for two pending pods (``State.raises``: to 2) and
+    round 2's iteration for it ended in ``Errored``: SetDesired throttled past its retries
+    (``AwsThrottled``). ``raised_marker``: whether the raise marker of round 2's owner is in the state
+    table (``raise_once`` keeps it when the raise landed or may have; it gives it back when AWS refused
+    the call, as a throttle is)."""
+    w = World(regions=("us-east-1", "us-west-2"))
+    w.group("gpu-east", "g5.xlarge", region="us-east-1")
+    w.group("gpu-west", "g5.xlarge", region="us-west-2")
+    w.gpu_pods("train", 2, gpus=1, cpu="2", memory="8Gi")
+    cluster, groups, _, _ = w.parsed()
+    snapshots = FakeSnapshots()
+    ref = snapshots.add(Snapshot.build(cluster, groups, NOW))
+    cloud = FakeCloud(cluster="ml")
+    cloud.node_groups_by_region = {
+        "us-east-1": [g for g in groups if g.region == "us-east-1"],
+        "us-west-2": [g for g in groups if g.region == "us-west-2"],
+    }  # live: both at desired 0
+    cloud.add_group("gpu-west", [], region="us-west-2", instance_type="g5.xlarge", max_size=10)
+    ledger = FakeLedger()
+    east_off = GroupState(group="gpu-east", region="us-east-1", backoff_until=NOW + timedelta(minutes=5),
+                          reason="us-east-1/gpu-east: We currently do not have sufficient g5.xlarge capacity")  # fmt: skip
+    ledger.stored = StoredState(
+        state=State(
+            groups={"us-east-1/gpu-east": east_off},
+            raises={"us-west-2/gpu-west": RaiseState(to=2, since=NOW, group="gpu-west", region="us-west-2")},
+        ),
+        version=2,
+        snapshot_key=ref.key,
+        plan_id="p1",
+    )
+    if raised_marker:
+        ledger.claim("ml", f"{RAISE_PREFIX}up-p1-{round_}-us-west-2-gpu-west", {"before": 0, "after": 2, "count": 2},
+                     expires=NOW + timedelta(days=2))  # fmt: skip
+    settings = PlanSettings(
+        planner=PlannerConfig(cluster="ml", regions=("us-east-1", "us-west-2")), poll_seconds=1
+    )
+    steps = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=ledger, snapshots=snapshots, settings=settings,
+                       clock=lambda: NOW + timedelta(seconds=90))  # fmt: skip
+    errored = {
+        "group": "gpu-west",
+        "region": "us-west-2",
+        "outcome": "error",
+        "error": "AwsThrottled",
+        "cause": "us-west-2/gpu-west: SetDesiredCapacity: Rate exceeded",
+        "new_nodes": 2,
+    }  # fmt: skip  (the Errored state passes the nodes the group was to get, as Refused does)
+    out = steps.next_round({"action": "next_round", "cluster": "ml", "plan_id": "p1", "snapshot_key": ref.key,
+                            "round": round_, "max_rounds": 3, "rounds": [], "results": [errored]})  # fmt: skip
+    return out, ledger
+
+
+def test_a_raise_that_errored_before_auto_scaling_took_it_is_raised_again_by_the_replan() -> None:
+    """A throttle is a refusal: nothing was set (raise_once gave its marker back). The re-plan took the
+    raise for two nodes launching in us-west-2, put both pods on them and ended "re-plan found nothing
+    more to launch"; the plans after it did the same for ``scale_up_claim_minutes`` (5), so the pods
+    waited with nothing launching anywhere. Now round 3 raises gpu-west again, at once."""
+    out, ledger = _overflow_round_two(raised_marker=False)
+    grown = [
+        (g["region"], g["group"], g.get("from"), g.get("to")) for g in out["groups"] if g.get("grow", True)
+    ]
+    assert grown == [("us-west-2", "gpu-west", 0, 2)], out
+    assert out["round"] == 3 and out["done"] is False
+    assert ledger.stored.state.raises["us-west-2/gpu-west"].to == 2
+
+
+def test_a_raise_that_errored_after_it_may_have_landed_still_counts_as_launching() -> None:
+    """The same round, but the raise's marker is there: the raise was made (or may have been, its answer
+    lost), so its nodes are launching and nothing is raised twice."""
+    out, _ = _overflow_round_two(raised_marker=True)
+    assert out["done"] is True and out["groups"] == [], out
+
+
+def test_the_last_rounds_raise_that_auto_scaling_never_took_is_not_left_for_the_plans_to_count() -> None:
+    """The same errored raise in round 3 of 3: the execution gives up, leaving the pods to the next plan.
+    It left the raise in ``State.raises``, so every plan for ``scale_up_claim_minutes`` (5) counted
+    two nodes launching in us-west-2 that nobody asked for and launched nothing for the two pods. The
+    give-up now takes that raise off the state; one that landed or may have stays."""
+    out, ledger = _overflow_round_two(raised_marker=False, round_=3)
+    assert out["done"] is True and out["result"] == "gave up after 3 round(s)", out
+    assert "us-west-2/gpu-west" not in ledger.stored.state.raises
+    assert "us-east-1/gpu-east" in ledger.stored.state.groups  # the back-off stays
+
+    out, ledger = _overflow_round_two(raised_marker=True, round_=3)
+    assert out["done"] is True
+    assert ledger.stored.state.raises["us-west-2/gpu-west"].to == 2

@@ -480,6 +480,7 @@ class ScaleSteps:
         now = self.clock()
         self._back_off_errors(cluster, results, now)
         if round_ >= max_rounds:
+            self._forget_unraised(cluster, self._never_raised(cluster, event, round_, results), now)
             return {**base, "done": True, "result": f"gave up after {round_} round(s)"}
         landed = self._landed_replan(event, cluster, round_)
         if landed is not None:  # a retry of this step whose first try committed: its round, not another
@@ -495,7 +496,8 @@ class ScaleSteps:
         stored = self.ledger.load(cluster, now)
         # entries a build that keyed groups by name stored, under their groups' keys as the plan reads them
         state = keyed_by_region(stored.state, first_regions(self.settings.planner, live))
-        stored = dataclasses.replace(stored, state=without_refused(state, results, live))
+        unraised = self._never_raised(cluster, event, round_, results)
+        stored = dataclasses.replace(stored, state=without_unraised(state, unraised, live))
         result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))
         summary = summarize(result, self.settings.primary_region)
@@ -507,6 +509,65 @@ class ScaleSteps:
             return {**base, "done": True, "result": "re-plan found nothing more to launch",
                     "unplaceable": summary.unplaceable}  # fmt: skip
         return {**base, "round": round_ + 1, "groups": groups, "done": False}
+
+    def _never_raised(
+        self, cluster: str, event: Mapping[str, Any], round_: int, results: Sequence[Mapping[str, Any]]
+    ) -> list[Mapping[str, Any]]:
+        """The results of this round whose raise Auto Scaling never took: ``refused`` (prepare or the raise
+        refused it, nothing set), and ``error`` whose owner holds no raise marker (its prepare failed
+        before the raise, or the raise was refused, throttled past its retries or certainly not applied:
+        :func:`~spillway.act.claims.raise_once` gives the marker back then, and keeps it when the raise
+        landed or may have). An error after a raise (verify, backoff) keeps the marker: its nodes are
+        launching and are never raised twice."""
+        plan_id = event.get("plan_id", "?")
+        out: list[Mapping[str, Any]] = []
+        for result in results:
+            outcome, region, name = result.get("outcome"), str(result.get("region")), str(result.get("group"))
+            if outcome == "error":
+                owner = f"up-{plan_id}-{round_}-{region}-{name}"[:200]
+                if Owner(self.ledger, cluster, region, name, owner).raised():
+                    continue
+            elif outcome != "refused":
+                continue
+            out.append(result)
+        return out
+
+    def _forget_unraised(self, cluster: str, unraised: Sequence[Mapping[str, Any]], now: datetime) -> None:
+        """When the execution gives up, take off the state the raises of its last round that Auto Scaling
+        never took (:meth:`_never_raised`), as a re-plan would (:func:`without_unraised`): left there,
+        the plans after it counted their nodes as launching for ``scale_up_claim_minutes`` and launched
+        nothing for their pods. Only an entry that is wholly that raise goes (its ``to`` less the nodes
+        it was to add is no more than the live desired capacity), so a retry of this step, or a later
+        plan's raise built on it, takes off nothing more. Best effort: the execution's end does not hang
+        on it (a plan committed meanwhile, the state or the group unreadable), logged."""
+        if not unraised:
+            return
+        try:
+            stored = self.ledger.load(cluster, now)
+            raises = dict(stored.state.raises)
+            for result in unraised:
+                region, name = str(result.get("region")), str(result.get("group"))
+                key, count = GroupKey(region, name).stored, int(result.get("new_nodes") or 0)
+                entry = raises.get(key)
+                if entry is None or count <= 0:
+                    continue
+                if entry.to - count <= self.aws.describe_group(region, name).DesiredCapacity:
+                    del raises[key]
+            if raises == stored.state.raises:
+                return
+            self.ledger.commit(
+                cluster,
+                stored.state.model_copy(update={"raises": raises}),
+                expected_version=stored.version,
+                snapshot_key=stored.snapshot_key or "",
+                plan_id=stored.plan_id or "",
+                executions=stored.executions,
+                now=now,
+            )
+        except SpillwayError as exc:
+            log.warning(
+                "scale-up gave up; its raises Auto Scaling never took were left in the state: %s", exc
+            )
 
     def _landed_replan(self, event: Mapping[str, Any], cluster: str, round_: int) -> dict[str, Any] | None:
         """What this round's re-plan answered, when a try of this step before wrote its record (the
@@ -660,20 +721,21 @@ def _round_groups(groups: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], s
     return groups[:MAX_SCALE_UP_GROUPS], {GroupKey(str(g["region"]), str(g["group"])).stored for g in left}
 
 
-def without_refused(state: State, results: Sequence[Mapping[str, Any]], live: Sequence[NodeGroup]) -> State:
-    """The state less the raises AWS refused this round (``refused``: MaxSize, or the group gone; nothing
-    was set): each group's raise entry (``State.raises``) is lowered by the nodes its refused raise was
-    to add (``new_nodes``), and dropped once no higher than the group's live desired capacity. Left as it
-    was, the re-plan (and the plans after it, for ``scale_up_claim_minutes``) took the refused nodes for
-    capacity launching and placed pods on them. A later plan's raise built on the entry keeps its own
-    nodes."""
+def without_unraised(state: State, results: Sequence[Mapping[str, Any]], live: Sequence[NodeGroup]) -> State:
+    """The state less the raises Auto Scaling never took this round (``results``,
+    :meth:`ScaleSteps._never_raised`: refused for MaxSize or the group gone, or failed before or at the
+    raise; nothing was set): each group's raise entry (``State.raises``) is lowered by the nodes its
+    raise was to add (``new_nodes``), and dropped once no higher than the group's live desired capacity.
+    Left as it was, the re-plan (and the plans after it, for ``scale_up_claim_minutes``) took those
+    nodes for capacity launching and placed pods on them. A later plan's raise built on the entry keeps
+    its own nodes."""
     desired = {g.key.stored: g.desired for g in live}
     raises = dict(state.raises)
     for result in results:
         key = GroupKey(str(result.get("region")), str(result.get("group"))).stored
         count = int(result.get("new_nodes") or 0)
         entry = raises.get(key)
-        if result.get("outcome") != "refused" or count <= 0 or entry is None:
+        if count <= 0 or entry is None:
             continue
         if entry.to - count <= desired.get(key, 0):
             del raises[key]
