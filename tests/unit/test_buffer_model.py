@@ -241,6 +241,22 @@ def test_bad_buffer_and_schedule_values_name_the_key(config: dict[str, Any], whe
     assert ".".join(str(p) for p in caught.value.errors()[0]["loc"]) == where
 
 
+@pytest.mark.parametrize("gpus", ["0.5", "1.5", "500m", 0.5])
+def test_a_configured_buffer_of_a_fraction_of_a_gpu_is_refused_naming_the_key(gpus: object) -> None:
+    # The API server takes only whole numbers of an extended resource (k8s.io/kubernetes
+    # pkg/apis/core/validation ValidateResourceQuantityValue: IsIntegerResourceName, "must be an
+    # integer"), so no pod asks for half a GPU: a chunk of 0.5 held room that no pod could take, two to
+    # a GPU, and the buffer's GPUs were half what its replicas said.
+    from pydantic import ValidationError
+
+    config = {"buffers": [{"name": "a", "pod": {"nvidia.com/gpu": gpus}, "replicas": 2}]}
+    with pytest.raises(ValidationError, match="must be a whole number") as caught:
+        PlannerConfig.model_validate(config)
+    assert ".".join(str(p) for p in caught.value.errors()[0]["loc"]) == "buffers.0.pod.nvidia.com/gpu"
+    whole = {"buffers": [{"name": "a", "pod": {"nvidia.com/gpu": "2"}, "replicas": 2}]}
+    assert PlannerConfig.model_validate(whole).buffers[0].pod.requests() == {"nvidia.com/gpu": "2"}
+
+
 def test_two_buffers_of_one_name_are_refused() -> None:
     from pydantic import ValidationError
 

@@ -7,9 +7,11 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from plan_world import NOW, World, pending_codes, scale_up
+import pytest
+from plan_world import NOW, SHAPES, World, pending_codes, scale_up
 
 from spillway.local import objects as o
+from spillway.model.k8s import SCALE_DOWN_DISABLED
 from spillway.planner import ScalingPlan
 from spillway.planner.buffers import buffer_classes
 from spillway.planner.context import Context
@@ -349,6 +351,47 @@ def test_a_buffer_holds_room_on_the_idle_node_scale_down_keeps_anyway() -> None:
 
         assert [d.node for d in result.drain] == [goes]
         assert kept_codes(result)[stays] == "buffer"
+
+
+def _instance_of(w: World, node: str) -> dict[str, Any]:
+    iid = w.node(node)["spec"]["providerID"].rsplit("/", 1)[1]
+    return next(i for i in w.groups["cpu"]["Instances"] if i["InstanceId"] == iid)
+
+
+def _remove_from_group(w: World, node: str) -> None:
+    w.groups["cpu"]["Instances"].remove(_instance_of(w, node))
+    w.groups["cpu"]["DesiredCapacity"] -= 1
+    w.items = [i for i in w.items if i["metadata"]["name"] != node]
+
+
+@pytest.mark.parametrize("keep", ["unmanaged", "annotated", "protected"])
+def test_a_buffer_holds_room_on_an_idle_node_scale_down_never_removes_before_one_it_would(keep: str) -> None:
+    """An idle node Spillway never drains (not in a managed group; annotated scale-down-disabled; its
+    instance protected from scale-in) stays whatever the buffer does, so the buffer's room goes there,
+    and the idle node of a group above its MinSize is drained. Held on the latter (first by name, or
+    of a group before no group), the buffer kept a node paid for only to hold room the other had."""
+    buffer = {"name": "serving", "pod": {"cpu": "4", "memory": "4Gi"}, "replicas": 1}
+    w = World(regions=("us-east-1",))
+    goes, other = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    if keep == "unmanaged":  # a node of no group, e.g. a static group without the discovery tags
+        iid = o.instance_id("static-0")
+        stays = o.node_name_for(iid)
+        w.items.append(o.node(stays, instance=iid, **SHAPES["m5.2xlarge"]))
+        _remove_from_group(w, other)
+    else:
+        stays = other  # sorts after the node that may go
+        if keep == "annotated":
+            w.node(stays)["metadata"]["annotations"][SCALE_DOWN_DISABLED] = "true"
+        else:
+            _instance_of(w, stays)["ProtectedFromScaleIn"] = True
+    for node in (goes, stays):
+        w.idle_since(node, 60)
+
+    result = w.plan(buffers=[buffer], max_scale_in_fraction=1.0)
+
+    assert {p.pod: p.node for p in result.placements}["config/serving:buffer:0"] == stays
+    assert [d.node for d in result.drain] == [goes]
+    assert not result.scale_up
 
 
 def test_a_buffer_of_a_one_per_node_deployment_holds_room_on_as_many_nodes_as_chunks() -> None:

@@ -165,6 +165,16 @@ class BufferPod(Settings):
     def _quantity(cls, value: Any) -> str | None:
         return None if value is None else _quantity_text(value)
 
+    @field_validator("gpu")
+    @classmethod
+    def _whole_gpus(cls, value: str | None) -> str | None:
+        """GPUs come whole: the API server refuses a pod asking for a fraction of an extended resource
+        (pkg/apis/core/validation ValidateResourceQuantityValue, "must be an integer"), so a chunk of
+        0.5 would hold room no pod could take, two chunks to a GPU."""
+        if value is not None and to_milli(value) % 1000:
+            raise ValueError(f"must be a whole number of GPUs, as a pod's request is: {value!r}"[:120])
+        return value
+
     @field_validator("tolerations", mode="before")
     @classmethod
     def _tolerations(cls, value: Any) -> Any:

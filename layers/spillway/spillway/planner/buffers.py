@@ -90,15 +90,18 @@ def buffer_classes(ctx: Context) -> list[PodClass]:
 
 def busy_first(ctx: Context, pool_list: Sequence[Pool]) -> list[Pool]:
     """The pools' nodes, those scale-down keeps anyway first: in use (running workload, or receiving
-    pending pods), then in a group at its MinSize, then by region (home first) and name. A buffer held
-    in room that stays lets the other idle nodes go; held on an idle node that could go (another
-    group's, an overflow region's), it would keep that node and let the one that stays anyway idle."""
+    pending pods), then idle ones it keeps however long they idle (in a group at its MinSize, in no
+    managed group, or under a lasting protection: :func:`~spillway.planner.scaledown.stays_anyway`),
+    then by region (home first) and name. A buffer held in room that stays lets the other idle nodes
+    go; held on an idle node that could go (another group's, an overflow region's), it would keep that
+    node and let the one that stays anyway idle."""
+    from spillway.planner.scaledown import stays_anyway  # scaledown reads held_here from this module
 
     def key(node: WorkNode) -> tuple[bool, bool, int, str]:
         group = node.group
-        at_min = group is not None and group.desired <= group.min_size
+        stays = (group is not None and group.desired <= group.min_size) or stays_anyway(ctx, node)
         region = ctx.region_key(group) if group is not None else len(ctx.region_rank)
-        return (node.workload == 0 and node.receives == 0, not at_min, region, node.info.name)
+        return (node.workload == 0 and node.receives == 0, not stays, region, node.info.name)
 
     return pools(sorted((n for pool in pool_list for n in pool.nodes), key=key))
 

@@ -241,6 +241,15 @@ PROTECTIONS: tuple[TimedCheck, ...] = (
 )
 # What keeps a busy node of a consolidating group (spillway.planner.consolidation) from being judged.
 BUSY_PROTECTIONS: tuple[TimedCheck, ...] = (_draining, _disabled, _young)
+# The protections no timer ends: an idle node they keep stays however long it is idle.
+LASTING: tuple[TimedCheck, ...] = (_scale_in_protected, _consolidation_off, _disabled, _pinned)
+
+
+def stays_anyway(ctx: Context, node: WorkNode) -> bool:
+    """Whether scale-down keeps ``node`` idle or not, for good: it is in no managed group (or in one
+    Spillway refuses), or a lasting protection keeps it. A capacity buffer's room goes there before it
+    goes on a node scale-down would remove (:func:`spillway.planner.buffers.busy_first`)."""
+    return _unmanaged(ctx, node) is not None or any(check(ctx, node, ctx.now) for check in LASTING)
 
 
 def utilisation(node: WorkNode) -> str:
