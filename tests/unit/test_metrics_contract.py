@@ -277,6 +277,21 @@ def load_app(function: str) -> Any:
     return module
 
 
+def team_limited_settings(nodes: str) -> Any:
+    """The plan function's settings for a cluster whose tenant team-a may have ``nodes`` nodes, with
+    the state machines its plans start."""
+    from spillway.act.planning import PlanSettings
+    from spillway.config import PlannerConfig
+
+    return PlanSettings(
+        planner=PlannerConfig(
+            cluster=CLUSTER, regions=(REGION,), tenants={"team-a": {"limits": {"nodes": nodes}}}
+        ),
+        scale_up_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-up",
+        scale_down_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-down",
+    )
+
+
 def invoke(app: Any, event: Any, function: str, *, raises: type[BaseException] | None = None) -> str:
     """Run ``app.handler`` as Lambda would (decorators and all); what it printed."""
     out = io.StringIO()
@@ -344,21 +359,13 @@ def plan_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     its limit, recorded by the handler; then the two failures the handler counts itself."""
     from plan_world import NOW as PLAN_NOW
 
-    from spillway.act.planning import PlanSettings, run_plan
-    from spillway.config import PlannerConfig
+    from spillway.act.planning import run_plan
     from spillway.errors import StaleSnapshot, StateConflict, StateTooLarge
 
     app = load_app("plan")
     snapshots = FakeSnapshots()
     snapshots.add(plan_snapshot())
-    planner = PlannerConfig(
-        cluster=CLUSTER, regions=(REGION,), tenants={"team-a": {"limits": {"nodes": "1"}}}
-    )
-    settings = PlanSettings(
-        planner=planner,
-        scale_up_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-up",
-        scale_down_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-down",
-    )
+    settings = team_limited_settings("1")
     failure: list[BaseException] = []
 
     def plan_once(clients: Any, ref: Any, context: Any) -> dict[str, Any]:
@@ -1125,8 +1132,7 @@ def test_a_plan_resumed_on_redelivery_keeps_the_held_by_limits_alarm_firing() ->
     alarm reads every datapoint of its series: *Using Amazon CloudWatch alarms*, "Evaluating an alarm")."""
     from plan_world import NOW as PLAN_NOW
 
-    from spillway.act.planning import PlanSettings, run_plan
-    from spillway.config import PlannerConfig
+    from spillway.act.planning import run_plan
     from spillway.errors import AwsThrottled
     from spillway.model.act import PlanOutcome
     from spillway.observability import metrics
@@ -1136,14 +1142,7 @@ def test_a_plan_resumed_on_redelivery_keeps_the_held_by_limits_alarm_firing() ->
     app = load_app("plan")
     snapshots = FakeSnapshots()
     ref = snapshots.add(plan_snapshot())
-    planner = PlannerConfig(
-        cluster=CLUSTER, regions=(REGION,), tenants={"team-a": {"limits": {"nodes": "1"}}}
-    )
-    settings = PlanSettings(
-        planner=planner,
-        scale_up_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-up",
-        scale_down_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-down",
-    )
+    settings = team_limited_settings("1")
 
     def plan(ledger: FakeLedger, workflows: FakeWorkflows) -> dict[str, Any]:
         outcome = run_plan(ref, snapshots=snapshots, ledger=ledger, executions=workflows, settings=settings,
@@ -1370,22 +1369,14 @@ def test_pods_a_limit_holds_on_purpose_do_not_page_as_pending_too_long() -> None
     Rule: an alarm fires for what its runbook row describes, and only that."""
     from plan_world import World
 
-    from spillway.act.planning import PlanSettings, run_plan
-    from spillway.config import PlannerConfig
+    from spillway.act.planning import run_plan
     from spillway.model.snapshot import Snapshot
     from spillway.observability import metrics
     from spillway.observe import Observation
 
     [props] = [p for n, p in alarms().items() if n.endswith("-pending-too-long")]
     observe_app, plan_app = load_app("observe"), load_app("plan")
-    planner = PlannerConfig(
-        cluster=CLUSTER, regions=(REGION,), tenants={"team-a": {"limits": {"nodes": "0"}}}
-    )
-    settings = PlanSettings(
-        planner=planner,
-        scale_up_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-up",
-        scale_down_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-down",
-    )
+    settings = team_limited_settings("0")
 
     def world(team_b: bool) -> Snapshot:
         w = World()
