@@ -1192,14 +1192,44 @@ def resolved(value: Any, cluster: str) -> Any:
 
 
 def cluster_names() -> list[str]:
-    """Cluster names the ClusterName parameter takes: a kops cluster's DNS name among them."""
+    """Cluster names the ClusterName parameter takes (a kops cluster's DNS name, with its dots, is not
+    one: its ConstraintDescription names the dotless form to take)."""
     parameter = TEMPLATE["Parameters"]["ClusterName"]
-    names = ["ml", "k8s.example.com", "a" * 40, "a" + ".b" * 19, "team_a-gpu.prod.example.io"]
+    names = ["ml", "k8s.example.com", "k8s-example-com", "a" * 40, "a" + ".b" * 19, "team_a-gpu-prod"]
     taken = [
         n for n in names if re.fullmatch(parameter["AllowedPattern"], n) and len(n) <= parameter["MaxLength"]
     ]
-    assert "k8s.example.com" in taken
+    assert "k8s.example.com" not in taken and "k8s-example-com" in taken
+    assert "ClusterName" in parameter["ConstraintDescription"]
     return taken
+
+
+def joins(node: Any) -> Iterator[Any]:
+    """The arguments of every Fn::Join under ``node``."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Fn::Join":
+                yield value
+            yield from joins(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from joins(value)
+
+
+def test_every_fn_join_joins_what_sam_cli_and_the_language_extensions_transform_take() -> None:
+    """With AWS::LanguageExtensions, SAM CLI (sam build, 1.170) resolves Fn::Join at template time and
+    takes as its list only a list or a Ref to a parameter, which it keeps for CloudFormation; any other
+    intrinsic there (Fn::Split of the cluster's name, to make its dots '_') fails the build: "Fn::Join
+    layout is incorrect" (samcli/lib/cfn_language_extensions/resolvers/fn_join.py, modelled on the
+    transform's own resolver)."""
+    parameters = set(TEMPLATE["Parameters"])
+    refused = [
+        args
+        for args in joins(TEMPLATE)
+        if not isinstance(args[1], list)
+        and not (isinstance(args[1], dict) and args[1].get("Ref") in parameters)
+    ]
+    assert refused == []
 
 
 def named_resources() -> Iterator[tuple[str, str, str, Any]]:
@@ -1211,8 +1241,9 @@ def named_resources() -> Iterator[tuple[str, str, str, Any]]:
 
 @pytest.mark.parametrize("cluster", cluster_names())
 def test_every_resource_named_after_the_cluster_gets_a_name_its_service_takes(cluster: str) -> None:
-    """ClusterName takes dots, as a kops cluster's name (k8s.example.com) has them, but Lambda, SQS, SNS,
-    KMS aliases and dashboards refuse a dot in a name: such a stack failed to deploy."""
+    """Every name CloudFormation makes from a cluster name the parameter takes is one its service takes:
+    Lambda, SQS, SNS, KMS aliases and dashboards refuse a dot in a name (so the parameter refuses it),
+    and EventBridge rule names are at most 64 characters."""
     problems = []
     for logical, kind, field, value in named_resources():
         pattern, longest = NAME_RULES[(kind, field)]
