@@ -1204,6 +1204,25 @@ def cluster_names() -> list[str]:
     return taken
 
 
+def test_the_forwarder_stacks_names_hold_for_every_cluster_name_and_region_it_takes() -> None:
+    """deploy/spot-forwarder.yaml's rule names were spillway-<cluster>-spot-forward-lifecycle (76
+    characters for a 40-character cluster name, EventBridge takes 64) and its role's
+    spillway-<cluster>-spot-fwd-<region> (73 in ap-southeast-2, IAM takes 64): such a stack failed. The
+    rules now fit, and CloudFormation names the role."""
+    forwarder = load_template(ROOT / "deploy" / "spot-forwarder.yaml")
+    assert (
+        forwarder["Parameters"]["ClusterName"]["AllowedPattern"]
+        == TEMPLATE["Parameters"]["ClusterName"]["AllowedPattern"]
+    )
+    longest = "a" * forwarder["Parameters"]["ClusterName"]["MaxLength"]
+    resources = forwarder["Resources"].values()
+    names = [
+        resolved(r["Properties"]["Name"], longest) for r in resources if r["Type"] == "AWS::Events::Rule"
+    ]
+    assert len(names) == 4 and all(len(n) <= 64 for n in names), names
+    assert all("RoleName" not in r["Properties"] for r in resources if r["Type"] == "AWS::IAM::Role")
+
+
 def joins(node: Any) -> Iterator[Any]:
     """The arguments of every Fn::Join under ``node``."""
     if isinstance(node, dict):
