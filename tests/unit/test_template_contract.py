@@ -1272,6 +1272,27 @@ def test_every_resource_named_after_the_cluster_gets_a_name_its_service_takes(cl
     assert problems == []
 
 
+# Resources whose names are the account's, not the region's: "All dashboards in your account are global,
+# not region-specific" (CloudWatch PutDashboard; AWS::CloudWatch::Dashboard), and IAM names are global.
+ACCOUNT_WIDE = {"AWS::CloudWatch::Dashboard", "AWS::IAM::Role", "AWS::IAM::ManagedPolicy"}
+
+
+def test_two_regions_stacks_of_one_cluster_name_name_no_account_wide_resource_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """EKS cluster names are per region, so a 'prod' cluster in us-east-1 and one in eu-west-1 each get a
+    stack named after 'prod'. The dashboard was spillway-prod in both: dashboards are one namespace per
+    account, so the second stack failed to create it (or, updated, took the first one's over)."""
+    account_wide = [(logical, value) for logical, kind, _, value in named_resources() if kind in ACCOUNT_WIDE]
+    assert account_wide, "the template names no dashboard"
+    names = {}
+    for region in ("us-east-1", "eu-west-1"):
+        monkeypatch.setitem(PSEUDO, "AWS::Region", region)
+        names[region] = {logical: resolved(value, "prod") for logical, value in account_wide}
+    clashes = [k for k, v in names["us-east-1"].items() if names["eu-west-1"][k] == v]
+    assert clashes == []
+
+
 @pytest.mark.parametrize("cluster", cluster_names())
 def test_the_function_alarms_watch_the_functions_the_template_names(cluster: str) -> None:
     functions = {
