@@ -2143,15 +2143,34 @@ def test_a_group_whose_nodes_take_longer_than_the_launch_timeout_is_waited_for_t
     assert late.verify({"group": group, "prep": prep})["status"] == "launching"  # not timed out at 10
 
 
-def test_a_group_whose_nodes_come_up_sooner_keeps_the_launch_timeout() -> None:
-    """A provision time below the launch timeout, or none, leaves the launch timeout and its poll."""
-    for tag in ("5m", None):
-        cloud = gpu_cloud(1)
-        if tag:
-            provision_tagged(cloud, tag)
-        prep = steps(cloud).prepare({"group": GROUP, "launch_timeout_seconds": 600, "poll_seconds": 15})
-        assert prep["deadline"] == iso_z(NOW + timedelta(minutes=10))
-        assert prep["poll_seconds"] == 15
+def test_a_group_without_a_provision_time_keeps_the_launch_timeout() -> None:
+    """No maxnodeprovisiontime tag: the launch timeout and its poll."""
+    prep = steps(gpu_cloud(1)).prepare({"group": GROUP, "launch_timeout_seconds": 600, "poll_seconds": 15})
+    assert prep["deadline"] == iso_z(NOW + timedelta(minutes=10))
+    assert prep["poll_seconds"] == 15
+
+
+@pytest.mark.parametrize("poll", [15, None])
+def test_a_group_tagged_a_shorter_provision_time_is_backed_off_after_it(poll: int | None) -> None:
+    """A group tagged maxnodeprovisiontime=5m: cluster-autoscaler takes its scale-up as timed out after
+    5 minutes (the option overrides the flag for the group, shorter or longer), backs it off and sends
+    the pods elsewhere. The launch timeout of 600 s kept them waiting 10. Its checks keep the poll (a
+    shorter wait makes fewer); an execution whose definition passes no poll is shortened too."""
+    cloud = gpu_cloud(1)
+    provision_tagged(cloud, "5m")
+    event: dict[str, object] = {"group": GROUP, "launch_timeout_seconds": 600}
+    if poll is not None:
+        event["poll_seconds"] = poll
+
+    prep = steps(cloud).prepare(event)
+
+    assert prep["deadline"] == iso_z(NOW + timedelta(minutes=5))
+    if poll is not None:
+        assert prep["poll_seconds"] == poll
+    group = {**GROUP, "new_nodes": 2, "pods": 2}
+    late = steps(cloud)
+    late.clock = lambda: NOW + timedelta(minutes=5, seconds=1)
+    assert late.verify({"group": group, "prep": prep})["status"] == "timeout"
 
 
 def iso_z(at: datetime) -> str:

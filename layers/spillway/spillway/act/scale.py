@@ -11,8 +11,8 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  :class:`AsgLimitExceeded` (the state machine's ``Refused``, then a re-plan on the live
                  groups, which skips the group); say whether the
                  desired capacity must be raised (``set``) and by how much (``count``), the execution's
-                 ``owner`` id, which instances existed before (``before``), and the launch deadline (the launch
-                 timeout, or the group's node provision time when longer) with the seconds between
+                 ``owner`` id, which instances existed before (``before``), and the launch deadline (the
+                 group's node provision time when tagged, else the launch timeout) with the seconds between
                  checks (``poll_seconds``: :meth:`ScaleSteps._launch_window`).
 ``set_desired``  raise the desired capacity by ``count`` relative to the live value, once however often
                  the step is retried (:func:`spillway.act.claims.raise_once`), in any region.
@@ -211,23 +211,25 @@ class ScaleSteps:
 
     def _launch_window(self, event: Mapping[str, Any], asg: AutoScalingGroup) -> tuple[float, int]:
         """How long the group's launch may take (seconds), and the whole seconds between its checks.
-        The launch timeout, or the group's own node provision time when it is longer (its
-        ``maxnodeprovisiontime`` tag, :mod:`spillway.model.options`, which the plans also give its
-        instances before they are unregistered: :mod:`spillway.planner.joins`), at most a day; checked
-        then less often (:func:`~spillway.model.history.stretched_poll`), so the group makes no more
+        The group's own node provision time when it has one (its ``maxnodeprovisiontime`` tag,
+        :mod:`spillway.model.options`, which the plans also give its instances before they are
+        unregistered: :mod:`spillway.planner.joins`), shorter or longer than the launch timeout, at most
+        a day; else the launch timeout. cluster-autoscaler likewise takes a scale-up as failed after the
+        node group's own max node provision time, the option overriding its flag either way
+        (clusterstate: the scale-up request's ExpectedAddTime; a provider's GetOptions). A longer one is
+        checked less often (:func:`~spillway.model.history.stretched_poll`), so the group makes no more
         checks than the launch timeout's, which the configuration was checked to fit an execution's
-        history. cluster-autoscaler likewise takes a scale-up as failed only after the node group's own
-        max node provision time (clusterstate: the scale-up request's ExpectedAddTime). An execution
-        whose definition does not pass ``poll_seconds`` waits out the launch timeout, polled as before."""
+        history; a shorter one keeps the poll. An execution whose definition does not pass
+        ``poll_seconds`` waits at most the launch timeout, polled as before."""
         timeout = float(event.get("launch_timeout_seconds", self.settings.launch_timeout_seconds))
+        minutes = dict(parse_options(asg.tag_map())[0]).get("max_node_provision_minutes")
+        own = None if minutes is None or isinstance(minutes, bool) else min(minutes * 60, float(MAX_SECONDS))
         poll = event.get("poll_seconds")
         if poll is None:
-            return timeout, max(1, round(self.settings.poll_seconds))
-        minutes = dict(parse_options(asg.tag_map())[0]).get("max_node_provision_minutes")
-        if minutes is None or isinstance(minutes, bool) or minutes * 60 <= timeout:
-            return timeout, int(poll)
-        longer = min(minutes * 60, float(MAX_SECONDS))
-        return longer, stretched_poll(longer, int(poll), timeout)
+            return min(timeout, own or timeout), max(1, round(self.settings.poll_seconds))
+        if own is None or own <= timeout:
+            return own or timeout, int(poll)
+        return own, stretched_poll(own, int(poll), timeout)
 
     def _uncordon_planned(
         self, event: Mapping[str, Any], group: Mapping[str, Any]
