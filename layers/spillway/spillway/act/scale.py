@@ -488,10 +488,10 @@ class ScaleSteps:
         if landed is not None:  # a retry of this step whose first try committed: its round, not another
             return {**base, **landed}
         snapshot = self.snapshots.latest(cluster)
-        if snapshot is None:
-            return {**base, "done": True, "result": "no snapshot to re-plan on"}
-        if snapshot_age(snapshot, now).total_seconds() > self.settings.max_snapshot_age_seconds:
-            return {**base, "done": True, "result": f"latest snapshot {iso(snapshot.taken_at)} is stale"}
+        unplannable = self._unplannable(snapshot, now)
+        if snapshot is None or unplannable:  # it ends here, as at the last round
+            self._forget_unraised(cluster, self._never_raised(cluster, event, round_, results), now)
+            return {**base, "done": True, "result": unplannable}
         live = self.aws.node_groups(self.settings.planner.node_reserve.reserve(), now)
         # the zone ids observe read from EC2 (an account's never change), which a live read does not give
         live = with_zone_ids(live, zone_ids_of(snapshot.groups))
@@ -511,6 +511,15 @@ class ScaleSteps:
             return {**base, "done": True, "result": "re-plan found nothing more to launch",
                     "unplaceable": summary.unplaceable}  # fmt: skip
         return {**base, "round": round_ + 1, "groups": groups, "done": False}
+
+    def _unplannable(self, snapshot: Snapshot | None, now: datetime) -> str:
+        """Why the re-plan cannot run on ``snapshot`` (none, or older than ``max_snapshot_age_seconds``),
+        or "" when it can."""
+        if snapshot is None:
+            return "no snapshot to re-plan on"
+        if snapshot_age(snapshot, now).total_seconds() > self.settings.max_snapshot_age_seconds:
+            return f"latest snapshot {iso(snapshot.taken_at)} is stale"
+        return ""
 
     def _never_raised(
         self, cluster: str, event: Mapping[str, Any], round_: int, results: Sequence[Mapping[str, Any]]
@@ -535,7 +544,8 @@ class ScaleSteps:
         return out
 
     def _forget_unraised(self, cluster: str, unraised: Sequence[Mapping[str, Any]], now: datetime) -> None:
-        """When the execution gives up, take off the state the raises of its last round that Auto Scaling
+        """When the execution gives up (its last round, or no snapshot fresh enough to re-plan on), take
+        off the state the raises of its last round that Auto Scaling
         never took (:meth:`_never_raised`), as a re-plan would (:func:`without_unraised`): left there,
         the plans after it counted their nodes as launching for ``scale_up_claim_minutes`` and launched
         nothing for their pods. Only an entry that is wholly that raise goes (its ``to`` less the nodes
