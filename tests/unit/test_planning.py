@@ -20,6 +20,7 @@ from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflo
 from kubernetes.client import CoreV1Api
 from plan_world import NOW, PLAN_DRAIN_CORDON, World
 
+from spillway.act.claims import RAISE_PREFIX
 from spillway.act.drain import DRAIN_LINE_BYTES, parse_request
 from spillway.act.planning import (
     AFTER_POLL_SECONDS,
@@ -1348,6 +1349,38 @@ def test_a_group_whose_raise_errored_is_backed_off_and_its_pods_overflow() -> No
     scale.next_round({"cluster": "ml", "plan_id": plan.plan_id, "snapshot_key": ref.key, "round": 1,
                       "max_rounds": 3, "poll_seconds": 1, "launch_timeout_seconds": 30, "rounds": [],
                       "results": [kube_down]})  # fmt: skip
+    assert rig.ledger.backoffs == []
+
+
+def test_a_group_whose_raise_landed_is_not_backed_off_for_an_aws_error_after_it() -> None:
+    """The plan's raise of gpu-east landed (its marker is kept), then verify's DescribeScalingActivities
+    was refused (AccessDenied: a role missing one permission). The iteration ended in Errored with
+    AwsError and next_round backed the group off as if the raise had been refused, so the re-plan
+    raised gpu-west for the same pods while gpu-east launched them: two nodes paid for one pod. An
+    error reading a group says nothing of its launch (cluster-autoscaler takes a group whose scaling
+    activities it cannot read as available: auto_scaling_groups.go, isNodeGroupAvailable); the raise
+    stays capacity launching, and nothing is launched twice."""
+    rig = Rig()
+    first = snapshot_of(gpu_world(), NOW)
+    ref = rig.snapshots.add(first)
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    cloud = FakeCloud(cluster="ml")
+    for group in first.groups:
+        cloud.node_groups_by_region.setdefault(group.region, []).append(group)
+    snapshots = FakeSnapshots()
+    snapshots.add(first)
+    rig.ledger.claim("ml", f"{RAISE_PREFIX}up-{plan.plan_id}-1-us-east-1-gpu-east"[: len(RAISE_PREFIX) + 200],
+                     {"before": 1, "after": 3, "count": 2}, expires=NOW + timedelta(days=2))  # fmt: skip
+    scale = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=rig.ledger, snapshots=snapshots,
+                       settings=settings(), clock=lambda: NOW + timedelta(seconds=60))  # fmt: skip
+    error = {"group": "gpu-east", "region": "us-east-1", "outcome": "error", "error": "AwsError",
+             "cause": "DescribeScalingActivities(us-east-1, gpu-east): AccessDenied: not authorized"}  # fmt: skip
+
+    out = scale.next_round({"cluster": "ml", "plan_id": plan.plan_id, "snapshot_key": ref.key, "round": 1,
+                            "max_rounds": 3, "poll_seconds": 1, "launch_timeout_seconds": 30, "rounds": [],
+                            "results": [error]})  # fmt: skip
+
+    assert [g["group"] for g in out["groups"] if g.get("grow", True)] == [], out
     assert rig.ledger.backoffs == []
 
 

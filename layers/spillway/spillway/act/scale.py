@@ -480,9 +480,10 @@ class ScaleSteps:
         if not any(r.get("outcome") in RETRY_OUTCOMES for r in results):
             return {**base, "done": True, "result": "launched"}
         now = self.clock()
-        self._back_off_errors(cluster, results, now)
+        unraised = self._never_raised(cluster, event, round_, results)
+        self._back_off_errors(cluster, unraised, now)
         if round_ >= max_rounds:
-            self._forget_unraised(cluster, self._never_raised(cluster, event, round_, results), now)
+            self._forget_unraised(cluster, unraised, now)
             return {**base, "done": True, "result": f"gave up after {round_} round(s)"}
         landed = self._landed_replan(event, cluster, round_)
         if landed is not None:  # a retry of this step whose first try committed: its round, not another
@@ -490,7 +491,7 @@ class ScaleSteps:
         snapshot = self.snapshots.latest(cluster)
         unplannable = self._unplannable(snapshot, now)
         if snapshot is None or unplannable:  # it ends here, as at the last round
-            self._forget_unraised(cluster, self._never_raised(cluster, event, round_, results), now)
+            self._forget_unraised(cluster, unraised, now)
             return {**base, "done": True, "result": unplannable}
         live = self.aws.node_groups(self.settings.planner.node_reserve.reserve(), now)
         # the zone ids observe read from EC2 (an account's never change), which a live read does not give
@@ -498,7 +499,6 @@ class ScaleSteps:
         stored = self.ledger.load(cluster, now)
         # entries a build that keyed groups by name stored, under their groups' keys as the plan reads them
         state = keyed_by_region(stored.state, first_regions(self.settings.planner, live))
-        unraised = self._never_raised(cluster, event, round_, results)
         stored = dataclasses.replace(stored, state=without_unraised(state, unraised, live))
         result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))
@@ -612,15 +612,19 @@ class ScaleSteps:
         )
         return {"round": round_ + 1, "groups": groups, "done": False}
 
-    def _back_off_errors(self, cluster: str, results: Sequence[Mapping[str, Any]], now: datetime) -> None:
-        """A group whose raise AWS refused for good (``AwsError``: AccessDenied, a validation error) is
-        backed off as a failed launch is, so the re-plan and the plans after it send its pods elsewhere
-        (another group, the overflow region) while the error lasts; without it the plan's raise still
-        counted as launching there, and nothing overflowed. Other errors say nothing about the group
-        (the Kubernetes API down while verifying, AWS unavailable when the raise may have landed): a
-        back-off then would launch the same pods twice, once in each region."""
+    def _back_off_errors(self, cluster: str, unraised: Sequence[Mapping[str, Any]], now: datetime) -> None:
+        """A group whose raise AWS refused for good (``AwsError``: AccessDenied, a validation error, at
+        prepare or at the raise: among ``unraised``, :meth:`_never_raised`) is backed off as a failed
+        launch is, so the re-plan and the plans after it send its pods elsewhere (another group, the
+        overflow region) while the error lasts; without it the plan's raise still counted as launching
+        there, and nothing overflowed. Other errors say nothing about the group (the Kubernetes API
+        down while verifying, AWS unavailable when the raise may have landed), and neither does an
+        ``AwsError`` after the raise landed (its marker kept: verify's or backoff's read refused to a
+        role missing a permission): the raise is launching, and a back-off then would launch the same
+        pods twice, once in each region. cluster-autoscaler likewise takes a group whose scaling
+        activities it cannot read as available (auto_scaling_groups.go, isNodeGroupAvailable)."""
         until = now + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
-        for result in results:
+        for result in unraised:
             if result.get("outcome") != "error" or result.get("error") != "AwsError":
                 continue
             name, region, cause = (
