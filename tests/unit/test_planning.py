@@ -1290,6 +1290,66 @@ def test_a_failed_launch_made_good_in_the_pool_it_failed_in_backs_nothing_off() 
     assert ledger.backoffs == []
 
 
+def test_a_failed_launch_made_good_backs_off_its_pool_when_the_raise_then_times_out() -> None:
+    """The raise's launch in us-east-1a Failed for g5.xlarge capacity, Auto Scaling launched in us-east-1b
+    instead, and that node was not Ready by the deadline: verify answers ``timeout`` and the back-off
+    backs the group off, but a timeout names no pool, so the pool EC2 had just said was short was
+    forgotten (only a raise ending ``ready`` backed it off): a one-zone group of that pool was raised
+    into it at once. It is backed off at the timeout as at the Ready answer."""
+    cloud, group, prep, _ = partly_failed("Successful", count=1)
+    ledger = FakeLedger()
+    late = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=ledger, snapshots=FakeSnapshots(), settings=settings(),
+                      clock=lambda: NOW + timedelta(seconds=61))  # fmt: skip
+
+    assert late.verify({"cluster": "ml", "group": group, "prep": prep})["status"] == "timeout"
+    window = timedelta(
+        minutes=PlannerConfig(cluster="ml", regions=["us-east-1"]).launch_failure_backoff_minutes
+    )
+    assert [(name, until) for name, until, _ in ledger.backoffs] == [
+        ("pool#on-demand/us-east-1a/g5.xlarge", NOW + window)
+    ]
+
+
+SPOT_SHORT = (
+    "Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity available "
+    "that matches your request. Launching EC2 instance failed."
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "pool"),
+    [(SPOT_SHORT, "pool#spot/us-east-1a/g5.xlarge"), (ZONE_A_SHORT, "pool#on-demand/us-east-1a/g5.xlarge")],
+)
+def test_a_failed_launch_made_good_as_the_other_capacity_type_still_backs_off_its_pool(
+    message: str, pool: str
+) -> None:
+    """A group of g5.xlarge in us-east-1a whose mixed instances policy launches half Spot, half
+    on-demand: a launch of its raise Failed for one capacity type and the raise was made good by an
+    instance of the other, in the same zone and type. Spot and on-demand of a type in a zone are two
+    pools (their capacity is not the same: a Spot shortage says nothing of on-demand, and the
+    reverse), but the instance there was taken for capacity come back to the failed pool, and nothing
+    was backed off: a Spot-only group of g5.xlarge there was raised into the pool EC2 had just refused.
+    An instance proves its pool had capacity only where the group launches one capacity type."""
+    cloud, group, prep, other = partly_failed("Successful", count=1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["AvailabilityZones"] = ["us-east-1a"]
+    raw["Instances"][-1]["AvailabilityZone"] = "us-east-1a"
+    raw["MixedInstancesPolicy"] = {
+        "LaunchTemplate": {"LaunchTemplateSpecification": raw.pop("LaunchTemplate"),
+                           "Overrides": [{"InstanceType": "g5.xlarge"}]},
+        "InstancesDistribution": {"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 50},
+    }  # fmt: skip
+    cloud.activities[("us-east-1", "gpu")][1]["StatusMessage"] = message
+    kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=True)])
+    ledger = FakeLedger()
+
+    assert (
+        steps(cloud, kube, ledger).verify({"cluster": "ml", "group": group, "prep": prep})["status"]
+        == "ready"
+    )
+    assert [name for name, _, _ in ledger.backoffs] == [pool]
+
+
 def test_a_failed_launch_with_none_under_way_and_the_raise_short_is_a_failed_raise() -> None:
     """The other launch of the raise ended Successful and nothing more is under way: the raise is one
     node short, and the failure is what it is (the back-off keeps the launched instance)."""

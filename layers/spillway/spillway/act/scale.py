@@ -110,6 +110,7 @@ from spillway.model.nodegroup import (
     launch_failure_since,
     launch_refusal,
     launch_under_way,
+    one_capacity_type,
     replacement_launches,
     with_zone_ids,
     zone_ids_of,
@@ -321,6 +322,8 @@ class ScaleSteps:
             return {"status": "ready", "reason": f"{len(ready)} new node(s) Ready", "ready": len(ready),
                     "wanted": wanted, "nodes": sorted(ready.values())}  # fmt: skip
         if now >= _parse(prep["deadline"]):
+            # a timeout names no pool: the one a launch of it found short is backed off here, as when Ready
+            self._back_off_short_pool(event, asg, activities, since, mine)
             short = f"{region}/{name}: {len(ready)} of {wanted} new node(s) Ready by the launch deadline"
             if self._owner(event, prep).unsettled():
                 return {"status": "unsettled", "ready": len(ready), "wanted": wanted,
@@ -346,8 +349,12 @@ class ScaleSteps:
         another zone or as another type) is no failure, and its group is not backed off; but the pool
         EC2 named short of capacity (:func:`~spillway.act.backoff.failed_pool`) is, as a failed raise's
         would be, for ``launch_failure_backoff_minutes`` from the failure: other groups that launch
-        only from it skip it, and a gang's fleet asks elsewhere. Not when an instance of the raise runs
-        in that zone as that type: capacity came back there."""
+        only from it skip it, and a gang's fleet asks elsewhere. So is it when the raise's instances
+        launched but did not come up by the deadline (``timeout``, ``unsettled``: the back-off names
+        no pool then). Not when an instance of the raise runs in that zone as that type, of the pool's
+        capacity type: capacity came back there. Its capacity type is known only where the group
+        launches one (:func:`~spillway.model.nodegroup.one_capacity_type`): Spot and on-demand of a
+        type in a zone are two pools, and a mixed group's on-demand instance says nothing of Spot."""
         failure = failed_launch_since(activities, since)
         if failure is None:
             return
@@ -356,8 +363,10 @@ class ScaleSteps:
         if pool is None:
             return
         _, zone, instance_type = pool
-        if any(i.InstanceId in mine and i.AvailabilityZone == zone and i.InstanceType == instance_type
-               for i in asg.Instances):  # fmt: skip
+        if one_capacity_type(asg) and any(
+            i.InstanceId in mine and i.AvailabilityZone == zone and i.InstanceType == instance_type
+            for i in asg.Instances
+        ):
             return
         at = failure.EndTime or failure.StartTime
         at = at if at.tzinfo else at.replace(tzinfo=UTC)

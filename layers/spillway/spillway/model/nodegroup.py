@@ -697,6 +697,22 @@ def _launched_capacity(asg: AutoScalingGroup) -> tuple[CapacityType, str] | None
     return asg.LaunchMarketType, source
 
 
+def one_capacity_type(asg: AutoScalingGroup) -> bool:
+    """Whether every launch of the group is of one capacity type, so that an instance of it is of the
+    capacity type of the group's launches: a group without a mixed instances policy (its launch
+    template or configuration asks for Spot for every launch, or for none), or one whose policy
+    launches all on-demand (``OnDemandPercentageAboveBaseCapacity`` 100, AWS's default) or all Spot
+    (no on-demand base and 0 percent above it). A policy that splits its capacity between them
+    launches either, and DescribeAutoScalingGroups does not say which an instance is."""
+    if asg.MixedInstancesPolicy is None:
+        return True
+    dist = _distribution(asg)
+    if dist is None or dist.OnDemandPercentageAboveBaseCapacity is None:
+        return True
+    above, base = dist.OnDemandPercentageAboveBaseCapacity, dist.OnDemandBaseCapacity or 0
+    return above >= 100 or (above <= 0 and base <= 0)
+
+
 def certain_on_demand(capacity: CapacityType, base: int, desired: int) -> int | None:
     """How many launches on top of ``desired`` are on-demand for certain (see
     :meth:`NodeGroup.sure_on_demand`): all (None) for an on-demand group, else what fills ``base``."""
