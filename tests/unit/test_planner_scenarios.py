@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -976,3 +976,87 @@ def test_a_group_at_its_desired_capacity_with_no_launch_since_its_failure_stays_
     result = w.plan()
 
     assert "gpu-east" not in scale_up(result)
+
+
+def _raised_at(activity: dict[str, Any], at: datetime, before: int, after: int) -> dict[str, Any]:
+    """``activity`` as Auto Scaling writes a launch of a raise: its Cause opens with the desired capacity
+    change and when it was made (DescribeScalingActivities, Activity.Cause: "At 2020-10-30T19:35:51Z a
+    user request update of AutoScalingGroup constraints to min: 0, max: 16, desired: 16 changing the
+    desired capacity from 0 to 16.  At ... an instance was started in response to a difference between
+    desired and actual capacity, increasing the capacity from 0 to 16.")."""
+    return {
+        **activity,
+        "Cause": f"At {o.iso(at)} a user request explicitly set group desired capacity changing the desired "
+        f"capacity from {before} to {after}.  At {o.iso(at + timedelta(seconds=5))} an instance was started "
+        f"in response to a difference between desired and actual capacity, increasing the capacity from "
+        f"{before} to {after}.",
+    }
+
+
+def test_a_failed_launch_before_the_groups_latest_raise_does_not_decide_it_while_short() -> None:
+    """Eight minutes ago a raise of gpu-east to 1 failed in one zone and Auto Scaling made it good in the
+    other (a Ready node, busy). A minute ago a plan raised the group to 3 for two more pods: one
+    instance is booting, the other not started yet, so the group is short of its desired capacity.
+    The failure from before that raise counted as the group's again (made good no longer, the group
+    being short), so the plan skipped gpu-east, counted only its booting instance as capacity coming
+    and launched the other pod in us-west-2: two launches for one pod. cluster-autoscaler weighs only
+    the activities that started after its latest SetDesiredCapacity (auto_scaling_groups.go,
+    isNodeGroupAvailable: an activity that started before the group's lastUpdateTime ends the
+    search); only this raise's launches decide it."""
+    w = World()
+    [node] = w.group("gpu-east", "p4d.24xlarge", nodes=1, max_size=8, gpu_taint=True,
+                     zones=["us-east-1b", "us-east-1a"])  # fmt: skip
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    east = w.groups["gpu-east"]
+    first = east["Instances"][0]["InstanceId"]
+    failed_at, raised_at = NOW - timedelta(minutes=8), NOW - timedelta(minutes=1)
+    w.activities.append(_raised_at(o.failed_launch(east, failed_at), failed_at, 0, 1))
+    w.activities.append(
+        _raised_at(o.launched(east, first, failed_at + timedelta(seconds=20)), failed_at, 0, 1)
+    )
+    w.gpu_pods("busy", 1, gpus=8, cpu="90", memory="900Gi", node_name=node)
+    booted = booting(w, "gpu-east", "us-east-1b")
+    under_way = {**o.launched(east, booted, raised_at + timedelta(seconds=5)), "StatusCode": "InProgress"}
+    del under_way["EndTime"]
+    w.activities.append(_raised_at(under_way, raised_at, 1, 3))
+    east["DesiredCapacity"] = 3
+    jobs = w.gpu_pods("train", 2, gpus=8, cpu="90", memory="900Gi")
+
+    result = w.plan()
+
+    assert scale_up(result) == {}, result.scale_up
+    assert all("already launching in gpu-east" in pending_reasons(result)[p] for p in jobs)
+    # the plan function reads the groups back from the stored snapshot: the same decision there
+    snapshot, groups, cfg, state = w.parsed()
+    stored = [NodeGroup.from_dict(json.loads(json.dumps(g.to_dict()))) for g in groups]
+    assert stored == groups
+    assert scale_up(plan(snapshot, stored, cfg, state, NOW)) == {}
+
+
+def test_a_raise_is_read_from_the_cause_auto_scaling_gives_its_launches() -> None:
+    """The desired capacity change a launch's Cause opens with, in the wordings AWS documents (the AWS
+    CLI's describe-scaling-activities example; SetDesiredCapacity's "explicitly set"), is the raise;
+    a lowering, or a launch that names no change (a replacement), is none."""
+    from spillway.model.nodegroup import raised_at
+
+    documented = (
+        "At 2020-10-30T19:35:51Z a user request update of AutoScalingGroup constraints to min: 0, max: 16, "
+        "desired: 16 changing the desired capacity from 0 to 16.  At 2020-10-30T19:36:07Z an instance was "
+        "started in response to a difference between desired and actual capacity, increasing the capacity "
+        "from 0 to 16."
+    )
+    assert raised_at(documented) == datetime(2020, 10, 30, 19, 35, 51, tzinfo=UTC)
+    explicit = (
+        "At 2026-11-02T11:59:00Z a user request explicitly set group desired capacity changing the desired "
+        "capacity from 1 to 3.  At 2026-11-02T11:59:05Z an instance was started in response to a "
+        "difference between desired and actual capacity, increasing the capacity from 1 to 3."
+    )
+    assert raised_at(explicit) == datetime(2026, 11, 2, 11, 59, tzinfo=UTC)
+    assert raised_at(explicit.replace("from 1 to 3", "from 3 to 1")) is None
+    assert (
+        raised_at(
+            "At 2026-11-02T11:59:05Z an instance was started in response to a difference between desired and "
+            "actual capacity, increasing the capacity from 1 to 3."
+        )
+        is None
+    )

@@ -20,6 +20,7 @@ from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflo
 from kubernetes.client import CoreV1Api
 from plan_world import NOW, PLAN_DRAIN_CORDON, World
 
+from spillway.act.claims import RAISE_PREFIX
 from spillway.act.drain import DRAIN_LINE_BYTES, parse_request
 from spillway.act.planning import (
     AFTER_POLL_SECONDS,
@@ -1289,6 +1290,66 @@ def test_a_failed_launch_made_good_in_the_pool_it_failed_in_backs_nothing_off() 
     assert ledger.backoffs == []
 
 
+def test_a_failed_launch_made_good_backs_off_its_pool_when_the_raise_then_times_out() -> None:
+    """The raise's launch in us-east-1a Failed for g5.xlarge capacity, Auto Scaling launched in us-east-1b
+    instead, and that node was not Ready by the deadline: verify answers ``timeout`` and the back-off
+    backs the group off, but a timeout names no pool, so the pool EC2 had just said was short was
+    forgotten (only a raise ending ``ready`` backed it off): a one-zone group of that pool was raised
+    into it at once. It is backed off at the timeout as at the Ready answer."""
+    cloud, group, prep, _ = partly_failed("Successful", count=1)
+    ledger = FakeLedger()
+    late = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=ledger, snapshots=FakeSnapshots(), settings=settings(),
+                      clock=lambda: NOW + timedelta(seconds=61))  # fmt: skip
+
+    assert late.verify({"cluster": "ml", "group": group, "prep": prep})["status"] == "timeout"
+    window = timedelta(
+        minutes=PlannerConfig(cluster="ml", regions=["us-east-1"]).launch_failure_backoff_minutes
+    )
+    assert [(name, until) for name, until, _ in ledger.backoffs] == [
+        ("pool#on-demand/us-east-1a/g5.xlarge", NOW + window)
+    ]
+
+
+SPOT_SHORT = (
+    "Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity available "
+    "that matches your request. Launching EC2 instance failed."
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "pool"),
+    [(SPOT_SHORT, "pool#spot/us-east-1a/g5.xlarge"), (ZONE_A_SHORT, "pool#on-demand/us-east-1a/g5.xlarge")],
+)
+def test_a_failed_launch_made_good_as_the_other_capacity_type_still_backs_off_its_pool(
+    message: str, pool: str
+) -> None:
+    """A group of g5.xlarge in us-east-1a whose mixed instances policy launches half Spot, half
+    on-demand: a launch of its raise Failed for one capacity type and the raise was made good by an
+    instance of the other, in the same zone and type. Spot and on-demand of a type in a zone are two
+    pools (their capacity is not the same: a Spot shortage says nothing of on-demand, and the
+    reverse), but the instance there was taken for capacity come back to the failed pool, and nothing
+    was backed off: a Spot-only group of g5.xlarge there was raised into the pool EC2 had just refused.
+    An instance proves its pool had capacity only where the group launches one capacity type."""
+    cloud, group, prep, other = partly_failed("Successful", count=1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["AvailabilityZones"] = ["us-east-1a"]
+    raw["Instances"][-1]["AvailabilityZone"] = "us-east-1a"
+    raw["MixedInstancesPolicy"] = {
+        "LaunchTemplate": {"LaunchTemplateSpecification": raw.pop("LaunchTemplate"),
+                           "Overrides": [{"InstanceType": "g5.xlarge"}]},
+        "InstancesDistribution": {"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 50},
+    }  # fmt: skip
+    cloud.activities[("us-east-1", "gpu")][1]["StatusMessage"] = message
+    kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=True)])
+    ledger = FakeLedger()
+
+    assert (
+        steps(cloud, kube, ledger).verify({"cluster": "ml", "group": group, "prep": prep})["status"]
+        == "ready"
+    )
+    assert [name for name, _, _ in ledger.backoffs] == [pool]
+
+
 def test_a_failed_launch_with_none_under_way_and_the_raise_short_is_a_failed_raise() -> None:
     """The other launch of the raise ended Successful and nothing more is under way: the raise is one
     node short, and the failure is what it is (the back-off keeps the launched instance)."""
@@ -1348,6 +1409,38 @@ def test_a_group_whose_raise_errored_is_backed_off_and_its_pods_overflow() -> No
     scale.next_round({"cluster": "ml", "plan_id": plan.plan_id, "snapshot_key": ref.key, "round": 1,
                       "max_rounds": 3, "poll_seconds": 1, "launch_timeout_seconds": 30, "rounds": [],
                       "results": [kube_down]})  # fmt: skip
+    assert rig.ledger.backoffs == []
+
+
+def test_a_group_whose_raise_landed_is_not_backed_off_for_an_aws_error_after_it() -> None:
+    """The plan's raise of gpu-east landed (its marker is kept), then verify's DescribeScalingActivities
+    was refused (AccessDenied: a role missing one permission). The iteration ended in Errored with
+    AwsError and next_round backed the group off as if the raise had been refused, so the re-plan
+    raised gpu-west for the same pods while gpu-east launched them: two nodes paid for one pod. An
+    error reading a group says nothing of its launch (cluster-autoscaler takes a group whose scaling
+    activities it cannot read as available: auto_scaling_groups.go, isNodeGroupAvailable); the raise
+    stays capacity launching, and nothing is launched twice."""
+    rig = Rig()
+    first = snapshot_of(gpu_world(), NOW)
+    ref = rig.snapshots.add(first)
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    cloud = FakeCloud(cluster="ml")
+    for group in first.groups:
+        cloud.node_groups_by_region.setdefault(group.region, []).append(group)
+    snapshots = FakeSnapshots()
+    snapshots.add(first)
+    rig.ledger.claim("ml", f"{RAISE_PREFIX}up-{plan.plan_id}-1-us-east-1-gpu-east"[: len(RAISE_PREFIX) + 200],
+                     {"before": 1, "after": 3, "count": 2}, expires=NOW + timedelta(days=2))  # fmt: skip
+    scale = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=rig.ledger, snapshots=snapshots,
+                       settings=settings(), clock=lambda: NOW + timedelta(seconds=60))  # fmt: skip
+    error = {"group": "gpu-east", "region": "us-east-1", "outcome": "error", "error": "AwsError",
+             "cause": "DescribeScalingActivities(us-east-1, gpu-east): AccessDenied: not authorized"}  # fmt: skip
+
+    out = scale.next_round({"cluster": "ml", "plan_id": plan.plan_id, "snapshot_key": ref.key, "round": 1,
+                            "max_rounds": 3, "poll_seconds": 1, "launch_timeout_seconds": 30, "rounds": [],
+                            "results": [error]})  # fmt: skip
+
+    assert [g["group"] for g in out["groups"] if g.get("grow", True)] == [], out
     assert rig.ledger.backoffs == []
 
 
@@ -2143,15 +2236,34 @@ def test_a_group_whose_nodes_take_longer_than_the_launch_timeout_is_waited_for_t
     assert late.verify({"group": group, "prep": prep})["status"] == "launching"  # not timed out at 10
 
 
-def test_a_group_whose_nodes_come_up_sooner_keeps_the_launch_timeout() -> None:
-    """A provision time below the launch timeout, or none, leaves the launch timeout and its poll."""
-    for tag in ("5m", None):
-        cloud = gpu_cloud(1)
-        if tag:
-            provision_tagged(cloud, tag)
-        prep = steps(cloud).prepare({"group": GROUP, "launch_timeout_seconds": 600, "poll_seconds": 15})
-        assert prep["deadline"] == iso_z(NOW + timedelta(minutes=10))
-        assert prep["poll_seconds"] == 15
+def test_a_group_without_a_provision_time_keeps_the_launch_timeout() -> None:
+    """No maxnodeprovisiontime tag: the launch timeout and its poll."""
+    prep = steps(gpu_cloud(1)).prepare({"group": GROUP, "launch_timeout_seconds": 600, "poll_seconds": 15})
+    assert prep["deadline"] == iso_z(NOW + timedelta(minutes=10))
+    assert prep["poll_seconds"] == 15
+
+
+@pytest.mark.parametrize("poll", [15, None])
+def test_a_group_tagged_a_shorter_provision_time_is_backed_off_after_it(poll: int | None) -> None:
+    """A group tagged maxnodeprovisiontime=5m: cluster-autoscaler takes its scale-up as timed out after
+    5 minutes (the option overrides the flag for the group, shorter or longer), backs it off and sends
+    the pods elsewhere. The launch timeout of 600 s kept them waiting 10. Its checks keep the poll (a
+    shorter wait makes fewer); an execution whose definition passes no poll is shortened too."""
+    cloud = gpu_cloud(1)
+    provision_tagged(cloud, "5m")
+    event: dict[str, object] = {"group": GROUP, "launch_timeout_seconds": 600}
+    if poll is not None:
+        event["poll_seconds"] = poll
+
+    prep = steps(cloud).prepare(event)
+
+    assert prep["deadline"] == iso_z(NOW + timedelta(minutes=5))
+    if poll is not None:
+        assert prep["poll_seconds"] == poll
+    group = {**GROUP, "new_nodes": 2, "pods": 2}
+    late = steps(cloud)
+    late.clock = lambda: NOW + timedelta(minutes=5, seconds=1)
+    assert late.verify({"group": group, "prep": prep})["status"] == "timeout"
 
 
 def iso_z(at: datetime) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots
 from plan_world import NOW, World
 
@@ -66,13 +67,16 @@ def test_a_refused_raise_is_no_capacity_launching_for_the_replan() -> None:
     )  # the refused 2 no longer count; the re-plan's 1 does
 
 
-def _overflow_round_two(*, raised_marker: bool, round_: int = 2) -> tuple[dict[str, object], FakeLedger]:
+def _overflow_round_two(
+    *, raised_marker: bool, round_: int = 2, snapshot: str = "fresh"
+) -> tuple[dict[str, object], FakeLedger]:
     """Round 2 of a scale-up whose round 1 backed ``gpu-east`` (us-east-1) off for capacity: the re-plan
     of round 1 raised ``gpu-west`` (us-west-2) 0 -> 2 for two pending pods (``State.raises``: to 2) and
     round 2's iteration for it ended in ``Errored``: SetDesired throttled past its retries
     (``AwsThrottled``). ``raised_marker``: whether the raise marker of round 2's owner is in the state
     table (``raise_once`` keeps it when the raise landed or may have; it gives it back when AWS refused
-    the call, as a throttle is)."""
+    the call, as a throttle is). ``snapshot``: the latest snapshot ``fresh``, ``missing`` (none stored)
+    or ``stale`` (older than ``max_snapshot_age_seconds`` when the step runs)."""
     w = World(regions=("us-east-1", "us-west-2"))
     w.group("gpu-east", "g5.xlarge", region="us-east-1")
     w.group("gpu-west", "g5.xlarge", region="us-west-2")
@@ -80,6 +84,8 @@ def _overflow_round_two(*, raised_marker: bool, round_: int = 2) -> tuple[dict[s
     cluster, groups, _, _ = w.parsed()
     snapshots = FakeSnapshots()
     ref = snapshots.add(Snapshot.build(cluster, groups, NOW))
+    if snapshot == "missing":
+        snapshots = FakeSnapshots()
     cloud = FakeCloud(cluster="ml")
     cloud.node_groups_by_region = {
         "us-east-1": [g for g in groups if g.region == "us-east-1"],
@@ -104,8 +110,9 @@ def _overflow_round_two(*, raised_marker: bool, round_: int = 2) -> tuple[dict[s
     settings = PlanSettings(
         planner=PlannerConfig(cluster="ml", regions=("us-east-1", "us-west-2")), poll_seconds=1
     )
+    later = timedelta(seconds=settings.max_snapshot_age_seconds + 60 if snapshot == "stale" else 90)
     steps = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=ledger, snapshots=snapshots, settings=settings,
-                       clock=lambda: NOW + timedelta(seconds=90))  # fmt: skip
+                       clock=lambda: NOW + later)  # fmt: skip
     errored = {
         "group": "gpu-west",
         "region": "us-west-2",
@@ -152,4 +159,26 @@ def test_the_last_rounds_raise_that_auto_scaling_never_took_is_not_left_for_the_
 
     out, ledger = _overflow_round_two(raised_marker=True, round_=3)
     assert out["done"] is True
+    assert ledger.stored.state.raises["us-west-2/gpu-west"].to == 2
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "result"), [("missing", "no snapshot to re-plan on"), ("stale", "is stale")]
+)
+def test_a_give_up_for_want_of_a_snapshot_leaves_no_raise_auto_scaling_never_took(
+    snapshot: str, result: str
+) -> None:
+    """The same errored raise in round 2, but the execution cannot re-plan: no snapshot, or the latest one
+    older than ``max_snapshot_age_seconds`` (observe down). It ended there and left the raise in
+    ``State.raises``, so the plans after it (once observe came back) counted two nodes launching in
+    us-west-2 that nobody asked for, for ``scale_up_claim_minutes``, and launched nothing for the pods.
+    Such an end now takes off the raises Auto Scaling never took, as the last round's give-up does; one
+    that landed or may have stays."""
+    out, ledger = _overflow_round_two(raised_marker=False, snapshot=snapshot)
+    assert out["done"] is True and result in str(out["result"]), out
+    assert "us-west-2/gpu-west" not in ledger.stored.state.raises
+    assert "us-east-1/gpu-east" in ledger.stored.state.groups  # the back-off stays
+
+    out, ledger = _overflow_round_two(raised_marker=True, snapshot=snapshot)
+    assert out["done"] is True and result in str(out["result"]), out
     assert ledger.stored.state.raises["us-west-2/gpu-west"].to == 2

@@ -11,8 +11,8 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  :class:`AsgLimitExceeded` (the state machine's ``Refused``, then a re-plan on the live
                  groups, which skips the group); say whether the
                  desired capacity must be raised (``set``) and by how much (``count``), the execution's
-                 ``owner`` id, which instances existed before (``before``), and the launch deadline (the launch
-                 timeout, or the group's node provision time when longer) with the seconds between
+                 ``owner`` id, which instances existed before (``before``), and the launch deadline (the
+                 group's node provision time when tagged, else the launch timeout) with the seconds between
                  checks (``poll_seconds``: :meth:`ScaleSteps._launch_window`).
 ``set_desired``  raise the desired capacity by ``count`` relative to the live value, once however often
                  the step is retried (:func:`spillway.act.claims.raise_once`), in any region.
@@ -110,6 +110,7 @@ from spillway.model.nodegroup import (
     launch_failure_since,
     launch_refusal,
     launch_under_way,
+    one_capacity_type,
     replacement_launches,
     with_zone_ids,
     zone_ids_of,
@@ -211,23 +212,25 @@ class ScaleSteps:
 
     def _launch_window(self, event: Mapping[str, Any], asg: AutoScalingGroup) -> tuple[float, int]:
         """How long the group's launch may take (seconds), and the whole seconds between its checks.
-        The launch timeout, or the group's own node provision time when it is longer (its
-        ``maxnodeprovisiontime`` tag, :mod:`spillway.model.options`, which the plans also give its
-        instances before they are unregistered: :mod:`spillway.planner.joins`), at most a day; checked
-        then less often (:func:`~spillway.model.history.stretched_poll`), so the group makes no more
+        The group's own node provision time when it has one (its ``maxnodeprovisiontime`` tag,
+        :mod:`spillway.model.options`, which the plans also give its instances before they are
+        unregistered: :mod:`spillway.planner.joins`), shorter or longer than the launch timeout, at most
+        a day; else the launch timeout. cluster-autoscaler likewise takes a scale-up as failed after the
+        node group's own max node provision time, the option overriding its flag either way
+        (clusterstate: the scale-up request's ExpectedAddTime; a provider's GetOptions). A longer one is
+        checked less often (:func:`~spillway.model.history.stretched_poll`), so the group makes no more
         checks than the launch timeout's, which the configuration was checked to fit an execution's
-        history. cluster-autoscaler likewise takes a scale-up as failed only after the node group's own
-        max node provision time (clusterstate: the scale-up request's ExpectedAddTime). An execution
-        whose definition does not pass ``poll_seconds`` waits out the launch timeout, polled as before."""
+        history; a shorter one keeps the poll. An execution whose definition does not pass
+        ``poll_seconds`` waits at most the launch timeout, polled as before."""
         timeout = float(event.get("launch_timeout_seconds", self.settings.launch_timeout_seconds))
+        minutes = dict(parse_options(asg.tag_map())[0]).get("max_node_provision_minutes")
+        own = None if minutes is None or isinstance(minutes, bool) else min(minutes * 60, float(MAX_SECONDS))
         poll = event.get("poll_seconds")
         if poll is None:
-            return timeout, max(1, round(self.settings.poll_seconds))
-        minutes = dict(parse_options(asg.tag_map())[0]).get("max_node_provision_minutes")
-        if minutes is None or isinstance(minutes, bool) or minutes * 60 <= timeout:
-            return timeout, int(poll)
-        longer = min(minutes * 60, float(MAX_SECONDS))
-        return longer, stretched_poll(longer, int(poll), timeout)
+            return min(timeout, own or timeout), max(1, round(self.settings.poll_seconds))
+        if own is None or own <= timeout:
+            return own or timeout, int(poll)
+        return own, stretched_poll(own, int(poll), timeout)
 
     def _uncordon_planned(
         self, event: Mapping[str, Any], group: Mapping[str, Any]
@@ -319,6 +322,8 @@ class ScaleSteps:
             return {"status": "ready", "reason": f"{len(ready)} new node(s) Ready", "ready": len(ready),
                     "wanted": wanted, "nodes": sorted(ready.values())}  # fmt: skip
         if now >= _parse(prep["deadline"]):
+            # a timeout names no pool: the one a launch of it found short is backed off here, as when Ready
+            self._back_off_short_pool(event, asg, activities, since, mine)
             short = f"{region}/{name}: {len(ready)} of {wanted} new node(s) Ready by the launch deadline"
             if self._owner(event, prep).unsettled():
                 return {"status": "unsettled", "ready": len(ready), "wanted": wanted,
@@ -344,8 +349,12 @@ class ScaleSteps:
         another zone or as another type) is no failure, and its group is not backed off; but the pool
         EC2 named short of capacity (:func:`~spillway.act.backoff.failed_pool`) is, as a failed raise's
         would be, for ``launch_failure_backoff_minutes`` from the failure: other groups that launch
-        only from it skip it, and a gang's fleet asks elsewhere. Not when an instance of the raise runs
-        in that zone as that type: capacity came back there."""
+        only from it skip it, and a gang's fleet asks elsewhere. So is it when the raise's instances
+        launched but did not come up by the deadline (``timeout``, ``unsettled``: the back-off names
+        no pool then). Not when an instance of the raise runs in that zone as that type, of the pool's
+        capacity type: capacity came back there. Its capacity type is known only where the group
+        launches one (:func:`~spillway.model.nodegroup.one_capacity_type`): Spot and on-demand of a
+        type in a zone are two pools, and a mixed group's on-demand instance says nothing of Spot."""
         failure = failed_launch_since(activities, since)
         if failure is None:
             return
@@ -354,8 +363,10 @@ class ScaleSteps:
         if pool is None:
             return
         _, zone, instance_type = pool
-        if any(i.InstanceId in mine and i.AvailabilityZone == zone and i.InstanceType == instance_type
-               for i in asg.Instances):  # fmt: skip
+        if one_capacity_type(asg) and any(
+            i.InstanceId in mine and i.AvailabilityZone == zone and i.InstanceType == instance_type
+            for i in asg.Instances
+        ):
             return
         at = failure.EndTime or failure.StartTime
         at = at if at.tzinfo else at.replace(tzinfo=UTC)
@@ -478,25 +489,25 @@ class ScaleSteps:
         if not any(r.get("outcome") in RETRY_OUTCOMES for r in results):
             return {**base, "done": True, "result": "launched"}
         now = self.clock()
-        self._back_off_errors(cluster, results, now)
+        unraised = self._never_raised(cluster, event, round_, results)
+        self._back_off_errors(cluster, unraised, now)
         if round_ >= max_rounds:
-            self._forget_unraised(cluster, self._never_raised(cluster, event, round_, results), now)
+            self._forget_unraised(cluster, unraised, now)
             return {**base, "done": True, "result": f"gave up after {round_} round(s)"}
         landed = self._landed_replan(event, cluster, round_)
         if landed is not None:  # a retry of this step whose first try committed: its round, not another
             return {**base, **landed}
         snapshot = self.snapshots.latest(cluster)
-        if snapshot is None:
-            return {**base, "done": True, "result": "no snapshot to re-plan on"}
-        if snapshot_age(snapshot, now).total_seconds() > self.settings.max_snapshot_age_seconds:
-            return {**base, "done": True, "result": f"latest snapshot {iso(snapshot.taken_at)} is stale"}
+        unplannable = self._unplannable(snapshot, now)
+        if snapshot is None or unplannable:  # it ends here, as at the last round
+            self._forget_unraised(cluster, unraised, now)
+            return {**base, "done": True, "result": unplannable}
         live = self.aws.node_groups(self.settings.planner.node_reserve.reserve(), now)
         # the zone ids observe read from EC2 (an account's never change), which a live read does not give
         live = with_zone_ids(live, zone_ids_of(snapshot.groups))
         stored = self.ledger.load(cluster, now)
         # entries a build that keyed groups by name stored, under their groups' keys as the plan reads them
         state = keyed_by_region(stored.state, first_regions(self.settings.planner, live))
-        unraised = self._never_raised(cluster, event, round_, results)
         stored = dataclasses.replace(stored, state=without_unraised(state, unraised, live))
         result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))
@@ -509,6 +520,15 @@ class ScaleSteps:
             return {**base, "done": True, "result": "re-plan found nothing more to launch",
                     "unplaceable": summary.unplaceable}  # fmt: skip
         return {**base, "round": round_ + 1, "groups": groups, "done": False}
+
+    def _unplannable(self, snapshot: Snapshot | None, now: datetime) -> str:
+        """Why the re-plan cannot run on ``snapshot`` (none, or older than ``max_snapshot_age_seconds``),
+        or "" when it can."""
+        if snapshot is None:
+            return "no snapshot to re-plan on"
+        if snapshot_age(snapshot, now).total_seconds() > self.settings.max_snapshot_age_seconds:
+            return f"latest snapshot {iso(snapshot.taken_at)} is stale"
+        return ""
 
     def _never_raised(
         self, cluster: str, event: Mapping[str, Any], round_: int, results: Sequence[Mapping[str, Any]]
@@ -533,7 +553,8 @@ class ScaleSteps:
         return out
 
     def _forget_unraised(self, cluster: str, unraised: Sequence[Mapping[str, Any]], now: datetime) -> None:
-        """When the execution gives up, take off the state the raises of its last round that Auto Scaling
+        """When the execution gives up (its last round, or no snapshot fresh enough to re-plan on), take
+        off the state the raises of its last round that Auto Scaling
         never took (:meth:`_never_raised`), as a re-plan would (:func:`without_unraised`): left there,
         the plans after it counted their nodes as launching for ``scale_up_claim_minutes`` and launched
         nothing for their pods. Only an entry that is wholly that raise goes (its ``to`` less the nodes
@@ -600,15 +621,19 @@ class ScaleSteps:
         )
         return {"round": round_ + 1, "groups": groups, "done": False}
 
-    def _back_off_errors(self, cluster: str, results: Sequence[Mapping[str, Any]], now: datetime) -> None:
-        """A group whose raise AWS refused for good (``AwsError``: AccessDenied, a validation error) is
-        backed off as a failed launch is, so the re-plan and the plans after it send its pods elsewhere
-        (another group, the overflow region) while the error lasts; without it the plan's raise still
-        counted as launching there, and nothing overflowed. Other errors say nothing about the group
-        (the Kubernetes API down while verifying, AWS unavailable when the raise may have landed): a
-        back-off then would launch the same pods twice, once in each region."""
+    def _back_off_errors(self, cluster: str, unraised: Sequence[Mapping[str, Any]], now: datetime) -> None:
+        """A group whose raise AWS refused for good (``AwsError``: AccessDenied, a validation error, at
+        prepare or at the raise: among ``unraised``, :meth:`_never_raised`) is backed off as a failed
+        launch is, so the re-plan and the plans after it send its pods elsewhere (another group, the
+        overflow region) while the error lasts; without it the plan's raise still counted as launching
+        there, and nothing overflowed. Other errors say nothing about the group (the Kubernetes API
+        down while verifying, AWS unavailable when the raise may have landed), and neither does an
+        ``AwsError`` after the raise landed (its marker kept: verify's or backoff's read refused to a
+        role missing a permission): the raise is launching, and a back-off then would launch the same
+        pods twice, once in each region. cluster-autoscaler likewise takes a group whose scaling
+        activities it cannot read as available (auto_scaling_groups.go, isNodeGroupAvailable)."""
         until = now + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
-        for result in results:
+        for result in unraised:
             if result.get("outcome") != "error" or result.get("error") != "AwsError":
                 continue
             name, region, cause = (

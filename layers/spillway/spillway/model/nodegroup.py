@@ -151,6 +151,9 @@ class LaunchFailure:
 
     at: datetime
     message: str
+    # when the failed launch started (its StartTime; None: not read, ``at`` stands for it), which tells
+    # whether it was a launch of the group's latest raise (:meth:`NodeGroup.failed_before_raise`)
+    started: datetime | None = None
 
     @property
     def capacity(self) -> bool:
@@ -180,6 +183,9 @@ class NodeGroup:
     # failure before it that left the group short no longer is, once the group runs its desired
     # capacity (:meth:`made_good`)
     last_launched: datetime | None = None
+    # when its desired capacity was last raised, as the Cause of a launch activity of that raise says
+    # (None: none read); a launch that failed before it is no launch of it (:meth:`failed_before_raise`)
+    last_raised: datetime | None = None
     arn: str = ""
     atomic_launch: AtomicLaunch = "off"
     atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
@@ -255,6 +261,19 @@ class NodeGroup:
         if self.last_launched is None or len(self.instance_ids) < self.desired:
             return False
         return _aware(self.last_launched) > _aware(failure.at)
+
+    def failed_before_raise(self, failure: LaunchFailure) -> bool:
+        """Whether ``failure`` is a launch of an earlier raise while the group is short of the desired
+        capacity its latest raise asked for: it started before that raise (:attr:`last_raised`), so it
+        says nothing of the launches the group owes now. cluster-autoscaler weighs only the activities
+        that started at or after its latest SetDesiredCapacity when it asks whether a short group can
+        still provide its desired instances (cloudprovider/aws/auto_scaling_groups.go,
+        isNodeGroupAvailable: an activity that started before the group's lastUpdateTime ends the
+        search). Not known without a raise read, and not asked of a group that runs its desired
+        capacity (:meth:`made_good` decides then)."""
+        if self.last_raised is None or len(self.instance_ids) >= self.desired:
+            return False
+        return _aware(failure.started or failure.at) < _aware(self.last_raised)
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -346,9 +365,7 @@ class NodeGroup:
             "template": None if self.template is None else _template_dict(self.template),
             "zones": list(self.zones),
             "instances": list(self.instance_ids),
-            "launch_failures": [
-                {"at": format_time(f.at), "message": f.message} for f in self.launch_failures
-            ],
+            "launch_failures": [_failure_dict(f) for f in self.launch_failures],
             # Only what a group has (None leaves the key out), so groups without a tag, older readers and
             # fixtures see the form they know.
             **{key: value for key, encode in _OPTIONAL_KEYS if (value := encode(self)) is not None},
@@ -360,8 +377,10 @@ class NodeGroup:
         failures = []
         for f in d.get("launch_failures", ()):
             at = parse_time(f["at"])
-            if at is not None:
-                failures.append(LaunchFailure(at=at, message=f["message"]))
+            if at is not None:  # "started" absent from snapshots stored before it was read: ``at`` stands
+                failures.append(
+                    LaunchFailure(at=at, message=f["message"], started=parse_time(f.get("started")))
+                )
         return cls(
             name=d["name"],
             region=d["region"],
@@ -426,6 +445,8 @@ class NodeGroup:
             ),
             # absent from snapshots stored before it was read: no failure made good, as they were planned
             last_launched=parse_time(d["last_launched"]) if d.get("last_launched") else None,
+            # absent from snapshots stored before it was read: no raise known, as they were planned
+            last_raised=parse_time(d["last_raised"]) if d.get("last_raised") else None,
         )
 
 
@@ -464,7 +485,16 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("zone_ids", lambda g: dict(g.zone_ids) or None),
     ("instance_places", lambda g: {i: {"zone": z, "type": t} for i, z, t in g.instance_places} or None),
     ("last_launched", lambda g: format_time(g.last_launched) if g.last_launched is not None else None),
+    ("last_raised", lambda g: format_time(g.last_raised) if g.last_raised is not None else None),
 )
+
+
+def _failure_dict(failure: LaunchFailure) -> dict[str, Any]:
+    """A launch failure as the snapshot stores it; ``started`` only when read."""
+    out = {"at": format_time(failure.at), "message": failure.message}
+    if failure.started is not None:
+        out["started"] = format_time(failure.started)
+    return out
 
 
 def with_zone_ids(groups: Iterable[NodeGroup], ids: Mapping[str, Mapping[str, str]]) -> list[NodeGroup]:
@@ -695,6 +725,22 @@ def _launched_capacity(asg: AutoScalingGroup) -> tuple[CapacityType, str] | None
         return None
     source = "the launch configuration" if asg.LaunchConfigurationName else "the launch template"
     return asg.LaunchMarketType, source
+
+
+def one_capacity_type(asg: AutoScalingGroup) -> bool:
+    """Whether every launch of the group is of one capacity type, so that an instance of it is of the
+    capacity type of the group's launches: a group without a mixed instances policy (its launch
+    template or configuration asks for Spot for every launch, or for none), or one whose policy
+    launches all on-demand (``OnDemandPercentageAboveBaseCapacity`` 100, AWS's default) or all Spot
+    (no on-demand base and 0 percent above it). A policy that splits its capacity between them
+    launches either, and DescribeAutoScalingGroups does not say which an instance is."""
+    if asg.MixedInstancesPolicy is None:
+        return True
+    dist = _distribution(asg)
+    if dist is None or dist.OnDemandPercentageAboveBaseCapacity is None:
+        return True
+    above, base = dist.OnDemandPercentageAboveBaseCapacity, dist.OnDemandBaseCapacity or 0
+    return above >= 100 or (above <= 0 and base <= 0)
 
 
 def certain_on_demand(capacity: CapacityType, base: int, desired: int) -> int | None:
@@ -1303,7 +1349,11 @@ def launch_failures(
     for act in activities:
         if not is_failed_launch(act):
             continue
-        failure = LaunchFailure(at=act.EndTime or act.StartTime, message=act.StatusMessage or act.Description)
+        failure = LaunchFailure(
+            at=act.EndTime or act.StartTime,
+            message=act.StatusMessage or act.Description,
+            started=_aware(act.StartTime),
+        )
         if act.AutoScalingGroupARN:
             by_arn.setdefault(act.AutoScalingGroupARN, []).append(failure)
         else:
@@ -1323,6 +1373,43 @@ def last_launches(activities: Iterable[ScalingActivity]) -> tuple[dict[str, date
         found = by_arn if act.AutoScalingGroupARN else by_name
         key = act.AutoScalingGroupARN or act.AutoScalingGroupName
         found[key] = max(found.get(key, start), start)
+    return by_arn, by_name
+
+
+# The clause of a Cause that says a desired capacity was changed, and when: "At 2020-10-30T19:35:51Z a user
+# request update of AutoScalingGroup constraints to min: 0, max: 16, desired: 16 changing the desired
+# capacity from 0 to 16." (DescribeScalingActivities, Activity.Cause; "a user request explicitly set group
+# desired capacity ..." for SetDesiredCapacity). A Cause holds several such "At <time> ..." clauses.
+_CLAUSE = re.compile(
+    r"At (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z) (.*?)(?=\s*\bAt \d{4}-\d{2}-\d{2}T|$)", re.S
+)
+_DESIRED_CHANGE = re.compile(r"changing the desired capacity from (\d+) to (\d+)")
+
+
+def raised_at(cause: str) -> datetime | None:
+    """When the latest raise an activity's Cause names was made (its desired capacity changed from a
+    lower value to a higher one), or None when it names none."""
+    found = None
+    for clause in _CLAUSE.finditer(cause):
+        change = _DESIRED_CHANGE.search(clause[2])
+        if change is not None and int(change[2]) > int(change[1]):
+            at = parse_time(clause[1])
+            found = at if found is None or (at is not None and at > found) else found
+    return found
+
+
+def last_raises(activities: Iterable[ScalingActivity]) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """When each group's desired capacity was last raised, as its launch activities' Causes say
+    (:func:`raised_at`), by group ARN and (for activities without one) by group name."""
+    by_arn: dict[str, datetime] = {}
+    by_name: dict[str, datetime] = {}
+    for act in activities:
+        at = raised_at(act.Cause) if act.is_launch else None
+        if at is None:
+            continue
+        found = by_arn if act.AutoScalingGroupARN else by_name
+        key = act.AutoScalingGroupARN or act.AutoScalingGroupName
+        found[key] = max(found.get(key, at), at)
     return by_arn, by_name
 
 
@@ -1349,6 +1436,7 @@ def build_node_groups(
     activities = list(activities)
     by_arn, by_name = launch_failures(activities)
     launched_arn, launched_name = last_launches(activities)
+    raised_arn, raised_name = last_raises(activities)
     asgs = list(asgs)
     check_unique(asgs)
     groups: list[NodeGroup] = []
@@ -1361,8 +1449,15 @@ def build_node_groups(
         pools = warm_pools or {}
         warm = warm_count(pools.get(asg.AutoScalingGroupARN, pools.get(name)))
         launched = [at for at in (launched_arn.get(asg.AutoScalingGroupARN), launched_name.get(name)) if at]
+        raised = [at for at in (raised_arn.get(asg.AutoScalingGroupARN), raised_name.get(name)) if at]
         group = node_group(asg, catalogue, reserve, failures, floors, warm)
-        groups.append(replace(group, last_launched=max(launched)) if launched else group)
+        groups.append(
+            replace(
+                group,
+                last_launched=max(launched) if launched else None,
+                last_raised=max(raised) if raised else None,
+            )
+        )
     return sorted(groups, key=lambda g: (g.region, g.name))
 
 

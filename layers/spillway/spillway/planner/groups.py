@@ -425,10 +425,16 @@ def _launch_failed(ctx: Context, group: NodeGroup) -> str | None:
     back-off also backs off the pool EC2 names), or the group's own settings (a missing AMI, a subnet
     out of addresses), which no pool of it can launch with. Not once Auto Scaling made the latest
     good (:meth:`~spillway.model.nodegroup.NodeGroup.made_good`: a launch after it succeeded and the
-    group runs its desired capacity), as cluster-autoscaler backs off only a group short of it; a
-    back-off the scale-up wrote in the state still holds (:func:`backoff_reason`)."""
+    group runs its desired capacity), as cluster-autoscaler backs off only a group short of it; nor,
+    while the group is short, one that started before its latest raise
+    (:meth:`~spillway.model.nodegroup.NodeGroup.failed_before_raise`): only that raise's launches say
+    whether it delivers. A back-off the scale-up wrote in the state still holds (:func:`backoff_reason`)."""
     window = timedelta(minutes=ctx.config.launch_failure_backoff_minutes)
-    recent = [f for f in group.launch_failures if aware(f.at) > ctx.now - window]
+    recent = [
+        f
+        for f in group.launch_failures
+        if aware(f.at) > ctx.now - window and not group.failed_before_raise(f)
+    ]
     if not recent or group.made_good(recent[-1]):
         return None
     last = recent[-1]
