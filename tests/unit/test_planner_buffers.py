@@ -459,3 +459,32 @@ def test_a_buffer_of_small_chunks_is_bounded_by_the_nodes_pod_slots() -> None:
 
     assert scale_up(result)["cpu"][:2] == (0, 10)
     assert "(580 virtual pod(s))" in result.scale_up[0].reason
+
+
+def _prioritised_template(w: World, namespace: str, priority: int) -> None:
+    """A PodTemplate whose spec states ``priority``: the Priority admission plugin resolves a class only
+    for Pods, so a template's fake pods carry exactly the priority it writes (none: 0)."""
+    pod_template(w, namespace)
+    w.items[-1]["template"]["spec"]["priority"] = priority
+
+
+@pytest.mark.parametrize(("priority", "launched"), [(-11, 0), (-10, 3)])
+def test_a_capacity_buffer_of_expendable_pods_launches_and_holds_nothing(
+    priority: int, launched: int
+) -> None:
+    """cluster-autoscaler prepends its buffer pod injector to the default pod list processors, whose
+    FilterOutExpendablePodListProcessor drops every pod of a priority below
+    --expendable-pods-priority-cutoff (-10) before scale-up: a buffer of such fake pods opens no node
+    and holds no room. At the cutoff itself it is served."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    (idle,) = w.group("spare", "m5.2xlarge", nodes=1, max_size=1)
+    _prioritised_template(w, "batch", priority)
+    capacity_buffer(w, "scavenger", "batch", {"podTemplateRef": {"name": "tpl"}, "replicas": 8})
+
+    result = w.plan()
+
+    # two 3-CPU chunks per m5.2xlarge: the idle node holds two, the other six need three new nodes
+    assert scale_up(result).get("cpu", (0, 0))[1] == launched
+    assert (kept_codes(result).get(idle) == "buffer") == (launched > 0)
+    assert any(":buffer:" in p.pod for p in result.placements) == (launched > 0)
