@@ -50,6 +50,7 @@ GROUP = "autoscaling.x-k8s.io"
 VERSIONS = ("v1beta1", "v1alpha1")  # read in this order: the first one served
 PLURAL = "capacitybuffers"
 ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
+CONFIGURED = "config:"  # a configured buffer's key: config:<name> (BufferInfo.key)
 # status.conditions types, as cluster-autoscaler's buffer controller writes them
 READY_FOR_PROVISIONING = "ReadyForProvisioning"
 PROVISIONING = "Provisioning"
@@ -132,8 +133,10 @@ class BufferInfo:
 
     @property
     def key(self) -> str:
-        """``<namespace>/<name>`` for a CapacityBuffer, ``config/<name>`` for a configured buffer."""
-        return f"{self.namespace or 'config'}/{self.name}"
+        """``<namespace>/<name>`` for a CapacityBuffer, ``config:<name>`` for a configured buffer: a
+        namespace's name is a DNS label (no ``:``), so no CapacityBuffer's key is a configured one's, not
+        even one of namespace ``config`` named as a configured buffer."""
+        return f"{self.namespace}/{self.name}" if self.namespace else f"{CONFIGURED}{self.name}"
 
     def active_at(self, now: datetime) -> bool:
         """Served now: its strategy, a shape, some replicas, and inside one of its windows (if any)."""
