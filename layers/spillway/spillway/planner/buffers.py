@@ -55,14 +55,9 @@ def active_buffers(ctx: Context) -> list[BufferInfo]:
     drops such fake pods as it drops any expendable pod (core/podlistprocessor/filter_out_expendable.go,
     core/utils FilterOutExpendableAndSplit), so they neither trigger a scale-up nor take room."""
     found = [configured(b) for b in ctx.config.buffers] + [
-        b for b in ctx.snapshot.buffers if not expendable(b, ctx.config.expendable_priority_cutoff)
+        b for b in ctx.snapshot.buffers if not b.expendable(ctx.config.expendable_priority_cutoff)
     ]
     return sorted((b for b in found if b.active_at(ctx.now)), key=lambda b: b.key)
-
-
-def expendable(buffer: BufferInfo, cutoff: int) -> bool:
-    """A CapacityBuffer whose chunk's priority is below the cutoff (a configured buffer has none)."""
-    return bool(buffer.namespace) and buffer.pod is not None and buffer.pod.priority < cutoff
 
 
 def _room_bound(ctx: Context, cls: PodClass) -> int:
