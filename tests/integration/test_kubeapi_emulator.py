@@ -1637,6 +1637,26 @@ def test_a_buffer_field_out_of_its_schema_is_refused_naming_it(
     assert names_first(message, 'CapacityBuffer.autoscaling.x-k8s.io "b"', field), message
 
 
+@pytest.mark.parametrize(("sent", "kept"), [(1.0, 1), (3e0, 3), (0.0, 0)])
+def test_a_buffer_takes_a_whole_float_as_an_integer_and_stores_the_integer(
+    custom: CustomObjectsApi, sent: float, kept: int
+) -> None:
+    """JSON ``1.0`` decodes to a float64 in an unstructured object, and kube-openapi's type validator
+    takes a float that is a JSON integer (swag IsFloat64AJSONInteger: whole, within 2^53 - 1) for
+    ``type: integer`` (pkg/validation/validate/type.go, ``isFloatInt``); Go's encoder writes it back
+    as ``1``. A fraction stays refused."""
+    body = capacity_buffer("b", podTemplateRef={"name": "web"}, replicas=sent)
+    made = custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], body)
+    assert made["spec"]["replicas"] == kept and isinstance(made["spec"]["replicas"], int)
+    got = custom.get_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], "b")
+    assert isinstance(got["spec"]["replicas"], int)
+    half = capacity_buffer("h", podTemplateRef={"name": "web"}, replicas=1.5)
+    message = refused(
+        lambda: custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], half)
+    )
+    assert 'spec.replicas: Invalid value: "number": spec.replicas in body must be of type integer' in message
+
+
 def test_a_buffer_gets_the_default_provisioning_strategy(
     api: KubeApiServer, custom: CustomObjectsApi
 ) -> None:
