@@ -149,7 +149,7 @@ def test_scene_three_dusk_scales_serving_in_training_takes_the_night_an_elastic_
     assert at["spot_warning"] < at["spot_drained"] < at["job_done"]  # type: ignore[operator]
     assert result.first("night") > result.first("scene_done")  # type: ignore[operator]
     # (1) By day the buffer held two serving nodes; after dusk scale-down drained exactly those.
-    assert len(night.buffer_kept) == 2 and all("config/serving" in r for r in night.buffer_kept.values())
+    assert len(night.buffer_kept) == 2 and all("config:serving" in r for r in night.buffer_kept.values())
     assert set(night.serving_drains) == set(night.buffer_kept), night.serving_drains
     # (2) By day training was held by its limit, naming it; at night all three pods ran.
     assert sorted(night.held_by_day) == ["train/train-0", "train/train-1", "train/train-2"]

@@ -1637,6 +1637,26 @@ def test_a_buffer_field_out_of_its_schema_is_refused_naming_it(
     assert names_first(message, 'CapacityBuffer.autoscaling.x-k8s.io "b"', field), message
 
 
+@pytest.mark.parametrize(("sent", "kept"), [(1.0, 1), (3e0, 3), (0.0, 0)])
+def test_a_buffer_takes_a_whole_float_as_an_integer_and_stores_the_integer(
+    custom: CustomObjectsApi, sent: float, kept: int
+) -> None:
+    """JSON ``1.0`` decodes to a float64 in an unstructured object, and kube-openapi's type validator
+    takes a float that is a JSON integer (swag IsFloat64AJSONInteger: whole, within 2^53 - 1) for
+    ``type: integer`` (pkg/validation/validate/type.go, ``isFloatInt``); Go's encoder writes it back
+    as ``1``. A fraction stays refused."""
+    body = capacity_buffer("b", podTemplateRef={"name": "web"}, replicas=sent)
+    made = custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], body)
+    assert made["spec"]["replicas"] == kept and isinstance(made["spec"]["replicas"], int)
+    got = custom.get_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], "b")
+    assert isinstance(got["spec"]["replicas"], int)
+    half = capacity_buffer("h", podTemplateRef={"name": "web"}, replicas=1.5)
+    message = refused(
+        lambda: custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], half)
+    )
+    assert 'spec.replicas: Invalid value: "number": spec.replicas in body must be of type integer' in message
+
+
 def test_a_buffer_gets_the_default_provisioning_strategy(
     api: KubeApiServer, custom: CustomObjectsApi
 ) -> None:
@@ -2298,6 +2318,42 @@ def test_a_resize_that_would_change_the_qos_class_is_refused(api: KubeApiServer)
         422,
         'Pod "p" is invalid: spec: Invalid value: "Guaranteed": Pod QOS Class may not change as a result of resizing',
     )
+
+
+@pytest.mark.parametrize(
+    ("gpus", "shown"), [("500m", "500m"), ("0.5", "500m"), ("1500m", "1500m"), (0.25, "250m")]
+)
+def test_a_pod_or_template_asking_for_a_fraction_of_an_extended_resource_is_refused(
+    api: KubeApiServer, gpus: Any, shown: str
+) -> None:
+    """ValidateResourceQuantityValue (pkg/apis/core/validation): an extended resource
+    (helper.IsIntegerResourceName covers every one) must be a whole number (its MilliValue, rounded up,
+    a multiple of 1000), ``must be an integer``, the value shown in its canonical form; the request the
+    v1 defaults copy from the limit is refused as well. A PodTemplate's template is a pod spec
+    validated the same way (ValidatePodTemplateSpec)."""
+    body = {"metadata": {"name": "p"}, "spec": {"containers": [_container(limits={"nvidia.com/gpu": gpus})]}}
+    code, message = _refusal(api, "POST", PODS_PATH, body, "application/json")
+    assert (code, message) == (
+        422,
+        f'Pod "p" is invalid: [spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "{shown}": '
+        f'must be an integer, spec.containers[0].resources.requests[nvidia.com/gpu]: Invalid value: "{shown}": '
+        "must be an integer]",
+    )
+    template = {"metadata": {"name": "t"}, "template": {"spec": {"containers": [
+        _container(requests={"cpu": "500m", "example.com/fpga": gpus}, limits={"example.com/fpga": gpus})
+    ]}}}  # fmt: skip
+    code, message = _refusal(
+        api, "POST", "/api/v1/namespaces/default/podtemplates", template, "application/json"
+    )
+    assert code == 422 and message.startswith(
+        'PodTemplate "t" is invalid: [template.spec.containers[0].resources.limits[example.com/fpga]: '
+    ), message
+
+
+@pytest.mark.parametrize("gpus", ["1", "1000m", 2, "2.0", "1.9999"])
+def test_a_pod_asking_for_whole_extended_resources_is_created(api: KubeApiServer, gpus: Any) -> None:
+    made = _new_pod(api, containers=[_container(requests={"cpu": "100m"}, limits={"nvidia.com/gpu": gpus})])
+    assert made["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == gpus
 
 
 def test_a_quantity_that_does_not_parse_is_a_bad_request(api: KubeApiServer) -> None:

@@ -1399,7 +1399,7 @@ def test_importing_the_handler_needs_no_environment(monkeypatch: pytest.MonkeyPa
 def test_runtime_config_from_environment() -> None:
     config = load_runtime_config(
         {**ENV, "HEARTBEAT_MINUTES": "2", "SCALE_DOWN_IDLE_MINUTES": "15", "NODE_RESERVE_MEMORY": "2Gi",
-         "ORPHANED_DRAIN_MINUTES": "0.05"}
+         "ORPHANED_DRAIN_MINUTES": "0.05", "EXPENDABLE_PRIORITY_CUTOFF": "-5"}
     )  # fmt: skip
 
     assert config.regions == ("us-east-1", "us-west-2") and config.primary_region == "us-east-1"
@@ -1409,6 +1409,8 @@ def test_runtime_config_from_environment() -> None:
     assert config.planner.orphaned_drain_minutes == 0.05
     assert config.planner.cluster == "prod"
     assert config.observe_config().node_reserve.memory == "2Gi"
+    # the cutoff a CapacityBuffer's status is judged by is the planner's
+    assert config.observe_config().expendable_priority_cutoff == -5
 
 
 @pytest.mark.parametrize(

@@ -413,6 +413,34 @@ def test_a_served_buffer_says_provisioning_as_the_controllers_pod_list_processor
     }
 
 
+def provisioning(status: dict[str, Any] | None) -> dict[str, Any]:
+    assert status is not None
+    return next(c for c in status["conditions"] if c["type"] == "Provisioning")
+
+
+def test_an_expendable_buffer_says_provisioning_as_cluster_autoscaler_and_that_it_holds_nothing() -> None:
+    """cluster-autoscaler writes Provisioning=True (FakePodsInjected) when it injects a buffer's fake
+    pods, before its FilterOutExpendablePodListProcessor drops those below the cutoff; Spillway's plans
+    leave such a buffer out, so its message must not say its pods are in them."""
+    low = {
+        **TEMPLATE,
+        "template": {**TEMPLATE["template"], "spec": {**TEMPLATE["template"]["spec"], "priority": -100}},
+    }
+    obj = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, replicas=2))
+    [info] = buffer_infos([obj], [PodTemplate.model_validate(low)])
+
+    said = provisioning(status_update(obj, info, NOW, expendable_below=-10))
+
+    assert (said["status"], said["reason"]) == ("True", "FakePodsInjected")
+    assert "priority -100 is below expendable_priority_cutoff -10" in said["message"]
+    assert "launch no node and hold no room" in said["message"]
+    # at the cutoff it is served, and the message says its pods are planned, not that they have room
+    served = provisioning(
+        status_update(obj, replace(info, pod=replace(info.pod, priority=-10)), NOW, expendable_below=-10)
+    )
+    assert "2 virtual pod(s) join each of Spillway's plans" in served["message"]
+
+
 JOB = {
     "apiVersion": "batch/v1",
     "kind": "Job",

@@ -91,7 +91,7 @@ def test_a_weekday_berlin_buffer_opens_at_eight_keeps_its_nodes_and_lets_go_afte
         local = now.astimezone(BERLIN)
         if result.scale_up:
             opened.append(local)
-            assert "capacity buffer config/serving (6 virtual pod(s))" in result.scale_up[0].reason
+            assert "capacity buffer config:serving (6 virtual pod(s))" in result.scale_up[0].reason
             assert result.scale_up[0].pods == ()  # virtual pods are no pending pods
         if result.drain:
             drained.append(local)
@@ -131,7 +131,7 @@ def test_kept_nodes_holding_buffer_room_say_buffer_and_others_drain() -> None:
     holding = sorted(n for n, c in codes.items() if c == "buffer")
     assert len(holding) == 2
     assert [d.node for d in result.drain] == sorted(set(nodes) - set(holding))
-    assert "holds room for capacity buffer config/serving (1 pod(s))" in next(
+    assert "holds room for capacity buffer config:serving (1 pod(s))" in next(
         k.reason for k in result.kept if k.node == holding[0]
     )
     # Without the buffer all three are idle and may go (the scale-in cap allows one per plan).
@@ -151,7 +151,7 @@ def test_a_buffer_never_takes_room_from_a_real_pending_pod() -> None:
     assert {p.pod: p.node for p in result.placements}[pods[0]] == nodes[0]
     # the buffer opens a node of its own rather than take the real pod's room
     assert scale_up(result)["cpu"][:2] == (1, 2)
-    assert "capacity buffer config/serving" in result.scale_up[0].reason
+    assert "capacity buffer config:serving" in result.scale_up[0].reason
     assert "1 pending pod(s)" not in result.scale_up[0].reason
 
 
@@ -302,7 +302,7 @@ def test_a_buffer_takes_the_spare_room_of_a_busy_node_before_an_idle_one() -> No
 
     assert kept_codes(result)[nodes[1]] == "workload"
     assert [d.node for d in result.drain] == [nodes[0]]  # the idle node goes: the buffer is held beside
-    assert {p.pod: p.node for p in result.placements}["config/serving:buffer:0"] == nodes[1]
+    assert {p.pod: p.node for p in result.placements}["config:serving:buffer:0"] == nodes[1]
 
 
 def test_a_buffer_larger_than_the_cluster_could_ever_hold_is_planned_as_what_fits() -> None:
@@ -389,7 +389,7 @@ def test_a_buffer_holds_room_on_an_idle_node_scale_down_never_removes_before_one
 
     result = w.plan(buffers=[buffer], max_scale_in_fraction=1.0)
 
-    assert {p.pod: p.node for p in result.placements}["config/serving:buffer:0"] == stays
+    assert {p.pod: p.node for p in result.placements}["config:serving:buffer:0"] == stays
     assert [d.node for d in result.drain] == [goes]
     assert not result.scale_up
 
@@ -459,3 +459,57 @@ def test_a_buffer_of_small_chunks_is_bounded_by_the_nodes_pod_slots() -> None:
 
     assert scale_up(result)["cpu"][:2] == (0, 10)
     assert "(580 virtual pod(s))" in result.scale_up[0].reason
+
+
+def _prioritised_template(w: World, namespace: str, priority: int) -> None:
+    """A PodTemplate whose spec states ``priority``: the Priority admission plugin resolves a class only
+    for Pods, so a template's fake pods carry exactly the priority it writes (none: 0)."""
+    pod_template(w, namespace)
+    w.items[-1]["template"]["spec"]["priority"] = priority
+
+
+@pytest.mark.parametrize(("priority", "launched"), [(-11, 0), (-10, 3)])
+def test_a_capacity_buffer_of_expendable_pods_launches_and_holds_nothing(
+    priority: int, launched: int
+) -> None:
+    """cluster-autoscaler prepends its buffer pod injector to the default pod list processors, whose
+    FilterOutExpendablePodListProcessor drops every pod of a priority below
+    --expendable-pods-priority-cutoff (-10) before scale-up: a buffer of such fake pods opens no node
+    and holds no room. At the cutoff itself it is served."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    (idle,) = w.group("spare", "m5.2xlarge", nodes=1, max_size=1)
+    _prioritised_template(w, "batch", priority)
+    capacity_buffer(w, "scavenger", "batch", {"podTemplateRef": {"name": "tpl"}, "replicas": 8})
+
+    result = w.plan()
+
+    # two 3-CPU chunks per m5.2xlarge: the idle node holds two, the other six need three new nodes
+    assert scale_up(result).get("cpu", (0, 0))[1] == launched
+    assert (kept_codes(result).get(idle) == "buffer") == (launched > 0)
+    assert any(":buffer:" in p.pod for p in result.placements) == (launched > 0)
+
+
+def test_a_capacity_buffer_in_namespace_config_and_a_configured_buffer_of_its_name_are_two_buffers() -> None:
+    """A namespace may be named ``config``: its CapacityBuffer ``serving`` and the configuration's
+    buffer ``serving`` are two buffers, each holding its own chunks, not one key replacing the other."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    pod_template(w, "config")  # 3 CPUs: two per node
+    capacity_buffer(w, "serving", "config", {"podTemplateRef": {"name": "tpl"}, "replicas": 2})
+    configured = {"name": "serving", "pod": {"cpu": "5", "memory": "4Gi"}, "replicas": 2}  # one per node
+
+    snapshot, groups, config, state = w.parsed(buffers=[configured])
+    classes = buffer_classes(Context(snapshot, groups, config, state, NOW))
+    pods = [p for cls in classes for p in cls.pods]
+    assert len(pods) == len(set(pods)) == 4
+
+    result = w.plan(buffers=[configured])
+
+    # the configured buffer's two 5-CPU chunks take a node each, leaving 2.9 CPUs: the CapacityBuffer's
+    # two 3-CPU chunks need a node of their own
+    assert scale_up(result)["cpu"][:2] == (0, 3)
+    reason = result.scale_up[0].reason
+    assert "capacity buffer config/serving (2 virtual pod(s))" in reason
+    assert "capacity buffer config:serving (2 virtual pod(s))" in reason
+    assert len({p.pod for p in result.placements if ":buffer:" in p.pod}) == 4

@@ -111,6 +111,9 @@ class ObserveConfig(BaseModel):
     # Succeeded/Failed pods hold no resources: dropped unless asked (a gang's Succeeded members are
     # counted first: ClusterSnapshot.gang_succeeded)
     keep_terminal_pods: bool = False
+    # the planner's expendable_priority_cutoff: a CapacityBuffer of pods below it holds nothing, and its
+    # status says so (spillway.model.buffer.status_update)
+    expendable_priority_cutoff: int = -10
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +260,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         fleet_unread=fleet_unread,
     )
     cluster = update_quota_status(kube, cluster)
-    update_buffer_status(kube, buffers, taken_at)
+    update_buffer_status(kube, buffers, taken_at, config.expendable_priority_cutoff)
     return Snapshot.build(cluster, groups, taken_at, seconds)
 
 
@@ -469,14 +472,17 @@ def _readable(
         return None
 
 
-def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None:
-    """Write each buffer's status as its controller does (:func:`spillway.model.buffer.status_update`)
-    when it changed. Best effort, as for CapacityQuotas: a failed write is logged, never raised."""
+def update_buffer_status(
+    kube: Cluster, buffers: Buffers, now: datetime, expendable_below: int | None = None
+) -> None:
+    """Write each buffer's status as its controller does (:func:`spillway.model.buffer.status_update`;
+    ``expendable_below``: the planner's ``expendable_priority_cutoff``) when it changed. Best effort, as
+    for CapacityQuotas: a failed write is logged, never raised."""
     infos = {(i.namespace, i.name): i for i in buffers.infos}
     for obj in buffers.objects:
         namespace = obj.metadata.namespace or "default"
         info = infos.get((namespace, obj.metadata.name))
-        status = capacity_buffer.status_update(obj, info, now) if info is not None else None
+        status = capacity_buffer.status_update(obj, info, now, expendable_below) if info is not None else None
         if status is None:
             continue
         try:

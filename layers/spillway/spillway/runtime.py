@@ -287,6 +287,7 @@ class RuntimeConfig(BaseModel):
             interval_seconds=self.observe_interval_seconds,
             heartbeat_minutes=self.heartbeat_minutes,
             node_reserve=self.planner.node_reserve,
+            expendable_priority_cutoff=self.planner.expendable_priority_cutoff,
         )
 
 

@@ -50,6 +50,7 @@ GROUP = "autoscaling.x-k8s.io"
 VERSIONS = ("v1beta1", "v1alpha1")  # read in this order: the first one served
 PLURAL = "capacitybuffers"
 ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
+CONFIGURED = "config:"  # a configured buffer's key: config:<name> (BufferInfo.key)
 # status.conditions types, as cluster-autoscaler's buffer controller writes them
 READY_FOR_PROVISIONING = "ReadyForProvisioning"
 PROVISIONING = "Provisioning"
@@ -132,14 +133,22 @@ class BufferInfo:
 
     @property
     def key(self) -> str:
-        """``<namespace>/<name>`` for a CapacityBuffer, ``config/<name>`` for a configured buffer."""
-        return f"{self.namespace or 'config'}/{self.name}"
+        """``<namespace>/<name>`` for a CapacityBuffer, ``config:<name>`` for a configured buffer: a
+        namespace's name is a DNS label (no ``:``), so no CapacityBuffer's key is a configured one's, not
+        even one of namespace ``config`` named as a configured buffer."""
+        return f"{self.namespace}/{self.name}" if self.namespace else f"{CONFIGURED}{self.name}"
 
     def active_at(self, now: datetime) -> bool:
         """Served now: its strategy, a shape, some replicas, and inside one of its windows (if any)."""
         if self.strategy != ACTIVE_CAPACITY or self.pod is None or self.problem or self.replicas <= 0:
             return False
         return not self.windows or any(w.active(now) for w in self.windows)
+
+    def expendable(self, cutoff: int) -> bool:
+        """A CapacityBuffer whose chunk's priority is below ``cutoff`` (``expendable_priority_cutoff``):
+        cluster-autoscaler drops its fake pods as any expendable pod (spillway.planner.buffers). A
+        configured buffer has no priority."""
+        return bool(self.namespace) and self.pod is not None and self.pod.priority < cutoff
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ns": self.namespace, "n": self.name, "r": self.replicas}
@@ -647,15 +656,18 @@ NOT_PROVISIONABLE_MESSAGE = "CapacityBuffer is not ready for provisioning"
 Wanted = tuple[str, str, str]  # a condition's status, reason, message
 
 
-def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> dict[str, Any] | None:
+def status_update(
+    buffer: CapacityBuffer, info: BufferInfo, now: datetime, expendable_below: int | None = None
+) -> dict[str, Any] | None:
     """The ``status`` a buffer's controller writes (cluster-autoscaler's buffer controller does the same
     translation): ``podTemplateRef``, ``replicas`` and ``podTemplateGeneration`` resolved from the spec,
     ``provisioningStrategy``, condition ``ReadyForProvisioning`` (``True``, reason
     ``AttributesSetSuccessfully``, message ``ready``; ``False``, reason ``error``, the problem as the
     message, when the buffer cannot be served), condition ``LimitedByQuotas`` once its namespace's
     ResourceQuotas were allocated (:func:`limit_by_quotas`; ``replicas`` is then the cut count), and
-    condition ``Provisioning`` as cluster-autoscaler's pod list processor writes it (:func:`_provisioning`). None when the status says so already, or when
-    the buffer's strategy is not Spillway's (another controller owns it)."""
+    condition ``Provisioning`` as cluster-autoscaler's pod list processor writes it (:func:`_provisioning`;
+    ``expendable_below``: the planner's ``expendable_priority_cutoff``). None when the status says so
+    already, or when the buffer's strategy is not Spillway's (another controller owns it)."""
     if info.strategy != ACTIVE_CAPACITY:
         return None
     ready = info.pod is not None and not info.problem
@@ -666,7 +678,7 @@ def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> di
     written = {READY_FOR_PROVISIONING: ready_condition}
     if info.quota is not None:
         written[LIMITED_BY_QUOTAS] = (info.quota[0], R_QUOTAS, info.quota[1])
-    provisioning = _provisioning(buffer, info, ready, now)
+    provisioning = _provisioning(buffer, info, ready, now, expendable_below)
     if provisioning is not None:
         written[PROVISIONING] = provisioning
     made = [_condition(buffer, kind, want, now) for kind, want in written.items()]
@@ -678,15 +690,42 @@ def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> di
     return {**wanted, "conditions": [*others, *(condition for condition, _ in made)]}
 
 
-def _provisioning(buffer: CapacityBuffer, info: BufferInfo, ready: bool, now: datetime) -> Wanted | None:
+def _provisioning(
+    buffer: CapacityBuffer, info: BufferInfo, ready: bool, now: datetime, expendable_below: int | None
+) -> Wanted | None:
     """The ``Provisioning`` condition: ``True`` (``FakePodsInjected``) for a buffer Spillway serves
     (:meth:`BufferInfo.active_at`: the planner makes its chunks virtual pods of every plan,
     :func:`spillway.planner.buffers.active_buffers`); ``False`` with
     ``BufferIsEmpty`` for a ready buffer of zero chunks, and with ``NotReadyForProvisioning`` for one no
     longer ready that said ``Provisioning=True``. None (left as it is) for a buffer that is neither
-    ready nor said so: the processor passes such a buffer by."""
+    ready nor said so: the processor passes such a buffer by.
+
+    ``True`` says what cluster-autoscaler's says: the fake pods joined the autoscaler's loop
+    (pod_list_processor.go writes it on injecting them, before scale-up runs), not that they have room:
+    whether a plan holds them (group limits, MaxSize, a group that fits) the plan says, in its scale-ups
+    naming the buffer and its nodes kept with code ``buffer``. An expendable buffer's pods are injected
+    and dropped by cluster-autoscaler (:meth:`BufferInfo.expendable`): the condition is the same, and
+    its message says they hold nothing."""
     if info.active_at(now):
-        return "True", R_INJECTED, f"{info.replicas} virtual pod(s) in each of Spillway's plans"
+        if expendable_below is not None and info.expendable(expendable_below):
+            assert info.pod is not None
+            return (
+                "True",
+                R_INJECTED,
+                (
+                    f"priority {info.pod.priority} is below expendable_priority_cutoff {expendable_below}: "
+                    f"the {info.replicas} virtual pod(s) are left out of Spillway's plans as expendable, as "
+                    "cluster-autoscaler drops them after injecting them; they launch no node and hold no room"
+                ),
+            )
+        return (
+            "True",
+            R_INJECTED,
+            (
+                f"{info.replicas} virtual pod(s) join each of Spillway's plans after every real pod; each plan "
+                "says whether they get room (its scale-ups naming the buffer, its nodes kept with code buffer)"
+            ),
+        )
     if ready:
         return "False", R_EMPTY, EMPTY_MESSAGE
     old = next((c for c in buffer.status.conditions if c.type == PROVISIONING), None)

@@ -3,7 +3,7 @@
 A buffer (a CapacityBuffer of the cluster, or one of the configuration's ``buffers``) that is active
 now (:meth:`~spillway.model.buffer.BufferInfo.active_at`: outside its windows a buffer is nothing)
 becomes one :class:`~spillway.planner.classes.PodClass` of ``replicas`` virtual pods named
-``<namespace>/<buffer>:buffer:<i>`` (``config/<buffer>:buffer:<i>`` for a configured one). Buffer
+``<namespace>/<buffer>:buffer:<i>`` (``config:<buffer>:buffer:<i>`` for a configured one). Buffer
 classes sort after every real class (:meth:`PodClass.sort_key`), so they only take room no real
 pending pod of this plan wants: free room first (on nodes in use before idle ones, so a buffer held
 in busy nodes' spare room lets idle nodes go), then capacity launching, then nodes Spillway
@@ -49,8 +49,14 @@ def configured(buffer: BufferConfig) -> BufferInfo:
 
 
 def active_buffers(ctx: Context) -> list[BufferInfo]:
-    """Every buffer that holds room now, by key."""
-    found = [configured(b) for b in ctx.config.buffers] + list(ctx.snapshot.buffers)
+    """Every buffer that holds room now, by key. A CapacityBuffer whose chunk is expendable (its
+    template's ``priority`` below ``expendable_priority_cutoff``) holds none: cluster-autoscaler puts its
+    buffer pod injector before the default pod list processors, and FilterOutExpendablePodListProcessor
+    drops such fake pods as it drops any expendable pod (core/podlistprocessor/filter_out_expendable.go,
+    core/utils FilterOutExpendableAndSplit), so they neither trigger a scale-up nor take room."""
+    found = [configured(b) for b in ctx.config.buffers] + [
+        b for b in ctx.snapshot.buffers if not b.expendable(ctx.config.expendable_priority_cutoff)
+    ]
     return sorted((b for b in found if b.active_at(ctx.now)), key=lambda b: b.key)
 
 
@@ -122,7 +128,7 @@ def settle(ctx: Context) -> None:
 
 
 def held_here(ctx: Context, node: str) -> str | None:
-    """``web/serving (2 pod(s)), config/night (1 pod(s))``: the buffers a node holds room for."""
+    """``web/serving (2 pod(s)), config:night (1 pod(s))``: the buffers a node holds room for."""
     held = ctx.buffer_room.get(node)
     if not held:
         return None

@@ -11,7 +11,8 @@ validation, pruning and defaulting read; descriptions are left out), walked by :
 function each. The schemas are structural and set no ``x-kubernetes-preserve-unknown-fields`` (but on
 ``metadata``, which the server keeps as ObjectMeta, and, a difference from the published CRDs, deep in
 the Kubeflow jobs' pod templates), so every write is pruned of what they do not
-declare (:func:`pruned`) and given their ``default`` s (:func:`with_defaults`), on every write and on
+declare (:func:`pruned`; a whole float at an ``integer`` field is kept as the integer, as the server
+takes and stores JSON ``1.0``) and given their ``default`` s (:func:`with_defaults`), on every write and on
 ``add()`` alike. The whole object is validated, status included, so a ``/status`` write too.
 
 * ProvisioningRequest ``v1`` (:data:`PROVISIONING_REQUEST_SCHEMA`): ``spec.provisioningClassName`` (a DNS
@@ -300,7 +301,23 @@ def _pruned(value: Any, schema: Schema) -> Any:
         return out
     if isinstance(value, list) and schema.get("type") == "array":
         return [_pruned(item, schema["items"]) for item in value]
+    if schema.get("type") == "integer" and _json_integer(value):
+        return int(value)
     return value
+
+
+#: the largest whole float kube-openapi takes for an integer (swag's maxJSONFloat, 2^53 - 1)
+_MAX_JSON_FLOAT = float(2**53 - 1)
+
+
+def _json_integer(value: Any) -> bool:
+    """A float a ``type: integer`` field takes: the API server decodes JSON ``1.0`` (or ``1e0``) into
+    an unstructured object as a float64, kube-openapi's type validator takes a float that is a JSON
+    integer for ``integer`` (k8s.io/kube-openapi pkg/validation/validate/type.go ``isFloatInt``;
+    go-openapi/swag ``IsFloat64AJSONInteger``: whole and within 2^53 - 1), and Go's encoder writes the
+    float64 back as ``1``. So the stored object holds the integer; ``1.5`` or ``1e300`` stays a
+    number, which the schema refuses."""
+    return isinstance(value, float) and value.is_integer() and -_MAX_JSON_FLOAT <= value <= _MAX_JSON_FLOAT
 
 
 def _defaulted(value: Any, schema: Schema) -> Any:

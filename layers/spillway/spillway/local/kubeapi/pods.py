@@ -262,6 +262,47 @@ def with_defaults(obj: JsonObj) -> JsonObj:
     return {**obj, "spec": out}
 
 
+# --- validation of resource quantities ----------------------------------------------------------------
+
+#: where a kind's pod spec is: a Pod's ``spec``, a PodTemplate's ``template.spec``
+POD_SPECS: dict[str, tuple[str, ...]] = {"Pod": ("spec",), "PodTemplate": ("template", "spec")}
+
+
+def _extended(name: str) -> bool:
+    """``helper.IsExtendedResourceName``: a name with a domain that is not native (``kubernetes.io``)
+    nor a quota's ``requests.`` form, ``nvidia.com/gpu``; every such resource is an integer resource
+    (``helper.IsIntegerResourceName``)."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def fractional_extended(obj: JsonObj, kind: str) -> list[tuple[str, str]]:
+    """(field, message) of every extended resource a container or init container of the kind's pod
+    spec asks for in a fraction, limits before requests as ``validateContainerResourceRequirements``
+    checks them: ``ValidateResourceQuantityValue`` (pkg/apis/core/validation) refuses an integer
+    resource whose ``MilliValue()`` (rounded up) is no multiple of 1000 with ``must be an integer``,
+    the value in its canonical form (``0.5`` is ``500m``)."""
+    spec: Any = obj
+    for key in POD_SPECS.get(kind, ("-",)):
+        spec = spec.get(key) if isinstance(spec, dict) else None
+    if not isinstance(spec, dict):
+        return []
+    where = ".".join(POD_SPECS[kind])
+    found: list[tuple[str, str]] = []
+    for field in ("containers", "initContainers"):
+        for index, container in enumerate(_containers(spec, field)):
+            for part, amounts in zip(("limits", "requests"), reversed(_requirements(container)), strict=True):
+                for name in sorted(amounts):
+                    amount = quantity(amounts[name])
+                    if _extended(name) and amount.denominator != 1:
+                        found.append(
+                            (
+                                f"{where}.{field}[{index}].resources.{part}[{name}]",
+                                f'Invalid value: "{int(amount * 1000)}m": must be an integer',
+                            )
+                        )
+    return found
+
+
 # --- QoS class ---------------------------------------------------------------------------------------
 
 
