@@ -143,3 +143,40 @@ def test_a_pod_nominated_to_a_node_tainted_since_triggers_scale_up() -> None:
 
     assert pending_codes(result).get(pod) != codes.NOMINATED
     assert pod in scale_up(result).get("cpu", (0, 0, []))[2], pending_codes(result)
+
+
+def test_each_gang_member_meets_only_the_nominated_pods_of_its_priority_or_higher() -> None:
+    """kube-scheduler filters each pod of a coscheduling gang on its own: addGENominatedPods adds to a
+    node only the nominated pods of priority equal or higher than that pod's (pkg/scheduler/framework/
+    runtime/framework.go). A launcher at 2000 takes the 2.9 CPUs free beside a preemptor at 1000
+    nominated there; its worker at 0 meets the preemptor and gets a new node. Charged at the gang's
+    lowest member, the launcher was refused that room too and a second node was launched for it, to
+    stay empty once the launcher binds to the free room."""
+    w, node, preemptor, other = preempting(1000, 0)
+    w.items.remove(w.pod_item(other))  # the gang instead
+    w.pod_group("scheduling.x-k8s.io/v1alpha1", "train", spec={"minMember": 2})
+    gang = {"labels": {"scheduling.x-k8s.io/pod-group": "train"}, "memory": "1Gi"}
+    (launcher,) = w.pods("launcher", 1, cpu="2", priority=2000, **gang)
+    (worker,) = w.pods("worker", 1, cpu="6", priority=0, **gang)
+
+    result = w.plan()
+
+    assert pending_codes(result)[preemptor] == codes.NOMINATED
+    assert scale_up(result) == {"cpu": (1, 2, [worker])}, result.pending
+    assert {p.pod: p.node for p in result.placements}[launcher] == node
+
+
+def test_a_gang_that_cannot_be_placed_gives_back_the_nominated_pods_it_met() -> None:
+    """The nominated pods a gang's members met in a trial are charged on the trial's checkpoint: when
+    the gang cannot be placed (its worker fits no group) they are charged again for the pods after it,
+    and a loose pod at 0 still does not get the room the preemptor at 1000 waits for."""
+    w, _, preemptor, other = preempting(1000, 0)
+    w.pod_group("scheduling.x-k8s.io/v1alpha1", "train", spec={"minMember": 2})
+    gang = {"labels": {"scheduling.x-k8s.io/pod-group": "train"}, "memory": "1Gi"}
+    w.pods("launcher", 1, cpu="2", priority=2000, **gang)
+    w.pods("worker", 1, cpu="9", priority=0, **gang)  # more than an m5.2xlarge has
+
+    result = w.plan()
+
+    assert pending_codes(result)[preemptor] == codes.NOMINATED
+    assert scale_up(result) == {"cpu": (1, 2, [other])}, result.pending
