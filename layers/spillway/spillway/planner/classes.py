@@ -20,12 +20,21 @@ from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources, a
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, nominated_to
-from spillway.planner.groups import ZONE_KEYS_SET_ON_LAUNCH, has_spot, launch_labels, why_not_movable
+from spillway.planner.groups import (
+    TYPE_KEYS_SET_ON_LAUNCH,
+    ZONE_KEYS_SET_ON_LAUNCH,
+    has_spot,
+    launch_labels,
+    why_not_movable,
+)
 from spillway.planner.predicates import references_node_identity, why_not_placeable
 from spillway.planner.topology import FREE, UNBOUNDED, Domains, Spot
 from spillway.planner.types import PendingPod
 
 ZONE_LABEL = ZONE_KEYS_SET_ON_LAUNCH[0]
+TYPE_LABEL = TYPE_KEYS_SET_ON_LAUNCH[0]
+# in a group's refusal: it may launch a node the pod runs on, but a raise cannot ask for one
+NOT_ASKABLE = "a raise cannot ask it for"
 
 
 @dataclass(slots=True)
@@ -232,11 +241,13 @@ class PodClass:
         template = group.template
         assert template is not None
         variants = launch_labels(group) if variants is None else variants
-        for labels in variants or (template.labels,):
-            why = self._node_blocker(labels, template.taints)
-            if why is not None:
-                return why
-        return None
+        if not variants:
+            return self._node_blocker(template.labels, template.taints)
+        whys = [self._node_blocker(labels, template.taints) for labels in variants]
+        why = next((w for w in whys if w is not None), None)
+        if why is None or all(whys):
+            return why
+        return not_on_every_launch(group, variants, whys, why)
 
     def topology_closes(self, group: NodeGroup) -> bool:
         """Whether pod topology alone keeps the class off a new node of ``group`` (for as long as the
@@ -281,6 +292,43 @@ class PodClass:
             -r.get(MEMORY, 0),
             self.pods[0],
         )
+
+
+def not_on_every_launch(
+    group: NodeGroup, variants: Sequence[Mapping[str, str]], whys: Sequence[str | None], why: str
+) -> str:
+    """Why a new node of ``group`` would not surely take a pod that some of the zones or types it may
+    launch (``variants``, each refused for ``whys``) hold and others do not: Auto Scaling, not the
+    plan, picks the zone of each new instance, keeping the group's enabled zones balanced (Amazon EC2
+    Auto Scaling User Guide, "Auto Scaling group Availability Zone distribution"), and EC2's
+    allocation strategy its type; SetDesiredCapacity names neither, so a raise cannot ask for the
+    node the pod runs on. The reason names where it does not run, the group's zones (or types) and
+    the remedy: a group of that zone alone (:data:`NOT_ASKABLE` marks it, for
+    :func:`~spillway.planner.scaleup.why_unplaceable`)."""
+    fits = [v for v, w in zip(variants, whys, strict=True) if w is None]
+    fails = [v for v, w in zip(variants, whys, strict=True) if w is not None]
+    good, bad = _labelled(fits, ZONE_LABEL), _labelled(fails, ZONE_LABEL)
+    if good and bad and not set(good) & set(bad):
+        return (
+            f"{why} in {', '.join(bad)}: {group.name} spans {', '.join(group.zones)} and Auto Scaling "
+            f"picks each new instance's zone, so {NOT_ASKABLE} a node in {', '.join(good)}; give pods "
+            "pinned to a zone a group of that zone alone (one group per zone)"
+        )
+    good, bad = _labelled(fits, TYPE_LABEL), _labelled(fails, TYPE_LABEL)
+    if good and bad and not set(good) & set(bad):
+        return (
+            f"{why} on {', '.join(bad)}: {group.name} launches {', '.join(group.launch_types())} and EC2 "
+            f"picks each new instance's type, so {NOT_ASKABLE} a node of {', '.join(good)}; give such "
+            "pods a group of those types alone"
+        )
+    return (
+        f"{why} on some of the zones and types {group.name} may launch, and Auto Scaling picks them for "
+        f"each new instance, so {NOT_ASKABLE} a node it runs on"
+    )
+
+
+def _labelled(variants: Sequence[Mapping[str, str]], key: str) -> list[str]:
+    return sorted({v[key] for v in variants if key in v})
 
 
 def pod_classes(ctx: Context) -> list[PodClass]:

@@ -31,7 +31,7 @@ from spillway.model.resources import PODS, Resources, add_into, describe, fit_co
 from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.buffers import busy_first
-from spillway.planner.classes import Gangs, PodClass
+from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, WholeOption, class_not_movable, on_demand_cap, options
 from spillway.planner.groups import (
@@ -1623,6 +1623,8 @@ def why_unplaceable(
         if closed:
             return codes.POD_TOPOLOGY, f"no node group can run this pod now ({needs}): {why}"
         code = codes.NO_GROUP_FITS if rejected else codes.NO_MANAGED_GROUPS
+        if any(NOT_ASKABLE in r for r in rejected.values()):  # a group whose zone or type EC2 picks
+            return code, f"no node group can be asked for a node that runs this pod ({needs}): {why}"
         return code, f"no node group can ever run this pod ({needs}): {why or 'no managed node groups'}"
     kinds = {s.code for s in skipped}
     code = kinds.pop() if len(kinds) == 1 else codes.GROUPS_EXHAUSTED
