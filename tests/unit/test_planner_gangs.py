@@ -208,6 +208,29 @@ def test_a_volcano_podgroup_without_a_phase_yet_is_pending_demand(phase: str | N
     assert result.scale_up[0].gangs[0].gang == "research/job-e"
 
 
+def test_a_pending_volcano_podgroup_of_an_expendable_class_launches_nothing() -> None:
+    """The pods a Volcano Job makes take its priorityClassName when their template names none (the job
+    controller's createJobPod), the class its PodGroup names too: a PodGroup of class -100, below
+    expendable_priority_cutoff (-10), is a job whose pods never trigger a scale-up once they exist.
+    Its pod-less demand stood at priority 0, so while it was Pending the plan launched two nodes for
+    it; its virtual pods now stand at the PodGroup's priority and are expendable as its pods will be.
+    A PodGroup of a class above the cutoff still launches."""
+    w = cpu_world()
+    _priority_classes(w, ("batch-low", -100, False), ("batch", 10, False))
+    spec = {"minMember": 2, "minResources": {"cpu": "10"}}
+    w.pod_group(
+        VOLCANO, "job-low", "research", spec={**spec, "priorityClassName": "batch-low"}, phase="Pending"
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["research/job-low[0]"] == codes.EXPENDABLE
+
+    w.pod_group(VOLCANO, "job", "research", spec={**spec, "priorityClassName": "batch"}, phase="Pending")
+    assert scale_up(w.plan()) == {"cpu-east": (0, 2, ["research/job[0]", "research/job[1]"])}
+
+
 def test_an_inqueue_volcano_podgroup_is_not_counted_twice() -> None:
     w = cpu_world()
     w.pod_group(VOLCANO, "job-c", spec={"minMember": 2, "minResources": {"cpu": "10"}}, phase="Inqueue")

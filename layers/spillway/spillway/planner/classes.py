@@ -623,7 +623,11 @@ class Gangs:
 
     def virtual_pods(self) -> list[PodInfo]:
         """A Volcano PodGroup still ``Pending`` has no pods yet: ``minMember`` pods, each an equal share
-        of ``minResources``, tolerating the taints of the extended resources they request. Not once any
+        of ``minResources``, tolerating the taints of the extended resources they request, at the
+        PodGroup's priority when known (:attr:`GangInfo.priority`; else 0): the job controller gives
+        the pods it makes the Job's priorityClassName, which it names in the PodGroup too, where their
+        template names none (createJobPod), so one below ``expendable_priority_cutoff`` is expendable
+        as its pods will be. Not once any
         pod of it exists, gated ones too: its pods are then its demand, and a gated one is none, since
         Volcano's allocate skips scheduling-gated tasks (DeductSchGatedResources only takes their
         requests off what the job holds of its queue's ``inqueue`` share, so they do not keep other jobs
@@ -640,7 +644,15 @@ class Gangs:
             self.members[key] = n
             self.virtual.add(key)
             out += [
-                PodInfo(namespace, f"{name}[{i}]", share, unschedulable=True, gang=key, tolerations=extended)
+                PodInfo(
+                    namespace,
+                    f"{name}[{i}]",
+                    share,
+                    unschedulable=True,
+                    priority=info.priority or 0,
+                    gang=key,
+                    tolerations=extended,
+                )
                 for i in range(n)
             ]
         return out
