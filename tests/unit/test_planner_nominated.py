@@ -180,3 +180,26 @@ def test_a_gang_that_cannot_be_placed_gives_back_the_nominated_pods_it_met() -> 
 
     assert pending_codes(result)[preemptor] == codes.NOMINATED
     assert scale_up(result) == {"cpu": (1, 2, [other])}, result.pending
+
+
+def test_a_gang_member_nominated_to_a_node_counts_toward_the_gang_and_the_rest_get_nodes() -> None:
+    """A coscheduling gang of two at 1000: one member preempted a victim and is nominated to its node,
+    the other has nowhere to go. The nominated member takes no new node (its room is its node's once
+    the victim leaves), but it is one of the gang's pods that will have room: the gang needs a node
+    for the other only. It was taken as not ready to place, so the gang was gang-incomplete ('needs 2
+    more pod(s)') and nothing was launched, plan after plan, the pair waiting for good (coscheduling's
+    Permit holds the nominated member until its partner is placed). cluster-autoscaler puts the
+    nominated pod on its node and scales up for the other (FilterOutExpendableAndSplit)."""
+    w, node, preemptor, other = preempting(1000, 0)
+    w.items.remove(w.pod_item(other))
+    w.items.remove(w.pod_item(preemptor))
+    w.pod_group("scheduling.x-k8s.io/v1alpha1", "train", spec={"minMember": 2})
+    gang = {"labels": {"scheduling.x-k8s.io/pod-group": "train"}, "memory": "1Gi"}
+    (first,) = w.pods("first", 1, cpu="6", priority=1000, **gang)
+    (second,) = w.pods("second", 1, cpu="6", priority=1000, **gang)
+    w.pod_item(first)["status"]["nominatedNodeName"] = node
+
+    result = w.plan()
+
+    assert pending_codes(result)[first] == codes.NOMINATED
+    assert scale_up(result) == {"cpu": (1, 2, [second])}, result.pending

@@ -483,6 +483,11 @@ class Gangs:
     pod group counts no unbound pod being deleted (isPodRunnableOrSucceeded). coscheduling's PreFilter
     lists it, but its Permit counts only pods assigned, which it never is: the gang needs the others.
 
+    A pending member nominated to a node that may take it (status.nominatedNodeName: it preempted
+    there and waits for its victims to leave) counts as running: its room is that node's
+    (:meth:`Context.charge_nominated`) and no new node is launched for it, so the gang needs nodes only
+    for its other members, as cluster-autoscaler puts such a pod on its node and scales up for the rest.
+
     A pod labelled for a coscheduling PodGroup its namespace does not hold is denied by coscheduling's
     Permit on any node (:meth:`missing`), while the kind is served; without it the label means nothing."""
 
@@ -517,8 +522,8 @@ class Gangs:
             self.task_of[pod.key] = pod.gang_task or ""
             if pod.terminating:
                 continue
-            if pod.node_name is not None:
-                self._ready(pod)
+            if pod.node_name is not None or nominated_to(pod, ctx.nodes) is not None:
+                self._ready(pod)  # bound, or its room held on the node it is nominated to (see the class)
             elif volcano:
                 self._ready_unbound(pod)
 
