@@ -13,8 +13,8 @@ from spillway.planner import codes
 
 def test_a_pod_nominated_to_a_node_that_is_gone_triggers_scale_up() -> None:
     """cluster-autoscaler's FilterOutExpendableAndSplit: a nomination to a node no longer in the cluster
-    (reclaimed, scaled down) is no preemption under way; kube-scheduler does not clear it when a later
-    attempt finds nothing to preempt, so the pod would wait for good."""
+    (reclaimed, scaled down) is no preemption under way; kube-scheduler clears it only at the pod's next
+    attempt that finds nothing to preempt, which may be 5 minutes away in its unschedulable queue."""
     w = World(regions=("us-east-1",))
     w.group("cpu", "m5.2xlarge", nodes=0, max_size=5)
     (pod,) = w.pods("train", 1, cpu="2", memory="2Gi", priority=1000)
