@@ -1099,6 +1099,28 @@ def test_a_volcano_podgroup_naming_no_class_is_served_at_the_global_default(
         assert {pending_codes(result)[p] for p in gang} == {codes.MAX_SIZE}
 
 
+def test_a_started_volcano_jobs_pending_members_are_served_at_its_podgroups_priority() -> None:
+    """A Volcano job whose minimum runs (minMember 2, two workers running) and two more pending: Volcano
+    still allocates them in its job order, by the PodGroup's priority (the priority plugin's
+    JobOrderFn), and only then orders the job's tasks by theirs (TaskOrderFn). Its PodGroup names no
+    class, so the job stands at 0, behind a loose pod at 500; its pending members at 1000 were served
+    as loose pods at their own priority and took the one node MaxSize leaves."""
+    w = World()
+    nodes = w.group("cpu-east", "m5.2xlarge", nodes=2, max_size=3)
+    _priority_classes(w, ("train-high", 1000, False))
+    w.pod_group(VOLCANO, "train", spec={"minMember": 2}, phase="Running")
+    note = {"scheduling.k8s.io/group-name": "train"}
+    for i, node in enumerate(nodes):
+        w.pods(f"train-run{i}", 1, priority=1000, annotations=note, node_name=node, **BIG)
+    waiting = w.pods("train", 2, priority=1000, annotations=note, **BIG)
+    loose = w.pods("web", 1, priority=500, **BIG)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (2, 3, loose)}
+    assert {pending_codes(result)[p] for p in waiting} == {codes.MAX_SIZE}
+
+
 def test_a_volcano_gang_is_served_at_its_lowest_member_when_no_priority_classes_were_read() -> None:
     """A List without PriorityClasses (every API server has some, so none were read) cannot say what
     the PodGroup's class, or the global default, stands for: the gang keeps its lowest member's

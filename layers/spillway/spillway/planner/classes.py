@@ -379,12 +379,21 @@ def in_service_order(
     at 0 run after loose pods at 500: placed before them, the gang got nodes that the loose pods took
     when they came up, the workers waiting beside a launcher that held another). A gang of
     ``gang_priority`` (a Volcano PodGroup's class, :attr:`GangInfo.priority`) is served at that
-    priority instead: Volcano's scheduler orders the whole job by it."""
-    lowest: dict[str, int] = dict(gang_priority or {})
+    priority instead: Volcano's scheduler orders the whole job by it, and so the pending members of
+    such a job whose minimum runs (:attr:`PodClass.started_gang`): its allocate takes jobs in their
+    order (the priority plugin's JobOrderFn) before it orders a job's tasks (TaskOrderFn)."""
+    known = gang_priority or {}
+    lowest: dict[str, int] = dict(known)
     for cls in classes:
-        if cls.gang is not None and cls.gang not in (gang_priority or {}):
+        if cls.gang is not None and cls.gang not in known:
             lowest[cls.gang] = min(cls.priority, lowest.get(cls.gang, cls.priority))
-    return sorted(classes, key=lambda c: c.sort_key(lowest.get(c.gang) if c.gang is not None else None))
+
+    def served_at(cls: PodClass) -> int | None:
+        if cls.gang is not None:
+            return lowest.get(cls.gang)
+        return known.get(cls.started_gang) if cls.started_gang is not None else None
+
+    return sorted(classes, key=lambda c: c.sort_key(served_at(c)))
 
 
 def gang_priorities(ctx: Context) -> dict[str, int]:
