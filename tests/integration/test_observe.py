@@ -1439,11 +1439,14 @@ def test_a_volcano_podgroups_priority_class_is_read_through_the_client_and_kept_
 ) -> None:
     """Volcano orders a job by the value of the PriorityClass its PodGroup names. Observe lists the
     PriorityClasses (the API server's own among them) beside the PodGroups, and the value reaches the
-    planner through the stored snapshot; a PodGroup naming none keeps no priority of its own."""
+    planner through the stored snapshot; a PodGroup naming none stands at the global default class's
+    value, as in Volcano's cache."""
     from spillway.adapters.kube import KubeClient
 
     kubeapi.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                  "metadata": {"name": "train-high"}, "value": 1000})  # fmt: skip
+    kubeapi.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                 "metadata": {"name": "standard"}, "value": 100, "globalDefault": True})  # fmt: skip
     for name, spec in (("train", {"priorityClassName": "train-high"}), ("plain", {})):
         kubeapi.add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                      "metadata": {"name": name, "namespace": "vision"},
@@ -1454,4 +1457,4 @@ def test_a_volcano_podgroups_priority_class_is_read_through_the_client_and_kept_
 
     assert snapshot is not None
     priorities = {g.key: g.priority for g in snapshot.cluster.gangs}
-    assert priorities == {"vision/train": 1000, "vision/plain": None}
+    assert priorities == {"vision/train": 1000, "vision/plain": 100}

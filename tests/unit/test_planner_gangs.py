@@ -208,6 +208,29 @@ def test_a_volcano_podgroup_without_a_phase_yet_is_pending_demand(phase: str | N
     assert result.scale_up[0].gangs[0].gang == "research/job-e"
 
 
+def test_a_pending_volcano_podgroup_of_an_expendable_class_launches_nothing() -> None:
+    """The pods a Volcano Job makes take its priorityClassName when their template names none (the job
+    controller's createJobPod), the class its PodGroup names too: a PodGroup of class -100, below
+    expendable_priority_cutoff (-10), is a job whose pods never trigger a scale-up once they exist.
+    Its pod-less demand stood at priority 0, so while it was Pending the plan launched two nodes for
+    it; its virtual pods now stand at the PodGroup's priority and are expendable as its pods will be.
+    A PodGroup of a class above the cutoff still launches."""
+    w = cpu_world()
+    _priority_classes(w, ("batch-low", -100, False), ("batch", 10, False))
+    spec = {"minMember": 2, "minResources": {"cpu": "10"}}
+    w.pod_group(
+        VOLCANO, "job-low", "research", spec={**spec, "priorityClassName": "batch-low"}, phase="Pending"
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["research/job-low[0]"] == codes.EXPENDABLE
+
+    w.pod_group(VOLCANO, "job", "research", spec={**spec, "priorityClassName": "batch"}, phase="Pending")
+    assert scale_up(w.plan()) == {"cpu-east": (0, 2, ["research/job[0]", "research/job[1]"])}
+
+
 def test_an_inqueue_volcano_podgroup_is_not_counted_twice() -> None:
     w = cpu_world()
     w.pod_group(VOLCANO, "job-c", spec={"minMember": 2, "minResources": {"cpu": "10"}}, phase="Inqueue")
@@ -1044,19 +1067,72 @@ def test_a_volcano_podgroups_class_that_does_not_exist_is_the_global_default() -
     assert pending_codes(result)[loose[0]] == codes.MAX_SIZE
 
 
-@pytest.mark.parametrize("case", ["no-class-named", "classes-not-listed"])
-def test_a_volcano_gang_without_a_known_podgroup_class_is_served_at_its_lowest_member(case: str) -> None:
-    """A PodGroup that names no class, or a List without PriorityClasses (every API server has some,
-    so none were read), leaves the gang at its lowest member's priority, as before."""
+@pytest.mark.parametrize(
+    ("classes", "members", "gang_first"),
+    [
+        ((("train-high", 1000, False),), 1000, False),  # no global default: the job stands at 0
+        ((("train-high", 1000, False), ("everyone", 100, True)), 1000, False),  # at 100
+        ((("everyone", 1000, True), ("zero", 0, False)), 0, True),  # at 1000, its pods at 0
+    ],
+)
+def test_a_volcano_podgroup_naming_no_class_is_served_at_the_global_default(
+    classes: tuple[tuple[str, int, bool], ...], members: int, gang_first: bool
+) -> None:
+    """A PodGroup that names no priorityClassName (a Volcano Job whose spec names none, though its task
+    templates do) is ordered by Volcano at the global default class's value, 0 without one, whatever
+    its pods' priorities: the cache's Snapshot starts JobInfo.Priority at defaultPriority (set by
+    addPriorityClass from the globalDefault class, 0 when none) and replaces it only with the value of
+    a class the PodGroup names (volcano-sh/volcano pkg/scheduler/cache/cache.go, Snapshot;
+    event_handlers.go, addPriorityClass). Spillway served such a gang at its lowest member's priority:
+    members at 1000 took both nodes ahead of a loose pod at 500 that Volcano places first."""
     w = cpu_world(max_size=2)
-    if case == "no-class-named":
-        _priority_classes(w, ("train-high", 1000, False))
-    gang, loose = _volcano_gang_beside_a_loose_pod(w, None if case == "no-class-named" else "train-high", 0)
+    _priority_classes(w, *classes)
+    gang, loose = _volcano_gang_beside_a_loose_pod(w, None, members)
 
     result = w.plan()
 
-    assert scale_up(result) == {"cpu-east": (0, 1, loose)}
-    assert {pending_codes(result)[p] for p in gang} == {codes.MAX_SIZE}
+    if gang_first:
+        assert scale_up(result) == {"cpu-east": (0, 2, gang)}
+        assert pending_codes(result)[loose[0]] == codes.MAX_SIZE
+    else:
+        assert scale_up(result) == {"cpu-east": (0, 1, loose)}
+        assert {pending_codes(result)[p] for p in gang} == {codes.MAX_SIZE}
+
+
+def test_a_started_volcano_jobs_pending_members_are_served_at_its_podgroups_priority() -> None:
+    """A Volcano job whose minimum runs (minMember 2, two workers running) and two more pending: Volcano
+    still allocates them in its job order, by the PodGroup's priority (the priority plugin's
+    JobOrderFn), and only then orders the job's tasks by theirs (TaskOrderFn). Its PodGroup names no
+    class, so the job stands at 0, behind a loose pod at 500; its pending members at 1000 were served
+    as loose pods at their own priority and took the one node MaxSize leaves."""
+    w = World()
+    nodes = w.group("cpu-east", "m5.2xlarge", nodes=2, max_size=3)
+    _priority_classes(w, ("train-high", 1000, False))
+    w.pod_group(VOLCANO, "train", spec={"minMember": 2}, phase="Running")
+    note = {"scheduling.k8s.io/group-name": "train"}
+    for i, node in enumerate(nodes):
+        w.pods(f"train-run{i}", 1, priority=1000, annotations=note, node_name=node, **BIG)
+    waiting = w.pods("train", 2, priority=1000, annotations=note, **BIG)
+    loose = w.pods("web", 1, priority=500, **BIG)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (2, 3, loose)}
+    assert {pending_codes(result)[p] for p in waiting} == {codes.MAX_SIZE}
+
+
+def test_a_volcano_gang_is_served_at_its_lowest_member_when_no_priority_classes_were_read() -> None:
+    """A List without PriorityClasses (every API server has some, so none were read) cannot say what
+    the PodGroup's class, or the global default, stands for: the gang keeps its lowest member's
+    priority, whether it names a class or not."""
+    for group_class in ("train-high", None):
+        w = cpu_world(max_size=2)
+        gang, loose = _volcano_gang_beside_a_loose_pod(w, group_class, 1000)
+
+        result = w.plan()
+
+        assert scale_up(result) == {"cpu-east": (0, 2, gang)}
+        assert pending_codes(result)[loose[0]] == codes.MAX_SIZE
 
 
 def test_a_coscheduling_podgroup_has_no_priority_of_its_own() -> None:

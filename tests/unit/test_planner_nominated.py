@@ -13,8 +13,8 @@ from spillway.planner import codes
 
 def test_a_pod_nominated_to_a_node_that_is_gone_triggers_scale_up() -> None:
     """cluster-autoscaler's FilterOutExpendableAndSplit: a nomination to a node no longer in the cluster
-    (reclaimed, scaled down) is no preemption under way; kube-scheduler does not clear it when a later
-    attempt finds nothing to preempt, so the pod would wait for good."""
+    (reclaimed, scaled down) is no preemption under way; kube-scheduler clears it only at the pod's next
+    attempt that finds nothing to preempt, which may be 5 minutes away in its unschedulable queue."""
     w = World(regions=("us-east-1",))
     w.group("cpu", "m5.2xlarge", nodes=0, max_size=5)
     (pod,) = w.pods("train", 1, cpu="2", memory="2Gi", priority=1000)
@@ -143,3 +143,63 @@ def test_a_pod_nominated_to_a_node_tainted_since_triggers_scale_up() -> None:
 
     assert pending_codes(result).get(pod) != codes.NOMINATED
     assert pod in scale_up(result).get("cpu", (0, 0, []))[2], pending_codes(result)
+
+
+def test_each_gang_member_meets_only_the_nominated_pods_of_its_priority_or_higher() -> None:
+    """kube-scheduler filters each pod of a coscheduling gang on its own: addGENominatedPods adds to a
+    node only the nominated pods of priority equal or higher than that pod's (pkg/scheduler/framework/
+    runtime/framework.go). A launcher at 2000 takes the 2.9 CPUs free beside a preemptor at 1000
+    nominated there; its worker at 0 meets the preemptor and gets a new node. Charged at the gang's
+    lowest member, the launcher was refused that room too and a second node was launched for it, to
+    stay empty once the launcher binds to the free room."""
+    w, node, preemptor, other = preempting(1000, 0)
+    w.items.remove(w.pod_item(other))  # the gang instead
+    w.pod_group("scheduling.x-k8s.io/v1alpha1", "train", spec={"minMember": 2})
+    gang = {"labels": {"scheduling.x-k8s.io/pod-group": "train"}, "memory": "1Gi"}
+    (launcher,) = w.pods("launcher", 1, cpu="2", priority=2000, **gang)
+    (worker,) = w.pods("worker", 1, cpu="6", priority=0, **gang)
+
+    result = w.plan()
+
+    assert pending_codes(result)[preemptor] == codes.NOMINATED
+    assert scale_up(result) == {"cpu": (1, 2, [worker])}, result.pending
+    assert {p.pod: p.node for p in result.placements}[launcher] == node
+
+
+def test_a_gang_that_cannot_be_placed_gives_back_the_nominated_pods_it_met() -> None:
+    """The nominated pods a gang's members met in a trial are charged on the trial's checkpoint: when
+    the gang cannot be placed (its worker fits no group) they are charged again for the pods after it,
+    and a loose pod at 0 still does not get the room the preemptor at 1000 waits for."""
+    w, _, preemptor, other = preempting(1000, 0)
+    w.pod_group("scheduling.x-k8s.io/v1alpha1", "train", spec={"minMember": 2})
+    gang = {"labels": {"scheduling.x-k8s.io/pod-group": "train"}, "memory": "1Gi"}
+    w.pods("launcher", 1, cpu="2", priority=2000, **gang)
+    w.pods("worker", 1, cpu="9", priority=0, **gang)  # more than an m5.2xlarge has
+
+    result = w.plan()
+
+    assert pending_codes(result)[preemptor] == codes.NOMINATED
+    assert scale_up(result) == {"cpu": (1, 2, [other])}, result.pending
+
+
+def test_a_gang_member_nominated_to_a_node_counts_toward_the_gang_and_the_rest_get_nodes() -> None:
+    """A coscheduling gang of two at 1000: one member preempted a victim and is nominated to its node,
+    the other has nowhere to go. The nominated member takes no new node (its room is its node's once
+    the victim leaves), but it is one of the gang's pods that will have room: the gang needs a node
+    for the other only. It was taken as not ready to place, so the gang was gang-incomplete ('needs 2
+    more pod(s)') and nothing was launched, plan after plan, the pair waiting for good (coscheduling's
+    Permit holds the nominated member until its partner is placed). cluster-autoscaler puts the
+    nominated pod on its node and scales up for the other (FilterOutExpendableAndSplit)."""
+    w, node, preemptor, other = preempting(1000, 0)
+    w.items.remove(w.pod_item(other))
+    w.items.remove(w.pod_item(preemptor))
+    w.pod_group("scheduling.x-k8s.io/v1alpha1", "train", spec={"minMember": 2})
+    gang = {"labels": {"scheduling.x-k8s.io/pod-group": "train"}, "memory": "1Gi"}
+    (first,) = w.pods("first", 1, cpu="6", priority=1000, **gang)
+    (second,) = w.pods("second", 1, cpu="6", priority=1000, **gang)
+    w.pod_item(first)["status"]["nominatedNodeName"] = node
+
+    result = w.plan()
+
+    assert pending_codes(result)[first] == codes.NOMINATED
+    assert scale_up(result) == {"cpu": (1, 2, [second])}, result.pending

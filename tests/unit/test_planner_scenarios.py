@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from plan_world import GPU_TOLERATION, NOW, World, kept_reasons, pending_reasons, scale_up
+from plan_world import GPU_TOLERATION, NOW, World, kept_reasons, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
 from spillway.model.cluster import cordon_digest
 from spillway.model.k8s import CORDONED_BY_SPILLWAY
 from spillway.model.nodegroup import NodeGroup
-from spillway.planner import plan
+from spillway.planner import codes, plan
 
 
 def test_gpu_burst_fills_primary_to_max_then_spills_to_secondary_region() -> None:
@@ -164,6 +164,34 @@ def test_node_affinity_one_zone_or_type_of_a_group_fails_gets_no_node_there() ->
 
     assert result.scale_up == ()
     assert "required node affinity does not match" in pending_reasons(result)[not_small]
+
+
+def test_a_pod_pinned_to_one_zone_of_a_multi_zone_group_is_told_the_group_cannot_be_asked_for_it() -> None:
+    """A pod whose nodeSelector names us-east-1b, beside a group over us-east-1a and us-east-1b: Auto
+    Scaling picks each new instance's zone itself (it balances the group's zones), so a raise may bring
+    a node in us-east-1a that the pod never runs on, and nothing is launched. The reason said that no
+    group could ever run the pod, that the group's nodes did not match a zone the group spans; it now
+    names the zone the new node may come up in, the group's zones and the one-group-per-zone remedy.
+    (cluster-autoscaler's AWS provider labels a multi-zone group's template node with its first zone,
+    aws_manager.go getAsgTemplate, so it launches for a pod pinned to that zone, and the node may come
+    up elsewhere.) A group of us-east-1b alone is the safe fix, and gets the node."""
+    w = World(regions=("us-east-1",))
+    w.group("multi", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    (pod,) = w.pods(
+        "web", 1, cpu="1", memory="1Gi", node_selector={"topology.kubernetes.io/zone": "us-east-1b"}
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)[pod] == codes.NO_GROUP_FITS
+    reason = pending_reasons(result)[pod]
+    assert "can ever run" not in reason, reason
+    assert "multi: nodeSelector topology.kubernetes.io/zone=us-east-1b does not match in us-east-1a" in reason
+    assert "multi spans us-east-1a, us-east-1b" in reason and "one group per zone" in reason, reason
+
+    w.group("only-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    assert scale_up(w.plan()) == {"only-b": (0, 1, [pod])}
 
 
 def test_capacity_already_launching_prevents_a_double_launch() -> None:

@@ -72,8 +72,9 @@ class GangInfo:
     ``task_minimums`` is a Volcano PodGroup's ``minTaskMember``: the pods of each task (a pod's
     ``volcano.sh/task-spec``) that must run too.
     ``priority_class`` is a Volcano PodGroup's ``priorityClassName``; ``priority`` the value Volcano's
-    scheduler orders the job by (:func:`gang_priorities`), None when not known: the gang is then served
-    at its lowest member's priority.
+    scheduler orders the job by (:func:`gang_priorities`: that class's, else the global default's),
+    None when not known (no PriorityClasses read, or no Volcano gang): the gang is then served at its
+    lowest member's priority.
     """
 
     key: str  # "<namespace>/<name>"; a Workload's group: "<namespace>/<workload>/<group>"
@@ -288,20 +289,21 @@ def _volcano_gang(key: str, group: VolcanoPodGroup) -> GangInfo:
 
 
 def gang_priorities(gangs: Sequence[GangInfo], classes: Sequence[PriorityClass]) -> list[GangInfo]:
-    """The gangs, each Volcano PodGroup that names a ``priorityClassName`` with the priority Volcano's
-    scheduler orders its job by: that PriorityClass's value, or, when there is no such class, the
-    global default class's (0 without one), as its cache resolves it (volcano-sh/volcano
-    pkg/scheduler/cache/cache.go, ``Snapshot`` and ``addPriorityClass``: ``JobInfo.Priority``, which the
-    priority plugin's ``JobOrderFn`` compares). Without ``classes`` none were read (the API server
-    always has ``system-node-critical``; a List may leave the kind out): the priority stays unknown. A
-    PodGroup that names no class, and other kinds of gang, are left as they are: scheduler-plugins'
-    PodGroup has no priority of its own (coscheduling's ``Less`` compares the pods')."""
+    """The gangs, each Volcano PodGroup with the priority Volcano's scheduler orders its job by: the
+    value of the PriorityClass its ``priorityClassName`` names, or, when it names none or one that does
+    not exist, the global default class's (0 without one), as its cache resolves it (volcano-sh/volcano
+    pkg/scheduler/cache/cache.go, ``Snapshot``: ``JobInfo.Priority`` starts at ``defaultPriority``,
+    which ``addPriorityClass`` takes from the globalDefault class, and only a class the PodGroup names
+    replaces it; the priority plugin's ``JobOrderFn`` compares it). Without ``classes`` none were read
+    (the API server always has ``system-node-critical``; a List may leave the kind out): the priority
+    stays unknown. Other kinds of gang are left as they are: scheduler-plugins' PodGroup has no
+    priority of its own (coscheduling's ``Less`` compares the pods')."""
     if not classes:
         return list(gangs)
     values = {c.metadata.name: c.value for c in classes}
     default = max((c.value for c in classes if c.global_default), default=0)
     return [
-        replace(gang, priority=values.get(gang.priority_class, default)) if gang.priority_class else gang
+        replace(gang, priority=values.get(gang.priority_class, default)) if gang.source == "volcano" else gang
         for gang in gangs
     ]
 

@@ -20,12 +20,21 @@ from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources, a
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, nominated_to
-from spillway.planner.groups import ZONE_KEYS_SET_ON_LAUNCH, has_spot, launch_labels, why_not_movable
+from spillway.planner.groups import (
+    TYPE_KEYS_SET_ON_LAUNCH,
+    ZONE_KEYS_SET_ON_LAUNCH,
+    has_spot,
+    launch_labels,
+    why_not_movable,
+)
 from spillway.planner.predicates import references_node_identity, why_not_placeable
 from spillway.planner.topology import FREE, UNBOUNDED, Domains, Spot
 from spillway.planner.types import PendingPod
 
 ZONE_LABEL = ZONE_KEYS_SET_ON_LAUNCH[0]
+TYPE_LABEL = TYPE_KEYS_SET_ON_LAUNCH[0]
+# in a group's refusal: it may launch a node the pod runs on, but a raise cannot ask for one
+NOT_ASKABLE = "a raise cannot ask it for"
 
 
 @dataclass(slots=True)
@@ -232,11 +241,13 @@ class PodClass:
         template = group.template
         assert template is not None
         variants = launch_labels(group) if variants is None else variants
-        for labels in variants or (template.labels,):
-            why = self._node_blocker(labels, template.taints)
-            if why is not None:
-                return why
-        return None
+        if not variants:
+            return self._node_blocker(template.labels, template.taints)
+        whys = [self._node_blocker(labels, template.taints) for labels in variants]
+        why = next((w for w in whys if w is not None), None)
+        if why is None or all(whys):
+            return why
+        return not_on_every_launch(group, variants, whys, why)
 
     def topology_closes(self, group: NodeGroup) -> bool:
         """Whether pod topology alone keeps the class off a new node of ``group`` (for as long as the
@@ -281,6 +292,43 @@ class PodClass:
             -r.get(MEMORY, 0),
             self.pods[0],
         )
+
+
+def not_on_every_launch(
+    group: NodeGroup, variants: Sequence[Mapping[str, str]], whys: Sequence[str | None], why: str
+) -> str:
+    """Why a new node of ``group`` would not surely take a pod that some of the zones or types it may
+    launch (``variants``, each refused for ``whys``) hold and others do not: Auto Scaling, not the
+    plan, picks the zone of each new instance, keeping the group's enabled zones balanced (Amazon EC2
+    Auto Scaling User Guide, "Auto Scaling group Availability Zone distribution"), and EC2's
+    allocation strategy its type; SetDesiredCapacity names neither, so a raise cannot ask for the
+    node the pod runs on. The reason names where it does not run, the group's zones (or types) and
+    the remedy: a group of that zone alone (:data:`NOT_ASKABLE` marks it, for
+    :func:`~spillway.planner.scaleup.why_unplaceable`)."""
+    fits = [v for v, w in zip(variants, whys, strict=True) if w is None]
+    fails = [v for v, w in zip(variants, whys, strict=True) if w is not None]
+    good, bad = _labelled(fits, ZONE_LABEL), _labelled(fails, ZONE_LABEL)
+    if good and bad and not set(good) & set(bad):
+        return (
+            f"{why} in {', '.join(bad)}: {group.name} spans {', '.join(group.zones)} and Auto Scaling "
+            f"picks each new instance's zone, so {NOT_ASKABLE} a node in {', '.join(good)}; give pods "
+            "pinned to a zone a group of that zone alone (one group per zone)"
+        )
+    good, bad = _labelled(fits, TYPE_LABEL), _labelled(fails, TYPE_LABEL)
+    if good and bad and not set(good) & set(bad):
+        return (
+            f"{why} on {', '.join(bad)}: {group.name} launches {', '.join(group.launch_types())} and EC2 "
+            f"picks each new instance's type, so {NOT_ASKABLE} a node of {', '.join(good)}; give such "
+            "pods a group of those types alone"
+        )
+    return (
+        f"{why} on some of the zones and types {group.name} may launch, and Auto Scaling picks them for "
+        f"each new instance, so {NOT_ASKABLE} a node it runs on"
+    )
+
+
+def _labelled(variants: Sequence[Mapping[str, str]], key: str) -> list[str]:
+    return sorted({v[key] for v in variants if key in v})
 
 
 def pod_classes(ctx: Context) -> list[PodClass]:
@@ -331,12 +379,21 @@ def in_service_order(
     at 0 run after loose pods at 500: placed before them, the gang got nodes that the loose pods took
     when they came up, the workers waiting beside a launcher that held another). A gang of
     ``gang_priority`` (a Volcano PodGroup's class, :attr:`GangInfo.priority`) is served at that
-    priority instead: Volcano's scheduler orders the whole job by it."""
-    lowest: dict[str, int] = dict(gang_priority or {})
+    priority instead: Volcano's scheduler orders the whole job by it, and so the pending members of
+    such a job whose minimum runs (:attr:`PodClass.started_gang`): its allocate takes jobs in their
+    order (the priority plugin's JobOrderFn) before it orders a job's tasks (TaskOrderFn)."""
+    known = gang_priority or {}
+    lowest: dict[str, int] = dict(known)
     for cls in classes:
-        if cls.gang is not None and cls.gang not in (gang_priority or {}):
+        if cls.gang is not None and cls.gang not in known:
             lowest[cls.gang] = min(cls.priority, lowest.get(cls.gang, cls.priority))
-    return sorted(classes, key=lambda c: c.sort_key(lowest.get(c.gang) if c.gang is not None else None))
+
+    def served_at(cls: PodClass) -> int | None:
+        if cls.gang is not None:
+            return lowest.get(cls.gang)
+        return known.get(cls.started_gang) if cls.started_gang is not None else None
+
+    return sorted(classes, key=lambda c: c.sort_key(served_at(c)))
 
 
 def gang_priorities(ctx: Context) -> dict[str, int]:
@@ -435,6 +492,11 @@ class Gangs:
     pod group counts no unbound pod being deleted (isPodRunnableOrSucceeded). coscheduling's PreFilter
     lists it, but its Permit counts only pods assigned, which it never is: the gang needs the others.
 
+    A pending member nominated to a node that may take it (status.nominatedNodeName: it preempted
+    there and waits for its victims to leave) counts as running: its room is that node's
+    (:meth:`Context.charge_nominated`) and no new node is launched for it, so the gang needs nodes only
+    for its other members, as cluster-autoscaler puts such a pod on its node and scales up for the rest.
+
     A pod labelled for a coscheduling PodGroup its namespace does not hold is denied by coscheduling's
     Permit on any node (:meth:`missing`), while the kind is served; without it the label means nothing."""
 
@@ -469,8 +531,8 @@ class Gangs:
             self.task_of[pod.key] = pod.gang_task or ""
             if pod.terminating:
                 continue
-            if pod.node_name is not None:
-                self._ready(pod)
+            if pod.node_name is not None or nominated_to(pod, ctx.nodes) is not None:
+                self._ready(pod)  # bound, or its room held on the node it is nominated to (see the class)
             elif volcano:
                 self._ready_unbound(pod)
 
@@ -575,7 +637,11 @@ class Gangs:
 
     def virtual_pods(self) -> list[PodInfo]:
         """A Volcano PodGroup still ``Pending`` has no pods yet: ``minMember`` pods, each an equal share
-        of ``minResources``, tolerating the taints of the extended resources they request. Not once any
+        of ``minResources``, tolerating the taints of the extended resources they request, at the
+        PodGroup's priority when known (:attr:`GangInfo.priority`; else 0): the job controller gives
+        the pods it makes the Job's priorityClassName, which it names in the PodGroup too, where their
+        template names none (createJobPod), so one below ``expendable_priority_cutoff`` is expendable
+        as its pods will be. Not once any
         pod of it exists, gated ones too: its pods are then its demand, and a gated one is none, since
         Volcano's allocate skips scheduling-gated tasks (DeductSchGatedResources only takes their
         requests off what the job holds of its queue's ``inqueue`` share, so they do not keep other jobs
@@ -592,7 +658,15 @@ class Gangs:
             self.members[key] = n
             self.virtual.add(key)
             out += [
-                PodInfo(namespace, f"{name}[{i}]", share, unschedulable=True, gang=key, tolerations=extended)
+                PodInfo(
+                    namespace,
+                    f"{name}[{i}]",
+                    share,
+                    unschedulable=True,
+                    priority=info.priority or 0,
+                    gang=key,
+                    tolerations=extended,
+                )
                 for i in range(n)
             ]
         return out

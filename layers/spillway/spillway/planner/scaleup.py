@@ -31,7 +31,7 @@ from spillway.model.resources import PODS, Resources, add_into, describe, fit_co
 from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.buffers import busy_first
-from spillway.planner.classes import Gangs, PodClass
+from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, WholeOption, class_not_movable, on_demand_cap, options
 from spillway.planner.groups import (
@@ -129,8 +129,8 @@ class ScaleUpStage:
         in_flight = InFlight(self, gangs.keys(), started)
         known = (self.ctx.gangs or Gangs(self.ctx)) if gangs else None  # pod_classes read them
         for cls in _leaders_first(classes):
-            # pods nominated to a node take its room from pods of their priority or lower on (never
-            # during a gang's trial, whose undo would give the room back)
+            # pods nominated to a node take its room from pods of their priority or lower on (a gang's
+            # lower members meet more of them: charged member by member in its trial)
             self.ctx.charge_nominated(_placed_at(cls, gangs))
             if cls.started_gang is not None and in_flight.hold(cls.started_gang, [cls]):
                 continue
@@ -750,8 +750,10 @@ def record_gang_launches(ctx: Context, actions: Sequence[ScaleUp]) -> None:
 
 
 def _placed_at(cls: PodClass, gangs: Mapping[str, list[PodClass]]) -> int:
-    """The priority the class is placed at: a gang's classes are placed together, at the lowest of theirs."""
-    return min(c.priority for c in gangs[cls.gang]) if cls.gang is not None else cls.priority
+    """The priority whose nominated pods every pod of the class meets: a gang's are placed together, and
+    its highest member meets the fewest (each meets those of its own priority or higher, charged in
+    the gang's trial: :meth:`GangPlacement._place_members`)."""
+    return max(c.priority for c in gangs[cls.gang]) if cls.gang is not None else cls.priority
 
 
 def _leaders_first(classes: Sequence[PodClass]) -> list[PodClass]:
@@ -1052,6 +1054,7 @@ class RoomTrial:
             "room_notes": {k: set(v) for k, v in ctx.room_notes.items()},
             "min_room_wanted": dict(ctx.min_room_wanted),
             "uncordoned": dict(ctx.uncordoned),
+            "nominated": list(ctx.nominated),  # those not charged yet (GangPlacement._place_members)
             "lengths": (len(ctx.placements), len(ctx.pending_out)),
             "next": [(c.next, dict(c.placed_in), dict(c.settled), c.domains) for c in self.classes],
         }
@@ -1068,7 +1071,7 @@ class RoomTrial:
         ctx.gang_zones, ctx.planned = saved["gang_zones"], saved["planned"]
         ctx.overflow_notes, ctx.uncordoned = saved["notes"], saved["uncordoned"]
         ctx.leaving_notes, ctx.room_notes = saved["leaving"], saved["room_notes"]
-        ctx.min_room_wanted = saved["min_room_wanted"]
+        ctx.min_room_wanted, ctx.nominated = saved["min_room_wanted"], list(saved["nominated"])
         placements, pending = saved["lengths"]
         del ctx.placements[placements:]
         del ctx.pending_out[pending:]
@@ -1098,7 +1101,8 @@ class GangPlacement(RoomTrial):
     not placed here: its pending pods are classes of their own, :meth:`Gangs.started`.)"""
 
     def __init__(self, stage: ScaleUpStage, gang: str, classes: list[PodClass], gangs: Gangs) -> None:
-        super().__init__(stage, gang, classes)
+        # highest priority first, as kube-scheduler queues the gang's pods (:meth:`_place_members`)
+        super().__init__(stage, gang, sorted(classes, key=lambda c: -c.priority))
         self.task_of = gangs.task_of
         # what the gang still needs to start, less those running: the pods each Volcano task lacks of
         # its minTaskMember, and more of any task for its minimum (none: no minimum known, all needed:
@@ -1297,11 +1301,22 @@ class GangPlacement(RoomTrial):
 
     def _try(self) -> tuple[str, str] | None:
         starts = [cls.next for cls in self.classes]
+        failure = self._place_members()
+        if failure is not None:
+            return failure
+        return self._cover_min_room(starts) if self.min_room else None
+
+    def _place_members(self) -> tuple[str, str] | None:
+        """The gang's classes, highest priority first, as kube-scheduler queues its pods; each meets the
+        nominated pods of its own priority or higher (addGENominatedPods), charged just before it is
+        placed: a launcher above a pod nominated to a node takes the room that pod waits for, a worker
+        below it does not. The trial's checkpoint holds what was charged (:meth:`_save`)."""
         for cls in self.classes:
+            self.stage.ctx.charge_nominated(cls.priority)
             failure = self.stage.place(cls)
             if failure is not None:
                 return failure
-        return self._cover_min_room(starts) if self.min_room else None
+        return None
 
 
 class OneGroup:
@@ -1395,6 +1410,7 @@ class OneGroup:
         able = list(groups)
         left: list[tuple[PodClass, int]] = []
         for i, cls in enumerate(placement.classes):
+            stage.ctx.charge_nominated(cls.priority)  # as the trials do (GangPlacement._place_members)
             stage.place(cls)
             self.per_node[id(cls)] = cls.per_node
             if cls.remaining:
@@ -1607,6 +1623,8 @@ def why_unplaceable(
         if closed:
             return codes.POD_TOPOLOGY, f"no node group can run this pod now ({needs}): {why}"
         code = codes.NO_GROUP_FITS if rejected else codes.NO_MANAGED_GROUPS
+        if any(NOT_ASKABLE in r for r in rejected.values()):  # a group whose zone or type EC2 picks
+            return code, f"no node group can be asked for a node that runs this pod ({needs}): {why}"
         return code, f"no node group can ever run this pod ({needs}): {why or 'no managed node groups'}"
     kinds = {s.code for s in skipped}
     code = kinds.pop() if len(kinds) == 1 else codes.GROUPS_EXHAUSTED
