@@ -13,7 +13,7 @@ from spillway.local.cloud import CloudSim, NodeRegistrar
 from spillway.local.kubeapi import KubeApiServer
 from spillway.local.rig import create_group
 from spillway.model.aws import parse_activities
-from spillway.model.nodegroup import is_capacity_failure
+from spillway.model.nodegroup import is_capacity_failure, raised_at
 
 REGION = "us-east-1"
 
@@ -65,6 +65,25 @@ def test_launches_and_outages_are_recorded_as_scaling_activities(aws: CloudSim) 
     aws.end_outage("gpu", REGION)
     client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=2)
     assert len(group("gpu")["Instances"]) == 2
+
+
+def test_a_launchs_cause_says_when_the_desired_capacity_was_raised_in_auto_scalings_words(
+    aws: CloudSim,
+) -> None:
+    """A launch activity's Cause begins with the clause of the desired capacity's change ("At <time> a
+    user request explicitly set group desired capacity changing the desired capacity from 1 to 3."), which
+    observe reads as the group's latest raise (NodeGroup.last_raised). CloudSim wrote "... changed the
+    desired capacity to 3", which names no raise, so on the local stack no group ever had one."""
+    make_group("gpu")
+    client = boto3.client("autoscaling")
+    client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=1)
+    aws.capacity_outage("gpu", REGION)
+    client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=3)
+    failed, launched = parse_activities(client.describe_scaling_activities(AutoScalingGroupName="gpu"))
+    first, second = raised_at(launched.Cause), raised_at(failed.Cause)
+    assert first is not None and second is not None and first <= second
+    assert "changing the desired capacity from 1 to 3" in failed.Cause
+    assert "an instance was started in response to a difference" in launched.Cause
 
 
 def test_a_zone_short_of_capacity_fails_its_share_of_a_raise_and_the_other_zone_launches(

@@ -237,6 +237,12 @@ class CloudSim:
             region, name = self.region, self.name
             before = {s.instance.id for s in self.active_instances()}
             target = self.min_size if new_capacity is None else new_capacity
+            if target != getattr(self, "desired_capacity", None):  # moto's __init__ sets it through here
+                self.spillway_desired_change = (
+                    _now(),
+                    int(getattr(self, "desired_capacity", 0) or 0),
+                    target,
+                )
             if target < len(before) and sim._terminate_hooks(self):
                 # Scale-in on a hooked group: the instances it picks wait for the hooks instead.
                 victims = [s for s in self.active_instances() if not s.protected_from_scale_in]
@@ -753,6 +759,28 @@ def _instance_type(group: Any) -> str:
     return "unknown"
 
 
+def _cause(group: Any, now: datetime, description: str) -> str:
+    """An activity's Cause in Auto Scaling's words: the clause of the desired capacity's last change, then
+    the activity's own ("At 2020-10-30T19:35:51Z a user request explicitly set group desired capacity
+    changing the desired capacity from 0 to 16.  At 2020-10-30T19:36:07Z an instance was started in response
+    to a difference between desired and actual capacity, increasing the capacity from 0 to 16.")."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    verb = "started" if description.startswith("Launching") else "taken out of service"
+    own = (
+        f"At {stamp} an instance was {verb} in response to a difference between desired and actual capacity."
+    )
+    if not description.startswith(("Launching", "Terminating")):
+        own = f"At {stamp} a user request {description[0].lower()}{description[1:]}."
+    change = getattr(group, "spillway_desired_change", None)
+    if change is None:
+        return own
+    at, before, after = change
+    return (
+        f"At {at.strftime('%Y-%m-%dT%H:%M:%SZ')} a user request explicitly set group desired capacity "
+        f"changing the desired capacity from {before} to {after}.  {own}"
+    )
+
+
 def _activity(group: Any, status: str, description: str, message: str | None = None) -> dict[str, Any]:
     now = _now()
     activity: dict[str, Any] = {
@@ -760,8 +788,7 @@ def _activity(group: Any, status: str, description: str, message: str | None = N
         "AutoScalingGroupName": group.name,
         "AutoScalingGroupARN": group.arn,
         "Description": description,
-        "Cause": f"At {now.strftime('%Y-%m-%dT%H:%M:%SZ')} a user request update of AutoScalingGroup constraints "
-        f"changed the desired capacity to {group.desired_capacity}.",
+        "Cause": _cause(group, now, description),
         "StartTime": now,
         "EndTime": now,
         "StatusCode": status,
