@@ -239,8 +239,9 @@ class PodInfo:
     # why kube-scheduler holds it whatever nodes there are: a claim of its that binds at once and is
     # not bound, or is missing or being deleted (VolumeMatcher); None for every other pod
     volume_wait: str | None = None
-    # the unique names (``<driver>/<handle>``) of the existing volumes it uses that a CSI driver's attach
-    # limit counts (VolumeMatcher): a node whose pods use one already counts it once (NodeVolumeLimits)
+    # the unique names (``<driver>/<handle>``) of the volumes it uses that a CSI driver's attach limit
+    # counts (VolumeMatcher), a claim's volume yet to be made among them (named by the claim, so the
+    # pods of one claim share it): a node whose pods use one already counts it once (NodeVolumeLimits)
     volumes: tuple[str, ...] = ()
 
     @property
@@ -1423,18 +1424,19 @@ class VolumeMatcher:
     def _count_attached(self, pods: list[PodInfo]) -> None:
         """Add to each pod's requests how many unique volumes of each CSI driver it uses, bound or not
         (what it brings to a node none of whose pods uses them: the planner counts a volume several
-        pods of a node use once there, spillway.planner.context), and note the existing ones
-        (:attr:`PodInfo.volumes`: not a claim's volume yet to be made)."""
+        pods of a node use once there, spillway.planner.context), and note them
+        (:attr:`PodInfo.volumes`). A claim's volume yet to be made is named by the claim, as
+        kube-scheduler names it (csi.go getCSIDriverInfoFromSC: ``<namespace>-<claim>``), so pending
+        pods of one claim not bound yet share it on a node as pods of one bound volume do."""
         for index, namespace, _node, claims, inline in self._attaching:
             names = {n for claim in claims if (n := self._csi_of_claim(namespace, claim))} | set(inline)
             counts: dict[str, int] = {}
             for name in names:
                 key = attach_limit_key(name.partition("/")[0])
                 counts[key] = counts.get(key, 0) + 1000  # milli-units, as every request
-            existing = tuple(sorted(n for n in names if not n.startswith(NEW_VOLUME, n.find("/") + 1)))
-            if counts or existing:
+            if counts:
                 requests = {**pods[index].requests, **counts}
-                pods[index] = replace(pods[index], requests=requests, volumes=existing)
+                pods[index] = replace(pods[index], requests=requests, volumes=tuple(sorted(names)))
 
     def _csi_of_claim(self, namespace: str, name: str) -> str | None:
         """The unique name (``<driver>/<handle>``) of the CSI volume a claim gives its pod, or None."""
