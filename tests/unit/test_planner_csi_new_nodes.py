@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from plan_world import World, pending_codes
-from test_planner_csi_limits import claim, with_claims, world
+from plan_world import World, pending_codes, scale_up
+from test_planner_csi_limits import claim, pending_with_new_volume, volume, with_claims, world
+from test_planner_csi_shared import pending, shared_volume
+from test_planner_gangs import cosched_pods
 
 from spillway.local import objects as o
 from spillway.planner import codes
@@ -54,3 +56,74 @@ def test_classes_sharing_a_claim_not_bound_yet_take_one_attach_slot_on_the_node_
     assert {pending_codes(result)[p] for p in ("default/reader-a", "default/reader-b")} == {
         codes.FITS_FREE_ROOM
     }
+
+
+def test_pods_of_one_class_sharing_a_volume_fill_one_new_node() -> None:
+    """The node is at its limit of 2, as is each new node of its group. Four replicas read the shared
+    volume, which no node has: on the new node the first brings it, and for the others it is one of
+    the node's. One new node runs them all; each was charged it, and two nodes were launched."""
+    w, _ = world(limit=2)
+    shared_volume(w)
+    w.items += [reader(f"reader-{i}", "200m", "shared") for i in range(4)]
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, [f"default/reader-{i}" for i in range(4)])}
+
+
+def test_classes_sharing_a_volume_share_it_on_a_new_node() -> None:
+    """The node is at its limit of 3, as is each new node. Two pods of different sizes each bring a new
+    volume of their own and read the shared volume: on one new node that is three volumes. Each was
+    charged the shared one, and each got a node."""
+    w, node = world(limit=3)
+    shared_volume(w)
+    w.items += [volume("pv-3", "vol-3"), claim("c3", "pv-3")]
+    w.items.append(with_claims(o.pod("db-2", cpu="100m", memory="128Mi", node_name=node), "c3"))
+    for name, cpu in (("reader-a", "200m"), ("reader-b", "300m")):
+        w.items.append(claim(f"own-{name}", None))
+        w.items.append(reader(name, cpu, f"own-{name}", "shared", owner=name))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, ["default/reader-a", "default/reader-b"])}
+
+
+def test_pods_with_new_volumes_of_their_own_still_take_a_slot_each_on_a_new_node() -> None:
+    """The node is at its limit of 2: three pods, each with a new volume of its own, fill two new nodes."""
+    w, _ = world(limit=2)
+    for i in range(3):
+        pending_with_new_volume(w, f"db-{i + 2}")
+
+    result = w.plan()
+
+    assert scale_up(result)["db"][:2] == (1, 3)
+
+
+def test_pods_sharing_a_volume_fill_a_node_already_launching() -> None:
+    """As the first new-node test, with a node of the group launching: the four replicas share the
+    shared volume there too, and nothing new is launched."""
+    w, _ = world(limit=2)
+    w.add_instance("db", register=False)
+    shared_volume(w)
+    w.items += [pending(f"reader-{i}", "200m", "shared") for i in range(4)]
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[f"default/reader-{i}"] for i in range(4)} == {codes.FITS_LAUNCHING}
+
+
+def test_a_gang_sharing_a_volume_fits_the_one_new_node_its_group_has_room_for() -> None:
+    """As the first new-node test, the four pods a coscheduling gang and the group one node below
+    MaxSize: one new node holds them all. Each pod was charged the volume, and the gang, reckoned to
+    need two nodes, was refused the group (max-size)."""
+    w, _ = world(limit=2)
+    w.groups["db"]["MaxSize"] = 2
+    shared_volume(w)
+    pods = cosched_pods(w, "readers", 4, min_member=4, cpu="200m", memory="128Mi")
+    for key in pods:
+        with_claims(w.pod_item(key), "shared")
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, pods)}

@@ -710,7 +710,7 @@ def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
 
 def _copy_bins(bins: Mapping[GroupKey, list[Bin]]) -> dict[GroupKey, list[Bin]]:
     return {
-        g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels) for b in group]
+        g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels, b.volumes) for b in group]
         for g, group in bins.items()
     }
 
