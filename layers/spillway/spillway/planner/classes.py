@@ -131,6 +131,11 @@ class PodClass:
         add_room(after, first, -1)
         return 1 + fit_count(self.requests_with(self.volumes), after, limit - 1)
 
+    def fit_on(self, node: str, free: Resources, limit: int) -> int:
+        """:meth:`fit_with` on the existing node ``node``, whose volumes :attr:`volume_nodes` says: the
+        first pod takes :meth:`requests_on` there, the others none of the class's volumes."""
+        return self.fit_with(free, limit, [v for v in self.volumes if node in self.volume_nodes.get(v, ())])
+
     def charge_with(self, free: Resources, count: int, have: Collection[str] = ()) -> None:
         """Take ``count`` pods of the class out of ``free``, a node's room whose pods use ``have``, as
         :meth:`fit_with` counts them."""
