@@ -8,7 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 from plan_world import World, pending_codes, scale_up
-from test_planner_csi_limits import claim, pending_with_new_volume, volume, with_claims, world
+from test_planner_csi_limits import (
+    ZONE,
+    claim,
+    csinode,
+    gp3,
+    pending_with_new_volume,
+    volume,
+    with_claims,
+    world,
+)
 from test_planner_csi_shared import pending, shared_volume
 from test_planner_gangs import cosched_pods
 
@@ -127,3 +136,45 @@ def test_a_gang_sharing_a_volume_fits_the_one_new_node_its_group_has_room_for() 
     result = w.plan()
 
     assert scale_up(result) == {"db": (1, 2, pods)}
+
+
+def test_make_room_gives_pods_sharing_a_volume_a_node_with_one_slot_left() -> None:
+    """Node a is at 2 of 3 volumes and its CPU is taken by web-a, which may move to node b. Two pending
+    readers of the shared volume may run only on a's group: its new node would take both, and moving
+    web-a gives a their CPU; the one slot left holds the volume they share. Make room counted each
+    reader's volume, found a short of a slot, and the node was launched."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10, zones=[ZONE], labels={"pool": "cpu"})
+    (b,) = w.group("other", "m5.2xlarge", nodes=1, max_size=10, zones=[ZONE], labels={"pool": "other"})
+    w.items += [gp3(), csinode(a, 3), csinode(b, 3)]
+    shared_volume(w)
+    stay = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    for name in ("keep-0", "keep-1"):
+        w.items += [volume(f"pv-{name}", f"vol-{name}"), claim(name, f"pv-{name}")]
+        pod = o.pod(
+            name, cpu="500m", memory="1Gi", node_name=a, owner=("StatefulSet", "keep"), annotations=stay
+        )
+        w.items.append(with_claims(pod, name))
+    move = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    w.items.append(
+        o.pod("web-a", cpu="6", memory="1Gi", node_name=a, owner=("ReplicaSet", "web"), annotations=move)
+    )
+    w.items.append(
+        o.pod("pin-0", cpu="1", memory="1Gi", node_name=b, owner=("ReplicaSet", "pin"), annotations=stay)
+    )
+    for i in range(2):
+        pod = o.pod(
+            f"reader-{i}",
+            cpu="2",
+            memory="128Mi",
+            owner=("ReplicaSet", "reader"),
+            node_selector={"pool": "cpu"},
+        )
+        w.items.append(with_claims(pod, "shared"))
+
+    result = w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=1.0
+    )
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[f"default/reader-{i}"] for i in range(2)} == {codes.MAKING_ROOM}

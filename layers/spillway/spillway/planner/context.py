@@ -438,6 +438,22 @@ class Context:
                 out[key] = out.get(key, 0) + 1000
         return out
 
+    def arriving_share(self, pods: Sequence[PodInfo], name: str | None = None) -> Resources:
+        """What ``pods`` placed together on one node take of it: their requests, a volume they share
+        counted once, and none for a volume node ``name`` (when given) has already. kube-scheduler
+        counts a volume of the node's pods once and takes it out of a pod's new volumes (csi.go,
+        Filter), so once the first of them is bound the volume is no new one for the others."""
+        out: Resources = {}
+        for pod in pods:
+            add_into(out, pod.requests)
+        for volume, users in Counter(v for pod in pods for v in pod.volumes).items():
+            there = name is not None and self.volume_users.get((name, volume), 0) > 0
+            less = users - 1 + int(there)
+            if less:
+                key = attach_limit_key(volume.partition("/")[0])
+                out[key] = out.get(key, 0) - 1000 * less
+        return out
+
     def volumes_on(self, name: str, volumes: Iterable[str]) -> Resources:
         """How much less of each CSI attach limit a pod using ``volumes`` takes on node ``name``: one for
         each of them the node has already (its pods use it, or pods this plan put there:
