@@ -377,6 +377,7 @@ class Context:
             elif pod.gated and not pod.daemonset:
                 self.gated.append(pod)
         for node in self.nodes.values():
+            self._note_attached(node)
             self.share_victims(node)
             node.free = room_less(node.info.allocatable, node.used)
             node.victims.sort(key=lambda v: (v.priority, v.pod))
@@ -391,6 +392,18 @@ class Context:
             if users > 1:
                 key = attach_limit_key(volume.partition("/")[0])
                 node.used[key] = node.used.get(key, 0) - 1000
+
+    def _note_attached(self, node: WorkNode) -> None:
+        """The volumes a VolumeAttachment holds on ``node`` that none of its pods uses
+        (:attr:`NodeInfo.attached`): each takes one of its attach limit, and is the node's, so a pod
+        of it brings the node no new volume (kube-scheduler counts them with the volumes of the node's
+        pods, and takes them out of a pod's new volumes: csi.go, Filter)."""
+        name = node.info.name
+        for volume in node.info.attached:
+            self.volume_nodes.setdefault(volume, set()).add(name)
+            self.volume_users[(name, volume)] = self.volume_users.get((name, volume), 0) + 1
+            key = attach_limit_key(volume.partition("/")[0])
+            node.used[key] = node.used.get(key, 0) + 1000
 
     def share_victims(self, node: WorkNode, volume: str | None = None) -> None:
         """A victim's preemption gives its node back its requests but the volumes another pod there
