@@ -178,3 +178,18 @@ def test_make_room_gives_pods_sharing_a_volume_a_node_with_one_slot_left() -> No
 
     assert result.scale_up == ()
     assert {pending_codes(result)[f"default/reader-{i}"] for i in range(2)} == {codes.MAKING_ROOM}
+
+
+def test_the_expander_weighs_a_group_at_the_one_new_node_pods_sharing_a_volume_fill() -> None:
+    """As the first new-node test, with a second group of the same type, no node and so no known
+    limit: each takes the four replicas on one new node, the same waste, and the expander's last tie,
+    the name, picks db. Ranked at the volume charged per pod, db's option needed two nodes and wasted
+    more, so the replicas went to the other group."""
+    w, _ = world(limit=2)
+    w.group("eb", "m5.2xlarge", max_size=10, zones=[ZONE])
+    shared_volume(w)
+    w.items += [reader(f"reader-{i}", "200m", "shared") for i in range(4)]
+
+    result = w.plan()
+
+    assert scale_up(result) == {"db": (1, 2, [f"default/reader-{i}" for i in range(4)])}
