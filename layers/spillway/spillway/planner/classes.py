@@ -74,9 +74,9 @@ class PodClass:
     # (PodInfo.volume_wait). A pending pod with one never gets here (code volume-unbound); a running
     # pod with one is refused every node when a move would re-place it (blocker)
     volume_wait: str | None = None
-    # the existing volumes every pod of the class uses that a node may have (a node's pods use them, or
-    # other pending pods do): one takes none of an attach limit on a node that has it already, and
-    # volume_nodes (Context.volume_nodes, which the plan's placements update) says which nodes have it
+    # the volumes (a claim's yet to be made among them) every pod of the class uses that a node may
+    # have (a node's pods or its VolumeAttachments hold them, or other pending pods use them): one takes
+    # none of an attach limit on a node that has it already, and volume_nodes (Context.volume_nodes, which the plan's placements update) says which nodes have it
     volumes: tuple[str, ...] = ()
     volume_nodes: Mapping[str, Collection[str]] = field(default_factory=dict)
 

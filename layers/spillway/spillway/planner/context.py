@@ -58,7 +58,7 @@ class Victim:
     priority: int
     requests: Resources  # with its pod slot
     guarded: bool  # a PodDisruptionBudget allows its eviction nothing now: spared first, not always
-    volumes: tuple[str, ...] = ()  # the existing volumes it uses (PodInfo.volumes)
+    volumes: tuple[str, ...] = ()  # the volumes it uses (PodInfo.volumes)
     # its requests with its pod slot, all of its volumes among them; requests leaves out those another
     # pod of its node uses (Context.share_victims)
     full: Resources = field(default_factory=dict)
@@ -187,8 +187,8 @@ class Context:
         # group runs too (spillway.planner.groups.fresh_node_overhead)
         self.node_daemons: dict[str, list[PodInfo]] = {}
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
-        # an existing volume a CSI attach limit counts -> the nodes whose bound pods use it, and how
-        # many of a node's pods use it
+        # a volume a CSI attach limit counts -> the nodes whose bound pods use it (or a VolumeAttachment
+        # holds it: NodeInfo.attached), and how many of a node's pods (and that attachment) use it
         self.volume_nodes: dict[str, set[str]] = {}
         self.volume_users: dict[tuple[str, str], int] = {}  # (node, volume) -> its pods that use it
         self._group_configs: dict[GroupKey, PlannerConfig] = {}  # group -> config_for(group)
