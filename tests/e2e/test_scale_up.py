@@ -568,17 +568,32 @@ def taint_keys(cloud: Cloud, node: str) -> list[str]:
     return [t["key"] for t in found["spec"].get("taints") or []]
 
 
-def test_a_pod_whose_new_volume_the_node_with_room_cannot_attach_gets_a_node(cloud: Cloud) -> None:
+@pytest.mark.parametrize("detaching", [False, True], ids=["pods-use-all", "one-still-detaching"])
+def test_a_pod_whose_new_volume_the_node_with_room_cannot_attach_gets_a_node(
+    cloud: Cloud, detaching: bool
+) -> None:
     """The running node's CSINode lets the EBS CSI driver attach two volumes, and its two pods use two:
     kube-scheduler refuses it a pod with a new EBS volume (NodeVolumeLimits), though CPU and memory are
     free. The real observe code reads the CSINode, the volumes and the claims, and the plan grows the
-    group (whose new node, read from the running one, allows two) rather than count on that room."""
+    group (whose new node, read from the running one, allows two) rather than count on that room.
+    ``detaching``: the CSINode allows three, and a VolumeAttachment holds a third volume whose pod is
+    gone (kube-scheduler counts it, nodevolumelimits/csi.go getNodeVolumeAttachmentInfo): observe
+    lists it, and the plan grows the group all the same."""
     cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
     (node,) = cloud.wait_nodes(1)
     cloud.kube.add({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": node},
                     "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-0123456789abcdef0",
                                           "topologyKeys": ["topology.ebs.csi.aws.com/zone"],
-                                          "allocatable": {"count": 2}}]}})  # fmt: skip
+                                          "allocatable": {"count": 3 if detaching else 2}}]}})  # fmt: skip
+    if detaching:
+        cloud.kube.add({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-gone"},
+                        "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                                 "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-gone"}}})  # fmt: skip
+        cloud.kube.add({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+                        "metadata": {"name": "csi-gone"},
+                        "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node,
+                                 "source": {"persistentVolumeName": "pv-gone"}},
+                        "status": {"attached": True}})  # fmt: skip
     cloud.kube.add({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
                     "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer"})  # fmt: skip
     for i in range(3):

@@ -1123,6 +1123,33 @@ def test_storage_classes_are_cluster_scoped_and_default_their_binding_mode(clien
     assert "storageclasses" in resources
 
 
+def test_volume_attachments_are_cluster_scoped_their_status_written_through_the_subresource(
+    client: ApiClient,
+) -> None:
+    """storage.k8s.io/v1 VolumeAttachment through the official client, as the attach/detach controller
+    and the external attacher use it: the status a create sends is reset (``attached`` false, a field
+    without omitempty), ``/status`` writes it, the spec may not change, and discovery lists the
+    resource with its status subresource."""
+    storage = StorageV1Api(client)
+    body = {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": "csi-abc"},
+            "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "node-a",
+                     "source": {"persistentVolumeName": "pv-1"}},
+            "status": {"attached": True}}  # fmt: skip
+    storage.create_volume_attachment(body)
+
+    created = storage.read_volume_attachment("csi-abc")
+    storage.patch_volume_attachment_status("csi-abc", {"status": {"attached": True}})
+    (listed,) = storage.list_volume_attachment().items
+    with pytest.raises(ApiException) as refused:
+        storage.patch_volume_attachment("csi-abc", {"spec": {"nodeName": "node-b"}})
+
+    assert created.status.attached is False and created.metadata.namespace is None
+    assert listed.status.attached is True and listed.spec.source.persistent_volume_name == "pv-1"
+    assert refused.value.status == 422
+    resources = {r.name for r in storage.get_api_resources().resources}
+    assert {"volumeattachments", "volumeattachments/status"} <= resources
+
+
 def test_a_required_token_refuses_others_with_401() -> None:
     with KubeApiServer(require_token="abc") as api:
         with api.api_client(token="wrong") as bad, pytest.raises(ApiException) as caught:

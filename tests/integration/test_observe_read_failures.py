@@ -169,6 +169,8 @@ RULES = [
      '{apiGroups: ["storage.k8s.io"], resources: ["storageclasses"], verbs: ["list"]}'),
     ("/apis/storage.k8s.io/v1/csinodes",
      '{apiGroups: ["storage.k8s.io"], resources: ["csinodes"], verbs: ["list"]}'),
+    ("/apis/storage.k8s.io/v1/volumeattachments",
+     '{apiGroups: ["storage.k8s.io"], resources: ["volumeattachments"], verbs: ["list"]}'),
     ("/apis/autoscaling.x-k8s.io/v1/provisioningrequests",
      '{apiGroups: ["autoscaling.x-k8s.io"], resources: ["provisioningrequests"], verbs: ["list"]}'),
     ("/apis/autoscaling.x-k8s.io/v1beta1/capacitybuffers",
@@ -208,6 +210,7 @@ BUILT_IN = [
     "/api/v1/persistentvolumes",
     "/apis/storage.k8s.io/v1/storageclasses",
     "/apis/storage.k8s.io/v1/csinodes",
+    "/apis/storage.k8s.io/v1/volumeattachments",
     "/apis/apps/v1/daemonsets",
     "/apis/batch/v1/jobs",
 ]

@@ -338,7 +338,8 @@ def test_a_shared_volume_attached_on_two_nodes_counts_on_neither_for_a_new_pod_o
 
 def test_the_snapshot_keeps_the_volumes_a_pod_uses_for_the_plan_lambda() -> None:
     """The plan Lambda reads the snapshot observe stored: the volumes that decide where a pod's attach
-    limit is counted survive the round trip; a claim's volume yet to be made is none of them."""
+    limit is counted survive the round trip, a claim's volume yet to be made among them (named by the
+    claim, as kube-scheduler names it)."""
     w, _ = world(limit=2)
     pending_with_new_volume(w)
     snapshot, *_ = w.parsed()
@@ -346,7 +347,8 @@ def test_the_snapshot_keeps_the_volumes_a_pod_uses_for_the_plan_lambda() -> None
 
     again = {p.name: p for p in ClusterSnapshot.from_dict(json.loads(json.dumps(snapshot.to_dict()))).pods}
 
-    assert pods["db-0"].volumes == (f"{EBS}/vol-1",) and pods["db-2"].volumes == ()
+    assert pods["db-0"].volumes == (f"{EBS}/vol-1",)
+    assert pods["db-2"].volumes == (f"{EBS}/claim default/data-db-2-0",)
     assert again["db-0"] == pods["db-0"] and again["db-2"] == pods["db-2"]
 
 

@@ -221,3 +221,35 @@ def test_make_room_frees_a_volume_the_pods_it_moves_alone_share() -> None:
 
     assert result.scale_up == ()
     assert pending_codes(result)["default/db-new"] == codes.MAKING_ROOM
+
+
+def _with_self_affinity(w: World, light: str, key: str) -> None:
+    """The light node's web pods require, over ``key``, to run beside pods of their own app."""
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": key}
+    for item in w.items:
+        if item["kind"] == "Pod" and item["spec"].get("nodeName") == light:
+            item["spec"]["affinity"] = {
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            }
+
+
+def test_pods_that_must_move_to_one_node_together_bring_it_their_shared_volume_once() -> None:
+    """The light node's two pods require to run beside each other (pod affinity on the hostname) and
+    share a volume; the other node has one slot left. Both go there, bringing it one volume. Each was
+    charged it when the node that takes them all was looked for, and the light node was kept."""
+    w, light = consolidation_world(("own",), (("web-a", "1"), ("web-b", "1")))
+    _with_self_affinity(w, light, "kubernetes.io/hostname")
+
+    result = plan_consolidation(w)
+
+    assert [d.node for d in result.drain] == [light]
+
+
+def test_pods_that_must_move_to_one_zone_together_bring_a_node_their_shared_volume_once() -> None:
+    """As above, the pods requiring to run in one zone."""
+    w, light = consolidation_world(("own",), (("web-a", "1"), ("web-b", "1")))
+    _with_self_affinity(w, light, "topology.kubernetes.io/zone")
+
+    result = plan_consolidation(w)
+
+    assert [d.node for d in result.drain] == [light]

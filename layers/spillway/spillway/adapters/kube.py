@@ -170,6 +170,7 @@ from spillway.model.k8s import (
     UpstreamPodGroup,
     VolcanoJob,
     VolcanoPodGroup,
+    VolumeAttachment,
     VolumeObject,
     Workload,
 )
@@ -973,11 +974,12 @@ class KubeClient:
                         self._log_not_served(f"{shared.qualified} ({', '.join(shared.versions)})")
 
     def iter_volume_objects(self) -> Iterator[VolumeObject]:
-        """PersistentVolumeClaims of all namespaces, PersistentVolumes, StorageClasses, then CSINodes:
-        where pods' volumes let them run, whether they wait for one, and how many volumes of each CSI
-        driver a node may use (spillway.model.cluster.VolumeMatcher). A refusal (403, naming the rule)
-        or no useful answer raises: a bound volume left out would free its pod of its zone, a CSINode
-        left out its node of its attach limit."""
+        """PersistentVolumeClaims of all namespaces, PersistentVolumes, StorageClasses, CSINodes, then
+        VolumeAttachments: where pods' volumes let them run, whether they wait for one, how many volumes
+        of each CSI driver a node may use, and which it holds attached (spillway.model.cluster.
+        VolumeMatcher). A refusal (403, naming the rule) or no useful answer raises: a bound volume left
+        out would free its pod of its zone, a CSINode left out its node of its attach limit, a
+        VolumeAttachment left out would free a slot a volume still detaching holds."""
         yield from self._built_in(
             "persistentvolumeclaims",
             PersistentVolumeClaim,
@@ -1001,6 +1003,12 @@ class KubeClient:
             CSINode,
             self._storage.list_csi_node,
             _listing("storage.k8s.io", "csinodes"),
+        )
+        yield from self._built_in(
+            "volumeattachments.storage.k8s.io",
+            VolumeAttachment,
+            self._storage.list_volume_attachment,
+            _listing("storage.k8s.io", "volumeattachments"),
         )
 
     def iter_daemonsets(self) -> Iterator[DaemonSet]:

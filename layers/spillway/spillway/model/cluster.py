@@ -62,6 +62,7 @@ from spillway.model.k8s import (
     ResourceQuota,
     Scalable,
     StorageClass,
+    VolumeAttachment,
     VolumeObject,
     api_group,
     deletion_cost,
@@ -239,8 +240,9 @@ class PodInfo:
     # why kube-scheduler holds it whatever nodes there are: a claim of its that binds at once and is
     # not bound, or is missing or being deleted (VolumeMatcher); None for every other pod
     volume_wait: str | None = None
-    # the unique names (``<driver>/<handle>``) of the existing volumes it uses that a CSI driver's attach
-    # limit counts (VolumeMatcher): a node whose pods use one already counts it once (NodeVolumeLimits)
+    # the unique names (``<driver>/<handle>``) of the volumes it uses that a CSI driver's attach limit
+    # counts (VolumeMatcher), a claim's volume yet to be made among them (named by the claim, so the
+    # pods of one claim share it): a node whose pods use one already counts it once (NodeVolumeLimits)
     volumes: tuple[str, ...] = ()
 
     @property
@@ -788,6 +790,10 @@ class NodeInfo:
     # status.capacity: what CapacityQuotas and cluster-autoscaler's cores and memory totals count; a
     # resource it does not report (every one, for a node that reports no capacity) is its allocatable's
     capacity: Resources = field(default_factory=dict)
+    # the CSI volumes a VolumeAttachment holds on it that none of its pods uses (one still detaching
+    # after its pod left), of a driver its CSINode gives a limit for: kube-scheduler counts them
+    # against that limit (VolumeMatcher.with_attach_limits)
+    attached: tuple[str, ...] = ()
     # the EC2 instance its providerID names (aws:///<zone>/<id>), read once: every stage asks for it
     instance_id: str | None = field(init=False, default=None, compare=False, repr=False)
 
@@ -863,6 +869,7 @@ class NodeInfo:
             deleting=bool(d.get("del")),
             do_not_disrupt=bool(d.get("dnd")),
             capacity=dict(d.get("ca", {})),
+            attached=tuple(str(v) for v in d.get("av", ())),
         )
 
 
@@ -885,6 +892,7 @@ _NODE_SHORT_KEYS: tuple[tuple[str, Callable[[NodeInfo], Any]], ...] = (
     ("scd", lambda n: n.cordon_digest),
     ("del", lambda n: _one_if(n.deleting)),
     ("dnd", lambda n: _one_if(n.do_not_disrupt)),
+    ("av", lambda n: list(n.attached) or None),
 )
 
 
@@ -1103,7 +1111,9 @@ class ClusterSnapshot:
                 workloads.append(obj)
             elif isinstance(obj, ResourceQuota):
                 resource_quotas.append(obj)
-            elif isinstance(obj, PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode):
+            elif isinstance(
+                obj, PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | VolumeAttachment
+            ):
                 volumes.add(obj)
             elif isinstance(obj, ConfigMap):
                 priorities, priorities_problem = expander_priorities(obj) or (priorities, priorities_problem)
@@ -1346,6 +1356,8 @@ class VolumeMatcher:
         # PersistentVolume -> where it can be used ((): anywhere)
         self._volumes: dict[str, tuple[Term, ...]] = {}
         self._classes: dict[str, StorageClass] = {}
+        self._handles: dict[str, str] = {}  # PersistentVolume with spec.csi -> its volume handle
+        self._attachments: list[tuple[str, str, str]] = []  # VolumeAttachment: node, attacher, volume
 
     def remember(self, index: int, pod: Pod) -> None:
         if pod.status.phase in TERMINAL_PHASES:
@@ -1372,14 +1384,35 @@ class VolumeMatcher:
         """``nodes`` with, in their allocatable, the attach limit of each CSI driver their CSINode gives a
         count for (it wins over an ``attachable-volumes-csi-*`` the node reports, as in kube-scheduler's
         getVolumeLimits). A node without a CSINode, or a driver without a count, has no limit."""
+        attached = self._attached()
         out = []
         for node in nodes:
             counts = self._limits.get(node.name)
             if counts:
                 extra = {attach_limit_key(driver): count * 1000 for driver, count in counts.items()}
-                node = replace(node, allocatable={**node.allocatable, **extra})
+                held = tuple(v for v in attached.get(node.name, ()) if v.partition("/")[0] in counts)
+                node = replace(node, allocatable={**node.allocatable, **extra}, attached=held)
             out.append(node)
         return tuple(out)
+
+    def _attached(self) -> dict[str, list[str]]:
+        """Node -> the CSI volumes its VolumeAttachments hold that none of its pods uses, by unique
+        name (``<attacher>/<handle>``), sorted. kube-scheduler (1.32 on) adds to the volumes of the
+        node's pods those of the VolumeAttachments naming the node, each once: one whose attacher is
+        empty, that names no PersistentVolume, or whose volume it cannot find or is not a CSI one is
+        left out, attached yet or not (nodevolumelimits/csi.go, getNodeVolumeAttachmentInfo). So a
+        volume still detaching after its pod left takes a slot until its VolumeAttachment is gone."""
+        used: dict[str, set[str]] = {}
+        for _index, namespace, node, claims, inline in self._attaching:
+            if node is not None:
+                used.setdefault(node, set()).update(self._names(namespace, claims, inline))
+        out: dict[str, set[str]] = {}
+        for node, attacher, volume in self._attachments:
+            handle = self._handles.get(volume)
+            name = f"{attacher}/{handle}"
+            if attacher and handle and name not in used.get(node, ()):
+                out.setdefault(node, set()).add(name)
+        return {node: sorted(names) for node, names in out.items()}
 
     def add(self, obj: VolumeObject) -> None:
         if isinstance(obj, CSINode):
@@ -1391,7 +1424,17 @@ class VolumeMatcher:
         if isinstance(obj, StorageClass):
             self._classes[obj.metadata.name] = obj
             return
+        if isinstance(obj, VolumeAttachment):
+            spec = obj.spec
+            if volume := spec.source.persistent_volume_name:
+                self._attachments.append((spec.node_name, spec.attacher, volume))
+            return
+        self._add_volume(obj)
+
+    def _add_volume(self, obj: PersistentVolume) -> None:
         self._drivers[obj.metadata.name] = _csi_name(obj)
+        if obj.spec.csi is not None and obj.spec.csi.volume_handle:
+            self._handles[obj.metadata.name] = obj.spec.csi.volume_handle
         required = obj.spec.node_affinity.required if obj.spec.node_affinity else None
         terms = tuple(tuple(_zone_key(r) for r in term) for term in _selector_terms(required))
         if not terms:
@@ -1423,18 +1466,23 @@ class VolumeMatcher:
     def _count_attached(self, pods: list[PodInfo]) -> None:
         """Add to each pod's requests how many unique volumes of each CSI driver it uses, bound or not
         (what it brings to a node none of whose pods uses them: the planner counts a volume several
-        pods of a node use once there, spillway.planner.context), and note the existing ones
-        (:attr:`PodInfo.volumes`: not a claim's volume yet to be made)."""
+        pods of a node use once there, spillway.planner.context), and note them
+        (:attr:`PodInfo.volumes`). A claim's volume yet to be made is named by the claim, as
+        kube-scheduler names it (csi.go getCSIDriverInfoFromSC: ``<namespace>-<claim>``), so pending
+        pods of one claim not bound yet share it on a node as pods of one bound volume do."""
         for index, namespace, _node, claims, inline in self._attaching:
-            names = {n for claim in claims if (n := self._csi_of_claim(namespace, claim))} | set(inline)
+            names = self._names(namespace, claims, inline)
             counts: dict[str, int] = {}
             for name in names:
                 key = attach_limit_key(name.partition("/")[0])
                 counts[key] = counts.get(key, 0) + 1000  # milli-units, as every request
-            existing = tuple(sorted(n for n in names if not n.startswith(NEW_VOLUME, n.find("/") + 1)))
-            if counts or existing:
+            if counts:
                 requests = {**pods[index].requests, **counts}
-                pods[index] = replace(pods[index], requests=requests, volumes=existing)
+                pods[index] = replace(pods[index], requests=requests, volumes=tuple(sorted(names)))
+
+    def _names(self, namespace: str, claims: Iterable[str], inline: Iterable[str]) -> set[str]:
+        """The unique names of the volumes a pod's ``claims`` and ``inline`` EBS volumes give it."""
+        return {n for claim in claims if (n := self._csi_of_claim(namespace, claim))} | set(inline)
 
     def _csi_of_claim(self, namespace: str, name: str) -> str | None:
         """The unique name (``<driver>/<handle>``) of the CSI volume a claim gives its pod, or None."""

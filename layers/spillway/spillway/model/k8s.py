@@ -1262,8 +1262,37 @@ class DaemonSet(KubeModel):
     spec: DaemonSetSpec = Field(default_factory=DaemonSetSpec)
 
 
-# what observe lists for volumes: where they let pods run, and (CSINodes) how many a node may use
-VolumeObject = PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode
+class VolumeAttachmentSource(KubeModel):
+    persistent_volume_name: str | None = None  # or an inline volume's spec, which is not counted
+
+
+class VolumeAttachmentSpec(KubeModel):
+    attacher: str
+    source: VolumeAttachmentSource = Field(default_factory=VolumeAttachmentSource)
+    node_name: str
+
+
+class VolumeAttachmentStatus(KubeModel):
+    attached: bool = False
+
+
+class VolumeAttachment(KubeModel):
+    """storage.k8s.io/v1 VolumeAttachment (cluster-scoped): the attach/detach controller's intent to
+    attach a PersistentVolume (``spec.source.persistentVolumeName``) to a node (``spec.nodeName``) through
+    a CSI driver (``spec.attacher``). It stays until the volume is detached, after its pods are gone:
+    kube-scheduler (1.32 on) counts it against the node's attach limit (nodevolumelimits/csi.go,
+    getNodeVolumeAttachmentInfo, kubernetes/kubernetes#127757), attached yet or not."""
+
+    kind: Literal["VolumeAttachment"] = "VolumeAttachment"
+    api_version: str = "storage.k8s.io/v1"
+    metadata: ObjectMeta
+    spec: VolumeAttachmentSpec
+    status: VolumeAttachmentStatus | None = None
+
+
+# what observe lists for volumes: where they let pods run, and (CSINodes) how many a node may use, and
+# (VolumeAttachments) how many it has attached
+VolumeObject = PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | VolumeAttachment
 
 SharedObject = (
     Namespace
@@ -1284,13 +1313,23 @@ SharedObject = (
     | PersistentVolume
     | StorageClass
     | CSINode
+    | VolumeAttachment
     | ConfigMap
     | ResourceQuota
     | DaemonSet
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
 CLUSTER_SCOPED = frozenset(
-    {"Node", "Namespace", "CapacityQuota", "PersistentVolume", "StorageClass", "CSINode", "PriorityClass"}
+    {
+        "Node",
+        "Namespace",
+        "CapacityQuota",
+        "PersistentVolume",
+        "StorageClass",
+        "CSINode",
+        "VolumeAttachment",
+        "PriorityClass",
+    }
 )
 
 
@@ -1336,6 +1375,7 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("DaemonSet", "apps"): DaemonSet,
     ("StorageClass", "storage.k8s.io"): StorageClass,
     ("CSINode", "storage.k8s.io"): CSINode,
+    ("VolumeAttachment", "storage.k8s.io"): VolumeAttachment,
 }
 
 

@@ -16,7 +16,16 @@ from typing import Any
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import PROVISIONED, TERMINAL, ProvisioningRequestInfo
-from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources, attach_limit_key
+from spillway.model.resources import (
+    CPU,
+    MEMORY,
+    NVIDIA_GPU,
+    PODS,
+    Resources,
+    add_room,
+    attach_limit_key,
+    fit_count,
+)
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, nominated_to
@@ -74,9 +83,9 @@ class PodClass:
     # (PodInfo.volume_wait). A pending pod with one never gets here (code volume-unbound); a running
     # pod with one is refused every node when a move would re-place it (blocker)
     volume_wait: str | None = None
-    # the existing volumes every pod of the class uses that a node may have (a node's pods use them, or
-    # other pending pods do): one takes none of an attach limit on a node that has it already, and
-    # volume_nodes (Context.volume_nodes, which the plan's placements update) says which nodes have it
+    # the volumes (a claim's yet to be made among them) every pod of the class uses that a node may
+    # have (a node's pods or its VolumeAttachments hold them, or other pending pods use them): one takes
+    # none of an attach limit on a node that has it already, and volume_nodes (Context.volume_nodes, which the plan's placements update) says which nodes have it
     volumes: tuple[str, ...] = ()
     volume_nodes: Mapping[str, Collection[str]] = field(default_factory=dict)
 
@@ -105,6 +114,43 @@ class PodClass:
                 key = attach_limit_key(volume.partition("/")[0])
                 less[key] = less.get(key, 0) + 1000
         return less
+
+    def requests_with(self, have: Collection[str]) -> Resources:
+        """What a pod of the class takes on a node this plan launches or finds launching whose pods
+        use the volumes ``have``: its requests, less the attach limits' share of its :attr:`volumes`
+        among them."""
+        less: Resources = {}
+        for volume in self.volumes:
+            if volume in have:
+                key = attach_limit_key(volume.partition("/")[0])
+                less[key] = less.get(key, 0) + 1000
+        return {k: v - less.get(k, 0) for k, v in self.requests.items()} if less else self.requests
+
+    def fit_with(self, free: Resources, limit: int, have: Collection[str] = ()) -> int:
+        """How many pods of the class, at most ``limit``, a node with ``free`` room whose pods use the
+        volumes ``have`` takes: the first brings it the class's :attr:`volumes` it has not got, and for
+        the others they are the node's (kube-scheduler counts a volume of the node's pods once and
+        takes it out of a pod's new volumes: csi.go Filter)."""
+        first = self.requests_with(have)
+        if limit <= 0 or all(v in have for v in self.volumes):
+            return fit_count(first, free, limit)
+        if fit_count(first, free, 1) == 0:
+            return 0
+        after = dict(free)
+        add_room(after, first, -1)
+        return 1 + fit_count(self.requests_with(self.volumes), after, limit - 1)
+
+    def fit_on(self, node: str, free: Resources, limit: int) -> int:
+        """:meth:`fit_with` on the existing node ``node``, whose volumes :attr:`volume_nodes` says: the
+        first pod takes :meth:`requests_on` there, the others none of the class's volumes."""
+        return self.fit_with(free, limit, [v for v in self.volumes if node in self.volume_nodes.get(v, ())])
+
+    def charge_with(self, free: Resources, count: int, have: Collection[str] = ()) -> None:
+        """Take ``count`` pods of the class out of ``free``, a node's room whose pods use ``have``, as
+        :meth:`fit_with` counts them."""
+        if count > 0:
+            add_room(free, self.requests_with(have), -1)
+            add_room(free, self.requests_with(self.volumes), -(count - 1))
 
     @property
     def least_requests(self) -> Resources:

@@ -55,7 +55,7 @@ from spillway.config import UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
-from spillway.model.resources import NVIDIA_GPU, PODS, dominant_share, fit_count, subtract
+from spillway.model.resources import NVIDIA_GPU, PODS, dominant_share, subtract
 from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
@@ -710,7 +710,7 @@ def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
 
 def _copy_bins(bins: Mapping[GroupKey, list[Bin]]) -> dict[GroupKey, list[Bin]]:
     return {
-        g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels) for b in group]
+        g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels, b.volumes) for b in group]
         for g, group in bins.items()
     }
 
@@ -724,7 +724,7 @@ def _whole_on_one(cls: PodClass, room: Iterable[WorkNode]) -> list[Pool]:
     for node in room:
         info = node.info
         if (
-            fit_count(cls.requests_on(info.name), node.free, want) == want
+            cls.fit_on(info.name, node.free, want) == want
             and min(cls.domains.cap(info.name), cls.room_in(info.labels)) >= want
             and not cls.domains.marks.repels(node.marks)
             and cls.blocker(info.labels, info.taints, info.name) is None
@@ -759,7 +759,7 @@ def _takes(cls: PodClass, node: WorkNode, want: int) -> int:
     if cls.domains.marks.repels(node.marks) or cls.blocker(info.labels, info.taints, info.name) is not None:
         return 0
     limit = min(want, cls.domains.cap(info.name), cls.room_in(info.labels))
-    return fit_count(cls.requests_on(info.name), node.free, limit)
+    return cls.fit_on(info.name, node.free, limit)
 
 
 def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: Leaving) -> list[PodClass]:

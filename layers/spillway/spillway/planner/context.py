@@ -58,7 +58,7 @@ class Victim:
     priority: int
     requests: Resources  # with its pod slot
     guarded: bool  # a PodDisruptionBudget allows its eviction nothing now: spared first, not always
-    volumes: tuple[str, ...] = ()  # the existing volumes it uses (PodInfo.volumes)
+    volumes: tuple[str, ...] = ()  # the volumes it uses (PodInfo.volumes)
     # its requests with its pod slot, all of its volumes among them; requests leaves out those another
     # pod of its node uses (Context.share_victims)
     full: Resources = field(default_factory=dict)
@@ -187,8 +187,8 @@ class Context:
         # group runs too (spillway.planner.groups.fresh_node_overhead)
         self.node_daemons: dict[str, list[PodInfo]] = {}
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
-        # an existing volume a CSI attach limit counts -> the nodes whose bound pods use it, and how
-        # many of a node's pods use it
+        # a volume a CSI attach limit counts -> the nodes whose bound pods use it (or a VolumeAttachment
+        # holds it: NodeInfo.attached), and how many of a node's pods (and that attachment) use it
         self.volume_nodes: dict[str, set[str]] = {}
         self.volume_users: dict[tuple[str, str], int] = {}  # (node, volume) -> its pods that use it
         self._group_configs: dict[GroupKey, PlannerConfig] = {}  # group -> config_for(group)
@@ -377,6 +377,7 @@ class Context:
             elif pod.gated and not pod.daemonset:
                 self.gated.append(pod)
         for node in self.nodes.values():
+            self._note_attached(node)
             self.share_victims(node)
             node.free = room_less(node.info.allocatable, node.used)
             node.victims.sort(key=lambda v: (v.priority, v.pod))
@@ -391,6 +392,18 @@ class Context:
             if users > 1:
                 key = attach_limit_key(volume.partition("/")[0])
                 node.used[key] = node.used.get(key, 0) - 1000
+
+    def _note_attached(self, node: WorkNode) -> None:
+        """The volumes a VolumeAttachment holds on ``node`` that none of its pods uses
+        (:attr:`NodeInfo.attached`): each takes one of its attach limit, and is the node's, so a pod
+        of it brings the node no new volume (kube-scheduler counts them with the volumes of the node's
+        pods, and takes them out of a pod's new volumes: csi.go, Filter)."""
+        name = node.info.name
+        for volume in node.info.attached:
+            self.volume_nodes.setdefault(volume, set()).add(name)
+            self.volume_users[(name, volume)] = self.volume_users.get((name, volume), 0) + 1
+            key = attach_limit_key(volume.partition("/")[0])
+            node.used[key] = node.used.get(key, 0) + 1000
 
     def share_victims(self, node: WorkNode, volume: str | None = None) -> None:
         """A victim's preemption gives its node back its requests but the volumes another pod there
@@ -436,6 +449,22 @@ class Context:
             if users > 1 and self.volume_users.get((name, volume), 0) == users:
                 key = attach_limit_key(volume.partition("/")[0])
                 out[key] = out.get(key, 0) + 1000
+        return out
+
+    def arriving_share(self, pods: Sequence[PodInfo], name: str | None = None) -> Resources:
+        """What ``pods`` placed together on one node take of it: their requests, a volume they share
+        counted once, and none for a volume node ``name`` (when given) has already. kube-scheduler
+        counts a volume of the node's pods once and takes it out of a pod's new volumes (csi.go,
+        Filter), so once the first of them is bound the volume is no new one for the others."""
+        out: Resources = {}
+        for pod in pods:
+            add_into(out, pod.requests)
+        for volume, users in Counter(v for pod in pods for v in pod.volumes).items():
+            there = name is not None and self.volume_users.get((name, volume), 0) > 0
+            less = users - 1 + int(there)
+            if less:
+                key = attach_limit_key(volume.partition("/")[0])
+                out[key] = out.get(key, 0) - 1000 * less
         return out
 
     def volumes_on(self, name: str, volumes: Iterable[str]) -> Resources:

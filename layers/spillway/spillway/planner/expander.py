@@ -236,7 +236,7 @@ def options(
             rejected[group.key] = f"{group.name}: {why}"
         else:
             cap = cls.domains.new_node_cap(fresh_node_selected(ctx, group))
-            fitting.append(Option(group, empty[group.key], fit_count(cls.requests, empty[group.key], cap)))
+            fitting.append(Option(group, empty[group.key], cls.fit_with(empty[group.key], cap)))
     for group in ctx.refused:  # why a group that might have run it does not
         template = group.template
         why = _rejection(cls, group, template.allocatable if template else {})

@@ -245,13 +245,13 @@ def _swappable(stage: ScaleDownStage) -> dict[GroupKey, dict[str, list[PodInfo]]
     return {g: {n: p for n, p in nodes.items() if (g, n) not in excluded} for g, nodes in out.items()}
 
 
-def _needs(pods: Sequence[PodInfo], free: Resources) -> Resources:
-    """What ``pods`` need beyond ``free`` (one node: requests add up), per resource; empty if they fit.
-    A resource checked only where reported that ``free`` does not report (a CSI driver's attach limit
-    the node's CSINode gives no count for) is never lacking: the node takes any amount of it."""
+def _needs(ctx: Context, pods: Sequence[PodInfo], free: Resources) -> Resources:
+    """What ``pods`` need beyond ``free`` (one node: requests add up, a volume they share once:
+    :meth:`Context.arriving_share`), per resource; empty if they fit. A resource checked only where
+    reported that ``free`` does not report (a CSI driver's attach limit the node's CSINode gives no
+    count for) is never lacking: the node takes any amount of it."""
     need: Resources = {PODS: len(pods) * ONE_POD} if PODS in free else {}
-    for pod in pods:
-        add_into(need, pod.requests, 1)
+    add_into(need, ctx.arriving_share(pods), 1)
     return {
         k: v - free.get(k, 0)
         for k, v in need.items()
@@ -270,7 +270,7 @@ def _covers(ctx: Context, pods: Sequence[PodInfo], lack: Resources) -> bool:
 def _room_on(judge: Consolidation, node: WorkNode, pods: Sequence[PodInfo]) -> Candidate | None:
     """The cheapest move that lets ``node`` hold ``pods``, as a candidate; None if no such move obeys
     the rules (where the moved pods go is checked later, by the swap)."""
-    lack = _needs(pods, node.free)
+    lack = _needs(judge.ctx, pods, node.free)
     if not lack:
         return None  # they fit already: the scale-up would have placed them here
     movable = [(p, m) for p, m in judge.moves(node) if m.movable]
@@ -322,8 +322,8 @@ def _move_placements(
     ctx.new_pods[group] = [p for p in ctx.new_pods.get(group, []) if p not in keys]
     ctx.new_nodes[group] -= 1
     node.receives += len(pods)
+    add_room(node.free, ctx.arriving_share(pods, target), -1)
     for pod in pods:
-        add_room(node.free, pod.requests, -1)
         ctx.note_volumes(target, pod.volumes)
     stage.rooms[target] = RoomState(pods=tuple(sorted(keys)), since=ctx.now)
     note = f"make room: node {target} is given to it once {len(candidate.pods)} of its pod(s) move"

@@ -62,6 +62,9 @@ class Bin:
     # launching nodes of a group over several zones or types: the labels they register with, in the
     # zone and of the type Auto Scaling launched them in (groups.launching_places); None: the template's
     labels: Mapping[str, str] | None = None
+    # the volumes the pods placed on each node use (PodClass.volumes): a pod of them placed after
+    # brings none of them (NodeVolumeLimits counts a volume of the node's pods once)
+    volumes: frozenset[str] = frozenset()
 
 
 def _max_into(bound: Resources, free: Mapping[str, int]) -> None:
@@ -191,7 +194,7 @@ def fill_bins(cls: PodClass, bins: list[Bin], want: int, cap: int | None = None)
     per_node = cls.per_node if cap is None else cap
     while i < len(bins) and placed < want:
         current = bins[i]
-        per = fit_count(cls.requests, current.free, per_node - _held(cls, current))
+        per = cls.fit_with(current.free, per_node - _held(cls, current), current.volumes)
         if per <= 0 or cls.domains.marks.repels(current.marks):
             i += 1
             continue
@@ -230,23 +233,22 @@ def _split_bin(
     """
     inserted: list[Bin] = []
     marks = current.marks | cls.domains.marks
+    volumes = current.volumes | frozenset(cls.volumes)
     full = min(len(current.ids), want // per)
     if full:
         after = dict(current.free)
-        add_room(after, cls.requests, -per)
+        cls.charge_with(after, per, current.volumes)
         ids, current.ids = current.ids[:full], current.ids[full:]
-        inserted.append(
-            Bin(after, ids, holds=_holding(cls, current, per), marks=marks, labels=current.labels)
-        )
+        holds = _holding(cls, current, per)
+        inserted.append(Bin(after, ids, holds=holds, marks=marks, labels=current.labels, volumes=volumes))
         out.extend((node_id, per) for node_id in ids)
     rest = want - full * per
     if rest and current.ids:
         after = dict(current.free)
-        add_room(after, cls.requests, -rest)
+        cls.charge_with(after, rest, current.volumes)
         ids, current.ids = current.ids[:1], current.ids[1:]
-        inserted.append(
-            Bin(after, ids, holds=_holding(cls, current, rest), marks=marks, labels=current.labels)
-        )
+        holds = _holding(cls, current, rest)
+        inserted.append(Bin(after, ids, holds=holds, marks=marks, labels=current.labels, volumes=volumes))
         out.append((ids[0], rest))
         return inserted, want
     return inserted, full * per
@@ -493,10 +495,10 @@ def _launching_cap(
     beyond that go to another."""
     assert limits is not None
     touched = sum(
-        fit_count(cls.requests, b.free, cap - _held(cls, b)) * len(b.ids)
+        cls.fit_with(b.free, cap - _held(cls, b), b.volumes) * len(b.ids)
         for b in bins
         if not b.fresh and not cls.domains.marks.repels(b.marks)
     )
-    per = next((fit_count(cls.requests, b.free, cap) for b in bins if b.fresh), 0)
+    per = next((cls.fit_with(b.free, cap) for b in bins if b.fresh), 0)
     allowed, _ = limits.allowed(cls.tenant, group, fresh, tenant_only=True)
     return min(cls.remaining, touched + allowed * per)

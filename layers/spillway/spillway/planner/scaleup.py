@@ -571,7 +571,7 @@ class ScaleUpStage:
         first that a zone spread counts take places of the class's in its zone: a node whose own pods
         leave its zone no room for one of the class is not opened (it would stay empty; kube-scheduler
         counts them as any pod of the zone, podtopologyspread/common.go countPodsMatchSelector)."""
-        per_node = fit_count(cls.requests, self.empty[group.key], self._new_node_cap(cls, group))
+        per_node = cls.fit_with(self.empty[group.key], self._new_node_cap(cls, group))
         labels = group.template.labels if group.template else {}
         fits = min(cls.remaining, cls.room_in(labels))
         if fits <= 0 or per_node <= 0:
@@ -1577,7 +1577,7 @@ K = TypeVar("K")
 
 def _copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
     return {
-        k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels) for b in v]
+        k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels, b.volumes) for b in v]
         for k, v in bins.items()
     }
 

@@ -23,6 +23,8 @@ What it serves (JSON only)
   ``/api/v1/[namespaces/{ns}/]persistentvolumeclaims`` and ``/api/v1/persistentvolumes`` (+ ``/status``),
   ``/apis/storage.k8s.io/v1/storageclasses`` (``volumeBindingMode`` defaulted to ``Immediate`` and
   ``reclaimPolicy`` to ``Delete``, as the API server does), ``/apis/storage.k8s.io/v1/csinodes``,
+  ``/apis/storage.k8s.io/v1/volumeattachments`` (+ ``/status``; a create's status reset to ``attached:
+  false``, the spec immutable),
   ``/apis/scheduling.k8s.io/v1/priorityclasses`` (``system-node-critical`` and
   ``system-cluster-critical`` there from the start; ``preemptionPolicy`` defaulted to
   ``PreemptLowerPriority``; a ``value`` that is no int32 answers 400),

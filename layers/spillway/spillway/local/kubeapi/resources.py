@@ -392,6 +392,30 @@ CSI_NODES = ResourceType(
     merge_keys={**_META_KEYS, ("spec", "drivers"): "name"},
 )
 
+
+def _not_attached(sent: JsonObj, now: str) -> JsonObj | None:
+    """VolumeAttachments: the status a create sends is reset, ``attached`` (no omitempty) false; the
+    external attacher writes it through ``/status``."""
+    return {"attached": False}
+
+
+#: storage.k8s.io/v1 VolumeAttachments (built in, cluster-scoped, status a subresource): the attach/detach
+#: controller's intent to attach a PersistentVolume (``spec.source.persistentVolumeName``) to a node
+#: (``spec.nodeName``) through a CSI driver (``spec.attacher``); its spec may not change
+#: (ValidateVolumeAttachmentUpdate). Observe counts the volumes one holds against the node's limit
+VOLUME_ATTACHMENTS = ResourceType(
+    "VolumeAttachment",
+    "volumeattachments",
+    "volumeattachment",
+    "storage.k8s.io",
+    "v1",
+    namespaced=False,
+    has_status=True,
+    create_status=_not_attached,
+    merge_keys=dict(_META_KEYS),
+    immutable=(("spec",),),
+)
+
 #: scheduling.k8s.io/v1 PriorityClasses (built in, cluster-scoped, no status): what the Priority
 #: admission plugin resolves a pod's ``priorityClassName`` with (:mod:`.pods`); the API server's own
 #: two system classes exist from the start
@@ -855,6 +879,7 @@ ALL: tuple[ResourceType, ...] = (
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
     CSI_NODES,
+    VOLUME_ATTACHMENTS,
     PRIORITY_CLASSES,
     CONFIG_MAPS,
     JOBS,
