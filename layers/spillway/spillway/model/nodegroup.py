@@ -828,13 +828,23 @@ def _distribution(asg: AutoScalingGroup) -> Distribution | None:
     return mixed.InstancesDistribution if mixed else None
 
 
-def warm_count(pool: WarmPool | None) -> int:
-    """The warm pool's instances that can join the group (a pool being deleted has none)."""
+def warm_count(pool: WarmPool | None, instance_type: str | None = None) -> int:
+    """The warm pool's instances that can join the group as nodes of its template (a pool being deleted
+    has none): ready (:data:`WARM_READY_STATES`) and of ``instance_type``, the type the group launches
+    now (any type when it is not known). A pool keeps its instances when the launch template changes
+    (AWS::AutoScaling::WarmPool: a rolling update does not replace them; an instance refresh does), and a
+    scale-out draws them as they are, so one of another type is not the node the plan counts on. A
+    warm pool takes no mixed instances policy (PutWarmPool), so the group has one type."""
     if pool is None or pool.WarmPoolConfiguration is None:
         return 0
     if (pool.WarmPoolConfiguration.Status or "") == "PendingDelete":
         return 0
-    return sum(1 for i in pool.Instances if i.LifecycleState in WARM_READY_STATES)
+    return sum(
+        1
+        for i in pool.Instances
+        if i.LifecycleState in WARM_READY_STATES
+        and (instance_type is None or i.InstanceType is None or i.InstanceType == instance_type)
+    )
 
 
 def scheduled_floors(actions: Iterable[ScheduledAction]) -> tuple[ScheduledFloor, ...]:
@@ -1359,7 +1369,7 @@ def build_node_groups(
         name = asg.AutoScalingGroupName
         floors = scheduled_floors([*actions.get((asg.region, name), ()), *actions.get((None, name), ())])
         pools = warm_pools or {}
-        warm = warm_count(pools.get(asg.AutoScalingGroupARN, pools.get(name)))
+        warm = pools.get(asg.AutoScalingGroupARN, pools.get(name))
         launched = [at for at in (launched_arn.get(asg.AutoScalingGroupARN), launched_name.get(name)) if at]
         group = node_group(asg, catalogue, reserve, failures, floors, warm)
         groups.append(replace(group, last_launched=max(launched)) if launched else group)
@@ -1390,7 +1400,7 @@ def node_group(
     reserve: ReserveLike,
     failures: Iterable[LaunchFailure],
     floors: tuple[ScheduledFloor, ...],
-    warm: int,
+    warm: WarmPool | None,
 ) -> NodeGroup:
     itype = resolve_instance_type(asg, catalogue)
     atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
@@ -1421,7 +1431,7 @@ def node_group(
         consolidation=consolidation,
         consolidation_problem=consolidation_problem,
         scheduled=floors,
-        warm_instances=warm,
+        warm_instances=warm_count(warm, itype),
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),
