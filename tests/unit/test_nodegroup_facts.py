@@ -238,6 +238,8 @@ def test_warm_instances_of_another_type_than_the_group_launches_do_not_count() -
     (built,) = build_node_groups([asg], [], CATALOGUE, {}, "ml", warm_pools=pools)
     assert built.instance_type == "m5.4xlarge"
     assert built.warm_instances == 2  # the template's type, and one whose type is not given
+    assert built.pooled_instances == ("i-any", "i-new", "i-old")  # every one is outside its capacity
+    assert NodeGroup.from_dict(built.to_dict()) == built
 
 
 def test_wire_form_is_backward_compatible_and_round_trips() -> None:

@@ -185,6 +185,9 @@ class NodeGroup:
     atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
     scheduled: tuple[ScheduledFloor, ...] = ()  # the group's scheduled actions (DescribeScheduledActions)
     warm_instances: int = 0  # warm pool instances ready to join (DescribeWarmPool)
+    # every instance in the group's warm pool, whatever its Warmed:* state: outside the group's capacity
+    # (a Node one registered at warm-up is NotReady while it sits stopped there, and is no unready node)
+    pooled_instances: tuple[str, ...] = ()
     capacity_type: CapacityType = "on-demand"  # of launches beyond on_demand_base (see launch_capacity_type)
     on_demand_base: int = 0  # a mixed instances policy's OnDemandBaseCapacity
     instance_types: tuple[str, ...] = ()  # a mixed instances policy's overrides, else empty
@@ -387,6 +390,8 @@ class NodeGroup:
             atomic_launch_problem=str(d.get("atomic_launch_problem", "")),
             scheduled=tuple(ScheduledFloor.from_dict(a) for a in d.get("scheduled", ())),
             warm_instances=int(d.get("warm_instances", 0)),
+            # absent from snapshots stored before it was read: none known, as they were planned
+            pooled_instances=tuple(d.get("pooled_instances", ())),
             capacity_type="spot" if d.get("capacity_type") == "spot" else "on-demand",
             on_demand_base=int(d.get("on_demand_base", 0)),
             instance_types=tuple(d.get("instance_types", ())),
@@ -443,6 +448,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("atomic_launch_problem", lambda g: g.atomic_launch_problem or None),
     ("scheduled", lambda g: [a.to_dict() for a in g.scheduled] or None),
     ("warm_instances", lambda g: g.warm_instances or None),
+    ("pooled_instances", lambda g: list(g.pooled_instances) or None),
     ("capacity_type", lambda g: "spot" if g.capacity_type == "spot" else None),
     ("on_demand_base", lambda g: g.on_demand_base or None),
     ("instance_types", lambda g: list(g.instance_types) or None),
@@ -1432,6 +1438,7 @@ def node_group(
         consolidation_problem=consolidation_problem,
         scheduled=floors,
         warm_instances=warm_count(warm, itype),
+        pooled_instances=tuple(sorted(i.InstanceId for i in warm.Instances)) if warm is not None else (),
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),
