@@ -247,3 +247,19 @@ def test_nodes_of_warm_pool_instances_are_not_unready_nodes_of_the_cluster() -> 
 
     assert result.unhealthy == ()
     assert {d.node for d in result.drain} == set(names)
+
+
+def test_the_nodes_of_stopped_warm_pool_instances_hold_no_room_under_the_cluster_totals() -> None:
+    """A pooled instance stopped in its warm pool is no capacity: drawn into its group it becomes the
+    node a raise adds, which the totals charge then. Charged as a node meanwhile too, its NotReady Node
+    left the pods pending under max_nodes_total though the raise would draw that very instance."""
+    w, _ = _cluster(2, 0)
+    w.pods("web", 3, cpu="7")  # two fit on the idle nodes, the third needs a new one
+    pooled = [o.instance_id("cpu-warm-0")]
+    _not_ready(w, w.node_for("cpu", pooled[0], "m5.2xlarge"), minutes_ago=600)
+    snapshot, groups, cfg, state = w.parsed(max_nodes_total=3)
+    groups = [replace(g, pooled_instances=tuple(pooled), warm_instances=1) for g in groups]
+
+    result = plan(snapshot, groups, cfg, state, NOW)
+
+    assert [(s.group, s.from_size, s.to_size) for s in result.scale_up] == [("cpu", 2, 3)]
