@@ -224,6 +224,24 @@ def test_warm_count_counts_instances_that_can_join() -> None:
     assert warm_count(pool("Warmed:Hibernated", "Warmed:Pending:Proceed")) == 1
 
 
+def test_warm_instances_of_another_type_than_the_group_launches_do_not_count() -> None:
+    """A warm pool keeps the instances it holds when the launch template changes (AWS::AutoScaling::
+    WarmPool: instances in the warm pool are not replaced by a rolling update, which "can potentially
+    result in different instance configurations"; an instance refresh replaces them), and a scale-out
+    draws them as they are: such an instance is not the node the plan counts on, so it is no warm node
+    of the group's template."""
+    asg = group().model_copy(update={"LaunchInstanceType": "m5.4xlarge"})
+    pools = {"g": WarmPool.model_validate({"WarmPoolConfiguration": {}, "Instances": [
+        {"InstanceId": "i-new", "InstanceType": "m5.4xlarge", "LifecycleState": "Warmed:Stopped"},
+        {"InstanceId": "i-old", "InstanceType": "m5.large", "LifecycleState": "Warmed:Stopped"},
+        {"InstanceId": "i-any", "LifecycleState": "Warmed:Stopped"}]})}  # fmt: skip
+    (built,) = build_node_groups([asg], [], CATALOGUE, {}, "ml", warm_pools=pools)
+    assert built.instance_type == "m5.4xlarge"
+    assert built.warm_instances == 2  # the template's type, and one whose type is not given
+    assert built.pooled_instances == ("i-any", "i-new", "i-old")  # every one is outside its capacity
+    assert NodeGroup.from_dict(built.to_dict()) == built
+
+
 def test_wire_form_is_backward_compatible_and_round_trips() -> None:
     asg = group(overrides=["m5.large", "m5.xlarge"], distribution=ALL_SPOT)
     actions = [

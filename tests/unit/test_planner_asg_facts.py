@@ -99,6 +99,31 @@ def test_scale_down_stops_at_the_min_size_an_action_sets_within_the_idle_thresho
     assert len(later.drain) == 4 and not later.floors
 
 
+def test_scale_down_stops_at_the_desired_capacity_an_action_sets_within_the_idle_threshold() -> None:
+    """An action may set only DesiredCapacity (EC2 Auto Scaling User Guide, "Scheduled scaling": "you
+    can create a scheduled action with only the desired capacity specified"); when it runs, Auto Scaling
+    takes the group back to it, so a node drained below it now is launched again then."""
+    world, _ = idle_world()
+    morning = datetime.fromisoformat("2026-11-03T06:55:00+00:00")  # Tuesday 07:55 Berlin
+    for node in world.state["nodes"]:
+        world.state["nodes"][node] = {"idle_since": (morning - timedelta(hours=1)).isoformat()}
+    day = ScheduledFloor("day", desired=3, recurrence="0 8 * * mon-fri", timezone="Europe/Berlin")
+    result = planned(world, {"web": {"scheduled": (day,)}}, morning, max_scale_in_fraction=1.0)
+
+    assert len(result.drain) == 1
+    held = [k for k in result.kept if k.code == codes.SCHEDULED_MIN]
+    assert len(held) == 3
+    assert held[0].reason == (
+        "group web at its scheduled DesiredCapacity 3: scheduled action day (cron '0 8 * * mon-fri' Europe/Berlin)"
+        " runs at 2026-11-03T07:00:00Z with DesiredCapacity 3"
+    )
+    assert [(f.group, f.min_size) for f in result.floors] == [("web", 3)]
+    # an action that runs later than the threshold holds nothing
+    later = planned(world, {"web": {"scheduled": (day,)}}, morning, max_scale_in_fraction=1.0,
+                    scale_down_idle_minutes=4)  # fmt: skip
+    assert len(later.drain) == 4 and not later.floors
+
+
 def test_a_scheduled_floor_at_or_below_min_size_changes_nothing() -> None:
     world, _ = idle_world()
     world.groups["web"]["MinSize"] = 3

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 
 from spillway.config import PlannerConfig
 from spillway.local import objects as o
-from spillway.planner import ScalingPlan, codes
+from spillway.planner import ScalingPlan, codes, plan
 
 
 def _not_ready(w: World, node: str, minutes_ago: float = 60) -> None:
@@ -227,3 +228,38 @@ def test_gpu_labelled_nodes_of_no_managed_group_whose_gpus_never_came_count_as_u
     else:  # still starting: not counted, and the idle nodes go
         assert result.unhealthy == ()
         assert len(result.drain) == 4
+
+
+def test_nodes_of_warm_pool_instances_are_not_unready_nodes_of_the_cluster() -> None:
+    """An instance launched into a warm pool runs its user data before it stops, and a bootstrap that
+    does not check its lifecycle state registers a Node, which then stays NotReady while the instance
+    sits stopped in the pool (kops had to keep kubelet from starting there: kubernetes/kops PR 11216,
+    issue 16871). Such an instance is outside the group's capacity by design, not a sign of an outage:
+    counted, a pool of four made the cluster "unhealthy" (alarmed) and no idle node was drained."""
+    w, names = _cluster(4, 0)
+    pooled = [o.instance_id(f"cpu-warm-{i}") for i in range(4)]
+    for iid in pooled:  # their Nodes registered at warm-up; the group does not list the instances
+        _not_ready(w, w.node_for("cpu", iid, "m5.2xlarge"), minutes_ago=600)
+    snapshot, groups, cfg, state = w.parsed(max_scale_in_fraction=1.0)
+    groups = [replace(g, pooled_instances=tuple(pooled)) for g in groups]
+
+    result = plan(snapshot, groups, cfg, state, NOW)
+
+    assert result.unhealthy == ()
+    assert {d.node for d in result.drain} == set(names)
+
+
+def test_the_nodes_of_stopped_warm_pool_instances_hold_no_room_under_the_cluster_totals() -> None:
+    """A pooled instance stopped in its warm pool is no capacity: drawn into its group it becomes the
+    node a raise adds, which the totals charge then. Charged as a node meanwhile too, its NotReady Node
+    left the pods pending under max_nodes_total though the raise would draw that very instance."""
+    w, _ = _cluster(2, 0)
+    w.pods("web", 3, cpu="7")  # two fit on the idle nodes, the third needs a new one
+    pooled = [o.instance_id("cpu-warm-0")]
+    _not_ready(w, w.node_for("cpu", pooled[0], "m5.2xlarge"), minutes_ago=600)
+    snapshot, groups, cfg, state = w.parsed(max_nodes_total=3)
+    groups = [replace(g, pooled_instances=tuple(pooled), warm_instances=1) for g in groups]
+
+    result = plan(snapshot, groups, cfg, state, NOW)
+
+    assert [(s.group, s.from_size, s.to_size) for s in result.scale_up] == [("cpu", 2, 3)]

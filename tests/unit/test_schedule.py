@@ -248,9 +248,27 @@ def test_the_floor_is_the_highest_min_size_set_within_the_horizon() -> None:
     assert scheduled_floor(DAY_NIGHT, utc(2026, 3, 7, 6, 55), 10 * M) is None
 
 
-def test_actions_without_min_size_or_unreadable_set_no_floor() -> None:
+def test_the_floor_is_the_size_the_group_has_once_the_action_ran() -> None:
+    """A DesiredCapacity is the group's size after the run; a MinSize alone raises the desired capacity
+    to it; with both, the higher (AWS refuses a desired capacity below the MinSize)."""
+    now = utc(2026, 3, 2)
+    cases = [
+        (ScheduledFloor("d", desired=5, recurrence="30 0 * * *"), (5, "DesiredCapacity")),
+        (ScheduledFloor("m", min_size=2, recurrence="30 0 * * *"), (2, "MinSize")),
+        (
+            ScheduledFloor("b", min_size=2, desired=4, max_size=9, recurrence="30 0 * * *"),
+            (4, "DesiredCapacity"),
+        ),
+    ]
+    for action, (size, field) in cases:
+        floor = scheduled_floor([action], now, H)
+        assert floor is not None and (floor.min_size, floor.field) == (size, field), action
+        assert floor.describe().endswith(f"runs at 2026-03-02T00:30:00Z with {field} {size}")
+
+
+def test_actions_setting_only_max_size_or_unreadable_set_no_floor() -> None:
     actions = (
-        ScheduledFloor("desired-only", desired=5, recurrence="* * * * *"),
+        ScheduledFloor("max-only", max_size=5, recurrence="* * * * *"),
         ScheduledFloor("broken", min_size=9, recurrence="every day"),
     )
     assert scheduled_floor(actions, utc(2026, 3, 2), H) is None

@@ -191,6 +191,9 @@ class NodeGroup:
     atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
     scheduled: tuple[ScheduledFloor, ...] = ()  # the group's scheduled actions (DescribeScheduledActions)
     warm_instances: int = 0  # warm pool instances ready to join (DescribeWarmPool)
+    # every instance in the group's warm pool, whatever its Warmed:* state: outside the group's capacity
+    # (a Node one registered at warm-up is NotReady while it sits stopped there, and is no unready node)
+    pooled_instances: tuple[str, ...] = ()
     capacity_type: CapacityType = "on-demand"  # of launches beyond on_demand_base (see launch_capacity_type)
     on_demand_base: int = 0  # a mixed instances policy's OnDemandBaseCapacity
     instance_types: tuple[str, ...] = ()  # a mixed instances policy's overrides, else empty
@@ -406,6 +409,8 @@ class NodeGroup:
             atomic_launch_problem=str(d.get("atomic_launch_problem", "")),
             scheduled=tuple(ScheduledFloor.from_dict(a) for a in d.get("scheduled", ())),
             warm_instances=int(d.get("warm_instances", 0)),
+            # absent from snapshots stored before it was read: none known, as they were planned
+            pooled_instances=tuple(d.get("pooled_instances", ())),
             capacity_type="spot" if d.get("capacity_type") == "spot" else "on-demand",
             on_demand_base=int(d.get("on_demand_base", 0)),
             instance_types=tuple(d.get("instance_types", ())),
@@ -464,6 +469,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("atomic_launch_problem", lambda g: g.atomic_launch_problem or None),
     ("scheduled", lambda g: [a.to_dict() for a in g.scheduled] or None),
     ("warm_instances", lambda g: g.warm_instances or None),
+    ("pooled_instances", lambda g: list(g.pooled_instances) or None),
     ("capacity_type", lambda g: "spot" if g.capacity_type == "spot" else None),
     ("on_demand_base", lambda g: g.on_demand_base or None),
     ("instance_types", lambda g: list(g.instance_types) or None),
@@ -874,13 +880,23 @@ def _distribution(asg: AutoScalingGroup) -> Distribution | None:
     return mixed.InstancesDistribution if mixed else None
 
 
-def warm_count(pool: WarmPool | None) -> int:
-    """The warm pool's instances that can join the group (a pool being deleted has none)."""
+def warm_count(pool: WarmPool | None, instance_type: str | None = None) -> int:
+    """The warm pool's instances that can join the group as nodes of its template (a pool being deleted
+    has none): ready (:data:`WARM_READY_STATES`) and of ``instance_type``, the type the group launches
+    now (any type when it is not known). A pool keeps its instances when the launch template changes
+    (AWS::AutoScaling::WarmPool: a rolling update does not replace them; an instance refresh does), and a
+    scale-out draws them as they are, so one of another type is not the node the plan counts on. A
+    warm pool takes no mixed instances policy (PutWarmPool), so the group has one type."""
     if pool is None or pool.WarmPoolConfiguration is None:
         return 0
     if (pool.WarmPoolConfiguration.Status or "") == "PendingDelete":
         return 0
-    return sum(1 for i in pool.Instances if i.LifecycleState in WARM_READY_STATES)
+    return sum(
+        1
+        for i in pool.Instances
+        if i.LifecycleState in WARM_READY_STATES
+        and (instance_type is None or i.InstanceType is None or i.InstanceType == instance_type)
+    )
 
 
 def scheduled_floors(actions: Iterable[ScheduledAction]) -> tuple[ScheduledFloor, ...]:
@@ -1447,7 +1463,7 @@ def build_node_groups(
         name = asg.AutoScalingGroupName
         floors = scheduled_floors([*actions.get((asg.region, name), ()), *actions.get((None, name), ())])
         pools = warm_pools or {}
-        warm = warm_count(pools.get(asg.AutoScalingGroupARN, pools.get(name)))
+        warm = pools.get(asg.AutoScalingGroupARN, pools.get(name))
         launched = [at for at in (launched_arn.get(asg.AutoScalingGroupARN), launched_name.get(name)) if at]
         raised = [at for at in (raised_arn.get(asg.AutoScalingGroupARN), raised_name.get(name)) if at]
         group = node_group(asg, catalogue, reserve, failures, floors, warm)
@@ -1485,7 +1501,7 @@ def node_group(
     reserve: ReserveLike,
     failures: Iterable[LaunchFailure],
     floors: tuple[ScheduledFloor, ...],
-    warm: int,
+    warm: WarmPool | None,
 ) -> NodeGroup:
     itype = resolve_instance_type(asg, catalogue)
     atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
@@ -1516,7 +1532,8 @@ def node_group(
         consolidation=consolidation,
         consolidation_problem=consolidation_problem,
         scheduled=floors,
-        warm_instances=warm,
+        warm_instances=warm_count(warm, itype),
+        pooled_instances=tuple(sorted(i.InstanceId for i in warm.Instances)) if warm is not None else (),
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),

@@ -357,32 +357,49 @@ class ScheduledFloor:
 
 @dataclass(frozen=True, slots=True)
 class Floor:
-    """The MinSize a scheduled action sets within the horizon, which action, and when it runs."""
+    """The size a scheduled action takes the group to within the horizon (``field``: the MinSize or
+    DesiredCapacity it sets, the higher), which action, and when it runs."""
 
     min_size: int
     action: ScheduledFloor
     at: datetime
+    field: str = "MinSize"
 
     def describe(self) -> str:
-        return f"{self.action.describe()} runs at {format_time(self.at)} with MinSize {self.min_size}"
+        return f"{self.action.describe()} runs at {format_time(self.at)} with {self.field} {self.min_size}"
+
+
+def floor_of(action: ScheduledFloor) -> tuple[int, str] | None:
+    """(the size the group has once ``action`` ran, the field that sets it), or None when it sets no
+    floor. Auto Scaling sets each size the action names at its run ("Scheduled scaling": an action may
+    name only one of them): a DesiredCapacity is the group's size then, and a MinSize raises the desired
+    capacity to it when below; a MaxSize alone lowers sizes only."""
+    sizes = [
+        (n, f)
+        for n, f in ((action.desired, "DesiredCapacity"), (action.min_size, "MinSize"))
+        if n is not None
+    ]
+    return max(sizes, key=lambda s: s[0], default=None)
 
 
 def scheduled_floor(actions: Sequence[ScheduledFloor], now: datetime, horizon: timedelta) -> Floor | None:
-    """The highest MinSize an action sets when it runs after ``now`` and within ``horizon`` (the
-    earliest such run, then the action's name, on a tie); None when none does. Past runs set no floor:
-    AWS applied them to the group's MinSize, which may have been changed since. An action whose cron
-    or zone cannot be read is skipped (it was checked when the group was read)."""
+    """The highest size (:func:`floor_of`: its MinSize or DesiredCapacity) an action takes the group to
+    when it runs after ``now`` and within ``horizon`` (the earliest such run, then the action's name, on
+    a tie); None when none does. Past runs set no floor: AWS applied them to the group's sizes, which
+    may have been changed since. An action whose cron or zone cannot be read is skipped (it was checked
+    when the group was read)."""
     now = _aware(now)
     coming: list[Floor] = []
     for action in actions:
-        if action.min_size is None:
+        size = floor_of(action)
+        if size is None:
             continue
         try:
             upcoming = action.next_fire(now, horizon)
         except ValueError:
             continue
         if upcoming is not None:
-            coming.append(Floor(action.min_size, action, upcoming))
+            coming.append(Floor(size[0], action, upcoming, size[1]))
     return max(coming, key=lambda f: (f.min_size, -f.at.timestamp(), f.action.name), default=None)
 
 

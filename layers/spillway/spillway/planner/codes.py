@@ -67,7 +67,7 @@ CLUSTER_MIN = "cluster-min"  # removing it would take the cluster below a cores/
 TERMINATE_SUSPENDED = "terminate-suspended"
 # its instance is protected from scale-in on its own (ProtectedFromScaleIn; model.nodegroup.scale_in_protected)
 SCALE_IN_PROTECTED = "scale-in-protected"
-SCHEDULED_MIN = "scheduled-min"  # below the MinSize a scheduled action sets within the idle threshold
+SCHEDULED_MIN = "scheduled-min"  # below the size a scheduled action sets within the idle threshold
 SCALE_IN_CAP = "scale-in-cap"  # max_scale_in_fraction of the group already drains in this plan
 # a scale-down waits: a recent plan removed a node, or a scale-down drain failed (scale_down_delay_after_*)
 SCALE_DOWN_COOLDOWN = "scale-down-cooldown"

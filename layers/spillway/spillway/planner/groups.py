@@ -523,9 +523,10 @@ def zone_backoff(ctx: Context, group: NodeGroup, zone: str) -> str | None:
 
 
 def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
-    """The highest MinSize the group's scheduled actions set within the scale-down idle threshold (a
-    node drained now would be launched again then); None without one (computed once). A run already
-    past is no floor: AWS set the group's MinSize then, and the planner honours that MinSize itself. Nor
+    """The highest size the group's scheduled actions take it to (their MinSize or DesiredCapacity:
+    :func:`~spillway.model.schedule.floor_of`) within the scale-down idle threshold (a node drained now
+    would be launched again then); None without one (computed once). A run already past is no floor:
+    AWS set the group's sizes then, and the planner honours its MinSize itself. Nor
     is any while the group's ScheduledActions process is suspended: Auto Scaling runs none of them."""
     if group.key not in ctx.floors:
         horizon = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
@@ -536,13 +537,13 @@ def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
 
 def scheduled_min(ctx: Context, group: NodeGroup, left: int) -> tuple[str, str] | None:
     """Scale-down's scheduled floor: (code, reason) when ``left`` nodes (what the group keeps before this
-    drain) are at or below the MinSize a scheduled action sets within the idle threshold."""
+    drain) are at or below the size a scheduled action sets within the idle threshold."""
     floor = group_floor(ctx, group)
     if floor is None or left > floor.min_size:
         return None
     return (
         codes.SCHEDULED_MIN,
-        f"group {group.name} at its scheduled MinSize {floor.min_size}: {floor.describe()}",
+        f"group {group.name} at its scheduled {floor.field} {floor.min_size}: {floor.describe()}",
     )
 
 

@@ -13,7 +13,10 @@ capacity whose pods may come back the moment the fault is mended. So, as cluster
   a Ready node of no managed group with the GPU label and no GPUs (:func:`spillway.planner.limits.
   gpus_unknown`) counts past that time too, as cluster-autoscaler takes any such node as unready
   (``FilterOutNodesWithUnreadyResources``) and its cluster state counts it once it is older than
-  ``--max-node-startup-time``; nodes Spillway is draining are not counted (they are going anyway);
+  ``--max-node-startup-time``; nodes Spillway is draining are not counted (they are going anyway), nor
+  are the Nodes of instances in a group's warm pool (:attr:`NodeGroup.pooled_instances`: one whose
+  bootstrap registered it at warm-up stays NotReady while it sits stopped there, outside the group's
+  capacity by design);
 * the **cluster** is unhealthy when its unready count is above ``ok_total_unready_count`` (3) **and**
   above ``max_total_unready_percentage`` (45 %) of its nodes. Then the plan drains no node: no drain of
   any kind (idle, unready, consolidation, make room), and idle times start again (cluster-autoscaler
@@ -36,7 +39,7 @@ Pure: counts from the snapshot and :class:`~spillway.planner.joins.Joins`, ``now
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -84,11 +87,12 @@ def judge_health(
     for each group, and judge each count against the thresholds."""
     window = timedelta(minutes=config.max_node_startup_minutes)
     by_instance = {iid: g for g in groups for iid in g.instance_ids}
+    pooled = {iid for g in groups for iid in g.pooled_instances}
     total = Count()
     per_group: dict[GroupKey, Count] = {}
     for node in nodes:
-        if node.unschedulable and node.cordoned_by_spillway:
-            continue  # being drained: going anyway (cluster-autoscaler leaves out nodes being deleted)
+        if _left_out(node, pooled):
+            continue
         group = by_instance.get(node.instance_id) if node.instance_id else None
         unready = _unready(node, group, config, window, now)
         total = Count(total.unready + unready, total.nodes + 1)
@@ -107,6 +111,13 @@ def judge_health(
         if verdict is not None:
             health.groups[key] = verdict
     return health
+
+
+def _left_out(node: NodeInfo, pooled: Collection[str]) -> bool:
+    """Not counted at all: being drained (going anyway; cluster-autoscaler leaves out nodes being
+    deleted), or the Node of an instance in a warm pool (``pooled``: outside its group's capacity,
+    stopped there by design)."""
+    return (node.unschedulable and node.cordoned_by_spillway) or node.instance_id in pooled
 
 
 def _unready(

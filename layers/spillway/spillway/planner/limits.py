@@ -282,7 +282,10 @@ class Limits:
         shares = tenant_shares(self.ctx)
         self.claimed.update(shares)  # a node with pods is charged to their tenants, limited or not
         registered: dict[GroupKey, int] = {}  # group -> its nodes charged here, Ready or not
+        pooled = {iid for g in self.ctx.groups for iid in g.pooled_instances}
         for node in self.ctx.nodes.values():
+            if node.info.instance_id in pooled and not node.info.ready:
+                continue  # stopped in a warm pool: no capacity; drawn, it is the node a raise adds
             if node.group is not None:
                 registered[node.group.key] = registered.get(node.group.key, 0) + 1
             self._count_node(node, shares)
