@@ -931,3 +931,41 @@ def test_a_node_of_a_multi_node_torchrun_job_that_restarts_nothing_is_not_moved_
     # an explicit opt-in of the pod's own still moves it
     assert judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]),
                  job_pod("llm-node-0", env={"PET_NNODES": "2"}, priority=-100)).code == codes.POD_EXPENDABLE  # fmt: skip
+
+
+def test_a_pod_of_a_pytorchjob_replica_that_never_restarts_is_never_moved() -> None:
+    """An elastic PyTorchJob's worker above the minimum was moved whatever its replica's restartPolicy.
+    The training operator counts a Running pod with a deletionTimestamp as a failed replica
+    (kubeflow/training-operator pkg/core/status.go, ``UpdateJobReplicaStatuses``), and its
+    ``UpdateJobStatus`` marks the PyTorchJob Failed when a replica type with ``restartPolicy: Never`` has a
+    failed pod and fewer running than its replicas (pkg/controller.v1/pytorch/pytorchjob_controller.go):
+    the first eviction ends the job. OnFailure (the default, ``PytorchJobDefaultRestartPolicy``), Always
+    and ExitCode mark it Restarting and make the pod again."""
+
+    def job(policy: str | None) -> dict[str, Any]:
+        raw = pytorchjob("train", {"minReplicas": 1, "maxReplicas": 4}, workers=3)
+        if policy is not None:
+            raw["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = policy
+        return raw
+
+    worker = _operator_worker("train", 1, env=RESTARTS)
+    never = judge(job("Never"), worker)
+    assert (never.movable, never.code, never.elastic) == (False, codes.POD_ENDS_JOB, None), never
+    assert "restartPolicy Never" in never.reason
+    # whatever else would move it: safe-to-evict=true, an expendable priority
+    assert judge(job("Never"), _operator_worker("train", 1, env=RESTARTS, annotations=SAFE)).code == (
+        codes.POD_ENDS_JOB
+    )
+    assert judge(job("Never"), _operator_worker("train", 1, env=RESTARTS, priority=-100)).code == (
+        codes.POD_ENDS_JOB
+    )
+    for policy in (None, "OnFailure", "Always", "ExitCode"):
+        assert judge(job(policy), worker).code == codes.POD_ELASTIC, policy
+    # a fixed-size job's pod the user lets go (safe-to-evict=true) ends it just the same
+    fixed = pytorchjob("train", None, workers=3)
+    fixed["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+    assert judge(fixed, _operator_worker("train", 1, annotations=SAFE)).code == codes.POD_ENDS_JOB
+    # the Master's policy is the Master's: a worker of a job whose Master never restarts may move
+    master = job(None)
+    master["spec"]["pytorchReplicaSpecs"]["Master"] = {"replicas": 1, "restartPolicy": "Never"}
+    assert judge(master, worker).code == codes.POD_ELASTIC

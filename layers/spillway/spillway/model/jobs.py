@@ -133,7 +133,10 @@ class JobInfo:
     ``active_deadline``/``started_at``: a running ``batch/v1`` Job's ``spec.activeDeadlineSeconds`` and
     ``status.startTime``: the controller terminates its pods that many seconds after it started;
     ``eviction_actions``: a Volcano Job's action on an evicted pod, by the pod's task (``""``: a task the
-    Job does not name), when one of them takes more than that pod (:func:`_volcano_eviction_actions`).
+    Job does not name), when one of them takes more than that pod (:func:`_volcano_eviction_actions`);
+    ``fail_roles``: a PyTorchJob's replica types (lower case) whose ``restartPolicy`` is ``Never``: the
+    operator fails the whole job when one of their pods fails, an evicted one included
+    (:func:`_never_restarting_roles`).
     """
 
     key: str
@@ -143,6 +146,7 @@ class JobInfo:
     active_deadline: int | None = None
     started_at: datetime | None = None
     eviction_actions: Mapping[str, str] = field(default_factory=dict)
+    fail_roles: frozenset[str] = frozenset()
 
     def eviction_action(self, task: str | None) -> str:
         """What the job's controller does when a pod of ``task`` is evicted (``SyncJob`` when not known)."""
@@ -164,6 +168,8 @@ class JobInfo:
             out["st"] = self.started_at.isoformat().replace("+00:00", "Z")
         if self.eviction_actions:
             out["ev"] = dict(self.eviction_actions)
+        if self.fail_roles:
+            out["fr"] = sorted(self.fail_roles)
         return out
 
     @classmethod
@@ -176,6 +182,7 @@ class JobInfo:
             active_deadline=int(d["ad"]) if "ad" in d else None,
             started_at=datetime.fromisoformat(d["st"].replace("Z", "+00:00")) if "st" in d else None,
             eviction_actions={str(k): str(v) for k, v in d.get("ev", {}).items()},
+            fail_roles=frozenset(str(r) for r in d.get("fr", ())),
         )
 
 
@@ -186,8 +193,12 @@ def job_of(obj: KubeObject) -> JobInfo | None:
     if isinstance(obj, PyTorchJob):
         low, high = _elastic_range(obj.spec.elastic_policy, obj.spec.pytorch_replica_specs.get("Worker"))
         if high <= low:
+            low = high = 0
+        fail_roles = _never_restarting_roles(obj.spec.pytorch_replica_specs)
+        if not high and not fail_roles:
             return None
-        return JobInfo(job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name), low, high)
+        key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
+        return JobInfo(key, low, high, fail_roles=fail_roles)
     if isinstance(obj, BatchJob):
         return _batch_job(obj)
     if isinstance(obj, VolcanoJob):
@@ -195,6 +206,17 @@ def job_of(obj: KubeObject) -> JobInfo | None:
         key = job_key("VolcanoJob", obj.metadata.namespace or "default", obj.metadata.name)
         return JobInfo(key, eviction_actions=actions) if actions else None
     return None
+
+
+def _never_restarting_roles(specs: Mapping[str, ReplicaSpec]) -> frozenset[str]:
+    """The replica types (lower case, as the pods' ``training.kubeflow.org/replica-type`` label) whose
+    ``restartPolicy`` is ``Never``. The training operator counts a pod that failed, or that runs with a
+    ``deletionTimestamp`` (an evicted one), as a failed replica (kubeflow/training-operator
+    pkg/core/status.go, ``UpdateJobReplicaStatuses``); its PyTorchJob ``UpdateJobStatus``
+    (pkg/controller.v1/pytorch/pytorchjob_controller.go) then marks the job Failed when that replica
+    type's policy is Never, and Restarting (the pod made again) for any other: OnFailure, the default
+    (``PytorchJobDefaultRestartPolicy``), Always or ExitCode. So one eviction of such a pod ends the job."""
+    return frozenset(rtype.lower() for rtype, spec in specs.items() if spec.restart_policy == "Never")
 
 
 # what a Volcano Job's controller does, by default, with an evicted pod: it creates it again

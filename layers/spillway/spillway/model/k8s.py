@@ -896,6 +896,9 @@ class ElasticPolicy(KubeModel):
 
 class ReplicaSpec(KubeModel):
     replicas: int | None = Field(default=None, ge=0)
+    # OnFailure (the operator's default), Always, ExitCode or Never; with Never the operator fails the
+    # whole job once a pod of the replica type fails, an evicted one included (spillway.model.jobs)
+    restart_policy: str | None = None
 
 
 class PyTorchJobSpec(KubeModel):

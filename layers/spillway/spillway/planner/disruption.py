@@ -46,8 +46,8 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
 3. never a pod no controller would recreate (no controller ownerReference, whatever its labels say)
    unless it is ``safe-to-evict=true``: the drain keeps it without force (:func:`assess`), so a plan
    that named it would be refused; never a pod whose Volcano Job answers its eviction with more than
-   the pod (RestartJob, RestartTask, AbortJob...: :func:`takes_more_than_the_pod`), whatever opt-in
-   it has; then may move: priority below ``expendable_priority_cutoff`` (free);
+   the pod (RestartJob, RestartTask, AbortJob...: :func:`takes_more_than_the_pod`), nor one whose
+   eviction ends its job (:func:`ends_its_job`), whatever opt-in it has; then may move: priority below ``expendable_priority_cutoff`` (free);
    ``safe-to-evict=true``; ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano
    reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
    :func:`elastic_room`; never the one that hosts the job's rendezvous, nor one whose torchrun restarts
@@ -385,6 +385,9 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     if action is not None:  # whatever opt-in the pod has: the others are not its to give up
         why = f"its Volcano Job's policy on PodEvicted is {action}: evicting it takes the Job's other pods with it"
         return Move(False, why, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
+    ends = ends_its_job(pod, jobs)
+    if ends is not None:  # likewise: an opt-in lets the pod go, not the job
+        return Move(False, ends, codes.POD_ENDS_JOB, math.inf)
     if pod.priority < cutoff:
         why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
         return Move(True, why, codes.POD_EXPENDABLE, 0.0)
@@ -501,6 +504,20 @@ def takes_more_than_the_pod(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS)
         return None
     action = job.eviction_action(pod.gang_task)
     return None if action in VOLCANO_POD_ONLY_ACTIONS else action
+
+
+def ends_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | None:
+    """Why the pod's eviction would end its job, or None: its PyTorchJob's replica type never restarts
+    (``restartPolicy: Never``), so the training operator fails the whole job on the evicted pod
+    (``JobInfo.fail_roles``)."""
+    key = job_key_of(pod)
+    job = jobs.get(key) if key is not None else None
+    if job is None or pod.job_role is None or pod.job_role not in job.fail_roles:
+        return None
+    return (
+        f"its job {job.key}'s {pod.job_role} replicas have restartPolicy Never: the training operator "
+        "fails the whole job when one of them is evicted"
+    )
 
 
 def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> bool:
