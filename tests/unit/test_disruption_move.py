@@ -969,3 +969,68 @@ def test_a_pod_of_a_pytorchjob_replica_that_never_restarts_is_never_moved() -> N
     master = job(None)
     master["spec"]["pytorchReplicaSpecs"]["Master"] = {"replicas": 1, "restartPolicy": "Never"}
     assert judge(master, worker).code == codes.POD_ELASTIC
+
+
+def counted_job(
+    name: str, *, limit: int | None, failed: int = 0, rules: list[dict[str, Any]] | None = None, **status: Any
+) -> dict[str, Any]:
+    """A running batch/v1 Job as the API serves it: ``spec.backoffLimit`` (defaulted to 6 by the API
+    server when unset), ``status.failed`` and the other ``status`` fields given."""
+    raw = batch_job(name, rules)
+    if limit is not None:
+        raw["spec"]["backoffLimit"] = limit
+    raw["status"] = {"startTime": "2026-11-02T11:00:00Z", "active": 2, **status}
+    if failed:
+        raw["status"]["failed"] = failed
+    return raw
+
+
+def test_a_pod_whose_eviction_fails_its_batch_job_is_never_moved() -> None:
+    """A pod of a batch/v1 Job that counts an evicted pod as failed (no podFailurePolicy rule ignores
+    DisruptionTarget) moved whenever it was ``safe-to-evict=true``, Volcano preemptable or expendable.
+    The job controller counts a deleted pod as failed (pkg/controller/job/job_controller.go,
+    ``isPodFailed``; with a podFailurePolicy, ``matchPodFailurePolicy`` decides) and fails the Job once
+    ``failed > spec.backoffLimit`` (``exceedsBackoffLimit``, ``status.failed`` plus the failed pods not
+    yet counted), or at once on a FailJob rule (``getFailJobMessage``): a Job at its backoffLimit, or
+    whose first rule an eviction may match is FailJob or FailIndex, was ended by one move. A JobSet
+    (a TrainJob) restarts or fails with its child Job."""
+    at_limit = judge(counted_job("etl", limit=2, failed=2), job_pod("etl", annotations=SAFE))
+    assert (at_limit.movable, at_limit.code) == (False, codes.POD_ENDS_JOB), at_limit
+    assert "backoffLimit" in at_limit.reason
+    # the failed pods the controller has not counted yet count too
+    uncounted = counted_job("etl", limit=2, failed=1, uncountedTerminatedPods={"failed": ["u-1"]})
+    assert judge(uncounted, job_pod("etl", annotations=SAFE)).code == codes.POD_ENDS_JOB
+    # an expendable or preemptable pod too: its opt-in lets the pod go, not the Job
+    assert judge(counted_job("etl", limit=0), job_pod("etl", priority=-100)).code == codes.POD_ENDS_JOB
+    preemptable = job_pod("etl", annotations={"volcano.sh/preemptable": "true"})
+    assert judge(counted_job("etl", limit=0), preemptable).code == codes.POD_ENDS_JOB
+    # below its limit the move is allowed, and says which Job counts it
+    room = judge(counted_job("etl", limit=2, failed=1), job_pod("etl", annotations=SAFE))
+    assert (room.code, room.counts) == (codes.POD_SAFE_TO_EVICT, "Job/ml/etl")
+    assert judge(counted_job("etl", limit=None, failed=5), job_pod("etl", annotations=SAFE)).movable
+    assert judge(counted_job("etl", limit=None, failed=6), job_pod("etl", annotations=SAFE)).movable is False
+    # the first rule an eviction may match decides: FailJob or FailIndex ends it at once, Count counts
+    fail_job = {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0]}}
+    ended = judge(counted_job("etl", limit=6, rules=[fail_job]), job_pod("etl", annotations=SAFE))
+    assert (ended.code, "FailJob" in ended.reason) == (codes.POD_ENDS_JOB, True), ended
+    fail_index = {**fail_job, "action": "FailIndex"}
+    assert judge(counted_job("etl", limit=6, rules=[fail_index]), job_pod("etl", annotations=SAFE)).code == (
+        codes.POD_ENDS_JOB
+    )
+    count = {**fail_job, "action": "Count"}
+    counted = judge(counted_job("etl", limit=6, rules=[count, fail_job]), job_pod("etl", annotations=SAFE))
+    assert (counted.code, counted.counts) == (codes.POD_SAFE_TO_EVICT, "Job/ml/etl")
+    # a Job that ignores DisruptionTarget counts nothing; a finished Job has no pod left to end it
+    tolerant = judge(counted_job("etl", limit=0, rules=[IGNORE_DISRUPTION]), job_pod("etl", annotations=SAFE))
+    assert (tolerant.code, tolerant.counts) == (codes.POD_SAFE_TO_EVICT, None)
+    done = counted_job("etl", limit=0, failed=1, conditions=[{"type": "Failed", "status": "True"}])
+    assert judge(done, job_pod("etl", annotations=SAFE)).code == codes.POD_SAFE_TO_EVICT
+    # what the Job allows is kept in the snapshot
+    snap = snapshot(counted_job("etl", limit=2, failed=1, rules=[count]), job_pod("etl"))
+    assert ClusterSnapshot.from_dict(snap.to_dict()) == snap
+    assert snap.jobs == (JobInfo("Job/ml/etl", evictions_left=1),)
+    # a suspended Job, or one not started yet, runs no pod to end it
+    assert snapshot(counted_job("etl", limit=0) | {"status": {}}).jobs == ()
+    suspended = counted_job("etl", limit=0)
+    suspended["spec"]["suspend"] = True
+    assert snapshot(suspended).jobs == ()

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 from spillway.config import UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.groupkey import GroupKey
+from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.resources import NVIDIA_GPU, PODS, dominant_share, fit_count, subtract
 from spillway.model.state import Since
@@ -61,7 +62,14 @@ from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.cooldown import cooldown
-from spillway.planner.disruption import Move, assess_move, comes_back, elastic_room, keeps_node_busy
+from spillway.planner.disruption import (
+    Move,
+    assess_move,
+    comes_back,
+    counting_job,
+    elastic_room,
+    keeps_node_busy,
+)
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
 from spillway.planner.health import registering
@@ -202,6 +210,8 @@ class Candidate:
     # gang -> its Volcano-preemptable members here: Volcano preempts one only while its job keeps more
     # ready members than minAvailable (volcano-sh/volcano pkg/scheduler/plugins/gang, preemptableFn)
     gangs: dict[str, int] = field(default_factory=dict)
+    # batch/v1 Job -> its pods here whose eviction it counts as failed against its backoffLimit
+    counted: dict[str, int] = field(default_factory=dict)
 
     def given_up(self, moved: set[str]) -> dict[str, int]:
         """Job -> its workers here that the drain takes from it: those not re-placed (``moved``) on
@@ -216,6 +226,7 @@ class Candidate:
         elastic: dict[str, int] = {}
         jobs: dict[str, str] = {}
         gangs: dict[str, int] = {}
+        counted = _counted(moves)
         for pod, move in moves:
             if move.code == codes.POD_PREEMPTABLE and pod.gang is not None:
                 gangs[pod.gang] = gangs.get(pod.gang, 0) + 1
@@ -232,6 +243,7 @@ class Candidate:
             sum(m.cost for _, m in moves if m.movable),
             jobs,
             gangs,
+            counted,
         )
 
     def order(self) -> tuple[object, ...]:
@@ -259,6 +271,7 @@ class Consolidation:
             (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
         )
         self.gang_left = _gang_room(self.ctx.snapshot, leaving)
+        self.evictions_left = _eviction_room(self.ctx.snapshot, self.jobs, leaving)
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
         self.launching: dict[GroupKey, list[Bin]] = _copy_bins(stage.launching)
@@ -345,6 +358,7 @@ class Consolidation:
         return (
             self._elastic_min(candidate.elastic)
             or self._gang_min(candidate.gangs)
+            or self._backoff_limit(candidate.counted)
             or self._saving(candidate.pods, candidate.cost, group)
         )
 
@@ -415,6 +429,17 @@ class Consolidation:
             codes.POD_NEVER,
             f"runs {gangs[gang]} volcano.sh/preemptable member(s) of gang {gang}, which may lose "
             f"{self.gang_left[gang]} before its minMember: Volcano preempts a gang's member only above it",
+        )
+
+    def _backoff_limit(self, counted: Mapping[str, int]) -> Verdict:
+        short = sorted(job for job, n in counted.items() if n > self.evictions_left.get(job, 0))
+        if not short:
+            return None
+        job = short[0]
+        return (
+            codes.POD_NEVER,
+            f"runs {counted[job]} pod(s) of {job}, which survives {self.evictions_left.get(job, 0)} more failed "
+            "pod(s) before its backoffLimit: the job controller counts each evicted pod as failed",
         )
 
     def _saving(self, pods: Sequence[PodInfo], cost: float, group: NodeGroup | None) -> Verdict:
@@ -509,7 +534,11 @@ class Consolidation:
         pods, or a node drained before took the elastic room its workers needed."""
         if candidate.node.info.name in self.receiving:
             return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
-        return self._elastic_min(candidate.elastic) or self._gang_min(candidate.gangs)
+        return (
+            self._elastic_min(candidate.elastic)
+            or self._gang_min(candidate.gangs)
+            or self._backoff_limit(candidate.counted)
+        )
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
         verdict = _topology_settling(candidate, self.ctx.planned) or self.stage.pod_budgets.refusal(
@@ -528,6 +557,8 @@ class Consolidation:
         for gang, members in candidate.gangs.items():
             if gang in self.gang_left:
                 self.gang_left[gang] -= members
+        for job, pods in candidate.counted.items():
+            self.evictions_left[job] = self.evictions_left.get(job, 0) - pods
         self._drain(candidate, destinations, moved, make_room=make_room)
         return None
 
@@ -648,6 +679,28 @@ def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:
         ):
             running[pod.gang] += 1
     return {gang: max(0, running[gang] - low) for gang, low in minimum.items()}
+
+
+def _counted(moves: Sequence[tuple[PodInfo, Move]]) -> dict[str, int]:
+    """batch/v1 Job -> how many of the moved pods it counts as failed against its backoffLimit."""
+    return dict(Counter(move.counts for _, move in moves if move.counts is not None))
+
+
+def _eviction_room(
+    snapshot: ClusterSnapshot, jobs: Mapping[str, JobInfo], leaving: set[str]
+) -> dict[str, int]:
+    """batch/v1 Job key -> how many more of its pods a plan may evict before the Job fails: the failed
+    pods it survives (``JobInfo.evictions_left``) less its pods already leaving, which the job controller
+    counts as failed too and may not have counted yet: terminating, or on a node a drain takes
+    (``leaving``). Jobs that count no eviction are left out."""
+    left = {key: job.evictions_left for key, job in jobs.items() if job.evictions_left is not None}
+    for pod in snapshot.pods:
+        if pod.terminal or not (pod.terminating or (pod.node_name is not None and pod.node_name in leaving)):
+            continue
+        job = counting_job(pod, jobs)
+        if job is not None:
+            left[job.key] -= 1
+    return left
 
 
 def _no_room(candidate: Candidate) -> str:

@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Literal
@@ -319,13 +319,16 @@ class ElasticRef:
 
 @dataclass(frozen=True, slots=True)
 class Move:
-    """The answer of :func:`assess_move`. ``cost`` orders victims (0 for free, ``inf`` when not movable)."""
+    """The answer of :func:`assess_move`. ``cost`` orders victims (0 for free, ``inf`` when not movable).
+    ``counts``: the key of the batch/v1 Job that counts the pod's eviction as a failed pod against its
+    backoffLimit (``JobInfo.evictions_left``): a plan moves no more of its pods than that leaves."""
 
     movable: bool
     reason: str
     code: str
     cost: float
     elastic: ElasticRef | None = None
+    counts: str | None = None
 
 
 def assess_move(
@@ -351,7 +354,14 @@ def assess_move(
     blocked = _never_move(pod, node, pdbs_allow)
     if blocked is not None:
         return Move(False, blocked[1], blocked[0], math.inf)
-    return _may_move(pod, now, cutoff, jobs)
+    move = _may_move(pod, now, cutoff, jobs)
+    if not move.movable:
+        return move
+    ends = ends_its_job(pod, jobs)
+    if ends is not None:  # whatever opt-in moved it: it lets the pod go, not the job
+        return Move(False, ends, codes.POD_ENDS_JOB, math.inf)
+    counted = counting_job(pod, jobs)
+    return replace(move, counts=counted.key) if counted is not None else move
 
 
 def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> tuple[str, str] | None:
@@ -385,9 +395,6 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     if action is not None:  # whatever opt-in the pod has: the others are not its to give up
         why = f"its Volcano Job's policy on PodEvicted is {action}: evicting it takes the Job's other pods with it"
         return Move(False, why, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
-    ends = ends_its_job(pod, jobs)
-    if ends is not None:  # likewise: an opt-in lets the pod go, not the job
-        return Move(False, ends, codes.POD_ENDS_JOB, math.inf)
     if pod.priority < cutoff:
         why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
         return Move(True, why, codes.POD_EXPENDABLE, 0.0)
@@ -509,15 +516,42 @@ def takes_more_than_the_pod(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS)
 def ends_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | None:
     """Why the pod's eviction would end its job, or None: its PyTorchJob's replica type never restarts
     (``restartPolicy: Never``), so the training operator fails the whole job on the evicted pod
-    (``JobInfo.fail_roles``)."""
+    (``JobInfo.fail_roles``); or its batch/v1 Job counts the evicted pod as failed and fails on it: a
+    ``podFailurePolicy`` FailJob or FailIndex rule an eviction may match first, or no failed pod left
+    before ``backoffLimit`` (``JobInfo.eviction_fails``, ``JobInfo.evictions_left``)."""
     key = job_key_of(pod)
     job = jobs.get(key) if key is not None else None
-    if job is None or pod.job_role is None or pod.job_role not in job.fail_roles:
-        return None
-    return (
-        f"its job {job.key}'s {pod.job_role} replicas have restartPolicy Never: the training operator "
-        "fails the whole job when one of them is evicted"
-    )
+    if job is not None and pod.job_role is not None and pod.job_role in job.fail_roles:
+        return (
+            f"its job {job.key}'s {pod.job_role} replicas have restartPolicy Never: the training operator "
+            "fails the whole job when one of them is evicted"
+        )
+    batch = _batch_job_of(pod, jobs)
+    if batch is not None and batch.eviction_fails:
+        return (
+            f"its Job {batch.key}'s podFailurePolicy answers an eviction with {batch.eviction_fails}: "
+            "evicting it fails the Job (or its index)"
+        )
+    if batch is not None and batch.evictions_left is not None and batch.evictions_left <= 0:
+        return (
+            f"its Job {batch.key} has no failed pod left before its backoffLimit: the job controller counts "
+            "an evicted pod as failed, and one more fails the Job"
+        )
+    return None
+
+
+def counting_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> JobInfo | None:
+    """The pod's batch/v1 Job when it counts the pod's eviction against its backoffLimit
+    (``JobInfo.evictions_left`` known), else None."""
+    batch = _batch_job_of(pod, jobs)
+    return batch if batch is not None and batch.evictions_left is not None else None
+
+
+def _batch_job_of(pod: PodInfo, jobs: Mapping[str, JobInfo]) -> JobInfo | None:
+    """The pod's batch/v1 Job (its ``batch.kubernetes.io/job-name`` label, else its controller owner when
+    that is a batch/v1 Job), when the snapshot has it."""
+    name = pod.batch_job or (pod.owner_name if pod.batch_owned else None)
+    return jobs.get(job_key("Job", pod.namespace, name)) if name else None
 
 
 def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> bool:
