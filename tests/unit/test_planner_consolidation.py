@@ -1387,3 +1387,34 @@ def test_a_node_running_more_pods_of_a_job_than_its_backoff_limit_leaves_is_kept
     _counted_job_pods(w2, a2, ["etl-0", "etl-1"])
     replicas(w2, b2, "pin", 1, cpu="1", annotations={})
     assert [d.node for d in w2.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [a2]
+
+
+def test_a_recreated_worker_bound_but_not_running_yet_is_not_counted_as_elastic_room() -> None:
+    """An elastic job of three workers (minimum 2). An earlier plan moved w-0; the operator made it again
+    as w-0b, which kube-scheduler bound to c, where it is still Pending (its image pulling, its agent not
+    in the rendezvous). Two workers run, exactly the minimum: moving w-1 (or w-2) leaves the job one
+    running agent until w-0b starts, below torchrun's minimum (its rendezvous waits for MIN nodes, and
+    the job ends when the wait times out). elastic_room counted every bound worker as running, so the
+    second plan drained a, two plans taking the job below its minimum."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    elastic_workers(w, a, ["w-1"], cpu="3")
+    elastic_workers(w, b, ["w-2"], cpu="3")
+    elastic_workers(w, c, ["w-0b"], cpu="3")
+    starting = w.pod_item("default/w-0b")
+    starting["status"]["phase"] = "Pending"
+    starting["status"]["conditions"][1]["status"] = "False"
+    starting["status"]["containerStatuses"] = [
+        {"name": "main", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+         "state": {"waiting": {"reason": "ContainerCreating"}}}
+    ]  # fmt: skip
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [p for d in result.drain for p in d.pods if "/w-" in p] == [], result.drain
+    assert {kept(result)[a][0], kept(result)[b][0]} == {codes.ELASTIC_MIN}, kept(result)
+    # once it runs, the job has a worker above its minimum to give up
+    starting["status"]["phase"] = "Running"
+    assert (
+        len([p for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain for p in d.pods if "/w-" in p]) == 1
+    )

@@ -562,13 +562,15 @@ def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) ->
 
 
 def elastic_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS) -> dict[str, int]:
-    """Elastic job key → how many workers it may lose now: its running workers (bound, not finished,
-    not terminating; the rendezvous host counts, :func:`elastic_member`) minus its minimum, never below
-    0. Jobs with no running worker are left out."""
+    """Elastic job key → how many workers it may lose now: its running workers (bound, phase
+    ``Running``, not terminating; the rendezvous host counts, :func:`elastic_member`) minus its minimum,
+    never below 0. A worker bound and still ``Pending`` (a moved worker's replacement pulling its image)
+    runs no agent in the job's rendezvous yet: it is not counted, so two plans never move the job below
+    its minimum before the first replacement runs. Jobs with no running worker are left out."""
     running: dict[str, int] = {}
     minimum: dict[str, int] = {}
     for pod in pods:
-        if pod.node_name is None or pod.terminal or pod.terminating:
+        if pod.node_name is None or pod.phase != "Running" or pod.terminating:
             continue
         ref = elastic_member(pod, jobs)
         if ref is not None:
