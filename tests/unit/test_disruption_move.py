@@ -1034,3 +1034,19 @@ def test_a_pod_whose_eviction_fails_its_batch_job_is_never_moved() -> None:
     suspended = counted_job("etl", limit=0)
     suspended["spec"]["suspend"] = True
     assert snapshot(suspended).jobs == ()
+
+
+def test_a_pod_of_a_paddlejob_replica_that_never_restarts_is_never_moved() -> None:
+    """The training operator's PaddleJob ``UpdateJobStatus`` (pkg/controller.v1/paddlepaddle/
+    paddlepaddle_controller.go) fails the job as the PyTorchJob's does: a failed pod (an evicted one
+    counts, pkg/core/status.go) of a replica type whose ``restartPolicy`` is ``Never``. PaddleJobs were
+    read for nothing, so a safe-to-evict pod of such a job was moved and the job ended."""
+    job = paddlejob("ernie", {"minReplicas": 1, "maxReplicas": 3})
+    job["spec"]["paddleReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+    worker = kubeflow_pod("ernie", kind="PaddleJob", annotations=SAFE)
+    never = judge(job, worker)
+    assert (never.movable, never.code) == (False, codes.POD_ENDS_JOB), never
+    job["spec"]["paddleReplicaSpecs"]["Worker"]["restartPolicy"] = "OnFailure"
+    assert judge(job, worker).code == codes.POD_SAFE_TO_EVICT
+    # a PaddleJob whose pods' failures restart them says nothing: not kept
+    assert snapshot(job).jobs == ()

@@ -72,6 +72,7 @@ from spillway.model.k8s import (
     Container,
     ElasticPolicy,
     KubeObject,
+    PaddleJob,
     Pod,
     PodConditionPattern,
     PodFailurePolicyRule,
@@ -200,9 +201,9 @@ class JobInfo:
 
 
 def job_of(obj: KubeObject) -> JobInfo | None:
-    """The JobInfo of a PyTorchJob, batch/v1 Job or Volcano Job; None for any other object (a PaddleJob: its
-    ``elasticPolicy`` reaches none of its pods, see the module docstring), and for a job that says
-    nothing about moving its pods."""
+    """The JobInfo of a PyTorchJob, PaddleJob, batch/v1 Job or Volcano Job; None for any other object, and
+    for a job that says nothing about moving its pods (a PaddleJob's ``elasticPolicy`` reaches none of
+    its pods, see the module docstring: only its replica types that never restart are kept)."""
     if isinstance(obj, PyTorchJob):
         low, high = _elastic_range(obj.spec.elastic_policy, obj.spec.pytorch_replica_specs.get("Worker"))
         if high <= low:
@@ -212,6 +213,10 @@ def job_of(obj: KubeObject) -> JobInfo | None:
             return None
         key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
         return JobInfo(key, low, high, fail_roles=fail_roles)
+    if isinstance(obj, PaddleJob):  # its elasticPolicy reaches no pod; its restart policies do
+        fail_roles = _never_restarting_roles(obj.spec.paddle_replica_specs)
+        key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
+        return JobInfo(key, fail_roles=fail_roles) if fail_roles else None
     if isinstance(obj, BatchJob):
         return _batch_job(obj)
     if isinstance(obj, VolcanoJob):

@@ -514,7 +514,7 @@ def takes_more_than_the_pod(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS)
 
 
 def ends_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | None:
-    """Why the pod's eviction would end its job, or None: its PyTorchJob's replica type never restarts
+    """Why the pod's eviction would end its job, or None: its PyTorchJob's (or PaddleJob's) replica type never restarts
     (``restartPolicy: Never``), so the training operator fails the whole job on the evicted pod
     (``JobInfo.fail_roles``); or its batch/v1 Job counts the evicted pod as failed and fails on it: a
     ``podFailurePolicy`` FailJob or FailIndex rule an eviction may match first, or no failed pod left
