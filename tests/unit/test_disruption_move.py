@@ -1050,3 +1050,30 @@ def test_a_pod_of_a_paddlejob_replica_that_never_restarts_is_never_moved() -> No
     assert judge(job, worker).code == codes.POD_SAFE_TO_EVICT
     # a PaddleJob whose pods' failures restart them says nothing: not kept
     assert snapshot(job).jobs == ()
+
+
+def test_a_pod_whose_eviction_fails_its_index_is_never_moved() -> None:
+    """An Indexed Job with ``backoffLimitPerIndex`` fails an index once a pod of it fails while its
+    ``batch.kubernetes.io/job-index-failure-count`` annotation (the index's failures so far, which the
+    job controller writes on each pod it creates) is at the limit, an evicted pod counted as failed
+    (pkg/controller/job/indexed_job_utils.go, ``isIndexFailed``); the Job then ends Failed
+    (``JobReasonFailedIndexes``). Spillway read no per-index limit, so such a pod moved on its opt-in."""
+    job = counted_job("etl", limit=None)
+    job["spec"] |= {"completionMode": "Indexed", "completions": 4, "backoffLimitPerIndex": 1}
+
+    def index_pod(failures: str | None) -> dict[str, Any]:
+        annotations = {**SAFE, "batch.kubernetes.io/job-completion-index": "2"}
+        if failures is not None:
+            annotations["batch.kubernetes.io/job-index-failure-count"] = failures
+        return job_pod("etl", annotations=annotations)
+
+    spent = judge(job, index_pod("1"))
+    assert (spent.movable, spent.code) == (False, codes.POD_ENDS_JOB), spent
+    assert "backoffLimitPerIndex" in spent.reason
+    assert judge(job, index_pod("0")).code == codes.POD_SAFE_TO_EVICT
+    assert judge(job, index_pod(None)).code == codes.POD_SAFE_TO_EVICT  # no failure written: none yet
+    job["spec"]["backoffLimitPerIndex"] = 0
+    assert judge(job, index_pod(None)).code == codes.POD_ENDS_JOB
+    # the snapshot keeps the limit and the pod's count
+    snap = snapshot(job, index_pod("1"))
+    assert ClusterSnapshot.from_dict(snap.to_dict()) == snap and snap.pods[0].index_failures == 1

@@ -142,7 +142,9 @@ class JobInfo:
     failed pods it survives (``spec.backoffLimit`` less ``status.failed`` and the failed pods not yet
     counted), None for any other job; ``eviction_fails``: the ``podFailurePolicy`` action (FailJob,
     FailIndex) that an eviction may match first, which fails the Job (or its index) at once
-    (:func:`_counted_evictions`).
+    (:func:`_counted_evictions`); ``per_index_limit``: such a Job's ``spec.backoffLimitPerIndex``: a pod
+    whose index failed that many times already (``PodInfo.index_failures``) fails its index when
+    evicted (kubernetes pkg/controller/job/indexed_job_utils.go, ``isIndexFailed``).
     """
 
     key: str
@@ -155,6 +157,7 @@ class JobInfo:
     fail_roles: frozenset[str] = frozenset()
     evictions_left: int | None = None
     eviction_fails: str = ""
+    per_index_limit: int | None = None
 
     def eviction_action(self, task: str | None) -> str:
         """What the job's controller does when a pod of ``task`` is evicted (``SyncJob`` when not known)."""
@@ -182,6 +185,8 @@ class JobInfo:
             out["bl"] = self.evictions_left
         if self.eviction_fails:
             out["ef"] = self.eviction_fails
+        if self.per_index_limit is not None:
+            out["bpi"] = self.per_index_limit
         return out
 
     @classmethod
@@ -197,6 +202,7 @@ class JobInfo:
             fail_roles=frozenset(str(r) for r in d.get("fr", ())),
             evictions_left=int(d["bl"]) if "bl" in d else None,
             eviction_fails=str(d.get("ef", "")),
+            per_index_limit=int(d["bpi"]) if "bpi" in d else None,
         )
 
 
@@ -291,6 +297,7 @@ def _batch_job(job: BatchJob) -> JobInfo | None:
         started_at=started,
         evictions_left=left,
         eviction_fails=fails,
+        per_index_limit=job.spec.backoff_limit_per_index if left is not None else None,
     )
 
 

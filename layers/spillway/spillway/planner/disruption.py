@@ -537,6 +537,15 @@ def ends_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | N
             f"its Job {batch.key} has no failed pod left before its backoffLimit: the job controller counts "
             "an evicted pod as failed, and one more fails the Job"
         )
+    if (
+        batch is not None
+        and batch.per_index_limit is not None
+        and (pod.index_failures or 0) >= batch.per_index_limit
+    ):
+        return (
+            f"its index of Job {batch.key} failed {pod.index_failures or 0} time(s), its backoffLimitPerIndex "
+            f"{batch.per_index_limit}: evicted, it fails the index, and the Job ends Failed"
+        )
     return None
 
 
