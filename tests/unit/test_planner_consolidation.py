@@ -1418,3 +1418,33 @@ def test_a_recreated_worker_bound_but_not_running_yet_is_not_counted_as_elastic_
     assert (
         len([p for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain for p in d.pods if "/w-" in p]) == 1
     )
+
+
+def _expendable_job_pods(w: World, node: str, names: list[str]) -> None:
+    """Pods of batch/v1 Job ``etl`` below expendable_priority_cutoff: an idle node's drain evicts them."""
+    for name in names:
+        (key,) = w.pods(
+            name, 1, cpu="500m", memory="1Gi", node_name=node, owner=("Job", "etl"), priority=-100,
+            labels={"batch.kubernetes.io/job-name": "etl"},
+        )  # fmt: skip
+        w.pod_item(key)["metadata"]["name"] = name
+
+
+def test_an_idle_nodes_drain_evicts_no_more_expendable_pods_of_a_job_than_it_survives() -> None:
+    """Job etl runs at a low priority (below expendable_priority_cutoff), one pod on each of two nodes
+    that run nothing else. Scale-down drains an idle node and evicts its expendable pods, and the job
+    controller counts each as failed (pkg/controller/job/job_controller.go, isPodFailed): with one
+    failure left before backoffLimit, both drains end the Job; with none, either does. Consolidation
+    refused such moves, the idle drain took them."""
+    outcomes = {}
+    for left in (1, 0):
+        w = World(regions=("us-east-1",))
+        a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+        _etl(w, limit=2, failed=2 - left)
+        _expendable_job_pods(w, a, ["etl-a"])
+        _expendable_job_pods(w, b, ["etl-b"])
+        for node in (a, b):
+            w.idle_since(node, 30)
+        result = w.plan(max_scale_in_fraction=1.0)
+        outcomes[left] = len([p for d in result.drain for p in d.pods if "/etl-" in p])
+    assert outcomes == {1: 1, 0: 0}, outcomes

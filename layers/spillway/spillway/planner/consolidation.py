@@ -271,7 +271,7 @@ class Consolidation:
             (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
         )
         self.gang_left = _gang_room(self.ctx.snapshot, leaving)
-        self.evictions_left = _eviction_room(self.ctx.snapshot, self.jobs, leaving)
+        self.evictions_left = stage.evictions_left()  # shared with the idle drains: both spend it
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
         self.launching: dict[GroupKey, list[Bin]] = _copy_bins(stage.launching)
@@ -432,15 +432,7 @@ class Consolidation:
         )
 
     def _backoff_limit(self, counted: Mapping[str, int]) -> Verdict:
-        short = sorted(job for job, n in counted.items() if n > self.evictions_left.get(job, 0))
-        if not short:
-            return None
-        job = short[0]
-        return (
-            codes.POD_NEVER,
-            f"runs {counted[job]} pod(s) of {job}, which survives {self.evictions_left.get(job, 0)} more failed "
-            "pod(s) before its backoffLimit: the job controller counts each evicted pod as failed",
-        )
+        return backoff_refusal(counted, self.evictions_left)
 
     def _saving(self, pods: Sequence[PodInfo], cost: float, group: NodeGroup | None) -> Verdict:
         """Refuse unless the restart cost is less than the node-minutes the drain saves: the horizon, or,
@@ -681,26 +673,28 @@ def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:
     return {gang: max(0, running[gang] - low) for gang, low in minimum.items()}
 
 
+def backoff_refusal(counted: Mapping[str, int], left: Mapping[str, int]) -> Verdict:
+    """Why a drain evicting ``counted`` pods of batch/v1 Jobs (by Job) would take one past its backoffLimit
+    (``left``: the failed pods each survives, less what this plan evicts already), or None."""
+    short = sorted(job for job, n in counted.items() if n > left.get(job, 0))
+    if not short:
+        return None
+    job = short[0]
+    return (
+        codes.POD_NEVER,
+        f"runs {counted[job]} pod(s) of {job}, which survives {left.get(job, 0)} more failed pod(s) before "
+        "its backoffLimit: the job controller counts each evicted pod as failed",
+    )
+
+
+def counted_by_job(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo]) -> dict[str, int]:
+    """batch/v1 Job -> how many of ``pods`` (all evicted) it counts as failed against its backoffLimit."""
+    return dict(Counter(job.key for pod in pods if (job := counting_job(pod, jobs)) is not None))
+
+
 def _counted(moves: Sequence[tuple[PodInfo, Move]]) -> dict[str, int]:
     """batch/v1 Job -> how many of the moved pods it counts as failed against its backoffLimit."""
     return dict(Counter(move.counts for _, move in moves if move.counts is not None))
-
-
-def _eviction_room(
-    snapshot: ClusterSnapshot, jobs: Mapping[str, JobInfo], leaving: set[str]
-) -> dict[str, int]:
-    """batch/v1 Job key -> how many more of its pods a plan may evict before the Job fails: the failed
-    pods it survives (``JobInfo.evictions_left``) less its pods already leaving, which the job controller
-    counts as failed too and may not have counted yet: terminating, or on a node a drain takes
-    (``leaving``). Jobs that count no eviction are left out."""
-    left = {key: job.evictions_left for key, job in jobs.items() if job.evictions_left is not None}
-    for pod in snapshot.pods:
-        if pod.terminal or not (pod.terminating or (pod.node_name is not None and pod.node_name in leaving)):
-            continue
-        job = counting_job(pod, jobs)
-        if job is not None:
-            left[job.key] -= 1
-    return left
 
 
 def _no_room(candidate: Candidate) -> str:

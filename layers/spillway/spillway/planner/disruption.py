@@ -222,7 +222,9 @@ def dead(node: NodeInfo, now: datetime, after: timedelta) -> bool:
     return now - since >= after
 
 
-def goes_with_its_node(pod: PodInfo, pdbs_allow: int | None, now: datetime) -> bool:
+def goes_with_its_node(
+    pod: PodInfo, pdbs_allow: int | None, now: datetime, jobs: Mapping[str, JobInfo] | None = None
+) -> bool:
     """An expendable pod (the caller checks its priority against ``expendable_priority_cutoff``) that
     keeps no node from scale-down: cluster-autoscaler leaves such pods out of its scale-down snapshot,
     so they "don't prevent scale downs" (its FAQ). Here only when the drain of its node may evict it:
@@ -233,10 +235,14 @@ def goes_with_its_node(pod: PodInfo, pdbs_allow: int | None, now: datetime) -> b
     cluster-autoscaler does not evict such pods at all (the node's deletion ends them) and reads no
     annotation of theirs; Spillway evicts them, and a pod marked never to be disturbed keeps its node.
     One that stays (it tolerates the drain's cordon and taint, :func:`comes_back`) goes with the node as
-    cluster-autoscaler's do: the drain neither evicts it nor waits for it, so no budget is asked."""
+    cluster-autoscaler's do: the drain neither evicts it nor waits for it, so no budget is asked.
+    Nor one whose eviction would end its job (:func:`ends_its_job`, with the snapshot's ``jobs``): it is
+    workload, as consolidation never moves it."""
     moved = assess(pod, now=now, opted_in=True)  # its priority is the opt-in: local storage holds it not
     if moved.verdict == STAYS:
         return True
+    if jobs is not None and ends_its_job(pod, jobs) is not None:
+        return False
     return moved.verdict == MOVABLE and _never_move(pod, None, pdbs_allow) is None
 
 
@@ -568,6 +574,21 @@ def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) ->
     name = pod.batch_job or (pod.owner_name if pod.controlled and pod.owner_kind == "Job" else None)
     job = jobs.get(job_key("Job", pod.namespace, name)) if name else None
     return job is not None and job.tolerates_disruption
+
+
+def eviction_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo], leaving: set[str]) -> dict[str, int]:
+    """batch/v1 Job key -> how many more of its pods a plan may evict before the Job fails: the failed
+    pods it survives (``JobInfo.evictions_left``) less its pods already leaving, which the job controller
+    counts as failed too and may not have counted yet: terminating, or on a node a drain takes
+    (``leaving``). Jobs that count no eviction are left out."""
+    left = {key: job.evictions_left for key, job in jobs.items() if job.evictions_left is not None}
+    for pod in pods:
+        if pod.terminal or not (pod.terminating or (pod.node_name is not None and pod.node_name in leaving)):
+            continue
+        job = counting_job(pod, jobs)
+        if job is not None:
+            left[job.key] -= 1
+    return left
 
 
 def elastic_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS) -> dict[str, int]:
