@@ -931,3 +931,149 @@ def test_a_node_of_a_multi_node_torchrun_job_that_restarts_nothing_is_not_moved_
     # an explicit opt-in of the pod's own still moves it
     assert judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]),
                  job_pod("llm-node-0", env={"PET_NNODES": "2"}, priority=-100)).code == codes.POD_EXPENDABLE  # fmt: skip
+
+
+def test_a_pod_of_a_pytorchjob_replica_that_never_restarts_is_never_moved() -> None:
+    """An elastic PyTorchJob's worker above the minimum was moved whatever its replica's restartPolicy.
+    The training operator counts a Running pod with a deletionTimestamp as a failed replica
+    (kubeflow/training-operator pkg/core/status.go, ``UpdateJobReplicaStatuses``), and its
+    ``UpdateJobStatus`` marks the PyTorchJob Failed when a replica type with ``restartPolicy: Never`` has a
+    failed pod and fewer running than its replicas (pkg/controller.v1/pytorch/pytorchjob_controller.go):
+    the first eviction ends the job. OnFailure (the default, ``PytorchJobDefaultRestartPolicy``), Always
+    and ExitCode mark it Restarting and make the pod again."""
+
+    def job(policy: str | None) -> dict[str, Any]:
+        raw = pytorchjob("train", {"minReplicas": 1, "maxReplicas": 4}, workers=3)
+        if policy is not None:
+            raw["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = policy
+        return raw
+
+    worker = _operator_worker("train", 1, env=RESTARTS)
+    never = judge(job("Never"), worker)
+    assert (never.movable, never.code, never.elastic) == (False, codes.POD_ENDS_JOB, None), never
+    assert "restartPolicy Never" in never.reason
+    # whatever else would move it: safe-to-evict=true, an expendable priority
+    assert judge(job("Never"), _operator_worker("train", 1, env=RESTARTS, annotations=SAFE)).code == (
+        codes.POD_ENDS_JOB
+    )
+    assert judge(job("Never"), _operator_worker("train", 1, env=RESTARTS, priority=-100)).code == (
+        codes.POD_ENDS_JOB
+    )
+    for policy in (None, "OnFailure", "Always", "ExitCode"):
+        assert judge(job(policy), worker).code == codes.POD_ELASTIC, policy
+    # a fixed-size job's pod the user lets go (safe-to-evict=true) ends it just the same
+    fixed = pytorchjob("train", None, workers=3)
+    fixed["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+    assert judge(fixed, _operator_worker("train", 1, annotations=SAFE)).code == codes.POD_ENDS_JOB
+    # the Master's policy is the Master's: a worker of a job whose Master never restarts may move
+    master = job(None)
+    master["spec"]["pytorchReplicaSpecs"]["Master"] = {"replicas": 1, "restartPolicy": "Never"}
+    assert judge(master, worker).code == codes.POD_ELASTIC
+
+
+def counted_job(
+    name: str, *, limit: int | None, failed: int = 0, rules: list[dict[str, Any]] | None = None, **status: Any
+) -> dict[str, Any]:
+    """A running batch/v1 Job as the API serves it: ``spec.backoffLimit`` (defaulted to 6 by the API
+    server when unset), ``status.failed`` and the other ``status`` fields given."""
+    raw = batch_job(name, rules)
+    if limit is not None:
+        raw["spec"]["backoffLimit"] = limit
+    raw["status"] = {"startTime": "2026-11-02T11:00:00Z", "active": 2, **status}
+    if failed:
+        raw["status"]["failed"] = failed
+    return raw
+
+
+def test_a_pod_whose_eviction_fails_its_batch_job_is_never_moved() -> None:
+    """A pod of a batch/v1 Job that counts an evicted pod as failed (no podFailurePolicy rule ignores
+    DisruptionTarget) moved whenever it was ``safe-to-evict=true``, Volcano preemptable or expendable.
+    The job controller counts a deleted pod as failed (pkg/controller/job/job_controller.go,
+    ``isPodFailed``; with a podFailurePolicy, ``matchPodFailurePolicy`` decides) and fails the Job once
+    ``failed > spec.backoffLimit`` (``exceedsBackoffLimit``, ``status.failed`` plus the failed pods not
+    yet counted), or at once on a FailJob rule (``getFailJobMessage``): a Job at its backoffLimit, or
+    whose first rule an eviction may match is FailJob or FailIndex, was ended by one move. A JobSet
+    (a TrainJob) restarts or fails with its child Job."""
+    at_limit = judge(counted_job("etl", limit=2, failed=2), job_pod("etl", annotations=SAFE))
+    assert (at_limit.movable, at_limit.code) == (False, codes.POD_ENDS_JOB), at_limit
+    assert "backoffLimit" in at_limit.reason
+    # the failed pods the controller has not counted yet count too
+    uncounted = counted_job("etl", limit=2, failed=1, uncountedTerminatedPods={"failed": ["u-1"]})
+    assert judge(uncounted, job_pod("etl", annotations=SAFE)).code == codes.POD_ENDS_JOB
+    # an expendable or preemptable pod too: its opt-in lets the pod go, not the Job
+    assert judge(counted_job("etl", limit=0), job_pod("etl", priority=-100)).code == codes.POD_ENDS_JOB
+    preemptable = job_pod("etl", annotations={"volcano.sh/preemptable": "true"})
+    assert judge(counted_job("etl", limit=0), preemptable).code == codes.POD_ENDS_JOB
+    # below its limit the move is allowed, and says which Job counts it
+    room = judge(counted_job("etl", limit=2, failed=1), job_pod("etl", annotations=SAFE))
+    assert (room.code, room.counts) == (codes.POD_SAFE_TO_EVICT, "Job/ml/etl")
+    assert judge(counted_job("etl", limit=None, failed=5), job_pod("etl", annotations=SAFE)).movable
+    assert judge(counted_job("etl", limit=None, failed=6), job_pod("etl", annotations=SAFE)).movable is False
+    # the first rule an eviction may match decides: FailJob or FailIndex ends it at once, Count counts
+    fail_job = {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0]}}
+    ended = judge(counted_job("etl", limit=6, rules=[fail_job]), job_pod("etl", annotations=SAFE))
+    assert (ended.code, "FailJob" in ended.reason) == (codes.POD_ENDS_JOB, True), ended
+    fail_index = {**fail_job, "action": "FailIndex"}
+    assert judge(counted_job("etl", limit=6, rules=[fail_index]), job_pod("etl", annotations=SAFE)).code == (
+        codes.POD_ENDS_JOB
+    )
+    count = {**fail_job, "action": "Count"}
+    counted = judge(counted_job("etl", limit=6, rules=[count, fail_job]), job_pod("etl", annotations=SAFE))
+    assert (counted.code, counted.counts) == (codes.POD_SAFE_TO_EVICT, "Job/ml/etl")
+    # a Job that ignores DisruptionTarget counts nothing; a finished Job has no pod left to end it
+    tolerant = judge(counted_job("etl", limit=0, rules=[IGNORE_DISRUPTION]), job_pod("etl", annotations=SAFE))
+    assert (tolerant.code, tolerant.counts) == (codes.POD_SAFE_TO_EVICT, None)
+    done = counted_job("etl", limit=0, failed=1, conditions=[{"type": "Failed", "status": "True"}])
+    assert judge(done, job_pod("etl", annotations=SAFE)).code == codes.POD_SAFE_TO_EVICT
+    # what the Job allows is kept in the snapshot
+    snap = snapshot(counted_job("etl", limit=2, failed=1, rules=[count]), job_pod("etl"))
+    assert ClusterSnapshot.from_dict(snap.to_dict()) == snap
+    assert snap.jobs == (JobInfo("Job/ml/etl", evictions_left=1),)
+    # a suspended Job, or one not started yet, runs no pod to end it
+    assert snapshot(counted_job("etl", limit=0) | {"status": {}}).jobs == ()
+    suspended = counted_job("etl", limit=0)
+    suspended["spec"]["suspend"] = True
+    assert snapshot(suspended).jobs == ()
+
+
+def test_a_pod_of_a_paddlejob_replica_that_never_restarts_is_never_moved() -> None:
+    """The training operator's PaddleJob ``UpdateJobStatus`` (pkg/controller.v1/paddlepaddle/
+    paddlepaddle_controller.go) fails the job as the PyTorchJob's does: a failed pod (an evicted one
+    counts, pkg/core/status.go) of a replica type whose ``restartPolicy`` is ``Never``. PaddleJobs were
+    read for nothing, so a safe-to-evict pod of such a job was moved and the job ended."""
+    job = paddlejob("ernie", {"minReplicas": 1, "maxReplicas": 3})
+    job["spec"]["paddleReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+    worker = kubeflow_pod("ernie", kind="PaddleJob", annotations=SAFE)
+    never = judge(job, worker)
+    assert (never.movable, never.code) == (False, codes.POD_ENDS_JOB), never
+    job["spec"]["paddleReplicaSpecs"]["Worker"]["restartPolicy"] = "OnFailure"
+    assert judge(job, worker).code == codes.POD_SAFE_TO_EVICT
+    # a PaddleJob whose pods' failures restart them says nothing: not kept
+    assert snapshot(job).jobs == ()
+
+
+def test_a_pod_whose_eviction_fails_its_index_is_never_moved() -> None:
+    """An Indexed Job with ``backoffLimitPerIndex`` fails an index once a pod of it fails while its
+    ``batch.kubernetes.io/job-index-failure-count`` annotation (the index's failures so far, which the
+    job controller writes on each pod it creates) is at the limit, an evicted pod counted as failed
+    (pkg/controller/job/indexed_job_utils.go, ``isIndexFailed``); the Job then ends Failed
+    (``JobReasonFailedIndexes``). Spillway read no per-index limit, so such a pod moved on its opt-in."""
+    job = counted_job("etl", limit=None)
+    job["spec"] |= {"completionMode": "Indexed", "completions": 4, "backoffLimitPerIndex": 1}
+
+    def index_pod(failures: str | None) -> dict[str, Any]:
+        annotations = {**SAFE, "batch.kubernetes.io/job-completion-index": "2"}
+        if failures is not None:
+            annotations["batch.kubernetes.io/job-index-failure-count"] = failures
+        return job_pod("etl", annotations=annotations)
+
+    spent = judge(job, index_pod("1"))
+    assert (spent.movable, spent.code) == (False, codes.POD_ENDS_JOB), spent
+    assert "backoffLimitPerIndex" in spent.reason
+    assert judge(job, index_pod("0")).code == codes.POD_SAFE_TO_EVICT
+    assert judge(job, index_pod(None)).code == codes.POD_SAFE_TO_EVICT  # no failure written: none yet
+    job["spec"]["backoffLimitPerIndex"] = 0
+    assert judge(job, index_pod(None)).code == codes.POD_ENDS_JOB
+    # the snapshot keeps the limit and the pod's count
+    snap = snapshot(job, index_pod("1"))
+    assert ClusterSnapshot.from_dict(snap.to_dict()) == snap and snap.pods[0].index_failures == 1

@@ -76,12 +76,14 @@ def test_a_running_jobs_deadline_and_start_are_kept_a_suspended_or_unstarted_one
         running_job("plain", None),
         running_job("both", 600, podFailurePolicy={"rules": [IGNORE_DISRUPTION]}),
     )
+    # a running Job that counts an evicted pod as failed keeps its room before backoffLimit (6 unset)
     assert snap.jobs == (
         JobInfo("Job/ml/both", tolerates_disruption=True, active_deadline=600, started_at=T0),
-        JobInfo("Job/ml/etl", active_deadline=7200, started_at=T0),
+        JobInfo("Job/ml/etl", active_deadline=7200, started_at=T0, evictions_left=6),
+        JobInfo("Job/ml/plain", evictions_left=6),
     )
     assert ClusterSnapshot.from_dict(snap.to_dict()) == snap
-    assert snap.to_dict()["jobs"][1] == {"k": "Job/ml/etl", "ad": 7200, "st": "2026-11-02T11:00:00Z"}
+    assert snap.to_dict()["jobs"][1] == {"k": "Job/ml/etl", "ad": 7200, "st": "2026-11-02T11:00:00Z", "bl": 6}
 
 
 @pytest.mark.parametrize("value", [0, -30, "600", 1.5, True, 2**63])

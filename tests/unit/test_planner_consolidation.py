@@ -1323,3 +1323,128 @@ def test_expendable_pods_do_not_count_toward_a_nodes_utilization() -> None:
     assert [(d.node, d.code) for d in result.drain] == [(a, codes.CONSOLIDATION)]
     (drain,) = result.drain
     assert "default/web-0" in drain.pods and f"fit on {b}" in drain.reason
+
+
+# --- a batch/v1 Job that counts its evicted pods against its backoffLimit ----------------------------
+
+
+def _counted_job_pods(w: World, node: str, names: list[str], cpu: str = "1500m") -> None:
+    """Pods of batch/v1 Job ``etl`` (no podFailurePolicy: an evicted pod counts as failed), each
+    annotated safe-to-evict=true."""
+    for name in names:
+        (key,) = w.pods(
+            name, 1, cpu=cpu, memory="1Gi", node_name=node, owner=("Job", "etl"),
+            labels={"batch.kubernetes.io/job-name": "etl"}, annotations=MOVABLE,
+        )  # fmt: skip
+        w.pod_item(key)["metadata"]["name"] = name
+
+
+def _etl(w: World, limit: int, failed: int = 0) -> None:
+    w.items.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "etl", "namespace": "default"},
+                    "spec": {"backoffLimit": limit},
+                    "status": {"startTime": "2026-11-02T11:00:00Z", "active": 4, "failed": failed}})  # fmt: skip
+
+
+def test_consolidation_moves_no_more_pods_of_a_job_than_its_backoff_limit_leaves() -> None:
+    """Job etl (backoffLimit 1, none failed yet) runs a safe-to-evict pod on each of a and b (neither
+    has room for the other's), and c has room for both. The job controller fails a Job once more pods
+    failed than its backoffLimit, an evicted one counted as failed (kubernetes
+    pkg/controller/job/job_controller.go, ``isPodFailed``, ``exceedsBackoffLimit``): each move alone is
+    allowed, both in one plan end the Job. Consolidation judged each node apart and drained both."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.xlarge", nodes=2, max_size=10))
+    (c,) = w.group("big", "m5.2xlarge", nodes=1, max_size=10)
+    _etl(w, limit=1)
+    _counted_job_pods(w, a, ["etl-a"], cpu="3")
+    _counted_job_pods(w, b, ["etl-b"], cpu="3")
+    replicas(w, c, "pin", 1, cpu="1", annotations={})  # c has room for both, and stays
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    moved = [p for d in result.drain for p in d.pods if "/etl-" in p]
+    assert len(moved) == 1, result.drain
+    kept_node = b if moved == ["default/etl-a"] else a
+    assert kept(result)[kept_node][0] == codes.POD_NEVER
+    assert "backoffLimit" in kept(result)[kept_node][1]
+
+
+def test_a_node_running_more_pods_of_a_job_than_its_backoff_limit_leaves_is_kept() -> None:
+    """Two pods of Job etl on a, one failure left before its backoffLimit: draining a evicts both."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    _etl(w, limit=2, failed=1)
+    _counted_job_pods(w, a, ["etl-0", "etl-1"])
+    replicas(w, b, "pin", 1, cpu="1", annotations={})
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == [] or all("/etl-" not in p for d in result.drain for p in d.pods), result.drain
+    assert kept(result)[a][0] == codes.POD_NEVER, kept(result)
+    # with two failures left, both may go
+    w2 = World(regions=("us-east-1",))
+    a2, b2 = sorted(w2.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    _etl(w2, limit=2)
+    _counted_job_pods(w2, a2, ["etl-0", "etl-1"])
+    replicas(w2, b2, "pin", 1, cpu="1", annotations={})
+    assert [d.node for d in w2.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [a2]
+
+
+def test_a_recreated_worker_bound_but_not_running_yet_is_not_counted_as_elastic_room() -> None:
+    """An elastic job of three workers (minimum 2). An earlier plan moved w-0; the operator made it again
+    as w-0b, which kube-scheduler bound to c, where it is still Pending (its image pulling, its agent not
+    in the rendezvous). Two workers run, exactly the minimum: moving w-1 (or w-2) leaves the job one
+    running agent until w-0b starts, below torchrun's minimum (its rendezvous waits for MIN nodes, and
+    the job ends when the wait times out). elastic_room counted every bound worker as running, so the
+    second plan drained a, two plans taking the job below its minimum."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    elastic_workers(w, a, ["w-1"], cpu="3")
+    elastic_workers(w, b, ["w-2"], cpu="3")
+    elastic_workers(w, c, ["w-0b"], cpu="3")
+    starting = w.pod_item("default/w-0b")
+    starting["status"]["phase"] = "Pending"
+    starting["status"]["conditions"][1]["status"] = "False"
+    starting["status"]["containerStatuses"] = [
+        {"name": "main", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+         "state": {"waiting": {"reason": "ContainerCreating"}}}
+    ]  # fmt: skip
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [p for d in result.drain for p in d.pods if "/w-" in p] == [], result.drain
+    assert {kept(result)[a][0], kept(result)[b][0]} == {codes.ELASTIC_MIN}, kept(result)
+    # once it runs, the job has a worker above its minimum to give up
+    starting["status"]["phase"] = "Running"
+    assert (
+        len([p for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain for p in d.pods if "/w-" in p]) == 1
+    )
+
+
+def _expendable_job_pods(w: World, node: str, names: list[str]) -> None:
+    """Pods of batch/v1 Job ``etl`` below expendable_priority_cutoff: an idle node's drain evicts them."""
+    for name in names:
+        (key,) = w.pods(
+            name, 1, cpu="500m", memory="1Gi", node_name=node, owner=("Job", "etl"), priority=-100,
+            labels={"batch.kubernetes.io/job-name": "etl"},
+        )  # fmt: skip
+        w.pod_item(key)["metadata"]["name"] = name
+
+
+def test_an_idle_nodes_drain_evicts_no_more_expendable_pods_of_a_job_than_it_survives() -> None:
+    """Job etl runs at a low priority (below expendable_priority_cutoff), one pod on each of two nodes
+    that run nothing else. Scale-down drains an idle node and evicts its expendable pods, and the job
+    controller counts each as failed (pkg/controller/job/job_controller.go, isPodFailed): with one
+    failure left before backoffLimit, both drains end the Job; with none, either does. Consolidation
+    refused such moves, the idle drain took them."""
+    outcomes = {}
+    for left in (1, 0):
+        w = World(regions=("us-east-1",))
+        a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+        _etl(w, limit=2, failed=2 - left)
+        _expendable_job_pods(w, a, ["etl-a"])
+        _expendable_job_pods(w, b, ["etl-b"])
+        for node in (a, b):
+            w.idle_since(node, 30)
+        result = w.plan(max_scale_in_fraction=1.0)
+        outcomes[left] = len([p for d in result.drain for p in d.pods if "/etl-" in p])
+    assert outcomes == {1: 1, 0: 0}, outcomes

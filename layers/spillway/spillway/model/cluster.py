@@ -217,6 +217,9 @@ class PodInfo:
     # its controller is a batch/v1 Job, which counts an evicted pod as a failure unless its
     # podFailurePolicy ignores DisruptionTarget (not Volcano's Job, also of kind Job)
     batch_owned: bool = False
+    # batch.kubernetes.io/job-index-failure-count: the failures of its index so far, which the job
+    # controller writes on an Indexed Job's pods under backoffLimitPerIndex (JobInfo.per_index_limit)
+    index_failures: int | None = None
     pdbs: tuple[str, ...] = ()  # the PodDisruptionBudgets (same namespace) that select it
     # the volumes whose data lives on its node only and is lost with the pod (or the node): emptyDir on
     # the node's disk, hostPath, less those named in safe-to-evict-local-volumes (local_volumes); kept
@@ -407,6 +410,7 @@ class PodInfo:
             rdzv_host=bool(d.get("rdz")),
             no_restarts=bool(d.get("mr0")),
             batch_owned=bool(d.get("bo")),
+            index_failures=_int_or_none(d.get("ixf")),
             pdbs=tuple(d.get("pdb", ())),
             local_storage=tuple(d.get("ls", ())),
             ready=not d.get("nr"),
@@ -480,6 +484,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("rdz", lambda p: _one_if(p.rdzv_host)),
     ("mr0", lambda p: _one_if(p.no_restarts)),
     ("bo", lambda p: _one_if(p.batch_owned)),
+    ("ixf", lambda p: p.index_failures),
     ("pdb", lambda p: list(p.pdbs) or None),
     ("ls", lambda p: list(p.local_storage) or None),
     ("nr", lambda p: _one_if(not p.ready)),
@@ -549,6 +554,16 @@ def _is_batch_job(owner: OwnerReference | None) -> bool:
     return owner is not None and owner.kind == "Job" and api_group(owner.api_version) == BATCH_GROUP
 
 
+INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+
+
+def _index_failures(annotations: Mapping[str, str]) -> int | None:
+    """The failures of the pod's index so far (``batch.kubernetes.io/job-index-failure-count``, which the
+    job controller writes as a decimal); None when absent or not a count."""
+    value = annotations.get(INDEX_FAILURE_COUNT, "")
+    return int(value) if value.isascii() and value.isdigit() else None
+
+
 def _move_facts(pod: Pod) -> dict[str, Any]:
     """The PodInfo fields that say whether the autoscaler may move the pod (spillway.model.jobs)."""
     labels, annotations = pod.metadata.labels, pod.metadata.annotations
@@ -577,6 +592,7 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         "rdzv_host": facts.rdzv_host,
         "no_restarts": facts.no_restarts,
         "batch_owned": is_controller and _is_batch_job(owner),
+        "index_failures": _index_failures(annotations),
         "ready": _ready_for_budgets(pod),
         "local_storage": local_volumes(pod) if may_move else (),
     }

@@ -72,6 +72,7 @@ from spillway.model.k8s import (
     Container,
     ElasticPolicy,
     KubeObject,
+    PaddleJob,
     Pod,
     PodConditionPattern,
     PodFailurePolicyRule,
@@ -133,7 +134,17 @@ class JobInfo:
     ``active_deadline``/``started_at``: a running ``batch/v1`` Job's ``spec.activeDeadlineSeconds`` and
     ``status.startTime``: the controller terminates its pods that many seconds after it started;
     ``eviction_actions``: a Volcano Job's action on an evicted pod, by the pod's task (``""``: a task the
-    Job does not name), when one of them takes more than that pod (:func:`_volcano_eviction_actions`).
+    Job does not name), when one of them takes more than that pod (:func:`_volcano_eviction_actions`);
+    ``fail_roles``: a PyTorchJob's replica types (lower case) whose ``restartPolicy`` is ``Never``: the
+    operator fails the whole job when one of their pods fails, an evicted one included
+    (:func:`_never_restarting_roles`);
+    ``evictions_left``: a running ``batch/v1`` Job that counts an evicted pod as failed: how many more
+    failed pods it survives (``spec.backoffLimit`` less ``status.failed`` and the failed pods not yet
+    counted), None for any other job; ``eviction_fails``: the ``podFailurePolicy`` action (FailJob,
+    FailIndex) that an eviction may match first, which fails the Job (or its index) at once
+    (:func:`_counted_evictions`); ``per_index_limit``: such a Job's ``spec.backoffLimitPerIndex``: a pod
+    whose index failed that many times already (``PodInfo.index_failures``) fails its index when
+    evicted (kubernetes pkg/controller/job/indexed_job_utils.go, ``isIndexFailed``).
     """
 
     key: str
@@ -143,6 +154,10 @@ class JobInfo:
     active_deadline: int | None = None
     started_at: datetime | None = None
     eviction_actions: Mapping[str, str] = field(default_factory=dict)
+    fail_roles: frozenset[str] = frozenset()
+    evictions_left: int | None = None
+    eviction_fails: str = ""
+    per_index_limit: int | None = None
 
     def eviction_action(self, task: str | None) -> str:
         """What the job's controller does when a pod of ``task`` is evicted (``SyncJob`` when not known)."""
@@ -164,6 +179,14 @@ class JobInfo:
             out["st"] = self.started_at.isoformat().replace("+00:00", "Z")
         if self.eviction_actions:
             out["ev"] = dict(self.eviction_actions)
+        if self.fail_roles:
+            out["fr"] = sorted(self.fail_roles)
+        if self.evictions_left is not None:
+            out["bl"] = self.evictions_left
+        if self.eviction_fails:
+            out["ef"] = self.eviction_fails
+        if self.per_index_limit is not None:
+            out["bpi"] = self.per_index_limit
         return out
 
     @classmethod
@@ -176,18 +199,30 @@ class JobInfo:
             active_deadline=int(d["ad"]) if "ad" in d else None,
             started_at=datetime.fromisoformat(d["st"].replace("Z", "+00:00")) if "st" in d else None,
             eviction_actions={str(k): str(v) for k, v in d.get("ev", {}).items()},
+            fail_roles=frozenset(str(r) for r in d.get("fr", ())),
+            evictions_left=int(d["bl"]) if "bl" in d else None,
+            eviction_fails=str(d.get("ef", "")),
+            per_index_limit=int(d["bpi"]) if "bpi" in d else None,
         )
 
 
 def job_of(obj: KubeObject) -> JobInfo | None:
-    """The JobInfo of a PyTorchJob, batch/v1 Job or Volcano Job; None for any other object (a PaddleJob: its
-    ``elasticPolicy`` reaches none of its pods, see the module docstring), and for a job that says
-    nothing about moving its pods."""
+    """The JobInfo of a PyTorchJob, PaddleJob, batch/v1 Job or Volcano Job; None for any other object, and
+    for a job that says nothing about moving its pods (a PaddleJob's ``elasticPolicy`` reaches none of
+    its pods, see the module docstring: only its replica types that never restart are kept)."""
     if isinstance(obj, PyTorchJob):
         low, high = _elastic_range(obj.spec.elastic_policy, obj.spec.pytorch_replica_specs.get("Worker"))
         if high <= low:
+            low = high = 0
+        fail_roles = _never_restarting_roles(obj.spec.pytorch_replica_specs)
+        if not high and not fail_roles:
             return None
-        return JobInfo(job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name), low, high)
+        key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
+        return JobInfo(key, low, high, fail_roles=fail_roles)
+    if isinstance(obj, PaddleJob):  # its elasticPolicy reaches no pod; its restart policies do
+        fail_roles = _never_restarting_roles(obj.spec.paddle_replica_specs)
+        key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
+        return JobInfo(key, fail_roles=fail_roles) if fail_roles else None
     if isinstance(obj, BatchJob):
         return _batch_job(obj)
     if isinstance(obj, VolcanoJob):
@@ -195,6 +230,17 @@ def job_of(obj: KubeObject) -> JobInfo | None:
         key = job_key("VolcanoJob", obj.metadata.namespace or "default", obj.metadata.name)
         return JobInfo(key, eviction_actions=actions) if actions else None
     return None
+
+
+def _never_restarting_roles(specs: Mapping[str, ReplicaSpec]) -> frozenset[str]:
+    """The replica types (lower case, as the pods' ``training.kubeflow.org/replica-type`` label) whose
+    ``restartPolicy`` is ``Never``. The training operator counts a pod that failed, or that runs with a
+    ``deletionTimestamp`` (an evicted one), as a failed replica (kubeflow/training-operator
+    pkg/core/status.go, ``UpdateJobReplicaStatuses``); its PyTorchJob ``UpdateJobStatus``
+    (pkg/controller.v1/pytorch/pytorchjob_controller.go) then marks the job Failed when that replica
+    type's policy is Never, and Restarting (the pod made again) for any other: OnFailure, the default
+    (``PytorchJobDefaultRestartPolicy``), Always or ExitCode. So one eviction of such a pod ends the job."""
+    return frozenset(rtype.lower() for rtype, spec in specs.items() if spec.restart_policy == "Never")
 
 
 # what a Volcano Job's controller does, by default, with an evicted pod: it creates it again
@@ -234,15 +280,69 @@ def _first_eviction_action(policies: list[VolcanoLifecyclePolicy]) -> str | None
 
 
 def _batch_job(job: BatchJob) -> JobInfo | None:
-    """A batch/v1 Job that tolerates disruption, or whose deadline runs (started, not suspended)."""
+    """A batch/v1 Job that tolerates disruption, whose deadline runs (started, not suspended), or that
+    runs and counts an evicted pod as failed (:func:`_counted_evictions`)."""
     tolerates = _ignores_disruption(job)
     deadline, started = job.spec.active_deadline_seconds, job.status.start_time
     if deadline is None or started is None or job.spec.suspend:
         deadline = started = None
-    if not tolerates and deadline is None:
+    left, fails = (None, "") if tolerates else _counted_evictions(job)
+    if not tolerates and deadline is None and left is None and not fails:
         return None
     key = job_key("Job", job.metadata.namespace or "default", job.metadata.name)
-    return JobInfo(key, tolerates_disruption=tolerates, active_deadline=deadline, started_at=started)
+    return JobInfo(
+        key,
+        tolerates_disruption=tolerates,
+        active_deadline=deadline,
+        started_at=started,
+        evictions_left=left,
+        eviction_fails=fails,
+        per_index_limit=job.spec.backoff_limit_per_index if left is not None else None,
+    )
+
+
+# the conditions of a Job that is over, or that its controller is ending (its pods are being deleted)
+_JOB_OVER = frozenset({"Complete", "Failed", "FailureTarget", "SuccessCriteriaMet"})
+_JOB_FAILING_ACTIONS = frozenset({"FailJob", "FailIndex"})
+DEFAULT_BACKOFF_LIMIT = 6  # the API server's default for spec.backoffLimit
+MAX_INT32 = 2**31 - 1  # its default with backoffLimitPerIndex
+
+
+def _counted_evictions(job: BatchJob) -> tuple[int | None, str]:
+    """For a running Job that does not ignore ``DisruptionTarget``: how many more failed pods it survives,
+    and the ``podFailurePolicy`` action that fails it on an eviction ("" when none may).
+
+    The job controller counts a pod being deleted as failed (``isPodFailed``; with a podFailurePolicy,
+    once it is Failed), unless the first rule it matches is ``Ignore``, and fails the Job when
+    ``status.failed`` plus the failed pods not yet counted is above ``spec.backoffLimit``
+    (``exceedsBackoffLimit``); a FailJob rule matched fails it at once (``getFailJobMessage``), a
+    FailIndex rule its index (kubernetes pkg/controller/job/job_controller.go, syncJob and
+    trackJobStatusAndRemoveFinalizers; pod_failure_policy.go). ``(None, "")`` for a Job that runs no
+    pod: over, suspended, or not started (the controller sets ``status.startTime`` before it creates
+    the first pod)."""
+    over = any(c.type in _JOB_OVER and c.status == "True" for c in job.status.conditions)
+    if over or job.spec.suspend or job.status.start_time is None:
+        return None, ""
+    action = _first_eviction_rule(job)
+    if action in _JOB_FAILING_ACTIONS:
+        return None, action
+    limit = job.spec.backoff_limit
+    if limit is None:
+        limit = MAX_INT32 if job.spec.backoff_limit_per_index is not None else DEFAULT_BACKOFF_LIMIT
+    uncounted = job.status.uncounted_terminated_pods
+    failed = job.status.failed + (len(uncounted.failed) if uncounted else 0)
+    return max(0, limit - failed), ""
+
+
+def _first_eviction_rule(job: BatchJob) -> str | None:
+    """The action of the first ``podFailurePolicy`` rule an evicted pod may match (an ``Ignore`` rule on
+    anything but ``DisruptionTarget`` is passed over, as :func:`_ignores_disruption` reads it), None
+    when none may: the failed pod is then counted."""
+    policy = job.spec.pod_failure_policy
+    for rule in policy.rules if policy else ():
+        if rule.action != "Ignore" and _may_match_eviction(rule):
+            return rule.action
+    return None
 
 
 def _elastic_range(policy: ElasticPolicy | None, worker: ReplicaSpec | None) -> tuple[int, int]:

@@ -896,6 +896,9 @@ class ElasticPolicy(KubeModel):
 
 class ReplicaSpec(KubeModel):
     replicas: int | None = Field(default=None, ge=0)
+    # OnFailure (the operator's default), Always, ExitCode or Never; with Never the operator fails the
+    # whole job once a pod of the replica type fails, an evicted one included (spillway.model.jobs)
+    restart_policy: str | None = None
 
 
 class PyTorchJobSpec(KubeModel):
@@ -958,19 +961,31 @@ class PodFailurePolicy(KubeModel):
 
 class JobSpec(KubeModel):
     pod_failure_policy: PodFailurePolicy | None = None
+    # the failed pods the Job survives: it fails once status.failed is above it (the API server stores 6
+    # when unset, or the largest int32 with backoffLimitPerIndex; a stored Job always has it)
+    backoff_limit: int | None = Field(default=None, ge=0)
+    backoff_limit_per_index: int | None = Field(default=None, ge=0)
     # seconds the Job may be active, from status.startTime, before the controller terminates its pods
     # (a positive integer); a suspended Job's timer is stopped, and reset when it resumes
     active_deadline_seconds: int | None = Field(default=None, gt=0, le=INT64_MAX, strict=True)
     suspend: bool = False
 
 
+class UncountedTerminatedPods(KubeModel):
+    failed: list[str] = Field(default_factory=list)  # UIDs of failed pods not yet in status.failed
+
+
 class JobStatus(KubeModel):
     start_time: datetime | None = None  # when the controller started (or last resumed) the Job
+    failed: int = 0  # the failed pods counted against backoffLimit
+    uncounted_terminated_pods: UncountedTerminatedPods | None = None
+    conditions: list[Condition] = Field(default_factory=list)  # Complete, Failed, FailureTarget, ...
 
 
 class BatchJob(KubeModel):
     """Kubernetes ``Job`` (``batch/v1``): ``spec.podFailurePolicy``, ``spec.activeDeadlineSeconds``,
-    ``spec.suspend`` and ``status.startTime`` are read."""
+    ``spec.suspend``, ``spec.backoffLimit`` (and ``backoffLimitPerIndex``), ``status.startTime``,
+    ``status.failed``, ``status.uncountedTerminatedPods`` and ``status.conditions`` are read."""
 
     kind: Literal["Job"] = "Job"
     api_version: str = BATCH_GROUP + "/v1"

@@ -198,6 +198,9 @@ POD_SAFE_TO_EVICT = "safe-to-evict"  # cluster-autoscaler.kubernetes.io/safe-to-
 POD_PREEMPTABLE = "preemptable"  # volcano.sh/preemptable=true
 POD_ELASTIC = "elastic-worker"  # a worker of an elastic job: movable while the job keeps its minimum
 POD_DISRUPTION_TOLERATED = "disruption-tolerated"  # its Job's podFailurePolicy ignores DisruptionTarget
+# its eviction would end its job: the job's controller fails it (a replica that never restarts, a Job at its
+# backoffLimit or whose podFailurePolicy fails it): never, whatever opt-in the pod has
+POD_ENDS_JOB = "ends-job"
 POD_NOT_KNOWN_MOVABLE = "not-known-movable"  # of no kind known to tolerate a move: never (the default)
 MOVE_CODES = (
     POD_FINISHED,
@@ -218,6 +221,7 @@ MOVE_CODES = (
     POD_ELASTIC,
     POD_DISRUPTION_TOLERATED,
     POD_NO_CONTROLLER,
+    POD_ENDS_JOB,
     POD_LOCAL_STORAGE,
     POD_NOT_KNOWN_MOVABLE,
 )

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 from spillway.config import UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.groupkey import GroupKey
+from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.resources import NVIDIA_GPU, PODS, dominant_share, subtract
 from spillway.model.state import Since
@@ -61,7 +62,14 @@ from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.cooldown import cooldown
-from spillway.planner.disruption import Move, assess_move, comes_back, elastic_room, keeps_node_busy
+from spillway.planner.disruption import (
+    Move,
+    assess_move,
+    comes_back,
+    counting_job,
+    elastic_room,
+    keeps_node_busy,
+)
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
 from spillway.planner.health import registering
@@ -202,6 +210,8 @@ class Candidate:
     # gang -> its Volcano-preemptable members here: Volcano preempts one only while its job keeps more
     # ready members than minAvailable (volcano-sh/volcano pkg/scheduler/plugins/gang, preemptableFn)
     gangs: dict[str, int] = field(default_factory=dict)
+    # batch/v1 Job -> its pods here whose eviction it counts as failed against its backoffLimit
+    counted: dict[str, int] = field(default_factory=dict)
 
     def given_up(self, moved: set[str]) -> dict[str, int]:
         """Job -> its workers here that the drain takes from it: those not re-placed (``moved``) on
@@ -216,6 +226,7 @@ class Candidate:
         elastic: dict[str, int] = {}
         jobs: dict[str, str] = {}
         gangs: dict[str, int] = {}
+        counted = _counted(moves)
         for pod, move in moves:
             if move.code == codes.POD_PREEMPTABLE and pod.gang is not None:
                 gangs[pod.gang] = gangs.get(pod.gang, 0) + 1
@@ -232,6 +243,7 @@ class Candidate:
             sum(m.cost for _, m in moves if m.movable),
             jobs,
             gangs,
+            counted,
         )
 
     def order(self) -> tuple[object, ...]:
@@ -259,6 +271,7 @@ class Consolidation:
             (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
         )
         self.gang_left = _gang_room(self.ctx.snapshot, leaving)
+        self.evictions_left = stage.evictions_left()  # shared with the idle drains: both spend it
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
         self.launching: dict[GroupKey, list[Bin]] = _copy_bins(stage.launching)
@@ -345,6 +358,7 @@ class Consolidation:
         return (
             self._elastic_min(candidate.elastic)
             or self._gang_min(candidate.gangs)
+            or self._backoff_limit(candidate.counted)
             or self._saving(candidate.pods, candidate.cost, group)
         )
 
@@ -416,6 +430,9 @@ class Consolidation:
             f"runs {gangs[gang]} volcano.sh/preemptable member(s) of gang {gang}, which may lose "
             f"{self.gang_left[gang]} before its minMember: Volcano preempts a gang's member only above it",
         )
+
+    def _backoff_limit(self, counted: Mapping[str, int]) -> Verdict:
+        return backoff_refusal(counted, self.evictions_left)
 
     def _saving(self, pods: Sequence[PodInfo], cost: float, group: NodeGroup | None) -> Verdict:
         """Refuse unless the restart cost is less than the node-minutes the drain saves: the horizon, or,
@@ -509,7 +526,11 @@ class Consolidation:
         pods, or a node drained before took the elastic room its workers needed."""
         if candidate.node.info.name in self.receiving:
             return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
-        return self._elastic_min(candidate.elastic) or self._gang_min(candidate.gangs)
+        return (
+            self._elastic_min(candidate.elastic)
+            or self._gang_min(candidate.gangs)
+            or self._backoff_limit(candidate.counted)
+        )
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
         verdict = _topology_settling(candidate, self.ctx.planned) or self.stage.pod_budgets.refusal(
@@ -528,6 +549,8 @@ class Consolidation:
         for gang, members in candidate.gangs.items():
             if gang in self.gang_left:
                 self.gang_left[gang] -= members
+        for job, pods in candidate.counted.items():
+            self.evictions_left[job] = self.evictions_left.get(job, 0) - pods
         self._drain(candidate, destinations, moved, make_room=make_room)
         return None
 
@@ -648,6 +671,30 @@ def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:
         ):
             running[pod.gang] += 1
     return {gang: max(0, running[gang] - low) for gang, low in minimum.items()}
+
+
+def backoff_refusal(counted: Mapping[str, int], left: Mapping[str, int]) -> Verdict:
+    """Why a drain evicting ``counted`` pods of batch/v1 Jobs (by Job) would take one past its backoffLimit
+    (``left``: the failed pods each survives, less what this plan evicts already), or None."""
+    short = sorted(job for job, n in counted.items() if n > left.get(job, 0))
+    if not short:
+        return None
+    job = short[0]
+    return (
+        codes.POD_NEVER,
+        f"runs {counted[job]} pod(s) of {job}, which survives {left.get(job, 0)} more failed pod(s) before "
+        "its backoffLimit: the job controller counts each evicted pod as failed",
+    )
+
+
+def counted_by_job(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo]) -> dict[str, int]:
+    """batch/v1 Job -> how many of ``pods`` (all evicted) it counts as failed against its backoffLimit."""
+    return dict(Counter(job.key for pod in pods if (job := counting_job(pod, jobs)) is not None))
+
+
+def _counted(moves: Sequence[tuple[PodInfo, Move]]) -> dict[str, int]:
+    """batch/v1 Job -> how many of the moved pods it counts as failed against its backoffLimit."""
+    return dict(Counter(move.counts for _, move in moves if move.counts is not None))
 
 
 def _no_room(candidate: Candidate) -> str:

@@ -18,6 +18,7 @@ from spillway.config import PlannerConfig
 from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.groupkey import GroupKey
+from spillway.model.jobs import JobInfo
 from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import priority_of
@@ -358,6 +359,7 @@ class Context:
         return {k: v - less.get(k, 0) for k, v in pod.requests.items()} if less else pod.requests
 
     def _index_pods(self, pods: Sequence[PodInfo]) -> None:
+        jobs = self.snapshot.jobs_by_key()
         for pod in pods:
             if pod.daemonset and pod.owner_name:
                 self._note_daemonset(pod, pod.owner_name)
@@ -368,7 +370,7 @@ class Context:
                 if node is not None:
                     _charge(node, pod, self.config.expendable_priority_cutoff)
                     self._note_volumes(node, pod)
-                    self._keep_busy(node, pod)
+                    self._keep_busy(node, pod, jobs)
                     self._note_victim(node, pod)
                 if (pod.daemonset or pod.mirror) and not pod.terminating:
                     self.node_daemons.setdefault(pod.node_name, []).append(pod)
@@ -509,7 +511,7 @@ class Context:
             if node is not None:
                 self.share_victims(node, volume)
 
-    def _keep_busy(self, node: WorkNode, pod: PodInfo) -> None:
+    def _keep_busy(self, node: WorkNode, pod: PodInfo, jobs: Mapping[str, JobInfo]) -> None:
         """Whether the bound ``pod`` keeps its node busy: workload, or an expendable pod its node's drain
         evicts (:func:`spillway.planner.disruption.goes_with_its_node`). On a node NotReady past its
         ``scale_down_unready_minutes`` (:func:`~spillway.planner.disruption.dead`) a pod that never
@@ -520,7 +522,7 @@ class Context:
                 node.never_started.append(pod.key)
             return
         if pod.priority < self.config.expendable_priority_cutoff and goes_with_its_node(
-            pod, self.snapshot.pdb_allowance(pod), self.now
+            pod, self.snapshot.pdb_allowance(pod), self.now, jobs
         ):
             node.expendable.append(pod)
         else:

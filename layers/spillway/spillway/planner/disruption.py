@@ -46,8 +46,8 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
 3. never a pod no controller would recreate (no controller ownerReference, whatever its labels say)
    unless it is ``safe-to-evict=true``: the drain keeps it without force (:func:`assess`), so a plan
    that named it would be refused; never a pod whose Volcano Job answers its eviction with more than
-   the pod (RestartJob, RestartTask, AbortJob...: :func:`takes_more_than_the_pod`), whatever opt-in
-   it has; then may move: priority below ``expendable_priority_cutoff`` (free);
+   the pod (RestartJob, RestartTask, AbortJob...: :func:`takes_more_than_the_pod`), nor one whose
+   eviction ends its job (:func:`ends_its_job`), whatever opt-in it has; then may move: priority below ``expendable_priority_cutoff`` (free);
    ``safe-to-evict=true``; ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano
    reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
    :func:`elastic_room`; never the one that hosts the job's rendezvous, nor one whose torchrun restarts
@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Literal
@@ -222,7 +222,9 @@ def dead(node: NodeInfo, now: datetime, after: timedelta) -> bool:
     return now - since >= after
 
 
-def goes_with_its_node(pod: PodInfo, pdbs_allow: int | None, now: datetime) -> bool:
+def goes_with_its_node(
+    pod: PodInfo, pdbs_allow: int | None, now: datetime, jobs: Mapping[str, JobInfo] | None = None
+) -> bool:
     """An expendable pod (the caller checks its priority against ``expendable_priority_cutoff``) that
     keeps no node from scale-down: cluster-autoscaler leaves such pods out of its scale-down snapshot,
     so they "don't prevent scale downs" (its FAQ). Here only when the drain of its node may evict it:
@@ -233,10 +235,14 @@ def goes_with_its_node(pod: PodInfo, pdbs_allow: int | None, now: datetime) -> b
     cluster-autoscaler does not evict such pods at all (the node's deletion ends them) and reads no
     annotation of theirs; Spillway evicts them, and a pod marked never to be disturbed keeps its node.
     One that stays (it tolerates the drain's cordon and taint, :func:`comes_back`) goes with the node as
-    cluster-autoscaler's do: the drain neither evicts it nor waits for it, so no budget is asked."""
+    cluster-autoscaler's do: the drain neither evicts it nor waits for it, so no budget is asked.
+    Nor one whose eviction would end its job (:func:`ends_its_job`, with the snapshot's ``jobs``): it is
+    workload, as consolidation never moves it."""
     moved = assess(pod, now=now, opted_in=True)  # its priority is the opt-in: local storage holds it not
     if moved.verdict == STAYS:
         return True
+    if jobs is not None and ends_its_job(pod, jobs) is not None:
+        return False
     return moved.verdict == MOVABLE and _never_move(pod, None, pdbs_allow) is None
 
 
@@ -319,13 +325,16 @@ class ElasticRef:
 
 @dataclass(frozen=True, slots=True)
 class Move:
-    """The answer of :func:`assess_move`. ``cost`` orders victims (0 for free, ``inf`` when not movable)."""
+    """The answer of :func:`assess_move`. ``cost`` orders victims (0 for free, ``inf`` when not movable).
+    ``counts``: the key of the batch/v1 Job that counts the pod's eviction as a failed pod against its
+    backoffLimit (``JobInfo.evictions_left``): a plan moves no more of its pods than that leaves."""
 
     movable: bool
     reason: str
     code: str
     cost: float
     elastic: ElasticRef | None = None
+    counts: str | None = None
 
 
 def assess_move(
@@ -351,7 +360,14 @@ def assess_move(
     blocked = _never_move(pod, node, pdbs_allow)
     if blocked is not None:
         return Move(False, blocked[1], blocked[0], math.inf)
-    return _may_move(pod, now, cutoff, jobs)
+    move = _may_move(pod, now, cutoff, jobs)
+    if not move.movable:
+        return move
+    ends = ends_its_job(pod, jobs)
+    if ends is not None:  # whatever opt-in moved it: it lets the pod go, not the job
+        return Move(False, ends, codes.POD_ENDS_JOB, math.inf)
+    counted = counting_job(pod, jobs)
+    return replace(move, counts=counted.key) if counted is not None else move
 
 
 def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> tuple[str, str] | None:
@@ -503,6 +519,56 @@ def takes_more_than_the_pod(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS)
     return None if action in VOLCANO_POD_ONLY_ACTIONS else action
 
 
+def ends_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | None:
+    """Why the pod's eviction would end its job, or None: its PyTorchJob's (or PaddleJob's) replica type never restarts
+    (``restartPolicy: Never``), so the training operator fails the whole job on the evicted pod
+    (``JobInfo.fail_roles``); or its batch/v1 Job counts the evicted pod as failed and fails on it: a
+    ``podFailurePolicy`` FailJob or FailIndex rule an eviction may match first, or no failed pod left
+    before ``backoffLimit`` (``JobInfo.eviction_fails``, ``JobInfo.evictions_left``)."""
+    key = job_key_of(pod)
+    job = jobs.get(key) if key is not None else None
+    if job is not None and pod.job_role is not None and pod.job_role in job.fail_roles:
+        return (
+            f"its job {job.key}'s {pod.job_role} replicas have restartPolicy Never: the training operator "
+            "fails the whole job when one of them is evicted"
+        )
+    batch = _batch_job_of(pod, jobs)
+    if batch is not None and batch.eviction_fails:
+        return (
+            f"its Job {batch.key}'s podFailurePolicy answers an eviction with {batch.eviction_fails}: "
+            "evicting it fails the Job (or its index)"
+        )
+    if batch is not None and batch.evictions_left is not None and batch.evictions_left <= 0:
+        return (
+            f"its Job {batch.key} has no failed pod left before its backoffLimit: the job controller counts "
+            "an evicted pod as failed, and one more fails the Job"
+        )
+    if (
+        batch is not None
+        and batch.per_index_limit is not None
+        and (pod.index_failures or 0) >= batch.per_index_limit
+    ):
+        return (
+            f"its index of Job {batch.key} failed {pod.index_failures or 0} time(s), its backoffLimitPerIndex "
+            f"{batch.per_index_limit}: evicted, it fails the index, and the Job ends Failed"
+        )
+    return None
+
+
+def counting_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> JobInfo | None:
+    """The pod's batch/v1 Job when it counts the pod's eviction against its backoffLimit
+    (``JobInfo.evictions_left`` known), else None."""
+    batch = _batch_job_of(pod, jobs)
+    return batch if batch is not None and batch.evictions_left is not None else None
+
+
+def _batch_job_of(pod: PodInfo, jobs: Mapping[str, JobInfo]) -> JobInfo | None:
+    """The pod's batch/v1 Job (its ``batch.kubernetes.io/job-name`` label, else its controller owner when
+    that is a batch/v1 Job), when the snapshot has it."""
+    name = pod.batch_job or (pod.owner_name if pod.batch_owned else None)
+    return jobs.get(job_key("Job", pod.namespace, name)) if name else None
+
+
 def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> bool:
     """The pod's batch/v1 Job (its label, else its controller owner Job) ignores DisruptionTarget."""
     name = pod.batch_job or (pod.owner_name if pod.controlled and pod.owner_kind == "Job" else None)
@@ -510,14 +576,31 @@ def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) ->
     return job is not None and job.tolerates_disruption
 
 
+def eviction_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo], leaving: set[str]) -> dict[str, int]:
+    """batch/v1 Job key -> how many more of its pods a plan may evict before the Job fails: the failed
+    pods it survives (``JobInfo.evictions_left``) less its pods already leaving, which the job controller
+    counts as failed too and may not have counted yet: terminating, or on a node a drain takes
+    (``leaving``). Jobs that count no eviction are left out."""
+    left = {key: job.evictions_left for key, job in jobs.items() if job.evictions_left is not None}
+    for pod in pods:
+        if pod.terminal or not (pod.terminating or (pod.node_name is not None and pod.node_name in leaving)):
+            continue
+        job = counting_job(pod, jobs)
+        if job is not None:
+            left[job.key] -= 1
+    return left
+
+
 def elastic_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS) -> dict[str, int]:
-    """Elastic job key → how many workers it may lose now: its running workers (bound, not finished,
-    not terminating; the rendezvous host counts, :func:`elastic_member`) minus its minimum, never below
-    0. Jobs with no running worker are left out."""
+    """Elastic job key → how many workers it may lose now: its running workers (bound, phase
+    ``Running``, not terminating; the rendezvous host counts, :func:`elastic_member`) minus its minimum,
+    never below 0. A worker bound and still ``Pending`` (a moved worker's replacement pulling its image)
+    runs no agent in the job's rendezvous yet: it is not counted, so two plans never move the job below
+    its minimum before the first replacement runs. Jobs with no running worker are left out."""
     running: dict[str, int] = {}
     minimum: dict[str, int] = {}
     for pod in pods:
-        if pod.node_name is None or pod.terminal or pod.terminating:
+        if pod.node_name is None or pod.phase != "Running" or pod.terminating:
             continue
         ref = elastic_member(pod, jobs)
         if ref is not None:

@@ -38,10 +38,19 @@ from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share, ro
 from spillway.model.state import NodeState, RoomState, Since
 from spillway.planner import codes
 from spillway.planner.buffers import held_here
-from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, PodBudgets, mode
+from spillway.planner.consolidation import (
+    OFF,
+    WHEN_UNDERUTILIZED,
+    Budgets,
+    Consolidation,
+    PodBudgets,
+    backoff_refusal,
+    counted_by_job,
+    mode,
+)
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.cooldown import cooldown
-from spillway.planner.disruption import comes_back
+from spillway.planner.disruption import comes_back, eviction_room
 from spillway.planner.groups import scheduled_min
 from spillway.planner.health import out_of_service, registering
 from spillway.planner.limits import Floors
@@ -297,6 +306,7 @@ class ScaleDownStage:
             ),
         )
         self._consolidation: Consolidation | None = None
+        self._evictions_left: dict[str, int] | None = None
         self._count_draining()  # before make room, which drains within the same budgets
 
     def run(self) -> tuple[list[Drain], list[KeptNode], dict[str, NodeState]]:
@@ -310,6 +320,17 @@ class ScaleDownStage:
             drained = {d.node for d in self.drains}
             self.kept = [judged.get(k.node, k) for k in self.kept if k.node not in drained]
         return self.drains, self.kept, self.idle_state
+
+    def evictions_left(self) -> dict[str, int]:
+        """batch/v1 Job -> how many more of its pods this plan's drains may evict before the Job fails
+        (:func:`~spillway.planner.disruption.eviction_room`): one dict, which every drain of the plan
+        spends, an idle node's expendable pods as consolidation's moves."""
+        if self._evictions_left is None:
+            leaving = {n for n, node in self.ctx.nodes.items() if self.workers_leaving(node)}
+            self._evictions_left = eviction_room(
+                self.ctx.snapshot.pods, self.ctx.snapshot.jobs_by_key(), leaving
+            )
+        return self._evictions_left
 
     def consolidation(self) -> Consolidation:
         """The plan's one consolidation: make-room swaps and consolidation drains share its room."""
@@ -569,9 +590,15 @@ class ScaleDownStage:
                 )
         return None
 
+    def _expendable_refusal(self, node: WorkNode, counted: Mapping[str, int]) -> Verdict:
+        """Why the drain may not evict the node's expendable pods: past their budgets, or past their Jobs'
+        backoffLimits (``counted``: the pods each batch/v1 Job counts as failed, :meth:`evictions_left`)."""
+        return self.pod_budgets.refusal(node.expendable) or backoff_refusal(counted, self.evictions_left())
+
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
-        verdict = self.limit(node) or self.pod_budgets.refusal(node.expendable)  # its drain evicts them
+        counted = counted_by_job(node.expendable, self.ctx.snapshot.jobs_by_key()) if node.expendable else {}
+        verdict = self.limit(node) or self._expendable_refusal(node, counted)
         # an orphan's drain started before: it is finished, not restored only to be drained again
         verdict = verdict or (None if orphan else cooldown(self.ctx))
         if verdict is not None:
@@ -581,6 +608,8 @@ class ScaleDownStage:
         assert group is not None and info.instance_id is not None
         self.take(node)
         self.pod_budgets.spend(node.expendable)
+        for job, evicted in counted.items():
+            self.evictions_left()[job] -= evicted
         self.idle_state[info.name] = NodeState(idle_since=idle_since, draining_since=ctx.now)
         where = group.region
         if ctx.primary and group.region != ctx.primary:
