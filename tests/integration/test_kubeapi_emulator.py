@@ -1901,7 +1901,11 @@ def test_pod_templates(core: CoreV1Api) -> None:
         "template": {
             "spec": {
                 "containers": [
-                    {"name": "main", "image": "trainer", "resources": {"requests": {"nvidia.com/gpu": "8"}}}
+                    {
+                        "name": "main",
+                        "image": "trainer",
+                        "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}},
+                    }
                 ]
             }
         },
@@ -2381,6 +2385,71 @@ def test_a_pod_or_template_asking_for_a_fraction_of_an_extended_resource_is_refu
 def test_a_pod_asking_for_whole_extended_resources_is_created(api: KubeApiServer, gpus: Any) -> None:
     made = _new_pod(api, containers=[_container(requests={"cpu": "100m"}, limits={"nvidia.com/gpu": gpus})])
     assert made["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == gpus
+
+
+_LIMIT_REQUIRED = "Required value: Limit must be set for non overcommitable resources"
+
+
+@pytest.mark.parametrize(
+    ("requests", "limits", "errors"),
+    [
+        # a non-overcommittable resource (extended or huge pages) requested without its limit
+        ({"nvidia.com/gpu": "1"}, None, [f"resources.limits: {_LIMIT_REQUIRED}"]),
+        ({"cpu": "1", "hugepages-2Mi": "2Mi"}, {"cpu": "1"}, [f"resources.limits: {_LIMIT_REQUIRED}"]),
+        # its request other than its limit, either way
+        ({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "2"},
+         ['resources.requests: Invalid value: "1": must be equal to nvidia.com/gpu limit of 2']),
+        ({"example.com/fpga": 3}, {"example.com/fpga": "2"},
+         ['resources.requests: Invalid value: "3": must be equal to example.com/fpga limit of 2']),
+        # an overcommittable one may ask less than its limit, never more
+        ({"cpu": "2"}, {"cpu": "1500m"},
+         ['resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1500m']),
+        ({"memory": "2Gi"}, {"memory": "1Gi"},
+         ['resources.requests: Invalid value: "2Gi": must be less than or equal to memory limit of 1Gi']),
+        # no quantity below zero, in limits or requests
+        ({"cpu": "-100m"}, None, ['resources.requests[cpu]: Invalid value: "-100m": must be greater than or equal to 0']),
+        (None, {"memory": "-1Gi"},
+         ['resources.limits[memory]: Invalid value: "-1Gi": must be greater than or equal to 0',
+          'resources.requests[memory]: Invalid value: "-1Gi": must be greater than or equal to 0']),
+    ],
+    ids=["gpu-no-limit", "hugepages-no-limit", "gpu-below-limit", "fpga-above-limit", "cpu-above-limit",
+         "memory-above-limit", "negative-request", "negative-limit"],
+)  # fmt: skip
+def test_resource_requirements_the_api_server_refuses_are_refused(
+    api: KubeApiServer, requests: dict[str, Any] | None, limits: dict[str, Any] | None, errors: list[str]
+) -> None:
+    """ValidateResourceRequirements (kubernetes pkg/apis/core/validation/validation.go), for each
+    container: a quantity below zero is refused ('must be greater than or equal to 0',
+    ValidateNonnegativeQuantity); a request of a resource that may not be overcommitted (an extended
+    one, huge pages: helper.IsOvercommitAllowed) needs its limit ('Limit must be set for non
+    overcommitable resources') and must equal it; any other request may not exceed its limit. The
+    emulator stored all of these. A Pod's limits default its requests first (SetDefaults_Pod), so a
+    limit alone is fine; a PodTemplate's template is validated alike, without that default."""
+    container = _container(requests=requests, limits=limits)
+    body = {"metadata": {"name": "p"}, "spec": {"containers": [container]}}
+    code, message = _refusal(api, "POST", PODS_PATH, body, "application/json")
+    shown = [f"spec.containers[0].{e}" for e in errors]
+    assert (code, message) == (
+        422,
+        'Pod "p" is invalid: ' + (shown[0] if len(shown) == 1 else f"[{', '.join(shown)}]"),
+    )
+    template = {"metadata": {"name": "t"}, "template": {"spec": {"initContainers": [container],
+                                                                  "containers": [_container()]}}}  # fmt: skip
+    code, message = _refusal(
+        api, "POST", "/api/v1/namespaces/default/podtemplates", template, "application/json"
+    )
+    assert code == 422 and message.startswith('PodTemplate "t" is invalid: ')
+    assert f"template.spec.initContainers[0].{errors[-1 if limits is None else 0]}" in message, message
+
+
+def test_a_template_may_limit_an_extended_resource_without_requesting_it(api: KubeApiServer) -> None:
+    """A PodTemplate's limits default no requests (SetDefaults_Pod does so for a Pod only), and a limit
+    without a request is no error: such a template, and a Pod made of it, are created."""
+    container = _container(requests={"cpu": "100m"}, limits={"nvidia.com/gpu": 1})
+    _post(api, "/api/v1/namespaces/default/podtemplates",
+          {"metadata": {"name": "t"}, "template": {"spec": {"containers": [container]}}})  # fmt: skip
+    made = _new_pod(api, containers=[container])
+    assert made["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "100m", "nvidia.com/gpu": 1}
 
 
 def test_a_quantity_that_does_not_parse_is_a_bad_request(api: KubeApiServer) -> None:

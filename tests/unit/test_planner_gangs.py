@@ -1099,6 +1099,23 @@ def test_a_volcano_podgroup_naming_no_class_is_served_at_the_global_default(
         assert {pending_codes(result)[p] for p in gang} == {codes.MAX_SIZE}
 
 
+def test_of_two_global_default_classes_the_lowest_valued_one_is_the_default() -> None:
+    """Two PriorityClasses marked globalDefault (the admission check that allows one is racy): the
+    Priority admission plugin takes the one of lowest value (plugin/pkg/admission/priority/
+    admission.go, getDefaultPriorityClass: 'we pick the one with the lowest priority value'), as the
+    PriorityClass API documents it ('the smallest value of such global default PriorityClasses will
+    be used'). Spillway took the highest: a PodGroup naming no class stood at 1000 and its members at
+    1000 took both nodes ahead of a loose pod at 500, though the default is 100."""
+    w = cpu_world(max_size=2)
+    _priority_classes(w, ("everyone", 100, True), ("everyone-too", 1000, True))
+    gang, loose = _volcano_gang_beside_a_loose_pod(w, None, 1000)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (0, 1, loose)}
+    assert {pending_codes(result)[p] for p in gang} == {codes.MAX_SIZE}
+
+
 def test_a_started_volcano_jobs_pending_members_are_served_at_its_podgroups_priority() -> None:
     """A Volcano job whose minimum runs (minMember 2, two workers running) and two more pending: Volcano
     still allocates them in its job order, by the PodGroup's priority (the priority plugin's

@@ -1006,6 +1006,31 @@ def test_a_launch_that_failed_for_capacity_backs_off_the_pool_of_the_capacity_ty
     assert failed_launch_backoffs(o.SUBNET_FULL) == ["gpu"]
 
 
+def test_a_raise_whose_launches_failed_in_two_zones_backs_off_both_pools() -> None:
+    """A raise of two whose launches both Failed, one in us-east-1a and one in us-east-1b, each zone
+    named short of g5.xlarge in its own activity (Auto Scaling writes one per instance launch). The
+    back-off took its pool from verify's one failure and backed off us-east-1a's alone: other groups
+    of g5.xlarge in us-east-1b kept being raised into the pool EC2 had just refused."""
+    cloud = gpu_cloud(1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["AvailabilityZones"] = ["us-east-1a", "us-east-1b"]
+    prep = steps(cloud).prepare({"group": GROUP, "launch_timeout_seconds": 60})
+    zone_b_short = ZONE_A_SHORT.replace("(us-east-1a)", "(us-east-1b)")
+    cloud.activities[("us-east-1", "gpu")] = [
+        {**o.failed_launch(raw, NOW + timedelta(seconds=1)), "StatusMessage": zone_b_short},
+        {**o.failed_launch(raw, NOW), "StatusMessage": ZONE_A_SHORT},
+    ]
+    launch = steps(cloud).verify({"group": GROUP, "prep": prep})
+    assert launch["status"] == "failed"
+    ledger = FakeLedger()
+
+    steps(cloud, ledger=ledger).backoff({"cluster": "ml", "group": GROUP, "prep": prep, "launch": launch})
+
+    assert sorted(g for g, _, _ in ledger.backoffs) == [
+        "gpu", "pool#on-demand/us-east-1a/g5.xlarge", "pool#on-demand/us-east-1b/g5.xlarge"
+    ]  # fmt: skip
+
+
 def test_a_spot_failure_of_a_group_whose_template_changed_type_backs_off_the_type_it_launches_now() -> None:
     """A Spot shortage names no type: the pool is the group's one type in its one zone, which is the type
     its launch template names now, as observe gives the plan (spillway.model.nodegroup
@@ -1272,6 +1297,34 @@ def test_a_failed_launch_made_good_in_another_zone_backs_off_the_pool_it_found_s
         ("pool#on-demand/us-east-1a/g5.xlarge", NOW + window)
     ]
     assert ledger.backoff_regions == ["us-east-1"]
+
+
+ZONE_C_SHORT = ZONE_A_SHORT.replace("(us-east-1a)", "(us-east-1c)")
+
+
+def test_failed_launches_made_good_back_off_every_pool_they_found_short() -> None:
+    """The raise's launches Failed in us-east-1a and then in us-east-1c (EC2 named each zone short of
+    g5.xlarge) before Auto Scaling launched the instance in us-east-1b. Each failure is its own pool
+    (act.backoff keys a pool by capacity type, zone and type, one state item each), but verify backed
+    off only the first failure's: a one-zone group of g5.xlarge in us-east-1c was raised into the pool
+    EC2 had just refused."""
+    cloud, group, prep, other = partly_failed("Successful", count=1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["AvailabilityZones"] = ["us-east-1a", "us-east-1b", "us-east-1c"]
+    cloud.activities[("us-east-1", "gpu")].append(
+        {**o.failed_launch(raw, NOW + timedelta(seconds=1)), "StatusMessage": ZONE_C_SHORT}
+    )
+    kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=True)])
+    ledger = FakeLedger()
+
+    assert (
+        steps(cloud, kube, ledger).verify({"cluster": "ml", "group": group, "prep": prep})["status"]
+        == "ready"
+    )
+    assert sorted(name for name, _, _ in ledger.backoffs) == [
+        "pool#on-demand/us-east-1a/g5.xlarge",
+        "pool#on-demand/us-east-1c/g5.xlarge",
+    ]
 
 
 def test_a_failed_launch_made_good_in_the_pool_it_failed_in_backs_nothing_off() -> None:

@@ -1804,3 +1804,19 @@ def test_no_group_that_holds_a_request_is_skipped_or_bounded_past_its_option(
         launched += any(s.gangs for s in _matched_plan(world).scale_up)
         assert wrong == [], (i, wrong)
     assert launched >= 20
+
+
+def test_a_requests_pods_stand_at_their_templates_spec_priority_not_at_its_class() -> None:
+    """cluster-autoscaler makes a request's pods from its PodTemplates (provisioningrequest/pods/pods.go,
+    PodsForProvisioningRequest: controller.GetPodFromTemplate copies template.spec, and SetDefaults_Pod
+    sets no priority), and nothing resolves a priorityClassName the template names: the Priority
+    admission plugin sets spec.priority only on the Pods it admits. Its pods stand at the template's
+    spec.priority, 0 without one, whatever class it names, and so do Spillway's (README,
+    ProvisioningRequest)."""
+    named = template("t")
+    named["template"]["spec"]["priorityClassName"] = "high"
+    valued = template("u")
+    valued["template"]["spec"].update(priorityClassName="high", priority=5)
+    [info] = request_infos([request("r", CHECK_CAPACITY, [("t", 1), ("u", 1)])], [named, valued])
+
+    assert [s.pod.priority if s.pod else None for s in info.pod_sets] == [0, 5]

@@ -32,8 +32,8 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  machine ends the group there and the next plan sees the pods still pending);
                  else ``launching``.
 ``backoff``      after ``failed`` or ``timeout``: back the group off in the state table (TTL = the
-                 window), and after ``failed`` for capacity the pool that had none too, when the failure
-                 names it (:func:`~spillway.act.backoff.failed_pool`: its capacity type, zone, instance type; a failure for
+                 window), and after ``failed`` for capacity each pool that had none too (every Failed
+                 launch of the raise), when its failure names it (:func:`~spillway.act.backoff.failed_pool`: its capacity type, zone, instance type; a failure for
                  another reason is the group's own, none of its pools can launch, so the group's key is
                  the one); after ``timeout`` terminate this plan's instances that run no Ready Node
                  (decrementing the desired capacity), while after ``failed`` the instances Auto Scaling
@@ -105,7 +105,7 @@ from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
     NodeGroup,
-    failed_launch_since,
+    failed_launches_since,
     launch_failed,
     launch_failure_since,
     launch_refusal,
@@ -354,29 +354,23 @@ class ScaleSteps:
         no pool then). Not when an instance of the raise runs in that zone as that type, of the pool's
         capacity type: capacity came back there. Its capacity type is known only where the group
         launches one (:func:`~spillway.model.nodegroup.one_capacity_type`): Spot and on-demand of a
-        type in a zone are two pools, and a mixed group's on-demand instance says nothing of Spot."""
-        failure = failed_launch_since(activities, since)
-        if failure is None:
-            return
-        message = failure.StatusMessage or failure.Description
-        pool = failed_pool(message, asg)
-        if pool is None:
-            return
-        _, zone, instance_type = pool
-        if one_capacity_type(asg) and any(
-            i.InstanceId in mine and i.AvailabilityZone == zone and i.InstanceType == instance_type
-            for i in asg.Instances
-        ):
-            return
-        at = failure.EndTime or failure.StartTime
-        at = at if at.tzinfo else at.replace(tzinfo=UTC)
-        until = at + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
-        if until <= self.clock():
-            return
+        type in a zone are two pools, and a mixed group's on-demand instance says nothing of Spot. Every
+        pool a launch of the raise found short is backed off, each from its own failure (one activity
+        per instance launch: a raise may fail in two zones, or as two types, before it is made good)."""
+        window = timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
         where = f"{asg.region}/{asg.AutoScalingGroupName}"
-        reason = f"{launch_failed(where, message)}; Auto Scaling launched the raise elsewhere"
-        back_off(self.ledger, str(event.get("cluster", "")), None, until, reason[:1000], region=asg.region,
-                 pools=[pool])  # fmt: skip
+        for failure in failed_launches_since(activities, since):
+            message = failure.StatusMessage or failure.Description
+            pool = failed_pool(message, asg)
+            if pool is None or _made_good_in(pool, asg, mine):
+                continue
+            at = failure.EndTime or failure.StartTime
+            until = (at if at.tzinfo else at.replace(tzinfo=UTC)) + window
+            if until <= self.clock():
+                continue
+            reason = f"{launch_failed(where, message)}; Auto Scaling launched the raise elsewhere"
+            back_off(self.ledger, str(event.get("cluster", "")), None, until, reason[:1000], region=asg.region,
+                     pools=[pool])  # fmt: skip
 
     def _own(
         self,
@@ -430,14 +424,12 @@ class ScaleSteps:
         # other groups of the pool skip it too; the other capacity type is left alone. A failure that
         # names no type is of the type the group's launch template names now, which the plan asked for
         # (observe reads it so), not the type its older instances run
-        launching = (
-            self.aws.describe_group_launching(region, name) if launch.get("status") == "failed" else asg
-        )
-        pools = _failed_pools(launch, launching)
+        failed = launch.get("status") == "failed"
+        launching = self.aws.describe_group_launching(region, name) if failed else asg
+        activities = self.aws.describe_activities(region, name, now) if failed or raised else []
+        pools = _failed_pools(launch, launching, activities, prep.get("since"))
         back_off(self.ledger, cluster, None, until, reason, region=region, pools=pools)
-        replacements = (
-            replacement_launches(self.aws.describe_activities(region, name, now)) if raised else frozenset()
-        )
+        replacements = replacement_launches(activities) if raised else frozenset()
         # no replacement is claimed here: an instance of its own that it terminated (a first try of this
         # step) is no loss that a replacement of somebody else's would make good
         new = self._own({**event, "cluster": cluster}, prep, asg, raised, replacements) if raised else []
@@ -778,11 +770,36 @@ def _without(
     return dict(sorted(out.items()))
 
 
-def _failed_pools(launch: Mapping[str, Any], asg: AutoScalingGroup) -> list[Pool]:
-    """The pool a failed launch found without capacity, when its failure names one
-    (:func:`~spillway.act.backoff.failed_pool`); none for a timeout."""
-    pool = failed_pool(str(launch.get("failure") or ""), asg) if launch.get("status") == "failed" else None
-    return [pool] if pool else []
+def _made_good_in(pool: Pool, asg: AutoScalingGroup, mine: Collection[str]) -> bool:
+    """Whether an instance of the raise (``mine``) runs in the pool's zone as its type, where that proves
+    the pool had capacity: the group launches one capacity type (:func:`one_capacity_type`)."""
+    _, zone, instance_type = pool
+    return one_capacity_type(asg) and any(
+        i.InstanceId in mine and i.AvailabilityZone == zone and i.InstanceType == instance_type
+        for i in asg.Instances
+    )
+
+
+def _failed_pools(
+    launch: Mapping[str, Any], asg: AutoScalingGroup, activities: Sequence[ScalingActivity], since: Any
+) -> list[Pool]:
+    """The pools a failed launch found without capacity, where its failures name them
+    (:func:`~spillway.act.backoff.failed_pool`): the one verify answered with, and every other launch
+    activity of the raise that Failed since ``since`` (prepare's time; one activity per instance
+    launch, so a raise of several may have found two zones or two types short); none for a timeout."""
+    if launch.get("status") != "failed":
+        return []
+    messages = [str(launch.get("failure") or "")]
+    if since:
+        messages += [
+            a.StatusMessage or a.Description for a in failed_launches_since(activities, _parse(since))
+        ]
+    pools: list[Pool] = []
+    for message in messages:
+        pool = failed_pool(message, asg)
+        if pool is not None and pool not in pools:
+            pools.append(pool)
+    return pools
 
 
 def _keeps_launched(launch: Mapping[str, Any]) -> bool:

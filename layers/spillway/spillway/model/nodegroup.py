@@ -1268,11 +1268,18 @@ def launch_failure_since(activities: Iterable[ScalingActivity], since: datetime)
 
 def failed_launch_since(activities: Iterable[ScalingActivity], since: datetime) -> ScalingActivity | None:
     """The first launch activity that failed at or after ``since`` (:func:`launch_failure_since`), or None."""
-    for activity in activities:
-        start = activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
-        if start >= since and is_failed_launch(activity):
-            return activity
-    return None
+    return next(iter(failed_launches_since(activities, since)), None)
+
+
+def failed_launches_since(activities: Iterable[ScalingActivity], since: datetime) -> list[ScalingActivity]:
+    """Every launch activity that failed at or after ``since`` (naive times are UTC), in the order given:
+    Auto Scaling writes one per instance launch, so a raise of several may fail in several pools (two
+    zones, two instance types), each named in its own activity."""
+    return [
+        activity
+        for activity in activities
+        if _aware(activity.StartTime) >= since and is_failed_launch(activity)
+    ]
 
 
 # A launch activity names its instance ("Launching a new EC2 instance: i-0123...", DescribeScalingActivities'

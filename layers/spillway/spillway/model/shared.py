@@ -297,11 +297,15 @@ def gang_priorities(gangs: Sequence[GangInfo], classes: Sequence[PriorityClass])
     replaces it; the priority plugin's ``JobOrderFn`` compares it). Without ``classes`` none were read
     (the API server always has ``system-node-critical``; a List may leave the kind out): the priority
     stays unknown. Other kinds of gang are left as they are: scheduler-plugins' PodGroup has no
-    priority of its own (coscheduling's ``Less`` compares the pods')."""
+    priority of its own (coscheduling's ``Less`` compares the pods'). Of two global default classes (a
+    race the admission check allows), the lowest valued is the default, as the Priority admission
+    plugin takes it for the job's pods (plugin/pkg/admission/priority/admission.go,
+    getDefaultPriorityClass) and the PriorityClass API documents it; Volcano's cache keeps whichever
+    it added last (event_handlers.go, addPriorityClass), an order no reader of the API can know."""
     if not classes:
         return list(gangs)
     values = {c.metadata.name: c.value for c in classes}
-    default = max((c.value for c in classes if c.global_default), default=0)
+    default = min((c.value for c in classes if c.global_default), default=0)
     return [
         replace(gang, priority=values.get(gang.priority_class, default)) if gang.source == "volcano" else gang
         for gang in gangs

@@ -146,9 +146,12 @@ What it serves (JSON only)
   what it states and fills what it lacks, its QoS class included. A status write that leaves
   ``qosClass`` out keeps it, one changing it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
   resources so that its class would change answers 422 (the ``pods/resize`` rule). A quantity that does
-  not parse answers 400. A Pod, or a PodTemplate's template, asking for a fraction of an extended
-  resource (``nvidia.com/gpu: 500m``) in a container's limits or requests answers 422, ``must be an
-  integer`` (``ValidateResourceQuantityValue``).
+  not parse answers 400. A Pod, or a PodTemplate's template, whose container or init container asks
+  for resources the API server refuses answers 422 (``ValidateResourceRequirements``): a fraction of
+  an extended resource (``nvidia.com/gpu: 500m``, ``must be an integer``), a quantity below zero, a
+  request of an extended resource or huge pages without its limit (``Limit must be set for non
+  overcommitable resources``) or other than it, a request of CPU or memory above its limit. A Pod's
+  limits default its requests first; a PodTemplate's do not. Pod-level resources are not checked.
 * The node lifecycle controller's NoSchedule tainting pass (see :mod:`.nodelifecycle`): after every
   write of a Node (through the API or ``add``/``update``), at the next request once
   ``KubeApiServer.node_controller_delay`` (default 0) has passed, a cordoned Node

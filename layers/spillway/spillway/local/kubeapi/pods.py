@@ -275,12 +275,87 @@ def _extended(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
-def fractional_extended(obj: JsonObj, kind: str) -> list[tuple[str, str]]:
-    """(field, message) of every extended resource a container or init container of the kind's pod
-    spec asks for in a fraction, limits before requests as ``validateContainerResourceRequirements``
-    checks them: ``ValidateResourceQuantityValue`` (pkg/apis/core/validation) refuses an integer
-    resource whose ``MilliValue()`` (rounded up) is no multiple of 1000 with ``must be an integer``,
-    the value in its canonical form (``0.5`` is ``500m``)."""
+def _overcommittable(name: str) -> bool:
+    """``helper.IsOvercommitAllowed``: a native resource (no domain, or ``kubernetes.io``'s) but huge
+    pages: its request may be below its limit, and needs none."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return native and not name.startswith("hugepages-")
+
+
+_DECIMAL_SUFFIX = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+_EXPONENT = re.compile(r"[0-9.][eE][-+]?[0-9]+$")  # 1e3 (DecimalExponent), not the exa suffix of 2E
+
+
+def canonical(value: Any) -> str:
+    """A quantity as ``Quantity.String()`` writes it (``CanonicalizeBytes``): one given in a binary suffix
+    as the largest binary suffix that divides it (at least 1024, whole), else in milli units when not
+    whole, else with the largest decimal suffix (``DecimalSI``) or exponent (``e3``) that divides it."""
+    amount = quantity(value)
+    text = str(value).strip()
+    binary = text[-2:] in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+    if binary and amount.denominator == 1 and abs(amount) >= 1024:
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            unit = int(_SCALE[suffix])
+            if amount % unit == 0:
+                return f"{int(amount) // unit}{suffix}"
+        return str(int(amount))
+    exponent_form = not binary and _EXPONENT.search(text) is not None
+    if amount.denominator != 1:
+        return f"{int(amount * 1000)}{'e-3' if exponent_form else 'm'}"
+    whole, exponent = int(amount), 0
+    while whole and whole % 1000 == 0 and exponent < 18:
+        whole, exponent = whole // 1000, exponent + 3
+    return f"{whole}{(f'e{exponent}' if exponent else '') if exponent_form else _DECIMAL_SUFFIX[exponent]}"
+
+
+_LIMIT_REQUIRED = "Limit must be set for non overcommitable resources"
+
+
+def _value_problems(path: str, name: str, value: Any) -> list[tuple[str, str]]:
+    """``ValidateResourceQuantityValue``: no quantity below zero (``ValidateNonnegativeQuantity``), an
+    integer resource's ``MilliValue()`` (rounded up) a multiple of 1000."""
+    amount, shown = quantity(value), canonical(value)
+    found = []
+    if amount < 0:
+        found.append((path, f'Invalid value: "{shown}": must be greater than or equal to 0'))
+    if _extended(name) and amount.denominator != 1:
+        found.append((path, f'Invalid value: "{shown}": must be an integer'))
+    return found
+
+
+def _container_problems(where: str, container: JsonObj) -> list[tuple[str, str]]:
+    """``ValidateResourceRequirements`` on one container: each limit's value, then each request's and
+    how it stands to its limit: a non-overcommittable resource's request needs its limit and must equal
+    it; another's may not exceed it (the messages name the limit, as kubernetes writes them now)."""
+    requests, limits = _requirements(container)
+    found: list[tuple[str, str]] = []
+    for name in sorted(limits):
+        found += _value_problems(f"{where}.limits[{name}]", name, limits[name])
+    for name in sorted(requests):
+        found += _value_problems(f"{where}.requests[{name}]", name, requests[name])
+        if name not in limits:
+            if not _overcommittable(name):
+                found.append((f"{where}.limits", f"Required value: {_LIMIT_REQUIRED}"))
+            continue
+        asked, limit = quantity(requests[name]), quantity(limits[name])
+        said = f'Invalid value: "{canonical(requests[name])}": must be'
+        if asked != limit and not _overcommittable(name):
+            found.append((f"{where}.requests", f"{said} equal to {name} limit of {canonical(limits[name])}"))
+        elif asked > limit:
+            found.append(
+                (
+                    f"{where}.requests",
+                    f"{said} less than or equal to {name} limit of {canonical(limits[name])}",
+                )
+            )
+    return found
+
+
+def requirement_problems(obj: JsonObj, kind: str) -> list[tuple[str, str]]:
+    """(field, message) of every resource requirement of a container or init container of the kind's pod
+    spec the API server refuses (``validateContainerResourceRequirements``, pkg/apis/core/validation),
+    containers first: :func:`_container_problems`. A Pod's requests left out were copied from its limits
+    first (:func:`with_defaults`); a PodTemplate's are not (SetDefaults_Pod is a Pod's alone)."""
     spec: Any = obj
     for key in POD_SPECS.get(kind, ("-",)):
         spec = spec.get(key) if isinstance(spec, dict) else None
@@ -290,16 +365,7 @@ def fractional_extended(obj: JsonObj, kind: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for field in ("containers", "initContainers"):
         for index, container in enumerate(_containers(spec, field)):
-            for part, amounts in zip(("limits", "requests"), reversed(_requirements(container)), strict=True):
-                for name in sorted(amounts):
-                    amount = quantity(amounts[name])
-                    if _extended(name) and amount.denominator != 1:
-                        found.append(
-                            (
-                                f"{where}.{field}[{index}].resources.{part}[{name}]",
-                                f'Invalid value: "{int(amount * 1000)}m": must be an integer',
-                            )
-                        )
+            found += _container_problems(f"{where}.{field}[{index}].resources", container)
     return found
 
 

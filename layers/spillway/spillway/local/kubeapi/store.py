@@ -595,7 +595,7 @@ class Store:
             resized = pods.resize_problem(current, obj) if current is not None else None
             if resized:
                 problems.append(FieldError(*resized))
-        problems += [FieldError(*found) for found in pods.fractional_extended(obj, rt.canonical)]
+        problems += [FieldError(*found) for found in pods.requirement_problems(obj, rt.canonical)]
         scale = resources.scale_problems(rt, obj)
         problems += crds.check(rt.canonical, obj, rt.version, scale)  # add() too: never held if refused
         cel_ran = not crds.has_cel_rules(rt.canonical) or crds.CEL_NOT_RUN not in problems
