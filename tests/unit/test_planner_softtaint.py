@@ -233,3 +233,29 @@ def test_a_node_made_room_on_stays_so_an_idle_node_of_its_group_above_min_size_i
 
     assert [(d.node, d.code) for d in result.drain] == [(a, codes.MAKE_ROOM)]
     assert marks(result) == {c: True}
+
+
+def test_turning_marking_off_lifts_the_marks_earlier_plans_left() -> None:
+    """Scenario: earlier plans marked an idle node (its timer still runs) and a busy node of a group that
+    consolidates (every pod on it may move); the operator then sets ``max_bulk_soft_taint_count`` to 0
+    to stop the marks. Both are still what earlier plans marked, so they kept the taint: the busy one for
+    as long as its pods may move, which may be for good, and new pods kept going elsewhere first.
+
+    Rule: cluster-autoscaler with ``--max-bulk-soft-taint-count=0`` removes every
+    ``DeletionCandidateOfClusterAutoscaler`` taint (core/static_autoscaler.go, cleanUpIfRequired:
+    "Clean old taints if soft taints handling is disabled", taints.CleanAllDeletionCandidates); the
+    README's table says 0 marks none."""
+    w, movable, _ = consolidating()
+    (idle,) = w.group("spare", "m5.2xlarge", nodes=1, max_size=10)
+    w.idle_since(idle, 3)
+    for n in (movable, idle):
+        taint(w, n)
+
+    marked = w.plan(consolidation="when-underutilized")
+    assert marks(marked) == {}  # still candidates: the marks stay while marking is on
+
+    result = w.plan(consolidation="when-underutilized", max_bulk_soft_taint_count=0)
+
+    assert marks(result) == {movable: False, idle: False}
+    assert all("max_bulk_soft_taint_count" in t.reason for t in result.soft_taint)
+    assert result.drain == () and result.scale_up == ()

@@ -25,7 +25,9 @@ room for; and ``MostAllocated`` puts it on the fullest node, which may be one co
 Every node carrying the taint that is no longer such a node (a pod landed on it anyway, pending pods
 are planned onto it, it is protected now) loses it, in the same plan and without a cap: a stale taint
 would keep pods away from a node that stays. Additions are capped at ``max_bulk_soft_taint_count`` a
-plan (cluster-autoscaler's flag of that name; 0 adds none), the longest-idle first, and never take a
+plan (cluster-autoscaler's flag of that name; 0 turns marking off and lifts every mark, as
+cluster-autoscaler then cleans every ``DeletionCandidateOfClusterAutoscaler`` taint, core
+static_autoscaler.go ``cleanUpIfRequired``), the longest-idle first, and never take a
 group's untainted nodes below its MinSize, nor the cluster's below a minimum of its totals
 (``cluster-min``, :class:`~spillway.planner.limits.Floors`): a node kept anyway is not marked. A
 node this plan drains is left alone (the drain cordons it), unless the drain makes room on it for
@@ -50,6 +52,7 @@ TIMERS = frozenset({codes.IDLE_BELOW_THRESHOLD, codes.UNDERUTILIZED_NOT_LONG_ENO
 PASSING = TIMERS | {codes.SCALE_IN_CAP, codes.SCALE_DOWN_COOLDOWN}
 # the plan expects pods on these nodes (pending pods, or pods it moves there): never steer them away
 PLANNED_ONTO = frozenset({codes.PENDING_FITS, codes.RECEIVES_MOVED_PODS})
+OFF = "max_bulk_soft_taint_count is 0: no node is marked as a scale-down candidate"
 
 
 def soft_taints(
@@ -65,16 +68,15 @@ def soft_taints(
     minimums after this plan's drains (a node they would keep is not marked)."""
     drained = {d.node for d in drains if d.terminate}  # make room keeps its node, for pending pods
     kept_by = {k.node: k for k in kept}
-    waiting = {
-        name: k
-        for name, k in kept_by.items()
-        if k.code in PASSING or (name in movable and k.code not in PLANNED_ONTO)
-    }
+    waiting = _waiting(kept_by, movable)
     tainted = {name for name, node in ctx.nodes.items() if has_taint(node.info, CANDIDATE_TAINT)}
     lifted = [
         SoftTaint(name, False, f"no longer a scale-down candidate: {_why(kept_by.get(name))}")
         for name in sorted(tainted - drained - set(waiting))
     ]
+    if ctx.config.max_bulk_soft_taint_count == 0:  # marking is off: no mark stays either
+        off = [SoftTaint(name, False, OFF) for name in sorted(tainted & set(waiting))]
+        return tuple(sorted([*lifted, *off], key=lambda t: t.node))
     room = _room_above_min(ctx, drains, tainted & set(waiting))
     floors = floors.fork() if floors is not None else None
     if floors is not None:
@@ -82,6 +84,15 @@ def soft_taints(
             floors.remove(ctx.nodes[name].info, ctx.nodes[name].group)
     order = sorted(set(waiting) - tainted, key=lambda n: (aware(since.get(n, ctx.now)), n))
     return (*lifted, *_marks(ctx, order, waiting, room, floors))
+
+
+def _waiting(kept_by: Mapping[str, KeptNode], movable: Collection[str]) -> dict[str, KeptNode]:
+    """The kept nodes the plan would remove but for something that passes, or whose pods may all move."""
+    return {
+        name: k
+        for name, k in kept_by.items()
+        if k.code in PASSING or (name in movable and k.code not in PLANNED_ONTO)
+    }
 
 
 def _marks(
