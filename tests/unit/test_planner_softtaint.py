@@ -8,7 +8,7 @@ from typing import Any
 from plan_world import NOW, World
 
 from spillway.local import objects as o
-from spillway.model.k8s import CANDIDATE_TAINT
+from spillway.model.k8s import CANDIDATE_TAINT, CORDONED_BY_SPILLWAY
 from spillway.planner import ScalingPlan, codes
 
 SOFT = {"key": CANDIDATE_TAINT, "effect": "PreferNoSchedule"}
@@ -259,3 +259,28 @@ def test_turning_marking_off_lifts_the_marks_earlier_plans_left() -> None:
     assert marks(result) == {movable: False, idle: False}
     assert all("max_bulk_soft_taint_count" in t.reason for t in result.soft_taint)
     assert result.drain == () and result.scale_up == ()
+
+
+def test_a_drain_under_way_uses_up_its_groups_room_above_min_size() -> None:
+    """Scenario: group cpu has three nodes and MinSize 2; an earlier plan's drain is emptying a (its
+    cordon), b has been idle 3 minutes of the 10, c runs a pod. Once a is gone the group is at MinSize
+    and b stays whatever its timer says, so it is no scale-down candidate; marked, it sent new pods to c
+    first (or to a new node) for the length of the drain and of b's timer, and was lifted only when
+    the timer ran out and scale-down kept b at MinSize.
+
+    Rule: scale-down counts the drains under way as nodes leaving their group before it looks at
+    MinSize (Scale.limit: ``left = desired - going - removed``), and the README says no more of a group
+    is marked than its size above MinSize less the nodes the drains terminate."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, min_size=2, max_size=10))
+    w.cordon(a, by_spillway=True)
+    w.idle_since(b, 3)
+    w.pods("svc", 1, cpu="1", memory="1Gi", node_name=c, owner=("ReplicaSet", "svc"))
+
+    result = w.plan()
+
+    kept = {k.node: k.code for k in result.kept}
+    assert (kept[a], kept[b]) == (codes.DRAINING, codes.IDLE_BELOW_THRESHOLD) and result.drain == ()
+    assert marks(result) == {}
+    del w.node(a)["metadata"]["annotations"][CORDONED_BY_SPILLWAY]  # somebody else's cordon: a stays
+    assert marks(w.plan()) == {b: True}

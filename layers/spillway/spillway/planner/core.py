@@ -137,7 +137,9 @@ def plan(
         provisioning=provisioning.updates(),
         provisioning_deleted=provisioning.deletions(),
         floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
-        soft_taint=soft_taints(ctx, drains, kept, since, scale_down.movable, scale_down.floors),
+        soft_taint=soft_taints(
+            ctx, drains, kept, since, scale_down.movable, scale_down.floors, scale_down.going_now()
+        ),
         unregistered=tuple(joins.unregistered),
         gang_orphans=orphans,
         unhealthy=health.report(),

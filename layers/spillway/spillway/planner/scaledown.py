@@ -474,6 +474,10 @@ class ScaleDownStage:
             or out_of_service(node.info, self.ctx.config, self.ctx.now)
         )
 
+    def going_now(self) -> dict[GroupKey, int]:
+        """Per group, the nodes drains under way remove (a make-room drain's node stays in its group)."""
+        return {key: n - self.making_room_now.get(key, 0) for key, n in self.draining_now.items()}
+
     def _count_draining(self) -> None:
         """The drains under way per group, and the other nodes out of service (NotReady, being deleted:
         :func:`~spillway.planner.health.out_of_service`), for the budgets."""
@@ -536,8 +540,7 @@ class ScaleDownStage:
         # MinSize and the scale-in cap count the nodes that go: a make-room drain, this plan's or one
         # under way, keeps its node (the pending pods take it), so only the disruption budgets count it
         taken, removed = self.taken.get(group.key, 0), self.removed.get(group.key, 0)
-        going = self.draining_now.get(group.key, 0) - self.making_room_now.get(group.key, 0)
-        left = group.desired - going - removed
+        left = group.desired - self.going_now().get(group.key, 0) - removed
         if left <= group.min_size:
             return codes.MIN_SIZE, f"group {group.name} at MinSize {group.min_size}"
         floor = scheduled_min(self.ctx, group, left) or self.floors.refusal(node.info, group)

@@ -29,9 +29,10 @@ plan (cluster-autoscaler's flag of that name; 0 turns marking off and lifts ever
 cluster-autoscaler then cleans every ``DeletionCandidateOfClusterAutoscaler`` taint, core
 static_autoscaler.go ``cleanUpIfRequired``), the longest-idle first, and never take a
 group's untainted nodes below its MinSize, nor the cluster's below a minimum of its totals
-(``cluster-min``, :class:`~spillway.planner.limits.Floors`): a node kept anyway is not marked. A
-node this plan drains is left alone (the drain cordons it), unless the drain makes room on it for
-pending pods (``make-room``): that node stays, and its mark is lifted.
+(``cluster-min``, :class:`~spillway.planner.limits.Floors`), both counting the nodes drains under way
+remove as gone: a node kept anyway is not marked. A node this plan drains is left alone (the drain
+cordons it), unless the drain makes room on it for pending pods (``make-room``): that node stays, and
+its mark is lifted.
 """
 
 from __future__ import annotations
@@ -62,10 +63,12 @@ def soft_taints(
     since: Mapping[str, datetime],
     movable: Collection[str] = (),
     floors: Floors | None = None,
+    going: Mapping[GroupKey, int] | None = None,
 ) -> tuple[SoftTaint, ...]:
     """The taints to add and remove; ``since``: when each timer-kept node's timer started; ``movable``:
     the busy nodes of consolidating groups whose every pod may move; ``floors``: the cluster totals'
-    minimums after this plan's drains (a node they would keep is not marked)."""
+    minimums after this plan's drains (a node they would keep is not marked); ``going``: per group, the
+    nodes drains under way remove."""
     drained = {d.node for d in drains if d.terminate}  # make room keeps its node, for pending pods
     kept_by = {k.node: k for k in kept}
     waiting = _waiting(kept_by, movable)
@@ -77,7 +80,7 @@ def soft_taints(
     if ctx.config.max_bulk_soft_taint_count == 0:  # marking is off: no mark stays either
         off = [SoftTaint(name, False, OFF) for name in sorted(tainted & set(waiting))]
         return tuple(sorted([*lifted, *off], key=lambda t: t.node))
-    room = _room_above_min(ctx, drains, tainted & set(waiting))
+    room = _room_above_min(ctx, drains, tainted & set(waiting), going or {})
     floors = floors.fork() if floors is not None else None
     if floors is not None:
         for name in sorted(tainted & set(waiting)):  # stays marked: counted as leaving
@@ -120,10 +123,13 @@ def _marks(
     return out
 
 
-def _room_above_min(ctx: Context, drains: Sequence[Drain], staying: set[str]) -> dict[GroupKey, int]:
-    """Per group, how many more nodes may be marked: its size less MinSize, the nodes this plan's drains
-    terminate (a make-room drain's node stays) and the marked nodes that stay marked."""
-    room = {g.key: g.desired - g.min_size for g in ctx.groups}
+def _room_above_min(
+    ctx: Context, drains: Sequence[Drain], staying: set[str], going: Mapping[GroupKey, int]
+) -> dict[GroupKey, int]:
+    """Per group, how many more nodes may be marked: its size less MinSize, the nodes drains under way
+    (``going``) and this plan's drains terminate (a make-room drain's node stays) and the marked nodes
+    that stay marked."""
+    room = {g.key: g.desired - g.min_size - going.get(g.key, 0) for g in ctx.groups}
     for name in [d.node for d in drains if d.terminate] + sorted(staying):
         group = ctx.nodes[name].group if name in ctx.nodes else None
         if group is not None and group.key in room:
