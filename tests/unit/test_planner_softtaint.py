@@ -284,3 +284,24 @@ def test_a_drain_under_way_uses_up_its_groups_room_above_min_size() -> None:
     assert marks(result) == {}
     del w.node(a)["metadata"]["annotations"][CORDONED_BY_SPILLWAY]  # somebody else's cordon: a stays
     assert marks(w.plan()) == {b: True}
+
+
+def test_a_mark_beyond_its_groups_room_above_min_size_is_lifted() -> None:
+    """Scenario: an earlier plan marked the busy node of a consolidating group whose every pod may move
+    (the group then ran above MinSize); the operator (or a scheduled action) has since raised MinSize to
+    the group's size. No plan can remove the node now, but the mark stayed, and for as long as its pods
+    may move: new pods went to the other nodes first, and to the marked one only when nothing else fit.
+
+    Rule: the README says no more of a group is marked than its size above MinSize, and a mark on a node
+    that is no scale-down candidate any more is lifted without a cap; the marks that stay are the
+    longest-waiting, as they are given."""
+    w, movable, _ = consolidating()
+    taint(w, movable)
+    assert marks(w.plan(consolidation="when-underutilized")) == {}  # above MinSize: the mark stays
+    w.groups["cpu"]["MinSize"] = 2
+
+    result = w.plan(consolidation="when-underutilized")
+
+    assert marks(result) == {movable: False}
+    (entry,) = result.soft_taint
+    assert "MinSize 2" in entry.reason

@@ -23,8 +23,9 @@ idle timer starts again with every arrival and the node is kept for a pod the re
 room for; and ``MostAllocated`` puts it on the fullest node, which may be one consolidation could empty.
 
 Every node carrying the taint that is no longer such a node (a pod landed on it anyway, pending pods
-are planned onto it, it is protected now) loses it, in the same plan and without a cap: a stale taint
-would keep pods away from a node that stays. Additions are capped at ``max_bulk_soft_taint_count`` a
+are planned onto it, it is protected now, its group's MinSize or a minimum of the totals keeps it)
+loses it, in the same plan and without a cap: a stale taint would keep pods away from a node that
+stays. Additions are capped at ``max_bulk_soft_taint_count`` a
 plan (cluster-autoscaler's flag of that name; 0 turns marking off and lifts every mark, as
 cluster-autoscaler then cleans every ``DeletionCandidateOfClusterAutoscaler`` taint, core
 static_autoscaler.go ``cleanUpIfRequired``), the longest-idle first, and never take a
@@ -80,13 +81,40 @@ def soft_taints(
     if ctx.config.max_bulk_soft_taint_count == 0:  # marking is off: no mark stays either
         off = [SoftTaint(name, False, OFF) for name in sorted(tainted & set(waiting))]
         return tuple(sorted([*lifted, *off], key=lambda t: t.node))
-    room = _room_above_min(ctx, drains, tainted & set(waiting), going or {})
+    room = _room_above_min(ctx, drains, going or {})
     floors = floors.fork() if floors is not None else None
-    if floors is not None:
-        for name in sorted(tainted & set(waiting)):  # stays marked: counted as leaving
-            floors.remove(ctx.nodes[name].info, ctx.nodes[name].group)
-    order = sorted(set(waiting) - tainted, key=lambda n: (aware(since.get(n, ctx.now)), n))
-    return (*lifted, *_marks(ctx, order, waiting, room, floors))
+    longest_first = {n: (aware(since.get(n, ctx.now)), n) for n in waiting}
+    staying = sorted(tainted & set(waiting), key=longest_first.__getitem__)
+    lifted += _beyond_room(ctx, staying, room, floors)
+    order = sorted(set(waiting) - tainted, key=longest_first.__getitem__)
+    return (*sorted(lifted, key=lambda t: t.node), *_marks(ctx, order, waiting, room, floors))
+
+
+def _beyond_room(
+    ctx: Context, staying: Sequence[str], room: dict[GroupKey, int], floors: Floors | None
+) -> list[SoftTaint]:
+    """Of the marked nodes still waiting (``staying``, in order), each spends its group's ``room`` and
+    the cluster totals' ``floors``, as a new mark does; those left without are lifted: their group's
+    MinSize, or a minimum of the totals, keeps them (raised since they were marked, or reached by drains
+    under way)."""
+    out = []
+    for name in staying:
+        node = ctx.nodes[name]
+        group = node.group
+        if group is None or room.get(group.key, 0) <= 0:
+            where = f"group {group.name} keeps it at MinSize {group.min_size}" if group else "no group"
+            out.append(SoftTaint(name, False, f"no longer a scale-down candidate: {where}"))
+            continue
+        refused = floors.refusal(node.info, group) if floors is not None else None
+        if refused is not None:
+            out.append(
+                SoftTaint(name, False, f"no longer a scale-down candidate: {refused[0]} ({refused[1]})")
+            )
+            continue
+        room[group.key] -= 1
+        if floors is not None:
+            floors.remove(node.info, group)
+    return out
 
 
 def _waiting(kept_by: Mapping[str, KeptNode], movable: Collection[str]) -> dict[str, KeptNode]:
@@ -124,13 +152,12 @@ def _marks(
 
 
 def _room_above_min(
-    ctx: Context, drains: Sequence[Drain], staying: set[str], going: Mapping[GroupKey, int]
+    ctx: Context, drains: Sequence[Drain], going: Mapping[GroupKey, int]
 ) -> dict[GroupKey, int]:
-    """Per group, how many more nodes may be marked: its size less MinSize, the nodes drains under way
-    (``going``) and this plan's drains terminate (a make-room drain's node stays) and the marked nodes
-    that stay marked."""
+    """Per group, how many nodes may be marked: its size less MinSize and the nodes drains under way
+    (``going``) and this plan's drains terminate (a make-room drain's node stays)."""
     room = {g.key: g.desired - g.min_size - going.get(g.key, 0) for g in ctx.groups}
-    for name in [d.node for d in drains if d.terminate] + sorted(staying):
+    for name in [d.node for d in drains if d.terminate]:
         group = ctx.nodes[name].group if name in ctx.nodes else None
         if group is not None and group.key in room:
             room[group.key] -= 1
