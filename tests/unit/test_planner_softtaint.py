@@ -305,3 +305,27 @@ def test_a_mark_beyond_its_groups_room_above_min_size_is_lifted() -> None:
     assert marks(result) == {movable: False}
     (entry,) = result.soft_taint
     assert "MinSize 2" in entry.reason
+
+
+def test_a_pending_pod_that_fits_an_unmarked_node_is_planned_there_and_the_mark_stays() -> None:
+    """Scenario: b, idle 3 minutes and marked, comes first by name; a runs a replica and has room for the
+    pending pod too. kube-scheduler's TaintToleration score ranks a above b for a pod that does not
+    tolerate the candidate taint, so the pod goes to a; the plan put it on b (first fit by name), kept b
+    pending-fits and lifted its mark, after which new pods went to b first (LeastAllocated: the emptiest
+    node) and its idle timer started over.
+
+    Rule: kube-scheduler's TaintToleration Score counts the PreferNoSchedule taints a pod does not
+    tolerate and NormalizeScore reverses it (pkg/scheduler/framework/plugins/tainttoleration), so a node
+    without the taint is preferred whenever it fits; the demo scheduler (local/demo.py) ranks so too."""
+    w = World(regions=("us-east-1",))
+    b, a = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    w.idle_since(b, 3)
+    taint(w, b)
+    w.pods("svc", 1, cpu="2", memory="1Gi", node_name=a, owner=("ReplicaSet", "svc"))
+    (pod,) = w.pods("job", 1, cpu="1", memory="1Gi", owner=("Job", "job"))
+
+    result = w.plan()
+
+    assert [(p.pod, p.node) for p in result.placements] == [(pod, a)] and result.scale_up == ()
+    assert marks(result) == {}  # b keeps its mark: its timer runs on
+    assert {k.node: k.code for k in result.kept}[b] == codes.IDLE_BELOW_THRESHOLD
