@@ -329,3 +329,40 @@ def test_a_pending_pod_that_fits_an_unmarked_node_is_planned_there_and_the_mark_
     assert [(p.pod, p.node) for p in result.placements] == [(pod, a)] and result.scale_up == ()
     assert marks(result) == {}  # b keeps its mark: its timer runs on
     assert {k.node: k.code for k in result.kept}[b] == codes.IDLE_BELOW_THRESHOLD
+
+
+def test_a_node_a_passing_disruption_budget_keeps_keeps_its_mark_and_a_lasting_one_lifts_it() -> None:
+    """Scenario: four nodes idle 30 minutes, marked by earlier plans while their timers ran; a
+    disruption budget of one node at once lets this plan drain one, the other three are kept
+    ``disruption-budget``. Later plans drain them one by one as each drain ends, so they are still
+    scale-down candidates; their marks were lifted, and the next pods went to them first
+    (LeastAllocated: the emptiest nodes), which restarted their idle timers. A budget of nodes 0 in a
+    window passes too (the window ends); one of nodes 0 with no window never lets them go, and their
+    marks are lifted.
+
+    Rule: the softtaint docstring: a node the plan would remove but for something that passes is
+    marked, as the scale-in cap and scale-down's cooldown keep their marks; cluster-autoscaler keeps
+    every unneeded node it did not delete this loop marked (UnneededNodes; UpdateSoftDeletionTaints)."""
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=4, max_size=10)
+    for n in nodes:
+        w.idle_since(n, 30)
+        taint(w, n)
+
+    one = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 1}])
+
+    held = {k.node for k in one.kept if k.code == codes.DISRUPTION_BUDGET}
+    assert len(one.drain) == 1 and len(held) == 3
+    assert marks(one) == {}  # still candidates: the marks stay
+    window = w.plan(
+        max_scale_in_fraction=1.0,
+        disruption_budgets=[{"nodes": 0, "windows": [{"start": "11:00", "end": "13:00"}]}],
+    )
+    assert window.drain == () and {k.code for k in window.kept} == {codes.DISRUPTION_BUDGET}
+    assert marks(window) == {}  # the window closes at 13:00: the marks stay
+    never = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 0}])
+    assert never.drain == () and marks(never) == dict.fromkeys(nodes, False)
+    for n in nodes:
+        w.node(n)["spec"]["taints"] = []
+    unmarked = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 1}])
+    assert {t.node for t in unmarked.soft_taint if t.add} == held

@@ -138,7 +138,14 @@ def plan(
         provisioning_deleted=provisioning.deletions(),
         floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
         soft_taint=soft_taints(
-            ctx, drains, kept, since, scale_down.movable, scale_down.floors, scale_down.going_now()
+            ctx,
+            drains,
+            kept,
+            since,
+            scale_down.movable,
+            scale_down.floors,
+            scale_down.going_now(),
+            scale_down.budget_held,
         ),
         unregistered=tuple(joins.unregistered),
         gang_orphans=orphans,

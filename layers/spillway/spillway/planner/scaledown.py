@@ -286,6 +286,8 @@ class ScaleDownStage:
         self.orphans: set[str] = self._orphans()  # Spillway's cordons no drain owns any more
         self.restored: list[Uncordon] = []  # orphans this plan uncordons
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
+        # idle nodes kept only by a disruption budget a later plan's drains will find room in
+        self.budget_held: set[str] = set()
         self.budgets = Budgets(ctx, self.draining_now)
         self.pod_budgets = PodBudgets(ctx.snapshot)  # the PodDisruptionBudgets every drain of the plan spends
         self.floors = Floors(
@@ -572,12 +574,24 @@ class ScaleDownStage:
                 )
         return None
 
+    def _note_budget(self, node: WorkNode, code: str) -> None:
+        """An idle node a disruption budget keeps is held only until a later drain finds room in it
+        (drains under way end, a window closes), unless the budget allows none for good."""
+        group = node.group
+        if (
+            code == codes.DISRUPTION_BUDGET
+            and group is not None
+            and not self.budgets.lasting(group.key, EMPTY)
+        ):
+            self.budget_held.add(node.info.name)
+
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
         verdict = self.limit(node) or self.pod_budgets.refusal(node.expendable)  # its drain evicts them
         # an orphan's drain started before: it is finished, not restored only to be drained again
         verdict = verdict or (None if orphan else cooldown(self.ctx))
         if verdict is not None:
+            self._note_budget(node, verdict[0])
             self._keep_or_restore(node, verdict, orphan=orphan)
             return
         ctx, info, group = self.ctx, node.info, node.group

@@ -6,9 +6,10 @@ A node the plan would remove but for something that passes gets the taint
 
 * kept only by a timer: ``idle-below-threshold`` (empty, not idle for ``scale_down_idle_minutes`` yet)
   or ``underutilized-not-long-enough`` (a consolidation candidate inside ``consolidation_after_minutes``);
-* kept only by the per-plan cap, ``scale-in-cap`` (``max_scale_in_fraction``): a later plan drains it,
-  as cluster-autoscaler keeps every unneeded node it did not delete for ``--max-empty-bulk-delete``
-  marked (``UnneededNodes``);
+* kept only by the per-plan cap, ``scale-in-cap`` (``max_scale_in_fraction``), or by a disruption
+  budget (``disruption-budget``) a later plan's drains find room in (drains under way end, a window
+  closes; not one of 0 nodes that never turns off): a later plan drains it, as cluster-autoscaler keeps
+  every unneeded node it did not delete for ``--max-empty-bulk-delete`` marked (``UnneededNodes``);
 * in a group that consolidates (``when-underutilized``), a busy node whose every pod may move
   (:func:`spillway.planner.disruption.assess_move`) and that no drain, cordon, pending pod or pod this
   plan moves claims,
@@ -65,14 +66,16 @@ def soft_taints(
     movable: Collection[str] = (),
     floors: Floors | None = None,
     going: Mapping[GroupKey, int] | None = None,
+    budget_held: Collection[str] = (),
 ) -> tuple[SoftTaint, ...]:
     """The taints to add and remove; ``since``: when each timer-kept node's timer started; ``movable``:
     the busy nodes of consolidating groups whose every pod may move; ``floors``: the cluster totals'
     minimums after this plan's drains (a node they would keep is not marked); ``going``: per group, the
-    nodes drains under way remove."""
+    nodes drains under way remove; ``budget_held``: the idle nodes kept only by a disruption budget that
+    a later plan's drains will find room in."""
     drained = {d.node for d in drains if d.terminate}  # make room keeps its node, for pending pods
     kept_by = {k.node: k for k in kept}
-    waiting = _waiting(kept_by, movable)
+    waiting = _waiting(kept_by, movable, budget_held)
     tainted = {name for name, node in ctx.nodes.items() if has_taint(node.info, CANDIDATE_TAINT)}
     lifted = [
         SoftTaint(name, False, f"no longer a scale-down candidate: {_why(kept_by.get(name))}")
@@ -117,13 +120,20 @@ def _beyond_room(
     return out
 
 
-def _waiting(kept_by: Mapping[str, KeptNode], movable: Collection[str]) -> dict[str, KeptNode]:
-    """The kept nodes the plan would remove but for something that passes, or whose pods may all move."""
+def _waiting(
+    kept_by: Mapping[str, KeptNode], movable: Collection[str], budget_held: Collection[str]
+) -> dict[str, KeptNode]:
+    """The kept nodes the plan would remove but for something that passes (a timer, the cap, the
+    cooldown, a disruption budget that lets a later drain through), or whose pods may all move."""
     return {
         name: k
         for name, k in kept_by.items()
-        if k.code in PASSING or (name in movable and k.code not in PLANNED_ONTO)
+        if _passes(k, budget_held) or (name in movable and k.code not in PLANNED_ONTO)
     }
+
+
+def _passes(kept: KeptNode, budget_held: Collection[str]) -> bool:
+    return kept.code in PASSING or (kept.code == codes.DISRUPTION_BUDGET and kept.node in budget_held)
 
 
 def _marks(
@@ -133,6 +143,7 @@ def _marks(
     """New marks in ``order``, within ``max_bulk_soft_taint_count``, each group's ``room`` and what the
     cluster totals have above their minimums (``floors``, spent by each mark)."""
     out: list[SoftTaint] = []
+    held = {name for name in order if waiting[name].code == codes.DISRUPTION_BUDGET}  # a passing one
     for name in order:
         node = ctx.nodes[name]
         group = node.group
@@ -144,10 +155,9 @@ def _marks(
             floors.remove(node.info, group)
         room[group.key] -= 1
         why = waiting[name]
-        held = (
-            f"{why.code}: {why.reason}" if why.code in PASSING else f"every pod on it may move ({why.code})"
-        )
-        out.append(SoftTaint(name, True, f"{held}; new pods go elsewhere first (PreferNoSchedule)"))
+        passing = why.code in PASSING or name in held
+        what = f"{why.code}: {why.reason}" if passing else f"every pod on it may move ({why.code})"
+        out.append(SoftTaint(name, True, f"{what}; new pods go elsewhere first (PreferNoSchedule)"))
     return out
 
 
