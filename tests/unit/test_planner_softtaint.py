@@ -3,6 +3,7 @@ timer, lifted from every node that is no longer one."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from plan_world import NOW, World
@@ -366,3 +367,38 @@ def test_a_node_a_passing_disruption_budget_keeps_keeps_its_mark_and_a_lasting_o
         w.node(n)["spec"]["taints"] = []
     unmarked = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 1}])
     assert {t.node for t in unmarked.soft_taint if t.add} == held
+
+
+def test_nodes_a_scheduled_min_size_keeps_are_not_marked() -> None:
+    """Scenario: Tuesday 07:55 in Berlin; the group's scheduled action raises MinSize to 2 at 08:00,
+    within the 10-minute idle threshold; its four nodes have been idle 3 minutes. Scale-down keeps two of
+    them once their timers run out (``scheduled-min``: a node drained now would be launched again at
+    08:00), yet all four were marked, so new pods went elsewhere first (or to a new node) from two nodes
+    that stay, and at the end of their timers the marks of those two were lifted.
+
+    Rule: scale-down treats the MinSize a scheduled action sets within the idle threshold as the group's
+    MinSize (groups.scheduled_min, ``limit``); the README says no more of a group is marked than its size
+    above MinSize."""
+    from dataclasses import replace
+
+    from spillway.model.schedule import ScheduledFloor
+    from spillway.planner import plan
+
+    day = ScheduledFloor("day", min_size=2, recurrence="0 8 * * mon-fri", timezone="Europe/Berlin")
+    morning = NOW.replace(day=3, hour=6, minute=55)
+    w = World(regions=("us-east-1",))
+    nodes = w.group("web", "m5.2xlarge", nodes=4)
+    for n in nodes:
+        w.state["nodes"][n] = {"idle_since": (morning - timedelta(minutes=3)).isoformat()}
+    snapshot, groups, config, state = w.parsed()
+    groups = [replace(g, scheduled=(day,)) for g in groups]
+
+    result = plan(snapshot, groups, config, state, morning)
+
+    assert result.drain == () and {k.code for k in result.kept} == {codes.IDLE_BELOW_THRESHOLD}
+    assert list(marks(result).values()) == [True, True]  # the two above the scheduled MinSize
+    for n in nodes:  # idle past the threshold: scale-down drains two and keeps two for 08:00
+        w.state["nodes"][n] = {"idle_since": (morning - timedelta(minutes=30)).isoformat()}
+    snapshot, _, config, state = w.parsed(max_scale_in_fraction=1.0)
+    past = plan(snapshot, groups, config, state, morning)
+    assert len(past.drain) == 2 and sorted(k.code for k in past.kept) == [codes.SCHEDULED_MIN] * 2

@@ -30,7 +30,8 @@ stays. Additions are capped at ``max_bulk_soft_taint_count`` a
 plan (cluster-autoscaler's flag of that name; 0 turns marking off and lifts every mark, as
 cluster-autoscaler then cleans every ``DeletionCandidateOfClusterAutoscaler`` taint, core
 static_autoscaler.go ``cleanUpIfRequired``), the longest-idle first, and never take a
-group's untainted nodes below its MinSize, nor the cluster's below a minimum of its totals
+group's untainted nodes below its MinSize (or a scheduled action's within the idle threshold, as
+scale-down keeps), nor the cluster's below a minimum of its totals
 (``cluster-min``, :class:`~spillway.planner.limits.Floors`), both counting the nodes drains under way
 remove as gone: a node kept anyway is not marked. A node this plan drains is left alone (the drain
 cordons it), unless the drain makes room on it for pending pods (``make-room``): that node stays, and
@@ -44,8 +45,10 @@ from datetime import datetime
 
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import CANDIDATE_TAINT
+from spillway.model.nodegroup import NodeGroup
 from spillway.planner import codes
 from spillway.planner.context import Context, aware, has_taint
+from spillway.planner.groups import group_floor
 from spillway.planner.limits import Floors
 from spillway.planner.types import Drain, KeptNode, SoftTaint
 
@@ -105,7 +108,7 @@ def _beyond_room(
         node = ctx.nodes[name]
         group = node.group
         if group is None or room.get(group.key, 0) <= 0:
-            where = f"group {group.name} keeps it at MinSize {group.min_size}" if group else "no group"
+            where = f"group {group.name} keeps it at MinSize {_min_size(ctx, group)}" if group else "no group"
             out.append(SoftTaint(name, False, f"no longer a scale-down candidate: {where}"))
             continue
         refused = floors.refusal(node.info, group) if floors is not None else None
@@ -164,14 +167,21 @@ def _marks(
 def _room_above_min(
     ctx: Context, drains: Sequence[Drain], going: Mapping[GroupKey, int]
 ) -> dict[GroupKey, int]:
-    """Per group, how many nodes may be marked: its size less MinSize and the nodes drains under way
-    (``going``) and this plan's drains terminate (a make-room drain's node stays)."""
-    room = {g.key: g.desired - g.min_size - going.get(g.key, 0) for g in ctx.groups}
+    """Per group, how many nodes may be marked: its size less MinSize (or the MinSize a scheduled action
+    sets within the idle threshold, which scale-down keeps too: :func:`~spillway.planner.groups.group_floor`)
+    and the nodes drains under way (``going``) and this plan's drains terminate (a make-room drain's
+    node stays)."""
+    room = {g.key: g.desired - _min_size(ctx, g) - going.get(g.key, 0) for g in ctx.groups}
     for name in [d.node for d in drains if d.terminate]:
         group = ctx.nodes[name].group if name in ctx.nodes else None
         if group is not None and group.key in room:
             room[group.key] -= 1
     return room
+
+
+def _min_size(ctx: Context, group: NodeGroup) -> int:
+    floor = group_floor(ctx, group)
+    return max(group.min_size, floor.min_size) if floor is not None else group.min_size
 
 
 def _why(kept: KeptNode | None) -> str:
