@@ -26,14 +26,13 @@ room for; and ``MostAllocated`` puts it on the fullest node, which may be one co
 Every node carrying the taint that is no longer such a node (a pod landed on it anyway, pending pods
 are planned onto it, it is protected now, its group's MinSize or a minimum of the totals keeps it)
 loses it, in the same plan and without a cap: a stale taint would keep pods away from a node that
-stays. Additions are capped at ``max_bulk_soft_taint_count`` a
-plan (cluster-autoscaler's flag of that name; 0 turns marking off and lifts every mark, as
-cluster-autoscaler then cleans every ``DeletionCandidateOfClusterAutoscaler`` taint, core
-static_autoscaler.go ``cleanUpIfRequired``), the longest-idle first, and never take a
-group's untainted nodes below its MinSize (or a scheduled action's within the idle threshold, as
-scale-down keeps), nor the cluster's below a minimum of its totals
-(``cluster-min``, :class:`~spillway.planner.limits.Floors`), both counting the nodes drains under way
-remove as gone: a node kept anyway is not marked. A node this plan drains is left alone (the drain
+stays. Additions are capped at ``max_bulk_soft_taint_count`` a plan (cluster-autoscaler's flag of that
+name; 0 turns marking off and lifts every mark, as cluster-autoscaler then cleans every
+``DeletionCandidateOfClusterAutoscaler`` taint, core static_autoscaler.go ``cleanUpIfRequired``), the
+longest-idle first, and never take a group's untainted nodes below its MinSize (or a scheduled
+action's within the idle threshold, as scale-down keeps), nor the cluster's below a minimum of its
+totals (``cluster-min``, :class:`~spillway.planner.limits.Floors`), both counting the nodes drains
+under way remove as gone: a node kept anyway is not marked. A node this plan drains is left alone (the drain
 cordons it), unless the drain makes room on it for pending pods (``make-room``): that node stays, and
 its mark is lifted.
 """
