@@ -3,12 +3,13 @@ timer, lifted from every node that is no longer one."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from plan_world import NOW, World
 
 from spillway.local import objects as o
-from spillway.model.k8s import CANDIDATE_TAINT
+from spillway.model.k8s import CANDIDATE_TAINT, CORDONED_BY_SPILLWAY
 from spillway.planner import ScalingPlan, codes
 
 SOFT = {"key": CANDIDATE_TAINT, "effect": "PreferNoSchedule"}
@@ -233,3 +234,171 @@ def test_a_node_made_room_on_stays_so_an_idle_node_of_its_group_above_min_size_i
 
     assert [(d.node, d.code) for d in result.drain] == [(a, codes.MAKE_ROOM)]
     assert marks(result) == {c: True}
+
+
+def test_turning_marking_off_lifts_the_marks_earlier_plans_left() -> None:
+    """Scenario: earlier plans marked an idle node (its timer still runs) and a busy node of a group that
+    consolidates (every pod on it may move); the operator then sets ``max_bulk_soft_taint_count`` to 0
+    to stop the marks. Both are still what earlier plans marked, so they kept the taint: the busy one for
+    as long as its pods may move, which may be for good, and new pods kept going elsewhere first.
+
+    Rule: cluster-autoscaler with ``--max-bulk-soft-taint-count=0`` removes every
+    ``DeletionCandidateOfClusterAutoscaler`` taint (core/static_autoscaler.go, cleanUpIfRequired:
+    "Clean old taints if soft taints handling is disabled", taints.CleanAllDeletionCandidates); the
+    README's table says 0 marks none."""
+    w, movable, _ = consolidating()
+    (idle,) = w.group("spare", "m5.2xlarge", nodes=1, max_size=10)
+    w.idle_since(idle, 3)
+    for n in (movable, idle):
+        taint(w, n)
+
+    marked = w.plan(consolidation="when-underutilized")
+    assert marks(marked) == {}  # still candidates: the marks stay while marking is on
+
+    result = w.plan(consolidation="when-underutilized", max_bulk_soft_taint_count=0)
+
+    assert marks(result) == {movable: False, idle: False}
+    assert all("max_bulk_soft_taint_count" in t.reason for t in result.soft_taint)
+    assert result.drain == () and result.scale_up == ()
+
+
+def test_a_drain_under_way_uses_up_its_groups_room_above_min_size() -> None:
+    """Scenario: group cpu has three nodes and MinSize 2; an earlier plan's drain is emptying a (its
+    cordon), b has been idle 3 minutes of the 10, c runs a pod. Once a is gone the group is at MinSize
+    and b stays whatever its timer says, so it is no scale-down candidate; marked, it sent new pods to c
+    first (or to a new node) for the length of the drain and of b's timer, and was lifted only when
+    the timer ran out and scale-down kept b at MinSize.
+
+    Rule: scale-down counts the drains under way as nodes leaving their group before it looks at
+    MinSize (Scale.limit: ``left = desired - going - removed``), and the README says no more of a group
+    is marked than its size above MinSize less the nodes the drains terminate."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, min_size=2, max_size=10))
+    w.cordon(a, by_spillway=True)
+    w.idle_since(b, 3)
+    w.pods("svc", 1, cpu="1", memory="1Gi", node_name=c, owner=("ReplicaSet", "svc"))
+
+    result = w.plan()
+
+    kept = {k.node: k.code for k in result.kept}
+    assert (kept[a], kept[b]) == (codes.DRAINING, codes.IDLE_BELOW_THRESHOLD) and result.drain == ()
+    assert marks(result) == {}
+    del w.node(a)["metadata"]["annotations"][CORDONED_BY_SPILLWAY]  # somebody else's cordon: a stays
+    assert marks(w.plan()) == {b: True}
+
+
+def test_a_mark_beyond_its_groups_room_above_min_size_is_lifted() -> None:
+    """Scenario: an earlier plan marked the busy node of a consolidating group whose every pod may move
+    (the group then ran above MinSize); the operator (or a scheduled action) has since raised MinSize to
+    the group's size. No plan can remove the node now, but the mark stayed, and for as long as its pods
+    may move: new pods went to the other nodes first, and to the marked one only when nothing else fit.
+
+    Rule: the README says no more of a group is marked than its size above MinSize, and a mark on a node
+    that is no scale-down candidate any more is lifted without a cap; the marks that stay are the
+    longest-waiting, as they are given."""
+    w, movable, _ = consolidating()
+    taint(w, movable)
+    assert marks(w.plan(consolidation="when-underutilized")) == {}  # above MinSize: the mark stays
+    w.groups["cpu"]["MinSize"] = 2
+
+    result = w.plan(consolidation="when-underutilized")
+
+    assert marks(result) == {movable: False}
+    (entry,) = result.soft_taint
+    assert "MinSize 2" in entry.reason
+
+
+def test_a_pending_pod_that_fits_an_unmarked_node_is_planned_there_and_the_mark_stays() -> None:
+    """Scenario: b, idle 3 minutes and marked, comes first by name; a runs a replica and has room for the
+    pending pod too. kube-scheduler's TaintToleration score ranks a above b for a pod that does not
+    tolerate the candidate taint, so the pod goes to a; the plan put it on b (first fit by name), kept b
+    pending-fits and lifted its mark, after which new pods went to b first (LeastAllocated: the emptiest
+    node) and its idle timer started over.
+
+    Rule: kube-scheduler's TaintToleration Score counts the PreferNoSchedule taints a pod does not
+    tolerate and NormalizeScore reverses it (pkg/scheduler/framework/plugins/tainttoleration), so a node
+    without the taint is preferred whenever it fits; the demo scheduler (local/demo.py) ranks so too."""
+    w = World(regions=("us-east-1",))
+    b, a = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    w.idle_since(b, 3)
+    taint(w, b)
+    w.pods("svc", 1, cpu="2", memory="1Gi", node_name=a, owner=("ReplicaSet", "svc"))
+    (pod,) = w.pods("job", 1, cpu="1", memory="1Gi", owner=("Job", "job"))
+
+    result = w.plan()
+
+    assert [(p.pod, p.node) for p in result.placements] == [(pod, a)] and result.scale_up == ()
+    assert marks(result) == {}  # b keeps its mark: its timer runs on
+    assert {k.node: k.code for k in result.kept}[b] == codes.IDLE_BELOW_THRESHOLD
+
+
+def test_a_node_a_passing_disruption_budget_keeps_keeps_its_mark_and_a_lasting_one_lifts_it() -> None:
+    """Scenario: four nodes idle 30 minutes, marked by earlier plans while their timers ran; a
+    disruption budget of one node at once lets this plan drain one, the other three are kept
+    ``disruption-budget``. Later plans drain them one by one as each drain ends, so they are still
+    scale-down candidates; their marks were lifted, and the next pods went to them first
+    (LeastAllocated: the emptiest nodes), which restarted their idle timers. A budget of nodes 0 in a
+    window passes too (the window ends); one of nodes 0 with no window never lets them go, and their
+    marks are lifted.
+
+    Rule: the softtaint docstring: a node the plan would remove but for something that passes is
+    marked, as the scale-in cap and scale-down's cooldown keep their marks; cluster-autoscaler keeps
+    every unneeded node it did not delete this loop marked (UnneededNodes; UpdateSoftDeletionTaints)."""
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=4, max_size=10)
+    for n in nodes:
+        w.idle_since(n, 30)
+        taint(w, n)
+
+    one = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 1}])
+
+    held = {k.node for k in one.kept if k.code == codes.DISRUPTION_BUDGET}
+    assert len(one.drain) == 1 and len(held) == 3
+    assert marks(one) == {}  # still candidates: the marks stay
+    window = w.plan(
+        max_scale_in_fraction=1.0,
+        disruption_budgets=[{"nodes": 0, "windows": [{"start": "11:00", "end": "13:00"}]}],
+    )
+    assert window.drain == () and {k.code for k in window.kept} == {codes.DISRUPTION_BUDGET}
+    assert marks(window) == {}  # the window closes at 13:00: the marks stay
+    never = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 0}])
+    assert never.drain == () and marks(never) == dict.fromkeys(nodes, False)
+    for n in nodes:
+        w.node(n)["spec"]["taints"] = []
+    unmarked = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 1}])
+    assert {t.node for t in unmarked.soft_taint if t.add} == held
+
+
+def test_nodes_a_scheduled_min_size_keeps_are_not_marked() -> None:
+    """Scenario: Tuesday 07:55 in Berlin; the group's scheduled action raises MinSize to 2 at 08:00,
+    within the 10-minute idle threshold; its four nodes have been idle 3 minutes. Scale-down keeps two of
+    them once their timers run out (``scheduled-min``: a node drained now would be launched again at
+    08:00), yet all four were marked, so new pods went elsewhere first (or to a new node) from two nodes
+    that stay, and at the end of their timers the marks of those two were lifted.
+
+    Rule: scale-down treats the MinSize a scheduled action sets within the idle threshold as the group's
+    MinSize (groups.scheduled_min, ``limit``); the README says no more of a group is marked than its size
+    above MinSize."""
+    from dataclasses import replace
+
+    from spillway.model.schedule import ScheduledFloor
+    from spillway.planner import plan
+
+    day = ScheduledFloor("day", min_size=2, recurrence="0 8 * * mon-fri", timezone="Europe/Berlin")
+    morning = NOW.replace(day=3, hour=6, minute=55)
+    w = World(regions=("us-east-1",))
+    nodes = w.group("web", "m5.2xlarge", nodes=4)
+    for n in nodes:
+        w.state["nodes"][n] = {"idle_since": (morning - timedelta(minutes=3)).isoformat()}
+    snapshot, groups, config, state = w.parsed()
+    groups = [replace(g, scheduled=(day,)) for g in groups]
+
+    result = plan(snapshot, groups, config, state, morning)
+
+    assert result.drain == () and {k.code for k in result.kept} == {codes.IDLE_BELOW_THRESHOLD}
+    assert list(marks(result).values()) == [True, True]  # the two above the scheduled MinSize
+    for n in nodes:  # idle past the threshold: scale-down drains two and keeps two for 08:00
+        w.state["nodes"][n] = {"idle_since": (morning - timedelta(minutes=30)).isoformat()}
+    snapshot, _, config, state = w.parsed(max_scale_in_fraction=1.0)
+    past = plan(snapshot, groups, config, state, morning)
+    assert len(past.drain) == 2 and sorted(k.code for k in past.kept) == [codes.SCHEDULED_MIN] * 2

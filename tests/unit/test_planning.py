@@ -61,7 +61,15 @@ from spillway.model.state import GroupState, RaiseState, State
 from spillway.planner import codes
 from spillway.planner import plan as run_planner
 from spillway.planner.core import UNCORDON_REASON
-from spillway.planner.types import Drain, GangLaunch, GangOrphan, ScaleUp, ScalingPlan, Unregistered
+from spillway.planner.types import (
+    Drain,
+    GangLaunch,
+    GangOrphan,
+    ScaleUp,
+    ScalingPlan,
+    SoftTaint,
+    Unregistered,
+)
 
 UP_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleUpStateMachine"
 DOWN_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleDownStateMachine"
@@ -2140,6 +2148,34 @@ def test_a_taint_on_a_node_gone_since_the_snapshot_is_moot_not_failed() -> None:
     assert outcome.soft_taints == {"written": 1, "failed": 0, "gone": 1, "errors": []}
     counted = record_metrics(outcome.to_dict())
     assert (counted["CandidateTaintsWritten"], counted["CandidateTaintsFailed"]) == (1.0, 0.0)
+
+
+def test_candidate_taints_are_written_within_a_time_budget_lifts_first() -> None:
+    """Lifting is never capped, so one plan may lift hundreds of marks (a burst landing on nodes earlier
+    plans marked), each a read and a patch of the Node after the commit, in a plan function of 60 s
+    that has posted its Events (10 s) before: against a slow API server the invocation ran out of time
+    after its commit, failing without its outcome and metrics. cluster-autoscaler bounds its soft-taint
+    updates in time too (``--max-bulk-soft-taint-time``, 3 s, shared by lifting and marking:
+    core/scaledown/actuation/softtaint.go, budgetTracker). The writes stop once the budget is spent, the
+    rest counted failed with a note, and the plan's list puts the lifts first."""
+    from spillway.act import planning
+
+    nodes = [o.node(f"n{i}", instance=o.instance_id(f"n{i}")) for i in range(5)]
+    for n in nodes[:3]:
+        n["spec"]["taints"] = [{"key": "spillway.io/scale-down-candidate", "effect": "PreferNoSchedule"}]
+    kube = FakeCluster(nodes)
+    ticks = iter(range(100))
+    clock = lambda: 4.0 * next(ticks)  # noqa: E731  read once to start, then before each write
+    taints = [SoftTaint(f"n{i}", False, "lift") for i in range(3)] + [
+        SoftTaint(f"n{i}", True, "mark") for i in (3, 4)
+    ]
+
+    written = planning.write_soft_taints(lambda: kube, taints, budget_seconds=13, clock=clock)
+
+    assert written is not None
+    assert (written["written"], written["failed"]) == (3, 2)
+    assert written["errors"] == ["time budget of 13s spent: 2 not tried"]
+    assert [c[1][0] for c in kube.calls if c[0] == "set_candidate_taint"] == ["n0", "n1", "n2"]
 
 
 def test_a_provisioning_request_that_ended_a_week_ago_is_deleted_after_the_commit_and_counted() -> None:

@@ -40,6 +40,7 @@ import hashlib
 import json
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -783,11 +784,25 @@ def delete_provisioning(
     )
 
 
-def write_soft_taints(cluster: Callable[[], Cluster], taints: Sequence[SoftTaint]) -> dict[str, Any] | None:
+# How long the plan function writes candidate taints after its commit, lifts first (cluster-autoscaler
+# bounds its soft-taint updates so: --max-bulk-soft-taint-time, 3 s): lifting is never capped, and the
+# function has 60 s for its whole invocation, the pod Events' 10 s among them. The rest waits for the
+# next plan, which sees the nodes as they are and asks again.
+SOFT_TAINT_BUDGET_SECONDS = 10.0
+
+
+def write_soft_taints(
+    cluster: Callable[[], Cluster],
+    taints: Sequence[SoftTaint],
+    *,
+    budget_seconds: float = SOFT_TAINT_BUDGET_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any] | None:
     """Set or lift the scale-down candidate taints (after the commit; never raises): the taint only
     steers kube-scheduler, so a write that fails is counted and logged, and the next plan, seeing the
-    node as it is, asks again. A node deleted since the snapshot is counted ``gone``, not failed. None
-    when the plan changed none."""
+    node as it is, asks again. A node deleted since the snapshot is counted ``gone``, not failed. The
+    writes stop once ``budget_seconds`` are spent (the plan lists its lifts first), the rest counted
+    failed: the next plan asks again. None when the plan changed none."""
     items = [(t.node, t) for t in taints]
     return _write_each(
         cluster,
@@ -795,6 +810,7 @@ def write_soft_taints(cluster: Callable[[], Cluster], taints: Sequence[SoftTaint
         items,
         lambda k, t: k.set_candidate_taint(t.node, t.add),
         gone=NodeNotFound,
+        budget=(budget_seconds, clock),
     )
 
 
@@ -805,19 +821,29 @@ def _write_each(
     write: Callable[[Cluster, T], object],
     *,
     gone: type[SpillwayError],
+    budget: tuple[float, Callable[[], float]] | None = None,
 ) -> dict[str, Any] | None:
     """Write each item through the Kubernetes client, counting what failed; never raises. An API that
-    cannot be reached or refuses Spillway's credentials fails the rest without trying them. An object
-    deleted since the snapshot (``gone``: its 404) has nothing left to write: counted ``gone``, not failed."""
+    cannot be reached or refuses Spillway's credentials fails the rest without trying them, as does a
+    spent ``budget`` (seconds, and the clock to read). An object deleted since the snapshot (``gone``:
+    its 404) has nothing left to write: counted ``gone``, not failed."""
     if not items:
         return None
-    written, failed, moot, errors = 0, 0, 0, []
+    written, failed, moot = 0, 0, 0
+    errors: list[str] = []
     try:
         kube = cluster()
     except SpillwayError as exc:
         log.warning("%s: none written: %s", what, exc)
         return {"written": 0, "failed": len(items), "errors": [str(exc)[:200]]}
+    deadline = budget[1]() + budget[0] if budget is not None else math.inf
     for key, item in items:
+        if budget is not None and budget[1]() >= deadline:
+            left = len(items) - written - moot - failed
+            failed += left
+            errors = [*errors[:4], f"time budget of {budget[0]:g}s spent: {left} not tried"]
+            log.warning("%s: time budget of %gs spent, %d left to the next plan", what, budget[0], left)
+            break
         try:
             write(kube, item)
             written += 1

@@ -113,6 +113,7 @@ class Budgets:
     Nodes being deleted and nodes NotReady after being Ready stay in the base, as there."""
 
     def __init__(self, ctx: Context, draining_now: Mapping[GroupKey, int]) -> None:
+        self.now = ctx.now
         self.active = [b for b in ctx.config.disruption_budgets if b.active_at(ctx.now)]
         self.nodes: dict[GroupKey, int] = {}
         for node in ctx.nodes.values():
@@ -141,6 +142,16 @@ class Budgets:
             codes.DISRUPTION_BUDGET,
             f"disruption budget nodes {nodes} allows {allowed} of group {group.name}'s {size} node(s) at once; "
             f"{busy} already being drained{also}",
+        )
+
+    def lasting(self, group: GroupKey, reason: BudgetReason) -> bool:
+        """Whether an active budget that allows no disruption of ``group`` (of ``reason``) binds it for
+        good: it never turns off (no window, no schedule), so no later plan drains a node it refuses."""
+        size = self.nodes.get(group, 0)
+        return any(
+            b.allowed(size) == 0 and b.next_edge(self.now) is None
+            for b in self.active
+            if b.applies_to(group.name, reason)
         )
 
 

@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spillway.model.groupkey import GroupKey
-from spillway.model.k8s import DRAINING_TAINT
+from spillway.model.k8s import CANDIDATE_TAINT, DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import Resources, add_room, fit_count, unchecked_when_unknown
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
-from spillway.planner.context import Context, Victim, WorkNode, shape_of, without_taint
+from spillway.planner.context import Context, Victim, WorkNode, has_taint, shape_of, without_taint
 from spillway.planner.groups import fresh_node_selected, launched_only, launching_places, place_labels
 from spillway.planner.limits import Limits
 from spillway.planner.predicates import UNSCHEDULABLE_TAINT
@@ -94,6 +94,16 @@ def pools(nodes: Iterable[WorkNode]) -> list[Pool]:
 def schedulable_pools(ctx: Context) -> list[Pool]:
     """Ready, initialized, schedulable nodes not tainted for draining (:attr:`WorkNode.schedulable`)."""
     return pools(n for n in ctx.nodes.values() if n.schedulable)
+
+
+def unmarked_first(pool_list: Sequence[Pool]) -> list[Pool]:
+    """``pool_list`` with the pools of nodes carrying the scale-down candidate taint last, each part in
+    its order. kube-scheduler's TaintToleration score ranks a node with a PreferNoSchedule taint a pod
+    does not tolerate below one without (pkg/scheduler/framework/plugins/tainttoleration: Score counts
+    them, NormalizeScore reverses the count): a pending pod that fits a node that stays goes there, and
+    the marked node's timer runs on (:mod:`spillway.planner.softtaint`). A pool's nodes share their
+    taints (:func:`~spillway.planner.context.shape_of`)."""
+    return sorted(pool_list, key=lambda pool: has_taint(pool.nodes[0].info, CANDIDATE_TAINT))
 
 
 def reclaimable_pools(ctx: Context) -> list[Pool]:

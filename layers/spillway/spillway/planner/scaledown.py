@@ -295,6 +295,8 @@ class ScaleDownStage:
         self.orphans: set[str] = self._orphans()  # Spillway's cordons no drain owns any more
         self.restored: list[Uncordon] = []  # orphans this plan uncordons
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
+        # idle nodes kept only by a disruption budget a later plan's drains will find room in
+        self.budget_held: set[str] = set()
         self.budgets = Budgets(ctx, self.draining_now)
         self.pod_budgets = PodBudgets(ctx.snapshot)  # the PodDisruptionBudgets every drain of the plan spends
         self.floors = Floors(
@@ -495,6 +497,10 @@ class ScaleDownStage:
             or out_of_service(node.info, self.ctx.config, self.ctx.now)
         )
 
+    def going_now(self) -> dict[GroupKey, int]:
+        """Per group, the nodes drains under way remove (a make-room drain's node stays in its group)."""
+        return {key: n - self.making_room_now.get(key, 0) for key, n in self.draining_now.items()}
+
     def _count_draining(self) -> None:
         """The drains under way per group, and the other nodes out of service (NotReady, being deleted:
         :func:`~spillway.planner.health.out_of_service`), for the budgets."""
@@ -557,8 +563,7 @@ class ScaleDownStage:
         # MinSize and the scale-in cap count the nodes that go: a make-room drain, this plan's or one
         # under way, keeps its node (the pending pods take it), so only the disruption budgets count it
         taken, removed = self.taken.get(group.key, 0), self.removed.get(group.key, 0)
-        going = self.draining_now.get(group.key, 0) - self.making_room_now.get(group.key, 0)
-        left = group.desired - going - removed
+        left = group.desired - self.going_now().get(group.key, 0) - removed
         if left <= group.min_size:
             return codes.MIN_SIZE, f"group {group.name} at MinSize {group.min_size}"
         floor = scheduled_min(self.ctx, group, left) or self.floors.refusal(node.info, group)
@@ -595,6 +600,17 @@ class ScaleDownStage:
         backoffLimits (``counted``: the pods each batch/v1 Job counts as failed, :meth:`evictions_left`)."""
         return self.pod_budgets.refusal(node.expendable) or backoff_refusal(counted, self.evictions_left())
 
+    def _note_budget(self, node: WorkNode, code: str) -> None:
+        """An idle node a disruption budget keeps is held only until a later drain finds room in it
+        (drains under way end, a window closes), unless the budget allows none for good."""
+        group = node.group
+        if (
+            code == codes.DISRUPTION_BUDGET
+            and group is not None
+            and not self.budgets.lasting(group.key, EMPTY)
+        ):
+            self.budget_held.add(node.info.name)
+
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
         counted = counted_by_job(node.expendable, self.ctx.snapshot.jobs_by_key()) if node.expendable else {}
@@ -602,6 +618,7 @@ class ScaleDownStage:
         # an orphan's drain started before: it is finished, not restored only to be drained again
         verdict = verdict or (None if orphan else cooldown(self.ctx))
         if verdict is not None:
+            self._note_budget(node, verdict[0])
             self._keep_or_restore(node, verdict, orphan=orphan)
             return
         ctx, info, group = self.ctx, node.info, node.group

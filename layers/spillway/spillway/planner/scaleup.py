@@ -61,6 +61,7 @@ from spillway.planner.placement import (
     pools,
     reclaimable_pools,
     schedulable_pools,
+    unmarked_first,
 )
 from spillway.planner.predicates import why_not_placeable
 from spillway.planner.preemption import place_by_preemption
@@ -97,11 +98,13 @@ class ScaleUpStage:
     def __init__(self, ctx: Context, expander: Expander) -> None:
         self.ctx = ctx
         self.expander = expander
-        self.schedulable: list[Pool] = schedulable_pools(ctx)
+        schedulable = schedulable_pools(ctx)
         # the schedulable nodes that run expendable pods a pending pod may preempt, with their pools
+        # (kube-scheduler's preemption picks its node by its victims, whatever the node's taints score)
         self.preemptible: list[tuple[Pool, WorkNode]] = [
-            (pool, node) for pool in self.schedulable for node in pool.nodes if node.victims
+            (pool, node) for pool in schedulable for node in pool.nodes if node.victims
         ]
+        self.schedulable: list[Pool] = unmarked_first(schedulable)  # free room: as kube-scheduler scores
         self.reclaimable: list[Pool] = reclaimable_pools(ctx)
         self.empty: dict[GroupKey, Resources] = empty_room(ctx)
         self.launching: dict[GroupKey, list[Bin]] = launching_bins(ctx, self.empty)

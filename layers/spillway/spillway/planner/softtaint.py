@@ -6,9 +6,10 @@ A node the plan would remove but for something that passes gets the taint
 
 * kept only by a timer: ``idle-below-threshold`` (empty, not idle for ``scale_down_idle_minutes`` yet)
   or ``underutilized-not-long-enough`` (a consolidation candidate inside ``consolidation_after_minutes``);
-* kept only by the per-plan cap, ``scale-in-cap`` (``max_scale_in_fraction``): a later plan drains it,
-  as cluster-autoscaler keeps every unneeded node it did not delete for ``--max-empty-bulk-delete``
-  marked (``UnneededNodes``);
+* kept only by the per-plan cap, ``scale-in-cap`` (``max_scale_in_fraction``), or by a disruption
+  budget (``disruption-budget``) a later plan's drains find room in (drains under way end, a window
+  closes; not one of 0 nodes that never turns off): a later plan drains it, as cluster-autoscaler keeps
+  every unneeded node it did not delete for ``--max-empty-bulk-delete`` marked (``UnneededNodes``);
 * in a group that consolidates (``when-underutilized``), a busy node whose every pod may move
   (:func:`spillway.planner.disruption.assess_move`) and that no drain, cordon, pending pod or pod this
   plan moves claims,
@@ -23,13 +24,17 @@ idle timer starts again with every arrival and the node is kept for a pod the re
 room for; and ``MostAllocated`` puts it on the fullest node, which may be one consolidation could empty.
 
 Every node carrying the taint that is no longer such a node (a pod landed on it anyway, pending pods
-are planned onto it, it is protected now) loses it, in the same plan and without a cap: a stale taint
-would keep pods away from a node that stays. Additions are capped at ``max_bulk_soft_taint_count`` a
-plan (cluster-autoscaler's flag of that name; 0 adds none), the longest-idle first, and never take a
-group's untainted nodes below its MinSize, nor the cluster's below a minimum of its totals
-(``cluster-min``, :class:`~spillway.planner.limits.Floors`): a node kept anyway is not marked. A
-node this plan drains is left alone (the drain cordons it), unless the drain makes room on it for
-pending pods (``make-room``): that node stays, and its mark is lifted.
+are planned onto it, it is protected now, its group's MinSize or a minimum of the totals keeps it)
+loses it, in the same plan and without a cap: a stale taint would keep pods away from a node that
+stays. Additions are capped at ``max_bulk_soft_taint_count`` a plan (cluster-autoscaler's flag of that
+name; 0 turns marking off and lifts every mark, as cluster-autoscaler then cleans every
+``DeletionCandidateOfClusterAutoscaler`` taint, core static_autoscaler.go ``cleanUpIfRequired``), the
+longest-idle first, and never take a group's untainted nodes below its MinSize (or a scheduled
+action's within the idle threshold, as scale-down keeps), nor the cluster's below a minimum of its
+totals (``cluster-min``, :class:`~spillway.planner.limits.Floors`), both counting the nodes drains
+under way remove as gone: a node kept anyway is not marked. A node this plan drains is left alone (the drain
+cordons it), unless the drain makes room on it for pending pods (``make-room``): that node stays, and
+its mark is lifted.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ from datetime import datetime
 
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import CANDIDATE_TAINT
+from spillway.model.nodegroup import NodeGroup
 from spillway.planner import codes
 from spillway.planner.context import Context, aware, has_taint
+from spillway.planner.groups import group_floor
 from spillway.planner.limits import Floors
 from spillway.planner.types import Drain, KeptNode, SoftTaint
 
@@ -50,6 +57,7 @@ TIMERS = frozenset({codes.IDLE_BELOW_THRESHOLD, codes.UNDERUTILIZED_NOT_LONG_ENO
 PASSING = TIMERS | {codes.SCALE_IN_CAP, codes.SCALE_DOWN_COOLDOWN}
 # the plan expects pods on these nodes (pending pods, or pods it moves there): never steer them away
 PLANNED_ONTO = frozenset({codes.PENDING_FITS, codes.RECEIVES_MOVED_PODS})
+OFF = "max_bulk_soft_taint_count is 0: no node is marked as a scale-down candidate"
 
 
 def soft_taints(
@@ -59,29 +67,75 @@ def soft_taints(
     since: Mapping[str, datetime],
     movable: Collection[str] = (),
     floors: Floors | None = None,
+    going: Mapping[GroupKey, int] | None = None,
+    budget_held: Collection[str] = (),
 ) -> tuple[SoftTaint, ...]:
     """The taints to add and remove; ``since``: when each timer-kept node's timer started; ``movable``:
     the busy nodes of consolidating groups whose every pod may move; ``floors``: the cluster totals'
-    minimums after this plan's drains (a node they would keep is not marked)."""
+    minimums after this plan's drains (a node they would keep is not marked); ``going``: per group, the
+    nodes drains under way remove; ``budget_held``: the idle nodes kept only by a disruption budget that
+    a later plan's drains will find room in."""
     drained = {d.node for d in drains if d.terminate}  # make room keeps its node, for pending pods
     kept_by = {k.node: k for k in kept}
-    waiting = {
-        name: k
-        for name, k in kept_by.items()
-        if k.code in PASSING or (name in movable and k.code not in PLANNED_ONTO)
-    }
+    waiting = _waiting(kept_by, movable, budget_held)
     tainted = {name for name, node in ctx.nodes.items() if has_taint(node.info, CANDIDATE_TAINT)}
     lifted = [
         SoftTaint(name, False, f"no longer a scale-down candidate: {_why(kept_by.get(name))}")
         for name in sorted(tainted - drained - set(waiting))
     ]
-    room = _room_above_min(ctx, drains, tainted & set(waiting))
+    if ctx.config.max_bulk_soft_taint_count == 0:  # marking is off: no mark stays either
+        off = [SoftTaint(name, False, OFF) for name in sorted(tainted & set(waiting))]
+        return tuple(sorted([*lifted, *off], key=lambda t: t.node))
+    room = _room_above_min(ctx, drains, going or {})
     floors = floors.fork() if floors is not None else None
-    if floors is not None:
-        for name in sorted(tainted & set(waiting)):  # stays marked: counted as leaving
-            floors.remove(ctx.nodes[name].info, ctx.nodes[name].group)
-    order = sorted(set(waiting) - tainted, key=lambda n: (aware(since.get(n, ctx.now)), n))
-    return (*lifted, *_marks(ctx, order, waiting, room, floors))
+    longest_first = {n: (aware(since.get(n, ctx.now)), n) for n in waiting}
+    staying = sorted(tainted & set(waiting), key=longest_first.__getitem__)
+    lifted += _beyond_room(ctx, staying, room, floors)
+    order = sorted(set(waiting) - tainted, key=longest_first.__getitem__)
+    return (*sorted(lifted, key=lambda t: t.node), *_marks(ctx, order, waiting, room, floors))
+
+
+def _beyond_room(
+    ctx: Context, staying: Sequence[str], room: dict[GroupKey, int], floors: Floors | None
+) -> list[SoftTaint]:
+    """Of the marked nodes still waiting (``staying``, in order), each spends its group's ``room`` and
+    the cluster totals' ``floors``, as a new mark does; those left without are lifted: their group's
+    MinSize, or a minimum of the totals, keeps them (raised since they were marked, or reached by drains
+    under way)."""
+    out = []
+    for name in staying:
+        node = ctx.nodes[name]
+        group = node.group
+        if group is None or room.get(group.key, 0) <= 0:
+            where = f"group {group.name} keeps it at MinSize {_min_size(ctx, group)}" if group else "no group"
+            out.append(SoftTaint(name, False, f"no longer a scale-down candidate: {where}"))
+            continue
+        refused = floors.refusal(node.info, group) if floors is not None else None
+        if refused is not None:
+            out.append(
+                SoftTaint(name, False, f"no longer a scale-down candidate: {refused[0]} ({refused[1]})")
+            )
+            continue
+        room[group.key] -= 1
+        if floors is not None:
+            floors.remove(node.info, group)
+    return out
+
+
+def _waiting(
+    kept_by: Mapping[str, KeptNode], movable: Collection[str], budget_held: Collection[str]
+) -> dict[str, KeptNode]:
+    """The kept nodes the plan would remove but for something that passes (a timer, the cap, the
+    cooldown, a disruption budget that lets a later drain through), or whose pods may all move."""
+    return {
+        name: k
+        for name, k in kept_by.items()
+        if _passes(k, budget_held) or (name in movable and k.code not in PLANNED_ONTO)
+    }
+
+
+def _passes(kept: KeptNode, budget_held: Collection[str]) -> bool:
+    return kept.code in PASSING or (kept.code == codes.DISRUPTION_BUDGET and kept.node in budget_held)
 
 
 def _marks(
@@ -91,6 +145,7 @@ def _marks(
     """New marks in ``order``, within ``max_bulk_soft_taint_count``, each group's ``room`` and what the
     cluster totals have above their minimums (``floors``, spent by each mark)."""
     out: list[SoftTaint] = []
+    held = {name for name in order if waiting[name].code == codes.DISRUPTION_BUDGET}  # a passing one
     for name in order:
         node = ctx.nodes[name]
         group = node.group
@@ -102,22 +157,30 @@ def _marks(
             floors.remove(node.info, group)
         room[group.key] -= 1
         why = waiting[name]
-        held = (
-            f"{why.code}: {why.reason}" if why.code in PASSING else f"every pod on it may move ({why.code})"
-        )
-        out.append(SoftTaint(name, True, f"{held}; new pods go elsewhere first (PreferNoSchedule)"))
+        passing = why.code in PASSING or name in held
+        what = f"{why.code}: {why.reason}" if passing else f"every pod on it may move ({why.code})"
+        out.append(SoftTaint(name, True, f"{what}; new pods go elsewhere first (PreferNoSchedule)"))
     return out
 
 
-def _room_above_min(ctx: Context, drains: Sequence[Drain], staying: set[str]) -> dict[GroupKey, int]:
-    """Per group, how many more nodes may be marked: its size less MinSize, the nodes this plan's drains
-    terminate (a make-room drain's node stays) and the marked nodes that stay marked."""
-    room = {g.key: g.desired - g.min_size for g in ctx.groups}
-    for name in [d.node for d in drains if d.terminate] + sorted(staying):
+def _room_above_min(
+    ctx: Context, drains: Sequence[Drain], going: Mapping[GroupKey, int]
+) -> dict[GroupKey, int]:
+    """Per group, how many nodes may be marked: its size less MinSize (or the MinSize a scheduled action
+    sets within the idle threshold, which scale-down keeps too: :func:`~spillway.planner.groups.group_floor`)
+    and the nodes drains under way (``going``) and this plan's drains terminate (a make-room drain's
+    node stays)."""
+    room = {g.key: g.desired - _min_size(ctx, g) - going.get(g.key, 0) for g in ctx.groups}
+    for name in [d.node for d in drains if d.terminate]:
         group = ctx.nodes[name].group if name in ctx.nodes else None
         if group is not None and group.key in room:
             room[group.key] -= 1
     return room
+
+
+def _min_size(ctx: Context, group: NodeGroup) -> int:
+    floor = group_floor(ctx, group)
+    return max(group.min_size, floor.min_size) if floor is not None else group.min_size
 
 
 def _why(kept: KeptNode | None) -> str:
