@@ -2675,6 +2675,31 @@ def test_a_forced_drain_standing_by_whose_node_the_other_terminated_ends_superse
         rig.drainer.evict(old, standing, execution=own)
 
 
+def test_the_forced_drain_of_a_change_moved_into_its_last_day_and_the_waiting_one_drain_once(
+    rig: Rig,
+) -> None:
+    """The retirement moved earlier, to 3 Nov 04:05, within a day: AWS Health's update started a forced
+    drain at once (no not_before, as the interrupt function builds it), and the forced drain of the old
+    start, woken at 2 Nov 10:00, finds the event starting six hours earlier and drains to the same end.
+    Both read EC2's events and name the event they follow, so the one whose cordon was overwritten does
+    not drain beside the other."""
+    earlier = {**RETIREMENT, "NotBefore": datetime(2026, 11, 3, 4, 5, tzinfo=UTC)}
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = [earlier]
+    within = {**SCHEDULED, "instance_id": INSTANCE, "region": "us-east-1", "deadline_seconds": 64_800,
+              "scheduled_start": "2026-11-03T04:05:00Z", "event_code": "instance-retirement"}  # fmt: skip
+    old = _woken(rig, CHANGE, OLD_START_FORCE)
+    new = _woken(rig, within, NEW_START_FORCE)
+    assert (old.deadline_at, new.deadline_at) == ("2026-11-03T04:00:00Z", "2026-11-03T04:00:00Z")
+    assert old.scheduled_event == new.scheduled_event == RETIREMENT["InstanceEventId"]
+    rig.drainer.cordon(old)
+    rig.drainer.cordon(new)
+
+    with pytest.raises(DrainSuperseded, match=NEW_START_FORCE):
+        rig.drainer.evict(old)
+    assert rig.drainer.evict(new)["evicted"] == ["team-a/web-0"]
+
+
 def test_forced_drains_of_different_events_of_one_instance_both_go_on(rig: Rig) -> None:
     """Two changes of one instance (a retirement, and a system reboot the same day): each forced drain
     follows its own event, so neither stops for the other; nor does a forced drain that read no event."""
