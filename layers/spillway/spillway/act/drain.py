@@ -2327,13 +2327,21 @@ class Drainer:
 
     def delete_node(self, drain: Drain) -> dict[str, Any]:
         """Delete the Node object of the terminated instance (not one that took its name since)."""
+        node, why = self._validated_node(drain)
+        if node is None:
+            return {"deleted": False, "note": why}
+        return {"deleted": self.kube.delete_node(drain.node)}
+
+    def _validated_node(self, drain: Drain) -> tuple[Node | None, str]:
+        """The drain's Node as read now, while it is the one the drain validated (its uid); else None and
+        why: it is gone, or a new Node took its name (which the drain leaves alone)."""
         try:
             node = self.kube.get_node(drain.node)
         except NodeNotFound:
-            return {"deleted": False, "note": "the Node was already gone"}
+            return None, "the Node is gone"
         if node.metadata.uid != drain.node_uid:
-            return {"deleted": False, "note": "a new Node took the name; it was left alone"}
-        return {"deleted": self.kube.delete_node(drain.node)}
+            return None, "a new Node took the name; left alone"
+        return node, ""
 
     # uncordon (compensation) -------------------------------------------------------------------
 
@@ -2353,12 +2361,9 @@ class Drainer:
             gone, left = self._whereabouts(drain)
             if gone is not None:
                 return {"untainted": False, "uncordoned": False, "instance_gone": True, "terminated": gone}
-        try:
-            node = self.kube.get_node(drain.node)
-        except NodeNotFound:
-            return {"untainted": False, "uncordoned": False, "note": "the Node is gone"}
-        if node.metadata.uid != drain.node_uid:
-            return {"untainted": False, "uncordoned": False, "note": "a new Node took the name; left alone"}
+        node, why = self._validated_node(drain)
+        if node is None:
+            return {"untainted": False, "uncordoned": False, "note": why}
         holder = node.metadata.annotations.get(CORDONED_BY_SPILLWAY)
         if holder is not None and not holds(drain, holder):
             return {
@@ -2392,12 +2397,9 @@ class Drainer:
         action's: their instance is going away) keeps Spillway's cordon."""
         if not _hands_over(drain):
             return {"handed_over": False}
-        try:
-            node = self.kube.get_node(drain.node)
-        except NodeNotFound:
-            return {"handed_over": False, "note": "the Node is gone"}
-        if node.metadata.uid != drain.node_uid:
-            return {"handed_over": False, "note": "a new Node took the name; left alone"}
+        node, why = self._validated_node(drain)
+        if node is None:
+            return {"handed_over": False, "note": why}
         if not self.kube.hand_over(drain.node, if_reason=cordon_reason(drain)):
             return {"handed_over": False, "note": _NOT_HANDED}
         return {"handed_over": True}
