@@ -2615,6 +2615,8 @@ def test_a_forced_drain_superseded_by_one_of_the_same_event_takes_the_node_over_
     assert standing["done"] is False and standing["evicted"] == []
     assert NEW_START_FORCE in standing["standing_by"]
     assert rig.drainer.check(old, execution=own)["ready"] is False
+    statuses[f"{MACHINE}:{NEW_START_FORCE}"] = "PENDING_REDRIVE"  # redriven: it runs again
+    assert rig.drainer.evict(old, execution=own)["evicted"] == []
     assert rig.api.get("Pod", "web-0", "team-a") is not None
 
     statuses[f"{MACHINE}:{NEW_START_FORCE}"] = ended  # the holder failed, its cordon left on the node

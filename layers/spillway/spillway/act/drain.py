@@ -1044,9 +1044,10 @@ def _taken_over_by(drain: Drain, node: Node) -> str | None:
 
 # The words of a forced drain's cordon that names the EC2 event it follows (cordon_reason): its execution
 _FOLLOWING_HOLDER = re.compile(r"^(?:held )?drain (?P<name>[^\s:]{1,80}) for [A-Za-z0-9_-]{1,64}: ")
-# DescribeExecution's statuses of an execution that ended without succeeding (PENDING_REDRIVE: failed,
-# and may be redriven by hand), and MISSING (ExecutionDoesNotExist): nobody drains for it any more
-ENDED_UNDRAINED = frozenset({"FAILED", "TIMED_OUT", "ABORTED", "PENDING_REDRIVE", "MISSING"})
+# DescribeExecution's statuses of an execution that ended without succeeding, and MISSING
+# (ExecutionDoesNotExist): nobody drains for it any more. Not PENDING_REDRIVE: somebody redrove it
+# (RedriveExecution), and it runs again from the step that failed
+ENDED_UNDRAINED = frozenset({"FAILED", "TIMED_OUT", "ABORTED", "MISSING"})
 
 
 def holder_execution(words: str, own: str | None) -> str | None:
