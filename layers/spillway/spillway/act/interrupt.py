@@ -118,6 +118,7 @@ from spillway.model.drain import (
     LifecycleHook,
 )
 from spillway.model.history import MAX_ROUNDS
+from spillway.model.k8s import GROUP_REPLACED_PREFIXES
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
 from spillway.planner.disruption import MOVABLE, assess
@@ -155,8 +156,8 @@ _INSTANCE_ID = re.compile(INSTANCE_ID_FORM)
 _TOKEN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _REGION = re.compile(REGION_FORM)
 NAME_PREFIX: dict[Kind, str] = {
-    "interruption": "interrupt",
-    "rebalance": "rebalance",
+    "interruption": GROUP_REPLACED_PREFIXES[0],
+    "rebalance": GROUP_REPLACED_PREFIXES[1],
     "scheduled": "scheduled",
     "lifecycle": "lifecycle",
 }
