@@ -151,3 +151,46 @@ def test_two_forced_drains_following_one_event_drain_and_terminate_the_node_once
     actions = [c.event.get("action") for c in cloud.stack.calls("DrainFunction")]
     assert actions.count("terminate") == 1 and "uncordon" not in actions
     assert instance not in cloud.instances()
+
+
+def test_a_forced_drain_overtaken_by_one_of_the_same_event_drains_when_that_one_is_stopped(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Of two forced drains following one EC2 event, the one whose cordon the other overwrote stopped
+    ``superseded`` at once, so when the other then ended without draining (stopped here, as an operator
+    or a redeploy stops it; a failure leaves its cordon too) the pod stayed on the instance for EC2 to
+    retire it with. Now the overtaken drain stands by while the other's execution runs
+    (DescribeExecution on moto), then takes the node over and drains and terminates it."""
+    instance, node = node_with_a_pod_held(cloud)
+    not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=5)
+    start = not_before + timedelta(days=1, seconds=300)
+    event = ScheduledEvent(
+        "instance-event-0d59937288b749b32", "instance-retirement", "degraded hardware", start
+    )
+    monkeypatch.setattr(AwsAdapter, "scheduled_events", lambda self, region, instance_id: [event])
+    first_name, second_name = (f"scheduled-{instance}-{d}-force" for d in ("1111111111", "2222222222"))
+    first = cloud.stack.start(
+        "DrainNodeStateMachine",
+        {**forced_retirement_drain(instance, node, not_before, start), "deadline_seconds": 30},
+        name=first_name,
+    )
+
+    def cordoned_by(name: str) -> bool:
+        annotations = (cloud.kube.get("Node", node) or {}).get("metadata", {}).get("annotations") or {}
+        return f"drain {name} for " in annotations.get(CORDONED, "")
+
+    wait_for(lambda: cordoned_by(first_name), timeout=30, what="the first drain's cordon")
+    now = datetime.now(UTC).replace(microsecond=0)
+    second = cloud.stack.start(
+        "DrainNodeStateMachine",
+        {**forced_retirement_drain(instance, node, now, start), "deadline_seconds": 60},
+        name=second_name,
+    )
+    wait_for(lambda: cordoned_by(second_name), timeout=30, what="the second drain's cordon")
+    cloud.stack.client("stepfunctions").stop_execution(executionArn=second)
+    result = cloud.stack.wait(first, timeout=90)
+
+    assert cloud.stack.wait(second, timeout=10)["status"] == "ABORTED"
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "terminated", result["output"]
+    assert instance not in cloud.instances()

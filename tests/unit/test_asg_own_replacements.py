@@ -6,6 +6,9 @@ way to Standby."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from plan_world import World, pending_codes, scale_up
 from test_interrupt import INSTANCE, WARNED_AT, Rig, sample
 
@@ -122,8 +125,9 @@ def replacing_world() -> tuple[World, str, list[str]]:
     nodes = world.group("spot", "m5.2xlarge", nodes=2, max_size=3)
     at_risk = nodes[0]
     world.cordon(at_risk, by_spillway=True)
-    world.node(at_risk)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (
-        "2026-11-02T11:59:00Z held drain rebalance-i-0: rebalance recommendation"
+    instance = world.node(at_risk)["spec"]["providerID"].rsplit("/", 1)[-1]
+    world.node(at_risk)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (  # as the interrupt names it
+        f"2026-11-02T11:59:00Z held drain rebalance-{instance}: rebalance recommendation"
     )
     g = world.groups["spot"]
     g["CapacityRebalance"] = True  # a drain of a rebalance recommendation terminates nothing only here
@@ -132,6 +136,14 @@ def replacing_world() -> tuple[World, str, list[str]]:
     world.pods("busy", 1, cpu="6", memory="8Gi", node_name=nodes[1], phase="Running")  # the other is full
     pods = world.pods("evicted", 1, cpu="6", memory="8Gi")
     return world, at_risk, pods
+
+
+def test_a_notice_drains_cordon_of_the_nodes_own_instance_is_kept_in_the_snapshot() -> None:
+    """observe stores NodeInfo in the snapshot (to_dict), the plan function reads it back (from_dict)."""
+    node = NodeInfo(name="n", allocatable={}, provider_id=f"aws:///us-east-1a/{INSTANCE}", unschedulable=True,
+                    cordoned_by_spillway=True, cordon_held=True, cordon_replaced=True)  # fmt: skip
+    assert NodeInfo.from_dict(node.to_dict()) == node
+    assert not NodeInfo.from_dict(replace(node, cordon_replaced=False).to_dict()).cordon_replaced
 
 
 def test_an_instance_the_group_launches_above_its_desired_capacity_is_capacity_launching() -> None:
@@ -145,6 +157,33 @@ def test_an_instance_the_group_launches_above_its_desired_capacity_is_capacity_l
     result = world.plan()
     assert scale_up(result) == {}
     assert pending_codes(result) == {pods[0]: codes.FITS_LAUNCHING}
+
+
+@pytest.mark.parametrize(
+    "cordon",
+    [
+        "held drain maintenance-rack-7: kernel upgrade",  # an operator's drain of the node
+        "held drain scheduled-{instance}-1111111111-force for instance-event-1: scheduled change x",
+        "held drain rebalance-i-0ffffffffffffffff: rebalance recommendation",  # another instance's name
+    ],
+)
+def test_only_a_notice_the_group_replaces_gives_a_nodes_room_up_to_an_instance_above_desired(
+    cordon: str,
+) -> None:
+    """A group with Capacity Rebalancing launches a replacement on a rebalance recommendation or a Spot
+    warning only (Auto Scaling User Guide, "Use Capacity Rebalancing to handle Amazon EC2 Spot
+    Interruptions"), not because a node is cordoned. Every drain no plan started counted as an at-risk
+    node the group replaces, so while the group ran an instance above its desired capacity for another
+    cause (here an instance refresh launching before it terminates), an operator's drain, or a scheduled
+    change's, made that instance room for the drained pods: they waited for a node that was never
+    theirs, and nothing was launched. Only the drain of its own instance's notice counts now."""
+    world, at_risk, pods = replacing_world()
+    instance = world.node(at_risk)["spec"]["providerID"].rsplit("/", 1)[-1]
+    annotations = world.node(at_risk)["metadata"]["annotations"]
+    annotations[CORDONED_BY_SPILLWAY] = "2026-11-02T11:59:00Z " + cordon.format(instance=instance)
+    result = world.plan()
+    assert pending_codes(result).get(pods[0]) != codes.FITS_LAUNCHING
+    assert scale_up(result) == {"spot": (2, 3, pods)}
 
 
 def test_at_desired_capacity_with_nothing_above_it_the_pod_still_gets_a_node() -> None:

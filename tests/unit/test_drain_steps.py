@@ -35,6 +35,7 @@ from spillway.act.interrupt import InterruptSettings, Notice, drain_plan, execut
 from spillway.act.planning import AFTER_POLL_SECONDS
 from spillway.adapters.kube import KubeClient
 from spillway.errors import (
+    AwsThrottled,
     AwsUnavailable,
     DrainCancelled,
     DrainSuperseded,
@@ -2587,6 +2588,120 @@ def test_two_forced_drains_of_one_moved_change_drain_once_the_other_stops_supers
     assert f"{NEW_START_FORCE} for {followed}: " in cordon
 
 
+MACHINE = "arn:aws:states:us-east-1:123456789012:execution:spillway-ml-drain-node"
+
+
+@pytest.mark.parametrize("ended", ["FAILED", "ABORTED", "TIMED_OUT", "MISSING"])
+def test_a_forced_drain_superseded_by_one_of_the_same_event_takes_the_node_over_when_that_one_fails(
+    rig: Rig, ended: str
+) -> None:
+    """Of two forced drains following one EC2 event, the one whose cordon was overwritten stopped
+    superseded at once; when the other then failed (a forced drain that fails keeps its cordon, and
+    leaves the pods it had not evicted), or was stopped, nobody drained for the event, and EC2 retired
+    the instance with those pods on it. Now the one overtaken stands by, evicting nothing, while the
+    other's execution runs (DescribeExecution), and takes the node over once it ended without
+    succeeding."""
+    statuses = {f"{MACHINE}:{NEW_START_FORCE}": "RUNNING"}
+    rig.drainer.executions = statuses.__getitem__
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = [MOVED]
+    old = _woken(rig, CHANGE, OLD_START_FORCE)
+    new = _woken(rig, NEW_START, NEW_START_FORCE)
+    rig.drainer.cordon(old)
+    rig.drainer.cordon(new)  # written last: it holds the node
+    own = f"{MACHINE}:{OLD_START_FORCE}"
+
+    standing = rig.drainer.evict(old, execution=own)
+    assert standing["done"] is False and standing["evicted"] == []
+    assert NEW_START_FORCE in standing["standing_by"]
+    assert rig.drainer.check(old, execution=own)["ready"] is False
+    statuses[f"{MACHINE}:{NEW_START_FORCE}"] = "PENDING_REDRIVE"  # redriven: it runs again
+    assert rig.drainer.evict(old, execution=own)["evicted"] == []
+    assert rig.api.get("Pod", "web-0", "team-a") is not None
+
+    statuses[f"{MACHINE}:{NEW_START_FORCE}"] = ended  # the holder failed, its cordon left on the node
+    assert rig.drainer.evict(old, execution=own)["evicted"] == ["team-a/web-0"]
+    cordon = rig.node()["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert f"{OLD_START_FORCE} for {MOVED['InstanceEventId']}: " in cordon
+    with pytest.raises(DrainSuperseded, match=OLD_START_FORCE):  # the other, were it still running
+        rig.drainer.evict(new)
+
+
+def test_a_forced_drain_superseded_by_one_of_the_same_event_that_succeeded_stops(rig: Rig) -> None:
+    """The drain holding the node ended well (it drained, terminated): the one standing by stops
+    superseded, undoing nothing; a status it cannot read keeps it standing by."""
+    statuses: dict[str, str] = {}
+
+    def status(arn: str) -> str:
+        if arn not in statuses:
+            raise AwsThrottled("DescribeExecution: Rate exceeded")
+        return statuses[arn]
+
+    rig.drainer.executions = status
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = [MOVED]
+    old = _woken(rig, CHANGE, OLD_START_FORCE)
+    new = _woken(rig, NEW_START, NEW_START_FORCE)
+    rig.drainer.cordon(old)
+    rig.drainer.cordon(new)
+    own = f"{MACHINE}:{OLD_START_FORCE}"
+    assert "could not be read" in rig.drainer.evict(old, execution=own)["note"]
+
+    statuses[f"{MACHINE}:{NEW_START_FORCE}"] = "SUCCEEDED"
+    with pytest.raises(DrainSuperseded, match=NEW_START_FORCE):
+        rig.drainer.evict(old, execution=own)
+    with pytest.raises(DrainSuperseded, match=NEW_START_FORCE):
+        rig.drainer.check(old, execution=own)
+    assert NEW_START_FORCE in rig.node()["metadata"]["annotations"]["spillway.io/cordoned"]
+
+
+def test_a_forced_drain_standing_by_whose_node_the_other_terminated_ends_superseded(rig: Rig) -> None:
+    """The drain holding the node terminated it and deleted the Node: the one standing by does not
+    take that for its own drain's end (recorded terminated, a second time), but stands by while the
+    other still runs and stops superseded once it succeeded."""
+    statuses = {f"{MACHINE}:{NEW_START_FORCE}": "RUNNING"}
+    rig.drainer.executions = statuses.__getitem__
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = [MOVED]
+    old = _woken(rig, CHANGE, OLD_START_FORCE)
+    new = _woken(rig, NEW_START, NEW_START_FORCE)
+    rig.drainer.cordon(old)
+    rig.drainer.cordon(new)
+    own = f"{MACHINE}:{OLD_START_FORCE}"
+    standing = rig.drainer.evict(old, execution=own)
+    rig.api.delete("Node", NODE)
+
+    assert "standing_by" in rig.drainer.evict(old, standing, execution=own)
+    statuses[f"{MACHINE}:{NEW_START_FORCE}"] = "SUCCEEDED"
+    with pytest.raises(DrainSuperseded, match=NEW_START_FORCE):
+        rig.drainer.evict(old, standing, execution=own)
+
+
+def test_the_forced_drain_of_a_change_moved_into_its_last_day_and_the_waiting_one_drain_once(
+    rig: Rig,
+) -> None:
+    """The retirement moved earlier, to 3 Nov 04:05, within a day: AWS Health's update started a forced
+    drain at once (no not_before, as the interrupt function builds it), and the forced drain of the old
+    start, woken at 2 Nov 10:00, finds the event starting six hours earlier and drains to the same end.
+    Both read EC2's events and name the event they follow, so the one whose cordon was overwritten does
+    not drain beside the other."""
+    earlier = {**RETIREMENT, "NotBefore": datetime(2026, 11, 3, 4, 5, tzinfo=UTC)}
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = [earlier]
+    within = {**SCHEDULED, "instance_id": INSTANCE, "region": "us-east-1", "deadline_seconds": 64_800,
+              "scheduled_start": "2026-11-03T04:05:00Z", "event_code": "instance-retirement"}  # fmt: skip
+    old = _woken(rig, CHANGE, OLD_START_FORCE)
+    new = _woken(rig, within, NEW_START_FORCE)
+    assert (old.deadline_at, new.deadline_at) == ("2026-11-03T04:00:00Z", "2026-11-03T04:00:00Z")
+    assert old.scheduled_event == new.scheduled_event == RETIREMENT["InstanceEventId"]
+    rig.drainer.cordon(old)
+    rig.drainer.cordon(new)
+
+    with pytest.raises(DrainSuperseded, match=NEW_START_FORCE):
+        rig.drainer.evict(old)
+    assert rig.drainer.evict(new)["evicted"] == ["team-a/web-0"]
+
+
 def test_forced_drains_of_different_events_of_one_instance_both_go_on(rig: Rig) -> None:
     """Two changes of one instance (a retirement, and a system reboot the same day): each forced drain
     follows its own event, so neither stops for the other; nor does a forced drain that read no event."""
@@ -3326,11 +3441,12 @@ def test_the_drain_function_takes_the_daemonset_eviction_settings_from_the_confi
     config = SimpleNamespace(
         cluster_name=CLUSTER, regions=("us-east-1",), lifecycle_hook_names=(), planner=planner
     )
-    clients = Clients(config, None, None, None, None, None, None, None, None, _kube=object())  # type: ignore[arg-type]
+    executions = SimpleNamespace(status=lambda arn: "RUNNING")
+    clients = Clients(config, None, None, None, None, None, None, None, executions, _kube=object())  # type: ignore[arg-type]
 
-    assert clients.drainer(lambda *_: None).daemonset_eviction == DaemonSetEviction(
-        empty=True, occupied=False
-    )
+    drainer = clients.drainer(lambda *_: None)
+    assert drainer.daemonset_eviction == DaemonSetEviction(empty=True, occupied=False)
+    assert drainer.executions is executions.status  # a forced drain standing by reads the other's status
     assert Drainer(
         object(), object(), ledger=FakeLedger(), cluster=CLUSTER, regions=()
     ).daemonset_eviction == (  # type: ignore[arg-type]

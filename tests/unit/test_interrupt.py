@@ -418,6 +418,23 @@ def test_a_scheduled_change_within_a_day_starts_only_its_forced_drain() -> None:
     assert "not_before" not in request.input and "forced_execution" not in out
 
 
+def test_the_forced_drain_a_change_within_a_day_starts_names_the_change_as_the_waiting_one_does() -> None:
+    """A change moved earlier into its last day (EC2 ModifyInstanceEventStartTime) and announced again
+    starts a forced drain at once, while the forced drain of the old start, woken on its last day,
+    reads EC2's events, finds the same event starting earlier and drains to the same end. The one
+    started within the day read no event: its request named no change, so its cordon named no event,
+    and the two drained side by side and both terminated. Now it names the change as the waiting one
+    does, reads EC2's events when it starts, and its cordon names the event it follows."""
+    rig = Rig(world(), now=datetime(2026, 3, 3, 9, 0, tzinfo=UTC))  # a day before 4 Mar 09:00
+    rig.handle(sample("interrupt-health-scheduled.json"))
+    [request] = rig.workflows.requests
+    assert (request.input["scheduled_start"], request.input["event_code"]) == (
+        "2026-03-04T09:00:00Z",
+        "instance-retirement",
+    )
+    assert "not_before" not in request.input
+
+
 # --- acting on the cluster -------------------------------------------------------------------------
 
 

@@ -231,6 +231,18 @@ def test_a_scale_down_may_describe_only_its_own_state_machines_executions() -> N
     assert "arn:aws:states:::aws-sdk:sfn:describeExecution" in (ROOT / machine["DefinitionUri"]).read_text()
 
 
+def test_the_drain_function_may_describe_only_drain_node_executions() -> None:
+    """A forced drain standing by for another forced drain of the same EC2 event reads that drain's
+    execution (DescribeExecution; spillway.act.drain.Drainer._superseded): only DrainNode's, by the name
+    the template gives the state machine, and no other Step Functions action."""
+    machine = EXPANDED["DrainNodeStateMachine"]["Properties"]
+    own = {"Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:"
+                      + machine["Name"]["Fn::Sub"] + ":*"}  # fmt: skip
+    states = [s for s in role_statements("DrainFunction") if any(a.startswith("states:") for a in actions(s))]
+    assert [(actions(s), s["Resource"]) for s in states] == [({"states:DescribeExecution"}, own)]
+    assert '"execution.$": "$$.Execution.Id"' in (ROOT / machine["DefinitionUri"]).read_text()
+
+
 def snake(action: str) -> str:
     """``dynamodb:BatchWriteItem`` -> ``batch_write_item``, the boto3 method that calls it."""
     return "".join("_" + c.lower() if c.isupper() else c for c in action.split(":")[1]).lstrip("_")

@@ -28,6 +28,9 @@ def _plan(args: argparse.Namespace) -> int:
     now = inputs.parse_now(args.now)
     snapshot = inputs.load_cluster(args.cluster, config.cluster or "cluster", now)
     asgs = inputs.load_nodegroups(args.nodegroup, inputs.load_asgs(args.asgs))
+    asgs = inputs.load_lifecycle_hooks(
+        args.lifecycle_hooks, asgs, inputs.hook_names(args.lifecycle_hook_names)
+    )
     activities = inputs.load_activities(args.activities)
     scheduled = inputs.load_scheduled_actions(args.scheduled_actions)
     catalogue = inputs.load_instance_types(args.instance_types)
@@ -116,6 +119,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="GROUP=FILE",
         help="aws autoscaling describe-warm-pool for GROUP (its name or ARN; repeatable, one per group)",
+    )
+    p.add_argument(
+        "--lifecycle-hooks",
+        action="append",
+        default=[],
+        metavar="GROUP=FILE",
+        help="aws autoscaling describe-lifecycle-hooks for GROUP (its name or ARN; repeatable, one per group)",
+    )
+    p.add_argument(
+        "--lifecycle-hook-names",
+        metavar="NAMES",
+        help="comma list of Spillway's terminate hooks, as the stack's LifecycleHookNames "
+        "(default drain-before-terminate)",
     )
     p.add_argument(
         "--nodegroup",

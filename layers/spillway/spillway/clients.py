@@ -110,6 +110,7 @@ class Clients:
                 empty=c.planner.daemonset_eviction_for_empty_nodes,
                 occupied=c.planner.daemonset_eviction_for_occupied_nodes,
             ),
+            executions=self.executions.status,
         )
 
     def scale_steps(self, metric: Metric) -> ScaleSteps:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,13 @@ from spillway.model.aws import (
     with_managed_nodegroups,
 )
 from spillway.model.cluster import ClusterSnapshot, NodeInfo
+from spillway.model.drain import (
+    DEFAULT_LIFECYCLE_HOOKS,
+    HOOK_NAME_PATTERN,
+    LifecycleHook,
+    drain_hooks,
+    lifecycle_hook,
+)
 from spillway.model.fleet import FleetInstance, swept_instances
 from spillway.model.k8s import iter_kube_list
 from spillway.model.livetemplate import with_live_templates
@@ -198,10 +206,10 @@ def load_warm_pools(specs: Sequence[str], asgs: Sequence[AutoScalingGroup]) -> d
     return pools
 
 
-def _split_group_spec(spec: str, known: Mapping[str, object]) -> tuple[str, str]:
+def _split_group_spec(spec: str, known: Mapping[str, object], option: str = "--warm-pool") -> tuple[str, str]:
     """``GROUP=FILE``, at the ``=`` after which GROUP is a known group (names and paths may hold ``=``)."""
     if "=" not in spec:
-        raise InputError(f"{spec!r} is not GROUP=FILE", field="--warm-pool")
+        raise InputError(f"{spec!r} is not GROUP=FILE", field=option)
     for at in (i for i, ch in enumerate(spec) if ch == "="):
         if spec[:at] in known:
             return spec[:at], spec[at + 1 :]
@@ -220,6 +228,70 @@ def _parse_warm_pool(path: str) -> WarmPool:
     except ValidationError as exc:
         field, msg = _validation_field(exc, "")
         raise InputError(msg, source=path, field=field) from None
+
+
+def load_lifecycle_hooks(
+    specs: Sequence[str], asgs: Sequence[AutoScalingGroup], owned: Sequence[str]
+) -> list[AutoScalingGroup]:
+    """``--lifecycle-hooks GROUP=FILE``: ``aws autoscaling describe-lifecycle-hooks
+    --auto-scaling-group-name GROUP`` outputs, given to the groups of ``asgs`` as observe gives them
+    what DescribeLifecycleHooks answers: :attr:`AutoScalingGroup.DrainHooks`, the terminate hooks
+    among them that are Spillway's (``owned``, ``--lifecycle-hook-names``; :func:`drain_hooks`). A group
+    with one is not flagged for AZRebalance (:func:`~spillway.model.nodegroup.rebalance_problem`); a
+    group no file gives is flagged as observe flags a group whose hooks it could not read. GROUP is a
+    group's name, or its ARN when groups of that name are in several regions; an unknown or ambiguous
+    GROUP, a group given twice or an output that cannot be read is an :class:`InputError` naming it."""
+    by_key: dict[str, list[str]] = {}
+    for asg in asgs:
+        by_key.setdefault(asg.AutoScalingGroupName, []).append(asg.AutoScalingGroupARN)
+        by_key.setdefault(asg.AutoScalingGroupARN, []).append(asg.AutoScalingGroupARN)
+    given: dict[str, list[str]] = {}
+    for spec in specs:
+        group, path = _split_group_spec(spec, by_key, "--lifecycle-hooks")
+        arns = by_key.get(group, [])
+        where = f"--lifecycle-hooks {group}"
+        if not arns:
+            raise InputError("names no group of --asgs (GROUP=FILE: a group's name or ARN)", field=where)
+        if len(arns) > 1:
+            raise InputError(f"{len(arns)} groups of --asgs have that name: give its ARN", field=where)
+        if arns[0] in given:
+            raise InputError("given twice", field=where)
+        given[arns[0]] = drain_hooks(_parse_lifecycle_hooks(path), owned)
+    return [
+        g.model_copy(update={"DrainHooks": given[g.AutoScalingGroupARN]})
+        if g.AutoScalingGroupARN in given
+        else g
+        for g in asgs
+    ]
+
+
+def hook_names(text: str | None) -> tuple[str, ...]:
+    """``--lifecycle-hook-names``: a comma list of hook names, as the stack's ``LifecycleHookNames``
+    gives LIFECYCLE_HOOK_NAMES (:data:`DEFAULT_LIFECYCLE_HOOKS` when not given)."""
+    if text is None:
+        return DEFAULT_LIFECYCLE_HOOKS
+    names = tuple(n.strip() for n in text.split(","))
+    for name in names:
+        if not re.fullmatch(HOOK_NAME_PATTERN, name) or len(name) > 255:
+            raise InputError(
+                f"{name!r} is no lifecycle hook name (1 to 255 of A-Z a-z 0-9 - _ /)",
+                field="--lifecycle-hook-names",
+            )
+    return names
+
+
+def _parse_lifecycle_hooks(path: str) -> list[LifecycleHook]:
+    doc = read_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("LifecycleHooks"), list):
+        raise InputError("not a describe-lifecycle-hooks output (an object with a list)", source=path,
+                         field="LifecycleHooks")  # fmt: skip
+    hooks = []
+    for i, hook in enumerate(doc["LifecycleHooks"]):
+        for key in ("LifecycleHookName", "LifecycleTransition"):
+            if not isinstance(hook, dict) or not isinstance(hook.get(key), str):
+                raise InputError("required, a string", source=path, field=f"LifecycleHooks[{i}].{key}")
+        hooks.append(lifecycle_hook(hook))
+    return hooks
 
 
 def load_nodegroups(paths: Sequence[str], asgs: Sequence[AutoScalingGroup]) -> list[AutoScalingGroup]:

@@ -78,7 +78,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   cordon names that drain: a scheduled change's forced drain, a Spot warning's): not a failure, the
   other drain holds the node, so nothing is undone and the outcome is ``superseded`` (a lifecycle
   drain, or one with ``force``, goes on, but for a forced drain that follows the same EC2 scheduled
-  event as the one holding the node: :func:`_taken_over_by`);
+  event as the one holding the node: :func:`_taken_over_by`, which stands by while that one's execution
+  runs and takes the node over when it ended without succeeding: :meth:`Drainer._superseded`);
   right before termination, :meth:`Drainer.check` also requires that no workload pod is left (unless
   ``force`` and the deadline passed);
 * the compensation (:meth:`Drainer.uncordon`) removes the draining taint and Spillway's cordon, never
@@ -1028,7 +1029,8 @@ def _taken_over_by(drain: Drain, node: Node) -> str | None:
     when a change moved later is announced again (each start has its forced drain, the one of the old
     start waiting on for the new one) or EC2 replaced the event with another, and the two ran side by
     side to the same deadline, both reaching TerminateInstanceInAutoScalingGroup with the decrement at
-    once. The one whose cordon was written last goes on; the other stops at its next step."""
+    once. The one whose cordon was written last goes on; the other stands by until that one's execution
+    ends, and stops then, or takes the node over when it did not succeed (:meth:`Drainer._superseded`)."""
     if drain.lifecycle is not None:
         return None
     holder = node.metadata.annotations.get(CORDONED_BY_SPILLWAY)
@@ -1038,6 +1040,67 @@ def _taken_over_by(drain: Drain, node: Node) -> str | None:
     if drain.force and not (_following(drain) and f"{_following(drain)}: " in words):
         return None
     return words
+
+
+# The words of a forced drain's cordon that names the EC2 event it follows (cordon_reason): its execution
+_FOLLOWING_HOLDER = re.compile(r"^(?:held )?drain (?P<name>[^\s:]{1,80}) for [A-Za-z0-9_-]{1,64}: ")
+# DescribeExecution's statuses of an execution that ended without succeeding, and MISSING
+# (ExecutionDoesNotExist): nobody drains for it any more. Not PENDING_REDRIVE: somebody redrove it
+# (RedriveExecution), and it runs again from the step that failed
+ENDED_UNDRAINED = frozenset({"FAILED", "TIMED_OUT", "ABORTED", "MISSING"})
+
+
+def holder_execution(words: str, own: str | None) -> str | None:
+    """The ARN of the execution whose forced drain holds the node (``words``: its cordon after the
+    time, which names its execution and the EC2 event it follows: :func:`cordon_reason`), an execution
+    of the same state machine as ``own`` (the asking drain's execution ARN,
+    ``arn:<partition>:states:<region>:<account>:execution:<machine>:<name>``); None when either is
+    not of that form (a step called by hand, an execution started before Step Functions passed it)."""
+    held = _FOLLOWING_HOLDER.match(words)
+    if held is None or own is None or own.count(":") != 7 or ":execution:" not in own:
+        return None
+    return f"{own.rsplit(':', 1)[0]}:{held['name']}"
+
+
+class _StandingBy(Exception):  # not an error: caught by evict and check alone
+    """A forced drain whose node another forced drain following the same EC2 event holds, while that
+    one's execution runs (:meth:`Drainer._superseded`): it evicts nothing and polls on."""
+
+    def __init__(self, holder: str, status: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
+        self.status = status
+
+    def note(self) -> str:
+        how = "runs" if self.status == "RUNNING" else f"could not be read ({self.status[:80]})"
+        return (
+            f"the node is held by another forced drain following the same EC2 event ({self.holder[:160]}), "
+            f"whose execution {how}: this drain evicts nothing and takes the node over if that one "
+            "ends without succeeding"
+        )
+
+
+def _gone_round(previous: Mapping[str, Any]) -> dict[str, Any]:
+    """The eviction round of a leaving instance whose Node is gone: done, nothing left to evict."""
+    return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
+            "evicted_count": int(previous.get("evicted_count") or 0)}  # fmt: skip
+
+
+def _standing_by(previous: Mapping[str, Any], standby: _StandingBy) -> dict[str, Any]:
+    """An eviction round of a drain standing by (:class:`_StandingBy`): nothing evicted, not done."""
+    remaining = list(previous.get("remaining") or [])
+    return {
+        "rounds": int(previous.get("rounds") or 0) + 1,
+        "evicted": previous.get("evicted") or [],
+        "evicted_count": int(previous.get("evicted_count") or 0),
+        "blocked": [],
+        "remaining": remaining[:LIST_LIMIT],
+        "remaining_count": int(previous.get("remaining_count") or len(remaining)),
+        "done": False,
+        "forced": False,
+        "standing_by": standby.holder[:200],
+        "note": standby.note(),
+    }
 
 
 _DRAIN_NAME = re.compile(r"^[^\s:]{1,80}$")
@@ -1583,6 +1646,7 @@ class Drainer:
         on_outcome: OutcomeHook = _no_hook,
         lifecycle_hooks: Sequence[str] = DEFAULT_LIFECYCLE_HOOKS,
         daemonset_eviction: DaemonSetEviction | None = None,
+        executions: Callable[[str], str] | None = None,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -1593,6 +1657,9 @@ class Drainer:
         self.on_outcome = on_outcome
         self.lifecycle_hooks = tuple(lifecycle_hooks)  # the terminate hooks Spillway owns
         self.daemonset_eviction = daemonset_eviction or DaemonSetEviction()
+        # an execution's status by its ARN (DescribeExecution: spillway.adapters.sfn.Executions.status),
+        # read by a forced drain standing by for another (_superseded); None: it never stands by
+        self.executions = executions
 
     # validate ----------------------------------------------------------------------------------
 
@@ -1889,19 +1956,25 @@ class Drainer:
 
     # evict -------------------------------------------------------------------------------------
 
-    def evict(self, drain: Drain, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def evict(
+        self, drain: Drain, previous: Mapping[str, Any] | None = None, *, execution: str | None = None
+    ) -> dict[str, Any]:
         """One eviction round: evict every pod that may go (lowest priority first), each given its grace
         period but no more than the time left before the deadline (:meth:`_evict_round`), then report
         what is left. ``done`` when nothing is left; ``abandon`` (evicting nothing more) when work the
         plan did not see came to the node (:func:`_arrivals`); :class:`DrainTimeout` when pods are left at
         the deadline, where a drain without force evicts nothing more (with ``force``, it evicts what may go
         with no grace period, and is ``done`` and ``forced`` instead). A leaving instance whose Node is gone (EC2
-        reclaimed it, another drain of it terminated it) is done: nothing is left to evict."""
+        reclaimed it, another drain of it terminated it) is done: nothing is left to evict. ``execution``:
+        the drain's own execution ARN, by which a forced drain stands by for another forced drain of the
+        same EC2 event (:meth:`_superseded`): a round that evicts nothing, ``standing_by`` naming it."""
         previous = previous or {}
-        node = self._present(drain)
-        if node is None:
-            return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
-                    "evicted_count": int(previous.get("evicted_count") or 0)}  # fmt: skip
+        try:
+            node = self._present(drain, execution=execution)
+            if node is None:
+                return self._gone_round(drain, previous, execution)
+        except _StandingBy as standby:
+            return _standing_by(previous, standby)
         before = self._verdicts(drain, node)
         arrived = _arrivals(drain, before)
         if arrived:
@@ -1925,6 +1998,16 @@ class Drainer:
             "forced": forced,
         }
         return out | self._daemonsets(drain, previous, out)
+
+    def _gone_round(self, drain: Drain, previous: Mapping[str, Any], execution: str | None) -> dict[str, Any]:
+        """A leaving instance's Node is gone: the round is done (:func:`_gone_round`). But a drain that
+        stood by for another (its previous round's ``standing_by``) leaves the node to that one, whose
+        terminate took it: :class:`DrainSuperseded` once that one succeeded, standing by while it still
+        runs (it records its outcome), done only when it ended without succeeding (:meth:`_superseded`)."""
+        holder = previous.get("standing_by")
+        if isinstance(holder, str):
+            self._superseded(drain, holder, execution)
+        return _gone_round(previous)
 
     def _daemonsets(
         self, drain: Drain, previous: Mapping[str, Any], round_: Mapping[str, Any]
@@ -2070,11 +2153,16 @@ class Drainer:
 
     # check -------------------------------------------------------------------------------------
 
-    def check(self, drain: Drain) -> dict[str, Any]:
+    def check(self, drain: Drain, *, execution: str | None = None) -> dict[str, Any]:
         """Right before termination: still our cordon, still the same instance, and empty (or ``force``
         past the deadline). ``ready`` false sends the drain back to evicting. A leaving instance whose Node
-        is gone is ready: the terminate step finds the instance gone and records it terminated."""
-        node = self._present(drain)
+        is gone is ready: the terminate step finds the instance gone and records it terminated. A forced
+        drain standing by for another (``execution``, as for :meth:`evict`) is not ready."""
+        try:
+            node = self._present(drain, execution=execution)
+        except _StandingBy as standby:
+            return {"ready": False, "forced": False, "remaining": [], "standing_by": standby.holder[:200],
+                    "note": standby.note()}  # fmt: skip
         if node is None:
             return {"ready": True, "forced": False, "remaining": [], "note": _GONE["note"]}
         now_instance = instance_id_from_provider_id(node.spec.provider_id)
@@ -2240,13 +2328,21 @@ class Drainer:
 
     def delete_node(self, drain: Drain) -> dict[str, Any]:
         """Delete the Node object of the terminated instance (not one that took its name since)."""
+        node, why = self._validated_node(drain)
+        if node is None:
+            return {"deleted": False, "note": why}
+        return {"deleted": self.kube.delete_node(drain.node)}
+
+    def _validated_node(self, drain: Drain) -> tuple[Node | None, str]:
+        """The drain's Node as read now, while it is the one the drain validated (its uid); else None and
+        why: it is gone, or a new Node took its name (which the drain leaves alone)."""
         try:
             node = self.kube.get_node(drain.node)
         except NodeNotFound:
-            return {"deleted": False, "note": "the Node was already gone"}
+            return None, "the Node is gone"
         if node.metadata.uid != drain.node_uid:
-            return {"deleted": False, "note": "a new Node took the name; it was left alone"}
-        return {"deleted": self.kube.delete_node(drain.node)}
+            return None, "a new Node took the name; left alone"
+        return node, ""
 
     # uncordon (compensation) -------------------------------------------------------------------
 
@@ -2266,12 +2362,9 @@ class Drainer:
             gone, left = self._whereabouts(drain)
             if gone is not None:
                 return {"untainted": False, "uncordoned": False, "instance_gone": True, "terminated": gone}
-        try:
-            node = self.kube.get_node(drain.node)
-        except NodeNotFound:
-            return {"untainted": False, "uncordoned": False, "note": "the Node is gone"}
-        if node.metadata.uid != drain.node_uid:
-            return {"untainted": False, "uncordoned": False, "note": "a new Node took the name; left alone"}
+        node, why = self._validated_node(drain)
+        if node is None:
+            return {"untainted": False, "uncordoned": False, "note": why}
         holder = node.metadata.annotations.get(CORDONED_BY_SPILLWAY)
         if holder is not None and not holds(drain, holder):
             return {
@@ -2305,12 +2398,9 @@ class Drainer:
         action's: their instance is going away) keeps Spillway's cordon."""
         if not _hands_over(drain):
             return {"handed_over": False}
-        try:
-            node = self.kube.get_node(drain.node)
-        except NodeNotFound:
-            return {"handed_over": False, "note": "the Node is gone"}
-        if node.metadata.uid != drain.node_uid:
-            return {"handed_over": False, "note": "a new Node took the name; left alone"}
+        node, why = self._validated_node(drain)
+        if node is None:
+            return {"handed_over": False, "note": why}
         if not self.kube.hand_over(drain.node, if_reason=cordon_reason(drain)):
             return {"handed_over": False, "note": _NOT_HANDED}
         return {"handed_over": True}
@@ -2475,7 +2565,7 @@ class Drainer:
 
     # helpers -----------------------------------------------------------------------------------
 
-    def _our_node(self, drain: Drain, *, require_cordon: bool = True) -> Node:
+    def _our_node(self, drain: Drain, *, require_cordon: bool = True, execution: str | None = None) -> Node:
         """The node, still the one validated and (after the cordon) still cordoned by Spillway; a leaving
         instance's drain goes on whoever cordoned or uncordoned it (the instance goes anyway).
         :class:`DrainSuperseded` (after the cordon) when another Spillway drain took the node over."""
@@ -2491,10 +2581,8 @@ class Drainer:
             )
         holder = _taken_over_by(drain, node) if require_cordon else None
         if holder is not None:
-            raise DrainSuperseded(
-                f"Node {drain.node!r} is held by another Spillway drain now ({holder[:200]}): this drain "
-                "stops and leaves the node, its cordon and its taint to that one"
-            )
+            self._superseded(drain, holder, execution)
+            return self._take_over(drain, holder)
         if (
             require_cordon
             and not drain.leaving
@@ -2506,7 +2594,9 @@ class Drainer:
             )
         return node
 
-    def _present(self, drain: Drain, *, require_cordon: bool = True) -> Node | None:
+    def _present(
+        self, drain: Drain, *, require_cordon: bool = True, execution: str | None = None
+    ) -> Node | None:
         """:meth:`_our_node`, or None when a leaving instance's Node is gone: EC2 reclaimed the instance,
         or another drain of it terminated it; for any other drain that is a cancellation."""
         if drain.leaving:
@@ -2514,7 +2604,43 @@ class Drainer:
                 self.kube.get_node(drain.node)
             except NodeNotFound:
                 return None
-        return self._our_node(drain, require_cordon=require_cordon)
+        return self._our_node(drain, require_cordon=require_cordon, execution=execution)
+
+    def _superseded(self, drain: Drain, holder: str, execution: str | None) -> None:
+        """Another Spillway drain holds the node (``holder``, its cordon's words: :func:`_taken_over_by`).
+        :class:`DrainSuperseded`, but for a forced drain, which another forced drain following the same EC2
+        event holds: it stands by (:class:`_StandingBy`) while that one's execution runs, or while it
+        cannot be read, and returns when that one ended without succeeding (failed, timed out, stopped,
+        or unknown to Step Functions), to take the node over (:meth:`_take_over`). Otherwise nobody would
+        drain for the event: a forced drain that fails keeps its cordon and taint (EC2 takes the
+        instance), so the pods it left would go down with the instance at the event's start."""
+        winner = holder_execution(holder, execution) if drain.force and self.executions else None
+        if winner is not None and self.executions is not None:
+            try:
+                status = self.executions(winner)
+            except AwsError as exc:
+                status = f"{type(exc).__name__}: {exc}"
+            if status not in ENDED_UNDRAINED and status != "SUCCEEDED":
+                raise _StandingBy(holder, status)
+            if status != "SUCCEEDED":
+                return
+        raise DrainSuperseded(
+            f"Node {drain.node!r} is held by another Spillway drain now ({holder[:200]}): this drain "
+            "stops and leaves the node, its cordon and its taint to that one"
+        )
+
+    def _take_over(self, drain: Drain, holder: str) -> Node:
+        """Cordon the node for ``drain`` again (its words replace those of the forced drain whose
+        execution ended without succeeding) and taint it; a Node event says so. The node as read now."""
+        self.kube.cordon(drain.node, reason=cordon_reason(drain))
+        self.kube.add_draining_taint(drain.node)
+        self._event(
+            drain,
+            "SpillwayDraining",
+            f"Taking the node over ({drain.reason}) from a drain that ended without draining it "
+            f"({holder[:120]}): evicting pods until {drain.deadline_at}",
+        )
+        return self.kube.get_node(drain.node)
 
     def _event(self, drain: Drain, reason: str, message: str, type: str = "Normal") -> None:
         # An event is a courtesy: the outcome is in the execution and the metric.
@@ -2880,7 +3006,6 @@ _EVENT_ACTIONS: dict[str, Callable[[Drainer, Mapping[str, Any]], dict[str, Any]]
 # steps that take the drain alone
 _DRAIN_STEPS: dict[str, Callable[[Drainer, Drain], dict[str, Any]]] = {
     "cordon": Drainer.cordon,
-    "check": Drainer.check,
     "terminate": Drainer.terminate,
     "complete_lifecycle": Drainer.complete_lifecycle,
     "delete_node": Drainer.delete_node,
@@ -2916,7 +3041,10 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     drain = parse_drain(event.get("drain"))
     if action in _DRAIN_STEPS:
         return _DRAIN_STEPS[action](drainer, drain)
+    execution = event.get("execution") if isinstance(event.get("execution"), str) else None
+    if action == "check":
+        return drainer.check(drain, execution=execution)
     if action == "evict":
         previous = event.get("round")
-        return drainer.evict(drain, previous if isinstance(previous, Mapping) else None)
+        return drainer.evict(drain, previous if isinstance(previous, Mapping) else None, execution=execution)
     return drainer.uncordon(drain, after_terminate=event.get("after_terminate") is True)

@@ -118,6 +118,7 @@ from spillway.model.drain import (
     LifecycleHook,
 )
 from spillway.model.history import MAX_ROUNDS
+from spillway.model.k8s import GROUP_REPLACED_PREFIXES
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
 from spillway.planner.disruption import MOVABLE, assess
@@ -155,8 +156,8 @@ _INSTANCE_ID = re.compile(INSTANCE_ID_FORM)
 _TOKEN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _REGION = re.compile(REGION_FORM)
 NAME_PREFIX: dict[Kind, str] = {
-    "interruption": "interrupt",
-    "rebalance": "rebalance",
+    "interruption": GROUP_REPLACED_PREFIXES[0],
+    "rebalance": GROUP_REPLACED_PREFIXES[1],
     "scheduled": "scheduled",
     "lifecycle": "lifecycle",
 }
@@ -517,10 +518,13 @@ EC2_EVENT_CODES = {
 
 
 def _change(notice: Notice) -> dict[str, str]:
-    """What names a scheduled change to the drain that waits for its last day: its start as AWS Health
-    announced it and, when the event type says, EC2's event code. Once the wait is over the drain reads
-    the instance's scheduled events and follows what EC2 says then: a change canceled or completed
-    meanwhile cancels it, a start moved later makes it wait again (spillway.act.drain.follow_change)."""
+    """What names a scheduled change to its forced drain, the one that waits for its last day or the one
+    a notice within that day starts: its start as AWS Health announced it and, when the event type says,
+    EC2's event code. When it starts (its wait over) the drain reads the instance's scheduled events and
+    follows what EC2 says then: a change canceled or completed meanwhile cancels it, a start moved later
+    makes it wait again (spillway.act.drain.follow_change), and its cordon names the EC2 event it
+    follows, so that of two forced drains of one event only one drains (spillway.act.drain._taken_over_by).
+    Empty for any other notice."""
     if notice.kind != "scheduled" or notice.start is None:
         return {}
     change = {"scheduled_start": _utc(notice.start)}
@@ -991,6 +995,7 @@ class Interrupter:
             request["group"] = group.name
         if plan.not_before is not None:  # DrainNode waits until then (DrainRequest.not_before)
             request["not_before"] = _utc(plan.not_before)
+        if plan.force:  # a scheduled change's forced drain, now or waiting: it reads EC2's events of it
             request.update(_change(notice))
         if notice.kind != "lifecycle":  # a lifecycle drain has its ``lifecycle``, and its own refusals
             request["notice"] = notice.kind

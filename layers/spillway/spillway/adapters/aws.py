@@ -74,6 +74,8 @@ from spillway.model.drain import (
     LifecycleHook,
     Placement,
     ScheduledEvent,
+    drain_hooks,
+    lifecycle_hook,
     scheduled_event,
 )
 from spillway.model.fleet import SWEPT_STATES, TAG_ATTEMPT, TAG_CLUSTER, FleetInstance, swept_instances
@@ -544,8 +546,7 @@ class AwsAdapter:
                             region, group.AutoScalingGroupName, type(exc).__name__, exc)  # fmt: skip
                 out.append(group)
                 continue
-            ours = sorted(h.name for h in hooks if h.terminating and h.name in self.lifecycle_hooks)
-            out.append(group.model_copy(update={"DrainHooks": ours}))
+            out.append(group.model_copy(update={"DrainHooks": drain_hooks(hooks, self.lifecycle_hooks)}))
         return out, calls
 
     def _with_managed_nodegroups(
@@ -1478,14 +1479,7 @@ class _LaunchSettingsReader:
 
 
 def _hook(doc: Mapping[str, Any]) -> LifecycleHook:
-    heartbeat = int(doc.get("HeartbeatTimeout") or 3600)
-    return LifecycleHook(
-        name=str(doc.get("LifecycleHookName") or ""),
-        transition=str(doc.get("LifecycleTransition") or ""),
-        heartbeat_timeout=heartbeat,
-        global_timeout=int(doc.get("GlobalTimeout") or min(172_800, 100 * heartbeat)),
-        default_result=str(doc.get("DefaultResult") or "ABANDON"),
-    )
+    return lifecycle_hook(doc)
 
 
 # the StatusCode of an activity that has ended (the others are in progress)

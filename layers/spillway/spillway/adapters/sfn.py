@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # ASCII subset that is also safe in CloudWatch Logs and X-Ray.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 ALREADY_EXISTS = "ExecutionAlreadyExists"
+MISSING_EXECUTION = "ExecutionDoesNotExist"
 MAX_INPUT_BYTES = 256 * 1024
 
 
@@ -36,7 +37,8 @@ def check_name(name: str) -> str:
 
 
 class Executions:
-    """Starts executions; ``ExecutionAlreadyExists`` is success (``started=False``)."""
+    """Starts executions; ``ExecutionAlreadyExists`` is success (``started=False``). Reads an
+    execution's status (:meth:`status`: a drain standing by for the one holding its node)."""
 
     def __init__(self, client: SFNClient) -> None:
         self.client = client
@@ -60,3 +62,18 @@ class Executions:
         except BotoCoreError as exc:
             raise map_aws_error(exc, what) from exc
         return StartedExecution(request.kind, name, str(resp["executionArn"]), started=True)
+
+    def status(self, arn: str) -> str:
+        """The execution's status as DescribeExecution gives it (``RUNNING``, ``SUCCEEDED``, ``FAILED``,
+        ``TIMED_OUT``, ``ABORTED``, ``PENDING_REDRIVE``: AWS Step Functions API Reference,
+        DescribeExecution), or ``MISSING`` when Step Functions answers ``ExecutionDoesNotExist``."""
+        what = f"DescribeExecution({arn.rsplit(':', 1)[-1]})"
+        try:
+            resp = self.client.describe_execution(executionArn=arn)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == MISSING_EXECUTION:
+                return "MISSING"
+            raise map_aws_error(exc, what) from exc
+        except BotoCoreError as exc:
+            raise map_aws_error(exc, what) from exc
+        return str(resp["status"])

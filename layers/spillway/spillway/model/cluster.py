@@ -34,6 +34,7 @@ from spillway.model.k8s import (
     DRAINING_TAINT,
     GIVE_BACK_LEASE_MINUTES,
     GIVE_BACKS,
+    GROUP_REPLACED_PREFIXES,
     HELD_DRAIN,
     LEGACY_CONSUME_ANNOTATION,
     MIRROR_POD,
@@ -738,6 +739,19 @@ def cordon_held(value: str | None) -> bool:
     return len(parts) > 1 and parts[1] == HELD_DRAIN
 
 
+def cordon_replaced(value: str | None, provider_id: str | None) -> bool:
+    """Whether Spillway's cordon annotation is the held drain of a Spot warning or a rebalance recommendation
+    of the node's own instance (``<time> held drain interrupt-<instance id>: ...``, ``rebalance-...``:
+    :data:`~spillway.model.k8s.GROUP_REPLACED_PREFIXES`): the notices on which a group with Capacity
+    Rebalancing replaces the instance itself. Any other held drain (an operator's, a scheduled change's,
+    a lifecycle action's) is none: the group launches nothing for it."""
+    instance = instance_id_from_provider_id(provider_id)
+    parts = (value or "").split(" ", 3)
+    if instance is None or len(parts) < 4 or parts[1:3] != [HELD_DRAIN, "drain"]:
+        return False
+    return parts[3].startswith(tuple(f"{p}-{instance}:" for p in GROUP_REPLACED_PREFIXES))
+
+
 def cordon_give_back(value: str | None) -> bool:
     """Whether Spillway's cordon annotation (``<time> gang give-back ...``, ``<time> scale-up back-off
     ...``) is a give-back's (:data:`~spillway.model.k8s.GIVE_BACKS`), not a drain's."""
@@ -796,6 +810,8 @@ class NodeInfo:
     # None for a value without one (written by an older version): its age is unknown.
     cordoned_at: datetime | None = None
     cordon_held: bool = False  # Spillway's cordon is a drain no plan started (HELD_DRAIN): not reused
+    # ... and of those, a Spot warning's or a rebalance recommendation's of its instance (cordon_replaced)
+    cordon_replaced: bool = False
     cordon_give_back: bool = False  # Spillway's cordon is a give-back's (GIVE_BACKS): see giving_back
     # Which of Spillway's cordons holds it (cordon_digest): a plan that uncordons the node passes it on,
     # and the uncordon takes off that cordon only (compare-and-set). None without Spillway's cordon, or
@@ -836,6 +852,9 @@ class NodeInfo:
             scale_down_disabled=meta.annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true",
             cordoned_at=cordon_time(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             cordon_held=cordon_held(meta.annotations.get(CORDONED_BY_SPILLWAY)),
+            cordon_replaced=cordon_replaced(
+                meta.annotations.get(CORDONED_BY_SPILLWAY), node.spec.provider_id
+            ),
             cordon_give_back=cordon_give_back(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             cordon_digest=cordon_digest(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             deleting=meta.deletion_timestamp is not None,
@@ -880,6 +899,7 @@ class NodeInfo:
             scale_down_disabled=bool(d.get("sdd")),
             cordoned_at=parse_time(d.get("sca")),
             cordon_held=bool(d.get("sch")),
+            cordon_replaced=bool(d.get("scr")),
             cordon_give_back=bool(d.get("sgb")),
             cordon_digest=d.get("scd"),
             deleting=bool(d.get("del")),
@@ -904,6 +924,7 @@ _NODE_SHORT_KEYS: tuple[tuple[str, Callable[[NodeInfo], Any]], ...] = (
     ("sdd", lambda n: _one_if(n.scale_down_disabled)),
     ("sca", lambda n: format_time(n.cordoned_at)),
     ("sch", lambda n: _one_if(n.cordon_held)),
+    ("scr", lambda n: _one_if(n.cordon_replaced)),
     ("sgb", lambda n: _one_if(n.cordon_give_back)),
     ("scd", lambda n: n.cordon_digest),
     ("del", lambda n: _one_if(n.deleting)),

@@ -5,7 +5,7 @@ an instance is in Auto Scaling, and what a drain does with one pod. Plain data; 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -322,6 +322,26 @@ class LifecycleHook:
     @property
     def terminating(self) -> bool:
         return self.transition == "autoscaling:EC2_INSTANCE_TERMINATING"
+
+
+def lifecycle_hook(doc: Mapping[str, Any]) -> LifecycleHook:
+    """One hook of DescribeLifecycleHooks' ``LifecycleHooks`` (AWS's defaults for what it leaves out:
+    HeartbeatTimeout 3600 s, GlobalTimeout the smaller of 48 h and 100 heartbeats, ABANDON)."""
+    heartbeat = int(doc.get("HeartbeatTimeout") or 3600)
+    return LifecycleHook(
+        name=str(doc.get("LifecycleHookName") or ""),
+        transition=str(doc.get("LifecycleTransition") or ""),
+        heartbeat_timeout=heartbeat,
+        global_timeout=int(doc.get("GlobalTimeout") or min(172_800, 100 * heartbeat)),
+        default_result=str(doc.get("DefaultResult") or "ABANDON"),
+    )
+
+
+def drain_hooks(hooks: Iterable[LifecycleHook], owned: Collection[str]) -> list[str]:
+    """Of a group's lifecycle hooks, the terminate hooks that are Spillway's (``owned``:
+    LIFECYCLE_HOOK_NAMES), sorted: :attr:`spillway.model.aws.AutoScalingGroup.DrainHooks`, as observe
+    and ``spillway plan --lifecycle-hooks`` give it."""
+    return sorted(h.name for h in hooks if h.terminating and h.name in owned)
 
 
 Action = Literal["ignore", "evict", "wait", "keep"]

@@ -50,6 +50,10 @@ CORDONED_BY_SPILLWAY = "spillway.io/cordoned"
 # after the time in that annotation: a drain no plan started (a Spot warning, a terminate lifecycle
 # action, an operator's) holds its node; a plan never uncordons it to reuse its room
 HELD_DRAIN = "held"
+# the names the interrupt function gives the drains of a Spot warning and a rebalance recommendation
+# (``<prefix>-<instance id>``: spillway.act.interrupt.execution_name), the notices on which a group with
+# Capacity Rebalancing launches a replacement for the instance itself
+GROUP_REPLACED_PREFIXES = ("interrupt", "rebalance")
 # after the time in that annotation: a give-back's cordon (spillway.act.instances.judged_for_give_back),
 # made before it reads a launch's member's pods and taken off the members it keeps; a gang's
 # (``gang give-back <gang> (attempt <token>)``) or a scale-up back-off's

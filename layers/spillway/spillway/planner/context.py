@@ -612,16 +612,21 @@ def _charge(node: WorkNode, pod: PodInfo, cutoff: int) -> None:
 
 
 def _replaced_per_group(nodes: Iterable[WorkNode]) -> dict[GroupKey, int]:
-    """Per group with Capacity Rebalancing, its Ready nodes (counted in :func:`_ready_per_group`) that a
-    drain no plan started holds (:attr:`NodeInfo.cordon_held`): the at-risk instances Spillway empties
-    without terminating for the group to replace (:mod:`spillway.act.interrupt`). Their room is
-    no room, their pods wait, and the instance the group launches for each is theirs."""
+    """Per group with Capacity Rebalancing, its Ready nodes (counted in :func:`_ready_per_group`) that the
+    drain of a Spot warning or a rebalance recommendation of their instance holds
+    (:attr:`NodeInfo.cordon_replaced`): the at-risk instances Spillway empties without terminating for
+    the group to replace (:mod:`spillway.act.interrupt`). Their room is no room, their pods wait, and
+    the instance the group launches for each is theirs. Not another drain no plan started (an
+    operator's, a scheduled change's): the group launches a replacement on those two notices only
+    (Auto Scaling User Guide, "Use Capacity Rebalancing to handle Amazon EC2 Spot Interruptions"), and
+    counting one took an instance the group runs above its desired capacity for another cause (an
+    instance refresh launching before it terminates, a protected node's replacement) for room."""
     out: dict[GroupKey, int] = {}
     for node in nodes:
         group, info = node.group, node.info
         if group is None or not group.capacity_rebalance or not info.ready or node.starting is not None:
             continue
-        if info.unschedulable and info.cordoned_by_spillway and info.cordon_held:
+        if info.unschedulable and info.cordoned_by_spillway and info.cordon_replaced:
             out[group.key] = out.get(group.key, 0) + 1
     return out
 
