@@ -931,6 +931,42 @@ def kubectl_problems(text: str) -> list[str]:
     return out
 
 
+RBAC_FUNCTIONS = ("observe", "plan", "scale", "drain")
+
+
+def _granted(function: str) -> list[str]:
+    """The resources (subresources as ``<resource>/<sub>``) deploy/rbac.yaml's ClusterRole of ``function``
+    grants any verb on."""
+    for doc in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text(encoding="utf-8")):
+        role = isinstance(doc, dict) and doc.get("kind") == "ClusterRole"
+        if role and doc["metadata"]["name"] == f"spillway-{function}":
+            return sorted({r for rule in doc["rules"] for r in rule["resources"]})
+    return []
+
+
+def rbac_grant_problems(text: str) -> list[str]:
+    """The Deploy section's account of what each function's ClusterRole grants (what an operator checks
+    an existing role, or an upgrade, against) names every resource deploy/rbac.yaml grants it: a
+    subresource by its own name (``evictions``), a status by ``<resource>/status``; a plural matches
+    its singular (``the three kinds of PodGroup``)."""
+    found = re.search(r"Each role\s+grants exactly what its function sends \((.*?)\);", text, re.S)
+    if found is None:
+        return ["Deploy: the account of each function's ClusterRole is gone"]
+    parts = re.split(r"(?:^|;\s*)(" + "|".join(RBAC_FUNCTIONS) + r"): ", found.group(1))
+    said = {
+        fn: re.sub(r"[\s`/]", "", body).lower() for fn, body in zip(parts[1::2], parts[2::2], strict=True)
+    }
+    out = []
+    for function in RBAC_FUNCTIONS:
+        for resource in _granted(function):
+            sub = resource.partition("/")[2]
+            name = sub if sub and sub != "status" else resource
+            stem = (name[:-1] if name.endswith("s") else name).replace("/", "")
+            if stem not in said.get(function, ""):
+                out.append(f"Deploy: {function}'s grants do not name {resource} (deploy/rbac.yaml grants it)")
+    return out
+
+
 # --- the tests -------------------------------------------------------------------------------------
 
 CHECKS = {
@@ -950,6 +986,7 @@ CHECKS = {
     "runtime variables": runtime_variable_problems,
     "manifests": manifest_problems,
     "kubectl": kubectl_problems,
+    "rbac grants": rbac_grant_problems,
 }
 
 
@@ -1056,6 +1093,8 @@ BREAKS = [
         "capacityquotas.autoscaling.k8s.io -A",
         "capacityquotas",
     ),
+    ("rbac grants", ", PriorityClasses; get the priority", "; get the priority", "priorityclasses"),
+    ("rbac grants", "evictions and events); `tests/e2e", "events); `tests/e2e", "pods/eviction"),
 ]
 
 
