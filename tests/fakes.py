@@ -50,6 +50,9 @@ from spillway.model.k8s import (
     CANDIDATE_TAINT,
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
+    EXCLUDE_FROM_LB_LABEL,
+    EXCLUDE_FROM_LB_VALUE,
+    LB_EXCLUDED_BY_SPILLWAY,
     ConfigMap,
     CSINode,
     DaemonSet,
@@ -120,6 +123,16 @@ class Recorder:
 
 
 # --- the cluster -------------------------------------------------------------------------------
+
+
+def _release_lb_exclusion(obj: dict[str, Any]) -> bool:
+    """As the real adapter: the load balancer exclusion label goes only with Spillway's record of it."""
+    meta = obj["metadata"]
+    if LB_EXCLUDED_BY_SPILLWAY not in meta.get("annotations", {}):
+        return False
+    meta["annotations"].pop(LB_EXCLUDED_BY_SPILLWAY)
+    meta.get("labels", {}).pop(EXCLUDE_FROM_LB_LABEL, None)
+    return True
 
 
 class FakeCluster(Recorder):
@@ -342,8 +355,9 @@ class FakeCluster(Recorder):
             return False  # not the cordon the plan saw
         annotations.pop(CORDONED_BY_SPILLWAY)
         obj["spec"].pop("unschedulable", None)
-        # as the real one: the draining taint goes in the same patch
+        # as the real one: the draining taint and the exclusion label Spillway added go in the same patch
         obj["spec"]["taints"] = [t for t in obj["spec"].get("taints", []) if t["key"] != DRAINING_TAINT]
+        _release_lb_exclusion(obj)
         return True
 
     def hand_over(self, node: str, *, if_reason: str) -> bool:
@@ -355,11 +369,19 @@ class FakeCluster(Recorder):
             return False
         annotations.pop(CORDONED_BY_SPILLWAY)
         obj["spec"]["taints"] = [t for t in obj["spec"].get("taints", []) if t["key"] != DRAINING_TAINT]
+        _release_lb_exclusion(obj)
         return True
 
-    def add_draining_taint(self, node: str) -> bool:
-        self._call("add_draining_taint", node)
-        taints = self._node(node)["spec"].setdefault("taints", [])
+    def add_draining_taint(self, node: str, *, exclude_from_load_balancers: bool = False) -> bool:
+        self._call("add_draining_taint", node, exclude_from_load_balancers)
+        obj = self._node(node)
+        if exclude_from_load_balancers:  # as the real one: only a label not there yet, with its record
+            meta = obj["metadata"]
+            if EXCLUDE_FROM_LB_LABEL not in meta.get("labels", {}):
+                meta.setdefault("labels", {})[EXCLUDE_FROM_LB_LABEL] = EXCLUDE_FROM_LB_VALUE
+                ours = meta.get("annotations", {}).get(CORDONED_BY_SPILLWAY)
+                meta.setdefault("annotations", {})[LB_EXCLUDED_BY_SPILLWAY] = ours or "drain"
+        taints = obj["spec"].setdefault("taints", [])
         if any(t["key"] == DRAINING_TAINT for t in taints):
             return False
         taints.append({"key": DRAINING_TAINT, "effect": "NoSchedule"})
@@ -372,7 +394,8 @@ class FakeCluster(Recorder):
         spec = self._node(node)["spec"]
         taints = spec.get("taints", [])
         spec["taints"] = [t for t in taints if t["key"] != DRAINING_TAINT]
-        return len(taints) != len(spec["taints"])
+        released = _release_lb_exclusion(self._node(node))
+        return len(taints) != len(spec["taints"]) or released
 
     def set_candidate_taint(self, node: str, present: bool) -> bool:
         self._call("set_candidate_taint", node, present)

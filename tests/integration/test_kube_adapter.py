@@ -1261,3 +1261,33 @@ def test_a_custom_kinds_scale_and_its_pods_are_read_over_the_wire_and_the_buffer
         "True",
         "AttributesSetSuccessfully",
     )
+
+
+LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+LB_RECORD = "spillway.io/excluded-from-load-balancers"
+
+
+def test_the_load_balancer_label_a_drain_adds_goes_with_every_uncordon_and_only_with_its_record(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """add_draining_taint(exclude_from_load_balancers=True) labels the node and records it in the same
+    patch; a plan's uncordon by digest (the give-back of a node it reuses) takes both off with the
+    cordon; an operator's label (no record) stays through the same round."""
+    add_node(server, "n1", labels={"team": "a"})
+    add_node(server, "n2", labels={"team": "a", LB_LABEL: "ops"})
+    for name in ("n1", "n2"):
+        assert kube.cordon(name, "drain d-1: idle") is True
+        assert kube.add_draining_taint(name, exclude_from_load_balancers=True) is True
+        assert kube.add_draining_taint(name, exclude_from_load_balancers=True) is False  # a retry: no change
+    assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == 2  # cordon, then taint with label
+    n1, n2 = node_obj(server, "n1")["metadata"], node_obj(server, "n2")["metadata"]
+    assert n1["labels"][LB_LABEL] == "true" and "drain d-1: idle" in n1["annotations"][LB_RECORD]
+    assert n2["labels"][LB_LABEL] == "ops" and LB_RECORD not in n2["annotations"]
+
+    for name in ("n1", "n2"):
+        digest = cordon_digest(node_obj(server, name)["metadata"]["annotations"][CORDONED_BY_SPILLWAY])
+        assert kube.uncordon(name, if_digest=digest) is True
+    n1, n2 = node_obj(server, "n1")["metadata"], node_obj(server, "n2")["metadata"]
+    assert n1["labels"] == {**n1["labels"], "team": "a"} and LB_LABEL not in n1["labels"]
+    assert LB_RECORD not in n1.get("annotations", {})
+    assert n2["labels"][LB_LABEL] == "ops"

@@ -3451,3 +3451,46 @@ def test_an_evictions_uid_precondition_is_checked_at_the_deletion_after_the_budg
     assert replaced.value.status == 409 and "UID in precondition" in error_body(replaced.value)["message"]
     kept = api.get("Pod", "web-0")
     assert kept is not None and "deletionTimestamp" not in kept["metadata"]
+
+
+# --- labels ----------------------------------------------------------------------------------------
+
+LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+
+@pytest.mark.parametrize(
+    ("labels", "code", "words"),
+    [
+        (
+            {"x": True},
+            400,
+            "cannot unmarshal bool into Go struct field ObjectMeta.metadata.labels of type string",
+        ),
+        ({"bad key!": "v"}, 422, 'metadata.labels: Invalid value: "bad key!": name part must consist of'),
+        ({"Example.com/x": "v"}, 422, 'metadata.labels: Invalid value: "Example.com/x": prefix part'),
+        ({"a/b/c": "v"}, 422, 'metadata.labels: Invalid value: "a/b/c": a qualified name'),
+        ({"x": "a" * 64}, 422, "must be no more than 63 characters"),
+        ({"x": "-bad"}, 422, 'metadata.labels: Invalid value: "-bad": a valid label must be an empty string'),
+    ],
+    ids=["not-a-string", "bad-key", "bad-prefix", "two-slashes", "long-value", "bad-value"],
+)
+def test_a_label_the_api_server_refuses_is_refused_and_the_node_kept(
+    api: KubeApiServer, labels: dict[str, Any], code: int, words: str
+) -> None:
+    """ObjectMeta's labels decode as map[string]string and are validated as ValidateLabels does
+    (apimachinery util/validation IsQualifiedName, IsValidLabelValue); before, the emulator stored any."""
+    api.add({"kind": "Node", "metadata": {"name": "n1", "labels": {"team": "a"}}})
+    got, message = _refusal(api, "PATCH", "/api/v1/nodes/n1", {"metadata": {"labels": labels}}, MERGE)
+    assert got == code and words in message, message
+    stored = api.get("Node", "n1")
+    assert stored is not None and stored["metadata"]["labels"] == {"team": "a"}
+
+
+def test_a_label_of_an_empty_value_is_kept_and_a_null_in_a_merge_patch_removes_it(api: KubeApiServer) -> None:
+    api.add({"kind": "Node", "metadata": {"name": "n1", "labels": {"team": "a"}}})
+    _send(api, "PATCH", "/api/v1/nodes/n1", {"metadata": {"labels": {LB_LABEL: ""}}}, MERGE)
+    stored = api.get("Node", "n1")
+    assert stored is not None and stored["metadata"]["labels"] == {"team": "a", LB_LABEL: ""}
+    _send(api, "PATCH", "/api/v1/nodes/n1", {"metadata": {"labels": {LB_LABEL: None}}}, MERGE)
+    stored = api.get("Node", "n1")
+    assert stored is not None and stored["metadata"]["labels"] == {"team": "a"}

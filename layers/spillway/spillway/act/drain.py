@@ -162,7 +162,9 @@ from spillway.model.k8s import (
     DO_NOT_DISRUPT,
     DRAINING_TAINT,
     ENABLE_DS_EVICTION,
+    EXCLUDE_FROM_LB_LABEL,
     HELD_DRAIN,
+    LB_EXCLUDED_BY_SPILLWAY,
     SCALE_DOWN_DISABLED,
     Node,
     Pod,
@@ -313,6 +315,19 @@ def _terminates_as_autoscaler(drain: Drain) -> bool:
     change's) or a lifecycle hook's, which drain as aws-node-termination-handler does, leaving
     DaemonSet pods to go with the instance."""
     return drain.terminate and not drain.uncordon and drain.notice is None and drain.lifecycle is None
+
+
+def node_goes(drain: Drain) -> bool:
+    """Whether the drain ends with its node gone: it terminates the instance, or the instance goes
+    whatever the drain does (a notice's, a lifecycle action's). Not a make-room drain (``uncordon``) nor
+    one by hand with ``terminate: false``, which keep their node. Such a drain labels the node
+    ``node.kubernetes.io/exclude-from-external-load-balancers``: Kubernetes' service controller and the
+    AWS Load Balancer Controller deregister a node by that label, and know nothing of Spillway's cordon
+    annotation or draining taint (the controller deregisters a node on cluster-autoscaler's and
+    Karpenter's deletion taints, but reads no other taint)."""
+    if drain.uncordon:
+        return False
+    return drain.terminate or drain.leaving or drain.lifecycle is not None
 
 
 def utcnow() -> datetime:
@@ -1924,7 +1939,9 @@ class Drainer:
 
     def cordon(self, drain: Drain) -> dict[str, Any]:
         """Cordon (``spec.unschedulable`` + the ``spillway.io/cordoned`` annotation) and taint
-        ``spillway.io/draining:NoSchedule``; an event on the node says why and until when."""
+        ``spillway.io/draining:NoSchedule``; an event on the node says why and until when. A drain whose
+        node goes away (:func:`node_goes`) labels it out of load balancers with the taint, before any
+        pod is evicted (:meth:`~spillway.ports.Cluster.add_draining_taint`)."""
         if self._present(drain, require_cordon=False) is None:
             return {"cordoned": False, "tainted": False, "note": _GONE["note"]}
         if not self.kube.cordon(drain.node, reason=cordon_reason(drain)) and not drain.leaving:
@@ -1932,7 +1949,7 @@ class Drainer:
                 f"Node {drain.node!r} was cordoned by somebody else after the drain was validated; "
                 "Spillway leaves it alone"
             )
-        tainted = self.kube.add_draining_taint(drain.node)
+        tainted = self.kube.add_draining_taint(drain.node, exclude_from_load_balancers=node_goes(drain))
         target = (
             f"then terminate {drain.instance_id} ({drain.group}, {drain.region})"
             if drain.terminate
@@ -2633,7 +2650,7 @@ class Drainer:
         """Cordon the node for ``drain`` again (its words replace those of the forced drain whose
         execution ended without succeeding) and taint it; a Node event says so. The node as read now."""
         self.kube.cordon(drain.node, reason=cordon_reason(drain))
-        self.kube.add_draining_taint(drain.node)
+        self.kube.add_draining_taint(drain.node, exclude_from_load_balancers=node_goes(drain))
         self._event(
             drain,
             "SpillwayDraining",
@@ -2678,9 +2695,20 @@ class Drainer:
             return (
                 f"; undoing the cordon failed too ({why}): run `kubectl taint node {drain.node} "
                 f"{DRAINING_TAINT}- ; kubectl uncordon {drain.node} ; kubectl annotate node {drain.node} "
-                f"{CORDONED_BY_SPILLWAY}-`"
+                f"{CORDONED_BY_SPILLWAY}-`{_label_note(drain)}"
             )
         return ""
+
+
+def _label_note(drain: Drain) -> str:
+    """What a person runs to take off the load balancer exclusion label the drain may have added (only
+    while the node carries the drain's record of it: a label without one is an operator's)."""
+    if not node_goes(drain):
+        return ""
+    return (
+        f", and if it carries the annotation {LB_EXCLUDED_BY_SPILLWAY}: `kubectl label node {drain.node} "
+        f"{EXCLUDE_FROM_LB_LABEL}- ; kubectl annotate node {drain.node} {LB_EXCLUDED_BY_SPILLWAY}-`"
+    )
 
 
 # the compensation found no Spillway cordon on the node (a stray draining taint is lifted, nothing else)

@@ -146,7 +146,10 @@ from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     COSCHEDULING_GROUP,
     DRAINING_TAINT,
+    EXCLUDE_FROM_LB_LABEL,
+    EXCLUDE_FROM_LB_VALUE,
     KUBEFLOW_GROUP,
+    LB_EXCLUDED_BY_SPILLWAY,
     UPSTREAM_GROUP,
     VOLCANO_BATCH_GROUP,
     VOLCANO_GROUP,
@@ -1129,7 +1132,9 @@ class KubeClient:
     ) -> bool:
         """Undo Spillway's hold on the node: clear ``unschedulable``, the annotation and the draining
         taint (``spillway.io/draining``) in one patch, guarded by the resourceVersion read, so the
-        cordon and the taint go together or not at all.
+        cordon and the taint go together or not at all; the load balancer exclusion label goes with them
+        when Spillway added it (its record, ``spillway.io/excluded-from-load-balancers``), never
+        otherwise.
 
         Returns False, touching nothing, when the node does not carry Spillway's annotation (never
         cordoned, or cordoned by somebody else), or, given ``if_reason``, when the annotation is not
@@ -1152,13 +1157,15 @@ class KubeClient:
             kept = [t for t in taints if t.get("key") != DRAINING_TAINT]
             if len(kept) != len(taints):
                 spec["taints"] = kept
-            return {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: None}}, "spec": spec}
+            ours = {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: None}}, "spec": spec}
+            return _merged(ours, _lb_release(obj))
 
         return self._modify_node(op, name, change)
 
     def hand_over(self, node: str | Node, *, if_reason: str) -> bool:
-        """Leave the node cordoned, as a person's cordon: take off Spillway's annotation and the
-        draining taint and keep ``unschedulable``, in one patch guarded by the resourceVersion read
+        """Leave the node cordoned, as a person's cordon: take off Spillway's annotation, the draining
+        taint and the load balancer exclusion label Spillway added (as :meth:`uncordon`), and keep
+        ``unschedulable``, in one patch guarded by the resourceVersion read
         (``kubectl uncordon`` then gives the node back, which it could not while the taint stayed).
         False, touching nothing, when Spillway's cordon on the Node is not the one written for
         ``if_reason`` (none, or another drain's that took the node over), or the node is no longer
@@ -1174,7 +1181,7 @@ class KubeClient:
             kept = [t for t in taints if t.get("key") != DRAINING_TAINT]
             if len(kept) != len(taints):
                 patch["spec"] = {"taints": kept}
-            return patch
+            return _merged(patch, _lb_release(obj))
 
         return self._modify_node(f"hand over node {name}", name, change)
 
@@ -1191,23 +1198,38 @@ class KubeClient:
 
         return self._modify_node(f"label node {name}", name, change)
 
-    def add_draining_taint(self, node: str | Node) -> bool:
-        """Add ``spillway.io/draining:NoSchedule``; False when it was already there."""
+    def add_draining_taint(self, node: str | Node, *, exclude_from_load_balancers: bool = False) -> bool:
+        """Add ``spillway.io/draining:NoSchedule``; False when it was already there.
 
-        def add(taints: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-            if any(
+        ``exclude_from_load_balancers`` (a drain whose node goes away): the same patch labels the Node
+        ``node.kubernetes.io/exclude-from-external-load-balancers``, by which load balancer controllers
+        deregister it, and records in the annotation ``spillway.io/excluded-from-load-balancers`` that
+        Spillway added it. A Node that carries the label already (an operator's, or an earlier drain's)
+        keeps it as it is, record or none: what takes off the draining taint (:meth:`uncordon`,
+        :meth:`hand_over`, :meth:`remove_draining_taint`) takes off the label only with its record."""
+        name = _name_of(node)
+        mine = {"key": DRAINING_TAINT, "effect": DRAINING_TAINT_EFFECT}
+        added = False
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
+            nonlocal added
+            taints = [t for t in (_spec(obj).get("taints") or []) if isinstance(t, dict)]
+            added = not any(
                 t.get("key") == DRAINING_TAINT and t.get("effect") == DRAINING_TAINT_EFFECT for t in taints
-            ):
-                return None
-            return [*taints, {"key": DRAINING_TAINT, "effect": DRAINING_TAINT_EFFECT}]
+            )
+            patch: dict[str, Any] = {"spec": {"taints": [*taints, mine]}} if added else {}
+            if exclude_from_load_balancers:
+                patch = _merged(patch, _lb_exclusion(obj, _annotations(obj).get(CORDONED_BY_SPILLWAY) or ""))
+            return patch or False
 
-        return self._update_taints(f"add draining taint to node {_name_of(node)}", _name_of(node), add)
+        return self._modify_node(f"add draining taint to node {name}", name, change) and added
 
     def remove_draining_taint(self, node: str | Node) -> bool:
         """Remove ``spillway.io/draining`` from a Node that no Spillway cordon holds (a taint whose cordon
         is gone, taken off by a person), in one patch guarded by the resourceVersion read; False when it
         was not there, or when a Spillway cordon holds the Node: the taint is that cordon's, and its
-        holder lifts both with :meth:`uncordon`. Other taints are kept."""
+        holder lifts both with :meth:`uncordon`. Other taints are kept. The load balancer exclusion
+        label Spillway added goes with it (as :meth:`uncordon`); True when either was there."""
         name = _name_of(node)
 
         def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
@@ -1215,7 +1237,8 @@ class KubeClient:
                 return False
             taints = [t for t in (_spec(obj).get("taints") or []) if isinstance(t, dict)]
             kept = [t for t in taints if t.get("key") != DRAINING_TAINT]
-            return False if len(kept) == len(taints) else {"spec": {"taints": kept}}
+            patch = _merged({"spec": {"taints": kept}} if len(kept) != len(taints) else {}, _lb_release(obj))
+            return patch or False
 
         return self._modify_node(f"remove draining taint from node {name}", name, change)
 
@@ -1564,6 +1587,47 @@ def _first_error(exc: ValidationError) -> str:
 def _spec(obj: dict[str, Any]) -> dict[str, Any]:
     spec = obj.get("spec")
     return spec if isinstance(spec, dict) else {}
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return labels if isinstance(labels, dict) else {}
+
+
+def _lb_exclusion(obj: dict[str, Any], cordon: str) -> dict[str, Any]:
+    """The merge patch that labels the Node out of load balancers and records that Spillway did (the
+    record's value: the words of the cordon that holds the Node, or "drain"); {} when the label is there
+    already, whoever put it."""
+    if EXCLUDE_FROM_LB_LABEL in _labels(obj):
+        return {}
+    return {
+        "metadata": {
+            "labels": {EXCLUDE_FROM_LB_LABEL: EXCLUDE_FROM_LB_VALUE},
+            "annotations": {LB_EXCLUDED_BY_SPILLWAY: cordon or "drain"},
+        }
+    }
+
+
+def _lb_release(obj: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch that takes off the load balancer exclusion label and its record, when the record
+    says Spillway added the label; {} otherwise (no label, or somebody else's: left as it is)."""
+    if LB_EXCLUDED_BY_SPILLWAY not in _annotations(obj):
+        return {}
+    return {
+        "metadata": {"labels": {EXCLUDE_FROM_LB_LABEL: None}, "annotations": {LB_EXCLUDED_BY_SPILLWAY: None}}
+    }
+
+
+def _merged(patch: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """Two merge patches of distinct fields as one: ``more``'s ``metadata.labels`` and
+    ``metadata.annotations`` merged into ``patch``'s, its other parts added."""
+    out = {part: dict(fields) for part, fields in patch.items()}
+    for part, fields in more.items():
+        into = out.setdefault(part, {})
+        for key, value in fields.items():
+            into[key] = {**into.get(key, {}), **value} if isinstance(value, dict) else value
+    return out
 
 
 def _annotations(obj: dict[str, Any]) -> dict[str, Any]:

@@ -32,10 +32,12 @@ from spillway.model.k8s import (
     DAEMONSET_POD,
     DO_NOT_DISRUPT,
     DRAINING_TAINT,
+    EXCLUDE_FROM_LB_LABEL,
     GIVE_BACK_LEASE_MINUTES,
     GIVE_BACKS,
     GROUP_REPLACED_PREFIXES,
     HELD_DRAIN,
+    LB_EXCLUDED_BY_SPILLWAY,
     LEGACY_CONSUME_ANNOTATION,
     MIRROR_POD,
     POD_DELETION_COST,
@@ -723,6 +725,16 @@ def instance_id_from_provider_id(provider_id: str | None) -> str | None:
     return last if last.startswith("i-") else None
 
 
+def node_labels(node: Node) -> dict[str, str]:
+    """The Node's labels but the load balancer exclusion label a drain of Spillway's added (its record
+    annotation says so: :meth:`~spillway.ports.Cluster.add_draining_taint`): a mark of the drain, as its
+    taint, which no node the group launches carries; a group template learned from a draining node
+    would otherwise carry it. The label an operator set stays."""
+    if LB_EXCLUDED_BY_SPILLWAY not in node.metadata.annotations:
+        return dict(node.metadata.labels)
+    return {k: v for k, v in node.metadata.labels.items() if k != EXCLUDE_FROM_LB_LABEL}
+
+
 def cordon_time(value: str | None) -> datetime | None:
     """The time leading Spillway's cordon annotation (``2026-03-02T09:30:00Z idle for 10m``), else None."""
     first = (value or "").split(" ", 1)[0]
@@ -840,7 +852,7 @@ class NodeInfo:
         return cls(
             name=meta.name,
             allocatable=parse_resource_list(node.status.allocatable or node.status.capacity),
-            labels=dict(meta.labels),
+            labels=node_labels(node),
             taints=tuple((t.key, t.value, t.effect) for t in node.spec.taints),
             provider_id=node.spec.provider_id,
             unschedulable=node.spec.unschedulable,

@@ -70,6 +70,14 @@ GIVE_BACKS = (GANG_GIVE_BACK, BACKOFF_GIVE_BACK)
 # BackOff (3 + 6 retries) about 21 min. A retry finds its own cordon (the same reason) and keeps its time.
 GIVE_BACK_LEASE_MINUTES = 35
 DRAINING_TAINT = "spillway.io/draining"
+# The well-known label by which Kubernetes' service controller (cloud-provider controllers/service,
+# the node predicate: the label's presence, whatever its value) and the AWS Load Balancer Controller
+# (pkg/backend, defaultTrafficProxyNodeLabelSelector: DoesNotExist) leave a node out of load balancers.
+# A drain whose node goes away puts it on the node with its cordon, and records that it did in
+# LB_EXCLUDED_BY_SPILLWAY, so that giving the node back takes off only a label Spillway added.
+EXCLUDE_FROM_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+EXCLUDE_FROM_LB_VALUE = "true"
+LB_EXCLUDED_BY_SPILLWAY = "spillway.io/excluded-from-load-balancers"
 # the NoSchedule taints other autoscalers put on a node they are removing: cluster-autoscaler's
 # (utils/taints ToBeDeletedTaint) and Karpenter's (pkg/apis/v1 DisruptedTaintKey)
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"

@@ -161,6 +161,10 @@ What it serves (JSON only)
   all NoSchedule. The controller's own write (new resourceVersion, ``timeAdded`` stamped, other taints
   kept) comes after the write that called for it: the write's answer does not show it, and a writer
   holding the version read before it gets 409.
+* Labels, on every kind (see :mod:`.labels`): ``metadata.labels`` decode as a map of strings (another
+  JSON type: 400) and are validated as ``ValidateLabels`` does (a key that is no qualified name, a value
+  over 63 characters or of other characters: 422 at ``metadata.labels``, with the kind's other errors);
+  a merge patch's null removes a label, an empty value is kept.
 * Event names, by the API an Event is created through (``ValidateEventCreate``): ``events.k8s.io/v1``
   holds ``metadata.name`` to a DNS subdomain of at most 253 characters (422); ``v1`` skips that for
   backwards compatibility and refuses only ``.``, ``..`` and names with ``/`` or ``%`` (any length).

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.local.kubeapi import crds, deletion, disruption, nodelifecycle, pods, resources
+from spillway.local.kubeapi import labels as label_rules
 from spillway.local.kubeapi.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from spillway.local.kubeapi.resources import NAMESPACES, PODS, PRIORITY_CLASSES, ResourceType
 from spillway.local.kubeapi.selectors import FieldQuery, LabelQuery, fields_match, labels_match
@@ -574,6 +575,9 @@ class Store:
             undecodable = pods.check_priority_class(obj)
             if undecodable:
                 raise undecodable
+        undecodable = label_rules.undecodable(rt.kind, rt.version, obj)
+        if undecodable:
+            raise undecodable
         problems = self._problems(rt, obj, current)
         if problems:
             kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
@@ -583,7 +587,7 @@ class Store:
         """Every validation error of ``obj`` (an update of ``current`` when given): a built-in kind's
         and its immutable fields'; a CRD's schema errors, then its CEL rules, transition rules included,
         unless a blocking schema error kept them from running (:func:`crds.check`)."""
-        problems: list[FieldError] = []
+        problems: list[FieldError] = label_rules.problems(obj)
         if rt.canonical == "Event" and current is None:  # a create through either Events API
             problems += resources.event_name_problems(rt.group, str(_meta(obj).get("name") or ""))
         if rt.canonical == "PodDisruptionBudget":
