@@ -10,6 +10,10 @@ import json
 import subprocess
 import sys
 
+from spillway.local import objects as o
+from spillway.model.cluster import PdbMatcher, PodInfo, SucceededMembers, TopologyMatcher, VolcanoNormalPods
+from spillway.model.k8s import Pod, PodDisruptionBudget
+
 # Generated API modules of the kubernetes client the adapter has no use for: each is megabytes of
 # methods, and imports the models its methods name (AppsV1Api 4 MB, StorageV1Api 3 MB with the core
 # API loaded). The adapter lists their resources through CustomObjectsApi, as raw JSON, like every
@@ -28,3 +32,27 @@ def test_observe_does_not_load_the_apps_and_storage_api_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert json.loads(out.stdout) == []
+
+
+def test_the_matchers_let_go_of_the_pods_labels_once_applied() -> None:
+    """Observe keeps each bound pod's labels (PdbMatcher, TopologyMatcher) and each pod's would-be
+    Volcano group until every pod and budget is read; at 50,000 pods that is about 33 MB, which was
+    still held while the snapshot was built and compressed. Once applied, nothing of a pod is kept."""
+    pods = [
+        Pod.model_validate(o.pod(f"p{i}", "team-a", node_name="n1", labels={"app": "train", "i": str(i)}))
+        for i in range(3)
+    ]
+    budgets, topology, normal = PdbMatcher(), TopologyMatcher(), VolcanoNormalPods()
+    budgets.add(
+        PodDisruptionBudget.model_validate(o.pdb("train", "team-a", {"app": "train"}, min_available=1))
+    )
+    held = [sys.getrefcount(p.metadata.labels) for p in pods]
+    for index, pod in enumerate(pods):
+        for matcher in (budgets, topology, normal):
+            matcher.remember(index, pod)
+    assert [sys.getrefcount(p.metadata.labels) for p in pods] > held  # kept while reading
+    infos = normal.apply([PodInfo.from_pod(p) for p in pods], (), SucceededMembers())
+    infos = list(topology.apply(list(budgets.apply(infos))))
+    assert [i.pdbs for i in infos] == [("train",)] * 3
+    assert [sys.getrefcount(p.metadata.labels) for p in pods] == held
+    assert normal.apply(infos, (), SucceededMembers()) == infos  # nothing left to apply
