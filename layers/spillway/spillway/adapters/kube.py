@@ -96,11 +96,9 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 from kubernetes.client.api.apis_api import ApisApi
-from kubernetes.client.api.apps_v1_api import AppsV1Api
 from kubernetes.client.api.core_v1_api import CoreV1Api
 from kubernetes.client.api.custom_objects_api import CustomObjectsApi
 from kubernetes.client.api.policy_v1_api import PolicyV1Api
-from kubernetes.client.api.storage_v1_api import StorageV1Api
 from kubernetes.client.api_client import ApiClient
 from kubernetes.client.configuration import Configuration
 from kubernetes.client.exceptions import ApiException
@@ -566,10 +564,11 @@ class KubeClient:
         self._reauth = reauth
         self._core = CoreV1Api(api_client)
         self._policy = PolicyV1Api(api_client)
+        # storage.k8s.io and apps/v1 are listed through CustomObjectsApi too (the same GET, read as raw
+        # JSON): StorageV1Api and AppsV1Api would add about 7 MB to every container for four lists
+        # (tests/unit/test_observe_footprint.py)
         self._custom = CustomObjectsApi(api_client)
         self._apis = ApisApi(api_client)
-        self._storage = StorageV1Api(api_client)
-        self._apps = AppsV1Api(api_client)
         self._not_served_logged: set[str] = set()  # kinds whose absence was logged at info already
 
     # --- factories ------------------------------------------------------------------------------
@@ -998,19 +997,19 @@ class KubeClient:
         yield from self._built_in(
             "storageclasses.storage.k8s.io",
             StorageClass,
-            self._storage.list_storage_class,
+            partial(self._custom.list_cluster_custom_object, "storage.k8s.io", "v1", "storageclasses"),
             _listing("storage.k8s.io", "storageclasses"),
         )
         yield from self._built_in(
             "csinodes.storage.k8s.io",
             CSINode,
-            self._storage.list_csi_node,
+            partial(self._custom.list_cluster_custom_object, "storage.k8s.io", "v1", "csinodes"),
             _listing("storage.k8s.io", "csinodes"),
         )
         yield from self._built_in(
             "volumeattachments.storage.k8s.io",
             VolumeAttachment,
-            self._storage.list_volume_attachment,
+            partial(self._custom.list_cluster_custom_object, "storage.k8s.io", "v1", "volumeattachments"),
             _listing("storage.k8s.io", "volumeattachments"),
         )
 
@@ -1021,7 +1020,7 @@ class KubeClient:
         return self._built_in(
             "daemonsets.apps",
             DaemonSet,
-            self._apps.list_daemon_set_for_all_namespaces,
+            partial(self._custom.list_cluster_custom_object, "apps", "v1", "daemonsets"),
             _listing("apps", "daemonsets"),
         )
 

@@ -1746,6 +1746,7 @@ class TopologyMatcher:
                 own = self._own.get(index, {})
                 if selected or own:
                     pods[index] = replace(pods[index], **own, selected_by=selected)
+        self._pods, self._own = [], {}  # the labels are kept only until here (class docstring)
         return tuple(pods)
 
 
@@ -1822,24 +1823,27 @@ class VolcanoNormalPods:
     """
 
     def __init__(self) -> None:
-        self._pods: list[tuple[int, str, str | None]] = []  # (index, would-be gang, Volcano task)
+        # would-be gang -> (index, Volcano task) of each pod: the pods of one controller share one key
+        self._pods: dict[str, list[tuple[int, str | None]]] = {}
 
     def remember(self, index: int, pod: Pod) -> None:
         if pod.status.phase in TERMINAL_PHASES:
             return
         key = volcano_normal_group(pod)
         if key is not None:
-            self._pods.append((index, key, volcano_task(pod)))
+            self._pods.setdefault(key, []).append((index, volcano_task(pod)))
 
     def apply(
         self, pods: list[PodInfo], gangs: Iterable[GangInfo], succeeded: SucceededMembers
     ) -> list[PodInfo]:
         """``pods`` with those members' gang set; ``succeeded`` learns their gangs have a live member."""
         volcano = {g.key for g in gangs if g.source == "volcano"}
-        for index, key, task in self._pods:
+        for key, members in self._pods.items():
             if key in volcano:
-                pods[index] = replace(pods[index], gang=key, gang_task=task)
-                succeeded.note(pods[index])
+                for index, task in members:
+                    pods[index] = replace(pods[index], gang=key, gang_task=task)
+                    succeeded.note(pods[index])
+        self._pods = {}  # kept only until here (class docstring)
         return pods
 
 
@@ -1875,4 +1879,5 @@ class PdbMatcher:
                 names = self.names(namespace, labels)
                 if names:
                     pods[index] = replace(pods[index], pdbs=names)
+        self._labels = []  # kept only until here (class docstring)
         return tuple(pods)
