@@ -6,6 +6,11 @@ It prints, per size, the seconds to parse the inputs (JSON text as kubectl and t
 into models), the seconds to plan, their ratio, and the peak memory of parse + plan (tracemalloc, in
 a second pass so the timings are not slowed by it). Figures, not pass/fail.
 
+Each size is planned a second time with one running pod in ten expendable (priority below
+``expendable_priority_cutoff``, which pending pods of priority 0 may preempt), and that plan time is
+printed beside the first with their ratio: every class that free room does not hold then looks for
+room by preemption (spillway.planner.preemption), which the plain cluster never does.
+
 Run: `.venv/bin/python bench/planner.py [--sizes 1000,5000,10000]`
 """
 
@@ -28,7 +33,7 @@ from spillway.model.k8s import iter_kube_list
 from spillway.model.nodegroup import build_node_groups
 from spillway.model.state import State
 from spillway.perf import bulk_allocation
-from spillway.planner import plan
+from spillway.planner import codes, plan
 
 NOW = o.EPOCH + timedelta(hours=6)
 REGIONS = ("us-east-1", "us-west-2")
@@ -43,6 +48,8 @@ TYPES = [
 GROUPS = 50
 RUNNING_PER_NODE = 20
 PENDING_PER_NODE = 4
+EXPENDABLE_EVERY = 10  # the expendable variant: every tenth running pod
+EXPENDABLE_PRIORITY = -100  # below expendable_priority_cutoff (-10 by default), below pending pods' 0
 
 
 def node_kinds() -> list[o.NodeKind]:
@@ -72,14 +79,19 @@ def pending_kinds() -> list[o.PodKind]:
     return kinds[:200]
 
 
-def generate(nodes: int) -> tuple[str, list[str]]:
+def generate(nodes: int, expendable: bool = False) -> tuple[str, list[str]]:
     """kubectl JSON text for the cluster, and AWS CLI JSON text per region
-    (:func:`spillway.local.objects.fleet`)."""
+    (:func:`spillway.local.objects.fleet`); with ``expendable``, every tenth running pod at
+    EXPENDABLE_PRIORITY."""
     world = o.fleet(
         nodes, nodes * (RUNNING_PER_NODE + PENDING_PER_NODE), pending=nodes * PENDING_PER_NODE,
         region=REGIONS[0], seed="bench", daemonsets=(), pdbs=0, kinds=node_kinds(),
         pending_kinds=pending_kinds(), cluster_name="bench",
     )  # fmt: skip
+    if expendable:
+        running = [p for p in world.pods if p["spec"].get("nodeName")]
+        for pod in running[::EXPENDABLE_EVERY]:
+            pod["spec"]["priority"] = EXPENDABLE_PRIORITY
     cluster_text = json.dumps(o.kube_list(world.kube_objects()))
     asg_texts = [json.dumps(o.asgs_output(world.asgs.get(r, []))) for r in REGIONS]
     return cluster_text, asg_texts
@@ -140,6 +152,21 @@ def measure(nodes: int) -> dict[str, Any]:
     }
 
 
+def measure_expendable(nodes: int) -> dict[str, Any]:
+    """The plan time of the same cluster with one running pod in ten expendable, and how many pending
+    pods it plans by preemption."""
+    config = PlannerConfig(cluster="bench", regions=REGIONS)
+    cluster_text, asg_texts = generate(nodes, expendable=True)
+    snapshot, groups = parse(cluster_text, asg_texts, config)
+    del cluster_text
+    gc.collect()
+    t0 = time.perf_counter()
+    result = run_plan(snapshot, groups, config)
+    t1 = time.perf_counter()
+    preempting = sum(1 for p in result.pending if p.code == codes.FITS_BY_PREEMPTION)
+    return {"plan_s": t1 - t0, "preempting": preempting}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The script's flags (the README's test reads them from here)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -152,16 +179,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     header = (
         f"{'nodes':>6} {'pods':>8} {'pending':>8} {'classes':>7} {'input MiB':>9} {'parse s':>8} {'plan s':>7} "
-        f"{'plan/parse':>10} {'peak parse MiB':>14} {'snapshot MiB':>12} {'peak plan MiB':>13} {'new nodes':>9}"
+        f"{'plan/parse':>10} {'peak parse MiB':>14} {'snapshot MiB':>12} {'peak plan MiB':>13} {'new nodes':>9} "
+        f"{'exp. plan s':>11} {'exp./plain':>10} {'preempting':>10}"
     )
     print(header)
     for size in (int(s) for s in args.sizes.split(",")):
         row = measure(size)
+        row |= {f"exp_{k}": v for k, v in measure_expendable(size).items()}
         rows.append(row)
         print(
             f"{row['nodes']:>6} {row['pods']:>8} {row['pending']:>8} {row['classes']:>7} {row['input_mb']:>9.0f} "
             f"{row['parse_s']:>8.2f} {row['plan_s']:>7.2f} {row['ratio']:>10.2f} {row['parse_peak_mib']:>14.0f} "
-            f"{row['snapshot_mib']:>12.0f} {row['plan_peak_mib']:>13.0f} {row['new_nodes']:>9}",
+            f"{row['snapshot_mib']:>12.0f} {row['plan_peak_mib']:>13.0f} {row['new_nodes']:>9} "
+            f"{row['exp_plan_s']:>11.2f} {row['exp_plan_s'] / row['plan_s']:>10.2f} {row['exp_preempting']:>10}",
             flush=True,
         )
     if len(rows) > 1:

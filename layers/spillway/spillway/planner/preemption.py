@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from spillway.model.resources import Resources, add_room, fit_count
+from spillway.model.resources import Resources, add_room, fit_count, unchecked_when_unknown
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, Victim, WorkNode
@@ -38,6 +38,25 @@ def room_below(node: WorkNode, priority: int) -> Resources:
         if victim.priority < priority:
             add_room(room, victim.requests)
     return room
+
+
+def one_fits_below(node: WorkNode, requests: Resources, priority: int) -> bool:
+    """Whether one pod of ``requests`` fits in :func:`room_below` (``fit_count(requests,
+    room_below(node, priority), 1) > 0``), found without building that room: a class passes over
+    every node with victims, and most take none of it (it is placed where it fits first)."""
+    for name, want in requests.items():
+        if want <= 0:
+            continue
+        have = node.free.get(name)
+        if have is None and unchecked_when_unknown(name):
+            continue  # not reported by the node: any amount fits, with or without victims
+        room = have or 0  # none reported, and no victim's: 0, which takes no pod
+        for victim in node.victims:
+            if victim.priority < priority:
+                room += victim.requests.get(name, 0)
+        if room < want:
+            return False
+    return True
 
 
 def choose_victims(node: WorkNode, requests: Resources, count: int, priority: int) -> list[Victim]:
@@ -63,8 +82,11 @@ def place_by_preemption(ctx: Context, cls: PodClass, spots: Iterable[tuple[Pool,
     for pool, node in spots:
         if not cls.remaining:
             return
+        requests = cls.requests_on(node.info.name)
+        if not one_fits_below(node, requests, cls.priority):
+            continue  # not one pod, even with every victim of lower priority gone: nothing to do here
         limit = _limit(cls, node)
-        count = fit_count(cls.requests_on(node.info.name), room_below(node, cls.priority), limit)
+        count = fit_count(requests, room_below(node, cls.priority), limit)
         if count > 0:
             _preempt_on(ctx, cls, node, count, limit)
             pool.widen(node)
