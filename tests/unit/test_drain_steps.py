@@ -2591,6 +2591,18 @@ def test_two_forced_drains_of_one_moved_change_drain_once_the_other_stops_supers
 MACHINE = "arn:aws:states:us-east-1:123456789012:execution:spillway-ml-drain-node"
 
 
+def _overtaken(rig: Rig) -> tuple[Drain, Drain, str]:
+    """Two forced drains following one moved EC2 event, both cordoned, the new start's written last (it
+    holds the node); the old one and its own execution ARN, to stand by."""
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = [MOVED]
+    old = _woken(rig, CHANGE, OLD_START_FORCE)
+    new = _woken(rig, NEW_START, NEW_START_FORCE)
+    rig.drainer.cordon(old)
+    rig.drainer.cordon(new)
+    return old, new, f"{MACHINE}:{OLD_START_FORCE}"
+
+
 @pytest.mark.parametrize("ended", ["FAILED", "ABORTED", "TIMED_OUT", "MISSING"])
 def test_a_forced_drain_superseded_by_one_of_the_same_event_takes_the_node_over_when_that_one_fails(
     rig: Rig, ended: str
@@ -2603,13 +2615,7 @@ def test_a_forced_drain_superseded_by_one_of_the_same_event_takes_the_node_over_
     succeeding."""
     statuses = {f"{MACHINE}:{NEW_START_FORCE}": "RUNNING"}
     rig.drainer.executions = statuses.__getitem__
-    rig.pod("web-0")
-    rig.cloud.instance_events[INSTANCE] = [MOVED]
-    old = _woken(rig, CHANGE, OLD_START_FORCE)
-    new = _woken(rig, NEW_START, NEW_START_FORCE)
-    rig.drainer.cordon(old)
-    rig.drainer.cordon(new)  # written last: it holds the node
-    own = f"{MACHINE}:{OLD_START_FORCE}"
+    old, new, own = _overtaken(rig)
 
     standing = rig.drainer.evict(old, execution=own)
     assert standing["done"] is False and standing["evicted"] == []
@@ -2638,13 +2644,7 @@ def test_a_forced_drain_superseded_by_one_of_the_same_event_that_succeeded_stops
         return statuses[arn]
 
     rig.drainer.executions = status
-    rig.pod("web-0")
-    rig.cloud.instance_events[INSTANCE] = [MOVED]
-    old = _woken(rig, CHANGE, OLD_START_FORCE)
-    new = _woken(rig, NEW_START, NEW_START_FORCE)
-    rig.drainer.cordon(old)
-    rig.drainer.cordon(new)
-    own = f"{MACHINE}:{OLD_START_FORCE}"
+    old, _, own = _overtaken(rig)
     assert "could not be read" in rig.drainer.evict(old, execution=own)["note"]
 
     statuses[f"{MACHINE}:{NEW_START_FORCE}"] = "SUCCEEDED"
@@ -2661,13 +2661,7 @@ def test_a_forced_drain_standing_by_whose_node_the_other_terminated_ends_superse
     other still runs and stops superseded once it succeeded."""
     statuses = {f"{MACHINE}:{NEW_START_FORCE}": "RUNNING"}
     rig.drainer.executions = statuses.__getitem__
-    rig.pod("web-0")
-    rig.cloud.instance_events[INSTANCE] = [MOVED]
-    old = _woken(rig, CHANGE, OLD_START_FORCE)
-    new = _woken(rig, NEW_START, NEW_START_FORCE)
-    rig.drainer.cordon(old)
-    rig.drainer.cordon(new)
-    own = f"{MACHINE}:{OLD_START_FORCE}"
+    old, _, own = _overtaken(rig)
     standing = rig.drainer.evict(old, execution=own)
     rig.api.delete("Node", NODE)
 

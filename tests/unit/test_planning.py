@@ -1437,10 +1437,9 @@ def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> 
     assert cloud.called("node_groups") == []  # no re-plan
 
 
-def test_a_group_whose_raise_errored_is_backed_off_and_its_pods_overflow() -> None:
-    """SetDesiredCapacity failed for good (AccessDenied): the group's iteration ended in Errored, and no
-    back-off was written, so the re-plan (and every plan until the raise aged out) still counted the
-    plan's nodes as launching there and nothing spilled over to the other region. (Found by review.)"""
+def planned_east_and_west(seconds: int) -> tuple[Rig, SnapshotRef, Any, ScaleSteps]:
+    """gpu_world planned at NOW + 5 s, and the scale-up's steps ``seconds`` after NOW over a cloud of its
+    two groups (gpu-east, gpu-west) and a store holding its snapshot."""
     rig = Rig()
     first = snapshot_of(gpu_world(), NOW)
     ref = rig.snapshots.add(first)
@@ -1451,7 +1450,15 @@ def test_a_group_whose_raise_errored_is_backed_off_and_its_pods_overflow() -> No
     snapshots = FakeSnapshots()
     snapshots.add(first)
     scale = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=rig.ledger, snapshots=snapshots,
-                       settings=settings(), clock=lambda: NOW + timedelta(seconds=30))  # fmt: skip
+                       settings=settings(), clock=lambda: NOW + timedelta(seconds=seconds))  # fmt: skip
+    return rig, ref, plan, scale
+
+
+def test_a_group_whose_raise_errored_is_backed_off_and_its_pods_overflow() -> None:
+    """SetDesiredCapacity failed for good (AccessDenied): the group's iteration ended in Errored, and no
+    back-off was written, so the re-plan (and every plan until the raise aged out) still counted the
+    plan's nodes as launching there and nothing spilled over to the other region. (Found by review.)"""
+    rig, ref, plan, scale = planned_east_and_west(seconds=30)
     error = {"group": "gpu-east", "region": "us-east-1", "outcome": "error", "error": "AwsError",
              "cause": "SetDesiredCapacity(us-east-1, gpu-east, 3): AccessDenied: not authorized"}  # fmt: skip
 
@@ -1481,19 +1488,9 @@ def test_a_group_whose_raise_landed_is_not_backed_off_for_an_aws_error_after_it(
     error reading a group says nothing of its launch (cluster-autoscaler takes a group whose scaling
     activities it cannot read as available: auto_scaling_groups.go, isNodeGroupAvailable); the raise
     stays capacity launching, and nothing is launched twice."""
-    rig = Rig()
-    first = snapshot_of(gpu_world(), NOW)
-    ref = rig.snapshots.add(first)
-    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
-    cloud = FakeCloud(cluster="ml")
-    for group in first.groups:
-        cloud.node_groups_by_region.setdefault(group.region, []).append(group)
-    snapshots = FakeSnapshots()
-    snapshots.add(first)
+    rig, ref, plan, scale = planned_east_and_west(seconds=60)
     rig.ledger.claim("ml", f"{RAISE_PREFIX}up-{plan.plan_id}-1-us-east-1-gpu-east"[: len(RAISE_PREFIX) + 200],
                      {"before": 1, "after": 3, "count": 2}, expires=NOW + timedelta(days=2))  # fmt: skip
-    scale = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=rig.ledger, snapshots=snapshots,
-                       settings=settings(), clock=lambda: NOW + timedelta(seconds=60))  # fmt: skip
     error = {"group": "gpu-east", "region": "us-east-1", "outcome": "error", "error": "AwsError",
              "cause": "DescribeScalingActivities(us-east-1, gpu-east): AccessDenied: not authorized"}  # fmt: skip
 
