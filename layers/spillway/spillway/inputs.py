@@ -187,23 +187,30 @@ def load_warm_pools(specs: Sequence[str], asgs: Sequence[AutoScalingGroup]) -> d
     """``--warm-pool GROUP=FILE``: ``aws autoscaling describe-warm-pool --auto-scaling-group-name GROUP``
     outputs, by the ARN of the group of ``asgs`` that GROUP names (its name, or its ARN when groups of
     that name are in several regions). The output does not name its group: the option does."""
+    return {arn: _parse_warm_pool(path) for arn, path in _files_by_group(specs, asgs, "--warm-pool").items()}
+
+
+def _files_by_group(specs: Sequence[str], asgs: Sequence[AutoScalingGroup], option: str) -> dict[str, str]:
+    """The files of an ``option GROUP=FILE`` given once per group, by the ARN of the group of ``asgs``
+    GROUP names (its name, or its ARN when groups of that name are in several regions); an unknown or
+    ambiguous GROUP, or a group given twice, is an :class:`InputError` naming it."""
     by_key: dict[str, list[str]] = {}
     for asg in asgs:
         by_key.setdefault(asg.AutoScalingGroupName, []).append(asg.AutoScalingGroupARN)
         by_key.setdefault(asg.AutoScalingGroupARN, []).append(asg.AutoScalingGroupARN)
-    pools: dict[str, WarmPool] = {}
+    files: dict[str, str] = {}
     for spec in specs:
-        group, path = _split_group_spec(spec, by_key)
+        group, path = _split_group_spec(spec, by_key, option)
         arns = by_key.get(group, [])
-        where = f"--warm-pool {group}"
+        where = f"{option} {group}"
         if not arns:
             raise InputError("names no group of --asgs (GROUP=FILE: a group's name or ARN)", field=where)
         if len(arns) > 1:
             raise InputError(f"{len(arns)} groups of --asgs have that name: give its ARN", field=where)
-        if arns[0] in pools:
+        if arns[0] in files:
             raise InputError("given twice", field=where)
-        pools[arns[0]] = _parse_warm_pool(path)
-    return pools
+        files[arns[0]] = path
+    return files
 
 
 def _split_group_spec(spec: str, known: Mapping[str, object], option: str = "--warm-pool") -> tuple[str, str]:
@@ -241,22 +248,8 @@ def load_lifecycle_hooks(
     group no file gives is flagged as observe flags a group whose hooks it could not read. GROUP is a
     group's name, or its ARN when groups of that name are in several regions; an unknown or ambiguous
     GROUP, a group given twice or an output that cannot be read is an :class:`InputError` naming it."""
-    by_key: dict[str, list[str]] = {}
-    for asg in asgs:
-        by_key.setdefault(asg.AutoScalingGroupName, []).append(asg.AutoScalingGroupARN)
-        by_key.setdefault(asg.AutoScalingGroupARN, []).append(asg.AutoScalingGroupARN)
-    given: dict[str, list[str]] = {}
-    for spec in specs:
-        group, path = _split_group_spec(spec, by_key, "--lifecycle-hooks")
-        arns = by_key.get(group, [])
-        where = f"--lifecycle-hooks {group}"
-        if not arns:
-            raise InputError("names no group of --asgs (GROUP=FILE: a group's name or ARN)", field=where)
-        if len(arns) > 1:
-            raise InputError(f"{len(arns)} groups of --asgs have that name: give its ARN", field=where)
-        if arns[0] in given:
-            raise InputError("given twice", field=where)
-        given[arns[0]] = drain_hooks(_parse_lifecycle_hooks(path), owned)
+    files = _files_by_group(specs, asgs, "--lifecycle-hooks")
+    given = {arn: drain_hooks(_parse_lifecycle_hooks(path), owned) for arn, path in files.items()}
     return [
         g.model_copy(update={"DrainHooks": given[g.AutoScalingGroupARN]})
         if g.AutoScalingGroupARN in given
