@@ -11,6 +11,7 @@ import pytest
 from plan_world import NOW, SHAPES, World, pending_codes, scale_up
 
 from spillway.local import objects as o
+from spillway.model.cluster import ClusterSnapshot
 from spillway.model.k8s import SCALE_DOWN_DISABLED
 from spillway.planner import ScalingPlan
 from spillway.planner.buffers import buffer_classes
@@ -513,3 +514,32 @@ def test_a_capacity_buffer_in_namespace_config_and_a_configured_buffer_of_its_na
     assert "capacity buffer config/serving (2 virtual pod(s))" in reason
     assert "capacity buffer config:serving (2 virtual pod(s))" in reason
     assert len({p.pod for p in result.placements if ":buffer:" in p.pod}) == 4
+
+
+@pytest.mark.parametrize(("priority", "launched"), [(None, 3), (0, 0)])
+def test_a_capacity_buffer_whose_template_sets_no_priority_is_never_expendable(
+    priority: int | None, launched: int
+) -> None:
+    """cluster-autoscaler's expendable filter drops a pod only when its spec.priority is set and below
+    --expendable-pods-priority-cutoff (core/utils FilterOutExpendableAndSplit: ``pod.Spec.Priority !=
+    nil && ...``), and a buffer's fake pods are its PodTemplate copied (makeFakePods, GetPodFromTemplate),
+    which admission never gave a priority. So with a cutoff above 0 a buffer whose template sets no
+    priority is still served; one whose template writes 0 is not."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    (idle,) = w.group("spare", "m5.2xlarge", nodes=1, max_size=1)
+    if priority is None:
+        pod_template(w, "batch")
+        assert "priority" not in w.items[-1]["template"]["spec"]
+    else:
+        _prioritised_template(w, "batch", priority)
+    capacity_buffer(w, "warm", "batch", {"podTemplateRef": {"name": "tpl"}, "replicas": 8})
+
+    result = w.plan(expendable_priority_cutoff=1)
+
+    assert scale_up(result).get("cpu", (0, 0))[1] == launched
+    assert (kept_codes(result).get(idle) == "buffer") == (launched > 0)
+    # the stored snapshot, which the plan function reads, keeps it so
+    snapshot = w.parsed(expendable_priority_cutoff=1)[0]
+    stored = ClusterSnapshot.from_dict(snapshot.to_dict())
+    assert [b.expendable(1) for b in stored.buffers] == [launched == 0]

@@ -1182,8 +1182,10 @@ def resolved(value: Any, cluster: str) -> Any:
     if isinstance(value, str):
         return value
     ((fn, arg),) = value.items()
-    if fn == "Ref" and arg in EXPANDED:  # a function's Ref is its name
-        return resolved(EXPANDED[arg]["Properties"]["FunctionName"], cluster)
+    if fn == "Ref" and arg in EXPANDED:  # a function's Ref is its name, and a dashboard's
+        kind = EXPANDED[arg]["Type"]
+        field = "DashboardName" if kind == "AWS::CloudWatch::Dashboard" else "FunctionName"
+        return resolved(EXPANDED[arg]["Properties"][field], cluster)
     if fn == "Ref":
         return cluster if arg == "ClusterName" else PSEUDO[arg]
     if fn == "Fn::Split":
@@ -1303,6 +1305,23 @@ def test_two_regions_stacks_of_one_cluster_name_name_no_account_wide_resource_al
         names[region] = {logical: resolved(value, "prod") for logical, value in account_wide}
     clashes = [k for k, v in names["us-east-1"].items() if names["eu-west-1"][k] == v]
     assert clashes == []
+
+
+def test_the_dashboard_url_output_opens_the_dashboard_the_stack_creates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The DashboardUrl output names the dashboard as the template names it. The dashboard was renamed
+    spillway-<cluster>-<region> (two regions' clusters of one name), but the output still opened
+    #dashboards:name=spillway-<cluster>, which no stack creates any more: the console said it does not
+    exist."""
+    dashboard = resolved(EXPANDED["Dashboard"]["Properties"]["DashboardName"], "prod")
+    url = resolved(TEMPLATE["Outputs"]["DashboardUrl"]["Value"], "prod")
+    assert dashboard == "spillway-prod-us-east-1"
+    assert url.endswith(f"?region=us-east-1#dashboards:name={dashboard}")
+    monkeypatch.setitem(PSEUDO, "AWS::Region", "eu-west-1")
+    assert resolved(TEMPLATE["Outputs"]["DashboardUrl"]["Value"], "prod").endswith(
+        "#dashboards:name=spillway-prod-eu-west-1"
+    )
 
 
 @pytest.mark.parametrize("cluster", cluster_names())

@@ -128,6 +128,9 @@ class BufferInfo:
     # the LimitedByQuotas condition's (status, message) once the namespace's ResourceQuotas were
     # allocated (:func:`limit_by_quotas`); None: not allocated (the condition is left as it is)
     quota: tuple[str, str] | None = None
+    # the chunk's pod sets no spec.priority (a PodTemplate's, which admission never resolved): its fake
+    # pods are never expendable (:meth:`expendable`), though they are planned at priority 0
+    unprioritised: bool = False
     # the template's Pod, until its pod topology is matched against the cluster's pods (spillway.model.templates)
     source: Pod | None = field(default=None, compare=False, repr=False)
 
@@ -146,9 +149,14 @@ class BufferInfo:
 
     def expendable(self, cutoff: int) -> bool:
         """A CapacityBuffer whose chunk's priority is below ``cutoff`` (``expendable_priority_cutoff``):
-        cluster-autoscaler drops its fake pods as any expendable pod (spillway.planner.buffers). A
-        configured buffer has no priority."""
-        return bool(self.namespace) and self.pod is not None and self.pod.priority < cutoff
+        cluster-autoscaler drops its fake pods as any expendable pod (spillway.planner.buffers). Only a
+        priority the chunk sets counts: the filter passes a pod whose ``spec.priority`` is not set,
+        whatever the cutoff (core/utils FilterOutExpendableAndSplit: ``pod.Spec.Priority != nil &&``),
+        and the fake pods are the PodTemplate copied (makeFakePods), so a template that sets none is
+        never expendable, even with a cutoff above 0. A configured buffer has no priority."""
+        if not self.namespace or self.pod is None or self.unprioritised:
+            return False
+        return self.pod.priority < cutoff
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ns": self.namespace, "n": self.name, "r": self.replicas}
@@ -160,6 +168,7 @@ class BufferInfo:
             "s": self.strategy if self.strategy != ACTIVE_CAPACITY else "",
             "w": [w.model_dump() for w in self.windows],
             "q": list(self.quota) if self.quota is not None else None,
+            "np": 1 if self.unprioritised else None,
         }
         out.update({k: v for k, v in optional.items() if v})
         return out
@@ -183,6 +192,7 @@ class BufferInfo:
                 for w in d.get("w", ())
             ),
             quota=(str(d["q"][0]), str(d["q"][1])) if d.get("q") else None,
+            unprioritised=bool(d.get("np")),
         )
 
 
@@ -347,7 +357,8 @@ def buffer_info(
         return replace(base, problem=problem)
     pod = pending_info(source)
     count, problem = _chunks(buffer, pod, current)
-    return replace(base, replicas=count, pod=pod, problem=problem, source=source)
+    unset = source.spec.priority is None
+    return replace(base, replicas=count, pod=pod, problem=problem, source=source, unprioritised=unset)
 
 
 def buffer_infos(
