@@ -1077,3 +1077,36 @@ def test_a_pod_whose_eviction_fails_its_index_is_never_moved() -> None:
     # the snapshot keeps the limit and the pod's count
     snap = snapshot(job, index_pod("1"))
     assert ClusterSnapshot.from_dict(snap.to_dict()) == snap and snap.pods[0].index_failures == 1
+
+
+def mpi_pod(job: str, role: str, **kw: Any) -> dict[str, Any]:
+    """A pod of an MPIJob as kubeflow/mpi-operator v2beta1 makes it (pkg/controller/mpi_job_controller.go,
+    ``defaultLabels``): a worker controlled by the MPIJob, the launcher by its batch/v1 launcher Job."""
+    labels = {
+        "training.kubeflow.org/operator-name": "mpi-operator",
+        "training.kubeflow.org/job-name": job,
+        "training.kubeflow.org/job-role": role,
+    }
+    if role == "launcher":
+        labels |= {"batch.kubernetes.io/job-name": f"{job}-launcher", "job-name": f"{job}-launcher"}
+        return pod(f"{job}-launcher-x7k2p", owner=("Job", f"{job}-launcher"), labels=labels, **kw)
+    return pod(
+        f"{job}-worker-0", owner=("MPIJob", job), owner_api="kubeflow.org/v2beta1", labels=labels, **kw
+    )
+
+
+def test_no_pod_of_an_mpijob_is_moved() -> None:
+    """An MPIJob's worker or launcher moved on its opt-in (safe-to-evict=true, an expendable priority).
+    The launcher's mpirun runs one rank set over every worker; a worker that goes takes its ranks, and
+    MPI's default error handler (MPI_ERRORS_ARE_FATAL) aborts them all, so mpirun fails and the launcher
+    Job runs it again from the start, or the MPIJob fails past runPolicy.backoffLimit; the launcher
+    evicted takes mpirun itself. The mpi-operator also fails the MPIJob outright on a worker the kubelet
+    evicted (updateMPIJobStatus, reason MPIJobEvicted). One move costs the whole job's running work."""
+    for raw in (
+        mpi_pod("allreduce", "worker", annotations=SAFE),
+        mpi_pod("allreduce", "worker", priority=-100),
+        mpi_pod("allreduce", "launcher", annotations=SAFE),
+    ):
+        move = judge(raw)
+        assert (move.movable, move.code) == (False, codes.POD_ENDS_JOB), (raw["metadata"]["name"], move)
+        assert "MPIJob/ml/allreduce" in move.reason

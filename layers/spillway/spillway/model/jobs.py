@@ -104,6 +104,7 @@ _OPERATOR_KINDS = {
     "paddlejob-controller": "PaddleJob",
     "tfjob-controller": "TFJob",
     "mpijob-controller": "MPIJob",
+    "mpi-operator": "MPIJob",  # kubeflow/mpi-operator v2beta1: its launcher pod is its launcher Job's
     "xgboostjob-controller": "XGBoostJob",
     "jaxjob-controller": "JAXJob",
 }
