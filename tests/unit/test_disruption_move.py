@@ -1110,3 +1110,54 @@ def test_no_pod_of_an_mpijob_is_moved() -> None:
         move = judge(raw)
         assert (move.movable, move.code) == (False, codes.POD_ENDS_JOB), (raw["metadata"]["name"], move)
         assert "MPIJob/ml/allreduce" in move.reason
+
+
+def kubeflow_job(kind: str, specs: dict[str, dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    field = {"TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}[kind]
+    return {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": "train", "namespace": NS},
+            "spec": {field: specs, **spec}}  # fmt: skip
+
+
+def test_a_tfjobs_evicted_pod_fails_it_whatever_its_restart_policy() -> None:
+    """A safe-to-evict (or expendable) TFJob pod moved, and the TFJob failed. The training operator counts
+    a Running pod with a deletionTimestamp as a failed replica (pkg/core/status.go), sets the Restarting
+    condition only for a pod already in phase Failed (pkg/controller.v1/common/pod.go, ReconcilePods),
+    and the TFJob's UpdateJobStatus (pkg/controller.v1/tensorflow/tfjob_controller.go) marks it Failed on
+    any failed replica when no Restarting condition is held, whatever the replica's restartPolicy, but for
+    a Worker with enableDynamicWorker. kubeflow/trainer#2124 is an OnFailure worker so deleted."""
+    specs = {"PS": {"replicas": 1, "restartPolicy": "OnFailure"}, "Worker": {"replicas": 4, "restartPolicy": "OnFailure"}}  # fmt: skip
+    for role, kw in (
+        ("Worker", {"annotations": SAFE}),
+        ("Worker", {"priority": -100}),
+        ("PS", {"annotations": SAFE}),
+    ):
+        move = judge(kubeflow_job("TFJob", specs), kubeflow_pod("train", role, kind="TFJob", **kw))
+        assert (move.movable, move.code) == (False, codes.POD_ENDS_JOB), (role, move)
+    dynamic = kubeflow_job("TFJob", specs, enableDynamicWorker=True)
+    assert judge(dynamic, kubeflow_pod("train", "Worker", kind="TFJob", annotations=SAFE)).code == (
+        codes.POD_SAFE_TO_EVICT
+    )
+    assert (
+        judge(dynamic, kubeflow_pod("train", "PS", kind="TFJob", annotations=SAFE)).code == codes.POD_ENDS_JOB
+    )
+
+
+def test_an_xgboostjob_pod_moves_only_under_exitcode_and_a_jaxjob_pod_not_under_never() -> None:
+    """An XGBoostJob's UpdateJobStatus (pkg/controller.v1/xgboost/xgboostjob_controller.go) marks the job
+    Restarting on a failed replica only when its restartPolicy is ExitCode, and Failed otherwise (Never,
+    its default, OnFailure, Always); a JAXJob's (pkg/controller.v1/jax/jaxjob_controller.go) fails it on a
+    replica type whose policy is Never, its default (JAXJobDefaultRestartPolicy). An evicted pod counts as
+    failed (pkg/core/status.go), so one safe-to-evict pod's move ended the job."""
+    worker = {"XGBoostJob": kubeflow_pod("train", kind="XGBoostJob", annotations=SAFE),
+              "JAXJob": kubeflow_pod("train", kind="JAXJob", annotations=SAFE)}  # fmt: skip
+    cases = [("XGBoostJob", None, False), ("XGBoostJob", "OnFailure", False), ("XGBoostJob", "ExitCode", True),
+             ("JAXJob", None, False), ("JAXJob", "Never", False), ("JAXJob", "OnFailure", True)]  # fmt: skip
+    for kind, policy, moves in cases:
+        spec = {"replicas": 2} | ({"restartPolicy": policy} if policy else {})
+        move = judge(
+            kubeflow_job(kind, {"Master": {"replicas": 1, "restartPolicy": "ExitCode"}, "Worker": spec}),
+            worker[kind],
+        )
+        assert move.code == (codes.POD_SAFE_TO_EVICT if moves else codes.POD_ENDS_JOB), (kind, policy, move)
+    # a job none of whose replicas fails it says nothing: not kept
+    assert snapshot(kubeflow_job("XGBoostJob", {"Worker": {"restartPolicy": "ExitCode"}})).jobs == ()

@@ -521,9 +521,10 @@ def takes_more_than_the_pod(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS)
 
 def ends_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | None:
     """Why the pod's eviction would end its job, or None: it is an MPIJob's worker or launcher (an MPI
-    program runs over all of them: see below); its PyTorchJob's (or PaddleJob's) replica type never restarts
-    (``restartPolicy: Never``), so the training operator fails the whole job on the evicted pod
-    (``JobInfo.fail_roles``); or its batch/v1 Job counts the evicted pod as failed and fails on it: a
+    program runs over all of them: see below); the training operator fails its Kubeflow job on an evicted
+    pod of its replica type (``JobInfo.fail_roles``: a PyTorchJob's, PaddleJob's or JAXJob's under
+    ``restartPolicy: Never``, an XGBoostJob's under any policy but ExitCode, a TFJob's whatever its
+    policy, spillway.model.jobs); or its batch/v1 Job counts the evicted pod as failed and fails on it: a
     ``podFailurePolicy`` FailJob or FailIndex rule an eviction may match first, or no failed pod left
     before ``backoffLimit`` (``JobInfo.eviction_fails``, ``JobInfo.evictions_left``).
 
@@ -543,9 +544,11 @@ def ends_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | N
         )
     job = jobs.get(key) if key is not None else None
     if job is not None and pod.job_role is not None and pod.job_role in job.fail_roles:
+        kind = job.key.partition("/")[0]
+        why = _FAILING_RULES.get(kind, "have restartPolicy Never")
         return (
-            f"its job {job.key}'s {pod.job_role} replicas have restartPolicy Never: the training operator "
-            "fails the whole job when one of them is evicted"
+            f"its job {job.key}'s {pod.job_role} replicas {why}: the training operator fails the whole job "
+            "when one of them is evicted"
         )
     return _ends_its_batch_job(pod, jobs)
 
@@ -575,6 +578,11 @@ def _ends_its_batch_job(pod: PodInfo, jobs: Mapping[str, JobInfo]) -> str | None
     return None
 
 
+# why a Kubeflow kind's replica type is in JobInfo.fail_roles, where not for restartPolicy Never
+_FAILING_RULES = {
+    "TFJob": "fail their TFJob on any failed pod, whatever their restartPolicy (no enableDynamicWorker Worker)",
+    "XGBoostJob": "have a restartPolicy other than ExitCode",
+}
 MPI_JOB = "MPIJob/"  # the job key of an MPIJob's pod (job_key_of), worker or launcher
 
 
