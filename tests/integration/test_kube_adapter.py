@@ -963,8 +963,9 @@ def test_a_crd_not_installed_gives_none_of_its_kind_logged_once(
     assert kinds == {"Namespace", "CapacityQuota", "PriorityClass"}  # the API server's own classes
     kube.list_shared_objects()
     infos = [r for r in caplog.records if r.levelname == "INFO" and "not served" in r.getMessage()]
-    # coscheduling, Volcano, upstream PodGroup, Workload, PyTorchJob, PaddleJob, Volcano Job: once
-    assert len(infos) == 7
+    # coscheduling, Volcano, upstream PodGroup, Workload, PyTorchJob, PaddleJob, TFJob, XGBoostJob,
+    # JAXJob, Volcano Job: once
+    assert len(infos) == 10
     assert any("podgroups.scheduling.volcano.sh" in r.getMessage() for r in infos)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert kube.list_custom(*PROVREQ_GV) == []

@@ -1458,3 +1458,81 @@ def test_a_volcano_podgroups_priority_class_is_read_through_the_client_and_kept_
     assert snapshot is not None
     priorities = {g.key: g.priority for g in snapshot.cluster.gangs}
     assert priorities == {"vision/train": 1000, "vision/plain": 100}
+
+
+def test_tfjobs_xgboostjobs_and_jaxjobs_written_over_the_wire_keep_their_pods_from_moves(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """TFJobs, XGBoostJobs and JAXJobs, as their CRDs store them (pruned, the operator's Never default not
+    written), are read for the replica types whose evicted pod fails the job (spillway.model.jobs): a
+    safe-to-evict pod of such a type is ends-job, of any other it moves. A TFJob whose
+    enableDynamicWorker is of a wrong type is refused (422), never stored: its workers move on their
+    opt-in alone, as for a job never read."""
+    from kubernetes.client import CustomObjectsApi
+    from kubernetes.client.exceptions import ApiException
+
+    from spillway.adapters.kube import KubeClient
+    from spillway.model.cluster import ClusterSnapshot
+    from spillway.planner import codes
+    from spillway.planner.disruption import assess_move
+
+    host = kobj.cluster(1, 0)[0][0]["metadata"]["name"]
+    kubeapi.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    template = {"spec": {"containers": [{"name": "c", "image": "ghcr.io/example/train:1"}]}}
+
+    def job(kind: str, name: str, specs: str, workers: dict[str, Any], **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": name, "namespace": "ml"},
+                "spec": {specs: {"Worker": {"replicas": 1, "template": template, **workers}}, **spec}}  # fmt: skip
+
+    with kubeapi.api_client() as client:
+        custom = CustomObjectsApi(client)
+        for plural, body in (
+            ("tfjobs", job("TFJob", "mnist", "tfReplicaSpecs", {"restartPolicy": "OnFailure"}, gpusPerJob=1)),
+            ("tfjobs", job("TFJob", "dyn", "tfReplicaSpecs", {}, enableDynamicWorker=True)),
+            ("xgboostjobs", job("XGBoostJob", "boost", "xgbReplicaSpecs", {"restartPolicy": "ExitCode"})),
+            ("jaxjobs", job("JAXJob", "jax", "jaxReplicaSpecs", {})),
+        ):
+            custom.create_namespaced_custom_object("kubeflow.org", "v1", "ml", plural, body)
+        with pytest.raises(ApiException) as refused:
+            custom.create_namespaced_custom_object(
+                "kubeflow.org",
+                "v1",
+                "ml",
+                "tfjobs",
+                job("TFJob", "typo", "tfReplicaSpecs", {}, enableDynamicWorker="yes"),
+            )
+        stored = custom.get_namespaced_custom_object("kubeflow.org", "v1", "ml", "tfjobs", "mnist")
+    assert refused.value.status == 422 and "spec.enableDynamicWorker" in refused.value.body
+    assert "gpusPerJob" not in stored["spec"]
+    for job_name, kind in (
+        ("mnist", "TFJob"),
+        ("dyn", "TFJob"),
+        ("boost", "XGBoostJob"),
+        ("jax", "JAXJob"),
+        ("typo", "TFJob"),
+    ):
+        worker = kobj.pod(f"{job_name}-worker-0", "ml", node_name=host, owner=(kind, job_name), cpu="100m",
+                          annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
+                          labels={"training.kubeflow.org/job-name": job_name,
+                                  "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
+        worker["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
+        kubeapi.add(worker)
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    cluster = ClusterSnapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).cluster.to_dict())
+
+    jobs = cluster.jobs_by_key()
+    assert {k: sorted(j.fail_roles) for k, j in jobs.items()} == {
+        "TFJob/ml/mnist": ["worker"],
+        "JAXJob/ml/jax": ["worker"],
+    }
+    moves = {
+        p.name: assess_move(p, None, None, T0, -10, jobs).code for p in cluster.pods if p.namespace == "ml"
+    }
+    assert moves == {
+        "mnist-worker-0": codes.POD_ENDS_JOB,  # a TFJob fails on any evicted replica, OnFailure too
+        "dyn-worker-0": codes.POD_SAFE_TO_EVICT,  # but for a Worker under enableDynamicWorker
+        "boost-worker-0": codes.POD_SAFE_TO_EVICT,  # an XGBoostJob restarts only under ExitCode
+        "jax-worker-0": codes.POD_ENDS_JOB,  # a JAXJob's default is Never
+        "typo-worker-0": codes.POD_SAFE_TO_EVICT,  # never stored
+    }

@@ -164,6 +164,7 @@ RULES = [
      '{apiGroups: ["scheduling.k8s.io"], resources: ["workloads"], verbs: ["list"]}'),
     ("/apis/batch/v1/jobs", '{apiGroups: ["batch"], resources: ["jobs"], verbs: ["list"]}'),
     ("/apis/kubeflow.org/v1/pytorchjobs", '{apiGroups: ["kubeflow.org"], resources: ["pytorchjobs"], verbs: ["list"]}'),
+    ("/apis/kubeflow.org/v1/tfjobs", '{apiGroups: ["kubeflow.org"], resources: ["tfjobs"], verbs: ["list"]}'),
     ("/api/v1/persistentvolumeclaims", '{apiGroups: [""], resources: ["persistentvolumeclaims"], verbs: ["list"]}'),
     ("/apis/storage.k8s.io/v1/storageclasses",
      '{apiGroups: ["storage.k8s.io"], resources: ["storageclasses"], verbs: ["list"]}'),

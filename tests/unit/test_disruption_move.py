@@ -1077,3 +1077,87 @@ def test_a_pod_whose_eviction_fails_its_index_is_never_moved() -> None:
     # the snapshot keeps the limit and the pod's count
     snap = snapshot(job, index_pod("1"))
     assert ClusterSnapshot.from_dict(snap.to_dict()) == snap and snap.pods[0].index_failures == 1
+
+
+def mpi_pod(job: str, role: str, **kw: Any) -> dict[str, Any]:
+    """A pod of an MPIJob as kubeflow/mpi-operator v2beta1 makes it (pkg/controller/mpi_job_controller.go,
+    ``defaultLabels``): a worker controlled by the MPIJob, the launcher by its batch/v1 launcher Job."""
+    labels = {
+        "training.kubeflow.org/operator-name": "mpi-operator",
+        "training.kubeflow.org/job-name": job,
+        "training.kubeflow.org/job-role": role,
+    }
+    if role == "launcher":
+        labels |= {"batch.kubernetes.io/job-name": f"{job}-launcher", "job-name": f"{job}-launcher"}
+        return pod(f"{job}-launcher-x7k2p", owner=("Job", f"{job}-launcher"), labels=labels, **kw)
+    return pod(
+        f"{job}-worker-0", owner=("MPIJob", job), owner_api="kubeflow.org/v2beta1", labels=labels, **kw
+    )
+
+
+def test_no_pod_of_an_mpijob_is_moved() -> None:
+    """An MPIJob's worker or launcher moved on its opt-in (safe-to-evict=true, an expendable priority).
+    The launcher's mpirun runs one rank set over every worker; a worker that goes takes its ranks, and
+    MPI's default error handler (MPI_ERRORS_ARE_FATAL) aborts them all, so mpirun fails and the launcher
+    Job runs it again from the start, or the MPIJob fails past runPolicy.backoffLimit; the launcher
+    evicted takes mpirun itself. The mpi-operator also fails the MPIJob outright on a worker the kubelet
+    evicted (updateMPIJobStatus, reason MPIJobEvicted). One move costs the whole job's running work."""
+    for raw in (
+        mpi_pod("allreduce", "worker", annotations=SAFE),
+        mpi_pod("allreduce", "worker", priority=-100),
+        mpi_pod("allreduce", "launcher", annotations=SAFE),
+    ):
+        move = judge(raw)
+        assert (move.movable, move.code) == (False, codes.POD_ENDS_JOB), (raw["metadata"]["name"], move)
+        assert "MPIJob/ml/allreduce" in move.reason
+
+
+def kubeflow_job(kind: str, specs: dict[str, dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    field = {"TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}[kind]
+    return {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": "train", "namespace": NS},
+            "spec": {field: specs, **spec}}  # fmt: skip
+
+
+def test_a_tfjobs_evicted_pod_fails_it_whatever_its_restart_policy() -> None:
+    """A safe-to-evict (or expendable) TFJob pod moved, and the TFJob failed. The training operator counts
+    a Running pod with a deletionTimestamp as a failed replica (pkg/core/status.go), sets the Restarting
+    condition only for a pod already in phase Failed (pkg/controller.v1/common/pod.go, ReconcilePods),
+    and the TFJob's UpdateJobStatus (pkg/controller.v1/tensorflow/tfjob_controller.go) marks it Failed on
+    any failed replica when no Restarting condition is held, whatever the replica's restartPolicy, but for
+    a Worker with enableDynamicWorker. kubeflow/trainer#2124 is an OnFailure worker so deleted."""
+    specs = {"PS": {"replicas": 1, "restartPolicy": "OnFailure"}, "Worker": {"replicas": 4, "restartPolicy": "OnFailure"}}  # fmt: skip
+    for role, kw in (
+        ("Worker", {"annotations": SAFE}),
+        ("Worker", {"priority": -100}),
+        ("PS", {"annotations": SAFE}),
+    ):
+        move = judge(kubeflow_job("TFJob", specs), kubeflow_pod("train", role, kind="TFJob", **kw))
+        assert (move.movable, move.code) == (False, codes.POD_ENDS_JOB), (role, move)
+    dynamic = kubeflow_job("TFJob", specs, enableDynamicWorker=True)
+    assert judge(dynamic, kubeflow_pod("train", "Worker", kind="TFJob", annotations=SAFE)).code == (
+        codes.POD_SAFE_TO_EVICT
+    )
+    assert (
+        judge(dynamic, kubeflow_pod("train", "PS", kind="TFJob", annotations=SAFE)).code == codes.POD_ENDS_JOB
+    )
+
+
+def test_an_xgboostjob_pod_moves_only_under_exitcode_and_a_jaxjob_pod_not_under_never() -> None:
+    """An XGBoostJob's UpdateJobStatus (pkg/controller.v1/xgboost/xgboostjob_controller.go) marks the job
+    Restarting on a failed replica only when its restartPolicy is ExitCode, and Failed otherwise (Never,
+    its default, OnFailure, Always); a JAXJob's (pkg/controller.v1/jax/jaxjob_controller.go) fails it on a
+    replica type whose policy is Never, its default (JAXJobDefaultRestartPolicy). An evicted pod counts as
+    failed (pkg/core/status.go), so one safe-to-evict pod's move ended the job."""
+    worker = {"XGBoostJob": kubeflow_pod("train", kind="XGBoostJob", annotations=SAFE),
+              "JAXJob": kubeflow_pod("train", kind="JAXJob", annotations=SAFE)}  # fmt: skip
+    cases = [("XGBoostJob", None, False), ("XGBoostJob", "OnFailure", False), ("XGBoostJob", "ExitCode", True),
+             ("JAXJob", None, False), ("JAXJob", "Never", False), ("JAXJob", "OnFailure", True)]  # fmt: skip
+    for kind, policy, moves in cases:
+        spec = {"replicas": 2} | ({"restartPolicy": policy} if policy else {})
+        move = judge(
+            kubeflow_job(kind, {"Master": {"replicas": 1, "restartPolicy": "ExitCode"}, "Worker": spec}),
+            worker[kind],
+        )
+        assert move.code == (codes.POD_SAFE_TO_EVICT if moves else codes.POD_ENDS_JOB), (kind, policy, move)
+    # a job none of whose replicas fails it says nothing: not kept
+    assert snapshot(kubeflow_job("XGBoostJob", {"Worker": {"restartPolicy": "ExitCode"}})).jobs == ()

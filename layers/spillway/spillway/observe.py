@@ -1,6 +1,7 @@
 """Observe a cluster: Kubernetes (nodes, pods, PDBs, and the shared-cluster objects: namespaces,
 pod groups, Workloads, PriorityClasses, CapacityQuotas, ProvisioningRequests, CapacityBuffers and the workloads they
-name, and the jobs that say whether their pods may move: PyTorchJobs, PaddleJobs, batch Jobs; the
+name, and the jobs that say whether their pods may move: PyTorchJobs, PaddleJobs, TFJobs, XGBoostJobs,
+JAXJobs, batch Jobs; the
 DaemonSets, which decide what a group's fresh node runs) and its Auto Scaling groups in every region,
 with the EC2 instances a fleet gang launch tagged (``ClusterSnapshot.fleet_instances``) and the id of
 each group's zones (``NodeGroup.zone_ids``, from DescribeAvailabilityZones).

@@ -157,6 +157,7 @@ from spillway.model.k8s import (
     CoschedulingPodGroup,
     CSINode,
     DaemonSet,
+    JAXJob,
     Namespace,
     Node,
     PaddleJob,
@@ -168,12 +169,14 @@ from spillway.model.k8s import (
     PyTorchJob,
     SharedObject,
     StorageClass,
+    TFJob,
     UpstreamPodGroup,
     VolcanoJob,
     VolcanoPodGroup,
     VolumeAttachment,
     VolumeObject,
     Workload,
+    XGBoostJob,
 )
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 
@@ -250,6 +253,10 @@ SHARED_KINDS: tuple[SharedKind, ...] = (
     # jobs that say whether their pods may move (spillway.model.jobs): elasticPolicy, podFailurePolicy
     SharedKind("PyTorchJob", KUBEFLOW_GROUP, ("v1",), "pytorchjobs", PyTorchJob),
     SharedKind("PaddleJob", KUBEFLOW_GROUP, ("v1",), "paddlejobs", PaddleJob),
+    # replica types whose evicted pod fails the job (spillway.model.jobs)
+    SharedKind("TFJob", KUBEFLOW_GROUP, ("v1",), "tfjobs", TFJob),
+    SharedKind("XGBoostJob", KUBEFLOW_GROUP, ("v1",), "xgboostjobs", XGBoostJob),
+    SharedKind("JAXJob", KUBEFLOW_GROUP, ("v1",), "jaxjobs", JAXJob),
     SharedKind("Job", BATCH_GROUP, ("v1",), "jobs", BatchJob, built_in=True),  # same REST layout
     # Volcano's Job: what its controller does when a pod is evicted (spillway.model.jobs)
     SharedKind("Job", VOLCANO_BATCH_GROUP, ("v1alpha1",), "jobs", VolcanoJob),
@@ -950,7 +957,8 @@ class KubeClient:
 
     def iter_shared_objects(self, served: set[str] | None = None) -> Iterator[SharedObject]:
         """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, PriorityClasses, CapacityQuotas, and the
-        jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, batch/v1 Jobs, Volcano Jobs).
+        jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, TFJobs, XGBoostJobs, JAXJobs,
+        batch/v1 Jobs, Volcano Jobs).
 
         A kind not served (404: its CRD is not installed) gives none of it, logged; an object the model
         refuses is logged and skipped. Any other failure raises as every read does (a 403 names the

@@ -71,6 +71,7 @@ from spillway.model.k8s import (
     BatchJob,
     Container,
     ElasticPolicy,
+    JAXJob,
     KubeObject,
     PaddleJob,
     Pod,
@@ -78,8 +79,10 @@ from spillway.model.k8s import (
     PodFailurePolicyRule,
     PyTorchJob,
     ReplicaSpec,
+    TFJob,
     VolcanoJob,
     VolcanoLifecyclePolicy,
+    XGBoostJob,
     api_group,
 )
 
@@ -104,6 +107,7 @@ _OPERATOR_KINDS = {
     "paddlejob-controller": "PaddleJob",
     "tfjob-controller": "TFJob",
     "mpijob-controller": "MPIJob",
+    "mpi-operator": "MPIJob",  # kubeflow/mpi-operator v2beta1: its launcher pod is its launcher Job's
     "xgboostjob-controller": "XGBoostJob",
     "jaxjob-controller": "JAXJob",
 }
@@ -135,9 +139,10 @@ class JobInfo:
     ``status.startTime``: the controller terminates its pods that many seconds after it started;
     ``eviction_actions``: a Volcano Job's action on an evicted pod, by the pod's task (``""``: a task the
     Job does not name), when one of them takes more than that pod (:func:`_volcano_eviction_actions`);
-    ``fail_roles``: a PyTorchJob's replica types (lower case) whose ``restartPolicy`` is ``Never``: the
-    operator fails the whole job when one of their pods fails, an evicted one included
-    (:func:`_never_restarting_roles`);
+    ``fail_roles``: a Kubeflow job's replica types (lower case) the training operator fails the whole
+    job on when one of their pods fails, an evicted one included: a PyTorchJob's whose
+    ``restartPolicy`` is ``Never`` (:func:`_never_restarting_roles`), and by each kind's rule a
+    PaddleJob's, TFJob's, XGBoostJob's or JAXJob's (:func:`_failing_roles`);
     ``evictions_left``: a running ``batch/v1`` Job that counts an evicted pod as failed: how many more
     failed pods it survives (``spec.backoffLimit`` less ``status.failed`` and the failed pods not yet
     counted), None for any other job; ``eviction_fails``: the ``podFailurePolicy`` action (FailJob,
@@ -207,9 +212,11 @@ class JobInfo:
 
 
 def job_of(obj: KubeObject) -> JobInfo | None:
-    """The JobInfo of a PyTorchJob, PaddleJob, batch/v1 Job or Volcano Job; None for any other object, and
-    for a job that says nothing about moving its pods (a PaddleJob's ``elasticPolicy`` reaches none of
-    its pods, see the module docstring: only its replica types that never restart are kept)."""
+    """The JobInfo of a PyTorchJob, PaddleJob, TFJob, XGBoostJob, JAXJob, batch/v1 Job or Volcano Job;
+    None for any other object, and for a job that says nothing about moving its pods (a PaddleJob's
+    ``elasticPolicy`` reaches none of its pods, see the module docstring: of it, as of a TFJob, an
+    XGBoostJob or a JAXJob, only the replica types whose evicted pod fails the job are kept,
+    :func:`_failing_roles`)."""
     if isinstance(obj, PyTorchJob):
         low, high = _elastic_range(obj.spec.elastic_policy, obj.spec.pytorch_replica_specs.get("Worker"))
         if high <= low:
@@ -219,8 +226,8 @@ def job_of(obj: KubeObject) -> JobInfo | None:
             return None
         key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
         return JobInfo(key, low, high, fail_roles=fail_roles)
-    if isinstance(obj, PaddleJob):  # its elasticPolicy reaches no pod; its restart policies do
-        fail_roles = _never_restarting_roles(obj.spec.paddle_replica_specs)
+    if isinstance(obj, PaddleJob | TFJob | XGBoostJob | JAXJob):  # their elasticPolicy reaches no pod
+        fail_roles = _failing_roles(obj)
         key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
         return JobInfo(key, fail_roles=fail_roles) if fail_roles else None
     if isinstance(obj, BatchJob):
@@ -232,7 +239,32 @@ def job_of(obj: KubeObject) -> JobInfo | None:
     return None
 
 
-def _never_restarting_roles(specs: Mapping[str, ReplicaSpec]) -> frozenset[str]:
+def _failing_roles(job: PaddleJob | TFJob | XGBoostJob | JAXJob) -> frozenset[str]:
+    """The replica types (lower case) one evicted pod of which fails the whole job, by the training
+    operator's rule for the kind. Each counts a pod that runs with a ``deletionTimestamp`` as a failed
+    replica (pkg/core/status.go, ``UpdateJobReplicaStatuses``), and sets the Restarting condition that
+    spares the job only for a pod already in phase Failed (pkg/controller.v1/common/pod.go,
+    ``ReconcilePods``); then its ``UpdateJobStatus`` (pkg/controller.v1/<kind>/<kind>_controller.go):
+
+    - PaddleJob and JAXJob fail on a replica type whose ``restartPolicy`` is Never (JAXJob's default,
+      ``JAXJobDefaultRestartPolicy``; PaddleJob's is OnFailure) and mark the job Restarting for any other;
+    - XGBoostJob marks it Restarting only under ExitCode and fails it under any other policy, Never
+      (its default) as OnFailure or Always;
+    - TFJob fails on a failed pod of any replica type, whatever its policy, unless the job already
+      holds a Restarting condition or the pod is a Worker and ``enableDynamicWorker`` is set. A
+      deleted OnFailure worker failing a TFJob is kubeflow/trainer#2124."""
+    if isinstance(job, PaddleJob):
+        return _never_restarting_roles(job.spec.paddle_replica_specs)
+    if isinstance(job, JAXJob):
+        return _never_restarting_roles(job.spec.jax_replica_specs, default="Never")
+    if isinstance(job, XGBoostJob):
+        specs = job.spec.xgb_replica_specs
+        return frozenset(t.lower() for t, spec in specs.items() if spec.restart_policy != "ExitCode")
+    dynamic = job.spec.enable_dynamic_worker
+    return frozenset(t.lower() for t in job.spec.tf_replica_specs if not (dynamic and t == "Worker"))
+
+
+def _never_restarting_roles(specs: Mapping[str, ReplicaSpec], default: str = "OnFailure") -> frozenset[str]:
     """The replica types (lower case, as the pods' ``training.kubeflow.org/replica-type`` label) whose
     ``restartPolicy`` is ``Never``. The training operator counts a pod that failed, or that runs with a
     ``deletionTimestamp`` (an evicted one), as a failed replica (kubeflow/training-operator
@@ -240,7 +272,9 @@ def _never_restarting_roles(specs: Mapping[str, ReplicaSpec]) -> frozenset[str]:
     (pkg/controller.v1/pytorch/pytorchjob_controller.go) then marks the job Failed when that replica
     type's policy is Never, and Restarting (the pod made again) for any other: OnFailure, the default
     (``PytorchJobDefaultRestartPolicy``), Always or ExitCode. So one eviction of such a pod ends the job."""
-    return frozenset(rtype.lower() for rtype, spec in specs.items() if spec.restart_policy == "Never")
+    return frozenset(
+        rtype.lower() for rtype, spec in specs.items() if (spec.restart_policy or default) == "Never"
+    )
 
 
 # what a Volcano Job's controller does, by default, with an evicted pod: it creates it again

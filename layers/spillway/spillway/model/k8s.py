@@ -908,9 +908,52 @@ class ElasticPolicy(KubeModel):
 
 class ReplicaSpec(KubeModel):
     replicas: int | None = Field(default=None, ge=0)
-    # OnFailure (the operator's default), Always, ExitCode or Never; with Never the operator fails the
-    # whole job once a pod of the replica type fails, an evicted one included (spillway.model.jobs)
+    # OnFailure, Always, ExitCode or Never, as stored (the operator's default, which it never writes, is
+    # the kind's own: OnFailure for PyTorchJob and PaddleJob, Never for TFJob, XGBoostJob and JAXJob);
+    # which of them fail the whole job on an evicted pod is the kind's rule (spillway.model.jobs)
     restart_policy: str | None = None
+
+
+class TFJobSpec(KubeModel):
+    tf_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+    # the operator then lets a Worker fail without failing the job (spillway.model.jobs)
+    enable_dynamic_worker: bool = False
+
+
+class TFJob(KubeModel):
+    """Kubeflow ``TFJob`` (``kubeflow.org/v1``); replica types ``Chief``, ``Master``, ``PS``, ``Worker``,
+    ``Evaluator``."""
+
+    kind: Literal["TFJob"] = "TFJob"
+    api_version: str = KUBEFLOW_GROUP + "/v1"
+    metadata: ObjectMeta
+    spec: TFJobSpec = Field(default_factory=TFJobSpec)
+
+
+class XGBoostJobSpec(KubeModel):
+    xgb_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+
+
+class XGBoostJob(KubeModel):
+    """Kubeflow ``XGBoostJob`` (``kubeflow.org/v1``); replica types ``Master`` and ``Worker``."""
+
+    kind: Literal["XGBoostJob"] = "XGBoostJob"
+    api_version: str = KUBEFLOW_GROUP + "/v1"
+    metadata: ObjectMeta
+    spec: XGBoostJobSpec = Field(default_factory=XGBoostJobSpec)
+
+
+class JAXJobSpec(KubeModel):
+    jax_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+
+
+class JAXJob(KubeModel):
+    """Kubeflow ``JAXJob`` (``kubeflow.org/v1``); replica type ``Worker``."""
+
+    kind: Literal["JAXJob"] = "JAXJob"
+    api_version: str = KUBEFLOW_GROUP + "/v1"
+    metadata: ObjectMeta
+    spec: JAXJobSpec = Field(default_factory=JAXJobSpec)
 
 
 class PyTorchJobSpec(KubeModel):
@@ -1038,7 +1081,7 @@ class VolcanoJob(KubeModel):
     spec: VolcanoJobSpec = Field(default_factory=VolcanoJobSpec)
 
 
-TrainingJob = PyTorchJob | PaddleJob | BatchJob | VolcanoJob
+TrainingJob = PyTorchJob | PaddleJob | TFJob | XGBoostJob | JAXJob | BatchJob | VolcanoJob
 
 
 class LocalObjectRef(KubeModel):
@@ -1331,6 +1374,9 @@ SharedObject = (
     | CapacityQuota
     | PyTorchJob
     | PaddleJob
+    | TFJob
+    | XGBoostJob
+    | JAXJob
     | BatchJob
     | VolcanoJob
     | CapacityBuffer
@@ -1393,6 +1439,9 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("CapacityQuota", AUTOSCALING_GROUP): CapacityQuota,
     ("PyTorchJob", KUBEFLOW_GROUP): PyTorchJob,
     ("PaddleJob", KUBEFLOW_GROUP): PaddleJob,
+    ("TFJob", KUBEFLOW_GROUP): TFJob,
+    ("XGBoostJob", KUBEFLOW_GROUP): XGBoostJob,
+    ("JAXJob", KUBEFLOW_GROUP): JAXJob,
     ("Job", BATCH_GROUP): BatchJob,  # not Volcano's Job (batch.volcano.sh)
     ("Job", VOLCANO_BATCH_GROUP): VolcanoJob,
     ("CapacityBuffer", AUTOSCALING_GROUP): CapacityBuffer,  # v1beta1 and v1alpha1 alike
@@ -1445,7 +1494,7 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
     """The objects Spillway reads in a List (``kind: List`` or ``NodeList``/``PodList``/...), one at a time.
 
     Nodes, Pods, PDBs, Namespaces, pod groups (coscheduling, Volcano, Kubernetes ``PodGroup`` and
-    ``Workload``), CapacityQuotas, PyTorchJobs, PaddleJobs, batch/v1 Jobs, CapacityBuffers and what
+    ``Workload``), CapacityQuotas, PyTorchJobs, PaddleJobs, TFJobs, XGBoostJobs, JAXJobs, batch/v1 Jobs, CapacityBuffers and what
     they name (PodTemplates, apps/v1 Deployments, StatefulSets, ReplicaSets, core
     ReplicationControllers, batch Jobs: a Job is yielded twice, as a :class:`BatchJob` and as a
     :class:`Scalable`), and apps/v1 DaemonSets; other kinds are skipped. With ``release`` each raw item is dropped from ``doc``

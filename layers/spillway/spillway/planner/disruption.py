@@ -520,18 +520,41 @@ def takes_more_than_the_pod(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS)
 
 
 def ends_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | None:
-    """Why the pod's eviction would end its job, or None: its PyTorchJob's (or PaddleJob's) replica type never restarts
-    (``restartPolicy: Never``), so the training operator fails the whole job on the evicted pod
-    (``JobInfo.fail_roles``); or its batch/v1 Job counts the evicted pod as failed and fails on it: a
+    """Why the pod's eviction would end its job, or None: it is an MPIJob's worker or launcher (an MPI
+    program runs over all of them: see below); the training operator fails its Kubeflow job on an evicted
+    pod of its replica type (``JobInfo.fail_roles``: a PyTorchJob's, PaddleJob's or JAXJob's under
+    ``restartPolicy: Never``, an XGBoostJob's under any policy but ExitCode, a TFJob's whatever its
+    policy, spillway.model.jobs); or its batch/v1 Job counts the evicted pod as failed and fails on it: a
     ``podFailurePolicy`` FailJob or FailIndex rule an eviction may match first, or no failed pod left
-    before ``backoffLimit`` (``JobInfo.eviction_fails``, ``JobInfo.evictions_left``)."""
+    before ``backoffLimit`` (``JobInfo.eviction_fails``, ``JobInfo.evictions_left``).
+
+    An MPIJob (kubeflow/mpi-operator, or the training operator's) runs one ``mpirun`` in its launcher
+    over ranks on every worker. A rank whose worker goes fails the program: MPI's default error handler
+    on ``MPI_COMM_WORLD`` is ``MPI_ERRORS_ARE_FATAL``, and mpirun ends every rank when it loses one of
+    its remote daemons. The launcher (a batch/v1 Job) then runs mpirun again from the start, or the
+    MPIJob fails past ``runPolicy.backoffLimit``; the launcher's own eviction takes mpirun with it. The
+    mpi-operator also fails the MPIJob outright on a worker the kubelet evicted (mpi_job_controller.go,
+    ``updateMPIJobStatus``: ``MPIJobEvicted``). Told from the pod alone (its job key's kind), no
+    MPIJob need be read; Horovod's elastic mode, which survives a lost worker, is not told apart."""
     key = job_key_of(pod)
+    if key is not None and key.startswith(MPI_JOB):
+        return (
+            f"a pod of {key}: its launcher's mpirun runs over every worker, and a rank that goes aborts them "
+            "all, so the whole job starts again (or fails past its backoffLimit)"
+        )
     job = jobs.get(key) if key is not None else None
     if job is not None and pod.job_role is not None and pod.job_role in job.fail_roles:
+        kind = job.key.partition("/")[0]
+        why = _FAILING_RULES.get(kind, "have restartPolicy Never")
         return (
-            f"its job {job.key}'s {pod.job_role} replicas have restartPolicy Never: the training operator "
-            "fails the whole job when one of them is evicted"
+            f"its job {job.key}'s {pod.job_role} replicas {why}: the training operator fails the whole job "
+            "when one of them is evicted"
         )
+    return _ends_its_batch_job(pod, jobs)
+
+
+def _ends_its_batch_job(pod: PodInfo, jobs: Mapping[str, JobInfo]) -> str | None:
+    """Why the pod's batch/v1 Job fails when the pod is evicted (:func:`ends_its_job`), or None."""
     batch = _batch_job_of(pod, jobs)
     if batch is not None and batch.eviction_fails:
         return (
@@ -553,6 +576,14 @@ def ends_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | N
             f"{batch.per_index_limit}: evicted, it fails the index, and the Job ends Failed"
         )
     return None
+
+
+# why a Kubeflow kind's replica type is in JobInfo.fail_roles, where not for restartPolicy Never
+_FAILING_RULES = {
+    "TFJob": "fail their TFJob on any failed pod, whatever their restartPolicy (no enableDynamicWorker Worker)",
+    "XGBoostJob": "have a restartPolicy other than ExitCode",
+}
+MPI_JOB = "MPIJob/"  # the job key of an MPIJob's pod (job_key_of), worker or launcher
 
 
 def counting_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> JobInfo | None:

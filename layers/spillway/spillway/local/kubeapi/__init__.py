@@ -42,7 +42,8 @@ What it serves (JSON only)
   ``spec.parameters`` answers 422 as the CRD's ``self == oldSelf`` rules do), CapacityBuffer
   ``autoscaling.x-k8s.io/v1beta1`` (``/status``; also served as ``v1alpha1`` over the same objects, as
   the published CRD serves that version, deprecated: every answer through it carries the API server's
-  ``Warning`` header), PyTorchJob and PaddleJob ``kubeflow.org/v1`` (``/status``), and the alpha
+  ``Warning`` header), PyTorchJob, PaddleJob, TFJob, XGBoostJob and JAXJob ``kubeflow.org/v1``
+  (``/status``), and the alpha
   built-ins PodGroup ``scheduling.k8s.io/v1alpha2`` (``/status``) and Workload
   ``scheduling.k8s.io/v1alpha1``. Names are ``<plural>.<group>`` (``resources.OPTIONAL``). The three
   ``autoscaling.x-k8s.io`` kinds are served as their published CRDs' schemas and CEL rules serve them
@@ -52,8 +53,8 @@ What it serves (JSON only)
   dropped, as a cluster drops it) and defaulted (a buffer's ``provisioningStrategy``), on every write
   and on ``add()`` alike. So are both PodGroup CRDs, Volcano's and coscheduling's, by their published
   structural schemas (unknown fields pruned, a Volcano group's ``spec.queue`` defaulted to ``default``,
-  a coscheduling group's ``minMember`` at least 1; no CEL rules), and PyTorchJob and PaddleJob by the
-  Kubeflow training operator's (unknown fields pruned, the pod template's included; the replica specs
+  a coscheduling group's ``minMember`` at least 1; no CEL rules), and the five Kubeflow kinds by the
+  training operator's (unknown fields pruned, the pod template's included; the replica specs
   required; ``runPolicy.suspend`` defaulted to false; ``runPolicy.schedulingPolicy.queue`` immutable,
   as its CEL rule says; the embedded PodSpec declared to the fields of its containers, kept whole below:
   :mod:`.crds` says exactly how it differs from the published one). Rollout is stored as given, no

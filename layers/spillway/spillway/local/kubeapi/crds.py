@@ -39,8 +39,8 @@ takes and stores JSON ``1.0``) and given their ``default`` s (:func:`with_defaul
 * PodGroup ``scheduling.volcano.sh/v1beta1`` (:data:`VOLCANO_PODGROUP_SCHEMA`) and
   ``scheduling.x-k8s.io/v1alpha1`` (:data:`COSCHEDULING_PODGROUP_SCHEMA`), from volcano-sh/volcano's and
   kubernetes-sigs/scheduler-plugins' published CRDs: no CEL rules, no ``spec`` required.
-* PyTorchJob and PaddleJob ``kubeflow.org/v1`` (:data:`PYTORCH_JOB_SCHEMA`, :data:`PADDLE_JOB_SCHEMA`),
-  from the training operator's published CRDs: ``spec`` not required, its replica specs are; one CEL
+* PyTorchJob, PaddleJob, TFJob, XGBoostJob and JAXJob ``kubeflow.org/v1`` (:data:`PYTORCH_JOB_SCHEMA`,
+  :data:`PADDLE_JOB_SCHEMA`, :data:`TF_JOB_SCHEMA`, ...), from the training operator's published CRDs: ``spec`` not required, its replica specs are; one CEL
   rule, ``self == oldSelf`` on ``spec.runPolicy.schedulingPolicy.queue`` (the store's ``immutable``,
   with the rule's own message); the embedded pod template served compactly, as the comment above the
   schemas says.
@@ -79,6 +79,9 @@ VOLCANO_PODGROUP = "PodGroup.scheduling.volcano.sh"
 COSCHEDULING_PODGROUP = "PodGroup.scheduling.x-k8s.io"
 PYTORCH_JOB = "PyTorchJob.kubeflow.org"
 PADDLE_JOB = "PaddleJob.kubeflow.org"
+TF_JOB = "TFJob.kubeflow.org"
+XGBOOST_JOB = "XGBoostJob.kubeflow.org"
+JAX_JOB = "JAXJob.kubeflow.org"
 ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
@@ -909,7 +912,29 @@ PADDLE_JOB_SCHEMA = _custom_resource(
     status=_JOB_STATUS,
     spec_required=False,
 )
-#: the CEL rule both kubeflow.org CRDs carry, with its message (the store's ``immutable`` check)
+# TFJob, XGBoostJob and JAXJob (kubeflow.org_tfjobs.yaml, kubeflow.org_xgboostjobs.yaml,
+# kubeflow.org_jaxjobs.yaml): the same ``runPolicy`` and replica specs (one ReplicaSpec type, each
+# ``restartPolicy`` "Default to Never"), their own map of them required in ``spec``, and a TFJob's
+# ``enableDynamicWorker`` (boolean) and ``successPolicy`` (string) besides (pkg/apis/kubeflow.org/v1
+# tensorflow_types.go, xgboost_types.go, jax_types.go); status subresource only.
+
+
+def _replica_job(specs_field: str, **more: Schema) -> Schema:
+    return _custom_resource(
+        spec={
+            "type": "object",
+            "required": (specs_field,),
+            "properties": {**more, specs_field: _REPLICA_SPECS, "runPolicy": _RUN_POLICY},
+        },
+        status=_JOB_STATUS,
+        spec_required=False,
+    )
+
+
+TF_JOB_SCHEMA = _replica_job("tfReplicaSpecs", enableDynamicWorker=_BOOLEAN, successPolicy=_STRING)
+XGBOOST_JOB_SCHEMA = _replica_job("xgbReplicaSpecs")
+JAX_JOB_SCHEMA = _replica_job("jaxReplicaSpecs")
+#: the CEL rule the kubeflow.org CRDs carry, with its message (the store's ``immutable`` check)
 QUEUE_PATH = ("spec", "runPolicy", "schedulingPolicy", "queue")
 QUEUE_IMMUTABLE = "spec.runPolicy.schedulingPolicy.queue is immutable"
 
@@ -1010,6 +1035,9 @@ _CRDS: Mapping[str, _Crd] = {
     COSCHEDULING_PODGROUP: _Crd(COSCHEDULING_PODGROUP_SCHEMA),
     PYTORCH_JOB: _Crd(PYTORCH_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
     PADDLE_JOB: _Crd(PADDLE_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
+    TF_JOB: _Crd(TF_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
+    XGBOOST_JOB: _Crd(XGBOOST_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
+    JAX_JOB: _Crd(JAX_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
 }
 
 

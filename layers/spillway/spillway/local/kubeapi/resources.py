@@ -866,6 +866,34 @@ PADDLE_JOBS = ResourceType(
     ),
 )
 
+
+def _kubeflow_job(kind: str, store_kind: str) -> ResourceType:
+    """A training operator kind observe reads only for its replica types' restart rules (TFJob, XGBoostJob,
+    JAXJob: spillway.model.jobs), served as its published CRD is (:mod:`.crds`): status subresource,
+    pruned and defaulted by its schema, the queue immutable; no scale subresource."""
+    plural = kind.lower() + "s"
+    return ResourceType(
+        kind,
+        plural,
+        kind.lower(),
+        "kubeflow.org",
+        "v1",
+        namespaced=True,
+        store_kind=store_kind,
+        has_status=True,
+        create_status=_dropped,
+        custom=True,
+        optional=True,
+        immutable=(crds.QUEUE_PATH,),
+        to_internal=functools.partial(crds.pruned, store_kind),
+        defaults=functools.partial(crds.with_defaults, store_kind),
+    )
+
+
+TF_JOBS = _kubeflow_job("TFJob", crds.TF_JOB)
+XGBOOST_JOBS = _kubeflow_job("XGBoostJob", crds.XGBOOST_JOB)
+JAX_JOBS = _kubeflow_job("JAXJob", crds.JAX_JOB)
+
 ALL: tuple[ResourceType, ...] = (
     NODES,
     PODS,
@@ -891,6 +919,9 @@ ALL: tuple[ResourceType, ...] = (
     PROVISIONING_REQUESTS,
     PYTORCH_JOBS,
     PADDLE_JOBS,
+    TF_JOBS,
+    XGBOOST_JOBS,
+    JAX_JOBS,
     CAPACITY_BUFFERS,
     CAPACITY_BUFFERS_V1ALPHA1,
     ROLLOUTS,
