@@ -34,6 +34,7 @@ from spillway.model.k8s import (
     DO_NOT_DISRUPT,
     DRAINING_TAINT,
     EXCLUDE_FROM_LB_LABEL,
+    EXCLUDE_FROM_LB_VALUE,
     GIVE_BACK_LEASE_MINUTES,
     GIVE_BACKS,
     GROUP_REPLACED_PREFIXES,
@@ -731,9 +732,14 @@ def node_labels(node: Node) -> dict[str, str]:
     """The Node's labels but the load balancer exclusion label a drain of Spillway's added (its record
     annotation says so: :meth:`~spillway.ports.Cluster.add_draining_taint`): a mark of the drain, as its
     taint, which no node the group launches carries; a group template learned from a draining node
-    would otherwise carry it. The label an operator set stays."""
-    if LB_EXCLUDED_BY_SPILLWAY not in node.metadata.annotations:
-        return dict(node.metadata.labels)
+    would otherwise carry it. The label an operator set stays, and so does one an operator gave another
+    value since (what gives the node back leaves it)."""
+    labels = node.metadata.labels
+    if (
+        LB_EXCLUDED_BY_SPILLWAY not in node.metadata.annotations
+        or labels.get(EXCLUDE_FROM_LB_LABEL) != EXCLUDE_FROM_LB_VALUE
+    ):
+        return dict(labels)
     return {k: v for k, v in node.metadata.labels.items() if k != EXCLUDE_FROM_LB_LABEL}
 
 
