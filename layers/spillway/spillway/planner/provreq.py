@@ -435,9 +435,14 @@ class Provisioning:
 def set_class(ctx: Context, pod: PodInfo, gang: str | None = None) -> PodClass:
     """The class of a pod set's pods: every one of them uses the volumes of the claims its template
     names (:attr:`PodInfo.volumes`), so they share them on a node (one of a node's volumes takes none of
-    its attach limit: :attr:`PodClass.volumes`)."""
+    its attach limit: :attr:`PodClass.volumes`). Every expendable pod's room is theirs by preemption,
+    whatever the template's priority (:attr:`PodClass.preemption_floor`): cluster-autoscaler books on a
+    snapshot without all scheduled pods below the cutoff (core/static_autoscaler.go,
+    FilterOutExpendablePods), and a consumer that is not expendable itself stands at or above the
+    cutoff, above every one of them, so kube-scheduler preempts them for it."""
     cls = new_class(pod, gang=gang, domains=ctx.topology.domains(pod))
     cls.volumes, cls.volume_nodes = pod.volumes, ctx.volume_nodes
+    cls.preemption_floor = ctx.config.expendable_priority_cutoff
     return cls
 
 
