@@ -126,12 +126,14 @@ class Recorder:
 
 
 def _release_lb_exclusion(obj: dict[str, Any]) -> bool:
-    """As the real adapter: the load balancer exclusion label goes only with Spillway's record of it."""
+    """As the real adapter: the load balancer exclusion label goes only with Spillway's record of it, and
+    only with the value Spillway set."""
     meta = obj["metadata"]
     if LB_EXCLUDED_BY_SPILLWAY not in meta.get("annotations", {}):
         return False
     meta["annotations"].pop(LB_EXCLUDED_BY_SPILLWAY)
-    meta.get("labels", {}).pop(EXCLUDE_FROM_LB_LABEL, None)
+    if meta.get("labels", {}).get(EXCLUDE_FROM_LB_LABEL) == EXCLUDE_FROM_LB_VALUE:  # else an operator's since
+        meta["labels"].pop(EXCLUDE_FROM_LB_LABEL)
     return True
 
 

@@ -169,3 +169,21 @@ def test_a_failed_compensation_tells_a_person_how_to_take_off_the_label_too(rig:
     out = rig.drainer.record(state)
     assert f"kubectl label node {NODE} {EXCLUDE_FROM_LB_LABEL}-" in out["cause"]
     assert f"kubectl annotate node {NODE} {LB_EXCLUDED_BY_SPILLWAY}-" in out["cause"]
+
+
+def test_a_label_an_operator_changed_during_the_drain_stays_when_the_node_is_given_back(rig: Rig) -> None:
+    """The drain labelled the node "true" and recorded it; the operator then set the label to a value of
+    their own (kubectl label --overwrite: they want the node out of load balancers whatever the drain
+    does). The compensation takes off the record, the taint and the cordon, and leaves the label as the
+    operator set it; the planner reads it as a label of the node. Before, the record alone decided and
+    the operator's label went with the drain's."""
+    drain = rig.cordoned(reason="idle 12 min", plan_id=PLAN)
+    assert recorded(rig)
+    label_by_operator(rig, "maintenance")
+    assert EXCLUDE_FROM_LB_LABEL in NodeInfo.from_node(Node.model_validate(rig.node())).labels
+
+    out = run_action(rig.drainer, {"action": "uncordon", "drain": drain.model_dump()})
+
+    assert out["uncordoned"] is True
+    assert rig.node()["metadata"]["labels"][EXCLUDE_FROM_LB_LABEL] == "maintenance"
+    assert not recorded(rig) and not rig.node()["spec"].get("unschedulable")

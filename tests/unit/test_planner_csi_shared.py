@@ -253,3 +253,24 @@ def test_pods_that_must_move_to_one_zone_together_bring_a_node_their_shared_volu
     result = plan_consolidation(w)
 
     assert [d.node for d in result.drain] == [light]
+
+
+def test_make_room_counts_no_slot_for_a_volume_the_node_keeps_attached() -> None:
+    """Node a is at its limit of 2: web-a (may move) and web-b (may not) share vol-shared, keep-0 uses
+    vol-keep. The pending reader needs web-a's CPU and reads vol-shared, which web-b keeps attached on
+    a: kube-scheduler takes it out of the reader's new volumes there (csi.go, Filter), so moving web-a
+    is all it takes. The lack was reckoned as if the node had none of the reader's volumes: one more
+    slot, which no move of web-a frees, so the reader got a new node."""
+    pv = volume("pv-shared", "vol-shared")
+    pv["spec"]["accessModes"] = ["ReadWriteMany"]
+    w = make_room_world(pv, web_b_moves=False)
+    w.items = [i for i in w.items if i["metadata"]["name"] != "db-new"]
+    w.items.append(pending("reader", "6", "shared"))
+
+    result = w.plan(
+        max_scale_in_fraction=1.0, consolidation="when-underutilized", consolidation_utilization_threshold=1.0
+    )
+
+    assert result.scale_up == ()
+    assert [d.pods for d in result.drain] == [("default/web-a",)]
+    assert pending_codes(result)["default/reader"] == codes.MAKING_ROOM

@@ -263,3 +263,46 @@ def test_the_nodes_of_stopped_warm_pool_instances_hold_no_room_under_the_cluster
     result = plan(snapshot, groups, cfg, state, NOW)
 
     assert [(s.group, s.from_size, s.to_size) for s in result.scale_up] == [("cpu", 2, 3)]
+
+
+def _drawn_world(pooled: bool) -> tuple[World, str, str]:
+    """Two busy nodes, a pending pod that needs a third, and a warm-pool instance whose Node registered
+    at warm-up ten hours ago and has been NotReady since it stopped: in the pool (``pooled``), or drawn
+    into the group by the raise for the pod (Pending, desired 3)."""
+    w = World()
+    names = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    for i, name in enumerate(names):
+        w.pods(f"busy{i}", 1, cpu="7", node_name=name)
+    (web,) = w.pods("web", 1, cpu="7")
+    iid = o.instance_id("cpu-warm-0")
+    node = w.node_for("cpu", iid, "m5.2xlarge", created=NOW - timedelta(minutes=600))
+    _not_ready(w, node, minutes_ago=590)
+    if not pooled:
+        group = w.groups["cpu"]
+        group["Instances"].append({**group["Instances"][0], "InstanceId": iid, "LifecycleState": "Pending"})
+        group["DesiredCapacity"] += 1
+    return w, iid, web
+
+
+def test_an_instance_drawn_from_the_warm_pool_is_capacity_launching_though_its_node_is_old() -> None:
+    """The first plan raises the group for the pod, which draws the warm instance; the next sees it in
+    the group, starting, with the NotReady Node it registered at warm-up. Judged by that Node's age it
+    was no longer capacity coming (registered more than max_node_startup_minutes ago), and the plan
+    launched a fourth node for the pod the drawn instance was raised for."""
+    w, iid, web = _drawn_world(pooled=True)
+    snapshot, groups, cfg, state = w.parsed()
+    groups = [replace(g, pooled_instances=(iid,), warm_instances=1) for g in groups]
+    first = plan(snapshot, groups, cfg, state, NOW)
+    assert [(s.group, s.from_size, s.to_size) for s in first.scale_up] == [("cpu", 2, 3)]
+
+    w, iid, web = _drawn_world(pooled=False)
+    w.state = first.state.to_wire()
+    snapshot, groups, cfg, state = w.parsed()
+    later = NOW + timedelta(minutes=1)
+    second = plan(snapshot, groups, cfg, state, later)
+
+    assert second.scale_up == ()
+    assert pending_codes(second)[web] == codes.FITS_LAUNCHING
+    assert second.unhealthy == ()
+    still = plan(snapshot, groups, cfg, second.state, later + timedelta(minutes=cfg.max_node_startup_minutes))
+    assert [(s.group, s.from_size, s.to_size) for s in still.scale_up] == [("cpu", 3, 4)]  # never came

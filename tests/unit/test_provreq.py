@@ -1820,3 +1820,29 @@ def test_a_requests_pods_stand_at_their_templates_spec_priority_not_at_its_class
     [info] = request_infos([request("r", CHECK_CAPACITY, [("t", 1), ("u", 1)])], [named, valued])
 
     assert [s.pod.priority if s.pod else None for s in info.pod_sets] == [0, 5]
+
+
+@pytest.mark.parametrize("class_name", [CHECK_CAPACITY, BEST_EFFORT_ATOMIC])
+def test_a_request_counts_the_room_of_every_pod_below_the_cutoff_whatever_its_templates_priority(
+    class_name: str,
+) -> None:
+    """expendable_priority_cutoff 100 and a backfill pod at 50 filling the one node; the template has no
+    priority (0, as a PodTemplate never gets its class resolved). cluster-autoscaler books on a
+    snapshot without every scheduled pod below the cutoff (core/static_autoscaler.go,
+    FilterOutExpendablePods), whatever the request's pods' priority, and kube-scheduler preempts the
+    backfill pod for every consumer that is not expendable itself: such a consumer stands at 100 or
+    more. Spillway counted only victims below the template's 0: the check-capacity request was
+    CapacityIsNotFound and the atomic one launched a node, with the room right there."""
+    w, names = cpu_world(nodes=1)
+    w.items.append(
+        o.pod(
+            "backfill-0", cpu="6", memory="1Gi", node_name=names[0], priority=50, owner=("ReplicaSet", "bf")
+        )
+    )
+    req = request("r", class_name, [("a", 1)])
+
+    result = run(w, [req], [template("a", cpu="4", memory="2Gi")], expendable_priority_cutoff=100)
+
+    assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
+    assert result.scale_up == ()
+    assert result.state.bookings["default/r"].nodes == (names[0],)

@@ -236,6 +236,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         namespaces or None,
         buffers.infos,
         provreqs,
+        volumes,
     )
     pdbs = tuple(PdbInfo.from_pdb(p) for p in raw_pdbs)
     seconds = time.perf_counter() - started

@@ -163,6 +163,7 @@ from spillway.model.k8s import (
     DRAINING_TAINT,
     ENABLE_DS_EVICTION,
     EXCLUDE_FROM_LB_LABEL,
+    EXCLUDE_FROM_LB_VALUE,
     HELD_DRAIN,
     LB_EXCLUDED_BY_SPILLWAY,
     SCALE_DOWN_DISABLED,
@@ -2702,12 +2703,14 @@ class Drainer:
 
 def _label_note(drain: Drain) -> str:
     """What a person runs to take off the load balancer exclusion label the drain may have added (only
-    while the node carries the drain's record of it: a label without one is an operator's)."""
+    while the node carries the drain's record of it and the value the drain set: a label without one, or
+    of another value, is an operator's)."""
     if not node_goes(drain):
         return ""
     return (
-        f", and if it carries the annotation {LB_EXCLUDED_BY_SPILLWAY}: `kubectl label node {drain.node} "
-        f"{EXCLUDE_FROM_LB_LABEL}- ; kubectl annotate node {drain.node} {LB_EXCLUDED_BY_SPILLWAY}-`"
+        f", and if it carries the annotation {LB_EXCLUDED_BY_SPILLWAY}: `kubectl annotate node {drain.node} "
+        f"{LB_EXCLUDED_BY_SPILLWAY}-`, then, if its label {EXCLUDE_FROM_LB_LABEL} is still "
+        f'"{EXCLUDE_FROM_LB_VALUE}": `kubectl label node {drain.node} {EXCLUDE_FROM_LB_LABEL}-`'
     )
 
 

@@ -1618,12 +1618,15 @@ def _lb_exclusion(obj: dict[str, Any], cordon: str) -> dict[str, Any]:
 
 def _lb_release(obj: dict[str, Any]) -> dict[str, Any]:
     """The merge patch that takes off the load balancer exclusion label and its record, when the record
-    says Spillway added the label; {} otherwise (no label, or somebody else's: left as it is)."""
+    says Spillway added the label; {} otherwise (no label, or somebody else's: left as it is). A label
+    whose value is no longer the one Spillway set is an operator's since (``kubectl label
+    --overwrite``): the record goes, the label stays."""
     if LB_EXCLUDED_BY_SPILLWAY not in _annotations(obj):
         return {}
-    return {
-        "metadata": {"labels": {EXCLUDE_FROM_LB_LABEL: None}, "annotations": {LB_EXCLUDED_BY_SPILLWAY: None}}
-    }
+    patch: dict[str, Any] = {"metadata": {"annotations": {LB_EXCLUDED_BY_SPILLWAY: None}}}
+    if _labels(obj).get(EXCLUDE_FROM_LB_LABEL) == EXCLUDE_FROM_LB_VALUE:
+        patch["metadata"]["labels"] = {EXCLUDE_FROM_LB_LABEL: None}
+    return patch
 
 
 def _merged(patch: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ round-trips through plain JSON-able dicts (:meth:`ClusterSnapshot.to_dict` / ``f
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,7 @@ from spillway.model.k8s import (
     DO_NOT_DISRUPT,
     DRAINING_TAINT,
     EXCLUDE_FROM_LB_LABEL,
+    EXCLUDE_FROM_LB_VALUE,
     GIVE_BACK_LEASE_MINUTES,
     GIVE_BACKS,
     GROUP_REPLACED_PREFIXES,
@@ -65,6 +67,7 @@ from spillway.model.k8s import (
     ResourceQuota,
     Scalable,
     StorageClass,
+    Volume,
     VolumeAttachment,
     VolumeObject,
     api_group,
@@ -729,9 +732,14 @@ def node_labels(node: Node) -> dict[str, str]:
     """The Node's labels but the load balancer exclusion label a drain of Spillway's added (its record
     annotation says so: :meth:`~spillway.ports.Cluster.add_draining_taint`): a mark of the drain, as its
     taint, which no node the group launches carries; a group template learned from a draining node
-    would otherwise carry it. The label an operator set stays."""
-    if LB_EXCLUDED_BY_SPILLWAY not in node.metadata.annotations:
-        return dict(node.metadata.labels)
+    would otherwise carry it. The label an operator set stays, and so does one an operator gave another
+    value since (what gives the node back leaves it)."""
+    labels = node.metadata.labels
+    if (
+        LB_EXCLUDED_BY_SPILLWAY not in node.metadata.annotations
+        or labels.get(EXCLUDE_FROM_LB_LABEL) != EXCLUDE_FROM_LB_VALUE
+    ):
+        return dict(labels)
     return {k: v for k, v in node.metadata.labels.items() if k != EXCLUDE_FROM_LB_LABEL}
 
 
@@ -1182,6 +1190,7 @@ class ClusterSnapshot:
             list(volumes.apply(list(budgets.apply(normal.apply(pods, gangs, succeeded))))),
             namespaces,
             provreqs,
+            volumes,
         )
         return cls(
             cluster,
@@ -1298,6 +1307,7 @@ def _buffers(
     pods: list[PodInfo],
     namespaces: Mapping[str, Mapping[str, str]],
     provreqs: Sequence[ProvisioningRequestInfo],
+    volumes: VolumeMatcher,
 ) -> tuple[tuple[PodInfo, ...], tuple[BufferInfo, ...], tuple[ProvisioningRequestInfo, ...]]:
     """The pods with their pod topology, and the CapacityBuffers of a List with what they name resolved
     from the same List (a built-in workload's most recent pod of the List, as observe finds it:
@@ -1313,7 +1323,7 @@ def _buffers(
     )
     if infos and resource_quotas:  # a List without any: not read, so not taken as "no quota"
         infos = limit_by_quotas(buffers, infos, resource_quotas)
-    return with_topology(topology, pods, namespaces or None, infos, provreqs)
+    return with_topology(topology, pods, namespaces or None, infos, provreqs, volumes)
 
 
 def _distil_shared(
@@ -1512,6 +1522,56 @@ class VolumeMatcher:
         self._count_attached(pods)
         return tuple(pods)
 
+    def template(self, info: PodInfo, pod: Pod) -> PodInfo:
+        """A pod a template makes (a ProvisioningRequest's pod set: ``info`` from ``pod``) with what its
+        volumes say, as :meth:`apply` gives a pod of the cluster: its claims' terms and wait, its
+        volumes in its requests and :attr:`PodInfo.volumes`. A generic ``ephemeral`` volume's claim is
+        made with each pod (the ephemeral volume controller, from ``volumeClaimTemplate``), so it does
+        not exist yet: each pod brings a new volume of that template's StorageClass (the default one
+        when it names none, as the API server's DefaultStorageClass admission sets it), counted in its
+        requests but not among its shared :attr:`PodInfo.volumes`; a WaitForFirstConsumer class adds its
+        ``allowedTopologies``."""
+        namespace = pod.metadata.namespace or "default"
+        claims = tuple(
+            v.persistent_volume_claim.claim_name for v in pod.spec.volumes if v.persistent_volume_claim
+        )
+        terms, wait = info.required_terms, None
+        for claim in claims:
+            where, why = self._claim(namespace, claim)
+            terms, wait = _and_terms(terms, where), wait or why
+        names = self._names(namespace, claims, _inline_ebs(pod))
+        drivers = [name.partition("/")[0] for name in names]
+        for storage in self._ephemeral_classes(pod):
+            if storage.volume_binding_mode == "WaitForFirstConsumer":
+                terms = _and_terms(terms, _allowed_topologies(storage))
+            drivers.append(MIGRATED_PROVISIONERS.get(storage.provisioner, storage.provisioner))
+        counts = {attach_limit_key(d): n * 1000 for d, n in Counter(drivers).items()}  # milli-units
+        if terms == info.required_terms and not wait and not counts:
+            return info
+        return replace(
+            info,
+            required_terms=terms,
+            volume_wait=wait,
+            own_terms=info.required_terms if terms != info.required_terms else None,
+            requests={**info.requests, **counts},
+            volumes=tuple(sorted(names)),
+        )
+
+    def _ephemeral_classes(self, pod: Pod) -> list[StorageClass]:
+        """The StorageClass (one with a provisioner) of each generic ephemeral volume of the pod."""
+        found = (self._ephemeral_class(v) for v in pod.spec.volumes if v.ephemeral is not None)
+        return [c for c in found if c is not None and c.provisioner]
+
+    def _ephemeral_class(self, volume: Volume) -> StorageClass | None:
+        """The StorageClass of a generic ephemeral volume's claim template (None: none known)."""
+        assert volume.ephemeral is not None
+        template = volume.ephemeral.get("volumeClaimTemplate")
+        spec = template.get("spec") if isinstance(template, Mapping) else None
+        name = spec.get("storageClassName") if isinstance(spec, Mapping) else None
+        if isinstance(name, str):
+            return self._classes.get(name)
+        return default_class(self._classes.values()) if name is None else None
+
     def _count_attached(self, pods: list[PodInfo]) -> None:
         """Add to each pod's requests how many unique volumes of each CSI driver it uses, bound or not
         (what it brings to a node none of whose pods uses them: the planner counts a volume several
@@ -1587,6 +1647,38 @@ EBS_CSI_DRIVER = "ebs.csi.aws.com"
 NEW_VOLUME = "claim "  # what the handle of a volume yet to be made starts with (none has a space)
 # in-tree provisioners whose volumes CSI migration hands to a CSI driver (csi-translation-lib)
 MIGRATED_PROVISIONERS = {"kubernetes.io/aws-ebs": EBS_CSI_DRIVER}
+
+
+def _inline_ebs(pod: Pod) -> tuple[str, ...]:
+    """The unique names of the pod's inline in-tree EBS volumes."""
+    return tuple(
+        _ebs_name(v.aws_elastic_block_store.volume_id) for v in pod.spec.volumes if v.aws_elastic_block_store
+    )
+
+
+def _and_terms(terms: tuple[Term, ...], where: tuple[Term, ...]) -> tuple[Term, ...]:
+    """Node affinity terms (ORed) that also meet ``where`` (ORed; none: anywhere)."""
+    if not where:
+        return terms
+    return tuple(t + w for t in terms for w in where) if terms else where
+
+
+DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+
+
+def default_class(classes: Iterable[StorageClass]) -> StorageClass | None:
+    """The StorageClass a claim that names none gets: of those annotated default, the newest, then the
+    first by name (k8s pkg/volume/util/storageclass.go, GetDefaultClass)."""
+    marked = [
+        c for c in classes if any(c.metadata.annotations.get(a) == "true" for a in DEFAULT_CLASS_ANNOTATIONS)
+    ]
+    epoch = datetime.min.replace(tzinfo=UTC)
+    marked.sort(key=lambda c: c.metadata.name)
+    marked.sort(key=lambda c: c.metadata.creation_timestamp or epoch, reverse=True)
+    return marked[0] if marked else None
 
 
 def _ebs_name(volume_id: str) -> str:

@@ -300,7 +300,8 @@ class State(BaseModel):
     underutilized: dict[str, Since] = Field(default_factory=dict)
     # nodes a make-room drain is emptying for pending pods (planner.makeroom), by node name
     rooms: dict[str, RoomState] = Field(default_factory=dict)
-    # instances of managed groups no Node has joined for yet, since when (planner.joins)
+    # instances of managed groups no Node has joined for yet, since when, and those in a warm pool, last
+    # seen there when (planner.joins)
     joining: dict[str, Since] = Field(default_factory=dict)
     # elastic jobs a consolidation shrank, by job key (planner.shrinks)
     shrunk: dict[str, ShrinkState] = Field(default_factory=dict)

@@ -2,7 +2,9 @@
 ProvisioningRequest's pod sets are shaped by a PodTemplate, and are placed as a pending pod of that
 template would be. Their own anti-affinity and spread terms, and the cluster's terms that select them,
 are matched in the one :meth:`~spillway.model.cluster.TopologyMatcher.apply` of the snapshot's pods
-(term ids are the snapshot's)."""
+(term ids are the snapshot's). A request's pods also get what their volumes say
+(:meth:`~spillway.model.cluster.VolumeMatcher.template`): where their claims let them run, and the
+volumes they bring against each CSI driver's attach limit."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from spillway.model.buffer import BufferInfo
-from spillway.model.cluster import PodInfo, TopologyMatcher
+from spillway.model.cluster import PodInfo, TopologyMatcher, VolumeMatcher
 from spillway.model.k8s import Pod
-from spillway.model.provreq import ProvisioningRequestInfo
+from spillway.model.provreq import PodSetInfo, ProvisioningRequestInfo
 
 
 def with_topology(
@@ -21,12 +23,18 @@ def with_topology(
     namespaces: Mapping[str, Mapping[str, str]] | None,
     buffers: Sequence[BufferInfo] = (),
     provreqs: Sequence[ProvisioningRequestInfo] = (),
+    volumes: VolumeMatcher | None = None,
 ) -> tuple[tuple[PodInfo, ...], tuple[BufferInfo, ...], tuple[ProvisioningRequestInfo, ...]]:
     """The cluster's pods, the buffers and the ProvisioningRequests, each template's pod with its pod
     topology: a buffer of a one-per-node Deployment holds room on as many nodes as chunks, and a request
     whose workers repel each other books one per node, as the replicas would run. ``topology`` has
     remembered the cluster's pods (indexes in ``pods``); a template whose Pod is not known (a stored
-    snapshot's) keeps its pod as it is."""
+    snapshot's) keeps its pod as it is. ``volumes`` has read the cluster's claims, volumes and
+    classes: the requests' pods get their volumes' terms and attach counts from it."""
+    if volumes is not None:
+        provreqs = [
+            replace(r, pod_sets=tuple(_with_volumes(volumes, s) for s in r.pod_sets)) for r in provreqs
+        ]
     templates: list[PodInfo] = []
     for pod, source in _templates(buffers, provreqs):
         if pod is not None and source is not None:
@@ -44,6 +52,12 @@ def with_topology(
         for r in provreqs
     )
     return out[: len(pods)], new_buffers, new_requests
+
+
+def _with_volumes(volumes: VolumeMatcher, pod_set: PodSetInfo) -> PodSetInfo:
+    if pod_set.pod is None or pod_set.source is None:
+        return pod_set
+    return replace(pod_set, pod=volumes.template(pod_set.pod, pod_set.source))
 
 
 def _templates(

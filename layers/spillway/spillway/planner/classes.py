@@ -58,6 +58,9 @@ class PodClass:
     pods: list[str]
     node_specific: bool  # a constraint names one node: judged per node, not per shape
     preempts: bool = True  # its preemptionPolicy is not Never: it may take expendable pods' room
+    # a ProvisioningRequest's pods: the expendable pods below this priority make room for them, whatever
+    # their own (:attr:`preempts_below`)
+    preemption_floor: int | None = None
     tenant: str | None = None  # set only for a tenant with configured limits
     gang: str | None = None  # placed all or none with the other classes of its gang
     # the gang of its pods when that gang's minimum runs (Gangs.started): they are placed one by one,
@@ -325,6 +328,13 @@ class PodClass:
     def per_node(self) -> int:
         """At most this many of the class on one new node (1: its pods repel each other per node)."""
         return self.domains.per_node
+
+    @property
+    def preempts_below(self) -> int:
+        """The priority below which a node's expendable pods (its victims) make room for the class: its
+        own, or its :attr:`preemption_floor` when that is higher."""
+        floor = self.preemption_floor
+        return self.priority if floor is None else max(self.priority, floor)
 
     def sort_key(self, priority: int | None = None) -> tuple[Any, ...]:
         """Service order: real pods before a buffer's, then by ``priority`` (the class's own when None),

@@ -47,7 +47,7 @@ from spillway.planner.expander import Expander, RegionThenLeastWaste
 from spillway.planner.gangsweep import sweep_gang_orphans
 from spillway.planner.groups import floor_report
 from spillway.planner.health import judge_health
-from spillway.planner.joins import watch_joins
+from spillway.planner.joins import drawn_from_pools, watch_joins
 from spillway.planner.makeroom import hold_rooms, make_room
 from spillway.planner.provreq import Provisioning
 from spillway.planner.raises import next_raises, pending_raises, with_raises
@@ -81,6 +81,8 @@ def plan(
     every_group = groups  # the gang sweep's: every group's members, refused ones too
     refused = [g for g in groups if g.refusal]  # neither grown nor drained: their nodes are unmanaged
     groups = sanitized([g for g in groups if not g.refusal], config)  # templates without startup taints
+    # the Node of an instance drawn from a warm pool registers anew (its old one is from the warm-up)
+    snapshot = replace(snapshot, nodes=tuple(drawn_from_pools(snapshot.nodes, groups, state)))
     joins = watch_joins(snapshot.nodes, groups, config, state, now)
     health = judge_health(snapshot.nodes, groups, joins.overdue, config, now)
     # the cluster unhealthy: no Node is dead to the sweep either (the scale-down's unready rule is off)

@@ -18,6 +18,14 @@ registration timeout):
   runs on the instance by now. Not while the group's Terminate process is suspended (Auto Scaling
   would not terminate it): it is only no longer capacity coming, and the back-off's reason says so.
 
+An instance in a warm pool is remembered too, with the time of the last plan that saw it there. One
+drawn into service may have a Node from its warm-up (a bootstrap that does not check its lifecycle
+state registers it before the instance stops), NotReady since then, which its kubelet brings back once
+the instance starts: that Node is judged as registered when the plan last saw the instance in its pool
+(:func:`drawn_from_pools`), so it is capacity launching, as a new instance's Node is, and neither an
+unready node nor a dead one. Judged by its old creation time it was no longer capacity coming, and the
+plan launched another node for the pods the drawn instance was raised for.
+
 A Node that registered but is not Ready counts as launching while it is younger than
 ``max_node_startup_minutes`` (cluster-autoscaler's ``--max-node-startup-time``, 15: a kubelet takes a
 moment to become Ready); after that it is no longer capacity coming either (cluster-autoscaler's
@@ -90,6 +98,23 @@ class Joins:
         ]
 
 
+def drawn_from_pools(nodes: Sequence[NodeInfo], groups: Sequence[NodeGroup], state: State) -> list[NodeInfo]:
+    """``nodes`` as the plan judges them: a NotReady Node of an instance of ``groups`` registered before
+    the last plan that saw the instance not yet a node of its group (in its warm pool: its Node is
+    from the warm-up) registers at that time (creation and Ready condition), as the instance's
+    new life in the group began then."""
+    instances = {iid for g in groups for iid in g.instance_ids}
+    out = []
+    for node in nodes:
+        seen = state.joining.get(node.instance_id or "") if not node.ready else None
+        if seen is not None and node.instance_id in instances and node.created_at is not None:
+            since = aware(seen.since)
+            if since > aware(node.created_at):
+                node = replace(node, created_at=since, ready_changed_at=since)
+        out.append(node)
+    return out
+
+
 def watch_joins(
     nodes: Iterable[NodeInfo], groups: Sequence[NodeGroup], config: PlannerConfig, state: State, now: datetime
 ) -> Joins:
@@ -98,13 +123,15 @@ def watch_joins(
     registered = {n.instance_id: n for n in nodes if n.instance_id}
     out = Joins()
     for group in sorted(groups, key=lambda g: g.key):
+        for iid in group.pooled_instances:  # last seen in the warm pool now (drawn_from_pools)
+            out.joining[iid] = Since(since=now)
         limit = timedelta(minutes=config.with_options(group.options).max_node_provision_minutes)
         removable = group.desired - group.min_size
         for iid in group.instance_ids:
             node = registered.get(iid)
             if node is not None:
-                if not node.ready and node.created_at is not None and now - aware(node.created_at) >= startup:
-                    out.stale[group.key] = out.stale.get(group.key, 0) + 1
+                if not node.ready:
+                    _not_ready(out, group.key, node, state, now - startup)
                 continue
             previous = state.joining.get(iid)
             since = aware(previous.since) if previous is not None else now
@@ -127,6 +154,16 @@ def watch_joins(
                 + (f"; not removed: {kept}" if kept is not None else ""),
             )
     return out
+
+
+def _not_ready(out: Joins, group: GroupKey, node: NodeInfo, state: State, started_by: datetime) -> None:
+    """A NotReady Node of an instance of ``group``: no longer capacity coming once registered before
+    ``started_by``; the instance's memory kept while it registers (:func:`drawn_from_pools`)."""
+    iid = node.instance_id or ""
+    if iid in state.joining:
+        out.joining[iid] = state.joining[iid]
+    if node.created_at is not None and aware(node.created_at) <= started_by:
+        out.stale[group] = out.stale.get(group, 0) + 1
 
 
 def _overdue(group: NodeGroup, iid: str, missing: timedelta, decrement: bool) -> Unregistered:

@@ -54,6 +54,7 @@ from spillway.model.resources import (
     Resources,
     add_into,
     add_room,
+    attach_limit_key,
     dominant_share,
     unchecked_when_unknown,
 )
@@ -245,36 +246,49 @@ def _swappable(stage: ScaleDownStage) -> dict[GroupKey, dict[str, list[PodInfo]]
     return {g: {n: p for n, p in nodes.items() if (g, n) not in excluded} for g, nodes in out.items()}
 
 
-def _needs(ctx: Context, pods: Sequence[PodInfo], free: Resources) -> Resources:
-    """What ``pods`` need beyond ``free`` (one node: requests add up, a volume they share once:
-    :meth:`Context.arriving_share`), per resource; empty if they fit. A resource checked only where
-    reported that ``free`` does not report (a CSI driver's attach limit the node's CSINode gives no
-    count for) is never lacking: the node takes any amount of it."""
-    need: Resources = {PODS: len(pods) * ONE_POD} if PODS in free else {}
+def _needs(ctx: Context, pods: Sequence[PodInfo], node: WorkNode, moved: Sequence[PodInfo] = ()) -> Resources:
+    """What ``pods`` need beyond ``node``'s free room once its bound pods ``moved`` have left it, per
+    resource; empty if they fit. Their requests add up, a volume they share counts once
+    (:meth:`Context.arriving_share`) and a volume a pod staying on the node uses counts none: kube-
+    scheduler takes the node's volumes out of a pod's new ones (nodevolumelimits/csi.go, Filter). The
+    moved pods give back their requests less a volume a pod staying there keeps attached
+    (:meth:`Context.leaving_share`). A resource checked only where reported that the node does not
+    report (a CSI driver's attach limit its CSINode gives no count for) is never lacking: the node
+    takes any amount of it."""
+    free = dict(node.free)
+    add_into(free, ctx.leaving_share(moved), 1)
+    need: Resources = {}
+    if PODS in node.free:
+        need[PODS] = len(pods) * ONE_POD
+        free[PODS] += len(moved) * ONE_POD
     add_into(need, ctx.arriving_share(pods), 1)
+    add_into(need, _kept_there(ctx, pods, node.info.name, moved), -1)
     return {
         k: v - free.get(k, 0)
         for k, v in need.items()
-        if v > free.get(k, 0) and (k in free or not unchecked_when_unknown(k))
+        if v > free.get(k, 0) and (k in node.free or not unchecked_when_unknown(k))
     }
 
 
-def _covers(ctx: Context, pods: Sequence[PodInfo], lack: Resources) -> bool:
-    """Whether ``pods`` leaving their node give it ``lack`` back (a volume another pod there uses stays
-    attached: :meth:`Context.leaving_share`)."""
-    got: Resources = {PODS: len(pods) * ONE_POD} if PODS in lack else {}
-    add_into(got, ctx.leaving_share(pods), 1)
-    return all(got.get(k, 0) >= v for k, v in lack.items())
+def _kept_there(ctx: Context, pods: Sequence[PodInfo], name: str, moved: Sequence[PodInfo]) -> Resources:
+    """One of each attach limit for each volume of ``pods`` that a pod of node ``name`` other than the
+    ``moved`` ones uses (or a VolumeAttachment holds there): it is the node's, no new one."""
+    out: Resources = {}
+    for volume in {v for pod in pods for v in pod.volumes}:
+        users = ctx.volume_users.get((name, volume), 0) - sum(volume in p.volumes for p in moved)
+        if users > 0:
+            key = attach_limit_key(volume.partition("/")[0])
+            out[key] = out.get(key, 0) + 1000
+    return out
 
 
 def _room_on(judge: Consolidation, node: WorkNode, pods: Sequence[PodInfo]) -> Candidate | None:
     """The cheapest move that lets ``node`` hold ``pods``, as a candidate; None if no such move obeys
     the rules (where the moved pods go is checked later, by the swap)."""
-    lack = _needs(judge.ctx, pods, node.free)
-    if not lack:
+    if not _needs(judge.ctx, pods, node):
         return None  # they fit already: the scale-up would have placed them here
     movable = [(p, m) for p, m in judge.moves(node) if m.movable]
-    chosen = _victims(judge.ctx, movable, lack, node)
+    chosen = _victims(judge.ctx, movable, pods, node)
     if chosen is None:
         return None
     candidate = Candidate.of(node, chosen, judge.restart_cost(node, chosen))
@@ -284,22 +298,22 @@ def _room_on(judge: Consolidation, node: WorkNode, pods: Sequence[PodInfo]) -> C
 
 
 def _victims(
-    ctx: Context, movable: list[tuple[PodInfo, Move]], lack: Resources, node: WorkNode
+    ctx: Context, movable: list[tuple[PodInfo, Move]], pods: Sequence[PodInfo], node: WorkNode
 ) -> list[tuple[PodInfo, Move]] | None:
-    """The pods to move: the smallest one that covers ``lack`` alone, else the largest first until
-    covered (None if all of them do not)."""
+    """The pods to move: the smallest one whose leaving alone lets ``node`` hold ``pods``, else the
+    largest first until it does (None if all of them do not)."""
     alloc = node.info.allocatable
 
     def size(item: tuple[PodInfo, Move]) -> tuple[float, float, str]:
         return (dominant_share(item[0].requests, alloc)[1], item[1].cost, item[0].key)
 
-    singles = [item for item in movable if _covers(ctx, [item[0]], lack)]
+    singles = [item for item in movable if not _needs(ctx, pods, node, [item[0]])]
     if singles:
         return [min(singles, key=size)]
     chosen: list[tuple[PodInfo, Move]] = []
     for item in sorted(movable, key=size, reverse=True):
         chosen.append(item)
-        if _covers(ctx, [p for p, _ in chosen], lack):
+        if not _needs(ctx, pods, node, [p for p, _ in chosen]):
             return chosen
     return None
 

@@ -83,10 +83,10 @@ def place_by_preemption(ctx: Context, cls: PodClass, spots: Iterable[tuple[Pool,
         if not cls.remaining:
             return
         requests = cls.requests_on(node.info.name)
-        if not one_fits_below(node, requests, cls.priority):
+        if not one_fits_below(node, requests, cls.preempts_below):
             continue  # not one pod, even with every victim of lower priority gone: nothing to do here
         limit = _limit(cls, node)
-        count = fit_count(requests, room_below(node, cls.priority), limit)
+        count = fit_count(requests, room_below(node, cls.preempts_below), limit)
         if count > 0:
             _preempt_on(ctx, cls, node, count, limit)
             pool.widen(node)
@@ -98,7 +98,7 @@ def _preempt_on(ctx: Context, cls: PodClass, node: WorkNode, count: int, limit: 
     them there: it is placed alone first, and the others as the room left takes them."""
     if cls.brings_volumes(node.info.name):
         _take(ctx, cls, node, 1)
-        count = fit_count(cls.requests_on(node.info.name), room_below(node, cls.priority), limit - 1)
+        count = fit_count(cls.requests_on(node.info.name), room_below(node, cls.preempts_below), limit - 1)
     if count > 0:
         _take(ctx, cls, node, count)
 
@@ -114,7 +114,10 @@ def trial_by_preemption(trial: TrialFit, cls: PodClass, nodes: Iterable[WorkNode
         count = _fits(cls, node) if node.victims else 0
         if count > 0:
             trial.preempt(
-                cls, node, count, choose_victims(node, cls.requests_on(node.info.name), count, cls.priority)
+                cls,
+                node,
+                count,
+                choose_victims(node, cls.requests_on(node.info.name), count, cls.preempts_below),
             )
 
 
@@ -122,7 +125,9 @@ def _fits(cls: PodClass, node: WorkNode) -> int:
     """How many of the class's remaining pods the node takes once its victims of lower priority go."""
     limit = _limit(cls, node)
     return (
-        fit_count(cls.requests_on(node.info.name), room_below(node, cls.priority), limit) if limit > 0 else 0
+        fit_count(cls.requests_on(node.info.name), room_below(node, cls.preempts_below), limit)
+        if limit > 0
+        else 0
     )
 
 
@@ -137,7 +142,7 @@ def _limit(cls: PodClass, node: WorkNode) -> int:
 def _take(ctx: Context, cls: PodClass, node: WorkNode, count: int) -> None:
     """``count`` pods of the class go on ``node``, preempting the victims they need there."""
     requests = cls.requests_on(node.info.name)
-    victims = choose_victims(node, requests, count, cls.priority)
+    victims = choose_victims(node, requests, count, cls.preempts_below)
     for victim in victims:
         node.victims.remove(victim)
         add_room(node.free, victim.requests)
@@ -152,17 +157,20 @@ def _take(ctx: Context, cls: PodClass, node: WorkNode, count: int) -> None:
     if not victims:  # the room a victim left to an earlier pod of the plan: free room now
         ctx.record(cls.take(count), name, group, FREE_ROOM_NOTE.format(node=name), codes.FITS_FREE_ROOM)
         return
-    ctx.record(
-        cls.take(count), name, group, preemption_note(name, victims, cls.priority), codes.FITS_BY_PREEMPTION
-    )
+    ctx.record(cls.take(count), name, group, preemption_note(name, victims, cls), codes.FITS_BY_PREEMPTION)
 
 
-def preemption_note(node: str, victims: Sequence[Victim], priority: int) -> str:
+def preemption_note(node: str, victims: Sequence[Victim], cls: PodClass) -> str:
     """The reason of a pod that fits by preemption: the node and the pods kube-scheduler takes away."""
     named = ", ".join(f"{v.pod} (priority {v.priority})" for v in victims[:SHOWN])
     if len(victims) > SHOWN:
         named += f" and {len(victims) - SHOWN} more"
+    lower = (
+        f"of lower priority than its {cls.priority}"
+        if cls.preempts_below == cls.priority
+        else "preempted for the request's consumers, which are not expendable"
+    )
     return (
         f"fits on Ready node {node} once kube-scheduler preempts {named}: expendable (below "
-        f"expendable_priority_cutoff) and of lower priority than its {priority}; nothing to launch"
+        f"expendable_priority_cutoff) and {lower}; nothing to launch"
     )

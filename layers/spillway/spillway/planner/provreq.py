@@ -293,9 +293,7 @@ class Provisioning:
         out: list[PodClass] = []
         for index, pod_set in enumerate(w.info.pod_sets):
             assert pod_set.pod is not None
-            cls = new_class(
-                pod_set.pod, gang=gang_key(w.info), domains=self.ctx.topology.domains(pod_set.pod)
-            )
+            cls = set_class(self.ctx, pod_set.pod, gang_key(w.info))
             cls.pods = set_pods(self.ctx, w.info, index, cls, pod_set.count)
             cls.tenant = self._tenant(w.info.namespace)
             w.pods += cls.pods
@@ -410,7 +408,7 @@ class Provisioning:
         classes = []
         for index, (pod_set, count) in enumerate(zip(w.info.pod_sets, counts, strict=True)):
             if count > 0 and pod_set.pod is not None:
-                cls = new_class(pod_set.pod, domains=self.ctx.topology.domains(pod_set.pod))
+                cls = set_class(self.ctx, pod_set.pod)
                 cls.pods = set_pods(self.ctx, w.info, index, cls, count)
                 classes.append(cls)
             elif count > 0 and whole:
@@ -432,6 +430,20 @@ class Provisioning:
             self.ctx.nodes[name].receives += pods  # the booked pods run here: not drained
         self.ctx.planned = trial.planned
         return dict(trial.placed)
+
+
+def set_class(ctx: Context, pod: PodInfo, gang: str | None = None) -> PodClass:
+    """The class of a pod set's pods: every one of them uses the volumes of the claims its template
+    names (:attr:`PodInfo.volumes`), so they share them on a node (one of a node's volumes takes none of
+    its attach limit: :attr:`PodClass.volumes`). Every expendable pod's room is theirs by preemption,
+    whatever the template's priority (:attr:`PodClass.preemption_floor`): cluster-autoscaler books on a
+    snapshot without all scheduled pods below the cutoff (core/static_autoscaler.go,
+    FilterOutExpendablePods), and a consumer that is not expendable itself stands at or above the
+    cutoff, above every one of them, so kube-scheduler preempts them for it."""
+    cls = new_class(pod, gang=gang, domains=ctx.topology.domains(pod))
+    cls.volumes, cls.volume_nodes = pod.volumes, ctx.volume_nodes
+    cls.preemption_floor = ctx.config.expendable_priority_cutoff
+    return cls
 
 
 def set_pods(ctx: Context, info: ProvisioningRequestInfo, index: int, cls: PodClass, count: int) -> list[str]:
