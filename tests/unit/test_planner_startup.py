@@ -159,3 +159,37 @@ def test_the_start_window_is_its_own_setting() -> None:
 
     assert scale_up(w.plan(max_node_startup_minutes=0)) == {"gpu": (1, 2, [job])}
     assert w.plan(max_node_provision_minutes=0.5).scale_up == ()
+
+
+@pytest.mark.parametrize(
+    "taint",
+    [
+        # the cloud node controller's, until it initializes the node (kubelet --cloud-provider=external)
+        {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"},
+        # the node lifecycle controller's, for a few seconds after Ready turns True
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+        # the NetworkUnavailable condition's, until the CNI clears it
+        {"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"},
+    ],
+)
+def test_a_young_ready_node_still_carrying_a_taint_of_its_start_is_starting(taint: dict[str, str]) -> None:
+    """Taints the control plane puts on every new node and lifts once it is set up: Karpenter takes a node
+    carrying one as not initialized yet (pkg/scheduling/taints.go KnownEphemeralTaints: not-ready,
+    unreachable, uninitialized), cluster-autoscaler as not ready, so still upcoming while young
+    (utils/kubernetes/ready.go GetNodeReadiness: not-ready, network-unavailable). A snapshot taken in
+    that window saw an ordinary node the job does not tolerate, and launched a second node for it."""
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    _joined(w, node, 1)["spec"]["taints"] = [taint]
+    (pod,) = w.pods("web", 1, cpu="2", memory="4Gi")
+
+    result = w.plan()
+
+    assert result.scale_up == () and pending_codes(result)[pod] == codes.FITS_LAUNCHING
+    assert taint["key"] in _kept(result)[node][1]
+    old = World()
+    (node,) = old.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    _joined(old, node, 16)["spec"]["taints"] = [taint]  # past max_node_startup_minutes: ordinary
+    (pod,) = old.pods("web", 1, cpu="2", memory="4Gi")
+    assert scale_up(old.plan()) == {"cpu": (1, 2, [pod])}

@@ -43,6 +43,7 @@ from spillway.model.k8s import (
     LEGACY_CONSUME_ANNOTATION,
     MIRROR_POD,
     POD_DELETION_COST,
+    POD_SCALE_UP_DELAY,
     SAFE_TO_EVICT,
     SAFE_TO_EVICT_LOCAL_VOLUMES,
     SCALE_DOWN_DISABLED,
@@ -73,6 +74,7 @@ from spillway.model.k8s import (
     api_group,
     deletion_cost,
 )
+from spillway.model.options import parse_duration_minutes
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities, configmap_priorities
 from spillway.model.resources import (
     Resources,
@@ -199,6 +201,9 @@ class PodInfo:
     one_zone: bool = False  # its gang must run in one zone (Kueue topology or a required pod affinity)
     # the ProvisioningRequest (same namespace) whose capacity the pod uses (consume annotation)
     consumes: str | None = None
+    # its creationTimestamp plus its pod-scale-up-delay annotation, kept for pods not bound only: until
+    # then it triggers no scale-up (spillway.planner.classes.hold_young)
+    scale_up_after: datetime | None = None
     # -- may the autoscaler move it (spillway.planner.disruption.assess_move; spillway.model.jobs) --
     do_not_drain: bool = False  # openai/do-not-drain "1" or "true", any case (label, or annotation)
     preemptable: bool = False  # volcano.sh/preemptable true (its annotation, else its label)
@@ -352,6 +357,7 @@ class PodInfo:
             consumes=annotations.get(CONSUME_ANNOTATION)
             or annotations.get(LEGACY_CONSUME_ANNOTATION)
             or None,
+            scale_up_after=_scale_up_after(pod),
             **_move_facts(pod),
         )
 
@@ -402,6 +408,7 @@ class PodInfo:
             never_preempts=bool(d.get("npp")),
             one_zone=bool(d.get("oz")),
             consumes=d.get("cpr"),
+            scale_up_after=parse_time(d.get("sua")),
             do_not_drain=bool(d.get("odn")),
             preemptable=bool(d.get("vp")),
             started_at=parse_time(d.get("st")),
@@ -477,6 +484,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("npp", lambda p: _one_if(p.never_preempts)),
     ("oz", lambda p: _one_if(p.one_zone)),
     ("cpr", lambda p: p.consumes),
+    ("sua", lambda p: format_time(p.scale_up_after)),
     ("odn", lambda p: _one_if(p.do_not_drain)),
     ("vp", lambda p: _one_if(p.preemptable)),
     ("st", lambda p: format_time(p.started_at)),
@@ -677,6 +685,28 @@ def _owner(references: Sequence[OwnerReference]) -> tuple[OwnerReference | None,
     if owner is not None:
         return owner, True
     return (references[0], False) if references else (None, True)
+
+
+# the longest duration Go's time.ParseDuration reads (math.MaxInt64 nanoseconds); beyond it, an error
+_GO_MAX_MINUTES = (2**63 - 1) / 60e9
+
+
+def _scale_up_after(pod: Pod) -> datetime | None:
+    """When the pending pod's ``cluster-autoscaler.kubernetes.io/pod-scale-up-delay`` ends: its
+    creationTimestamp plus the delay. None for a bound pod, without one, and for a value
+    cluster-autoscaler logs and ignores
+    (core/static_autoscaler.go, filterOutYoungPods): one ``time.ParseDuration`` refuses (no unit,
+    spaces, empty, too long) or one below its ``--new-pod-scale-up-delay`` (0 by default: a negative
+    one)."""
+    text = pod.metadata.annotations.get(POD_SCALE_UP_DELAY)
+    created = pod.metadata.creation_timestamp
+    if pod.spec.node_name is not None or text is None or created is None or text != text.strip():
+        return None
+    try:
+        minutes = parse_duration_minutes(text)
+    except ValueError:
+        return None
+    return created + timedelta(minutes=minutes) if minutes <= _GO_MAX_MINUTES else None
 
 
 def _unschedulable(conditions: Sequence[Condition]) -> tuple[bool, datetime | None]:

@@ -92,6 +92,9 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 # (kubernetes/autoscaler cluster-autoscaler/utils/drain, SafeToEvictLocalVolumesKey)
 SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+# a Go duration: a pending pod younger than this (from its creationTimestamp) triggers no scale-up
+# (kubernetes/autoscaler cluster-autoscaler/utils/annotations PodScaleUpDelayAnnotationKey)
+POD_SCALE_UP_DELAY = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 MIRROR_POD = "kubernetes.io/config.mirror"
 # a pod of a DaemonSet-like controller (Datadog's ExtendedDaemonSet, OpenKruise's Advanced DaemonSet)

@@ -113,19 +113,20 @@ class Snapshot:
     def oldest_pending_seconds(
         self, expendable_below: int | None = None, held: Collection[str] = ()
     ) -> float:
-        """How long the longest-waiting unschedulable pod has waited (its PodScheduled=False time);
+        """How long the longest-waiting unschedulable pod has waited (its PodScheduled=False time, or
+        the end of its ``pod-scale-up-delay`` when that is later: it asked for no node before then);
         ``expendable_below``: leave out pods of a lower priority (``expendable_priority_cutoff``: they
         never trigger a scale-up, so their wait says nothing of the autoscaler); ``held``: leave out
         these pods (``namespace/name``: those a plan holds at a limit on purpose)."""
         ages = [
-            (self.taken_at - pod.pending_since).total_seconds()
+            (self.taken_at - max(pod.pending_since, pod.scale_up_after or pod.pending_since)).total_seconds()
             for pod in self.cluster.pods
             if pod.pending_since is not None
             and pod.is_pending_unschedulable()
             and (expendable_below is None or pod.priority >= expendable_below)
             and pod.key not in held
         ]
-        return max(ages, default=0.0)
+        return max([0.0, *ages])
 
     def longest_not_ready_seconds(self) -> float:
         """How long the node NotReady the longest has been so: since its Ready condition last changed

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
+from spillway.model.k8s import POD_SCALE_UP_DELAY
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import PROVISIONED, TERMINAL, ProvisioningRequestInfo
 from spillway.model.resources import (
@@ -28,7 +29,7 @@ from spillway.model.resources import (
 )
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
-from spillway.planner.context import ONE_POD, Context, nominated_to
+from spillway.planner.context import ONE_POD, Context, aware, iso, minutes, nominated_to
 from spillway.planner.groups import (
     TYPE_KEYS_SET_ON_LAUNCH,
     ZONE_KEYS_SET_ON_LAUNCH,
@@ -71,7 +72,8 @@ class PodClass:
     min_room_gang: str | None = None
     one_zone: bool = False  # a pod of the class asks its gang to share one zone
     buffer: str | None = None  # a capacity buffer's virtual pods (spillway.planner.buffers): served last
-    free_only: str | None = None  # why its pods take free room only and launch nothing (planner.shrinks)
+    # (code, why) its pods take free room only and launch nothing (planner.shrinks, held_young)
+    free_only: tuple[str, str] | None = None
     domains: Domains = FREE  # pod anti-affinity and topology spread (spillway.planner.topology)
     next: int = 0  # pods before this index are placed
     # (topology key, domain) -> pods of the class this plan put there, for its counted rules' room; and
@@ -411,7 +413,7 @@ def pod_classes(ctx: Context) -> list[PodClass]:
         room_gang = _min_room_gang(pod, gang, min_room_groups)
         # with spot groups, pods that may move (spot) and pods that may not are served apart
         movable = why_not_movable(ctx, pod, jobs) is None if spot else None
-        free_only = ctx.free_only.get(pod.key)
+        free_only = ctx.free_only.get(pod.key) or held_young(ctx, pod)
         limited_tenant = tenant if tenant in limited else None
         volumes = _class_volumes(ctx, pod, shared)  # its class is judged per node
         key = (pod.scheduling_key(), limited_tenant, gang, started, room_gang, movable, free_only, volumes)
@@ -478,6 +480,22 @@ def _min_room_gang(pod: PodInfo, gang: str | None, groups: Collection[str]) -> s
     """The coscheduling PodGroup whose ``minResources`` a pod no gang places (``gang`` None) is checked
     against (:attr:`PodClass.min_room_gang`), or None."""
     return pod.gang if gang is None and pod.coscheduled and pod.gang in groups else None
+
+
+def held_young(ctx: Context, pod: PodInfo) -> tuple[str, str] | None:
+    """(code, reason) when the pod is younger than its ``cluster-autoscaler.kubernetes.io/pod-scale-up-delay``
+    (:attr:`PodInfo.scale_up_after`), else None. Such a pod takes free room only, and launches no node:
+    cluster-autoscaler filters out the pods the cluster can hold first, then leaves out of its scale-up
+    every pod no older than its delay (core/static_autoscaler.go, filterOutYoungPods: a pod is old enough
+    once its age is above it)."""
+    if pod.scale_up_after is None or ctx.now > aware(pod.scale_up_after):
+        return None
+    ends = aware(pod.scale_up_after)
+    return (
+        codes.SCALE_UP_DELAYED,
+        f"annotated {POD_SCALE_UP_DELAY}: no node is launched for it for {minutes(ends - ctx.now)} more "
+        f"(until {iso(ends)}); until then it takes free room only",
+    )
 
 
 def _not_demand(ctx: Context, pod: PodInfo, gangs: Gangs) -> tuple[str, str] | None:

@@ -100,6 +100,8 @@ LAUNCHING_THIS_PLAN = "launching-this-plan"  # this plan grows its group (or its
 RECEIVES_MOVED_PODS = "receives-moved-pods"  # this plan moves another node's pods onto it
 # an elastic job a consolidation shrank recently: its recreated workers take free room only
 ELASTIC_SHRUNK = "elastic-shrunk"
+# younger than its cluster-autoscaler.kubernetes.io/pod-scale-up-delay: takes free room only
+SCALE_UP_DELAYED = "scale-up-delayed"
 # a candidate for less than consolidation_after_minutes: demand may come back to it
 UNDERUTILIZED_NOT_LONG_ENOUGH = "underutilized-not-long-enough"
 
@@ -126,6 +128,7 @@ PENDING_CODES = (
     GANG_NO_ZONE,
     ON_DEMAND_BASE,
     ELASTIC_SHRUNK,
+    SCALE_UP_DELAYED,
     PROVISIONING_REQUEST,
     VOLUME_UNBOUND,
     DYNAMIC_RESOURCES,

@@ -230,7 +230,8 @@ class Context:
         ] = {}  # (group, gang) -> zone (multi-zone fleet group)
         self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
         self.minimum_gangs: set[str] = set()  # gangs placed with only the pods they need to start
-        self.free_only: dict[str, str] = {}  # pending pod -> why it takes free room only (planner.shrinks)
+        # pending pod -> (code, why) it takes free room only (planner.shrinks, planner.classes.held_young)
+        self.free_only: dict[str, tuple[str, str]] = {}
         self.gangs: Gangs | None = None  # the pending pods' gangs, once pod_classes read them
         self.shrunk_out: dict[str, int] = {}  # elastic job -> workers this plan's drains take (next state)
         self.gang_labels: dict[str, dict[str, str]] = {}  # gang -> labels its new nodes get (requests)

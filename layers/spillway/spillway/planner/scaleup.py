@@ -286,14 +286,16 @@ class ScaleUpStage:
         self._note_leaving(leaving, start)
         return self._left(cls, candidates, rejected, skipped, leaving) if cls.remaining else None
 
-    def _place_free_only(self, cls: PodClass, why: str) -> tuple[str, str] | None:
-        """Free room on Ready nodes, nothing more (:mod:`spillway.planner.shrinks`)."""
+    def _place_free_only(self, cls: PodClass, held: tuple[str, str]) -> tuple[str, str] | None:
+        """Free room on Ready nodes, nothing more (:mod:`spillway.planner.shrinks`,
+        :func:`spillway.planner.classes.held_young`); ``held``: the code and reason of the pods left."""
         self._place_existing(cls)
         if not cls.remaining:
             return None
+        code, why = held
         for pod in cls.take(cls.remaining):
-            self.ctx.pending_out.append(PendingPod(pod, why, codes.ELASTIC_SHRUNK))
-        return codes.ELASTIC_SHRUNK, why
+            self.ctx.pending_out.append(PendingPod(pod, why, code))
+        return held
 
     def _place_in_rounds(self, cls: PodClass) -> tuple[str, str] | None:
         """A class with a zone spread (or one pod per zone) is placed in rounds until one places nothing:

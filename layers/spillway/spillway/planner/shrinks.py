@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from spillway.model.state import ShrinkState
+from spillway.planner import codes
 from spillway.planner.context import Context, aware, minutes
 from spillway.planner.disruption import elastic_member, elastic_of
 from spillway.planner.health import out_of_service
@@ -49,7 +50,7 @@ def hold_shrunk(ctx: Context) -> dict[str, ShrinkState]:
             f"{minutes(age)} ago; until {minutes(horizon - age)} from now its recreated workers take free "
             "room only, and launch no node (consolidation_horizon_minutes)"
         )
-        ctx.free_only.update(dict.fromkeys(held, why))
+        ctx.free_only.update(dict.fromkeys(held, (codes.ELASTIC_SHRUNK, why)))
     return kept
 
 

@@ -15,6 +15,9 @@ A Ready node of a managed group is **starting** while it is younger than ``max_n
   ``startup-taint.cluster-autoscaler.kubernetes.io/`` (or the older ``ignore-taint.…/``), or one listed
   in ``startup_taints`` (cluster-autoscaler's ``--startup-taint``, Karpenter's NodePool
   ``startupTaints``); or
+* carries a taint the control plane lifts once the node is set up (:data:`EPHEMERAL_TAINTS`:
+  ``node.kubernetes.io/not-ready``, ``unreachable``, ``network-unavailable``,
+  ``node.cloudprovider.kubernetes.io/uninitialized``); or
 * lacks an extended resource (a name with a ``/``: GPUs, Neuron devices, EFA) that its group's template
   node has: its device plugin has not registered it yet.
 
@@ -44,6 +47,20 @@ STARTUP_PREFIXES = (
     "ignore-taint.cluster-autoscaler.kubernetes.io/",  # cluster-autoscaler's older name for the same
 )
 STATUS_PREFIX = "status-taint.cluster-autoscaler.kubernetes.io/"
+# Taints the control plane puts on every new node and lifts once it is set up: the node lifecycle
+# controller's not-ready and unreachable (for a few seconds after Ready turns True), network-unavailable
+# (until the CNI clears the NetworkUnavailable condition) and the cloud node controller's uninitialized
+# (kubelet --cloud-provider=external). Karpenter takes a node carrying one as not initialized
+# (kubernetes-sigs/karpenter pkg/scheduling/taints.go, KnownEphemeralTaints), cluster-autoscaler as not
+# ready (utils/kubernetes/ready.go, GetNodeReadiness), which it counts as upcoming while young.
+EPHEMERAL_TAINTS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/network-unavailable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+    }
+)
 
 
 def is_startup_taint(key: str, config: PlannerConfig) -> bool:
@@ -57,6 +74,9 @@ def uninitialized(info: NodeInfo, group: NodeGroup | None, config: PlannerConfig
     tainted = sorted(key for key, _, _ in info.taints if is_startup_taint(key, config))
     if tainted:
         return f"startup taint {', '.join(tainted)}"
+    passing = sorted({key for key, _, _ in info.taints if key in EPHEMERAL_TAINTS})
+    if passing:
+        return f"taint {', '.join(passing)} (the control plane lifts it once the node is set up)"
     missing = sorted(unregistered(info, group))
     if missing:
         return f"{', '.join(missing)} not registered yet (device plugin)"
