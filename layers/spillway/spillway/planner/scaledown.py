@@ -56,7 +56,8 @@ from spillway.planner.health import out_of_service, registering
 from spillway.planner.limits import Floors
 from spillway.planner.minresources import spends
 from spillway.planner.placement import Bin
-from spillway.planner.types import Drain, KeptNode, Uncordon
+from spillway.planner.schedshrink import ScheduledShrinks
+from spillway.planner.types import Drain, GroupShrink, KeptNode, Uncordon
 
 Verdict = tuple[str, str] | None  # (code, reason) when the node is kept
 Check = Callable[[Context, WorkNode], Verdict]
@@ -308,6 +309,7 @@ class ScaleDownStage:
             ),
         )
         self._consolidation: Consolidation | None = None
+        self.shrinks: list[GroupShrink] = []  # scheduled actions that lower groups (planner.schedshrink)
         self._evictions_left: dict[str, int] | None = None
         self._count_draining()  # before make room, which drains within the same budgets
 
@@ -321,6 +323,7 @@ class ScaleDownStage:
             judged = self.consolidation().run(self.busy)  # busy nodes were kept as "workload" so far
             drained = {d.node for d in self.drains}
             self.kept = [judged.get(k.node, k) for k in self.kept if k.node not in drained]
+        self.shrinks = ScheduledShrinks(self).run()  # ahead of scheduled actions that lower groups
         return self.drains, self.kept, self.idle_state
 
     def evictions_left(self) -> dict[str, int]:
