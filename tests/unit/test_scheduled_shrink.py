@@ -184,3 +184,18 @@ def test_movable_pods_with_no_room_elsewhere_are_evicted_rather_than_killed_with
     assert "fit on no other node (evicted, they wait as pending pods rather than die with the node)" in (
         drain.reason
     )
+
+
+def test_an_action_lowering_desired_below_min_size_takes_the_group_to_min_size_only() -> None:
+    """DesiredCapacity 2 with no new MinSize on a group of MinSize 3: the group's limits apply when the
+    action runs ("Set scaling limits"), so Auto Scaling keeps three nodes, and one is drained ahead with
+    nothing left at risk."""
+    world, nodes = web(min_size=3)
+    for node in nodes:
+        world.idle_since(node, 2)
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    assert len(result.drain) == 1
+    (shrink,) = result.shrinks
+    assert (shrink.size, shrink.at_risk) == (3, ())
+    assert shrink.reason.endswith("with DesiredCapacity 2, held by MinSize 3: drains 1 node(s) ahead of it")

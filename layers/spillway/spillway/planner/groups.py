@@ -545,7 +545,8 @@ def group_ceiling(ctx: Context, group: NodeGroup) -> Floor | None:
     if group.key not in ctx.ceilings:
         horizon = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
         runs = group.scheduled and group.suspension(SCHEDULED_ACTIONS) is None
-        ctx.ceilings[group.key] = scheduled_ceiling(group.scheduled, ctx.now, horizon) if runs else None
+        ceiling = scheduled_ceiling(group.scheduled, ctx.now, horizon, group.min_size) if runs else None
+        ctx.ceilings[group.key] = ceiling
     return ctx.ceilings[group.key]
 
 
