@@ -34,6 +34,7 @@ from spillway.planner import codes
 from spillway.planner.consolidation import Candidate, _never, backoff_refusal, counted_by_job
 from spillway.planner.context import WorkNode
 from spillway.planner.groups import group_ceiling
+from spillway.planner.scaledown import controllers_of_staying
 from spillway.planner.types import Drain, GroupShrink
 
 if TYPE_CHECKING:
@@ -159,15 +160,17 @@ class ScheduledShrinks:
         stage.take(node)
         stage.pod_budgets.spend(node.expendable)
         pods = tuple(sorted(p.key for p in node.expendable))
+        what = f"idle; evicts its {len(pods)} expendable pod(s)" if pods else "idle"
         stage.drains.append(
             Drain(
                 node.info.name,
                 node.info.instance_id,
                 node.group.name,
                 node.group.region,
-                self._reason(node, ceiling, "idle"),
+                self._reason(node, ceiling, what),
                 codes.SCHEDULED_SHRINK,
                 pods,
+                controllers=controllers_of_staying(node),
             )
         )
         return None
