@@ -199,3 +199,29 @@ def test_an_action_lowering_desired_below_min_size_takes_the_group_to_min_size_o
     (shrink,) = result.shrinks
     assert (shrink.size, shrink.at_risk) == (3, ())
     assert shrink.reason.endswith("with DesiredCapacity 2, held by MinSize 3: drains 1 node(s) ahead of it")
+
+
+def test_a_node_drained_ahead_of_the_action_is_not_uncordoned_for_pending_pods() -> None:
+    """Of four nodes, one is being drained by Spillway (a plan's drain ahead of the action that sets
+    DesiredCapacity 3 in five minutes); a pod is pending that fits only there. Uncordoned, the node
+    would keep the group at four until the action runs, and Auto Scaling would then terminate one node
+    undrained (the pod's, maybe): the pod waits for room instead, and the node stays cordoned. Without
+    the action the node is reused for the pod, as before."""
+    world, nodes = web()
+    for i, node in enumerate(nodes[1:]):
+        world.pods(f"full{i}", 1, cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", f"full{i}"),
+                   annotations=PINNED)  # fmt: skip
+    world.cordon(nodes[0], by_spillway=True)
+    world.state["nodes"][nodes[0]] = {
+        "idle_since": (NOW - timedelta(minutes=30)).isoformat(),
+        "draining_since": (NOW - timedelta(minutes=1)).isoformat(),
+    }
+    (pod,) = world.pods("late", 1, cpu="7", memory="1Gi", owner=("ReplicaSet", "late"))
+    action = replace(EVENING, desired=3)
+
+    result = planned(world, {"scheduled": (action,)})
+    assert not result.uncordon
+    assert {p.pod: p.code for p in result.pending}[pod] == codes.MAX_SIZE
+
+    before = planned(world, {})
+    assert [u.node for u in before.uncordon] == [nodes[0]]
