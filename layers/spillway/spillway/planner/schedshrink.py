@@ -116,17 +116,21 @@ class ScheduledShrinks:
             )
             self.reports.append(GroupShrink(group.name, group.region, ceiling.min_size, reason))
             return
-        drained: list[str] = []
         refused: Counter[str] = Counter()
         for node in self.nodes(group):
             if self.excess(group, ceiling) <= 0:
                 break
             why = self.drain(node, group, ceiling)
             if why is None:
-                drained.append(node.info.name)
                 del self.kept[node.info.name]
             else:
                 refused[why] += 1
+        # with this plan's other drains that terminate a node of the group: they go before the action too
+        drained = [
+            d.node
+            for d in self.stage.drains
+            if d.terminate and (d.group, d.region) == (group.name, group.region)
+        ]
         self.report(group, ceiling, drained, refused)
 
     def drain(self, node: WorkNode, group: NodeGroup, ceiling: Floor) -> str | None:
