@@ -10,7 +10,7 @@ decrement, and when the action runs Auto Scaling has nothing left to terminate:
 * idle nodes first, whatever their idle timer, age, scale-in cap or cooldown (the action removes a
   node anyway);
 * then busy nodes whose every pod may move (:meth:`~spillway.planner.consolidation.Consolidation.evacuate`:
-  moved where they fit, else evicted to wait), cheapest first;
+  moved where they fit, else evicted to wait), least used first;
 * never a node a protection keeps for good (scale-in protection, ``scale-down-disabled``,
   ``do-not-disrupt``, a cordon, a drain under way) nor one with a pod that must not be disturbed, nor
   below the group's MinSize (TerminateInstanceInAutoScalingGroup's decrement cannot go there), nor past
