@@ -170,3 +170,33 @@ def test_a_group_whose_hooks_cannot_be_read_stays_flagged_and_the_regions_read_g
     monkeypatch.setattr(adapter, "describe_lifecycle_hooks", refused)
     (group,) = [g for g in adapter.node_groups_in("us-east-1", {}) if g.name == "batch"]
     assert group.zone_rebalance is True
+
+
+def test_a_one_zone_group_an_action_is_about_to_lower_has_its_terminate_hooks_read(
+    adapter: AwsAdapter, moto_aws: None
+) -> None:
+    """A group in one zone has no AZRebalance to flag, but a scheduled action lowering its desired
+    capacity terminates instances at its run: with Spillway's terminate hook on it the hook drains them,
+    and the plan needs no drain ahead (planner.schedshrink), so observe reads its hooks too. A group
+    whose actions lower nothing (MinSize only) is not asked."""
+    create_group("batch", instance_type="m5.large", desired=2, zone="a", mixed=False, cluster="prod")
+    create_group("other", instance_type="m5.large", desired=2, zone="a", mixed=False, cluster="prod")
+    _hook("drain-before-terminate")
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+    autoscaling.put_lifecycle_hook(
+        LifecycleHookName="drain-before-terminate", AutoScalingGroupName="other",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING", HeartbeatTimeout=300,
+    )  # fmt: skip
+    autoscaling.put_scheduled_update_group_action(
+        AutoScalingGroupName="batch", ScheduledActionName="night", Recurrence="0 20 * * *", DesiredCapacity=0,
+        MinSize=0,
+    )  # fmt: skip
+    autoscaling.put_scheduled_update_group_action(
+        AutoScalingGroupName="other", ScheduledActionName="day", Recurrence="0 8 * * *", MinSize=1
+    )  # fmt: skip
+
+    groups = {g.name: g for g in adapter.node_groups_in("us-east-1", {})}
+
+    assert groups["batch"].drain_hooks == ("drain-before-terminate",)
+    assert groups["batch"].zone_rebalance is False
+    assert groups["other"].drain_hooks == ()  # not read: nothing it does depends on them

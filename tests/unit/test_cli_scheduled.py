@@ -82,3 +82,20 @@ def test_a_bad_action_is_refused_naming_the_field(
 ) -> None:
     code, out, err = plan_with(tmp_path, capsys, action(**bad))
     assert code == 2 and out == "" and field in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_action_lowering_the_group_within_the_window_is_listed_with_the_pods_at_risk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DesiredCapacity 0 at 11:05 Berlin (five minutes after the example's 10:00 UTC) on ml-cpu-east,
+    whose idle node the plan drains anyway and whose two other nodes run replicas of no kind known to
+    tolerate a move: the plan lists the action, the drain, and the six pods Auto Scaling may kill."""
+    night = action(ScheduledActionName="night", Recurrence="5 11 * * 1-5", MinSize=0, DesiredCapacity=0)
+    code, out, _ = plan_with(tmp_path, capsys, night)
+    assert code == 0
+    plan = json.loads(out)
+    (shrink,) = plan["shrinks"]
+    assert (shrink["group"], shrink["size"]) == ("ml-cpu-east", 0)
+    assert shrink["drains"] == [d["node"] for d in plan["drain"]] and len(shrink["drains"]) == 1
+    assert len(shrink["at_risk"]) == 6 and all(p.startswith("serving/api-") for p in shrink["at_risk"])
+    assert "2 more of its instances go undrained when it runs" in shrink["reason"]

@@ -4,6 +4,7 @@ capacity, so a later plan of a snapshot taken before the raise landed must not a
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from plan_world import NOW, World, pending_codes, scale_up
 
@@ -84,3 +85,40 @@ def test_a_backed_off_group_has_no_raise_under_way_and_its_pods_go_elsewhere() -
     again = w.plan(now=NOW + timedelta(seconds=40))
 
     assert scale_up(again)["cpu-west"][:2] == (0, 3) and "us-east-1/cpu-east" not in again.state.raises
+
+
+def test_a_scheduled_action_that_set_the_groups_size_since_the_raise_ends_it() -> None:
+    """A raise to 3 three minutes ago; at 11:59 a recurring scheduled action set DesiredCapacity 1, which
+    the snapshot shows. Auto Scaling set the size over the raise, so the nodes the raise asked for are
+    not coming: they are planned again instead of counted as launching until the window ends. An action
+    that did not run since leaves the raise under way."""
+    from dataclasses import replace
+
+    from spillway.model.schedule import ScheduledFloor
+    from spillway.planner import plan
+
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=1)
+    pods = w.pods("web", 3, **BIG)
+    since = NOW - timedelta(minutes=3)
+    w.state["raises"] = {
+        "us-east-1/cpu-east": {
+            "to": 3,
+            "since": since.isoformat(),
+            "group": "cpu-east",
+            "region": "us-east-1",
+        }
+    }
+
+    def planned(action: ScheduledFloor) -> Any:
+        snapshot, groups, cfg, state = w.parsed()
+        groups = [replace(g, scheduled=(action,)) for g in groups]
+        return plan(snapshot, groups, cfg, state, NOW)
+
+    ran = planned(ScheduledFloor("shrink", desired=1, recurrence="59 11 * * *"))
+    assert scale_up(ran)["cpu-east"][:2] == (1, 3)
+    assert len(scale_up(ran)["cpu-east"][2]) == 2  # the third fits the one instance launching
+
+    not_yet = planned(ScheduledFloor("shrink", desired=1, recurrence="0 3 * * *"))
+    assert not_yet.scale_up == ()
+    assert {pending_codes(not_yet)[p] for p in pods} == {"fits-launching"}

@@ -2370,3 +2370,19 @@ def test_a_longer_launch_window_makes_no_more_checks_than_the_launch_timeout_it_
         every = stretched_poll(deadline, poll, timeout)
         assert every >= poll
         assert poll_count(deadline, every) <= poll_count(timeout, poll)
+
+
+def test_a_drain_ahead_of_a_scheduled_action_carries_the_pods_it_moves_and_an_idle_one_none() -> None:
+    """A scheduled-shrink drain of a busy node names the pods it moves, as a consolidation does: without
+    them DrainNode takes the node for one the plan saw empty and cancels on its pods (found by the e2e
+    test). One of an idle node with nothing to evict asks nothing more than an empty node's drain."""
+    pods = ("team-a/web-0",)
+    where = {"node": "ip-10-0-1-10.ec2.internal", "instance_id": "i-0a1b2c3d4e5f60718", "group": "general",
+             "region": "us-east-1", "reason": "scheduled-shrink: scheduled action evening ..."}  # fmt: skip
+    claim = {"planned_at": "2026-11-02T10:00:00Z", "claim_minutes": 20, "claim_until": "2026-11-02T10:20:00Z"}
+    busy = drain_item(Drain(**where, code=codes.SCHEDULED_SHRINK, pods=pods), claim)
+    idle = drain_item(Drain(**where, code=codes.SCHEDULED_SHRINK), claim)
+
+    assert busy == {**where, "consolidation": True, "pods": list(pods), **claim}
+    assert idle == {**where, **claim}
+    assert parse_request({"cluster": "ml", "plan_id": "p", **busy}).pods == list(pods)

@@ -462,7 +462,8 @@ def drain_item(drain: Drain, claim: Mapping[str, Any]) -> dict[str, Any]:
     carries the pods it moves: the drain evicts those only, and is cancelled if the node runs any other
     workload pod by then. An idle node's drain that evicts its expendable pods carries them the same
     way (code ``expendable-pods``, or ``never-started-pods`` when its pods that never started are what
-    made a dead node removable). A make-room moves its pods the same way, then keeps the node: ``terminate`` false, ``uncordon``
+    made a dead node removable), and a drain ahead of a scheduled action (``scheduled-shrink``) that
+    names pods. A make-room moves its pods the same way, then keeps the node: ``terminate`` false, ``uncordon``
     true (uncordoned and untainted once empty, for the pending pods the plan gave it to). Of its pods
     that go with the node (they tolerate the drain) it carries the controllers, ``controllers``, only
     when there are any: the drain takes such a controller's replacement of one as named."""
@@ -470,9 +471,12 @@ def drain_item(drain: Drain, claim: Mapping[str, Any]) -> dict[str, Any]:
     item.pop("code", None)
     item.pop("pods", None)
     controllers = item.pop("controllers", None)
-    # a never-started-pods drain that names pods names its expendable ones: it evicts them, as one of those
+    # a never-started-pods drain that names pods names its expendable ones: it evicts them, as one of those;
+    # a drain ahead of a scheduled action names the pods it moves (a busy node's) or evicts (an idle one's
+    # expendable pods), none for an empty node
     moves = (codes.CONSOLIDATION, codes.MAKE_ROOM, codes.EXPENDABLE_PODS)
-    if drain.code in moves or (drain.code == codes.NEVER_STARTED and drain.pods):
+    naming = (codes.NEVER_STARTED, codes.SCHEDULED_SHRINK)
+    if drain.code in moves or (drain.code in naming and drain.pods):
         item |= {"consolidation": True, "pods": list(drain.pods)}
         if controllers:  # the controllers of its pods that go with the node: their successors count as named
             item["controllers"] = controllers

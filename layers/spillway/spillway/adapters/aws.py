@@ -12,7 +12,7 @@ import functools
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -459,19 +459,25 @@ class AwsAdapter:
         return _call(f"DescribeWarmPool({region}, {group})", fetch)
 
     def observe_region(self, region: str, now: datetime | None = None) -> RegionView:
-        """Groups, then per live group its activities (and warm pool, when it has one), then the
-        region's scheduled actions of those groups."""
+        """Groups, the region's scheduled actions of the live ones, then per live group its activities
+        (and warm pool, when it has one)."""
         groups = self._with_launch_settings(region, self.describe_groups(region))
         groups, nodegroup_calls = self._with_managed_nodegroups(region, groups)
-        groups, hook_calls = self._with_drain_hooks(region, groups)
+        live_names = [g.AutoScalingGroupName for g in groups if not g.Status]  # Status: being deleted
+        scheduled = self.describe_scheduled_actions(region, live_names)
+        lowered = {
+            a.AutoScalingGroupName
+            for a in scheduled
+            if a.DesiredCapacity is not None or a.MaxSize is not None
+        }
+        groups, hook_calls = self._with_drain_hooks(region, groups, lowered)
         activities: list[ScalingActivity] = []
         warm: dict[str, WarmPool] = {}
-        live = [g for g in groups if not g.Status]  # Status: being deleted
+        live = [g for g in groups if not g.Status]
         for group in live:
             activities.extend(self.describe_activities(region, group.AutoScalingGroupName, now))
             if group.WarmPoolConfiguration is not None:
                 warm[group.AutoScalingGroupName] = self.describe_warm_pool(region, group.AutoScalingGroupName)
-        scheduled = self.describe_scheduled_actions(region, (g.AutoScalingGroupName for g in live))
         return RegionView(
             region=region,
             groups=tuple(groups),
@@ -522,20 +528,22 @@ class AwsAdapter:
         ]
 
     def _with_drain_hooks(
-        self, region: str, groups: Sequence[AutoScalingGroup]
+        self, region: str, groups: Sequence[AutoScalingGroup], lowered: Collection[str] = ()
     ) -> tuple[list[AutoScalingGroup], int]:
-        """The groups, each live one that AZRebalance may take a node of (:func:`rebalance_problem`) with
+        """The groups, each live one that AZRebalance may take a node of (:func:`rebalance_problem`), or
+        whose scheduled actions may lower it (``lowered``: one sets DesiredCapacity or MaxSize), with
         Spillway's terminate lifecycle hooks on it (:attr:`AutoScalingGroup.DrainHooks`: those named in
         ``lifecycle_hooks`` for ``autoscaling:EC2_INSTANCE_TERMINATING``, as DescribeLifecycleHooks
         answers), and the number of calls made. Such a hook holds a rebalancing's termination too, and
-        Spillway drains the node before it completes the action, so the group is not flagged. Only
-        those groups are asked: the others' flag does not depend on it. A read that fails leaves the
-        group unread (None), flagged as before, warned: the flag is advice, and failing the region's
-        read for it would stop every plan."""
+        Spillway drains the node before it completes the action, so the group is not flagged; and a
+        scheduled action's terminations, so the plan drains no node ahead of it
+        (:mod:`spillway.planner.schedshrink`). Only those groups are asked: nothing about the others
+        depends on it. A read that fails leaves the group unread (None), flagged as before and drained
+        ahead of its actions, warned: failing the region's read for it would stop every plan."""
         out: list[AutoScalingGroup] = []
         calls = 0
         for group in groups:
-            if group.Status or not rebalance_problem(group):
+            if group.Status or not (rebalance_problem(group) or group.AutoScalingGroupName in lowered):
                 out.append(group)
                 continue
             calls += 1

@@ -223,6 +223,9 @@ class NodeGroup:
     # it spans several zones and its AZRebalance process runs (see rebalance_problem): Auto Scaling may
     # terminate an undrained node of it after a scale-in of Spillway's
     zone_rebalance: bool = False
+    # Spillway's terminate lifecycle hooks on the group (AutoScalingGroup.DrainHooks): every termination
+    # of the group waits in Terminating:Wait while Spillway drains the node, a scheduled action's included
+    drain_hooks: tuple[str, ...] = ()
     # live instances protected from scale-in on their own (see scale_in_protected)
     protected_instances: tuple[str, ...] = ()
     # instances the group is terminating (Terminating, Terminating:Wait, Terminating:Proceed): their
@@ -434,6 +437,8 @@ class NodeGroup:
             capacity_rebalance=d.get("capacity_rebalance") is True,
             # absent from snapshots stored before it was read: not flagged, as they were planned
             zone_rebalance=d.get("zone_rebalance") is True,
+            # absent from snapshots stored before it was read: none known, as they were planned
+            drain_hooks=tuple(d.get("drain_hooks", ())),
             # absent from snapshots stored before it was read: none protected, as they were planned
             protected_instances=tuple(d.get("protected_instances", ())),
             # absent from snapshots stored before it was read: none known, as they were planned
@@ -485,6 +490,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("instance_sources", lambda g: dict(g.instance_sources) or None),
     ("capacity_rebalance", lambda g: True if g.capacity_rebalance else None),
     ("zone_rebalance", lambda g: True if g.zone_rebalance else None),
+    ("drain_hooks", lambda g: list(g.drain_hooks) or None),
     ("protected_instances", lambda g: list(g.protected_instances) or None),
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
     ("held_instances", lambda g: list(g.held_instances) or None),
@@ -1570,6 +1576,7 @@ def node_group(
         launch_source=asg.launch_source(itype),
         capacity_rebalance=asg.CapacityRebalance is True,
         zone_rebalance=bool(rebalance),
+        drain_hooks=tuple(asg.DrainHooks or ()),
         **_instance_facts(asg, standing),
     )
 

@@ -414,3 +414,46 @@ def check_actions(actions: Iterable[ScheduledFloor]) -> list[str]:
         except ValueError as exc:
             problems.append(f"ScheduledActions[{action.name}]: {exc}")
     return problems
+
+
+def ceiling_of(action: ScheduledFloor) -> tuple[int, str] | None:
+    """(the most instances the group may keep once ``action`` ran, the field that says so), or None
+    when it lowers nothing. A DesiredCapacity is the group's size then ("Scheduled scaling": the action
+    sets the desired capacity, and Auto Scaling terminates instances down to it); a MaxSize below the
+    desired capacity takes the group down to it ("current capacity must fall within the minimum and
+    maximum capacity that was set by your scheduled action"). Of the two, the lower; a MinSize alone
+    lowers nothing."""
+    sizes = [
+        (n, f)
+        for n, f in ((action.desired, "DesiredCapacity"), (action.max_size, "MaxSize"))
+        if n is not None
+    ]
+    return min(sizes, key=lambda s: s[0], default=None)
+
+
+def scheduled_ceiling(
+    actions: Sequence[ScheduledFloor], now: datetime, horizon: timedelta, min_size: int = 0
+) -> Floor | None:
+    """The lowest size (:func:`ceiling_of`: its DesiredCapacity or MaxSize) an action takes the group to
+    when it runs after ``now`` and within ``horizon`` (the earliest such run, then the action's name, on
+    a tie); None when none does. Its ``min_size`` is that ceiling. Never below the MinSize the group has
+    once the action ran, the action's own or else the group's ``min_size`` ("Set scaling limits": when a
+    scheduled action that names no new limits updates the desired capacity, the group's current minimum
+    and maximum apply). Past runs are not read, as for :func:`scheduled_floor`; an action whose cron or
+    zone cannot be read is skipped."""
+    now = _aware(now)
+    coming: list[Floor] = []
+    for action in actions:
+        size = ceiling_of(action)
+        if size is None:
+            continue
+        low = action.min_size if action.min_size is not None else min_size
+        if low > size[0]:
+            size = (low, f"{size[1]} {size[0]}, held by MinSize")
+        try:
+            upcoming = action.next_fire(now, horizon)
+        except ValueError:
+            continue
+        if upcoming is not None:
+            coming.append(Floor(size[0], action, upcoming, size[1]))
+    return min(coming, key=lambda f: (f.min_size, f.at.timestamp(), f.action.name), default=None)

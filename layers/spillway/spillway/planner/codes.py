@@ -83,6 +83,9 @@ ORPHANED_DRAIN_RESTORED = "orphaned-drain-restored"
 CONSOLIDATION = "consolidation"  # Drain.code of a drain that moves pods (an empty node's drain has none)
 # Drain.code of a drain that moves a node's pods so pending pods take the node instead of a new one
 MAKE_ROOM = "make-room"
+# Drain.code of a drain ahead of a scheduled action that lowers its group's DesiredCapacity or MaxSize
+# below the nodes it has (spillway.planner.schedshrink): Auto Scaling would terminate them undrained
+SCHEDULED_SHRINK = "scheduled-shrink"
 # Drain.code of an idle node's drain that evicts the expendable pods it runs (nothing else keeps it)
 EXPENDABLE_PODS = "expendable-pods"
 # Drain.code of a NotReady node's drain whose only workload pods never started (and never will there):

@@ -543,13 +543,23 @@ class Consolidation:
             or self._backoff_limit(candidate.counted)
         )
 
-    def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
+    def evacuate(self, candidate: Candidate) -> Verdict:
+        """Drain the candidate ahead of a scheduled action that would terminate a node of its group
+        undrained (:mod:`spillway.planner.schedshrink`): its pods are moved where they fit, and evicted
+        all the same where they do not (they wait as pending pods, evicted within their budgets and
+        grace periods, rather than killed with the node); a refusal (budgets, elastic or gang minimum,
+        a Job's backoffLimit) or None."""
+        return self._changed(candidate) or self._move_pods(candidate, make_room=False, anyway=True)
+
+    def _move_pods(self, candidate: Candidate, *, make_room: bool, anyway: bool = False) -> Verdict:
         verdict = _topology_settling(candidate, self.ctx.planned) or self.stage.pod_budgets.refusal(
             candidate.pods
         )
-        if verdict is not None:
+        if verdict is not None and not (anyway and verdict[0] == codes.DOES_NOT_FIT):
             return verdict
         trial = self._fit(candidate, make_room=make_room)
+        if trial is None and anyway:
+            trial = (self.launching, set(), self.ctx.planned, set())
         if trial is None:
             return codes.DOES_NOT_FIT, _no_room(candidate)
         self.launching, destinations, self.ctx.planned, moved = trial

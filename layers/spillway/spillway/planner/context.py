@@ -239,6 +239,9 @@ class Context:
         self.one_group: set[str] = set()
         self.movable: dict[str, str | None] = {}  # pending pod -> why it may not move (None: it may)
         self.floors: dict[GroupKey, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
+        self.ceilings: dict[
+            GroupKey, Floor | None
+        ] = {}  # group -> the size an action lowers it to (groups.py)
         # (group, sure) -> per pod a fresh node runs first, the pod topology terms that select it (groups.py)
         self.fresh_selected: dict[tuple[GroupKey, bool], tuple[frozenset[int], ...]] = {}
         self.fresh_unsure: dict[GroupKey, tuple[frozenset[int], ...]] = {}  # ... those on some variants only

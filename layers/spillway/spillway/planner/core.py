@@ -139,6 +139,7 @@ def plan(
         provisioning=provisioning.updates(),
         provisioning_deleted=provisioning.deletions(),
         floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
+        shrinks=tuple(scale_down.shrinks),
         soft_taint=soft_taints(
             ctx,
             drains,

@@ -12,7 +12,7 @@ from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import LAUNCH, SCHEDULED_ACTIONS, NodeGroup
 from spillway.model.resources import PODS, Resources, add_into, subtract, unchecked_when_unknown
-from spillway.model.schedule import Floor, scheduled_floor
+from spillway.model.schedule import Floor, scheduled_ceiling, scheduled_floor
 from spillway.model.state import PoolState, pool_key
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, aware, iso, minutes
@@ -533,6 +533,21 @@ def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
         runs = group.scheduled and group.suspension(SCHEDULED_ACTIONS) is None
         ctx.floors[group.key] = scheduled_floor(group.scheduled, ctx.now, horizon) if runs else None
     return ctx.floors[group.key]
+
+
+def group_ceiling(ctx: Context, group: NodeGroup) -> Floor | None:
+    """The lowest size the group's scheduled actions take it to (their DesiredCapacity or MaxSize:
+    :func:`~spillway.model.schedule.ceiling_of`) within the scale-down idle threshold, the window
+    floors use; None without one (computed once), or while the group's ScheduledActions process is
+    suspended. When such an action runs, Auto Scaling terminates the instances above it of its own
+    choosing, with no drain (its termination policy picks them; instances protected from scale-in are
+    not taken), so scale-down drains down to it first and scale-up does not grow the group past it."""
+    if group.key not in ctx.ceilings:
+        horizon = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
+        runs = group.scheduled and group.suspension(SCHEDULED_ACTIONS) is None
+        ceiling = scheduled_ceiling(group.scheduled, ctx.now, horizon, group.min_size) if runs else None
+        ctx.ceilings[group.key] = ceiling
+    return ctx.ceilings[group.key]
 
 
 def scheduled_min(ctx: Context, group: NodeGroup, left: int) -> tuple[str, str] | None:

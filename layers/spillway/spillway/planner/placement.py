@@ -17,7 +17,13 @@ from spillway.model.resources import Resources, add_room, fit_count, unchecked_w
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, Victim, WorkNode, has_taint, shape_of, without_taint
-from spillway.planner.groups import fresh_node_selected, launched_only, launching_places, place_labels
+from spillway.planner.groups import (
+    fresh_node_selected,
+    group_ceiling,
+    launched_only,
+    launching_places,
+    place_labels,
+)
 from spillway.planner.limits import Limits
 from spillway.planner.predicates import UNSCHEDULABLE_TAINT
 from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks
@@ -131,10 +137,34 @@ def reclaimable_pools(ctx: Context) -> list[Pool]:
         ),
         key=lambda n: (ctx.region_key(n.group) if n.group else 0, n.info.name),
     )
+    reclaimable = _below_ceilings(ctx, reclaimable)
     for node in reclaimable:
         node.info = without_taint(without_taint(node.info, DRAINING_TAINT), UNSCHEDULABLE_TAINT[0])
         node.shape = shape_of(node.info)
     return [Pool([n], dict(n.free)) for n in reclaimable]
+
+
+def _below_ceilings(ctx: Context, reclaimable: list[WorkNode]) -> list[WorkNode]:
+    """``reclaimable`` but the nodes whose group a scheduled action lowers within the idle threshold to
+    no more than it keeps without them (:func:`~spillway.planner.groups.group_ceiling`): the drain under
+    way takes the group down ahead of the action, and a node given back to pods now keeps one too many,
+    which Auto Scaling terminates undrained when the action runs."""
+    leaving: dict[GroupKey, int] = {}
+    for n in ctx.nodes.values():
+        if n.group is not None and n.info.cordoned_by_spillway:
+            leaving[n.group.key] = leaving.get(n.group.key, 0) + 1
+    kept: dict[GroupKey, int] = {}
+    out = []
+    for node in reclaimable:
+        assert node.group is not None
+        ceiling, key = group_ceiling(ctx, node.group), node.group.key
+        if ceiling is not None:
+            staying = node.group.desired - leaving.get(key, 0) + kept.get(key, 0)
+            if staying + 1 > ceiling.min_size:
+                continue
+            kept[key] = kept.get(key, 0) + 1
+        out.append(node)
+    return out
 
 
 def launching_bins(ctx: Context, empty: Mapping[GroupKey, Resources]) -> dict[GroupKey, list[Bin]]:

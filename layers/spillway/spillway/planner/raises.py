@@ -7,7 +7,10 @@ The state remembers each raise (``State.raises``: the desired capacity planned a
 whose snapshot shows the group below it, within ``scale_up_claim_minutes`` and with the group not
 backed off, takes the planned value as the group's desired capacity: the difference is capacity still
 launching, which its pods fit on, so nothing is added twice. An entry ends when a snapshot shows the
-raise (the desired capacity at or above it), when the window passes or when the group backs off.
+raise (the desired capacity at or above it), when the window passes or when the group backs off, or
+when a scheduled action that sets the group's DesiredCapacity or MaxSize ran since the raise: Auto
+Scaling set the group's size then, over the raise, so the snapshot's desired capacity is what holds and
+the nodes the raise asked for beyond it are not coming.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import SCHEDULED_ACTIONS, NodeGroup
+from spillway.model.schedule import ceiling_of
 from spillway.model.state import RaiseState, State
 from spillway.planner.context import aware
 from spillway.planner.types import ScaleUp
@@ -27,8 +31,28 @@ def _live(entry: RaiseState, group: NodeGroup | None, state: State, now: datetim
         return False  # gone, or the snapshot shows the raise
     if now - aware(entry.since) >= timedelta(minutes=minutes):
         return False
+    if _resized_since(group, aware(entry.since), now):
+        return False
     backoff = state.groups.get(group.key.stored)
     return backoff is None or aware(backoff.backoff_until) <= now
+
+
+def _resized_since(group: NodeGroup, since: datetime, now: datetime) -> bool:
+    """A scheduled action that sets the group's DesiredCapacity or MaxSize ran after ``since`` and by
+    ``now`` (while the group's ScheduledActions process runs). A one-time action is gone from
+    DescribeScheduledActions once it ran, so only recurring ones (and one-time ones a snapshot read
+    before their run still lists) are seen."""
+    if not group.scheduled or group.suspension(SCHEDULED_ACTIONS) is not None or now <= since:
+        return False
+    for action in group.scheduled:
+        if ceiling_of(action) is None:
+            continue
+        try:
+            if action.next_fire(since, now - since) is not None:
+                return True
+        except ValueError:  # a cron or zone that cannot be read (named in the group's problems)
+            continue
+    return False
 
 
 def pending_raises(

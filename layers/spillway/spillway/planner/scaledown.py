@@ -56,7 +56,7 @@ from spillway.planner.health import out_of_service, registering
 from spillway.planner.limits import Floors
 from spillway.planner.minresources import spends
 from spillway.planner.placement import Bin
-from spillway.planner.types import Drain, KeptNode, Uncordon
+from spillway.planner.types import Drain, GroupShrink, KeptNode, Uncordon
 
 Verdict = tuple[str, str] | None  # (code, reason) when the node is kept
 Check = Callable[[Context, WorkNode], Verdict]
@@ -308,6 +308,7 @@ class ScaleDownStage:
             ),
         )
         self._consolidation: Consolidation | None = None
+        self.shrinks: list[GroupShrink] = []  # scheduled actions that lower groups (planner.schedshrink)
         self._evictions_left: dict[str, int] | None = None
         self._count_draining()  # before make room, which drains within the same budgets
 
@@ -321,6 +322,9 @@ class ScaleDownStage:
             judged = self.consolidation().run(self.busy)  # busy nodes were kept as "workload" so far
             drained = {d.node for d in self.drains}
             self.kept = [judged.get(k.node, k) for k in self.kept if k.node not in drained]
+        from spillway.planner.schedshrink import ScheduledShrinks  # it builds on this module
+
+        self.shrinks = ScheduledShrinks(self).run()  # ahead of scheduled actions that lower groups
         return self.drains, self.kept, self.idle_state
 
     def evictions_left(self) -> dict[str, int]:
@@ -647,7 +651,7 @@ class ScaleDownStage:
         if orphan:
             reason = f"{codes.ORPHANED_DRAIN_FINISHED}: {self._orphan_age(node)}; {reason}"
         unready = ctx.config_for(group).scale_down_unready_minutes if not info.ready else None
-        controllers = _controllers_of_staying(node)
+        controllers = controllers_of_staying(node)
         self.drains.append(
             Drain(
                 info.name,
@@ -674,7 +678,7 @@ class ScaleDownStage:
         )
 
 
-def _controllers_of_staying(node: WorkNode) -> tuple[tuple[str, str, str, str, int], ...]:
+def controllers_of_staying(node: WorkNode) -> tuple[tuple[str, str, str, str, int], ...]:
     """(pod, kind, name, uid, priority): the controller of each expendable pod of ``node`` that goes
     with it (it tolerates the drain's cordon and taint: :func:`~spillway.planner.disruption.comes_back`),
     and the pod's priority. Its controller may replace such a pod on the node before the drain; the

@@ -41,6 +41,7 @@ from spillway.planner.groups import (
     fresh_node_unsure,
     fresh_selected_at,
     gang_backoff,
+    group_ceiling,
     launch_labels,
     launching_places,
     new_node_labels,
@@ -110,7 +111,9 @@ class ScaleUpStage:
         self.launching: dict[GroupKey, list[Bin]] = launching_bins(ctx, self.empty)
         # new nodes per (group, gang): a gang's new nodes are its own, launched together
         self.new_bins: dict[tuple[GroupKey, str | None], list[Bin]] = {(g.key, None): [] for g in ctx.groups}
-        self.room: dict[GroupKey, int] = {g.key: max(0, g.max_size - g.desired) for g in ctx.groups}
+        # MaxSize, or the lower size a scheduled action sets within the idle threshold: a node launched
+        # above it now is one Auto Scaling terminates, with its pods, when the action runs
+        self.room: dict[GroupKey, int] = {g.key: max(0, _top(ctx, g) - g.desired) for g in ctx.groups}
         self.backoff: dict[GroupKey, str | None] = {g.key: backoff_reason(ctx, g) for g in ctx.groups}
         self.limits = Limits(ctx)
         # Ready, initialized nodes on their way out: named when a pod they would take gets a new node
@@ -528,7 +531,7 @@ class ScaleUpStage:
         if backoff:
             return Skip(codes.BACKED_OFF, backoff)
         if self.room[group.key] <= 0:
-            return _at_max_size(group)
+            return _at_max_size(self.ctx, group)
         return None
 
     def _open_balanced(self, cls: PodClass, groups: list[NodeGroup]) -> Skip | None:
@@ -567,7 +570,7 @@ class ScaleUpStage:
         if cap is not None and opening >= cap and cls.remaining:
             return _base_filled(group)
         if self.room[key] <= 0:
-            return _at_max_size(group)
+            return _at_max_size(ctx, group)
         return _spread_full(group) if cls.remaining and cls.room_in(labels) <= 0 else None
 
     def _nodes_needed(self, cls: PodClass, group: NodeGroup) -> int:
@@ -1599,7 +1602,21 @@ def _base_filled(group: NodeGroup) -> Skip:
     )
 
 
-def _at_max_size(group: NodeGroup) -> Skip:
+def _top(ctx: Context, group: NodeGroup) -> int:
+    """The most nodes the group may have after this plan: its MaxSize, or the lower size a scheduled
+    action takes it to within the idle threshold (:func:`~spillway.planner.groups.group_ceiling`)."""
+    ceiling = group_ceiling(ctx, group)
+    return min(group.max_size, ceiling.min_size) if ceiling is not None else group.max_size
+
+
+def _at_max_size(ctx: Context, group: NodeGroup) -> Skip:
+    ceiling = group_ceiling(ctx, group)
+    if ceiling is not None and ceiling.min_size < group.max_size:
+        return Skip(
+            codes.MAX_SIZE,
+            f"{group.name} at {ceiling.min_size}: {ceiling.describe()}, and Auto Scaling then terminates "
+            "the nodes above it with their pods",
+        )
     return Skip(codes.MAX_SIZE, f"{group.name} at MaxSize {group.max_size}")
 
 

@@ -349,6 +349,29 @@ class GroupFloor:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupShrink:
+    """A scheduled action that lowers its group below the nodes it has within the idle threshold: the
+    size it sets, the nodes this plan drains ahead of it, and the pods Auto Scaling may still kill."""
+
+    group: str
+    region: str
+    size: int  # the DesiredCapacity or MaxSize the action sets
+    reason: str
+    drains: tuple[str, ...] = ()  # nodes this plan drains ahead of the action
+    at_risk: tuple[str, ...] = ()  # pods on the nodes left above the size, none of which could go first
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "region": self.region,
+            "size": self.size,
+            "drains": list(self.drains),
+            "at_risk": list(self.at_risk),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class ScalingPlan:
     scale_up: tuple[ScaleUp, ...] = ()
     uncordon: tuple[Uncordon, ...] = ()
@@ -360,6 +383,7 @@ class ScalingPlan:
     provisioning: tuple[ProvisioningUpdate, ...] = ()  # ProvisioningRequest statuses that change
     provisioning_deleted: tuple[ProvisioningDeletion, ...] = ()  # requests that ended a week ago
     floors: tuple[GroupFloor, ...] = ()  # scheduled MinSize floors above the groups' own MinSize
+    shrinks: tuple[GroupShrink, ...] = ()  # scheduled actions about to lower groups below their nodes
     soft_taint: tuple[SoftTaint, ...] = ()  # scale-down candidate taints to add or remove
     unregistered: tuple[Unregistered, ...] = ()  # instances that never joined, to remove
     gang_orphans: tuple[GangOrphan, ...] = ()  # fleet gang instances left outside every group
@@ -385,6 +409,7 @@ class ScalingPlan:
             "provisioning": self.provisioning,
             "provisioning_deleted": self.provisioning_deleted,
             "floors": self.floors,
+            "shrinks": self.shrinks,
             "soft_taint": self.soft_taint,
             "unregistered": self.unregistered,
             "gang_orphans": self.gang_orphans,

@@ -1,0 +1,253 @@
+"""Scale-down ahead of a scheduled action that lowers a group below the nodes it has.
+
+An action that sets a group's DesiredCapacity, or its MaxSize, below the instances it has makes Auto
+Scaling terminate the instances above it when the action runs, choosing them by the group's termination
+policy (instances protected from scale-in excepted), with no drain: their pods are killed. So within
+the window floors use (``scale_down_idle_minutes``: :func:`~spillway.planner.groups.group_ceiling`)
+Spillway takes the group down to that size itself, by the ordinary drain-then-terminate with
+decrement, and when the action runs Auto Scaling has nothing left to terminate:
+
+* idle nodes first, whatever their idle timer, age, scale-in cap or cooldown (the action removes a
+  node anyway);
+* then busy nodes whose every pod may move (:meth:`~spillway.planner.consolidation.Consolidation.evacuate`:
+  moved where they fit, else evicted to wait), least used first;
+* never a node a protection keeps for good (scale-in protection, ``scale-down-disabled``,
+  ``do-not-disrupt``, a cordon, a drain under way) nor one with a pod that must not be disturbed, nor
+  below the group's MinSize (TerminateInstanceInAutoScalingGroup's decrement cannot go there), nor past
+  the disruption budgets and PodDisruptionBudgets.
+
+What it cannot drain is reported (:class:`~spillway.planner.types.GroupShrink`): the action, when it
+runs, and the pods on the nodes left above its size. A group with one of Spillway's terminate lifecycle
+hooks needs no drain ahead: the hook holds each instance Auto Scaling terminates until Spillway drained
+its node. A group whose Terminate process is suspended loses nothing (Auto Scaling terminates none).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from spillway.config import EMPTY, UNDERUTILIZED
+from spillway.model.nodegroup import TERMINATE, NodeGroup
+from spillway.model.schedule import Floor
+from spillway.planner import codes
+from spillway.planner.consolidation import Candidate, _never, backoff_refusal, counted_by_job
+from spillway.planner.context import WorkNode
+from spillway.planner.groups import group_ceiling
+from spillway.planner.scaledown import controllers_of_staying
+from spillway.planner.types import Drain, GroupShrink
+
+if TYPE_CHECKING:
+    from spillway.planner.scaledown import ScaleDownStage
+
+# What keeps an idle node from an ordinary scale-down but not from a drain ahead of the action: timers,
+# the per-plan cap, the cooldown, consolidation turned off, a floor of another action (this one removes
+# the node anyway)
+WAIVED = frozenset(
+    {
+        codes.IDLE_BELOW_THRESHOLD,
+        codes.RECENTLY_LAUNCHED,
+        codes.SCALE_IN_CAP,
+        codes.SCALE_DOWN_COOLDOWN,
+        codes.CONSOLIDATION_OFF,
+        codes.SCHEDULED_MIN,
+    }
+)
+# ... and what keeps a busy node from consolidation, besides its pods
+WAIVED_BUSY = WAIVED | {
+    codes.WORKLOAD,
+    codes.UTILIZED,
+    codes.SAVING_TOO_SMALL,
+    codes.UNDERUTILIZED_NOT_LONG_ENOUGH,
+    codes.LAUNCHING_THIS_PLAN,
+    codes.DOES_NOT_FIT,
+}
+
+
+class ScheduledShrinks:
+    """Drains ahead of the scheduled actions that lower groups, after the ordinary scale-down."""
+
+    def __init__(self, stage: ScaleDownStage) -> None:
+        self.stage = stage
+        self.ctx = stage.ctx
+        self.kept = {k.node: k for k in stage.kept}
+        self.reports: list[GroupShrink] = []
+
+    def run(self) -> list[GroupShrink]:
+        for group in self.ctx.groups:
+            ceiling = group_ceiling(self.ctx, group)
+            if (
+                ceiling is not None
+                and group.suspension(TERMINATE) is None
+                and self.excess(group, ceiling) > 0
+            ):
+                self.shrink(group, ceiling)
+        drained = {d.node for d in self.stage.drains}
+        self.stage.kept = [k for k in self.stage.kept if k.node not in drained]
+        return self.reports
+
+    def left(self, group: NodeGroup) -> int:
+        """The nodes the group keeps after the drains under way and this plan's."""
+        key = group.key
+        return group.desired - self.stage.going_now().get(key, 0) - self.stage.removed.get(key, 0)
+
+    def excess(self, group: NodeGroup, ceiling: Floor) -> int:
+        """How many instances the action would terminate: those above its size, less the ones protected
+        from scale-in (Auto Scaling terminates none of them)."""
+        protected = len(set(group.protected_instances) & set(group.instance_ids))
+        return min(self.left(group) - ceiling.min_size, self.left(group) - protected)
+
+    def nodes(self, group: NodeGroup) -> list[WorkNode]:
+        """The group's nodes still kept: idle ones first, each part in scale-down's order (least useful,
+        then oldest)."""
+        found = [
+            n
+            for name, n in self.ctx.nodes.items()
+            if n.group is not None and n.group.key == group.key and name in self.kept
+        ]
+        return sorted(found, key=lambda n: (n.workload > 0, self.stage._order((n, self.ctx.now))))
+
+    def shrink(self, group: NodeGroup, ceiling: Floor) -> None:
+        when = ceiling.describe()
+        if group.drain_hooks:
+            reason = (
+                f"{when}: no drain ahead; Spillway's terminate lifecycle hook {', '.join(group.drain_hooks)} "
+                "holds each instance Auto Scaling terminates then until Spillway has drained its node"
+            )
+            self.reports.append(GroupShrink(group.name, group.region, ceiling.min_size, reason))
+            return
+        refused: Counter[str] = Counter()
+        for node in self.nodes(group):
+            if self.excess(group, ceiling) <= 0:
+                break
+            why = self.drain(node, group, ceiling)
+            if why is None:
+                del self.kept[node.info.name]
+            else:
+                refused[why] += 1
+        # with this plan's other drains that terminate a node of the group: they go before the action too
+        drained = [
+            d.node
+            for d in self.stage.drains
+            if d.terminate and (d.group, d.region) == (group.name, group.region)
+        ]
+        self.report(group, ceiling, drained, refused)
+
+    def drain(self, node: WorkNode, group: NodeGroup, ceiling: Floor) -> str | None:
+        """Drain ``node`` ahead of the action when nothing but what the action overrides keeps it; else
+        the code of what keeps it."""
+        kept = self.kept[node.info.name]
+        if self.left(group) <= group.min_size:
+            return codes.MIN_SIZE
+        refused = self.stage.floors.refusal(node.info, group)  # a cluster total's minimum
+        if refused is not None or node.info.instance_id is None:
+            return refused[0] if refused is not None else codes.NO_INSTANCE_ID
+        if not node.workload:
+            return self._empty(node, ceiling) if kept.code in WAIVED else kept.code
+        return self._busy(node, ceiling) if kept.code in WAIVED_BUSY else kept.code
+
+    def _empty(self, node: WorkNode, ceiling: Floor) -> str | None:
+        stage = self.stage
+        assert node.group is not None and node.info.instance_id is not None
+        counted = counted_by_job(node.expendable, self.ctx.snapshot.jobs_by_key()) if node.expendable else {}
+        refused = (
+            stage.pod_budgets.refusal(node.expendable)
+            or backoff_refusal(counted, stage.evictions_left())
+            or stage.budgets.refusal(
+                node.group.key, stage.taken.get(node.group.key, 0), EMPTY, node.info.name
+            )
+        )
+        if refused is not None:
+            return refused[0]
+        for job, evicted in counted.items():
+            stage.evictions_left()[job] -= evicted
+        stage.take(node)
+        stage.pod_budgets.spend(node.expendable)
+        pods = tuple(sorted(p.key for p in node.expendable))
+        what = f"idle; evicts its {len(pods)} expendable pod(s)" if pods else "idle"
+        stage.drains.append(
+            Drain(
+                node.info.name,
+                node.info.instance_id,
+                node.group.name,
+                node.group.region,
+                self._reason(node, ceiling, what),
+                codes.SCHEDULED_SHRINK,
+                pods,
+                controllers=controllers_of_staying(node),
+            )
+        )
+        return None
+
+    def _busy(self, node: WorkNode, ceiling: Floor) -> str | None:
+        stage = self.stage
+        assert node.group is not None
+        verdict = stage.protected(node)
+        if verdict is not None and verdict[0] != codes.RECENTLY_LAUNCHED:
+            return verdict[0]
+        consolidation = stage.consolidation()
+        consolidation.reset_room()
+        moves = consolidation.moves(node)
+        candidate = Candidate.of(node, moves, consolidation.restart_cost(node, moves))
+        verdict = (
+            _never(moves)
+            or stage.budgets.refusal(
+                node.group.key, stage.taken.get(node.group.key, 0), UNDERUTILIZED, node.info.name
+            )
+            or consolidation.evacuate(candidate)
+        )
+        if verdict is not None:
+            return verdict[0]
+        moved = stage.drains[-1]  # consolidation's drain: "consolidation: its N pod(s) fit on ...; ..."
+        where = moved.reason.split("; ")[0].removeprefix(f"{codes.CONSOLIDATION}: ")
+        if "no other node" in where:
+            where += " (evicted, they wait as pending pods rather than die with the node)"
+        reason = self._reason(node, ceiling, where)
+        stage.drains[-1] = Drain(
+            moved.node,
+            moved.instance_id,
+            moved.group,
+            moved.region,
+            reason,
+            codes.SCHEDULED_SHRINK,
+            moved.pods,
+        )
+        return None
+
+    def _reason(self, node: WorkNode, ceiling: Floor, what: str) -> str:
+        assert node.group is not None
+        return (
+            f"{codes.SCHEDULED_SHRINK}: {ceiling.describe()}, and Auto Scaling then terminates instances of "
+            f"group {node.group.name} above it undrained; drained first ({what})"
+        )
+
+    def report(self, group: NodeGroup, ceiling: Floor, drained: list[str], refused: Counter[str]) -> None:
+        excess = self.excess(group, ceiling)
+        at_risk: tuple[str, ...] = ()
+        if excess > 0:
+            protected = set(group.protected_instances)
+            at_risk = tuple(
+                sorted(
+                    p.key
+                    for n in self.nodes(group)
+                    if n.info.instance_id not in protected
+                    for p in self.stage.consolidation().on_node.get(n.info.name, ())
+                )
+            )
+        what = f"drains {len(drained)} node(s) ahead of it" if drained else "drains none ahead of it"
+        if excess > 0:
+            why = ", ".join(f"{code} on {n} node(s)" for code, n in sorted(refused.items()))
+            what += (
+                f"; {excess} more of its instances go undrained when it runs (its other nodes are kept: "
+                f"{why or 'none is a node yet'}), with {len(at_risk)} pod(s) at risk on them"
+            )
+        self.reports.append(
+            GroupShrink(
+                group.name,
+                group.region,
+                ceiling.min_size,
+                f"{ceiling.describe()}: {what}",
+                tuple(drained),
+                at_risk,
+            )
+        )

@@ -1,0 +1,227 @@
+"""Scheduled actions that lower a group below the nodes it has: drained first, within the window floors
+use (scale_down_idle_minutes), never grown past.
+
+When an action sets a group's DesiredCapacity (or its MaxSize) below the instances it has, Auto Scaling
+terminates the instances above it at the action's time, picked by the group's termination policy and
+not drained (EC2 Auto Scaling User Guide, "Scheduled scaling": the action sets the group's sizes and
+"current capacity must fall within the minimum and maximum capacity that was set by your scheduled
+action"; "Use instance scale-in protection": protected instances are not terminated on scale-in)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from plan_world import NOW, World, scale_up
+
+from spillway.model.schedule import ScheduledFloor
+from spillway.planner import ScalingPlan, codes, plan
+
+SOON = NOW + timedelta(minutes=5)  # within the default 10-minute scale_down_idle_minutes
+EVENING = ScheduledFloor("evening", desired=2, start=SOON)
+MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+PINNED = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+def planned(world: World, facts: dict[str, Any], **config: Any) -> ScalingPlan:
+    snapshot, groups, cfg, state = world.parsed(**config)
+    groups = [replace(g, **facts) if g.name == "web" else g for g in groups]
+    return plan(snapshot, groups, cfg, state, NOW)
+
+
+def web(nodes: int = 4, **kwargs: Any) -> tuple[World, list[str]]:
+    world = World(regions=("us-east-1",))
+    names = sorted(world.group("web", "m5.2xlarge", nodes=nodes, **kwargs))
+    return world, names
+
+
+def replica(world: World, node: str, name: str, annotations: dict[str, str] = MOVABLE) -> str:
+    (key,) = world.pods(name, 1, cpu="1500m", memory="1Gi", node_name=node, owner=("ReplicaSet", name),
+                        annotations=annotations)  # fmt: skip
+    return key
+
+
+def test_idle_nodes_below_their_idle_time_are_drained_ahead_of_an_action_lowering_desired() -> None:
+    """Four nodes idle for two minutes, an action setting DesiredCapacity 2 in five: Auto Scaling would
+    terminate two of them at its run; the plan drains two now (their idle timers do not hold them)."""
+    world, nodes = web()
+    for node in nodes:
+        world.idle_since(node, 2)
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    assert len(result.drain) == 2
+    assert {d.code for d in result.drain} == {codes.SCHEDULED_SHRINK}
+    assert "scheduled action evening (once) runs at 2026-11-02T12:05:00Z with DesiredCapacity 2" in (
+        result.drain[0].reason
+    )
+    (shrink,) = result.shrinks
+    assert (shrink.group, shrink.size, shrink.drains, shrink.at_risk) == (
+        "web",
+        2,
+        tuple(d.node for d in result.drain),
+        (),
+    )
+    assert result.to_dict()["shrinks"][0]["drains"] == [d.node for d in result.drain]
+    # the other two stay, kept by their timers as before
+    assert sorted(k.code for k in result.kept) == [codes.IDLE_BELOW_THRESHOLD] * 2
+
+
+def test_an_action_beyond_the_window_or_one_setting_only_min_size_drains_nothing_ahead() -> None:
+    world, nodes = web()
+    for node in nodes:
+        world.idle_since(node, 2)
+    later = ScheduledFloor("evening", desired=2, start=NOW + timedelta(minutes=30))
+    lower_min = ScheduledFloor("evening", min_size=0, start=SOON)
+    for action in (later, lower_min):
+        result = planned(world, {"scheduled": (action,)})
+        assert not result.drain and not result.shrinks, action
+
+
+def test_busy_nodes_whose_pods_may_move_are_drained_ahead_of_an_action_lowering_max_size() -> None:
+    """Each node runs one movable replica; MaxSize 2 takes the group to two nodes: two nodes' replicas
+    move to the others' room first and their nodes are drained, the pods named in the drain."""
+    world, nodes = web()
+    pods = [replica(world, node, f"r{i}") for i, node in enumerate(nodes)]
+    night = ScheduledFloor("night", max_size=2, start=SOON)
+    result = planned(world, {"scheduled": (night,)})
+
+    assert len(result.drain) == 2
+    assert all(d.code == codes.SCHEDULED_SHRINK and len(d.pods) == 1 for d in result.drain)
+    assert {p for d in result.drain for p in d.pods} <= set(pods)
+    assert "with MaxSize 2" in result.drain[0].reason
+    assert result.shrinks[0].at_risk == ()
+
+
+def test_pods_that_must_not_be_disturbed_are_not_drained_and_are_reported_at_risk() -> None:
+    world, nodes = web()
+    pods = [replica(world, node, f"r{i}", PINNED) for i, node in enumerate(nodes)]
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    assert not result.drain
+    (shrink,) = result.shrinks
+    assert shrink.drains == () and shrink.at_risk == tuple(sorted(pods))
+    assert shrink.reason.startswith("scheduled action evening (once) runs at 2026-11-02T12:05:00Z")
+    assert shrink.reason.endswith(
+        "drains none ahead of it; 2 more of its instances go undrained when it runs (its other nodes are "
+        "kept: pod-never on 4 node(s)), with 4 pod(s) at risk on them"
+    )
+
+
+def test_min_size_stops_the_drains_ahead_and_the_rest_is_reported() -> None:
+    """The action sets MinSize 0 and DesiredCapacity 0; the group's MinSize is 3 until it runs, and a
+    drain's decrement cannot take the group below it: one node is drained, three go undrained."""
+    world, nodes = web(min_size=3)
+    for node in nodes:
+        world.idle_since(node, 2)
+    night = ScheduledFloor("night", min_size=0, desired=0, start=SOON)
+    result = planned(world, {"scheduled": (night,)})
+
+    assert len(result.drain) == 1
+    (shrink,) = result.shrinks
+    assert shrink.drains == (result.drain[0].node,) and shrink.at_risk == ()
+    assert shrink.reason.endswith(
+        "drains 1 node(s) ahead of it; 3 more of its instances go undrained when it runs (its other nodes "
+        "are kept: min-size on 3 node(s)), with 0 pod(s) at risk on them"
+    )
+
+
+def test_a_group_with_spillways_terminate_lifecycle_hook_needs_no_drain_ahead() -> None:
+    world, nodes = web()
+    for node in nodes:
+        world.idle_since(node, 2)
+    result = planned(world, {"scheduled": (EVENING,), "drain_hooks": ("drain-before-terminate",)})
+
+    assert not result.drain
+    (shrink,) = result.shrinks
+    assert shrink.drains == () and "no drain ahead" in shrink.reason
+    assert "drain-before-terminate" in shrink.reason
+
+
+def test_instances_protected_from_scale_in_are_not_terminated_by_the_action() -> None:
+    """Three of four instances protected: Auto Scaling terminates only the fourth at the run, so one
+    node is drained ahead, not two."""
+    world, nodes = web()
+    for node in nodes:
+        world.idle_since(node, 2)
+    instances = tuple(i["InstanceId"] for i in world.groups["web"]["Instances"])
+    result = planned(world, {"scheduled": (EVENING,), "protected_instances": instances[:3]})
+
+    assert len(result.drain) == 1
+    assert result.drain[0].instance_id == instances[3]
+
+
+def test_scale_up_stops_at_a_max_size_an_action_sets_within_the_window() -> None:
+    """Three pods each needing a node of their own; MaxSize 10, but an action sets MaxSize 2 in five
+    minutes: a third node launched now would be terminated, pod and all, at its run."""
+    world, _ = web(nodes=1)
+    world.pods("big", 3, cpu="7", memory="1Gi", owner=("ReplicaSet", "big"))
+    night = ScheduledFloor("night", max_size=2, start=SOON)
+    result = planned(world, {"scheduled": (night,)})
+
+    # one pod takes the idle node's room, one a new node, the third waits
+    assert scale_up(result)["web"][:2] == (1, 2)
+    (waiting,) = [p for p in result.pending if p.code == codes.MAX_SIZE]
+    assert "web at 2: scheduled action night (once) runs at 2026-11-02T12:05:00Z with MaxSize 2" in (
+        waiting.reason
+    )
+    # an action beyond the window does not hold it
+    later = ScheduledFloor("night", max_size=2, start=NOW + timedelta(minutes=30))
+    assert scale_up(planned(world, {"scheduled": (later,)}))["web"][:2] == (1, 3)
+
+
+def test_movable_pods_with_no_room_elsewhere_are_evicted_rather_than_killed_with_the_node() -> None:
+    """Two nodes, each full with a movable replica; an action lowers DesiredCapacity to 1: the pod of
+    the node drained has no room elsewhere, and waits as a pending pod instead of dying at the run."""
+    world, nodes = web(nodes=2)
+    for i, node in enumerate(nodes):
+        world.pods(f"full{i}", 1, cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", f"full{i}"),
+                   annotations=MOVABLE)  # fmt: skip
+    result = planned(world, {"scheduled": (replace(EVENING, desired=1),)})
+
+    (drain,) = result.drain
+    assert drain.code == codes.SCHEDULED_SHRINK and len(drain.pods) == 1
+    assert "fit on no other node (evicted, they wait as pending pods rather than die with the node)" in (
+        drain.reason
+    )
+
+
+def test_an_action_lowering_desired_below_min_size_takes_the_group_to_min_size_only() -> None:
+    """DesiredCapacity 2 with no new MinSize on a group of MinSize 3: the group's limits apply when the
+    action runs ("Set scaling limits"), so Auto Scaling keeps three nodes, and one is drained ahead with
+    nothing left at risk."""
+    world, nodes = web(min_size=3)
+    for node in nodes:
+        world.idle_since(node, 2)
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    assert len(result.drain) == 1
+    (shrink,) = result.shrinks
+    assert (shrink.size, shrink.at_risk) == (3, ())
+    assert shrink.reason.endswith("with DesiredCapacity 2, held by MinSize 3: drains 1 node(s) ahead of it")
+
+
+def test_a_node_drained_ahead_of_the_action_is_not_uncordoned_for_pending_pods() -> None:
+    """Of four nodes, one is being drained by Spillway (a plan's drain ahead of the action that sets
+    DesiredCapacity 3 in five minutes); a pod is pending that fits only there. Uncordoned, the node
+    would keep the group at four until the action runs, and Auto Scaling would then terminate one node
+    undrained (the pod's, maybe): the pod waits for room instead, and the node stays cordoned. Without
+    the action the node is reused for the pod, as before."""
+    world, nodes = web()
+    for i, node in enumerate(nodes[1:]):
+        world.pods(f"full{i}", 1, cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", f"full{i}"),
+                   annotations=PINNED)  # fmt: skip
+    world.cordon(nodes[0], by_spillway=True)
+    world.state["nodes"][nodes[0]] = {
+        "idle_since": (NOW - timedelta(minutes=30)).isoformat(),
+        "draining_since": (NOW - timedelta(minutes=1)).isoformat(),
+    }
+    (pod,) = world.pods("late", 1, cpu="7", memory="1Gi", owner=("ReplicaSet", "late"))
+    action = replace(EVENING, desired=3)
+
+    result = planned(world, {"scheduled": (action,)})
+    assert not result.uncordon
+    assert {p.pod: p.code for p in result.pending}[pod] == codes.MAX_SIZE
+
+    before = planned(world, {})
+    assert [u.node for u in before.uncordon] == [nodes[0]]
