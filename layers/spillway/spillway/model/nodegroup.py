@@ -25,7 +25,7 @@ from spillway.model.aws import (
     ScheduledAction,
     WarmPool,
 )
-from spillway.model.cluster import TaintT, format_time, parse_time
+from spillway.model.cluster import NodeInfo, TaintT, format_time, parse_time
 from spillway.model.groupkey import GroupKey
 from spillway.model.launcherror import LaunchErrorKind, launch_error_kind
 from spillway.model.options import Options, parse_options
@@ -897,6 +897,31 @@ def warm_count(pool: WarmPool | None, instance_type: str | None = None) -> int:
         if i.LifecycleState in WARM_READY_STATES
         and (instance_type is None or i.InstanceType is None or i.InstanceType == instance_type)
     )
+
+
+def with_warm_node_problems(groups: Iterable[NodeGroup], nodes: Iterable[NodeInfo]) -> list[NodeGroup]:
+    """``groups`` in their order, each with a problem for every instance of its warm pool whose Node is
+    Ready. A bootstrap that does not check the instance's lifecycle state starts kubelet at warm-up
+    (user data runs then: EC2 Auto Scaling User Guide, warm pool instance lifecycle), and in a pool whose
+    PoolState is Running the Node stays Ready: kube-scheduler binds pods to an instance that is outside
+    the group (DescribeAutoScalingGroups does not list it), that Spillway therefore neither counts in the
+    group nor drains (TerminateInstanceInAutoScalingGroup "cannot be called on instances in a warm
+    pool"), and that an instance refresh replaces with the pool without a drain. kOps keeps kubelet
+    from starting while the lifecycle state is Warmed:* (kubernetes/kops PR 11216)."""
+    ready = {n.instance_id: n.name for n in nodes if n.ready and n.instance_id}
+    out = []
+    for group in groups:
+        found = tuple(
+            f"WarmPool.Instances[{iid}]: Node {ready[iid]} of this warm-pool instance is Ready: "
+            "kube-scheduler binds pods to an instance outside the group, which Spillway neither counts "
+            "in the group nor drains (TerminateInstanceInAutoScalingGroup refuses warm-pool instances) "
+            "and which Auto Scaling may replace with its pool (an instance refresh) without a drain; "
+            "start kubelet only once the instance's lifecycle state is not Warmed:* (as kOps does)"
+            for iid in group.pooled_instances
+            if iid in ready
+        )
+        out.append(replace(group, problems=(*group.problems, *found)) if found else group)
+    return out
 
 
 def scheduled_floors(actions: Iterable[ScheduledAction]) -> tuple[ScheduledFloor, ...]:

@@ -1,0 +1,69 @@
+"""A warm-pool instance whose kubelet registered a Node that is Ready (a pool whose PoolState is Running,
+and a bootstrap that does not check the instance's lifecycle state: kubernetes/kops PR 11216 keeps
+kubelet from starting on a Warmed:* instance for this reason). Such a Node is outside its group
+(DescribeAutoScalingGroups does not list pool instances; DescribeWarmPool does), kube-scheduler binds
+pods to it, and a scale-out that draws the instance adds a node whose room is already counted."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from plan_world import NOW, World
+
+from spillway.config import PlannerConfig
+from spillway.inputs import node_groups
+from spillway.local import objects as o
+from spillway.model.aws import WarmPool, bundled_instance_types, parse_asgs
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.k8s import parse_kube_list
+from spillway.model.nodegroup import NodeGroup
+
+
+def _pool(*instances: tuple[str, str]) -> WarmPool:
+    """DescribeWarmPool's answer for a Running pool of m5.2xlarge instances (id, lifecycle state)."""
+    return WarmPool.model_validate(
+        {
+            "WarmPoolConfiguration": {"MinSize": 0, "PoolState": "Running"},
+            "Instances": [
+                {"InstanceId": iid, "InstanceType": "m5.2xlarge", "LifecycleState": state}
+                for iid, state in instances
+            ],
+        }
+    )
+
+
+def _read(w: World, pools: dict[str, WarmPool]) -> tuple[ClusterSnapshot, list[NodeGroup], PlannerConfig]:
+    """The world as `spillway plan` reads it, with ``pools`` (group name -> DescribeWarmPool)."""
+    cfg = PlannerConfig(cluster=w.cluster, regions=w.regions)
+    objects = parse_kube_list(o.kube_list(w.items))
+    snapshot = ClusterSnapshot.build(
+        w.cluster, NOW, objects.nodes, objects.pods, objects.pdbs, others=objects.others
+    )
+    asgs = parse_asgs(o.asgs_output(list(w.groups.values())))
+    groups = node_groups(asgs, [], bundled_instance_types(), cfg, warm_pools=pools, nodes=snapshot.nodes)
+    return snapshot, groups, cfg
+
+
+def _busy_warm_node(w: World, group: str, seed: str, **kwargs: Any) -> tuple[str, str]:
+    """A Warmed:Running instance of ``group``'s pool whose Node registered at warm-up and is Ready, one
+    pod kube-scheduler bound there filling it."""
+    iid = o.instance_id(seed)
+    node = w.node_for(group, iid, "m5.2xlarge", created=NOW - timedelta(minutes=600), **kwargs)
+    w.pods(f"on-{seed}", 1, cpu="7", node_name=node)
+    return iid, node
+
+
+def test_a_warm_instance_whose_node_is_ready_is_named_in_its_groups_problems() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    iid, node = _busy_warm_node(w, "cpu", "cpu-warm-0")
+    stopped = o.instance_id("cpu-warm-1")  # its Node NotReady while it sits stopped: no problem
+    w.node_for("cpu", stopped, "m5.2xlarge", ready=False, created=NOW - timedelta(minutes=600))
+
+    _, (group,), _ = _read(w, {"cpu": _pool((iid, "Warmed:Running"), (stopped, "Warmed:Stopped"))})
+
+    (problem,) = group.problems
+    assert problem.startswith(f"WarmPool.Instances[{iid}]: ")
+    assert f"Node {node}" in problem and "Ready" in problem and stopped not in problem
+    assert NodeGroup.from_dict(group.to_dict()).problems == group.problems
