@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from plan_world import NOW, World
+from plan_world import NOW, World, scale_up
 
 from spillway.config import PlannerConfig
 from spillway.inputs import node_groups
@@ -18,6 +18,8 @@ from spillway.model.aws import WarmPool, bundled_instance_types, parse_asgs
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.k8s import parse_kube_list
 from spillway.model.nodegroup import NodeGroup
+from spillway.model.state import State
+from spillway.planner import ScalingPlan, plan
 
 
 def _pool(*instances: tuple[str, str]) -> WarmPool:
@@ -45,6 +47,11 @@ def _read(w: World, pools: dict[str, WarmPool]) -> tuple[ClusterSnapshot, list[N
     return snapshot, groups, cfg
 
 
+def _plan(w: World, pools: dict[str, WarmPool]) -> ScalingPlan:
+    snapshot, groups, cfg = _read(w, pools)
+    return plan(snapshot, groups, cfg, State.model_validate(w.state), NOW)
+
+
 def _busy_warm_node(w: World, group: str, seed: str, **kwargs: Any) -> tuple[str, str]:
     """A Warmed:Running instance of ``group``'s pool whose Node registered at warm-up and is Ready, one
     pod kube-scheduler bound there filling it."""
@@ -67,3 +74,33 @@ def test_a_warm_instance_whose_node_is_ready_is_named_in_its_groups_problems() -
     assert problem.startswith(f"WarmPool.Instances[{iid}]: ")
     assert f"Node {node}" in problem and "Ready" in problem and stopped not in problem
     assert NodeGroup.from_dict(group.to_dict()).problems == group.problems
+
+
+def test_a_warm_instance_whose_node_is_ready_is_no_warm_new_node_of_its_group() -> None:
+    """Groups cpu-a and cpu-z are alike (region, type, waste), cpu-z's pool holds one Warmed:Running
+    instance whose Ready Node a pod fills. A pod that needs a new node went to cpu-z, whose warm pool
+    seemed to hold it: but the instance its raise draws is that full node, counted already as a node of
+    the cluster, so the pod waited a plan for nothing before cpu-z launched cold. The new node is cpu-a's
+    (the name breaks the tie)."""
+    w = World()
+    for name in ("cpu-a", "cpu-z"):
+        for i, node in enumerate(w.group(name, "m5.2xlarge", nodes=1, max_size=10)):
+            w.pods(f"busy-{name}-{i}", 1, cpu="7", node_name=node)
+    iid, _ = _busy_warm_node(w, "cpu-z", "cpu-z-warm-0")
+    w.pods("web", 1, cpu="7")
+
+    result = _plan(w, {"cpu-z": _pool((iid, "Warmed:Running"))})
+
+    assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu-a": (1, 2)}
+
+
+def test_a_warm_instance_with_no_ready_node_still_holds_a_warm_new_node() -> None:
+    w = World()
+    for name in ("cpu-a", "cpu-z"):
+        for i, node in enumerate(w.group(name, "m5.2xlarge", nodes=1, max_size=10)):
+            w.pods(f"busy-{name}-{i}", 1, cpu="7", node_name=node)
+    w.pods("web", 1, cpu="7")
+
+    result = _plan(w, {"cpu-z": _pool((o.instance_id("cpu-z-warm-0"), "Warmed:Running"))})
+
+    assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu-z": (1, 2)}
