@@ -19,7 +19,7 @@ from spillway.model.cluster import ClusterSnapshot
 from spillway.model.k8s import parse_kube_list
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import State
-from spillway.planner import ScalingPlan, plan
+from spillway.planner import ScalingPlan, codes, plan
 
 
 def _pool(*instances: tuple[str, str]) -> WarmPool:
@@ -104,3 +104,17 @@ def test_a_warm_instance_with_no_ready_node_still_holds_a_warm_new_node() -> Non
     result = _plan(w, {"cpu-z": _pool((o.instance_id("cpu-z-warm-0"), "Warmed:Running"))})
 
     assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu-z": (1, 2)}
+
+
+def test_the_ready_node_of_a_warm_instance_is_kept_naming_its_pool_not_a_missing_group() -> None:
+    """Kept as "not in a managed node group", the Node sent the operator looking for a group's missing
+    tags, though its instance is in a managed group's warm pool, which is why it is never drained."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    iid, node = _busy_warm_node(w, "cpu", "cpu-warm-0")
+
+    result = _plan(w, {"cpu": _pool((iid, "Warmed:Running"))})
+
+    (kept,) = [k for k in result.kept if k.node == node]
+    assert kept.code == codes.UNMANAGED
+    assert f"instance {iid} is in the warm pool of group cpu (us-east-1)" in kept.reason
