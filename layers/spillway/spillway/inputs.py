@@ -48,6 +48,7 @@ from spillway.model.nodegroup import (
     build_node_groups,
     check_unique,
     managed_taints,
+    with_warm_node_problems,
     with_zone_ids,
 )
 from spillway.model.schedule import Cron, zone_of
@@ -518,4 +519,5 @@ def node_groups(
     except ValueError as exc:
         field, _, msg = str(exc).partition(": ")
         raise InputError(msg or field, source=source, field=field if msg else None) from None
-    return with_live_templates(with_zone_ids(groups, zone_ids or {}), nodes)
+    nodes = tuple(nodes)
+    return with_warm_node_problems(with_live_templates(with_zone_ids(groups, zone_ids or {}), nodes), nodes)

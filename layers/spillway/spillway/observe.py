@@ -79,7 +79,7 @@ from spillway.model.k8s import (
     SharedObject,
 )
 from spillway.model.livetemplate import with_live_templates
-from spillway.model.nodegroup import NodeGroup, with_zone_ids
+from spillway.model.nodegroup import NodeGroup, with_warm_node_problems, with_zone_ids
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import Resources
@@ -230,6 +230,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         volumes.add(volume)
     nodes = volumes.with_attach_limits(nodes)  # CSI drivers' attach limits (CSINodes): a group's too
     groups = with_live_templates(with_zone_ids(groups, zone_ids), nodes)  # here groups and nodes first meet
+    groups = with_warm_node_problems(groups, nodes)  # a warm-pool instance's Ready Node is misconfigured
     pods, buffer_infos, provreqs = with_topology(
         topology,
         list(volumes.apply(list(budgets.apply(normal.apply(pod_list, shared.gangs, succeeded))))),

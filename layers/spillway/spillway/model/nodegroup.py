@@ -25,7 +25,7 @@ from spillway.model.aws import (
     ScheduledAction,
     WarmPool,
 )
-from spillway.model.cluster import TaintT, format_time, parse_time
+from spillway.model.cluster import NodeInfo, TaintT, format_time, parse_time
 from spillway.model.groupkey import GroupKey
 from spillway.model.launcherror import LaunchErrorKind, launch_error_kind
 from spillway.model.options import Options, parse_options
@@ -191,6 +191,9 @@ class NodeGroup:
     atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
     scheduled: tuple[ScheduledFloor, ...] = ()  # the group's scheduled actions (DescribeScheduledActions)
     warm_instances: int = 0  # warm pool instances ready to join (DescribeWarmPool)
+    # the ids of those ``warm_instances`` counts: one whose Node is Ready already (a Running pool whose
+    # kubelet started at warm-up) is a node of the cluster, no new one a draw adds (planner.joins)
+    warm_ids: tuple[str, ...] = ()
     # every instance in the group's warm pool, whatever its Warmed:* state: outside the group's capacity
     # (a Node one registered at warm-up is NotReady while it sits stopped there, and is no unready node)
     pooled_instances: tuple[str, ...] = ()
@@ -414,6 +417,8 @@ class NodeGroup:
             warm_instances=int(d.get("warm_instances", 0)),
             # absent from snapshots stored before it was read: none known, as they were planned
             pooled_instances=tuple(d.get("pooled_instances", ())),
+            # absent from snapshots stored before it was read: none known, every warm instance counts
+            warm_ids=tuple(d.get("warm_ids", ())),
             capacity_type="spot" if d.get("capacity_type") == "spot" else "on-demand",
             on_demand_base=int(d.get("on_demand_base", 0)),
             instance_types=tuple(d.get("instance_types", ())),
@@ -475,6 +480,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("scheduled", lambda g: [a.to_dict() for a in g.scheduled] or None),
     ("warm_instances", lambda g: g.warm_instances or None),
     ("pooled_instances", lambda g: list(g.pooled_instances) or None),
+    ("warm_ids", lambda g: list(g.warm_ids) or None),
     ("capacity_type", lambda g: "spot" if g.capacity_type == "spot" else None),
     ("on_demand_base", lambda g: g.on_demand_base or None),
     ("instance_types", lambda g: list(g.instance_types) or None),
@@ -893,16 +899,48 @@ def warm_count(pool: WarmPool | None, instance_type: str | None = None) -> int:
     (AWS::AutoScaling::WarmPool: a rolling update does not replace them; an instance refresh does), and a
     scale-out draws them as they are, so one of another type is not the node the plan counts on. A
     warm pool takes no mixed instances policy (PutWarmPool), so the group has one type."""
+    return len(warm_ids(pool, instance_type))
+
+
+def warm_ids(pool: WarmPool | None, instance_type: str | None = None) -> tuple[str, ...]:
+    """The ids of the instances :func:`warm_count` counts, sorted."""
     if pool is None or pool.WarmPoolConfiguration is None:
-        return 0
+        return ()
     if (pool.WarmPoolConfiguration.Status or "") == "PendingDelete":
-        return 0
-    return sum(
-        1
-        for i in pool.Instances
-        if i.LifecycleState in WARM_READY_STATES
-        and (instance_type is None or i.InstanceType is None or i.InstanceType == instance_type)
+        return ()
+    return tuple(
+        sorted(
+            i.InstanceId
+            for i in pool.Instances
+            if i.LifecycleState in WARM_READY_STATES
+            and (instance_type is None or i.InstanceType is None or i.InstanceType == instance_type)
+        )
     )
+
+
+def with_warm_node_problems(groups: Iterable[NodeGroup], nodes: Iterable[NodeInfo]) -> list[NodeGroup]:
+    """``groups`` in their order, each with a problem for every instance of its warm pool whose Node is
+    Ready. A bootstrap that does not check the instance's lifecycle state starts kubelet at warm-up
+    (user data runs then: EC2 Auto Scaling User Guide, warm pool instance lifecycle), and in a pool whose
+    PoolState is Running the Node stays Ready: kube-scheduler binds pods to an instance that is outside
+    the group (DescribeAutoScalingGroups does not list it), that Spillway therefore neither counts in the
+    group nor drains (TerminateInstanceInAutoScalingGroup "cannot be called on instances in a warm
+    pool"), and that an instance refresh replaces with the pool without a drain. kOps keeps kubelet
+    from starting while the lifecycle state is Warmed:* (kubernetes/kops PR 11216)."""
+    ready = {n.instance_id: n.name for n in nodes if n.ready and n.instance_id}
+    out = []
+    for group in groups:
+        found = tuple(
+            f"WarmPool.Instances[{iid}]: Node {ready[iid]} of this warm-pool instance is Ready: "
+            "kube-scheduler binds pods to an instance outside the group, which Spillway neither counts "
+            "in the group nor drains (TerminateInstanceInAutoScalingGroup refuses warm-pool instances) "
+            "and which Auto Scaling may replace with its pool (an instance refresh) without a drain; "
+            "start kubelet only once the instance's lifecycle state is not Warmed:* (as kOps does)"
+            for iid in group.pooled_instances
+            if iid in ready
+        )
+        out.append(replace(group, problems=(*group.problems, *found)) if found else group)
+    return out
 
 
 def scheduled_floors(actions: Iterable[ScheduledAction]) -> tuple[ScheduledFloor, ...]:
@@ -1546,6 +1584,7 @@ def node_group(
         consolidation_problem=consolidation_problem,
         scheduled=floors,
         warm_instances=warm_count(warm, itype),
+        warm_ids=warm_ids(warm, itype),
         pooled_instances=tuple(sorted(i.InstanceId for i in warm.Instances)) if warm is not None else (),
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),

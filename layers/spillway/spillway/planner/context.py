@@ -173,6 +173,10 @@ class Context:
         # unmanaged (kept, never drained) and nothing launches in them; named where a pod or node asks why
         self.refused: list[NodeGroup] = sorted(refused, key=lambda g: (g.region, g.name))
         self.refused_by_instance: dict[str, NodeGroup] = {i: g for g in self.refused for i in g.instance_ids}
+        # instances in a group's warm pool (outside the group): a Node of one is unmanaged, named so
+        self.pooled_by_instance: dict[str, NodeGroup] = {
+            i: g for g in (*self.groups, *self.refused) for i in g.pooled_instances
+        }
         self.config = config
         self.state = state
         self.now = now

@@ -47,7 +47,7 @@ from spillway.planner.expander import Expander, RegionThenLeastWaste
 from spillway.planner.gangsweep import sweep_gang_orphans
 from spillway.planner.groups import floor_report
 from spillway.planner.health import judge_health
-from spillway.planner.joins import drawn_from_pools, watch_joins
+from spillway.planner.joins import drawn_from_pools, warm_without_nodes, watch_joins
 from spillway.planner.makeroom import hold_rooms, make_room
 from spillway.planner.provreq import Provisioning
 from spillway.planner.raises import next_raises, pending_raises, with_raises
@@ -81,6 +81,7 @@ def plan(
     every_group = groups  # the gang sweep's: every group's members, refused ones too
     refused = [g for g in groups if g.refusal]  # neither grown nor drained: their nodes are unmanaged
     groups = sanitized([g for g in groups if not g.refusal], config)  # templates without startup taints
+    groups = warm_without_nodes(groups, snapshot.nodes)  # a warm instance's Ready Node: no new node
     # the Node of an instance drawn from a warm pool registers anew (its old one is from the warm-up)
     snapshot = replace(snapshot, nodes=tuple(drawn_from_pools(snapshot.nodes, groups, state)))
     joins = watch_joins(snapshot.nodes, groups, config, state, now)

@@ -98,6 +98,20 @@ class Joins:
         ]
 
 
+def warm_without_nodes(groups: Sequence[NodeGroup], nodes: Iterable[NodeInfo]) -> list[NodeGroup]:
+    """``groups`` with their warm instances less those whose Node is Ready (:attr:`NodeGroup.warm_ids`).
+    Such an instance (a Running pool whose bootstrap started kubelet at warm-up) is a node of the cluster
+    already: its room is free room, its pods run there. A scale-out that draws it adds no room, so it is
+    no warm new node for the expander, which otherwise sent a class to its group for nodes the pool did
+    not hold (the pods waited a plan for the draw, then for a cold launch)."""
+    ready = {n.instance_id for n in nodes if n.ready and n.instance_id}
+    out = []
+    for group in groups:
+        taken = sum(1 for iid in group.warm_ids if iid in ready)
+        out.append(replace(group, warm_instances=max(0, group.warm_instances - taken)) if taken else group)
+    return out
+
+
 def drawn_from_pools(nodes: Sequence[NodeInfo], groups: Sequence[NodeGroup], state: State) -> list[NodeInfo]:
     """``nodes`` as the plan judges them: a NotReady Node of an instance of ``groups`` registered before
     the last plan that saw the instance not yet a node of its group (in its warm pool: its Node is

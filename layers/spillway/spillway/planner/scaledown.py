@@ -75,6 +75,13 @@ def _unmanaged(ctx: Context, node: WorkNode) -> Verdict:
     refused = ctx.refused_by_instance.get(node.info.instance_id or "")
     if refused is not None:
         return codes.UNMANAGED, f"group {refused.name} is not scaled by Spillway: {refused.refusal}"
+    pooled = ctx.pooled_by_instance.get(node.info.instance_id or "")
+    if pooled is not None:  # its kubelet started at warm-up (the group's problems name it)
+        return codes.UNMANAGED, (
+            f"instance {node.info.instance_id} is in the warm pool of group {pooled.name} ({pooled.region}), "
+            "outside the group: Spillway does not drain it (TerminateInstanceInAutoScalingGroup refuses "
+            "warm-pool instances)"
+        )
     return codes.UNMANAGED, "not in a managed node group"
 
 

@@ -1,0 +1,120 @@
+"""A warm-pool instance whose kubelet registered a Node that is Ready (a pool whose PoolState is Running,
+and a bootstrap that does not check the instance's lifecycle state: kubernetes/kops PR 11216 keeps
+kubelet from starting on a Warmed:* instance for this reason). Such a Node is outside its group
+(DescribeAutoScalingGroups does not list pool instances; DescribeWarmPool does), kube-scheduler binds
+pods to it, and a scale-out that draws the instance adds a node whose room is already counted."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from plan_world import NOW, World, scale_up
+
+from spillway.config import PlannerConfig
+from spillway.inputs import node_groups
+from spillway.local import objects as o
+from spillway.model.aws import WarmPool, bundled_instance_types, parse_asgs
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.k8s import parse_kube_list
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.state import State
+from spillway.planner import ScalingPlan, codes, plan
+
+
+def _pool(*instances: tuple[str, str]) -> WarmPool:
+    """DescribeWarmPool's answer for a Running pool of m5.2xlarge instances (id, lifecycle state)."""
+    return WarmPool.model_validate(
+        {
+            "WarmPoolConfiguration": {"MinSize": 0, "PoolState": "Running"},
+            "Instances": [
+                {"InstanceId": iid, "InstanceType": "m5.2xlarge", "LifecycleState": state}
+                for iid, state in instances
+            ],
+        }
+    )
+
+
+def _read(w: World, pools: dict[str, WarmPool]) -> tuple[ClusterSnapshot, list[NodeGroup], PlannerConfig]:
+    """The world as `spillway plan` reads it, with ``pools`` (group name -> DescribeWarmPool)."""
+    cfg = PlannerConfig(cluster=w.cluster, regions=w.regions)
+    objects = parse_kube_list(o.kube_list(w.items))
+    snapshot = ClusterSnapshot.build(
+        w.cluster, NOW, objects.nodes, objects.pods, objects.pdbs, others=objects.others
+    )
+    asgs = parse_asgs(o.asgs_output(list(w.groups.values())))
+    groups = node_groups(asgs, [], bundled_instance_types(), cfg, warm_pools=pools, nodes=snapshot.nodes)
+    return snapshot, groups, cfg
+
+
+def _plan(w: World, pools: dict[str, WarmPool]) -> ScalingPlan:
+    snapshot, groups, cfg = _read(w, pools)
+    return plan(snapshot, groups, cfg, State.model_validate(w.state), NOW)
+
+
+def _busy_warm_node(w: World, group: str, seed: str, **kwargs: Any) -> tuple[str, str]:
+    """A Warmed:Running instance of ``group``'s pool whose Node registered at warm-up and is Ready, one
+    pod kube-scheduler bound there filling it."""
+    iid = o.instance_id(seed)
+    node = w.node_for(group, iid, "m5.2xlarge", created=NOW - timedelta(minutes=600), **kwargs)
+    w.pods(f"on-{seed}", 1, cpu="7", node_name=node)
+    return iid, node
+
+
+def test_a_warm_instance_whose_node_is_ready_is_named_in_its_groups_problems() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    iid, node = _busy_warm_node(w, "cpu", "cpu-warm-0")
+    stopped = o.instance_id("cpu-warm-1")  # its Node NotReady while it sits stopped: no problem
+    w.node_for("cpu", stopped, "m5.2xlarge", ready=False, created=NOW - timedelta(minutes=600))
+
+    _, (group,), _ = _read(w, {"cpu": _pool((iid, "Warmed:Running"), (stopped, "Warmed:Stopped"))})
+
+    (problem,) = group.problems
+    assert problem.startswith(f"WarmPool.Instances[{iid}]: ")
+    assert f"Node {node}" in problem and "Ready" in problem and stopped not in problem
+    assert NodeGroup.from_dict(group.to_dict()).problems == group.problems
+
+
+def test_a_warm_instance_whose_node_is_ready_is_no_warm_new_node_of_its_group() -> None:
+    """Groups cpu-a and cpu-z are alike (region, type, waste), cpu-z's pool holds one Warmed:Running
+    instance whose Ready Node a pod fills. A pod that needs a new node went to cpu-z, whose warm pool
+    seemed to hold it: but the instance its raise draws is that full node, counted already as a node of
+    the cluster, so the pod waited a plan for nothing before cpu-z launched cold. The new node is cpu-a's
+    (the name breaks the tie)."""
+    w = World()
+    for name in ("cpu-a", "cpu-z"):
+        for i, node in enumerate(w.group(name, "m5.2xlarge", nodes=1, max_size=10)):
+            w.pods(f"busy-{name}-{i}", 1, cpu="7", node_name=node)
+    iid, _ = _busy_warm_node(w, "cpu-z", "cpu-z-warm-0")
+    w.pods("web", 1, cpu="7")
+
+    result = _plan(w, {"cpu-z": _pool((iid, "Warmed:Running"))})
+
+    assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu-a": (1, 2)}
+
+
+def test_a_warm_instance_with_no_ready_node_still_holds_a_warm_new_node() -> None:
+    w = World()
+    for name in ("cpu-a", "cpu-z"):
+        for i, node in enumerate(w.group(name, "m5.2xlarge", nodes=1, max_size=10)):
+            w.pods(f"busy-{name}-{i}", 1, cpu="7", node_name=node)
+    w.pods("web", 1, cpu="7")
+
+    result = _plan(w, {"cpu-z": _pool((o.instance_id("cpu-z-warm-0"), "Warmed:Running"))})
+
+    assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu-z": (1, 2)}
+
+
+def test_the_ready_node_of_a_warm_instance_is_kept_naming_its_pool_not_a_missing_group() -> None:
+    """Kept as "not in a managed node group", the Node sent the operator looking for a group's missing
+    tags, though its instance is in a managed group's warm pool, which is why it is never drained."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    iid, node = _busy_warm_node(w, "cpu", "cpu-warm-0")
+
+    result = _plan(w, {"cpu": _pool((iid, "Warmed:Running"))})
+
+    (kept,) = [k for k in result.kept if k.node == node]
+    assert kept.code == codes.UNMANAGED
+    assert f"instance {iid} is in the warm pool of group cpu (us-east-1)" in kept.reason
