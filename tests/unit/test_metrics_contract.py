@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflows
 
+from spillway.errors import AwsThrottled, DrainSuperseded, LifecycleActionPending
 from spillway.local import objects as o
 from spillway.local.cfn import load_template
 
@@ -448,7 +449,10 @@ def scale_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
                   "results": [{"group": "gpu-west", "region": REGION, "outcome": "backed_off"}]}  # fmt: skip
     replanned = emissions_of("scale", invoke(app, next_round, "scale"))
     assert "ScaleUpNodes" in {e.name for e in replanned}, "the re-plan launched nothing"
-    return found + replanned
+    # and a step that raises what ScaleUp retries by name (AnsweredErrors)
+    env.setattr(app, "scale_step", _raising(AwsThrottled("SetDesiredCapacity: Rate exceeded")))
+    throttled = emissions_of("scale", invoke(app, prepare, "scale", raises=AwsThrottled))
+    return found + replanned + throttled
 
 
 def drain_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
@@ -476,9 +480,20 @@ def drain_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     }
     record = {"action": "record", "state": {"cluster": CLUSTER, "node": NODE, "error": timeout}}
     undrained = {"action": "undrained", "outcome": "skipped", "nodes": 2}
-    return emissions_of("drain", invoke(app, record, "drain")) + emissions_of(
+    found = emissions_of("drain", invoke(app, record, "drain")) + emissions_of(
         "drain", invoke(app, undrained, "drain")
     )
+    # and a step that raises what DrainNode retries by name (AnsweredErrors)
+    env.setattr(app, "run_action", _raising(LifecycleActionPending(f"{INSTANCE} is still Terminating")))
+    pending = {"action": "complete_lifecycle", "drain": {}}
+    return found + emissions_of("drain", invoke(app, pending, "drain", raises=LifecycleActionPending))
+
+
+def _raising(error: Exception) -> Callable[..., Any]:
+    def step(*args: Any) -> Any:
+        raise error
+
+    return step
 
 
 def interrupt_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
@@ -728,7 +743,7 @@ def test_every_metric_the_runbook_tells_of_is_emitted_with_the_dimensions_it_giv
     base = {"service", "Cluster"}
     problems = []
     for name_cell, from_cell, _ in runbook_rows("metric"):
-        extras = [s for s in spans(from_cell) if s in {"Tenant", "Limit", "Outcome"}]
+        extras = [s for s in spans(from_cell) if s in {"Tenant", "Limit", "Outcome", "Function"}]
         expected = {frozenset(base | set(extras[: i + 1])) for i in range(len(extras))} or {frozenset(base)}
         for name in spans(name_cell):
             sets = {e.dimension_names for e in found if e.namespace == NAMESPACE and e.name == name}
@@ -1297,6 +1312,9 @@ class Series(dict[int, float]):
     def __add__(self, other: Any) -> Series:  # type: ignore[override]
         return self._both(other, lambda a, b: a + b)
 
+    def __sub__(self, other: Any) -> Series:
+        return self._both(other, lambda a, b: a - b)
+
     def __mul__(self, other: Any) -> Series:
         return self._both(other, lambda a, b: a * b)
 
@@ -1331,7 +1349,7 @@ def _math_alarm_fires(props: Mapping[str, Any], series: Mapping[str, list[tuple[
     aggregate: dict[str, Callable[[list[float]], float]] = {
         "Minimum": min, "Maximum": max, "Sum": sum, "SampleCount": len,
     }  # fmt: skip
-    values: dict[str, Any] = {"IF": _math_if}
+    values: dict[str, Any] = {"IF": _math_if, "FILL": lambda series, _: series}  # missing: 0 (Series)
     result = Series()
     for query in props["Metrics"]:
         if "MetricStat" in query:
@@ -1341,7 +1359,7 @@ def _math_alarm_fires(props: Mapping[str, Any], series: Mapping[str, list[tuple[
                 buckets.setdefault(int(at // stat["Period"]), []).append(value)
             values[query["Id"]] = Series({t: float(aggregate[stat["Stat"]](v)) for t, v in buckets.items()})
         else:
-            assert re.fullmatch(r"[\w\s()+*/,<>=.]+", query["Expression"]), query["Expression"]
+            assert re.fullmatch(r"[\w\s()+\-*/,<>=.]+", query["Expression"]), query["Expression"]
             values[query["Id"]] = eval(query["Expression"], {"__builtins__": {}}, values)
         if query.get("ReturnData", True):
             result = values[query["Id"]]
@@ -1434,3 +1452,59 @@ def test_pods_a_limit_holds_on_purpose_do_not_page_as_pending_too_long() -> None
     assert not fires(series(held, planning=True)), "pods a limit holds for an hour paged pending-too-long"
     assert fires(series(world(team_b=True), planning=True)), "a pod no limit holds waited an hour"
     assert fires(series(held, planning=False)), "no plan for an hour: pods waited, nothing planned"
+
+
+@pytest.mark.parametrize(
+    ("function", "answer"),
+    [
+        ("scale", AwsThrottled("SetDesiredCapacity: Rate exceeded")),
+        ("drain", AwsThrottled("TerminateInstanceInAutoScalingGroup: Rate exceeded")),
+        ("drain", LifecycleActionPending(f"{INSTANCE} is still Terminating")),
+        ("drain", DrainSuperseded("the node's cordon names drain-b now")),
+    ],
+)
+def test_an_error_the_state_machine_answers_by_name_pages_nobody_but_an_unexpected_one_does(
+    function: str, answer: Exception
+) -> None:
+    """Scenario: a scale-up's SetDesiredCapacity is throttled once and its Retry succeeds two seconds
+    later; a drain's CompleteLifecycleAction finds the instance still Terminating twice (the step raises
+    LifecycleActionPending, which DrainNode retries until the instance waits in Terminating:Wait); a
+    drain stops for another drain that took the node over (DrainSuperseded, caught: a success). Each
+    raise is a function error in Lambda's Errors (AWS Lambda Developer Guide, "Types of metrics for
+    Lambda functions"), and ``<fn>-errors`` read Errors alone, at 1 in one five-minute period: every one
+    of these paged, though nothing failed. An error no state machine names (a bug, a refused
+    permission) still pages at once.
+
+    Rule: an alarm fires when what its runbook row describes happens, and only then."""
+    from spillway.observability import metrics
+
+    [props] = [p for n, p in alarms().items() if n.endswith(f"-{function}-errors")]
+    app = load_app(function)
+    step = "scale_step" if function == "scale" else "run_action"
+    event = {"action": "prepare"} if function == "scale" else {"action": "complete_lifecycle", "drain": {}}
+
+    def invocation(error: Exception) -> float:
+        """The AnsweredErrors the handler printed for one invocation that raised ``error``."""
+        with pytest.MonkeyPatch.context() as env:
+            env.setattr(app, step, _raising(error))
+            clients = SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER), drainer=lambda hook: None)
+            env.setattr(app, "get_clients", lambda: clients)
+            try:
+                out = invoke(app, event, function, raises=type(error))
+            finally:
+                metrics.clear_metrics()
+                metrics.clear_default_dimensions()
+        return sum(
+            sum(v) for (name, dims), v in emf_values(out).items()
+            if name == "AnsweredErrors" and ("Function", function) in dims and ("Cluster", CLUSTER) in dims
+        )  # fmt: skip
+
+    # two raises in the same period, then the retry that succeeds (Errors 0)
+    answered = [invocation(answer), invocation(answer)]
+    series = {
+        "Errors": [(0, 1.0), (2, 1.0), (6, 0.0)],
+        "AnsweredErrors": [(0, answered[0]), (2, answered[1])],
+    }
+    assert not _math_alarm_fires(props, series)
+    unexpected = invocation(RuntimeError("KeyError in a step"))
+    assert _math_alarm_fires(props, {"Errors": [(0, 1.0)], "AnsweredErrors": [(0, unexpected)]})
