@@ -1508,3 +1508,27 @@ def test_an_error_the_state_machine_answers_by_name_pages_nobody_but_an_unexpect
     assert not _math_alarm_fires(props, series)
     unexpected = invocation(RuntimeError("KeyError in a step"))
     assert _math_alarm_fires(props, {"Errors": [(0, 1.0)], "AnsweredErrors": [(0, unexpected)]})
+
+
+@pytest.mark.parametrize("function", ["observe", "plan", "interrupt"])
+def test_one_failure_the_next_run_gets_past_pages_nobody_but_a_failure_that_lasts_does(function: str) -> None:
+    """Scenario: the API server times out once, so one observation raises, and the next minute's start
+    observes; one plan's commit is throttled past the SDK's retries, the stream's retry of the record
+    plans it a few seconds later; a notice fails once and the queue's next receive handles it. Nothing
+    was lost, yet each paged: ``<fn>-errors`` went to ALARM on one error in one five-minute period. A
+    failure that lasts (every run fails for twenty minutes, plans as rare as the heartbeat) still pages.
+
+    Rule: an alarm needs what an operator acts on, not one failure that healed by itself."""
+    [props] = [p for n, p in alarms().items() if n.endswith(f"-{function}-errors")]
+    # a plan comes per stored snapshot: at worst every 5 minutes 20 s (observe's heartbeat)
+    minutes = range(0, 20 * 60, 320 if function == "plan" else 60)
+    metric = "PlanFailures" if function == "plan" else "Errors"
+
+    def fires(failed: list[tuple[float, float]]) -> bool:
+        ran = [(float(at), 0.0) for at in minutes]
+        if "Metrics" in props:
+            return _math_alarm_fires(props, {"Errors": ran, metric: failed})
+        return _alarm_fires(props, sorted(ran + failed))
+
+    assert not fires([(0.0, 1.0)])
+    assert fires([(float(at), 1.0) for at in minutes])
