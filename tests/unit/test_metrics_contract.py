@@ -1532,3 +1532,40 @@ def test_one_failure_the_next_run_gets_past_pages_nobody_but_a_failure_that_last
 
     assert not fires([(0.0, 1.0)])
     assert fires([(float(at), 1.0) for at in minutes])
+
+
+def test_observe_that_stops_running_pages_though_nothing_raised() -> None:
+    """Scenario: the account's Lambda concurrency is spent by another team's burst, so every start of
+    observe is throttled (a throttled invocation is neither an invocation nor an error: AWS Lambda
+    Developer Guide, "Types of metrics for Lambda functions"); or its schedule is disabled. Nothing
+    raises, so ``observe-errors`` stays OK; nothing is observed, so pending-too-long, not-ready-nodes
+    and every alarm on what observe and the plans emit have no data and, notBreaching, stay OK too,
+    while pods wait and nothing scales. ``not-observing`` counts the snapshots observe stores, which
+    its heartbeat makes at least one every 5 minutes 20 s, and takes a period without any as breaching.
+
+    Rule: an alarm fires when what its runbook row describes happens, and only then."""
+    [props] = [p for n, p in alarms().items() if n.endswith("-not-observing")]
+    assert props["MetricName"] == "SnapshotsWritten" and props["TreatMissingData"] == "breaching"
+    period, threshold = number(props["Period"]), number(props["Threshold"])
+    assert props["ComparisonOperator"] == "LessThanThreshold"
+    aggregate = {"Sum": sum, "Maximum": max, "SampleCount": len}[props["Statistic"]]
+
+    def fires(series: list[tuple[float, float]], until: float) -> bool:
+        """Each whole period up to ``until``: missing (no datapoint) or below the threshold breaches."""
+        buckets: dict[int, list[float]] = {}
+        for at, value in series:
+            buckets.setdefault(int(at // period), []).append(value)
+        breaching = [
+            b not in buckets or aggregate(buckets[b]) < threshold for b in range(int(until // period))
+        ]
+        needed = int(number(props.get("DatapointsToAlarm", props["EvaluationPeriods"])))
+        window = int(number(props["EvaluationPeriods"]))
+        return any(sum(breaching[i : i + window]) >= needed for i in range(len(breaching) - window + 1))
+
+    # steady: an observation every 20 s, nothing changing, a heartbeat snapshot every 5 minutes 20 s
+    day = 24 * 3600
+    steady = [(float(t), 1.0 if t % 320 == 0 else 0.0) for t in range(0, day, 20)]
+    assert not fires(steady, day)
+    # observe throttled from the sixth hour on: no datapoint at all after it
+    stopped = [(t, v) for t, v in steady if t < 6 * 3600]
+    assert fires(stopped, 7 * 3600)
