@@ -1569,3 +1569,19 @@ def test_observe_that_stops_running_pages_though_nothing_raised() -> None:
     # observe throttled from the sixth hour on: no datapoint at all after it
     stopped = [(t, v) for t, v in steady if t < 6 * 3600]
     assert fires(stopped, 7 * 3600)
+
+
+def test_nodes_unready_for_one_plan_do_not_page_as_an_unhealthy_cluster_but_a_lasting_fault_does() -> None:
+    """Scenario: a zone's network blips for a minute; the node lifecycle controller marks its nodes
+    NotReady after its grace period, one plan finds half the cluster unready and drains nothing
+    (ClusterUnhealthy 1), and the next plan finds them Ready again. Nothing needed a person, yet
+    ``ClusterUnhealthy`` paged on that one plan. Kubelets down for a quarter of an hour, plans every
+    5 minutes 20 s at worst, still page.
+
+    Rule: an alarm needs what an operator acts on, not one failure that healed by itself."""
+    [props] = [p for n, p in alarms().items() if n.endswith("-ClusterUnhealthy")]
+    plans = range(0, 3600, 320)
+    blip = [(float(t), 1.0 if t == 960 else 0.0) for t in plans]
+    assert not _alarm_fires(props, blip)
+    lasting = [(float(t), 1.0 if 960 <= t < 960 + 15 * 60 else 0.0) for t in plans]
+    assert _alarm_fires(props, lasting)
