@@ -10,7 +10,8 @@ Clients come from :mod:`spillway.clients`, the one wiring of every function (bui
 this module needs no environment; ``CLUSTER_ACCESS=url`` points the Kubernetes client at the local API
 emulator). Metric (EMF): ``DrainOutcome`` (dimension ``Outcome``), once per drain; a scale-down part that drained
 none of its nodes (``skipped``: a part before it was stopped; ``lapsed``: it waited behind a part that
-still ran until its plan's claim lapsed) adds them under that outcome.
+still ran until its plan's claim lapsed) adds them under that outcome; ``AnsweredErrors`` (dimension
+``Function``) for an error the state machine retries or catches by name.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from spillway.act.drain import run_action
 from spillway.clients import Clients, get_clients
-from spillway.errors import InvalidDrainRequest
-from spillway.observability import NAMESPACE, SERVICE, logger, metrics, set_cluster, tracer
+from spillway.errors import STEP_ANSWERS, InvalidDrainRequest
+from spillway.observability import NAMESPACE, SERVICE, counting_answers, logger, metrics, set_cluster, tracer
 
 
 def emit_outcome(outcome: str, who: Mapping[str, Any] | None, count: int = 1, /) -> None:
@@ -66,4 +67,5 @@ def handle(event: Any, clients: Clients) -> dict[str, Any]:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     clients = get_clients()
     set_cluster(clients.config.cluster_name)
-    return handle(event, clients)
+    with counting_answers("drain", STEP_ANSWERS["drain"]):
+        return handle(event, clients)

@@ -7,7 +7,7 @@ region), ``verify`` (launch done, failed or timed out), ``backoff`` (back off, s
 are Spillway's named errors (``AwsThrottled``, ``AsgLimitExceeded``, ``KubeUnavailable`` ...), whose
 class names the state machine's Retry/Catch match.
 
-Metrics (EMF): Uncordoned, GroupsBackedOff, GangsLaunched, GangsGivenBack, and from a re-plan ScaleUpNodes, Overflow, UnplaceablePods.
+Metrics (EMF): AnsweredErrors (an error the state machine retries or catches by name), Uncordoned, GroupsBackedOff, GangsLaunched, GangsGivenBack, and from a re-plan ScaleUpNodes, Overflow, UnplaceablePods.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from spillway.clients import Clients, get_clients
-from spillway.observability import add_count, logger, metrics, set_cluster, tracer
+from spillway.errors import STEP_ANSWERS
+from spillway.observability import add_count, counting_answers, logger, metrics, set_cluster, tracer
 
 
 def scale_step(clients: Clients, event: dict[str, Any]) -> dict[str, Any]:
@@ -36,4 +37,5 @@ def scale_step(clients: Clients, event: dict[str, Any]) -> dict[str, Any]:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     clients = get_clients()
     set_cluster(clients.config.cluster_name)
-    return scale_step(clients, event)
+    with counting_answers("scale", STEP_ANSWERS["scale"]):
+        return scale_step(clients, event)

@@ -450,3 +450,20 @@ def test_a_plans_drain_whose_node_is_gone_is_an_answer_not_an_error() -> None:
     assert set(out) == {"cancelled"} and "no Node named" in out["cancelled"]["note"], out
     with pytest.raises(errors.InvalidDrainRequest, match="no Node named"):  # asked by hand: rejected
         drain.run_action(drainer, {"action": "validate", "request": {**request, "plan_id": None}})
+
+
+def test_the_errors_a_function_counts_as_answered_are_those_its_state_machines_name() -> None:
+    """``<fn>-errors`` of the scale and drain functions leave out the raises their handlers count as
+    answered (``STEP_ANSWERS``, metric AnsweredErrors): exactly the class names a Retry or a named
+    Catch of a task running that function names. A name left out of the set would page for a throttle
+    retried with success; a name in the set that no state machine takes would hide a real failure."""
+    named: dict[str, set[str]] = {}
+    for _, _, state in all_states():
+        function = {"${ScaleFunctionArn}": "scale", "${DrainFunctionArn}": "drain"}.get(
+            state.get("Resource", "")
+        )
+        rules = [*state.get("Retry", []), *state.get("Catch", [])]
+        names = {n for rule in rules for n in rule["ErrorEquals"] if n in ERROR_CLASSES}
+        if function:
+            named.setdefault(function, set()).update(names)
+    assert named == {function: set(answers) for function, answers in errors.STEP_ANSWERS.items()}

@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflows
 
+from spillway.errors import AwsThrottled, DrainSuperseded, LifecycleActionPending
 from spillway.local import objects as o
 from spillway.local.cfn import load_template
 
@@ -448,7 +449,10 @@ def scale_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
                   "results": [{"group": "gpu-west", "region": REGION, "outcome": "backed_off"}]}  # fmt: skip
     replanned = emissions_of("scale", invoke(app, next_round, "scale"))
     assert "ScaleUpNodes" in {e.name for e in replanned}, "the re-plan launched nothing"
-    return found + replanned
+    # and a step that raises what ScaleUp retries by name (AnsweredErrors)
+    env.setattr(app, "scale_step", _raising(AwsThrottled("SetDesiredCapacity: Rate exceeded")))
+    throttled = emissions_of("scale", invoke(app, prepare, "scale", raises=AwsThrottled))
+    return found + replanned + throttled
 
 
 def drain_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
@@ -476,9 +480,20 @@ def drain_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     }
     record = {"action": "record", "state": {"cluster": CLUSTER, "node": NODE, "error": timeout}}
     undrained = {"action": "undrained", "outcome": "skipped", "nodes": 2}
-    return emissions_of("drain", invoke(app, record, "drain")) + emissions_of(
+    found = emissions_of("drain", invoke(app, record, "drain")) + emissions_of(
         "drain", invoke(app, undrained, "drain")
     )
+    # and a step that raises what DrainNode retries by name (AnsweredErrors)
+    env.setattr(app, "run_action", _raising(LifecycleActionPending(f"{INSTANCE} is still Terminating")))
+    pending = {"action": "complete_lifecycle", "drain": {}}
+    return found + emissions_of("drain", invoke(app, pending, "drain", raises=LifecycleActionPending))
+
+
+def _raising(error: Exception) -> Callable[..., Any]:
+    def step(*args: Any) -> Any:
+        raise error
+
+    return step
 
 
 def interrupt_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
@@ -728,7 +743,7 @@ def test_every_metric_the_runbook_tells_of_is_emitted_with_the_dimensions_it_giv
     base = {"service", "Cluster"}
     problems = []
     for name_cell, from_cell, _ in runbook_rows("metric"):
-        extras = [s for s in spans(from_cell) if s in {"Tenant", "Limit", "Outcome"}]
+        extras = [s for s in spans(from_cell) if s in {"Tenant", "Limit", "Outcome", "Function"}]
         expected = {frozenset(base | set(extras[: i + 1])) for i in range(len(extras))} or {frozenset(base)}
         for name in spans(name_cell):
             sets = {e.dimension_names for e in found if e.namespace == NAMESPACE and e.name == name}
@@ -1297,6 +1312,9 @@ class Series(dict[int, float]):
     def __add__(self, other: Any) -> Series:  # type: ignore[override]
         return self._both(other, lambda a, b: a + b)
 
+    def __sub__(self, other: Any) -> Series:
+        return self._both(other, lambda a, b: a - b)
+
     def __mul__(self, other: Any) -> Series:
         return self._both(other, lambda a, b: a * b)
 
@@ -1331,7 +1349,7 @@ def _math_alarm_fires(props: Mapping[str, Any], series: Mapping[str, list[tuple[
     aggregate: dict[str, Callable[[list[float]], float]] = {
         "Minimum": min, "Maximum": max, "Sum": sum, "SampleCount": len,
     }  # fmt: skip
-    values: dict[str, Any] = {"IF": _math_if}
+    values: dict[str, Any] = {"IF": _math_if, "FILL": lambda series, _: series}  # missing: 0 (Series)
     result = Series()
     for query in props["Metrics"]:
         if "MetricStat" in query:
@@ -1341,7 +1359,7 @@ def _math_alarm_fires(props: Mapping[str, Any], series: Mapping[str, list[tuple[
                 buckets.setdefault(int(at // stat["Period"]), []).append(value)
             values[query["Id"]] = Series({t: float(aggregate[stat["Stat"]](v)) for t, v in buckets.items()})
         else:
-            assert re.fullmatch(r"[\w\s()+*/,<>=.]+", query["Expression"]), query["Expression"]
+            assert re.fullmatch(r"[\w\s()+\-*/,<>=.]+", query["Expression"]), query["Expression"]
             values[query["Id"]] = eval(query["Expression"], {"__builtins__": {}}, values)
         if query.get("ReturnData", True):
             result = values[query["Id"]]
@@ -1434,3 +1452,136 @@ def test_pods_a_limit_holds_on_purpose_do_not_page_as_pending_too_long() -> None
     assert not fires(series(held, planning=True)), "pods a limit holds for an hour paged pending-too-long"
     assert fires(series(world(team_b=True), planning=True)), "a pod no limit holds waited an hour"
     assert fires(series(held, planning=False)), "no plan for an hour: pods waited, nothing planned"
+
+
+@pytest.mark.parametrize(
+    ("function", "answer"),
+    [
+        ("scale", AwsThrottled("SetDesiredCapacity: Rate exceeded")),
+        ("drain", AwsThrottled("TerminateInstanceInAutoScalingGroup: Rate exceeded")),
+        ("drain", LifecycleActionPending(f"{INSTANCE} is still Terminating")),
+        ("drain", DrainSuperseded("the node's cordon names drain-b now")),
+    ],
+)
+def test_an_error_the_state_machine_answers_by_name_pages_nobody_but_an_unexpected_one_does(
+    function: str, answer: Exception
+) -> None:
+    """Scenario: a scale-up's SetDesiredCapacity is throttled once and its Retry succeeds two seconds
+    later; a drain's CompleteLifecycleAction finds the instance still Terminating twice (the step raises
+    LifecycleActionPending, which DrainNode retries until the instance waits in Terminating:Wait); a
+    drain stops for another drain that took the node over (DrainSuperseded, caught: a success). Each
+    raise is a function error in Lambda's Errors (AWS Lambda Developer Guide, "Types of metrics for
+    Lambda functions"), and ``<fn>-errors`` read Errors alone, at 1 in one five-minute period: every one
+    of these paged, though nothing failed. An error no state machine names (a bug, a refused
+    permission) still pages at once.
+
+    Rule: an alarm fires when what its runbook row describes happens, and only then."""
+    from spillway.observability import metrics
+
+    [props] = [p for n, p in alarms().items() if n.endswith(f"-{function}-errors")]
+    app = load_app(function)
+    step = "scale_step" if function == "scale" else "run_action"
+    event = {"action": "prepare"} if function == "scale" else {"action": "complete_lifecycle", "drain": {}}
+
+    def invocation(error: Exception) -> float:
+        """The AnsweredErrors the handler printed for one invocation that raised ``error``."""
+        with pytest.MonkeyPatch.context() as env:
+            env.setattr(app, step, _raising(error))
+            clients = SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER), drainer=lambda hook: None)
+            env.setattr(app, "get_clients", lambda: clients)
+            try:
+                out = invoke(app, event, function, raises=type(error))
+            finally:
+                metrics.clear_metrics()
+                metrics.clear_default_dimensions()
+        return sum(
+            sum(v) for (name, dims), v in emf_values(out).items()
+            if name == "AnsweredErrors" and ("Function", function) in dims and ("Cluster", CLUSTER) in dims
+        )  # fmt: skip
+
+    # two raises in the same period, then the retry that succeeds (Errors 0)
+    answered = [invocation(answer), invocation(answer)]
+    series = {
+        "Errors": [(0, 1.0), (2, 1.0), (6, 0.0)],
+        "AnsweredErrors": [(0, answered[0]), (2, answered[1])],
+    }
+    assert not _math_alarm_fires(props, series)
+    unexpected = invocation(RuntimeError("KeyError in a step"))
+    assert _math_alarm_fires(props, {"Errors": [(0, 1.0)], "AnsweredErrors": [(0, unexpected)]})
+
+
+@pytest.mark.parametrize("function", ["observe", "plan", "interrupt"])
+def test_one_failure_the_next_run_gets_past_pages_nobody_but_a_failure_that_lasts_does(function: str) -> None:
+    """Scenario: the API server times out once, so one observation raises, and the next minute's start
+    observes; one plan's commit is throttled past the SDK's retries, the stream's retry of the record
+    plans it a few seconds later; a notice fails once and the queue's next receive handles it. Nothing
+    was lost, yet each paged: ``<fn>-errors`` went to ALARM on one error in one five-minute period. A
+    failure that lasts (every run fails for twenty minutes, plans as rare as the heartbeat) still pages.
+
+    Rule: an alarm needs what an operator acts on, not one failure that healed by itself."""
+    [props] = [p for n, p in alarms().items() if n.endswith(f"-{function}-errors")]
+    # a plan comes per stored snapshot: at worst every 5 minutes 20 s (observe's heartbeat)
+    minutes = range(0, 20 * 60, 320 if function == "plan" else 60)
+    metric = "PlanFailures" if function == "plan" else "Errors"
+
+    def fires(failed: list[tuple[float, float]]) -> bool:
+        ran = [(float(at), 0.0) for at in minutes]
+        if "Metrics" in props:
+            return _math_alarm_fires(props, {"Errors": ran, metric: failed})
+        return _alarm_fires(props, sorted(ran + failed))
+
+    assert not fires([(0.0, 1.0)])
+    assert fires([(float(at), 1.0) for at in minutes])
+
+
+def test_observe_that_stops_running_pages_though_nothing_raised() -> None:
+    """Scenario: the account's Lambda concurrency is spent by another team's burst, so every start of
+    observe is throttled (a throttled invocation is neither an invocation nor an error: AWS Lambda
+    Developer Guide, "Types of metrics for Lambda functions"); or its schedule is disabled. Nothing
+    raises, so ``observe-errors`` stays OK; nothing is observed, so pending-too-long, not-ready-nodes
+    and every alarm on what observe and the plans emit have no data and, notBreaching, stay OK too,
+    while pods wait and nothing scales. ``not-observing`` counts the snapshots observe stores, which
+    its heartbeat makes at least one every 5 minutes 20 s, and takes a period without any as breaching.
+
+    Rule: an alarm fires when what its runbook row describes happens, and only then."""
+    [props] = [p for n, p in alarms().items() if n.endswith("-not-observing")]
+    assert props["MetricName"] == "SnapshotsWritten" and props["TreatMissingData"] == "breaching"
+    period, threshold = number(props["Period"]), number(props["Threshold"])
+    assert props["ComparisonOperator"] == "LessThanThreshold"
+    aggregate = {"Sum": sum, "Maximum": max, "SampleCount": len}[props["Statistic"]]
+
+    def fires(series: list[tuple[float, float]], until: float) -> bool:
+        """Each whole period up to ``until``: missing (no datapoint) or below the threshold breaches."""
+        buckets: dict[int, list[float]] = {}
+        for at, value in series:
+            buckets.setdefault(int(at // period), []).append(value)
+        breaching = [
+            b not in buckets or aggregate(buckets[b]) < threshold for b in range(int(until // period))
+        ]
+        needed = int(number(props.get("DatapointsToAlarm", props["EvaluationPeriods"])))
+        window = int(number(props["EvaluationPeriods"]))
+        return any(sum(breaching[i : i + window]) >= needed for i in range(len(breaching) - window + 1))
+
+    # steady: an observation every 20 s, nothing changing, a heartbeat snapshot every 5 minutes 20 s
+    day = 24 * 3600
+    steady = [(float(t), 1.0 if t % 320 == 0 else 0.0) for t in range(0, day, 20)]
+    assert not fires(steady, day)
+    # observe throttled from the sixth hour on: no datapoint at all after it
+    stopped = [(t, v) for t, v in steady if t < 6 * 3600]
+    assert fires(stopped, 7 * 3600)
+
+
+def test_nodes_unready_for_one_plan_do_not_page_as_an_unhealthy_cluster_but_a_lasting_fault_does() -> None:
+    """Scenario: a zone's network blips for a minute; the node lifecycle controller marks its nodes
+    NotReady after its grace period, one plan finds half the cluster unready and drains nothing
+    (ClusterUnhealthy 1), and the next plan finds them Ready again. Nothing needed a person, yet
+    ``ClusterUnhealthy`` paged on that one plan. Kubelets down for a quarter of an hour, plans every
+    5 minutes 20 s at worst, still page.
+
+    Rule: an alarm needs what an operator acts on, not one failure that healed by itself."""
+    [props] = [p for n, p in alarms().items() if n.endswith("-ClusterUnhealthy")]
+    plans = range(0, 3600, 320)
+    blip = [(float(t), 1.0 if t == 960 else 0.0) for t in plans]
+    assert not _alarm_fires(props, blip)
+    lasting = [(float(t), 1.0 if 960 <= t < 960 + 15 * 60 else 0.0) for t in plans]
+    assert _alarm_fires(props, lasting)

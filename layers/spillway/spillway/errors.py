@@ -263,3 +263,38 @@ class PartBeforeUnknown(SpillwayError):
     of the part before failed past its retries, or the part before failed with this error. Raised by
     scale_down.asl.json's Fail state, not by a Lambda: the part drains nothing, and the part after it,
     reading this error, fails the same way, so an operator's stop is never drained past unseen."""
+
+
+# The errors each state machine's Lambda steps raise as an answer the state machine takes by name: a
+# Retry names it (a transient failure, or LifecycleActionPending: the instance is still Terminating),
+# or a named Catch (DrainSuperseded: another drain has the node; AsgLimitExceeded, AsgNotFound: the
+# group is refused or backed off). Lambda counts each in the function's Errors all the same (AWS Lambda
+# Developer Guide, "Types of metrics for Lambda functions": an exception the code throws is a function
+# error), so the handlers count them apart (observability.counting_answers, metric AnsweredErrors) and
+# the function's errors alarm leaves them out. A Retry that runs out ends where the state machine's
+# Catch sends it (a failed execution, which its own alarm counts). Keyed by the function's short name;
+# tests/unit/test_error_contract.py checks each set against the state machines' Retry and Catch.
+STEP_ANSWERS: dict[str, frozenset[str]] = {
+    "scale": frozenset(
+        {
+            "AsgLimitExceeded",
+            "AsgNotFound",
+            "AwsThrottled",
+            "AwsUnavailable",
+            "KubeConflict",
+            "KubeUnavailable",
+            "SnapshotError",
+            "StateConflict",
+        }
+    ),
+    "drain": frozenset(
+        {
+            "AwsThrottled",
+            "AwsUnavailable",
+            "DrainSuperseded",
+            "KubeConflict",
+            "KubeUnavailable",
+            "LifecycleActionPending",
+        }
+    ),
+}

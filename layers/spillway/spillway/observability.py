@@ -27,11 +27,13 @@ from __future__ import annotations
 import importlib.util
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
 
 SERVICE = "spillway"
 NAMESPACE = "Spillway"
@@ -182,6 +184,31 @@ def add_seconds(name: str, value: float) -> None:
 
 def add_bytes(name: str, value: float) -> None:
     metrics.add_metric(name=name, unit=MetricUnit.Bytes, value=value)
+
+
+@contextmanager
+def counting_answers(function: str, answers: frozenset[str]) -> Iterator[None]:
+    """Count, as ``AnsweredErrors`` (dimension ``Function``), an error the body raises whose class name is
+    one of ``answers`` (:data:`spillway.errors.STEP_ANSWERS`: what the state machine retries or catches by
+    that name, as Step Functions matches a Lambda's errorType), and raise it on. Flushed at once, since
+    the invocation fails, and stamped with the invocation's start: the timestamp of Lambda's Errors
+    is when the function was invoked, not when the error occurred (AWS Lambda Developer Guide, "Types
+    of metrics for Lambda functions"), so both fall in the same period of the errors alarm."""
+    started = datetime.now(UTC)
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ in answers:
+            with single_metric(
+                name="AnsweredErrors",
+                unit=MetricUnit.Count,
+                value=1,
+                namespace=NAMESPACE,
+                default_dimensions={"service": SERVICE, **metrics.default_dimensions},
+            ) as metric:
+                metric.add_dimension(name="Function", value=function)
+                metric.set_timestamp(started)
+        raise
 
 
 def set_cluster(cluster: str) -> None:

@@ -1,0 +1,63 @@
+"""An error a state machine retries or catches by name is counted apart (AnsweredErrors), so the
+function's errors alarm can leave it out: at the invocation's start, where Lambda puts Errors."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from spillway import observability
+from spillway.errors import STEP_ANSWERS, AwsThrottled, InvalidDrainRequest
+
+STARTED = datetime(2026, 11, 2, 10, 4, 59, 500000, tzinfo=UTC)
+
+
+class Clock:
+    """``datetime`` as the module reads it: ``now`` is the invocation's start, once."""
+
+    @staticmethod
+    def now(tz: Any = None) -> datetime:
+        return STARTED
+
+
+def printed(error: Exception | None, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    monkeypatch.setattr(observability, "datetime", Clock)
+    observability.set_cluster("ml")
+    out = io.StringIO()
+    try:
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.suppress(Exception),
+            observability.counting_answers("drain", STEP_ANSWERS["drain"]),
+        ):
+            if error is not None:
+                raise error
+    finally:
+        observability.metrics.clear_default_dimensions()
+    return [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
+
+
+def test_an_answered_error_is_counted_at_the_invocations_start_and_raised_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A drain step throttled at 10:05:01 was invoked at 10:04:59.5: Lambda's Errors falls in the
+    10:00 period (its timestamp is the invocation's), so AnsweredErrors must too, or the 10:00 period
+    counts an error nobody answered and pages."""
+    [doc] = printed(AwsThrottled("TerminateInstanceInAutoScalingGroup: Rate exceeded"), monkeypatch)
+    assert doc["AnsweredErrors"] == [1.0]
+    assert (doc["Function"], doc["Cluster"], doc["service"]) == ("drain", "ml", "spillway")
+    assert doc["_aws"]["Timestamp"] == int(STARTED.timestamp() * 1000)
+    with pytest.raises(AwsThrottled), observability.counting_answers("drain", STEP_ANSWERS["drain"]):
+        raise AwsThrottled("raised on, for the state machine's Retry")
+
+
+@pytest.mark.parametrize("error", [None, InvalidDrainRequest("no node", field="node"), KeyError("bug")])
+def test_success_and_errors_no_state_machine_names_count_nothing(
+    error: Exception | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert printed(error, monkeypatch) == []
