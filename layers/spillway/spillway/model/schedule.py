@@ -28,7 +28,7 @@ MinSize now (or what somebody changed it to since), which the planner already ho
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import pairwise
@@ -388,10 +388,22 @@ def scheduled_floor(actions: Sequence[ScheduledFloor], now: datetime, horizon: t
     a tie); None when none does. Past runs set no floor: AWS applied them to the group's sizes, which
     may have been changed since. An action whose cron or zone cannot be read is skipped (it was checked
     when the group was read)."""
+    coming = _runs(actions, now, horizon, floor_of)
+    return max(coming, key=lambda f: (f.min_size, -f.at.timestamp(), f.action.name), default=None)
+
+
+def _runs(
+    actions: Sequence[ScheduledFloor],
+    now: datetime,
+    horizon: timedelta,
+    size_of: Callable[[ScheduledFloor], tuple[int, str] | None],
+) -> list[Floor]:
+    """A :class:`Floor` for each action ``size_of`` gives a size for and that runs after ``now`` and
+    within ``horizon``, at its next run; an action whose cron or zone cannot be read is skipped."""
     now = _aware(now)
     coming: list[Floor] = []
     for action in actions:
-        size = floor_of(action)
+        size = size_of(action)
         if size is None:
             continue
         try:
@@ -400,7 +412,7 @@ def scheduled_floor(actions: Sequence[ScheduledFloor], now: datetime, horizon: t
             continue
         if upcoming is not None:
             coming.append(Floor(size[0], action, upcoming, size[1]))
-    return max(coming, key=lambda f: (f.min_size, -f.at.timestamp(), f.action.name), default=None)
+    return coming
 
 
 def check_actions(actions: Iterable[ScheduledFloor]) -> list[str]:
@@ -441,19 +453,13 @@ def scheduled_ceiling(
     scheduled action that names no new limits updates the desired capacity, the group's current minimum
     and maximum apply). Past runs are not read, as for :func:`scheduled_floor`; an action whose cron or
     zone cannot be read is skipped."""
-    now = _aware(now)
-    coming: list[Floor] = []
-    for action in actions:
+
+    def held(action: ScheduledFloor) -> tuple[int, str] | None:
         size = ceiling_of(action)
-        if size is None:
-            continue
         low = action.min_size if action.min_size is not None else min_size
-        if low > size[0]:
-            size = (low, f"{size[1]} {size[0]}, held by MinSize")
-        try:
-            upcoming = action.next_fire(now, horizon)
-        except ValueError:
-            continue
-        if upcoming is not None:
-            coming.append(Floor(size[0], action, upcoming, size[1]))
+        if size is not None and low > size[0]:
+            return low, f"{size[1]} {size[0]}, held by MinSize"
+        return size
+
+    coming = _runs(actions, now, horizon, held)
     return min(coming, key=lambda f: (f.min_size, f.at.timestamp(), f.action.name), default=None)
