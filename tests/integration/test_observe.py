@@ -80,6 +80,19 @@ def store(dynamodb: Any, tables: dict[str, str]) -> SnapshotStore:
     return SnapshotStore(dynamodb, tables["SnapshotsTable"])
 
 
+def kubeflow_worker(
+    kobj: Any, name: str, host: str, kind: str, job: str, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A worker pod of Kubeflow job ``kind``/``job`` in namespace ml on ``host``, as the training
+    operator makes it: owned by the job (kubeflow.org/v1) and labelled with its name and replica type."""
+    worker: dict[str, Any] = kobj.pod(
+        name, "ml", node_name=host, owner=(kind, job), cpu="100m", annotations=annotations,
+        labels={"training.kubeflow.org/job-name": job, "training.kubeflow.org/replica-type": "worker"},
+    )  # fmt: skip
+    worker["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
+    return worker
+
+
 def stored_items(store: SnapshotStore) -> list[dict[str, Any]]:
     return list(store.client.scan(TableName=store.table)["Items"])
 
@@ -787,11 +800,7 @@ def test_elastic_jobs_created_through_the_api_are_read_as_their_crds_store_them(
     )
     for job, kind, count in (("bert", "PyTorchJob", 3), ("ernie", "PaddleJob", 2)):
         for i in range(count):
-            worker = kobj.pod(f"{job}-worker-{i}", "ml", node_name=host, owner=(kind, job), cpu="100m",
-                              labels={"training.kubeflow.org/job-name": job,
-                                      "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
-            worker["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
-            kubeapi.add(worker)
+            kubeapi.add(kubeflow_worker(kobj, f"{job}-worker-{i}", host, kind, job))
     kube = KubeClient.for_url(kubeapi.url, page_size=30)
 
     cluster = ClusterSnapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).cluster.to_dict())
@@ -1511,12 +1520,12 @@ def test_tfjobs_xgboostjobs_and_jaxjobs_written_over_the_wire_keep_their_pods_fr
         ("jax", "JAXJob"),
         ("typo", "TFJob"),
     ):
-        worker = kobj.pod(f"{job_name}-worker-0", "ml", node_name=host, owner=(kind, job_name), cpu="100m",
-                          annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
-                          labels={"training.kubeflow.org/job-name": job_name,
-                                  "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
-        worker["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
-        kubeapi.add(worker)
+        kubeapi.add(
+            kubeflow_worker(
+                kobj, f"{job_name}-worker-0", host, kind, job_name,
+                annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
+            )
+        )  # fmt: skip
     kube = KubeClient.for_url(kubeapi.url, page_size=30)
 
     cluster = ClusterSnapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).cluster.to_dict())

@@ -29,6 +29,16 @@ def _joined(w: World, node: str, minutes_ago: float) -> dict[str, Any]:
     return item
 
 
+def _tainted_world(taint: dict[str, str], minutes_ago: float = 1) -> tuple[World, str, str]:
+    """An m5.2xlarge node that joined ``minutes_ago`` carrying ``taint``, and a pod that does not
+    tolerate it."""
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    _joined(w, node, minutes_ago)["spec"]["taints"] = [taint]
+    (pod,) = w.pods("web", 1, cpu="2", memory="4Gi")
+    return w, node, pod
+
+
 def _gpu_world(minutes_ago: float) -> tuple[World, str, str]:
     """A p4d node that joined ``minutes_ago`` and is Ready, its device plugin not registered yet (no
     ``nvidia.com/gpu``), and an 8-GPU job it was launched for."""
@@ -76,10 +86,7 @@ def test_once_its_gpus_are_registered_the_job_goes_there() -> None:
     "taint", [PREFIXED, {**PREFIXED, "key": "ignore-taint.cluster-autoscaler.kubernetes.io/x"}]
 )
 def test_a_node_with_a_startup_taint_by_prefix_is_starting(taint: dict[str, str]) -> None:
-    w = World()
-    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
-    _joined(w, node, 1)["spec"]["taints"] = [taint]
-    (pod,) = w.pods("web", 1, cpu="2", memory="4Gi")
+    w, node, pod = _tainted_world(taint)
 
     result = w.plan()
 
@@ -88,10 +95,7 @@ def test_a_node_with_a_startup_taint_by_prefix_is_starting(taint: dict[str, str]
 
 
 def test_a_taint_named_in_startup_taints_is_one_and_others_are_not() -> None:
-    w = World()
-    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
-    _joined(w, node, 1)["spec"]["taints"] = [CNI]
-    (pod,) = w.pods("web", 1, cpu="2", memory="4Gi")
+    w, _, pod = _tainted_world(CNI)
 
     assert w.plan(startup_taints=["node.cilium.io/agent-not-ready"]).scale_up == ()
     unlisted = w.plan()  # a taint the pod does not tolerate, not known to go away: a new node
@@ -179,17 +183,11 @@ def test_a_young_ready_node_still_carrying_a_taint_of_its_start_is_starting(tain
     unreachable, uninitialized), cluster-autoscaler as not ready, so still upcoming while young
     (utils/kubernetes/ready.go GetNodeReadiness: not-ready, network-unavailable). A snapshot taken in
     that window saw an ordinary node the job does not tolerate, and launched a second node for it."""
-    w = World()
-    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
-    _joined(w, node, 1)["spec"]["taints"] = [taint]
-    (pod,) = w.pods("web", 1, cpu="2", memory="4Gi")
+    w, node, pod = _tainted_world(taint)
 
     result = w.plan()
 
     assert result.scale_up == () and pending_codes(result)[pod] == codes.FITS_LAUNCHING
     assert taint["key"] in _kept(result)[node][1]
-    old = World()
-    (node,) = old.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
-    _joined(old, node, 16)["spec"]["taints"] = [taint]  # past max_node_startup_minutes: ordinary
-    (pod,) = old.pods("web", 1, cpu="2", memory="4Gi")
+    old, _, pod = _tainted_world(taint, 16)  # past max_node_startup_minutes: ordinary
     assert scale_up(old.plan()) == {"cpu": (1, 2, [pod])}
