@@ -22,6 +22,7 @@ SOON = NOW + timedelta(minutes=5)  # within the default 10-minute scale_down_idl
 EVENING = ScheduledFloor("evening", desired=2, start=SOON)
 MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
 PINNED = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 
 
 def planned(world: World, facts: dict[str, Any], **config: Any) -> ScalingPlan:
@@ -225,3 +226,37 @@ def test_a_node_drained_ahead_of_the_action_is_not_uncordoned_for_pending_pods()
 
     before = planned(world, {})
     assert [u.node for u in before.uncordon] == [nodes[0]]
+
+
+def test_scale_down_disabled_idle_nodes_stay_in_a_group_whose_consolidation_is_off() -> None:
+    """Consolidation off (the group scales in by its schedule) and three of four idle nodes annotated
+    scale-down-disabled: the annotation holds ahead of the action as it holds anywhere else, though
+    consolidation-off, which the drain ahead waives, is what a scale-down judges first. Only the fourth
+    node is drained; the shrink names what keeps the others."""
+    world, nodes = web()
+    for node in nodes:
+        world.idle_since(node, 2)
+    for node in nodes[:3]:
+        world.node(node)["metadata"]["annotations"][SCALE_DOWN_DISABLED] = "true"
+    result = planned(world, {"scheduled": (EVENING,), "consolidation": "off"})
+
+    assert [d.node for d in result.drain] == [nodes[3]]
+    (shrink,) = result.shrinks
+    assert f"{codes.SCALE_DOWN_DISABLED} on 3 node(s)" in shrink.reason
+
+
+def test_young_busy_nodes_protected_from_scale_in_are_not_drained_ahead() -> None:
+    """Four nodes launched three minutes ago, each with a movable replica; two are protected from
+    scale-in. The drain ahead waives a node's youth, but not the protection its youth was judged
+    before: TerminateInstanceInAutoScalingGroup would terminate a protected instance, which the action
+    itself never does. The two unprotected nodes are drained."""
+    world, nodes = web()
+    for node in nodes:
+        world.node(node)["metadata"]["creationTimestamp"] = "2026-11-02T11:57:00Z"
+    for i, node in enumerate(nodes):
+        replica(world, node, f"r{i}")
+    instances = tuple(i["InstanceId"] for i in world.groups["web"]["Instances"])
+    result = planned(world, {"scheduled": (EVENING,), "protected_instances": instances[:2]})
+
+    assert sorted(d.instance_id for d in result.drain) == sorted(instances[2:])
+    assert {d.code for d in result.drain} == {codes.SCHEDULED_SHRINK}
