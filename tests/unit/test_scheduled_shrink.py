@@ -15,6 +15,7 @@ from typing import Any
 
 from plan_world import NOW, World, scale_up
 
+from spillway.local import objects as o
 from spillway.model.schedule import ScheduledFloor
 from spillway.planner import ScalingPlan, codes, plan
 
@@ -260,3 +261,34 @@ def test_young_busy_nodes_protected_from_scale_in_are_not_drained_ahead() -> Non
 
     assert sorted(d.instance_id for d in result.drain) == sorted(instances[2:])
     assert {d.code for d in result.drain} == {codes.SCHEDULED_SHRINK}
+
+
+def test_a_pod_disruption_budget_spent_by_one_drain_ahead_keeps_the_next_node() -> None:
+    """Two replicas of web, one on each of two nodes, spread over hostnames (DoNotSchedule) under a
+    PodDisruptionBudget that allows one disruption; the action takes three nodes to one. The first
+    drain ahead moves web0 and spends the budget. The second node's replica is one whose topology this
+    plan changes, which a drain ahead moves all the same (it is evicted anyway); but that waiver also
+    skipped the budget check, so both replicas were planned for eviction at once. The second node waits
+    for a later plan (the budget comes back once web0 runs again), its pods reported at risk."""
+    world, (a, b, c) = web(nodes=3)
+    spread = [
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "web"}}}
+    ]  # fmt: skip
+    replicas = []
+    for i, node in enumerate((a, b)):
+        (key,) = world.pods(f"web{i}", 1, cpu="1500m", memory="1Gi", node_name=node, owner=("ReplicaSet", "web"),
+                            annotations=MOVABLE, labels={"app": "web"})  # fmt: skip
+        world.pod_item(key)["spec"]["topologySpreadConstraints"] = spread
+        replicas.append(key)
+    world.pods(
+        "filler", 1, cpu="5", memory="1Gi", node_name=b, owner=("ReplicaSet", "filler"), annotations=MOVABLE
+    )
+    replica(world, c, "other", PINNED)
+    world.items.append(o.pdb("web", "default", {"app": "web"}, max_unavailable=1, disruptions_allowed=1))
+    result = planned(world, {"scheduled": (replace(EVENING, desired=1),)})
+
+    (drain,) = result.drain
+    assert (drain.node, drain.pods) == (a, (replicas[0],))
+    (shrink,) = result.shrinks
+    assert replicas[1] in shrink.at_risk
