@@ -292,3 +292,31 @@ def test_a_pod_disruption_budget_spent_by_one_drain_ahead_keeps_the_next_node() 
     assert (drain.node, drain.pods) == (a, (replicas[0],))
     (shrink,) = result.shrinks
     assert replicas[1] in shrink.at_risk
+
+
+def test_a_make_room_cordon_counts_as_a_node_that_stays_when_a_drained_node_is_reused() -> None:
+    """Of four nodes, Spillway drains one ahead of the action that sets DesiredCapacity 3, and a
+    make-room drain has another cordoned, emptying it for a pending pod (State.rooms): that node stays
+    in the group. A late pod fits only the node drained ahead. Counting both cordons as nodes leaving,
+    the plan found the group at two without the drained node and uncordoned it for the late pod: the
+    group then kept four nodes, and Auto Scaling terminates one undrained at the action's run."""
+    world, nodes = web()
+    for i, node in enumerate(nodes[2:]):
+        world.pods(f"full{i}", 1, cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", f"full{i}"),
+                   annotations=PINNED)  # fmt: skip
+    claimed = {
+        "idle_since": (NOW - timedelta(minutes=30)).isoformat(),
+        "draining_since": (NOW - timedelta(minutes=1)).isoformat(),
+    }
+    for node in nodes[:2]:
+        world.cordon(node, by_spillway=True)
+        world.state["nodes"][node] = dict(claimed)
+    (wanted,) = world.pods("wanted", 1, cpu="7", memory="1Gi", owner=("ReplicaSet", "wanted"))
+    world.state["rooms"] = {nodes[1]: {"pods": [wanted], "since": (NOW - timedelta(minutes=1)).isoformat()}}
+    (late,) = world.pods("late", 1, cpu="7", memory="1Gi", owner=("ReplicaSet", "late"))
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=3),)})
+
+    assert not result.uncordon
+    codes_of = {p.pod: p.code for p in result.pending}
+    assert (codes_of[late], codes_of[wanted]) == (codes.MAX_SIZE, codes.MAKING_ROOM)
