@@ -306,3 +306,33 @@ def test_an_instance_drawn_from_the_warm_pool_is_capacity_launching_though_its_n
     assert second.unhealthy == ()
     still = plan(snapshot, groups, cfg, second.state, later + timedelta(minutes=cfg.max_node_startup_minutes))
     assert [(s.group, s.from_size, s.to_size) for s in still.scale_up] == [("cpu", 3, 4)]  # never came
+
+
+def test_a_drawn_instance_ready_with_its_unreachable_taint_still_on_is_starting() -> None:
+    """The node lifecycle controller taints a Node node.kubernetes.io/unreachable (NoSchedule and
+    NoExecute) when its kubelet stops reporting, as it does when a warm instance stops, and lifts the
+    taint a moment after the kubelet reports Ready again. A plan whose snapshot caught the drawn
+    instance's Node Ready with the taint still on judged it by its creation at warm-up: neither
+    starting nor launching, but an ordinary node the pod does not tolerate, and launched a fourth node
+    for the pod the draw was for."""
+    w, iid, web = _drawn_world(pooled=True)
+    snapshot, groups, cfg, state = w.parsed()
+    groups = [replace(g, pooled_instances=(iid,), warm_instances=1) for g in groups]
+    first = plan(snapshot, groups, cfg, state, NOW)
+
+    w, iid, web = _drawn_world(pooled=False)
+    node = next(i for i in w.items if i["kind"] == "Node" and i["spec"]["providerID"].endswith(iid))
+    (condition,) = node["status"]["conditions"]
+    condition.update(status="True", reason="KubeletReady", lastTransitionTime="2026-11-02T12:00:50Z")
+    node["spec"]["taints"] = [
+        {"key": "node.kubernetes.io/unreachable", "effect": effect} for effect in ("NoSchedule", "NoExecute")
+    ]
+    w.state = first.state.to_wire()
+    snapshot, groups, cfg, state = w.parsed()
+    later = NOW + timedelta(minutes=1)
+    second = plan(snapshot, groups, cfg, state, later)
+
+    assert second.scale_up == ()
+    assert pending_codes(second)[web] == codes.FITS_LAUNCHING
+    # the next plan still knows the draw while the taint is on
+    assert iid in second.state.joining

@@ -122,3 +122,38 @@ def test_a_scheduled_action_that_set_the_groups_size_since_the_raise_ends_it() -
     not_yet = planned(ScheduledFloor("shrink", desired=1, recurrence="0 3 * * *"))
     assert not_yet.scale_up == ()
     assert {pending_codes(not_yet)[p] for p in pods} == {"fits-launching"}
+
+
+def test_a_scheduled_action_that_sets_max_size_above_the_raise_leaves_it_under_way() -> None:
+    """A raise to 3 three minutes ago that the snapshot does not show yet (desired 1); at 11:59 a
+    recurring action set MaxSize 10 (and MinSize 0), as a daily schedule that only moves the limits
+    does. A MaxSize above the desired capacity changes no size (Auto Scaling sets the sizes an action
+    names: "Scheduled scaling"), so the raise's nodes are still coming. Ended, the plan raised the group
+    again for the same pods, and the scale-up step raises relative to the live desired capacity: two
+    more nodes paid for and idle. Nor does a DesiredCapacity above the raise end it."""
+    from dataclasses import replace
+
+    from spillway.model.schedule import ScheduledFloor
+    from spillway.planner import plan
+
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=1)
+    pods = w.pods("web", 3, **BIG)
+    w.state["raises"] = {
+        "us-east-1/cpu-east": {
+            "to": 3,
+            "since": (NOW - timedelta(minutes=3)).isoformat(),
+            "group": "cpu-east",
+            "region": "us-east-1",
+        }
+    }
+    for action in (
+        ScheduledFloor("limits", min_size=0, max_size=10, recurrence="59 11 * * *"),
+        ScheduledFloor("morning", desired=4, recurrence="59 11 * * *"),
+    ):
+        snapshot, groups, cfg, state = w.parsed()
+        groups = [replace(g, scheduled=(action,)) for g in groups]
+        result = plan(snapshot, groups, cfg, state, NOW)
+
+        assert result.scale_up == (), action
+        assert {pending_codes(result)[p] for p in pods} == {"fits-launching"}

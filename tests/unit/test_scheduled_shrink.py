@@ -15,6 +15,7 @@ from typing import Any
 
 from plan_world import NOW, World, scale_up
 
+from spillway.local import objects as o
 from spillway.model.schedule import ScheduledFloor
 from spillway.planner import ScalingPlan, codes, plan
 
@@ -22,6 +23,7 @@ SOON = NOW + timedelta(minutes=5)  # within the default 10-minute scale_down_idl
 EVENING = ScheduledFloor("evening", desired=2, start=SOON)
 MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
 PINNED = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 
 
 def planned(world: World, facts: dict[str, Any], **config: Any) -> ScalingPlan:
@@ -225,3 +227,96 @@ def test_a_node_drained_ahead_of_the_action_is_not_uncordoned_for_pending_pods()
 
     before = planned(world, {})
     assert [u.node for u in before.uncordon] == [nodes[0]]
+
+
+def test_scale_down_disabled_idle_nodes_stay_in_a_group_whose_consolidation_is_off() -> None:
+    """Consolidation off (the group scales in by its schedule) and three of four idle nodes annotated
+    scale-down-disabled: the annotation holds ahead of the action as it holds anywhere else, though
+    consolidation-off, which the drain ahead waives, is what a scale-down judges first. Only the fourth
+    node is drained; the shrink names what keeps the others."""
+    world, nodes = web()
+    for node in nodes:
+        world.idle_since(node, 2)
+    for node in nodes[:3]:
+        world.node(node)["metadata"]["annotations"][SCALE_DOWN_DISABLED] = "true"
+    result = planned(world, {"scheduled": (EVENING,), "consolidation": "off"})
+
+    assert [d.node for d in result.drain] == [nodes[3]]
+    (shrink,) = result.shrinks
+    assert f"{codes.SCALE_DOWN_DISABLED} on 3 node(s)" in shrink.reason
+
+
+def test_young_busy_nodes_protected_from_scale_in_are_not_drained_ahead() -> None:
+    """Four nodes launched three minutes ago, each with a movable replica; two are protected from
+    scale-in. The drain ahead waives a node's youth, but not the protection its youth was judged
+    before: TerminateInstanceInAutoScalingGroup would terminate a protected instance, which the action
+    itself never does. The two unprotected nodes are drained."""
+    world, nodes = web()
+    for node in nodes:
+        world.node(node)["metadata"]["creationTimestamp"] = "2026-11-02T11:57:00Z"
+    for i, node in enumerate(nodes):
+        replica(world, node, f"r{i}")
+    instances = tuple(i["InstanceId"] for i in world.groups["web"]["Instances"])
+    result = planned(world, {"scheduled": (EVENING,), "protected_instances": instances[:2]})
+
+    assert sorted(d.instance_id for d in result.drain) == sorted(instances[2:])
+    assert {d.code for d in result.drain} == {codes.SCHEDULED_SHRINK}
+
+
+def test_a_pod_disruption_budget_spent_by_one_drain_ahead_keeps_the_next_node() -> None:
+    """Two replicas of web, one on each of two nodes, spread over hostnames (DoNotSchedule) under a
+    PodDisruptionBudget that allows one disruption; the action takes three nodes to one. The first
+    drain ahead moves web0 and spends the budget. The second node's replica is one whose topology this
+    plan changes, which a drain ahead moves all the same (it is evicted anyway); but that waiver also
+    skipped the budget check, so both replicas were planned for eviction at once. The second node waits
+    for a later plan (the budget comes back once web0 runs again), its pods reported at risk."""
+    world, (a, b, c) = web(nodes=3)
+    spread = [
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "web"}}}
+    ]  # fmt: skip
+    replicas = []
+    for i, node in enumerate((a, b)):
+        (key,) = world.pods(f"web{i}", 1, cpu="1500m", memory="1Gi", node_name=node, owner=("ReplicaSet", "web"),
+                            annotations=MOVABLE, labels={"app": "web"})  # fmt: skip
+        world.pod_item(key)["spec"]["topologySpreadConstraints"] = spread
+        replicas.append(key)
+    world.pods(
+        "filler", 1, cpu="5", memory="1Gi", node_name=b, owner=("ReplicaSet", "filler"), annotations=MOVABLE
+    )
+    replica(world, c, "other", PINNED)
+    world.items.append(o.pdb("web", "default", {"app": "web"}, max_unavailable=1, disruptions_allowed=1))
+    result = planned(world, {"scheduled": (replace(EVENING, desired=1),)})
+
+    (drain,) = result.drain
+    assert (drain.node, drain.pods) == (a, (replicas[0],))
+    (shrink,) = result.shrinks
+    assert replicas[1] in shrink.at_risk
+
+
+def test_a_make_room_cordon_counts_as_a_node_that_stays_when_a_drained_node_is_reused() -> None:
+    """Of four nodes, Spillway drains one ahead of the action that sets DesiredCapacity 3, and a
+    make-room drain has another cordoned, emptying it for a pending pod (State.rooms): that node stays
+    in the group. A late pod fits only the node drained ahead. Counting both cordons as nodes leaving,
+    the plan found the group at two without the drained node and uncordoned it for the late pod: the
+    group then kept four nodes, and Auto Scaling terminates one undrained at the action's run."""
+    world, nodes = web()
+    for i, node in enumerate(nodes[2:]):
+        world.pods(f"full{i}", 1, cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", f"full{i}"),
+                   annotations=PINNED)  # fmt: skip
+    claimed = {
+        "idle_since": (NOW - timedelta(minutes=30)).isoformat(),
+        "draining_since": (NOW - timedelta(minutes=1)).isoformat(),
+    }
+    for node in nodes[:2]:
+        world.cordon(node, by_spillway=True)
+        world.state["nodes"][node] = dict(claimed)
+    (wanted,) = world.pods("wanted", 1, cpu="7", memory="1Gi", owner=("ReplicaSet", "wanted"))
+    world.state["rooms"] = {nodes[1]: {"pods": [wanted], "since": (NOW - timedelta(minutes=1)).isoformat()}}
+    (late,) = world.pods("late", 1, cpu="7", memory="1Gi", owner=("ReplicaSet", "late"))
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=3),)})
+
+    assert not result.uncordon
+    codes_of = {p.pod: p.code for p in result.pending}
+    assert (codes_of[late], codes_of[wanted]) == (codes.MAX_SIZE, codes.MAKING_ROOM)

@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FILE",
-        help="aws autoscaling describe-scheduled-actions (repeatable): MinSize floors for scale-down",
+        help="aws autoscaling describe-scheduled-actions (repeatable): floors for scale-down, and the "
+        "size a group is drained down to ahead of an action that lowers it",
     )
     p.add_argument(
         "--warm-pool",

@@ -552,10 +552,10 @@ class Consolidation:
         return self._changed(candidate) or self._move_pods(candidate, make_room=False, anyway=True)
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool, anyway: bool = False) -> Verdict:
-        verdict = _topology_settling(candidate, self.ctx.planned) or self.stage.pod_budgets.refusal(
-            candidate.pods
-        )
-        if verdict is not None and not (anyway and verdict[0] == codes.DOES_NOT_FIT):
+        # evicted anyway, a pod whose topology settles still goes; its PodDisruptionBudget still binds
+        settling = None if anyway else _topology_settling(candidate, self.ctx.planned)
+        verdict = settling or self.stage.pod_budgets.refusal(candidate.pods)
+        if verdict is not None:
             return verdict
         trial = self._fit(candidate, make_room=make_room)
         if trial is None and anyway:

@@ -47,6 +47,7 @@ from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import TERMINATE, NodeGroup
 from spillway.model.state import GroupState, Since, State
 from spillway.planner.context import aware, iso, minutes
+from spillway.planner.startup import EPHEMERAL_TAINTS
 from spillway.planner.types import Unregistered
 
 
@@ -113,20 +114,30 @@ def warm_without_nodes(groups: Sequence[NodeGroup], nodes: Iterable[NodeInfo]) -
 
 
 def drawn_from_pools(nodes: Sequence[NodeInfo], groups: Sequence[NodeGroup], state: State) -> list[NodeInfo]:
-    """``nodes`` as the plan judges them: a NotReady Node of an instance of ``groups`` registered before
-    the last plan that saw the instance not yet a node of its group (in its warm pool: its Node is
-    from the warm-up) registers at that time (creation and Ready condition), as the instance's
-    new life in the group began then."""
+    """``nodes`` as the plan judges them: a Node of an instance of ``groups`` still coming back
+    (:func:`_coming_back`) registered before the last plan that saw the instance not yet a node of its
+    group (in its warm pool: its Node is from the warm-up) registers at that time (creation, and a
+    NotReady one's Ready condition), as the instance's new life in the group began then."""
     instances = {iid for g in groups for iid in g.instance_ids}
     out = []
     for node in nodes:
-        seen = state.joining.get(node.instance_id or "") if not node.ready else None
+        seen = state.joining.get(node.instance_id or "") if _coming_back(node) else None
         if seen is not None and node.instance_id in instances and node.created_at is not None:
             since = aware(seen.since)
             if since > aware(node.created_at):
-                node = replace(node, created_at=since, ready_changed_at=since)
+                changed = node.ready_changed_at if node.ready else since
+                node = replace(node, created_at=since, ready_changed_at=changed)
         out.append(node)
     return out
+
+
+def _coming_back(node: NodeInfo) -> bool:
+    """NotReady, or Ready and still carrying a taint the control plane lifts once the node is set up
+    (:data:`~spillway.planner.startup.EPHEMERAL_TAINTS`): the node lifecycle controller put
+    ``node.kubernetes.io/unreachable`` on a warm instance's Node when its kubelet stopped with the
+    instance, and lifts it a moment after the kubelet reports Ready again. Such a node is starting
+    (:mod:`spillway.planner.startup`) for ``max_node_startup_minutes`` from the draw."""
+    return not node.ready or any(key in EPHEMERAL_TAINTS for key, _, _ in node.taints)
 
 
 def watch_joins(
@@ -144,8 +155,7 @@ def watch_joins(
         for iid in group.instance_ids:
             node = registered.get(iid)
             if node is not None:
-                if not node.ready:
-                    _not_ready(out, group.key, node, state, now - startup)
+                _registered(out, group.key, node, state, now - startup)
                 continue
             previous = state.joining.get(iid)
             since = aware(previous.since) if previous is not None else now
@@ -168,6 +178,16 @@ def watch_joins(
                 + (f"; not removed: {kept}" if kept is not None else ""),
             )
     return out
+
+
+def _registered(out: Joins, group: GroupKey, node: NodeInfo, state: State, started_by: datetime) -> None:
+    """A Node of an instance of ``group``: judged when NotReady (:func:`_not_ready`); a drawn instance's
+    memory kept while its Node is Ready with a taint of its start still on (:func:`_coming_back`)."""
+    iid = node.instance_id or ""
+    if not node.ready:
+        _not_ready(out, group, node, state, started_by)
+    elif iid in state.joining and _coming_back(node):
+        out.joining[iid] = state.joining[iid]
 
 
 def _not_ready(out: Joins, group: GroupKey, node: NodeInfo, state: State, started_by: datetime) -> None:

@@ -151,7 +151,8 @@ def _below_ceilings(ctx: Context, reclaimable: list[WorkNode]) -> list[WorkNode]
     which Auto Scaling terminates undrained when the action runs."""
     leaving: dict[GroupKey, int] = {}
     for n in ctx.nodes.values():
-        if n.group is not None and n.info.cordoned_by_spillway:
+        # a make-room drain's cordon (State.rooms) keeps its node in the group, for the pods it waits for
+        if n.group is not None and n.info.cordoned_by_spillway and n.info.name not in ctx.state.rooms:
             leaving[n.group.key] = leaving.get(n.group.key, 0) + 1
     kept: dict[GroupKey, int] = {}
     out = []

@@ -31,21 +31,24 @@ def _live(entry: RaiseState, group: NodeGroup | None, state: State, now: datetim
         return False  # gone, or the snapshot shows the raise
     if now - aware(entry.since) >= timedelta(minutes=minutes):
         return False
-    if _resized_since(group, aware(entry.since), now):
+    if _resized_since(group, aware(entry.since), now, entry.to):
         return False
     backoff = state.groups.get(group.key.stored)
     return backoff is None or aware(backoff.backoff_until) <= now
 
 
-def _resized_since(group: NodeGroup, since: datetime, now: datetime) -> bool:
-    """A scheduled action that sets the group's DesiredCapacity or MaxSize ran after ``since`` and by
-    ``now`` (while the group's ScheduledActions process runs). A one-time action is gone from
-    DescribeScheduledActions once it ran, so only recurring ones (and one-time ones a snapshot read
-    before their run still lists) are seen."""
+def _resized_since(group: NodeGroup, since: datetime, now: datetime, to: int) -> bool:
+    """A scheduled action that sets the group's DesiredCapacity or MaxSize below the raise's ``to``
+    ran after ``since`` and by ``now`` (while the group's ScheduledActions process runs). One that
+    sets them at or above it leaves the raise standing: a MaxSize above the desired capacity changes
+    nothing, and a DesiredCapacity at or above ``to`` takes the raise's nodes in. A one-time action is
+    gone from DescribeScheduledActions once it ran, so only recurring ones (and one-time ones a
+    snapshot read before their run still lists) are seen."""
     if not group.scheduled or group.suspension(SCHEDULED_ACTIONS) is not None or now <= since:
         return False
     for action in group.scheduled:
-        if ceiling_of(action) is None:
+        size = ceiling_of(action)
+        if size is None or size[0] >= to:
             continue
         try:
             if action.next_fire(since, now - since) is not None:

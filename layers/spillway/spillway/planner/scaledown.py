@@ -525,17 +525,19 @@ class ScaleDownStage:
             elif out_of_service(node.info, self.ctx.config, self.ctx.now):
                 self.budgets.out.setdefault(node.group.key, set()).add(node.info.name)
 
-    def protected(self, node: WorkNode, *, removes: bool = True) -> Verdict:
+    def protected(self, node: WorkNode, *, removes: bool = True, young: bool = True) -> Verdict:
         """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
         plan claimed, a pending pod planned onto it, room it holds for a capacity buffer, a cordon,
-        ``scale-down-disabled`` or ``do-not-disrupt``, its youth; and, for a drain that terminates it
-        (``removes``; make room keeps its node), its instance's own scale-in protection and a DaemonSet
-        or mirror pod annotated ``do-not-disrupt`` (:func:`_pinned`)."""
+        ``scale-down-disabled`` or ``do-not-disrupt``, its youth (unless ``young`` is False: a drain
+        ahead of a scheduled action, which removes a young node anyway); and, for a drain that
+        terminates it (``removes``; make room keeps its node), its instance's own scale-in protection
+        and a DaemonSet or mirror pod annotated ``do-not-disrupt`` (:func:`_pinned`)."""
         previous = self.ctx.state.nodes.get(node.info.name)
         verdict = self._claim(node, aware(previous.idle_since)) if previous is not None else None
         verdict = verdict or _receives(self.ctx, node) or _holds_buffer(self.ctx, node)
         for protection in BUSY_PROTECTIONS:
-            verdict = verdict or protection(self.ctx, node, self.ctx.now)
+            if young or protection is not _young:
+                verdict = verdict or protection(self.ctx, node, self.ctx.now)
         if removes:
             verdict = verdict or _scale_in_protected(self.ctx, node, self.ctx.now)
             verdict = verdict or _pinned(self.ctx, node, self.ctx.now)

@@ -34,7 +34,7 @@ from spillway.planner import codes
 from spillway.planner.consolidation import Candidate, _never, backoff_refusal, counted_by_job
 from spillway.planner.context import WorkNode
 from spillway.planner.groups import group_ceiling
-from spillway.planner.scaledown import controllers_of_staying
+from spillway.planner.scaledown import _disabled, _pinned, controllers_of_staying
 from spillway.planner.types import Drain, GroupShrink
 
 if TYPE_CHECKING:
@@ -143,7 +143,12 @@ class ScheduledShrinks:
         if refused is not None or node.info.instance_id is None:
             return refused[0] if refused is not None else codes.NO_INSTANCE_ID
         if not node.workload:
-            return self._empty(node, ceiling) if kept.code in WAIVED else kept.code
+            if kept.code not in WAIVED:
+                return kept.code
+            # the first protection that held is all the kept node says: consolidation off is judged
+            # before scale-down-disabled, do-not-disrupt and a pinned DaemonSet pod, which still hold
+            lasting = _disabled(self.ctx, node, self.ctx.now) or _pinned(self.ctx, node, self.ctx.now)
+            return lasting[0] if lasting is not None else self._empty(node, ceiling)
         return self._busy(node, ceiling) if kept.code in WAIVED_BUSY else kept.code
 
     def _empty(self, node: WorkNode, ceiling: Floor) -> str | None:
@@ -182,8 +187,8 @@ class ScheduledShrinks:
     def _busy(self, node: WorkNode, ceiling: Floor) -> str | None:
         stage = self.stage
         assert node.group is not None
-        verdict = stage.protected(node)
-        if verdict is not None and verdict[0] != codes.RECENTLY_LAUNCHED:
+        verdict = stage.protected(node, young=False)  # its youth is waived, not what it hides
+        if verdict is not None:
             return verdict[0]
         consolidation = stage.consolidation()
         consolidation.reset_room()
