@@ -64,7 +64,7 @@ from spillway.planner.placement import (
     unmarked_first,
 )
 from spillway.planner.predicates import why_not_placeable
-from spillway.planner.preemption import place_by_preemption
+from spillway.planner.preemption import VictimPool, place_by_preemption, victim_pools
 from spillway.planner.topology import Spot
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 
@@ -101,9 +101,7 @@ class ScaleUpStage:
         schedulable = schedulable_pools(ctx)
         # the schedulable nodes that run expendable pods a pending pod may preempt, with their pools
         # (kube-scheduler's preemption picks its node by its victims, whatever the node's taints score)
-        self.preemptible: list[tuple[Pool, WorkNode]] = [
-            (pool, node) for pool in schedulable for node in pool.nodes if node.victims
-        ]
+        self.preemptible: list[VictimPool] = victim_pools(schedulable)
         self.schedulable: list[Pool] = unmarked_first(schedulable)  # free room: as kube-scheduler scores
         self.reclaimable: list[Pool] = reclaimable_pools(ctx)
         self.empty: dict[GroupKey, Resources] = empty_room(ctx)
@@ -432,8 +430,7 @@ class ScaleUpStage:
             existing = busy_first(self.ctx, pool_list) if cls.buffer else pool_list
         place_on_nodes(self.ctx, cls, existing)
         if cls.remaining and self.preemptible:
-            spots = ((pool, node) for pool, node in self.preemptible if self._node_in_domain(node))
-            place_by_preemption(self.ctx, cls, spots)
+            place_by_preemption(self.ctx, cls, self.preemptible, self._node_in_domain)
         self._claim(cls, start)
 
     def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[GroupKey, str]]:
