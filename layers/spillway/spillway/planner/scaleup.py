@@ -1039,6 +1039,9 @@ class RoomTrial:
             "nodes": {
                 name: (dict(n.free), n.receives, n.marks, list(n.victims)) for name, n in ctx.nodes.items()
             },
+            # what the stage's pools know of their nodes' room (Pool.bound, Pool.full): a trial that
+            # fills a node tightens them, and its undoing gives the room back
+            "pools": [(p, dict(p.bound), dict(p.full)) for p in (*stage.schedulable, *stage.reclaimable)],
             "launching": _copy_bins(stage.launching),
             "new_bins": _copy_bins(stage.new_bins),
             "room": dict(stage.room),
@@ -1064,6 +1067,8 @@ class RoomTrial:
         for name, (free, receives, marks, victims) in saved["nodes"].items():
             node = ctx.nodes[name]
             node.free, node.receives, node.marks, node.victims = free, receives, marks, victims
+        for pool, bound, full in saved["pools"]:
+            pool.bound, pool.full = dict(bound), dict(full)
         stage.launching, stage.new_bins, stage.room = saved["launching"], saved["new_bins"], saved["room"]
         stage.limits.restore(saved["limits"])
         ctx.new_nodes, ctx.new_pods = saved["new_nodes"], saved["new_pods"]
