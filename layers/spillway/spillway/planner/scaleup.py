@@ -1042,6 +1042,9 @@ class RoomTrial:
             # what the stage's pools know of their nodes' room (Pool.bound, Pool.full): a trial that
             # fills a node tightens them, and its undoing gives the room back
             "pools": [(p, dict(p.bound), dict(p.full)) for p in (*stage.schedulable, *stage.reclaimable)],
+            # which volumes each node has, for the attach limits (the classes read volume_nodes itself)
+            "volume_nodes": {k: set(v) for k, v in ctx.volume_nodes.items()},
+            "volume_users": dict(ctx.volume_users),
             "launching": _copy_bins(stage.launching),
             "new_bins": _copy_bins(stage.new_bins),
             "room": dict(stage.room),
@@ -1069,6 +1072,10 @@ class RoomTrial:
             node.free, node.receives, node.marks, node.victims = free, receives, marks, victims
         for pool, bound, full in saved["pools"]:
             pool.bound, pool.full = dict(bound), dict(full)
+        ctx.volume_nodes.clear()  # in place: every PodClass holds it
+        ctx.volume_nodes.update({k: set(v) for k, v in saved["volume_nodes"].items()})
+        ctx.volume_users.clear()
+        ctx.volume_users.update(saved["volume_users"])
         stage.launching, stage.new_bins, stage.room = saved["launching"], saved["new_bins"], saved["room"]
         stage.limits.restore(saved["limits"])
         ctx.new_nodes, ctx.new_pods = saved["new_nodes"], saved["new_pods"]
