@@ -274,3 +274,28 @@ def test_make_room_counts_no_slot_for_a_volume_the_node_keeps_attached() -> None
     assert result.scale_up == ()
     assert [d.pods for d in result.drain] == [("default/web-a",)]
     assert pending_codes(result)["default/reader"] == codes.MAKING_ROOM
+
+
+def test_a_volume_a_rolled_back_gang_member_brought_is_not_on_the_node_for_the_pods_after() -> None:
+    """The node is at 2 of 3. A PodGroup member using the shared volume is placed there on a trial and
+    rolled back (its minResources, 1000 CPUs, cannot be had), so it never runs there; a pod with a new
+    volume then takes the last slot, and a reader of the shared volume needs a fourth: kube-scheduler
+    refuses the node, so it gets a new one. The rollback gave the node back its room but not the
+    plan's record of its volumes, and the reader was planned in free room there, pending for good."""
+    w, _ = world(limit=3)
+    shared_volume(w)
+    w.pod_group(
+        "scheduling.x-k8s.io/v1alpha1", "solo", spec={"minMember": 1, "minResources": {"cpu": "1000"}}
+    )
+    member = pending("solo-0", "200m", "shared", priority=1000)
+    member["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "solo"
+    w.items.append(member)
+    pending_with_new_volume(w, "db-2")
+    w.items[-1]["spec"]["priority"] = 500
+    w.items.append(pending("reader-0", "300m", "shared", priority=0))
+
+    result = w.plan()
+
+    assert pending_codes(result)["default/solo-0"] == codes.MAX_SIZE
+    assert pending_codes(result)["default/db-2"] == codes.FITS_FREE_ROOM
+    assert scale_up(result) == {"db": (1, 2, ["default/reader-0"])}

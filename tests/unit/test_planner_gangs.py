@@ -969,6 +969,27 @@ def test_a_single_pod_group_with_min_resources_gets_its_room() -> None:
     assert "for gang default/solo's minResources" in result.scale_up[0].reason
 
 
+def test_a_member_refused_for_its_min_resources_leaves_its_free_room_to_the_pods_after() -> None:
+    """A member of a PodGroup whose minResources the cluster cannot have free is placed on a trial and
+    rolled back (MemberPlacement): coscheduling's PreFilter keeps it off every node, so the free room it
+    tried is there for the pods after it. The trial's filling of the node is undone with the node's room
+    and also with what the node's pool knew of it (the most room left on one of its nodes), which stayed
+    at the trial's 1.9 CPUs: the loose pod skipped the node and got a new one, which would stay empty."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=2)  # 7910m free
+    w.pod_group(COSCHED, "solo", spec={"minMember": 1, "minResources": {"cpu": "100"}})
+    labels = {"scheduling.x-k8s.io/pod-group": "solo"}
+    solo = w.pods("solo", 1, cpu="6", memory="1Gi", priority=1000, labels=labels)
+    web = w.pods("web", 1, cpu="6", memory="1Gi", priority=0)
+
+    result = w.plan()
+
+    assert result.scale_up == (), scale_up(result)
+    assert pending_codes(result)[solo[0]] == codes.MAX_SIZE  # 12 more nodes for minResources; room for 1
+    assert pending_codes(result)[web[0]] == codes.FITS_FREE_ROOM
+    assert {p.pod: p.node for p in result.placements} == {web[0]: node}
+
+
 def test_a_gang_is_served_at_the_priority_of_its_lowest_member() -> None:
     """kube-scheduler queues each pod at its own priority (PrioritySort; coscheduling's QueueSort
     likewise compares the pods' priorities first), and a gang runs only once its last member is placed:

@@ -20,15 +20,66 @@ and what a preempted pod leaves beyond its preemptor is free room for the pods p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
-from spillway.model.resources import Resources, add_room, fit_count, unchecked_when_unknown
+from spillway.model.resources import (
+    ATTACH_LIMIT_PREFIX,
+    Resources,
+    add_room,
+    fit_count,
+    unchecked_when_unknown,
+)
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, Victim, WorkNode
 from spillway.planner.placement import FREE_ROOM_NOTE, Pool, TrialFit
 
 SHOWN = 3  # victims a reason names; the rest are counted
+
+
+@dataclass(slots=True)
+class VictimPool:
+    """The nodes of one :class:`Pool` (one shape) that run victims, in the pool's order, and a ceiling on
+    their room: per resource, at least what any of them would have with every victim gone. That room
+    never grows while the scale-up stage places pods: free room placements and nominated pods take from
+    it, and a preemption only turns victims' room into free room less what its preemptors take; a trial
+    that is undone puts back a state from after the ceiling was taken. So a class one pod of which does
+    not fit in the ceiling fits on none of the nodes, whatever its priority, and the pool is passed over
+    whole. Attach limits are left out (any amount fits): a victim's share of one grows when another pod
+    using its volume leaves the node (:meth:`Context.share_victims`)."""
+
+    pool: Pool
+    nodes: list[WorkNode]
+    ceiling: Resources
+
+
+def victim_pools(pool_list: Iterable[Pool]) -> list[VictimPool]:
+    """The pools' nodes with victims, pool by pool in the pools' order, with their ceilings."""
+    out = []
+    for pool in pool_list:
+        nodes = [n for n in pool.nodes if n.victims]
+        if nodes:
+            out.append(VictimPool(pool, nodes, ceiling_of(nodes)))
+    return out
+
+
+def ceiling_of(nodes: Sequence[WorkNode]) -> Resources:
+    """Per resource, the most room any of ``nodes`` has with all its victims gone, but attach limits
+    (:class:`VictimPool`). A resource checked only where reported that one of them does not report is
+    left out too: that node takes any amount."""
+    ceiling: Resources = {}
+    for node in nodes:
+        room = dict(node.free)
+        for victim in node.victims:
+            add_room(room, victim.requests)
+        for name, value in room.items():
+            if value > ceiling.get(name, value - 1):
+                ceiling[name] = value
+    for name in [n for n in ceiling if unchecked_when_unknown(n)]:
+        if name.startswith(ATTACH_LIMIT_PREFIX) or any(name not in node.free for node in nodes):
+            del ceiling[name]
+    return ceiling
 
 
 def room_below(node: WorkNode, priority: int) -> Resources:
@@ -74,22 +125,45 @@ def choose_victims(node: WorkNode, requests: Resources, count: int, priority: in
     return sorted(victims, key=lambda v: (v.priority, v.pod))
 
 
-def place_by_preemption(ctx: Context, cls: PodClass, spots: Iterable[tuple[Pool, WorkNode]]) -> None:
-    """The class's remaining pods, first fit, on the schedulable ``spots`` (a node and its pool) whose
-    free room plus their victims of lower priority hold them; nothing for a class that may not preempt."""
+def place_by_preemption(
+    ctx: Context, cls: PodClass, pools: Iterable[VictimPool], where: Callable[[WorkNode], bool]
+) -> None:
+    """The class's remaining pods, first fit, on the schedulable nodes with victims (``pools``; only
+    those ``where`` admits) whose free room plus their victims of lower priority hold them; nothing for
+    a class that may not preempt. A pool whose ceiling does not hold one pod, or whose shape the class's
+    constraints rule out, has none of its nodes looked at: none would take a pod."""
     if not cls.preempts:
         return
-    for pool, node in spots:
+    least = cls.least_requests
+    for victims in pools:
         if not cls.remaining:
             return
-        requests = cls.requests_on(node.info.name)
-        if not one_fits_below(node, requests, cls.preempts_below):
-            continue  # not one pod, even with every victim of lower priority gone: nothing to do here
-        limit = _limit(cls, node)
-        count = fit_count(requests, room_below(node, cls.preempts_below), limit)
-        if count > 0:
-            _preempt_on(ctx, cls, node, count, limit)
-            pool.widen(node)
+        if fit_count(least, victims.ceiling, 1) == 0 or _shape_ruled_out(cls, victims.nodes[0]):
+            continue
+        for node in victims.nodes:
+            if not cls.remaining:
+                return
+            if where(node):
+                _place_on(ctx, cls, victims.pool, node)
+
+
+def _shape_ruled_out(cls: PodClass, node: WorkNode) -> bool:
+    """Whether the class's constraints keep it off every node of ``node``'s shape (one that names a
+    node is judged node by node, by :func:`_limit`)."""
+    info = node.info
+    return not cls.node_specific and cls.blocker(info.labels, info.taints, info.name) is not None
+
+
+def _place_on(ctx: Context, cls: PodClass, pool: Pool, node: WorkNode) -> None:
+    """As many of the class's remaining pods as ``node`` takes by preemption."""
+    requests = cls.requests_on(node.info.name)
+    if not one_fits_below(node, requests, cls.preempts_below):
+        return  # not one pod, even with every victim of lower priority gone: nothing to do here
+    limit = _limit(cls, node)
+    count = fit_count(requests, room_below(node, cls.preempts_below), limit)
+    if count > 0:
+        _preempt_on(ctx, cls, node, count, limit)
+        pool.widen(node)
 
 
 def _preempt_on(ctx: Context, cls: PodClass, node: WorkNode, count: int, limit: int) -> None:

@@ -65,7 +65,7 @@ from spillway.planner.placement import (
     unmarked_first,
 )
 from spillway.planner.predicates import why_not_placeable
-from spillway.planner.preemption import place_by_preemption
+from spillway.planner.preemption import VictimPool, place_by_preemption, victim_pools
 from spillway.planner.topology import Spot
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 
@@ -102,9 +102,7 @@ class ScaleUpStage:
         schedulable = schedulable_pools(ctx)
         # the schedulable nodes that run expendable pods a pending pod may preempt, with their pools
         # (kube-scheduler's preemption picks its node by its victims, whatever the node's taints score)
-        self.preemptible: list[tuple[Pool, WorkNode]] = [
-            (pool, node) for pool in schedulable for node in pool.nodes if node.victims
-        ]
+        self.preemptible: list[VictimPool] = victim_pools(schedulable)
         self.schedulable: list[Pool] = unmarked_first(schedulable)  # free room: as kube-scheduler scores
         self.reclaimable: list[Pool] = reclaimable_pools(ctx)
         self.empty: dict[GroupKey, Resources] = empty_room(ctx)
@@ -437,8 +435,7 @@ class ScaleUpStage:
             existing = busy_first(self.ctx, pool_list) if cls.buffer else pool_list
         place_on_nodes(self.ctx, cls, existing)
         if cls.remaining and self.preemptible:
-            spots = ((pool, node) for pool, node in self.preemptible if self._node_in_domain(node))
-            place_by_preemption(self.ctx, cls, spots)
+            place_by_preemption(self.ctx, cls, self.preemptible, self._node_in_domain)
         self._claim(cls, start)
 
     def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[GroupKey, str]]:
@@ -1047,6 +1044,12 @@ class RoomTrial:
             "nodes": {
                 name: (dict(n.free), n.receives, n.marks, list(n.victims)) for name, n in ctx.nodes.items()
             },
+            # what the stage's pools know of their nodes' room (Pool.bound, Pool.full): a trial that
+            # fills a node tightens them, and its undoing gives the room back
+            "pools": [(p, dict(p.bound), dict(p.full)) for p in (*stage.schedulable, *stage.reclaimable)],
+            # which volumes each node has, for the attach limits (the classes read volume_nodes itself)
+            "volume_nodes": {k: set(v) for k, v in ctx.volume_nodes.items()},
+            "volume_users": dict(ctx.volume_users),
             "launching": _copy_bins(stage.launching),
             "new_bins": _copy_bins(stage.new_bins),
             "room": dict(stage.room),
@@ -1072,6 +1075,12 @@ class RoomTrial:
         for name, (free, receives, marks, victims) in saved["nodes"].items():
             node = ctx.nodes[name]
             node.free, node.receives, node.marks, node.victims = free, receives, marks, victims
+        for pool, bound, full in saved["pools"]:
+            pool.bound, pool.full = dict(bound), dict(full)
+        ctx.volume_nodes.clear()  # in place: every PodClass holds it
+        ctx.volume_nodes.update({k: set(v) for k, v in saved["volume_nodes"].items()})
+        ctx.volume_users.clear()
+        ctx.volume_users.update(saved["volume_users"])
         stage.launching, stage.new_bins, stage.room = saved["launching"], saved["new_bins"], saved["room"]
         stage.limits.restore(saved["limits"])
         ctx.new_nodes, ctx.new_pods = saved["new_nodes"], saved["new_pods"]
