@@ -262,6 +262,74 @@ def test_once_the_node_is_released_a_pod_still_pending_is_planned_as_any_other()
     assert second.state.rooms == {}
 
 
+def _emptied_for(w: World, node: str, moved_to: str) -> None:
+    """The make-room drain has evicted node's replicas and their ReplicaSet's new pods run on
+    ``moved_to``: the node is empty, still cordoned by the drain, which has not released it yet."""
+    w.cordon(node, by_spillway=True)
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("web0-"):
+            item["spec"]["nodeName"] = moved_to
+
+
+def test_a_node_emptied_for_a_pod_is_not_given_to_another_pending_pod_while_its_room_is_held() -> None:
+    """a was emptied for big (7 CPU of its 7.9) and is still cordoned by the make-room drain; another
+    7-CPU pod arrives. The room is big's: the other pod gets a new node, a is neither uncordoned for it
+    nor given to it. Before, the plan uncordoned a for the newcomer as if big were not coming, so one of
+    the two stayed pending with no node launched for it."""
+    w, (a, b) = half_full()
+    (big,) = w.pods("big", 1, cpu="7", memory="1Gi")
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    assert first.state.rooms[a].pods == (big,)
+    w.state = first.state.to_wire()
+    _emptied_for(w, a, b)
+    (other,) = w.pods("other", 1, cpu="7", memory="1Gi")
+
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    assert second.uncordon == ()
+    on = {p.pod: p.node for p in second.placements}
+    assert on[big] == a and on[other] != a
+    assert other in {p for s in second.scale_up for p in s.pods}
+    assert {p.pod: p.code for p in second.pending}[big] == codes.MAKING_ROOM
+    assert second.state.rooms[a].pods == (big,)
+
+
+def test_what_a_held_room_leaves_free_on_its_node_is_still_given_to_other_pods() -> None:
+    """The hold charges its node only what its own pods take: a 7-CPU pod waits for a, and a small pod
+    that fits beside it is placed there (a uncordoned for it) rather than on a new node."""
+    w, (a, b) = half_full()
+    (big,) = w.pods("big", 1, cpu="7", memory="1Gi")
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    w.state = first.state.to_wire()
+    _emptied_for(w, a, b)
+    w.pods("fill", 1, cpu="4", memory="1Gi", node_name=b, owner=("ReplicaSet", "fill"))  # b has no room
+    (small,) = w.pods("small", 1, cpu="500m", memory="1Gi")
+
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    on = {p.pod: p.node for p in second.placements}
+    assert on[big] == a and on[small] == a
+    assert second.scale_up == ()
+
+
+def test_a_held_room_whose_pod_is_gone_or_bound_elsewhere_is_released() -> None:
+    """big was deleted (or bound elsewhere) while a was emptied for it: the room is nobody's, a is given
+    back to the next pending pod (uncordoned for it) and the state forgets the room."""
+    w, (a, b) = half_full()
+    (big,) = w.pods("big", 1, cpu="7", memory="1Gi")
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    w.state = first.state.to_wire()
+    _emptied_for(w, a, b)
+    w.items.remove(w.pod_item(big))
+    (other,) = w.pods("other", 1, cpu="7", memory="1Gi")
+
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    assert [u.node for u in second.uncordon] == [a]
+    assert {p.pod: p.node for p in second.placements}[other] == a
+    assert second.scale_up == () and second.state.rooms == {}
+
+
 def _guarded(w: World, node: str) -> None:
     """A pod that may not move, which the ``picky`` pods' anti-affinity keeps them away from."""
     w.pods("guard", 1, cpu="100m", memory="1Gi", node_name=node, labels={"app": "guard"},

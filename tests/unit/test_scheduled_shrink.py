@@ -14,7 +14,9 @@ from datetime import timedelta
 from typing import Any
 
 from plan_world import NOW, World, scale_up
+from test_planner_unready import _never_started, _not_ready
 
+from spillway.act.planning import drain_item
 from spillway.local import objects as o
 from spillway.model.schedule import ScheduledFloor
 from spillway.planner import ScalingPlan, codes, plan
@@ -320,3 +322,28 @@ def test_a_make_room_cordon_counts_as_a_node_that_stays_when_a_drained_node_is_r
     assert not result.uncordon
     codes_of = {p.pod: p.code for p in result.pending}
     assert (codes_of[late], codes_of[wanted]) == (codes.MAX_SIZE, codes.MAKING_ROOM)
+
+
+def test_an_idle_node_not_ready_drained_ahead_carries_its_unready_time_like_an_ordinary_drain() -> None:
+    """One of four idle nodes is NotReady past scale_down_unready_minutes (20) with a pod its kubelet
+    never started, which keeps a dead node from nothing. An ordinary scale-down's drain of it carries the
+    unready time, so DrainNode lets that pod go with the node (act.drain.dead_node); the drain ahead of
+    an action taking the group to two must carry it too. Without it DrainNode reads the pod as workload
+    the plan never saw and cancels the drain, and Auto Scaling terminates a node at the action's run
+    undrained."""
+    world, nodes = web()
+    dead = nodes[0]
+    _not_ready(world, dead, 25)
+    _never_started(world, dead)
+    for node in nodes:
+        world.idle_since(node, 2)  # below their idle time: only the action drains them now
+
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    drains = {d.node: d for d in result.drain}
+    assert len(drains) == 2 and dead in drains
+    assert drains[dead].code == codes.SCHEDULED_SHRINK and drains[dead].unready_minutes == 20
+    assert "its pods never started: team-a/train-0" in drains[dead].reason
+    assert drain_item(drains[dead], {})["unready_minutes"] == 20
+    (ready,) = set(drains) - {dead}
+    assert drains[ready].unready_minutes is None and "unready_minutes" not in drain_item(drains[ready], {})

@@ -20,8 +20,9 @@ The plan remembers each node it makes room on (``State.rooms``: the node, its pe
 While the drain still has the node cordoned (at most ``drain_claim_minutes``), a later plan places those
 pods, while still pending, on that node (``making-room``) instead of scaling for them again: the
 evicted pods take their grace period to leave, and a snapshot taken meanwhile shows the node cordoned
-and still full. Once the node is released they are planned as any pending pod (the scheduler may have
-given the room to another).
+and still full. Their room is charged to the node while it is held (no other pending pod is given it,
+nor the node uncordoned for one); a room whose pods are all bound or gone is forgotten. Once the node
+is released they are planned as any pending pod (the scheduler may have given the room to another).
 
 **Gangs.** A gang's new nodes are swapped one by one as any other: each swap saves a node whether or
 not the rest of the gang must still boot (on the Philly trace's first 20,000 jobs, half of them
@@ -189,10 +190,10 @@ def _refuses(classes: Sequence[tuple[PodClass, int]], node: WorkNode) -> bool:
 
 
 def hold_rooms(ctx: Context) -> dict[str, RoomState]:
-    """Pending pods an earlier plan made room for go to that node again (taken out of the demand);
-    returns the rooms still being made, for the next state. A pod kube-scheduler has nominated to a node
-    since (``Context.nominated``: it preempted there while the room was being made) is that node's,
-    charged there by scale-up, and is not held here too."""
+    """Pending pods an earlier plan made room for go to that node again (taken out of the demand, and
+    charged to the node's free room: :func:`_charge`); returns the rooms still being made, for the next
+    state. A pod kube-scheduler has nominated to a node since (``Context.nominated``: it preempted there
+    while the room was being made) is that node's, charged there by scale-up, and is not held here too."""
     pending = {p.key: p for p in ctx.pending}
     nominated = {p.key for p in ctx.nominated}
     kept: dict[str, RoomState] = {}
@@ -207,10 +208,23 @@ def hold_rooms(ctx: Context) -> dict[str, RoomState]:
             "for it; waiting for its pods to leave"
         )
         ctx.record(waiting, name, node.group.key if node.group else None, note, codes.MAKING_ROOM)
-        for key in waiting:
-            del pending[key]
+        _charge(ctx, node, [pending.pop(key) for key in waiting])
     ctx.pending[:] = [p for p in ctx.pending if p.key in pending]
     return kept
+
+
+def _charge(ctx: Context, node: WorkNode, pods: Sequence[PodInfo]) -> None:
+    """The room held on ``node`` is its pods': what they take comes off its free room (their requests,
+    a volume they share or the node has counted once, a pod slot each), and the node receives them, as
+    when the plan made the room (:func:`_move_placements`). Otherwise the node, emptied and still
+    cordoned by the drain, showed its room free, and a plan gave it to another pending pod (uncordoned
+    it for that pod, which kube-scheduler then binds there) while the pods it was made for still came."""
+    add_room(node.free, ctx.arriving_share(pods, node.info.name), -1)
+    if PODS in node.free:
+        node.free[PODS] -= len(pods) * ONE_POD
+    node.receives += len(pods)
+    for pod in pods:
+        ctx.note_volumes(node.info.name, pod.volumes)
 
 
 def _still_draining(ctx: Context, name: str, room: RoomState) -> WorkNode | None:

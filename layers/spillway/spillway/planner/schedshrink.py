@@ -170,6 +170,11 @@ class ScheduledShrinks:
         stage.pod_budgets.spend(node.expendable)
         pods = tuple(sorted(p.key for p in node.expendable))
         what = f"idle; evicts its {len(pods)} expendable pod(s)" if pods else "idle"
+        if node.never_started:  # as the ordinary drain of a dead node says them
+            what += f"; {stage._never_started(node)}"
+        # a NotReady node's drain carries the unready time, as the ordinary one does: DrainNode then lets
+        # its pods that never started go with it (act.drain.dead_node) rather than cancel for them
+        unready = self.ctx.config_for(node.group).scale_down_unready_minutes if not node.info.ready else None
         stage.drains.append(
             Drain(
                 node.info.name,
@@ -179,7 +184,8 @@ class ScheduledShrinks:
                 self._reason(node, ceiling, what),
                 codes.SCHEDULED_SHRINK,
                 pods,
-                controllers=controllers_of_staying(node),
+                unready,
+                controllers_of_staying(node),
             )
         )
         return None
