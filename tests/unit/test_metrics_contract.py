@@ -1534,43 +1534,6 @@ def test_one_failure_the_next_run_gets_past_pages_nobody_but_a_failure_that_last
     assert fires([(float(at), 1.0) for at in minutes])
 
 
-def test_observe_that_stops_running_pages_though_nothing_raised() -> None:
-    """Scenario: the account's Lambda concurrency is spent by another team's burst, so every start of
-    observe is throttled (a throttled invocation is neither an invocation nor an error: AWS Lambda
-    Developer Guide, "Types of metrics for Lambda functions"); or its schedule is disabled. Nothing
-    raises, so ``observe-errors`` stays OK; nothing is observed, so pending-too-long, not-ready-nodes
-    and every alarm on what observe and the plans emit have no data and, notBreaching, stay OK too,
-    while pods wait and nothing scales. ``not-observing`` counts the snapshots observe stores, which
-    its heartbeat makes at least one every 5 minutes 20 s, and takes a period without any as breaching.
-
-    Rule: an alarm fires when what its runbook row describes happens, and only then."""
-    [props] = [p for n, p in alarms().items() if n.endswith("-not-observing")]
-    assert props["MetricName"] == "SnapshotsWritten" and props["TreatMissingData"] == "breaching"
-    period, threshold = number(props["Period"]), number(props["Threshold"])
-    assert props["ComparisonOperator"] == "LessThanThreshold"
-    aggregate = {"Sum": sum, "Maximum": max, "SampleCount": len}[props["Statistic"]]
-
-    def fires(series: list[tuple[float, float]], until: float) -> bool:
-        """Each whole period up to ``until``: missing (no datapoint) or below the threshold breaches."""
-        buckets: dict[int, list[float]] = {}
-        for at, value in series:
-            buckets.setdefault(int(at // period), []).append(value)
-        breaching = [
-            b not in buckets or aggregate(buckets[b]) < threshold for b in range(int(until // period))
-        ]
-        needed = int(number(props.get("DatapointsToAlarm", props["EvaluationPeriods"])))
-        window = int(number(props["EvaluationPeriods"]))
-        return any(sum(breaching[i : i + window]) >= needed for i in range(len(breaching) - window + 1))
-
-    # steady: an observation every 20 s, nothing changing, a heartbeat snapshot every 5 minutes 20 s
-    day = 24 * 3600
-    steady = [(float(t), 1.0 if t % 320 == 0 else 0.0) for t in range(0, day, 20)]
-    assert not fires(steady, day)
-    # observe throttled from the sixth hour on: no datapoint at all after it
-    stopped = [(t, v) for t, v in steady if t < 6 * 3600]
-    assert fires(stopped, 7 * 3600)
-
-
 def test_nodes_unready_for_one_plan_do_not_page_as_an_unhealthy_cluster_but_a_lasting_fault_does() -> None:
     """Scenario: a zone's network blips for a minute; the node lifecycle controller marks its nodes
     NotReady after its grace period, one plan finds half the cluster unready and drains nothing
@@ -1585,3 +1548,87 @@ def test_nodes_unready_for_one_plan_do_not_page_as_an_unhealthy_cluster_but_a_la
     assert not _alarm_fires(props, blip)
     lasting = [(float(t), 1.0 if 960 <= t < 960 + 15 * 60 else 0.0) for t in plans]
     assert _alarm_fires(props, lasting)
+
+
+def _not_observing_windows(
+    props: Mapping[str, Any], series: list[tuple[float, float]], now: int, span: int
+) -> list[float | None]:
+    """The datapoints the not-observing alarm reads at ``now`` (seconds, a whole minute) for its
+    evaluation range of ``span`` periods, most recent last: each Period's Sum of ``series`` over the
+    period ending ``now`` and those before it (CloudWatch evaluates an alarm each minute, over periods
+    ending at the last whole minute), None for a period without a datapoint. The alarm's metric math,
+    when it has some, is applied: FILL(x, 0) gives a period without a datapoint 0, as long as the range
+    holds a datapoint of x at all (*Using metric math*, FILL: "fills the missing values of a metric")."""
+    if "MetricName" in props:
+        assert props["MetricName"] == "SnapshotsWritten" and props["Statistic"] == "Sum"
+        period, expression = int(number(props["Period"])), None
+    else:
+        [query] = [q for q in props["Metrics"] if "MetricStat" in q]
+        stat = query["MetricStat"]
+        assert stat["Metric"]["MetricName"] == "SnapshotsWritten" and stat["Stat"] == "Sum"
+        period = int(number(stat["Period"]))
+        [expression] = [q["Expression"] for q in props["Metrics"] if q.get("ReturnData", True)]
+        assert expression == f"FILL({query['Id']}, 0)", expression
+    windows: list[float | None] = []
+    for k in range(span, 0, -1):
+        start, end = now - k * period, now - (k - 1) * period
+        values = [v for at, v in series if start <= at < end]
+        windows.append(sum(values) if values else None)
+    if expression is not None and any(w is not None for w in windows):
+        windows = [0.0 if w is None else w for w in windows]
+    return windows
+
+
+def _evaluates_to_alarm(props: Mapping[str, Any], windows: list[float | None]) -> bool:
+    """CloudWatch's rule ("How alarm state is evaluated when data is missing", *Using Amazon CloudWatch
+    alarms*): while the evaluation range holds at least EvaluationPeriods real datapoints, the most
+    recent of them are evaluated and TreatMissingData is ignored; with fewer, missing ones are filled
+    as it says (here: breaching)."""
+    periods = int(number(props["EvaluationPeriods"]))
+    needed = int(number(props.get("DatapointsToAlarm", props["EvaluationPeriods"])))
+    threshold = number(props["Threshold"])
+    assert props["ComparisonOperator"] == "LessThanThreshold" and props["TreatMissingData"] == "breaching"
+    real = [w for w in windows if w is not None]
+    if len(real) >= periods:
+        return sum(w < threshold for w in real[-periods:]) >= needed
+    recent = windows[-periods:]
+    return sum(w is None or w < threshold for w in recent) >= needed
+
+
+@pytest.mark.parametrize("span", [2, 3, 5])
+@pytest.mark.parametrize("busy", [False, True])
+def test_observe_that_stops_pages_within_a_quarter_hour_though_its_last_snapshots_are_in_the_range(
+    span: int, busy: bool
+) -> None:
+    """Scenario: every start of observe is throttled from 06:00 on (the account's Lambda concurrency
+    spent by another team's burst: a throttled invocation is neither an invocation nor an error, AWS
+    Lambda Developer Guide, "Types of metrics for Lambda functions"), or its schedule is disabled.
+    Nothing raises, so ``observe-errors`` stays OK, and every alarm on what observe and the plans emit
+    has no data and, notBreaching, stays OK too, while pods wait; ``not-observing`` counts the snapshots
+    observe stores. That happens in a busy cluster whose demand changes at every
+    observation (each one stores a snapshot) or a quiet one (a heartbeat every 5 minutes 20 s).
+    CloudWatch reads more periods than EvaluationPeriods (its evaluation range: 5 for 3 in the guide's
+    example; how many depends on the period), and while one real datapoint of SnapshotsWritten remains
+    among them it evaluates that one and ignores TreatMissingData. In the busy cluster the quarter before
+    the stop holds snapshots and the quarters after it no datapoint at all, so the alarm said OK for as
+    long as the range reached back before 06:00 (45 minutes with a range of 3 quarters), not the quarter
+    of an hour its runbook row gives. A quarter without a datapoint must itself be one below the
+    threshold.
+
+    Rule: an alarm fires when what its runbook row describes happens, and only then."""
+    [props] = [p for n, p in alarms().items() if n.endswith("-not-observing")]
+    day, stop = 24 * 3600, 6 * 3600
+    # an observation every 20 s, storing a snapshot each time (busy) or every 5 minutes 20 s (heartbeat)
+    steady = [(float(t), 1.0 if busy or t % 320 == 0 else 0.0) for t in range(0, day, 20)]
+    first = stop - 3600  # an hour of steady observing in every range the test reads
+    assert not any(
+        _evaluates_to_alarm(props, _not_observing_windows(props, steady, now, span))
+        for now in range(first, day, 60)
+    )
+    stopped = [(t, v) for t, v in steady if t < stop]
+    fired = next(
+        now
+        for now in range(stop, day, 60)
+        if _evaluates_to_alarm(props, _not_observing_windows(props, stopped, now, span))
+    )
+    assert fired - stop <= 16 * 60, f"paged {(fired - stop) / 60:g} minutes after observe stopped"
