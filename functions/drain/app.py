@@ -65,7 +65,8 @@ def handle(event: Any, clients: Clients) -> dict[str, Any]:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    clients = get_clients()
-    set_cluster(clients.config.cluster_name)
+    # first thing: the invocation's start, where Lambda stamps Errors (a cold start's clients take seconds)
     with counting_answers("drain", STEP_ANSWERS["drain"]):
+        clients = get_clients()
+        set_cluster(clients.config.cluster_name)
         return handle(event, clients)

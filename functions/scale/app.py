@@ -35,7 +35,8 @@ def scale_step(clients: Clients, event: dict[str, Any]) -> dict[str, Any]:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    clients = get_clients()
-    set_cluster(clients.config.cluster_name)
+    # first thing: the invocation's start, where Lambda stamps Errors (a cold start's clients take seconds)
     with counting_answers("scale", STEP_ANSWERS["scale"]):
+        clients = get_clients()
+        set_cluster(clients.config.cluster_name)
         return scale_step(clients, event)

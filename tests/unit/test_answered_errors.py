@@ -4,9 +4,14 @@ function's errors alarm can leave it out: at the invocation's start, where Lambd
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
-from datetime import UTC, datetime
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -64,3 +69,62 @@ def test_success_and_errors_no_state_machine_names_count_nothing(
     error: Exception | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert printed(error, monkeypatch) == []
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_handler_module(function: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"{function}_app_answered", ROOT / f"functions/{function}/app.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "spillway-ml-fn"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:eu-west-1:123456789012:function:spillway-ml-fn"
+    aws_request_id: str = "req-1"
+
+
+@pytest.mark.filterwarnings("ignore:This metric doesn't meet the requirements:UserWarning")
+@pytest.mark.parametrize(("function", "work"), [("drain", "handle"), ("scale", "scale_step")])
+def test_a_handler_stamps_an_answered_error_with_its_start_before_a_slow_cold_start(
+    function: str, work: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cold start's client build takes seconds: an invocation started at 10:04:59.5 whose step is
+    throttled after clients built at 10:05:01.5 is an error of the 10:00 period (Lambda's Errors is
+    stamped at the invocation's start), so its AnsweredErrors must be stamped 10:04:59.5 too."""
+    app = _load_handler_module(function)
+    clock = {"now": STARTED}
+
+    class MovingClock:
+        @staticmethod
+        def now(tz: Any = None) -> datetime:
+            return clock["now"]
+
+    def slow_clients() -> Any:
+        clock["now"] = STARTED + timedelta(seconds=2)
+        return SimpleNamespace(config=SimpleNamespace(cluster_name="ml"))
+
+    def throttled(*args: Any) -> Any:
+        raise AwsThrottled("Rate exceeded")
+
+    monkeypatch.setattr(observability, "datetime", MovingClock)
+    monkeypatch.setattr(app, "get_clients", slow_clients)
+    monkeypatch.setattr(app, work, throttled)
+    try:
+        with pytest.raises(AwsThrottled):
+            app.handler({"action": "evict"}, LambdaContext())
+    finally:
+        observability.metrics.clear_default_dimensions()
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    [doc] = [d for d in docs if "AnsweredErrors" in d]
+    assert (doc["Function"], doc["Cluster"]) == (function, "ml")
+    assert doc["_aws"]["Timestamp"] == int(STARTED.timestamp() * 1000)
