@@ -706,3 +706,87 @@ def test_a_pod_a_daemonset_owns_but_does_not_control_is_no_daemonset_pod(
     rig.api.add(raw)
     out = rig.drainer.validate({"cluster": "prod", "node": NODE, "plan_id": PLAN, "reason": "idle 12 min"})
     assert set(out) == {"cancelled"} and "ci/build-7f3a" in out["cancelled"]["note"], out
+
+
+# --- the order pods are evicted in: critical pods last ----------------------------------------------
+
+
+def critical_pod(rig: Rig, name: str, priority_class: str = "system-cluster-critical") -> None:
+    """A cluster add-on's pod (CoreDNS, a CSI controller): the API server's Priority admission gives a
+    pod of a system class that class's value (system-cluster-critical 2000000000, system-node-critical
+    2000001000), above any class a user may make (at most 1000000000)."""
+    value = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}[priority_class]
+    raw = objects.pod(
+        name, "kube-system", node_name=NODE, priority=value, owner=("ReplicaSet", f"{name}-5d9c")
+    )
+    raw["spec"]["priorityClassName"] = priority_class
+    rig.api.add(raw)
+
+
+def test_a_critical_pod_is_evicted_only_once_every_other_pod_is_gone(rig: Rig) -> None:
+    """CoreDNS evicted beside the application pods leaves them without DNS while they shut down.
+    Karpenter evicts critical pods (priority class system-cluster-critical or system-node-critical)
+    only once the node's other pods are gone (kubernetes-sigs/karpenter
+    pkg/controllers/node/termination/terminator: groupPodsByPriority); so does the drain, in a later
+    round, and each still gets its grace within the deadline."""
+    rig.api.kubelet_exit_delay = 10**6  # held terminating until their grace is over
+    long_grace_pod(rig, "train-0", 20)
+    critical_pod(rig, "coredns-0")
+    critical_pod(rig, "csi-ctl-0", "system-node-critical")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/train-0"]
+    assert evictions(rig, "coredns-0") == [] and evictions(rig, "csi-ctl-0") == []
+    why = {entry["pod"]: entry["reason"] for entry in first["remaining"]}
+    assert why["kube-system/coredns-0"].startswith("critical")
+    assert first["blocked"] == [] and first["done"] is False
+
+    rig.clock.advance(10)
+    second = rig.drainer.evict(drain, first)  # train-0 still terminating: the critical pods wait
+    assert second["evicted"] == ["team-a/train-0"]
+    assert evictions(rig, "coredns-0") == []
+
+    rig.clock.advance(11)  # train-0's grace is over: the kubelet removed it
+    third = rig.drainer.evict(drain, second)
+    assert sorted(third["evicted"][1:]) == ["kube-system/coredns-0", "kube-system/csi-ctl-0"]
+    assert deletion_grace_in(rig, "coredns-0", "kube-system") == 30  # its own, within the 39 s left
+
+
+def test_a_drain_that_times_out_leaves_its_critical_pods_running(rig: Rig) -> None:
+    """A pod that may not go (``karpenter.sh/do-not-disrupt``) holds the node to the deadline, and the
+    drain fails and gives the node back: the critical pods it never got to were not stopped for nothing."""
+    rig.api.add(
+        objects.pod(
+            "train-0", "team-a", node_name=NODE, owner=("ReplicaSet", "train-5d9c"),
+            annotations={"karpenter.sh/do-not-disrupt": "true"},
+        )
+    )  # fmt: skip
+    critical_pod(rig, "coredns-0")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    first = rig.drainer.evict(drain)
+    rig.clock.advance(60)
+    with pytest.raises(DrainTimeout, match="coredns-0"):
+        rig.drainer.evict(drain, first)
+    assert evictions(rig, "coredns-0") == []
+    pod = rig.api.get("Pod", "coredns-0", "kube-system")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+
+def test_at_the_deadline_a_forced_drain_evicts_critical_pods_with_the_others(rig: Rig) -> None:
+    """No time is left to go in order: a forced drain at its deadline evicts every pod that may go."""
+    rig.api.kubelet_exit_delay = 10**6
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60, force=True)
+    rig.clock.advance(60)
+    long_grace_pod(rig, "train-0", 30)
+    critical_pod(rig, "coredns-0")
+
+    last = rig.drainer.evict(drain)
+    assert sorted(last["evicted"]) == ["kube-system/coredns-0", "team-a/train-0"]
+    assert last["done"] is True
+
+
+def deletion_grace_in(rig: Rig, name: str, namespace: str) -> Any:
+    pod = rig.api.get("Pod", name, namespace)
+    assert pod is not None and pod["metadata"].get("deletionTimestamp"), f"{name} is not terminating"
+    return pod["metadata"]["deletionGracePeriodSeconds"]

@@ -1601,6 +1601,28 @@ def _remaining(
     return remaining
 
 
+# Kubernetes' SystemCriticalPriority (pkg/apis/scheduling/types.go): the value of system-cluster-critical;
+# system-node-critical's is 1000 above it, and a user's PriorityClass may be at most 1000000000
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+CRITICAL_LAST = "critical (priority class system-cluster-critical or system-node-critical): evicted once the other pods are gone"
+
+
+def _critical_held(verdicts: Sequence[PodVerdict]) -> dict[str, str]:
+    """The critical pods a round does not evict yet (pod → why): while any other pod is still on the
+    node (to evict, terminating, or kept), none. A critical pod (priority at least
+    SystemCriticalPriority, which only the system-cluster-critical and system-node-critical classes
+    give: CoreDNS, a CSI or CNI controller) serves the others while they shut down; Karpenter evicts
+    such pods only once the rest are gone (kubernetes-sigs/karpenter
+    pkg/controllers/node/termination/terminator/terminator.go, groupPodsByPriority), as the kubelet's
+    graceful node shutdown stops them last (kubernetes/kubernetes pkg/kubelet/types IsCriticalPod).
+    A forced drain at its deadline has no time for turns and evicts all (the caller's ``left`` 0)."""
+    critical = [v for v in verdicts if v.priority >= SYSTEM_CRITICAL_PRIORITY]
+    others_left = any(v.action != "ignore" and v.priority < SYSTEM_CRITICAL_PRIORITY for v in verdicts)
+    if not others_left:
+        return {}
+    return {v.pod: CRITICAL_LAST for v in critical if v.action == "evict"}
+
+
 OUT_OF_TIME = "not evicted: the deadline has come"
 
 
@@ -1977,7 +1999,8 @@ class Drainer:
     def evict(
         self, drain: Drain, previous: Mapping[str, Any] | None = None, *, execution: str | None = None
     ) -> dict[str, Any]:
-        """One eviction round: evict every pod that may go (lowest priority first), each given its grace
+        """One eviction round: evict every pod that may go (lowest priority first; a critical pod only once
+        every other pod is gone: :func:`_critical_held`), each given its grace
         period but no more than the time left before the deadline (:meth:`_evict_round`), then report
         what is left. ``done`` when nothing is left; ``abandon`` (evicting nothing more) when work the
         plan did not see came to the node (:func:`_arrivals`); :class:`DrainTimeout` when pods are left at
@@ -2091,12 +2114,14 @@ class Drainer:
         """:meth:`_evict_round` with the seconds left. Out of time, a drain without force evicts nothing:
         it is about to fail and give the node back, and a pod evicted now would be stopped for nothing."""
         left = seconds_left(drain, self.clock())
-        if left or drain.force:
-            return self._evict_round(verdicts, left)
-        return [], _out_of_time(verdicts, previous)
+        if not left and not drain.force:
+            return [], _out_of_time(verdicts, previous)
+        held = _critical_held(verdicts) if left else {}
+        evicted, refused = self._evict_round([v for v in verdicts if v.pod not in held], left)
+        return evicted, {**held, **refused}
 
     def _evict_round(self, verdicts: Sequence[PodVerdict], left: int) -> tuple[list[str], dict[str, str]]:
-        """Evict every pod that may go, lowest priority first: (evicted, refused pod → why). A pod a
+        """Evict every pod given, lowest priority first: (evicted, refused pod → why). A pod a
         budget holds, or more than one budget selects, or whose budget's status forbids evictions, is
         left for a later round, and so is one whose namespace is being deleted (it goes with the
         namespace); the round goes on. A throttled eviction ends the round (the server asks to slow
