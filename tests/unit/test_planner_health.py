@@ -284,18 +284,24 @@ def _drawn_world(pooled: bool) -> tuple[World, str, str]:
     return w, iid, web
 
 
+def _plan_of_the_draw() -> ScalingPlan:
+    """The plan that raises the group for the pod while its warm pool holds the instance, which the
+    raise draws."""
+    w, iid, _ = _drawn_world(pooled=True)
+    snapshot, groups, cfg, state = w.parsed()
+    groups = [replace(g, pooled_instances=(iid,), warm_instances=1) for g in groups]
+    return plan(snapshot, groups, cfg, state, NOW)
+
+
 def test_an_instance_drawn_from_the_warm_pool_is_capacity_launching_though_its_node_is_old() -> None:
     """The first plan raises the group for the pod, which draws the warm instance; the next sees it in
     the group, starting, with the NotReady Node it registered at warm-up. Judged by that Node's age it
     was no longer capacity coming (registered more than max_node_startup_minutes ago), and the plan
     launched a fourth node for the pod the drawn instance was raised for."""
-    w, iid, web = _drawn_world(pooled=True)
-    snapshot, groups, cfg, state = w.parsed()
-    groups = [replace(g, pooled_instances=(iid,), warm_instances=1) for g in groups]
-    first = plan(snapshot, groups, cfg, state, NOW)
+    first = _plan_of_the_draw()
     assert [(s.group, s.from_size, s.to_size) for s in first.scale_up] == [("cpu", 2, 3)]
 
-    w, iid, web = _drawn_world(pooled=False)
+    w, _, web = _drawn_world(pooled=False)
     w.state = first.state.to_wire()
     snapshot, groups, cfg, state = w.parsed()
     later = NOW + timedelta(minutes=1)
@@ -315,10 +321,7 @@ def test_a_drawn_instance_ready_with_its_unreachable_taint_still_on_is_starting(
     instance's Node Ready with the taint still on judged it by its creation at warm-up: neither
     starting nor launching, but an ordinary node the pod does not tolerate, and launched a fourth node
     for the pod the draw was for."""
-    w, iid, web = _drawn_world(pooled=True)
-    snapshot, groups, cfg, state = w.parsed()
-    groups = [replace(g, pooled_instances=(iid,), warm_instances=1) for g in groups]
-    first = plan(snapshot, groups, cfg, state, NOW)
+    first = _plan_of_the_draw()
 
     w, iid, web = _drawn_world(pooled=False)
     node = next(i for i in w.items if i["kind"] == "Node" and i["spec"]["providerID"].endswith(iid))

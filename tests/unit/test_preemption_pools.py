@@ -5,6 +5,7 @@ a pass over every node gives."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from spillway.planner.preemption import VictimPool
 TYPES = (("cpu-a", "m5.2xlarge", False), ("cpu-b", "m5.xlarge", False), ("gpu", "g5.12xlarge", True))
 
 
-def _every_node(ctx: Context, cls: PodClass, pools: Any, where: Any) -> None:
+def every_node(ctx: Context, cls: PodClass, pools: Any, where: Any) -> None:
     """The pass before the pools' shortcut: each node with victims in turn."""
     if not cls.preempts:
         return
@@ -69,18 +70,25 @@ def _world(rng: random.Random) -> World:
     return w
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_the_pools_shortcut_plans_as_a_pass_over_every_node(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+def assert_plans_as_every_node(
+    worlds: Callable[[random.Random], World], rng: random.Random, count: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rng = random.Random(seed)
+    """Each of ``count`` worlds is planned with the pools' shortcut and with the pass over every node
+    (:func:`every_node`): the plans are the same, and some pod among them fits by preemption."""
     preempting = 0
-    for _ in range(15):
-        w = _world(rng)
+    for _ in range(count):
+        w = worlds(rng)
         fast = w.plan()
         with monkeypatch.context() as m:
-            m.setattr(scaleup, "place_by_preemption", _every_node)
+            m.setattr(scaleup, "place_by_preemption", every_node)
             slow = w.plan()
         assert fast.to_dict() == slow.to_dict()
         preempting += sum(1 for p in fast.pending if p.code == codes.FITS_BY_PREEMPTION)
     assert preempting > 0  # the worlds meet preemption
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_pools_shortcut_plans_as_a_pass_over_every_node(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert_plans_as_every_node(_world, random.Random(seed), 15, monkeypatch)

@@ -12,26 +12,12 @@ from typing import Any
 
 import pytest
 from plan_world import World
+from test_preemption_pools import assert_plans_as_every_node
 
 from spillway.local import objects as o
-from spillway.planner import codes, scaleup
-from spillway.planner.context import Context
-from spillway.planner.preemption import _place_on
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
-
-
-def _every_node(ctx: Context, cls: Any, pools: Any, where: Any) -> None:
-    """The pass before the pools' shortcut: each node with victims in turn."""
-    if not cls.preempts:
-        return
-    for victims in pools:
-        for node in victims.nodes:
-            if not cls.remaining:
-                return
-            if where(node):
-                _place_on(ctx, cls, victims.pool, node)
 
 
 def _port(item: dict[str, Any], port: int) -> None:
@@ -128,14 +114,4 @@ def _world(rng: random.Random) -> World:
 def test_the_pools_shortcut_plans_as_every_node_where_nodes_of_a_group_differ(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rng = random.Random(seed)
-    preempting = 0
-    for _ in range(25):
-        w = _world(rng)
-        fast = w.plan()
-        with monkeypatch.context() as m:
-            m.setattr(scaleup, "place_by_preemption", _every_node)
-            slow = w.plan()
-        assert fast.to_dict() == slow.to_dict()
-        preempting += sum(1 for p in fast.pending if p.code == codes.FITS_BY_PREEMPTION)
-    assert preempting > 0  # the worlds meet preemption
+    assert_plans_as_every_node(_world, random.Random(seed), 25, monkeypatch)
