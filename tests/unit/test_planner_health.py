@@ -293,6 +293,14 @@ def _plan_of_the_draw() -> ScalingPlan:
     return plan(snapshot, groups, cfg, state, NOW)
 
 
+def _plan_after_the_draw(w: World, first: ScalingPlan) -> ScalingPlan:
+    """The next plan, a minute after the draw's, on ``w`` (the drawn instance in its group) with the
+    state the draw's plan left."""
+    w.state = first.state.to_wire()
+    snapshot, groups, cfg, state = w.parsed()
+    return plan(snapshot, groups, cfg, state, NOW + timedelta(minutes=1))
+
+
 def test_an_instance_drawn_from_the_warm_pool_is_capacity_launching_though_its_node_is_old() -> None:
     """The first plan raises the group for the pod, which draws the warm instance; the next sees it in
     the group, starting, with the NotReady Node it registered at warm-up. Judged by that Node's age it
@@ -302,15 +310,14 @@ def test_an_instance_drawn_from_the_warm_pool_is_capacity_launching_though_its_n
     assert [(s.group, s.from_size, s.to_size) for s in first.scale_up] == [("cpu", 2, 3)]
 
     w, _, web = _drawn_world(pooled=False)
-    w.state = first.state.to_wire()
-    snapshot, groups, cfg, state = w.parsed()
-    later = NOW + timedelta(minutes=1)
-    second = plan(snapshot, groups, cfg, state, later)
+    second = _plan_after_the_draw(w, first)
 
     assert second.scale_up == ()
     assert pending_codes(second)[web] == codes.FITS_LAUNCHING
     assert second.unhealthy == ()
-    still = plan(snapshot, groups, cfg, second.state, later + timedelta(minutes=cfg.max_node_startup_minutes))
+    snapshot, groups, cfg, _ = w.parsed()
+    later = NOW + timedelta(minutes=1 + cfg.max_node_startup_minutes)
+    still = plan(snapshot, groups, cfg, second.state, later)
     assert [(s.group, s.from_size, s.to_size) for s in still.scale_up] == [("cpu", 3, 4)]  # never came
 
 
@@ -330,10 +337,7 @@ def test_a_drawn_instance_ready_with_its_unreachable_taint_still_on_is_starting(
     node["spec"]["taints"] = [
         {"key": "node.kubernetes.io/unreachable", "effect": effect} for effect in ("NoSchedule", "NoExecute")
     ]
-    w.state = first.state.to_wire()
-    snapshot, groups, cfg, state = w.parsed()
-    later = NOW + timedelta(minutes=1)
-    second = plan(snapshot, groups, cfg, state, later)
+    second = _plan_after_the_draw(w, first)
 
     assert second.scale_up == ()
     assert pending_codes(second)[web] == codes.FITS_LAUNCHING
