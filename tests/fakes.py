@@ -323,6 +323,7 @@ class FakeCluster(Recorder):
         *,
         only_if_schedulable: bool = False,
         take_over_only: str | None = None,
+        leave_containing: str | None = None,
     ) -> bool:
         self._call("cordon", node, reason)
         obj = self._node(node)
@@ -339,6 +340,12 @@ class FakeCluster(Recorder):
             and not cordon_begins(annotations[CORDONED_BY_SPILLWAY], take_over_only)
         ):
             return False  # another kind of Spillway's cordon (a drain's): left as it is
+        if (
+            obj["spec"].get("unschedulable")
+            and leave_containing is not None
+            and leave_containing in annotations[CORDONED_BY_SPILLWAY].split(" ", 1)[-1]
+        ):
+            return False  # the same EC2 event's forced drain holds it: left as it is
         obj["spec"]["unschedulable"] = True
         # as the real one: the time, then the latest drain's words
         stamp = self.clock().astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

@@ -129,9 +129,11 @@ def test_two_forced_drains_following_one_event_drain_and_terminate_the_node_once
 ) -> None:
     """The forced drain of a change's old start (which followed the move) and the one AWS Health's
     update started for the new start wake together and follow the same EC2 event. Both drained to the
-    same deadline and both terminated; now the one whose cordon the other overwrote stops
-    ``superseded`` and the instance is terminated once. moto lists no scheduled event, so the adapter's
-    DescribeInstanceStatus answer is the event itself here."""
+    same deadline and both terminated; then the later cordon took the node over, which a drain already
+    past its last check never saw (both terminated, under load). Now the first to cordon drains, the
+    other's cordon leaves it and that one stops ``superseded``, and the instance is terminated once.
+    moto lists no scheduled event, so the adapter's DescribeInstanceStatus answer is the event itself
+    here."""
     instance, node = node_with_a_pod_held(cloud)
     not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10)
     start = not_before + timedelta(days=1, seconds=300)
@@ -150,17 +152,20 @@ def test_two_forced_drains_following_one_event_drain_and_terminate_the_node_once
     assert sorted(r["output"]["outcome"] for r in results) == ["superseded", "terminated"], results
     actions = [c.event.get("action") for c in cloud.stack.calls("DrainFunction")]
     assert actions.count("terminate") == 1 and "uncordon" not in actions
+    cordons = [c.result for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "cordon"]
+    assert sorted(c is not None and c["cordoned"] for c in cordons) == [False, True], cordons
     assert instance not in cloud.instances()
 
 
-def test_a_forced_drain_overtaken_by_one_of_the_same_event_drains_when_that_one_is_stopped(
+def test_a_forced_drain_standing_by_for_one_of_the_same_event_drains_when_that_one_is_stopped(
     cloud: Cloud, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Of two forced drains following one EC2 event, the one whose cordon the other overwrote stopped
-    ``superseded`` at once, so when the other then ended without draining (stopped here, as an operator
-    or a redeploy stops it; a failure leaves its cordon too) the pod stayed on the instance for EC2 to
-    retire it with. Now the overtaken drain stands by while the other's execution runs
-    (DescribeExecution on moto), then takes the node over and drains and terminates it."""
+    """Of two forced drains following one EC2 event, the one that found the other holding the node
+    stopped ``superseded`` at once, so when the other then ended without draining (stopped here, as an
+    operator or a redeploy stops it; a failure leaves its cordon too) the pod stayed on the instance for
+    EC2 to retire it with. Now the second to cordon leaves the first's cordon on the node and stands by
+    while the first's execution runs (DescribeExecution on moto), then takes the node over and drains
+    and terminates it."""
     instance, node = node_with_a_pod_held(cloud)
     not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=5)
     start = not_before + timedelta(days=1, seconds=300)
@@ -171,7 +176,7 @@ def test_a_forced_drain_overtaken_by_one_of_the_same_event_drains_when_that_one_
     first_name, second_name = (f"scheduled-{instance}-{d}-force" for d in ("1111111111", "2222222222"))
     first = cloud.stack.start(
         "DrainNodeStateMachine",
-        {**forced_retirement_drain(instance, node, not_before, start), "deadline_seconds": 30},
+        {**forced_retirement_drain(instance, node, not_before, start), "deadline_seconds": 120},
         name=first_name,
     )
 
@@ -179,18 +184,27 @@ def test_a_forced_drain_overtaken_by_one_of_the_same_event_drains_when_that_one_
         annotations = (cloud.kube.get("Node", node) or {}).get("metadata", {}).get("annotations") or {}
         return f"drain {name} for " in annotations.get(CORDONED, "")
 
+    def standing_by() -> bool:
+        return any(
+            str(c.event.get("execution", "")).endswith(f":{second_name}")
+            and first_name in str((c.result or {}).get("standing_by"))
+            for c in cloud.stack.calls("DrainFunction")
+            if c.event.get("action") == "evict"
+        )
+
     wait_for(lambda: cordoned_by(first_name), timeout=30, what="the first drain's cordon")
     now = datetime.now(UTC).replace(microsecond=0)
     second = cloud.stack.start(
         "DrainNodeStateMachine",
-        {**forced_retirement_drain(instance, node, now, start), "deadline_seconds": 60},
+        {**forced_retirement_drain(instance, node, now, start), "deadline_seconds": 15},
         name=second_name,
     )
-    wait_for(lambda: cordoned_by(second_name), timeout=30, what="the second drain's cordon")
-    cloud.stack.client("stepfunctions").stop_execution(executionArn=second)
-    result = cloud.stack.wait(first, timeout=90)
+    wait_for(standing_by, timeout=30, what="the second drain standing by")
+    assert cordoned_by(first_name)
+    cloud.stack.client("stepfunctions").stop_execution(executionArn=first)
+    result = cloud.stack.wait(second, timeout=90)
 
-    assert cloud.stack.wait(second, timeout=10)["status"] == "ABORTED"
+    assert cloud.stack.wait(first, timeout=10)["status"] == "ABORTED"
     assert result["status"] == "SUCCEEDED", result
     assert result["output"]["outcome"] == "terminated", result["output"]
     assert instance not in cloud.instances()

@@ -936,7 +936,7 @@ def test_a_dry_run_is_an_outcome(rig: Rig) -> None:
 
 def test_cordon_marks_the_node_as_spillways_and_taints_it_keeping_other_taints(rig: Rig) -> None:
     drain = rig.validated(reason="idle 12 min")
-    assert rig.drainer.cordon(drain) == {"cordoned": True, "tainted": True}
+    assert rig.drainer.cordon(drain) == {"cordoned": True, "tainted": True, "standing_by": None}
     node = rig.node()
     assert node["spec"]["unschedulable"] is True
     assert "idle 12 min" in node["metadata"]["annotations"]["spillway.io/cordoned"]
@@ -2568,8 +2568,9 @@ def test_two_forced_drains_of_one_moved_change_drain_once_the_other_stops_supers
     drained side by side to the same deadline: the second's cordon took the node over, but a forced
     drain was never superseded, so both force-evicted at the deadline and both reached
     TerminateInstanceInAutoScalingGroup with the decrement at once. Now each cordon names the event its
-    forced drain follows, and the drain whose cordon is no longer on the node stops at its next step,
-    ``superseded`` (nothing undone), the other alone draining and terminating."""
+    forced drain follows; the first to cordon holds the node, the other's cordon leaves it and that
+    drain stops at its next step, ``superseded`` (nothing undone), the first alone draining and
+    terminating."""
     rig.pod("web-0")
     rig.cloud.instance_events[INSTANCE] = events
     followed = events[-1]["InstanceEventId"]
@@ -2578,28 +2579,29 @@ def test_two_forced_drains_of_one_moved_change_drain_once_the_other_stops_supers
     assert rig.clock.now == datetime(2026, 11, 4, 10, 0, tzinfo=UTC)  # the new start's last day
     assert (old.deadline_at, new.deadline_at) == ("2026-11-05T10:00:00Z", "2026-11-05T10:00:00Z")
     assert (old.scheduled_event, new.scheduled_event) == (followed, followed)
-    rig.drainer.cordon(old)
-    rig.drainer.cordon(new)  # written last: it holds the node
+    rig.drainer.cordon(old)  # first: it holds the node
+    assert OLD_START_FORCE in rig.drainer.cordon(new)["standing_by"]
 
-    with pytest.raises(DrainSuperseded, match=NEW_START_FORCE):
-        rig.drainer.evict(old)
-    assert rig.drainer.evict(new)["evicted"] == ["team-a/web-0"]
+    with pytest.raises(DrainSuperseded, match=OLD_START_FORCE):
+        rig.drainer.evict(new)
+    assert rig.drainer.evict(old)["evicted"] == ["team-a/web-0"]
     cordon = rig.node()["metadata"]["annotations"]["spillway.io/cordoned"]
-    assert f"{NEW_START_FORCE} for {followed}: " in cordon
+    assert f"{OLD_START_FORCE} for {followed}: " in cordon
 
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:execution:spillway-ml-drain-node"
 
 
 def _overtaken(rig: Rig) -> tuple[Drain, Drain, str]:
-    """Two forced drains following one moved EC2 event, both cordoned, the new start's written last (it
-    holds the node); the old one and its own execution ARN, to stand by."""
+    """Two forced drains following one moved EC2 event, both through their cordon step, the new start's
+    first (it holds the node; the old one's cordon left it); the old one and its own execution ARN, to
+    stand by."""
     rig.pod("web-0")
     rig.cloud.instance_events[INSTANCE] = [MOVED]
     old = _woken(rig, CHANGE, OLD_START_FORCE)
     new = _woken(rig, NEW_START, NEW_START_FORCE)
-    rig.drainer.cordon(old)
     rig.drainer.cordon(new)
+    rig.drainer.cordon(old)
     return old, new, f"{MACHINE}:{OLD_START_FORCE}"
 
 
@@ -2607,7 +2609,7 @@ def _overtaken(rig: Rig) -> tuple[Drain, Drain, str]:
 def test_a_forced_drain_superseded_by_one_of_the_same_event_takes_the_node_over_when_that_one_fails(
     rig: Rig, ended: str
 ) -> None:
-    """Of two forced drains following one EC2 event, the one whose cordon was overwritten stopped
+    """Of two forced drains following one EC2 event, the one that found the other's cordon stopped
     superseded at once; when the other then failed (a forced drain that fails keeps its cordon, and
     leaves the pods it had not evicted), or was stopped, nobody drained for the event, and EC2 retired
     the instance with those pods on it. Now the one overtaken stands by, evicting nothing, while the
@@ -2671,14 +2673,92 @@ def test_a_forced_drain_standing_by_whose_node_the_other_terminated_ends_superse
         rig.drainer.evict(old, standing, execution=own)
 
 
+def test_a_forced_drain_cordoning_a_node_the_same_event_s_drain_holds_leaves_its_cordon(rig: Rig) -> None:
+    """Two forced drains of one EC2 event woke together; the later cordon took the node over while the
+    drain it took it from had already made its last check before terminating, so that one never saw
+    the hand-over: both terminated (an e2e run under load did). Now the cordon step of the later
+    leaves the first's cordon and its time as they are, writes no taint, and names the holder in
+    ``standing_by``: it stands by from there. A forced drain of another event still takes it over."""
+    statuses = {f"{MACHINE}:{OLD_START_FORCE}": "RUNNING"}
+    rig.drainer.executions = statuses.__getitem__
+    rig.pod("web-0")
+    reboot_event = {**MOVED, "Code": "system-reboot", "InstanceEventId": "instance-event-2",
+                    "Description": "The instance is scheduled for a reboot"}  # fmt: skip
+    rig.cloud.instance_events[INSTANCE] = [MOVED, reboot_event]
+    old = _woken(rig, CHANGE, OLD_START_FORCE)
+    new = _woken(rig, NEW_START, NEW_START_FORCE)
+    assert rig.drainer.cordon(old)["standing_by"] is None
+    held = rig.node()["metadata"]["annotations"]["spillway.io/cordoned"]
+    rig.clock.now += timedelta(minutes=3)
+
+    cordoned = rig.drainer.cordon(new)
+    assert (cordoned["cordoned"], cordoned["tainted"]) == (False, False)
+    assert held.split(" ", 1)[1] == cordoned["standing_by"]
+    assert rig.node()["metadata"]["annotations"]["spillway.io/cordoned"] == held
+    own = f"{MACHINE}:{NEW_START_FORCE}"
+    assert OLD_START_FORCE in rig.drainer.evict(new, execution=own)["standing_by"]
+    assert rig.api.get("Pod", "web-0", "team-a") is not None
+
+    reboot = _woken(rig, {**NEW_START, "event_code": "system-reboot"}, "scheduled-reboot-force")
+    assert reboot.scheduled_event == "instance-event-2"  # another event of the instance
+    assert rig.drainer.cordon(reboot)["standing_by"] is None
+    assert "scheduled-reboot-force" in rig.node()["metadata"]["annotations"]["spillway.io/cordoned"]
+
+
+def _first_round(cordoned: dict[str, Any]) -> dict[str, Any]:
+    """The previous round of a drain's first eviction round, as DrainNode's StartEvicting builds it from
+    the Cordon step's result (``$.cordon``)."""
+    parameters = _asl("drain_node.asl.json")["States"]["StartEvicting"]["Parameters"]
+    state: dict[str, Any] = {"cordon": cordoned}
+    built: dict[str, Any] = {}
+    for key, value in parameters.items():
+        if not key.endswith(".$"):
+            built[key] = value
+            continue
+        found: Any = state
+        for part in value.removeprefix("$.").split("."):
+            found = found[part]
+        built[key.removesuffix(".$")] = found
+    return built
+
+
+@pytest.mark.parametrize("holder", ["RUNNING", "SUCCEEDED"])
+def test_a_forced_drain_standing_by_from_its_cordon_whose_node_is_gone_at_its_first_round_terminates_nothing(
+    rig: Rig, holder: str
+) -> None:
+    """The drain holding the node terminated it and deleted the Node before the one that stood by from
+    its cordon step had its first eviction round: a leaving instance's Node gone is a done round, so
+    that one went on to terminate too, recorded terminated a second time. DrainNode carries the cordon
+    step's ``standing_by`` into the first round, which stands by while the holder runs and stops
+    superseded once it succeeded."""
+    statuses = {f"{MACHINE}:{NEW_START_FORCE}": holder}
+    rig.drainer.executions = statuses.__getitem__
+    rig.pod("web-0")
+    rig.cloud.instance_events[INSTANCE] = [MOVED]
+    old = _woken(rig, CHANGE, OLD_START_FORCE)
+    new = _woken(rig, NEW_START, NEW_START_FORCE)
+    rig.drainer.cordon(new)
+    first = _first_round(rig.drainer.cordon(old))
+    rig.api.delete("Node", NODE)
+    own = f"{MACHINE}:{OLD_START_FORCE}"
+
+    if holder == "RUNNING":
+        standing = rig.drainer.evict(old, first, execution=own)
+        assert standing["done"] is False and NEW_START_FORCE in standing["standing_by"]
+    else:
+        with pytest.raises(DrainSuperseded, match=NEW_START_FORCE):
+            rig.drainer.evict(old, first, execution=own)
+    assert _first_round(rig.drainer.cordon(new))["standing_by"] is None  # the gone Node's own answer
+
+
 def test_the_forced_drain_of_a_change_moved_into_its_last_day_and_the_waiting_one_drain_once(
     rig: Rig,
 ) -> None:
     """The retirement moved earlier, to 3 Nov 04:05, within a day: AWS Health's update started a forced
     drain at once (no not_before, as the interrupt function builds it), and the forced drain of the old
     start, woken at 2 Nov 10:00, finds the event starting six hours earlier and drains to the same end.
-    Both read EC2's events and name the event they follow, so the one whose cordon was overwritten does
-    not drain beside the other."""
+    Both read EC2's events and name the event they follow, so the one that finds the other's cordon
+    does not drain beside it."""
     earlier = {**RETIREMENT, "NotBefore": datetime(2026, 11, 3, 4, 5, tzinfo=UTC)}
     rig.pod("web-0")
     rig.cloud.instance_events[INSTANCE] = [earlier]
@@ -2688,8 +2768,8 @@ def test_the_forced_drain_of_a_change_moved_into_its_last_day_and_the_waiting_on
     new = _woken(rig, within, NEW_START_FORCE)
     assert (old.deadline_at, new.deadline_at) == ("2026-11-03T04:00:00Z", "2026-11-03T04:00:00Z")
     assert old.scheduled_event == new.scheduled_event == RETIREMENT["InstanceEventId"]
-    rig.drainer.cordon(old)
     rig.drainer.cordon(new)
+    rig.drainer.cordon(old)
 
     with pytest.raises(DrainSuperseded, match=NEW_START_FORCE):
         rig.drainer.evict(old)

@@ -135,7 +135,9 @@ class Cluster(Protocol):
     # only_if_schedulable: a give-back's cordon, written only on a Node schedulable at the patch; one
     # carrying this reason's cordon already is the caller's (True), anybody else's is left (False);
     # take_over_only: another of Spillway's cordons is taken over only when its words begin with it (the
-    # gang sweep's, a dead sweep's), any other (a drain's) is left as it is (False)
+    # gang sweep's, a dead sweep's), any other (a drain's) is left as it is (False); leave_containing:
+    # another of Spillway's cordons whose words contain it is left as it is (False): a forced drain's
+    # for another forced drain following the same EC2 event, read and written as one resourceVersion
     def cordon(
         self,
         node: str,
@@ -143,6 +145,7 @@ class Cluster(Protocol):
         *,
         only_if_schedulable: bool = False,
         take_over_only: str | None = None,
+        leave_containing: str | None = None,
     ) -> bool: ...
     # Lifts Spillway's cordon and its draining taint in one patch; if_reason: only while Spillway's
     # cordon on the Node still holds that reason's words; if_digest: only while it is the cordon whose

@@ -1045,8 +1045,9 @@ def _taken_over_by(drain: Drain, node: Node) -> str | None:
     when a change moved later is announced again (each start has its forced drain, the one of the old
     start waiting on for the new one) or EC2 replaced the event with another, and the two ran side by
     side to the same deadline, both reaching TerminateInstanceInAutoScalingGroup with the decrement at
-    once. The one whose cordon was written last goes on; the other stands by until that one's execution
-    ends, and stops then, or takes the node over when it did not succeed (:meth:`Drainer._superseded`)."""
+    once. The first to cordon goes on (the other's cordon step leaves that cordon: :meth:`Drainer.cordon`);
+    the other stands by until that one's execution ends, and stops then, or takes the node over when it
+    did not succeed (:meth:`Drainer._superseded`)."""
     if drain.lifecycle is not None:
         return None
     holder = node.metadata.annotations.get(CORDONED_BY_SPILLWAY)
@@ -1964,10 +1965,30 @@ class Drainer:
         """Cordon (``spec.unschedulable`` + the ``spillway.io/cordoned`` annotation) and taint
         ``spillway.io/draining:NoSchedule``; an event on the node says why and until when. A drain whose
         node goes away (:func:`node_goes`) labels it out of load balancers with the taint, before any
-        pod is evicted (:meth:`~spillway.ports.Cluster.add_draining_taint`)."""
+        pod is evicted (:meth:`~spillway.ports.Cluster.add_draining_taint`).
+
+        A forced drain following an EC2 scheduled event does not take the node over from another forced
+        drain following the same event (its cordon says ``for <event id>``: :func:`_following`): the
+        first to cordon goes on, and the other writes nothing and stands by from here (``standing_by``,
+        which DrainNode's first eviction round carries: :meth:`_superseded`). Taking the node over, as a
+        drain takes it from an earlier one of another kind, let the later of two drains woken together
+        overwrite a cordon whose drain was already past its last look at it, and both terminated.
+        ``standing_by`` is None for every other drain."""
         if self._present(drain, require_cordon=False) is None:
-            return {"cordoned": False, "tainted": False, "note": _GONE["note"]}
-        if not self.kube.cordon(drain.node, reason=cordon_reason(drain)) and not drain.leaving:
+            return {"cordoned": False, "tainted": False, "standing_by": None, "note": _GONE["note"]}
+        following = _following(drain)
+        mine = self.kube.cordon(
+            drain.node, reason=cordon_reason(drain), leave_containing=f"{following}: " if following else None
+        )
+        holder = None if mine or not following else self._same_event_holder(drain)
+        if holder is not None:
+            note = (
+                f"the node is held by another forced drain following the same EC2 event, which cordoned it "
+                f"first ({holder[:160]}): this drain writes no cordon, evicts nothing while that one's "
+                "execution runs, and takes the node over if it ends without succeeding"
+            )
+            return {"cordoned": False, "tainted": False, "standing_by": holder[:200], "note": note}
+        if not mine and not drain.leaving:
             raise DrainCancelled(
                 f"Node {drain.node!r} was cordoned by somebody else after the drain was validated; "
                 "Spillway leaves it alone"
@@ -1992,7 +2013,16 @@ class Drainer:
             "SpillwayDraining",
             f"Draining ({drain.reason}): evicting pods until {drain.deadline_at}, {target}",
         )
-        return {"cordoned": True, "tainted": tainted}
+        return {"cordoned": True, "tainted": tainted, "standing_by": None}
+
+    def _same_event_holder(self, drain: Drain) -> str | None:
+        """The words of the cordon of another forced drain following the same EC2 event as ``drain``
+        that holds its node (:func:`_taken_over_by`), as read after the cordon left it; None when the
+        Node is gone since or the cordon is somebody else's."""
+        try:
+            return _taken_over_by(drain, self.kube.get_node(drain.node))
+        except NodeNotFound:
+            return None
 
     # evict -------------------------------------------------------------------------------------
 

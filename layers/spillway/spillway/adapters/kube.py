@@ -1087,6 +1087,7 @@ class KubeClient:
         *,
         only_if_schedulable: bool = False,
         take_over_only: str | None = None,
+        leave_containing: str | None = None,
     ) -> bool:
         """Mark the node unschedulable *and* annotate ``spillway.io/cordoned`` in one patch.
 
@@ -1109,6 +1110,12 @@ class KubeClient:
         (:func:`~spillway.model.cluster.cordon_begins`: one of the caller's kind, a dead sweep's); any
         other of Spillway's cordons (a drain's, a give-back's) is not the caller's, False, left as it is,
         as a person's, its draining taint with it.
+
+        ``leave_containing`` (the cordon of a forced drain following an EC2 scheduled event,
+        :mod:`spillway.act.drain`): another of Spillway's cordons whose words contain it (another forced
+        drain following the same event, `` for <event id>: ``) is not taken over, False, left as it is;
+        the read and the patch are one resourceVersion, so of two such drains cordoning at once exactly
+        one writes.
         """
         name = _name_of(node)
         op = f"cordon node {name}"
@@ -1126,6 +1133,8 @@ class KubeClient:
                     return True
                 if take_over_only is not None and not cordon_begins(ours, take_over_only):
                     return False  # another kind of Spillway's cordon: not the caller's to take over
+                if leave_containing is not None and leave_containing in ours.split(" ", 1)[-1]:
+                    return False  # one the caller stands by for (the same EC2 event's forced drain)
                 return {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}}}
             return {
                 "metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}},
