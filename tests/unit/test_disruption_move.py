@@ -1161,3 +1161,31 @@ def test_an_xgboostjob_pod_moves_only_under_exitcode_and_a_jaxjob_pod_not_under_
         assert move.code == (codes.POD_SAFE_TO_EVICT if moves else codes.POD_ENDS_JOB), (kind, policy, move)
     # a job none of whose replicas fails it says nothing: not kept
     assert snapshot(kubeflow_job("XGBoostJob", {"Worker": {"restartPolicy": "ExitCode"}})).jobs == ()
+
+
+def test_a_pod_left_running_by_a_finished_kubeflow_job_moves_on_its_opt_in() -> None:
+    """A finished job's leftover pod was kept as if its eviction would end the job: a TFJob's parameter
+    server (it never exits) runs on after the job Succeeded or Failed, as every Kubeflow kind's default
+    ``runPolicy.cleanPodPolicy`` is None (pkg/apis/kubeflow.org/v1/*_defaults.go), and its node was held
+    for good though the pod said safe-to-evict. The training operator's ReconcileJobs
+    (pkg/controller.v1/common/job.go) returns for a job whose Succeeded or Failed condition is True
+    before ReconcilePods and UpdateJobStatus: nothing counts the evicted pod, and nothing fails the
+    job. A condition that is not True (Running False) leaves the rule as it is."""
+    tf = {"PS": {"replicas": 1, "restartPolicy": "OnFailure"}, "Worker": {"replicas": 2}}
+    jobs = {
+        "TFJob": (kubeflow_job("TFJob", tf), "PS"),
+        "XGBoostJob": (kubeflow_job("XGBoostJob", {"Worker": {"replicas": 2}}), "Worker"),
+        "JAXJob": (kubeflow_job("JAXJob", {"Worker": {"replicas": 2}}), "Worker"),
+        "PyTorchJob": (pytorchjob("train", None, workers=2), "Worker"),
+    }
+    jobs["PyTorchJob"][0]["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+    for kind, (raw, role) in jobs.items():
+        leftover = kubeflow_pod("train", role, kind=kind, annotations=SAFE)
+        assert judge(raw, leftover).code == codes.POD_ENDS_JOB, kind  # running: the rule holds
+        for ended in ("Succeeded", "Failed"):
+            conditions = [{"type": "Running", "status": "False"}, {"type": ended, "status": "True"}]
+            finished = {**raw, "status": {"conditions": conditions}}
+            move = judge(finished, leftover)
+            assert (move.movable, move.code) == (True, codes.POD_SAFE_TO_EVICT), (kind, ended, move)
+        running = {**raw, "status": {"conditions": [{"type": "Succeeded", "status": "False"}]}}
+        assert judge(running, leftover).code == codes.POD_ENDS_JOB, kind

@@ -216,18 +216,23 @@ def job_of(obj: KubeObject) -> JobInfo | None:
     None for any other object, and for a job that says nothing about moving its pods (a PaddleJob's
     ``elasticPolicy`` reaches none of its pods, see the module docstring: of it, as of a TFJob, an
     XGBoostJob or a JAXJob, only the replica types whose evicted pod fails the job are kept,
-    :func:`_failing_roles`)."""
+    :func:`_failing_roles`). A Kubeflow job that finished (a Succeeded or Failed condition True) fails on
+    none: the training operator's ``ReconcileJobs`` (pkg/controller.v1/common/job.go) returns for it
+    before it counts pods or updates the job's conditions, and every kind's default
+    ``runPolicy.cleanPodPolicy`` (None) leaves its pods that still run (a TFJob's parameter servers)."""
     if isinstance(obj, PyTorchJob):
         low, high = _elastic_range(obj.spec.elastic_policy, obj.spec.pytorch_replica_specs.get("Worker"))
         if high <= low:
             low = high = 0
         fail_roles = _never_restarting_roles(obj.spec.pytorch_replica_specs)
+        if obj.status.finished:
+            fail_roles = frozenset()
         if not high and not fail_roles:
             return None
         key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
         return JobInfo(key, low, high, fail_roles=fail_roles)
     if isinstance(obj, PaddleJob | TFJob | XGBoostJob | JAXJob):  # their elasticPolicy reaches no pod
-        fail_roles = _failing_roles(obj)
+        fail_roles = frozenset() if obj.status.finished else _failing_roles(obj)
         key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
         return JobInfo(key, fail_roles=fail_roles) if fail_roles else None
     if isinstance(obj, BatchJob):
