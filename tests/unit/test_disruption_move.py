@@ -1189,3 +1189,18 @@ def test_a_pod_left_running_by_a_finished_kubeflow_job_moves_on_its_opt_in() -> 
             assert (move.movable, move.code) == (True, codes.POD_SAFE_TO_EVICT), (kind, ended, move)
         running = {**raw, "status": {"conditions": [{"type": "Succeeded", "status": "False"}]}}
         assert judge(running, leftover).code == codes.POD_ENDS_JOB, kind
+
+
+def test_a_dynamic_tfjob_worker_moves_whatever_the_case_its_replica_type_is_written_in() -> None:
+    """A TFJob written with ``worker`` (any case) under ``enableDynamicWorker`` had its workers kept as
+    ends-job. The operator's defaulting renames a replica type written in any case to its own spelling
+    (pkg/apis/kubeflow.org/v1 setTypeNameToCamelCase: strings.EqualFold) before its UpdateJobStatus
+    compares it with Worker, so such a worker's failure does not fail the job; the stored object keeps
+    the user's spelling, and its pods are labelled in lower case either way."""
+    for spelling in ("worker", "WORKER"):
+        specs = {"PS": {"replicas": 1}, spelling: {"replicas": 4}}
+        dynamic = kubeflow_job("TFJob", specs, enableDynamicWorker=True)
+        worker = kubeflow_pod("train", "Worker", kind="TFJob", annotations=SAFE)
+        assert judge(dynamic, worker).code == codes.POD_SAFE_TO_EVICT, spelling
+        ps = kubeflow_pod("train", "PS", kind="TFJob", annotations=SAFE)
+        assert judge(dynamic, ps).code == codes.POD_ENDS_JOB, spelling

@@ -266,7 +266,8 @@ def _failing_roles(job: PaddleJob | TFJob | XGBoostJob | JAXJob) -> frozenset[st
         specs = job.spec.xgb_replica_specs
         return frozenset(t.lower() for t, spec in specs.items() if spec.restart_policy != "ExitCode")
     dynamic = job.spec.enable_dynamic_worker
-    return frozenset(t.lower() for t in job.spec.tf_replica_specs if not (dynamic and t == "Worker"))
+    # the operator's defaulting spells a replica type written in any case as its own (setTypeNameToCamelCase)
+    return frozenset(t.lower() for t in job.spec.tf_replica_specs if not (dynamic and t.lower() == "worker"))
 
 
 def _never_restarting_roles(specs: Mapping[str, ReplicaSpec], default: str = "OnFailure") -> frozenset[str]:
