@@ -1204,3 +1204,29 @@ def test_a_dynamic_tfjob_worker_moves_whatever_the_case_its_replica_type_is_writ
         assert judge(dynamic, worker).code == codes.POD_SAFE_TO_EVICT, spelling
         ps = kubeflow_pod("train", "PS", kind="TFJob", annotations=SAFE)
         assert judge(dynamic, ps).code == codes.POD_ENDS_JOB, spelling
+
+
+def mpijob(name: str, *conditions: tuple[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name, "namespace": NS},
+            "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": {"replicas": 2}}},
+            "status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}  # fmt: skip
+
+
+def test_a_worker_a_finished_mpijob_leaves_running_moves_on_its_opt_in() -> None:
+    """An MPIJob's worker was ends-job whatever became of the job, and a finished MPIJob leaves its
+    workers running: runPolicy.cleanPodPolicy defaults to None (kubeflow/mpi-operator
+    pkg/apis/kubeflow/v2beta1/default.go, setDefaultsRunPolicy) and a worker runs sshd until it is
+    deleted, so a safe-to-evict worker held its node (a GPU node) for as long as the MPIJob object
+    stayed. The operator's syncHandler (pkg/controller/mpi_job_controller.go) returns for a finished
+    MPIJob (a Succeeded or Failed condition True, and a completionTime) before it reads a pod: no
+    mpirun runs there any more, and nothing fails the job."""
+    worker = mpi_pod("allreduce", "worker", annotations=SAFE)
+    for ended in ("Succeeded", "Failed"):
+        finished = mpijob("allreduce", ("Created", "True"), ("Running", "False"), (ended, "True"))
+        move = judge(finished, worker)
+        assert (move.movable, move.code) == (True, codes.POD_SAFE_TO_EVICT), (ended, move)
+    running = mpijob("allreduce", ("Created", "True"), ("Running", "True"))
+    assert judge(running, worker).code == codes.POD_ENDS_JOB
+    assert judge(worker).code == codes.POD_ENDS_JOB  # the MPIJob not read (its CRD, RBAC): kept as before
+    other = mpijob("other", ("Succeeded", "True"))  # another MPIJob's end is not this one's
+    assert judge(other, worker).code == codes.POD_ENDS_JOB

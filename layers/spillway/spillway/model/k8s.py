@@ -1009,6 +1009,17 @@ class PaddleJob(KubeModel):
     status: KubeflowJobStatus = Field(default_factory=KubeflowJobStatus)
 
 
+class MPIJob(KubeModel):
+    """An ``MPIJob`` (``kubeflow.org``: kubeflow/mpi-operator's ``v2beta1``, the training operator's ``v1``),
+    of which only the status is read: its pods are told from the pods themselves (spillway.model.jobs),
+    and a finished MPIJob runs no mpirun over the workers it leaves running."""
+
+    kind: Literal["MPIJob"] = "MPIJob"
+    api_version: str = KUBEFLOW_GROUP + "/v2beta1"
+    metadata: ObjectMeta
+    status: KubeflowJobStatus = Field(default_factory=KubeflowJobStatus)
+
+
 class PodConditionPattern(KubeModel):
     type: str
     status: str = "True"
@@ -1106,7 +1117,7 @@ class VolcanoJob(KubeModel):
     spec: VolcanoJobSpec = Field(default_factory=VolcanoJobSpec)
 
 
-TrainingJob = PyTorchJob | PaddleJob | TFJob | XGBoostJob | JAXJob | BatchJob | VolcanoJob
+TrainingJob = PyTorchJob | PaddleJob | TFJob | XGBoostJob | JAXJob | MPIJob | BatchJob | VolcanoJob
 
 
 class LocalObjectRef(KubeModel):
@@ -1402,6 +1413,7 @@ SharedObject = (
     | TFJob
     | XGBoostJob
     | JAXJob
+    | MPIJob
     | BatchJob
     | VolcanoJob
     | CapacityBuffer
@@ -1467,6 +1479,7 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("TFJob", KUBEFLOW_GROUP): TFJob,
     ("XGBoostJob", KUBEFLOW_GROUP): XGBoostJob,
     ("JAXJob", KUBEFLOW_GROUP): JAXJob,
+    ("MPIJob", KUBEFLOW_GROUP): MPIJob,  # v2beta1 and v1 alike
     ("Job", BATCH_GROUP): BatchJob,  # not Volcano's Job (batch.volcano.sh)
     ("Job", VOLCANO_BATCH_GROUP): VolcanoJob,
     ("CapacityBuffer", AUTOSCALING_GROUP): CapacityBuffer,  # v1beta1 and v1alpha1 alike
