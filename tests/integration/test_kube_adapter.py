@@ -964,8 +964,8 @@ def test_a_crd_not_installed_gives_none_of_its_kind_logged_once(
     kube.list_shared_objects()
     infos = [r for r in caplog.records if r.levelname == "INFO" and "not served" in r.getMessage()]
     # coscheduling, Volcano, upstream PodGroup, Workload, PyTorchJob, PaddleJob, TFJob, XGBoostJob,
-    # JAXJob, Volcano Job: once
-    assert len(infos) == 10
+    # JAXJob, MPIJob, Volcano Job: once
+    assert len(infos) == 11
     assert any("podgroups.scheduling.volcano.sh" in r.getMessage() for r in infos)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert kube.list_custom(*PROVREQ_GV) == []

@@ -1161,3 +1161,72 @@ def test_an_xgboostjob_pod_moves_only_under_exitcode_and_a_jaxjob_pod_not_under_
         assert move.code == (codes.POD_SAFE_TO_EVICT if moves else codes.POD_ENDS_JOB), (kind, policy, move)
     # a job none of whose replicas fails it says nothing: not kept
     assert snapshot(kubeflow_job("XGBoostJob", {"Worker": {"restartPolicy": "ExitCode"}})).jobs == ()
+
+
+def test_a_pod_left_running_by_a_finished_kubeflow_job_moves_on_its_opt_in() -> None:
+    """A finished job's leftover pod was kept as if its eviction would end the job: a TFJob's parameter
+    server (it never exits) runs on after the job Succeeded or Failed, as every Kubeflow kind's default
+    ``runPolicy.cleanPodPolicy`` is None (pkg/apis/kubeflow.org/v1/*_defaults.go), and its node was held
+    for good though the pod said safe-to-evict. The training operator's ReconcileJobs
+    (pkg/controller.v1/common/job.go) returns for a job whose Succeeded or Failed condition is True
+    before ReconcilePods and UpdateJobStatus: nothing counts the evicted pod, and nothing fails the
+    job. A condition that is not True (Running False) leaves the rule as it is."""
+    tf = {"PS": {"replicas": 1, "restartPolicy": "OnFailure"}, "Worker": {"replicas": 2}}
+    jobs = {
+        "TFJob": (kubeflow_job("TFJob", tf), "PS"),
+        "XGBoostJob": (kubeflow_job("XGBoostJob", {"Worker": {"replicas": 2}}), "Worker"),
+        "JAXJob": (kubeflow_job("JAXJob", {"Worker": {"replicas": 2}}), "Worker"),
+        "PyTorchJob": (pytorchjob("train", None, workers=2), "Worker"),
+    }
+    jobs["PyTorchJob"][0]["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+    for kind, (raw, role) in jobs.items():
+        leftover = kubeflow_pod("train", role, kind=kind, annotations=SAFE)
+        assert judge(raw, leftover).code == codes.POD_ENDS_JOB, kind  # running: the rule holds
+        for ended in ("Succeeded", "Failed"):
+            conditions = [{"type": "Running", "status": "False"}, {"type": ended, "status": "True"}]
+            finished = {**raw, "status": {"conditions": conditions}}
+            move = judge(finished, leftover)
+            assert (move.movable, move.code) == (True, codes.POD_SAFE_TO_EVICT), (kind, ended, move)
+        running = {**raw, "status": {"conditions": [{"type": "Succeeded", "status": "False"}]}}
+        assert judge(running, leftover).code == codes.POD_ENDS_JOB, kind
+
+
+def test_a_dynamic_tfjob_worker_moves_whatever_the_case_its_replica_type_is_written_in() -> None:
+    """A TFJob written with ``worker`` (any case) under ``enableDynamicWorker`` had its workers kept as
+    ends-job. The operator's defaulting renames a replica type written in any case to its own spelling
+    (pkg/apis/kubeflow.org/v1 setTypeNameToCamelCase: strings.EqualFold) before its UpdateJobStatus
+    compares it with Worker, so such a worker's failure does not fail the job; the stored object keeps
+    the user's spelling, and its pods are labelled in lower case either way."""
+    for spelling in ("worker", "WORKER"):
+        specs = {"PS": {"replicas": 1}, spelling: {"replicas": 4}}
+        dynamic = kubeflow_job("TFJob", specs, enableDynamicWorker=True)
+        worker = kubeflow_pod("train", "Worker", kind="TFJob", annotations=SAFE)
+        assert judge(dynamic, worker).code == codes.POD_SAFE_TO_EVICT, spelling
+        ps = kubeflow_pod("train", "PS", kind="TFJob", annotations=SAFE)
+        assert judge(dynamic, ps).code == codes.POD_ENDS_JOB, spelling
+
+
+def mpijob(name: str, *conditions: tuple[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name, "namespace": NS},
+            "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": {"replicas": 2}}},
+            "status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}  # fmt: skip
+
+
+def test_a_worker_a_finished_mpijob_leaves_running_moves_on_its_opt_in() -> None:
+    """An MPIJob's worker was ends-job whatever became of the job, and a finished MPIJob leaves its
+    workers running: runPolicy.cleanPodPolicy defaults to None (kubeflow/mpi-operator
+    pkg/apis/kubeflow/v2beta1/default.go, setDefaultsRunPolicy) and a worker runs sshd until it is
+    deleted, so a safe-to-evict worker held its node (a GPU node) for as long as the MPIJob object
+    stayed. The operator's syncHandler (pkg/controller/mpi_job_controller.go) returns for a finished
+    MPIJob (a Succeeded or Failed condition True, and a completionTime) before it reads a pod: no
+    mpirun runs there any more, and nothing fails the job."""
+    worker = mpi_pod("allreduce", "worker", annotations=SAFE)
+    for ended in ("Succeeded", "Failed"):
+        finished = mpijob("allreduce", ("Created", "True"), ("Running", "False"), (ended, "True"))
+        move = judge(finished, worker)
+        assert (move.movable, move.code) == (True, codes.POD_SAFE_TO_EVICT), (ended, move)
+    running = mpijob("allreduce", ("Created", "True"), ("Running", "True"))
+    assert judge(running, worker).code == codes.POD_ENDS_JOB
+    assert judge(worker).code == codes.POD_ENDS_JOB  # the MPIJob not read (its CRD, RBAC): kept as before
+    other = mpijob("other", ("Succeeded", "True"))  # another MPIJob's end is not this one's
+    assert judge(other, worker).code == codes.POD_ENDS_JOB

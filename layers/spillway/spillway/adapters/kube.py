@@ -158,6 +158,7 @@ from spillway.model.k8s import (
     CSINode,
     DaemonSet,
     JAXJob,
+    MPIJob,
     Namespace,
     Node,
     PaddleJob,
@@ -257,6 +258,9 @@ SHARED_KINDS: tuple[SharedKind, ...] = (
     SharedKind("TFJob", KUBEFLOW_GROUP, ("v1",), "tfjobs", TFJob),
     SharedKind("XGBoostJob", KUBEFLOW_GROUP, ("v1",), "xgboostjobs", XGBoostJob),
     SharedKind("JAXJob", KUBEFLOW_GROUP, ("v1",), "jaxjobs", JAXJob),
+    # whether an MPIJob finished (its pods are told from the pods: spillway.model.jobs); kubeflow/mpi-operator
+    # serves v2beta1, the training operator's own MPIJob v1
+    SharedKind("MPIJob", KUBEFLOW_GROUP, ("v2beta1", "v1"), "mpijobs", MPIJob),
     SharedKind("Job", BATCH_GROUP, ("v1",), "jobs", BatchJob, built_in=True),  # same REST layout
     # Volcano's Job: what its controller does when a pod is evicted (spillway.model.jobs)
     SharedKind("Job", VOLCANO_BATCH_GROUP, ("v1alpha1",), "jobs", VolcanoJob),
@@ -958,7 +962,7 @@ class KubeClient:
     def iter_shared_objects(self, served: set[str] | None = None) -> Iterator[SharedObject]:
         """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, PriorityClasses, CapacityQuotas, and the
         jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, TFJobs, XGBoostJobs, JAXJobs,
-        batch/v1 Jobs, Volcano Jobs).
+        MPIJobs, batch/v1 Jobs, Volcano Jobs).
 
         A kind not served (404: its CRD is not installed) gives none of it, logged; an object the model
         refuses is logged and skipped. Any other failure raises as every read does (a 403 names the

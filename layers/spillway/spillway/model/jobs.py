@@ -73,6 +73,7 @@ from spillway.model.k8s import (
     ElasticPolicy,
     JAXJob,
     KubeObject,
+    MPIJob,
     PaddleJob,
     Pod,
     PodConditionPattern,
@@ -149,7 +150,8 @@ class JobInfo:
     FailIndex) that an eviction may match first, which fails the Job (or its index) at once
     (:func:`_counted_evictions`); ``per_index_limit``: such a Job's ``spec.backoffLimitPerIndex``: a pod
     whose index failed that many times already (``PodInfo.index_failures``) fails its index when
-    evicted (kubernetes pkg/controller/job/indexed_job_utils.go, ``isIndexFailed``).
+    evicted (kubernetes pkg/controller/job/indexed_job_utils.go, ``isIndexFailed``); ``finished``: an
+    MPIJob that finished (its pods are told by the pods alone, :func:`job_of`).
     """
 
     key: str
@@ -163,6 +165,7 @@ class JobInfo:
     evictions_left: int | None = None
     eviction_fails: str = ""
     per_index_limit: int | None = None
+    finished: bool = False
 
     def eviction_action(self, task: str | None) -> str:
         """What the job's controller does when a pod of ``task`` is evicted (``SyncJob`` when not known)."""
@@ -192,6 +195,8 @@ class JobInfo:
             out["ef"] = self.eviction_fails
         if self.per_index_limit is not None:
             out["bpi"] = self.per_index_limit
+        if self.finished:
+            out["fin"] = 1
         return out
 
     @classmethod
@@ -208,28 +213,28 @@ class JobInfo:
             evictions_left=int(d["bl"]) if "bl" in d else None,
             eviction_fails=str(d.get("ef", "")),
             per_index_limit=int(d["bpi"]) if "bpi" in d else None,
+            finished=bool(d.get("fin")),
         )
 
 
 def job_of(obj: KubeObject) -> JobInfo | None:
-    """The JobInfo of a PyTorchJob, PaddleJob, TFJob, XGBoostJob, JAXJob, batch/v1 Job or Volcano Job;
+    """The JobInfo of a PyTorchJob, PaddleJob, TFJob, XGBoostJob, JAXJob, MPIJob, batch/v1 Job or Volcano Job;
     None for any other object, and for a job that says nothing about moving its pods (a PaddleJob's
     ``elasticPolicy`` reaches none of its pods, see the module docstring: of it, as of a TFJob, an
     XGBoostJob or a JAXJob, only the replica types whose evicted pod fails the job are kept,
-    :func:`_failing_roles`)."""
+    :func:`_failing_roles`). A Kubeflow job that finished (a Succeeded or Failed condition True) fails on
+    none: the training operator's ``ReconcileJobs`` (pkg/controller.v1/common/job.go) returns for it
+    before it counts pods or updates the job's conditions, and every kind's default
+    ``runPolicy.cleanPodPolicy`` (None) leaves its pods that still run (a TFJob's parameter servers)."""
     if isinstance(obj, PyTorchJob):
-        low, high = _elastic_range(obj.spec.elastic_policy, obj.spec.pytorch_replica_specs.get("Worker"))
-        if high <= low:
-            low = high = 0
-        fail_roles = _never_restarting_roles(obj.spec.pytorch_replica_specs)
-        if not high and not fail_roles:
-            return None
-        key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
-        return JobInfo(key, low, high, fail_roles=fail_roles)
+        return _pytorch_job(obj)
     if isinstance(obj, PaddleJob | TFJob | XGBoostJob | JAXJob):  # their elasticPolicy reaches no pod
-        fail_roles = _failing_roles(obj)
+        fail_roles = frozenset() if obj.status.finished else _failing_roles(obj)
         key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
         return JobInfo(key, fail_roles=fail_roles) if fail_roles else None
+    if isinstance(obj, MPIJob):  # kept only once finished: a finished MPIJob runs no mpirun any more
+        key = job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name)
+        return JobInfo(key, finished=True) if obj.status.finished else None
     if isinstance(obj, BatchJob):
         return _batch_job(obj)
     if isinstance(obj, VolcanoJob):
@@ -237,6 +242,21 @@ def job_of(obj: KubeObject) -> JobInfo | None:
         key = job_key("VolcanoJob", obj.metadata.namespace or "default", obj.metadata.name)
         return JobInfo(key, eviction_actions=actions) if actions else None
     return None
+
+
+def _pytorch_job(job: PyTorchJob) -> JobInfo | None:
+    """A PyTorchJob's JobInfo (:func:`job_of`): its elastic range, and the replica types whose evicted
+    pod fails it while it runs."""
+    low, high = _elastic_range(job.spec.elastic_policy, job.spec.pytorch_replica_specs.get("Worker"))
+    if high <= low:
+        low = high = 0
+    fail_roles = (
+        frozenset() if job.status.finished else _never_restarting_roles(job.spec.pytorch_replica_specs)
+    )
+    if not high and not fail_roles:
+        return None
+    key = job_key(job.kind, job.metadata.namespace or "default", job.metadata.name)
+    return JobInfo(key, low, high, fail_roles=fail_roles)
 
 
 def _failing_roles(job: PaddleJob | TFJob | XGBoostJob | JAXJob) -> frozenset[str]:
@@ -261,7 +281,8 @@ def _failing_roles(job: PaddleJob | TFJob | XGBoostJob | JAXJob) -> frozenset[st
         specs = job.spec.xgb_replica_specs
         return frozenset(t.lower() for t, spec in specs.items() if spec.restart_policy != "ExitCode")
     dynamic = job.spec.enable_dynamic_worker
-    return frozenset(t.lower() for t in job.spec.tf_replica_specs if not (dynamic and t == "Worker"))
+    # the operator's defaulting spells a replica type written in any case as its own (setTypeNameToCamelCase)
+    return frozenset(t.lower() for t in job.spec.tf_replica_specs if not (dynamic and t.lower() == "worker"))
 
 
 def _never_restarting_roles(specs: Mapping[str, ReplicaSpec], default: str = "OnFailure") -> frozenset[str]:

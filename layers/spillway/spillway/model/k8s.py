@@ -917,6 +917,23 @@ class ReplicaSpec(KubeModel):
     restart_policy: str | None = None
 
 
+class KubeflowJobCondition(KubeModel):
+    type: str = ""
+    status: str = ""
+
+
+class KubeflowJobStatus(KubeModel):
+    """A Kubeflow job's ``status``, of which only ``conditions`` is read: one of type Succeeded or Failed
+    whose status is True marks the job finished (kubeflow/training-operator pkg/util/status.go,
+    ``IsFinished``), which the operator then no longer fails (spillway.model.jobs)."""
+
+    conditions: list[KubeflowJobCondition] = Field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return any(c.type in ("Succeeded", "Failed") and c.status == "True" for c in self.conditions)
+
+
 class TFJobSpec(KubeModel):
     tf_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
     # the operator then lets a Worker fail without failing the job (spillway.model.jobs)
@@ -931,6 +948,7 @@ class TFJob(KubeModel):
     api_version: str = KUBEFLOW_GROUP + "/v1"
     metadata: ObjectMeta
     spec: TFJobSpec = Field(default_factory=TFJobSpec)
+    status: KubeflowJobStatus = Field(default_factory=KubeflowJobStatus)
 
 
 class XGBoostJobSpec(KubeModel):
@@ -944,6 +962,7 @@ class XGBoostJob(KubeModel):
     api_version: str = KUBEFLOW_GROUP + "/v1"
     metadata: ObjectMeta
     spec: XGBoostJobSpec = Field(default_factory=XGBoostJobSpec)
+    status: KubeflowJobStatus = Field(default_factory=KubeflowJobStatus)
 
 
 class JAXJobSpec(KubeModel):
@@ -957,6 +976,7 @@ class JAXJob(KubeModel):
     api_version: str = KUBEFLOW_GROUP + "/v1"
     metadata: ObjectMeta
     spec: JAXJobSpec = Field(default_factory=JAXJobSpec)
+    status: KubeflowJobStatus = Field(default_factory=KubeflowJobStatus)
 
 
 class PyTorchJobSpec(KubeModel):
@@ -971,6 +991,7 @@ class PyTorchJob(KubeModel):
     api_version: str = KUBEFLOW_GROUP + "/v1"
     metadata: ObjectMeta
     spec: PyTorchJobSpec = Field(default_factory=PyTorchJobSpec)
+    status: KubeflowJobStatus = Field(default_factory=KubeflowJobStatus)
 
 
 class PaddleJobSpec(KubeModel):
@@ -985,6 +1006,18 @@ class PaddleJob(KubeModel):
     api_version: str = KUBEFLOW_GROUP + "/v1"
     metadata: ObjectMeta
     spec: PaddleJobSpec = Field(default_factory=PaddleJobSpec)
+    status: KubeflowJobStatus = Field(default_factory=KubeflowJobStatus)
+
+
+class MPIJob(KubeModel):
+    """An ``MPIJob`` (``kubeflow.org``: kubeflow/mpi-operator's ``v2beta1``, the training operator's ``v1``),
+    of which only the status is read: its pods are told from the pods themselves (spillway.model.jobs),
+    and a finished MPIJob runs no mpirun over the workers it leaves running."""
+
+    kind: Literal["MPIJob"] = "MPIJob"
+    api_version: str = KUBEFLOW_GROUP + "/v2beta1"
+    metadata: ObjectMeta
+    status: KubeflowJobStatus = Field(default_factory=KubeflowJobStatus)
 
 
 class PodConditionPattern(KubeModel):
@@ -1084,7 +1117,7 @@ class VolcanoJob(KubeModel):
     spec: VolcanoJobSpec = Field(default_factory=VolcanoJobSpec)
 
 
-TrainingJob = PyTorchJob | PaddleJob | TFJob | XGBoostJob | JAXJob | BatchJob | VolcanoJob
+TrainingJob = PyTorchJob | PaddleJob | TFJob | XGBoostJob | JAXJob | MPIJob | BatchJob | VolcanoJob
 
 
 class LocalObjectRef(KubeModel):
@@ -1380,6 +1413,7 @@ SharedObject = (
     | TFJob
     | XGBoostJob
     | JAXJob
+    | MPIJob
     | BatchJob
     | VolcanoJob
     | CapacityBuffer
@@ -1445,6 +1479,7 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("TFJob", KUBEFLOW_GROUP): TFJob,
     ("XGBoostJob", KUBEFLOW_GROUP): XGBoostJob,
     ("JAXJob", KUBEFLOW_GROUP): JAXJob,
+    ("MPIJob", KUBEFLOW_GROUP): MPIJob,  # v2beta1 and v1 alike
     ("Job", BATCH_GROUP): BatchJob,  # not Volcano's Job (batch.volcano.sh)
     ("Job", VOLCANO_BATCH_GROUP): VolcanoJob,
     ("CapacityBuffer", AUTOSCALING_GROUP): CapacityBuffer,  # v1beta1 and v1alpha1 alike

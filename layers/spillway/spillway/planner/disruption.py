@@ -535,14 +535,18 @@ def ends_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | N
     MPIJob fails past ``runPolicy.backoffLimit``; the launcher's own eviction takes mpirun with it. The
     mpi-operator also fails the MPIJob outright on a worker the kubelet evicted (mpi_job_controller.go,
     ``updateMPIJobStatus``: ``MPIJobEvicted``). Told from the pod alone (its job key's kind), no
-    MPIJob need be read; Horovod's elastic mode, which survives a lost worker, is not told apart."""
+    MPIJob need be read; Horovod's elastic mode, which survives a lost worker, is not told apart. But an
+    MPIJob read as finished (``JobInfo.finished``: a Succeeded or Failed condition True) ends no more:
+    its workers run on (``runPolicy.cleanPodPolicy`` None by default, kubeflow/mpi-operator
+    pkg/apis/kubeflow/v2beta1/default.go) with no mpirun over them, and the operator's syncHandler
+    returns for it before it reads a pod."""
     key = job_key_of(pod)
-    if key is not None and key.startswith(MPI_JOB):
+    job = jobs.get(key) if key is not None else None
+    if key is not None and key.startswith(MPI_JOB) and not (job is not None and job.finished):
         return (
             f"a pod of {key}: its launcher's mpirun runs over every worker, and a rank that goes aborts them "
             "all, so the whole job starts again (or fails past its backoffLimit)"
         )
-    job = jobs.get(key) if key is not None else None
     if job is not None and pod.job_role is not None and pod.job_role in job.fail_roles:
         kind = job.key.partition("/")[0]
         why = _FAILING_RULES.get(kind, "have restartPolicy Never")
