@@ -3116,6 +3116,74 @@ def test_a_training_jobs_status_is_pruned_and_validated(custom: CustomObjectsApi
     ]
 
 
+# --- MPIJob: kubeflow/mpi-operator manifests/base/kubeflow.org_mpijobs.yaml (pkg/apis/kubeflow/v2beta1/
+# types.go): served and stored at v2beta1 alone; schema defaults on spec; conditions keyed by type, their
+# status an enum; no scale subresource and no CEL rule.
+
+MPI = ("kubeflow.org", "v2beta1", "mpijobs")
+
+
+def mpi_job(name: str, **spec: Any) -> dict[str, Any]:
+    template = {"spec": {"containers": [{"name": "mpi", "image": "mpioperator/mpi-pi:openmpi"}]}}
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": template},
+                                         "Worker": {"replicas": 2, "template": template}}, **spec}}  # fmt: skip
+
+
+def test_an_mpijob_is_served_at_v2beta1_pruned_and_given_its_crds_defaults(custom: CustomObjectsApi) -> None:
+    made = custom.create_namespaced_custom_object(
+        *MPI[:2], "default", MPI[2], mpi_job("pi", runPolicy={"cleanPodPolicy": "Running"}, gpus=8)
+    )
+    spec = made["spec"]
+    assert "gpus" not in spec
+    assert {k: v for k, v in spec.items() if k != "mpiReplicaSpecs"} == {
+        "runPolicy": {"cleanPodPolicy": "Running", "suspend": False},
+        "slotsPerWorker": 1,
+        "runLauncherAsWorker": False,
+        "sshAuthMountPath": "/root/.ssh",
+        "launcherCreationPolicy": "AtStartup",
+        "mpiImplementation": "OpenMPI",
+    }
+    with pytest.raises(ApiException) as gone:  # not served at the operator's old versions
+        custom.list_namespaced_custom_object("kubeflow.org", "v1", "default", "mpijobs")
+    assert gone.value.status == 404
+    found = custom.get_api_resources(*MPI[:2]).resources
+    assert [(r.name, r.short_names) for r in found] == [
+        ("mpijobs", None),
+        ("mpijobs/status", None),
+    ]  # no scale
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(
+            *MPI[:2], "default", MPI[2], mpi_job("mpich", mpiImplementation="OpenMPI5")
+        )
+    )
+    assert [(f, r) for f, _, r in _causes(refusal)] == [("spec.mpiImplementation", "FieldValueNotSupported")]
+
+
+def test_an_mpijobs_conditions_are_keyed_by_type_and_their_status_is_an_enum(
+    custom: CustomObjectsApi,
+) -> None:
+    custom.create_namespaced_custom_object(*MPI[:2], "default", MPI[2], mpi_job("pi"))
+    at = "2026-01-01T00:00:00Z"
+    succeeded = {"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded", "lastTransitionTime": at}
+    written = custom.patch_namespaced_custom_object_status(
+        *MPI[:2], "default", MPI[2], "pi", {"status": {"conditions": [succeeded], "completionTime": at}}
+    )
+    assert written["status"] == {"conditions": [succeeded], "completionTime": at}
+    for conditions, field, reason in (
+        ([succeeded, {**succeeded, "status": "False"}], "status.conditions[1]", "FieldValueDuplicate"),
+        ([{**succeeded, "status": "Yes"}], "status.conditions[0].status", "FieldValueNotSupported"),
+    ):
+        refusal = _invalid(
+            lambda c=conditions: custom.patch_namespaced_custom_object_status(
+                *MPI[:2], "default", MPI[2], "pi", {"status": {"conditions": c}}
+            )
+        )
+        assert [(f, r) for f, _, r in _causes(refusal)] == [(field, reason)]
+    kept = custom.get_namespaced_custom_object(*MPI[:2], "default", MPI[2], "pi")
+    assert kept["status"]["conditions"] == [succeeded]
+
+
 # --- PyTorchJob and PaddleJob scale subresource --------------------------------------------------------
 # Both CRDs declare subresources.scale over their Worker replicas (kubeflow/training-operator
 # manifests/base/crds/kubeflow.org_pytorchjobs.yaml at c20bf65e03b8, kubeflow.org_paddlejobs.yaml at

@@ -1545,3 +1545,63 @@ def test_tfjobs_xgboostjobs_and_jaxjobs_written_over_the_wire_keep_their_pods_fr
         "jax-worker-0": codes.POD_ENDS_JOB,  # a JAXJob's default is Never
         "typo-worker-0": codes.POD_SAFE_TO_EVICT,  # never stored
     }
+
+
+def test_a_worker_a_succeeded_mpijob_read_over_the_wire_leaves_running_moves_and_a_running_ones_does_not(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """Two MPIJobs written as kubectl writes them (kubeflow/mpi-operator's kubeflow.org/v2beta1), their
+    conditions then written through /status as the operator writes them: one Running, one Succeeded.
+    Observe lists them and keeps the finished one (snapshot key "fin"), so the safe-to-evict worker the
+    Succeeded job leaves running (cleanPodPolicy None) moves on its opt-in; the Running job's worker is
+    still ends-job (its launcher's mpirun spans it)."""
+    from kubernetes.client import CustomObjectsApi
+
+    from spillway.adapters.kube import KubeClient
+    from spillway.model.cluster import ClusterSnapshot
+    from spillway.planner import codes
+    from spillway.planner.disruption import assess_move
+
+    host = kobj.cluster(1, 0)[0][0]["metadata"]["name"]
+    kubeapi.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    template = {"spec": {"containers": [{"name": "c", "image": "mpioperator/mpi-pi:openmpi"}]}}
+    at = "2026-01-01T00:00:00Z"
+
+    def condition(kind: str, status: str = "True") -> dict[str, Any]:
+        return {"type": kind, "status": status, "reason": f"MPIJob{kind}", "lastTransitionTime": at,
+                "lastUpdateTime": at}  # fmt: skip
+
+    finished = {"conditions": [condition("Created"), condition("Running", "False"), condition("Succeeded")],
+                "startTime": at, "completionTime": at}  # fmt: skip
+    with kubeapi.api_client() as client:
+        custom = CustomObjectsApi(client)
+        for name, status in (
+            ("done", finished),
+            ("train", {"conditions": [condition("Created"), condition("Running")]}),
+        ):
+            custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", "ml", "mpijobs", {
+                "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name, "namespace": "ml"},
+                "spec": {"runPolicy": {"cleanPodPolicy": "None"},
+                         "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": template},
+                                             "Worker": {"replicas": 1, "template": template}}}})  # fmt: skip
+            custom.patch_namespaced_custom_object_status(
+                "kubeflow.org", "v2beta1", "ml", "mpijobs", name, {"status": status}
+            )
+    for job_name in ("done", "train"):
+        worker = kubeflow_worker(
+            kobj, f"{job_name}-worker-0", host, "MPIJob", job_name,
+            annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
+        )  # fmt: skip
+        worker["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v2beta1"
+        worker["metadata"]["labels"]["training.kubeflow.org/operator-name"] = "mpi-operator"
+        kubeapi.add(worker)
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    cluster = ClusterSnapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).cluster.to_dict())
+
+    jobs = cluster.jobs_by_key()
+    assert {k: j.finished for k, j in jobs.items()} == {"MPIJob/ml/done": True}
+    moves = {
+        p.name: assess_move(p, None, None, T0, -10, jobs).code for p in cluster.pods if p.namespace == "ml"
+    }
+    assert moves == {"done-worker-0": codes.POD_SAFE_TO_EVICT, "train-worker-0": codes.POD_ENDS_JOB}

@@ -165,6 +165,7 @@ RULES = [
     ("/apis/batch/v1/jobs", '{apiGroups: ["batch"], resources: ["jobs"], verbs: ["list"]}'),
     ("/apis/kubeflow.org/v1/pytorchjobs", '{apiGroups: ["kubeflow.org"], resources: ["pytorchjobs"], verbs: ["list"]}'),
     ("/apis/kubeflow.org/v1/tfjobs", '{apiGroups: ["kubeflow.org"], resources: ["tfjobs"], verbs: ["list"]}'),
+    ("/apis/kubeflow.org/v2beta1/mpijobs", '{apiGroups: ["kubeflow.org"], resources: ["mpijobs"], verbs: ["list"]}'),
     ("/api/v1/persistentvolumeclaims", '{apiGroups: [""], resources: ["persistentvolumeclaims"], verbs: ["list"]}'),
     ("/apis/storage.k8s.io/v1/storageclasses",
      '{apiGroups: ["storage.k8s.io"], resources: ["storageclasses"], verbs: ["list"]}'),

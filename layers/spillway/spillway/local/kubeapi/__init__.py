@@ -43,7 +43,7 @@ What it serves (JSON only)
   ``autoscaling.x-k8s.io/v1beta1`` (``/status``; also served as ``v1alpha1`` over the same objects, as
   the published CRD serves that version, deprecated: every answer through it carries the API server's
   ``Warning`` header), PyTorchJob, PaddleJob, TFJob, XGBoostJob and JAXJob ``kubeflow.org/v1``
-  (``/status``), and the alpha
+  (``/status``), MPIJob ``kubeflow.org/v2beta1`` (``/status``, kubeflow/mpi-operator's), and the alpha
   built-ins PodGroup ``scheduling.k8s.io/v1alpha2`` (``/status``) and Workload
   ``scheduling.k8s.io/v1alpha1``. Names are ``<plural>.<group>`` (``resources.OPTIONAL``). The three
   ``autoscaling.x-k8s.io`` kinds are served as their published CRDs' schemas and CEL rules serve them
@@ -57,7 +57,8 @@ What it serves (JSON only)
   training operator's (unknown fields pruned, the pod template's included; the replica specs
   required; ``runPolicy.suspend`` defaulted to false; ``runPolicy.schedulingPolicy.queue`` immutable,
   as its CEL rule says; the embedded PodSpec declared to the fields of its containers, kept whole below:
-  :mod:`.crds` says exactly how it differs from the published one). Rollout is stored as given, no
+  :mod:`.crds` says exactly how it differs from the published one), and MPIJob by the mpi-operator's
+  (the same replica specs and run policy, its own spec defaults, no CEL rule). Rollout is stored as given, no
   schema modelled. Custom resources refuse strategic merge patch with 415, as a real server does.
 * The ``scale`` subresource of the kinds whose CRD declares one (``ResourceType.scale``): Rollout, and
   PyTorchJob and PaddleJob over their Worker replicas (``.spec.<kind>ReplicaSpecs.Worker.replicas``,

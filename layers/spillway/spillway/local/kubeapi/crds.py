@@ -1,7 +1,8 @@
 """The validation, pruning and defaults of the CRDs the emulator serves, as a real API server applies
 their published schemas and CEL rules: the sig-autoscaling ones (kubernetes/autoscaler
 ``cluster-autoscaler/apis/config/crd/*.yaml``, generated from the kubebuilder markers of
-``cluster-autoscaler/apis``), both PodGroups and Kubeflow's PyTorchJob and PaddleJob.
+``cluster-autoscaler/apis``), both PodGroups, the training operator's Kubeflow jobs and
+kubeflow/mpi-operator's MPIJob.
 
 One mechanism serves every kind: its CRD's ``openAPIV3Schema`` written once as data (only what
 validation, pruning and defaulting read; descriptions are left out), walked by :func:`conforms` (type,
@@ -44,6 +45,10 @@ takes and stores JSON ``1.0``) and given their ``default`` s (:func:`with_defaul
   rule, ``self == oldSelf`` on ``spec.runPolicy.schedulingPolicy.queue`` (the store's ``immutable``,
   with the rule's own message); the embedded pod template served compactly, as the comment above the
   schemas says.
+* MPIJob ``kubeflow.org/v2beta1`` (:data:`MPI_JOB_SCHEMA`), from kubeflow/mpi-operator's published CRD:
+  ``spec.mpiReplicaSpecs`` required (the same replica specs), the same ``runPolicy``, schema defaults for
+  ``slotsPerWorker``, ``runLauncherAsWorker``, ``sshAuthMountPath``, ``launcherCreationPolicy`` and
+  ``mpiImplementation`` (an enum); its conditions a list keyed by ``type``, ``status`` an enum; no CEL rules.
 
 Each check answers every problem it finds, as :class:`~.status.FieldError` s worded as the API server
 words them, in the order kube-openapi's validators find them (at one value, a wrong type is the only
@@ -82,6 +87,7 @@ PADDLE_JOB = "PaddleJob.kubeflow.org"
 TF_JOB = "TFJob.kubeflow.org"
 XGBOOST_JOB = "XGBoostJob.kubeflow.org"
 JAX_JOB = "JAXJob.kubeflow.org"
+MPI_JOB = "MPIJob.kubeflow.org"
 ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
@@ -934,6 +940,61 @@ def _replica_job(specs_field: str, **more: Schema) -> Schema:
 TF_JOB_SCHEMA = _replica_job("tfReplicaSpecs", enableDynamicWorker=_BOOLEAN, successPolicy=_STRING)
 XGBOOST_JOB_SCHEMA = _replica_job("xgbReplicaSpecs")
 JAX_JOB_SCHEMA = _replica_job("jaxReplicaSpecs")
+
+# --- kubeflow/mpi-operator v2beta1: MPIJob ---------------------------------------------------------
+# manifests/base/kubeflow.org_mpijobs.yaml (the CRD deploy/v2beta1/mpi-operator.yaml installs), generated
+# by controller-gen from pkg/apis/kubeflow/v2beta1/types.go: one version, v2beta1, served and stored (the
+# operator's v1alpha1, v1alpha2 and v1 are served no more; the training operator's own MPIJob is a
+# kubeflow.org/v1 CRD of the same name, so a cluster has one or the other); status subresource only, no
+# scale subresource, no CEL rule (the queue is not immutable here). Defaults: ``slotsPerWorker`` 1,
+# ``runLauncherAsWorker`` false, ``sshAuthMountPath`` "/root/.ssh", ``launcherCreationPolicy`` AtStartup,
+# ``mpiImplementation`` OpenMPI (enum OpenMPI, Intel, MPICH), ``runPolicy.suspend`` false. The marker
+# meant to make ``launcherCreationPolicy`` an enum is written ``Enum:AtStartup;...`` (no ``=``), a name
+# controller-tools' marker registry does not know, so it is not one. Its own ReplicaSpec and RunPolicy have
+# the training operator's fields (served here as above). Conditions are a list keyed
+# by ``type``, ``status`` one of True, False, Unknown (the types Created, Running, Restarting, Succeeded,
+# Suspended, Failed are not an enum). The operator's checks (mpiReplicaSpecs.Launcher required, restart
+# policies Never or OnFailure ...) are its controller's (pkg/apis/kubeflow/validation), not the API server's.
+
+_MPI_JOB_STATUS: Schema = {
+    **_JOB_STATUS,
+    "properties": {
+        **_JOB_STATUS["properties"],
+        "conditions": {
+            **_JOB_STATUS["properties"]["conditions"],
+            "items": {
+                **_JOB_STATUS["properties"]["conditions"]["items"],
+                "properties": {
+                    **_JOB_STATUS["properties"]["conditions"]["items"]["properties"],
+                    "status": {"type": "string", "enum": ("True", "False", "Unknown")},
+                },
+            },
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ("type",),
+        },
+    },
+}
+MPI_JOB_SCHEMA = _custom_resource(
+    spec={
+        "type": "object",
+        "required": ("mpiReplicaSpecs",),
+        "properties": {
+            "launcherCreationPolicy": {"type": "string", "default": "AtStartup"},
+            "mpiImplementation": {
+                "type": "string",
+                "default": "OpenMPI",
+                "enum": ("OpenMPI", "Intel", "MPICH"),
+            },
+            "mpiReplicaSpecs": _REPLICA_SPECS,
+            "runLauncherAsWorker": {"type": "boolean", "default": False},
+            "runPolicy": _RUN_POLICY,
+            "slotsPerWorker": {**_INT32, "default": 1},
+            "sshAuthMountPath": {"type": "string", "default": "/root/.ssh"},
+        },
+    },
+    status=_MPI_JOB_STATUS,
+    spec_required=False,
+)
 #: the CEL rule the kubeflow.org CRDs carry, with its message (the store's ``immutable`` check)
 QUEUE_PATH = ("spec", "runPolicy", "schedulingPolicy", "queue")
 QUEUE_IMMUTABLE = "spec.runPolicy.schedulingPolicy.queue is immutable"
@@ -1038,6 +1099,7 @@ _CRDS: Mapping[str, _Crd] = {
     TF_JOB: _Crd(TF_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
     XGBOOST_JOB: _Crd(XGBOOST_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
     JAX_JOB: _Crd(JAX_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
+    MPI_JOB: _Crd(MPI_JOB_SCHEMA),
 }
 
 

@@ -893,6 +893,24 @@ def _kubeflow_job(kind: str, store_kind: str) -> ResourceType:
 TF_JOBS = _kubeflow_job("TFJob", crds.TF_JOB)
 XGBOOST_JOBS = _kubeflow_job("XGBoostJob", crds.XGBOOST_JOB)
 JAX_JOBS = _kubeflow_job("JAXJob", crds.JAX_JOB)
+#: kubeflow/mpi-operator's MPIJob (CRD ``mpijobs.kubeflow.org``, served and stored at ``v2beta1`` only;
+#: no short names; status subresource, no scale subresource, no CEL rule: :mod:`.crds`); observe reads
+#: whether it finished (``status.conditions``)
+MPI_JOBS = ResourceType(
+    "MPIJob",
+    "mpijobs",
+    "mpijob",
+    "kubeflow.org",
+    "v2beta1",
+    namespaced=True,
+    store_kind=crds.MPI_JOB,
+    has_status=True,
+    create_status=_dropped,
+    custom=True,
+    optional=True,
+    to_internal=functools.partial(crds.pruned, crds.MPI_JOB),
+    defaults=functools.partial(crds.with_defaults, crds.MPI_JOB),
+)
 
 ALL: tuple[ResourceType, ...] = (
     NODES,
@@ -922,6 +940,7 @@ ALL: tuple[ResourceType, ...] = (
     TF_JOBS,
     XGBOOST_JOBS,
     JAX_JOBS,
+    MPI_JOBS,
     CAPACITY_BUFFERS,
     CAPACITY_BUFFERS_V1ALPHA1,
     ROLLOUTS,
