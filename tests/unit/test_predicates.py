@@ -122,6 +122,7 @@ def test_why_not_names_the_first_failing_constraint() -> None:
         ("Gt", "+900", "950", False),
         ("Gt", "900", "high", False),
         ("Lt", "9223372036854775808", "1", False),  # beyond int64
+        ("Lt", "9" * 5000, "1", False),  # a configured buffer's toleration: no int() of 5,000 digits
         ("Gt", "900", None, False),
     ],
 )

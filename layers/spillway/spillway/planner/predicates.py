@@ -60,7 +60,8 @@ def _compares(operator: str, value: str | None, taint_value: str | None) -> bool
     apimachinery's content.IsDecimalInteger: no sign but ``-``, no leading zero); else it does not."""
     numbers = []
     for text in (value or "", taint_value or ""):
-        if not _DECIMAL.fullmatch(text) or int(text) not in _INT64:
+        # 20 characters hold every int64 ("-" and 19 digits); int() refuses more than 4,300 digits
+        if len(text) > 20 or not _DECIMAL.fullmatch(text) or int(text) not in _INT64:
             return False
         numbers.append(int(text))
     mine, theirs = numbers
