@@ -268,6 +268,14 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
      False, codes.POD_NOT_KNOWN_MOVABLE),
     ("pet-nnodes-min-equals-max", [pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "4:4"})], False,
      codes.POD_NOT_KNOWN_MOVABLE),
+    # numbers torchrun's int() refuses (past 4,300 digits) are unreadable to it too: no elastic range, no
+    # restarts, so the pod stays (before, the same ValueError out of the snapshot stopped every observation)
+    ("pet-max-restarts-unreadable", [pod(owner=("StatefulSet", "trainer"), env={
+        "PET_NNODES": "2:8", "PET_MAX_RESTARTS": "1" * 5000})], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("pet-nnodes-unreadable", [pod(owner=("StatefulSet", "trainer"), env={
+        "PET_NNODES": "2:" + "9" * 5000, **RESTARTS})], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("torchrun-nnodes-unreadable", [pod(owner=("StatefulSet", "trainer"), command=[
+        "torchrun", "--nnodes=" + "1" * 5000, "--max-restarts=3", "t.py"])], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("elastic-pytorchjob", [pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8}), kubeflow_pod("bert")],
      True, codes.POD_ELASTIC),
     # the training operator passes a PaddleJob's elasticPolicy to no pod (PADDLE_NNODES is its total
