@@ -1080,6 +1080,10 @@ def test_a_pod_whose_eviction_fails_its_index_is_never_moved() -> None:
     assert "backoffLimitPerIndex" in spent.reason
     assert judge(job, index_pod("0")).code == codes.POD_SAFE_TO_EVICT
     assert judge(job, index_pod(None)).code == codes.POD_SAFE_TO_EVICT  # no failure written: none yet
+    # past int32, which the job controller parses it as (strconv.ParseInt(v, 10, 32), 0 on an error): no
+    # count; 5,000 digits raised ValueError out of the snapshot before, and every observation failed
+    assert judge(job, index_pod("1" * 5000)).code == codes.POD_SAFE_TO_EVICT
+    assert judge(job, index_pod("0" * 5000 + "1")).code == codes.POD_ENDS_JOB  # leading zeros: still 1
     job["spec"]["backoffLimitPerIndex"] = 0
     assert judge(job, index_pod(None)).code == codes.POD_ENDS_JOB
     # the snapshot keeps the limit and the pod's count
