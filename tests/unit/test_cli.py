@@ -177,15 +177,16 @@ def test_a_hostile_request_in_the_cluster_file_is_refused_at_once(
     )
 
 
+@pytest.mark.parametrize("cost", ["1e3", "9" * 5000])  # 5,000 digits: int() refuses them, unnamed before
 def test_a_pod_deletion_cost_the_api_server_refuses_is_refused_at_once(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cost: str
 ) -> None:
     doc = cluster_doc()
     items = doc["items"]
     assert isinstance(items, list)
     index = next(i for i, item in enumerate(items) if item["metadata"]["name"] == "train-llm-0")
     items[index]["metadata"].setdefault("annotations", {})["controller.kubernetes.io/pod-deletion-cost"] = (
-        "1e3"
+        cost
     )
     code, out, err = run(replace_arg("--cluster", write(tmp_path, "c.json", doc)), capsys)
     assert_one_line_error(

@@ -268,6 +268,14 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
      False, codes.POD_NOT_KNOWN_MOVABLE),
     ("pet-nnodes-min-equals-max", [pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "4:4"})], False,
      codes.POD_NOT_KNOWN_MOVABLE),
+    # numbers torchrun's int() refuses (past 4,300 digits) are unreadable to it too: no elastic range, no
+    # restarts, so the pod stays (before, the same ValueError out of the snapshot stopped every observation)
+    ("pet-max-restarts-unreadable", [pod(owner=("StatefulSet", "trainer"), env={
+        "PET_NNODES": "2:8", "PET_MAX_RESTARTS": "1" * 5000})], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("pet-nnodes-unreadable", [pod(owner=("StatefulSet", "trainer"), env={
+        "PET_NNODES": "2:" + "9" * 5000, **RESTARTS})], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("torchrun-nnodes-unreadable", [pod(owner=("StatefulSet", "trainer"), command=[
+        "torchrun", "--nnodes=" + "1" * 5000, "--max-restarts=3", "t.py"])], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("elastic-pytorchjob", [pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8}), kubeflow_pod("bert")],
      True, codes.POD_ELASTIC),
     # the training operator passes a PaddleJob's elasticPolicy to no pod (PADDLE_NNODES is its total
@@ -1072,6 +1080,10 @@ def test_a_pod_whose_eviction_fails_its_index_is_never_moved() -> None:
     assert "backoffLimitPerIndex" in spent.reason
     assert judge(job, index_pod("0")).code == codes.POD_SAFE_TO_EVICT
     assert judge(job, index_pod(None)).code == codes.POD_SAFE_TO_EVICT  # no failure written: none yet
+    # past int32, which the job controller parses it as (strconv.ParseInt(v, 10, 32), 0 on an error): no
+    # count; 5,000 digits raised ValueError out of the snapshot before, and every observation failed
+    assert judge(job, index_pod("1" * 5000)).code == codes.POD_SAFE_TO_EVICT
+    assert judge(job, index_pod("0" * 5000 + "1")).code == codes.POD_ENDS_JOB  # leading zeros: still 1
     job["spec"]["backoffLimitPerIndex"] = 0
     assert judge(job, index_pod(None)).code == codes.POD_ENDS_JOB
     # the snapshot keeps the limit and the pod's count

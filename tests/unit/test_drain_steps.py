@@ -175,6 +175,19 @@ def test_a_node_name_kubernetes_would_refuse_is_refused_before_the_api_is_asked(
     assert rig.api.requests == [] and rig.cloud.calls == []
 
 
+def test_a_drain_naming_pods_without_consolidation_is_refused_and_touches_nothing(rig: Rig) -> None:
+    """``pods`` confines a drain to the pods it names only with ``consolidation: true`` (the others are
+    left running); without it the names were ignored, and a drain by hand meant for two pods evicted
+    every pod of the node and terminated it. Spillway's own plans send ``pods`` only with it
+    (spillway.act.planning.drain_item), so the request is a person's mistake: refused, naming ``pods``."""
+    request = {"cluster": CLUSTER, "node": NODE, "pods": ["team-a/web-0", "team-a/web-1"]}
+    with pytest.raises(InvalidDrainRequest) as caught:
+        rig.drainer.validate(request, "by-hand")
+    assert caught.value.field == "pods" and "consolidation" in str(caught.value)
+    assert rig.api.requests == [] and rig.cloud.calls == []
+    assert rig.drainer.validate({**request, "consolidation": True}, "by-hand")  # as meant: accepted
+
+
 def test_every_bad_field_is_named_at_once() -> None:
     with pytest.raises(InvalidDrainRequest) as caught:
         parse_request({"cluster": CLUSTER, "node": NODE, "force": "yes", "deadline_seconds": -1})

@@ -121,6 +121,9 @@ CONFIGMAP = "ConfigMap kube-system/cluster-autoscaler-priority-expander"
         ({"priorities": "50: [reserved\n"}, "not YAML"),  # yaml.Unmarshal
         ({"priority": "50:\n  - reserved\n"}, "no priorities key"),  # reloadConfigMap: !found
         ({"priorities": ""}, "empty"),  # parsePrioritiesYAMLString: prioritiesYAML == ""
+        # no map of priorities (yaml.Unmarshal into map[int][]string fails); PyYAML's recursive composer
+        # raised RecursionError out of the snapshot (observe and spillway plan failed for everybody)
+        ({"priorities": "[" * 5000 + "]" * 5000}, "nested too deeply"),
     ],
 )
 def test_a_configmap_cluster_autoscaler_cannot_read_ranks_no_group_and_the_plan_names_it(

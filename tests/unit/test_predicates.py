@@ -37,6 +37,27 @@ def test_gt_lt_compare_integers_and_fail_on_missing_or_non_numeric_labels() -> N
     assert not affinity_holds(((("missing", "Lt", ("9",), False),),), LABELS, None)
 
 
+@pytest.mark.parametrize(
+    ("label", "op", "value", "expected"),
+    [
+        ("50", "Gt", "10", True),
+        ("+50", "Gt", "10", True),  # strconv.ParseInt takes a sign and leading zeros
+        ("050", "Gt", "-10", True),
+        ("5_0", "Gt", "10", False),  # a valid label value; ParseInt in base 10 refuses underscores
+        ("50", "Gt", "1_0", False),
+        ("9223372036854775807", "Gt", "1", True),
+        ("9223372036854775808", "Gt", "1", False),  # beyond int64: ParseInt's range error
+        ("1", "Lt", "99999999999999999999", False),
+        ("1", "Lt", "0" * 5000 + "2", True),  # leading zeros: still 2
+        ("1", "Lt", "9" * 5000, False),  # no int() of 5,000 digits either (Python refuses past 4,300)
+    ],
+)
+def test_gt_lt_read_both_numbers_as_go_parses_them(label: str, op: str, value: str, expected: bool) -> None:
+    """kube-scheduler matches node affinity Gt/Lt with k8s.io/apimachinery labels.Requirement.Matches,
+    which reads the label and the value with strconv.ParseInt(s, 10, 64): either failing, no match."""
+    assert affinity_holds(((("gen", op, (value,), False),),), {"gen": label}, None) is expected
+
+
 def test_terms_are_ored_requirements_anded_and_an_empty_term_matches_nothing() -> None:
     wrong = (("zone", "In", ("b",), False),)
     right = (("zone", "In", ("a",), False), ("gen", "Exists", (), False))
@@ -101,6 +122,7 @@ def test_why_not_names_the_first_failing_constraint() -> None:
         ("Gt", "+900", "950", False),
         ("Gt", "900", "high", False),
         ("Lt", "9223372036854775808", "1", False),  # beyond int64
+        ("Lt", "9" * 5000, "1", False),  # a configured buffer's toleration: no int() of 5,000 digits
         ("Gt", "900", None, False),
     ],
 )

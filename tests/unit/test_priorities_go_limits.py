@@ -119,3 +119,12 @@ def test_a_configmap_with_a_pattern_above_the_budget_is_read_as_none_and_says_wh
     assert go_refusal(pattern) is None
     priorities, why = configmap_priorities({"priorities": f"10: [{json.dumps(pattern)}]\n5: ['.*']\n"})
     assert priorities == {} and "Spillway compiles" in why and "priority 10, pattern 0" in why
+
+
+@pytest.mark.parametrize("count", ["{" + "9" * 5000 + "}", "{1," + "9" * 5000 + "}", "{" + "9" * 5000 + ",}"])
+def test_a_count_of_thousands_of_digits_is_refused_as_go_refuses_it_naming_the_pattern(count: str) -> None:
+    """Go's parseInt stops counting at 10^8 and parseRepeat refuses the count (invalid repeat size);
+    Spillway converted the digits with int(), which Python refuses past 4,300 of them, so the refusal
+    said that and named neither the priority nor the pattern."""
+    priorities, why = configmap_priorities({"priorities": f"10: [{json.dumps('gpu' + count)}]\n"})
+    assert priorities == {} and why.startswith("priority 10, pattern 0") and "above 1000 times" in why

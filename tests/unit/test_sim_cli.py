@@ -151,6 +151,7 @@ def test_simulate_bad_arguments_exit_2(
         (["--duration-noise", "inf"], "--duration-noise: must be a finite number 0 or more"),
         (["--interval", "0"], "--interval: must be a finite number above 0"),
         (["--restart-penalty", "inf"], "--restart-penalty: must be a finite number 0 or more, minutes"),
+        (["--restart-penalty", "1e308"], "--restart-penalty: more minutes than seconds can count"),
     ],
 )
 def test_bad_arguments_are_refused_before_the_replay(
@@ -272,3 +273,16 @@ def test_a_price_that_is_no_finite_number_exits_2(
     arguments before the replay starts, each with an error naming the option")."""
     assert main(["simulate", str(small_trace), "--no-progress", "--price", f"p3.16xlarge={price}"]) == 2
     assert f"--price p3.16xlarge={price}: expected TYPE=USD" in capsys.readouterr().err
+
+
+def test_a_wide_duration_noise_gives_the_longest_deadline_instead_of_overflowing(
+    small_trace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A factor exp(|N(0, SIGMA)|) past e^709 is no float: with SIGMA 800 most draws overflowed
+    (OverflowError, a traceback). activeDeadlineSeconds is an int64, so such a known bound is the
+    longest deadline a pod can carry, 2^63-1 seconds."""
+    code = main(["simulate", str(small_trace), "--no-progress", "--json", "--policies", "spillway",
+                 "--duration-noise", "800"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["policies"][0]["jobs_started"] == 12

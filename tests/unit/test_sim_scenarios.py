@@ -14,6 +14,7 @@ import pytest
 from sim_world import gpu_world
 
 from spillway.config import PlannerConfig
+from spillway.sim import engine
 from spillway.sim.report import format_table
 from spillway.sim.run import Report, SimConfig, simulate
 from spillway.sim.trace import read_trace
@@ -472,6 +473,25 @@ def test_a_gpu_node_waiting_for_its_device_plugin_is_not_launched_again(tmp_path
     assert result.actions["nodes_launched"] == 1
     assert world.waits[0] == (210, 8)
     assert result.node_hours == pytest.approx(3810 / 3600)
+
+
+@pytest.mark.parametrize("drain_seconds", [0, 300])
+def test_a_gpu_node_whose_device_plugin_is_later_than_its_idle_time_is_drained_without_a_crash(
+    tmp_path: Path, drain_seconds: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # t=0 an 8-GPU job; each node registers 120 s after its launch without GPUs and its device plugin
+    # adds them 2400 s later. Past the start window (15 min) the plan counts a node without room: it
+    # launches another and, the node idle for 10 min, drains it, which DrainNode cordons and terminates
+    # as any empty node (no pod was ever placed there). Every node goes so before its GPUs come, so the
+    # job never starts and the replay runs to its horizon (cut to a day here): what the report then shows.
+    monkeypatch.setattr(engine, "HORIZON_SLACK", 86_400)
+    report = run(tmp_path, ["0,3600,,,8,1,ml,0"], plugin_seconds=2400, drain_seconds=drain_seconds)
+    world, result = report.runs[0].world, report.results[0]
+
+    assert result.jobs_started == 0 and result.pods_killed == 0
+    leaving = world.leaving(EAST.name)  # drains still under way at the horizon (drain_seconds)
+    assert result.actions["cordons"] == result.actions["nodes_terminated"] + leaving > 1
+    assert result.actions["nodes_launched"] == result.actions["nodes_terminated"] + len(world.registering())
 
 
 def test_without_the_start_window_the_job_gets_a_second_node(tmp_path: Path) -> None:

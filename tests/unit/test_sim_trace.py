@@ -99,6 +99,10 @@ def test_generic_csv_rows(tmp_path: Path) -> None:
         ("yesterday,600,1,1,0,1,ns,0", "line 3, column submit_time: not a time"),
         ("0,600,,,0,1,ns,0", "line 3, column cpu: empty on a row without GPUs"),
         ("0,600,1,1,0,1", "line 3: expected 8 fields, found 6"),
+        # milliseconds since 1970 where seconds from the start belong: past any date (OverflowError before)
+        ("1700000000000,600,1,1,0,1,ns,0", "line 3, column submit_time: 1700000000000 seconds"),
+        ("1e20,600,1,1,0,1,ns,0", "line 3, column submit_time: 1e20 seconds"),
+        ("0,600,1,1e308,0,1,ns,0", "line 3, column memory_gib: more memory than a quantity holds"),
     ],
 )
 def test_generic_csv_bad_row_names_the_line_and_the_column(tmp_path: Path, row: str, where: str) -> None:

@@ -366,7 +366,22 @@ def parse_request(raw: Any) -> DrainRequest:
     _refuse(_not_before_refusal(request))
     _refuse(_scheduled_refusal(request))
     _refuse(_controllers_refusal(request))
+    _refuse(_pods_refusal(request))
     return request
+
+
+def _pods_refusal(request: DrainRequest) -> Refusal:
+    """``pods`` confines the drain to the pods it names only with ``consolidation``: a drain without it
+    evicts every pod of its node, the names ignored. Spillway's plans send ``pods`` only with it
+    (:func:`spillway.act.planning.drain_item`), so a request naming pods without it is a person's, who
+    meant those pods and no others."""
+    if not request.pods or request.consolidation:
+        return None
+    return InvalidDrainRequest(
+        "names the pods to evict only with consolidation: true (then the others are left running); "
+        "without it a drain evicts every pod of the node: remove pods, or add consolidation: true",
+        field="pods",
+    )
 
 
 def _not_before_refusal(request: DrainRequest) -> Refusal:

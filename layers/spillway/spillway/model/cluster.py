@@ -573,9 +573,15 @@ INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
 
 def _index_failures(annotations: Mapping[str, str]) -> int | None:
     """The failures of the pod's index so far (``batch.kubernetes.io/job-index-failure-count``, which the
-    job controller writes as a decimal); None when absent or not a count."""
+    job controller writes as a decimal); None when absent or not a count, past int32 included, which the
+    controller reads as 0 (pkg/controller/job/indexed_job_utils.go, parseIndexFailureCountAnnotation:
+    anyone may write the annotation) and which ``int`` refuses past 4,300 digits."""
     value = annotations.get(INDEX_FAILURE_COUNT, "")
-    return int(value) if value.isascii() and value.isdigit() else None
+    digits = value.lstrip("0") or "0"
+    if not (value.isascii() and value.isdigit()) or len(digits) > 10:
+        return None
+    count = int(digits)
+    return count if count < 2**31 else None
 
 
 def _move_facts(pod: Pod) -> dict[str, Any]:

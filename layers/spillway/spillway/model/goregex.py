@@ -95,6 +95,15 @@ _CHAR_ESCAPES = {"a": 0x7, "f": 0xC, "n": 0xA, "r": 0xD, "t": 0x9, "v": 0xB}
 # in Python: Go's \b is ASCII; its \B matches in an empty text, where Python's (before 3.14) does not
 _ASSERTIONS = {"A": r"\A", "z": r"\Z", "b": r"(?a:\b)", "B": r"(?a:(?!\b))", "^": "(?m:^)", "$": "(?m:$)"}
 _COUNTS = re.compile(r"\{(0|[1-9][0-9]*)(?:(,)(0|[1-9][0-9]*)?)?\}")  # parse.go parseRepeat, parseInt
+
+
+def _count(digits: str) -> int:
+    """A repeat count's digits as a number, any past nine digits as 10^9: parse.go's parseInt stops at
+    10^8 and parseRepeat refuses the count, as above 1000 refuses it here (``int`` would refuse more than
+    4,300 digits itself, with a message naming no pattern)."""
+    return int(digits) if len(digits) <= 9 else 10**9
+
+
 _NAME = re.compile(r"[A-Za-z0-9_]+")
 _OCTAL = re.compile(r"0[0-7]{0,2}|[1-7][0-7]{1,2}")  # \1 to \7 alone would be a backreference
 _HEX = re.compile(r"\{([0-9A-Fa-f]+)\}|[0-9A-Fa-f]{2}")
@@ -459,8 +468,8 @@ class _Parser:
         counts = _COUNTS.match(self.text, self.at) if self.text[start] == "{" else None
         if counts:
             low, comma, high = counts.groups()
-            most = int(high) if high else (-1 if comma else int(low))
-            bounds, self.at = (int(low), most), counts.end()
+            most = _count(high) if high else (-1 if comma else _count(low))
+            bounds, self.at = (_count(low), most), counts.end()
         else:
             bounds = {"*": (0, -1), "+": (1, -1), "?": (0, 1)}[self.text[start]]
             self.at += 1

@@ -598,8 +598,8 @@ def _pod_elastic(pod: Pod) -> tuple[tuple[int, int] | None, bool, bool]:
 def _one_node(value: str) -> bool:
     """The node count (``N`` or ``MIN:MAX``) is one node at most: no other node's workers to fail."""
     low, sep, high = value.strip().partition(":")
-    top = high if sep else low
-    return top.isascii() and top.isdigit() and int(top) <= 1
+    top = _count(high if sep else low)
+    return top is not None and top <= 1
 
 
 def _no_restarts(container: Container) -> bool:
@@ -614,7 +614,8 @@ def _no_restarts(container: Container) -> bool:
     ``PET_MAX_RESTARTS``, and only when it is set (pkg/controller.v1/pytorch/elastic.go, ``Generate``)."""
     said = _torchrun_setting(container, _MAX_RESTARTS_FLAG, PET_MAX_RESTARTS)
     value = said[1] if said is not None else None
-    return not (value is not None and value.strip().isdigit() and value.strip().isascii() and int(value) > 0)
+    restarts = _count(value) if value is not None else None
+    return not (restarts is not None and restarts > 0)
 
 
 def _paddle_setting(container: Container, flag: re.Pattern[str], env_name: str) -> str:
@@ -657,9 +658,22 @@ def _hosts_rendezvous(pod: Pod) -> bool:
 
 def _range(value: str) -> tuple[int, int] | None:
     low, sep, high = value.strip().partition(":")
-    if not sep or not (low + high).isascii() or not low.isdigit() or not high.isdigit():
+    least, most = _count(low), _count(high)
+    if not sep or least is None or most is None:
         return None
-    return int(low), int(high)
+    return least, most
+
+
+def _count(text: str) -> int | None:
+    """A count as torchrun reads it with Python's ``int``, ASCII digits only; None when it cannot be read,
+    which includes more than 4,300 digits (``int`` refuses them, torchrun too, so it never starts)."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def flag(value: str | None) -> bool:

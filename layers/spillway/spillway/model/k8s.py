@@ -116,7 +116,7 @@ def deletion_cost(value: str) -> int | None:
     """A ``controller.kubernetes.io/pod-deletion-cost`` value as the API server reads it: a 32-bit
     integer, None for any value it refuses (ValidatePodSpecificAnnotations: "must be a 32bit integer";
     Python's ``int`` also takes "+5", " 5", "1_000" and values past int32)."""
-    if not _DELETION_COST.fullmatch(value):
+    if len(value) > 11 or not _DELETION_COST.fullmatch(value):  # "-2147483648": 11 characters at most
         return None
     number = int(value)
     return number if -(2**31) <= number < 2**31 else None

@@ -131,6 +131,8 @@ def parse_priorities(text: str) -> Priorities:
         raise ValueError(
             f"not YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
+    except RecursionError:  # PyYAML composes recursively; no map of priorities is nested anyway
+        raise ValueError("not a mapping of priorities: nested too deeply") from None
     if doc is None:  # only whitespace, comments or null: yaml.v2 leaves the map empty, no error
         return {}
     if not isinstance(doc, dict):

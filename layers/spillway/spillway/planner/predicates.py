@@ -37,13 +37,31 @@ _DECIMAL = re.compile(r"0|-?[1-9][0-9]*")
 _INT64 = range(-(1 << 63), 1 << 63)
 
 
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_int(text: str | None) -> int | None:
+    """``text`` as Go's ``strconv.ParseInt(text, 10, 64)`` reads it (an optional sign, ASCII digits,
+    int64), which node affinity's Gt and Lt read both the label and the value with
+    (k8s.io/apimachinery labels.Requirement.Matches); None where it fails. Python's ``int`` also takes
+    ``5_0``, surrounding spaces and any size."""
+    if text is None or not _GO_INT.fullmatch(text):
+        return None
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > 19:  # beyond int64 (leading zeros aside), and not converted: int() refuses 4,300
+        return None
+    value = -int(digits) if text.startswith("-") else int(digits)
+    return value if value in _INT64 else None
+
+
 def _compares(operator: str, value: str | None, taint_value: str | None) -> bool:
     """A toleration ``Lt``/``Gt`` holds when the taint's value is below/above its own, both integers
     in canonical form within int64 (k8s.io/api core/v1 toleration.go, compareNumericValues with
     apimachinery's content.IsDecimalInteger: no sign but ``-``, no leading zero); else it does not."""
     numbers = []
     for text in (value or "", taint_value or ""):
-        if not _DECIMAL.fullmatch(text) or int(text) not in _INT64:
+        # 20 characters hold every int64 ("-" and 19 digits); int() refuses more than 4,300 digits
+        if len(text) > 20 or not _DECIMAL.fullmatch(text) or int(text) not in _INT64:
             return False
         numbers.append(int(text))
     mine, theirs = numbers
@@ -93,11 +111,8 @@ def _requirement_holds(req: Requirement, labels: Mapping[str, str], node_name: s
     if operator == "DoesNotExist":
         return actual is None
     if operator in ("Gt", "Lt"):
-        if actual is None or len(values) != 1:
-            return False
-        try:
-            have, bound = int(actual), int(values[0])
-        except ValueError:
+        have, bound = _parse_int(actual), _parse_int(values[0]) if len(values) == 1 else None
+        if have is None or bound is None:
             return False
         return have > bound if operator == "Gt" else have < bound
     return False

@@ -352,6 +352,10 @@ def check_arguments(args: argparse.Namespace) -> None:
     if not 0.0 <= args.movable_fraction <= 1.0:
         raise InputError(f"must be between 0 and 1, not {args.movable_fraction}", field="--movable-fraction")
     _seconds(args.restart_penalty, "--restart-penalty", unit="minutes")
+    if not math.isfinite(args.restart_penalty * 60):  # counted in seconds: 1e308 minutes are inf
+        raise InputError(
+            f"more minutes than seconds can count: {args.restart_penalty}", field="--restart-penalty"
+        )
     if args.duration_noise is not None:
         _seconds(args.duration_noise, "--duration-noise", unit="(a standard deviation)")
     _seconds(args.device_plugin_seconds, "--device-plugin-seconds")

@@ -25,7 +25,7 @@ from spillway.config import PlannerConfig
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes, plan
 from spillway.planner.types import Drain
-from spillway.sim.world import SimGroup, SimNode, Vector, World
+from spillway.sim.world import SimError, SimGroup, SimNode, Vector, World
 
 
 class Policy(Protocol):
@@ -129,9 +129,12 @@ class SpillwayPolicy:
         of the same plan) is cancelled, touching nothing, as ``_busy_planned_drain`` cancels it; a make
         room leaves such pods running, as its drain does. A pod the plan saw there is carried out as
         planned, so a drain the plan itself got wrong still kills, and is counted."""
-        planned = {d.node: _pods_on(world.nodes[d.node]) for d in drains}
+        nodes = {d.node: world.node(d.node) for d in drains}
+        planned = {name: _pods_on(node) for name, node in nodes.items() if node is not None}
         for drain in drains:
-            node = world.nodes[drain.node]
+            node = nodes[drain.node]
+            if node is None:
+                raise SimError(f"the plan drains {drain.node}, which is no node of the simulated cluster")
             if node.leaving >= 0:
                 continue  # a drain under way holds the node (DrainSuperseded): nothing to do again
             arrived = _pods_on(node) - planned[drain.node]

@@ -181,12 +181,23 @@ def mark_jobs(jobs: Sequence[Job], config: SimConfig) -> list[Job]:
     for i, job in enumerate(jobs):
         expected = None
         if config.duration_noise is not None:
-            factor = math.exp(abs(noise.gauss(0.0, config.duration_noise)))
-            expected = max(1, math.ceil(job.duration * factor))
+            expected = _known_bound(job.duration, abs(noise.gauss(0.0, config.duration_noise)))
         if i in chosen or expected is not None:
             job = replace(job, movable=i in chosen, expected=expected)
         out.append(job)
     return out
+
+
+# activeDeadlineSeconds is an int64 (k8s.io/api core/v1 PodSpec): the longest deadline a pod can carry
+LONGEST_DEADLINE = 2**63 - 1
+
+
+def _known_bound(duration: int, log_factor: float) -> int:
+    """``duration`` grown by ``exp(log_factor)``, rounded up, at least 1 and at most
+    :data:`LONGEST_DEADLINE`: a wide noise draws factors past e^709, which no float holds."""
+    if log_factor >= math.log(LONGEST_DEADLINE / max(1, duration)):
+        return LONGEST_DEADLINE
+    return max(1, min(LONGEST_DEADLINE, math.ceil(duration * math.exp(log_factor))))
 
 
 def make_policy(name: str, config: SimConfig, planner: PlannerConfig, bounds: Bounds) -> Policy:

@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from spillway.errors import InputError
-from spillway.model.quantity import QuantityError, to_milli
+from spillway.model.quantity import MAX_VALUE, QuantityError, to_milli
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
@@ -249,7 +249,13 @@ def _read_generic(reader: Iterable[list[str]], columns: Sequence[str], source: s
         else:
             if not math.isfinite(seconds) or seconds < 0:
                 raise row.fail("submit_time", f"must be a time or seconds at least 0, got {text!r}")
-            submit = DEFAULT_EPOCH + timedelta(seconds=seconds)
+            try:
+                submit = DEFAULT_EPOCH + timedelta(seconds=seconds)
+            except OverflowError:
+                raise row.fail(
+                    "submit_time",
+                    f"{text} seconds from the start is past the year 9999 (seconds, not milliseconds)",
+                ) from None
         cpu: int | None = None
         cpu_text = row.raw("cpu")
         if cpu_text:
@@ -261,7 +267,13 @@ def _read_generic(reader: Iterable[list[str]], columns: Sequence[str], source: s
                 raise row.fail("cpu", f"must not be negative, got {cpu_text}")
         memory: int | None = None
         if row.raw("memory_gib"):
-            memory = math.ceil(row.number("memory_gib", minimum=0) * GIB_MILLI)
+            gib = row.number("memory_gib", minimum=0)
+            if gib * 2**30 > MAX_VALUE:  # a quantity holds at most 2^63-1 bytes
+                raise row.fail(
+                    "memory_gib",
+                    f"more memory than a quantity holds (2^63-1 bytes), got {row.raw('memory_gib')}",
+                )
+            memory = math.ceil(gib * GIB_MILLI)
         gpus = row.integer("gpus", minimum=0) if row.raw("gpus") else 0
         if (cpu is None or memory is None) and gpus == 0:
             missing = "cpu" if cpu is None else "memory_gib"

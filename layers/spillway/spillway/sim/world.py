@@ -581,6 +581,15 @@ class World:
             if not node.ready and node.joined >= 0
         ]
 
+    def node(self, node_name: str) -> SimNode | None:
+        """The Node of that name the autoscaler sees: a Ready one, or one registered whose GPUs have not
+        (``plugin_seconds``), which a plan may drain as any other node once it no longer counts as
+        starting; None when there is none."""
+        node = self.nodes.get(node_name)
+        if node is not None:
+            return node
+        return next((n for n in self.registering() if n.name == node_name), None)
+
     def remove_instance(self, group_name: str, instance_id: str, *, decrement: bool = True) -> None:
         """TerminateInstanceInAutoScalingGroup of an instance that is no node (a broken launch):
         decrementing the desired capacity (AWS refuses to go below MinSize), or not, and the group
@@ -657,9 +666,9 @@ class World:
         Pods still running there are killed (counted, and as unmovable killed when not marked movable);
         their jobs go back to the queue and start over.
         """
-        node = self.nodes.get(node_name)
+        node = self.node(node_name)
         if node is None:
-            raise SimError(f"no Ready node {node_name}")
+            raise SimError(f"no node {node_name}")
         self._check_min_size(node)
         for key, job in list(node.pods.items()):
             if key in node.pods:
@@ -700,9 +709,9 @@ class World:
         evicted jobs are placed again while it is cordoned, as their replacement pods are during the
         drain's eviction rounds, then it is uncordoned for the pending pods the plan gave it.
         """
-        node = self.nodes.get(node_name)
+        node = self.node(node_name)
         if node is None:
-            raise SimError(f"no Ready node {node_name}")
+            raise SimError(f"no node {node_name}")
         if terminate:
             self._check_min_size(node)
         for key, job in list(node.pods.items()):
@@ -760,13 +769,14 @@ class World:
         self._boot_later(replacement)
 
     def _remove(self, node: SimNode) -> None:
-        """A Ready node's instance is gone: out of the scheduler, billed up to now."""
-        del self.nodes[node.name]
-        self.order.remove(node)
-        self.freed.pop(node.name, None)
+        """A node's instance is gone: out of the scheduler (a Ready one), billed up to now."""
         group = node.group
+        if node.ready:
+            del self.nodes[node.name]
+            self.order.remove(node)
+            self.freed.pop(node.name, None)
+            group.ready -= 1
         del group.instances[node.instance_id]
-        group.ready -= 1
         group.version += 1
         self._bill(node)
         self.counters.capacity_seconds += node.alloc[self.measure] * (self.t - node.launched)
@@ -788,7 +798,9 @@ class World:
             by_tenant[node.tenant] = by_tenant.get(node.tenant, 0) + seconds
 
     def cordon(self, node_name: str, by: str) -> None:
-        node = self.nodes[node_name]
+        node = self.node(node_name)
+        if node is None:
+            raise SimError(f"no node {node_name}")
         if not node.cordoned:
             node.cordoned = True
             node.cordoned_by = by
@@ -810,7 +822,9 @@ class World:
     def uncordon(self, node_name: str) -> None:
         """Uncordon; a node being drained (``drain_seconds``) stays: its drain stops, as DrainNode's
         steps stop once the node is no longer cordoned by Spillway."""
-        node = self.nodes[node_name]
+        node = self.node(node_name)
+        if node is None:
+            raise SimError(f"no node {node_name}")
         if node.leaving >= 0:
             node.leaving = -1
             self.counters.drains_reclaimed += 1
