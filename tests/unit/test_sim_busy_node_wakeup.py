@@ -1,10 +1,12 @@
-"""The simulator asks a consolidating Spillway to plan when a pod starts on a node that is already busy.
+"""The simulator asks Spillway to plan at the ticks where production's plan would change.
 
 Production plans on every stored snapshot, and observe stores one whenever the fingerprint changes, which
 counts each node's bound pods and their requests (spillway.model.snapshot.fingerprint, _bound_pods): a pod
 starting on a busy node is such a change. A consolidating plan judges busy nodes by their pods (the
 scale-down candidate taint marks a busy node whose every pod may move: spillway.planner.softtaint), so
-the replay must wake it then too, as it already does when room frees on a busy node."""
+the replay must wake it then too, as it already does when room frees on a busy node. The plan also
+changes when a timer's edge passes though nothing happens: an idle node leaving its launch delay is then
+kept by its idle timer alone, and marked."""
 
 from __future__ import annotations
 
@@ -71,3 +73,32 @@ def test_a_pod_that_may_not_move_starting_on_a_marked_node_lifts_its_mark_at_the
     replay(jobs, policy, world, INTERVAL)
     assert policy.taints[0] == (120, True)
     assert policy.taints[1] == (3000, False)
+
+
+def test_an_idle_node_is_marked_once_its_launch_delay_ends_though_its_idle_timer_runs_on() -> None:
+    # Default configuration: 10 idle minutes, 10 minutes after launch before scale-down. A 1-GPU job
+    # arrives at 0; its node is launched, Ready (joined) at 120; the job runs 120-300. From 300 the node
+    # is idle. Until 720 (joined + 10 min) its youth keeps it (launch delay), which is not marked; from
+    # 720 only the idle timer keeps it (idle-below-threshold), which is: the plan at 720 marks it, and
+    # the plan at 900 (idle + 10 min) drains it. Before, the replay woke the plan only when the node
+    # could go (the later of the two, 900), so the node was never marked: arrivals in between landed on
+    # it (least-allocated scoring puts them on the emptiest node) and its idle timer started again.
+    config = PlannerConfig(cluster="sim")
+    world = World(
+        (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10),),
+        epoch=datetime(2026, 1, 1, tzinfo=UTC),
+        boot_seconds=120,
+        scheduler=SchedulerConfig("least-allocated"),
+        reserve=config.node_reserve.reserve(),
+        cluster="sim",
+        track_infos=True,
+    )
+    policy = Recording(config)
+    jobs = [
+        Job(0, "short", "ml", 0, 180, 0, (one_gpu(),)),
+        Job(1, "later", "ml", 5000, 600, 0, (one_gpu(),)),  # keeps the replay going
+    ]
+    replay(jobs, policy, world, INTERVAL)
+    assert policy.taints[0] == (720, True)
+    assert world.counters.nodes_terminated >= 1
+

@@ -157,9 +157,11 @@ class SpillwayPolicy:
             node = world.nodes.get(name)
             if node is None:
                 continue
-            when = max(entry.idle_since + self.idle, world.at(node.joined) + self.launch_delay)
-            if when > now:
-                due.append(when)
+            # each edge on its own: an idle node out of its launch delay with its idle timer still running
+            # is kept by a timer, which the plan marks (planner.softtaint), before it may be drained
+            for when in (entry.idle_since + self.idle, world.at(node.joined) + self.launch_delay):
+                if when > now:
+                    due.append(when)
         if self.consolidates:
             for node in world.nodes.values():
                 when = world.at(node.joined) + self.launch_delay
