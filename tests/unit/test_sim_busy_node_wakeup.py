@@ -102,3 +102,27 @@ def test_an_idle_node_is_marked_once_its_launch_delay_ends_though_its_idle_timer
     assert policy.taints[0] == (720, True)
     assert world.counters.nodes_terminated >= 1
 
+
+def test_marks_past_the_cap_of_one_plan_are_set_by_the_next_plan_a_tick_later() -> None:
+    # Thirteen Ready nodes at 0 (no launch delay), and a 1-GPU job arriving at 0 that runs on one of
+    # them for 10 hours. The plan at 0 finds twelve idle nodes kept by their idle timer (10 minutes):
+    # it marks ten, max_bulk_soft_taint_count's cap. Its marks change the Nodes, so production's next
+    # snapshot differs and the next plan, a minute later, marks the other two. Before, a plan whose
+    # only acts were marks woke nothing: the next plan was the idle timer's at 600, which drained them
+    # all, so two idle nodes went unmarked for the ten minutes.
+    config = PlannerConfig(cluster="sim", scale_down_delay_after_launch_minutes=0)
+    world = World(
+        (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 20),),
+        epoch=datetime(2026, 1, 1, tzinfo=UTC),
+        boot_seconds=120,
+        scheduler=SchedulerConfig("most-allocated"),
+        reserve=config.node_reserve.reserve(),
+        cluster="sim",
+        track_infos=True,
+    )
+    world.preprovision("gpu", 13)
+    policy = Recording(config)
+    replay([Job(0, "long", "ml", 0, HOURS_10, 0, (one_gpu(),))], policy, world, INTERVAL)
+    marked = [t for t, present in policy.taints if present]
+    assert config.max_bulk_soft_taint_count == 10
+    assert marked == [0] * 10 + [60] * 2

@@ -805,6 +805,7 @@ class World:
             return
         node.candidate = present
         self.counters.soft_taints += 1
+        self.dirty = True  # the Node changed: production's next snapshot differs, and the next plan runs
         if self.track:
             self._node_info(node)
 
