@@ -6,13 +6,17 @@ starting on a busy node is such a change. A consolidating plan judges busy nodes
 scale-down candidate taint marks a busy node whose every pod may move: spillway.planner.softtaint), so
 the replay must wake it then too, as it already does when room frees on a busy node. The plan also
 changes when a timer's edge passes though nothing happens: an idle node leaving its launch delay is then
-kept by its idle timer alone, and marked."""
+kept by its idle timer alone, and marked; a drain's claim on its node lapses."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+from sim_world import gpu_world
+
 from spillway.config import PlannerConfig
+from spillway.model.state import NodeState, RoomState, State
 from spillway.sim.engine import replay
 from spillway.sim.policies import SpillwayPolicy
 from spillway.sim.trace import Job
@@ -126,3 +130,24 @@ def test_marks_past_the_cap_of_one_plan_are_set_by_the_next_plan_a_tick_later() 
     marked = [t for t, present in policy.taints if present]
     assert config.max_bulk_soft_taint_count == 10
     assert marked == [0] * 10 + [60] * 2
+
+
+@pytest.mark.parametrize("claim", ["drain", "room"])
+def test_a_drain_s_claim_lapsing_wakes_the_plan(claim: str) -> None:
+    # A plan's drain claims its node for drain_claim_minutes (20) from draining_since (planner.scaledown:
+    # claimed_at), and a make room holds its node for its pods as long from the room's since
+    # (planner.makeroom: _still_draining). When the claim lapses the plan may mark, drain or give the
+    # node again, though nothing in the world changed: production's plan, running each minute, sees
+    # it then. At 900, of a claim from 600 (the node idle since 0, its own timers long past), the next
+    # wakeup is 600 + 1200. Before, no wakeup: the plan waited for an unrelated event.
+    config = PlannerConfig(cluster="sim")
+    world = gpu_world(1)
+    node = next(iter(world.nodes))
+    policy = SpillwayPolicy(config)
+    since = world.at(600)
+    if claim == "drain":
+        policy.state = State(nodes={node: NodeState(idle_since=world.at(0), draining_since=since)})
+    else:
+        policy.state = State(rooms={node: RoomState(pods=("ml/job-1-0",), since=since)})
+    world.t = 900
+    assert policy.wakeup(world) == 600 + 20 * 60
