@@ -160,9 +160,11 @@ class SpillwayPolicy:
             node = world.nodes.get(name)
             if node is None:
                 continue
-            when = max(entry.idle_since + self.idle, world.at(node.joined) + self.launch_delay)
-            if when > now:
-                due.append(when)
+            # each edge on its own: an idle node out of its launch delay with its idle timer still running
+            # is kept by a timer, which the plan marks (planner.softtaint), before it may be drained
+            for when in (entry.idle_since + self.idle, world.at(node.joined) + self.launch_delay):
+                if when > now:
+                    due.append(when)
         if self.consolidates:
             for node in world.nodes.values():
                 when = world.at(node.joined) + self.launch_delay
@@ -171,6 +173,13 @@ class SpillwayPolicy:
             for mark in self.state.underutilized.values():
                 if mark.since + self.consolidate_after > now:
                     due.append(mark.since + self.consolidate_after)
+        claim = timedelta(minutes=self.config.drain_claim_minutes)
+        for entry in self.state.nodes.values():  # a plan's drain claims its node this long
+            if entry.draining_since is not None and entry.draining_since + claim > now:
+                due.append(entry.draining_since + claim)
+        for room in self.state.rooms.values():  # a make room holds its node for its pods this long
+            if room.since + claim > now:
+                due.append(room.since + claim)
         for mark in self.state.joining.values():  # an instance that has not joined comes due
             if mark.since + self.provision > now:
                 due.append(mark.since + self.provision)

@@ -461,7 +461,8 @@ class World:
         self.running = 0
         self.done = 0
         self.dirty = False  # something the autoscaler would see changed since it last decided
-        self.watch_room = False  # the policy consolidates: room freed on a busy node is a change too
+        # the policy consolidates: room freed or taken on a busy node is a change too
+        self.watch_room = False
         self.counters = Counters()
         # job id -> (seconds pending, every time it was queued, to its last start; weight: its GPUs, >= 1);
         # jobs that never started are not here (the report counts them waiting until the end)
@@ -816,6 +817,7 @@ class World:
             return
         node.candidate = present
         self.counters.soft_taints += 1
+        self.dirty = True  # the Node changed: production's next snapshot differs, and the next plan runs
         if self.track:
             self._node_info(node)
 
@@ -1062,8 +1064,9 @@ class World:
         if sim_job.attempted:
             self.dirty = True  # a pod the autoscaler saw pending is now running
         for key, node in zip(sim_job.pod_keys, chosen, strict=True):
-            if not node.pods:
-                self.dirty = True  # an idle node got work
+            if not node.pods or self.watch_room:
+                # an idle node got work; or, for a consolidating policy, a busy node's pods and room changed
+                self.dirty = True
                 if node.tenant is None and node.batch:
                     claim = sim_job.job.namespace
                     node.tenant = node.batch.pop(node.batch.index(claim) if claim in node.batch else 0)
