@@ -574,8 +574,12 @@ def test_a_scheduled_changes_first_drain_ends_superseded_leaving_the_seconds_cor
     cloud.kube.add(objects.pdb("web-0", "team-a", {"app": "web-0"}, min_available=1))  # both drains wait
     change = {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "leaving": True,
               "reason": "scheduled change arn:aws:health:us-east-1::event/EC2/X/abc"}  # fmt: skip
-    first = cloud.stack.start("DrainNodeStateMachine", {**change, "deadline_seconds": 8}, name="sched-abc")
-    wait_for(lambda: marks(cloud.kube.get("Node", node)) == (True, True, True), what="the first cordon")
+    # the first's deadline is far off: it must still be draining when the second cordons, however slow
+    # the machine is to start the second; it stops at its next round after that, not at its deadline
+    first = cloud.stack.start("DrainNodeStateMachine", {**change, "deadline_seconds": 60}, name="sched-abc")
+    wait_for(
+        lambda: marks(cloud.kube.get("Node", node)) == (True, True, True), timeout=30, what="the first cordon"
+    )
     second = cloud.stack.start(
         "DrainNodeStateMachine", {**change, "deadline_seconds": 12, "force": True}, name="sched-abc-force"
     )
@@ -584,9 +588,9 @@ def test_a_scheduled_changes_first_drain_ends_superseded_leaving_the_seconds_cor
         done = [c.result for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "cordon"]
         return len(done) == 2 and all(done)
 
-    wait_for(both_cordoned, what="the second cordon")
+    wait_for(both_cordoned, timeout=30, what="the second cordon")
 
-    handed_over = cloud.stack.wait(first, timeout=30)
+    handed_over = cloud.stack.wait(first, timeout=90)
     left = cloud.kube.get("Node", node)
     forced = cloud.stack.wait(second, timeout=30)
 

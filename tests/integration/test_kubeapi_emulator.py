@@ -7,6 +7,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -873,17 +874,22 @@ def test_an_evicted_running_pod_stays_listed_terminating_for_its_grace_period(
     assert core.list_namespaced_pod("default").items == []
 
 
-def test_the_kubelet_confirms_a_graceful_deletion_after_its_exit_delay_or_the_grace_period(
-    api: KubeApiServer, core: CoreV1Api
-) -> None:
-    api.kubelet_exit_delay = 0.3
-    running_ready(api, "slow")
-    running_ready(api, "quick")
-    core.delete_namespaced_pod("slow", "default")
-    core.delete_namespaced_pod("quick", "default", grace_period_seconds=0)  # a forced delete: at once
-    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["slow"]
-    time.sleep(0.4)
-    assert core.list_namespaced_pod("default").items == []
+def test_the_kubelet_confirms_a_graceful_deletion_after_its_exit_delay_or_the_grace_period() -> None:
+    # on the server's clock, not the machine's: a slow machine spent the 0.3 s between the delete and
+    # the list that found "slow" still terminating, and it was gone already
+    now = [datetime(2026, 11, 2, 10, 0, tzinfo=UTC)]
+    with KubeApiServer(clock=lambda: now[0]) as api, api.api_client() as client:
+        core = CoreV1Api(client)
+        api.kubelet_exit_delay = 0.3
+        running_ready(api, "slow")
+        running_ready(api, "quick")
+        core.delete_namespaced_pod("slow", "default")
+        core.delete_namespaced_pod("quick", "default", grace_period_seconds=0)  # a forced delete: at once
+        assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["slow"]
+        now[0] += timedelta(seconds=0.25)
+        assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["slow"]
+        now[0] += timedelta(seconds=0.1)
+        assert core.list_namespaced_pod("default").items == []
 
 
 @pytest.mark.parametrize(

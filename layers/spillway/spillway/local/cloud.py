@@ -833,6 +833,9 @@ class NodeRegistrar:
         self.first_seen: dict[str, float] = {}
         self.registered: dict[str, str] = {}  # instance id -> node name
         self.region_of: dict[str, str] = {}  # instance id -> its region, for a registered one
+        # held while a Node is added and its instance recorded: whoever lists Nodes under it
+        # (Rig.wait_nodes) sees each Node with its entry in ``registered``, never one without
+        self.joining = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors: list[BaseException] = []
@@ -888,9 +891,10 @@ class NodeRegistrar:
                         zone = instance.AvailabilityZone or f"{region}a"
                         node = _node(name, instance.InstanceId, zone, region, template)
                         self._hold_back(node, now)
-                        self.kube.add(node)
-                        self.registered[instance.InstanceId] = name
-                        self.region_of[instance.InstanceId] = region
+                        with self.joining:
+                            self.kube.add(node)
+                            self.registered[instance.InstanceId] = name
+                            self.region_of[instance.InstanceId] = region
                         added.append(name)
         self._register_plugins(now)
         for iid in sorted(set(self.registered) - live):

@@ -274,10 +274,12 @@ class Rig:
     # --- Kubernetes side --------------------------------------------------------------------------
 
     def wait_nodes(self, count: int, timeout: float = 10.0) -> list[str]:
-        """Wait until at least ``count`` Nodes are registered; returns their names."""
+        """Wait until at least ``count`` Nodes are registered; returns their names. Each Node the
+        registrar added is in ``registrar.registered`` by then (listed under its ``joining`` lock)."""
         deadline = time.monotonic() + timeout
         while True:
-            nodes = [n["metadata"]["name"] for n in self.kube.list("Node")]
+            with self.registrar.joining:
+                nodes = [n["metadata"]["name"] for n in self.kube.list("Node")]
             if len(nodes) >= count:
                 return nodes
             if time.monotonic() > deadline:
