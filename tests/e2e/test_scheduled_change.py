@@ -141,7 +141,9 @@ def test_two_forced_drains_following_one_event_drain_and_terminate_the_node_once
         "instance-event-0d59937288b749b32", "instance-retirement", "degraded hardware", start
     )
     monkeypatch.setattr(AwsAdapter, "scheduled_events", lambda self, region, instance_id: [event])
-    request = forced_retirement_drain(instance, node, not_before, start)
+    # a deadline the second execution's wake-up cannot overrun on a loaded machine: one that woke after
+    # the first had terminated the instance and deleted its Node would find nothing to stand by for
+    request = {**forced_retirement_drain(instance, node, not_before, start), "deadline_seconds": 12}
     arns = [
         cloud.stack.start("DrainNodeStateMachine", request, name=f"scheduled-{instance}-{digest}-force")
         for digest in ("1111111111", "2222222222")
