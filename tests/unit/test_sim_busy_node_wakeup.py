@@ -47,6 +47,19 @@ class Recording(SpillwayPolicy):
                 self.taints.append((world.t, node.candidate))
 
 
+def _gpu_world(config: PlannerConfig, scoring: str, *, max_size: int) -> World:
+    """One p3.16xlarge group (0 to ``max_size`` nodes) booting in 120 s, scheduled with ``scoring``."""
+    return World(
+        (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, max_size),),
+        epoch=datetime(2026, 1, 1, tzinfo=UTC),
+        boot_seconds=120,
+        scheduler=SchedulerConfig(scoring),
+        reserve=config.node_reserve.reserve(),
+        cluster="sim",
+        track_infos=True,  # what SpillwayPolicy reads, as sim.run sets it
+    )
+
+
 def test_a_pod_that_may_not_move_starting_on_a_marked_node_lifts_its_mark_at_the_next_tick() -> None:
     # t=0: a movable 1-GPU job arrives; a node is launched, Ready at 120, where it starts. The node's
     # every pod may move, so the consolidating plan marks it (PreferNoSchedule candidate taint). At
@@ -60,15 +73,7 @@ def test_a_pod_that_may_not_move_starting_on_a_marked_node_lifts_its_mark_at_the
         scale_down_idle_minutes=5,
         scale_down_delay_after_launch_minutes=5,
     )
-    world = World(
-        (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10),),
-        epoch=datetime(2026, 1, 1, tzinfo=UTC),
-        boot_seconds=120,
-        scheduler=SchedulerConfig("most-allocated"),
-        reserve=config.node_reserve.reserve(),
-        cluster="sim",
-        track_infos=True,  # what SpillwayPolicy reads, as sim.run sets it
-    )
+    world = _gpu_world(config, "most-allocated", max_size=10)
     policy = Recording(config)
     jobs = [
         Job(0, "movable", "ml", 0, HOURS_10, 0, (one_gpu(),), movable=True),
@@ -88,15 +93,7 @@ def test_an_idle_node_is_marked_once_its_launch_delay_ends_though_its_idle_timer
     # could go (the later of the two, 900), so the node was never marked: arrivals in between landed on
     # it (least-allocated scoring puts them on the emptiest node) and its idle timer started again.
     config = PlannerConfig(cluster="sim")
-    world = World(
-        (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10),),
-        epoch=datetime(2026, 1, 1, tzinfo=UTC),
-        boot_seconds=120,
-        scheduler=SchedulerConfig("least-allocated"),
-        reserve=config.node_reserve.reserve(),
-        cluster="sim",
-        track_infos=True,
-    )
+    world = _gpu_world(config, "least-allocated", max_size=10)
     policy = Recording(config)
     jobs = [
         Job(0, "short", "ml", 0, 180, 0, (one_gpu(),)),
@@ -115,15 +112,7 @@ def test_marks_past_the_cap_of_one_plan_are_set_by_the_next_plan_a_tick_later() 
     # only acts were marks woke nothing: the next plan was the idle timer's at 600, which drained them
     # all, so two idle nodes went unmarked for the ten minutes.
     config = PlannerConfig(cluster="sim", scale_down_delay_after_launch_minutes=0)
-    world = World(
-        (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 20),),
-        epoch=datetime(2026, 1, 1, tzinfo=UTC),
-        boot_seconds=120,
-        scheduler=SchedulerConfig("most-allocated"),
-        reserve=config.node_reserve.reserve(),
-        cluster="sim",
-        track_infos=True,
-    )
+    world = _gpu_world(config, "most-allocated", max_size=20)
     world.preprovision("gpu", 13)
     policy = Recording(config)
     replay([Job(0, "long", "ml", 0, HOURS_10, 0, (one_gpu(),))], policy, world, INTERVAL)
