@@ -3190,6 +3190,51 @@ def test_an_mpijobs_conditions_are_keyed_by_type_and_their_status_is_an_enum(
     assert kept["status"]["conditions"] == [succeeded]
 
 
+# --- MPIJob kubeflow.org/v1: kubeflow/training-operator manifests/base/crds/kubeflow.org_mpijobs.yaml (at
+# 7cc5d04bab51): the training operator's CRD of the same name, installed in place of the mpi-operator's.
+
+MPI_V1 = ("kubeflow.org", "v1", "mpijobs")
+
+
+def test_the_training_operators_mpijob_is_served_at_v1_only_in_place_of_the_mpi_operators() -> None:
+    with KubeApiServer(optional_resources=["mpijobs.kubeflow.org/v1"]) as server, server.api_client() as c:
+        custom = CustomObjectsApi(c)
+        job = {**mpi_job("pi", cleanPodPolicy="Running", gpus=8), "apiVersion": "kubeflow.org/v1"}
+        job["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": "research"}}
+        made = custom.create_namespaced_custom_object(*MPI_V1[:2], "default", MPI_V1[2], job)
+        spec = made["spec"]
+        assert {
+            k: v for k, v in spec.items() if k != "mpiReplicaSpecs"
+        } == {  # pruned; only suspend defaulted
+            "cleanPodPolicy": "Running",
+            "runPolicy": {"schedulingPolicy": {"queue": "research"}, "suspend": False},
+        }
+        with pytest.raises(ApiException) as gone:  # the mpi-operator's CRD is not installed
+            custom.list_namespaced_custom_object(*MPI[:2], "default", MPI[2])
+        assert gone.value.status == 404
+        assert [r.name for r in custom.get_api_resources("kubeflow.org", "v1").resources] == [
+            "mpijobs",
+            "mpijobs/status",
+        ]
+        refusal = _invalid(
+            lambda: custom.patch_namespaced_custom_object(
+                *MPI_V1[:2],
+                "default",
+                MPI_V1[2],
+                "pi",
+                {"spec": {"runPolicy": {"schedulingPolicy": {"queue": "x"}}}},
+            )
+        )
+        assert [f for f, _, _ in _causes(refusal)] == ["spec.runPolicy.schedulingPolicy.queue"]
+        server.optional_resources = None  # every CRD, the mpi-operator's MPIJob among them
+        assert custom.list_namespaced_custom_object(*MPI[:2], "default", MPI[2])["items"] == []
+        with pytest.raises(ApiException) as gone:
+            custom.list_namespaced_custom_object(*MPI_V1[:2], "default", MPI_V1[2])
+        assert gone.value.status == 404
+    with pytest.raises(ValueError, match="one CRD name"):
+        KubeApiServer(optional_resources=["mpijobs.kubeflow.org", "mpijobs.kubeflow.org/v1"])
+
+
 # --- PyTorchJob and PaddleJob scale subresource --------------------------------------------------------
 # Both CRDs declare subresources.scale over their Worker replicas (kubeflow/training-operator
 # manifests/base/crds/kubeflow.org_pytorchjobs.yaml at c20bf65e03b8, kubeflow.org_paddlejobs.yaml at

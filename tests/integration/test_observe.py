@@ -1547,14 +1547,20 @@ def test_tfjobs_xgboostjobs_and_jaxjobs_written_over_the_wire_keep_their_pods_fr
     }
 
 
+@pytest.mark.parametrize(
+    ("version", "operator"),
+    [("v2beta1", "mpi-operator"), ("v1", "mpijob-controller")],
+    ids=["mpi-operator", "training-operator"],
+)
 def test_a_worker_a_succeeded_mpijob_read_over_the_wire_leaves_running_moves_and_a_running_ones_does_not(
-    kubeapi: Any, kobj: Any, aws: AwsAdapter
+    kubeapi: Any, kobj: Any, aws: AwsAdapter, version: str, operator: str
 ) -> None:
-    """Two MPIJobs written as kubectl writes them (kubeflow/mpi-operator's kubeflow.org/v2beta1), their
-    conditions then written through /status as the operator writes them: one Running, one Succeeded.
-    Observe lists them and keeps the finished one (snapshot key "fin"), so the safe-to-evict worker the
-    Succeeded job leaves running (cleanPodPolicy None) moves on its opt-in; the Running job's worker is
-    still ends-job (its launcher's mpirun spans it)."""
+    """Two MPIJobs written as kubectl writes them (kubeflow/mpi-operator's kubeflow.org/v2beta1, or, on a
+    cluster with the training operator's MPIJob CRD instead, kubeflow.org/v1, which observe reads once
+    v2beta1 answers 404), their conditions then written through /status as the operator writes them: one
+    Running, one Succeeded. Observe lists them and keeps the finished one (snapshot key "fin"), so the
+    safe-to-evict worker the Succeeded job leaves running (cleanPodPolicy None) moves on its opt-in; the
+    Running job's worker is still ends-job (its launcher's mpirun spans it)."""
     from kubernetes.client import CustomObjectsApi
 
     from spillway.adapters.kube import KubeClient
@@ -1562,6 +1568,11 @@ def test_a_worker_a_succeeded_mpijob_read_over_the_wire_leaves_running_moves_and
     from spillway.planner import codes
     from spillway.planner.disruption import assess_move
 
+    if version == "v1":  # the training operator's CRD, of the same name, in place of the mpi-operator's
+        kubeapi.optional_resources = [
+            *(r for r in kubeapi.optional_resources if r != "mpijobs.kubeflow.org"),
+            "mpijobs.kubeflow.org/v1",
+        ]
     host = kobj.cluster(1, 0)[0][0]["metadata"]["name"]
     kubeapi.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
     template = {"spec": {"containers": [{"name": "c", "image": "mpioperator/mpi-pi:openmpi"}]}}
@@ -1579,21 +1590,21 @@ def test_a_worker_a_succeeded_mpijob_read_over_the_wire_leaves_running_moves_and
             ("done", finished),
             ("train", {"conditions": [condition("Created"), condition("Running")]}),
         ):
-            custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", "ml", "mpijobs", {
-                "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name, "namespace": "ml"},
+            custom.create_namespaced_custom_object("kubeflow.org", version, "ml", "mpijobs", {
+                "apiVersion": f"kubeflow.org/{version}", "kind": "MPIJob", "metadata": {"name": name, "namespace": "ml"},
                 "spec": {"runPolicy": {"cleanPodPolicy": "None"},
                          "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": template},
                                              "Worker": {"replicas": 1, "template": template}}}})  # fmt: skip
             custom.patch_namespaced_custom_object_status(
-                "kubeflow.org", "v2beta1", "ml", "mpijobs", name, {"status": status}
+                "kubeflow.org", version, "ml", "mpijobs", name, {"status": status}
             )
     for job_name in ("done", "train"):
         worker = kubeflow_worker(
             kobj, f"{job_name}-worker-0", host, "MPIJob", job_name,
             annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
         )  # fmt: skip
-        worker["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v2beta1"
-        worker["metadata"]["labels"]["training.kubeflow.org/operator-name"] = "mpi-operator"
+        worker["metadata"]["ownerReferences"][0]["apiVersion"] = f"kubeflow.org/{version}"
+        worker["metadata"]["labels"]["training.kubeflow.org/operator-name"] = operator
         kubeapi.add(worker)
     kube = KubeClient.for_url(kubeapi.url, page_size=30)
 

@@ -451,6 +451,28 @@ def test_node_selector_and_required_affinity_choose_the_group() -> None:
     assert ups["spot"][2] == [aff]
 
 
+def test_a_pod_whose_gt_value_is_no_label_value_launches_nothing() -> None:
+    """kube-scheduler never places a pod whose only affinity term is ``tier Gt -1``: labels.NewRequirement
+    refuses -1 as a label value, so the term matches no node. A node launched for it would sit idle."""
+    w = World()
+    w.group("ondemand", "m5.2xlarge", labels={"tier": "1"})
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "tier", "operator": "Gt", "values": ["-1"]}]}
+                ]
+            }
+        }
+    }
+    (pod,) = w.pods("neg", 1, affinity=affinity)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert "required node affinity does not match" in pending_reasons(result)[pod]
+
+
 def test_expendable_and_daemonset_pods_never_trigger_scale_up() -> None:
     w = World()
     w.group("cpu", "m5.2xlarge", max_size=5)

@@ -42,13 +42,13 @@ def test_gt_lt_compare_integers_and_fail_on_missing_or_non_numeric_labels() -> N
     [
         ("50", "Gt", "10", True),
         ("+50", "Gt", "10", True),  # strconv.ParseInt takes a sign and leading zeros
-        ("050", "Gt", "-10", True),
+        ("050", "Gt", "9", True),
         ("5_0", "Gt", "10", False),  # a valid label value; ParseInt in base 10 refuses underscores
         ("50", "Gt", "1_0", False),
         ("9223372036854775807", "Gt", "1", True),
         ("9223372036854775808", "Gt", "1", False),  # beyond int64: ParseInt's range error
         ("1", "Lt", "99999999999999999999", False),
-        ("1", "Lt", "0" * 5000 + "2", True),  # leading zeros: still 2
+        ("1", "Lt", "0" * 61 + "2", True),  # leading zeros: still 2 (63 characters, a label value)
         ("1", "Lt", "9" * 5000, False),  # no int() of 5,000 digits either (Python refuses past 4,300)
     ],
 )
@@ -56,6 +56,30 @@ def test_gt_lt_read_both_numbers_as_go_parses_them(label: str, op: str, value: s
     """kube-scheduler matches node affinity Gt/Lt with k8s.io/apimachinery labels.Requirement.Matches,
     which reads the label and the value with strconv.ParseInt(s, 10, 64): either failing, no match."""
     assert affinity_holds(((("gen", op, (value,), False),),), {"gen": label}, None) is expected
+
+
+@pytest.mark.parametrize(
+    ("op", "values"),
+    [
+        ("Gt", ("-1",)),  # ParseInt takes it, but a label value starts with a letter or digit
+        ("Lt", ("+9",)),
+        ("Lt", ("0" * 63 + "9",)),  # 64 characters: longer than a label value may be
+        ("Lt", ("0" * 5000 + "9",)),
+        ("In", ("5", "five or more")),  # a space: no label value
+        ("NotIn", ("-",)),
+    ],
+)
+def test_a_requirement_whose_value_is_no_label_value_makes_its_term_match_no_node(
+    op: str, values: tuple[str, ...]
+) -> None:
+    """kube-scheduler builds each term with labels.NewRequirement, which refuses a value that is not a
+    valid label value (IsValidLabelValue) for every operator, Gt and Lt included; the term's parse error
+    makes it match nothing (component-helpers nodeaffinity, nodeSelectorTerm.match), while another term
+    still may. The API server does not check the values of a pod's node affinity."""
+    bad = (("gen", op, values, False),)
+    good = (("zone", "In", ("a",), False),)
+    assert not affinity_holds((bad,), LABELS, None)
+    assert affinity_holds((bad, good), LABELS, None)
 
 
 def test_terms_are_ored_requirements_anded_and_an_empty_term_matches_nothing() -> None:

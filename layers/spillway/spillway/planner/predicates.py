@@ -96,6 +96,17 @@ def preferred_against(tolerations: Sequence[TolerationT], taints: Sequence[Taint
     )
 
 
+# a label value (apimachinery validation.IsValidLabelValue): at most 63 characters, alphanumeric at both ends
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def _parses(req: Requirement) -> bool:
+    """Whether kube-scheduler can build the requirement: labels.NewRequirement refuses a value that is
+    no label value whatever the operator, and the term's parse error makes it match no node
+    (component-helpers nodeaffinity). The API server does not check these values."""
+    return req[3] or all(_LABEL_VALUE.fullmatch(v) for v in req[2])
+
+
 def _requirement_holds(req: Requirement, labels: Mapping[str, str], node_name: str | None) -> bool:
     key, operator, values, is_field = req
     if is_field:
@@ -122,7 +133,9 @@ def affinity_holds(terms: Sequence[Term], labels: Mapping[str, str], node_name: 
     """Required node affinity: terms are ORed, requirements in a term ANDed; an empty term matches nothing."""
     if not terms:
         return True
-    return any(term and all(_requirement_holds(r, labels, node_name) for r in term) for term in terms)
+    return any(
+        term and all(_parses(r) and _requirement_holds(r, labels, node_name) for r in term) for term in terms
+    )
 
 
 def selector_holds(selector: Sequence[tuple[str, str]], labels: Mapping[str, str]) -> bool:

@@ -45,7 +45,10 @@ What it serves (JSON only)
   ``Warning`` header), PyTorchJob, PaddleJob, TFJob, XGBoostJob and JAXJob ``kubeflow.org/v1``
   (``/status``), MPIJob ``kubeflow.org/v2beta1`` (``/status``, kubeflow/mpi-operator's), and the alpha
   built-ins PodGroup ``scheduling.k8s.io/v1alpha2`` (``/status``) and Workload
-  ``scheduling.k8s.io/v1alpha1``. Names are ``<plural>.<group>`` (``resources.OPTIONAL``). The three
+  ``scheduling.k8s.io/v1alpha1``. Names are ``<plural>.<group>`` (``resources.OPTIONAL``). The
+  training operator's MPIJob ``kubeflow.org/v1`` (``/status``), a CRD of the same name as the
+  mpi-operator's, is served only when named ``mpijobs.kubeflow.org/v1`` (``resources.ALTERNATIVES``), in
+  place of the mpi-operator's, never beside it. The three
   ``autoscaling.x-k8s.io`` kinds are served as their published CRDs' schemas and CEL rules serve them
   (see :mod:`.crds`): the whole object is validated, status included, so a ``/status`` write too (422
   naming each field; a quota's limits non-negative integers, a request's podSets 1 to 32, a buffer's
@@ -57,8 +60,9 @@ What it serves (JSON only)
   training operator's (unknown fields pruned, the pod template's included; the replica specs
   required; ``runPolicy.suspend`` defaulted to false; ``runPolicy.schedulingPolicy.queue`` immutable,
   as its CEL rule says; the embedded PodSpec declared to the fields of its containers, kept whole below:
-  :mod:`.crds` says exactly how it differs from the published one), and MPIJob by the mpi-operator's
-  (the same replica specs and run policy, its own spec defaults, no CEL rule). Rollout is stored as given, no
+  :mod:`.crds` says exactly how it differs from the published one; the training operator's MPIJob
+  too), and MPIJob v2beta1 by the mpi-operator's (the same replica specs and run policy, its own spec
+  defaults, no CEL rule). Rollout is stored as given, no
   schema modelled. Custom resources refuse strategic merge patch with 415, as a real server does.
 * The ``scale`` subresource of the kinds whose CRD declares one (``ResourceType.scale``): Rollout, and
   PyTorchJob and PaddleJob over their Worker replicas (``.spec.<kind>ReplicaSpecs.Worker.replicas``,

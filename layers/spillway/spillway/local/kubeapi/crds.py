@@ -88,6 +88,7 @@ TF_JOB = "TFJob.kubeflow.org"
 XGBOOST_JOB = "XGBoostJob.kubeflow.org"
 JAX_JOB = "JAXJob.kubeflow.org"
 MPI_JOB = "MPIJob.kubeflow.org"
+MPI_JOB_V1 = "MPIJob.kubeflow.org/v1"  # the training operator's: another CRD of the same name
 ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
@@ -995,6 +996,19 @@ MPI_JOB_SCHEMA = _custom_resource(
     status=_MPI_JOB_STATUS,
     spec_required=False,
 )
+
+# --- kubeflow/training-operator v1: MPIJob --------------------------------------------------------------
+# manifests/base/crds/kubeflow.org_mpijobs.yaml (at 7cc5d04bab51), generated from
+# pkg/apis/kubeflow.org/v1/mpi_types.go: the training operator's own MPIJob, a CRD named
+# mpijobs.kubeflow.org as kubeflow/mpi-operator's is, so a cluster installs one or the other (the emulator
+# serves this one only when named, :data:`resources.ALTERNATIVES`). One version, v1; status subresource;
+# the other training operator kinds' replica specs, run policy, status and queue rule, with its own
+# ``cleanPodPolicy`` (deprecated beside ``runPolicy.cleanPodPolicy``), ``mainContainer`` and
+# ``slotsPerWorker``, none defaulted by the schema (the controller's SetDefaults_MPIJob fills them);
+# conditions a plain list, ``status`` any string.
+MPI_JOB_V1_SCHEMA = _replica_job(
+    "mpiReplicaSpecs", cleanPodPolicy=_STRING, mainContainer=_STRING, slotsPerWorker=_INT32
+)
 #: the CEL rule the kubeflow.org CRDs carry, with its message (the store's ``immutable`` check)
 QUEUE_PATH = ("spec", "runPolicy", "schedulingPolicy", "queue")
 QUEUE_IMMUTABLE = "spec.runPolicy.schedulingPolicy.queue is immutable"
@@ -1100,6 +1114,7 @@ _CRDS: Mapping[str, _Crd] = {
     XGBOOST_JOB: _Crd(XGBOOST_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
     JAX_JOB: _Crd(JAX_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
     MPI_JOB: _Crd(MPI_JOB_SCHEMA),
+    MPI_JOB_V1: _Crd(MPI_JOB_V1_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
 }
 
 

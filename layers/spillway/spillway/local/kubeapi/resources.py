@@ -171,6 +171,9 @@ class ResourceType:
     create_status: Callable[[JsonObj, str], JsonObj | None] | None = None
     #: a deprecated version's warning, sent in a ``Warning`` header with every answer through it
     deprecation: str = ""
+    #: another project's CRD of the same name (``qualified``), installed instead of the default one only
+    #: when named as ``<qualified>/<version>`` (:data:`ALTERNATIVES`): a cluster has one or the other
+    alternative: bool = False
 
     @property
     def api_version(self) -> str:
@@ -180,6 +183,11 @@ class ResourceType:
     def qualified(self) -> str:
         """``pods``, ``poddisruptionbudgets.policy``: the resource name error messages use."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def install_name(self) -> str:
+        """The name that installs it (``KubeApiServer.optional_resources``)."""
+        return f"{self.qualified}/{self.version}" if self.alternative else self.qualified
 
     @property
     def identity(self) -> bool:
@@ -911,6 +919,9 @@ MPI_JOBS = ResourceType(
     to_internal=functools.partial(crds.pruned, crds.MPI_JOB),
     defaults=functools.partial(crds.with_defaults, crds.MPI_JOB),
 )
+#: the training operator's MPIJob (kubeflow.org/v1), the CRD a cluster without kubeflow/mpi-operator's has
+#: under the same name: installed only as ``mpijobs.kubeflow.org/v1``, in place of MPI_JOBS
+MPI_JOBS_V1 = dataclasses.replace(_kubeflow_job("MPIJob", crds.MPI_JOB_V1), alternative=True)
 
 ALL: tuple[ResourceType, ...] = (
     NODES,
@@ -941,6 +952,7 @@ ALL: tuple[ResourceType, ...] = (
     XGBOOST_JOBS,
     JAX_JOBS,
     MPI_JOBS,
+    MPI_JOBS_V1,
     CAPACITY_BUFFERS,
     CAPACITY_BUFFERS_V1ALPHA1,
     ROLLOUTS,
@@ -952,7 +964,12 @@ ALL: tuple[ResourceType, ...] = (
 )
 BY_STORE_KIND: dict[str, ResourceType] = {rt.canonical: rt for rt in ALL if rt.identity}
 #: qualified names (``podgroups.scheduling.volcano.sh``) of the resources served only when installed
-OPTIONAL: tuple[str, ...] = tuple(dict.fromkeys(rt.qualified for rt in ALL if rt.optional))
+OPTIONAL: tuple[str, ...] = tuple(
+    dict.fromkeys(rt.qualified for rt in ALL if rt.optional and not rt.alternative)
+)
+#: install names (``mpijobs.kubeflow.org/v1``) of the CRDs served only when named, each instead of the
+#: one of the same qualified name in OPTIONAL
+ALTERNATIVES: tuple[str, ...] = tuple(rt.install_name for rt in ALL if rt.alternative)
 _BY_PATH: dict[tuple[str, str], ResourceType] = {(rt.api_version, rt.plural): rt for rt in ALL}
 
 
@@ -1014,9 +1031,11 @@ SUBRESOURCES: dict[tuple[str, str], list[JsonObj]] = {
 
 
 def served(rt: ResourceType, installed: frozenset[str] | None = None) -> bool:
-    """Whether ``rt`` is served: always unless optional, then when named in ``installed`` (all when
-    ``None``)."""
-    return not rt.optional or installed is None or rt.qualified in installed
+    """Whether ``rt`` is served: always unless optional, then when named in ``installed`` (all but the
+    alternatives when ``None``)."""
+    if not rt.optional:
+        return True
+    return not rt.alternative if installed is None else rt.install_name in installed
 
 
 def resource_list(group_version: str, installed: frozenset[str] | None = None) -> JsonObj | None:

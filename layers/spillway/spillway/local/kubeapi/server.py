@@ -540,16 +540,24 @@ class KubeApiServer:
 
     @optional_resources.setter
     def optional_resources(self, names: Iterable[str] | None) -> None:
-        """Install (or uninstall) optional resources, also while serving; ``None`` installs them all.
+        """Install (or uninstall) optional resources, also while serving; ``None`` installs them all but
+        the alternatives (``resources.ALTERNATIVES``: another project's CRD of a name in
+        ``resources.OPTIONAL``, installed only when named, and never with that name).
         Others answer 404 and are left out of discovery, as on a cluster without the CRD; objects
         stored for them are kept."""
         if names is None:
             self._router.installed = None
             return
         chosen = frozenset(names)
-        unknown = sorted(chosen - set(resources.OPTIONAL))
+        known = [*resources.OPTIONAL, *resources.ALTERNATIVES]
+        unknown = sorted(chosen - set(known))
         if unknown:
-            raise ValueError(f"unknown optional resources {unknown}; choose among {list(resources.OPTIONAL)}")
+            raise ValueError(f"unknown optional resources {unknown}; choose among {known}")
+        both = sorted(a for a in chosen & set(resources.ALTERNATIVES) if a.rpartition("/")[0] in chosen)
+        if both:
+            raise ValueError(
+                f"{both} and {[a.rpartition('/')[0] for a in both]} are one CRD name: install one"
+            )
         self._router.installed = chosen
 
     # --- lifecycle -------------------------------------------------------------------------------
