@@ -375,10 +375,14 @@ def test_a_rejected_request_carrying_a_drain_object_posts_no_event_and_touches_n
     [(HOME, "evict"), (WEST, "evict"), (HOME, "cordon")],
     ids=["home-region", "other-region", "before-the-cordon"],  # a leaving drain terminates by the function
 )
-def test_a_leaving_drain_whose_node_goes_ends_terminated(cloud: Cloud, region: str, when: str) -> None:
+def test_a_leaving_drain_whose_node_goes_ends_gone_not_counted_terminated_again(
+    cloud: Cloud, capsys: pytest.CaptureFixture[str], region: str, when: str
+) -> None:
     """EC2 reclaimed the instance, or another drain of it terminated it and deleted its Node: a drain
-    of an instance leaving anyway ends recording it terminated, through the real state machine, where
-    it failed (and raised the drain alarm). (Found by review, for the cordon step.)"""
+    of an instance leaving anyway succeeds through the real state machine, where it failed (and raised
+    the drain alarm). (Found by review, for the cordon step.) It terminated nothing, so it is recorded
+    ``gone``, not ``terminated``: the drain that terminated the instance counted it ``terminated``
+    already, and DrainOutcome counted the node twice."""
     cloud.group("g", region=region, instance_type="m5.large", desired=2, gpu=False)
     cloud.wait_nodes(2)
     (node, instance), _ = nodes_of(cloud, "g", region)
@@ -399,7 +403,11 @@ def test_a_leaving_drain_whose_node_goes_ends_terminated(cloud: Cloud, region: s
         )  # fmt: skip
 
     assert result["status"] == "SUCCEEDED", result
-    assert result["output"]["outcome"] == "terminated"
+    assert result["output"]["outcome"] == "gone", result["output"]
+    [answer] = terminate_results(cloud)
+    assert answer["status"] == "AlreadyTerminating" and answer["by_another"] is True, answer
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert [(m["Outcome"], m["DrainOutcome"]) for m in lines if "DrainOutcome" in m] == [("gone", [1.0])]
 
 
 @pytest.mark.parametrize("consolidation", [False, True], ids=["idle", "consolidation"])

@@ -127,6 +127,33 @@ def test_missing_file_and_bad_now(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "--now" in err
 
 
+@pytest.mark.parametrize(
+    "now",
+    ["0001-01-01T00:00:00Z", "0001-01-01T00:00:00+01:00", "1969-12-31T23:59:59Z", "9999-12-31T23:59:59Z",
+     "9999-12-31T23:59:59-01:00", "9000-01-01T00:00:00Z"],
+)  # fmt: skip
+def test_a_now_outside_the_years_a_plan_can_reach_is_refused_naming_it(
+    now: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--now 0001-01-01T00:00:00Z`` crashed with a traceback (OverflowError in the planner's
+    ``now - max_node_provision_minutes``, spillway.planner.joins); near 9999-12-31 a plan that backs a
+    group off (``now + launch_failure_backoff_minutes``) crashed the same way. Refused now, one line
+    naming ``--now`` and the times it takes, nothing planned."""
+    code, out, err = run(replace_arg("--now", now), capsys)
+    assert (code, out) == (2, "")
+    assert "--now" in err and "1970-01-01T00:00:00Z" in err and "9000-01-01T00:00:00Z" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("now", ["1970-01-01T00:00:00Z", "8999-12-31T23:59:59.999999Z"])
+def test_a_now_at_either_end_of_the_years_it_takes_plans(
+    now: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(replace_arg("--now", now), capsys)
+    assert code == 0, err
+    assert list(json.loads(out))[:2] == ["scale_up", "uncordon"]
+
+
 def test_the_installed_command_runs_as_a_subprocess() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "spillway.cli", *EXAMPLE],

@@ -1590,6 +1590,75 @@ def test_a_spot_warnings_drain_whose_instance_left_its_group_mid_drain_ends_drai
     assert drained and "left Auto Scaling group general" in drained[-1]["message"]
 
 
+@pytest.mark.parametrize("gone", ["terminating", "out-of-group"])
+def test_a_first_terminate_attempt_that_finds_the_instance_gone_says_another_terminated_it(
+    rig: Rig, gone: str
+) -> None:
+    """Two forced drains of one EC2 event, the second started after the first terminated the instance
+    and deleted its Node: the second's terminate step found the instance already terminating, made no
+    call, and the drain was recorded ``terminated``, so DrainOutcome counted the node twice. On the
+    step's first attempt (the state machine passes ``$$.State.RetryCount``) no earlier call of this
+    drain can have terminated it: the answer says another did (``by_another``). A retried attempt may
+    be finding its own first call's work, and stays as it was."""
+    drain = rig.cordoned(**_notice_drain("interruption"))
+    if gone == "terminating":
+        for instance in rig.cloud.groups[("us-east-1", "general")]["Instances"]:
+            if instance["InstanceId"] == INSTANCE:
+                instance["LifecycleState"] = "Terminating"
+    else:
+        _left_mid_drain(rig, state="shutting-down")
+    event = {"action": "terminate", "drain": drain.model_dump()}
+
+    first = run_action(rig.drainer, {**event, "attempt": 0})
+    retried = run_action(rig.drainer, {**event, "attempt": 1})
+    unknown = run_action(rig.drainer, event)
+
+    assert rig.cloud.called("terminate_instance") == []
+    assert first["status"] == "AlreadyTerminating" and first["by_another"] is True, first
+    assert "not by this drain" in first["note"]
+    for answer in (retried, unknown):
+        assert answer["status"] == "AlreadyTerminating" and "by_another" not in answer, answer
+
+
+def test_a_first_terminate_attempt_that_terminates_says_nothing_of_another(rig: Rig) -> None:
+    drain = rig.cordoned()
+    out = run_action(rig.drainer, {"action": "terminate", "drain": drain.model_dump(), "attempt": 0})
+    assert out["status"] == "InProgress" and "by_another" not in out
+    assert rig.cloud.terminated() == [("us-east-1", INSTANCE, True)]
+
+
+def test_a_drain_whose_instance_another_terminated_is_recorded_gone_once(rig: Rig) -> None:
+    """The record step of a drain whose terminate step found the instance terminated by another:
+    ``gone`` (counted once under that outcome, not under ``terminated``), a Normal event, the Node's
+    fate as for a terminated drain."""
+    drain = rig.cordoned(**_notice_drain("interruption"))
+    _left_mid_drain(rig, state="terminated")
+    terminated = run_action(rig.drainer, {"action": "terminate", "drain": drain.model_dump(), "attempt": 0})
+    state = {"drain": drain.model_dump(), "terminated": terminated, "deleted": rig.drainer.delete_node(drain)}
+
+    summary = rig.drainer.record(state, "gone")
+
+    assert summary["outcome"] == "gone" and summary["terminated"]["by_another"] is True, summary
+    assert "not by this drain" in summary["note"] and "error" not in summary
+    assert rig.outcomes == [("gone", NODE)]
+    [event] = [e for e in rig.api.list("Event") if "already terminating" in e["message"]]
+    assert event["type"] == "Normal" and event["reason"] == "SpillwayDrained"
+
+
+def test_drain_node_records_gone_a_drain_whose_first_terminate_found_the_instance_gone() -> None:
+    """The terminate step is told its retry count, and a first attempt's ``by_another`` answer goes to
+    the record step as ``gone`` (DeleteNode first, as for any terminated instance); every other answer
+    to ``terminated``."""
+    states = _asl("drain_node.asl.json")["States"]
+    assert states["TerminateThroughFunction"]["Parameters"]["attempt.$"] == "$$.State.RetryCount"
+    choice = states["TerminatedBy"]
+    assert choice["Default"] == "RecordTerminated"
+    [rule] = choice["Choices"]
+    assert rule["Next"] == "RecordGone"
+    assert {"Variable": "$.terminated.by_another", "BooleanEquals": True} in rule["And"]
+    assert states["RecordGone"]["Parameters"] == {"action": "record", "outcome": "gone", "state.$": "$"}
+
+
 def test_terminate_of_an_instance_already_terminating_in_its_group_succeeds(rig: Rig) -> None:
     drain = rig.cordoned()
     group = rig.cloud.groups[("us-east-1", "general")]
@@ -1972,7 +2041,12 @@ def test_drain_node_compensates_every_failure_before_termination_and_only_those(
         "request.$": "$",
         "execution.$": "$$.Execution.Name",
     }
-    assert [c["Next"] for c in states["DeleteNode"]["Catch"]] == ["RecordTerminated"]  # instance gone
+    # instance gone: recorded terminated, or gone when another terminated it (TerminatedBy)
+    assert (
+        [c["Next"] for c in states["DeleteNode"]["Catch"]]
+        == ["TerminatedBy"]
+        == [states["DeleteNode"]["Next"]]
+    )
     assert states["Fail"] == {"Type": "Fail", "ErrorPath": "$.outcome.error", "CausePath": "$.outcome.cause"}
     assert states["WaitForPods"]["SecondsPath"] == "$.drain.poll_seconds"
 
@@ -2045,6 +2119,7 @@ def test_a_drain_whose_record_step_fails_for_good_still_counts_its_outcome() -> 
         "cancelled",
         "cancelled",
         "drained",
+        "gone",
         "released",
         "superseded",
         "terminated",
@@ -2128,7 +2203,12 @@ def test_every_terminating_drain_terminates_through_the_drain_function() -> None
     assert should["Default"] == "TerminateThroughFunction"
     terminate = states["TerminateThroughFunction"]
     assert terminate["Resource"] == "${DrainFunctionArn}"
-    assert terminate["Parameters"] == {"action": "terminate", "drain.$": "$.drain"}
+    # the step's retry count: a first attempt that finds the instance gone did not terminate it itself
+    assert terminate["Parameters"] == {
+        "action": "terminate",
+        "drain.$": "$.drain",
+        "attempt.$": "$$.State.RetryCount",
+    }
     assert terminate["ResultPath"] == "$.terminated"  # what the record step and Terminated read
     assert any({"AwsThrottled", "AwsUnavailable"} <= set(r["ErrorEquals"]) for r in terminate["Retry"])
     assert terminate["Next"] == "LeftGroup"  # a Spot warning's instance that left its group: drained

@@ -215,3 +215,26 @@ def test_the_state_keeps_the_timer_on_the_wire() -> None:
 
     assert wire["joining"] == {iid: {"since": "2026-11-02T12:00:00Z"}}
     assert State.model_validate(wire).joining[iid].since == NOW
+
+
+def test_an_overdue_join_at_either_end_of_the_times_spillway_plan_takes_plans_without_overflow() -> None:
+    """``spillway plan --now`` takes EARLIEST_NOW up to LATEST_NOW (spillway.inputs.parse_now): at both
+    ends a plan reaching back (max_node_provision_minutes) and ahead (the back-off) of its time by the
+    longest setting allowed, ten years, stays inside the years datetime holds. Near 9999-12-31 the
+    back-off overflowed, and at 0001-01-01 the look back did."""
+    from spillway.inputs import EARLIEST_NOW, LATEST_NOW
+    from spillway.model.options import MAX_MINUTES
+
+    longest = {"max_node_provision_minutes": MAX_MINUTES, "launch_failure_backoff_minutes": MAX_MINUTES,
+               "disruption_budgets": [{"nodes": "1", "schedule": "0 9 29 2 *", "duration": f"{MAX_MINUTES // 60}h"}]}  # fmt: skip
+    for start, now in (
+        (EARLIEST_NOW, EARLIEST_NOW + timedelta(minutes=MAX_MINUTES)),
+        (LATEST_NOW - timedelta(minutes=MAX_MINUTES, microseconds=1), LATEST_NOW - timedelta(microseconds=1)),
+    ):
+        w, iid, _ = _world()
+        _carry(w, w.plan(start, **longest))
+
+        result = w.plan(now, **longest)
+
+        assert [u.instance_id for u in result.unregistered] == [iid], now
+        assert result.state.groups["us-east-1/cpu"].backoff_until == now + timedelta(minutes=MAX_MINUTES)

@@ -482,6 +482,16 @@ def load_config(path: str | Path | None) -> PlannerConfig:
     return load_config_file(path)
 
 
+# The times ``--now`` takes. A plan reaches back and ahead of its time by the configuration's durations
+# (settings of up to ten years: spillway.model.options.MAX_MINUTES) and its schedules' runs, in datetime
+# arithmetic that stops at years 1 and 9999: ``--now 0001-01-01T00:00:00Z`` crashed (OverflowError in
+# ``now - max_node_provision_minutes``), and so did a plan near 9999-12-31 that backed a group off. From
+# the Unix epoch, before every timestamp a cluster's objects and AWS's answers carry, to the year 9000,
+# every such reach stays in range.
+EARLIEST_NOW = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_NOW = datetime(9000, 1, 1, tzinfo=UTC)  # excluded
+
+
 def parse_now(value: str | None) -> datetime:
     if value is None:
         return datetime.now(UTC)
@@ -489,7 +499,14 @@ def parse_now(value: str | None) -> datetime:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise InputError(f"not an ISO-8601 time: {value!r}", field="--now") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    if not EARLIEST_NOW <= parsed < LATEST_NOW:
+        raise InputError(
+            f"{value!r} is outside the times a plan can be made at: from {EARLIEST_NOW:%Y-%m-%dT%H:%M:%SZ} to "
+            f"before {LATEST_NOW:%Y-%m-%dT%H:%M:%SZ} (a plan reaches years back and ahead of its time)",
+            field="--now",
+        )
+    return parsed
 
 
 def node_groups(

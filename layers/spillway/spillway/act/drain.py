@@ -232,6 +232,7 @@ Outcome = Literal[
     "drained",
     "released",
     "superseded",
+    "gone",
     "dry_run",
     "timeout",
     "cancelled",
@@ -2265,7 +2266,7 @@ class Drainer:
 
     # terminate ---------------------------------------------------------------------------------
 
-    def terminate(self, drain: Drain) -> dict[str, Any]:
+    def terminate(self, drain: Drain, attempt: int | None = None) -> dict[str, Any]:
         """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity: every drain that
         terminates does it here, in any region (the adapter names Auto Scaling's errors, which the state
         machine retries). ``{activity_id, status, description}``, with a ``note`` when it did not
@@ -2273,7 +2274,12 @@ class Drainer:
 
         Idempotent: an instance already terminating, or out of its group and no longer run by EC2 (a
         retry after the first call terminated it and then timed out), is terminated: the step succeeds
-        and says so. One that left its group alive since the validation (detached, or attached to
+        and says so (``AlreadyTerminating``). ``attempt`` is the step's retry count (the context
+        object's ``$$.State.RetryCount``; None when unknown): on its first attempt (0) no earlier call
+        of this drain can have terminated the instance, so one found already gone was terminated by
+        another (another drain of it, EC2's reclaim, a person) and the answer says so
+        (``by_another``): DrainNode records it ``gone``, not ``terminated``, which whoever terminated
+        it counts. One that left its group alive since the validation (detached, or attached to
         another group) is not Spillway's to terminate: a Spot warning's drain ends ``drained`` with
         ``outside_group`` (EC2 takes the instance back; the node stays cordoned, as when the detach came
         before the validation), any other's is :class:`DrainCancelled` and its compensation gives the
@@ -2287,7 +2293,7 @@ class Drainer:
             )
         already = self._not_to_terminate(drain)
         if already is not None:
-            return already
+            return _by_another(already) if attempt == 0 else already
         try:
             activity, decremented = self._terminate_instance(drain)
         except InstanceNotFound:
@@ -2879,6 +2885,19 @@ def cause_message(cause: Any) -> str:
     return cause
 
 
+def _by_another(already: dict[str, Any]) -> dict[str, Any]:
+    """The first attempt of a terminate step found the instance already terminating, before any call of
+    its own: somebody else terminated it (``by_another``). Any other answer as it is."""
+    if already.get("status") != "AlreadyTerminating":
+        return already
+    return {
+        **already,
+        "by_another": True,
+        "note": "terminated before this drain came to terminate it, not by this drain (another drain of the "
+        "instance, EC2 reclaiming it, or a person): recorded gone, counted terminated by whoever terminated it",
+    }
+
+
 def _request_identity(state: Mapping[str, Any], cluster: str) -> dict[str, Any]:
     """What a rejected request said about itself (it may be malformed: only strings are kept)."""
     out: dict[str, Any] = {"cluster": cluster}
@@ -2891,7 +2910,8 @@ def _request_identity(state: Mapping[str, Any], cluster: str) -> dict[str, Any]:
 
 def _success(state: Mapping[str, Any], outcome: str | None, drain: Drain | None) -> dict[str, Any]:
     """A drain that ended well: drained (``terminate`` false; why, for an instance in no group),
-    released (``uncordon``: the node emptied, uncordoned and kept) or terminated, and the Node's fate."""
+    released (``uncordon``: the node emptied, uncordoned and kept), terminated, or gone (its instance
+    terminated by another before its terminate step: :func:`_by_another`), and the Node's fate."""
     if outcome == "drained":
         left = _mapping(state.get("terminated"))
         return {
@@ -2902,11 +2922,14 @@ def _success(state: Mapping[str, Any], outcome: str | None, drain: Drain | None)
     if outcome == "released":
         return _released(_mapping(state.get("released")))
     compensation = _mapping(state.get("compensation"))
+    terminated = state.get("terminated") or compensation.get("terminated")
     out: dict[str, Any] = {
-        "outcome": "terminated",
-        "terminated": state.get("terminated") or compensation.get("terminated"),
+        "outcome": "gone" if outcome == "gone" else "terminated",
+        "terminated": terminated,
         "node_deleted": bool(_mapping(state.get("deleted")).get("deleted")),
     }
+    if outcome == "gone":
+        out["note"] = str(_mapping(terminated).get("note") or "the instance was terminated by another")
     error = _mapping(state.get("error"))
     if error:
         out["note"] = (
@@ -2965,6 +2988,13 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
             f"Drained ({summary.get('reason')}): evicted {evicted} pod(s), terminated "
             f"{summary.get('instance_id')} ({summary.get('group')}, {summary.get('region')}) and "
             "removed the Node",
+            "Normal",
+        )
+    if outcome == "gone":
+        return (
+            "SpillwayDrained",
+            f"Drained ({summary.get('reason')}): evicted {evicted} pod(s); {summary.get('instance_id')} "
+            "was already terminating, terminated by another, not by this drain",
             "Normal",
         )
     if outcome == "drained":
@@ -3107,11 +3137,15 @@ _EVENT_ACTIONS: dict[str, Callable[[Drainer, Mapping[str, Any]], dict[str, Any]]
 # steps that take the drain alone
 _DRAIN_STEPS: dict[str, Callable[[Drainer, Drain], dict[str, Any]]] = {
     "cordon": Drainer.cordon,
-    "terminate": Drainer.terminate,
     "complete_lifecycle": Drainer.complete_lifecycle,
     "delete_node": Drainer.delete_node,
     "hand_over": Drainer.hand_over,
 }
+
+
+def _attempt(value: Any) -> int | None:
+    """A terminate step's retry count (``$$.State.RetryCount``), None when absent or not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _action_of(event: Mapping[str, Any]) -> str | None:
@@ -3140,6 +3174,8 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     if action not in ACTIONS:
         raise InvalidDrainRequest(f"unknown action {action!r} (one of: {', '.join(ACTIONS)})", field="action")
     drain = parse_drain(event.get("drain"))
+    if action == "terminate":
+        return drainer.terminate(drain, _attempt(event.get("attempt")))
     if action in _DRAIN_STEPS:
         return _DRAIN_STEPS[action](drainer, drain)
     execution = event.get("execution") if isinstance(event.get("execution"), str) else None

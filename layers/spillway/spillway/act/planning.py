@@ -41,6 +41,7 @@ import json
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -85,6 +86,8 @@ from spillway.model.state import RaiseState, State
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
 from spillway.planner.types import (
+    PRIORITY_CONFIGMAP_INVALID,
+    UNKNOWN_GROUP_NAMES,
     Drain,
     GangLaunch,
     GangOrphan,
@@ -151,6 +154,7 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
     overflow = sum(
         s.to_size - s.from_size for s in plan.scale_up if primary_region and s.region != primary_region
     )
+    problems = Counter(p.kind for p in plan.problems)  # each counted under its own kind
     return PlanSummary(
         scale_up_groups=len(plan.scale_up),
         scale_up_nodes=nodes,
@@ -164,7 +168,8 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         gang_orphans_busy=len(plan.gang_orphans) - swept,
         cluster_unhealthy=sum(1 for u in plan.unhealthy if u.group is None),
         unhealthy_groups=sum(1 for u in plan.unhealthy if u.group is not None),
-        priority_configmap_invalid=len(plan.problems),
+        priority_configmap_invalid=problems[PRIORITY_CONFIGMAP_INVALID],
+        unknown_group_names=problems[UNKNOWN_GROUP_NAMES],
     )
 
 

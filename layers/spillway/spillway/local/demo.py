@@ -744,7 +744,7 @@ class Demo:
             abandoned = f" after evicting {d['evicted_count']} pod(s)" if d.get("evicted_count") else ""
             self.say("drain_cancelled", f"{name}: {where}: cancelled{abandoned}: {str(d.get('note'))[:160]}")
             return
-        if outcome not in ("terminated", "drained"):
+        if outcome not in ("terminated", "drained", "gone"):
             self.say(
                 "drain_failed", f"{name}: {where}: {outcome}: {d.get('error')} {str(d.get('cause'))[:160]}"
             )
@@ -760,6 +760,8 @@ class Demo:
                 self.result.instances_drained.add(instance)
             deleted = ", Node deleted" if d.get("node_deleted") else ""
             self.say("terminate", f"{name}: {instance or '?'} terminated{deleted}")
+        elif outcome == "gone":  # terminated by another (another drain of it counted it terminated)
+            self.say("drain_gone", f"{name}: {instance or '?'} was already terminating, not by this drain")
 
     def _sample(self, kube: Any) -> None:
         ready_nodes, ready_gpus = _ready_gpu_capacity(kube)

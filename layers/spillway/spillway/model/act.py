@@ -195,6 +195,9 @@ class PlanSummary:
     cluster_unhealthy: int = 0  # 1: too many unready nodes, nothing drained (spillway.planner.health)
     unhealthy_groups: int = 0  # groups with too many unready nodes: they get no new nodes
     priority_configmap_invalid: int = 0  # 1: the priority expander's ConfigMap could not be read
+    # fields of the configuration naming groups no managed group is called (a budget's groups, a tenant
+    # scope's node_groups): each a problem of kind UnknownGroupNames
+    unknown_group_names: int = 0
     # how long the oldest pending pod the plan does not hold at a limit (nor expendable) has waited, in
     # whole seconds at the snapshot: what pending-too-long reads while plans come
     oldest_unheld_pending_seconds: int = 0
@@ -214,6 +217,7 @@ class PlanSummary:
             "cluster_unhealthy": self.cluster_unhealthy,
             "unhealthy_groups": self.unhealthy_groups,
             "priority_configmap_invalid": self.priority_configmap_invalid,
+            "unknown_group_names": self.unknown_group_names,
             "oldest_unheld_pending_seconds": self.oldest_unheld_pending_seconds,
         }
 

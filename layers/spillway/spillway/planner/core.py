@@ -56,7 +56,15 @@ from spillway.planner.scaleup import ScaleUpStage, record_gang_launches, scale_u
 from spillway.planner.shrinks import hold_shrunk, shrunk_after
 from spillway.planner.softtaint import soft_taints
 from spillway.planner.startup import sanitized, starting_nodes
-from spillway.planner.types import ConfigProblem, Drain, GroupFloor, RefusedGroup, ScalingPlan, Uncordon
+from spillway.planner.types import (
+    UNKNOWN_GROUP_NAMES,
+    ConfigProblem,
+    Drain,
+    GroupFloor,
+    RefusedGroup,
+    ScalingPlan,
+    Uncordon,
+)
 
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
 
@@ -155,7 +163,7 @@ def plan(
         gang_orphans=orphans,
         unhealthy=health.report(),
         refused_groups=tuple(RefusedGroup(g.name, g.region, g.refusal) for g in ctx.refused),
-        problems=_problems(snapshot, config),
+        problems=(*_problems(snapshot, config), *unknown_group_names(config, every_group)),
     )
 
 
@@ -188,6 +196,28 @@ def _problems(snapshot: ClusterSnapshot, config: PlannerConfig) -> tuple[ConfigP
         f"{snapshot.expander_problem}; groups are ranked without priorities, as cluster-autoscaler does then"
     )
     return (ConfigProblem(f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}", f"data.{CONFIGMAP_KEY}", why),)
+
+
+def unknown_group_names(config: PlannerConfig, groups: Sequence[NodeGroup]) -> tuple[ConfigProblem, ...]:
+    """A disruption budget's ``groups`` or a tenant scope's ``node_groups`` naming a group no managed
+    group (of any region, refused ones too) is called: the name matches nothing, so the budget or the
+    limit holds none of the groups meant (a typo, a group renamed or no longer tagged). One problem per
+    field, naming the field and the names; the plan goes on as written."""
+    managed = {g.name for g in groups}
+    fields = [(f"disruption_budgets[{i}].groups", b.groups) for i, b in enumerate(config.disruption_budgets)]
+    for tenant in sorted(config.tenants):
+        scopes = config.tenants[tenant].scopes
+        fields += [(f"tenants.{tenant}.scopes[{i}].node_groups", s.node_groups) for i, s in enumerate(scopes)]
+    out = []
+    for field, names in fields:
+        unknown = sorted({n for n in names if n not in managed})
+        if unknown:
+            why = (
+                f"{', '.join(repr(n) for n in unknown)}: no managed group has that name (in any region), so "
+                "this entry holds no group by it; the plan goes on as written"
+            )
+            out.append(ConfigProblem("configuration", field, why[:1000], UNKNOWN_GROUP_NAMES))
+    return tuple(out)
 
 
 def _next_state(ctx: Context, idle_state: dict[str, NodeState]) -> State:

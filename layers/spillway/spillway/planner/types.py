@@ -324,15 +324,25 @@ class RefusedGroup:
 
 @dataclass(frozen=True, slots=True)
 class ConfigProblem:
-    """Configuration in the cluster the plan could not read, and went on without, as cluster-autoscaler
-    does: the object, its field, and why (with what the plan did instead)."""
+    """Configuration the plan could not read or apply, and went on without, as cluster-autoscaler
+    does: the object, its field, and why (with what the plan did instead); ``kind`` is the metric the
+    plan function counts it under (:data:`PROBLEM_KINDS`)."""
 
     object: str  # "ConfigMap kube-system/cluster-autoscaler-priority-expander"
     field: str  # "data.priorities"
     reason: str
+    kind: str = "PriorityConfigMapInvalid"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"object": self.object, "field": self.field, "reason": self.reason}
+        return {"kind": self.kind, "object": self.object, "field": self.field, "reason": self.reason}
+
+
+# The kinds of a plan's problems, each the name of the metric that counts it per plan:
+# cluster-autoscaler's priority expander ConfigMap unreadable (its Event reason), and a name in the
+# configuration's disruption_budgets[].groups or tenants.<t>.scopes[].node_groups that no managed group has.
+PRIORITY_CONFIGMAP_INVALID = "PriorityConfigMapInvalid"
+UNKNOWN_GROUP_NAMES = "UnknownGroupNames"
+PROBLEM_KINDS = (PRIORITY_CONFIGMAP_INVALID, UNKNOWN_GROUP_NAMES)
 
 
 @dataclass(frozen=True, slots=True)
