@@ -157,7 +157,7 @@ class SpillwayPolicy:
         now = world.at(world.t)
         due: list[datetime] = []
         for name, entry in self.state.nodes.items():
-            node = world.nodes.get(name)
+            node = world.node(name)  # a node registered whose GPUs have not is judged idle too
             if node is None:
                 continue
             # each edge on its own: an idle node out of its launch delay with its idle timer still running

@@ -1,0 +1,91 @@
+"""The replay plans only at ticks where production's plan would change (sim.engine, SpillwayPolicy.wakeup);
+a replay that plans at every tick must come out the same, act for act.
+
+Production plans on every stored snapshot and at least on its heartbeat, so a timer of the plan that
+runs out while nothing happens in the world is seen within a tick. Each test here replays one small
+world twice, event-driven and with a plan at every tick, and compares what the plans did and when."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from spillway.config import PlannerConfig
+from spillway.sim import engine
+from spillway.sim.engine import replay
+from spillway.sim.policies import SpillwayPolicy
+from spillway.sim.trace import Job
+from spillway.sim.world import GroupSpec, SchedulerConfig, World
+
+GIB = 2**30 * 1000
+INTERVAL = 60
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+# A whole p3.16xlarge: eight GPUs' shares of its template (sim.trace.gpu_share: 7.9 CPU, 56 GiB a GPU).
+WHOLE_NODE = {"cpu": 7900 * 8, "memory": 56 * GIB * 8, "nvidia.com/gpu": 8000, "pods": 1000}
+
+Act = tuple[int, tuple[tuple[str, int], ...], tuple[str, ...]]
+Seen = tuple[tuple[tuple[str, int], ...], tuple[str, ...]]
+
+
+class Recording(SpillwayPolicy):
+    """Spillway, noting after each plan that changed something the groups' desired capacities and the
+    nodes cordoned (drained) so far; ``every_tick`` plans at every tick, whatever its timers say."""
+
+    def __init__(self, config: PlannerConfig, every_tick: bool) -> None:
+        super().__init__(config)
+        self.every_tick = every_tick
+        self.acts: list[Act] = []
+
+    def _seen(self, world: World) -> Seen:
+        """The groups' desired capacities, and the instances that run uncordoned."""
+        desired = tuple((name, g.desired) for name, g in sorted(world.groups.items()))
+        nodes = (n for g in world.groups.values() for n in g.instances.values())
+        return desired, tuple(sorted(n.name for n in nodes if not n.cordoned))
+
+    def decide(self, world: World) -> None:
+        before = self._seen(world)
+        super().decide(world)
+        after = self._seen(world)
+        if after != before:  # what the plan raised, and the nodes it drained
+            self.acts.append((world.t, after[0], tuple(n for n in before[1] if n not in after[1])))
+
+    def wakeup(self, world: World) -> int | None:
+        return world.t + INTERVAL if self.every_tick else super().wakeup(world)
+
+
+def _replay(every_tick: bool, jobs: list[Job], config: PlannerConfig, **world: object) -> Recording:
+    sim = World(
+        (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10),),
+        epoch=EPOCH,
+        boot_seconds=120,
+        scheduler=SchedulerConfig("most-allocated"),
+        reserve=config.node_reserve.reserve(),
+        cluster="sim",
+        track_infos=True,  # what SpillwayPolicy reads, as sim.run sets it
+        **world,  # type: ignore[arg-type]
+    )
+    policy = Recording(config, every_tick)
+    replay(jobs, policy, sim, INTERVAL)
+    return policy
+
+
+def test_a_node_whose_gpus_are_late_past_the_start_window_is_drained_when_every_tick_would_drain_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An 8-GPU job at 0; its node registers at 120 without GPUs, which its device plugin adds 2400 s
+    # later. Past the start window (15 min, at 1020) the plan launches another node for the job and
+    # starts the first one's idle timer: a plan at every tick drains it 10 min later, at 1620. The
+    # replay's wakeup read the idle timers of Ready nodes only (World.nodes), so the event-driven replay
+    # drained it at the next unrelated event. Every node goes so before its GPUs come: the job never
+    # starts, and the replay ends at its horizon (cut to an hour past the job's end here).
+    monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
+    config = PlannerConfig(cluster="sim")
+    jobs = [Job(0, "job", "ml", 0, 3600, 0, (WHOLE_NODE,))]
+
+    driven = _replay(False, jobs, config, plugin_seconds=2400)
+    every = _replay(True, jobs, config, plugin_seconds=2400)
+
+    first = next(act for act in every.acts if act[2])
+    assert first[0] == 1620 and first[2] == ("ip-10-0-0-1.us-east-1.compute.internal",)
+    assert driven.acts == every.acts
