@@ -70,15 +70,16 @@ def _replay(every_tick: bool, jobs: list[Job], config: PlannerConfig, **world: o
     return policy
 
 
-def test_a_node_whose_gpus_are_late_past_the_start_window_is_drained_when_every_tick_would_drain_it(
+def test_a_node_whose_gpus_are_late_past_the_unready_time_is_drained_when_every_tick_would_drain_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # An 8-GPU job at 0; its node registers at 120 without GPUs, which its device plugin adds 2400 s
     # later. Past the start window (15 min, at 1020) the plan launches another node for the job and
-    # starts the first one's idle timer: a plan at every tick drains it 10 min later, at 1620. The
-    # replay's wakeup read the idle timers of Ready nodes only (World.nodes), so the event-driven replay
-    # drained it at the next unrelated event. Every node goes so before its GPUs come: the job never
-    # starts, and the replay ends at its horizon (cut to an hour past the job's end here).
+    # keeps the first not-ready until the unready time (20 min after it registered, at 1320), then
+    # idle for 10 min: a plan at every tick drains it at 1920. Nothing happens in the world at 1320; the
+    # replay wakes the plan there as it does at the end of the start window, and at the idle timer's
+    # end, which World.nodes (Ready nodes only) does not hold. Every node goes so before its GPUs come:
+    # the job never starts, and the replay ends at its horizon (cut to an hour past the job's end here).
     monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
     config = PlannerConfig(cluster="sim")
     jobs = [Job(0, "job", "ml", 0, 3600, 0, (WHOLE_NODE,))]
@@ -87,5 +88,5 @@ def test_a_node_whose_gpus_are_late_past_the_start_window_is_drained_when_every_
     every = _replay(True, jobs, config, plugin_seconds=2400)
 
     first = next(act for act in every.acts if act[2])
-    assert first[0] == 1620 and first[2] == ("ip-10-0-0-1.us-east-1.compute.internal",)
+    assert first[0] == 1920 and first[2] == ("ip-10-0-0-1.us-east-1.compute.internal",)
     assert driven.acts == every.acts
