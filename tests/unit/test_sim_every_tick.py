@@ -16,7 +16,7 @@ from spillway.sim import engine
 from spillway.sim.engine import replay
 from spillway.sim.policies import SpillwayPolicy
 from spillway.sim.trace import Job
-from spillway.sim.world import GroupSpec, SchedulerConfig, World
+from spillway.sim.world import GroupSpec, Outage, SchedulerConfig, World
 
 GIB = 2**30 * 1000
 INTERVAL = 60
@@ -30,12 +30,14 @@ Seen = tuple[tuple[tuple[str, int], ...], tuple[str, ...]]
 
 class Recording(SpillwayPolicy):
     """Spillway, noting after each plan that changed something the groups' desired capacities and the
-    nodes cordoned (drained) so far; ``every_tick`` plans at every tick, whatever its timers say."""
+    nodes it drained (cordoned), and each plan whose raise a capacity outage refused;
+    ``every_tick`` plans at every tick, whatever its timers say."""
 
     def __init__(self, config: PlannerConfig, every_tick: bool) -> None:
         super().__init__(config)
         self.every_tick = every_tick
         self.acts: list[Act] = []
+        self.refused: list[int] = []
 
     def _seen(self, world: World) -> Seen:
         """The groups' desired capacities, and the instances that run uncordoned."""
@@ -44,19 +46,27 @@ class Recording(SpillwayPolicy):
         return desired, tuple(sorted(n.name for n in nodes if not n.cordoned))
 
     def decide(self, world: World) -> None:
-        before = self._seen(world)
+        before, failed = self._seen(world), world.counters.failed_launch_calls
         super().decide(world)
         after = self._seen(world)
         if after != before:  # what the plan raised, and the nodes it drained
             self.acts.append((world.t, after[0], tuple(n for n in before[1] if n not in after[1])))
+        if world.counters.failed_launch_calls > failed:
+            self.refused.append(world.t)
 
     def wakeup(self, world: World) -> int | None:
         return world.t + INTERVAL if self.every_tick else super().wakeup(world)
 
 
-def _replay(every_tick: bool, jobs: list[Job], config: PlannerConfig, **world: object) -> Recording:
+def _replay(
+    every_tick: bool,
+    jobs: list[Job],
+    config: PlannerConfig,
+    groups: tuple[GroupSpec, ...] = (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10),),
+    **world: object,
+) -> Recording:
     sim = World(
-        (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10),),
+        groups,
         epoch=EPOCH,
         boot_seconds=120,
         scheduler=SchedulerConfig("most-allocated"),
@@ -90,3 +100,28 @@ def test_a_node_whose_gpus_are_late_past_the_unready_time_is_drained_when_every_
     first = next(act for act in every.acts if act[2])
     assert first[0] == 1920 and first[2] == ("ip-10-0-0-1.us-east-1.compute.internal",)
     assert driven.acts == every.acts
+
+
+def test_a_group_backed_off_for_a_failed_launch_is_tried_again_when_every_tick_would_try_it() -> None:
+    # Launches fail in both regions' groups until 2400 (a capacity outage). An 8-GPU job at 0: the plan
+    # raises the primary, whose launch fails (the plan at 0), then the other region's, which fails too
+    # (60); each group is skipped for launch_failure_backoff_minutes (15) from its failure, and tried
+    # again when that runs out, though nothing happens in the world (SpillwayPolicy.wakeup: each
+    # failure's end): 900 and 960, 1800 and 1860, then at 2700 the primary's raise succeeds. Checked
+    # against a plan at every tick: the same refused raises, the same raises and drains at the same
+    # ticks.
+    config = PlannerConfig(cluster="sim", regions=["us-east-1", "us-west-2"])
+    east = GroupSpec("east", "us-east-1", "p3.16xlarge", 0, 10)
+    west = GroupSpec("west", "us-west-2", "p3.16xlarge", 0, 10)
+    outages = (Outage("east", 0, 2400), Outage("west", 0, 2400))
+    jobs = [
+        Job(0, "first", "ml", 0, 3600, 0, (WHOLE_NODE,)),
+        Job(1, "second", "ml", 3000, 600, 0, (WHOLE_NODE,)),
+    ]
+
+    driven = _replay(False, jobs, config, (east, west), outages=outages)
+    every = _replay(True, jobs, config, (east, west), outages=outages)
+
+    assert every.refused == [0, 60, 900, 960, 1800, 1860]
+    assert every.acts[0] == (2700, (("east", 1), ("west", 0)), ())
+    assert (driven.refused, driven.acts) == (every.refused, every.acts)
