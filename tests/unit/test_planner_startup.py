@@ -1,6 +1,6 @@
 """Nodes still starting (spillway.planner.startup): Ready, but their GPUs not registered yet or a startup
 taint still on them. They are capacity launching, so pending pods wait for them instead of opening
-another node; past max_node_provision_minutes they are ordinary nodes."""
+another node; past max_node_startup_minutes they are not, and one still not initialized is unready."""
 
 from __future__ import annotations
 
