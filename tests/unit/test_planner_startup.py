@@ -1,6 +1,6 @@
 """Nodes still starting (spillway.planner.startup): Ready, but their GPUs not registered yet or a startup
 taint still on them. They are capacity launching, so pending pods wait for them instead of opening
-another node; past max_node_provision_minutes they are ordinary nodes."""
+another node; past max_node_startup_minutes they are not, and one still not initialized is unready."""
 
 from __future__ import annotations
 
@@ -62,13 +62,56 @@ def test_a_gpu_node_whose_gpus_are_not_registered_yet_is_capacity_launching() ->
     assert code == codes.STARTING and "nvidia.com/gpu not registered yet" in reason
 
 
-def test_past_the_start_window_it_is_an_ordinary_node_without_gpus() -> None:
+def test_past_the_start_window_it_is_no_capacity_launching_and_is_kept_unready() -> None:
     w, node, job = _gpu_world(minutes_ago=16)
 
     result = w.plan()
 
     assert scale_up(result) == {"gpu": (1, 2, [job])}
-    assert _kept(result)[node][0] == codes.IDLE_BELOW_THRESHOLD  # idle, drained the usual way
+    code, reason = _kept(result)[node]
+    assert code == codes.NOT_READY and "nvidia.com/gpu not registered" in reason
+    assert "judged for scale-down after 20m (scale_down_unready_minutes)" in reason
+
+
+def _uninitialized_idle_node(kind: str) -> tuple[World, str]:
+    """A managed node, Ready and idle, created at NOW - 16 min that never initialized: its GPUs never
+    registered (``gpus``) or a startup taint stayed on (``taint``). No pod is pending."""
+    w = World()
+    if kind == "gpus":
+        (node,) = w.group("gpu", "p4d.24xlarge", nodes=1, max_size=5, gpu_taint=True)
+        status = _joined(w, node, 16)["status"]
+        for key in ("allocatable", "capacity"):
+            status[key].pop("nvidia.com/gpu")
+    else:
+        (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+        _joined(w, node, 16)["spec"]["taints"] = [PREFIXED]
+    return w, node
+
+
+@pytest.mark.parametrize("kind", ["gpus", "taint"])
+def test_a_node_that_never_initializes_waits_the_unready_time_before_its_idle_time(kind: str) -> None:
+    """cluster-autoscaler takes a node with the GPU label and no GPUs, or with a startup taint, as unready
+    (FilterOutNodesWithUnreadyResources, FilterOutNodesWithStartupTaints: a copy NotReady since its
+    creation) and removes an unready node after --scale-down-unready-time, not --scale-down-unneeded-time.
+    So here: past the start window (15 min) it is kept not-ready until 20 min after its creation
+    (scale_down_unready_minutes), then idle for scale_down_idle_minutes (10) like any NotReady node
+    (test_planner_unready), and drained at 30 min. Before, its idle timer started at 16 min and it was
+    drained at 26, while cluster-autoscaler still waited for its device plugin."""
+    w, node = _uninitialized_idle_node(kind)
+
+    plans = {}
+    for age in (16, 19, 20, 26, 29, 30):
+        plans[age] = result = w.plan(NOW + timedelta(minutes=age - 16))
+        w.state = result.state.to_wire()
+
+    for age in (16, 19):
+        assert plans[age].drain == (), age
+        code, reason = _kept(plans[age])[node]
+        assert code == codes.NOT_READY and "(scale_down_unready_minutes)" in reason, (age, reason)
+    for age in (20, 26, 29):  # its idle timer starts at 20
+        assert plans[age].drain == () and _kept(plans[age])[node][0] == codes.IDLE_BELOW_THRESHOLD, age
+    assert [d.node for d in plans[30].drain] == [node]
+    assert plans[30].drain[0].unready_minutes is None  # Ready: its kubelet evicts as any other's
 
 
 def test_once_its_gpus_are_registered_the_job_goes_there() -> None:

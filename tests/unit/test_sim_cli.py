@@ -286,3 +286,47 @@ def test_a_wide_duration_noise_gives_the_longest_deadline_instead_of_overflowing
     out, err = capsys.readouterr()
     assert code == 0, err
     assert json.loads(out)["policies"][0]["jobs_started"] == 12
+
+
+PHILLY = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+ONE_GROUP = ["--group", "gpu:us-east-1:p3.16xlarge:0:2"]  # 16 GPUs at its MaxSize
+
+
+@pytest.mark.parametrize(
+    ("header", "row", "args", "where"),
+    [
+        # 17 GPUs: three pods (8, 8, 1) that start together, on a group of at most two 8-GPU nodes
+        (PHILLY, "2017-10-03 00:01:00,600,17,17,a", ONE_GROUP, "line 3, column num_gpus"),
+        (PHILLY, "2017-10-03 00:01:00,600,100000000,1,a", [], "line 3, column num_gpus"),
+        (GENERIC, "60,600,100m,0.1,0,100000000,ml,0", [], "line 3, column count"),
+        (GENERIC, "60,600,1,1,1,17,ml,0", ONE_GROUP, "line 3, column count"),
+    ],
+    ids=["philly-17-gpus", "philly-1e8-gpus", "generic-1e8-pods", "generic-17-pods"],
+)
+def test_a_job_the_groups_could_never_start_is_refused_naming_its_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], header: str, row: str, args: list[str], where: str
+) -> None:
+    """A job's pods start together: one that needs more than every group at its MaxSize holds never
+    starts. It was replayed to the horizon and counted in the lower bound as work the fleet could do;
+    one of ~10^8 pods or GPUs hung the command, a pod built for each. Refused before the replay now."""
+    first = "2017-10-03 00:00:00,600,8,4800,a" if header == PHILLY else "0,600,1,1,1,1,ml,0"
+    path = tmp_path / "big.csv"
+    path.write_text(f"{header}{first}\n{row}\n")
+
+    code = main(["simulate", str(path), "--no-progress", "--policies", "spillway", *args])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"spillway simulate: {path}: {where}: a job of ") and len(err.splitlines()) == 1
+    assert "more than the groups hold at their MaxSize" in err and "no policy could ever start it" in err
+
+
+def test_a_job_the_groups_hold_exactly_at_their_max_size_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "full.csv"
+    path.write_text(f"{PHILLY}2017-10-03 00:00:00,600,16,9600,a\n")
+
+    assert main(["simulate", str(path), "--no-progress", "--policies", "spillway", "--json", *ONE_GROUP]) == 0
+    (spillway,) = json.loads(capsys.readouterr().out)["policies"]
+    assert spillway["jobs_never_started"] == 0 and spillway["node_hours_by_group"]["gpu"] > 0

@@ -174,12 +174,22 @@ def test_a_policy_that_delays_jobs_can_come_out_under_the_step_bound_by_a_tick_a
     assert (report.bounds.step_node_hours - result.node_hours) * 3600 <= 60 + 120
 
 
-def test_a_job_that_never_starts_counts_as_waiting_until_the_replay_ends(tmp_path: Path) -> None:
-    # The group holds one node: the gang of two 8-GPU pods never starts, the 1-GPU job waits 120 s. The
-    # gang waits from its submit (0) to the end of the replay (censored there), weighing 16 GPUs: every
-    # weighted percentile is that wait, and so is the plain p90 of the two jobs.
-    group = GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 1)
-    report = run(tmp_path, ["0,1000,,,8,2,ml,0", "0,1000,,,1,1,ml,0"], groups=(group,), packers=False)
+def test_a_job_that_never_starts_counts_as_waiting_until_the_replay_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two groups of one node each, the second's launches failing throughout: the gang of two 8-GPU
+    # pods never starts, the 1-GPU job waits 120 s. The gang waits from its submit (0) to the end of
+    # the replay (censored there; its horizon cut to two hours past the last end), weighing 16 GPUs:
+    # every weighted percentile is that wait, and so is the plain p90 of the two jobs. (A gang larger
+    # than the groups at their MaxSize is refused before the replay: test_sim_cli.)
+    monkeypatch.setattr(engine, "HORIZON_SLACK", 7200)
+    groups = (
+        GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 1),
+        GroupSpec("gpu2", "us-west-2", "p3.16xlarge", 0, 1),
+    )
+    outage = Outage("gpu2", 0, 10**6)
+    rows = ["0,1000,,,8,2,ml,0", "0,1000,,,1,1,ml,0"]
+    report = run(tmp_path, rows, groups=groups, outages=(outage,), packers=False)
     result, end = report.results[0], float(report.runs[0].end)
     assert (result.jobs_started, result.jobs_unstarted) == (1, 1)
     assert end > 1120

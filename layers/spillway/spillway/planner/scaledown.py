@@ -56,6 +56,7 @@ from spillway.planner.health import out_of_service, registering
 from spillway.planner.limits import Floors
 from spillway.planner.minresources import spends
 from spillway.planner.placement import Bin
+from spillway.planner.startup import uninitialized
 from spillway.planner.types import Drain, GroupShrink, KeptNode, Uncordon
 
 Verdict = tuple[str, str] | None  # (code, reason) when the node is kept
@@ -137,6 +138,38 @@ def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
 def _starting(ctx: Context, node: WorkNode) -> Verdict:
     """Ready but not initialized (:mod:`spillway.planner.startup`): capacity launching, not idle."""
     return (codes.STARTING, node.starting) if node.starting is not None else None
+
+
+def _never_initialized(ctx: Context, node: WorkNode) -> Verdict:
+    """Ready, idle and past ``max_node_startup_minutes`` without initializing
+    (:func:`~spillway.planner.startup.uninitialized`: GPUs or another extended resource of its template
+    its device plugin never registered, a startup taint still on): unready, as cluster-autoscaler takes
+    such a node (processors/customresources ``FilterOutNodesWithUnreadyResources`` and taints
+    ``FilterOutNodesWithStartupTaints`` replace it by a copy NotReady since its creation,
+    utils/kubernetes ``GetUnreadyNodeCopy``) and as the health count here takes it. cluster-autoscaler
+    times the removal of an unready node by ``--scale-down-unready-time``, not
+    ``--scale-down-unneeded-time`` (core/scaledown/unneeded ``unremovableReason``), so it is judged as
+    a NotReady node is (:func:`_not_ready`): kept ``not-ready`` until ``scale_down_unready_minutes``
+    after its creation, then as an idle node. A device plugin that comes late but within that time
+    finds the node still there. Its drain carries no unready time: its kubelet runs (the node is Ready)
+    and evicts its pods as any other's."""
+    info = node.info
+    if not info.ready or node.starting is not None:
+        return None
+    why = uninitialized(info, node.group, ctx.config)
+    if why is None:
+        return None
+    if info.created_at is None:
+        return codes.NOT_READY, f"Ready but not initialized ({why}), since when unknown"
+    limit = timedelta(minutes=ctx.config_for(node.group).scale_down_unready_minutes)
+    age = ctx.now - aware(info.created_at)
+    if age >= limit:
+        return None
+    return (
+        codes.NOT_READY,
+        f"Ready {minutes(age)} after launch but not initialized past max_node_startup_minutes ({why}): "
+        f"unready; judged for scale-down after {minutes(limit)} (scale_down_unready_minutes)",
+    )
 
 
 def _busy(ctx: Context, node: WorkNode) -> Verdict:
@@ -245,6 +278,7 @@ IN_USE: tuple[Check, ...] = (
     _busy,
     _receives,
     _holds_buffer,
+    _never_initialized,
 )
 PROTECTIONS: tuple[TimedCheck, ...] = (
     _draining,

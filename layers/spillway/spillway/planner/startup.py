@@ -23,8 +23,10 @@ A Ready node of a managed group is **starting** while it is younger than ``max_n
 
 A starting node is capacity still launching (:meth:`spillway.planner.context.Context.launching`), not a
 node with room of its own: pending pods are planned onto its group's template, and no pod moves there.
-Past the window it is an ordinary node: one whose GPUs never came has room for no GPU pod, and goes
-idle the usual way.
+Past the window it is no capacity launching: one whose GPUs never came has room for no GPU pod. It is
+unready, as cluster-autoscaler takes it: counted so by :mod:`spillway.planner.health`, and kept by
+scale-down until ``scale_down_unready_minutes`` after its creation before its idle time starts
+(:func:`spillway.planner.scaledown._never_initialized`).
 
 Startup taints, and cluster-autoscaler's ``status-taint.cluster-autoscaler.kubernetes.io/`` taints, are
 also left out of the groups' template nodes (a tag may declare them, as the kubelet registers them): a

@@ -94,6 +94,7 @@ class SpillwayPolicy:
         self.consolidate_after = timedelta(minutes=config.consolidation_after_minutes)
         self.provision = timedelta(minutes=config.max_node_provision_minutes)
         self.startup = timedelta(minutes=config.max_node_startup_minutes)
+        self.unready = timedelta(minutes=config.scale_down_unready_minutes)
         self.plans = 0
         # Consolidation judges busy nodes: it must be asked again whenever room frees on one, and once
         # each node is past its launch delay, though nothing else changes.
@@ -157,7 +158,7 @@ class SpillwayPolicy:
         now = world.at(world.t)
         due: list[datetime] = []
         for name, entry in self.state.nodes.items():
-            node = world.nodes.get(name)
+            node = world.node(name)  # a node registered whose GPUs have not is judged idle too
             if node is None:
                 continue
             # each edge on its own: an idle node out of its launch delay with its idle timer still running
@@ -183,9 +184,12 @@ class SpillwayPolicy:
         for mark in self.state.joining.values():  # an instance that has not joined comes due
             if mark.since + self.provision > now:
                 due.append(mark.since + self.provision)
-        for node in world.registering():  # a node whose GPUs are late stops counting as launching
-            if world.at(node.joined) + self.startup > now:
-                due.append(world.at(node.joined) + self.startup)
+        # a node whose GPUs are late stops counting as launching, and, unready since it registered
+        # (planner.scaledown: _never_initialized), is judged as an idle node after the unready time
+        for node in world.registering():
+            for when in (world.at(node.joined) + self.startup, world.at(node.joined) + self.unready):
+                if when > now:
+                    due.append(when)
         for group in world.groups.values():
             due.extend(f.at + self.window for f in group.failures if f.at + self.window > now)
         due.extend(g.backoff_until for g in self.state.groups.values() if g.backoff_until > now)

@@ -228,7 +228,12 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
     if config.restart_penalty < 0 or (config.duration_noise or 0.0) < 0:
         raise SimError("restart penalty and duration noise must not be negative")
     # each row sized on the groups' node type that can hold it, whatever the groups' order
-    jobs = mark_jobs(shifted(build_jobs(trace, [t.allocatable for t in templates]), shift), config)
+    room: dict[str, int] = {}  # what the groups hold at once, each at its MaxSize
+    for group, template in zip(config.groups, templates, strict=True):
+        for resource, value in template.allocatable.items():
+            room[resource] = room.get(resource, 0) + value * group.max_size
+    built = build_jobs(trace, [t.allocatable for t in templates], room)
+    jobs = mark_jobs(shifted(built, shift), config)
     allocatables = [vector(t.allocatable) for t in templates]
     unrunnable = sum(1 for j in jobs if not runnable(j, allocatables))
     types = fleet(config)

@@ -19,7 +19,8 @@ start together; see ``spillway.sim.world`` for the gang rule. Rows are read into
 (what the file says) and turned into :class:`Job` (pods with requests) by :func:`build_jobs` once the
 node types are known.
 
-Bad input raises :class:`TraceError`, whose message names the file, the line and the column.
+Bad input raises :class:`TraceError`, whose message names the file, the line and the column; so does a
+job the groups could never start, all at their MaxSize (:func:`build_jobs` with the groups' room).
 """
 
 from __future__ import annotations
@@ -321,10 +322,15 @@ def sizing_type(row: TraceRow, fleet: Sequence[Resources]) -> Resources | None:
     return with_gpus[0] if with_gpus else None
 
 
-def build_jobs(trace: Trace, fleet: Resources | Sequence[Resources]) -> list[Job]:
+def build_jobs(
+    trace: Trace, fleet: Resources | Sequence[Resources], room: Resources | None = None
+) -> list[Job]:
     """Jobs of pods for the fleet's node types: their allocatable room (milli-units) in the groups'
     order, or one type's. Each row is sized on the type :func:`sizing_type` picks, whatever the order
     (the order is a region preference): a CPU group listed first does not size a GPU trace.
+
+    ``room``: what the groups hold at once, each at its MaxSize (their nodes' allocatable summed). A row
+    whose job could never start there is refused before its pods are built (:func:`_never_starts`).
 
     Submit times are seconds from the trace epoch (the earliest submit).
     """
@@ -342,6 +348,8 @@ def build_jobs(trace: Trace, fleet: Resources | Sequence[Resources]) -> list[Job
                 field=f"line {row.line}",
             )
         per_node = node_type.get(NVIDIA_GPU, 0) // 1000 if node_type is not None else 0
+        if room is not None:
+            _never_starts(row, share, per_node, types, room, trace.source)
         if row.split_by_node and per_node > 0:
             sizes = [per_node] * (row.gpus // per_node) + (
                 [row.gpus % per_node] if row.gpus % per_node else []
@@ -369,3 +377,59 @@ def build_jobs(trace: Trace, fleet: Resources | Sequence[Resources]) -> list[Job
             )
         )
     return jobs
+
+
+# How a resource of a job's need reads in the error, its milli-units per unit, and the generic column
+# that asks for it per pod.
+_NEEDS = (
+    (NVIDIA_GPU, "GPUs", 1000, "gpus"),
+    (CPU, "CPUs", 1000, "cpu"),
+    (MEMORY, "GiB of memory", GIB_MILLI, "memory_gib"),
+    (PODS, "pods", _ONE_POD, "count"),
+)
+
+
+def _job_size(row: TraceRow, share: Resources, per_node: int) -> tuple[int, Resources, Resources]:
+    """The job a row makes, without building its pods: how many pods, the largest pod's requests, and
+    all its pods' requests together (as :func:`build_jobs` builds them: a row's cpu and memory are per
+    pod, a GPU's share per GPU)."""
+    if row.split_by_node and per_node > 0:
+        pods, largest, gpus = -(-row.gpus // per_node), min(per_node, row.gpus), row.gpus
+    else:
+        pods, largest, gpus = row.count, row.gpus, row.gpus * row.count
+    one: Resources = {NVIDIA_GPU: largest * 1000, PODS: _ONE_POD}
+    total: Resources = {NVIDIA_GPU: gpus * 1000, PODS: pods * _ONE_POD}
+    for resource, per_pod in ((CPU, row.cpu_milli), (MEMORY, row.memory_milli)):
+        if per_pod is None:
+            one[resource], total[resource] = share[resource] * largest, share[resource] * gpus
+        else:
+            one[resource], total[resource] = per_pod, per_pod * pods
+    return pods, one, total
+
+
+def _never_starts(
+    row: TraceRow, share: Resources, per_node: int, types: Sequence[Resources], room: Resources, source: str
+) -> None:
+    """Refuse (:class:`TraceError`, naming the line and the column) a row whose job could never start on
+    the groups at their MaxSize: its pods start together (the gang rule of ``spillway.sim.world``), so
+    one that needs more of a resource than they hold all at once would wait to the replay's horizon,
+    counted in the lower bound as work the fleet could do; and one of more pods than they have room for
+    is no job any cluster of them could schedule, whose pods (10^8 of them) could not be built in any
+    reasonable time. A job with a pod no group's node holds is left as it is (it never starts, and is
+    counted apart) unless it has more pods than that."""
+    pods, one, total = _job_size(row, share, per_node)
+    holds_one = any(all(t.get(r, 0) >= v for r, v in one.items()) for t in types)
+    for resource, label, unit, column in _NEEDS:
+        if total[resource] <= room.get(resource, 0) or (not holds_one and resource != PODS):
+            continue
+        if row.split_by_node:
+            column = "num_gpus"
+        elif resource != PODS and one[resource] <= room.get(resource, 0):
+            column = "count"  # each pod fits; there are too many of them
+        raise TraceError(
+            f"a job of {pods:,} pod(s) that start together needs {total[resource] / unit:,.0f} {label}, "
+            f"more than the groups hold at their MaxSize ({room.get(resource, 0) / unit:,.0f}): no policy "
+            "could ever start it; raise --max-nodes or a --group's MAX, or leave the row out",
+            source=source,
+            field=f"line {row.line}, column {column}",
+        )

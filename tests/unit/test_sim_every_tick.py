@@ -1,0 +1,127 @@
+"""The replay plans only at ticks where production's plan would change (sim.engine, SpillwayPolicy.wakeup);
+a replay that plans at every tick must come out the same, act for act.
+
+Production plans on every stored snapshot and at least on its heartbeat, so a timer of the plan that
+runs out while nothing happens in the world is seen within a tick. Each test here replays one small
+world twice, event-driven and with a plan at every tick, and compares what the plans did and when."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from spillway.config import PlannerConfig
+from spillway.sim import engine
+from spillway.sim.engine import replay
+from spillway.sim.policies import SpillwayPolicy
+from spillway.sim.trace import Job
+from spillway.sim.world import GroupSpec, Outage, SchedulerConfig, World
+
+GIB = 2**30 * 1000
+INTERVAL = 60
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+# A whole p3.16xlarge: eight GPUs' shares of its template (sim.trace.gpu_share: 7.9 CPU, 56 GiB a GPU).
+WHOLE_NODE = {"cpu": 7900 * 8, "memory": 56 * GIB * 8, "nvidia.com/gpu": 8000, "pods": 1000}
+
+Act = tuple[int, tuple[tuple[str, int], ...], tuple[str, ...]]
+Seen = tuple[tuple[tuple[str, int], ...], tuple[str, ...]]
+
+
+class Recording(SpillwayPolicy):
+    """Spillway, noting after each plan that changed something the groups' desired capacities and the
+    nodes it drained (cordoned), and each plan whose raise a capacity outage refused;
+    ``every_tick`` plans at every tick, whatever its timers say."""
+
+    def __init__(self, config: PlannerConfig, every_tick: bool) -> None:
+        super().__init__(config)
+        self.every_tick = every_tick
+        self.acts: list[Act] = []
+        self.refused: list[int] = []
+
+    def _seen(self, world: World) -> Seen:
+        """The groups' desired capacities, and the instances that run uncordoned."""
+        desired = tuple((name, g.desired) for name, g in sorted(world.groups.items()))
+        nodes = (n for g in world.groups.values() for n in g.instances.values())
+        return desired, tuple(sorted(n.name for n in nodes if not n.cordoned))
+
+    def decide(self, world: World) -> None:
+        before, failed = self._seen(world), world.counters.failed_launch_calls
+        super().decide(world)
+        after = self._seen(world)
+        if after != before:  # what the plan raised, and the nodes it drained
+            self.acts.append((world.t, after[0], tuple(n for n in before[1] if n not in after[1])))
+        if world.counters.failed_launch_calls > failed:
+            self.refused.append(world.t)
+
+    def wakeup(self, world: World) -> int | None:
+        return world.t + INTERVAL if self.every_tick else super().wakeup(world)
+
+
+def _replay(
+    every_tick: bool,
+    jobs: list[Job],
+    config: PlannerConfig,
+    groups: tuple[GroupSpec, ...] = (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10),),
+    **world: object,
+) -> Recording:
+    sim = World(
+        groups,
+        epoch=EPOCH,
+        boot_seconds=120,
+        scheduler=SchedulerConfig("most-allocated"),
+        reserve=config.node_reserve.reserve(),
+        cluster="sim",
+        track_infos=True,  # what SpillwayPolicy reads, as sim.run sets it
+        **world,  # type: ignore[arg-type]
+    )
+    policy = Recording(config, every_tick)
+    replay(jobs, policy, sim, INTERVAL)
+    return policy
+
+
+def test_a_node_whose_gpus_are_late_past_the_unready_time_is_drained_when_every_tick_would_drain_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An 8-GPU job at 0; its node registers at 120 without GPUs, which its device plugin adds 2400 s
+    # later. Past the start window (15 min, at 1020) the plan launches another node for the job and
+    # keeps the first not-ready until the unready time (20 min after it registered, at 1320), then
+    # idle for 10 min: a plan at every tick drains it at 1920. Nothing happens in the world at 1320; the
+    # replay wakes the plan there as it does at the end of the start window, and at the idle timer's
+    # end, which World.nodes (Ready nodes only) does not hold. Every node goes so before its GPUs come:
+    # the job never starts, and the replay ends at its horizon (cut to an hour past the job's end here).
+    monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
+    config = PlannerConfig(cluster="sim")
+    jobs = [Job(0, "job", "ml", 0, 3600, 0, (WHOLE_NODE,))]
+
+    driven = _replay(False, jobs, config, plugin_seconds=2400)
+    every = _replay(True, jobs, config, plugin_seconds=2400)
+
+    first = next(act for act in every.acts if act[2])
+    assert first[0] == 1920 and first[2] == ("ip-10-0-0-1.us-east-1.compute.internal",)
+    assert driven.acts == every.acts
+
+
+def test_a_group_backed_off_for_a_failed_launch_is_tried_again_when_every_tick_would_try_it() -> None:
+    # Launches fail in both regions' groups until 2400 (a capacity outage). An 8-GPU job at 0: the plan
+    # raises the primary, whose launch fails (the plan at 0), then the other region's, which fails too
+    # (60); each group is skipped for launch_failure_backoff_minutes (15) from its failure, and tried
+    # again when that runs out, though nothing happens in the world (SpillwayPolicy.wakeup: each
+    # failure's end): 900 and 960, 1800 and 1860, then at 2700 the primary's raise succeeds. Checked
+    # against a plan at every tick: the same refused raises, the same raises and drains at the same
+    # ticks.
+    config = PlannerConfig(cluster="sim", regions=["us-east-1", "us-west-2"])
+    east = GroupSpec("east", "us-east-1", "p3.16xlarge", 0, 10)
+    west = GroupSpec("west", "us-west-2", "p3.16xlarge", 0, 10)
+    outages = (Outage("east", 0, 2400), Outage("west", 0, 2400))
+    jobs = [
+        Job(0, "first", "ml", 0, 3600, 0, (WHOLE_NODE,)),
+        Job(1, "second", "ml", 3000, 600, 0, (WHOLE_NODE,)),
+    ]
+
+    driven = _replay(False, jobs, config, (east, west), outages=outages)
+    every = _replay(True, jobs, config, (east, west), outages=outages)
+
+    assert every.refused == [0, 60, 900, 960, 1800, 1860]
+    assert every.acts[0] == (2700, (("east", 1), ("west", 0)), ())
+    assert (driven.refused, driven.acts) == (every.refused, every.acts)
