@@ -208,6 +208,35 @@ def test_a_pod_that_may_not_move_is_never_placed_on_spot() -> None:
     assert "of no kind known to tolerate a move" in pending_reasons(result)[pod]
 
 
+def cordoned_spot_node(movable: bool) -> tuple[World, str, str]:
+    """An on-demand group, and a spot group whose one node Spillway cordoned for a scale-down drain;
+    one pending pod that may move or not. Returns the world, the spot node and the pod."""
+    world = World()
+    world.group("on-demand", "m5.2xlarge")
+    (node,) = world.group("spot", "m5.2xlarge", nodes=1)
+    world.cordon(node, by_spillway=True)
+    world.idle_since(node, 5)
+    mark = {"annotations": SAFE, "owner": ("ReplicaSet", "web-rs")} if movable else {}
+    (pod,) = world.pods("web", 1, cpu="7", **mark)
+    return world, node, pod
+
+
+def test_a_pod_that_may_not_move_is_not_given_a_spot_node_spillway_cordoned() -> None:
+    """Uncordoning a node Spillway cordoned for a drain gives it to the pending pod as surely as a
+    launch would, so the spot rule holds for it too: only a pod that may move gets the spot node back;
+    one that may not gets an on-demand node, and the spot node's drain goes on. (Found by the issue-12
+    audit: the pod that may not move was given the spot node, where an interruption would kill it.)"""
+    world, node, pod = cordoned_spot_node(movable=True)
+    result = planned(world, SPOT)
+    assert [(u.node, u.group) for u in result.uncordon] == [(node, "spot")]
+    assert scale_up(result) == {}
+
+    world, node, pod = cordoned_spot_node(movable=False)
+    result = planned(world, SPOT)
+    assert result.uncordon == ()
+    assert scale_up(result) == {"on-demand": (0, 1, [pod])}
+
+
 def test_a_pod_tolerating_the_groups_spot_taint_may_go_there() -> None:
     world = World()
     world.group("spot", "m5.2xlarge")
@@ -301,6 +330,32 @@ def test_a_half_spot_group_takes_only_pods_that_may_move_and_is_preferred_for_th
     ups = scale_up(planned(world, {}))
     assert sorted(ups["on-demand"][2]) == sorted(fixed)
     assert sorted(ups["mixed"][2]) == sorted(movable)
+
+
+def test_a_cordoned_node_that_is_surely_on_demand_or_spot_tainted_is_given_back_to_any_pod() -> None:
+    """The spot rule of a reused node spares what it spares a launch: a mixed group that runs no more
+    than its OnDemandBaseCapacity runs only on-demand instances (EC2 launches the base first), and a
+    group that declares a spot taint lets in the pods that tolerate it."""
+    for base, reused in ((1, True), (0, False)):
+        world = World()
+        world.group("on-demand", "m5.2xlarge")
+        mixed_group(world, "mixed", base, 0, nodes=1)
+        (node,) = [n for n in world.items if n["kind"] == "Node"]
+        world.cordon(node["metadata"]["name"], by_spillway=True)
+        (pod,) = world.pods("web", 1, cpu="7")  # may not move
+        result = planned(world, {})
+        assert [u.group for u in result.uncordon] == (["mixed"] if reused else []), base
+        assert scale_up(result) == ({} if reused else {"on-demand": (0, 1, [pod])}), base
+
+    world, node, _ = cordoned_spot_node(movable=False)
+    world.groups["spot"]["Tags"].append(
+        {"Key": "k8s.io/cluster-autoscaler/node-template/taint/spot", "Value": "true:NoSchedule"}
+    )
+    world.node(node)["spec"]["taints"].append({"key": "spot", "value": "true", "effect": "NoSchedule"})
+    world.pod_item("default/web-0")["spec"]["tolerations"] = [SPOT_TOLERATION]  # it opted in to spot
+    result = planned(world, SPOT)
+    assert [u.group for u in result.uncordon] == ["spot"]
+    assert scale_up(result) == {}
 
 
 def test_a_pod_that_may_not_move_waits_rather_than_go_where_ec2_may_launch_spot() -> None:

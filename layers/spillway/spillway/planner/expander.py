@@ -294,6 +294,20 @@ def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None
     return f"a spot group{base} runs only pods that may move or tolerate a spot taint it declares ({why})"
 
 
+def spot_reuse_refusal(ctx: Context, cls: PodClass, group: NodeGroup | None) -> str | None:
+    """Why the class may not be given back a node of ``group`` that Spillway cordoned for a drain (an
+    uncordon places it there as surely as a launch), or None. The spot rule of a launch holds: a node
+    that may be spot runs only pods that may move, unless the group declares a spot taint. A node may be
+    spot when the group may launch spot and runs more than its ``OnDemandBaseCapacity``, which EC2
+    launches first as on-demand; which of a mixed group's instances are spot DescribeAutoScalingGroups
+    does not say, so any of them may be."""
+    if group is None or group.capacity_type != "spot" or group.desired <= group.on_demand_base:
+        return None
+    if declares_spot_taint(group):
+        return None
+    return class_not_movable(ctx, cls)
+
+
 def on_demand_cap(ctx: Context, cls: PodClass, group: NodeGroup) -> int | None:
     """How many new nodes of ``group`` the class may open: None (no cap) unless the group launches spot
     beyond its on-demand base and some pod of the class must not run on spot; then the on-demand

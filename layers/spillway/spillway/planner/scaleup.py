@@ -33,7 +33,14 @@ from spillway.planner import codes
 from spillway.planner.buffers import busy_first
 from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
-from spillway.planner.expander import Expander, WholeOption, class_not_movable, on_demand_cap, options
+from spillway.planner.expander import (
+    Expander,
+    WholeOption,
+    class_not_movable,
+    on_demand_cap,
+    options,
+    spot_reuse_refusal,
+)
 from spillway.planner.groups import (
     backoff_reason,
     empty_room,
@@ -450,7 +457,10 @@ class ScaleUpStage:
         if not cls.remaining:
             return []
         start = len(self.ctx.placements)
-        place_on_nodes(self.ctx, cls, self._in_region(self.reclaimable), uncordon=True)
+        reusable = [
+            p for p in self.reclaimable if spot_reuse_refusal(self.ctx, cls, p.nodes[0].group) is None
+        ]
+        place_on_nodes(self.ctx, cls, self._in_region(reusable), uncordon=True)
         self._claim(cls, start)  # a node reused for the class is the tenant's as a Ready node it takes
         if not cls.remaining:
             return []
