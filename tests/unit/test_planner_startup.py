@@ -114,6 +114,45 @@ def test_a_node_that_never_initializes_waits_the_unready_time_before_its_idle_ti
     assert plans[30].drain[0].unready_minutes is None  # Ready: its kubelet evicts as any other's
 
 
+@pytest.mark.parametrize("kind", ["gpus", "taint"])
+def test_a_node_that_never_initialized_is_a_scale_down_candidate_marked_through_its_unready_time(
+    kind: str,
+) -> None:
+    """cluster-autoscaler gives DeletionCandidateOfClusterAutoscaler to every node its planner holds
+    unneeded (static_autoscaler updateSoftDeletionTaints: scaleDownPlanner.UnneededNodes()), an unready
+    one too while --scale-down-unready-time runs (core/scaledown/unneeded RemovableAt keeps it there,
+    NotUnreadyLongEnough); the copy NotReady since creation FilterOutNodesWithUnreadyResources makes is
+    such a node. So the plan marks it while kept not-ready: a pod needing no GPU would otherwise land
+    on the one node whose GPUs never came, keep it busy and paid for. Before, it was marked only once
+    its idle timer ran, 20 min after creation."""
+    w, node = _uninitialized_idle_node(kind)
+
+    result = w.plan()
+
+    assert _kept(result)[node][0] == codes.NOT_READY
+    (mark,) = result.soft_taint
+    assert mark.node == node and mark.add and mark.reason.startswith(f"{codes.NOT_READY}: Ready 16m after")
+
+
+def test_a_node_that_never_initialized_but_is_scale_down_disabled_or_not_ready_is_not_marked() -> None:
+    """Only a node scale-down would remove once its unready time is out is a candidate: not one
+    annotated scale-down-disabled (cluster-autoscaler's eligibility check leaves it out of the unneeded
+    nodes), nor a NotReady one, which the node lifecycle controller's not-ready NoSchedule taint keeps
+    pods off already."""
+    w, node = _uninitialized_idle_node("gpus")
+    w.node(node)["metadata"].setdefault("annotations", {})[
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+    ] = "true"
+    (dead,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    (condition,) = w.node(dead)["status"]["conditions"]
+    condition.update(status="Unknown", lastTransitionTime=o.iso(NOW - timedelta(minutes=5)))
+
+    result = w.plan()
+
+    assert _kept(result)[node][0] == codes.NOT_READY and _kept(result)[dead][0] == codes.NOT_READY
+    assert result.soft_taint == ()
+
+
 def test_once_its_gpus_are_registered_the_job_goes_there() -> None:
     w, node, job = _gpu_world(minutes_ago=1)
     status = w.node(node)["status"]
