@@ -153,6 +153,28 @@ def test_a_node_that_never_initialized_but_is_scale_down_disabled_or_not_ready_i
     assert result.soft_taint == ()
 
 
+def test_of_two_idle_nodes_the_one_whose_gpus_never_came_is_drained_first() -> None:
+    """Scale-down takes unready candidates first (ScaleDownStage._order: of no use), and a node that
+    never initialized is unready as a NotReady one is (cluster-autoscaler judges the NotReady copy
+    FilterOutNodesWithUnreadyResources makes of it). With room for one drain, the node whose GPUs never
+    registered goes, not the older node that has them. Before, it was ordered with the Ready nodes:
+    the working node, the older, was drained and the broken one kept, paid for and unusable for GPU
+    pods."""
+    w = World()
+    broken, working = w.group("gpu", "p4d.24xlarge", nodes=2, max_size=5, gpu_taint=True)
+    status = _joined(w, broken, 40)["status"]
+    for key in ("allocatable", "capacity"):
+        status[key].pop("nvidia.com/gpu")
+    _joined(w, working, 120)
+    for node in (broken, working):
+        w.idle_since(node, 15)
+
+    result = w.plan(max_scale_in_fraction=0.5)  # one node of the two this plan
+
+    assert [d.node for d in result.drain] == [broken]
+    assert _kept(result)[working][0] == codes.SCALE_IN_CAP
+
+
 def test_once_its_gpus_are_registered_the_job_goes_there() -> None:
     w, node, job = _gpu_world(minutes_ago=1)
     status = w.node(node)["status"]

@@ -526,13 +526,14 @@ class ScaleDownStage:
         return codes.DRAIN_PLANNED, f"drain planned {minutes(ctx.now - claimed)} ago; the drain owns it"
 
     def _order(self, candidate: tuple[WorkNode, datetime]) -> tuple[object, ...]:
-        """Orphaned drains first (already cordoned and emptied), then NotReady nodes (of no use), then
-        overflow regions (bring work home), then the least useful, then the oldest."""
+        """Orphaned drains first (already cordoned and emptied), then unready nodes (of no use: NotReady,
+        or Ready and never initialized, :func:`_never_initialized`), then overflow regions (bring work
+        home), then the least useful, then the oldest."""
         node = candidate[0]
         created = node.info.created_at
         return (
             node.info.name not in self.orphans,
-            node.info.ready,
+            node.info.ready and uninitialized(node.info, node.group, self.ctx.config) is None,
             -self.ctx.region_key(node.group) if node.group else 0,
             usefulness(node),
             aware(created) if created else self.ctx.now,
