@@ -175,6 +175,28 @@ def test_of_two_idle_nodes_the_one_whose_gpus_never_came_is_drained_first() -> N
     assert _kept(result)[working][0] == codes.SCALE_IN_CAP
 
 
+def test_a_node_that_never_initialized_is_not_in_the_base_of_a_budgets_percentage() -> None:
+    """Karpenter's disruption budgets count a NodePool's initialized nodes only (kubernetes-sigs/karpenter
+    disruption helpers countBudgetConsumers: ``!node.Initialized()`` is skipped), and a node whose GPUs
+    never registered never is. 25 % of the 4 working nodes allows one drain; before, the broken node was
+    in the base past the start window, and 25 % of 5 rounded up let two go."""
+    w = World()
+    broken, *working = w.group("gpu", "p4d.24xlarge", nodes=5, max_size=10, gpu_taint=True)
+    status = _joined(w, broken, 40)["status"]
+    for key in ("allocatable", "capacity"):
+        status[key].pop("nvidia.com/gpu")
+    for node in working:
+        _joined(w, node, 120)
+    for node in (broken, *working):
+        w.idle_since(node, 15)
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": "25%"}])
+
+    assert [d.node for d in result.drain] == [broken]
+    code, reason = _kept(result)[working[0]]
+    assert code == codes.DISRUPTION_BUDGET and "allows 1 of group gpu's 4 node(s)" in reason
+
+
 def test_once_its_gpus_are_registered_the_job_goes_there() -> None:
     w, node, job = _gpu_world(minutes_ago=1)
     status = w.node(node)["status"]
