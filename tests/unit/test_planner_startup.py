@@ -137,8 +137,8 @@ def test_a_node_that_never_initialized_is_a_scale_down_candidate_marked_through_
 def test_a_node_that_never_initialized_but_is_scale_down_disabled_or_not_ready_is_not_marked() -> None:
     """Only a node scale-down would remove once its unready time is out is a candidate: not one
     annotated scale-down-disabled (cluster-autoscaler's eligibility check leaves it out of the unneeded
-    nodes), nor a NotReady one, which the node lifecycle controller's not-ready NoSchedule taint keeps
-    pods off already."""
+    nodes), nor a NotReady one, which the node lifecycle controller's NoSchedule taint (not-ready, or
+    unreachable for Unknown as here) keeps pods off already."""
     w, node = _uninitialized_idle_node("gpus")
     w.node(node)["metadata"].setdefault("annotations", {})[
         "cluster-autoscaler.kubernetes.io/scale-down-disabled"

@@ -16,7 +16,8 @@ A node the plan would remove but for something that passes gets the taint
   NotReady copy ``FilterOutNodesWithUnreadyResources`` makes of it) unneeded while
   ``--scale-down-unready-time`` runs and marks it as any other unneeded node; without the mark, a pod
   needing no GPU lands on the one node whose GPUs never came and keeps it busy. A NotReady node is not
-  marked: the node lifecycle controller's ``node.kubernetes.io/not-ready`` ``NoSchedule`` taint keeps
+  marked: the node lifecycle controller's ``NoSchedule`` taint (``node.kubernetes.io/not-ready`` for
+  Ready False, ``unreachable`` for Unknown: nodelifecycle ``nodeConditionToTaintKeyStatusMap``) keeps
   new pods off it already;
 * in a group that consolidates (``when-underutilized``), a busy node whose every pod may move
   (:func:`spillway.planner.disruption.assess_move`) and that no drain, cordon, pending pod or pod this
