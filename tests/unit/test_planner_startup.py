@@ -114,6 +114,89 @@ def test_a_node_that_never_initializes_waits_the_unready_time_before_its_idle_ti
     assert plans[30].drain[0].unready_minutes is None  # Ready: its kubelet evicts as any other's
 
 
+@pytest.mark.parametrize("kind", ["gpus", "taint"])
+def test_a_node_that_never_initialized_is_a_scale_down_candidate_marked_through_its_unready_time(
+    kind: str,
+) -> None:
+    """cluster-autoscaler gives DeletionCandidateOfClusterAutoscaler to every node its planner holds
+    unneeded (static_autoscaler updateSoftDeletionTaints: scaleDownPlanner.UnneededNodes()), an unready
+    one too while --scale-down-unready-time runs (core/scaledown/unneeded RemovableAt keeps it there,
+    NotUnreadyLongEnough); the copy NotReady since creation FilterOutNodesWithUnreadyResources makes is
+    such a node. So the plan marks it while kept not-ready: a pod needing no GPU would otherwise land
+    on the one node whose GPUs never came, keep it busy and paid for. Before, it was marked only once
+    its idle timer ran, 20 min after creation."""
+    w, node = _uninitialized_idle_node(kind)
+
+    result = w.plan()
+
+    assert _kept(result)[node][0] == codes.NOT_READY
+    (mark,) = result.soft_taint
+    assert mark.node == node and mark.add and mark.reason.startswith(f"{codes.NOT_READY}: Ready 16m after")
+
+
+def test_a_node_that_never_initialized_but_is_scale_down_disabled_or_not_ready_is_not_marked() -> None:
+    """Only a node scale-down would remove once its unready time is out is a candidate: not one
+    annotated scale-down-disabled (cluster-autoscaler's eligibility check leaves it out of the unneeded
+    nodes), nor a NotReady one, which the node lifecycle controller's NoSchedule taint (not-ready, or
+    unreachable for Unknown as here) keeps pods off already."""
+    w, node = _uninitialized_idle_node("gpus")
+    w.node(node)["metadata"].setdefault("annotations", {})[
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+    ] = "true"
+    (dead,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    (condition,) = w.node(dead)["status"]["conditions"]
+    condition.update(status="Unknown", lastTransitionTime=o.iso(NOW - timedelta(minutes=5)))
+
+    result = w.plan()
+
+    assert _kept(result)[node][0] == codes.NOT_READY and _kept(result)[dead][0] == codes.NOT_READY
+    assert result.soft_taint == ()
+
+
+def test_of_two_idle_nodes_the_one_whose_gpus_never_came_is_drained_first() -> None:
+    """Scale-down takes unready candidates first (ScaleDownStage._order: of no use), and a node that
+    never initialized is unready as a NotReady one is (cluster-autoscaler judges the NotReady copy
+    FilterOutNodesWithUnreadyResources makes of it). With room for one drain, the node whose GPUs never
+    registered goes, not the older node that has them. Before, it was ordered with the Ready nodes:
+    the working node, the older, was drained and the broken one kept, paid for and unusable for GPU
+    pods."""
+    w = World()
+    broken, working = w.group("gpu", "p4d.24xlarge", nodes=2, max_size=5, gpu_taint=True)
+    status = _joined(w, broken, 40)["status"]
+    for key in ("allocatable", "capacity"):
+        status[key].pop("nvidia.com/gpu")
+    _joined(w, working, 120)
+    for node in (broken, working):
+        w.idle_since(node, 15)
+
+    result = w.plan(max_scale_in_fraction=0.5)  # one node of the two this plan
+
+    assert [d.node for d in result.drain] == [broken]
+    assert _kept(result)[working][0] == codes.SCALE_IN_CAP
+
+
+def test_a_node_that_never_initialized_is_not_in_the_base_of_a_budgets_percentage() -> None:
+    """Karpenter's disruption budgets count a NodePool's initialized nodes only (kubernetes-sigs/karpenter
+    disruption helpers countBudgetConsumers: ``!node.Initialized()`` is skipped), and a node whose GPUs
+    never registered never is. 25 % of the 4 working nodes allows one drain; before, the broken node was
+    in the base past the start window, and 25 % of 5 rounded up let two go."""
+    w = World()
+    broken, *working = w.group("gpu", "p4d.24xlarge", nodes=5, max_size=10, gpu_taint=True)
+    status = _joined(w, broken, 40)["status"]
+    for key in ("allocatable", "capacity"):
+        status[key].pop("nvidia.com/gpu")
+    for node in working:
+        _joined(w, node, 120)
+    for node in (broken, *working):
+        w.idle_since(node, 15)
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": "25%"}])
+
+    assert [d.node for d in result.drain] == [broken]
+    code, reason = _kept(result)[working[0]]
+    assert code == codes.DISRUPTION_BUDGET and "allows 1 of group gpu's 4 node(s)" in reason
+
+
 def test_once_its_gpus_are_registered_the_job_goes_there() -> None:
     w, node, job = _gpu_world(minutes_ago=1)
     status = w.node(node)["status"]

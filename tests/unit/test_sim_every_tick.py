@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from spillway.config import PlannerConfig
+from spillway.model.k8s import CANDIDATE_TAINT
 from spillway.sim import engine
 from spillway.sim.engine import replay
 from spillway.sim.policies import SpillwayPolicy
@@ -30,14 +31,16 @@ Seen = tuple[tuple[tuple[str, int], ...], tuple[str, ...]]
 
 class Recording(SpillwayPolicy):
     """Spillway, noting after each plan that changed something the groups' desired capacities and the
-    nodes it drained (cordoned), and each plan whose raise a capacity outage refused;
-    ``every_tick`` plans at every tick, whatever its timers say."""
+    nodes it drained (cordoned), each plan whose raise a capacity outage refused, and each change of the
+    Nodes that carry the scale-down candidate taint; ``every_tick`` plans at every tick, whatever its
+    timers say."""
 
     def __init__(self, config: PlannerConfig, every_tick: bool) -> None:
         super().__init__(config)
         self.every_tick = every_tick
         self.acts: list[Act] = []
         self.refused: list[int] = []
+        self.marked: list[tuple[int, tuple[str, ...]]] = [(0, ())]
 
     def _seen(self, world: World) -> Seen:
         """The groups' desired capacities, and the instances that run uncordoned."""
@@ -53,6 +56,10 @@ class Recording(SpillwayPolicy):
             self.acts.append((world.t, after[0], tuple(n for n in before[1] if n not in after[1])))
         if world.counters.failed_launch_calls > failed:
             self.refused.append(world.t)
+        infos = world.snapshot().nodes  # what the API holds, and the next plan reads
+        marked = tuple(sorted(n.name for n in infos if any(t[0] == CANDIDATE_TAINT for t in n.taints)))
+        if marked != self.marked[-1][1]:
+            self.marked.append((world.t, marked))
 
     def wakeup(self, world: World) -> int | None:
         return world.t + INTERVAL if self.every_tick else super().wakeup(world)
@@ -100,6 +107,27 @@ def test_a_node_whose_gpus_are_late_past_the_unready_time_is_drained_when_every_
     first = next(act for act in every.acts if act[2])
     assert first[0] == 1920 and first[2] == ("ip-10-0-0-1.us-east-1.compute.internal",)
     assert driven.acts == every.acts
+
+
+def test_a_node_whose_gpus_are_late_carries_the_candidate_taint_the_plan_gives_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The world of the test above: the node registers at 120 without GPUs. Past the start window (1020)
+    # the plan keeps it not-ready, its unready time running, and marks it as a scale-down candidate
+    # (planner.softtaint), as it marks it through its idle time from 1320; its Node carries the mark
+    # from then until it is drained at 1920, as the API's would, in both replays. Before,
+    # World.set_candidate_taint looked the node up among the nodes whose GPUs had registered only and
+    # dropped the mark: the snapshot never showed it, and each plan asked for it again.
+    monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
+    config = PlannerConfig(cluster="sim")
+    jobs = [Job(0, "job", "ml", 0, 3600, 0, (WHOLE_NODE,))]
+
+    driven = _replay(False, jobs, config, plugin_seconds=2400)
+    every = _replay(True, jobs, config, plugin_seconds=2400)
+
+    late = "ip-10-0-0-1.us-east-1.compute.internal"
+    assert every.marked[:3] == [(0, ()), (1020, (late,)), (1920, ())]
+    assert driven.marked == every.marked
 
 
 def test_a_group_backed_off_for_a_failed_launch_is_tried_again_when_every_tick_would_try_it() -> None:

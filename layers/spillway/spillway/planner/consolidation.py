@@ -74,6 +74,7 @@ from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
 from spillway.planner.health import registering
 from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools
+from spillway.planner.startup import uninitialized
 from spillway.planner.topology import Leaving, Planned, Spot, port_taken
 from spillway.planner.types import Drain, KeptNode
 
@@ -105,11 +106,12 @@ class Budgets:
     them off the allowed disruptions. Removing a node that is out already adds nothing: it is not counted
     twice.
 
-    The base of a percentage leaves out the nodes not initialized yet: registering (NotReady, never
-    Ready, within ``max_node_startup_minutes``) or starting (Ready, a startup taint or an extended
-    resource still missing: :mod:`spillway.planner.startup`). Karpenter counts a NodePool's initialized
-    nodes only, so that replacements still starting do not round the budget up
-    (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go, BuildDisruptionBudgetMapping).
+    The base of a percentage leaves out the nodes not initialized: registering (NotReady, never
+    Ready, within ``max_node_startup_minutes``) or Ready with a startup taint or an extended resource
+    still missing (:func:`spillway.planner.startup.uninitialized`), starting or past that time (its
+    GPUs never came). Karpenter counts a NodePool's initialized nodes only, so that replacements still
+    starting do not round the budget up (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go,
+    BuildDisruptionBudgetMapping), and a node that never initializes never is.
     Nodes being deleted and nodes NotReady after being Ready stay in the base, as there."""
 
     def __init__(self, ctx: Context, draining_now: Mapping[GroupKey, int]) -> None:
@@ -117,7 +119,9 @@ class Budgets:
         self.active = [b for b in ctx.config.disruption_budgets if b.active_at(ctx.now)]
         self.nodes: dict[GroupKey, int] = {}
         for node in ctx.nodes.values():
-            if node.group is None or node.starting is not None or registering(node.info, ctx.config, ctx.now):
+            if node.group is None or registering(node.info, ctx.config, ctx.now):
+                continue
+            if uninitialized(node.info, node.group, ctx.config) is not None:  # starting, or never
                 continue
             self.nodes[node.group.key] = self.nodes.get(node.group.key, 0) + 1
         self.draining_now = draining_now

@@ -338,6 +338,8 @@ class ScaleDownStage:
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
         # idle nodes kept only by a disruption budget a later plan's drains will find room in
         self.budget_held: set[str] = set()
+        # Ready nodes that never initialized, kept only by their unready time: since when (creation)
+        self.unready_held: dict[str, datetime] = {}
         self.budgets = Budgets(ctx, self.draining_now)
         self.pod_budgets = PodBudgets(ctx.snapshot)  # the PodDisruptionBudgets every drain of the plan spends
         self.floors = Floors(
@@ -398,6 +400,8 @@ class ScaleDownStage:
                 self._keep_or_restore(node, verdict, orphan=orphan)
                 if check is _busy and not orphan and mode(self.ctx, node.group) == WHEN_UNDERUTILIZED:
                     self.busy.append(node)
+                if check is _never_initialized and not orphan:
+                    self._note_unready(node)
                 return
         if self._consolidation is not None and node.info.name in self._consolidation.receiving:
             self.keep(node, (codes.RECEIVES_MOVED_PODS, "make room moves another node's pods onto it"))
@@ -411,6 +415,21 @@ class ScaleDownStage:
                 self._keep_or_restore(node, verdict, orphan=orphan)
                 return
         self.candidates.append((node, idle_since))
+
+    def _note_unready(self, node: WorkNode) -> None:
+        """A Ready node that never initialized, kept ``not-ready`` by its unready time
+        (:func:`_never_initialized`, since its creation), that nothing else keeps once that time is out
+        (no protection of an idle node but its idle time, which has not started): a scale-down
+        candidate waiting on a timer, as cluster-autoscaler holds an unready node unneeded while
+        ``--scale-down-unready-time`` runs (core/scaledown/unneeded ``RemovableAt``,
+        ``NotUnreadyLongEnough``), and so marked (:mod:`spillway.planner.softtaint`)."""
+        created = node.info.created_at
+        if created is None or self.claimed_at(node) is not None:
+            return  # kept for good while its age is unknown; a recent plan's drain owns it
+        now = self.ctx.now
+        if any(p(self.ctx, node, now) for p in PROTECTIONS if p is not _not_idle_long_enough):
+            return
+        self.unready_held[node.info.name] = aware(created)
 
     def _keep_or_restore(self, node: WorkNode, verdict: tuple[str, str], *, orphan: bool) -> None:
         """Keep the node; an orphaned drain's node that cannot be drained now is restored instead."""
@@ -507,13 +526,14 @@ class ScaleDownStage:
         return codes.DRAIN_PLANNED, f"drain planned {minutes(ctx.now - claimed)} ago; the drain owns it"
 
     def _order(self, candidate: tuple[WorkNode, datetime]) -> tuple[object, ...]:
-        """Orphaned drains first (already cordoned and emptied), then NotReady nodes (of no use), then
-        overflow regions (bring work home), then the least useful, then the oldest."""
+        """Orphaned drains first (already cordoned and emptied), then unready nodes (of no use: NotReady,
+        or Ready and never initialized, :func:`_never_initialized`), then overflow regions (bring work
+        home), then the least useful, then the oldest."""
         node = candidate[0]
         created = node.info.created_at
         return (
             node.info.name not in self.orphans,
-            node.info.ready,
+            node.info.ready and uninitialized(node.info, node.group, self.ctx.config) is None,
             -self.ctx.region_key(node.group) if node.group else 0,
             usefulness(node),
             aware(created) if created else self.ctx.now,

@@ -811,8 +811,10 @@ class World:
                 self._node_info(node)
 
     def set_candidate_taint(self, node_name: str, present: bool) -> None:
-        """Add or lift the PreferNoSchedule scale-down candidate taint (a node gone since: nothing)."""
-        node = self.nodes.get(node_name)
+        """Add or lift the PreferNoSchedule scale-down candidate taint on a Node, one whose GPUs have not
+        registered too (:meth:`node`: a plan marks it while its unready time runs); a node gone since:
+        nothing."""
+        node = self.node(node_name)
         if node is None or node.candidate == present:
             return
         node.candidate = present
