@@ -332,21 +332,29 @@ def test_a_half_spot_group_takes_only_pods_that_may_move_and_is_preferred_for_th
     assert sorted(ups["mixed"][2]) == sorted(movable)
 
 
-def test_a_cordoned_node_that_is_surely_on_demand_or_spot_tainted_is_given_back_to_any_pod() -> None:
-    """The spot rule of a reused node spares what it spares a launch: a mixed group that runs no more
-    than its OnDemandBaseCapacity runs only on-demand instances (EC2 launches the base first), and a
-    group that declares a spot taint lets in the pods that tolerate it."""
-    for base, reused in ((1, True), (0, False)):
+def test_a_cordoned_node_of_a_mixed_group_within_its_on_demand_base_is_no_surer_on_demand() -> None:
+    """A mixed group whose desired capacity is within its OnDemandBaseCapacity may still run Spot
+    instances: EC2 launches the base first ("This base portion is launched first as your group scales",
+    InstancesDistribution), and scale-down drains the oldest of equally idle nodes first, so after a
+    scale-in the base's on-demand instances are the ones gone and the group's remaining instance may be
+    a Spot one; DescribeAutoScalingGroups does not say which. So its node Spillway cordoned is not given
+    back to a pod that may not move (an interruption would kill it there): the pod gets an on-demand
+    node, as for any spot group's node. A group that may launch no Spot at all (100 % on-demand above
+    its base) is on-demand throughout and gives its node back to any pod."""
+    for base, percent, reused in ((1, 0, False), (0, 0, False), (1, 100, True)):
         world = World()
         world.group("on-demand", "m5.2xlarge")
-        mixed_group(world, "mixed", base, 0, nodes=1)
+        mixed_group(world, "mixed", base, percent, nodes=1)
         (node,) = [n for n in world.items if n["kind"] == "Node"]
         world.cordon(node["metadata"]["name"], by_spillway=True)
         (pod,) = world.pods("web", 1, cpu="7")  # may not move
         result = planned(world, {})
-        assert [u.group for u in result.uncordon] == (["mixed"] if reused else []), base
-        assert scale_up(result) == ({} if reused else {"on-demand": (0, 1, [pod])}), base
+        assert [u.group for u in result.uncordon] == (["mixed"] if reused else []), (base, percent)
+        assert scale_up(result) == ({} if reused else {"on-demand": (0, 1, [pod])}), (base, percent)
 
+
+def test_a_cordoned_node_of_a_group_declaring_a_spot_taint_is_given_back_to_a_pod_tolerating_it() -> None:
+    """A group that declares a spot taint lets in the pods that tolerate it, reused node or launch."""
     world, node, _ = cordoned_spot_node(movable=False)
     world.groups["spot"]["Tags"].append(
         {"Key": "k8s.io/cluster-autoscaler/node-template/taint/spot", "Value": "true:NoSchedule"}

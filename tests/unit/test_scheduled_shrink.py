@@ -347,3 +347,30 @@ def test_an_idle_node_not_ready_drained_ahead_carries_its_unready_time_like_an_o
     assert drain_item(drains[dead], {})["unready_minutes"] == 20
     (ready,) = set(drains) - {dead}
     assert drains[ready].unready_minutes is None and "unready_minutes" not in drain_item(drains[ready], {})
+
+
+def test_an_idle_node_that_never_initialized_is_drained_ahead_rather_than_a_busy_one() -> None:
+    """Two nodes: one runs a pod that must not be disturbed, the other is Ready and idle but never
+    initialized (a startup taint still on 16 minutes after its creation, past max_node_startup_minutes).
+    Scale-down keeps the second not-ready until scale_down_unready_minutes (20) after its creation: a
+    timer, which the action taking the group to one node overrides as it overrides the idle time. It
+    is drained ahead, and nothing is at risk. Kept, it left the action to Auto Scaling's termination
+    policy, which may pick the busy node and kill its pod with no drain."""
+    world, (busy, stuck) = web(nodes=2)
+    replica(world, busy, "r0", PINNED)
+    item = world.node(stuck)
+    item["metadata"]["creationTimestamp"] = o.iso(NOW - timedelta(minutes=16))
+    item["spec"]["taints"] = [
+        {"key": "startup-taint.cluster-autoscaler.kubernetes.io/disk", "effect": "NoSchedule"}
+    ]
+
+    ordinary = planned(world, {})
+    assert {k.node: k.code for k in ordinary.kept}[stuck] == codes.NOT_READY  # the unready time holds it
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=1),)})
+
+    assert [(d.node, d.code, d.unready_minutes) for d in result.drain] == [
+        (stuck, codes.SCHEDULED_SHRINK, None)
+    ]
+    (shrink,) = result.shrinks
+    assert shrink.drains == (stuck,) and shrink.at_risk == ()

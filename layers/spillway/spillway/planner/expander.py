@@ -297,11 +297,12 @@ def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None
 def spot_reuse_refusal(ctx: Context, cls: PodClass, group: NodeGroup | None) -> str | None:
     """Why the class may not be given back a node of ``group`` that Spillway cordoned for a drain (an
     uncordon places it there as surely as a launch), or None. The spot rule of a launch holds: a node
-    that may be spot runs only pods that may move, unless the group declares a spot taint. A node may be
-    spot when the group may launch spot and runs more than its ``OnDemandBaseCapacity``, which EC2
-    launches first as on-demand; which of a mixed group's instances are spot DescribeAutoScalingGroups
-    does not say, so any of them may be."""
-    if group is None or group.capacity_type != "spot" or group.desired <= group.on_demand_base:
+    that may be spot runs only pods that may move, unless the group declares a spot taint. Any node of a
+    group that may launch spot may be spot, within its ``OnDemandBaseCapacity`` too: EC2 launches the
+    base first, as on-demand, but scale-down drains the oldest idle nodes first, so after a scale-in
+    the base's instances may be the ones gone; which of a mixed group's instances are spot
+    DescribeAutoScalingGroups does not say."""
+    if group is None or group.capacity_type != "spot":
         return None
     if declares_spot_taint(group):
         return None
