@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from fractions import Fraction
 
 import pytest
@@ -527,3 +528,45 @@ def test_a_group_listed_twice_or_an_instance_in_two_groups_is_refused() -> None:
         build_node_groups(parse_asgs(o.asgs_output([a, a])), [], bundled_instance_types(), {}, None)
     with pytest.raises(ValueError, match=r"i-01 is in two groups \(also AutoScalingGroups\[0\]"):
         build_node_groups(parse_asgs(o.asgs_output([a, b])), [], bundled_instance_types(), {}, None)
+
+
+def test_a_deleted_job_pod_without_its_tracking_finalizer_is_read_as_counted_by_its_job() -> None:
+    """The job controller removes ``batch.kubernetes.io/job-tracking`` from a pod only once it has counted
+    it (status.failed or uncountedTerminatedPods): a deleted pod of a Job without it is counted; with
+    it, or not deleted, or of no Job, it is not. The flag survives the snapshot."""
+    read = {}
+    for case, owner, finalizers, deleted in (
+        ("counted", ("Job", "etl"), [], True),
+        ("not yet", ("Job", "etl"), ["batch.kubernetes.io/job-tracking"], True),
+        ("running", ("Job", "etl"), [], False),
+        ("of a ReplicaSet", ("ReplicaSet", "web"), [], True),
+    ):
+        raw = o.pod("p", cpu="1", memory="1Gi", node_name="n1", owner=owner)
+        raw["metadata"]["finalizers"] = finalizers
+        if deleted:
+            raw["metadata"]["deletionTimestamp"] = "2026-11-02T12:00:00Z"
+        pod = PodInfo.from_pod(Pod.model_validate(raw))
+        assert PodInfo.from_dict(json.loads(json.dumps(pod.to_dict()))) == pod
+        read[case] = pod.job_counted
+    assert read == {"counted": True, "not yet": False, "running": False, "of a ReplicaSet": False}
+
+
+def test_an_unbound_pod_being_deleted_is_counted_neither_pending_nor_unschedulable() -> None:
+    """kube-scheduler places no pod being deleted (schedule_one.go, skipPodSchedule), and the planner
+    takes none as pending (PodInfo.is_pending_unschedulable); one still listed (a finalizer holds it,
+    Kueue's on a group it evicted) keeps the PodScheduled=False it had. observe's PendingPods and
+    UnschedulablePods counted it as a pod waiting for a node."""
+    from spillway.model.snapshot import Snapshot
+
+    now = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+    waiting = PodInfo.from_pod(Pod.model_validate(o.pod("waiting", cpu="1", memory="1Gi")))
+    raw = o.pod("leaving", cpu="1", memory="1Gi")
+    raw["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+    raw["metadata"]["finalizers"] = ["kueue.x-k8s.io/managed"]
+    leaving = PodInfo.from_pod(Pod.model_validate(raw))
+    assert leaving.unschedulable and leaving.terminating
+    cluster = ClusterSnapshot(cluster="c", taken_at=now, nodes=(), pods=(waiting, leaving))
+
+    counts = Snapshot.build(cluster, [], now).counts()
+
+    assert (counts.pods, counts.pending_pods, counts.unschedulable_pods) == (2, 1, 1)

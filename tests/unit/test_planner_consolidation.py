@@ -1389,6 +1389,36 @@ def test_a_node_running_more_pods_of_a_job_than_its_backoff_limit_leaves_is_kept
     assert [d.node for d in w2.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [a2]
 
 
+def test_a_terminating_pod_the_job_controller_counted_already_is_not_counted_again() -> None:
+    """Job etl (backoffLimit 2, podReplacementPolicy TerminatingOrFailed, the default with no
+    podFailurePolicy) has a pod being deleted, still listed while its kubelet stops it. The job
+    controller counts a pod being deleted as failed at once (pkg/controller/job/job_controller.go,
+    ``isPodFailed``), puts it in ``status.uncountedTerminatedPods`` and removes its
+    ``batch.kubernetes.io/job-tracking`` finalizer, then adds it to ``status.failed``
+    (``trackJobStatusAndRemoveFinalizers``, ``flushUncountedAndRemoveFinalizers``): once the finalizer
+    is gone, ``status.failed`` (1) holds it, and the Job survives one more failure. The plan took it off
+    again as a pod leaving, so the movable pod on a was kept as one whose move ends the Job. Still
+    carrying the finalizer (the controller has not counted it, ``status.failed`` 0, backoffLimit 1), it
+    is counted, as before."""
+    outcomes = {}
+    for counted in (True, False):
+        w = World(regions=("us-east-1",))
+        a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+        _etl(w, limit=2 if counted else 1, failed=1 if counted else 0)
+        _counted_job_pods(w, a, ["etl-a"])
+        _counted_job_pods(w, b, ["etl-gone"], cpu="500m")
+        gone = w.pod_item("default/etl-gone")["metadata"]
+        gone["deletionTimestamp"] = o.iso(NOW - timedelta(seconds=10))
+        gone["finalizers"] = [] if counted else ["batch.kubernetes.io/job-tracking"]
+        replicas(w, b, "pin", 1, cpu="1", annotations={})
+
+        result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+        moved = [p for d in result.drain for p in d.pods if "/etl-" in p]
+        outcomes[counted] = (moved, kept(result).get(a, ("", ""))[0])
+    assert outcomes == {True: (["default/etl-a"], ""), False: ([], codes.POD_NEVER)}, outcomes
+
+
 def test_a_recreated_worker_bound_but_not_running_yet_is_not_counted_as_elastic_room() -> None:
     """An elastic job of three workers (minimum 2). An earlier plan moved w-0; the operator made it again
     as w-0b, which kube-scheduler bound to c, where it is still Pending (its image pulling, its agent not

@@ -265,16 +265,18 @@ def _schedulable_nodes(kube: Any) -> list[NodeInfo]:
 
 
 def _pending_pods(kube: Any, free: dict[str, Resources]) -> list[tuple[dict[str, Any], PodInfo]]:
-    """The unbound pending pods, oldest first; what bound pods take is subtracted from ``free``."""
+    """The unbound pending pods, oldest first, none being deleted; what bound pods take is subtracted
+    from ``free``, a bound pod being deleted's too: kube-scheduler keeps such a pod on its node until
+    it is gone (its cache drops a pod on the informer's delete only, pkg/scheduler/eventhandlers.go)."""
     pending: list[tuple[dict[str, Any], PodInfo]] = []
     for raw in kube.list("Pod"):
         pod_info = PodInfo.from_pod(Pod.model_validate(raw))
-        if pod_info.terminal or (raw.get("metadata") or {}).get("deletionTimestamp"):
+        if pod_info.terminal:
             continue
         if pod_info.node_name:
             if pod_info.node_name in free:
                 free[pod_info.node_name] = subtract(free[pod_info.node_name], pod_info.requests)
-        elif pod_info.phase == "Pending":
+        elif pod_info.phase == "Pending" and not pod_info.terminating:
             pending.append((raw, pod_info))
     pending.sort(key=lambda p: (p[0]["metadata"].get("creationTimestamp") or "", p[1].key))
     return pending

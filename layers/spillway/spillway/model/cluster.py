@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from spillway.model.fleet import FleetInstance
 from spillway.model.jobs import (
+    JOB_TRACKING_FINALIZER,
     JobInfo,
     do_not_drain,
     flag,
@@ -228,6 +229,10 @@ class PodInfo:
     # its controller is a batch/v1 Job, which counts an evicted pod as a failure unless its
     # podFailurePolicy ignores DisruptionTarget (not Volcano's Job, also of kind Job)
     batch_owned: bool = False
+    # being deleted, of a batch/v1 Job, and without the Job's batch.kubernetes.io/job-tracking
+    # finalizer: the job controller counted it as failed already (status.failed, or
+    # uncountedTerminatedPods), and removes the finalizer only once it has (spillway.model.jobs)
+    job_counted: bool = False
     # batch.kubernetes.io/job-index-failure-count: the failures of its index so far, which the job
     # controller writes on an Indexed Job's pods under backoffLimitPerIndex (JobInfo.per_index_limit)
     index_failures: int | None = None
@@ -423,6 +428,7 @@ class PodInfo:
             rdzv_host=bool(d.get("rdz")),
             no_restarts=bool(d.get("mr0")),
             batch_owned=bool(d.get("bo")),
+            job_counted=bool(d.get("jc")),
             index_failures=_int_or_none(d.get("ixf")),
             pdbs=tuple(d.get("pdb", ())),
             local_storage=tuple(d.get("ls", ())),
@@ -498,6 +504,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("rdz", lambda p: _one_if(p.rdzv_host)),
     ("mr0", lambda p: _one_if(p.no_restarts)),
     ("bo", lambda p: _one_if(p.batch_owned)),
+    ("jc", lambda p: _one_if(p.job_counted)),
     ("ixf", lambda p: p.index_failures),
     ("pdb", lambda p: list(p.pdbs) or None),
     ("ls", lambda p: list(p.local_storage) or None),
@@ -612,10 +619,24 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         "rdzv_host": facts.rdzv_host,
         "no_restarts": facts.no_restarts,
         "batch_owned": is_controller and _is_batch_job(owner),
+        "job_counted": _job_counted(pod, bool(facts.batch_job) or (is_controller and _is_batch_job(owner))),
         "index_failures": _index_failures(annotations),
         "ready": _ready_for_budgets(pod),
         "local_storage": local_volumes(pod) if may_move else (),
     }
+
+
+def _job_counted(pod: Pod, of_batch_job: bool) -> bool:
+    """A pod of a batch/v1 Job being deleted that its job controller counted as failed already: the
+    controller counts a pod being deleted (under podReplacementPolicy TerminatingOrFailed; once Failed
+    under Failed or a podFailurePolicy) by adding it to ``status.uncountedTerminatedPods`` and only then
+    removing its ``batch.kubernetes.io/job-tracking`` finalizer, which it puts on every pod it creates
+    (kubernetes pkg/controller/job/job_controller.go, ``isPodFailed``,
+    ``flushUncountedAndRemoveFinalizers``)."""
+    meta = pod.metadata
+    return (
+        of_batch_job and meta.deletion_timestamp is not None and JOB_TRACKING_FINALIZER not in meta.finalizers
+    )
 
 
 def local_volumes(pod: Pod) -> tuple[str, ...]:

@@ -95,6 +95,9 @@ KUBEFLOW_OPERATOR = "training.kubeflow.org/operator-name"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 VOLCANO_JOB_NAME = "volcano.sh/job-name"
 BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
+# the finalizer the job controller puts on each pod it makes and removes once it has counted the pod
+# finished (pkg/controller/job/job_controller.go, removeTrackingFinalizerFromPods)
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 PET_NNODES = "PET_NNODES"
 PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
 PET_MAX_RESTARTS = "PET_MAX_RESTARTS"

@@ -222,6 +222,7 @@ class ObjectMeta(KubeModel):
     owner_references: list[OwnerReference] = Field(default_factory=list)
     creation_timestamp: datetime | None = None
     deletion_timestamp: datetime | None = None
+    finalizers: list[str] = Field(default_factory=list)
 
 
 class Taint(KubeModel):

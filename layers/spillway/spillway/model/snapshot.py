@@ -155,9 +155,10 @@ class SnapshotCounts:
     def of(cls, cluster: ClusterSnapshot) -> SnapshotCounts:
         pending = unschedulable = 0
         for pod in cluster.pods:
-            if pod.node_name is None and not pod.terminal and not pod.daemonset:
+            # one being deleted waits for nothing: no scheduler places it (PodInfo.is_pending_unschedulable)
+            if pod.node_name is None and not (pod.terminal or pod.daemonset or pod.terminating):
                 pending += 1
-                if pod.unschedulable:
+                if pod.is_pending_unschedulable():
                     unschedulable += 1
         return cls(
             nodes=len(cluster.nodes),
