@@ -64,14 +64,6 @@ WAIVED_BUSY = WAIVED | {
 }
 
 
-def _never_initialized_only(node: WorkNode, code: str) -> bool:
-    """A Ready node kept ``not-ready``: one that never initialized, held by the unready time
-    (:func:`~spillway.planner.scaledown._never_initialized`), a timer the action overrides as it does
-    the idle time. Its kubelet runs, so its drain evicts as any Ready node's; a node that is not Ready
-    is kept as before."""
-    return code == codes.NOT_READY and node.info.ready
-
-
 class ScheduledShrinks:
     """Drains ahead of the scheduled actions that lower groups, after the ordinary scale-down."""
 
@@ -151,7 +143,7 @@ class ScheduledShrinks:
         if refused is not None or node.info.instance_id is None:
             return refused[0] if refused is not None else codes.NO_INSTANCE_ID
         if not node.workload:
-            if kept.code not in WAIVED and not _never_initialized_only(node, kept.code):
+            if kept.code not in WAIVED:
                 return kept.code
             # the first protection that held is all the kept node says: consolidation off is judged
             # before scale-down-disabled, do-not-disrupt and a pinned DaemonSet pod, which still hold
