@@ -274,8 +274,8 @@ class Context:
         return coming - self.ready_in_group.get(key, 0) - self.stale.get(key, 0)
 
     def unready_long(self, node: WorkNode) -> bool:
-        """The node has been NotReady for its group's ``scale_down_unready_minutes``: judged for
-        scale-down, and a pod that never started on it is no work (spillway.planner.disruption.dead)."""
+        """The node has been NotReady for its group's ``scale_down_unready_minutes``: a pod that never
+        started on it is no work (spillway.planner.disruption.dead)."""
         limit = self.config_for(node.group).scale_down_unready_minutes
         return dead(node.info, self.now, timedelta(minutes=limit))
 

@@ -7,8 +7,8 @@ the window floors use (``scale_down_idle_minutes``: :func:`~spillway.planner.gro
 Spillway takes the group down to that size itself, by the ordinary drain-then-terminate with
 decrement, and when the action runs Auto Scaling has nothing left to terminate:
 
-* idle nodes first, whatever their idle timer, age, scale-in cap or cooldown, or the unready time a
-  Ready node that never initialized is kept for (the action removes a node anyway);
+* idle nodes first, whatever their idle timer (an unready node's too: its unready time), age,
+  scale-in cap or cooldown (the action removes a node anyway);
 * then busy nodes whose every pod may move (:meth:`~spillway.planner.consolidation.Consolidation.evacuate`:
   moved where they fit, else evicted to wait), least used first;
 * never a node a protection keeps for good (scale-in protection, ``scale-down-disabled``,
