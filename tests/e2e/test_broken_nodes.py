@@ -79,13 +79,16 @@ def test_an_instance_that_never_joins_is_removed_and_its_group_backs_off(cloud: 
 
 @pytest.fixture
 def eager() -> Iterator[Cloud]:
-    """Idle nodes go at once (no idle time, no launch delay, no scale-in cap), as idle NotReady ones then
-    should; a node is past its start (max_node_startup_minutes) in a second."""
+    """Idle nodes go at once (no idle time, no launch delay, no scale-in cap), NotReady ones too (their
+    idle time is scale_down_unready_minutes, 0 here, whose kubelets stopped long before); a node is past
+    its start (max_node_startup_minutes) in a second."""
     with running(
         SCALE_DOWN_IDLE_MINUTES="0",
         SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0",
         MAX_SCALE_IN_FRACTION="1",
-        PLANNER_CONFIG=json.dumps({"max_node_startup_minutes": LIMIT_MINUTES}),
+        PLANNER_CONFIG=json.dumps(
+            {"max_node_startup_minutes": LIMIT_MINUTES, "scale_down_unready_minutes": 0}
+        ),
     ) as rig:
         yield rig
 

@@ -529,7 +529,8 @@ def test_scale_down_drains_only_empty_long_idle_nodes_and_keeps_each_protected_k
     w.cordon(humans, by_spillway=False)
     w.node(notready)["status"]["conditions"][0].update(
         status="False", lastTransitionTime=o.iso(NOW - timedelta(minutes=5))
-    )  # within scale_down_unready_minutes (20): it may come back
+    )
+    w.idle_since(notready, 10)  # idle within scale_down_unready_minutes (20), its time while NotReady
     w.node(young)["metadata"]["creationTimestamp"] = o.iso(NOW - timedelta(minutes=4))
 
     result = w.plan(max_scale_in_fraction=1.0)
@@ -541,7 +542,7 @@ def test_scale_down_drains_only_empty_long_idle_nodes_and_keeps_each_protected_k
     assert "idle for 0s" in kept[idle2]
     assert "scale-down-disabled" in kept[disabled]
     assert "cordoned by someone else" in kept[humans]
-    assert "not Ready" in kept[notready]
+    assert "idle for 10m of the 20m needed (not Ready: scale_down_unready_minutes)" in kept[notready]
     assert "launched 4m ago" in kept[young]
     # Every node is accounted for exactly once.
     assert sorted([*kept, *(d.node for d in result.drain)]) == sorted(nodes)

@@ -62,15 +62,17 @@ def test_a_gpu_node_whose_gpus_are_not_registered_yet_is_capacity_launching() ->
     assert code == codes.STARTING and "nvidia.com/gpu not registered yet" in reason
 
 
-def test_past_the_start_window_it_is_no_capacity_launching_and_is_kept_unready() -> None:
+def test_past_the_start_window_it_is_no_capacity_launching_and_waits_the_unready_time() -> None:
     w, node, job = _gpu_world(minutes_ago=16)
 
     result = w.plan()
 
     assert scale_up(result) == {"gpu": (1, 2, [job])}
     code, reason = _kept(result)[node]
-    assert code == codes.NOT_READY and "nvidia.com/gpu not registered" in reason
-    assert "judged for scale-down after 20m (scale_down_unready_minutes)" in reason
+    assert code == codes.IDLE_BELOW_THRESHOLD and "nvidia.com/gpu not registered" in reason
+    assert (
+        "of the 20m needed (Ready but never initialized" in reason and "scale_down_unready_minutes" in reason
+    )
 
 
 def _uninitialized_idle_node(kind: str) -> tuple[World, str]:
@@ -89,29 +91,33 @@ def _uninitialized_idle_node(kind: str) -> tuple[World, str]:
 
 
 @pytest.mark.parametrize("kind", ["gpus", "taint"])
-def test_a_node_that_never_initializes_waits_the_unready_time_before_its_idle_time(kind: str) -> None:
+def test_a_node_that_never_initializes_goes_once_idle_for_the_unready_time_after_its_start_window(
+    kind: str,
+) -> None:
     """cluster-autoscaler takes a node with the GPU label and no GPUs, or with a startup taint, as unready
     (FilterOutNodesWithUnreadyResources, FilterOutNodesWithStartupTaints: a copy NotReady since its
-    creation) and removes an unready node after --scale-down-unready-time, not --scale-down-unneeded-time.
-    So here: past the start window (15 min) it is kept not-ready until 20 min after its creation
-    (scale_down_unready_minutes), then idle for scale_down_idle_minutes (10) like any NotReady node
-    (test_planner_unready), and drained at 30 min. Before, its idle timer started at 16 min and it was
-    drained at 26, while cluster-autoscaler still waited for its device plugin."""
+    creation), not started while younger than --max-node-startup-time (clusterstate NotStarted, left out
+    of scale-down), and removes an unready node once unneeded for --scale-down-unready-time in place of
+    --scale-down-unneeded-time (core/scaledown/unneeded unremovableReason), unneeded counted from when
+    it became so. So here: starting until 15 min (max_node_startup_minutes), idle from then, drained
+    at 35 (15 + scale_down_unready_minutes 20). Before, kept not-ready until 20 min after its creation
+    and then idle for scale_down_idle_minutes (10) on top: drained at 30."""
     w, node = _uninitialized_idle_node(kind)
+    _joined(w, node, 15)
 
     plans = {}
-    for age in (16, 19, 20, 26, 29, 30):
-        plans[age] = result = w.plan(NOW + timedelta(minutes=age - 16))
+    for age in (15, 20, 29, 30, 34, 35):
+        plans[age] = result = w.plan(NOW + timedelta(minutes=age - 15))
         w.state = result.state.to_wire()
 
-    for age in (16, 19):
+    for age in (15, 20, 29, 30, 34):
         assert plans[age].drain == (), age
         code, reason = _kept(plans[age])[node]
-        assert code == codes.NOT_READY and "(scale_down_unready_minutes)" in reason, (age, reason)
-    for age in (20, 26, 29):  # its idle timer starts at 20
-        assert plans[age].drain == () and _kept(plans[age])[node][0] == codes.IDLE_BELOW_THRESHOLD, age
-    assert [d.node for d in plans[30].drain] == [node]
-    assert plans[30].drain[0].unready_minutes is None  # Ready: its kubelet evicts as any other's
+        assert code == codes.IDLE_BELOW_THRESHOLD, (age, reason)
+        assert "of the 20m needed (Ready but never initialized" in reason, (age, reason)
+    assert [d.node for d in plans[35].drain] == [node]
+    assert plans[35].drain[0].unready_minutes is None  # Ready: its kubelet evicts as any other's
+    assert "(threshold 20m (Ready but never initialized" in plans[35].drain[0].reason
 
 
 @pytest.mark.parametrize("kind", ["gpus", "taint"])
@@ -122,16 +128,18 @@ def test_a_node_that_never_initialized_is_a_scale_down_candidate_marked_through_
     unneeded (static_autoscaler updateSoftDeletionTaints: scaleDownPlanner.UnneededNodes()), an unready
     one too while --scale-down-unready-time runs (core/scaledown/unneeded RemovableAt keeps it there,
     NotUnreadyLongEnough); the copy NotReady since creation FilterOutNodesWithUnreadyResources makes is
-    such a node. So the plan marks it while kept not-ready: a pod needing no GPU would otherwise land
-    on the one node whose GPUs never came, keep it busy and paid for. Before, it was marked only once
-    its idle timer ran, 20 min after creation."""
+    such a node. So the plan marks it while its unready time runs: a pod needing no GPU would otherwise
+    land on the one node whose GPUs never came, keep it busy and paid for."""
     w, node = _uninitialized_idle_node(kind)
 
     result = w.plan()
 
-    assert _kept(result)[node][0] == codes.NOT_READY
+    assert _kept(result)[node][0] == codes.IDLE_BELOW_THRESHOLD
     (mark,) = result.soft_taint
-    assert mark.node == node and mark.add and mark.reason.startswith(f"{codes.NOT_READY}: Ready 16m after")
+    assert mark.node == node and mark.add
+    assert mark.reason.startswith(
+        f"{codes.IDLE_BELOW_THRESHOLD}: idle for 0s of the 20m needed (Ready but never"
+    )
 
 
 def test_a_node_that_never_initialized_but_is_scale_down_disabled_or_not_ready_is_not_marked() -> None:
@@ -149,7 +157,8 @@ def test_a_node_that_never_initialized_but_is_scale_down_disabled_or_not_ready_i
 
     result = w.plan()
 
-    assert _kept(result)[node][0] == codes.NOT_READY and _kept(result)[dead][0] == codes.NOT_READY
+    assert _kept(result)[node][0] == codes.SCALE_DOWN_DISABLED
+    assert _kept(result)[dead][0] == codes.IDLE_BELOW_THRESHOLD  # its unready time runs, unmarked
     assert result.soft_taint == ()
 
 
@@ -167,7 +176,7 @@ def test_of_two_idle_nodes_the_one_whose_gpus_never_came_is_drained_first() -> N
         status[key].pop("nvidia.com/gpu")
     _joined(w, working, 120)
     for node in (broken, working):
-        w.idle_since(node, 15)
+        w.idle_since(node, 20)  # the unready time, which the broken node waits in place of the idle time
 
     result = w.plan(max_scale_in_fraction=0.5)  # one node of the two this plan
 
@@ -188,7 +197,7 @@ def test_a_node_that_never_initialized_is_not_in_the_base_of_a_budgets_percentag
     for node in working:
         _joined(w, node, 120)
     for node in (broken, *working):
-        w.idle_since(node, 15)
+        w.idle_since(node, 20)
 
     result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": "25%"}])
 

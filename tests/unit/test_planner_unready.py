@@ -38,18 +38,21 @@ def _world() -> tuple[World, str, str]:
     return w, dead, spare
 
 
-def test_a_node_not_ready_for_less_than_the_unready_time_is_kept() -> None:
+def test_a_not_ready_node_waits_the_unready_time_idle_however_long_it_has_been_not_ready() -> None:
+    """The unready time runs from when the node became idle (cluster-autoscaler's unneeded-since), not
+    from its Ready condition's change: NotReady for a minute, idle for 19, it is kept by its timer."""
     w, dead, _ = _world()
-    _not_ready(w, dead, 19)
-    w.idle_since(dead, 60)
+    _not_ready(w, dead, 1)
+    w.idle_since(dead, 19)
 
     result = w.plan()
 
     code, reason = _kept(result)[dead]
-    assert (
-        code == codes.NOT_READY and "not Ready for 19m" in reason and "scale_down_unready_minutes" in reason
-    )
+    assert code == codes.IDLE_BELOW_THRESHOLD
+    assert reason == "idle for 19m of the 20m needed (not Ready: scale_down_unready_minutes)"
     assert result.drain == ()
+    w.idle_since(dead, 20)
+    assert [d.node for d in w.plan().drain] == [dead]
 
 
 def test_an_idle_node_not_ready_past_the_unready_time_is_drained_first() -> None:
@@ -72,8 +75,8 @@ def test_its_idle_timer_starts_when_it_is_judged() -> None:
     assert first.drain == () and _kept(first)[dead][0] == codes.IDLE_BELOW_THRESHOLD
     w.state = first.state.to_wire()
 
-    later = w.plan(NOW + timedelta(minutes=10))
-    assert [d.node for d in later.drain] == [dead]
+    assert _kept(w.plan(NOW + timedelta(minutes=19)))[dead][0] == codes.IDLE_BELOW_THRESHOLD
+    assert [d.node for d in w.plan(NOW + timedelta(minutes=20)).drain] == [dead]
 
 
 def test_a_not_ready_node_with_workload_pods_stays_and_is_not_consolidated() -> None:
@@ -104,9 +107,9 @@ def test_a_node_that_never_became_ready_counts_from_its_creation() -> None:
 def test_the_unready_time_is_a_setting() -> None:
     w, dead, _ = _world()
     _not_ready(w, dead, 30)
-    w.idle_since(dead, 60)
+    w.idle_since(dead, 45)
 
-    assert _kept(w.plan(scale_down_unready_minutes=60))[dead][0] == codes.NOT_READY
+    assert _kept(w.plan(scale_down_unready_minutes=60))[dead][0] == codes.IDLE_BELOW_THRESHOLD
     assert [d.node for d in w.plan(scale_down_unready_minutes=30).drain] == [dead]
 
 
@@ -442,3 +445,111 @@ def test_a_node_still_registering_is_not_drained_while_the_plan_counts_it_as_lau
     assert {p.pod: p.code for p in result.pending} == {pod: codes.FITS_LAUNCHING}
     assert result.drain == ()
     assert _kept(result)[late][0] == codes.NOT_READY
+
+
+def _timeline(w: World, node: str, at: dict[float, str | None]) -> dict[float, ScalingPlan]:
+    """Plan at each minute of ``at`` (after NOW), the state carried; before each plan set the node's
+    Ready condition as ``at`` says: None Ready (since NOW), else not Ready ("False") since that many
+    minutes after NOW (``"False@2"``)."""
+    plans = {}
+    for minute, ready in sorted(at.items()):
+        (condition,) = w.node(node)["status"]["conditions"]
+        if ready is None:
+            condition.update(status="True", reason="KubeletReady", lastTransitionTime=o.iso(NOW))
+        else:
+            status, since = ready.split("@")
+            condition.update(
+                status=status,
+                reason="KubeletNotReady",
+                lastTransitionTime=o.iso(NOW + timedelta(minutes=float(since))),
+            )
+        plans[minute] = result = w.plan(NOW + timedelta(minutes=minute))
+        w.state = result.state.to_wire()
+    return plans
+
+
+def _busy_spare(w: World, spare: str) -> None:
+    w.items.append(o.pod("web-0", cpu="1", memory="1Gi", node_name=spare, owner=("ReplicaSet", "web")))
+
+
+def test_an_idle_node_whose_kubelet_stops_goes_once_idle_for_the_unready_time() -> None:
+    """cluster-autoscaler keeps the time a node became unneeded while it stays so (core/scaledown/unneeded
+    Nodes.Update) and removes a node that is not Ready once that time is ScaleDownUnreadyTime old, in
+    place of ScaleDownUnneededTime (unremovableReason): how long it has been NotReady does not count,
+    nor does the unneeded time come on top. An idle node whose kubelet stops 2 minutes into its idle
+    time goes 20 minutes after it became idle. Before, the NotReady node was kept not-ready (in use,
+    its idle timer dropped) for 20 minutes after its Ready condition changed, then idle for 10 more:
+    drained 30 minutes after its kubelet stopped."""
+    w, dead, spare = _world()
+    _busy_spare(w, spare)
+
+    plans = _timeline(w, dead, {0: None, 2: "False@2", 10: "False@2", 19: "False@2", 20: "False@2"})
+
+    assert _kept(plans[0])[dead][0] == codes.IDLE_BELOW_THRESHOLD
+    for minute in (2, 10, 19):
+        assert plans[minute].drain == (), minute
+        code, reason = _kept(plans[minute])[dead]
+        assert code == codes.IDLE_BELOW_THRESHOLD and f"idle for {minute}m of the 20m needed" in reason
+        assert "scale_down_unready_minutes" in reason
+    (drain,) = plans[20].drain
+    assert drain.node == dead and drain.unready_minutes == 20 and "threshold 20m" in drain.reason
+
+
+def test_a_node_not_ready_for_a_while_and_ready_again_goes_on_its_idle_time_counted_throughout() -> None:
+    """cluster-autoscaler judges readiness as it is now: a node unneeded throughout, NotReady for part of
+    it and Ready again, goes once unneeded for ScaleDownUnneededTime from when it became unneeded.
+    Before, the minutes NotReady dropped its idle timer: drained 10 minutes after it was Ready again."""
+    w, dead, spare = _world()
+    _busy_spare(w, spare)
+
+    plans = _timeline(w, dead, {0: None, 3: "False@3", 6: "False@3", 8: None, 10: None})
+
+    for minute in (3, 6, 8):
+        assert plans[minute].drain == () and _kept(plans[minute])[dead][0] == codes.IDLE_BELOW_THRESHOLD
+    (drain,) = plans[10].drain
+    assert drain.node == dead and drain.unready_minutes is None
+
+
+def test_a_node_that_never_becomes_ready_goes_the_unready_time_after_its_start_window() -> None:
+    """cluster-autoscaler takes a node not Ready and younger than --max-node-startup-time as not started
+    (clusterstate updateReadinessStats: NotStarted), upcoming capacity it leaves out of scale-down
+    (static_autoscaler: registered upcoming nodes subtracted from the candidates); past it, unready and
+    unneeded from then on, removed --scale-down-unready-time later: 15 + 20 = 35 minutes after it
+    registered. Before, 30 (kept 20 minutes from its creation, then idle 10)."""
+    w = World()
+    (spare,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    _busy_spare(w, spare)
+    iid = w.add_instance("cpu", register=False)
+    node = w.node_for("cpu", iid, "m5.2xlarge", ready=False, created=NOW)
+
+    plans = _timeline(w, node, dict.fromkeys((14, 15, 20, 30, 34, 35), "False@0"))
+
+    assert _kept(plans[14])[node][0] == codes.NOT_READY  # still registering
+    for minute in (15, 20, 30, 34):
+        assert plans[minute].drain == (), minute
+        assert _kept(plans[minute])[node][0] == codes.IDLE_BELOW_THRESHOLD, minute
+    assert [d.node for d in plans[35].drain] == [node]
+
+
+def test_a_node_that_never_becomes_ready_with_a_pod_that_never_started_goes_at_the_same_time() -> None:
+    """Its pod (one tolerating everything, bound to the Node that never became Ready) is work only until
+    the Node has been NotReady for scale_down_unready_minutes (a kubelet that missed a heartbeat while
+    the pod pulls its image), but cluster-autoscaler counts the node unneeded from the end of its start
+    window all the same (the pod may move): drained 35 minutes after it registered, as without the pod.
+    Before, 30; counted only once the pod stopped being work, it would be 40."""
+    w = World()
+    (spare,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    _busy_spare(w, spare)
+    iid = w.add_instance("cpu", register=False)
+    node = w.node_for("cpu", iid, "m5.2xlarge", ready=False, created=NOW)
+    _never_started(w, node)
+
+    plans = _timeline(w, node, dict.fromkeys((15, 19, 20, 30, 34, 35), "False@0"))
+
+    for minute in (15, 19):
+        assert plans[minute].drain == () and _kept(plans[minute])[node][0] == codes.NOT_READY, minute
+    for minute in (20, 30, 34):
+        assert plans[minute].drain == (), minute
+        assert _kept(plans[minute])[node][0] == codes.IDLE_BELOW_THRESHOLD, minute
+    (drain,) = plans[35].drain
+    assert drain.node == node and drain.code == codes.NEVER_STARTED

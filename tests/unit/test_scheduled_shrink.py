@@ -352,8 +352,8 @@ def test_an_idle_node_not_ready_drained_ahead_carries_its_unready_time_like_an_o
 def test_an_idle_node_that_never_initialized_is_drained_ahead_rather_than_a_busy_one() -> None:
     """Two nodes: one runs a pod that must not be disturbed, the other is Ready and idle but never
     initialized (a startup taint still on 16 minutes after its creation, past max_node_startup_minutes).
-    Scale-down keeps the second not-ready until scale_down_unready_minutes (20) after its creation: a
-    timer, which the action taking the group to one node overrides as it overrides the idle time. It
+    Scale-down keeps the second until it has been idle for scale_down_unready_minutes (20): its idle
+    timer, which the action taking the group to one node overrides. It
     is drained ahead, and nothing is at risk. Kept, it left the action to Auto Scaling's termination
     policy, which may pick the busy node and kill its pod with no drain."""
     world, (busy, stuck) = web(nodes=2)
@@ -365,7 +365,7 @@ def test_an_idle_node_that_never_initialized_is_drained_ahead_rather_than_a_busy
     ]
 
     ordinary = planned(world, {})
-    assert {k.node: k.code for k in ordinary.kept}[stuck] == codes.NOT_READY  # the unready time holds it
+    assert {k.node: k.code for k in ordinary.kept}[stuck] == codes.IDLE_BELOW_THRESHOLD  # its unready time
 
     result = planned(world, {"scheduled": (replace(EVENING, desired=1),)})
 

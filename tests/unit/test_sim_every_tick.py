@@ -91,12 +91,13 @@ def test_a_node_whose_gpus_are_late_past_the_unready_time_is_drained_when_every_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # An 8-GPU job at 0; its node registers at 120 without GPUs, which its device plugin adds 2400 s
-    # later. Past the start window (15 min, at 1020) the plan launches another node for the job and
-    # keeps the first not-ready until the unready time (20 min after it registered, at 1320), then
-    # idle for 10 min: a plan at every tick drains it at 1920. Nothing happens in the world at 1320; the
-    # replay wakes the plan there as it does at the end of the start window, and at the idle timer's
-    # end, which World.nodes (Ready nodes only) does not hold. Every node goes so before its GPUs come:
-    # the job never starts, and the replay ends at its horizon (cut to an hour past the job's end here).
+    # later. Past the start window (15 min, at 1020) the plan launches another node for the job, and
+    # the first is unready and idle: its idle timer starts, and it waits the unready time (20 min) in
+    # place of the idle time, as cluster-autoscaler removes an unready node unneeded for
+    # --scale-down-unready-time: a plan at every tick drains it at 2220. Nothing happens in the world
+    # then; the replay wakes the plan at the end of the start window and at the timer's end, which
+    # World.nodes (Ready nodes only) does not hold. Every node goes so before its GPUs come: the job
+    # never starts, and the replay ends at its horizon (cut to an hour past the job's end here).
     monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
     config = PlannerConfig(cluster="sim")
     jobs = [Job(0, "job", "ml", 0, 3600, 0, (WHOLE_NODE,))]
@@ -105,7 +106,7 @@ def test_a_node_whose_gpus_are_late_past_the_unready_time_is_drained_when_every_
     every = _replay(True, jobs, config, plugin_seconds=2400)
 
     first = next(act for act in every.acts if act[2])
-    assert first[0] == 1920 and first[2] == ("ip-10-0-0-1.us-east-1.compute.internal",)
+    assert first[0] == 2220 and first[2] == ("ip-10-0-0-1.us-east-1.compute.internal",)
     assert driven.acts == every.acts
 
 
@@ -113,9 +114,10 @@ def test_a_node_whose_gpus_are_late_carries_the_candidate_taint_the_plan_gives_i
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The world of the test above: the node registers at 120 without GPUs. Past the start window (1020)
-    # the plan keeps it not-ready, its unready time running, and marks it as a scale-down candidate
-    # (planner.softtaint), as it marks it through its idle time from 1320; its Node carries the mark
-    # from then until it is drained at 1920, as the API's would, in both replays. Before,
+    # the plan keeps it idle, its unready time running, and marks it as a scale-down candidate
+    # (planner.softtaint); its Node carries the mark from then until it is drained at 2220, as the
+    # API's would, in both replays (the node launched at 1020 for the job, as late, is marked from the
+    # end of its own start window, 2040). Before,
     # World.set_candidate_taint looked the node up among the nodes whose GPUs had registered only and
     # dropped the mark: the snapshot never showed it, and each plan asked for it again.
     monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
@@ -126,7 +128,8 @@ def test_a_node_whose_gpus_are_late_carries_the_candidate_taint_the_plan_gives_i
     every = _replay(True, jobs, config, plugin_seconds=2400)
 
     late = "ip-10-0-0-1.us-east-1.compute.internal"
-    assert every.marked[:3] == [(0, ()), (1020, (late,)), (1920, ())]
+    second = "ip-10-0-0-2.us-east-1.compute.internal"
+    assert every.marked[:4] == [(0, ()), (1020, (late,)), (2040, (late, second)), (2220, (second,))]
     assert driven.marked == every.marked
 
 

@@ -384,9 +384,9 @@ class PlannerConfig(Settings):
     # cluster-autoscaler's --max-node-startup-time: a registered node not Ready, or Ready but not
     # initialized (spillway.planner.startup), counts as launching this long after it was created; 0: never
     max_node_startup_minutes: float = _minutes(15)
-    # cluster-autoscaler's --scale-down-unready-time: a node NotReady this long (or Ready and never
-    # initialized: since its creation) is judged for scale-down like a Ready one (idle: drained after
-    # scale_down_idle_minutes); before that it is kept (not-ready)
+    # cluster-autoscaler's --scale-down-unready-time: an unready node (NotReady, or Ready and never
+    # initialized) idle this long is drained, in place of scale_down_idle_minutes; and a pod that never
+    # started on a node NotReady this long is no work (spillway.planner.scaledown._not_ready)
     scale_down_unready_minutes: float = _minutes(20)
     # cluster-autoscaler's --balance-similar-node-groups and --balancing-ignore-label: a class's new
     # nodes are spread over the groups of one region whose template nodes differ only in zone and the

@@ -76,6 +76,9 @@ class WorkNode:
     # on a node NotReady past scale_down_unready_minutes, its pods that never started (and keep it from
     # nothing: spillway.planner.disruption.never_started), by key
     never_started: list[str] = field(default_factory=list)
+    # of its workload, the pods that never started on it while its kubelet reports it NotReady, but not
+    # for scale_down_unready_minutes yet: work until then, though the node is unneeded (scaledown)
+    unstarted: int = 0
     # expendable pods that keep it from nothing: its drain evicts them (disruption.goes_with_its_node)
     expendable: list[PodInfo] = field(default_factory=list)
     free: Resources = field(default_factory=dict)
@@ -271,8 +274,8 @@ class Context:
         return coming - self.ready_in_group.get(key, 0) - self.stale.get(key, 0)
 
     def unready_long(self, node: WorkNode) -> bool:
-        """The node has been NotReady for its group's ``scale_down_unready_minutes``: judged for
-        scale-down, and a pod that never started on it is no work (spillway.planner.disruption.dead)."""
+        """The node has been NotReady for its group's ``scale_down_unready_minutes``: a pod that never
+        started on it is no work (spillway.planner.disruption.dead)."""
         limit = self.config_for(node.group).scale_down_unready_minutes
         return dead(node.info, self.now, timedelta(minutes=limit))
 
@@ -535,6 +538,8 @@ class Context:
             node.expendable.append(pod)
         else:
             node.workload += 1
+            if node.info.kubelet_not_ready and never_started(pod):
+                node.unstarted += 1
 
     def _note_victim(self, node: WorkNode, pod: PodInfo) -> None:
         """A bound expendable pod whose room a pending pod of higher priority may take: one kube-scheduler

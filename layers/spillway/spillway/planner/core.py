@@ -118,11 +118,9 @@ def plan(
     settle_buffers(ctx)
     drains, kept, idle_state = scale_down.run()
     drains = rebalance_noted(drains, groups)
-    since = (
-        {n: s.idle_since for n, s in idle_state.items()}
-        | {n: s.since for n, s in scale_down.underutilized.items()}
-        | scale_down.unready_held
-    )
+    since = {n: s.idle_since for n, s in idle_state.items()} | {
+        n: s.since for n, s in scale_down.underutilized.items()
+    }
     uncordon = [
         Uncordon(node, group.name, UNCORDON_REASON, ctx.nodes[node].info.cordon_digest, group.region)
         for node, group in ctx.uncordoned.items()
@@ -160,7 +158,6 @@ def plan(
             scale_down.floors,
             scale_down.going_now(),
             scale_down.budget_held,
-            scale_down.unready_held,
         ),
         unregistered=tuple(joins.unregistered),
         gang_orphans=orphans,

@@ -201,9 +201,8 @@ def never_started(pod: PodInfo) -> bool:
 
 def dead(node: NodeInfo, now: datetime, after: timedelta) -> bool:
     """``node`` is NotReady, and has been for at least ``after`` (since its Ready condition last changed,
-    else since it was created; never when neither is known): scale-down judges it after
-    ``scale_down_unready_minutes`` (cluster-autoscaler's ``--scale-down-unready-time``), and a pod that
-    never started on it is no work (:func:`never_started`). ``after`` 0: NotReady at all (a give-back's
+    else since it was created; never when neither is known), ``scale_down_unready_minutes`` for the
+    plan: a pod that never started on it is no work (:func:`never_started`). ``after`` 0: NotReady at all (a give-back's
     instance, whose launch did not deliver, :func:`spillway.act.instances.working_instances`).
 
     Only while its kubelet reports it not ready (Ready ``False``: ``NodeInfo.kubelet_not_ready``), which

@@ -29,8 +29,8 @@ plan launched another node for the pods the drawn instance was raised for.
 A Node that registered but is not Ready counts as launching while it is younger than
 ``max_node_startup_minutes`` (cluster-autoscaler's ``--max-node-startup-time``, 15: a kubelet takes a
 moment to become Ready); after that it is no longer capacity coming either (cluster-autoscaler's
-"unready" nodes). Being a Node, it is scale-down's: idle
-and NotReady for ``scale_down_unready_minutes``, it is drained (:mod:`spillway.planner.scaledown`).
+"unready" nodes). Being a Node, it is scale-down's: idle for ``scale_down_unready_minutes`` while
+NotReady, it is drained (:mod:`spillway.planner.scaledown`).
 
 Pure: what was seen when comes from the state, ``now`` from the caller.
 """

@@ -94,22 +94,25 @@ def _cluster_unhealthy(ctx: Context, node: WorkNode) -> Verdict:
 
 
 def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
-    """A NotReady node is kept while it may still come (back): while it is still registering (never Ready
-    yet and younger than ``max_node_startup_minutes``: :func:`~spillway.planner.health.registering`; the
-    plan counts it as capacity launching), and for ``scale_down_unready_minutes`` since
-    its Ready condition last changed (else since it was created). After that an idle one is judged like
-    any idle node, and drained once idle long enough (cluster-autoscaler's ``--scale-down-unready-time``).
-    One that runs workload pods is left alone (its pods cannot be evicted without a kubelet; neither
-    scale-down nor consolidation touches it), as is one whose NotReady time is unknown. A pod that never
-    started (:func:`~spillway.planner.disruption.never_started`: Pending, no container ever ran) is no
-    workload once the node is past that time: the node is judged as an idle one, and its drain lets such
-    pods go with it (the pod garbage collector deletes them once the Node is gone, and their controllers,
-    if any, recreate them). Before that time it is work: a Ready node may miss heartbeats for a
-    moment while a freshly bound pod pulls its image, Pending too. Expendable pods
-    keep it no more than a Ready node (cluster-autoscaler removes such a node whatever they are): its
-    drain's evictions only mark them terminating, and once past their grace period plus 30 s with no
-    kubelet to stop them the drain ignores them as stuck (:func:`~spillway.planner.disruption.stuck`)
-    and terminates the node."""
+    """A NotReady node is kept while it may still come: while it is still registering (never Ready yet
+    and younger than ``max_node_startup_minutes``: :func:`~spillway.planner.health.registering`; the
+    plan counts it as capacity launching, as cluster-autoscaler leaves a node not started out of its
+    scale-down candidates). Past that an idle one is idle as a Ready one is: its idle timer runs, and it
+    is drained once idle for ``scale_down_unready_minutes`` instead of ``scale_down_idle_minutes`` while
+    it is unready (:func:`unready_now`, :func:`_not_idle_long_enough`). One that runs workload pods is
+    left alone (its pods cannot be evicted without a kubelet; neither scale-down nor consolidation
+    touches it), as is one whose NotReady time is unknown. A pod that never started
+    (:func:`~spillway.planner.disruption.never_started`: Pending, no container ever ran) is no workload
+    once the node has been NotReady for ``scale_down_unready_minutes`` (since its Ready condition last
+    changed, else since it was created): the node is judged as an idle one, and its drain lets such
+    pods go with it (the pod garbage collector deletes them once the Node is gone, and their
+    controllers, if any, recreate them). Before that time it is work: a Ready node may miss heartbeats
+    for a moment while a freshly bound pod pulls its image, Pending too; the node's idle timer runs
+    meanwhile when such pods are its only work (:meth:`ScaleDownStage.judge`). Expendable pods keep it
+    no more than a Ready node (cluster-autoscaler removes such a node whatever they are): its drain's
+    evictions only mark them terminating, and once past their grace period plus 30 s with no kubelet to
+    stop them the drain ignores them as stuck (:func:`~spillway.planner.disruption.stuck`) and
+    terminates the node."""
     info = node.info
     if info.ready:
         return None
@@ -122,54 +125,49 @@ def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
     since = info.ready_changed_at or info.created_at
     if since is None:
         return codes.NOT_READY, "not Ready, since when unknown"
-    limit = timedelta(minutes=ctx.config_for(node.group).scale_down_unready_minutes)
+    if not node.workload:  # a pod that never started there is no work past its unready time
+        return None
     unready = ctx.now - aware(since)
-    if unready < limit:
+    if node.workload == node.unstarted:
+        limit = timedelta(minutes=ctx.config_for(node.group).scale_down_unready_minutes)
         return (
             codes.NOT_READY,
-            f"not Ready for {minutes(unready)}; judged for scale-down after {minutes(limit)} "
-            "(scale_down_unready_minutes)",
+            f"not Ready for {minutes(unready)}; its {node.workload} pod(s) that never started are work until "
+            f"it has been for {minutes(limit)} (scale_down_unready_minutes)",
         )
-    if node.workload:
-        return codes.NOT_READY, f"not Ready for {minutes(unready)} and runs {node.workload} workload pod(s)"
-    return None  # a pod that never started there is no work (WorkNode.never_started)
+    return codes.NOT_READY, f"not Ready for {minutes(unready)} and runs {node.workload} workload pod(s)"
+
+
+def unready_now(ctx: Context, node: WorkNode) -> bool:
+    """The node is unready now: NotReady (past registering, which :func:`_not_ready` keeps), or Ready and
+    past ``max_node_startup_minutes`` without initializing (:func:`~spillway.planner.startup.uninitialized`:
+    GPUs or another extended resource of its template its device plugin never registered, a startup
+    taint still on; a starting node is kept before). cluster-autoscaler takes both as unready
+    (processors/customresources ``FilterOutNodesWithUnreadyResources`` and taints
+    ``FilterOutNodesWithStartupTaints`` replace a node that never initialized by a copy NotReady since
+    its creation, utils/kubernetes ``GetUnreadyNodeCopy``), and removes an unready node once unneeded
+    for ``--scale-down-unready-time`` in place of ``--scale-down-unneeded-time``, judging readiness as
+    it is now and counting from when the node became unneeded (core/scaledown/unneeded
+    ``unremovableReason``; ``Nodes.Update`` keeps that time while it stays unneeded)."""
+    return not node.info.ready or uninitialized(node.info, node.group, ctx.config) is not None
+
+
+def idle_needed(ctx: Context, node: WorkNode) -> tuple[timedelta, str]:
+    """How long ``node`` must be idle before it is drained, and what a reason adds to say why: nothing
+    for ``scale_down_idle_minutes``, which any idle node waits."""
+    config = ctx.config_for(node.group)
+    unready = timedelta(minutes=config.scale_down_unready_minutes)
+    if not node.info.ready:
+        return unready, " (not Ready: scale_down_unready_minutes)"
+    why = uninitialized(node.info, node.group, ctx.config)
+    if why is not None:
+        return unready, f" (Ready but never initialized, {why}: scale_down_unready_minutes)"
+    return timedelta(minutes=config.scale_down_idle_minutes), ""
 
 
 def _starting(ctx: Context, node: WorkNode) -> Verdict:
     """Ready but not initialized (:mod:`spillway.planner.startup`): capacity launching, not idle."""
     return (codes.STARTING, node.starting) if node.starting is not None else None
-
-
-def _never_initialized(ctx: Context, node: WorkNode) -> Verdict:
-    """Ready, idle and past ``max_node_startup_minutes`` without initializing
-    (:func:`~spillway.planner.startup.uninitialized`: GPUs or another extended resource of its template
-    its device plugin never registered, a startup taint still on): unready, as cluster-autoscaler takes
-    such a node (processors/customresources ``FilterOutNodesWithUnreadyResources`` and taints
-    ``FilterOutNodesWithStartupTaints`` replace it by a copy NotReady since its creation,
-    utils/kubernetes ``GetUnreadyNodeCopy``) and as the health count here takes it. cluster-autoscaler
-    times the removal of an unready node by ``--scale-down-unready-time``, not
-    ``--scale-down-unneeded-time`` (core/scaledown/unneeded ``unremovableReason``), so it is judged as
-    a NotReady node is (:func:`_not_ready`): kept ``not-ready`` until ``scale_down_unready_minutes``
-    after its creation, then as an idle node. A device plugin that comes late but within that time
-    finds the node still there. Its drain carries no unready time: its kubelet runs (the node is Ready)
-    and evicts its pods as any other's."""
-    info = node.info
-    if not info.ready or node.starting is not None:
-        return None
-    why = uninitialized(info, node.group, ctx.config)
-    if why is None:
-        return None
-    if info.created_at is None:
-        return codes.NOT_READY, f"Ready but not initialized ({why}), since when unknown"
-    limit = timedelta(minutes=ctx.config_for(node.group).scale_down_unready_minutes)
-    age = ctx.now - aware(info.created_at)
-    if age >= limit:
-        return None
-    return (
-        codes.NOT_READY,
-        f"Ready {minutes(age)} after launch but not initialized past max_node_startup_minutes ({why}): "
-        f"unready; judged for scale-down after {minutes(limit)} (scale_down_unready_minutes)",
-    )
 
 
 def _busy(ctx: Context, node: WorkNode) -> Verdict:
@@ -251,10 +249,15 @@ def _young(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
 
 
 def _not_idle_long_enough(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
-    needed = timedelta(minutes=ctx.config_for(node.group).scale_down_idle_minutes)
+    """Idle, but not for ``scale_down_idle_minutes`` yet, or ``scale_down_unready_minutes`` while it is
+    unready (:func:`unready_now`: that time replaces the idle time, it does not come after it)."""
+    needed, setting = idle_needed(ctx, node)
     idle_for = ctx.now - idle_since
     if idle_for < needed:
-        return codes.IDLE_BELOW_THRESHOLD, f"idle for {minutes(idle_for)} of the {minutes(needed)} needed"
+        return (
+            codes.IDLE_BELOW_THRESHOLD,
+            f"idle for {minutes(idle_for)} of the {minutes(needed)} needed{setting}",
+        )
     return None
 
 
@@ -278,7 +281,6 @@ IN_USE: tuple[Check, ...] = (
     _busy,
     _receives,
     _holds_buffer,
-    _never_initialized,
 )
 PROTECTIONS: tuple[TimedCheck, ...] = (
     _draining,
@@ -338,8 +340,6 @@ class ScaleDownStage:
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
         # idle nodes kept only by a disruption budget a later plan's drains will find room in
         self.budget_held: set[str] = set()
-        # Ready nodes that never initialized, kept only by their unready time: since when (creation)
-        self.unready_held: dict[str, datetime] = {}
         self.budgets = Budgets(ctx, self.draining_now)
         self.pod_budgets = PodBudgets(ctx.snapshot)  # the PodDisruptionBudgets every drain of the plan spends
         self.floors = Floors(
@@ -397,11 +397,7 @@ class ScaleDownStage:
         for check in IN_USE:
             verdict = check(self.ctx, node)
             if verdict is not None:
-                self._keep_or_restore(node, verdict, orphan=orphan)
-                if check is _busy and not orphan and mode(self.ctx, node.group) == WHEN_UNDERUTILIZED:
-                    self.busy.append(node)
-                if check is _never_initialized and not orphan:
-                    self._note_unready(node)
+                self._in_use(node, check, verdict, orphan=orphan)
                 return
         if self._consolidation is not None and node.info.name in self._consolidation.receiving:
             self.keep(node, (codes.RECEIVES_MOVED_PODS, "make room moves another node's pods onto it"))
@@ -416,20 +412,18 @@ class ScaleDownStage:
                 return
         self.candidates.append((node, idle_since))
 
-    def _note_unready(self, node: WorkNode) -> None:
-        """A Ready node that never initialized, kept ``not-ready`` by its unready time
-        (:func:`_never_initialized`, since its creation), that nothing else keeps once that time is out
-        (no protection of an idle node but its idle time, which has not started): a scale-down
-        candidate waiting on a timer, as cluster-autoscaler holds an unready node unneeded while
-        ``--scale-down-unready-time`` runs (core/scaledown/unneeded ``RemovableAt``,
-        ``NotUnreadyLongEnough``), and so marked (:mod:`spillway.planner.softtaint`)."""
-        created = node.info.created_at
-        if created is None or self.claimed_at(node) is not None:
-            return  # kept for good while its age is unknown; a recent plan's drain owns it
-        now = self.ctx.now
-        if any(p(self.ctx, node, now) for p in PROTECTIONS if p is not _not_idle_long_enough):
+    def _in_use(self, node: WorkNode, check: Check, verdict: tuple[str, str], *, orphan: bool) -> None:
+        """Keep a node ``check`` found in use: a busy node of a group that consolidates when underutilized
+        is judged by consolidation next; a NotReady node whose only work is pods that never started
+        (work until its unready time, :func:`_not_ready`) is unneeded all the same, as cluster-autoscaler
+        counts it when they may move, so its idle timer runs."""
+        self._keep_or_restore(node, verdict, orphan=orphan)
+        if orphan:
             return
-        self.unready_held[node.info.name] = aware(created)
+        if check is _busy and mode(self.ctx, node.group) == WHEN_UNDERUTILIZED:
+            self.busy.append(node)
+        if check is _not_ready and node.workload and node.workload == node.unstarted:
+            self._idle_since(node)
 
     def _keep_or_restore(self, node: WorkNode, verdict: tuple[str, str], *, orphan: bool) -> None:
         """Keep the node; an orphaned drain's node that cannot be drained now is restored instead."""
@@ -527,13 +521,13 @@ class ScaleDownStage:
 
     def _order(self, candidate: tuple[WorkNode, datetime]) -> tuple[object, ...]:
         """Orphaned drains first (already cordoned and emptied), then unready nodes (of no use: NotReady,
-        or Ready and never initialized, :func:`_never_initialized`), then overflow regions (bring work
+        or Ready and never initialized, :func:`unready_now`), then overflow regions (bring work
         home), then the least useful, then the oldest."""
         node = candidate[0]
         created = node.info.created_at
         return (
             node.info.name not in self.orphans,
-            node.info.ready and uninitialized(node.info, node.group, self.ctx.config) is None,
+            not unready_now(self.ctx, node),
             -self.ctx.region_key(node.group) if node.group else 0,
             usefulness(node),
             aware(created) if created else self.ctx.now,
@@ -698,10 +692,10 @@ class ScaleDownStage:
         where = group.region
         if ctx.primary and group.region != ctx.primary:
             where += f", overflow region (bringing work home to {ctx.primary})"
-        needed = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
+        needed, setting = idle_needed(ctx, node)
         reason = (
             f"no workload pods for {minutes(ctx.now - idle_since)} "
-            f"(threshold {minutes(needed)}); group {group.name} in {where}"
+            f"(threshold {minutes(needed)}{setting}); group {group.name} in {where}"
         )
         code, pods = "", tuple(sorted(p.key for p in node.expendable))
         if pods:  # they keep no node: the drain evicts them (and no pod that came since)

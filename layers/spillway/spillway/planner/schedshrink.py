@@ -7,8 +7,8 @@ the window floors use (``scale_down_idle_minutes``: :func:`~spillway.planner.gro
 Spillway takes the group down to that size itself, by the ordinary drain-then-terminate with
 decrement, and when the action runs Auto Scaling has nothing left to terminate:
 
-* idle nodes first, whatever their idle timer, age, scale-in cap or cooldown, or the unready time a
-  Ready node that never initialized is kept for (the action removes a node anyway);
+* idle nodes first, whatever their idle timer (an unready node's too: its unready time), age,
+  scale-in cap or cooldown (the action removes a node anyway);
 * then busy nodes whose every pod may move (:meth:`~spillway.planner.consolidation.Consolidation.evacuate`:
   moved where they fit, else evicted to wait), least used first;
 * never a node a protection keeps for good (scale-in protection, ``scale-down-disabled``,
@@ -62,14 +62,6 @@ WAIVED_BUSY = WAIVED | {
     codes.LAUNCHING_THIS_PLAN,
     codes.DOES_NOT_FIT,
 }
-
-
-def _never_initialized_only(node: WorkNode, code: str) -> bool:
-    """A Ready node kept ``not-ready``: one that never initialized, held by the unready time
-    (:func:`~spillway.planner.scaledown._never_initialized`), a timer the action overrides as it does
-    the idle time. Its kubelet runs, so its drain evicts as any Ready node's; a node that is not Ready
-    is kept as before."""
-    return code == codes.NOT_READY and node.info.ready
 
 
 class ScheduledShrinks:
@@ -151,7 +143,7 @@ class ScheduledShrinks:
         if refused is not None or node.info.instance_id is None:
             return refused[0] if refused is not None else codes.NO_INSTANCE_ID
         if not node.workload:
-            if kept.code not in WAIVED and not _never_initialized_only(node, kept.code):
+            if kept.code not in WAIVED:
                 return kept.code
             # the first protection that held is all the kept node says: consolidation off is judged
             # before scale-down-disabled, do-not-disrupt and a pinned DaemonSet pod, which still hold

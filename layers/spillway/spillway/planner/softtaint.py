@@ -5,20 +5,19 @@ A node the plan would remove but for something that passes gets the taint
 ``DeletionCandidateOfClusterAutoscaler``:
 
 * kept only by a timer: ``idle-below-threshold`` (empty, not idle for ``scale_down_idle_minutes`` yet)
-  or ``underutilized-not-long-enough`` (a consolidation candidate inside ``consolidation_after_minutes``);
+  or ``underutilized-not-long-enough`` (a consolidation candidate inside ``consolidation_after_minutes``).
+  A Ready node that never initialized (GPUs its device plugin never registered, a startup taint still
+  on: :func:`spillway.planner.scaledown.unready_now`) waits ``scale_down_unready_minutes`` so, and is
+  marked meanwhile: cluster-autoscaler holds such a node (the NotReady copy
+  ``FilterOutNodesWithUnreadyResources`` makes of it) unneeded while ``--scale-down-unready-time`` runs
+  and marks it as any other unneeded node; without the mark, a pod needing no GPU lands on the one node
+  whose GPUs never came and keeps it busy. A NotReady node is not marked: the node lifecycle
+  controller's ``NoSchedule`` taint (``node.kubernetes.io/not-ready`` for Ready False, ``unreachable``
+  for Unknown: nodelifecycle ``nodeConditionToTaintKeyStatusMap``) keeps new pods off it already;
 * kept only by the per-plan cap, ``scale-in-cap`` (``max_scale_in_fraction``), or by a disruption
   budget (``disruption-budget``) a later plan's drains find room in (drains under way end, a window
   closes; not one of 0 nodes that never turns off): a later plan drains it, as cluster-autoscaler keeps
   every unneeded node it did not delete for ``--max-empty-bulk-delete`` marked (``UnneededNodes``);
-* kept ``not-ready`` only by its unready time, a Ready node that never initialized (GPUs its device
-  plugin never registered, a startup taint still on: :func:`spillway.planner.scaledown._never_initialized`)
-  and that nothing else would keep once that time is out: cluster-autoscaler holds such a node (the
-  NotReady copy ``FilterOutNodesWithUnreadyResources`` makes of it) unneeded while
-  ``--scale-down-unready-time`` runs and marks it as any other unneeded node; without the mark, a pod
-  needing no GPU lands on the one node whose GPUs never came and keeps it busy. A NotReady node is not
-  marked: the node lifecycle controller's ``NoSchedule`` taint (``node.kubernetes.io/not-ready`` for
-  Ready False, ``unreachable`` for Unknown: nodelifecycle ``nodeConditionToTaintKeyStatusMap``) keeps
-  new pods off it already;
 * in a group that consolidates (``when-underutilized``), a busy node whose every pod may move
   (:func:`spillway.planner.disruption.assess_move`) and that no drain, cordon, pending pod or pod this
   plan moves claims,
@@ -78,17 +77,15 @@ def soft_taints(
     floors: Floors | None = None,
     going: Mapping[GroupKey, int] | None = None,
     budget_held: Collection[str] = (),
-    unready_held: Collection[str] = (),
 ) -> tuple[SoftTaint, ...]:
     """The taints to add and remove; ``since``: when each timer-kept node's timer started; ``movable``:
     the busy nodes of consolidating groups whose every pod may move; ``floors``: the cluster totals'
     minimums after this plan's drains (a node they would keep is not marked); ``going``: per group, the
     nodes drains under way remove; ``budget_held``: the idle nodes kept only by a disruption budget that
-    a later plan's drains will find room in; ``unready_held``: the Ready nodes that never initialized
-    kept ``not-ready`` only by their unready time."""
+    a later plan's drains will find room in."""
     drained = {d.node for d in drains if d.terminate}  # make room keeps its node, for pending pods
     kept_by = {k.node: k for k in kept}
-    waiting = _waiting(kept_by, movable, budget_held, unready_held)
+    waiting = _waiting(ctx, kept_by, movable, budget_held)
     tainted = {name for name, node in ctx.nodes.items() if has_taint(node.info, CANDIDATE_TAINT)}
     lifted = [
         SoftTaint(name, False, f"no longer a scale-down candidate: {_why(kept_by.get(name))}")
@@ -134,26 +131,26 @@ def _beyond_room(
 
 
 def _waiting(
+    ctx: Context,
     kept_by: Mapping[str, KeptNode],
     movable: Collection[str],
     budget_held: Collection[str],
-    unready_held: Collection[str],
 ) -> dict[str, KeptNode]:
-    """The kept nodes the plan would remove but for something that passes (a timer, an unready time,
+    """The kept nodes the plan would remove but for something that passes (a timer,
     the cap, the cooldown, a disruption budget that lets a later drain through), or whose pods may all
-    move."""
+    move; but no NotReady node, which the node lifecycle controller's NoSchedule taint marks already."""
     return {
         name: k
         for name, k in kept_by.items()
-        if _passes(k, budget_held, unready_held) or (name in movable and k.code not in PLANNED_ONTO)
+        if (_passes(k, budget_held) or (name in movable and k.code not in PLANNED_ONTO))
+        and (name not in ctx.nodes or ctx.nodes[name].info.ready)
     }
 
 
-def _passes(kept: KeptNode, budget_held: Collection[str], unready_held: Collection[str]) -> bool:
+def _passes(kept: KeptNode, budget_held: Collection[str]) -> bool:
     if kept.code in PASSING:
         return True
-    held = {codes.DISRUPTION_BUDGET: budget_held, codes.NOT_READY: unready_held}.get(kept.code, ())
-    return kept.node in held
+    return kept.code == codes.DISRUPTION_BUDGET and kept.node in budget_held
 
 
 def _marks(
@@ -163,8 +160,8 @@ def _marks(
     """New marks in ``order``, within ``max_bulk_soft_taint_count``, each group's ``room`` and what the
     cluster totals have above their minimums (``floors``, spent by each mark)."""
     out: list[SoftTaint] = []
-    # a passing budget, or an unready time (a node kept not-ready is in waiting only so)
-    held = {name for name in order if waiting[name].code in (codes.DISRUPTION_BUDGET, codes.NOT_READY)}
+    # a passing budget (a node kept by a budget is in waiting only so)
+    held = {name for name in order if waiting[name].code == codes.DISRUPTION_BUDGET}
     for name in order:
         node = ctx.nodes[name]
         group = node.group

@@ -24,9 +24,9 @@ A Ready node of a managed group is **starting** while it is younger than ``max_n
 A starting node is capacity still launching (:meth:`spillway.planner.context.Context.launching`), not a
 node with room of its own: pending pods are planned onto its group's template, and no pod moves there.
 Past the window it is no capacity launching: one whose GPUs never came has room for no GPU pod. It is
-unready, as cluster-autoscaler takes it: counted so by :mod:`spillway.planner.health`, and kept by
-scale-down until ``scale_down_unready_minutes`` after its creation before its idle time starts
-(:func:`spillway.planner.scaledown._never_initialized`).
+unready, as cluster-autoscaler takes it: counted so by :mod:`spillway.planner.health`, and, idle from
+the end of the window, drained once idle for ``scale_down_unready_minutes`` in place of
+``scale_down_idle_minutes`` (:func:`spillway.planner.scaledown.unready_now`).
 
 Startup taints, and cluster-autoscaler's ``status-taint.cluster-autoscaler.kubernetes.io/`` taints, are
 also left out of the groups' template nodes (a tag may declare them, as the kubelet registers them): a

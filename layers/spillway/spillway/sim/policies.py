@@ -162,10 +162,13 @@ class SpillwayPolicy:
             if node is None:
                 continue
             # each edge on its own: an idle node out of its launch delay with its idle timer still running
-            # is kept by a timer, which the plan marks (planner.softtaint), before it may be drained
-            for when in (entry.idle_since + self.idle, world.at(node.joined) + self.launch_delay):
-                if when > now:
-                    due.append(when)
+            # is kept by a timer, which the plan marks (planner.softtaint), before it may be drained; one
+            # whose GPUs are late is unready, and waits the unready time instead (planner.scaledown:
+            # unready_now), or the idle time should they come meanwhile
+            edges = [entry.idle_since + self.idle, world.at(node.joined) + self.launch_delay]
+            if not node.ready:
+                edges.append(entry.idle_since + self.unready)
+            due.extend(when for when in edges if when > now)
         if self.consolidates:
             for node in world.nodes.values():
                 when = world.at(node.joined) + self.launch_delay
@@ -184,12 +187,10 @@ class SpillwayPolicy:
         for mark in self.state.joining.values():  # an instance that has not joined comes due
             if mark.since + self.provision > now:
                 due.append(mark.since + self.provision)
-        # a node whose GPUs are late stops counting as launching, and, unready since it registered
-        # (planner.scaledown: _never_initialized), is judged as an idle node after the unready time
+        # a node whose GPUs are late stops counting as launching: idle, its idle timer starts then
         for node in world.registering():
-            for when in (world.at(node.joined) + self.startup, world.at(node.joined) + self.unready):
-                if when > now:
-                    due.append(when)
+            if world.at(node.joined) + self.startup > now:
+                due.append(world.at(node.joined) + self.startup)
         for group in world.groups.values():
             due.extend(f.at + self.window for f in group.failures if f.at + self.window > now)
         due.extend(g.backoff_until for g in self.state.groups.values() if g.backoff_until > now)
