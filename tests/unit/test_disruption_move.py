@@ -66,6 +66,12 @@ def pod(
     return raw
 
 
+def grace_ends(raw: dict[str, Any], at: datetime) -> dict[str, Any]:
+    """The pod is being deleted, its grace period ending ``at`` (its ``metadata.deletionTimestamp``)."""
+    raw["metadata"]["deletionTimestamp"] = at.isoformat().replace("+00:00", "Z")
+    return raw
+
+
 def scratch(raw: dict[str, Any], medium: str | None = None) -> dict[str, Any]:
     """The pod keeps scratch data in an emptyDir volume (on the node's disk unless ``medium``)."""
     source = {"medium": medium} if medium else {}
@@ -169,6 +175,11 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     ("daemonset", [objects.daemonset_pod("ds", NODE)], True, codes.POD_DAEMONSET),
     ("terminating", [pod(deleting=True, annotations={"karpenter.sh/do-not-disrupt": "true"})], True,
      codes.POD_TERMINATING),
+    # its grace period ends (deletionTimestamp) within LEAVING_WITHIN of the plan: leaving; past it, not moved
+    ("terminating-for-two-minutes-more", [grace_ends(pod(), NOW + timedelta(minutes=2))], True,
+     codes.POD_TERMINATING),
+    ("terminating-for-an-hour-more", [grace_ends(pod(annotations=SAFE), NOW + timedelta(hours=1))], False,
+     codes.POD_TERMINATING_LATE),
     # -- never; each wins over a reason to move (safe-to-evict=true, expendable priority) --
     ("node-do-not-disrupt", [node({"karpenter.sh/do-not-disrupt": "true"}), pod(annotations=SAFE)], False,
      codes.NODE_DO_NOT_DISRUPT),

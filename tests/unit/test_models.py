@@ -570,3 +570,18 @@ def test_an_unbound_pod_being_deleted_is_counted_neither_pending_nor_unschedulab
     counts = Snapshot.build(cluster, [], now).counts()
 
     assert (counts.pods, counts.pending_pods, counts.unschedulable_pods) == (2, 1, 1)
+
+
+def test_a_terminating_pods_deletion_timestamp_is_kept_and_stored_only_when_set() -> None:
+    """The end of a terminating pod's grace period (metadata.deletionTimestamp) is what a plan judges its
+    room by (spillway.planner.disruption.leaves_late); a pod not being deleted stores nothing more."""
+    raw = o.pod("p", cpu="1", memory="1Gi", node_name="n1", owner=("ReplicaSet", "web"))
+    running = PodInfo.from_pod(Pod.model_validate(raw))
+    raw["metadata"]["deletionTimestamp"] = "2026-11-02T13:00:00Z"
+    raw["metadata"]["deletionGracePeriodSeconds"] = 3600
+    leaving = PodInfo.from_pod(Pod.model_validate(raw))
+
+    assert running.leaves_at is None and "lv" not in running.to_dict()
+    assert leaving.leaves_at == datetime(2026, 11, 2, 13, 0, tzinfo=UTC)
+    assert leaving.to_dict()["lv"] == "2026-11-02T13:00:00Z"
+    assert PodInfo.from_dict(json.loads(json.dumps(leaving.to_dict()))) == leaving

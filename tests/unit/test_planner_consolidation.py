@@ -1478,3 +1478,31 @@ def test_an_idle_nodes_drain_evicts_no_more_expendable_pods_of_a_job_than_it_sur
         result = w.plan(max_scale_in_fraction=1.0)
         outcomes[left] = len([p for d in result.drain for p in d.pods if "/etl-" in p])
     assert outcomes == {1: 1, 0: 0}, outcomes
+
+
+def test_a_node_whose_pod_terminates_for_an_hour_more_is_not_consolidated_until_it_nears_its_end() -> None:
+    """Node a runs a replica and a pod deleted with a grace period of an hour (a checkpoint in its
+    preStop hook). The kubelet gives it that hour from its deletionTimestamp, and a drain evicts nothing
+    of a pod already terminating: a consolidation drain waited for it until its deadline, then timed
+    out and failed. Kept until its grace period nears its end; a pod whose grace ends in seconds is
+    already leaving, as before."""
+    outcomes = {}
+    for grace in (30, 3600):
+        w = World(regions=("us-east-1",))
+        a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+        replicas(w, a, "web", 2)
+        replicas(w, b, "pinned", 2, annotations={})  # b's pods may not move: only a is a candidate
+        (leaving,) = replicas(w, a, "ckpt", 1, cpu="1")
+        meta = w.pod_item(leaving)["metadata"]
+        meta["deletionTimestamp"] = o.iso(NOW + timedelta(seconds=grace - 5))
+        meta["deletionGracePeriodSeconds"] = grace
+
+        result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+        drained = [(d.node, d.pods) for d in result.drain]
+        outcomes[grace] = (drained, kept(result).get(a, ("", ""))[0])
+    assert outcomes == {
+        30: ([(a, ("default/ckpt-0", "default/web-0", "default/web-1"))], ""),
+        3600: ([], codes.POD_NEVER),
+    }, outcomes
+    assert "terminating until 2026-11-02T12:59:55" in kept(result)[a][1]

@@ -541,3 +541,45 @@ def test_a_pending_pod_with_a_new_volume_takes_room_made_on_a_node_without_an_at
     assert result.scale_up == ()
     assert [(d.node, d.code) for d in result.drain] == [(a, codes.MAKE_ROOM)]
     assert {p.pod: p.node for p in result.placements}[big] == a
+
+
+def _full_with_terminating(grace: int) -> tuple[World, str, str]:
+    """Node a runs one 6-CPU replica, deleted a few seconds ago with a grace period of ``grace`` seconds
+    (the API server set its deletionTimestamp to the end of that grace); node b runs a 6-CPU replica that
+    may not move; a 6-CPU pod is pending. Returns the world, a and the pending pod."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    (leaving,) = replicas(w, a, "old", 1, cpu="6")
+    meta = w.pod_item(leaving)["metadata"]
+    meta["deletionTimestamp"] = (NOW + timedelta(seconds=grace - 5)).isoformat().replace("+00:00", "Z")
+    meta["deletionGracePeriodSeconds"] = grace
+    w.pod_item(leaving)["spec"]["terminationGracePeriodSeconds"] = grace
+    replicas(w, b, "busy", 1, cpu="6", annotations={})
+    (pending,) = w.pods("new", 1, cpu="6", memory="1Gi")
+    return w, a, pending
+
+
+def test_a_pod_terminating_for_seconds_more_gives_its_room_instead_of_a_new_node() -> None:
+    """Its grace period ends long before a new node could be Ready: the pending pod waits for its room."""
+    w, a, pending = _full_with_terminating(grace=30)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.scale_up == ()
+    assert [(d.node, d.code, d.pods) for d in result.drain] == [(a, codes.MAKE_ROOM, ("default/old-0",))]
+    assert {p.pod: p.node for p in result.placements}[pending] == a
+
+
+def test_a_pod_terminating_for_an_hour_more_is_not_waited_for_the_pending_pod_gets_a_new_node() -> None:
+    """A checkpointing pod deleted with terminationGracePeriodSeconds 3600 keeps its room for an hour: the
+    kubelet honours the grace its deletionTimestamp ends, and the drain evicts nothing of it. A make-room
+    drain waiting for it timed out at its deadline, gave the node back and failed, while the pending pod
+    was held making-room for drain_claim_minutes instead of getting a node."""
+    w, _, pending = _full_with_terminating(grace=3600)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
+    assert "/new-" in {p.pod: p.node for p in result.placements}[pending]
+    assert result.state.rooms == {}

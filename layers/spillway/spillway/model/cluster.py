@@ -177,6 +177,10 @@ class PodInfo:
     terminating: bool = False  # metadata.deletionTimestamp is set
     # a terminating pod still there after this is stuck: no kubelet is left to stop it (see stuck_after)
     stuck_after: datetime | None = None
+    # a terminating pod's metadata.deletionTimestamp: the API server sets it to the deletion's time plus
+    # its grace period (deletionGracePeriodSeconds), which the kubelet gives the pod before it kills it;
+    # it may be moved earlier, never later. None when not terminating (or in a snapshot written before)
+    leaves_at: datetime | None = None
     # The owner above is the pod's controller (an ownerReference with controller: true); False when
     # only a non-controller owner exists, so nothing would recreate the pod.
     owner_is_controller: bool = True
@@ -345,6 +349,7 @@ class PodInfo:
             do_not_disrupt=annotations.get(DO_NOT_DISRUPT, "").lower() == "true",
             terminating=meta.deletion_timestamp is not None,
             stuck_after=stuck_after(meta.deletion_timestamp, spec.termination_grace_period_seconds),
+            leaves_at=meta.deletion_timestamp,
             owner_is_controller=is_controller,
             owner_uid=_owner_uid(pod, owner if is_controller else None),
             deletion_cost=_deletion_cost(annotations),
@@ -399,6 +404,7 @@ class PodInfo:
             do_not_disrupt=bool(d.get("dnd")),
             terminating=bool(d.get("del")),
             stuck_after=parse_time(d.get("stk")),
+            leaves_at=parse_time(d.get("lv")),
             owner_is_controller=not d.get("onc"),
             owner_uid=str(d.get("ou", "")),
             deletion_cost=int(d.get("dc", 0)),
@@ -476,6 +482,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("dnd", lambda p: _one_if(p.do_not_disrupt)),
     ("del", lambda p: _one_if(p.terminating)),
     ("stk", lambda p: format_time(p.stuck_after)),
+    ("lv", lambda p: format_time(p.leaves_at)),
     ("onc", lambda p: _one_if(bool(p.owner_kind) and not p.owner_is_controller)),
     ("ou", lambda p: p.owner_uid or None),
     ("dc", lambda p: p.deletion_cost or None),

@@ -208,11 +208,14 @@ POD_DISRUPTION_TOLERATED = "disruption-tolerated"  # its Job's podFailurePolicy 
 # backoffLimit or whose podFailurePolicy fails it): never, whatever opt-in the pod has
 POD_ENDS_JOB = "ends-job"
 POD_NOT_KNOWN_MOVABLE = "not-known-movable"  # of no kind known to tolerate a move: never (the default)
+# terminating, its grace period (deletionTimestamp) ending past LEAVING_WITHIN: not moved, its room not taken
+POD_TERMINATING_LATE = "terminating-late"
 MOVE_CODES = (
     POD_FINISHED,
     POD_MIRROR,
     POD_DAEMONSET,
     POD_TERMINATING,
+    POD_TERMINATING_LATE,
     POD_STUCK,
     NODE_DO_NOT_DISRUPT,
     POD_DO_NOT_DISRUPT,

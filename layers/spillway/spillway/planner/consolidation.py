@@ -11,8 +11,9 @@ refusal keeps it, with its code:
 * ``launching-this-plan``: this plan grows its group, or another group of its instance type (never
   free capacity the same plan is launching);
 * ``pod-never``: a pod on it may not be moved (:func:`spillway.planner.disruption.assess_move`: a
-  protection, a PodDisruptionBudget that allows nothing now, or a pod of no kind known to tolerate a
-  move: a plain Deployment replica moves only when annotated ``safe-to-evict=true``);
+  protection, a PodDisruptionBudget that allows nothing now, a pod of no kind known to tolerate a
+  move: a plain Deployment replica moves only when annotated ``safe-to-evict=true``; or a pod already
+  terminating whose grace period ends later than ``LEAVING_WITHIN``, which its drain would wait for);
 * ``elastic-min``: moving its workers would take an elastic job below its minimum;
 * ``saving-too-small``: the saving does not outlast the restart cost (below);
 * ``min-size`` / ``scale-in-cap`` / ``no-instance-id`` / ``disruption-budget``: the group's limits;

@@ -35,7 +35,8 @@ with the same reasons.
 :func:`assess_move` asks the stricter question of consolidation (draining a node that still runs work,
 to save cost): may the autoscaler *move* this pod of its own accord, and at what cost? In order:
 
-1. not busy (finished, mirror, DaemonSet) or already terminating: nothing to move, free;
+1. not busy (finished, mirror, DaemonSet) or already terminating, its grace period ending within
+   :data:`LEAVING_WITHIN`: nothing to move, free; terminating and ending later: never (:func:`leaves_late`);
 2. never: the node is annotated ``karpenter.sh/do-not-disrupt=true``; the pod is annotated
    ``karpenter.sh/do-not-disrupt=true`` or ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or
    marked ``openai/do-not-drain`` (``1`` or ``true``, any case); it tolerates the drain's cordon and
@@ -355,6 +356,9 @@ def assess_move(
         code, why = _ignored(pod)
         return Move(True, why, code, 0.0)
     if pod.terminating:
+        late = leaves_late(pod, now)
+        if late is not None:
+            return Move(False, late, codes.POD_TERMINATING_LATE, math.inf)
         return Move(True, "terminating: already leaving", codes.POD_TERMINATING, 0.0)
     blocked = _never_move(pod, node, pdbs_allow)
     if blocked is not None:
@@ -367,6 +371,34 @@ def assess_move(
         return Move(False, ends, codes.POD_ENDS_JOB, math.inf)
     counted = counting_job(pod, jobs)
     return replace(move, counts=counted.key) if counted is not None else move
+
+
+# A terminating pod is leaving of itself, its room free soon, when its grace period ends within this of
+# the plan: about the soonest a node launched instead is Ready (the replay's boot, launch to Ready, is 120 s),
+# and well inside a plan's drain deadline (DRAIN_DEADLINE_SECONDS, 900 s by default).
+LEAVING_WITHIN = timedelta(minutes=2)
+
+
+def leaves_late(pod: PodInfo, now: datetime) -> str | None:
+    """Why a terminating pod is not leaving soon enough for a move to count on its room, or None.
+
+    The API server sets ``metadata.deletionTimestamp`` to the deletion's time plus its grace period
+    (``deletionGracePeriodSeconds``, the pod's ``terminationGracePeriodSeconds`` unless the delete gave
+    another), and may bring it earlier, never later (ObjectMeta.DeletionTimestamp, k8s.io/apimachinery
+    pkg/apis/meta/v1/types.go). The kubelet gives the pod that grace (its preStop hook, then SIGTERM)
+    before it kills it, and a drain evicts nothing of a pod already terminating (:func:`assess`: it
+    waits). So its room is free at ``PodInfo.leaves_at``: a make room that counted on it sooner held its
+    pending pods off a new node, and a drain that waited for it (make room, consolidation) timed out at
+    its deadline and failed, giving the node back. Past :data:`LEAVING_WITHIN` it is not moved: make room
+    launches, and consolidation keeps the node until it is near its end. A snapshot written before
+    ``leaves_at`` was kept says nothing: the pod is leaving, as before."""
+    if pod.leaves_at is None or pod.leaves_at <= now + LEAVING_WITHIN:
+        return None
+    return (
+        f"terminating until {pod.leaves_at.isoformat()} (its deletionTimestamp: the end of the grace period "
+        f"the kubelet gives it, which no drain shortens): its room is free more than "
+        f"{LEAVING_WITHIN.total_seconds():.0f} s from now, later than a new node's"
+    )
 
 
 def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> tuple[str, str] | None:

@@ -10,7 +10,8 @@ and one node is never paid for.
 
 The pods moved are the fewest resources that cover what the node lacks (the smallest single pod that
 covers it, else the largest first): each may move (:func:`spillway.planner.disruption.assess_move`; a
-pod that may not stays where it is), their restart cost obeys the saving rule, an elastic job keeps its
+pod that may not stays where it is, and a pod already terminating whose grace period ends later than
+:data:`~spillway.planner.disruption.LEAVING_WITHIN` is one: its room is not counted on), their restart cost obeys the saving rule, an elastic job keeps its
 minimum, and the rest of the cluster holds them (the consolidation's own fit, on the room of this plan:
 :class:`spillway.planner.consolidation.Consolidation`, which make room and consolidation share). Of the
 nodes that qualify, the cheapest move wins. The utilization threshold does not apply: it judges whether
