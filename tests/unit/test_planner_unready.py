@@ -553,3 +553,28 @@ def test_a_node_that_never_becomes_ready_with_a_pod_that_never_started_goes_at_t
         assert _kept(plans[minute])[node][0] == codes.IDLE_BELOW_THRESHOLD, minute
     (drain,) = plans[35].drain
     assert drain.node == node and drain.code == codes.NEVER_STARTED
+
+
+def test_a_pod_that_never_started_starts_no_idle_timer_on_a_node_still_registering() -> None:
+    """While a Node that never became Ready is inside its start window it is capacity launching, which
+    cluster-autoscaler leaves out of scale-down (clusterstate NotStarted), pod or no pod: its idle timer
+    starts at the end of the window, so with plans every few minutes from its registration it still goes
+    35 minutes after it registered, as without the pod. Before, the pod bound to it started the idle
+    timer at the first plan, and the node went 20 minutes after it registered."""
+    w = World()
+    (spare,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    _busy_spare(w, spare)
+    iid = w.add_instance("cpu", register=False)
+    node = w.node_for("cpu", iid, "m5.2xlarge", ready=False, created=NOW)
+    _never_started(w, node)
+
+    plans = _timeline(w, node, dict.fromkeys((1, 5, 10, 14, 15, 20, 25, 30, 34, 35), "False@0"))
+
+    for minute in (1, 5, 10, 14):
+        assert plans[minute].drain == () and _kept(plans[minute])[node][0] == codes.NOT_READY, minute
+        assert node not in plans[minute].state.nodes, minute
+    for minute in (20, 25, 30, 34):
+        assert plans[minute].drain == (), minute
+        assert _kept(plans[minute])[node][0] == codes.IDLE_BELOW_THRESHOLD, minute
+    (drain,) = plans[35].drain
+    assert drain.node == node and drain.code == codes.NEVER_STARTED

@@ -416,13 +416,20 @@ class ScaleDownStage:
         """Keep a node ``check`` found in use: a busy node of a group that consolidates when underutilized
         is judged by consolidation next; a NotReady node whose only work is pods that never started
         (work until its unready time, :func:`_not_ready`) is unneeded all the same, as cluster-autoscaler
-        counts it when they may move, so its idle timer runs."""
+        counts it when they may move, so its idle timer runs; but not while it is still registering
+        (:func:`~spillway.planner.health.registering`: capacity launching, whose idle timer starts at the
+        end of its start window, as an empty one's does)."""
         self._keep_or_restore(node, verdict, orphan=orphan)
         if orphan:
             return
         if check is _busy and mode(self.ctx, node.group) == WHEN_UNDERUTILIZED:
             self.busy.append(node)
-        if check is _not_ready and node.workload and node.workload == node.unstarted:
+        unstarted_only = node.workload and node.workload == node.unstarted
+        if (
+            check is _not_ready
+            and unstarted_only
+            and not registering(node.info, self.ctx.config, self.ctx.now)
+        ):
             self._idle_since(node)
 
     def _keep_or_restore(self, node: WorkNode, verdict: tuple[str, str], *, orphan: bool) -> None:
