@@ -531,18 +531,25 @@ def test_a_node_that_never_becomes_ready_goes_the_unready_time_after_its_start_w
     assert [d.node for d in plans[35].drain] == [node]
 
 
-def test_a_node_that_never_becomes_ready_with_a_pod_that_never_started_goes_at_the_same_time() -> None:
-    """Its pod (one tolerating everything, bound to the Node that never became Ready) is work only until
-    the Node has been NotReady for scale_down_unready_minutes (a kubelet that missed a heartbeat while
-    the pod pulls its image), but cluster-autoscaler counts the node unneeded from the end of its start
-    window all the same (the pod may move): drained 35 minutes after it registered, as without the pod.
-    Before, 30; counted only once the pod stopped being work, it would be 40."""
+def _never_ready_with_a_pod_that_never_started() -> tuple[World, str]:
+    """A CPU group whose one busy node stays, and a second Node, registered now, that never becomes
+    Ready, with a pod bound to it that never started."""
     w = World()
     (spare,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
     _busy_spare(w, spare)
     iid = w.add_instance("cpu", register=False)
     node = w.node_for("cpu", iid, "m5.2xlarge", ready=False, created=NOW)
     _never_started(w, node)
+    return w, node
+
+
+def test_a_node_that_never_becomes_ready_with_a_pod_that_never_started_goes_at_the_same_time() -> None:
+    """Its pod (one tolerating everything, bound to the Node that never became Ready) is work only until
+    the Node has been NotReady for scale_down_unready_minutes (a kubelet that missed a heartbeat while
+    the pod pulls its image), but cluster-autoscaler counts the node unneeded from the end of its start
+    window all the same (the pod may move): drained 35 minutes after it registered, as without the pod.
+    Before, 30; counted only once the pod stopped being work, it would be 40."""
+    w, node = _never_ready_with_a_pod_that_never_started()
 
     plans = _timeline(w, node, dict.fromkeys((15, 19, 20, 30, 34, 35), "False@0"))
 
@@ -561,12 +568,7 @@ def test_a_pod_that_never_started_starts_no_idle_timer_on_a_node_still_registeri
     starts at the end of the window, so with plans every few minutes from its registration it still goes
     35 minutes after it registered, as without the pod. Before, the pod bound to it started the idle
     timer at the first plan, and the node went 20 minutes after it registered."""
-    w = World()
-    (spare,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
-    _busy_spare(w, spare)
-    iid = w.add_instance("cpu", register=False)
-    node = w.node_for("cpu", iid, "m5.2xlarge", ready=False, created=NOW)
-    _never_started(w, node)
+    w, node = _never_ready_with_a_pod_that_never_started()
 
     plans = _timeline(w, node, dict.fromkeys((1, 5, 10, 14, 15, 20, 25, 30, 34, 35), "False@0"))
 

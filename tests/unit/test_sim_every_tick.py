@@ -87,6 +87,15 @@ def _replay(
     return policy
 
 
+def _late_gpu_replays(monkeypatch: pytest.MonkeyPatch) -> tuple[Recording, Recording]:
+    """One 8-GPU job at 0 whose node's device plugin comes 2400 s after the node registers, replayed
+    event-driven and with a plan at every tick (the replay cut to an hour past the job's end)."""
+    monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
+    config = PlannerConfig(cluster="sim")
+    jobs = [Job(0, "job", "ml", 0, 3600, 0, (WHOLE_NODE,))]
+    return _replay(False, jobs, config, plugin_seconds=2400), _replay(True, jobs, config, plugin_seconds=2400)
+
+
 def test_a_node_whose_gpus_are_late_past_the_unready_time_is_drained_when_every_tick_would_drain_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -98,12 +107,7 @@ def test_a_node_whose_gpus_are_late_past_the_unready_time_is_drained_when_every_
     # then; the replay wakes the plan at the end of the start window and at the timer's end, which
     # World.nodes (Ready nodes only) does not hold. Every node goes so before its GPUs come: the job
     # never starts, and the replay ends at its horizon (cut to an hour past the job's end here).
-    monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
-    config = PlannerConfig(cluster="sim")
-    jobs = [Job(0, "job", "ml", 0, 3600, 0, (WHOLE_NODE,))]
-
-    driven = _replay(False, jobs, config, plugin_seconds=2400)
-    every = _replay(True, jobs, config, plugin_seconds=2400)
+    driven, every = _late_gpu_replays(monkeypatch)
 
     first = next(act for act in every.acts if act[2])
     assert first[0] == 2220 and first[2] == ("ip-10-0-0-1.us-east-1.compute.internal",)
@@ -120,12 +124,7 @@ def test_a_node_whose_gpus_are_late_carries_the_candidate_taint_the_plan_gives_i
     # end of its own start window, 2040). Before,
     # World.set_candidate_taint looked the node up among the nodes whose GPUs had registered only and
     # dropped the mark: the snapshot never showed it, and each plan asked for it again.
-    monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
-    config = PlannerConfig(cluster="sim")
-    jobs = [Job(0, "job", "ml", 0, 3600, 0, (WHOLE_NODE,))]
-
-    driven = _replay(False, jobs, config, plugin_seconds=2400)
-    every = _replay(True, jobs, config, plugin_seconds=2400)
+    driven, every = _late_gpu_replays(monkeypatch)
 
     late = "ip-10-0-0-1.us-east-1.compute.internal"
     second = "ip-10-0-0-2.us-east-1.compute.internal"
