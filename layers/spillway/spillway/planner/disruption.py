@@ -401,6 +401,26 @@ def leaves_late(pod: PodInfo, now: datetime) -> str | None:
     )
 
 
+def evicted_late(pod: PodInfo) -> str | None:
+    """Why the room of a pod a drain would evict comes later than a new node's, or None: what make room
+    asks of every pod it moves (:mod:`spillway.planner.makeroom`), as :func:`leaves_late` asks it of a
+    pod already terminating.
+
+    A drain's eviction gives the pod its ``terminationGracePeriodSeconds`` (``PodInfo.grace``) as the
+    Eviction's ``DeleteOptions.gracePeriodSeconds``, capped by the seconds left before the drain's deadline
+    (:meth:`spillway.act.drain.Drainer._evict_round`); the API server deletes the pod with that grace
+    (pkg/registry/core/pod/strategy.go, CheckGracefulDelete: the options' grace over the pod's own), and
+    the kubelet gives it all of it (its preStop hook, then SIGTERM) before it kills it. Until then the
+    pod keeps its room, and kube-scheduler gives none of it to the pending pod. A pod that may take longer
+    than :data:`LEAVING_WITHIN` (a checkpoint's hour) is not moved to make room: the plan launches."""
+    if pod.grace <= LEAVING_WITHIN.total_seconds():
+        return None
+    return (
+        f"terminationGracePeriodSeconds {pod.grace}: evicted, it may keep its room that long, more than "
+        f"{LEAVING_WITHIN.total_seconds():.0f} s, later than a new node's"
+    )
+
+
 def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> tuple[str, str] | None:
     if node is not None and node.do_not_disrupt:
         return codes.NODE_DO_NOT_DISRUPT, f"its node {node.name} is annotated {DO_NOT_DISRUPT}=true"
