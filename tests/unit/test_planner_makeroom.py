@@ -628,3 +628,35 @@ def test_a_pod_with_a_long_grace_period_is_not_moved_to_make_room_the_pending_po
     assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
     assert "/new-" in {p.pod: p.node for p in result.placements}[pending]
     assert result.state.rooms == {}
+
+
+def test_under_a_drain_deadline_shorter_than_two_minutes_a_terminating_pod_must_leave_within_the_deadline() -> (
+    None
+):
+    """A pod terminating for 90 s more is leaving soon enough for a drain with the default deadline
+    (900 s), not for one with DRAIN_DEADLINE_SECONDS 60: that drain waits for it (no drain shortens a
+    grace already running) and times out before it is gone, giving the node back while the pending pod
+    was held making-room. The plan launches instead."""
+    outcomes = {}
+    for deadline in (900, 60):
+        w, a, _ = _full_with_terminating(grace=95)
+
+        result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=deadline, **UNDER)
+
+        outcomes[deadline] = ([(d.node, d.code) for d in result.drain], len(result.scale_up))
+    assert outcomes == {900: ([(a, codes.MAKE_ROOM)], 0), 60: ([], 1)}, outcomes
+
+
+def test_under_a_drain_deadline_shorter_than_two_minutes_a_pod_with_a_long_grace_is_gone_by_the_deadline() -> (
+    None
+):
+    """The drain's eviction gives a pod no more grace than the seconds left before its deadline: under
+    DRAIN_DEADLINE_SECONDS 60 a pod whose terminationGracePeriodSeconds is an hour is gone within a
+    minute, sooner than a new node would be Ready, so make room may move it."""
+    w, a, pending = _full_with_grace(3600)
+
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=60, **UNDER)
+
+    assert result.scale_up == ()
+    assert [(d.node, d.code, d.pods) for d in result.drain] == [(a, codes.MAKE_ROOM, ("default/ckpt-0",))]
+    assert {p.pod: p.node for p in result.placements}[pending] == a

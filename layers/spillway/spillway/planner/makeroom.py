@@ -11,7 +11,8 @@ and one node is never paid for.
 The pods moved are the fewest resources that cover what the node lacks (the smallest single pod that
 covers it, else the largest first): each may move (:func:`spillway.planner.disruption.assess_move`; a
 pod that may not stays where it is, and a pod already terminating whose grace period ends later than
-:data:`~spillway.planner.disruption.LEAVING_WITHIN` is one: its room is not counted on), each leaves
+:data:`~spillway.planner.disruption.LEAVING_WITHIN` or the drains' deadline is one: its room is not
+counted on), each leaves
 within it (a pod the drain evicts is given its ``terminationGracePeriodSeconds``, which it may take
 whole: :func:`~spillway.planner.disruption.evicted_late`), their restart cost obeys the saving rule, an
 elastic job keeps its minimum, and the rest of the cluster holds them (the consolidation's own fit, on the room of this plan:
@@ -305,8 +306,11 @@ def _room_on(judge: Consolidation, node: WorkNode, pods: Sequence[PodInfo]) -> C
     if not _needs(judge.ctx, pods, node):
         return None  # they fit already: the scale-up would have placed them here
     # a pod the drain evicts must leave as soon as a new node would be Ready (a terminating one: assess_move)
+    deadline = judge.ctx.config.drain_deadline_seconds
     movable = [
-        (p, m) for p, m in judge.moves(node) if m.movable and (p.terminating or evicted_late(p) is None)
+        (p, m)
+        for p, m in judge.moves(node)
+        if m.movable and (p.terminating or evicted_late(p, deadline) is None)
     ]
     chosen = _victims(judge.ctx, movable, pods, node)
     if chosen is None:
