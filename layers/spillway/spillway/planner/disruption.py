@@ -36,7 +36,8 @@ with the same reasons.
 to save cost): may the autoscaler *move* this pod of its own accord, and at what cost? In order:
 
 1. not busy (finished, mirror, DaemonSet) or already terminating, its grace period ending within
-   :data:`LEAVING_WITHIN` and the drain's deadline (:func:`leaving_within`): nothing to move, free; terminating and ending later: never (:func:`leaves_late`);
+   :data:`LEAVING_WITHIN` and the drain's deadline (:func:`leaving_within`): nothing to move, free;
+   terminating and ending later: never (:func:`leaves_late`);
 2. never: the node is annotated ``karpenter.sh/do-not-disrupt=true``; the pod is annotated
    ``karpenter.sh/do-not-disrupt=true`` or ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or
    marked ``openai/do-not-drain`` (``1`` or ``true``, any case); it tolerates the drain's cordon and

@@ -12,11 +12,12 @@ The pods moved are the fewest resources that cover what the node lacks (the smal
 covers it, else the largest first): each may move (:func:`spillway.planner.disruption.assess_move`; a
 pod that may not stays where it is, and a pod already terminating whose grace period ends later than
 :data:`~spillway.planner.disruption.LEAVING_WITHIN` or the drains' deadline is one: its room is not
-counted on), each leaves
-within it (a pod the drain evicts is given its ``terminationGracePeriodSeconds``, which it may take
-whole: :func:`~spillway.planner.disruption.evicted_late`), their restart cost obeys the saving rule, an
-elastic job keeps its minimum, and the rest of the cluster holds them (the consolidation's own fit, on the room of this plan:
-:class:`spillway.planner.consolidation.Consolidation`, which make room and consolidation share). Of the
+counted on), each leaves within ``LEAVING_WITHIN`` (a pod the drain evicts is given its
+``terminationGracePeriodSeconds``, up to the drain's deadline, and may take all of it:
+:func:`~spillway.planner.disruption.evicted_late`), their restart cost obeys the saving rule, an elastic
+job keeps its minimum, and the rest of the cluster holds them (the consolidation's own fit, on the room
+of this plan: :class:`spillway.planner.consolidation.Consolidation`, which make room and consolidation
+share). Of the
 nodes that qualify, the cheapest move wins. The utilization threshold does not apply: it judges whether
 a node is worth emptying, and make room empties none.
 
