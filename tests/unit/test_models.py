@@ -585,3 +585,23 @@ def test_a_terminating_pods_deletion_timestamp_is_kept_and_stored_only_when_set(
     assert leaving.leaves_at == datetime(2026, 11, 2, 13, 0, tzinfo=UTC)
     assert leaving.to_dict()["lv"] == "2026-11-02T13:00:00Z"
     assert PodInfo.from_dict(json.loads(json.dumps(leaving.to_dict()))) == leaving
+
+
+def test_a_bound_pods_termination_grace_period_is_kept_and_stored_only_when_not_the_default() -> None:
+    """A drain's eviction gives a pod its spec.terminationGracePeriodSeconds, so long its room stays taken
+    (spillway.planner.disruption.evicted_late); the API server's default, 30 s, stores nothing, and
+    neither does a pending pod's, which no drain evicts."""
+    raw = o.pod("p", cpu="1", memory="1Gi", node_name="n1", owner=("ReplicaSet", "web"))
+    unset = PodInfo.from_pod(Pod.model_validate(raw))
+    raw["spec"]["terminationGracePeriodSeconds"] = 30
+    default = PodInfo.from_pod(Pod.model_validate(raw))
+    raw["spec"]["terminationGracePeriodSeconds"] = 3600
+    slow = PodInfo.from_pod(Pod.model_validate(raw))
+    raw["spec"].pop("nodeName")
+    pending = PodInfo.from_pod(Pod.model_validate(raw))
+
+    assert (unset.grace, default.grace, slow.grace, pending.grace) == (30, 30, 3600, 30)
+    assert "tgp" not in unset.to_dict() and "tgp" not in default.to_dict() and "tgp" not in pending.to_dict()
+    assert slow.to_dict()["tgp"] == 3600
+    assert PodInfo.from_dict(json.loads(json.dumps(slow.to_dict()))) == slow
+    assert PodInfo.from_dict(json.loads(json.dumps(default.to_dict()))) == default

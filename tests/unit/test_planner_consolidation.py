@@ -1506,3 +1506,24 @@ def test_a_node_whose_pod_terminates_for_an_hour_more_is_not_consolidated_until_
         3600: ([], codes.POD_NEVER),
     }, outcomes
     assert "terminating until 2026-11-02T12:59:55" in kept(result)[a][1]
+
+
+def test_a_node_whose_pod_terminates_past_a_short_drain_deadline_is_not_consolidated() -> None:
+    """A pod terminating for 90 s more is within LEAVING_WITHIN (2 min), but a drain with
+    DRAIN_DEADLINE_SECONDS 60 waits for it (no drain shortens a grace already running) and times out
+    before it is gone, failing and giving the node back: that node is kept until the pod nears its end."""
+    outcomes = {}
+    for deadline in (900, 60):
+        w = World(regions=("us-east-1",))
+        a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+        replicas(w, a, "web", 2)
+        replicas(w, b, "pinned", 2, annotations={})  # b's pods may not move: only a is a candidate
+        (leaving,) = replicas(w, a, "ckpt", 1, cpu="1")
+        meta = w.pod_item(leaving)["metadata"]
+        meta["deletionTimestamp"] = o.iso(NOW + timedelta(seconds=90))
+        meta["deletionGracePeriodSeconds"] = 95
+
+        result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=deadline, **UNDER)
+
+        outcomes[deadline] = ([d.node for d in result.drain], kept(result).get(a, ("", ""))[0])
+    assert outcomes == {900: ([a], ""), 60: ([], codes.POD_NEVER)}, outcomes

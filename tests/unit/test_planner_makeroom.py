@@ -583,3 +583,80 @@ def test_a_pod_terminating_for_an_hour_more_is_not_waited_for_the_pending_pod_ge
     assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
     assert "/new-" in {p.pod: p.node for p in result.placements}[pending]
     assert result.state.rooms == {}
+
+
+def _full_with_grace(grace: int) -> tuple[World, str, str]:
+    """Node a runs a 4-CPU replica whose spec.terminationGracePeriodSeconds is ``grace`` (a checkpoint in
+    its preStop hook) and a 1.5-CPU one that may not move; node b runs a 3.5-CPU replica that may not
+    move, with room for the 4-CPU one; a 6-CPU pod is pending, which fits a once the 4-CPU replica has
+    left it. Returns the world, a and the pending pod."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    (slow,) = replicas(w, a, "ckpt", 1, cpu="4")
+    w.pod_item(slow)["spec"]["terminationGracePeriodSeconds"] = grace
+    replicas(w, a, "pinned", 1, annotations={})
+    replicas(w, b, "busy", 1, cpu="3500m", annotations={})
+    (pending,) = w.pods("new", 1, cpu="6", memory="1Gi")
+    return w, a, pending
+
+
+@pytest.mark.parametrize("grace", [30, 120])
+def test_a_pod_whose_grace_ends_before_a_new_node_is_ready_is_moved_to_make_room(grace: int) -> None:
+    """The drain's eviction gives it its terminationGracePeriodSeconds: gone within 2 minutes."""
+    w, a, pending = _full_with_grace(grace)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.scale_up == ()
+    assert [(d.node, d.code, d.pods) for d in result.drain] == [(a, codes.MAKE_ROOM, ("default/ckpt-0",))]
+    assert {p.pod: p.node for p in result.placements}[pending] == a
+
+
+@pytest.mark.parametrize("grace", [121, 3600])
+def test_a_pod_with_a_long_grace_period_is_not_moved_to_make_room_the_pending_pod_gets_a_new_node(
+    grace: int,
+) -> None:
+    """The drain's eviction gives the pod its terminationGracePeriodSeconds (DeleteOptions.gracePeriodSeconds,
+    capped only by the drain's deadline, 900 s by default): a checkpointing pod with an hour keeps its
+    room up to the deadline, while the pending pod was held making-room instead of getting a node Ready
+    in about 2 minutes."""
+    w, _, pending = _full_with_grace(grace)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
+    assert "/new-" in {p.pod: p.node for p in result.placements}[pending]
+    assert result.state.rooms == {}
+
+
+def test_under_a_drain_deadline_shorter_than_two_minutes_a_terminating_pod_must_leave_within_the_deadline() -> (
+    None
+):
+    """A pod terminating for 90 s more is leaving soon enough for a drain with the default deadline
+    (900 s), not for one with DRAIN_DEADLINE_SECONDS 60: that drain waits for it (no drain shortens a
+    grace already running) and times out before it is gone, giving the node back while the pending pod
+    was held making-room. The plan launches instead."""
+    outcomes = {}
+    for deadline in (900, 60):
+        w, a, _ = _full_with_terminating(grace=95)
+
+        result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=deadline, **UNDER)
+
+        outcomes[deadline] = ([(d.node, d.code) for d in result.drain], len(result.scale_up))
+    assert outcomes == {900: ([(a, codes.MAKE_ROOM)], 0), 60: ([], 1)}, outcomes
+
+
+def test_under_a_drain_deadline_shorter_than_two_minutes_a_pod_with_a_long_grace_is_gone_by_the_deadline() -> (
+    None
+):
+    """The drain's eviction gives a pod no more grace than the seconds left before its deadline: under
+    DRAIN_DEADLINE_SECONDS 60 a pod whose terminationGracePeriodSeconds is an hour is gone within a
+    minute, sooner than a new node would be Ready, so make room may move it."""
+    w, a, pending = _full_with_grace(3600)
+
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=60, **UNDER)
+
+    assert result.scale_up == ()
+    assert [(d.node, d.code, d.pods) for d in result.drain] == [(a, codes.MAKE_ROOM, ("default/ckpt-0",))]
+    assert {p.pod: p.node for p in result.placements}[pending] == a

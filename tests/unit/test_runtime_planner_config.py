@@ -256,3 +256,23 @@ def test_long_durations_that_fit_are_accepted_and_usable() -> None:
                                   "ACTIVITY_WINDOW_MINUTES": "60480", "AWS_READ_TIMEOUT": "900"})  # fmt: skip
     assert config.plan_ttl.days == 3650 and config.snapshot_ttl.days == 365
     assert config.activity_window.days == 42
+
+
+@pytest.mark.parametrize("deadline", [None, "60", "1800"])
+def test_the_planner_is_given_the_deadline_its_plans_drains_run_with(deadline: str | None) -> None:
+    """The scale-down passes DRAIN_DEADLINE_SECONDS to every drain; the planner counts on a terminating
+    pod's room only when it is gone within that deadline (spillway.planner.disruption.leaving_within).
+    It kept 2 minutes whatever the variable said, so under a 60 s deadline a drain waited for such a pod
+    and timed out."""
+    config = load_runtime_config({**BASE, **({"DRAIN_DEADLINE_SECONDS": deadline} if deadline else {})})
+
+    assert config.planner.drain_deadline_seconds == config.drain_deadline_seconds == float(deadline or 900)
+
+
+def test_the_drain_deadline_in_planner_config_is_refused_naming_its_variable() -> None:
+    """One deadline: the drains' own, from DRAIN_DEADLINE_SECONDS; another in PLANNER_CONFIG would have
+    the planner judge by a deadline no drain runs with."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, "PLANNER_CONFIG": '{"drain_deadline_seconds": 60}'})
+    assert caught.value.field == "PLANNER_CONFIG drain_deadline_seconds"
+    assert "DRAIN_DEADLINE_SECONDS" in str(caught.value)

@@ -19,6 +19,7 @@ import yaml
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from spillway.errors import ConfigurationError
+from spillway.model.drain import MAX_DEADLINE_SECONDS
 from spillway.model.options import MAX_MINUTES, parse_duration_minutes
 from spillway.model.priorities import check_priorities
 from spillway.model.quantity import QuantityError, is_digits, to_milli
@@ -403,6 +404,11 @@ class PlannerConfig(Settings):
     max_total_unready_percentage: float = Field(default=45, ge=0, le=100, allow_inf_nan=False)
     # A drained node is not planned again for this long: its drain (deadline 15 min) owns it.
     drain_claim_minutes: float = _minutes(20)
+    # The deadline of a plan's drains (the functions set it from DRAIN_DEADLINE_SECONDS, which the
+    # scale-down passes every drain): a pod already terminating is counted on as leaving only when its
+    # grace period ends within it (spillway.planner.disruption.leaving_within), since the drain waits
+    # for such a pod and fails at its deadline.
+    drain_deadline_seconds: float = Field(default=900, gt=0, le=MAX_DEADLINE_SECONDS, allow_inf_nan=False)
     # A node still carrying Spillway's cordon this long after it was made has no drain that owns it
     # (a DrainNode execution ends within 26 h): the planner finishes or restores it. Above 26 h.
     orphaned_drain_minutes: float = Field(default=1620, gt=0, le=MAX_MINUTES, allow_inf_nan=False)

@@ -33,7 +33,8 @@ variable                               meaning (default)
                                        longer ``maxnodeprovisiontime`` tag gives it longer
 ``SCALE_UP_MAX_ROUNDS``                scale-up: first attempt and overflow re-plans (3); its rounds' checks
                                        (poll, launch timeout) must fit an execution's history
-``DRAIN_DEADLINE_SECONDS`` / ``DRAIN_POLL_SECONDS``   drains (900 / 15)
+``DRAIN_DEADLINE_SECONDS`` / ``DRAIN_POLL_SECONDS``   drains (900 / 15); the deadline is the planner's
+                                       ``drain_deadline_seconds`` too (not from ``PLANNER_CONFIG``)
 ``PLAN_TTL_DAYS``                      plans expire after (30; at most 36,500)
 ``POD_EVENTS_MAX_PER_PLAN``            pod Events one plan posts at most; 0 posts none (50)
 ``POD_EVENTS_WINDOW_MINUTES``          a pod is not told the same thing again within (10)
@@ -140,8 +141,17 @@ _PLANNER_FIELDS = (
     "drain_claim_minutes",
     "orphaned_drain_minutes",
     "gang_launch_minutes",
+    # the deadline the scale-down gives every drain (DRAIN_DEADLINE_SECONDS, a runtime variable too): the
+    # planner counts on a terminating pod's room only when it is gone by then
+    "drain_deadline_seconds",
 )
 PLANNER_CONFIG_VAR = "PLANNER_CONFIG"
+# planner keys set from a variable alone, never from PLANNER_CONFIG
+_FROM_VARIABLES = {
+    "cluster": "CLUSTER_NAME",
+    "regions": "REGIONS",
+    "drain_deadline_seconds": "DRAIN_DEADLINE_SECONDS (the drains' own deadline)",
+}
 # How long after its deadline a gang execution may still attach its fleet: an Attach started at the
 # deadline, its Lambda and AwsThrottled retries (gang_launch.asl.json) included, ends well within it.
 GANG_RETRY_MINUTES = 20
@@ -360,11 +370,10 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
         raise ConfigurationError(f"not valid JSON: {exc}", field=PLANNER_CONFIG_VAR) from None
     if not isinstance(document, dict):
         raise ConfigurationError("expected a JSON object of planner config keys", field=PLANNER_CONFIG_VAR)
-    for key in ("cluster", "regions"):
+    for key, variable in _FROM_VARIABLES.items():
         if key in document:
             raise ConfigurationError(
-                f"{key} comes from {key.upper() if key == 'regions' else 'CLUSTER_NAME'}, not from here",
-                field=f"{PLANNER_CONFIG_VAR} {key}",
+                f"{key} comes from {variable}, not from here", field=f"{PLANNER_CONFIG_VAR} {key}"
             )
     return document
 

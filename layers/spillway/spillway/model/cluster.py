@@ -220,6 +220,10 @@ class PodInfo:
     # spec.activeDeadlineSeconds, kept for bound pods only: the kubelet fails the pod that many seconds
     # after started_at, so it ends by then (spillway.planner.durations)
     active_deadline: int | None = None
+    # spec.terminationGracePeriodSeconds (30 when unset), kept for bound pods only and stored only when not
+    # 30: a drain's eviction gives the pod that long to stop, so long its room stays taken
+    # (spillway.planner.disruption.evicted_late)
+    grace: int = DEFAULT_GRACE_SECONDS
     job: str | None = None  # "<Kind>/<namespace>/<name>" of the job a label names
     job_role: str | None = None  # training.kubeflow.org/replica-type, lower case
     batch_job: str | None = None  # batch.kubernetes.io/job-name: its batch/v1 Job
@@ -425,6 +429,7 @@ class PodInfo:
             started_at=parse_time(d.get("st")),
             unstarted=bool(d.get("nst")),
             active_deadline=_int_or_none(d.get("ads")),
+            grace=int(d.get("tgp", DEFAULT_GRACE_SECONDS)),
             job=d.get("job"),
             job_role=d.get("jr"),
             batch_job=d.get("bj"),
@@ -503,6 +508,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("st", lambda p: format_time(p.started_at)),
     ("nst", lambda p: _one_if(p.unstarted)),
     ("ads", lambda p: p.active_deadline),
+    ("tgp", lambda p: None if p.grace == DEFAULT_GRACE_SECONDS else p.grace),
     ("job", lambda p: p.job),
     ("jr", lambda p: p.job_role),
     ("bj", lambda p: p.batch_job),
@@ -536,6 +542,13 @@ def _daemonset(owner: OwnerReference | None, is_controller: bool, annotations: M
     would put them straight back on the cordoned node) and they keep no node busy."""
     controlled = is_controller and owner is not None and owner.kind == "DaemonSet"
     return controlled or annotations.get(DAEMONSET_POD) == "true"
+
+
+def _grace(pod: Pod, may_move: bool) -> int:
+    """``spec.terminationGracePeriodSeconds``, 30 when unset (the API server's default), kept only for a
+    pod that ``may_move`` (the default stores nothing)."""
+    grace = pod.spec.termination_grace_period_seconds
+    return DEFAULT_GRACE_SECONDS if grace is None or not may_move else grace
 
 
 def _may_move_some_day(pod: Pod, owner: OwnerReference | None, is_controller: bool) -> bool:
@@ -615,6 +628,7 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         "started_at": pod.status.start_time if may_move else None,
         "unstarted": may_move and pod.never_started(),
         "active_deadline": pod.spec.active_deadline_seconds if may_move else None,
+        "grace": _grace(pod, may_move),
         "job": None if facts.job == owner_key else facts.job,
         "job_role": facts.role,
         "batch_job": None

@@ -13,7 +13,8 @@ refusal keeps it, with its code:
 * ``pod-never``: a pod on it may not be moved (:func:`spillway.planner.disruption.assess_move`: a
   protection, a PodDisruptionBudget that allows nothing now, a pod of no kind known to tolerate a
   move: a plain Deployment replica moves only when annotated ``safe-to-evict=true``; or a pod already
-  terminating whose grace period ends later than ``LEAVING_WITHIN``, which its drain would wait for);
+  terminating whose grace period ends later than ``LEAVING_WITHIN`` or the drain's deadline, which its
+  drain would wait for);
 * ``elastic-min``: moving its workers would take an elastic job below its minimum;
 * ``saving-too-small``: the saving does not outlast the restart cost (below);
 * ``min-size`` / ``scale-in-cap`` / ``no-instance-id`` / ``disruption-budget``: the group's limits;
@@ -70,6 +71,7 @@ from spillway.planner.disruption import (
     counting_job,
     elastic_room,
     keeps_node_busy,
+    leaving_within,
 )
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
@@ -476,7 +478,8 @@ class Consolidation:
     def _move(self, pod: PodInfo, node: WorkNode) -> Move:
         allowance = self.ctx.snapshot.pdb_allowance(pod)
         cutoff = self.ctx.config.expendable_priority_cutoff
-        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs)
+        within = leaving_within(self.ctx.config.drain_deadline_seconds)
+        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs, within)
 
     def restart_cost(self, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]]) -> float:
         """Node-minutes the moved pods lose: restart minutes times each pod's dominant share of the node

@@ -36,7 +36,8 @@ with the same reasons.
 to save cost): may the autoscaler *move* this pod of its own accord, and at what cost? In order:
 
 1. not busy (finished, mirror, DaemonSet) or already terminating, its grace period ending within
-   :data:`LEAVING_WITHIN`: nothing to move, free; terminating and ending later: never (:func:`leaves_late`);
+   :data:`LEAVING_WITHIN` and the drain's deadline (:func:`leaving_within`): nothing to move, free;
+   terminating and ending later: never (:func:`leaves_late`);
 2. never: the node is annotated ``karpenter.sh/do-not-disrupt=true``; the pod is annotated
    ``karpenter.sh/do-not-disrupt=true`` or ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or
    marked ``openai/do-not-drain`` (``1`` or ``true``, any case); it tolerates the drain's cordon and
@@ -337,6 +338,13 @@ class Move:
     counts: str | None = None
 
 
+# A terminating pod is leaving of itself, its room free soon, when its grace period ends within this of
+# the plan: about the soonest a node launched instead is Ready (the replay's boot, launch to Ready, is 120 s).
+# A drain's deadline (DRAIN_DEADLINE_SECONDS, 900 s by default) may be shorter: then that
+# (:func:`leaving_within`).
+LEAVING_WITHIN = timedelta(minutes=2)
+
+
 def assess_move(
     pod: PodInfo,
     node: NodeInfo | None,
@@ -344,6 +352,7 @@ def assess_move(
     now: datetime,
     cutoff: int,
     jobs: Mapping[str, JobInfo] = NO_JOBS,
+    within: timedelta = LEAVING_WITHIN,
 ) -> Move:
     """May consolidation move ``pod`` off ``node`` to save cost, and at what cost (module docstring).
 
@@ -351,12 +360,13 @@ def assess_move(
     no budget guards it; ``ClusterSnapshot.pdb_allowance``, which answers 0 for a pod more than one
     budget selects). ``cutoff``: the config's
     ``expendable_priority_cutoff``. ``jobs``: the snapshot's jobs by key (``ClusterSnapshot.jobs_by_key``).
+    ``within``: how soon a pod already terminating must be gone (:func:`leaving_within`).
     """
     if not keeps_node_busy(pod, now):
         code, why = _ignored(pod)
         return Move(True, why, code, 0.0)
     if pod.terminating:
-        late = leaves_late(pod, now)
+        late = leaves_late(pod, now, within)
         if late is not None:
             return Move(False, late, codes.POD_TERMINATING_LATE, math.inf)
         return Move(True, "terminating: already leaving", codes.POD_TERMINATING, 0.0)
@@ -373,14 +383,16 @@ def assess_move(
     return replace(move, counts=counted.key) if counted is not None else move
 
 
-# A terminating pod is leaving of itself, its room free soon, when its grace period ends within this of
-# the plan: about the soonest a node launched instead is Ready (the replay's boot, launch to Ready, is 120 s),
-# and well inside a plan's drain deadline (DRAIN_DEADLINE_SECONDS, 900 s by default).
-LEAVING_WITHIN = timedelta(minutes=2)
+def leaving_within(drain_deadline_seconds: float) -> timedelta:
+    """How soon a pod already terminating must be gone for a move to count on its room: within
+    :data:`LEAVING_WITHIN`, and within the plan's drains' deadline (``PlannerConfig.drain_deadline_seconds``),
+    since such a drain waits for it and fails at its deadline when the pod is still there."""
+    return min(LEAVING_WITHIN, timedelta(seconds=drain_deadline_seconds))
 
 
-def leaves_late(pod: PodInfo, now: datetime) -> str | None:
+def leaves_late(pod: PodInfo, now: datetime, within: timedelta = LEAVING_WITHIN) -> str | None:
     """Why a terminating pod is not leaving soon enough for a move to count on its room, or None.
+    ``within``: :func:`leaving_within` the plan's drain deadline.
 
     The API server sets ``metadata.deletionTimestamp`` to the deletion's time plus its grace period
     (``deletionGracePeriodSeconds``, the pod's ``terminationGracePeriodSeconds`` unless the delete gave
@@ -389,15 +401,38 @@ def leaves_late(pod: PodInfo, now: datetime) -> str | None:
     before it kills it, and a drain evicts nothing of a pod already terminating (:func:`assess`: it
     waits). So its room is free at ``PodInfo.leaves_at``: a make room that counted on it sooner held its
     pending pods off a new node, and a drain that waited for it (make room, consolidation) timed out at
-    its deadline and failed, giving the node back. Past :data:`LEAVING_WITHIN` it is not moved: make room
+    its deadline and failed, giving the node back. Past ``within`` it is not moved: make room
     launches, and consolidation keeps the node until it is near its end. A snapshot written before
     ``leaves_at`` was kept says nothing: the pod is leaving, as before."""
-    if pod.leaves_at is None or pod.leaves_at <= now + LEAVING_WITHIN:
+    if pod.leaves_at is None or pod.leaves_at <= now + within:
         return None
+    bound = "later than a new node's" if within == LEAVING_WITHIN else "after the drain's deadline"
     return (
         f"terminating until {pod.leaves_at.isoformat()} (its deletionTimestamp: the end of the grace period "
         f"the kubelet gives it, which no drain shortens): its room is free more than "
-        f"{LEAVING_WITHIN.total_seconds():.0f} s from now, later than a new node's"
+        f"{within.total_seconds():.0f} s from now, {bound}"
+    )
+
+
+def evicted_late(pod: PodInfo, drain_deadline_seconds: float) -> str | None:
+    """Why the room of a pod a drain would evict comes later than a new node's, or None: what make room
+    asks of every pod it moves (:mod:`spillway.planner.makeroom`), as :func:`leaves_late` asks it of a
+    pod already terminating.
+
+    A drain's eviction gives the pod its ``terminationGracePeriodSeconds`` (``PodInfo.grace``) as the
+    Eviction's ``DeleteOptions.gracePeriodSeconds``, capped by the seconds left before the drain's deadline
+    (:meth:`spillway.act.drain.Drainer._evict_round`); the API server deletes the pod with that grace
+    (pkg/registry/core/pod/strategy.go, CheckGracefulDelete: the options' grace over the pod's own), and
+    the kubelet gives it all of it (its preStop hook, then SIGTERM) before it kills it. Until then the
+    pod keeps its room, and kube-scheduler gives none of it to the pending pod. A pod that may take longer
+    than :data:`LEAVING_WITHIN` (a checkpoint's hour, under the default 900 s deadline) is not moved to
+    make room: the plan launches. Gone by the deadline whatever its grace, it never holds a drain past it."""
+    grace = min(float(pod.grace), drain_deadline_seconds)
+    if grace <= LEAVING_WITHIN.total_seconds():
+        return None
+    return (
+        f"terminationGracePeriodSeconds {pod.grace}: evicted, it may keep its room {grace:.0f} s (up to the "
+        f"drain's deadline), more than {LEAVING_WITHIN.total_seconds():.0f} s, later than a new node's"
     )
 
 

@@ -11,9 +11,13 @@ and one node is never paid for.
 The pods moved are the fewest resources that cover what the node lacks (the smallest single pod that
 covers it, else the largest first): each may move (:func:`spillway.planner.disruption.assess_move`; a
 pod that may not stays where it is, and a pod already terminating whose grace period ends later than
-:data:`~spillway.planner.disruption.LEAVING_WITHIN` is one: its room is not counted on), their restart cost obeys the saving rule, an elastic job keeps its
-minimum, and the rest of the cluster holds them (the consolidation's own fit, on the room of this plan:
-:class:`spillway.planner.consolidation.Consolidation`, which make room and consolidation share). Of the
+:data:`~spillway.planner.disruption.LEAVING_WITHIN` or the drains' deadline is one: its room is not
+counted on), each leaves within ``LEAVING_WITHIN`` (a pod the drain evicts is given its
+``terminationGracePeriodSeconds``, up to the drain's deadline, and may take all of it:
+:func:`~spillway.planner.disruption.evicted_late`), their restart cost obeys the saving rule, an elastic
+job keeps its minimum, and the rest of the cluster holds them (the consolidation's own fit, on the room
+of this plan: :class:`spillway.planner.consolidation.Consolidation`, which make room and consolidation
+share). Of the
 nodes that qualify, the cheapest move wins. The utilization threshold does not apply: it judges whether
 a node is worth emptying, and make room empties none.
 
@@ -65,7 +69,7 @@ from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, Candidate, mode
 from spillway.planner.context import ONE_POD, Context, WorkNode, aware, minutes
-from spillway.planner.disruption import Move
+from spillway.planner.disruption import Move, evicted_late
 from spillway.planner.types import PendingPod, Placement
 
 if TYPE_CHECKING:
@@ -302,7 +306,13 @@ def _room_on(judge: Consolidation, node: WorkNode, pods: Sequence[PodInfo]) -> C
     the rules (where the moved pods go is checked later, by the swap)."""
     if not _needs(judge.ctx, pods, node):
         return None  # they fit already: the scale-up would have placed them here
-    movable = [(p, m) for p, m in judge.moves(node) if m.movable]
+    # a pod the drain evicts must leave as soon as a new node would be Ready (a terminating one: assess_move)
+    deadline = judge.ctx.config.drain_deadline_seconds
+    movable = [
+        (p, m)
+        for p, m in judge.moves(node)
+        if m.movable and (p.terminating or evicted_late(p, deadline) is None)
+    ]
     chosen = _victims(judge.ctx, movable, pods, node)
     if chosen is None:
         return None
