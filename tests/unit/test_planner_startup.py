@@ -206,6 +206,32 @@ def test_a_node_that_never_initialized_is_not_in_the_base_of_a_budgets_percentag
     assert code == codes.DISRUPTION_BUDGET and "allows 1 of group gpu's 4 node(s)" in reason
 
 
+@pytest.mark.parametrize("budget", ["50%", "10%"])
+def test_a_percentage_budget_does_not_keep_a_group_whose_nodes_never_initialized_for_good(
+    budget: str,
+) -> None:
+    """A group whose AMI lacks the GPU driver: none of its nodes ever initializes, so a percentage's base
+    is 0 nodes and allows 0. Karpenter leaves such nodes out of its budgets altogether (helpers.go
+    BuildDisruptionBudgetMapping skips ``!node.Initialized()`` in the count and in the disrupting ones;
+    a NodeClaim that never registers is deleted by its liveness timeout, nodeclaim/lifecycle/liveness.go,
+    with no budget asked), so a budget does not hold back their removal. Before, both were kept
+    disruption-budget for good (a budget of 0 that never turns off: not even marked), paid for and of
+    no use."""
+    w = World()
+    broken = w.group("gpu", "p4d.24xlarge", nodes=2, max_size=5, gpu_taint=True)
+    (working,) = w.group("cpu", "m5.2xlarge", nodes=1, min_size=1, max_size=5)
+    for node in broken:
+        status = _joined(w, node, 40)["status"]
+        for key in ("allocatable", "capacity"):
+            status[key].pop("nvidia.com/gpu")
+        w.idle_since(node, 20)  # the unready time, which a node that never initialized waits
+    _joined(w, working, 120)
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": budget}])
+
+    assert sorted(d.node for d in result.drain) == sorted(broken)
+
+
 def test_once_its_gpus_are_registered_the_job_goes_there() -> None:
     w, node, job = _gpu_world(minutes_ago=1)
     status = w.node(node)["status"]

@@ -113,16 +113,28 @@ class Budgets:
     GPUs never came). Karpenter counts a NodePool's initialized nodes only, so that replacements still
     starting do not round the budget up (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go,
     BuildDisruptionBudgetMapping), and a node that never initializes never is.
-    Nodes being deleted and nodes NotReady after being Ready stay in the base, as there."""
+    Nodes being deleted and nodes NotReady after being Ready stay in the base, as there.
+
+    A budget does not hold back the drain of a node outside its base (``outside``): Karpenter's budgets
+    neither count such a node nor guard it (it is never one of their candidates; a NodeClaim that never
+    registers is deleted by its liveness timeout, nodeclaim/lifecycle/liveness.go, and a registered node
+    that never initialized by node/health/uninitialized, with no budget asked: budgets exclude it), and a group whose nodes all never initialize (an AMI without the GPU driver) has a base of 0,
+    which a percentage turns into 0 drains for good. Its drain still counts against the budget for the
+    other nodes, as any drain this plan takes."""
 
     def __init__(self, ctx: Context, draining_now: Mapping[GroupKey, int]) -> None:
         self.now = ctx.now
         self.active = [b for b in ctx.config.disruption_budgets if b.active_at(ctx.now)]
         self.nodes: dict[GroupKey, int] = {}
+        self.outside: set[str] = set()  # nodes of managed groups not initialized: not in the base
         for node in ctx.nodes.values():
-            if node.group is None or registering(node.info, ctx.config, ctx.now):
+            if node.group is None:
                 continue
-            if uninitialized(node.info, node.group, ctx.config) is not None:  # starting, or never
+            if (
+                registering(node.info, ctx.config, ctx.now)
+                or uninitialized(node.info, node.group, ctx.config) is not None  # starting, or never
+            ):
+                self.outside.add(node.info.name)
                 continue
             self.nodes[node.group.key] = self.nodes.get(node.group.key, 0) + 1
         self.draining_now = draining_now
@@ -132,6 +144,8 @@ class Budgets:
         """Why one more drain in ``group`` (a disruption of ``reason``, of ``node``) is refused (``taken``:
         this plan's drains there, of any reason, as Karpenter counts every node being disrupted), or
         None."""
+        if node in self.outside:
+            return None
         size = self.nodes.get(group, 0)
         # a budget names groups by name, in any region (DisruptionBudget.groups); each group counts its own
         binding = [(b.allowed(size), b.nodes) for b in self.active if b.applies_to(group.name, reason)]
