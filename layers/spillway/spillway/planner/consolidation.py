@@ -105,7 +105,8 @@ class Budgets:
     a percentage is of the group's initialized nodes, rounded up; nodes Spillway drains already count,
     and so do the nodes out of service (``out``: NotReady, being deleted by anyone), as Karpenter takes
     them off the allowed disruptions. Removing a node that is out already adds nothing: it is not counted
-    twice.
+    twice, and no budget refuses it (with two dead nodes under a budget of one, each was refused for
+    the other, for good).
 
     The base of a percentage leaves out the nodes not initialized: registering (NotReady, never
     Ready, within ``max_node_startup_minutes``) or Ready with a startup taint or an extended resource
@@ -143,8 +144,10 @@ class Budgets:
     def refusal(self, group: GroupKey, taken: int, reason: BudgetReason, node: str) -> Verdict:
         """Why one more drain in ``group`` (a disruption of ``reason``, of ``node``) is refused (``taken``:
         this plan's drains there, of any reason, as Karpenter counts every node being disrupted), or
-        None."""
-        if node in self.outside:
+        None. Not the drain of a node outside the base, nor of one out of service already: removing
+        that adds no disruption (Karpenter's node repair deletes a node NotReady past its toleration
+        without asking the budgets, pkg/controllers/node/health/controller.go)."""
+        if node in self.outside or node in self.out.get(group, ()):
             return None
         size = self.nodes.get(group, 0)
         # a budget names groups by name, in any region (DisruptionBudget.groups); each group counts its own
@@ -152,7 +155,7 @@ class Budgets:
         if not binding:
             return None
         allowed, nodes = min(binding)
-        out = len(self.out.get(group, set()) - {node})
+        out = len(self.out.get(group, ()))
         busy = self.draining_now.get(group, 0) + taken + out
         if busy < allowed:
             return None
