@@ -462,5 +462,6 @@ def check_node_budgets(w: World, result: ScalingPlan, budget: tuple[str, str] | 
             n for n in members
             if n in leaving or not _ready(nodes[n])
         }  # fmt: skip
-        if drained - busy:
+        out = {n for n in members if "deletionTimestamp" in nodes[n]["metadata"] or not _ready(nodes[n])}
+        if drained - out:
             assert len(busy | drained) <= allowed, (group, sorted(busy), sorted(drained), allowed)
