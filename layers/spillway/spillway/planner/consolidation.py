@@ -119,9 +119,10 @@ class Budgets:
     A budget does not hold back the drain of a node outside its base (``outside``): Karpenter's budgets
     neither count such a node nor guard it (it is never one of their candidates; a NodeClaim that never
     registers is deleted by its liveness timeout, nodeclaim/lifecycle/liveness.go, and a registered node
-    that never initialized by node/health/uninitialized, with no budget asked: budgets exclude it), and a group whose nodes all never initialize (an AMI without the GPU driver) has a base of 0,
-    which a percentage turns into 0 drains for good. Its drain still counts against the budget for the
-    other nodes, as any drain this plan takes."""
+    that never initialized by node/health/uninitialized, with no budget asked: budgets exclude it), and
+    a group whose nodes all never initialize (an AMI without the GPU driver) has a base of 0, which a
+    percentage turns into 0 drains for good. Its drain still counts against the budget for the other
+    nodes, as any drain this plan takes."""
 
     def __init__(self, ctx: Context, draining_now: Mapping[GroupKey, int]) -> None:
         self.now = ctx.now
