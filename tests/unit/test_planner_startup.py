@@ -232,6 +232,29 @@ def test_a_percentage_budget_does_not_keep_a_group_whose_nodes_never_initialized
     assert sorted(d.node for d in result.drain) == sorted(broken)
 
 
+def test_a_budget_still_holds_back_moving_the_pods_off_a_node_that_never_initialized() -> None:
+    """The budget lets an idle node that never initialized go (it disrupts nothing), not a consolidation
+    that evicts the pods running there: a budget of 0 (an office-hours freeze) keeps them running, as it
+    would on any node; Karpenter never consolidates an uninitialized node at all (helpers.go
+    GetCandidates: not a candidate)."""
+    w = World(regions=("us-east-1",))
+    (broken,) = w.group("gpu", "p4d.24xlarge", nodes=1, max_size=5)
+    status = _joined(w, broken, 60)["status"]
+    for key in ("allocatable", "capacity"):
+        status[key].pop("nvidia.com/gpu")
+    (other,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    _joined(w, other, 120)
+    w.pods("web", 1, cpu="1", memory="1Gi", node_name=broken, owner=("ReplicaSet", "web"),
+           annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})  # fmt: skip
+    under = {"consolidation": "when-underutilized", "consolidation_utilization_threshold": 1.0}
+
+    free = w.plan(max_scale_in_fraction=1.0, **under)
+    frozen = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": "0"}], **under)
+
+    assert [(d.node, d.code) for d in free.drain] == [(broken, codes.CONSOLIDATION)]
+    assert frozen.drain == () and _kept(frozen)[broken][0] == codes.DISRUPTION_BUDGET
+
+
 def test_once_its_gpus_are_registered_the_job_goes_there() -> None:
     w, node, job = _gpu_world(minutes_ago=1)
     status = w.node(node)["status"]

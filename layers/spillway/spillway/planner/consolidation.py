@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from spillway.config import UNDERUTILIZED, BudgetReason
+from spillway.config import EMPTY, UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
@@ -116,13 +116,14 @@ class Budgets:
     BuildDisruptionBudgetMapping), and a node that never initializes never is.
     Nodes being deleted and nodes NotReady after being Ready stay in the base, as there.
 
-    A budget does not hold back the drain of a node outside its base (``outside``): Karpenter's budgets
-    neither count such a node nor guard it (it is never one of their candidates; a NodeClaim that never
-    registers is deleted by its liveness timeout, nodeclaim/lifecycle/liveness.go, and a registered node
-    that never initialized by node/health/uninitialized, with no budget asked: budgets exclude it), and
-    a group whose nodes all never initialize (an AMI without the GPU driver) has a base of 0, which a
-    percentage turns into 0 drains for good. Its drain still counts against the budget for the other
-    nodes, as any drain this plan takes."""
+    A budget does not hold back the drain of an idle node outside its base (``outside``): Karpenter's
+    budgets neither count such a node nor guard it (it is never one of their candidates; a NodeClaim
+    that never registers is deleted by its liveness timeout, nodeclaim/lifecycle/liveness.go, and a
+    registered node that never initialized by node/health/uninitialized, with no budget asked: budgets
+    exclude it), and a group whose nodes all never initialize (an AMI without the GPU driver) has a base
+    of 0, which a percentage turns into 0 drains for good. Its drain still counts against the budget for the other
+    nodes, as any drain this plan takes; and a drain that moves running pods off it is held as any
+    other (Karpenter never consolidates it)."""
 
     def __init__(self, ctx: Context, draining_now: Mapping[GroupKey, int]) -> None:
         self.now = ctx.now
@@ -145,10 +146,11 @@ class Budgets:
     def refusal(self, group: GroupKey, taken: int, reason: BudgetReason, node: str) -> Verdict:
         """Why one more drain in ``group`` (a disruption of ``reason``, of ``node``) is refused (``taken``:
         this plan's drains there, of any reason, as Karpenter counts every node being disrupted), or
-        None. Not the drain of a node outside the base, nor of one out of service already: removing
-        that adds no disruption (Karpenter's node repair deletes a node NotReady past its toleration
-        without asking the budgets, pkg/controllers/node/health/controller.go)."""
-        if node in self.outside or node in self.out.get(group, ()):
+        None. Not the drain of an idle node (``Empty``) outside the base, nor of one out of service
+        already: removing that adds no disruption (Karpenter's node repair deletes a node NotReady past
+        its toleration without asking the budgets, pkg/controllers/node/health/controller.go). A drain
+        that moves running pods off such a node (consolidation, make room) is held as any other."""
+        if reason == EMPTY and (node in self.outside or node in self.out.get(group, ())):
             return None
         size = self.nodes.get(group, 0)
         # a budget names groups by name, in any region (DisruptionBudget.groups); each group counts its own
