@@ -855,7 +855,9 @@ def test_consolidation_moves_only_movable_pods_into_room_that_exists_within_ever
                            and n.name not in {u.node for u in result.uncordon})  # fmt: skip
             # (an orphaned drain this plan finishes is one of its drains, and one it restores is none)
             planned = sum(1 for d in result.drain if d.group == name)
-            assert planned == 0 or draining + planned <= allowed, (name, draining, planned, allowed)
+            # the drain of a node NotReady already adds no disruption: no budget holds it back
+            healthy = sum(1 for d in result.drain if d.group == name and nodes[d.node].ready)
+            assert healthy == 0 or draining + planned <= allowed, (name, draining, planned, allowed)
     # The moved pods fit, in total, the room left on the nodes that stay (after this plan's placements).
     drained = {d.node for d in result.drain}
     load: dict[str, dict[str, int]] = defaultdict(dict)

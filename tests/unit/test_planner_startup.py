@@ -206,6 +206,55 @@ def test_a_node_that_never_initialized_is_not_in_the_base_of_a_budgets_percentag
     assert code == codes.DISRUPTION_BUDGET and "allows 1 of group gpu's 4 node(s)" in reason
 
 
+@pytest.mark.parametrize("budget", ["50%", "10%"])
+def test_a_percentage_budget_does_not_keep_a_group_whose_nodes_never_initialized_for_good(
+    budget: str,
+) -> None:
+    """A group whose AMI lacks the GPU driver: none of its nodes ever initializes, so a percentage's base
+    is 0 nodes and allows 0. Karpenter leaves such nodes out of its budgets altogether (helpers.go
+    BuildDisruptionBudgetMapping skips ``!node.Initialized()`` in the count and in the disrupting ones;
+    a NodeClaim that never registers is deleted by its liveness timeout, nodeclaim/lifecycle/liveness.go,
+    with no budget asked), so a budget does not hold back their removal. Before, both were kept
+    disruption-budget for good (a budget of 0 that never turns off: not even marked), paid for and of
+    no use."""
+    w = World()
+    broken = w.group("gpu", "p4d.24xlarge", nodes=2, max_size=5, gpu_taint=True)
+    (working,) = w.group("cpu", "m5.2xlarge", nodes=1, min_size=1, max_size=5)
+    for node in broken:
+        status = _joined(w, node, 40)["status"]
+        for key in ("allocatable", "capacity"):
+            status[key].pop("nvidia.com/gpu")
+        w.idle_since(node, 20)  # the unready time, which a node that never initialized waits
+    _joined(w, working, 120)
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": budget}])
+
+    assert sorted(d.node for d in result.drain) == sorted(broken)
+
+
+def test_a_budget_still_holds_back_moving_the_pods_off_a_node_that_never_initialized() -> None:
+    """The budget lets an idle node that never initialized go (it disrupts nothing), not a consolidation
+    that evicts the pods running there: a budget of 0 (an office-hours freeze) keeps them running, as it
+    would on any node; Karpenter never consolidates an uninitialized node at all (helpers.go
+    GetCandidates: not a candidate)."""
+    w = World(regions=("us-east-1",))
+    (broken,) = w.group("gpu", "p4d.24xlarge", nodes=1, max_size=5)
+    status = _joined(w, broken, 60)["status"]
+    for key in ("allocatable", "capacity"):
+        status[key].pop("nvidia.com/gpu")
+    (other,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    _joined(w, other, 120)
+    w.pods("web", 1, cpu="1", memory="1Gi", node_name=broken, owner=("ReplicaSet", "web"),
+           annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})  # fmt: skip
+    under = {"consolidation": "when-underutilized", "consolidation_utilization_threshold": 1.0}
+
+    free = w.plan(max_scale_in_fraction=1.0, **under)
+    frozen = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": "0"}], **under)
+
+    assert [(d.node, d.code) for d in free.drain] == [(broken, codes.CONSOLIDATION)]
+    assert frozen.drain == () and _kept(frozen)[broken][0] == codes.DISRUPTION_BUDGET
+
+
 def test_once_its_gpus_are_registered_the_job_goes_there() -> None:
     w, node, job = _gpu_world(minutes_ago=1)
     status = w.node(node)["status"]

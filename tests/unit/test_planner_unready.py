@@ -168,6 +168,28 @@ def test_a_not_ready_node_uses_a_budget_of_one_but_may_itself_be_removed() -> No
     assert _kept(removed)[idle][0] == codes.DISRUPTION_BUDGET
 
 
+def test_two_dead_nodes_both_go_under_a_budget_of_one_and_no_healthy_one_with_them() -> None:
+    """Two idle nodes of a group dead past the unready time, under a budget of one (what Karpenter's
+    default 10 % gives a group of up to ten). Each is out of service already, so removing it adds no
+    disruption: each goes, and the idle healthy node stays. Karpenter removes a node NotReady past its
+    toleration by node repair, which deletes its NodeClaim without asking the budgets (only the 20 %
+    unhealthy breaker, which "Too many unready nodes" is here): kubernetes-sigs/karpenter
+    pkg/controllers/node/health/controller.go. Before, each was refused for the other one being out
+    ("1 NotReady or being deleted"), plan after plan: both kept for good, paid for."""
+    w = World()
+    dead, other, busy, idle = w.group("cpu", "m5.2xlarge", nodes=4, max_size=5)
+    w.items.append(o.pod("job-0", cpu="1", memory="1Gi", node_name=busy, owner=("Job", "job")))
+    for node in (dead, other):
+        _not_ready(w, node, 60)
+        w.idle_since(node, 60)
+    w.idle_since(idle, 60)
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 1}])
+
+    assert sorted(d.node for d in result.drain) == sorted([dead, other])
+    assert _kept(result)[idle][0] == codes.DISRUPTION_BUDGET
+
+
 def test_a_node_somebody_deletes_uses_the_budget() -> None:
     """``kubectl delete node`` (or another controller) sets the Node's deletionTimestamp: a node out."""
     w = World()

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from spillway.config import UNDERUTILIZED, BudgetReason
+from spillway.config import EMPTY, UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
@@ -107,7 +107,8 @@ class Budgets:
     a percentage is of the group's initialized nodes, rounded up; nodes Spillway drains already count,
     and so do the nodes out of service (``out``: NotReady, being deleted by anyone), as Karpenter takes
     them off the allowed disruptions. Removing a node that is out already adds nothing: it is not counted
-    twice.
+    twice, and no budget refuses it (with two dead nodes under a budget of one, each was refused for
+    the other, for good).
 
     The base of a percentage leaves out the nodes not initialized: registering (NotReady, never
     Ready, within ``max_node_startup_minutes``) or Ready with a startup taint or an extended resource
@@ -115,16 +116,30 @@ class Budgets:
     GPUs never came). Karpenter counts a NodePool's initialized nodes only, so that replacements still
     starting do not round the budget up (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go,
     BuildDisruptionBudgetMapping), and a node that never initializes never is.
-    Nodes being deleted and nodes NotReady after being Ready stay in the base, as there."""
+    Nodes being deleted and nodes NotReady after being Ready stay in the base, as there.
+
+    A budget does not hold back the drain of an idle node outside its base (``outside``): Karpenter's
+    budgets neither count such a node nor guard it (it is never one of their candidates; a NodeClaim
+    that never registers is deleted by its liveness timeout, nodeclaim/lifecycle/liveness.go, and a
+    registered node that never initialized by node/health/uninitialized, with no budget asked: budgets
+    exclude it), and a group whose nodes all never initialize (an AMI without the GPU driver) has a base
+    of 0, which a percentage turns into 0 drains for good. Its drain still counts against the budget for the other
+    nodes, as any drain this plan takes; and a drain that moves running pods off it is held as any
+    other (Karpenter never consolidates it)."""
 
     def __init__(self, ctx: Context, draining_now: Mapping[GroupKey, int]) -> None:
         self.now = ctx.now
         self.active = [b for b in ctx.config.disruption_budgets if b.active_at(ctx.now)]
         self.nodes: dict[GroupKey, int] = {}
+        self.outside: set[str] = set()  # nodes of managed groups not initialized: not in the base
         for node in ctx.nodes.values():
-            if node.group is None or registering(node.info, ctx.config, ctx.now):
+            if node.group is None:
                 continue
-            if uninitialized(node.info, node.group, ctx.config) is not None:  # starting, or never
+            if (
+                registering(node.info, ctx.config, ctx.now)
+                or uninitialized(node.info, node.group, ctx.config) is not None  # starting, or never
+            ):
+                self.outside.add(node.info.name)
                 continue
             self.nodes[node.group.key] = self.nodes.get(node.group.key, 0) + 1
         self.draining_now = draining_now
@@ -133,14 +148,19 @@ class Budgets:
     def refusal(self, group: GroupKey, taken: int, reason: BudgetReason, node: str) -> Verdict:
         """Why one more drain in ``group`` (a disruption of ``reason``, of ``node``) is refused (``taken``:
         this plan's drains there, of any reason, as Karpenter counts every node being disrupted), or
-        None."""
+        None. Not the drain of an idle node (``Empty``) outside the base, nor of one out of service
+        already: removing that adds no disruption (Karpenter's node repair deletes a node NotReady past
+        its toleration without asking the budgets, pkg/controllers/node/health/controller.go). A drain
+        that moves running pods off such a node (consolidation, make room) is held as any other."""
+        if reason == EMPTY and (node in self.outside or node in self.out.get(group, ())):
+            return None
         size = self.nodes.get(group, 0)
         # a budget names groups by name, in any region (DisruptionBudget.groups); each group counts its own
         binding = [(b.allowed(size), b.nodes) for b in self.active if b.applies_to(group.name, reason)]
         if not binding:
             return None
         allowed, nodes = min(binding)
-        out = len(self.out.get(group, set()) - {node})
+        out = len(self.out.get(group, ()))
         busy = self.draining_now.get(group, 0) + taken + out
         if busy < allowed:
             return None
