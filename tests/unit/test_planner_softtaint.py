@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from plan_world import NOW, World
 
 from spillway.local import objects as o
@@ -148,6 +149,57 @@ def test_a_busy_node_whose_pods_may_all_move_is_marked_when_its_group_consolidat
     (entry,) = result.soft_taint
     assert entry.reason.startswith(f"every pod on it may move ({codes.UTILIZED})")
     assert marks(w.plan()) == {}  # when-empty (the default): busy nodes are never marked
+
+
+def pinned_by(*started_minutes_ago: float | None, movable_old: int = 0) -> tuple[World, str]:
+    """One busy node of a group that consolidates, running a pod that may not move (a replica with no
+    safe-to-evict) for each of ``started_minutes_ago`` (None: its kubelet reported no start yet) and
+    ``movable_old`` movable replicas that started long ago (the fixture's epoch)."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    for i, ago in enumerate(started_minutes_ago):
+        created = NOW - timedelta(minutes=ago if ago is not None else 1)
+        w.pods(f"db{i}", 1, cpu="1", memory="1Gi", node_name=node, owner=("ReplicaSet", f"db{i}"),
+               created=created)  # fmt: skip
+        if ago is None:
+            del w.items[-1]["status"]["startTime"]
+    w.pods("web", movable_old, cpu="2", memory="1Gi", node_name=node, owner=("ReplicaSet", "web"),
+           annotations=MOVABLE)  # fmt: skip
+    return w, node
+
+
+def test_a_node_pinned_only_by_recent_pods_is_marked_when_its_group_consolidates() -> None:
+    # Batch work that has run a short while ends soon more often than work that has run long: a node whose
+    # pods that may not move all started under consolidation_recent_pods_minutes (30) ago is the likelier
+    # to empty of itself, so new pods go first to nodes pinned by older work. Its old movable pods can be
+    # moved off it, so they do not keep the mark away.
+    w, node = pinned_by(10, 29, movable_old=2)
+
+    result = w.plan(consolidation="when-underutilized")
+
+    assert result.drain == () and {k.node: k.code for k in result.kept} == {node: codes.UTILIZED}
+    (entry,) = result.soft_taint
+    assert (entry.node, entry.add) == (node, True)
+    assert entry.reason.startswith(
+        f"the pods on it that may not move all started less than 30 minutes ago ({codes.UTILIZED})"
+    )
+    assert marks(w.plan(consolidation="when-underutilized", consolidation_recent_pods_minutes=0)) == {}
+    assert marks(w.plan(consolidation="when-underutilized", consolidation_recent_pods_minutes=5)) == {}
+    assert marks(w.plan()) == {}  # when-empty (the default): busy nodes are never marked
+
+
+@pytest.mark.parametrize(
+    "started",
+    [(31,), (10, 45), (None,), (10, None)],
+    ids=["older", "one-older", "start-unknown", "one-start-unknown"],
+)
+def test_a_node_pinned_by_a_pod_that_is_not_recent_is_not_marked(started: tuple[float | None, ...]) -> None:
+    w, node = pinned_by(*started)
+
+    assert marks(w.plan(consolidation="when-underutilized")) == {}
+    taint(w, node)  # marked while its pods were recent: lifted once one is older
+    (lifted,) = w.plan(consolidation="when-underutilized").soft_taint
+    assert (lifted.node, lifted.add) == (node, False)
 
 
 def test_a_node_pending_pods_are_planned_onto_is_not_marked_and_a_pinned_one_is_unmarked() -> None:

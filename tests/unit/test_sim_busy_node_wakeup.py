@@ -60,18 +60,24 @@ def _gpu_world(config: PlannerConfig, scoring: str, *, max_size: int) -> World:
     )
 
 
-def test_a_pod_that_may_not_move_starting_on_a_marked_node_lifts_its_mark_at_the_next_tick() -> None:
+@pytest.mark.parametrize(("recent", "lifted"), [(0, 3000), (30, 3000 + 1800)])
+def test_a_pod_that_may_not_move_starting_on_a_marked_node_lifts_its_mark_when_it_is_no_longer_recent(
+    recent: int, lifted: int
+) -> None:
     # t=0: a movable 1-GPU job arrives; a node is launched, Ready at 120, where it starts. The node's
     # every pod may move, so the consolidating plan marks it (PreferNoSchedule candidate taint). At
     # 3000 a 1-GPU job that may not move arrives and starts there at once (the only node: the taint
-    # only prefers). The node's pods no longer all may move: the plan at the tick of 3000 lifts the
-    # mark. Before, nothing woke the plan until the first job ended at 36,120, and for those nine hours
-    # the scheduler steered arrivals away from a node that production would have unmarked in a minute.
+    # only prefers). The node's pods no longer all may move, and its mark stays only while the pod that
+    # may not move is recent (consolidation_recent_pods_minutes, planner.softtaint): with 0 the plan
+    # at the tick of 3000 lifts it, with 30 the plan at 4800, though nothing happens in the world then.
+    # Before, nothing woke the plan until the first job ended at 36,120, and for those nine hours the
+    # scheduler steered arrivals away from a node that production would have unmarked.
     config = PlannerConfig(
         cluster="sim",
         consolidation="when-underutilized",
         scale_down_idle_minutes=5,
         scale_down_delay_after_launch_minutes=5,
+        consolidation_recent_pods_minutes=recent,
     )
     world = _gpu_world(config, "most-allocated", max_size=10)
     policy = Recording(config)
@@ -81,7 +87,7 @@ def test_a_pod_that_may_not_move_starting_on_a_marked_node_lifts_its_mark_at_the
     ]
     replay(jobs, policy, world, INTERVAL)
     assert policy.taints[0] == (120, True)
-    assert policy.taints[1] == (3000, False)
+    assert policy.taints[1] == (lifted, False)
 
 
 def test_an_idle_node_is_marked_once_its_launch_delay_ends_though_its_idle_timer_runs_on() -> None:

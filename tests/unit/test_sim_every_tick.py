@@ -155,3 +155,23 @@ def test_a_group_backed_off_for_a_failed_launch_is_tried_again_when_every_tick_w
     assert every.refused == [0, 60, 900, 960, 1800, 1860]
     assert every.acts[0] == (2700, (("east", 1), ("west", 0)), ())
     assert (driven.refused, driven.acts) == (every.refused, every.acts)
+
+
+def test_a_mark_for_recent_pods_is_lifted_when_every_tick_would_lift_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A 1-GPU job that may not move, alone on its node of a consolidating group: the node is marked once
+    # the job runs (its pods that may not move all started less than consolidation_recent_pods_minutes,
+    # 30, ago: planner.softtaint), and the mark is lifted when the job turns 30 minutes old, though
+    # nothing happens in the world then. A plan at every tick lifts it at that tick; the replay wakes for
+    # it (SpillwayPolicy.wakeup), else the mark stayed until the job ended.
+    monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
+    config = PlannerConfig(cluster="sim", consolidation="when-underutilized")
+    one_gpu = {resource: amount // 8 for resource, amount in WHOLE_NODE.items()} | {"pods": 1000}
+    jobs = [Job(0, "job", "ml", 0, 3 * 3600, 0, (one_gpu,))]
+
+    driven, every = _replay(False, jobs, config), _replay(True, jobs, config)
+
+    node = "ip-10-0-0-1.us-east-1.compute.internal"
+    assert every.marked[:3] == [(0, ()), (120, (node,)), (120 + 1800, ())]
+    assert driven.marked == every.marked

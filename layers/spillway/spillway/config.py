@@ -466,6 +466,11 @@ class PlannerConfig(Settings):
     # Karpenter's consolidateAfter, cluster-autoscaler's --scale-down-unneeded-time for busy nodes: a node
     # is consolidated only once it has been a candidate (underutilized, its pods movable) this long
     consolidation_after_minutes: float = _minutes(0)
+    # in a group that consolidates, a busy node whose pods that may not move all started less than this
+    # long ago is marked a scale-down candidate too (spillway.planner.softtaint): work that has run a
+    # short while more often ends soon than work that has run long, so new pods fill the nodes whose
+    # pinned work has run longer first; 0 marks no such node
+    consolidation_recent_pods_minutes: float = _minutes(30)
     # -- capacity by the clock: spare room held as virtual pods (README "Buffers") --
     buffers: tuple[BufferConfig, ...] = ()
 

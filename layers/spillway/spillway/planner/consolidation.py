@@ -390,6 +390,23 @@ class Consolidation:
         self._moves[name] = judged
         return True
 
+    def _pinned_recently(self, node: WorkNode) -> bool:
+        """Whether every pod that keeps the node busy and may not move started less than
+        ``consolidation_recent_pods_minutes`` ago (:mod:`spillway.planner.softtaint` marks such a node). A
+        pod's age is checked before whether it may move, and the first old pod that may not move ends
+        the judgement, so a node pinned by old work costs no more than :meth:`_all_may_move` did. A pod
+        whose start is unknown (its kubelet has not reported it) counts as old."""
+        window = self.ctx.config_for(node.group).consolidation_recent_pods_minutes
+        if window <= 0:
+            return False
+        since = self.ctx.now - timedelta(minutes=window)
+        for pod in sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key):
+            if pod.started_at is not None and aware(pod.started_at) > since:
+                continue
+            if not self._move(pod, node).movable:
+                return False
+        return True
+
     def refuse_move(self, candidate: Candidate) -> Verdict:
         """An elastic job taken below its minimum, or a restart cost the saving rule refuses."""
         group = candidate.node.group
@@ -405,8 +422,11 @@ class Consolidation:
         claims whose every pod may move is also remembered as one the plan marks
         (:mod:`spillway.planner.softtaint`), whatever keeps it now."""
         verdict = self.stage.protected(node)
-        if (verdict is None or verdict[0] == codes.RECENTLY_LAUNCHED) and self._all_may_move(node):
-            self.stage.movable.add(node.info.name)
+        if verdict is None or verdict[0] == codes.RECENTLY_LAUNCHED:
+            if self._all_may_move(node):
+                self.stage.movable.add(node.info.name)
+            elif self._pinned_recently(node):
+                self.stage.recent.add(node.info.name)
         verdict = verdict or self._launching(node) or self._utilized(node)
         if verdict is not None:
             return verdict, None

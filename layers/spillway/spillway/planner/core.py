@@ -158,6 +158,7 @@ def plan(
             scale_down.floors,
             scale_down.going_now(),
             scale_down.budget_held,
+            scale_down.recent,
         ),
         unregistered=tuple(joins.unregistered),
         gang_orphans=orphans,

@@ -328,6 +328,9 @@ class ScaleDownStage:
         self.idle_state: dict[str, NodeState] = {}
         self.underutilized: dict[str, Since] = {}  # consolidation candidates, since when (next state)
         self.movable: set[str] = set()  # busy nodes of consolidating groups whose every pod may move
+        # busy nodes of consolidating groups whose pods that may not move all started recently (the
+        # config's consolidation_recent_pods_minutes): marked as likely to empty soon
+        self.recent: set[str] = set()
         self.rooms: dict[str, RoomState] = {}  # nodes this plan makes room on (planner.makeroom)
         self.candidates: list[tuple[WorkNode, datetime]] = []
         self.taken: dict[GroupKey, int] = {}  # group -> nodes drained by this plan (make room's too)

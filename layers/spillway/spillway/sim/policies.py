@@ -95,6 +95,7 @@ class SpillwayPolicy:
         self.provision = timedelta(minutes=config.max_node_provision_minutes)
         self.startup = timedelta(minutes=config.max_node_startup_minutes)
         self.unready = timedelta(minutes=config.scale_down_unready_minutes)
+        self.recent = timedelta(minutes=config.consolidation_recent_pods_minutes)
         self.plans = 0
         # Consolidation judges busy nodes: it must be asked again whenever room frees on one, and once
         # each node is past its launch delay, though nothing else changes.
@@ -177,6 +178,7 @@ class SpillwayPolicy:
             for mark in self.state.underutilized.values():
                 if mark.since + self.consolidate_after > now:
                     due.append(mark.since + self.consolidate_after)
+            due.extend(self._recent_edges(world, now))
         claim = timedelta(minutes=self.config.drain_claim_minutes)
         for entry in self.state.nodes.values():  # a plan's drain claims its node this long
             if entry.draining_since is not None and entry.draining_since + claim > now:
@@ -198,6 +200,20 @@ class SpillwayPolicy:
         if edge is not None:
             due.append(edge)
         return _seconds(world, min(due)) if due else None
+
+    def _recent_edges(self, world: World, now: datetime) -> list[datetime]:
+        """When each pod on a marked node stops being recent (``consolidation_recent_pods_minutes`` after
+        it started): a node marked for its recent pods loses the mark then (planner.softtaint), though
+        nothing happens in the world."""
+        if not self.recent:
+            return []
+        ends = (
+            world.at(job.start) + self.recent
+            for n in world.nodes.values()
+            if n.candidate
+            for job in n.pods.values()
+        )
+        return [when for when in ends if when > now]
 
     def _window_edge(self, now: datetime) -> datetime | None:
         """The config's next window edge after ``now`` (a buffer opening, a budget closing, ...): the
