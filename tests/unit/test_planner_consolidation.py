@@ -1482,6 +1482,20 @@ def test_an_idle_nodes_drain_evicts_no_more_expendable_pods_of_a_job_than_it_sur
     assert outcomes == {1: 1, 0: 0}, outcomes
 
 
+def terminating_beside_replicas(seconds_left: int, grace: int) -> tuple[World, str]:
+    """Node a runs two movable replicas and a pod being deleted (``grace`` seconds of grace, ending
+    ``seconds_left`` from now); node b runs two replicas that may not move, so only a is a candidate."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    replicas(w, a, "web", 2)
+    replicas(w, b, "pinned", 2, annotations={})
+    (leaving,) = replicas(w, a, "ckpt", 1, cpu="1")
+    meta = w.pod_item(leaving)["metadata"]
+    meta["deletionTimestamp"] = o.iso(NOW + timedelta(seconds=seconds_left))
+    meta["deletionGracePeriodSeconds"] = grace
+    return w, a
+
+
 def test_a_node_whose_pod_terminates_for_an_hour_more_is_not_consolidated_until_it_nears_its_end() -> None:
     """Node a runs a replica and a pod deleted with a grace period of an hour (a checkpoint in its
     preStop hook). The kubelet gives it that hour from its deletionTimestamp, and a drain evicts nothing
@@ -1490,14 +1504,7 @@ def test_a_node_whose_pod_terminates_for_an_hour_more_is_not_consolidated_until_
     already leaving, as before."""
     outcomes = {}
     for grace in (30, 3600):
-        w = World(regions=("us-east-1",))
-        a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
-        replicas(w, a, "web", 2)
-        replicas(w, b, "pinned", 2, annotations={})  # b's pods may not move: only a is a candidate
-        (leaving,) = replicas(w, a, "ckpt", 1, cpu="1")
-        meta = w.pod_item(leaving)["metadata"]
-        meta["deletionTimestamp"] = o.iso(NOW + timedelta(seconds=grace - 5))
-        meta["deletionGracePeriodSeconds"] = grace
+        w, a = terminating_beside_replicas(grace - 5, grace)
 
         result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 
@@ -1516,14 +1523,7 @@ def test_a_node_whose_pod_terminates_past_a_short_drain_deadline_is_not_consolid
     before it is gone, failing and giving the node back: that node is kept until the pod nears its end."""
     outcomes = {}
     for deadline in (900, 60):
-        w = World(regions=("us-east-1",))
-        a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
-        replicas(w, a, "web", 2)
-        replicas(w, b, "pinned", 2, annotations={})  # b's pods may not move: only a is a candidate
-        (leaving,) = replicas(w, a, "ckpt", 1, cpu="1")
-        meta = w.pod_item(leaving)["metadata"]
-        meta["deletionTimestamp"] = o.iso(NOW + timedelta(seconds=90))
-        meta["deletionGracePeriodSeconds"] = 95
+        w, a = terminating_beside_replicas(90, 95)
 
         result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=deadline, **UNDER)
 
