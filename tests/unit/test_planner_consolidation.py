@@ -1529,3 +1529,21 @@ def test_a_node_whose_pod_terminates_past_a_short_drain_deadline_is_not_consolid
 
         outcomes[deadline] = ([d.node for d in result.drain], kept(result).get(a, ("", ""))[0])
     assert outcomes == {900: ([a], ""), 60: ([], codes.POD_NEVER)}, outcomes
+
+
+def test_a_time_written_without_an_offset_is_taken_as_utc_not_a_crash() -> None:
+    """A cluster file written by hand (``spillway plan --cluster``) may give a pod's deletionTimestamp
+    and startTime without an offset; the API server always writes ``Z``. Read naive, they could not be
+    compared with the plan's clock and the plan raised TypeError; taken as UTC, as parse_time takes
+    such a time, the pod leaving an hour from now is judged as with ``Z``."""
+    w, a = terminating_beside_replicas(3600, 3605)
+    key = "default/ckpt-0"
+    pod = w.pod_item(key)
+    pod["metadata"]["deletionTimestamp"] = pod["metadata"]["deletionTimestamp"].removesuffix("Z")
+    pod["status"]["startTime"] = pod["status"]["startTime"].removesuffix("Z")
+    assert not pod["metadata"]["deletionTimestamp"].endswith(("Z", "+00:00"))
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == () and kept(result)[a][0] == codes.POD_NEVER
+    assert "terminating until 2026-11-02T13:00:00+00:00" in kept(result)[a][1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -122,6 +122,17 @@ def deletion_cost(value: str) -> int | None:
     return number if -(2**31) <= number < 2**31 else None
 
 
+def _utc_if_naive(value: datetime) -> datetime:
+    """A time written without an offset, taken as UTC: the API server always writes RFC 3339 with ``Z``,
+    but a cluster file written by hand (``spillway plan --cluster``) may not, and a naive time could not
+    be compared with the plan's clock (``spillway.model.cluster.parse_time`` reads one so too)."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+# every time of a Kubernetes object: aware, UTC when it says no offset
+Time = Annotated[datetime, AfterValidator(_utc_if_naive)]
+
+
 class KubeModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
@@ -220,8 +231,8 @@ class ObjectMeta(KubeModel):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     owner_references: list[OwnerReference] = Field(default_factory=list)
-    creation_timestamp: datetime | None = None
-    deletion_timestamp: datetime | None = None
+    creation_timestamp: Time | None = None
+    deletion_timestamp: Time | None = None
     finalizers: list[str] = Field(default_factory=list)
 
 
@@ -446,7 +457,7 @@ class Condition(KubeModel):
     status: str
     reason: str | None = None
     message: str | None = None
-    last_transition_time: datetime | None = None
+    last_transition_time: Time | None = None
 
 
 class StatusCondition(Condition):
@@ -518,7 +529,7 @@ RESIZE_INFEASIBLE = "Infeasible"
 class PodStatus(KubeModel):
     phase: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
-    start_time: datetime | None = None
+    start_time: Time | None = None
     nominated_node_name: str | None = None
     container_statuses: list[ContainerStatus] = Field(default_factory=list)
     init_container_statuses: list[ContainerStatus] = Field(default_factory=list)
@@ -1068,7 +1079,7 @@ class UncountedTerminatedPods(KubeModel):
 
 
 class JobStatus(KubeModel):
-    start_time: datetime | None = None  # when the controller started (or last resumed) the Job
+    start_time: Time | None = None  # when the controller started (or last resumed) the Job
     failed: int = 0  # the failed pods counted against backoffLimit
     uncounted_terminated_pods: UncountedTerminatedPods | None = None
     conditions: list[Condition] = Field(default_factory=list)  # Complete, Failed, FailureTarget, ...
