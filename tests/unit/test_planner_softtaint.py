@@ -230,6 +230,38 @@ def test_a_node_made_room_on_loses_its_mark_and_the_node_taking_the_moved_pods_i
     assert codes.MAKE_ROOM in reasons[a] and codes.RECEIVES_MOVED_PODS in reasons[b]
 
 
+@pytest.mark.parametrize("pinned", ["recent-pod", "all-movable"])
+@pytest.mark.parametrize("marked", [False, True], ids=["unmarked", "marked-before"])
+def test_a_node_a_consolidation_moves_pods_onto_is_not_marked(pinned: str, marked: bool) -> None:
+    # The plan drains `light` and expects its replica to run on `busy` (the only room). `busy` is kept
+    # (utilized) and would be marked for its pods (all movable, or pinned only by a recent pod), but the
+    # mark tells kube-scheduler to put new pods, the moved replica among them, elsewhere first: with a
+    # second consolidation in the same plan, the replica can take the room the plan gave the other's pods
+    # on an unmarked node, and those wait, or a node launches. Before, `busy` was marked anyway (and an
+    # earlier mark stayed), against "no pod this plan moves claims it" (planner.softtaint).
+    w = World(regions=("us-east-1",))
+    light, busy = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    w.pods("web", 1, cpu="1", memory="1Gi", node_name=light, owner=("ReplicaSet", "web"), annotations=MOVABLE)
+    if pinned == "recent-pod":
+        w.pods("db", 1, cpu="6", memory="1Gi", node_name=busy, owner=("ReplicaSet", "db"),
+               created=NOW - timedelta(minutes=5))  # fmt: skip
+    else:
+        w.pods(
+            "db", 1, cpu="6", memory="1Gi", node_name=busy, owner=("ReplicaSet", "db"), annotations=MOVABLE
+        )
+    if marked:
+        taint(w, busy)
+
+    result = w.plan(consolidation="when-underutilized", max_scale_in_fraction=1.0)
+
+    (drain,) = result.drain
+    assert (drain.node, drain.code) == (light, codes.CONSOLIDATION)
+    assert {k.node: k.code for k in result.kept} == {busy: codes.UTILIZED}
+    assert marks(result) == ({busy: False} if marked else {})
+    if marked:
+        assert codes.RECEIVES_MOVED_PODS in result.soft_taint[0].reason
+
+
 def test_a_node_kept_only_by_the_scale_in_cap_keeps_its_mark() -> None:
     """Scenario: ten idle nodes of one group, four idle for 30 minutes and marked by earlier plans while
     their timers ran; ``max_scale_in_fraction`` 0.2 lets this plan drain two of them, the other two are

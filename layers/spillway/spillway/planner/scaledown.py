@@ -390,6 +390,10 @@ class ScaleDownStage:
             self._consolidation = Consolidation(self)
         return self._consolidation
 
+    def receiving(self) -> frozenset[str]:
+        """The nodes this plan's drains (consolidation, make room) move pods onto."""
+        return frozenset(self._consolidation.receiving) if self._consolidation is not None else frozenset()
+
     def keep(self, node: WorkNode, verdict: tuple[str, str]) -> None:
         code, reason = verdict
         self.kept.append(KeptNode(node.info.name, reason, code))
