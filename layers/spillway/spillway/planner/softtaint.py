@@ -50,7 +50,9 @@ name; 0 turns marking off and lifts every mark, as cluster-autoscaler then clean
 longest-idle first, and never take a group's untainted nodes below its MinSize (or a scheduled
 action's within the idle threshold, as scale-down keeps), nor the cluster's below a minimum of its
 totals (``cluster-min``, :class:`~spillway.planner.limits.Floors`), both counting the nodes drains
-under way remove as gone: a node kept anyway is not marked. A node this plan drains is left alone (the drain
+under way remove as gone: a node kept anyway is not marked. That room goes first to the nodes a later
+plan removes (kept by something that passes), then to the busy nodes, whose marks only guess that they
+may empty: a busy node's mark that stays gives way to an idle node's new one. A node this plan drains is left alone (the drain
 cordons it), unless the drain makes room on it for pending pods (``make-room``): that node stays, and
 its mark is lifted.
 """
@@ -114,10 +116,14 @@ def soft_taints(
     room = _room_above_min(ctx, drains, going or {})
     floors = floors.fork() if floors is not None else None
     longest_first = {n: (aware(since.get(n, ctx.now)), n) for n in waiting}
-    staying = sorted(tainted & set(waiting), key=longest_first.__getitem__)
-    lifted += _beyond_room(ctx, staying, room, floors)
-    order = sorted(set(waiting) - tainted, key=longest_first.__getitem__)
-    marks = _marks(ctx, order, waiting, room, floors, recent)
+    passing = {name for name, k in waiting.items() if _passes(k, budget_held)}
+    marks: list[SoftTaint] = []
+    # the nodes a later plan removes take the room first, then the busy ones that might empty
+    for part in (passing, set(waiting) - passing):
+        staying = sorted(tainted & part, key=longest_first.__getitem__)
+        lifted += _beyond_room(ctx, staying, room, floors)
+        order = sorted(part - tainted, key=longest_first.__getitem__)
+        marks += _marks(ctx, order, waiting, room, floors, recent, len(marks))
     return (*sorted(lifted, key=lambda t: t.node), *marks)
 
 
@@ -176,18 +182,19 @@ def _passes(kept: KeptNode, budget_held: Collection[str]) -> bool:
 
 def _marks(
     ctx: Context, order: Sequence[str], waiting: Mapping[str, KeptNode], room: dict[GroupKey, int],
-    floors: Floors | None, recent: Collection[str],
+    floors: Floors | None, recent: Collection[str], made: int = 0,
 ) -> list[SoftTaint]:  # fmt: skip
-    """New marks in ``order``, within ``max_bulk_soft_taint_count``, each group's ``room`` and what the
-    cluster totals have above their minimums (``floors``, spent by each mark); a node of ``recent`` is
-    marked for its recent pods."""
+    """New marks in ``order``, within ``max_bulk_soft_taint_count`` (less the ``made`` already), each
+    group's ``room`` and what the cluster totals have above their minimums (``floors``, spent by each
+    mark); a node of ``recent`` is marked for its recent pods."""
     out: list[SoftTaint] = []
     # a passing budget (a node kept by a budget is in waiting only so)
     held = {name for name in order if waiting[name].code == codes.DISRUPTION_BUDGET}
+    cap = ctx.config.max_bulk_soft_taint_count - made
     for name in order:
         node = ctx.nodes[name]
         group = node.group
-        if len(out) >= ctx.config.max_bulk_soft_taint_count or group is None or room.get(group.key, 0) <= 0:
+        if len(out) >= cap or group is None or room.get(group.key, 0) <= 0:
             continue
         if floors is not None:
             if floors.refusal(node.info, group) is not None:
