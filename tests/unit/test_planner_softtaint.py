@@ -230,6 +230,60 @@ def test_a_node_made_room_on_loses_its_mark_and_the_node_taking_the_moved_pods_i
     assert codes.MAKE_ROOM in reasons[a] and codes.RECEIVES_MOVED_PODS in reasons[b]
 
 
+@pytest.mark.parametrize("pinned", ["recent-pod", "all-movable"])
+@pytest.mark.parametrize("marked", [False, True], ids=["unmarked", "marked-before"])
+def test_a_node_a_consolidation_moves_pods_onto_is_not_marked(pinned: str, marked: bool) -> None:
+    # The plan drains `light` and expects its replica to run on `busy` (the only room). `busy` is kept
+    # (utilized) and would be marked for its pods (all movable, or pinned only by a recent pod), but the
+    # mark tells kube-scheduler to put new pods, the moved replica among them, elsewhere first: with a
+    # second consolidation in the same plan, the replica can take the room the plan gave the other's pods
+    # on an unmarked node, and those wait, or a node launches. Before, `busy` was marked anyway (and an
+    # earlier mark stayed), against "no pod this plan moves claims it" (planner.softtaint).
+    w = World(regions=("us-east-1",))
+    light, busy = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    w.pods("web", 1, cpu="1", memory="1Gi", node_name=light, owner=("ReplicaSet", "web"), annotations=MOVABLE)
+    if pinned == "recent-pod":
+        w.pods("db", 1, cpu="6", memory="1Gi", node_name=busy, owner=("ReplicaSet", "db"),
+               created=NOW - timedelta(minutes=5))  # fmt: skip
+    else:
+        w.pods(
+            "db", 1, cpu="6", memory="1Gi", node_name=busy, owner=("ReplicaSet", "db"), annotations=MOVABLE
+        )
+    if marked:
+        taint(w, busy)
+
+    result = w.plan(consolidation="when-underutilized", max_scale_in_fraction=1.0)
+
+    (drain,) = result.drain
+    assert (drain.node, drain.code) == (light, codes.CONSOLIDATION)
+    assert {k.node: k.code for k in result.kept} == {busy: codes.UTILIZED}
+    assert marks(result) == ({busy: False} if marked else {})
+    if marked:
+        assert codes.RECEIVES_MOVED_PODS in result.soft_taint[0].reason
+
+
+def test_an_idle_node_takes_its_groups_last_room_above_min_size_from_a_busy_nodes_mark() -> None:
+    # MinSize 2 of 3 nodes: one mark's room. `recent` was marked by an earlier plan (its pod that may not
+    # move started 5 minutes ago: it might empty of itself); now `idle` runs its idle timer, and is the
+    # node a later plan drains. Its mark keeps new pods off it; without it kube-scheduler's default
+    # LeastAllocated sends them to the emptiest node, `idle`, whose timer starts again, and the node stays,
+    # paid for, while the pods had room elsewhere. Before, the busy node's mark kept the room (marks that
+    # stay went first) and `idle` was not marked for as long as the pod stayed recent (30 minutes).
+    w = World(regions=("us-east-1",))
+    recent, old, idle = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10, min_size=2))
+    w.pods("db", 1, cpu="6", memory="1Gi", node_name=recent, owner=("ReplicaSet", "db"),
+           created=NOW - timedelta(minutes=5))  # fmt: skip
+    w.pods("old", 1, cpu="6", memory="1Gi", node_name=old, owner=("ReplicaSet", "old"))
+    w.idle_since(idle, 3)
+    taint(w, recent)
+
+    result = w.plan(consolidation="when-underutilized")
+
+    assert marks(result) == {recent: False, idle: True}
+    reasons = {t.node: t.reason for t in result.soft_taint}
+    assert "MinSize 2" in reasons[recent] and codes.IDLE_BELOW_THRESHOLD in reasons[idle]
+
+
 def test_a_node_kept_only_by_the_scale_in_cap_keeps_its_mark() -> None:
     """Scenario: ten idle nodes of one group, four idle for 30 minutes and marked by earlier plans while
     their timers ran; ``max_scale_in_fraction`` 0.2 lets this plan drain two of them, the other two are

@@ -190,6 +190,31 @@ def test_two_dead_nodes_both_go_under_a_budget_of_one_and_no_healthy_one_with_th
     assert _kept(result)[idle][0] == codes.DISRUPTION_BUDGET
 
 
+def test_a_freeze_still_keeps_an_idle_node_that_went_not_ready_a_minute_ago() -> None:
+    """A budget of 0 (a freeze: pre-warmed idle nodes kept for an event) holds an idle node whose
+    kubelet stopped reporting a minute ago (a kubelet restart, a network blip): it may come back Ready,
+    and it is not dead yet. Karpenter counts it as disrupting in its budgets and deletes it outside them
+    only once NotReady past its repair toleration (kubernetes-sigs/karpenter
+    pkg/controllers/node/health/controller.go Reconcile: the condition's lastTransitionTime plus the
+    toleration, 30 minutes by default). Before, any NotReady node's idle drain passed every budget:
+    the freeze removed a node idle for an hour as soon as it missed one heartbeat. Past
+    scale_down_unready_minutes NotReady it is dead and goes."""
+    w = World()
+    flapped, busy = w.group("cpu", "m5.2xlarge", nodes=2, max_size=5)
+    w.items.append(o.pod("job-0", cpu="1", memory="1Gi", node_name=busy, owner=("Job", "job")))
+    w.idle_since(flapped, 60)
+    _not_ready(w, flapped, 1, status="Unknown")
+    freeze = {"max_scale_in_fraction": 1.0, "disruption_budgets": [{"nodes": 0}]}
+
+    held = w.plan(**freeze)
+    _not_ready(w, flapped, 20, status="Unknown")
+    dead = w.plan(**freeze)
+
+    assert held.drain == ()
+    assert _kept(held)[flapped][0] == codes.DISRUPTION_BUDGET
+    assert [d.node for d in dead.drain] == [flapped]
+
+
 def test_a_node_somebody_deletes_uses_the_budget() -> None:
     """``kubectl delete node`` (or another controller) sets the Node's deletionTimestamp: a node out."""
     w = World()

@@ -107,8 +107,8 @@ class Budgets:
     a percentage is of the group's initialized nodes, rounded up; nodes Spillway drains already count,
     and so do the nodes out of service (``out``: NotReady, being deleted by anyone), as Karpenter takes
     them off the allowed disruptions. Removing a node that is out already adds nothing: it is not counted
-    twice, and no budget refuses it (with two dead nodes under a budget of one, each was refused for
-    the other, for good).
+    twice, and no budget refuses the idle drain of one out for good (``dead``; with two dead nodes under
+    a budget of one, each was refused for the other, for good).
 
     The base of a percentage leaves out the nodes not initialized: registering (NotReady, never
     Ready, within ``max_node_startup_minutes``) or Ready with a startup taint or an extended resource
@@ -144,15 +144,20 @@ class Budgets:
             self.nodes[node.group.key] = self.nodes.get(node.group.key, 0) + 1
         self.draining_now = draining_now
         self.out: dict[GroupKey, set[str]] = {}  # group -> its nodes out of service, not being drained
+        # nodes out of service for good: being deleted, or NotReady for the unready time (scaledown)
+        self.dead: set[str] = set()
 
     def refusal(self, group: GroupKey, taken: int, reason: BudgetReason, node: str) -> Verdict:
         """Why one more drain in ``group`` (a disruption of ``reason``, of ``node``) is refused (``taken``:
         this plan's drains there, of any reason, as Karpenter counts every node being disrupted), or
-        None. Not the drain of an idle node (``Empty``) outside the base, nor of one out of service
-        already: removing that adds no disruption (Karpenter's node repair deletes a node NotReady past
-        its toleration without asking the budgets, pkg/controllers/node/health/controller.go). A drain
-        that moves running pods off such a node (consolidation, make room) is held as any other."""
-        if reason == EMPTY and (node in self.outside or node in self.out.get(group, ())):
+        None. Not the drain of an idle node (``Empty``) outside the base, nor of one out of service for
+        good (``dead``: being deleted, or NotReady for ``scale_down_unready_minutes``): removing that
+        adds no disruption (Karpenter's node repair deletes a node NotReady past its toleration, the Ready
+        condition's lastTransitionTime plus 30 minutes by default, without asking the budgets,
+        pkg/controllers/node/health/controller.go). A node NotReady for less may come back Ready (a
+        kubelet restart, a missed heartbeat): its budgets hold it, as Karpenter's do. A drain that moves
+        running pods off such a node (consolidation, make room) is held as any other."""
+        if reason == EMPTY and (node in self.outside or node in self.dead):
             return None
         size = self.nodes.get(group, 0)
         # a budget names groups by name, in any region (DisruptionBudget.groups); each group counts its own

@@ -159,6 +159,7 @@ def plan(
             scale_down.going_now(),
             scale_down.budget_held,
             scale_down.recent,
+            scale_down.receiving(),
         ),
         unregistered=tuple(joins.unregistered),
         gang_orphans=orphans,

@@ -390,6 +390,10 @@ class ScaleDownStage:
             self._consolidation = Consolidation(self)
         return self._consolidation
 
+    def receiving(self) -> frozenset[str]:
+        """The nodes this plan's drains (consolidation, make room) move pods onto."""
+        return frozenset(self._consolidation.receiving) if self._consolidation is not None else frozenset()
+
     def keep(self, node: WorkNode, verdict: tuple[str, str]) -> None:
         code, reason = verdict
         self.kept.append(KeptNode(node.info.name, reason, code))
@@ -582,6 +586,22 @@ class ScaleDownStage:
                     self.making_room_now[node.group.key] = self.making_room_now.get(node.group.key, 0) + 1
             elif out_of_service(node.info, self.ctx.config, self.ctx.now):
                 self.budgets.out.setdefault(node.group.key, set()).add(node.info.name)
+                if self._out_for_good(node):
+                    self.budgets.dead.add(node.info.name)
+
+    def _out_for_good(self, node: WorkNode) -> bool:
+        """Out of service and not coming back (:meth:`Budgets.refusal` exempts its idle drain): being
+        deleted, or NotReady (kubelet's False or the node controller's Unknown) for the group's
+        ``scale_down_unready_minutes`` since its Ready condition last changed (else since it was
+        created; never when neither is known)."""
+        info = node.info
+        since = info.ready_changed_at or info.created_at
+        if info.deleting:
+            return True
+        if info.ready or since is None:
+            return False
+        unready = timedelta(minutes=self.ctx.config_for(node.group).scale_down_unready_minutes)
+        return self.ctx.now - aware(since) >= unready
 
     def protected(self, node: WorkNode, *, removes: bool = True, young: bool = True) -> Verdict:
         """What keeps a busy node from consolidation before its pods are looked at: a drain a recent

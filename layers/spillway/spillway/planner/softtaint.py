@@ -42,7 +42,7 @@ idle timer starts again with every arrival and the node is kept for a pod the re
 room for; and ``MostAllocated`` puts it on the fullest node, which may be one consolidation could empty.
 
 Every node carrying the taint that is no longer such a node (a pod landed on it anyway, pending pods
-are planned onto it, it is protected now, its group's MinSize or a minimum of the totals keeps it)
+are planned onto it, this plan's drains move pods onto it, it is protected now, its group's MinSize or a minimum of the totals keeps it)
 loses it, in the same plan and without a cap: a stale taint would keep pods away from a node that
 stays. Additions are capped at ``max_bulk_soft_taint_count`` a plan (cluster-autoscaler's flag of that
 name; 0 turns marking off and lifts every mark, as cluster-autoscaler then cleans every
@@ -50,7 +50,9 @@ name; 0 turns marking off and lifts every mark, as cluster-autoscaler then clean
 longest-idle first, and never take a group's untainted nodes below its MinSize (or a scheduled
 action's within the idle threshold, as scale-down keeps), nor the cluster's below a minimum of its
 totals (``cluster-min``, :class:`~spillway.planner.limits.Floors`), both counting the nodes drains
-under way remove as gone: a node kept anyway is not marked. A node this plan drains is left alone (the drain
+under way remove as gone: a node kept anyway is not marked. That room goes first to the nodes a later
+plan removes (kept by something that passes), then to the busy nodes, whose marks only guess that they
+may empty: a busy node's mark that stays gives way to an idle node's new one. A node this plan drains is left alone (the drain
 cordons it), unless the drain makes room on it for pending pods (``make-room``): that node stays, and
 its mark is lifted.
 """
@@ -88,19 +90,24 @@ def soft_taints(
     going: Mapping[GroupKey, int] | None = None,
     budget_held: Collection[str] = (),
     recent: Collection[str] = (),
+    receiving: Collection[str] = (),
 ) -> tuple[SoftTaint, ...]:
     """The taints to add and remove; ``since``: when each timer-kept node's timer started; ``movable``:
     the busy nodes of consolidating groups whose every pod may move; ``floors``: the cluster totals'
     minimums after this plan's drains (a node they would keep is not marked); ``going``: per group, the
     nodes drains under way remove; ``budget_held``: the idle nodes kept only by a disruption budget that
     a later plan's drains will find room in; ``recent``: the busy nodes of consolidating groups whose pods
-    that may not move all started recently."""
+    that may not move all started recently; ``receiving``: the nodes this plan's drains (consolidation,
+    make room) move pods onto, which are never marked: the mark would send those pods elsewhere first,
+    into room the plan counted on for others."""
     drained = {d.node for d in drains if d.terminate}  # make room keeps its node, for pending pods
     kept_by = {k.node: k for k in kept}
-    waiting = _waiting(ctx, kept_by, {*movable, *recent}, budget_held)
+    waiting = _waiting(ctx, kept_by, {*movable, *recent}, budget_held, receiving)
     tainted = {name for name, node in ctx.nodes.items() if has_taint(node.info, CANDIDATE_TAINT)}
     lifted = [
-        SoftTaint(name, False, f"no longer a scale-down candidate: {_why(kept_by.get(name))}")
+        SoftTaint(
+            name, False, f"no longer a scale-down candidate: {_why(kept_by.get(name), name in receiving)}"
+        )
         for name in sorted(tainted - drained - set(waiting))
     ]
     if ctx.config.max_bulk_soft_taint_count == 0:  # marking is off: no mark stays either
@@ -109,10 +116,14 @@ def soft_taints(
     room = _room_above_min(ctx, drains, going or {})
     floors = floors.fork() if floors is not None else None
     longest_first = {n: (aware(since.get(n, ctx.now)), n) for n in waiting}
-    staying = sorted(tainted & set(waiting), key=longest_first.__getitem__)
-    lifted += _beyond_room(ctx, staying, room, floors)
-    order = sorted(set(waiting) - tainted, key=longest_first.__getitem__)
-    marks = _marks(ctx, order, waiting, room, floors, recent)
+    passing = {name for name, k in waiting.items() if _passes(k, budget_held)}
+    marks: list[SoftTaint] = []
+    # the nodes a later plan removes take the room first, then the busy ones that might empty
+    for part in (passing, set(waiting) - passing):
+        staying = sorted(tainted & part, key=longest_first.__getitem__)
+        lifted += _beyond_room(ctx, staying, room, floors)
+        order = sorted(part - tainted, key=longest_first.__getitem__)
+        marks += _marks(ctx, order, waiting, room, floors, recent, len(marks))
     return (*sorted(lifted, key=lambda t: t.node), *marks)
 
 
@@ -148,15 +159,18 @@ def _waiting(
     kept_by: Mapping[str, KeptNode],
     movable: Collection[str],
     budget_held: Collection[str],
+    receiving: Collection[str],
 ) -> dict[str, KeptNode]:
     """The kept nodes the plan would remove but for something that passes (a timer,
     the cap, the cooldown, a disruption budget that lets a later drain through), or whose pods may all
-    move; but no NotReady node, which the node lifecycle controller's NoSchedule taint marks already."""
+    move; but no NotReady node, which the node lifecycle controller's NoSchedule taint marks already,
+    and no node this plan moves pods onto (``receiving``), whatever it was kept for."""
     return {
         name: k
         for name, k in kept_by.items()
         if (_passes(k, budget_held) or (name in movable and k.code not in PLANNED_ONTO))
         and (name not in ctx.nodes or ctx.nodes[name].info.ready)
+        and name not in receiving
     }
 
 
@@ -168,18 +182,19 @@ def _passes(kept: KeptNode, budget_held: Collection[str]) -> bool:
 
 def _marks(
     ctx: Context, order: Sequence[str], waiting: Mapping[str, KeptNode], room: dict[GroupKey, int],
-    floors: Floors | None, recent: Collection[str],
+    floors: Floors | None, recent: Collection[str], made: int = 0,
 ) -> list[SoftTaint]:  # fmt: skip
-    """New marks in ``order``, within ``max_bulk_soft_taint_count``, each group's ``room`` and what the
-    cluster totals have above their minimums (``floors``, spent by each mark); a node of ``recent`` is
-    marked for its recent pods."""
+    """New marks in ``order``, within ``max_bulk_soft_taint_count`` (less the ``made`` already), each
+    group's ``room`` and what the cluster totals have above their minimums (``floors``, spent by each
+    mark); a node of ``recent`` is marked for its recent pods."""
     out: list[SoftTaint] = []
     # a passing budget (a node kept by a budget is in waiting only so)
     held = {name for name in order if waiting[name].code == codes.DISRUPTION_BUDGET}
+    cap = ctx.config.max_bulk_soft_taint_count - made
     for name in order:
         node = ctx.nodes[name]
         group = node.group
-        if len(out) >= ctx.config.max_bulk_soft_taint_count or group is None or room.get(group.key, 0) <= 0:
+        if len(out) >= cap or group is None or room.get(group.key, 0) <= 0:
             continue
         if floors is not None:
             if floors.refusal(node.info, group) is not None:
@@ -224,5 +239,7 @@ def _min_size(ctx: Context, group: NodeGroup) -> int:
     return max(group.min_size, floor.min_size) if floor is not None else group.min_size
 
 
-def _why(kept: KeptNode | None) -> str:
+def _why(kept: KeptNode | None, receiving: bool = False) -> str:
+    if receiving:
+        return f"{codes.RECEIVES_MOVED_PODS} (this plan moves another node's pods onto it)"
     return f"{kept.code} ({kept.reason})" if kept is not None else f"{codes.MAKE_ROOM}: pending pods take it"
