@@ -10,24 +10,31 @@ GangInstanceReadsFailed (alarmed on: the regions whose gang-instance read failed
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.clients import Clients, get_clients
+from spillway.config import PlannerConfig
 from spillway.errors import ObservationFailed
 from spillway.observability import add_bytes, add_count, add_seconds, logger, metrics, set_cluster, tracer
 from spillway.observe import Observation, deadline_for, run_observe
 
 
-def record(observation: Observation, expendable_below: int | None = None) -> None:
-    """Its metrics and log line; ``expendable_below``: the planner's ``expendable_priority_cutoff``, below
-    which a pod's wait is by design and not counted in OldestPendingSeconds (the pending-too-long alarm)."""
+def record(observation: Observation, planner: PlannerConfig | None = None) -> None:
+    """Its metrics and log line, judged by the ``planner``'s configuration (its defaults when None):
+    below ``expendable_priority_cutoff`` a pod's wait is by design and not counted in
+    OldestPendingSeconds (the pending-too-long alarm); a node never Ready spends
+    ``max_node_startup_minutes`` registering before its NotReady time counts in LongestNotReadySeconds
+    (the not-ready-nodes alarm)."""
+    planner = planner or PlannerConfig()
+    startup = timedelta(minutes=planner.max_node_startup_minutes)
+    expendable_below = planner.expendable_priority_cutoff
     counts = observation.counts
     add_count("PendingPods", counts.pending_pods)
     add_count("UnschedulablePods", counts.unschedulable_pods)
     add_count("Nodes", counts.nodes)
     add_count("NotReadyNodes", counts.not_ready_nodes)
-    add_seconds("LongestNotReadySeconds", observation.snapshot.longest_not_ready_seconds())
+    add_seconds("LongestNotReadySeconds", observation.snapshot.longest_not_ready_seconds(startup))
     add_seconds("ObserveSeconds", observation.snapshot.observe_seconds)
     add_seconds("OldestPendingSeconds", observation.snapshot.oldest_pending_seconds(expendable_below))
     add_count("SnapshotsWritten", 1 if observation.written else 0)
@@ -69,7 +76,7 @@ def observe_tick(clients: Clients, remaining_ms: int | None) -> dict[str, Any]:
             clock,
             time.sleep,
             deadline,
-            lambda observation: record(observation, config.planner.expendable_priority_cutoff),
+            lambda observation: record(observation, config.planner),
         )
     except ObservationFailed as exc:
         add_count("ObservationFailures", 1)

@@ -1084,6 +1084,7 @@ def test_nodes_joining_one_after_another_do_not_look_like_a_node_stuck_not_ready
     Rule: no alarm fires for normal operation; a metric alarm compares each period's statistic of the
     datapoints with its threshold, DatapointsToAlarm of EvaluationPeriods (*Using Amazon CloudWatch
     alarms*, "Evaluating an alarm"): a count of NotReady nodes says nothing of how long any one was."""
+    from spillway.config import PlannerConfig
     from spillway.model.cluster import ClusterSnapshot, NodeInfo
     from spillway.model.snapshot import Snapshot
     from spillway.observability import metrics
@@ -1101,7 +1102,9 @@ def test_nodes_joining_one_after_another_do_not_look_like_a_node_stuck_not_ready
         else [q["MetricStat"]["Metric"]["MetricName"] for q in props["Metrics"] if "MetricStat" in q]
     )
 
-    def series(not_ready_at: Callable[[datetime], tuple[NodeInfo, ...]]) -> list[tuple[float, float]]:
+    def series(
+        not_ready_at: Callable[[datetime], tuple[NodeInfo, ...]], planner: PlannerConfig | None = None
+    ) -> list[tuple[float, float]]:
         points: list[tuple[float, float]] = []
         for step in range(0, 40 * 60, 20):
             now = start + timedelta(seconds=step)
@@ -1110,7 +1113,7 @@ def test_nodes_joining_one_after_another_do_not_look_like_a_node_stuck_not_ready
             )
             snapshot = Snapshot.build(cluster, [], now)
             metrics.clear_metrics()
-            app.record(Observation(snapshot=snapshot, counts=snapshot.counts(), reason="unchanged"))
+            app.record(Observation(snapshot=snapshot, counts=snapshot.counts(), reason="unchanged"), planner)
             points += [(step, float(v)) for v in metrics.metric_set[name]["Value"]]
         metrics.clear_metrics()
         return points
@@ -1128,9 +1131,20 @@ def test_nodes_joining_one_after_another_do_not_look_like_a_node_stuck_not_ready
         return (NodeInfo(name="gpu-stuck", allocatable={"cpu": 4000}, created_at=start - timedelta(days=1),
                          ready=False, ready_changed_at=start - timedelta(minutes=1)),)  # fmt: skip
 
+    def never_ready(now: datetime) -> tuple[NodeInfo, ...]:  # launched at the start, removed at 35 minutes
+        node = NodeInfo(name="gpu-new", allocatable={"cpu": 4000}, created_at=start, ready=False,
+                        ready_changed_at=start + timedelta(seconds=5))  # fmt: skip
+        return (node,) if now < start + timedelta(minutes=35) else ()
+
     assert all(any(not n.ready for n in churn(start + timedelta(seconds=s))) for s in range(0, 2400, 20))
     assert _alarm_fires(props, series(stuck)), "a node NotReady for 40 minutes must alarm"
     assert not _alarm_fires(props, series(churn)), "nodes NotReady for a minute each, one after another"
+    # A node never Ready registers for max_node_startup_minutes (15), then its unready time (20) runs:
+    # Spillway drains it, idle, 35 minutes after its creation. Before, it paged at 30 for what Spillway
+    # was about to do; its NotReady time now counts from the end of its startup window.
+    assert not _alarm_fires(props, series(never_ready)), "a node never Ready that Spillway removes in time"
+    no_window = PlannerConfig(max_node_startup_minutes=0)
+    assert _alarm_fires(props, series(never_ready, no_window)), "no startup window: its time counts at once"
 
 
 def test_a_plan_resumed_on_redelivery_keeps_the_held_by_limits_alarm_firing() -> None:

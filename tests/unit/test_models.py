@@ -605,3 +605,18 @@ def test_a_bound_pods_termination_grace_period_is_kept_and_stored_only_when_not_
     assert slow.to_dict()["tgp"] == 3600
     assert PodInfo.from_dict(json.loads(json.dumps(slow.to_dict()))) == slow
     assert PodInfo.from_dict(json.loads(json.dumps(default.to_dict()))) == default
+
+
+def test_a_negative_termination_grace_period_reads_as_one_second_as_the_api_server_defaults_it() -> None:
+    """Since 1.27 the API server defaults a negative spec.terminationGracePeriodSeconds to 1 (1.22 already
+    deleted such a pod with 1 s); an older cluster still returns the negative value. Before, the model
+    refused it (ge=0), and one such pod made the whole pod list unreadable."""
+    raw = o.pod("p", cpu="1", memory="1Gi", node_name="n1", owner=("ReplicaSet", "web"))
+    raw["spec"]["terminationGracePeriodSeconds"] = -5
+    pod = Pod.model_validate(raw)
+
+    assert pod.spec.termination_grace_period_seconds == 1
+    assert PodInfo.from_pod(pod).grace == 1
+    raw["spec"]["terminationGracePeriodSeconds"] = 2**63
+    with pytest.raises(ValueError, match="terminationGracePeriodSeconds"):
+        Pod.model_validate(raw)

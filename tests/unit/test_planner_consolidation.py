@@ -1531,6 +1531,37 @@ def test_a_node_whose_pod_terminates_past_a_short_drain_deadline_is_not_consolid
     assert outcomes == {900: ([a], ""), 60: ([], codes.POD_NEVER)}, outcomes
 
 
+def test_a_pod_whose_grace_is_longer_than_the_drain_deadline_is_not_moved_to_save_cost() -> None:
+    """The drain's eviction gives a pod no more grace than the time left before its deadline, so a
+    replica with an hour to write its checkpoint, consolidated under the 900 s deadline, was killed at
+    the deadline mid-checkpoint: a running job killed by a scale-down. cluster-autoscaler's drain cuts it
+    so (600 s), Karpenter waits for the whole grace; no plan moves it now, and its node is kept. An
+    expendable pod (priority below the cutoff) is killed at will, so its grace keeps nothing."""
+    outcomes = {}
+    for grace, priority in ((900, 0), (3600, 0), (3600, -20)):
+        w, (a, b) = half_full()
+        for key in ("default/web0-0", "default/web0-1"):
+            spec = w.pod_item(key)["spec"]
+            spec["terminationGracePeriodSeconds"], spec["priority"] = grace, priority
+
+        result = w.plan(max_scale_in_fraction=1.0, expendable_priority_cutoff=-10, **UNDER)
+
+        outcomes[grace, priority] = ([d.node for d in result.drain], kept(result).get(a, ("", ""))[0])
+    assert outcomes == {
+        (900, 0): ([a], ""),
+        (3600, 0): ([b], codes.POD_NEVER),  # the other node goes, its replicas moved beside these
+        (3600, -20): ([b], codes.IDLE_BELOW_THRESHOLD),  # expendable pods keep no node: a is idle
+    }, outcomes
+    w, (a, b) = half_full()
+    for key in ("default/web0-0", "default/web1-0"):
+        w.pod_item(key)["spec"]["terminationGracePeriodSeconds"] = 3600
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    assert result.drain == () and {k.code for k in result.kept} == {codes.POD_NEVER}
+    assert (
+        "terminationGracePeriodSeconds 3600 is longer than the drains' deadline (900 s" in kept(result)[a][1]
+    )
+
+
 def test_a_time_written_without_an_offset_is_taken_as_utc_not_a_crash() -> None:
     """A cluster file written by hand (``spillway plan --cluster``) may give a pod's deletionTimestamp
     and startTime without an offset; the API server always writes ``Z``. Read naive, they could not be

@@ -647,16 +647,16 @@ def test_under_a_drain_deadline_shorter_than_two_minutes_a_terminating_pod_must_
     assert outcomes == {900: ([(a, codes.MAKE_ROOM)], 0), 60: ([], 1)}, outcomes
 
 
-def test_under_a_drain_deadline_shorter_than_two_minutes_a_pod_with_a_long_grace_is_gone_by_the_deadline() -> (
-    None
-):
+def test_under_a_drain_deadline_shorter_than_two_minutes_a_pod_with_a_long_grace_is_not_cut_short() -> None:
     """The drain's eviction gives a pod no more grace than the seconds left before its deadline: under
-    DRAIN_DEADLINE_SECONDS 60 a pod whose terminationGracePeriodSeconds is an hour is gone within a
-    minute, sooner than a new node would be Ready, so make room may move it."""
-    w, a, pending = _full_with_grace(3600)
+    DRAIN_DEADLINE_SECONDS 60 a pod whose terminationGracePeriodSeconds is an hour would be gone within a
+    minute, killed mid-checkpoint. Make room moved it so; no plan moves such a pod now (grace-past-deadline),
+    and the pending pod gets a new node. A grace within the deadline is moved as before."""
+    outcomes = {}
+    for grace in (3600, 45):
+        w, a, _ = _full_with_grace(grace)
 
-    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=60, **UNDER)
+        result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=60, **UNDER)
 
-    assert result.scale_up == ()
-    assert [(d.node, d.code, d.pods) for d in result.drain] == [(a, codes.MAKE_ROOM, ("default/ckpt-0",))]
-    assert {p.pod: p.node for p in result.placements}[pending] == a
+        outcomes[grace] = ([(d.node, d.code, d.pods) for d in result.drain], len(result.scale_up))
+    assert outcomes == {3600: ([], 1), 45: ([(a, codes.MAKE_ROOM, ("default/ckpt-0",))], 0)}, outcomes

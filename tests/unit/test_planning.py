@@ -309,7 +309,8 @@ def test_idle_nodes_are_drained_through_the_scale_down_execution() -> None:
     nodes = w.group("general", "m5.2xlarge", nodes=3)
     for n in nodes:
         w.idle_since(n, 30)
-    rig = Rig(settings=settings(drain_deadline_seconds=120, drain_poll_seconds=2))
+    planner = PlannerConfig(cluster="ml", regions=("us-east-1", "us-west-2"), drain_deadline_seconds=120)
+    rig = Rig(settings=settings(planner=planner, drain_poll_seconds=2))
     cluster, groups, _, state = w.parsed()
     rig.ledger.stored = StoredState(state=state, version=1, snapshot_key="2026-11-02T11:00:00.000000Z")
     ref = rig.snapshots.add(Snapshot.build(cluster, groups, NOW))

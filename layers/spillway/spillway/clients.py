@@ -175,7 +175,6 @@ class Clients:
             poll_seconds=c.scale_up_poll_seconds,
             launch_timeout_seconds=c.launch_timeout_seconds,
             max_rounds=c.scale_up_max_rounds,
-            drain_deadline_seconds=c.drain_deadline_seconds,
             drain_poll_seconds=c.drain_poll_seconds,
             events=EventPolicy(
                 max_per_plan=c.pod_events_max_per_plan,

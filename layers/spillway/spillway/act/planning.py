@@ -120,13 +120,18 @@ class PlanSettings:
     poll_seconds: float = 15.0  # scale-up: between launch checks
     launch_timeout_seconds: float = 600.0  # scale-up: a launch not Ready by then is a failure
     max_rounds: int = 3  # scale-up: the first attempt and up to two overflow re-plans
-    drain_deadline_seconds: float = 900.0
     drain_poll_seconds: float = 15.0
     gang_deadline_seconds: float = 600.0  # gang launch: the whole gang Ready by then
     gang_poll_seconds: float = 15.0  # gang launch: between checks
     events: EventPolicy = field(
         default_factory=EventPolicy
     )  # the pod Events a plan posts (when it is given a cluster)
+
+    @property
+    def drain_deadline_seconds(self) -> float:
+        """The drains' deadline: the planner's, which judges by it (a pod's grace up to it), so the
+        execution and the plan can never hold two (DRAIN_DEADLINE_SECONDS sets it)."""
+        return self.planner.drain_deadline_seconds
 
     @property
     def primary_region(self) -> str | None:

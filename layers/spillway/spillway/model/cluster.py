@@ -885,6 +885,15 @@ def cordon_begins(value: str | None, prefix: str) -> bool:
     return len(parts) > 1 and parts[1].startswith(prefix)
 
 
+# A Ready condition that last changed this soon after the Node was created was set at registration:
+# the node has never been Ready (cluster-autoscaler's MaxStatusSettingDelayAfterCreation).
+SET_AT_CREATION = timedelta(minutes=2)
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
@@ -959,6 +968,16 @@ class NodeInfo:
             do_not_disrupt=flag(meta.annotations.get(DO_NOT_DISRUPT)),
             capacity=parse_resource_list(node.status.capacity),
         )
+
+    def never_ready(self) -> bool:
+        """NotReady, and never Ready since it registered: its Ready condition last changed within
+        :data:`SET_AT_CREATION` of its creation (the kubelet sets it at registration), or gives no time.
+        False when its creation time is unknown (then nothing says it is new)."""
+        if self.ready or self.created_at is None:
+            return False
+        created = _utc(self.created_at)
+        changed = _utc(self.ready_changed_at) if self.ready_changed_at is not None else created
+        return changed - created < SET_AT_CREATION
 
     def giving_back(self, now: datetime) -> bool:
         """A give-back under way holds the node: Spillway's cordon on it is a give-back's, made less than

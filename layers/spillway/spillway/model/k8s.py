@@ -133,6 +133,13 @@ def _utc_if_naive(value: datetime) -> datetime:
 Time = Annotated[datetime, AfterValidator(_utc_if_naive)]
 
 
+def _one_if_negative(value: int) -> int:
+    """A negative ``terminationGracePeriodSeconds`` read as 1 s, as the API server has defaulted it since
+    1.27 (kubernetes#115606; 1.22 already deleted with 1 s): an older cluster can still return one, and
+    one such pod must not make the whole pod list unreadable."""
+    return 1 if value < 0 else value
+
+
 class KubeModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
@@ -446,7 +453,10 @@ class PodSpec(KubeModel):
     # integer: the API server refuses anything else)
     active_deadline_seconds: int | None = Field(default=None, gt=0, le=INT64_MAX, strict=True)
     # how long the kubelet gives the pod to stop once deleted (the API's default: 30)
-    termination_grace_period_seconds: int | None = Field(default=None, ge=0, le=INT64_MAX, strict=True)
+    # (a negative one is 1: _one_if_negative)
+    termination_grace_period_seconds: Annotated[int, AfterValidator(_one_if_negative)] | None = Field(
+        default=None, ge=-INT64_MAX - 1, le=INT64_MAX, strict=True
+    )
     # spec.hostNetwork: the pod uses the node's network namespace, so the kubelet starts it while the
     # network plugin is not ready (Pod.never_started; a DaemonSet's template: cluster-autoscaler's checks)
     host_network: bool = False

@@ -15,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PodInfo, format_time, parse_time
@@ -128,17 +128,20 @@ class Snapshot:
         ]
         return max([0.0, *ages])
 
-    def longest_not_ready_seconds(self) -> float:
+    def longest_not_ready_seconds(self, startup: timedelta = timedelta(0)) -> float:
         """How long the node NotReady the longest has been so: since its Ready condition last changed
         (``lastTransitionTime``), or since it was created when the condition gives no time; 0 when every
         node is Ready. One node's time, so nodes joining one after another (each NotReady for its first
-        minute) never add up to a long one."""
+        minute) never add up to a long one. A node never Ready counts from the end of ``startup`` after
+        its creation (``max_node_startup_minutes``: until then it is registering, and the planner's
+        unready time starts there), so the alarm on this pages no sooner for it than for a node that was
+        Ready, and not before Spillway has removed it if it is idle."""
         ages = [
-            (self.taken_at - since).total_seconds()
+            (self.taken_at - since).total_seconds() - (startup.total_seconds() if node.never_ready() else 0)
             for node in self.cluster.nodes
             if not node.ready and (since := node.ready_changed_at or node.created_at) is not None
         ]
-        return max(ages, default=0.0)
+        return max([0.0, *ages])
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,6 +210,9 @@ POD_ENDS_JOB = "ends-job"
 POD_NOT_KNOWN_MOVABLE = "not-known-movable"  # of no kind known to tolerate a move: never (the default)
 # terminating, its grace period (deletionTimestamp) ending past LEAVING_WITHIN: not moved, its room not taken
 POD_TERMINATING_LATE = "terminating-late"
+# its terminationGracePeriodSeconds is longer than the drains' deadline: evicted, its shutdown would be cut
+# short there (a checkpoint's hour under 900 s), so no plan moves it to save cost
+POD_GRACE_PAST_DEADLINE = "grace-past-deadline"
 MOVE_CODES = (
     POD_FINISHED,
     POD_MIRROR,
@@ -231,6 +234,7 @@ MOVE_CODES = (
     POD_DISRUPTION_TOLERATED,
     POD_NO_CONTROLLER,
     POD_ENDS_JOB,
+    POD_GRACE_PAST_DEADLINE,
     POD_LOCAL_STORAGE,
     POD_NOT_KNOWN_MOVABLE,
 )

@@ -379,38 +379,32 @@ class Consolidation:
             self._moves[name] = [(pod, self._move(pod, node)) for pod in pods]
         return self._moves[name]
 
-    def _all_may_move(self, node: WorkNode) -> bool:
-        """Whether every pod that keeps the node busy may move. Stops at the first that may not (most
-        busy nodes run one), so a node judged only for the mark costs no more than that; when all may,
-        the judgement is kept as :meth:`moves`'s."""
+    def _pinning(self, node: WorkNode) -> str:
+        """What keeps the node from a mark, in one pass over its pods: ``"movable"`` when every pod that
+        keeps it busy may move (the judgement is kept as :meth:`moves`'s), ``"recent"`` when every one
+        that may not move started less than ``consolidation_recent_pods_minutes`` ago
+        (:mod:`spillway.planner.softtaint` marks both), else ``""``. The first old pod that may not move
+        ends the pass (most busy nodes run one), so a node judged only for the mark costs no more than
+        that. A pod whose start is unknown is new: the kubelet has not admitted it yet."""
         name = node.info.name
         if name in self._moves:
-            return _never(self._moves[name]) is None
-        judged = []
+            return "movable" if _never(self._moves[name]) is None else ""
+        window = self.ctx.config_for(node.group).consolidation_recent_pods_minutes
+        since = self.ctx.now - timedelta(minutes=window)
+        judged: list[tuple[PodInfo, Move]] | None = []
         for pod in sorted(self.on_node.get(name, ()), key=lambda p: p.key):
             move = self._move(pod, node)
-            if not move.movable:
-                return False
-            judged.append((pod, move))
-        self._moves[name] = judged
-        return True
-
-    def _pinned_recently(self, node: WorkNode) -> bool:
-        """Whether every pod that keeps the node busy and may not move started less than
-        ``consolidation_recent_pods_minutes`` ago (:mod:`spillway.planner.softtaint` marks such a node). A
-        pod's age is checked before whether it may move, and the first old pod that may not move ends
-        the judgement, so a node pinned by old work costs no more than :meth:`_all_may_move` did. A pod
-        whose start is unknown (its kubelet has not reported it) counts as old."""
-        window = self.ctx.config_for(node.group).consolidation_recent_pods_minutes
-        if window <= 0:
-            return False
-        since = self.ctx.now - timedelta(minutes=window)
-        for pod in sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key):
-            if pod.started_at is not None and aware(pod.started_at) > since:
+            if move.movable:
+                if judged is not None:
+                    judged.append((pod, move))
                 continue
-            if not self._move(pod, node).movable:
-                return False
-        return True
+            if window <= 0 or (pod.started_at is not None and aware(pod.started_at) <= since):
+                return ""
+            judged = None  # pinned, by recent work so far
+        if judged is None:
+            return "recent"
+        self._moves[name] = judged
+        return "movable"
 
     def refuse_move(self, candidate: Candidate) -> Verdict:
         """An elastic job taken below its minimum, or a restart cost the saving rule refuses."""
@@ -428,9 +422,10 @@ class Consolidation:
         (:mod:`spillway.planner.softtaint`), whatever keeps it now."""
         verdict = self.stage.protected(node)
         if verdict is None or verdict[0] == codes.RECENTLY_LAUNCHED:
-            if self._all_may_move(node):
+            pinning = self._pinning(node)
+            if pinning == "movable":
                 self.stage.movable.add(node.info.name)
-            elif self._pinned_recently(node):
+            elif pinning == "recent":
                 self.stage.recent.add(node.info.name)
         verdict = verdict or self._launching(node) or self._utilized(node)
         if verdict is not None:
@@ -523,8 +518,9 @@ class Consolidation:
     def _move(self, pod: PodInfo, node: WorkNode) -> Move:
         allowance = self.ctx.snapshot.pdb_allowance(pod)
         cutoff = self.ctx.config.expendable_priority_cutoff
-        within = leaving_within(self.ctx.config.drain_deadline_seconds)
-        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs, within)
+        deadline = self.ctx.config.drain_deadline_seconds
+        within = leaving_within(deadline)
+        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs, within, deadline)
 
     def restart_cost(self, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]]) -> float:
         """Node-minutes the moved pods lose: restart minutes times each pod's dominant share of the node

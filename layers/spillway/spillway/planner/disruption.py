@@ -353,6 +353,7 @@ def assess_move(
     cutoff: int,
     jobs: Mapping[str, JobInfo] = NO_JOBS,
     within: timedelta = LEAVING_WITHIN,
+    deadline: float | None = None,
 ) -> Move:
     """May consolidation move ``pod`` off ``node`` to save cost, and at what cost (module docstring).
 
@@ -360,7 +361,9 @@ def assess_move(
     no budget guards it; ``ClusterSnapshot.pdb_allowance``, which answers 0 for a pod more than one
     budget selects). ``cutoff``: the config's
     ``expendable_priority_cutoff``. ``jobs``: the snapshot's jobs by key (``ClusterSnapshot.jobs_by_key``).
-    ``within``: how soon a pod already terminating must be gone (:func:`leaving_within`).
+    ``within``: how soon a pod already terminating must be gone (:func:`leaving_within`). ``deadline``:
+    the drains' (``drain_deadline_seconds``), when the move is a drain's: a pod whose grace is longer
+    is not moved at a cost (:func:`cut_short`).
     """
     if not keeps_node_busy(pod, now):
         code, why = _ignored(pod)
@@ -379,6 +382,9 @@ def assess_move(
     ends = ends_its_job(pod, jobs)
     if ends is not None:  # whatever opt-in moved it: it lets the pod go, not the job
         return Move(False, ends, codes.POD_ENDS_JOB, math.inf)
+    cut = cut_short(pod, deadline) if move.cost > 0 else None  # an expendable pod is killed at will
+    if cut is not None:
+        return Move(False, cut, codes.POD_GRACE_PAST_DEADLINE, math.inf)
     counted = counting_job(pod, jobs)
     return replace(move, counts=counted.key) if counted is not None else move
 
@@ -411,6 +417,21 @@ def leaves_late(pod: PodInfo, now: datetime, within: timedelta = LEAVING_WITHIN)
         f"terminating until {pod.leaves_at.isoformat()} (its deletionTimestamp: the end of the grace period "
         f"the kubelet gives it, which no drain shortens): its room is free more than "
         f"{within.total_seconds():.0f} s from now, {bound}"
+    )
+
+
+def cut_short(pod: PodInfo, deadline: float | None) -> str | None:
+    """Why a drain with this ``deadline`` (seconds) would cut the pod's shutdown short, or None. Its
+    eviction gives the pod no more grace than the time left before the deadline
+    (:func:`evicted_late`), so the kubelet kills a pod whose ``terminationGracePeriodSeconds`` is longer
+    (an hour to write a checkpoint) at the deadline, before it has finished: killed, not moved.
+    cluster-autoscaler's drain cuts it so (``--max-graceful-termination-sec``, 600 s); Karpenter waits for
+    the pod's whole grace. Spillway does neither: no plan moves such a pod to save cost."""
+    if deadline is None or pod.grace <= deadline:
+        return None
+    return (
+        f"terminationGracePeriodSeconds {pod.grace} is longer than the drains' deadline ({deadline:.0f} s, "
+        "DRAIN_DEADLINE_SECONDS): evicted, its shutdown would be cut short there"
     )
 
 

@@ -52,10 +52,6 @@ from spillway.planner.limits import gpus_unknown
 from spillway.planner.startup import starting, uninitialized
 from spillway.planner.types import Unhealthy
 
-# A Ready condition that last changed this soon after the Node was created was set at registration:
-# the node has never been Ready (cluster-autoscaler's MaxStatusSettingDelayAfterCreation).
-SET_AT_CREATION = timedelta(minutes=2)
-
 
 @dataclass(frozen=True, slots=True)
 class Count:
@@ -147,15 +143,10 @@ def registering(node: NodeInfo, config: PlannerConfig, now: datetime) -> bool:
 
 
 def _registering(node: NodeInfo, window: timedelta, now: datetime) -> bool:
-    """A NotReady node that has never been Ready (its Ready condition last changed within
-    :data:`SET_AT_CREATION` of its creation, as the kubelet sets it at registration) and is younger than
+    """A NotReady node that has never been Ready (:meth:`NodeInfo.never_ready`) and is younger than
     ``max_node_startup_minutes`` is still registering. One that was Ready and is not any more, or whose
     creation time is unknown, counts as unready at once."""
-    if node.created_at is None:
-        return False
-    created = aware(node.created_at)
-    changed = aware(node.ready_changed_at) if node.ready_changed_at is not None else created
-    return changed - created < SET_AT_CREATION and now - created < window
+    return node.never_ready() and node.created_at is not None and now - aware(node.created_at) < window
 
 
 def _verdict(group: GroupKey | None, count: Count, config: PlannerConfig) -> Unhealthy | None:

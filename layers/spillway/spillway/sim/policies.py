@@ -202,9 +202,10 @@ class SpillwayPolicy:
         return _seconds(world, min(due)) if due else None
 
     def _recent_edges(self, world: World, now: datetime) -> list[datetime]:
-        """When each pod on a marked node stops being recent (``consolidation_recent_pods_minutes`` after
-        it started): a node marked for its recent pods loses the mark then (planner.softtaint), though
-        nothing happens in the world."""
+        """When each pod on a marked node that may not move stops being recent
+        (``consolidation_recent_pods_minutes`` after it started): a node marked for its recent pods loses
+        the mark then (planner.softtaint), though nothing happens in the world. A movable pod's age never
+        changes a mark."""
         if not self.recent:
             return []
         ends = (
@@ -212,6 +213,7 @@ class SpillwayPolicy:
             for n in world.nodes.values()
             if n.candidate
             for job in n.pods.values()
+            if not job.movable
         )
         return [when for when in ends if when > now]
 
