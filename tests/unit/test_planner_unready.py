@@ -627,3 +627,25 @@ def test_a_pod_that_never_started_starts_no_idle_timer_on_a_node_still_registeri
         assert _kept(plans[minute])[node][0] == codes.IDLE_BELOW_THRESHOLD, minute
     (drain,) = plans[35].drain
     assert drain.node == node and drain.code == codes.NEVER_STARTED
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "running-a-pod-that-never-started"])
+def test_a_node_never_ready_past_its_start_window_is_not_in_the_base_of_a_budgets_percentage(
+    busy: bool,
+) -> None:
+    """Karpenter takes a budget's percentage of the initialized nodes only, and a node that has never
+    been Ready never initialized, however long ago it registered. Past max_node_startup_minutes it was
+    counted all the same, and as a node out of service taking one of the drains: 10% of the eleven nodes
+    rounded up to two, where the ten in service allow one (Karpenter's BuildDisruptionBudgetMapping skips
+    an uninitialized node in the count and in the disrupting ones alike)."""
+    w, nodes, new = _ten_idle_and("registering")
+    w.node(new)["metadata"]["creationTimestamp"] = o.iso(NOW - timedelta(minutes=17))
+    _not_ready(w, new, 17)  # set at registration: never Ready
+    if busy:  # kept, running a pod its kubelet never ran (not NotReady for the unready time yet)
+        _never_started(w, new)
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": "10%"}])
+
+    assert len([d for d in result.drain if d.node in nodes]) == 1
+    held = [reason for code, reason in _kept(result).values() if code == codes.DISRUPTION_BUDGET]
+    assert len(held) == 9 and all("allows 1 of group cpu's 10 node(s)" in reason for reason in held)

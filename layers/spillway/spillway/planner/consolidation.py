@@ -75,7 +75,6 @@ from spillway.planner.disruption import (
 )
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
-from spillway.planner.health import registering
 from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools
 from spillway.planner.startup import uninitialized
 from spillway.planner.topology import Leaving, Planned, Spot, port_taken
@@ -110,8 +109,9 @@ class Budgets:
     twice, and no budget refuses the idle drain of one out for good (``dead``; with two dead nodes under
     a budget of one, each was refused for the other, for good).
 
-    The base of a percentage leaves out the nodes not initialized: registering (NotReady, never
-    Ready, within ``max_node_startup_minutes``) or Ready with a startup taint or an extended resource
+    The base of a percentage leaves out the nodes not initialized: never Ready (NotReady since they
+    registered, within ``max_node_startup_minutes`` or past it; nor are they counted ``out``) or Ready
+    with a startup taint or an extended resource
     still missing (:func:`spillway.planner.startup.uninitialized`), starting or past that time (its
     GPUs never came). Karpenter counts a NodePool's initialized nodes only, so that replacements still
     starting do not round the budget up (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go,
@@ -136,7 +136,7 @@ class Budgets:
             if node.group is None:
                 continue
             if (
-                registering(node.info, ctx.config, ctx.now)
+                node.info.never_ready()  # registering, or never Ready past its start window
                 or uninitialized(node.info, node.group, ctx.config) is not None  # starting, or never
             ):
                 self.outside.add(node.info.name)

@@ -585,7 +585,8 @@ class ScaleDownStage:
                 if node.info.name in self.ctx.state.rooms:  # a make-room drain's cordon: the node stays
                     self.making_room_now[node.group.key] = self.making_room_now.get(node.group.key, 0) + 1
             elif out_of_service(node.info, self.ctx.config, self.ctx.now):
-                self.budgets.out.setdefault(node.group.key, set()).add(node.info.name)
+                if node.info.name not in self.budgets.outside:  # never initialized: no budget counts it
+                    self.budgets.out.setdefault(node.group.key, set()).add(node.info.name)
                 if self._out_for_good(node):
                     self.budgets.dead.add(node.info.name)
 
