@@ -51,7 +51,8 @@ group_st = st.fixed_dictionaries(
         "nodes": st.integers(1, 4),
         "booting": st.integers(0, 1),
         "flags": st.lists(
-            st.sampled_from(["ok", "ok", "human", "notready", "spillway", "deleting"]), max_size=4
+            st.sampled_from(["ok", "ok", "human", "notready", "neverready", "spillway", "deleting"]),
+            max_size=4,
         ),
     }
 )
@@ -143,7 +144,10 @@ def build(
                 w.cordon(node, by_spillway=False)
             elif flag == "spillway":  # a drain under way (cordoned an hour ago: not orphaned)
                 w.cordon(node, by_spillway=True)
-            elif flag == "notready":
+            elif flag == "notready":  # Ready once, NotReady for 10 minutes
+                ready = w.node(node)["status"]["conditions"][0]
+                ready.update(status="False", lastTransitionTime="2026-11-02T11:50:00Z")
+            elif flag == "neverready":  # NotReady since it registered: it never initialized
                 w.node(node)["status"]["conditions"][0]["status"] = "False"
             elif flag == "deleting":
                 w.node(node)["metadata"]["deletionTimestamp"] = "2026-11-02T11:58:00Z"
@@ -266,6 +270,11 @@ def _group_of(w: World) -> dict[str, str]:
 
 def _ready(node: dict[str, Any]) -> bool:
     return node["status"]["conditions"][0]["status"] == "True"
+
+
+def _never_ready(node: dict[str, Any]) -> bool:
+    ready = node["status"]["conditions"][0]
+    return ready["status"] != "True" and ready["lastTransitionTime"] == node["metadata"]["creationTimestamp"]
 
 
 def _spillway_cordoned(node: dict[str, Any]) -> bool:
@@ -445,7 +454,9 @@ def check_node_budgets(w: World, result: ScalingPlan, budget: tuple[str, str] | 
     nodes being disrupted at once (drains under way, nodes NotReady or being deleted, this plan's drains
     of every kind) are at most its ``nodes``, a percentage of the group's nodes rounded up, whenever the
     plan drains a node not out of service already (the drain of one that is adds none: no budget holds
-    it back); outside its window or schedule it limits nothing."""
+    it back); outside its window or schedule it limits nothing. A node never Ready (its Ready condition
+    unchanged since it registered) never initialized: it is neither in the base nor counted NotReady, as
+    Karpenter leaves uninitialized nodes out of the count and of the disrupting ones."""
     if budget is None or not TIMING[budget[1]][1]:
         return
     nodes = _nodes(w)
@@ -455,7 +466,7 @@ def check_node_budgets(w: World, result: ScalingPlan, budget: tuple[str, str] | 
     for d in result.drain:
         planned[d.group].add(d.node)
     for group, drained in planned.items():
-        members = [n for n in nodes if group_of.get(n) == group]
+        members = [n for n in nodes if group_of.get(n) == group and not _never_ready(nodes[n])]
         value = budget[0]
         allowed = math.ceil(len(members) * int(value[:-1]) / 100) if value.endswith("%") else int(value)
         busy = {
@@ -463,5 +474,6 @@ def check_node_budgets(w: World, result: ScalingPlan, budget: tuple[str, str] | 
             if n in leaving or not _ready(nodes[n])
         }  # fmt: skip
         out = {n for n in members if "deletionTimestamp" in nodes[n]["metadata"] or not _ready(nodes[n])}
+        out |= {n for n in nodes if group_of.get(n) == group and _never_ready(nodes[n])}
         if drained - out:
             assert len(busy | drained) <= allowed, (group, sorted(busy), sorted(drained), allowed)
