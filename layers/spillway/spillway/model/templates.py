@@ -2,7 +2,7 @@
 ProvisioningRequest's pod sets are shaped by a PodTemplate, and are placed as a pending pod of that
 template would be. Their own anti-affinity and spread terms, and the cluster's terms that select them,
 are matched in the one :meth:`~spillway.model.cluster.TopologyMatcher.apply` of the snapshot's pods
-(term ids are the snapshot's). A request's pods also get what their volumes say
+(term ids are the snapshot's). A buffer's chunk and a request's pods also get what their volumes say
 (:meth:`~spillway.model.cluster.VolumeMatcher.template`): where their claims let them run, and the
 volumes they bring against each CSI driver's attach limit."""
 
@@ -30,8 +30,13 @@ def with_topology(
     whose workers repel each other books one per node, as the replicas would run. ``topology`` has
     remembered the cluster's pods (indexes in ``pods``); a template whose Pod is not known (a stored
     snapshot's) keeps its pod as it is. ``volumes`` has read the cluster's claims, volumes and
-    classes: the requests' pods get their volumes' terms and attach counts from it."""
+    classes: the buffers' chunks and the requests' pods get their volumes' terms and attach counts from
+    it. A chunk is a fake pod cluster-autoscaler injects among the unschedulable pods
+    (processors/capacitybuffer/pod_list_processor.go), which its scale-up simulation runs through
+    kube-scheduler's filters as any pending pod, VolumeBinding, VolumeZone and NodeVolumeLimits among
+    them."""
     if volumes is not None:
+        buffers = [_buffer_with_volumes(volumes, b) for b in buffers]
         provreqs = [
             replace(r, pod_sets=tuple(_with_volumes(volumes, s) for s in r.pod_sets)) for r in provreqs
         ]
@@ -52,6 +57,12 @@ def with_topology(
         for r in provreqs
     )
     return out[: len(pods)], new_buffers, new_requests
+
+
+def _buffer_with_volumes(volumes: VolumeMatcher, buffer: BufferInfo) -> BufferInfo:
+    if buffer.pod is None or buffer.source is None:
+        return buffer
+    return replace(buffer, pod=volumes.template(buffer.pod, buffer.source))
 
 
 def _with_volumes(volumes: VolumeMatcher, pod_set: PodSetInfo) -> PodSetInfo:

@@ -23,7 +23,6 @@ from spillway.config import BufferConfig
 from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import PodInfo
 from spillway.model.k8s import Pod
-from spillway.model.resources import fit_count
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode
 from spillway.planner.placement import Pool, pools
@@ -66,11 +65,12 @@ def _room_bound(ctx: Context, cls: PodClass) -> int:
     and a buffer of two billion (``replicas`` is an int32) would otherwise be two billion virtual pods
     in every plan. A chunk takes a pod slot as every pod does: ``ONE_POD`` of the node's ``pods``,
     both in milli-units (:func:`~spillway.planner.classes.new_class` adds it to the class's requests),
-    so a chunk that requests next to nothing is bounded by the nodes' pod slots."""
-    total = sum(fit_count(cls.requests, node.free, UNBOUNDED) for node in ctx.nodes.values())
+    so a chunk that requests next to nothing is bounded by the nodes' pod slots. A volume the chunks
+    share takes one of a node's attach slots for all of them (:meth:`PodClass.fit_with`)."""
+    total = sum(cls.fit_on(name, node.free, UNBOUNDED) for name, node in ctx.nodes.items())
     for group in ctx.groups:
         if group.template is not None:
-            total += group.max_size * fit_count(cls.requests, group.template.allocatable, UNBOUNDED)
+            total += group.max_size * cls.fit_with(group.template.allocatable, UNBOUNDED)
     return total
 
 
@@ -86,6 +86,9 @@ def buffer_classes(ctx: Context) -> list[PodClass]:
             domains=ctx.topology.domains(buffer.pod),
         )
         cls.buffer = buffer.key
+        # the chunks name the template's claims: they share those volumes on a node, as a pod set's pods
+        # do (spillway.planner.provreq.set_class)
+        cls.volumes, cls.volume_nodes = buffer.pod.volumes, ctx.volume_nodes
         cls.pods = [virtual_pod(buffer, i) for i in range(min(buffer.replicas, _room_bound(ctx, cls)))]
         if not cls.pods:  # no node nor group could hold a chunk (GPUs where none are): nothing to plan
             continue
