@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -385,15 +385,15 @@ class Consolidation:
         that may not move started less than ``consolidation_recent_pods_minutes`` ago
         (:mod:`spillway.planner.softtaint` marks both), else ``""``. The first old pod that may not move
         ends the pass (most busy nodes run one), so a node judged only for the mark costs no more than
-        that. A pod whose start is unknown is new: the kubelet has not admitted it yet."""
+        that. A pod whose start is unknown is new: the kubelet has not admitted it yet. The moves
+        :meth:`moves` kept (make room judges its hosts first) are read as they are, recent pods and all."""
         name = node.info.name
-        if name in self._moves:
-            return "movable" if _never(self._moves[name]) is None else ""
         window = self.ctx.config_for(node.group).consolidation_recent_pods_minutes
         since = self.ctx.now - timedelta(minutes=window)
+        kept = self._moves.get(name)
+        moves = iter(kept) if kept is not None else self._judged(node)
         judged: list[tuple[PodInfo, Move]] | None = []
-        for pod in sorted(self.on_node.get(name, ()), key=lambda p: p.key):
-            move = self._move(pod, node)
+        for pod, move in moves:
             if move.movable:
                 if judged is not None:
                     judged.append((pod, move))
@@ -405,6 +405,12 @@ class Consolidation:
             return "recent"
         self._moves[name] = judged
         return "movable"
+
+    def _judged(self, node: WorkNode) -> Iterator[tuple[PodInfo, Move]]:
+        """Each pod that keeps the node busy with its move, judged as asked for (in :meth:`moves`'s
+        order), so a pass that stops early judges no more pods."""
+        for pod in sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key):
+            yield pod, self._move(pod, node)
 
     def refuse_move(self, candidate: Candidate) -> Verdict:
         """An elastic job taken below its minimum, or a restart cost the saving rule refuses."""
