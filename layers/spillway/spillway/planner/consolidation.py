@@ -521,12 +521,27 @@ class Consolidation:
             f"{horizon:g} saved (consolidation_horizon_minutes)",
         )
 
-    def _move(self, pod: PodInfo, node: WorkNode) -> Move:
+    def moves_ahead(self, node: WorkNode) -> list[tuple[PodInfo, Move]]:
+        """:meth:`moves` for a drain ahead of a scheduled action (:mod:`spillway.planner.schedshrink`):
+        a pod whose grace the drain's deadline would cut short (``grace-past-deadline``) may move there,
+        as Auto Scaling terminates the node undrained when the action runs, the pod with no grace at
+        all; the drain's deadline is the most it can give."""
+        return [
+            (pod, self._move(pod, node, ahead=True) if move.code == codes.POD_GRACE_PAST_DEADLINE else move)
+            for pod, move in self.moves(node)
+        ]
+
+    def cut_short(self, node: WorkNode) -> list[PodInfo]:
+        """The node's pods a drain would not move for their grace alone (``grace-past-deadline``)."""
+        return [pod for pod, move in self.moves(node) if move.code == codes.POD_GRACE_PAST_DEADLINE]
+
+    def _move(self, pod: PodInfo, node: WorkNode, *, ahead: bool = False) -> Move:
         allowance = self.ctx.snapshot.pdb_allowance(pod)
         cutoff = self.ctx.config.expendable_priority_cutoff
         deadline = self.ctx.config.drain_deadline_seconds
         within = leaving_within(deadline)
-        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs, within, deadline)
+        judged = None if ahead else deadline  # ahead of an action, a grace cut short beats none
+        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs, within, judged)
 
     def restart_cost(self, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]]) -> float:
         """Node-minutes the moved pods lose: restart minutes times each pod's dominant share of the node
