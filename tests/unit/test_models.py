@@ -620,3 +620,21 @@ def test_a_negative_termination_grace_period_reads_as_one_second_as_the_api_serv
     raw["spec"]["terminationGracePeriodSeconds"] = 2**63
     with pytest.raises(ValueError, match="terminationGracePeriodSeconds"):
         Pod.model_validate(raw)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [-(2**63) - 1, 2**63, True, "30", 30.0],
+    ids=["below-int64", "above-int64", "bool", "string", "float"],
+)
+def test_a_termination_grace_period_no_api_server_could_return_is_refused_naming_it(value: object) -> None:
+    """The field is an int64 the API server decodes strictly: a value outside int64's range, a bool, a
+    string or a float is no grace period at all, and is refused naming the field. Only a negative int64
+    reads as 1. Before, a value below int64's range read as 1 too: the negative-to-1 rule ran before
+    the range was checked, so the lower bound was never seen."""
+    raw = o.pod("p", cpu="1", memory="1Gi", node_name="n1", owner=("ReplicaSet", "web"))
+    raw["spec"]["terminationGracePeriodSeconds"] = value
+    with pytest.raises(ValueError, match="terminationGracePeriodSeconds"):
+        Pod.model_validate(raw)
+    raw["spec"]["terminationGracePeriodSeconds"] = -(2**63)
+    assert Pod.model_validate(raw).spec.termination_grace_period_seconds == 1

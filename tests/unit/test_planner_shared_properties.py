@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from datetime import datetime, timedelta
 from typing import Any
 
 from hypothesis import event, example, given, settings
@@ -51,8 +52,7 @@ group_st = st.fixed_dictionaries(
         "nodes": st.integers(1, 4),
         "booting": st.integers(0, 1),
         "flags": st.lists(
-            st.sampled_from(["ok", "ok", "human", "notready", "neverready", "spillway", "deleting"]),
-            max_size=4,
+            st.sampled_from(["ok", "ok", "human", "notready", "lost", "spillway", "deleting"]), max_size=4
         ),
     }
 )
@@ -144,11 +144,14 @@ def build(
                 w.cordon(node, by_spillway=False)
             elif flag == "spillway":  # a drain under way (cordoned an hour ago: not orphaned)
                 w.cordon(node, by_spillway=True)
-            elif flag == "notready":  # Ready once, NotReady for 10 minutes
-                ready = w.node(node)["status"]["conditions"][0]
-                ready.update(status="False", lastTransitionTime="2026-11-02T11:50:00Z")
-            elif flag == "neverready":  # NotReady since it registered: it never initialized
+            elif flag == "notready":  # NotReady since it registered: never Ready, never initialized
                 w.node(node)["status"]["conditions"][0]["status"] = "False"
+            elif flag == "lost":  # Ready once, NotReady for the last 10 minutes
+                condition = w.node(node)["status"]["conditions"][0]
+                condition["status"], condition["lastTransitionTime"] = (
+                    "False",
+                    o.iso(NOW - timedelta(minutes=10)),
+                )
             elif flag == "deleting":
                 w.node(node)["metadata"]["deletionTimestamp"] = "2026-11-02T11:58:00Z"
         nodes += made
@@ -198,6 +201,12 @@ def build(
          pods=[(0, "250m", 0), (0, "250m", 0), (1, "250m", 0), (1, "250m", 0)],
          palette=["expendable-pdb-a"], workers=[], job=(1, 4), pdbs=(2, 0), pending=(0, "1"), floors=(0, 0, 0),
          buffer=None, budget=None)  # fmt: skip
+# a group of two nodes under a budget of one node, one never Ready running a pod (so not drained): the idle
+# Ready one is drained, as the never-Ready one is no disruption (Karpenter counts no node not initialized;
+# test_planner_unready's ..._not_in_the_base_of_a_budgets_percentage). Found by the search once 50c8b88 made it so
+@example(groups=[{**ONE_GPU_NODE, "nodes": 2, "flags": ["ok", "notready"]}], pods=[(1, "250m", 0)],
+         palette=["movable"], workers=[], job=(1, 4), pdbs=(0, 0), pending=(0, "1"), floors=(0, 0, 0),
+         buffer=None, budget=("1", "always"))  # fmt: skip
 def test_shared_cluster_rules_hold_across_every_drain_of_a_plan(
     groups: list[dict[str, Any]],
     pods: list[tuple[int, str, int]],
@@ -273,8 +282,12 @@ def _ready(node: dict[str, Any]) -> bool:
 
 
 def _never_ready(node: dict[str, Any]) -> bool:
-    ready = node["status"]["conditions"][0]
-    return ready["status"] != "True" and ready["lastTransitionTime"] == node["metadata"]["creationTimestamp"]
+    """NotReady since it registered: its Ready condition last changed within two minutes of its creation
+    (cluster-autoscaler's MaxStatusSettingDelayAfterCreation): it never initialized."""
+    created = datetime.fromisoformat(node["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    condition = node["status"]["conditions"][0]
+    changed = datetime.fromisoformat(condition["lastTransitionTime"].replace("Z", "+00:00"))
+    return not _ready(node) and changed - created < timedelta(minutes=2)
 
 
 def _spillway_cordoned(node: dict[str, Any]) -> bool:
@@ -454,9 +467,9 @@ def check_node_budgets(w: World, result: ScalingPlan, budget: tuple[str, str] | 
     nodes being disrupted at once (drains under way, nodes NotReady or being deleted, this plan's drains
     of every kind) are at most its ``nodes``, a percentage of the group's nodes rounded up, whenever the
     plan drains a node not out of service already (the drain of one that is adds none: no budget holds
-    it back); outside its window or schedule it limits nothing. A node never Ready (its Ready condition
-    unchanged since it registered) never initialized: it is neither in the base nor counted NotReady, as
-    Karpenter leaves uninitialized nodes out of the count and of the disrupting ones."""
+    it back); outside its window or schedule it limits nothing. A node never Ready never initialized:
+    Karpenter's BuildDisruptionBudgetMapping counts it neither in the base nor as NotReady or deleted
+    (a drain of Spillway's under way on it still counts)."""
     if budget is None or not TIMING[budget[1]][1]:
         return
     nodes = _nodes(w)
@@ -466,14 +479,16 @@ def check_node_budgets(w: World, result: ScalingPlan, budget: tuple[str, str] | 
     for d in result.drain:
         planned[d.group].add(d.node)
     for group, drained in planned.items():
-        members = [n for n in nodes if group_of.get(n) == group and not _never_ready(nodes[n])]
+        members = [n for n in nodes if group_of.get(n) == group]
+        never = {n for n in members if _never_ready(nodes[n])}
         value = budget[0]
-        allowed = math.ceil(len(members) * int(value[:-1]) / 100) if value.endswith("%") else int(value)
+        base = len(members) - len(never)
+        allowed = math.ceil(base * int(value[:-1]) / 100) if value.endswith("%") else int(value)
+        draining = {n for n in members if n in leaving and _spillway_cordoned(nodes[n])}
         busy = {
             n for n in members
-            if n in leaving or not _ready(nodes[n])
+            if n in draining or ((n in leaving or not _ready(nodes[n])) and n not in never)
         }  # fmt: skip
         out = {n for n in members if "deletionTimestamp" in nodes[n]["metadata"] or not _ready(nodes[n])}
-        out |= {n for n in nodes if group_of.get(n) == group and _never_ready(nodes[n])}
         if drained - out:
             assert len(busy | drained) <= allowed, (group, sorted(busy), sorted(drained), allowed)

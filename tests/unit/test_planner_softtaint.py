@@ -524,3 +524,20 @@ def test_nodes_a_scheduled_min_size_keeps_are_not_marked() -> None:
     snapshot, _, config, state = w.parsed(max_scale_in_fraction=1.0)
     past = plan(snapshot, groups, config, state, morning)
     assert len(past.drain) == 2 and sorted(k.code for k in past.kept) == [codes.SCHEDULED_MIN] * 2
+
+
+def test_a_node_make_room_judged_first_keeps_its_mark_for_recent_work() -> None:
+    # A pending pod of the group that does not fit beside the node's pods makes make room judge every
+    # pod on the node first (Consolidation.moves, kept for the plan); the node's one pod that may not
+    # move started 10 minutes ago, so consolidation still marks it for recent work. Before, the mark's
+    # judgement read make room's kept moves as "not all movable" and stopped there: the mark was lifted
+    # whenever a pending pod of the group was tried against the node.
+    w, node = pinned_by(10, movable_old=2)
+    w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(consolidation="when-underutilized")
+
+    assert result.drain == () and [s.group for s in result.scale_up] == ["cpu"]
+    (entry,) = result.soft_taint
+    assert (entry.node, entry.add) == (node, True)
+    assert entry.reason.startswith("the pods on it that may not move all started less than 30 minutes ago")

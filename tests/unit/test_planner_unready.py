@@ -649,3 +649,26 @@ def test_a_node_never_ready_past_its_start_window_is_not_in_the_base_of_a_budget
     assert len([d for d in result.drain if d.node in nodes]) == 1
     held = [reason for code, reason in _kept(result).values() if code == codes.DISRUPTION_BUDGET]
     assert len(held) == 9 and all("allows 1 of group cpu's 10 node(s)" in reason for reason in held)
+
+
+@pytest.mark.parametrize("starting", ["registering", "tainted"])
+def test_a_node_not_initialized_that_is_being_deleted_takes_none_of_a_budgets_disruptions(
+    starting: str,
+) -> None:
+    """Karpenter's BuildDisruptionBudgetMapping skips a node not initialized before it counts the nodes
+    being deleted or NotReady (``allowed - disrupting``), so one being deleted by another hand while it
+    was still starting (NotReady, or Ready with a startup taint) takes none of the budget's disruptions:
+    a budget of two nodes drains two of the ten idle ones beside it. (README, Consolidation: the nodes
+    being deleted by anyone that count are the initialized ones.)"""
+    w, nodes, new = _ten_idle_and(starting)
+    w.node(new)["metadata"]["deletionTimestamp"] = o.iso(NOW - timedelta(seconds=30))
+
+    result = w.plan(
+        max_scale_in_fraction=1.0,
+        startup_taints=["node.cilium.io/agent-not-ready"],
+        disruption_budgets=[{"nodes": "2"}],
+    )
+
+    assert len([d for d in result.drain if d.node in nodes]) == 2
+    held = [reason for code, reason in _kept(result).values() if code == codes.DISRUPTION_BUDGET]
+    assert len(held) == 8 and not any("out of service" in reason for reason in held)

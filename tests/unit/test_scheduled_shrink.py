@@ -374,3 +374,47 @@ def test_an_idle_node_that_never_initialized_is_drained_ahead_rather_than_a_busy
     ]
     (shrink,) = result.shrinks
     assert shrink.drains == (stuck,) and shrink.at_risk == ()
+
+
+def test_a_pod_whose_grace_outlasts_the_drain_deadline_is_drained_ahead_rather_than_killed_without_one() -> (
+    None
+):
+    """Consolidation never moves a pod whose terminationGracePeriodSeconds is longer than the drains'
+    deadline (the eviction would cut its shutdown short there: grace-past-deadline). Ahead of a
+    scheduled action the choice is not between that and leaving it be: Auto Scaling terminates the
+    instances above the action's size undrained, its pods with no grace at all. Since f3f5be5 such a
+    node was kept (pod-never) and its pods reported at risk; drained ahead, they get the drain's deadline
+    to stop, as every pod evicted ahead of an action gets its grace rather than being killed."""
+    world, nodes = web()
+    pods = [replica(world, node, f"r{i}") for i, node in enumerate(nodes)]
+    for key in pods:
+        world.pod_item(key)["spec"]["terminationGracePeriodSeconds"] = 3600
+    night = ScheduledFloor("night", max_size=2, start=SOON)
+
+    result = planned(world, {"scheduled": (night,)})
+
+    assert len(result.drain) == 2 and all(d.code == codes.SCHEDULED_SHRINK for d in result.drain)
+    assert {p for d in result.drain for p in d.pods} < set(pods)
+    assert all("cut short at the drain's deadline" in d.reason for d in result.drain)
+    assert result.shrinks[0].at_risk == ()
+
+
+def test_ahead_of_an_action_nodes_whose_pods_move_whole_go_before_those_whose_grace_would_be_cut() -> None:
+    """Two nodes run a small replica with an hour's grace (the least used), two a larger one with the
+    default grace; MaxSize 2 drains two nodes ahead of the action: the two whose pods move with their
+    whole grace, though least-used-first would pick the others, whose pods' shutdown the drain cuts."""
+    world, nodes = web()
+    cut = []
+    for i, node in enumerate(nodes):
+        if i < 2:
+            (key,) = world.pods(f"ckpt{i}", 1, cpu="500m", memory="1Gi", node_name=node,
+                                owner=("ReplicaSet", f"ckpt{i}"), annotations=MOVABLE)  # fmt: skip
+            world.pod_item(key)["spec"]["terminationGracePeriodSeconds"] = 3600
+            cut.append(node)
+        else:
+            replica(world, node, f"r{i}")
+    night = ScheduledFloor("night", max_size=2, start=SOON)
+
+    result = planned(world, {"scheduled": (night,)})
+
+    assert sorted(d.node for d in result.drain) == sorted(set(nodes) - set(cut))

@@ -175,3 +175,24 @@ def test_a_mark_for_recent_pods_is_lifted_when_every_tick_would_lift_it(
     node = "ip-10-0-0-1.us-east-1.compute.internal"
     assert every.marked[:3] == [(0, ()), (120, (node,)), (120 + 1800, ())]
     assert driven.marked == every.marked
+
+
+def test_a_mark_for_a_movable_pod_the_planner_may_not_move_is_lifted_when_every_tick_would_lift_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The world of the test above, but the job is marked movable (safe-to-evict: "true") and the drains'
+    # deadline is 20 s: its pods' grace period (30 s, the default) is longer, so the planner may not move
+    # them (planner.disruption.cut_short: grace-past-deadline) and marks the node for its recent pods,
+    # lifting the mark when the job turns 30 minutes old. The replay's wake-ups for recent pods must
+    # follow the planner's judgement, not the job's movable flag alone: skipping every movable job, it
+    # slept through the lift and the mark stayed until the job ended.
+    monkeypatch.setattr(engine, "HORIZON_SLACK", 3600)
+    config = PlannerConfig(cluster="sim", consolidation="when-underutilized", drain_deadline_seconds=20)
+    one_gpu = {resource: amount // 8 for resource, amount in WHOLE_NODE.items()} | {"pods": 1000}
+    jobs = [Job(0, "job", "ml", 0, 3 * 3600, 0, (one_gpu,), movable=True)]
+
+    driven, every = _replay(False, jobs, config), _replay(True, jobs, config)
+
+    node = "ip-10-0-0-1.us-east-1.compute.internal"
+    assert every.marked[:3] == [(0, ()), (120, (node,)), (120 + 1800, ())]
+    assert driven.marked == every.marked

@@ -453,10 +453,11 @@ class PodSpec(KubeModel):
     # integer: the API server refuses anything else)
     active_deadline_seconds: int | None = Field(default=None, gt=0, le=INT64_MAX, strict=True)
     # how long the kubelet gives the pod to stop once deleted (the API's default: 30)
-    # (a negative one is 1: _one_if_negative)
-    termination_grace_period_seconds: Annotated[int, AfterValidator(_one_if_negative)] | None = Field(
-        default=None, ge=-INT64_MAX - 1, le=INT64_MAX, strict=True
-    )
+    # (an int64; a negative one is 1: _one_if_negative, after the range is checked)
+    termination_grace_period_seconds: (
+        Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX, strict=True), AfterValidator(_one_if_negative)]
+        | None
+    ) = None
     # spec.hostNetwork: the pod uses the node's network namespace, so the kubelet starts it while the
     # network plugin is not ready (Pod.never_started; a DaemonSet's template: cluster-autoscaler's checks)
     host_network: bool = False

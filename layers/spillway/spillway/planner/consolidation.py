@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -385,15 +385,15 @@ class Consolidation:
         that may not move started less than ``consolidation_recent_pods_minutes`` ago
         (:mod:`spillway.planner.softtaint` marks both), else ``""``. The first old pod that may not move
         ends the pass (most busy nodes run one), so a node judged only for the mark costs no more than
-        that. A pod whose start is unknown is new: the kubelet has not admitted it yet."""
+        that. A pod whose start is unknown is new: the kubelet has not admitted it yet. The moves
+        :meth:`moves` kept (make room judges its hosts first) are read as they are, recent pods and all."""
         name = node.info.name
-        if name in self._moves:
-            return "movable" if _never(self._moves[name]) is None else ""
         window = self.ctx.config_for(node.group).consolidation_recent_pods_minutes
         since = self.ctx.now - timedelta(minutes=window)
+        kept = self._moves.get(name)
+        moves = iter(kept) if kept is not None else self._judged(node)
         judged: list[tuple[PodInfo, Move]] | None = []
-        for pod in sorted(self.on_node.get(name, ()), key=lambda p: p.key):
-            move = self._move(pod, node)
+        for pod, move in moves:
             if move.movable:
                 if judged is not None:
                     judged.append((pod, move))
@@ -405,6 +405,12 @@ class Consolidation:
             return "recent"
         self._moves[name] = judged
         return "movable"
+
+    def _judged(self, node: WorkNode) -> Iterator[tuple[PodInfo, Move]]:
+        """Each pod that keeps the node busy with its move, judged as asked for (in :meth:`moves`'s
+        order), so a pass that stops early judges no more pods."""
+        for pod in sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key):
+            yield pod, self._move(pod, node)
 
     def refuse_move(self, candidate: Candidate) -> Verdict:
         """An elastic job taken below its minimum, or a restart cost the saving rule refuses."""
@@ -515,12 +521,27 @@ class Consolidation:
             f"{horizon:g} saved (consolidation_horizon_minutes)",
         )
 
-    def _move(self, pod: PodInfo, node: WorkNode) -> Move:
+    def moves_ahead(self, node: WorkNode) -> list[tuple[PodInfo, Move]]:
+        """:meth:`moves` for a drain ahead of a scheduled action (:mod:`spillway.planner.schedshrink`):
+        a pod whose grace the drain's deadline would cut short (``grace-past-deadline``) may move there,
+        as Auto Scaling terminates the node undrained when the action runs, the pod with no grace at
+        all; the drain's deadline is the most it can give."""
+        return [
+            (pod, self._move(pod, node, ahead=True) if move.code == codes.POD_GRACE_PAST_DEADLINE else move)
+            for pod, move in self.moves(node)
+        ]
+
+    def cut_short(self, node: WorkNode) -> list[PodInfo]:
+        """The node's pods a drain would not move for their grace alone (``grace-past-deadline``)."""
+        return [pod for pod, move in self.moves(node) if move.code == codes.POD_GRACE_PAST_DEADLINE]
+
+    def _move(self, pod: PodInfo, node: WorkNode, *, ahead: bool = False) -> Move:
         allowance = self.ctx.snapshot.pdb_allowance(pod)
         cutoff = self.ctx.config.expendable_priority_cutoff
         deadline = self.ctx.config.drain_deadline_seconds
         within = leaving_within(deadline)
-        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs, within, deadline)
+        judged = None if ahead else deadline  # ahead of an action, a grace cut short beats none
+        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs, within, judged)
 
     def restart_cost(self, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]]) -> float:
         """Node-minutes the moved pods lose: restart minutes times each pod's dominant share of the node

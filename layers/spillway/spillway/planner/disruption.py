@@ -59,7 +59,10 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    spares the evicted pod, not the training: :func:`_elastic_move`);
 4. anything else never: a pod with local storage (``local-storage``), or of no kind known to tolerate
    a move, is not moved to save money (an operator's DrainNode still evicts controlled pods without
-   local storage, through :func:`assess`).
+   local storage, through :func:`assess`);
+5. and when the move is a drain's (``deadline``): a pod 3 moves at a cost (not an expendable one, free)
+   whose grace period is longer than the drains' deadline is never moved, as the drain's eviction would
+   cut its shutdown short (``grace-past-deadline``, :func:`cut_short`).
 
 Local storage is no never-rule of a move: every reason to move a pod in 3 is an opt-in that says the
 workload tolerates losing the pod, and with it the pod's scratch data, so it overrides local storage

@@ -10,7 +10,9 @@ decrement, and when the action runs Auto Scaling has nothing left to terminate:
 * idle nodes first, whatever their idle timer (an unready node's too: its unready time), age,
   scale-in cap or cooldown (the action removes a node anyway);
 * then busy nodes whose every pod may move (:meth:`~spillway.planner.consolidation.Consolidation.evacuate`:
-  moved where they fit, else evicted to wait), least used first;
+  moved where they fit, else evicted to wait), least used first; a pod kept from consolidation only
+  because the drain's deadline would cut its grace short (``grace-past-deadline``) may move here, as
+  the action gives it no grace at all, and the nodes of such pods go after the others;
 * never a node a protection keeps for good (scale-in protection, ``scale-down-disabled``,
   ``do-not-disrupt``, a cordon, a drain under way) nor one with a pod that must not be disturbed, nor
   below the group's MinSize (TerminateInstanceInAutoScalingGroup's decrement cannot go there), nor past
@@ -98,14 +100,22 @@ class ScheduledShrinks:
         return min(self.left(group) - ceiling.min_size, self.left(group) - protected)
 
     def nodes(self, group: NodeGroup) -> list[WorkNode]:
-        """The group's nodes still kept: idle ones first, each part in scale-down's order (least useful,
-        then oldest)."""
+        """The group's nodes still kept: idle ones first, then busy ones whose pods move with their whole
+        grace, then the others (:meth:`_cut`), each part in scale-down's order (least useful, then
+        oldest)."""
         found = [
             n
             for name, n in self.ctx.nodes.items()
             if n.group is not None and n.group.key == group.key and name in self.kept
         ]
-        return sorted(found, key=lambda n: (n.workload > 0, self.stage._order((n, self.ctx.now))))
+        return sorted(
+            found, key=lambda n: (n.workload > 0, self._cut(n), self.stage._order((n, self.ctx.now)))
+        )
+
+    def _cut(self, node: WorkNode) -> bool:
+        """A busy node some of whose pods a drain's deadline would cut short (``grace-past-deadline``):
+        drained ahead only after the nodes whose pods move with their whole grace."""
+        return bool(node.workload) and bool(self.stage.consolidation().cut_short(node))
 
     def shrink(self, group: NodeGroup, ceiling: Floor) -> None:
         when = ceiling.describe()
@@ -149,7 +159,16 @@ class ScheduledShrinks:
             # before scale-down-disabled, do-not-disrupt and a pinned DaemonSet pod, which still hold
             lasting = _disabled(self.ctx, node, self.ctx.now) or _pinned(self.ctx, node, self.ctx.now)
             return lasting[0] if lasting is not None else self._empty(node, ceiling)
-        return self._busy(node, ceiling) if kept.code in WAIVED_BUSY else kept.code
+        waived = kept.code in WAIVED_BUSY or (kept.code == codes.POD_NEVER and self._only_cut(node))
+        return self._busy(node, ceiling) if waived else kept.code
+
+    def _only_cut(self, node: WorkNode) -> bool:
+        """Every pod that keeps the node from a move is one whose grace the drain's deadline would cut
+        short, and one at least: the action kills such a pod with no grace, the drain ahead with its
+        deadline (:meth:`~spillway.planner.consolidation.Consolidation.moves_ahead`)."""
+        moves = self.stage.consolidation().moves(node)
+        never = [m for _, m in moves if not m.movable]
+        return bool(never) and all(m.code == codes.POD_GRACE_PAST_DEADLINE for m in never)
 
     def _empty(self, node: WorkNode, ceiling: Floor) -> str | None:
         stage = self.stage
@@ -198,7 +217,7 @@ class ScheduledShrinks:
             return verdict[0]
         consolidation = stage.consolidation()
         consolidation.reset_room()
-        moves = consolidation.moves(node)
+        moves = consolidation.moves_ahead(node)
         candidate = Candidate.of(node, moves, consolidation.restart_cost(node, moves))
         verdict = (
             _never(moves)
@@ -213,6 +232,12 @@ class ScheduledShrinks:
         where = moved.reason.split("; ")[0].removeprefix(f"{codes.CONSOLIDATION}: ")
         if "no other node" in where:
             where += " (evicted, they wait as pending pods rather than die with the node)"
+        cut = consolidation.cut_short(node)
+        if cut:
+            where += (
+                f"; {len(cut)} of them with a grace period past the drains' deadline, cut short at the "
+                "drain's deadline rather than given none when the action runs"
+            )
         reason = self._reason(node, ceiling, where)
         stage.drains[-1] = Drain(
             moved.node,

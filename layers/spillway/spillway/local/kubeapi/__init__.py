@@ -136,7 +136,8 @@ What it serves (JSON only)
   give (what a controller already wrote).
 * Pods as the API server stores them (see :mod:`.pods`): every write is defaulted as the ``v1``
   defaults default it (``restartPolicy``, ``dnsPolicy``, ``schedulerName``,
-  ``terminationGracePeriodSeconds``, ``securityContext``, ``enableServiceLinks``; a container's requests
+  ``terminationGracePeriodSeconds``, a negative one made 1 as since 1.27, ``securityContext``,
+  ``enableServiceLinks``; a container's requests
   left out copy its limits; pod-level requests; containers' ``imagePullPolicy`` by tag and termination
   message path and policy; host ports of a ``hostNetwork`` pod). A create, and an update of the pod
   itself, goes through the DefaultTolerationSeconds admission plugin (a pod not tolerating

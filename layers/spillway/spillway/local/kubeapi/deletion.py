@@ -3,7 +3,7 @@
 * ``CheckGracefulDelete`` (kubernetes/kubernetes pkg/registry/core/pod/strategy.go): the grace period is
   the delete options' ``gracePeriodSeconds``, else the pod's ``spec.terminationGracePeriodSeconds``
   (defaulted to 30 on every write, see :mod:`.pods`); 0 for a pod not scheduled (no ``nodeName``) or
-  already ``Succeeded``/``Failed``.
+  already ``Succeeded``/``Failed``; a negative one, from either, is 1 s.
 * ``BeforeDelete`` (staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go): a negative grace period
   counts as 1 s; a first graceful delete sets ``metadata.deletionTimestamp`` to now plus the grace
   period and ``deletionGracePeriodSeconds`` to it, and bumps ``metadata.generation``; a pod already
@@ -68,7 +68,8 @@ def _parse(stamp: str) -> datetime | None:
 
 
 def grace_period(pod: Mapping[str, Any], requested: int | None) -> int:
-    """``CheckGracefulDelete``."""
+    """``CheckGracefulDelete``: a negative period is 1 s, whether the options or the pod's own
+    ``terminationGracePeriodSeconds`` gave it (an API server before 1.27 stored a negative one as sent)."""
     spec = pod.get("spec") or {}
     period = requested if requested is not None else spec.get("terminationGracePeriodSeconds")
     period = period if isinstance(period, int) and not isinstance(period, bool) else 0
@@ -76,7 +77,7 @@ def grace_period(pod: Mapping[str, Any], requested: int | None) -> int:
         return 0
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return 0
-    return period
+    return 1 if period < 0 else period
 
 
 def _requested(options: Mapping[str, Any]) -> int | None:

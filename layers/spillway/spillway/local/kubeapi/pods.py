@@ -8,6 +8,8 @@
   ``hostNetwork`` a container port is a host port) and ``SetDefaults_Container`` for app, init and
   ephemeral containers (``imagePullPolicy`` by the image's tag, ``terminationMessagePath`` and
   ``terminationMessagePolicy``); a container port's ``protocol`` defaults to TCP;
+* a negative ``terminationGracePeriodSeconds`` is 1, as the conversion of a Pod (not of a pod template)
+  has made it on every decode since 1.27 (kubernetes/kubernetes#115606, ``Convert_v1_Pod_To_core_Pod``);
 * the QoS class the Pod strategy stamps on create (``pkg/apis/core/helper/qos``, :func:`qos_class`);
 * the DefaultTolerationSeconds admission plugin (``plugin/pkg/admission/defaulttolerationseconds``,
   :func:`admit_default_tolerations`), on a create or an update of the pod itself: a pod not tolerating
@@ -246,6 +248,9 @@ def with_defaults(obj: JsonObj) -> JsonObj:
             "enableServiceLinks": True,
         },
     )
+    grace = out.get("terminationGracePeriodSeconds")
+    if isinstance(grace, int) and not isinstance(grace, bool) and grace < 0:
+        out["terminationGracePeriodSeconds"] = 1  # the 1.27 conversion of a Pod's (kubernetes#115606)
     host_network = spec.get("hostNetwork") is True
     for field in _CONTAINER_LISTS:
         pod_container = field != "ephemeralContainers"
