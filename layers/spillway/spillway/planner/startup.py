@@ -73,13 +73,13 @@ def uninitialized(info: NodeInfo, group: NodeGroup | None, config: PlannerConfig
     """Why a Ready node of a managed group cannot run its group's pods yet, or None."""
     if group is None or not info.ready:
         return None
-    if info.taints:  # most nodes have none: asked three times a node a plan, that skips two sorts
-        tainted = sorted(key for key, _, _ in info.taints if is_startup_taint(key, config))
+    if info.taints:  # asked three times a node a plan: sorted only when one is found
+        tainted = [key for key, _, _ in info.taints if is_startup_taint(key, config)]
         if tainted:
-            return f"startup taint {', '.join(tainted)}"
-        passing = sorted({key for key, _, _ in info.taints if key in EPHEMERAL_TAINTS})
+            return f"startup taint {', '.join(sorted(tainted))}"
+        passing = {key for key, _, _ in info.taints if key in EPHEMERAL_TAINTS}
         if passing:
-            return f"taint {', '.join(passing)} (the control plane lifts it once the node is set up)"
+            return f"taint {', '.join(sorted(passing))} (the control plane lifts it once the node is set up)"
     missing = unregistered(info, group)
     if missing:
         return f"{', '.join(sorted(missing))} not registered yet (device plugin)"
