@@ -134,8 +134,11 @@ def _unready(
 def out_of_service(node: NodeInfo, config: PlannerConfig, now: datetime) -> bool:
     """Disrupted already, as Karpenter's disruption budgets count it: being deleted, or NotReady (but
     still registering, which a launch is, not a disruption)."""
-    window = timedelta(minutes=config.max_node_startup_minutes)
-    return node.deleting or (not node.ready and not _registering(node, window, now))
+    if node.deleting:
+        return True
+    if node.ready:  # most nodes: no start window to make (asked three times a node a plan)
+        return False
+    return not _registering(node, timedelta(minutes=config.max_node_startup_minutes), now)
 
 
 def registering(node: NodeInfo, config: PlannerConfig, now: datetime) -> bool:

@@ -242,9 +242,11 @@ def _consolidation_off(ctx: Context, node: WorkNode, idle_since: datetime) -> Ve
 
 def _young(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     created = node.info.created_at
+    if created is None:
+        return None
     delay = timedelta(minutes=ctx.config.scale_down_delay_after_launch_minutes)
-    if created is not None and ctx.now - aware(created) < delay:
-        age = ctx.now - aware(created)
+    age = ctx.now - aware(created)
+    if age < delay:
         return codes.RECENTLY_LAUNCHED, f"launched {minutes(age)} ago, younger than {minutes(delay)}"
     return None
 
