@@ -247,11 +247,16 @@ class NodeGroup:
     # Instances[].AvailabilityZone and InstanceType), by instance id. An instance that has no Node yet
     # comes up there, though the template names neither (spillway.planner.scaleup)
     instance_places: tuple[tuple[str, str, str], ...] = ()
+    # (region, name), made once: the plan asks for it millions of times a replay (see key)
+    _key: GroupKey = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", GroupKey(self.region, self.name))
 
     @property
     def key(self) -> GroupKey:
         """The group's identity: (region, name) (:mod:`spillway.model.groupkey`)."""
-        return GroupKey(self.region, self.name)
+        return self._key
 
     def zone_id(self, zone: str) -> str | None:
         """The id EC2 gave the group's ``zone`` (``use1-az4``), or None when it gave none."""

@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -62,7 +62,7 @@ from spillway.model.resources import NVIDIA_GPU, PODS, dominant_share, subtract
 from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
-from spillway.planner.context import Context, WorkNode, aware, minutes
+from spillway.planner.context import Context, WorkNode, aware, minutes, with_own_free
 from spillway.planner.cooldown import cooldown
 from spillway.planner.disruption import (
     Move,
@@ -320,6 +320,7 @@ class Consolidation:
         self.launching: dict[GroupKey, list[Bin]] = _copy_bins(stage.launching)
         self.backed_off = {g.key for g in self.ctx.groups if backoff_reason(self.ctx, g)}
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
+        self._within = leaving_within(self.ctx.config.drain_deadline_seconds)
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
         """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
@@ -350,7 +351,7 @@ class Consolidation:
             self.room = {name: node for name, node in self.room.items() if name not in drained}
             return
         self.room = {
-            n.info.name: replace(n, free=dict(n.free))
+            n.info.name: with_own_free(n)
             for n in self.ctx.nodes.values()
             if n.schedulable and n.info.name not in drained
         }
@@ -539,9 +540,8 @@ class Consolidation:
         allowance = self.ctx.snapshot.pdb_allowance(pod)
         cutoff = self.ctx.config.expendable_priority_cutoff
         deadline = self.ctx.config.drain_deadline_seconds
-        within = leaving_within(deadline)
         judged = None if ahead else deadline  # ahead of an action, a grace cut short beats none
-        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs, within, judged)
+        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs, self._within, judged)
 
     def restart_cost(self, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]]) -> float:
         """Node-minutes the moved pods lose: restart minutes times each pod's dominant share of the node
@@ -553,6 +553,8 @@ class Consolidation:
     def _launching(self, node: WorkNode) -> Verdict:
         group = node.group
         assert group is not None
+        if not self.ctx.new_nodes:  # the plan launches nothing (most plans): no group to look through
+            return None
         if self.ctx.new_nodes.get(group.key):
             return codes.LAUNCHING_THIS_PLAN, f"this plan launches nodes in its group {group.name}"
         kind = node.info.labels.get(INSTANCE_TYPE_LABEL) or group.instance_type

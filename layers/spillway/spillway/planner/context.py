@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -120,14 +120,32 @@ class WorkNode:
         )
 
 
+_WORK_NODE_FIELDS = tuple(f.name for f in fields(WorkNode))
+
+
+def with_own_free(node: WorkNode) -> WorkNode:
+    """``replace(node, free=dict(node.free))``, made field by field: every other field is shared, as
+    replace shares it, without replace's checks (consolidation copies every schedulable node a plan)."""
+    copy = WorkNode.__new__(WorkNode)
+    for name in _WORK_NODE_FIELDS:
+        setattr(copy, name, getattr(node, name))
+    copy.free = dict(node.free)
+    return copy
+
+
 def shape_of(info: NodeInfo) -> tuple[Any, ...]:
     """Nodes with equal shapes are equal for every constraint that does not name a node."""
-    labels = tuple(sorted((k, v) for k, v in info.labels.items() if k != HOSTNAME_LABEL))
-    return (labels, info.taints)
+    named = dict(info.labels)
+    named.pop(HOSTNAME_LABEL, None)
+    return (tuple(sorted(named.items())), info.taints)
 
 
 def has_taint(info: NodeInfo, key: str) -> bool:
-    return any(t[0] == key for t in info.taints)
+    # a loop, not any() over a generator (twice as fast): asked of every node several times a plan
+    for taint in info.taints:  # noqa: SIM110
+        if taint[0] == key:
+            return True
+    return False
 
 
 def without_taint(info: NodeInfo, key: str) -> NodeInfo:
@@ -371,6 +389,7 @@ class Context:
 
     def _index_pods(self, pods: Sequence[PodInfo]) -> None:
         jobs = self.snapshot.jobs_by_key()
+        dead_nodes: dict[str, bool] = {}  # node -> unready_long(node), judged once, not once a pod
         for pod in pods:
             if pod.daemonset and pod.owner_name:
                 self._note_daemonset(pod, pod.owner_name)
@@ -381,7 +400,10 @@ class Context:
                 if node is not None:
                     _charge(node, pod, self.config.expendable_priority_cutoff)
                     self._note_volumes(node, pod)
-                    self._keep_busy(node, pod, jobs)
+                    dead_node = dead_nodes.get(pod.node_name)
+                    if dead_node is None:
+                        dead_node = dead_nodes[pod.node_name] = self.unready_long(node)
+                    self._keep_busy(node, pod, jobs, dead_node)
                     self._note_victim(node, pod)
                 if (pod.daemonset or pod.mirror) and not pod.terminating:
                     self.node_daemons.setdefault(pod.node_name, []).append(pod)
@@ -522,12 +544,12 @@ class Context:
             if node is not None:
                 self.share_victims(node, volume)
 
-    def _keep_busy(self, node: WorkNode, pod: PodInfo, jobs: Mapping[str, JobInfo]) -> None:
+    def _keep_busy(self, node: WorkNode, pod: PodInfo, jobs: Mapping[str, JobInfo], dead_node: bool) -> None:
         """Whether the bound ``pod`` keeps its node busy: workload, or an expendable pod its node's drain
         evicts (:func:`spillway.planner.disruption.goes_with_its_node`). On a node NotReady past its
         ``scale_down_unready_minutes`` (:func:`~spillway.planner.disruption.dead`) a pod that never
-        started keeps it from nothing: it is noted in ``never_started``."""
-        dead_node = self.unready_long(node)
+        started keeps it from nothing: it is noted in ``never_started``. ``dead_node``: :meth:`unready_long`
+        of ``node``."""
         if not keeps_node_busy(pod, self.now, dead_node=dead_node):
             if dead_node and never_started(pod):
                 node.never_started.append(pod.key)

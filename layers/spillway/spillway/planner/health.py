@@ -84,26 +84,28 @@ def judge_health(
     window = timedelta(minutes=config.max_node_startup_minutes)
     by_instance = {iid: g for g in groups for iid in g.instance_ids}
     pooled = {iid for g in groups for iid in g.pooled_instances}
-    total = Count()
-    per_group: dict[GroupKey, Count] = {}
+    # [unready, nodes], counted in place: a frozen Count made anew for every node cost more than the count
+    total = [0, 0]
+    per_group: dict[GroupKey, list[int]] = {}
     for node in nodes:
         if _left_out(node, pooled):
             continue
         group = by_instance.get(node.instance_id) if node.instance_id else None
-        unready = _unready(node, group, config, window, now)
-        total = Count(total.unready + unready, total.nodes + 1)
+        unready = int(_unready(node, group, config, window, now))
+        total[0] += unready
+        total[1] += 1
         if group is not None:
-            count = per_group.get(group.key, Count())
-            per_group[group.key] = Count(count.unready + unready, count.nodes + 1)
+            count = per_group.setdefault(group.key, [0, 0])
+            count[0] += unready
+            count[1] += 1
     for iid in overdue:
-        total = Count(total.unready + 1, total.nodes)
+        total[0] += 1
         key = by_instance[iid].key if iid in by_instance else None
         if key is not None:
-            count = per_group.get(key, Count())
-            per_group[key] = Count(count.unready + 1, count.nodes)
-    health = Health(cluster=_verdict(None, total, config))
-    for key, count in sorted(per_group.items()):
-        verdict = _verdict(key, count, config)
+            per_group.setdefault(key, [0, 0])[0] += 1
+    health = Health(cluster=_verdict(None, Count(*total), config))
+    for key, (unready_nodes, counted) in sorted(per_group.items()):
+        verdict = _verdict(key, Count(unready_nodes, counted), config)
         if verdict is not None:
             health.groups[key] = verdict
     return health
@@ -132,8 +134,11 @@ def _unready(
 def out_of_service(node: NodeInfo, config: PlannerConfig, now: datetime) -> bool:
     """Disrupted already, as Karpenter's disruption budgets count it: being deleted, or NotReady (but
     still registering, which a launch is, not a disruption)."""
-    window = timedelta(minutes=config.max_node_startup_minutes)
-    return node.deleting or (not node.ready and not _registering(node, window, now))
+    if node.deleting:
+        return True
+    if node.ready:  # most nodes: no start window to make (asked three times a node a plan)
+        return False
+    return not _registering(node, timedelta(minutes=config.max_node_startup_minutes), now)
 
 
 def registering(node: NodeInfo, config: PlannerConfig, now: datetime) -> bool:

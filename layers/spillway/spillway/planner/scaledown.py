@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from spillway.config import EMPTY, BudgetReason
+from spillway.model.cluster import NodeInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import DO_NOT_DISRUPT, GIVE_BACK_LEASE_MINUTES
 from spillway.model.nodegroup import TERMINATE
@@ -241,9 +242,11 @@ def _consolidation_off(ctx: Context, node: WorkNode, idle_since: datetime) -> Ve
 
 def _young(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     created = node.info.created_at
+    if created is None:
+        return None
     delay = timedelta(minutes=ctx.config.scale_down_delay_after_launch_minutes)
-    if created is not None and ctx.now - aware(created) < delay:
-        age = ctx.now - aware(created)
+    age = ctx.now - aware(created)
+    if age < delay:
         return codes.RECENTLY_LAUNCHED, f"launched {minutes(age)} ago, younger than {minutes(delay)}"
     return None
 
@@ -323,6 +326,8 @@ class ScaleDownStage:
     def __init__(self, ctx: Context, launching: Mapping[GroupKey, list[Bin]] | None = None) -> None:
         self.ctx = ctx
         self.launching: Mapping[GroupKey, list[Bin]] = launching or {}  # room left on launching nodes
+        # node -> (the NodeInfo judged, claimed_at's answer for it): asked several times a node a plan
+        self._claims: dict[str, tuple[NodeInfo, datetime | None]] = {}
         self.drains: list[Drain] = []
         self.kept: list[KeptNode] = []
         self.idle_state: dict[str, NodeState] = {}
@@ -510,11 +515,16 @@ class ScaleDownStage:
         """When a recent plan drained the node, if its drain has not cordoned it yet: the drain owns it
         (no drain of this plan takes it; the drain evicts only the pods it was planned for, and
         cancels when it finds others there)."""
-        previous = self.ctx.state.nodes.get(node.info.name)
+        info = node.info
+        known = self._claims.get(info.name)
+        if known is not None and known[0] is info:
+            return known[1]
+        previous = self.ctx.state.nodes.get(info.name)
         claimed = aware(previous.draining_since) if previous and previous.draining_since else None
         claim = timedelta(minutes=self.ctx.config.drain_claim_minutes)
-        if claimed is None or self.ctx.now - claimed >= claim or node.info.unschedulable:
-            return None
+        if claimed is None or self.ctx.now - claimed >= claim or info.unschedulable:
+            claimed = None
+        self._claims[info.name] = (info, claimed)
         return claimed
 
     def terminating_claim(self, node: WorkNode) -> bool:

@@ -73,15 +73,16 @@ def uninitialized(info: NodeInfo, group: NodeGroup | None, config: PlannerConfig
     """Why a Ready node of a managed group cannot run its group's pods yet, or None."""
     if group is None or not info.ready:
         return None
-    tainted = sorted(key for key, _, _ in info.taints if is_startup_taint(key, config))
-    if tainted:
-        return f"startup taint {', '.join(tainted)}"
-    passing = sorted({key for key, _, _ in info.taints if key in EPHEMERAL_TAINTS})
-    if passing:
-        return f"taint {', '.join(passing)} (the control plane lifts it once the node is set up)"
-    missing = sorted(unregistered(info, group))
+    if info.taints:  # asked three times a node a plan: sorted only when one is found
+        tainted = [key for key, _, _ in info.taints if is_startup_taint(key, config)]
+        if tainted:
+            return f"startup taint {', '.join(sorted(tainted))}"
+        passing = {key for key, _, _ in info.taints if key in EPHEMERAL_TAINTS}
+        if passing:
+            return f"taint {', '.join(sorted(passing))} (the control plane lifts it once the node is set up)"
+    missing = unregistered(info, group)
     if missing:
-        return f"{', '.join(missing)} not registered yet (device plugin)"
+        return f"{', '.join(sorted(missing))} not registered yet (device plugin)"
     return None
 
 
