@@ -22,11 +22,10 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from spillway.config import PlannerConfig
-from spillway.model.cluster import DEFAULT_GRACE_SECONDS
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes, plan
 from spillway.planner.types import Drain
-from spillway.sim.world import SimError, SimGroup, SimJob, SimNode, Vector, World
+from spillway.sim.world import SimError, SimGroup, SimNode, Vector, World
 
 
 class Policy(Protocol):
@@ -97,10 +96,6 @@ class SpillwayPolicy:
         self.startup = timedelta(minutes=config.max_node_startup_minutes)
         self.unready = timedelta(minutes=config.scale_down_unready_minutes)
         self.recent = timedelta(minutes=config.consolidation_recent_pods_minutes)
-        # the replay's pods give no terminationGracePeriodSeconds (the default, 30 s): under a shorter
-        # drains' deadline the planner moves none of a job marked movable unless it is expendable
-        # (planner.disruption.cut_short)
-        self.grace_cut = config.drain_deadline_seconds < DEFAULT_GRACE_SECONDS
         self.plans = 0
         # Consolidation judges busy nodes: it must be asked again whenever room frees on one, and once
         # each node is past its launch delay, though nothing else changes.
@@ -207,11 +202,12 @@ class SpillwayPolicy:
         return _seconds(world, min(due)) if due else None
 
     def _recent_edges(self, world: World, now: datetime) -> list[datetime]:
-        """When each pod on a marked node that may not move stops being recent
-        (``consolidation_recent_pods_minutes`` after it started): a node marked for its recent pods loses
-        the mark then (planner.softtaint), though nothing happens in the world. A movable pod's age never
-        changes a mark; movable as the planner judges it (:meth:`_planner_moves`), not by the job's
-        flag alone."""
+        """When each pod on a marked node stops being recent (``consolidation_recent_pods_minutes`` after
+        it started): a node marked for its recent pods loses the mark then (planner.softtaint), though
+        nothing happens in the world. Every pod's edge, not only those the planner may not move: which
+        those are is the planner's judgement (planner.disruption.assess_move: a job marked movable may
+        not be, under a drains' deadline shorter than its grace), and a second copy of it here could
+        drift from it; a wake-up too many costs one plan, one too few a missed change."""
         if not self.recent:
             return []
         ends = (
@@ -219,18 +215,8 @@ class SpillwayPolicy:
             for n in world.nodes.values()
             if n.candidate
             for job in n.pods.values()
-            if not self._planner_moves(job)
         )
         return [when for when in ends if when > now]
-
-    def _planner_moves(self, job: SimJob) -> bool:
-        """The planner may move the job's pods (planner.disruption.assess_move on what World._pod_info
-        gives it): not marked movable, they are safe-to-evict=false (never); marked, they are
-        expendable (free), or moved at a cost unless their grace period is longer than the drains'
-        deadline (cut_short)."""
-        if not job.movable:
-            return False
-        return not self.grace_cut or job.job.priority < self.config.expendable_priority_cutoff
 
     def _window_edge(self, now: datetime) -> datetime | None:
         """The config's next window edge after ``now`` (a buffer opening, a budget closing, ...): the
