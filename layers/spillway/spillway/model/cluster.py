@@ -73,6 +73,7 @@ from spillway.model.k8s import (
     VolumeAttachment,
     VolumeObject,
     api_group,
+    aware,
     deletion_cost,
 )
 from spillway.model.options import parse_duration_minutes
@@ -890,10 +891,6 @@ def cordon_begins(value: str | None, prefix: str) -> bool:
 SET_AT_CREATION = timedelta(minutes=2)
 
 
-def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
@@ -975,8 +972,8 @@ class NodeInfo:
         False when its creation time is unknown (then nothing says it is new)."""
         if self.ready or self.created_at is None:
             return False
-        created = _utc(self.created_at)
-        changed = _utc(self.ready_changed_at) if self.ready_changed_at is not None else created
+        created = aware(self.created_at)
+        changed = aware(self.ready_changed_at) if self.ready_changed_at is not None else created
         return changed - created < SET_AT_CREATION
 
     def giving_back(self, now: datetime) -> bool:

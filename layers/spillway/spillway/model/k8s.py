@@ -122,7 +122,7 @@ def deletion_cost(value: str) -> int | None:
     return number if -(2**31) <= number < 2**31 else None
 
 
-def _utc_if_naive(value: datetime) -> datetime:
+def aware(value: datetime) -> datetime:
     """A time written without an offset, taken as UTC: the API server always writes RFC 3339 with ``Z``,
     but a cluster file written by hand (``spillway plan --cluster``) may not, and a naive time could not
     be compared with the plan's clock (``spillway.model.cluster.parse_time`` reads one so too)."""
@@ -130,7 +130,7 @@ def _utc_if_naive(value: datetime) -> datetime:
 
 
 # every time of a Kubernetes object: aware, UTC when it says no offset
-Time = Annotated[datetime, AfterValidator(_utc_if_naive)]
+Time = Annotated[datetime, AfterValidator(aware)]
 
 
 def _one_if_negative(value: int) -> int:

@@ -20,6 +20,7 @@ from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.k8s import DRAINING_TAINT
+from spillway.model.k8s import aware as aware  # re-exported: the planner modules take it from here
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import priority_of
 from spillway.model.provreq import ProvisioningRequestInfo
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
     from spillway.planner.classes import Gangs  # which reads the context
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
-
-
-def aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def iso(value: datetime) -> str:
