@@ -229,6 +229,10 @@ class NodeGroup:
     # Spillway's terminate lifecycle hooks on the group (AutoScalingGroup.DrainHooks): every termination
     # of the group waits in Terminating:Wait while Spillway drains the node, a scheduled action's included
     drain_hooks: tuple[str, ...] = ()
+    # its warm pool's InstanceReusePolicy.ReuseOnScaleIn: a scale-in of Auto Scaling's (a scheduled
+    # action's) returns instances to the pool, stopped, rather than terminating them, so they never wait
+    # in Terminating:Wait and ``drain_hooks`` drain none of them
+    reuse_on_scale_in: bool = False
     # live instances protected from scale-in on their own (see scale_in_protected)
     protected_instances: tuple[str, ...] = ()
     # instances the group is terminating (Terminating, Terminating:Wait, Terminating:Proceed): their
@@ -449,6 +453,8 @@ class NodeGroup:
             zone_rebalance=d.get("zone_rebalance") is True,
             # absent from snapshots stored before it was read: none known, as they were planned
             drain_hooks=tuple(d.get("drain_hooks", ())),
+            # absent from snapshots stored before it was read: instances scaled in are terminated
+            reuse_on_scale_in=d.get("reuse_on_scale_in") is True,
             # absent from snapshots stored before it was read: none protected, as they were planned
             protected_instances=tuple(d.get("protected_instances", ())),
             # absent from snapshots stored before it was read: none known, as they were planned
@@ -502,6 +508,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("capacity_rebalance", lambda g: True if g.capacity_rebalance else None),
     ("zone_rebalance", lambda g: True if g.zone_rebalance else None),
     ("drain_hooks", lambda g: list(g.drain_hooks) or None),
+    ("reuse_on_scale_in", lambda g: True if g.reuse_on_scale_in else None),
     ("protected_instances", lambda g: list(g.protected_instances) or None),
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
     ("held_instances", lambda g: list(g.held_instances) or None),
@@ -1621,8 +1628,17 @@ def node_group(
         capacity_rebalance=asg.CapacityRebalance is True,
         zone_rebalance=bool(rebalance),
         drain_hooks=tuple(asg.DrainHooks or ()),
+        reuse_on_scale_in=_reuses_on_scale_in(asg, warm),
         **_instance_facts(asg, standing),
     )
+
+
+def _reuses_on_scale_in(asg: AutoScalingGroup, warm: WarmPool | None) -> bool:
+    """Whether the group's warm pool takes back the instances it scales in (``ReuseOnScaleIn``), as
+    DescribeWarmPool's configuration says, else DescribeAutoScalingGroups' (both carry the policy)."""
+    config = warm.WarmPoolConfiguration if warm is not None else None
+    config = config if config is not None else asg.WarmPoolConfiguration
+    return config is not None and config.reuses_on_scale_in
 
 
 def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str, Any]:
