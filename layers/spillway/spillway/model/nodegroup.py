@@ -479,12 +479,14 @@ class NodeGroup:
             # absent from snapshots stored before it was read: no raise known, as they were planned
             last_raised=parse_time(d["last_raised"]) if d.get("last_raised") else None,
             # absent from snapshots stored before it was read: no cut known, as they were planned
-            scheduled_cuts=tuple(
-                (at, int(c["to"]))
-                for c in d.get("scheduled_cuts", ())
-                if (at := parse_time(c["at"])) is not None
-            ),
+            scheduled_cuts=_stored_cuts(d.get("scheduled_cuts", ())),
         )
+
+
+def _stored_cuts(stored: Iterable[Any]) -> tuple[tuple[datetime, int], ...]:
+    """:attr:`NodeGroup.scheduled_cuts` as ``to_dict`` stores them (``{"at": ISO, "to": n}``)."""
+    cuts = ((parse_time(c["at"]), int(c["to"])) for c in stored)
+    return tuple((at, to) for at, to in cuts if at is not None)
 
 
 def is_managed(asg: AutoScalingGroup, cluster: str | None) -> bool:
