@@ -302,3 +302,58 @@ def test_a_raise_whose_marker_answer_was_lost_is_raised_on_the_retry() -> None:
     assert w.desired == 3
     w.gang.raise_desired({**GANG, "prep": gprep})  # 3 -> 6
     assert w.desired == 6
+
+
+# --- a scheduled action that takes the raise's capacity back ----------------------------------------
+
+
+def scheduled_cut(w: World, at: Any, change: tuple[int, int]) -> None:
+    """What Auto Scaling records when a scheduled action lowers the group: an activity for the instance
+    it scales in, whose Cause names the action's update (AWS Knowledge Center, "Why did my Auto Scaling
+    group scale down?")."""
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    w.cloud.activities.setdefault(("us-east-1", "gpu"), []).append(
+        {
+            "ActivityId": f"act-cut-{stamp}",
+            "AutoScalingGroupName": "gpu",
+            "Description": "Terminating EC2 instance: i-0cut",
+            "Cause": f"At {stamp} a scheduled action update of AutoScalingGroup constraints to min: 0, max: 10, "
+            f"desired: {change[1]} changing the desired capacity from {change[0]} to {change[1]}.",
+            "StartTime": stamp,
+            "EndTime": stamp,
+            "StatusCode": "Successful",
+        }
+    )
+    w.raw["DesiredCapacity"] = change[1]
+
+
+def test_a_raise_a_scheduled_action_took_back_is_no_launch_failure_and_backs_nothing_off() -> None:
+    """The plan's +2 (1 -> 3); ten seconds later a one-time scheduled action set DesiredCapacity 1. The
+    raise's nodes are not coming, because Auto Scaling was told so, not because a launch failed: verify
+    waited out the launch deadline, answered timeout, and the group was backed off (its pods sent to
+    another group or region for launch_failure_backoff_minutes). A cut before the raise changes nothing."""
+    w = World()
+    up = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": up})
+    scheduled_cut(w, NOW - timedelta(minutes=5), (2, 1))  # before the raise: not its business
+    w.raw["DesiredCapacity"] = 3
+    w.now = NOW + timedelta(seconds=61)
+    assert w.up.verify({**UP, "prep": up})["status"] == "timeout"
+
+    w.now = NOW + timedelta(seconds=10)
+    scheduled_cut(w, NOW + timedelta(seconds=10), (3, 1))
+
+    verify = w.up.verify({**UP, "prep": up})
+
+    assert verify["status"] == "resized", verify
+    assert "scheduled action" in verify["reason"] and "not a launch failure" in verify["reason"]
+    w.now = NOW + timedelta(seconds=61)
+    assert w.up.verify({**UP, "prep": up})["status"] == "resized"
+
+
+def test_the_scale_up_state_machine_ends_a_resized_group_without_backing_it_off() -> None:
+    machine = json.loads((Path(__file__).parents[2] / "statemachines" / "scale_up.asl.json").read_text())
+    states = machine["States"]["Groups"]["ItemProcessor"]["States"]
+    choice = next(c for c in states["Launched?"]["Choices"] if c.get("StringEquals") == "resized")
+    end = states[choice["Next"]]
+    assert end["Type"] == "Pass" and end.get("End") and end["Parameters"]["outcome"] == "resized"

@@ -8,6 +8,8 @@ from typing import Any
 
 from plan_world import NOW, World, pending_codes, scale_up
 
+from spillway.model.nodegroup import NodeGroup
+
 BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
 
 
@@ -157,3 +159,68 @@ def test_a_scheduled_action_that_sets_max_size_above_the_raise_leaves_it_under_w
 
         assert result.scale_up == (), action
         assert {pending_codes(result)[p] for p in pods} == {"fits-launching"}
+
+
+def _terminate_for_schedule(w: World, at_minutes_ago: float, change: tuple[int, int]) -> None:
+    """The activity Auto Scaling writes for an instance a scheduled action scaled in: its Cause names
+    the action's update and the change of desired capacity (AWS Knowledge Center, "Why did my Auto
+    Scaling group scale down?": "At <time> a scheduled action update of AutoScalingGroup constraints
+    to min: ..., changing the desired capacity from ... to ...")."""
+    group = w.groups["cpu-east"]
+    at = (NOW - timedelta(minutes=at_minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    w.activities.append(
+        {
+            "ActivityId": f"act-cut-{at_minutes_ago}",
+            "AutoScalingGroupName": "cpu-east",
+            "AutoScalingGroupARN": group["AutoScalingGroupARN"],
+            "Description": "Terminating EC2 instance: i-0cut",
+            "Cause": f"At {at} a scheduled action update of AutoScalingGroup constraints to min: 0, max: 10, "
+            f"desired: {change[1]} changing the desired capacity from {change[0]} to {change[1]}.  At {at} an "
+            "instance was taken out of service in response to a difference between desired and actual "
+            f"capacity, shrinking the capacity from {change[0]} to {change[1]}.",
+            "StartTime": at,
+            "EndTime": at,
+            "StatusCode": "Successful",
+        }
+    )
+
+
+def test_a_one_time_action_gone_from_the_snapshot_ends_the_raise_it_cut() -> None:
+    """A raise to 3 three minutes ago; at 11:59 a one-time scheduled action set DesiredCapacity 1. A
+    one-time action is gone from DescribeScheduledActions once it ran, so the snapshot lists no action,
+    but the activity of the instance it scaled in names it. The raise's nodes are not coming: planned
+    again rather than counted as launching until the claim window ends (the pods waited for nothing).
+    A scheduled cut from before the raise, or one that left the raise's size standing, ends nothing."""
+
+    def raised() -> tuple[World, list[str]]:
+        w = World()
+        w.group("cpu-east", "m5.2xlarge", max_size=10, desired=1)
+        pods = w.pods("web", 3, **BIG)
+        w.state["raises"] = {
+            "us-east-1/cpu-east": {
+                "to": 3,
+                "since": (NOW - timedelta(minutes=3)).isoformat(),
+                "group": "cpu-east",
+                "region": "us-east-1",
+            }
+        }
+        return w, pods
+
+    for when, change in ((4, (3, 1)), (1, (6, 4))):
+        w, pods = raised()
+        _terminate_for_schedule(w, when, change)
+        result = w.plan()
+        assert result.scale_up == (), when
+        assert {pending_codes(result)[p] for p in pods} == {"fits-launching"}
+
+    w, pods = raised()
+    _terminate_for_schedule(w, 1, (3, 1))
+    ran = w.plan()
+
+    assert scale_up(ran)["cpu-east"][:2] == (1, 3)
+    assert ran.state.raises["us-east-1/cpu-east"].since == NOW  # the new raise, from now
+    # one entry for the run, however many instances' activities repeat it; kept in a stored snapshot
+    _terminate_for_schedule(w, 1, (3, 1))  # the second instance the run scaled in
+    (group,) = w.parsed()[1]
+    assert group.scheduled_cuts == ((NOW - timedelta(minutes=1), 1),)
+    assert NodeGroup.from_dict(group.to_dict()).scheduled_cuts == group.scheduled_cuts

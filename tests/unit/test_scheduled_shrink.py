@@ -142,6 +142,26 @@ def test_a_group_with_spillways_terminate_lifecycle_hook_needs_no_drain_ahead() 
     assert "drain-before-terminate" in shrink.reason
 
 
+def test_a_terminate_hook_does_not_hold_instances_a_warm_pool_takes_back_on_scale_in() -> None:
+    """Spillway's terminate hook on the group, and a warm pool with ``ReuseOnScaleIn``: Auto Scaling
+    returns the instances the action scales in to the pool (InstanceReusePolicy, PutWarmPool) rather
+    than terminating them, so they never reach Terminating:Wait, where a terminate hook waits ("Use
+    lifecycle hooks with a warm pool"): the instance is stopped with its pods, undrained. The plan
+    drains ahead as for a group without the hook, and says why the hook does not do it."""
+    world, nodes = web()
+    for node in nodes:
+        world.idle_since(node, 2)
+    hook = {"drain_hooks": ("drain-before-terminate",), "reuse_on_scale_in": True}
+    result = planned(world, {"scheduled": (EVENING,), **hook})
+
+    assert len(result.drain) == 2
+    assert {d.code for d in result.drain} == {codes.SCHEDULED_SHRINK}
+    (shrink,) = result.shrinks
+    assert shrink.drains == tuple(d.node for d in result.drain)
+    assert "no drain ahead" not in shrink.reason
+    assert "ReuseOnScaleIn" in shrink.reason and "drain-before-terminate" in shrink.reason
+
+
 def test_instances_protected_from_scale_in_are_not_terminated_by_the_action() -> None:
     """Three of four instances protected: Auto Scaling terminates only the fourth at the run, so one
     node is drained ahead, not two."""

@@ -460,7 +460,8 @@ def test_a_scale_up_groups_states_besides_its_checks_are_what_spillway_model_his
     path = ["Groups/Prepare", "Groups/SetOrNot", "Groups/SetDesired"]
     assert [states[n]["Type"] for n in path] == ["Task", "Choice", "Task"]
     ends = {n: s for n, s in states.items() if n.startswith("Groups/") and s.get("End")}
-    assert set(ends) == {"Groups/" + n for n in ("Launched", "Unsettled", "BackOff", "Refused", "Errored")}
+    ends_named = ("Launched", "Unsettled", "Resized", "BackOff", "Refused", "Errored")
+    assert set(ends) == {"Groups/" + n for n in ends_named}
     most = max(per_type[s["Type"]] for s in ends.values())
     fixed = history.MAP_ITERATION_EVENTS + sum(per_type[states[n]["Type"]] for n in path) + most
     assert fixed == history.SCALE_UP_GROUP_EVENTS

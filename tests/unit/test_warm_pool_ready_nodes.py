@@ -118,3 +118,23 @@ def test_the_ready_node_of_a_warm_instance_is_kept_naming_its_pool_not_a_missing
     (kept,) = [k for k in result.kept if k.node == node]
     assert kept.code == codes.UNMANAGED
     assert f"instance {iid} is in the warm pool of group cpu (us-east-1)" in kept.reason
+
+
+def test_a_pools_reuse_on_scale_in_is_read_into_its_group_and_kept_in_the_snapshot() -> None:
+    """DescribeWarmPool's ``InstanceReusePolicy.ReuseOnScaleIn`` (PutWarmPool: absent, a scale-in
+    terminates) reaches the group, and a stored snapshot keeps it: a scheduled shrink reads it to know
+    that a terminate hook drains none of the instances the action scales in."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    reusing = _pool()
+    assert reusing.WarmPoolConfiguration is not None
+    reusing.WarmPoolConfiguration = reusing.WarmPoolConfiguration.model_validate(
+        {"MinSize": 0, "PoolState": "Stopped", "InstanceReusePolicy": {"ReuseOnScaleIn": True}}
+    )
+
+    _, (group,), _ = _read(w, {"cpu": reusing})
+    _, (plain,), _ = _read(w, {"cpu": _pool()})
+
+    assert group.reuse_on_scale_in and not plain.reuse_on_scale_in
+    assert NodeGroup.from_dict(group.to_dict()).reuse_on_scale_in
+    assert "reuse_on_scale_in" not in plain.to_dict()

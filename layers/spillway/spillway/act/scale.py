@@ -30,6 +30,9 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  ``unsettled`` past the deadline when its raise is unsettled (its answer was lost and it
                  may never have applied: not a launch failure, the group is not backed off, the state
                  machine ends the group there and the next plan sees the pods still pending);
+                 ``resized`` while short when a scheduled action lowered the group's desired capacity
+                 since ``prepare`` (:func:`_cut_since`: Auto Scaling took the capacity back, ended as
+                 ``unsettled`` is, no back-off);
                  else ``launching``.
 ``backoff``      after ``failed`` or ``timeout``: back the group off in the state table (TTL = the
                  window), and after ``failed`` for capacity each pool that had none too (every Failed
@@ -98,9 +101,10 @@ from spillway.errors import (
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
 from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.model.cluster import format_time
 from spillway.model.groupkey import GroupKey
 from spillway.model.history import MAX_SCALE_UP_GROUPS, stretched_poll
-from spillway.model.k8s import BACKOFF_GIVE_BACK
+from spillway.model.k8s import BACKOFF_GIVE_BACK, aware
 from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
@@ -112,6 +116,7 @@ from spillway.model.nodegroup import (
     launch_under_way,
     one_capacity_type,
     replacement_launches,
+    scheduled_cuts,
     with_zone_ids,
     zone_ids_of,
 )
@@ -145,6 +150,18 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     ),
 }
 RETRY_OUTCOMES = frozenset({"backed_off", "refused", "error"})
+
+
+def _cut_since(activities: Sequence[ScalingActivity], since: datetime) -> tuple[datetime, int] | None:
+    """The latest lowering of the group's desired capacity by a scheduled action at or after ``since``
+    (when, to what), as the Causes of its activities name it
+    (:func:`~spillway.model.nodegroup.scheduled_cuts`), or None. A one-time action that ran between the
+    raise and now is gone from DescribeScheduledActions; its run is still in the activities."""
+    by_arn, by_name = scheduled_cuts(activities)
+    cuts = [c for found in (*by_arn.values(), *by_name.values()) for c in found if aware(c[0]) >= since]
+    return max(cuts, default=None)
+
+
 # Event keys every round passes on unchanged.
 _CARRIED = ("cluster", "plan_id", "snapshot_key", "poll_seconds", "launch_timeout_seconds")
 
@@ -321,6 +338,13 @@ class ScaleSteps:
             self._back_off_short_pool(event, asg, activities, since, mine)
             return {"status": "ready", "reason": f"{len(ready)} new node(s) Ready", "ready": len(ready),
                     "wanted": wanted, "nodes": sorted(ready.values())}  # fmt: skip
+        cut = _cut_since(activities, since)
+        if cut is not None:
+            return {"status": "resized", "ready": len(ready), "wanted": wanted,
+                    "reason": f"{region}/{name}: {len(ready)} of {wanted} new node(s) Ready, and a scheduled "
+                    f"action set the desired capacity to {cut[1]} at {format_time(cut[0])}, after the raise: Auto "
+                    "Scaling took back capacity the raise asked for; not a launch failure, the group is not "
+                    "backed off, and the next plan sees the pods still pending"}  # fmt: skip
         if now >= _parse(prep["deadline"]):
             # a timeout names no pool: the one a launch of it found short is backed off here, as when Ready
             self._back_off_short_pool(event, asg, activities, since, mine)

@@ -160,11 +160,25 @@ class MixedInstances(AwsModel):
     InstancesDistribution: Distribution | None = None
 
 
+class ReusePolicy(AwsModel):
+    """``InstanceReusePolicy`` of a warm pool (PutWarmPool, DescribeWarmPool)."""
+
+    # whether the group returns the instances it scales in to the warm pool instead of terminating them
+    ReuseOnScaleIn: bool | None = None
+
+
 class WarmPoolConfig(AwsModel):
     MaxGroupPreparedCapacity: int | None = None
     MinSize: int | None = None
     PoolState: str | None = None  # Stopped | Running | Hibernated
     Status: str | None = None  # PendingDelete while the pool is being deleted
+    InstanceReusePolicy: ReusePolicy | None = None
+
+    @property
+    def reuses_on_scale_in(self) -> bool:
+        """``InstanceReusePolicy.ReuseOnScaleIn``: a scale-in returns instances to the pool (absent: the
+        default, they are terminated; PutWarmPool)."""
+        return self.InstanceReusePolicy is not None and self.InstanceReusePolicy.ReuseOnScaleIn is True
 
 
 class WarmPoolInstance(AwsModel):

@@ -186,6 +186,11 @@ class NodeGroup:
     # when its desired capacity was last raised, as the Cause of a launch activity of that raise says
     # (None: none read); a launch that failed before it is no launch of it (:meth:`failed_before_raise`)
     last_raised: datetime | None = None
+    # when a scheduled action lowered the group's desired capacity, and to what, as the Causes of its
+    # activities say ("At <time> a scheduled action update of AutoScalingGroup constraints ... changing the
+    # desired capacity from 3 to 1"), ascending: a one-time action is gone from DescribeScheduledActions
+    # once it ran, and this is what is left of its run (spillway.planner.raises)
+    scheduled_cuts: tuple[tuple[datetime, int], ...] = ()
     arn: str = ""
     atomic_launch: AtomicLaunch = "off"
     atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
@@ -229,6 +234,10 @@ class NodeGroup:
     # Spillway's terminate lifecycle hooks on the group (AutoScalingGroup.DrainHooks): every termination
     # of the group waits in Terminating:Wait while Spillway drains the node, a scheduled action's included
     drain_hooks: tuple[str, ...] = ()
+    # its warm pool's InstanceReusePolicy.ReuseOnScaleIn: a scale-in of Auto Scaling's (a scheduled
+    # action's) returns instances to the pool, stopped, rather than terminating them, so they never wait
+    # in Terminating:Wait and ``drain_hooks`` drain none of them
+    reuse_on_scale_in: bool = False
     # live instances protected from scale-in on their own (see scale_in_protected)
     protected_instances: tuple[str, ...] = ()
     # instances the group is terminating (Terminating, Terminating:Wait, Terminating:Proceed): their
@@ -449,6 +458,8 @@ class NodeGroup:
             zone_rebalance=d.get("zone_rebalance") is True,
             # absent from snapshots stored before it was read: none known, as they were planned
             drain_hooks=tuple(d.get("drain_hooks", ())),
+            # absent from snapshots stored before it was read: instances scaled in are terminated
+            reuse_on_scale_in=d.get("reuse_on_scale_in") is True,
             # absent from snapshots stored before it was read: none protected, as they were planned
             protected_instances=tuple(d.get("protected_instances", ())),
             # absent from snapshots stored before it was read: none known, as they were planned
@@ -467,7 +478,15 @@ class NodeGroup:
             last_launched=parse_time(d["last_launched"]) if d.get("last_launched") else None,
             # absent from snapshots stored before it was read: no raise known, as they were planned
             last_raised=parse_time(d["last_raised"]) if d.get("last_raised") else None,
+            # absent from snapshots stored before it was read: no cut known, as they were planned
+            scheduled_cuts=_stored_cuts(d.get("scheduled_cuts", ())),
         )
+
+
+def _stored_cuts(stored: Iterable[Any]) -> tuple[tuple[datetime, int], ...]:
+    """:attr:`NodeGroup.scheduled_cuts` as ``to_dict`` stores them (``{"at": ISO, "to": n}``)."""
+    cuts = ((parse_time(c["at"]), int(c["to"])) for c in stored)
+    return tuple((at, to) for at, to in cuts if at is not None)
 
 
 def is_managed(asg: AutoScalingGroup, cluster: str | None) -> bool:
@@ -502,6 +521,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("capacity_rebalance", lambda g: True if g.capacity_rebalance else None),
     ("zone_rebalance", lambda g: True if g.zone_rebalance else None),
     ("drain_hooks", lambda g: list(g.drain_hooks) or None),
+    ("reuse_on_scale_in", lambda g: True if g.reuse_on_scale_in else None),
     ("protected_instances", lambda g: list(g.protected_instances) or None),
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
     ("held_instances", lambda g: list(g.held_instances) or None),
@@ -509,6 +529,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("instance_places", lambda g: {i: {"zone": z, "type": t} for i, z, t in g.instance_places} or None),
     ("last_launched", lambda g: format_time(g.last_launched) if g.last_launched is not None else None),
     ("last_raised", lambda g: format_time(g.last_raised) if g.last_raised is not None else None),
+    ("scheduled_cuts", lambda g: [{"at": format_time(at), "to": to} for at, to in g.scheduled_cuts] or None),
 )
 
 
@@ -1485,6 +1506,35 @@ def last_raises(activities: Iterable[ScalingActivity]) -> tuple[dict[str, dateti
     return by_arn, by_name
 
 
+# The clause a scheduled action's run writes into the Causes of the activities it starts: "At
+# 2016-02-12T16:01:25Z a scheduled action update of AutoScalingGroup constraints to min: 1, max: ...,
+# desired: ... changing the desired capacity from 4 to 1." (AWS Knowledge Center, "Why did my Auto Scaling
+# group scale down?", which gives this form for scheduled scaling beside "a user request update of
+# AutoScalingGroup constraints" for a person's)
+_SCHEDULED_UPDATE = "a scheduled action update of AutoScalingGroup constraints"
+
+
+def scheduled_cuts(
+    activities: Iterable[ScalingActivity],
+) -> tuple[dict[str, set[tuple[datetime, int]]], dict[str, set[tuple[datetime, int]]]]:
+    """Every lowering of a group's desired capacity by a scheduled action that its activities' Causes
+    name, as (when, the new desired capacity), by group ARN and (for activities without one) by group
+    name. Each instance the run scales in has an activity repeating the clause: one entry for all."""
+    by_arn: dict[str, set[tuple[datetime, int]]] = {}
+    by_name: dict[str, set[tuple[datetime, int]]] = {}
+    for act in activities:
+        for clause in _CLAUSE.finditer(act.Cause):
+            change = _DESIRED_CHANGE.search(clause[2]) if clause[2].startswith(_SCHEDULED_UPDATE) else None
+            at = parse_time(clause[1]) if change is not None else None
+            if change is None or at is None or int(change[2]) >= int(change[1]):
+                continue
+            found = by_arn if act.AutoScalingGroupARN else by_name
+            found.setdefault(act.AutoScalingGroupARN or act.AutoScalingGroupName, set()).add(
+                (at, int(change[2]))
+            )
+    return by_arn, by_name
+
+
 def _aware(at: datetime) -> datetime:
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
@@ -1509,6 +1559,7 @@ def build_node_groups(
     by_arn, by_name = launch_failures(activities)
     launched_arn, launched_name = last_launches(activities)
     raised_arn, raised_name = last_raises(activities)
+    cuts_arn, cuts_name = scheduled_cuts(activities)
     asgs = list(asgs)
     check_unique(asgs)
     groups: list[NodeGroup] = []
@@ -1528,6 +1579,9 @@ def build_node_groups(
                 group,
                 last_launched=max(launched) if launched else None,
                 last_raised=max(raised) if raised else None,
+                scheduled_cuts=tuple(
+                    sorted(cuts_arn.get(asg.AutoScalingGroupARN, set()) | cuts_name.get(name, set()))
+                ),
             )
         )
     return sorted(groups, key=lambda g: (g.region, g.name))
@@ -1621,8 +1675,17 @@ def node_group(
         capacity_rebalance=asg.CapacityRebalance is True,
         zone_rebalance=bool(rebalance),
         drain_hooks=tuple(asg.DrainHooks or ()),
+        reuse_on_scale_in=_reuses_on_scale_in(asg, warm),
         **_instance_facts(asg, standing),
     )
+
+
+def _reuses_on_scale_in(asg: AutoScalingGroup, warm: WarmPool | None) -> bool:
+    """Whether the group's warm pool takes back the instances it scales in (``ReuseOnScaleIn``), as
+    DescribeWarmPool's configuration says, else DescribeAutoScalingGroups' (both carry the policy)."""
+    config = warm.WarmPoolConfiguration if warm is not None else None
+    config = config if config is not None else asg.WarmPoolConfiguration
+    return config is not None and config.reuses_on_scale_in
 
 
 def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str, Any]:

@@ -123,7 +123,7 @@ class Launch(BaseModel):
 
     model_config = _CLOSED
 
-    status: Literal["failed", "timeout", "ready", "unsettled", "launching"]
+    status: Literal["failed", "timeout", "ready", "unsettled", "resized", "launching"]
     reason: Text = ""
     failure: Text = ""
     ready: Capacity = 0
@@ -139,7 +139,7 @@ class GroupResult(BaseModel):
 
     group: GroupName
     region: Region
-    outcome: Literal["ready", "unsettled", "refused", "error", "backed_off"]
+    outcome: Literal["ready", "unsettled", "resized", "refused", "error", "backed_off"]
     reason: Text = ""
     error: Text = ""
     cause: Text = ""

@@ -10,7 +10,8 @@ launching, which its pods fit on, so nothing is added twice. An entry ends when 
 raise (the desired capacity at or above it), when the window passes or when the group backs off, or
 when a scheduled action that sets the group's DesiredCapacity or MaxSize ran since the raise: Auto
 Scaling set the group's size then, over the raise, so the snapshot's desired capacity is what holds and
-the nodes the raise asked for beyond it are not coming.
+the nodes the raise asked for beyond it are not coming. A one-time action is no longer listed once it
+ran; the scaling activities of the instances its run scaled in still name it.
 """
 
 from __future__ import annotations
@@ -42,9 +43,15 @@ def _resized_since(group: NodeGroup, since: datetime, now: datetime, to: int) ->
     ran after ``since`` and by ``now`` (while the group's ScheduledActions process runs). One that
     sets them at or above it leaves the raise standing: a MaxSize above the desired capacity changes
     nothing, and a DesiredCapacity at or above ``to`` takes the raise's nodes in. A one-time action is
-    gone from DescribeScheduledActions once it ran, so only recurring ones (and one-time ones a
-    snapshot read before their run still lists) are seen."""
-    if not group.scheduled or group.suspension(SCHEDULED_ACTIONS) is not None or now <= since:
+    gone from DescribeScheduledActions once it ran, so the actions listed show only recurring runs
+    (and one-time ones a snapshot read before their run still lists); any action's run that lowered
+    the desired capacity is also in the Causes of the activities it started
+    (:attr:`NodeGroup.scheduled_cuts`), read for a cut after ``since`` below ``to``."""
+    if now <= since:
+        return False
+    if any(since < aware(at) <= now and size < to for at, size in group.scheduled_cuts):
+        return True
+    if not group.scheduled or group.suspension(SCHEDULED_ACTIONS) is not None:
         return False
     for action in group.scheduled:
         size = ceiling_of(action)
