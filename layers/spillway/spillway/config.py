@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
@@ -27,6 +27,7 @@ from spillway.model.reserve import EKS_RESERVE, Reserve
 from spillway.model.resources import CPU, MEMORY
 from spillway.model.schedule import CRON_MACROS, Cron, cron_runs, next_change, zone_of
 from spillway.model.settings import Settings
+from spillway.model.utc import aware
 from spillway.model.windows import TimeWindow, Windowed
 
 
@@ -300,7 +301,7 @@ class DisruptionBudget(Windowed):
         if self._timing is None:
             return super().active_at(now)
         cron, zone, span = self._timing
-        instant = now if now.tzinfo else now.replace(tzinfo=UTC)
+        instant = aware(now)
         return next(cron_runs(cron, zone, instant - span + _TICK, instant), None) is not None
 
     def next_edge(self, after: datetime) -> datetime | None:
@@ -311,7 +312,7 @@ class DisruptionBudget(Windowed):
         if self._timing is None:
             return super().next_edge(after)
         cron, zone, span = self._timing
-        return next_change(cron, zone, span, after if after.tzinfo else after.replace(tzinfo=UTC))
+        return next_change(cron, zone, span, aware(after))
 
 
 _TICK = timedelta(microseconds=1)

@@ -54,6 +54,7 @@ from spillway.model.nodegroup import (
 from spillway.model.schedule import Cron, zone_of
 from spillway.model.state import State
 from spillway.model.stored import load_stored, warn_unknown
+from spillway.model.utc import aware
 from spillway.perf import bulk_allocation
 
 T = TypeVar("T")
@@ -499,7 +500,7 @@ def parse_now(value: str | None) -> datetime:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise InputError(f"not an ISO-8601 time: {value!r}", field="--now") from None
-    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    parsed = aware(parsed)
     if not EARLIEST_NOW <= parsed < LATEST_NOW:
         raise InputError(
             f"{value!r} is outside the times a plan can be made at: from {EARLIEST_NOW:%Y-%m-%dT%H:%M:%SZ} to "

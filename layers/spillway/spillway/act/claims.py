@@ -57,6 +57,7 @@ from typing import Any
 from spillway.errors import AsgLimitExceeded, AwsUnavailable, SpillwayError
 from spillway.model.cluster import format_time, parse_time
 from spillway.model.nodegroup import LIVE_STATES
+from spillway.model.utc import aware
 from spillway.ports import Cloud, Ledger
 
 RAISE_PREFIX = "raise#"
@@ -249,11 +250,7 @@ def _in_window(marker: Mapping[str, object], at: datetime | None) -> bool:
         return True
     raw = marker.get("at")
     when = parse_time(raw) if isinstance(raw, str) and raw else None
-    return when is not None and _utc(when) >= _utc(at) - WINDOW
-
-
-def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return when is not None and aware(when) >= aware(at) - WINDOW
 
 
 def own_instances(

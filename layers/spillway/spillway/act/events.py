@@ -45,6 +45,7 @@ from spillway.errors import KubeAuthError, KubeUnavailable, SpillwayError
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import EventMark
+from spillway.model.utc import aware
 from spillway.planner import ScalingPlan
 from spillway.planner.codes import FITS_FREE_ROOM, FITS_LAUNCHING, FITS_UNCORDONED, MAKING_ROOM
 from spillway.ports import Cluster
@@ -162,12 +163,12 @@ def plan_events(
     """The Events a committed ``plan`` should post, and the ledger to commit with it. Pure."""
     pods = {p.key: p for p in cluster.pods}
     pending = {p.pod for p in plan.pending} | {pod for s in plan.scale_up for pod in s.pods}
-    fresh = {k: m for k, m in ledger.items() if k in pending and now - _aware(m.posted_at) < policy.window}
+    fresh = {k: m for k, m in ledger.items() if k in pending and now - aware(m.posted_at) < policy.window}
 
     def waited(c: tuple[str, str, str, str]) -> tuple[datetime, str]:
         info = pods.get(c[0])
         since = info.pending_since if info is not None and info.pending_since else None
-        return (_aware(since) if since else _FAR_FUTURE, c[0])
+        return (aware(since) if since else _FAR_FUTURE, c[0])
 
     wanted: list[PodEvent] = []
     suppressed = 0
@@ -199,7 +200,7 @@ def _event(pod: str, info: PodInfo | None, reason: str, message: str, fp: str) -
 
 def _bounded(ledger: Mapping[str, EventMark], size: int) -> dict[str, EventMark]:
     """At most ``size`` marks, the newest kept; sorted by pod for a stable wire form."""
-    keep = sorted(ledger.items(), key=lambda kv: (_aware(kv[1].posted_at), kv[0]), reverse=True)[:size]
+    keep = sorted(ledger.items(), key=lambda kv: (aware(kv[1].posted_at), kv[0]), reverse=True)[:size]
     return dict(sorted(keep))
 
 
@@ -237,7 +238,3 @@ def post_events(
         else:
             posted += 1
     return PostResult(posted, len(failures), 0, tuple(failures[:MAX_ERRORS]))
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -121,6 +121,7 @@ from spillway.model.history import MAX_ROUNDS
 from spillway.model.k8s import GROUP_REPLACED_PREFIXES
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
+from spillway.model.utc import aware
 from spillway.planner.disruption import MOVABLE, assess
 from spillway.ports import Cloud, Ledger, Snapshots, Workflows
 
@@ -922,7 +923,7 @@ class Interrupter:
             state = f"{where[1]} in {where[0]}" if where is not None else "in no Auto Scaling group"
             return {**out, "completed": False, "note": f"no action waits: the instance is {state}"}
         taken = self.snapshot().cluster.taken_at
-        if (taken if taken.tzinfo else taken.replace(tzinfo=UTC)) < notice.time:
+        if aware(taken) < notice.time:
             if (self.clock() - notice.time).total_seconds() < JOIN_RETRY_SECONDS:
                 raise NodeNotObserved(
                     f"{instance_id} backs no Node of a snapshot taken before its lifecycle action "
@@ -941,7 +942,7 @@ class Interrupter:
         uncordoned since (a failed drain's compensation, a make-room release) that took pods again:
         then the lifecycle drain, which reads the cluster as it is, decides instead."""
         taken = self.snapshot().cluster.taken_at
-        age = notice.time - (taken if taken.tzinfo else taken.replace(tzinfo=UTC))
+        age = notice.time - aware(taken)
         return age <= timedelta(seconds=OWN_DRAIN_SNAPSHOT_SECONDS)
 
     def _complete_emptied(self, notice: Notice, instance_id: str) -> dict[str, Any]:

@@ -83,6 +83,7 @@ from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import RaiseState, State
+from spillway.model.utc import aware
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
 from spillway.planner.types import (
@@ -392,7 +393,7 @@ def claim_fields(now: datetime, claim_minutes: float) -> dict[str, Any]:
     may judge the node at once): no fields, so no drain is ever cancelled for a claim."""
     if claim_minutes <= 0:
         return {}
-    planned = _aware(now).astimezone(UTC)
+    planned = aware(now).astimezone(UTC)
     until = planned + timedelta(minutes=claim_minutes)
     return {
         "planned_at": planned.strftime(_RFC3339),
@@ -418,7 +419,7 @@ def poll_budget(claim: Mapping[str, Any], now: datetime, poll_seconds: int = AFT
     stops a part that could have drained in time. Counted, not timed: the state machine subtracts one
     per wait (States.MathAdd) instead of comparing timestamps."""
     until = datetime.strptime(claim["claim_until"], _RFC3339).replace(tzinfo=UTC)
-    left = (until - _aware(now)).total_seconds()
+    left = (until - aware(now)).total_seconds()
     return max(0, math.floor(left / poll_seconds))
 
 
@@ -551,10 +552,6 @@ def _seconds(value: float) -> int:
     return max(0, round(value))
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 # --- the cycle ---
 
 
@@ -659,12 +656,12 @@ def run_plan(
     :class:`StaleSnapshot`, :class:`SnapshotNotFound` and adapter errors; starts and posts nothing when
     it raises before the commit. ``cluster`` makes the Kubernetes client the pod Events go through
     (called only when there are Events to post); without it none are posted or recorded."""
-    now = _aware(now)
+    now = aware(now)
     pid = plan_id_for(ref.cluster, ref.key)
     snapshot = snapshots.get(ref.cluster, ref.key)
     if snapshot.cluster_name != ref.cluster:
         raise InputError(f"snapshot {ref.key} is of cluster {snapshot.cluster_name!r}, not {ref.cluster!r}")
-    age = (now - _aware(snapshot.taken_at)).total_seconds()
+    age = (now - aware(snapshot.taken_at)).total_seconds()
     if age > settings.max_snapshot_age_seconds:
         raise StaleSnapshot(
             f"{ref.cluster}/{ref.key}: snapshot is {age:.0f}s old, older than max_snapshot_age_seconds "
@@ -875,4 +872,4 @@ def _write_each(
 
 
 def snapshot_age(snapshot: Snapshot, now: datetime) -> timedelta:
-    return _aware(now) - _aware(snapshot.taken_at)
+    return aware(now) - aware(snapshot.taken_at)

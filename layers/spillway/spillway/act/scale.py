@@ -104,7 +104,7 @@ from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import format_time
 from spillway.model.groupkey import GroupKey
 from spillway.model.history import MAX_SCALE_UP_GROUPS, stretched_poll
-from spillway.model.k8s import BACKOFF_GIVE_BACK, aware
+from spillway.model.k8s import BACKOFF_GIVE_BACK
 from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
@@ -125,6 +125,7 @@ from spillway.model.scale import MAX_SECONDS, STEP_INPUTS
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import RaiseState, State, keyed_by_region
 from spillway.model.stepinput import step_input
+from spillway.model.utc import aware
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
 from spillway.planner.context import first_regions
@@ -389,7 +390,7 @@ class ScaleSteps:
             if pool is None or _made_good_in(pool, asg, mine):
                 continue
             at = failure.EndTime or failure.StartTime
-            until = (at if at.tzinfo else at.replace(tzinfo=UTC)) + window
+            until = aware(at) + window
             if until <= self.clock():
                 continue
             reason = f"{launch_failed(where, message)}; Auto Scaling launched the raise elsewhere"

@@ -90,6 +90,7 @@ from spillway.model.nodegroup import (
     rebalance_problem,
 )
 from spillway.model.reserve import ReserveLike
+from spillway.model.utc import aware
 from spillway.observability import redact
 
 if TYPE_CHECKING:
@@ -381,7 +382,7 @@ class AwsAdapter:
             running: list[ScalingActivity] = []
             ended: list[ScalingActivity] = []
             for activity in _scaling_activities(client, group, min(100, self.max_activities)):
-                recent = _aware(activity.StartTime) >= since
+                recent = aware(activity.StartTime) >= since
                 if activity.EndTime is None and activity.StatusCode not in ENDED_ACTIVITY:
                     if recent:
                         running.append(activity)
@@ -403,11 +404,11 @@ class AwsAdapter:
         there), or at ``DETACH_PAGES`` pages of 100."""
         client = self._clients.autoscaling(region)
         wanted = DETACHING.format(instance=instance_id)
-        since = _aware(since)
+        since = aware(since)
 
         def fetch() -> bool:
             for activity in _scaling_activities(client, group, 100, DETACH_PAGES):
-                recent = _aware(activity.StartTime) >= since
+                recent = aware(activity.StartTime) >= since
                 if recent and activity.Description == wanted and activity.StatusCode not in UNDONE_ACTIVITY:
                     return True
                 if not recent and (activity.EndTime is not None or activity.StatusCode in ENDED_ACTIVITY):
@@ -1517,7 +1518,3 @@ def _scaling_activities(
         token = page.get("NextToken")
         if not token:
             return
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

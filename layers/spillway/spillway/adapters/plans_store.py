@@ -32,6 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from spillway.adapters.aws import map_aws_error
 from spillway.model.act import PlanRecord
 from spillway.model.cluster import format_time, parse_time
+from spillway.model.utc import aware
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -51,7 +52,7 @@ class PlanStore:
 
     def item(self, record: PlanRecord) -> dict[str, Any]:
         """The DynamoDB item (attribute-value form)."""
-        created = record.created_at if record.created_at.tzinfo else record.created_at.replace(tzinfo=UTC)
+        created = aware(record.created_at)
         item: dict[str, Any] = {
             "cluster": {"S": record.cluster},
             "planned_at": {"S": record.key},

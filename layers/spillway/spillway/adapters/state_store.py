@@ -93,7 +93,7 @@ import logging
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -114,6 +114,7 @@ from spillway.model.state import (
     stronger_backoff,
 )
 from spillway.model.stored import load_stored, warn_unknown
+from spillway.model.utc import aware
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff], now: datetime | No
                 log.warning("back-off item %s skipped: %s", b.group[:200], exc)
                 continue
         current = into.get(name)
-        until = b.until if b.until.tzinfo else b.until.replace(tzinfo=UTC)
+        until = aware(b.until)
         if into is pools:
             new = PoolState(backoff_until=until, reason=b.reason, nodes=b.nodes)
             pools[name] = new if current is None else stronger_backoff(pools[name], new, now)
@@ -178,7 +179,7 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff], now: datetime | No
         if b.region:  # keyed by region and name; else by name alone, which the plan maps to a region
             name = GroupKey(b.region, b.group).stored
             current = groups.get(name)
-        if current is None or _aware(current.backoff_until) < until:
+        if current is None or aware(current.backoff_until) < until:
             groups[name] = GroupState(
                 backoff_until=until, reason=b.reason, group=b.group if b.region else "", region=b.region
             )
@@ -192,13 +193,9 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff], now: datetime | No
     )
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def _epoch(value: datetime) -> int:
     """Epoch seconds, as the table's TTL attribute ``expires_at`` holds them."""
-    return int(_aware(value).timestamp())
+    return int(aware(value).timestamp())
 
 
 class StateStore:
@@ -399,7 +396,7 @@ class StateStore:
         One over by ``now`` already (a notice handled late) is no evidence: not written, as
         :func:`~spillway.model.state.stronger_backoff` keeps a live one over it (the condition, which
         prefers fewer nodes whatever their expiry, would let it replace a gang's live back-off)."""
-        if now is not None and _aware(until) <= _aware(now):
+        if now is not None and aware(until) <= aware(now):
             return False
         pool = group.startswith(POOL_PREFIX)
         item = {
@@ -409,7 +406,7 @@ class StateStore:
             "backoff_until": {"S": iso(until)},
             "reason": {"S": reason[:1000]},
             "region": {"S": region},
-            "expires_at": {"N": str(int(_aware(until).timestamp()))},
+            "expires_at": {"N": str(int(aware(until).timestamp()))},
         }
         if nodes > 1:  # without it EC2 had none: the items of before, which older readers take as such
             item["nodes"] = {"N": str(nodes)}
@@ -517,7 +514,7 @@ def _failed_at(item: Mapping[str, Any]) -> list[datetime]:
     try:
         at = _claim_value(item).get("at")
         if isinstance(at, str):
-            return [_aware(_parse(at))]
+            return [aware(_parse(at))]
     except (StateCorrupt, ValueError):
         pass
     log.warning("scale-down failure item %s skipped: value.at is no ISO time", str(item["item"]["S"])[:200])

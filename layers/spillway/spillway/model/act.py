@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from spillway.model.state import State
+from spillway.model.utc import aware
 
 Status = Literal["acted", "idle", "resumed", "superseded"]
 
@@ -77,8 +78,7 @@ class SaveResult:
 
 
 def iso(value: datetime) -> str:
-    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return aware(value).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)

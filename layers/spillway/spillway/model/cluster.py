@@ -73,7 +73,6 @@ from spillway.model.k8s import (
     VolumeAttachment,
     VolumeObject,
     api_group,
-    aware,
     deletion_cost,
 )
 from spillway.model.options import parse_duration_minutes
@@ -99,6 +98,7 @@ from spillway.model.shared import (
     volcano_normal_group,
     volcano_task,
 )
+from spillway.model.utc import aware
 
 if TYPE_CHECKING:
     from spillway.model.buffer import BufferInfo, NewestPods
@@ -128,7 +128,7 @@ def parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
     stamp = datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
-    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+    return aware(stamp)
 
 
 def format_time(value: datetime | None) -> str | None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from spillway.model.aws import INSTANCE_ID_FORM, REGION_FORM, ZONE_FORM
+from spillway.model.utc import aware
 
 TAG_ATTEMPT = "spillway.io/gang-attempt"  # on every instance a fleet launches: finds them all
 TAG_GANG = "spillway.io/gang"
@@ -144,7 +145,7 @@ def _launch_time(raw: Mapping[str, Any]) -> datetime:
             launched = datetime.fromisoformat(str(launched).replace("Z", "+00:00"))
         except ValueError:
             raise ValueError(f"LaunchTime: not an ISO 8601 time: {str(launched)[:80]!r}") from None
-    return launched if launched.tzinfo else launched.replace(tzinfo=UTC)
+    return aware(launched)
 
 
 def _region(raw: Mapping[str, Any]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -26,6 +26,7 @@ from pydantic.alias_generators import to_camel
 
 from spillway.model.quantity import QuantityError, parse_quantity, to_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into, parse_resource_list
+from spillway.model.utc import aware
 
 
 def _check_quantity(value: str | int | float) -> str | int | float:
@@ -120,13 +121,6 @@ def deletion_cost(value: str) -> int | None:
         return None
     number = int(value)
     return number if -(2**31) <= number < 2**31 else None
-
-
-def aware(value: datetime) -> datetime:
-    """A time written without an offset, taken as UTC: the API server always writes RFC 3339 with ``Z``,
-    but a cluster file written by hand (``spillway plan --cluster``) may not, and a naive time could not
-    be compared with the plan's clock (``spillway.model.cluster.parse_time`` reads one so too)."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 # every time of a Kubernetes object: aware, UTC when it says no offset

@@ -47,12 +47,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from spillway.model.cluster import NodeInfo
 from spillway.model.livetemplate import OS_KEYS, group_labels, group_taints, with_group_taints
 from spillway.model.nodegroup import NodeGroup, TemplateNode
 from spillway.model.state import LearnedTaint, LearnedTemplate
+from spillway.model.utc import aware
 
 
 def remember(
@@ -126,7 +127,7 @@ def _holds(entry: LearnedTemplate, group: NodeGroup, now: datetime, keep_minutes
         group.instance_types,
     ):
         return False
-    return now - _aware(entry.learned_at) < timedelta(minutes=keep_minutes)
+    return now - aware(entry.learned_at) < timedelta(minutes=keep_minutes)
 
 
 def relaunched(entry: LearnedTemplate, group: NodeGroup) -> str:
@@ -188,10 +189,6 @@ def recalled(template: TemplateNode, entry: LearnedTemplate) -> TemplateNode:
         capacity=capacity,
         labels={**entry.labels, **template.labels, **{k: v for k, v in entry.labels.items() if k in OS_KEYS}},
         node=entry.node,
-        learned_at=_aware(entry.learned_at),
+        learned_at=aware(entry.learned_at),
     )
     return with_group_taints(shaped, [(t.key, t.value, t.effect) for t in entry.taints])
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from spillway.model.aws import (
@@ -45,6 +45,7 @@ from spillway.model.resources import (
     with_capacity,
 )
 from spillway.model.schedule import ScheduledFloor, check_actions
+from spillway.model.utc import aware
 
 TAG_ENABLED = "k8s.io/cluster-autoscaler/enabled"
 TAG_CLUSTER_PREFIX = "k8s.io/cluster-autoscaler/"
@@ -283,7 +284,7 @@ class NodeGroup:
         runs) it is not made good."""
         if self.last_launched is None or len(self.instance_ids) < self.desired:
             return False
-        return _aware(self.last_launched) > _aware(failure.at)
+        return aware(self.last_launched) > aware(failure.at)
 
     def failed_before_raise(self, failure: LaunchFailure) -> bool:
         """Whether ``failure`` is a launch of an earlier raise while the group is short of the desired
@@ -296,7 +297,7 @@ class NodeGroup:
         capacity (:meth:`made_good` decides then)."""
         if self.last_raised is None or len(self.instance_ids) >= self.desired:
             return False
-        return _aware(failure.started or failure.at) < _aware(self.last_raised)
+        return aware(failure.started or failure.at) < aware(self.last_raised)
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -1348,7 +1349,7 @@ def failed_launches_since(activities: Iterable[ScalingActivity], since: datetime
     return [
         activity
         for activity in activities
-        if _aware(activity.StartTime) >= since and is_failed_launch(activity)
+        if aware(activity.StartTime) >= since and is_failed_launch(activity)
     ]
 
 
@@ -1395,7 +1396,7 @@ def launch_under_way(
     launches, so a raise of several has several: one Failed while another is under way is a raise Auto
     Scaling is still delivering (in another zone, or as another type), not one that failed."""
     for activity in activities:
-        start = activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
+        start = aware(activity.StartTime)
         named = _LAUNCHED_ID.match(activity.Description)
         if named and named[1] in replacements:
             continue
@@ -1445,7 +1446,7 @@ def launch_failures(
         failure = LaunchFailure(
             at=act.EndTime or act.StartTime,
             message=act.StatusMessage or act.Description,
-            started=_aware(act.StartTime),
+            started=aware(act.StartTime),
         )
         if act.AutoScalingGroupARN:
             by_arn.setdefault(act.AutoScalingGroupARN, []).append(failure)
@@ -1462,7 +1463,7 @@ def last_launches(activities: Iterable[ScalingActivity]) -> tuple[dict[str, date
     for act in activities:
         if act.StatusCode != "Successful" or not act.is_launch:
             continue
-        start = _aware(act.StartTime)
+        start = aware(act.StartTime)
         found = by_arn if act.AutoScalingGroupARN else by_name
         key = act.AutoScalingGroupARN or act.AutoScalingGroupName
         found[key] = max(found.get(key, start), start)
@@ -1533,10 +1534,6 @@ def scheduled_cuts(
                 (at, int(change[2]))
             )
     return by_arn, by_name
-
-
-def _aware(at: datetime) -> datetime:
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def build_node_groups(

@@ -37,6 +37,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from spillway.model.cluster import format_time, parse_time
 from spillway.model.quantity import is_digits
+from spillway.model.utc import aware
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -263,10 +264,6 @@ def zone_of(name: str | None) -> ZoneInfo:
         raise ValueError(f"{name!r} is not an IANA time zone") from None
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
 _TICK = timedelta(microseconds=1)
 
 
@@ -291,7 +288,7 @@ class ScheduledFloor:
         ("they form the boundaries of when the recurring action starts and stops")."""
         if not self.recurrence or self.start is None:
             return False
-        start = _aware(self.start)
+        start = aware(self.start)
         if start <= now:
             return False
         return self._cron_run(now + _TICK, start - _TICK) is not None
@@ -309,13 +306,13 @@ class ScheduledFloor:
         (:meth:`_starts_later`). ``EndTime`` ends the recurrence."""
         lo, hi = now + _TICK, now + horizon
         runs = []
-        start = _aware(self.start) if self.start else None
+        start = aware(self.start) if self.start else None
         if start is not None and self._starts_later(now):
             lo = max(lo, start)
         if start is not None and lo <= start <= hi:
             runs.append(start)
         if self.recurrence:
-            cron = self._cron_run(lo, min(hi, _aware(self.end)) if self.end else hi)
+            cron = self._cron_run(lo, min(hi, aware(self.end)) if self.end else hi)
             if cron is not None:
                 runs.append(cron)
         return min(runs, default=None)
@@ -400,7 +397,7 @@ def _runs(
 ) -> list[Floor]:
     """A :class:`Floor` for each action ``size_of`` gives a size for and that runs after ``now`` and
     within ``horizon``, at its next run; an action whose cron or zone cannot be read is skipped."""
-    now = _aware(now)
+    now = aware(now)
     coming: list[Floor] = []
     for action in actions:
         size = size_of(action)

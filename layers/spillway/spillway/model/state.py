@@ -84,12 +84,13 @@ commits the state again is in :mod:`spillway.adapters.state_store`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from spillway.model.groupkey import GroupKey
+from spillway.model.utc import aware
 
 
 class NodeState(BaseModel):
@@ -139,12 +140,12 @@ def stronger_backoff(stored: PoolState, new: PoolState, now: datetime | None = N
     fleet asked for too early (refused at once, all or nothing, and backed off again), where keeping
     the weaker would send ordinary launches into a pool EC2 had nothing in."""
     if now is not None:
-        live_stored, live_new = _aware(stored.backoff_until) > now, _aware(new.backoff_until) > now
+        live_stored, live_new = aware(stored.backoff_until) > now, aware(new.backoff_until) > now
         if live_stored != live_new:
             return stored if live_stored else new
     if stored.nodes != new.nodes:
         return stored if stored.nodes < new.nodes else new
-    return new if _aware(stored.backoff_until) < _aware(new.backoff_until) else stored
+    return new if aware(stored.backoff_until) < aware(new.backoff_until) else stored
 
 
 POOL_PREFIX = "pool#"  # a back-off stored under this "group" name is a pool: State.pools
@@ -168,10 +169,6 @@ def normalize_pool_key(key: str) -> str:
         f"key {key!r} is not <capacity type>/<zone>/<instance type> with a capacity type of "
         f"{' | '.join(POOL_CAPACITY_TYPES)} (nor an older <zone>/<instance type>)"
     )
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 class EventMark(BaseModel):
@@ -434,7 +431,7 @@ def keyed_by_region(state: State, first_region: Mapping[str, str]) -> State:
         return dict(sorted(out.items()))
 
     def later(new: GroupState, old: GroupState) -> bool:
-        return _aware(new.backoff_until) > _aware(old.backoff_until)
+        return aware(new.backoff_until) > aware(old.backoff_until)
 
     gangs = {  # an entry from before gangs named their region: of the group the plan then launched in
         gang: entry.model_copy(update={"region": first_region[entry.group]})
@@ -455,9 +452,9 @@ def keyed_by_region(state: State, first_region: Mapping[str, str]) -> State:
 def merge_scale_down_failures(state: State, times: Iterable[datetime]) -> State:
     """``state`` with the latest of ``times`` (failed scale-down drains) as its ``scale_down["failed"]``
     when that is later than the one it holds."""
-    latest = max((_aware(t) for t in times), default=None)
+    latest = max((aware(t) for t in times), default=None)
     current = state.scale_down.get("failed")
-    if latest is None or (current is not None and _aware(current.since) >= latest):
+    if latest is None or (current is not None and aware(current.since) >= latest):
         return state
     marks: dict[ScaleDownMark, Since] = {**state.scale_down, "failed": Since(since=latest)}
     return state.model_copy(update={"scale_down": dict(sorted(marks.items()))})

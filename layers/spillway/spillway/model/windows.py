@@ -30,6 +30,7 @@ from pydantic import Field, field_validator
 from spillway.model.quantity import is_digits
 from spillway.model.schedule import local_instant, zone_of
 from spillway.model.settings import Settings
+from spillway.model.utc import aware
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -114,7 +115,7 @@ class TimeWindow(Settings):
         """Every instant the window opens or closes from the window that may still run at ``after`` to
         the ones that open within the next week, ascending; computed from the definition, one day at a
         time (a few local-date resolutions), never by walking the clock."""
-        instant = _aware(after)
+        instant = aware(after)
         local = instant.astimezone(zone_of(self.timezone))
         out: set[datetime] = set()
         for shift in range(-1, EDGE_HORIZON_DAYS):
@@ -130,7 +131,7 @@ class TimeWindow(Settings):
 
     def active(self, now: datetime) -> bool:
         """Whether ``now`` (aware, or naive UTC) falls inside the window."""
-        instant = now if now.tzinfo else now.replace(tzinfo=UTC)
+        instant = aware(now)
         local = instant.astimezone(zone_of(self.timezone))
         for back in (0, 1):  # a window that opened yesterday may still run past midnight
             span = self.opening(local - timedelta(days=back))
@@ -159,16 +160,12 @@ EDGE_HORIZON_DAYS = 9
 _TICK = timedelta(microseconds=1)
 
 
-def _aware(when: datetime) -> datetime:
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
 def next_edge(windows: Sequence[TimeWindow], after: datetime) -> datetime | None:
     """The first instant after ``after`` (aware, or naive UTC) when "any of ``windows`` is active"
     changes, in UTC, or None when it never does. Pure and DST-correct: candidate instants are the
     windows' openings and closings (:meth:`TimeWindow.edges`); one where the union does not change (a
     window closing as another opens, a whole-day window on consecutive days) is skipped."""
-    instant = _aware(after)
+    instant = aware(after)
     candidates = sorted({edge for w in windows for edge in w.edges(instant) if edge > instant})
     for edge in candidates:
         now_on = any(w.active(edge) for w in windows)

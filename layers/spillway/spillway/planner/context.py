@@ -20,13 +20,13 @@ from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.k8s import DRAINING_TAINT
-from spillway.model.k8s import aware as aware  # re-exported: the planner modules take it from here
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import priority_of
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, add_room, attach_limit_key, room_less
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
+from spillway.model.utc import aware as aware  # re-exported: the planner modules take it from here
 from spillway.planner.disruption import dead, goes_with_its_node, keeps_node_busy, never_started
 from spillway.planner.predicates import HOSTNAME_LABEL, admits
 from spillway.planner.topology import NO_MARKS, Marks, Planned, Spot, TopologyIndex

@@ -35,6 +35,7 @@ from pathlib import Path
 from spillway.errors import InputError
 from spillway.model.quantity import MAX_VALUE, QuantityError, to_milli
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
+from spillway.model.utc import aware
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 GENERIC_COLUMNS = ("submit_time", "duration", "cpu", "memory_gib", "gpus", "count", "namespace", "priority")
@@ -201,7 +202,7 @@ class _Row:
             value = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
             raise self.fail(column, f"not a time (YYYY-mm-dd HH:MM:SS): {text!r}") from None
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return aware(value)
 
 
 def _duration(row: _Row) -> int:
