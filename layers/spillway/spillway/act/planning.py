@@ -488,6 +488,8 @@ def drain_item(drain: Drain, claim: Mapping[str, Any]) -> dict[str, Any]:
     naming = (codes.NEVER_STARTED, codes.SCHEDULED_SHRINK)
     if drain.code in moves or (drain.code in naming and drain.pods):
         item |= {"consolidation": True, "pods": list(drain.pods)}
+        if drain.whole_grace:  # a consolidation's or make room's pods moved at a cost: never cut short
+            item["whole_grace"] = list(drain.whole_grace)
         if controllers:  # the controllers of its pods that go with the node: their successors count as named
             item["controllers"] = controllers
     if not drain.terminate:  # make room: to_dict says terminate false; the node is given back

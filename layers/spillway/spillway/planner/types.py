@@ -223,6 +223,10 @@ class Drain:
     # priority that controller makes in its place on the node as the same workload
     # (DrainRequest.controllers)
     controllers: tuple[tuple[str, str, str, str, int], ...] = ()
+    # of ``pods``, those a consolidation or make room moves at a cost (not expendable, not terminating): its
+    # drain evicts each with its whole grace or gives up (DrainRequest.whole_grace). Not in to_dict: the
+    # plan reads as before; the drain's request carries it (spillway.act.planning.drain_item)
+    whole_grace: tuple[str, ...] = ()
 
     @property
     def terminate(self) -> bool:
