@@ -1,24 +1,28 @@
 """The plan's side of "a pod moved at a cost gets its whole grace": which pods a drain must not cut
 (``whole_grace``: a consolidation's and a make room's pods moved at a cost, none of a drain ahead of a
 scheduled action, no expendable pod), the margin ``cut_short`` keeps between a pod's grace and the
-drains' deadline (a grace equal to the deadline made every such drain give up)."""
+drains' deadline (a grace equal to the deadline made every such drain give up), and the plan problem that
+says when the deadline is too short for any ordinary pod to move."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from plan_world import World
-from test_planner_consolidation import UNDER, replicas
+from test_planner_consolidation import UNDER, half_full, replicas
 from test_planner_makeroom import _full_with_grace
+from test_planning import record_metrics
 from test_scheduled_shrink import SOON, planned, replica, web
 
-from spillway.act.planning import drain_item
+from spillway.act.planning import drain_item, summarize
 from spillway.local import objects
 from spillway.model.cluster import PodInfo
 from spillway.model.k8s import Pod
 from spillway.model.schedule import ScheduledFloor
 from spillway.planner import codes
 from spillway.planner.disruption import GRACE_MARGIN_SECONDS, assess_move, cut_short
+from spillway.planner.types import DRAIN_DEADLINE_TOO_SHORT
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 SAFE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
@@ -93,3 +97,33 @@ def test_a_drain_ahead_of_a_scheduled_action_asks_none_the_action_gives_no_grace
 
     assert result.drain and all(d.code == codes.SCHEDULED_SHRINK and d.pods for d in result.drain)
     assert all(d.whole_grace == () and "whole_grace" not in drain_item(d, {}) for d in result.drain)
+
+
+# --- a deadline too short for any ordinary pod ----------------------------------------------------------
+
+
+def _problems(deadline: float, **config: Any) -> list[tuple[str, str, str]]:
+    w, _ = half_full()
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=deadline, **config)
+    return [(p.object, p.field, p.reason) for p in result.problems if p.kind == DRAIN_DEADLINE_TOO_SHORT]
+
+
+def test_a_deadline_too_short_for_the_default_grace_is_a_problem_of_the_plan() -> None:
+    """89 s cannot give 30 s of grace after the drain's 60 s: consolidation moved no ordinary pod, every
+    busy node kept grace-past-deadline, and nothing said the configuration was why."""
+    [(obj, field, reason)] = _problems(89, **UNDER)
+    assert (obj, field) == ("configuration", "drain_deadline_seconds")
+    assert "89 s (DRAIN_DEADLINE_SECONDS)" in reason and "in cpu" in reason and "at least 90 s" in reason
+    assert _problems(90, **UNDER) == []
+
+
+def test_no_problem_where_no_group_consolidates_when_underutilized() -> None:
+    assert _problems(89) == []  # when-empty (the default) moves no pod at a cost
+
+
+def test_the_problem_is_counted_under_its_own_kind() -> None:
+    w, _ = half_full()
+    short = summarize(w.plan(drain_deadline_seconds=60, **UNDER), "us-east-1").to_dict()
+    assert record_metrics({"summary": short})[DRAIN_DEADLINE_TOO_SHORT] == 1.0
+    clean = summarize(w.plan(**UNDER), "us-east-1").to_dict()
+    assert record_metrics({"summary": clean})[DRAIN_DEADLINE_TOO_SHORT] == 0.0

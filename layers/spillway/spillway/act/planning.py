@@ -86,6 +86,7 @@ from spillway.model.state import RaiseState, State
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
 from spillway.planner.types import (
+    DRAIN_DEADLINE_TOO_SHORT,
     PRIORITY_CONFIGMAP_INVALID,
     UNKNOWN_GROUP_NAMES,
     Drain,
@@ -175,6 +176,7 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         unhealthy_groups=sum(1 for u in plan.unhealthy if u.group is not None),
         priority_configmap_invalid=problems[PRIORITY_CONFIGMAP_INVALID],
         unknown_group_names=problems[UNKNOWN_GROUP_NAMES],
+        drain_deadline_too_short=problems[DRAIN_DEADLINE_TOO_SHORT],
     )
 
 

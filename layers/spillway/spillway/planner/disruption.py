@@ -83,7 +83,7 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Literal
 
-from spillway.model.cluster import NodeInfo, PodInfo, TaintT
+from spillway.model.cluster import DEFAULT_GRACE_SECONDS, NodeInfo, PodInfo, TaintT
 from spillway.model.drain import DEFAULT_POLL_SECONDS
 from spillway.model.jobs import (
     DO_NOT_DRAIN,
@@ -455,6 +455,13 @@ def cut_short(pod: PodInfo, deadline: float | None) -> str | None:
         f"it evicts: its cordon, its first round, one retry for a budget) is longer than the drains' deadline "
         f"({deadline:.0f} s, DRAIN_DEADLINE_SECONDS): its drain could not give it its whole shutdown"
     )
+
+
+def fits_default_grace(drain_deadline_seconds: float) -> bool:
+    """Whether a pod with Kubernetes' default ``terminationGracePeriodSeconds`` (30 s) and no other
+    reason to stay may be moved under this drains' deadline (:func:`cut_short`): when not, consolidation
+    and make room move no ordinary pod at all."""
+    return drain_deadline_seconds >= DEFAULT_GRACE_SECONDS + GRACE_MARGIN_SECONDS
 
 
 def evicted_late(pod: PodInfo, drain_deadline_seconds: float) -> str | None:

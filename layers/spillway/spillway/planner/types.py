@@ -346,7 +346,10 @@ class ConfigProblem:
 # configuration's disruption_budgets[].groups or tenants.<t>.scopes[].node_groups that no managed group has.
 PRIORITY_CONFIGMAP_INVALID = "PriorityConfigMapInvalid"
 UNKNOWN_GROUP_NAMES = "UnknownGroupNames"
-PROBLEM_KINDS = (PRIORITY_CONFIGMAP_INVALID, UNKNOWN_GROUP_NAMES)
+# ... and the drains' deadline too short for a pod with the default grace to be moved at all, while a group
+# consolidates when-underutilized (spillway.planner.core.drain_deadline_problem)
+DRAIN_DEADLINE_TOO_SHORT = "DrainDeadlineTooShort"
+PROBLEM_KINDS = (PRIORITY_CONFIGMAP_INVALID, UNKNOWN_GROUP_NAMES, DRAIN_DEADLINE_TOO_SHORT)
 
 
 @dataclass(frozen=True, slots=True)
