@@ -6,14 +6,19 @@ terminated and the group shrunk; the other node's pod, which may not be moved, i
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from conftest import HOME, Cloud, running
+from conftest import CLUSTER, HOME, Cloud, running
 from test_drain import ReplicaSetController
 
+from spillway.act.planning import claim_fields, drain_item
 from spillway.local import objects as o
+from spillway.planner import codes
+from spillway.planner.types import Drain
 
 PLANNER = {"consolidation": "when-underutilized"}
 MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
@@ -26,7 +31,9 @@ def cloud() -> Iterator[Cloud]:
         SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0",  # the rig's nodes are seconds old
         MAX_SCALE_IN_FRACTION="1.0",
         DRAIN_POLL_SECONDS="1",
-        DRAIN_DEADLINE_SECONDS="40",
+        # the pods' default grace (30 s) plus the 60 s a plan leaves a drain before it evicts
+        # (planner.disruption.GRACE_MARGIN_SECONDS): a shorter deadline moves no such pod
+        DRAIN_DEADLINE_SECONDS="90",
     ) as rig:
         yield rig
 
@@ -121,3 +128,40 @@ def test_pods_whose_opt_in_overrides_their_local_storage_are_consolidated_end_to
     assert kept["code"] == "pod-never" and "local storage: volume(s) scratch" in kept["reason"], kept
     assert cloud.kube.get("Pod", "db-0", "team-a") is not None
     assert instance not in {i["InstanceId"] for i in cloud.asg("general", HOME)["Instances"]}
+
+
+def test_a_consolidation_gives_up_rather_than_evict_a_pod_with_less_than_its_whole_grace(
+    cloud: Cloud,
+) -> None:
+    """A replica the plan moves at a cost (whole_grace) behind a budget that allows no disruption: while
+    its 30 s of grace are left the drain asks with all of them; once fewer are, it gives up as at its
+    deadline (DrainTimeout naming the pod), compensated: the node uncordoned, the pod never evicted."""
+    cloud.group("general", instance_type="m5.xlarge", desired=2, gpu=False)
+    busy, _ = sorted(cloud.wait_nodes(2))
+    instance = {name: iid for iid, name in dict(cloud.registrar.registered).items()}[busy]
+    cloud.kube.add(o.pod("web-0", "team-a", cpu="500m", memory="512Mi", node_name=busy, labels={"app": "web"},
+                         owner=("ReplicaSet", "web-5d9c"), annotations=MOVABLE))  # fmt: skip
+    cloud.kube.add(o.pdb("web", "team-a", {"app": "web"}, min_available=1))  # allows none
+    moved = Drain(node=busy, instance_id=instance, group="general", region=HOME, reason="consolidation",
+                  code=codes.CONSOLIDATION, pods=("team-a/web-0",), whole_grace=("team-a/web-0",))  # fmt: skip
+    item = drain_item(moved, claim_fields(datetime.now(UTC), 60))
+    plan = {"cluster": CLUSTER, "plan_id": "ml-2026-12-01T08:00:00Z", "drains": [item], "poll_seconds": 1,
+            "deadline_seconds": 34}  # fmt: skip
+    cloud.kube.clear_requests()
+
+    started = time.monotonic()
+    result = cloud.stack.run("ScaleDownStateMachine", plan, timeout=60)
+    took = time.monotonic() - started
+
+    assert result["status"] == "SUCCEEDED", result  # the scale-down reports its drains' failures
+    [line] = result["output"]["drains"]
+    assert (line["outcome"], line["error"]) == ("timeout", "DrainTimeout"), line
+    assert "team-a/web-0 has terminationGracePeriodSeconds 30" in line["cause"], line
+    assert took < 25, took  # at once (about 4 s in), not held to its 34 s deadline
+    node = cloud.kube.get("Node", busy)
+    assert node is not None and not node["spec"].get("unschedulable")
+    pod = cloud.kube.get("Pod", "web-0", "team-a")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+    evictions = [r.status for r in cloud.kube.requests if r.path.endswith("/eviction")]
+    assert evictions and 201 not in evictions  # asked (with its whole grace), refused, never taken
+    assert cloud.desired("general") == 2

@@ -649,14 +649,15 @@ def test_under_a_drain_deadline_shorter_than_two_minutes_a_terminating_pod_must_
 
 def test_under_a_drain_deadline_shorter_than_two_minutes_a_pod_with_a_long_grace_is_not_cut_short() -> None:
     """The drain's eviction gives a pod no more grace than the seconds left before its deadline: under
-    DRAIN_DEADLINE_SECONDS 60 a pod whose terminationGracePeriodSeconds is an hour would be gone within a
-    minute, killed mid-checkpoint. Make room moved it so; no plan moves such a pod now (grace-past-deadline),
-    and the pending pod gets a new node. A grace within the deadline is moved as before."""
+    DRAIN_DEADLINE_SECONDS 100 a pod whose terminationGracePeriodSeconds is an hour would be gone within
+    two minutes, killed mid-checkpoint. Make room moved it so; no plan moves such a pod now
+    (grace-past-deadline), and the pending pod gets a new node. A grace that fits the deadline with the
+    drain's margin (GRACE_MARGIN_SECONDS, 60 s) is moved as before."""
     outcomes = {}
-    for grace in (3600, 45):
+    for grace in (3600, 40):
         w, a, _ = _full_with_grace(grace)
 
-        result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=60, **UNDER)
+        result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=100, **UNDER)
 
         outcomes[grace] = ([(d.node, d.code, d.pods) for d in result.drain], len(result.scale_up))
-    assert outcomes == {3600: ([], 1), 45: ([(a, codes.MAKE_ROOM, ("default/ckpt-0",))], 0)}, outcomes
+    assert outcomes == {3600: ([], 1), 40: ([(a, codes.MAKE_ROOM, ("default/ckpt-0",))], 0)}, outcomes

@@ -43,7 +43,10 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   tries again; RBAC's 403 fails the step (``KubeAuthError``). Each eviction gives the pod its
   ``terminationGracePeriodSeconds`` but no more than the seconds left before the deadline, so that it
   is gone by then, and from the deadline on a terminating pod past its grace is leaving, not left
-  (:func:`_grace_over`); at the deadline a drain without force evicts nothing;
+  (:func:`_grace_over`); at the deadline a drain without force evicts nothing; but a pod a plan moves
+  at a cost (``whole_grace``: a consolidation's, a make room's) gets its whole grace or no eviction:
+  once one still to be evicted has less time left than its grace, the drain gives up as at its deadline
+  (:func:`_grace_cut`);
 * pods annotated ``karpenter.sh/do-not-disrupt=true`` or
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, pods no controller would recreate, and pods
   with local storage (an emptyDir on disk, a hostPath: unless safe-to-evict=true, or a plan's drain
@@ -259,6 +262,7 @@ _FIELD_HELP = {
     "uncordon": "true or false",
     "not_before": "when the drain starts, in UTC such as 2026-11-02T10:20:00Z",
     "scheduled_start": "the scheduled change's start as announced, in UTC such as 2026-11-03T10:20:00Z",
+    "whole_grace": "the pods of pods the plan moves at a cost, each as <namespace>/<name>",
     "event_code": "an EC2 event code: instance-reboot, system-reboot, system-maintenance, instance-retirement "
     "or instance-stop",
 }
@@ -367,6 +371,7 @@ def parse_request(raw: Any) -> DrainRequest:
     _refuse(_not_before_refusal(request))
     _refuse(_scheduled_refusal(request))
     _refuse(_controllers_refusal(request))
+    _refuse(_whole_grace_refusal(request))
     _refuse(_pods_refusal(request))
     return request
 
@@ -524,6 +529,27 @@ def _controllers_refusal(request: DrainRequest) -> Refusal:
             f"names the controllers of pods the request names (pods), and {', '.join(unnamed[:3])} is not "
             "among them",
             field="controllers",
+        )
+    return None
+
+
+def _whole_grace_refusal(request: DrainRequest) -> Refusal:
+    """``whole_grace`` names pods the request moves (``pods``), and only in a drain whose giving up leaves
+    the node as it was: never with ``leaving`` (the instance goes whatever the drain does, so a grace cut
+    short beats none: such a drain cuts every grace to the time left)."""
+    if not request.whole_grace:
+        return None
+    unnamed = sorted(set(request.whole_grace) - set(request.pods))
+    if unnamed:
+        return InvalidDrainRequest(
+            f"names pods the request moves (pods), and {', '.join(unnamed[:3])} is not among them",
+            field="whole_grace",
+        )
+    if request.leaving:
+        return InvalidDrainRequest(
+            "not with leaving: the instance goes whatever the drain does, so its pods get what is left of "
+            "their grace rather than none; remove whole_grace or leaving",
+            field="whole_grace",
         )
     return None
 
@@ -1654,6 +1680,41 @@ def _out_of_time(verdicts: Sequence[PodVerdict], previous: Mapping[str, Any]) ->
     return {v.pod: str(earlier.get(v.pod) or OUT_OF_TIME) for v in verdicts if v.action == "evict"}
 
 
+def _grace_cut(
+    drain: Drain, verdicts: Sequence[PodVerdict], left: int, previous: Mapping[str, Any]
+) -> str | None:
+    """Why the drain gives up now rather than cut a pod's shutdown short, or None: a pod of its
+    ``whole_grace`` (one its plan moves at a cost: :attr:`DrainRequest.whole_grace`) is still to be
+    evicted (a budget held it, a round was throttled, it is a critical pod waiting for the others) and
+    its ``terminationGracePeriodSeconds`` is more than the ``left`` seconds before the deadline. Its
+    eviction would give it only those (:meth:`Drainer._evict_round`), and the kubelet would kill it
+    mid-shutdown: a move to save cost become a killed job. Giving up leaves the node as it was, its
+    pods running, which is what such a drain (a consolidation's, a make room's) is for when it cannot
+    finish: cluster-autoscaler gives every eviction the same grace, capped by
+    --max-graceful-termination-sec, whenever it comes (core/scaledown/actuation evictPod), and Karpenter
+    clamps it only to a node's own terminationGracePeriod, which a consolidation does not set. Every
+    other drain cuts (its instance goes anyway; a shortened grace beats none), and so does one without
+    ``whole_grace`` (an older build's plan)."""
+    if not drain.whole_grace or drain.force or drain.leaving:
+        return None
+    whole = set(drain.whole_grace)
+    short = [v for v in verdicts if v.action == "evict" and v.pod in whole and v.grace > left]
+    if not short:
+        return None
+    pod = min(short, key=lambda v: (v.priority, v.pod))
+    earlier = {
+        e.get("pod"): e.get("reason") for e in previous.get("remaining") or [] if isinstance(e, Mapping)
+    }
+    still = f", still there: {earlier[pod.pod]}" if earlier.get(pod.pod) else ""
+    more = f" (and {len(short) - 1} more such pod(s))" if len(short) > 1 else ""
+    return (
+        f"Node {drain.node!r}: {pod.pod} has terminationGracePeriodSeconds {pod.grace} and only {left} s are "
+        f"left before the deadline ({drain.deadline_seconds} s{still}){more}; the plan moves it at a cost, "
+        "so it is evicted with its whole grace or not at all: the drain gives up rather than cut its "
+        "shutdown short, and its node is given back, its pods running"
+    )
+
+
 def _listing(verdicts: Sequence[PodVerdict]) -> list[dict[str, str]]:
     return [{"pod": v.pod, "reason": v.reason} for v in verdicts[:LIST_LIMIT]]
 
@@ -1883,6 +1944,7 @@ class Drainer:
             consolidation=request.consolidation,
             pods=tuple(request.pods),
             controllers=dict(request.controllers),
+            whole_grace=tuple(request.whole_grace),
             lifecycle=request.lifecycle,
             uncordon=request.uncordon,
             leaving=request.leaving or request.lifecycle is not None,
@@ -2158,8 +2220,13 @@ class Drainer:
         self, drain: Drain, verdicts: Sequence[PodVerdict], previous: Mapping[str, Any]
     ) -> tuple[list[str], dict[str, str]]:
         """:meth:`_evict_round` with the seconds left. Out of time, a drain without force evicts nothing:
-        it is about to fail and give the node back, and a pod evicted now would be stopped for nothing."""
+        it is about to fail and give the node back, and a pod evicted now would be stopped for nothing.
+        Nor does a drain one of whose ``whole_grace`` pods no longer has its whole grace left
+        (:func:`_grace_cut`): it gives up, as at its deadline."""
         left = seconds_left(drain, self.clock())
+        cut = _grace_cut(drain, verdicts, left, previous)
+        if cut is not None:
+            raise DrainTimeout(cut)
         if not left and not drain.force:
             return [], _out_of_time(verdicts, previous)
         held = _critical_held(verdicts) if left else {}

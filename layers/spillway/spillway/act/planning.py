@@ -87,6 +87,7 @@ from spillway.model.utc import aware
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
 from spillway.planner.types import (
+    DRAIN_DEADLINE_TOO_SHORT,
     PRIORITY_CONFIGMAP_INVALID,
     UNKNOWN_GROUP_NAMES,
     Drain,
@@ -176,6 +177,7 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         unhealthy_groups=sum(1 for u in plan.unhealthy if u.group is not None),
         priority_configmap_invalid=problems[PRIORITY_CONFIGMAP_INVALID],
         unknown_group_names=problems[UNKNOWN_GROUP_NAMES],
+        drain_deadline_too_short=problems[DRAIN_DEADLINE_TOO_SHORT],
     )
 
 
@@ -489,6 +491,8 @@ def drain_item(drain: Drain, claim: Mapping[str, Any]) -> dict[str, Any]:
     naming = (codes.NEVER_STARTED, codes.SCHEDULED_SHRINK)
     if drain.code in moves or (drain.code in naming and drain.pods):
         item |= {"consolidation": True, "pods": list(drain.pods)}
+        if drain.whole_grace:  # a consolidation's or make room's pods moved at a cost: never cut short
+            item["whole_grace"] = list(drain.whole_grace)
         if controllers:  # the controllers of its pods that go with the node: their successors count as named
             item["controllers"] = controllers
     if not drain.terminate:  # make room: to_dict says terminate false; the node is given back

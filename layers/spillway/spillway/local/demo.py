@@ -103,7 +103,9 @@ class DemoOptions:
             "SCALE_UP_POLL_SECONDS": "1",
             "LAUNCH_TIMEOUT_SECONDS": "20",
             "DRAIN_POLL_SECONDS": "1",
-            "DRAIN_DEADLINE_SECONDS": "30",
+            # the default grace (30 s) plus the 60 s a plan leaves a drain before it evicts
+            # (planner.disruption.GRACE_MARGIN_SECONDS): scene 3's consolidation moves its pods only so
+            "DRAIN_DEADLINE_SECONDS": "90",
             "MAX_SNAPSHOT_AGE_SECONDS": "300",  # scene 3 moves the plan's clock up to ~2.5 min ahead
             "SCALE_DOWN_IDLE_MINUTES": "0.05",
             "SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES": "0",

@@ -198,6 +198,9 @@ class PlanSummary:
     # fields of the configuration naming groups no managed group is called (a budget's groups, a tenant
     # scope's node_groups): each a problem of kind UnknownGroupNames
     unknown_group_names: int = 0
+    # 1: the drains' deadline is too short for a pod with the default grace to be moved, while a group
+    # consolidates when-underutilized (a problem of kind DrainDeadlineTooShort)
+    drain_deadline_too_short: int = 0
     # how long the oldest pending pod the plan does not hold at a limit (nor expendable) has waited, in
     # whole seconds at the snapshot: what pending-too-long reads while plans come
     oldest_unheld_pending_seconds: int = 0
@@ -218,6 +221,7 @@ class PlanSummary:
             "unhealthy_groups": self.unhealthy_groups,
             "priority_configmap_invalid": self.priority_configmap_invalid,
             "unknown_group_names": self.unknown_group_names,
+            "drain_deadline_too_short": self.drain_deadline_too_short,
             "oldest_unheld_pending_seconds": self.oldest_unheld_pending_seconds,
         }
 

@@ -149,6 +149,17 @@ class DrainRequest(BaseModel):
     One successor per named pod gone. Without it (a drain by hand, an older build's plan) every pod the
     plan did not name is unplanned, as before.
 
+    ``whole_grace`` (a plan's consolidation or make-room drain, with ``consolidation``; an optional
+    field): the pods of ``pods`` the plan moves at a cost (:func:`spillway.planner.disruption.assess_move`:
+    not an expendable pod, killed at will, nor one already terminating). Each is evicted with its whole
+    ``terminationGracePeriodSeconds`` or not at all: when one still to be evicted (a budget held it, a
+    round was throttled) no longer has that much time before the deadline, the drain gives up at once,
+    as at its deadline (:class:`~spillway.errors.DrainTimeout`: the node given back, its pods running),
+    since keeping the node is the safe outcome of a drain to save cost. Any other pod a drain evicts gets
+    its grace cut to the time left (a drain ahead of a scheduled action, a notice's, a lifecycle hook's,
+    one by hand: the instance goes anyway, and a shortened grace beats none). Without it (an older
+    build's plan) every pod is cut so, as before.
+
     ``not_before`` (RFC 3339 in UTC with ``Z``, as Step Functions' Wait state takes it; at most
     :data:`MAX_WAIT_SECONDS` ahead; never with ``lifecycle``, whose hook would time out): the drain
     waits until then before its validation, touching nothing, and is judged as the node is then (a
@@ -187,6 +198,7 @@ class DrainRequest(BaseModel):
     consolidation: bool = False
     pods: list[str] = Field(default_factory=list, max_length=MAX_EXPECTED_PODS)
     controllers: dict[str, PodController] = Field(default_factory=dict, max_length=MAX_EXPECTED_PODS)
+    whole_grace: list[str] = Field(default_factory=list, max_length=MAX_EXPECTED_PODS)
     lifecycle: LifecycleAction | None = None
     uncordon: bool = False
     leaving: bool = False
@@ -227,6 +239,9 @@ class Drain(BaseModel):
     # the controllers of named pods that tolerate the drain, by pod: their successors count as named
     # (DrainRequest.controllers); none in a drain validated before the field
     controllers: dict[str, PodController] = Field(default_factory=dict)
+    # the named pods the plan moves at a cost: each evicted with its whole grace or the drain gives up
+    # (DrainRequest.whole_grace); none in a drain validated before the field, which cuts every grace
+    whole_grace: tuple[str, ...] = ()
     lifecycle: LifecycleAction | None = None  # the group is terminating it: complete, never terminate
     uncordon: bool = False  # once empty: uncordon and keep the node (never with terminate or lifecycle)
     leaving: bool = False  # the instance goes whatever the drain does (DrainRequest.leaving, lifecycle)

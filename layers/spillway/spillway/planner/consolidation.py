@@ -741,8 +741,13 @@ class Consolidation:
         for job, workers in given_up.items():  # as many of its recreated workers wait for free room
             ctx.shrunk_out[job] = ctx.shrunk_out.get(job, 0) + workers
         pods = tuple(sorted(p.key for p in candidate.pods))
+        # the pods moved at a cost (Candidate.place and .shrink: not expendable, not already leaving), which
+        # the drain evicts with their whole grace or not at all
+        whole = tuple(sorted(p.key for p in (*candidate.place, *candidate.shrink)))
         self.stage.drains.append(
-            Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods)
+            Drain(
+                info.name, info.instance_id, group.name, group.region, reason, code, pods, whole_grace=whole
+            )
         )
 
 

@@ -33,7 +33,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from spillway.config import PlannerConfig
-from spillway.model.cluster import ClusterSnapshot
+from spillway.model.cluster import DEFAULT_GRACE_SECONDS, ClusterSnapshot
 from spillway.model.nodecache import recall, remember
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import CONFIGMAP_KEY, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
@@ -43,6 +43,7 @@ from spillway.planner.buffers import settle as settle_buffers
 from spillway.planner.classes import gang_priorities, in_service_order, pod_classes
 from spillway.planner.context import Context, aware, first_regions
 from spillway.planner.cooldown import scale_down_marks
+from spillway.planner.disruption import GRACE_MARGIN_SECONDS, fits_default_grace
 from spillway.planner.expander import Expander, RegionThenLeastWaste
 from spillway.planner.gangsweep import sweep_gang_orphans
 from spillway.planner.groups import floor_report
@@ -57,6 +58,7 @@ from spillway.planner.shrinks import hold_shrunk, shrunk_after
 from spillway.planner.softtaint import soft_taints
 from spillway.planner.startup import sanitized, starting_nodes
 from spillway.planner.types import (
+    DRAIN_DEADLINE_TOO_SHORT,
     UNKNOWN_GROUP_NAMES,
     ConfigProblem,
     Drain,
@@ -165,7 +167,11 @@ def plan(
         gang_orphans=orphans,
         unhealthy=health.report(),
         refused_groups=tuple(RefusedGroup(g.name, g.region, g.refusal) for g in ctx.refused),
-        problems=(*_problems(snapshot, config), *unknown_group_names(config, every_group)),
+        problems=(
+            *_problems(snapshot, config),
+            *unknown_group_names(config, every_group),
+            *drain_deadline_problem(config, groups),
+        ),
     )
 
 
@@ -220,6 +226,35 @@ def unknown_group_names(config: PlannerConfig, groups: Sequence[NodeGroup]) -> t
             )
             out.append(ConfigProblem("configuration", field, why[:1000], UNKNOWN_GROUP_NAMES))
     return tuple(out)
+
+
+def drain_deadline_problem(config: PlannerConfig, groups: Sequence[NodeGroup]) -> tuple[ConfigProblem, ...]:
+    """The drains' deadline (``drain_deadline_seconds``, DRAIN_DEADLINE_SECONDS) too short for a pod with
+    Kubernetes' default grace, 30 s, plus what a drain spends before it evicts
+    (:data:`~spillway.planner.disruption.GRACE_MARGIN_SECONDS`), while a group the plan scales
+    consolidates ``when-underutilized``: consolidation and make room then move no pod at a cost
+    (:func:`~spillway.planner.disruption.cut_short`), and those groups' busy nodes are all kept, each
+    for ``grace-past-deadline``, with nothing else saying why. One problem, naming the field, the
+    groups and the least deadline that lets them move; the plan goes on as written."""
+    if fits_default_grace(config.drain_deadline_seconds):
+        return ()
+    consolidating = sorted(
+        {g.name for g in groups if (g.consolidation or config.consolidation) == "when-underutilized"}
+    )
+    if not consolidating:
+        return ()
+    named = ", ".join(consolidating[:5]) + (
+        f" and {len(consolidating) - 5} more" if len(consolidating) > 5 else ""
+    )
+    least = DEFAULT_GRACE_SECONDS + GRACE_MARGIN_SECONDS
+    why = (
+        f"{config.drain_deadline_seconds:g} s (DRAIN_DEADLINE_SECONDS) is less than Kubernetes' default "
+        f"terminationGracePeriodSeconds ({DEFAULT_GRACE_SECONDS} s) plus the {GRACE_MARGIN_SECONDS} s a drain "
+        f"spends before it evicts: consolidation and make room move no pod at a cost in {named} (each kept "
+        f"grace-past-deadline), though they consolidate when-underutilized; the plan goes on as written. A "
+        f"deadline of at least {least} s lets such pods move"
+    )
+    return (ConfigProblem("configuration", "drain_deadline_seconds", why[:1000], DRAIN_DEADLINE_TOO_SHORT),)
 
 
 def _next_state(ctx: Context, idle_state: dict[str, NodeState]) -> State:

@@ -61,8 +61,8 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    a move, is not moved to save money (an operator's DrainNode still evicts controlled pods without
    local storage, through :func:`assess`);
 5. and when the move is a drain's (``deadline``): a pod 3 moves at a cost (not an expendable one, free)
-   whose grace period is longer than the drains' deadline is never moved, as the drain's eviction would
-   cut its shutdown short (``grace-past-deadline``, :func:`cut_short`).
+   whose grace period plus :data:`GRACE_MARGIN_SECONDS` is longer than the drains' deadline is never
+   moved, as the drain could not evict it with its whole grace (``grace-past-deadline``, :func:`cut_short`).
 
 Local storage is no never-rule of a move: every reason to move a pod in 3 is an opt-in that says the
 workload tolerates losing the pod, and with it the pod's scratch data, so it overrides local storage
@@ -83,7 +83,8 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Literal
 
-from spillway.model.cluster import NodeInfo, PodInfo, TaintT
+from spillway.model.cluster import DEFAULT_GRACE_SECONDS, NodeInfo, PodInfo, TaintT
+from spillway.model.drain import DEFAULT_POLL_SECONDS
 from spillway.model.jobs import (
     DO_NOT_DRAIN,
     DO_NOT_DRAIN_VALUES,
@@ -423,19 +424,44 @@ def leaves_late(pod: PodInfo, now: datetime, within: timedelta = LEAVING_WITHIN)
     )
 
 
+# What a drain's deadline has lost before the drain evicts a pod its plan moves, at the least: the deadline
+# runs from the drain's validation, then come the cordon step and the first eviction round (two more
+# Lambda invocations through Step Functions, about 10 s each when cold, and their retries of an API
+# server unavailable for a moment, 2 + 4 + 8 s: drain_node.asl.json), 45 s in all; and a pod a
+# PodDisruptionBudget holds in that round (one allowed disruption, two of its pods on the node) is tried
+# again a poll later (DEFAULT_POLL_SECONDS, 15 s). A pod the plan moves at a cost is evicted with its
+# whole grace or not at all (spillway.act.drain: a drain that can no longer give it gives up), so a pod
+# whose grace leaves less than this before the deadline would make its drain give up, bound to.
+DRAIN_START_SECONDS = 45
+GRACE_MARGIN_SECONDS = DRAIN_START_SECONDS + DEFAULT_POLL_SECONDS
+
+
 def cut_short(pod: PodInfo, deadline: float | None) -> str | None:
-    """Why a drain with this ``deadline`` (seconds) would cut the pod's shutdown short, or None. Its
-    eviction gives the pod no more grace than the time left before the deadline
-    (:func:`evicted_late`), so the kubelet kills a pod whose ``terminationGracePeriodSeconds`` is longer
-    (an hour to write a checkpoint) at the deadline, before it has finished: killed, not moved.
-    cluster-autoscaler's drain cuts it so (``--max-graceful-termination-sec``, 600 s); Karpenter waits for
-    the pod's whole grace. Spillway does neither: no plan moves such a pod to save cost."""
-    if deadline is None or pod.grace <= deadline:
+    """Why a drain with this ``deadline`` (seconds) could not give the pod its whole shutdown, or None.
+    Its eviction gives the pod no more grace than the time left before the deadline
+    (:func:`evicted_late`), so the kubelet would kill a pod whose ``terminationGracePeriodSeconds`` is
+    longer (an hour to write a checkpoint) at the deadline, before it has finished: killed, not moved.
+    And the eviction comes :data:`GRACE_MARGIN_SECONDS` after the drain's start at the soonest a budget
+    allows, so a grace within that of the deadline leaves the drain nothing to give it whole: the drain
+    gives up rather than cut it (:meth:`spillway.act.drain.Drainer._evict_in_time`), and a plan that
+    started it would have moved nothing. cluster-autoscaler's drain cuts the grace to
+    ``--max-graceful-termination-sec`` (600 s: core/scaledown/actuation, evictPod, the same cap at every
+    eviction); Karpenter waits for the pod's whole grace unless its node's own terminationGracePeriod
+    expires. Spillway moves no such pod to save cost."""
+    if deadline is None or pod.grace + GRACE_MARGIN_SECONDS <= deadline:
         return None
     return (
-        f"terminationGracePeriodSeconds {pod.grace} is longer than the drains' deadline ({deadline:.0f} s, "
-        "DRAIN_DEADLINE_SECONDS): evicted, its shutdown would be cut short there"
+        f"terminationGracePeriodSeconds {pod.grace} plus {GRACE_MARGIN_SECONDS} s (what a drain spends before "
+        f"it evicts: its cordon, its first round, one retry for a budget) is longer than the drains' deadline "
+        f"({deadline:.0f} s, DRAIN_DEADLINE_SECONDS): its drain could not give it its whole shutdown"
     )
+
+
+def fits_default_grace(drain_deadline_seconds: float) -> bool:
+    """Whether a pod with Kubernetes' default ``terminationGracePeriodSeconds`` (30 s) and no other
+    reason to stay may be moved under this drains' deadline (:func:`cut_short`): when not, consolidation
+    and make room move no ordinary pod at all."""
+    return drain_deadline_seconds >= DEFAULT_GRACE_SECONDS + GRACE_MARGIN_SECONDS
 
 
 def evicted_late(pod: PodInfo, drain_deadline_seconds: float) -> str | None:

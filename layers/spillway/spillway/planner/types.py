@@ -223,6 +223,10 @@ class Drain:
     # priority that controller makes in its place on the node as the same workload
     # (DrainRequest.controllers)
     controllers: tuple[tuple[str, str, str, str, int], ...] = ()
+    # of ``pods``, those a consolidation or make room moves at a cost (not expendable, not terminating): its
+    # drain evicts each with its whole grace or gives up (DrainRequest.whole_grace). Not in to_dict: the
+    # plan reads as before; the drain's request carries it (spillway.act.planning.drain_item)
+    whole_grace: tuple[str, ...] = ()
 
     @property
     def terminate(self) -> bool:
@@ -342,7 +346,10 @@ class ConfigProblem:
 # configuration's disruption_budgets[].groups or tenants.<t>.scopes[].node_groups that no managed group has.
 PRIORITY_CONFIGMAP_INVALID = "PriorityConfigMapInvalid"
 UNKNOWN_GROUP_NAMES = "UnknownGroupNames"
-PROBLEM_KINDS = (PRIORITY_CONFIGMAP_INVALID, UNKNOWN_GROUP_NAMES)
+# ... and the drains' deadline too short for a pod with the default grace to be moved at all, while a group
+# consolidates when-underutilized (spillway.planner.core.drain_deadline_problem)
+DRAIN_DEADLINE_TOO_SHORT = "DrainDeadlineTooShort"
+PROBLEM_KINDS = (PRIORITY_CONFIGMAP_INVALID, UNKNOWN_GROUP_NAMES, DRAIN_DEADLINE_TOO_SHORT)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,129 @@
+"""The plan's side of "a pod moved at a cost gets its whole grace": which pods a drain must not cut
+(``whole_grace``: a consolidation's and a make room's pods moved at a cost, none of a drain ahead of a
+scheduled action, no expendable pod), the margin ``cut_short`` keeps between a pod's grace and the
+drains' deadline (a grace equal to the deadline made every such drain give up), and the plan problem that
+says when the deadline is too short for any ordinary pod to move."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from plan_world import World
+from test_planner_consolidation import UNDER, half_full, replicas
+from test_planner_makeroom import _full_with_grace
+from test_planning import record_metrics
+from test_scheduled_shrink import SOON, planned, replica, web
+
+from spillway.act.planning import drain_item, summarize
+from spillway.local import objects
+from spillway.model.cluster import PodInfo
+from spillway.model.k8s import Pod
+from spillway.model.schedule import ScheduledFloor
+from spillway.planner import codes
+from spillway.planner.disruption import GRACE_MARGIN_SECONDS, assess_move, cut_short
+from spillway.planner.types import DRAIN_DEADLINE_TOO_SHORT
+
+NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+SAFE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
+def info(grace: int, priority: int = 0) -> PodInfo:
+    raw = objects.pod("ckpt-0", "ml", node_name="ip-10-0-0-1.ec2.internal", owner=("ReplicaSet", "ckpt-5d9c"),
+                      annotations=SAFE)  # fmt: skip
+    raw["spec"]["terminationGracePeriodSeconds"] = grace
+    raw["spec"]["priority"] = priority
+    return PodInfo.from_pod(Pod.model_validate(raw))
+
+
+# --- the margin -------------------------------------------------------------------------------------
+
+
+def test_the_margin_is_what_a_drain_spends_before_it_evicts() -> None:
+    assert GRACE_MARGIN_SECONDS == 60  # 45 s to the first round, one 15 s poll for a budget
+
+
+def test_a_grace_fits_the_deadline_only_with_the_margin_to_spare() -> None:
+    """Under the default 900 s deadline 840 s of grace is moved and 841 s is not; 900 s, which the old
+    bound let through, made its drain give up at the first round (898 s left)."""
+    assert cut_short(info(840), 900) is None
+    assert "terminationGracePeriodSeconds 841 plus 60 s" in (cut_short(info(841), 900) or "")
+    assert cut_short(info(900), 900) is not None
+    moves = {g: assess_move(info(g), None, None, NOW, -10, deadline=900).code for g in (840, 841)}
+    assert moves == {840: codes.POD_SAFE_TO_EVICT, 841: codes.POD_GRACE_PAST_DEADLINE}
+
+
+def test_an_expendable_pod_has_no_margin_to_keep_it_is_killed_at_will() -> None:
+    assert assess_move(info(900, priority=-100), None, None, NOW, -10, deadline=900).movable
+
+
+# --- which pods a drain must not cut --------------------------------------------------------------------
+
+
+def test_a_consolidation_asks_the_whole_grace_for_the_pods_it_moves_at_a_cost_and_no_expendable_one() -> None:
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    replicas(w, a, "web", 1, cpu="1000m")
+    w.pods("filler", 2, cpu="2000m", memory="1Gi", node_name=a, owner=("ReplicaSet", "filler"), priority=-100)
+    replicas(w, b, "api", 1, cpu="4500m")
+
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized")
+
+    (drain,) = result.drain
+    assert drain.code == codes.CONSOLIDATION and len(drain.pods) == 3
+    assert drain.whole_grace == ("default/web-0",)
+    item = drain_item(drain, {})
+    assert (item["consolidation"], item["whole_grace"]) == (True, ["default/web-0"])
+    assert "whole_grace" not in drain.to_dict()  # the plan's contract reads as before
+
+
+def test_a_make_room_asks_the_whole_grace_too() -> None:
+    w, node, _ = _full_with_grace(40)
+
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=100, **UNDER)
+
+    (drain,) = result.drain
+    item = drain_item(drain, {})
+    assert (drain.node, drain.code, item["uncordon"]) == (node, codes.MAKE_ROOM, True)
+    assert item["whole_grace"] == ["default/ckpt-0"]
+
+
+def test_a_drain_ahead_of_a_scheduled_action_asks_none_the_action_gives_no_grace_at_all() -> None:
+    world, nodes = web()
+    for i, node in enumerate(nodes):
+        replica(world, node, f"r{i}")
+
+    result = planned(world, {"scheduled": (ScheduledFloor("night", max_size=2, start=SOON),)})
+
+    assert result.drain and all(d.code == codes.SCHEDULED_SHRINK and d.pods for d in result.drain)
+    assert all(d.whole_grace == () and "whole_grace" not in drain_item(d, {}) for d in result.drain)
+
+
+# --- a deadline too short for any ordinary pod ----------------------------------------------------------
+
+
+def _problems(deadline: float, **config: Any) -> list[tuple[str, str, str]]:
+    w, _ = half_full()
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=deadline, **config)
+    return [(p.object, p.field, p.reason) for p in result.problems if p.kind == DRAIN_DEADLINE_TOO_SHORT]
+
+
+def test_a_deadline_too_short_for_the_default_grace_is_a_problem_of_the_plan() -> None:
+    """89 s cannot give 30 s of grace after the drain's 60 s: consolidation moved no ordinary pod, every
+    busy node kept grace-past-deadline, and nothing said the configuration was why."""
+    [(obj, field, reason)] = _problems(89, **UNDER)
+    assert (obj, field) == ("configuration", "drain_deadline_seconds")
+    assert "89 s (DRAIN_DEADLINE_SECONDS)" in reason and "in cpu" in reason and "at least 90 s" in reason
+    assert _problems(90, **UNDER) == []
+
+
+def test_no_problem_where_no_group_consolidates_when_underutilized() -> None:
+    assert _problems(89) == []  # when-empty (the default) moves no pod at a cost
+
+
+def test_the_problem_is_counted_under_its_own_kind() -> None:
+    w, _ = half_full()
+    short = summarize(w.plan(drain_deadline_seconds=60, **UNDER), "us-east-1").to_dict()
+    assert record_metrics({"summary": short})[DRAIN_DEADLINE_TOO_SHORT] == 1.0
+    clean = summarize(w.plan(**UNDER), "us-east-1").to_dict()
+    assert record_metrics({"summary": clean})[DRAIN_DEADLINE_TOO_SHORT] == 0.0
