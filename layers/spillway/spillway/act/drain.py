@@ -182,6 +182,7 @@ from spillway.model.nodegroup import (
     scale_in_protected,
 )
 from spillway.model.state import SCALE_DOWN_FAILED_PREFIX
+from spillway.model.utc import aware
 from spillway.planner.disruption import TOLERATES_DRAIN, assess, comes_back, dead
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
@@ -262,7 +263,7 @@ _FIELD_HELP = {
     "uncordon": "true or false",
     "not_before": "when the drain starts, in UTC such as 2026-11-02T10:20:00Z",
     "scheduled_start": "the scheduled change's start as announced, in UTC such as 2026-11-03T10:20:00Z",
-    "whole_grace": "the pods of pods the plan moves at a cost, each as <namespace>/<name>",
+    "whole_grace": "those of the pods named in pods that the plan moves at a cost, each as <namespace>/<name>",
     "event_code": "an EC2 event code: instance-reboot, system-reboot, system-maintenance, instance-retirement "
     "or instance-stop",
 }
@@ -518,7 +519,7 @@ def _follow_start(
 def _event_start(event: ScheduledEvent) -> datetime:
     assert event.not_before is not None
     start = event.not_before
-    return start if start.tzinfo is not None else start.replace(tzinfo=UTC)
+    return aware(start)
 
 
 def _controllers_refusal(request: DrainRequest) -> Refusal:

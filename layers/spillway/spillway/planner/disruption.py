@@ -79,7 +79,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Literal
 
@@ -100,6 +100,7 @@ from spillway.model.k8s import (
     SAFE_TO_EVICT,
     SAFE_TO_EVICT_LOCAL_VOLUMES,
 )
+from spillway.model.utc import aware
 from spillway.planner import codes
 from spillway.planner.predicates import admits
 
@@ -223,7 +224,7 @@ def dead(node: NodeInfo, now: datetime, after: timedelta) -> bool:
     since = node.ready_changed_at or node.created_at
     if since is None:
         return False
-    since = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
+    since = aware(since)
     return now - since >= after
 
 
