@@ -1,5 +1,6 @@
 """The shortcuts that make a plan cheaper answer as the long way did: a group's key kept on the group,
-a working node copied for consolidation's room, a node's shape, its startup reasons and its health count."""
+a working node copied for consolidation's room, a node's shape (made once a node), its startup reasons
+and its health count."""
 
 from __future__ import annotations
 
@@ -63,6 +64,17 @@ def test_a_nodes_shape_leaves_out_its_hostname_and_sorts_the_rest() -> None:
     one, two = _node("n1"), _node("n2", labels={"arch": "amd64", "zone": "a", HOSTNAME_LABEL: "n2"})
     assert shape_of(one) == shape_of(two) == ((("arch", "amd64"), ("zone", "a")), ())
     assert shape_of(_node("n3", labels={"zone": "b"})) != shape_of(one)
+
+
+def test_a_nodes_shape_is_made_once_and_a_replaced_node_gets_its_own() -> None:
+    node = _node("n1", taints=(("a", "", "NoSchedule"),))
+    first = node.shape()
+    assert node.shape() is first  # kept, not made again
+    relabelled = replace(node, labels={HOSTNAME_LABEL: "n1", "zone": "b"})
+    assert relabelled.shape() == ((("zone", "b"),), (("a", "", "NoSchedule"),))
+    untainted = replace(node, taints=())
+    assert untainted.shape() == ((("arch", "amd64"), ("zone", "a")), ())
+    assert node.shape() is first and node == replace(node) and "_shape" not in repr(node)
 
 
 def test_has_taint_finds_a_key_among_several() -> None:

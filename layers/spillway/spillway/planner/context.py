@@ -28,7 +28,7 @@ from spillway.model.resources import PODS, Resources, add_into, add_room, attach
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import dead, goes_with_its_node, keeps_node_busy, never_started
-from spillway.planner.predicates import HOSTNAME_LABEL, admits
+from spillway.planner.predicates import admits
 from spillway.planner.topology import NO_MARKS, Marks, Planned, Spot, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
 
@@ -131,10 +131,9 @@ def with_own_free(node: WorkNode) -> WorkNode:
 
 
 def shape_of(info: NodeInfo) -> tuple[Any, ...]:
-    """Nodes with equal shapes are equal for every constraint that does not name a node."""
-    named = dict(info.labels)
-    named.pop(HOSTNAME_LABEL, None)
-    return (tuple(sorted(named.items())), info.taints)
+    """Nodes with equal shapes are equal for every constraint that does not name a node
+    (:meth:`NodeInfo.shape`, made once a node)."""
+    return info.shape()
 
 
 def has_taint(info: NodeInfo, key: str) -> bool:
