@@ -50,7 +50,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from spillway.config import EMPTY, UNDERUTILIZED, BudgetReason
@@ -305,6 +305,8 @@ class Consolidation:
         for pod in self.ctx.snapshot.pods:
             if pod.node_name is not None and keeps_node_busy(pod, self.ctx.now):
                 on_node.setdefault(pod.node_name, []).append(pod)
+        for pods in on_node.values():  # sorted once: moves are judged, and read, in this order
+            pods.sort(key=_pod_key)
         self.on_node = on_node
         self.jobs = self.ctx.snapshot.jobs_by_key()
         # the workers on nodes they are leaving, or run on no more, are not counted: the room of their
@@ -321,6 +323,7 @@ class Consolidation:
         self.backed_off = {g.key for g in self.ctx.groups if backoff_reason(self.ctx, g)}
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
         self._within = leaving_within(self.ctx.config.drain_deadline_seconds)
+        self._recent_since: dict[float, datetime] = {}  # _recent's answers
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
         """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
@@ -376,8 +379,7 @@ class Consolidation:
         plan: make room asks again for every new node it tries to swap)."""
         name = node.info.name
         if name not in self._moves:
-            pods = sorted(self.on_node.get(name, ()), key=lambda p: p.key)
-            self._moves[name] = [(pod, self._move(pod, node)) for pod in pods]
+            self._moves[name] = [(pod, self._move(pod, node)) for pod in self.on_node.get(name, ())]
         return self._moves[name]
 
     def _pinning(self, node: WorkNode) -> str:
@@ -390,7 +392,6 @@ class Consolidation:
         :meth:`moves` kept (make room judges its hosts first) are read as they are, recent pods and all."""
         name = node.info.name
         window = self.ctx.config_for(node.group).consolidation_recent_pods_minutes
-        since = self.ctx.now - timedelta(minutes=window)
         kept = self._moves.get(name)
         moves = iter(kept) if kept is not None else self._judged(node)
         judged: list[tuple[PodInfo, Move]] | None = []
@@ -399,7 +400,7 @@ class Consolidation:
                 if judged is not None:
                     judged.append((pod, move))
                 continue
-            if window <= 0 or (pod.started_at is not None and aware(pod.started_at) <= since):
+            if window <= 0 or (pod.started_at is not None and aware(pod.started_at) <= self._recent(window)):
                 return ""
             judged = None  # pinned, by recent work so far
         if judged is None:
@@ -407,10 +408,18 @@ class Consolidation:
         self._moves[name] = judged
         return "movable"
 
+    def _recent(self, window: float) -> datetime:
+        """The start a pod must be later than to be recent work under ``window`` (minutes), made once a
+        plan (a group's options may give it its own window)."""
+        since = self._recent_since.get(window)
+        if since is None:
+            since = self._recent_since[window] = self.ctx.now - timedelta(minutes=window)
+        return since
+
     def _judged(self, node: WorkNode) -> Iterator[tuple[PodInfo, Move]]:
         """Each pod that keeps the node busy with its move, judged as asked for (in :meth:`moves`'s
         order), so a pass that stops early judges no more pods."""
-        for pod in sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key):
+        for pod in self.on_node.get(node.info.name, ()):
             yield pod, self._move(pod, node)
 
     def refuse_move(self, candidate: Candidate) -> Verdict:
@@ -744,6 +753,10 @@ class Consolidation:
         self.stage.drains.append(
             Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods)
         )
+
+
+def _pod_key(pod: PodInfo) -> str:
+    return pod.key
 
 
 def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:

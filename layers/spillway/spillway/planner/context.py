@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from spillway.config import PlannerConfig
@@ -120,12 +121,13 @@ class WorkNode:
 _WORK_NODE_FIELDS = tuple(f.name for f in fields(WorkNode))
 
 
+_work_node_values = attrgetter(*_WORK_NODE_FIELDS)  # every field's value, in the constructor's order
+
+
 def with_own_free(node: WorkNode) -> WorkNode:
-    """``replace(node, free=dict(node.free))``, made field by field: every other field is shared, as
-    replace shares it, without replace's checks (consolidation copies every schedulable node a plan)."""
-    copy = WorkNode.__new__(WorkNode)
-    for name in _WORK_NODE_FIELDS:
-        setattr(copy, name, getattr(node, name))
+    """``replace(node, free=dict(node.free))``: every other field is shared, as replace shares it,
+    without replace's checks (consolidation copies every schedulable node a plan)."""
+    copy = WorkNode(*_work_node_values(node))
     copy.free = dict(node.free)
     return copy
 
@@ -197,6 +199,9 @@ class Context:
         self.config = config
         self.state = state
         self.now = now
+        # durations of the cluster's configuration, made once a plan rather than once a node
+        self.launch_delay = timedelta(minutes=config.scale_down_delay_after_launch_minutes)
+        self.drain_claim = timedelta(minutes=config.drain_claim_minutes)
         self.region_rank = region_ranks(config, self.groups)
         self.primary: str | None = config.regions[0] if config.regions else None
         self.nodes: dict[str, WorkNode] = _work_nodes(
@@ -290,6 +295,8 @@ class Context:
     def unready_long(self, node: WorkNode) -> bool:
         """The node has been NotReady for its group's ``scale_down_unready_minutes``: a pod that never
         started on it is no work (spillway.planner.disruption.dead)."""
+        if node.info.ready:  # most nodes: no window to make (dead holds only for a NotReady node)
+            return False
         limit = self.config_for(node.group).scale_down_unready_minutes
         return dead(node.info, self.now, timedelta(minutes=limit))
 

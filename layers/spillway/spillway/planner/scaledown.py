@@ -244,7 +244,7 @@ def _young(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     created = node.info.created_at
     if created is None:
         return None
-    delay = timedelta(minutes=ctx.config.scale_down_delay_after_launch_minutes)
+    delay = ctx.launch_delay
     age = ctx.now - aware(created)
     if age < delay:
         return codes.RECENTLY_LAUNCHED, f"launched {minutes(age)} ago, younger than {minutes(delay)}"
@@ -521,7 +521,7 @@ class ScaleDownStage:
             return known[1]
         previous = self.ctx.state.nodes.get(info.name)
         claimed = aware(previous.draining_since) if previous and previous.draining_since else None
-        claim = timedelta(minutes=self.ctx.config.drain_claim_minutes)
+        claim = self.ctx.drain_claim
         if claimed is None or self.ctx.now - claimed >= claim or info.unschedulable:
             claimed = None
         self._claims[info.name] = (info, claimed)
