@@ -58,7 +58,7 @@ from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
-from spillway.model.resources import NVIDIA_GPU, PODS, dominant_share, subtract
+from spillway.model.resources import NVIDIA_GPU, PODS, Resources, dominant_share, fit_count, subtract
 from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
@@ -75,7 +75,7 @@ from spillway.planner.disruption import (
 )
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
-from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools
+from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools, room_bound
 from spillway.planner.startup import uninitialized
 from spillway.planner.topology import Leaving, Planned, Spot, port_taken
 from spillway.planner.types import Drain, KeptNode
@@ -324,6 +324,8 @@ class Consolidation:
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
         self._within = leaving_within(self.ctx.config.drain_deadline_seconds)
         self._recent_since: dict[float, datetime] = {}  # _recent's answers
+        # room_bound of the room, while no move changed it (_out_of_reach; None: not made since)
+        self._room_bound: Resources | None = None
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
         """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
@@ -350,6 +352,7 @@ class Consolidation:
         there: pods planned onto such a node are never evicted by it). Built once
         (a make-room swap may have taken some already); later only the nodes drained since leave it."""
         drained = {d.node for d in self.stage.drains}
+        self._room_bound = None
         if self.room:
             self.room = {name: node for name, node in self.room.items() if name not in drained}
             return
@@ -638,11 +641,14 @@ class Consolidation:
         verdict = settling or self.stage.pod_budgets.refusal(candidate.pods)
         if verdict is not None:
             return verdict
+        if make_room and self._out_of_reach(candidate):
+            return codes.DOES_NOT_FIT, _no_room(candidate)
         trial = self._fit(candidate, make_room=make_room)
         if trial is None and anyway:
             trial = (self.launching, set(), self.ctx.planned, set())
         if trial is None:
             return codes.DOES_NOT_FIT, _no_room(candidate)
+        self._room_bound = None  # the moved pods take room
         self.launching, destinations, self.ctx.planned, moved = trial
         self.receiving |= destinations
         self.stage.pod_budgets.spend(candidate.pods)
@@ -655,6 +661,25 @@ class Consolidation:
             self.evictions_left[job] = self.evictions_left.get(job, 0) - pods
         self._drain(candidate, destinations, moved, make_room=make_room)
         return None
+
+    def _out_of_reach(self, candidate: Candidate) -> bool:
+        """A pod of the candidate that must fit elsewhere fits on no node of the room, whatever the others
+        take first (:func:`~spillway.planner.placement.room_bound`, its least requests on any existing
+        node), nor on any launching node: :meth:`_fit` would fail. Make room tries one host after the
+        other, and most of their pods (a burst's) fit nowhere; the bound is made once while no move
+        changes the room (a trial that fails puts back what it took). Pods with volumes are left to
+        :meth:`_fit`, whose undo replaces the victims of the nodes it touched."""
+        if any(pod.volumes for pod in candidate.pods):
+            return False
+        if self._room_bound is None:
+            self._room_bound = room_bound(list(self.room.values()))
+        bins = [b for group in self.launching.values() for b in group]
+        leaving = Leaving(None, frozenset(p.key for p in candidate.pods))  # as _fit leaves for make room
+        return any(
+            fit_count(cls.least_requests, self._room_bound, 1) == 0
+            and not any(cls.fit_with(b.free, 1, b.volumes) > 0 for b in bins)
+            for cls in _classes(candidate.place, self.ctx, leaving)
+        )
 
     def _fit(self, candidate: Candidate, *, make_room: bool) -> Trial | None:
         """Place the candidate's pods elsewhere (existing nodes first, then capacity launching since an
