@@ -482,6 +482,8 @@ class Context:
         for pod in pods:
             add_into(out, pod.requests)
             add_room(out, self.shared_share(pod), -1)
+        if not any(pod.volumes for pod in pods):  # most pods: no volume to count (make room asks often)
+            return out
         together = Counter((pod.node_name or "", v) for pod in pods for v in pod.volumes)
         for (name, volume), users in together.items():
             if users > 1 and self.volume_users.get((name, volume), 0) == users:
@@ -497,6 +499,8 @@ class Context:
         out: Resources = {}
         for pod in pods:
             add_into(out, pod.requests)
+        if not any(pod.volumes for pod in pods):  # most pods: no volume to count (make room asks often)
+            return out
         for volume, users in Counter(v for pod in pods for v in pod.volumes).items():
             there = name is not None and self.volume_users.get((name, volume), 0) > 0
             less = users - 1 + int(there)

@@ -168,8 +168,9 @@ def comes_back(pod: PodInfo) -> bool:
     """The pod's tolerations admit a node its drain marked: kube-scheduler's NodeUnschedulable filter
     (the cordon, read as ``node.kubernetes.io/unschedulable:NoSchedule``) and TaintToleration filter
     (``spillway.io/draining:NoSchedule``) both let it, and so its controller's replacement, onto the
-    node. A pod that tolerates only one of them is kept away by the other."""
-    return admits(True, DRAINING_TAINTS, pod.tolerations)
+    node. A pod that tolerates only one of them is kept away by the other. A pod with no toleration
+    tolerates neither (most pods: no taints to go through)."""
+    return bool(pod.tolerations) and admits(True, DRAINING_TAINTS, pod.tolerations)
 
 
 def keeps_node_busy(pod: PodInfo, now: datetime | None = None, *, dead_node: bool = False) -> bool:
