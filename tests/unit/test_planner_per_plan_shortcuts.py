@@ -1,5 +1,6 @@
 """The shortcuts that make a plan cheaper answer as the long way did: a group's key kept on the group,
-a working node copied for consolidation's room, a node's shape, its startup reasons and its health count."""
+a working node copied for consolidation's room, a node's shape (made once a node), its startup reasons
+and its health count."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 
 from spillway.config import PlannerConfig
-from spillway.model.cluster import NodeInfo
+from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import NodeGroup, TemplateNode
+from spillway.planner import codes
 from spillway.planner.context import Victim, WorkNode, has_taint, shape_of, with_own_free
+from spillway.planner.disruption import Move, assess_move
 from spillway.planner.health import judge_health, out_of_service
 from spillway.planner.predicates import HOSTNAME_LABEL
 from spillway.planner.startup import uninitialized
@@ -63,6 +66,17 @@ def test_a_nodes_shape_leaves_out_its_hostname_and_sorts_the_rest() -> None:
     one, two = _node("n1"), _node("n2", labels={"arch": "amd64", "zone": "a", HOSTNAME_LABEL: "n2"})
     assert shape_of(one) == shape_of(two) == ((("arch", "amd64"), ("zone", "a")), ())
     assert shape_of(_node("n3", labels={"zone": "b"})) != shape_of(one)
+
+
+def test_a_nodes_shape_is_made_once_and_a_replaced_node_gets_its_own() -> None:
+    node = _node("n1", taints=(("a", "", "NoSchedule"),))
+    first = node.shape()
+    assert node.shape() is first  # kept, not made again
+    relabelled = replace(node, labels={HOSTNAME_LABEL: "n1", "zone": "b"})
+    assert relabelled.shape() == ((("zone", "b"),), (("a", "", "NoSchedule"),))
+    untainted = replace(node, taints=())
+    assert untainted.shape() == ((("arch", "amd64"), ("zone", "a")), ())
+    assert node.shape() is first and node == replace(node) and "_shape" not in repr(node)
 
 
 def test_has_taint_finds_a_key_among_several() -> None:
@@ -123,3 +137,47 @@ def test_judge_health_counts_per_group_and_cluster() -> None:
     verdict = health.groups[group.key]
     assert (verdict.unready, verdict.nodes) == (2, 3)
     assert "2 of 3 node(s)" in verdict.reason
+
+
+def test_the_refusals_made_once_read_as_each_pods_own_did() -> None:
+    """assess_move's refusals whose reason names nothing of the pod are made once a process; each
+    still carries its own rule's code and words, and the node's refusal names the node."""
+    tolerates = (
+        ("spillway.io/draining", "Exists", None, None),
+        ("node.kubernetes.io/unschedulable", "Exists", None, None),
+    )
+    cases: list[tuple[dict[str, object], int | None, str, str]] = [
+        (
+            {"do_not_disrupt": True},
+            None,
+            codes.POD_DO_NOT_DISRUPT,
+            "annotated karpenter.sh/do-not-disrupt=true",
+        ),
+        (
+            {"safe_to_evict": False},
+            None,
+            codes.POD_NOT_SAFE_TO_EVICT,
+            "annotated cluster-autoscaler.kubernetes.io/safe-to-evict=false",
+        ),
+        (
+            {"do_not_drain": True},
+            None,
+            codes.POD_DO_NOT_DRAIN,
+            "marked openai/do-not-drain: 1 or true, in any case (kubernetes-ec2-autoscaler's reading)",
+        ),
+        ({"tolerations": tolerates}, None, codes.POD_TOLERATES_DRAIN, "tolerates the drain's cordon"),
+        ({"pdbs": ("one",)}, 0, codes.POD_PDB_ALLOWS_NONE, "a PodDisruptionBudget selecting it allows no"),
+    ]
+    for fields_, allowance, code, why in cases:
+        pod = PodInfo("ns", "p", {"cpu": 1000}, node_name="n1", phase="Running", **fields_)  # type: ignore[arg-type]
+        move = assess_move(pod, _node("n1"), allowance, NOW, -10)
+        assert (move.movable, move.code, move.cost) == (False, code, float("inf")), code
+        assert move.reason.startswith(why), code
+    node = replace(_node("n7"), do_not_disrupt=True)
+    pinned = assess_move(PodInfo("ns", "p", {}, node_name="n7", phase="Running"), node, None, NOW, -10)
+    assert pinned == Move(
+        False,
+        "its node n7 is annotated karpenter.sh/do-not-disrupt=true",
+        codes.NODE_DO_NOT_DISRUPT,
+        float("inf"),
+    )

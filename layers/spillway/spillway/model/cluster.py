@@ -889,6 +889,8 @@ def cordon_begins(value: str | None, prefix: str) -> bool:
 # A Ready condition that last changed this soon after the Node was created was set at registration:
 # the node has never been Ready (cluster-autoscaler's MaxStatusSettingDelayAfterCreation).
 SET_AT_CREATION = timedelta(minutes=2)
+# the label the kubelet gives every node, its name (kube-scheduler's topology key for "one node")
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 @dataclass(frozen=True, slots=True)
@@ -932,6 +934,8 @@ class NodeInfo:
     attached: tuple[str, ...] = ()
     # the EC2 instance its providerID names (aws:///<zone>/<id>), read once: every stage asks for it
     instance_id: str | None = field(init=False, default=None, compare=False, repr=False)
+    # shape()'s answer, made at its first call (a replay asks it of the same node at every plan)
+    _shape: tuple[Any, ...] | None = field(init=False, default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capacity", with_capacity(self.capacity, self.allocatable))
@@ -965,6 +969,18 @@ class NodeInfo:
             do_not_disrupt=flag(meta.annotations.get(DO_NOT_DISRUPT)),
             capacity=parse_resource_list(node.status.capacity),
         )
+
+    def shape(self) -> tuple[Any, ...]:
+        """Its labels but the hostname, sorted, and its taints: nodes of equal shapes are equal for every
+        scheduling constraint that does not name a node (the planner pools them). Made once a node: the
+        labels and taints of a NodeInfo never change (a change is a new NodeInfo)."""
+        shape = self._shape
+        if shape is None:
+            named = dict(self.labels)
+            named.pop(HOSTNAME_LABEL, None)
+            shape = (tuple(sorted(named.items())), self.taints)
+            object.__setattr__(self, "_shape", shape)
+        return shape
 
     def never_ready(self) -> bool:
         """NotReady, and never Ready since it registered: its Ready condition last changed within

@@ -50,7 +50,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from spillway.config import EMPTY, UNDERUTILIZED, BudgetReason
@@ -58,7 +58,7 @@ from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
-from spillway.model.resources import NVIDIA_GPU, PODS, dominant_share, subtract
+from spillway.model.resources import NVIDIA_GPU, PODS, Resources, dominant_share, fit_count, subtract
 from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
@@ -75,7 +75,7 @@ from spillway.planner.disruption import (
 )
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
-from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools
+from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools, room_bound
 from spillway.planner.startup import uninitialized
 from spillway.planner.topology import Leaving, Planned, Spot, port_taken
 from spillway.planner.types import Drain, KeptNode
@@ -305,6 +305,8 @@ class Consolidation:
         for pod in self.ctx.snapshot.pods:
             if pod.node_name is not None and keeps_node_busy(pod, self.ctx.now):
                 on_node.setdefault(pod.node_name, []).append(pod)
+        for pods in on_node.values():  # sorted once: moves are judged, and read, in this order
+            pods.sort(key=_pod_key)
         self.on_node = on_node
         self.jobs = self.ctx.snapshot.jobs_by_key()
         # the workers on nodes they are leaving, or run on no more, are not counted: the room of their
@@ -321,6 +323,9 @@ class Consolidation:
         self.backed_off = {g.key for g in self.ctx.groups if backoff_reason(self.ctx, g)}
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
         self._within = leaving_within(self.ctx.config.drain_deadline_seconds)
+        self._recent_since: dict[float, datetime] = {}  # _recent's answers
+        # room_bound of the room, while no move changed it (_out_of_reach; None: not made since)
+        self._room_bound: Resources | None = None
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
         """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
@@ -347,6 +352,7 @@ class Consolidation:
         there: pods planned onto such a node are never evicted by it). Built once
         (a make-room swap may have taken some already); later only the nodes drained since leave it."""
         drained = {d.node for d in self.stage.drains}
+        self._room_bound = None
         if self.room:
             self.room = {name: node for name, node in self.room.items() if name not in drained}
             return
@@ -376,8 +382,7 @@ class Consolidation:
         plan: make room asks again for every new node it tries to swap)."""
         name = node.info.name
         if name not in self._moves:
-            pods = sorted(self.on_node.get(name, ()), key=lambda p: p.key)
-            self._moves[name] = [(pod, self._move(pod, node)) for pod in pods]
+            self._moves[name] = [(pod, self._move(pod, node)) for pod in self.on_node.get(name, ())]
         return self._moves[name]
 
     def _pinning(self, node: WorkNode) -> str:
@@ -390,7 +395,6 @@ class Consolidation:
         :meth:`moves` kept (make room judges its hosts first) are read as they are, recent pods and all."""
         name = node.info.name
         window = self.ctx.config_for(node.group).consolidation_recent_pods_minutes
-        since = self.ctx.now - timedelta(minutes=window)
         kept = self._moves.get(name)
         moves = iter(kept) if kept is not None else self._judged(node)
         judged: list[tuple[PodInfo, Move]] | None = []
@@ -399,7 +403,7 @@ class Consolidation:
                 if judged is not None:
                     judged.append((pod, move))
                 continue
-            if window <= 0 or (pod.started_at is not None and aware(pod.started_at) <= since):
+            if window <= 0 or (pod.started_at is not None and aware(pod.started_at) <= self._recent(window)):
                 return ""
             judged = None  # pinned, by recent work so far
         if judged is None:
@@ -407,10 +411,18 @@ class Consolidation:
         self._moves[name] = judged
         return "movable"
 
+    def _recent(self, window: float) -> datetime:
+        """The start a pod must be later than to be recent work under ``window`` (minutes), made once a
+        plan (a group's options may give it its own window)."""
+        since = self._recent_since.get(window)
+        if since is None:
+            since = self._recent_since[window] = self.ctx.now - timedelta(minutes=window)
+        return since
+
     def _judged(self, node: WorkNode) -> Iterator[tuple[PodInfo, Move]]:
         """Each pod that keeps the node busy with its move, judged as asked for (in :meth:`moves`'s
         order), so a pass that stops early judges no more pods."""
-        for pod in sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key):
+        for pod in self.on_node.get(node.info.name, ()):
             yield pod, self._move(pod, node)
 
     def refuse_move(self, candidate: Candidate) -> Verdict:
@@ -629,11 +641,14 @@ class Consolidation:
         verdict = settling or self.stage.pod_budgets.refusal(candidate.pods)
         if verdict is not None:
             return verdict
+        if make_room and self._out_of_reach(candidate):
+            return codes.DOES_NOT_FIT, _no_room(candidate)
         trial = self._fit(candidate, make_room=make_room)
         if trial is None and anyway:
             trial = (self.launching, set(), self.ctx.planned, set())
         if trial is None:
             return codes.DOES_NOT_FIT, _no_room(candidate)
+        self._room_bound = None  # the moved pods take room
         self.launching, destinations, self.ctx.planned, moved = trial
         self.receiving |= destinations
         self.stage.pod_budgets.spend(candidate.pods)
@@ -646,6 +661,25 @@ class Consolidation:
             self.evictions_left[job] = self.evictions_left.get(job, 0) - pods
         self._drain(candidate, destinations, moved, make_room=make_room)
         return None
+
+    def _out_of_reach(self, candidate: Candidate) -> bool:
+        """A pod of the candidate that must fit elsewhere fits on no node of the room, whatever the others
+        take first (:func:`~spillway.planner.placement.room_bound`, its least requests on any existing
+        node), nor on any launching node: :meth:`_fit` would fail. Make room tries one host after the
+        other, and most of their pods (a burst's) fit nowhere; the bound is made once while no move
+        changes the room (a trial that fails puts back what it took). Pods with volumes are left to
+        :meth:`_fit`, whose undo replaces the victims of the nodes it touched."""
+        if any(pod.volumes for pod in candidate.pods):
+            return False
+        if self._room_bound is None:
+            self._room_bound = room_bound(list(self.room.values()))
+        bins = [b for group in self.launching.values() for b in group]
+        leaving = Leaving(None, frozenset(p.key for p in candidate.pods))  # as _fit leaves for make room
+        return any(
+            fit_count(cls.least_requests, self._room_bound, 1) == 0
+            and not any(cls.fit_with(b.free, 1, b.volumes) > 0 for b in bins)
+            for cls in _classes(candidate.place, self.ctx, leaving)
+        )
 
     def _fit(self, candidate: Candidate, *, make_room: bool) -> Trial | None:
         """Place the candidate's pods elsewhere (existing nodes first, then capacity launching since an
@@ -749,6 +783,10 @@ class Consolidation:
                 info.name, info.instance_id, group.name, group.region, reason, code, pods, whole_grace=whole
             )
         )
+
+
+def _pod_key(pod: PodInfo) -> str:
+    return pod.key
 
 
 def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:

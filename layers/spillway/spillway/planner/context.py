@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from spillway.config import PlannerConfig
@@ -28,7 +29,7 @@ from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.model.utc import aware as aware  # re-exported: the planner modules take it from here
 from spillway.planner.disruption import dead, goes_with_its_node, keeps_node_busy, never_started
-from spillway.planner.predicates import HOSTNAME_LABEL, admits
+from spillway.planner.predicates import admits
 from spillway.planner.topology import NO_MARKS, Marks, Planned, Spot, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
 
@@ -120,21 +121,21 @@ class WorkNode:
 _WORK_NODE_FIELDS = tuple(f.name for f in fields(WorkNode))
 
 
+_work_node_values = attrgetter(*_WORK_NODE_FIELDS)  # every field's value, in the constructor's order
+
+
 def with_own_free(node: WorkNode) -> WorkNode:
-    """``replace(node, free=dict(node.free))``, made field by field: every other field is shared, as
-    replace shares it, without replace's checks (consolidation copies every schedulable node a plan)."""
-    copy = WorkNode.__new__(WorkNode)
-    for name in _WORK_NODE_FIELDS:
-        setattr(copy, name, getattr(node, name))
+    """``replace(node, free=dict(node.free))``: every other field is shared, as replace shares it,
+    without replace's checks (consolidation copies every schedulable node a plan)."""
+    copy = WorkNode(*_work_node_values(node))
     copy.free = dict(node.free)
     return copy
 
 
 def shape_of(info: NodeInfo) -> tuple[Any, ...]:
-    """Nodes with equal shapes are equal for every constraint that does not name a node."""
-    named = dict(info.labels)
-    named.pop(HOSTNAME_LABEL, None)
-    return (tuple(sorted(named.items())), info.taints)
+    """Nodes with equal shapes are equal for every constraint that does not name a node
+    (:meth:`NodeInfo.shape`, made once a node)."""
+    return info.shape()
 
 
 def has_taint(info: NodeInfo, key: str) -> bool:
@@ -198,6 +199,9 @@ class Context:
         self.config = config
         self.state = state
         self.now = now
+        # durations of the cluster's configuration, made once a plan rather than once a node
+        self.launch_delay = timedelta(minutes=config.scale_down_delay_after_launch_minutes)
+        self.drain_claim = timedelta(minutes=config.drain_claim_minutes)
         self.region_rank = region_ranks(config, self.groups)
         self.primary: str | None = config.regions[0] if config.regions else None
         self.nodes: dict[str, WorkNode] = _work_nodes(
@@ -291,6 +295,8 @@ class Context:
     def unready_long(self, node: WorkNode) -> bool:
         """The node has been NotReady for its group's ``scale_down_unready_minutes``: a pod that never
         started on it is no work (spillway.planner.disruption.dead)."""
+        if node.info.ready:  # most nodes: no window to make (dead holds only for a NotReady node)
+            return False
         limit = self.config_for(node.group).scale_down_unready_minutes
         return dead(node.info, self.now, timedelta(minutes=limit))
 
@@ -476,6 +482,8 @@ class Context:
         for pod in pods:
             add_into(out, pod.requests)
             add_room(out, self.shared_share(pod), -1)
+        if not any(pod.volumes for pod in pods):  # most pods: no volume to count (make room asks often)
+            return out
         together = Counter((pod.node_name or "", v) for pod in pods for v in pod.volumes)
         for (name, volume), users in together.items():
             if users > 1 and self.volume_users.get((name, volume), 0) == users:
@@ -491,6 +499,8 @@ class Context:
         out: Resources = {}
         for pod in pods:
             add_into(out, pod.requests)
+        if not any(pod.volumes for pod in pods):  # most pods: no volume to count (make room asks often)
+            return out
         for volume, users in Counter(v for pod in pods for v in pod.volumes).items():
             there = name is not None and self.volume_users.get((name, volume), 0) > 0
             less = users - 1 + int(there)

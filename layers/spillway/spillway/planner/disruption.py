@@ -170,8 +170,9 @@ def comes_back(pod: PodInfo) -> bool:
     """The pod's tolerations admit a node its drain marked: kube-scheduler's NodeUnschedulable filter
     (the cordon, read as ``node.kubernetes.io/unschedulable:NoSchedule``) and TaintToleration filter
     (``spillway.io/draining:NoSchedule``) both let it, and so its controller's replacement, onto the
-    node. A pod that tolerates only one of them is kept away by the other."""
-    return admits(True, DRAINING_TAINTS, pod.tolerations)
+    node. A pod that tolerates only one of them is kept away by the other. A pod with no toleration
+    tolerates neither (most pods: no taints to go through)."""
+    return bool(pod.tolerations) and admits(True, DRAINING_TAINTS, pod.tolerations)
 
 
 def keeps_node_busy(pod: PodInfo, now: datetime | None = None, *, dead_node: bool = False) -> bool:
@@ -380,7 +381,7 @@ def assess_move(
         return Move(True, "terminating: already leaving", codes.POD_TERMINATING, 0.0)
     blocked = _never_move(pod, node, pdbs_allow)
     if blocked is not None:
-        return Move(False, blocked[1], blocked[0], math.inf)
+        return blocked
     move = _may_move(pod, now, cutoff, jobs)
     if not move.movable:
         return move
@@ -487,25 +488,42 @@ def evicted_late(pod: PodInfo, drain_deadline_seconds: float) -> str | None:
     )
 
 
-def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> tuple[str, str] | None:
+def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> Move | None:
+    """What keeps ``pod`` where it is whatever opts it in, or None. The refusals whose reason names
+    nothing of the pod are made once (:data:`_NEVER_MOVES`): most pods a plan judges get one."""
     if node is not None and node.do_not_disrupt:
-        return codes.NODE_DO_NOT_DISRUPT, f"its node {node.name} is annotated {DO_NOT_DISRUPT}=true"
+        why = f"its node {node.name} is annotated {DO_NOT_DISRUPT}=true"
+        return Move(False, why, codes.NODE_DO_NOT_DISRUPT, math.inf)
     if pod.do_not_disrupt:
-        return codes.POD_DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT}=true"
+        return _NEVER_MOVES[codes.POD_DO_NOT_DISRUPT]
     if pod.safe_to_evict is False:
-        return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
+        return _NEVER_MOVES[codes.POD_NOT_SAFE_TO_EVICT]
     if pod.do_not_drain:
-        return codes.POD_DO_NOT_DRAIN, f"marked {DO_NOT_DRAIN}: {DO_NOT_DRAIN_VALUES}"
+        return _NEVER_MOVES[codes.POD_DO_NOT_DRAIN]
     if comes_back(pod):  # no drain evicts it: it goes only with its node, and a make-room frees nothing
-        return codes.POD_TOLERATES_DRAIN, TOLERATES_DRAIN
+        return _NEVER_MOVES[codes.POD_TOLERATES_DRAIN]
     if pdbs_allow is not None and len(pod.pdbs) > 1:
-        return codes.POD_PDB_MULTIPLE, (
+        why = (
             f"selected by more than one PodDisruptionBudget ({', '.join(pod.pdbs)}): the Eviction API "
             "refuses to evict such a pod whatever they allow"
         )
+        return Move(False, why, codes.POD_PDB_MULTIPLE, math.inf)
     if pdbs_allow is not None and pdbs_allow <= 0:
-        return codes.POD_PDB_ALLOWS_NONE, "a PodDisruptionBudget selecting it allows no disruption now"
+        return _NEVER_MOVES[codes.POD_PDB_ALLOWS_NONE]
     return None
+
+
+# _never_move's refusals of fixed reasons, by code (a Move is frozen: one serves every pod)
+_NEVER_MOVES: dict[str, Move] = {
+    code: Move(False, why, code, math.inf)
+    for code, why in (
+        (codes.POD_DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT}=true"),
+        (codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"),
+        (codes.POD_DO_NOT_DRAIN, f"marked {DO_NOT_DRAIN}: {DO_NOT_DRAIN_VALUES}"),
+        (codes.POD_TOLERATES_DRAIN, TOLERATES_DRAIN),
+        (codes.POD_PDB_ALLOWS_NONE, "a PodDisruptionBudget selecting it allows no disruption now"),
+    )
+}
 
 
 def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobInfo]) -> Move:

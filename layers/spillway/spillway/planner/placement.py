@@ -84,18 +84,21 @@ def pools(nodes: Iterable[WorkNode]) -> list[Pool]:
     by_shape: dict[tuple[object, ...], list[WorkNode]] = {}
     for node in nodes:
         by_shape.setdefault(node.shape, []).append(node)
-    out = []
-    for members in by_shape.values():
-        bound: Resources = {}
-        for node in members:
-            _max_into(bound, node.free)
-        # a node that does not report a resource checked only where reported (a CSI driver's attach
-        # limit on a node whose CSINode gives none) takes any amount of it: so may the pool
-        for name in [n for n in bound if unchecked_when_unknown(n)]:
-            if any(name not in node.free for node in members):
-                del bound[name]
-        out.append(Pool(members, bound))
-    return out
+    return [Pool(members, room_bound(members)) for members in by_shape.values()]
+
+
+def room_bound(nodes: Sequence[WorkNode]) -> Resources:
+    """At least the free room of any of ``nodes``, per resource (:attr:`Pool.bound`): a pod whose
+    requests do not fit in it fits on none of them."""
+    bound: Resources = {}
+    for node in nodes:
+        _max_into(bound, node.free)
+    # a node that does not report a resource checked only where reported (a CSI driver's attach
+    # limit on a node whose CSINode gives none) takes any amount of it: so may the pool
+    for name in [n for n in bound if unchecked_when_unknown(n)]:
+        if any(name not in node.free for node in nodes):
+            del bound[name]
+    return bound
 
 
 def schedulable_pools(ctx: Context) -> list[Pool]:

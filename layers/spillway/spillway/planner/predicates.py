@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from spillway.model.cluster import HOSTNAME_LABEL as HOSTNAME_LABEL  # the model's, re-exported
 from spillway.model.cluster import Requirement, TaintT, Term, TolerationT
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 # what kube-scheduler's NodeUnschedulable filter checks a cordoned node (spec.unschedulable) against
 UNSCHEDULABLE_TAINT: TaintT = ("node.kubernetes.io/unschedulable", None, "NoSchedule")

@@ -172,9 +172,14 @@ def _starting(ctx: Context, node: WorkNode) -> Verdict:
 
 
 def _busy(ctx: Context, node: WorkNode) -> Verdict:
-    if node.workload:
-        return codes.WORKLOAD, f"runs {node.workload} workload pod(s); {utilisation(node)}"
-    return None
+    """Workload runs on it. The reason is left for :meth:`ScaleDownStage._in_use` to write
+    (:func:`busy_reason`): a busy node of a group that consolidates gets consolidation's reason instead,
+    and formatting the use of every busy node a plan cost a few per cent of the plan."""
+    return (codes.WORKLOAD, "") if node.workload else None
+
+
+def busy_reason(node: WorkNode) -> str:
+    return f"runs {node.workload} workload pod(s); {utilisation(node)}"
 
 
 def _receives(ctx: Context, node: WorkNode) -> Verdict:
@@ -244,7 +249,7 @@ def _young(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     created = node.info.created_at
     if created is None:
         return None
-    delay = timedelta(minutes=ctx.config.scale_down_delay_after_launch_minutes)
+    delay = ctx.launch_delay
     age = ctx.now - aware(created)
     if age < delay:
         return codes.RECENTLY_LAUNCHED, f"launched {minutes(age)} ago, younger than {minutes(delay)}"
@@ -372,11 +377,18 @@ class ScaleDownStage:
         if self.busy:
             judged = self.consolidation().run(self.busy)  # busy nodes were kept as "workload" so far
             drained = {d.node for d in self.drains}
-            self.kept = [judged.get(k.node, k) for k in self.kept if k.node not in drained]
+            self.kept = [judged.get(k.node) or self._reasoned(k) for k in self.kept if k.node not in drained]
         from spillway.planner.schedshrink import ScheduledShrinks  # it builds on this module
 
         self.shrinks = ScheduledShrinks(self).run()  # ahead of scheduled actions that lower groups
         return self.drains, self.kept, self.idle_state
+
+    def _reasoned(self, kept: KeptNode) -> KeptNode:
+        """``kept``, a busy node consolidation left without a reason (it gives every one it judges one)
+        with the workload's."""
+        if kept.code != codes.WORKLOAD or kept.reason:
+            return kept
+        return KeptNode(kept.node, busy_reason(self.ctx.nodes[kept.node]), kept.code)
 
     def evictions_left(self) -> dict[str, int]:
         """batch/v1 Job -> how many more of its pods this plan's drains may evict before the Job fails
@@ -431,11 +443,15 @@ class ScaleDownStage:
         counts it when they may move, so its idle timer runs; but not while it is still registering
         (:func:`~spillway.planner.health.registering`: capacity launching, whose idle timer starts at the
         end of its start window, as an empty one's does)."""
+        if check is _busy:
+            if not orphan and mode(self.ctx, node.group) == WHEN_UNDERUTILIZED:
+                self.busy.append(node)  # consolidation judges it in run(), and gives the reason
+                self.kept.append(KeptNode(node.info.name, "", codes.WORKLOAD))
+                return
+            verdict = (codes.WORKLOAD, busy_reason(node))
         self._keep_or_restore(node, verdict, orphan=orphan)
         if orphan:
             return
-        if check is _busy and mode(self.ctx, node.group) == WHEN_UNDERUTILIZED:
-            self.busy.append(node)
         unstarted_only = node.workload and node.workload == node.unstarted
         if (
             check is _not_ready
@@ -521,7 +537,7 @@ class ScaleDownStage:
             return known[1]
         previous = self.ctx.state.nodes.get(info.name)
         claimed = aware(previous.draining_since) if previous and previous.draining_since else None
-        claim = timedelta(minutes=self.ctx.config.drain_claim_minutes)
+        claim = self.ctx.drain_claim
         if claimed is None or self.ctx.now - claimed >= claim or info.unschedulable:
             claimed = None
         self._claims[info.name] = (info, claimed)
