@@ -137,6 +137,31 @@ def test_a_lifecycle_drain_of_a_warm_pool_instance_with_a_node_drains_it_and_com
     assert rig.cloud.called("terminate_instance") == []
 
 
+def test_a_lifecycle_drain_of_an_instance_its_warm_pool_takes_back_on_scale_in_drains_and_completes(
+    rig: Rig,
+) -> None:
+    """A group whose warm pool reuses instances on scale-in (``InstanceReusePolicy.ReuseOnScaleIn``)
+    returns the instances it scales in to the pool instead of terminating them, and a terminate hook
+    still holds each: in ``Warmed:Pending:Wait``, for the ``EC2_INSTANCE_TERMINATING`` action (EC2 Auto
+    Scaling User Guide, "Use lifecycle hooks with a warm pool": "an instance that is returning to the
+    warm pool pauses ... at the Warmed:Pending:Wait state for the EC2_INSTANCE_TERMINATING lifecycle
+    action"). The drain took only the two Terminating wait states for a waiting action: it refused the
+    drain as stale, the hook timed out, and the instance was stopped with its pods on it."""
+    held(rig)
+    for instance in rig.cloud.groups[("us-east-1", "general")]["Instances"]:
+        if instance["InstanceId"] == INSTANCE:
+            instance["LifecycleState"] = "Warmed:Pending:Wait"
+    rig.pod("web-1")
+    out = rig.drainer.validate(request())
+    drain = Drain.model_validate(out["drain"])
+    rig.drainer.cordon(drain)
+    assert rig.drainer.evict(drain)["evicted"] == ["team-a/web-1"]
+    done = rig.drainer.complete_lifecycle(drain)
+    assert done["hooks"] == [{"hook": HOOK, "result": "CONTINUE"}]
+    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
+    assert rig.cloud.called("terminate_instance") == []
+
+
 def test_a_lifecycle_drain_evicts_then_completes_the_action_with_continue_and_never_terminates(
     rig: Rig,
 ) -> None:

@@ -1597,3 +1597,21 @@ def test_a_warm_pool_instance_terminated_with_no_node_is_completed_at_once() -> 
     [out] = rig.handle(warm_pool_termination(rig))
     assert (out["outcome"], out.get("completed")) == ("no_node", True), out
     assert rig.cloud is not None and rig.cloud.completed == [("spot-gpu", HOOK, INSTANCE, "CONTINUE")]
+
+
+def test_an_instance_its_warm_pool_takes_back_on_scale_in_with_no_node_is_completed_at_once() -> None:
+    """A warm pool with ``ReuseOnScaleIn``: the group returns an instance it scales in to the pool and
+    Spillway's terminate hook holds it in ``Warmed:Pending:Wait`` (EC2 Auto Scaling User Guide, "Use
+    lifecycle hooks with a warm pool"). With no Node to drain the action is completed at once, as for
+    any other; it was left to the hook's timeout ("no action waits"), holding the scale-in that long."""
+    rig = nodeless(LIFECYCLE_AT + timedelta(seconds=20))
+    assert rig.cloud is not None
+    [instance] = rig.cloud.groups[("us-east-1", "spot-gpu")]["Instances"]
+    instance["LifecycleState"] = "Warmed:Pending:Wait"
+    event = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
+    event["detail"].update(Origin="AutoScalingGroup", Destination="WarmPool")
+
+    [out] = rig.handle(event)
+
+    assert (out["outcome"], out.get("completed")) == ("no_node", True), out
+    assert rig.cloud.completed == [("spot-gpu", HOOK, INSTANCE, "CONTINUE")]

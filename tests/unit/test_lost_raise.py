@@ -357,3 +357,23 @@ def test_the_scale_up_state_machine_ends_a_resized_group_without_backing_it_off(
     choice = next(c for c in states["Launched?"]["Choices"] if c.get("StringEquals") == "resized")
     end = states[choice["Next"]]
     assert end["Type"] == "Pass" and end.get("End") and end["Parameters"]["outcome"] == "resized"
+
+
+def test_a_scheduled_cut_that_leaves_the_raise_standing_does_not_end_its_wait() -> None:
+    """The plan's +2 (1 -> 3); something else raised the group to 6 meanwhile, and a scheduled action
+    then set DesiredCapacity 4: still above the raise's 3, so the raise's nodes are coming. The planner
+    keeps such a raise (spillway.planner.raises: only a cut below its ``to`` ends it); verify ended it
+    ``resized`` at once, saying Auto Scaling took back capacity it did not take, and stopped waiting
+    for nodes still launching (a launch of theirs that failed was then never backed off)."""
+    w = World()
+    up = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": up})
+    w.now = NOW + timedelta(seconds=10)
+    scheduled_cut(w, NOW + timedelta(seconds=10), (6, 4))
+
+    verify = w.up.verify({**UP, "prep": up})
+
+    assert verify["status"] == "launching", verify
+    scheduled_cut(w, NOW + timedelta(seconds=20), (4, 2))  # now below the raise's 3: taken back
+    w.now = NOW + timedelta(seconds=20)
+    assert w.up.verify({**UP, "prep": up})["status"] == "resized"

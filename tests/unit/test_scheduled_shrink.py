@@ -142,24 +142,23 @@ def test_a_group_with_spillways_terminate_lifecycle_hook_needs_no_drain_ahead() 
     assert "drain-before-terminate" in shrink.reason
 
 
-def test_a_terminate_hook_does_not_hold_instances_a_warm_pool_takes_back_on_scale_in() -> None:
+def test_a_terminate_hook_holds_the_instances_a_warm_pool_takes_back_on_scale_in_no_drain_ahead() -> None:
     """Spillway's terminate hook on the group, and a warm pool with ``ReuseOnScaleIn``: Auto Scaling
-    returns the instances the action scales in to the pool (InstanceReusePolicy, PutWarmPool) rather
-    than terminating them, so they never reach Terminating:Wait, where a terminate hook waits ("Use
-    lifecycle hooks with a warm pool"): the instance is stopped with its pods, undrained. The plan
-    drains ahead as for a group without the hook, and says why the hook does not do it."""
+    returns the instances the action scales in to the pool rather than terminating them, and the
+    terminate hook holds each in Warmed:Pending:Wait ("Use lifecycle hooks with a warm pool": an
+    instance returning to the warm pool pauses there for the EC2_INSTANCE_TERMINATING action), where
+    Spillway's lifecycle drain drains it. The plan drained two nodes ahead instead, as for a group
+    without the hook: it terminated instances the pool was to keep, and said the hook held none."""
     world, nodes = web()
     for node in nodes:
         world.idle_since(node, 2)
     hook = {"drain_hooks": ("drain-before-terminate",), "reuse_on_scale_in": True}
     result = planned(world, {"scheduled": (EVENING,), **hook})
 
-    assert len(result.drain) == 2
-    assert {d.code for d in result.drain} == {codes.SCHEDULED_SHRINK}
+    assert result.drain == ()
     (shrink,) = result.shrinks
-    assert shrink.drains == tuple(d.node for d in result.drain)
-    assert "no drain ahead" not in shrink.reason
-    assert "ReuseOnScaleIn" in shrink.reason and "drain-before-terminate" in shrink.reason
+    assert shrink.drains == () and "no drain ahead" in shrink.reason
+    assert "drain-before-terminate" in shrink.reason and "returns to its warm pool" in shrink.reason
 
 
 def test_instances_protected_from_scale_in_are_not_terminated_by_the_action() -> None:

@@ -928,7 +928,7 @@ def _leaving_group(
             return None
         return InvalidDrainRequest(
             f"instance {placement.instance_id} of Node {request.node!r} is {placement.lifecycle_state} in "
-            f"its group, not {WAITING} (nor Warmed:Terminating:Wait in a warm pool): lifecycle hook {request.lifecycle.hook!r} holds it no longer "
+            f"its group, not {WAITING} (nor Warmed:Terminating:Wait or Warmed:Pending:Wait of a warm pool): lifecycle hook {request.lifecycle.hook!r} holds it no longer "
             "(completed, or timed out and its DefaultResult applied); nothing was done",
             field="lifecycle",
             stale=True,

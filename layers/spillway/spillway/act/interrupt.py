@@ -911,7 +911,8 @@ class Interrupter:
         its group was already terminating: CONTINUE and the hook's DefaultResult both terminate it, so
         completing now only shortens the time such a Node could take pods (it is not Ready yet when
         it registers). First of all AWS must say the action still waits (the instance is
-        ``Terminating:Wait``, or ``Warmed:Terminating:Wait`` for a warm-pool instance, in the notice's
+        ``Terminating:Wait``, or ``Warmed:Terminating:Wait`` or ``Warmed:Pending:Wait`` for an instance its
+        warm pool terminates or takes back on scale-in (:data:`HOOK_WAIT_STATES`), in the notice's
         group): else it was completed (Spillway's own drain does,
         after deleting the Node) or timed out, and there is nothing to do (``completed: false``)."""
         assert self.cloud is not None  # _nodeless

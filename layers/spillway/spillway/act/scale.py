@@ -31,7 +31,7 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  may never have applied: not a launch failure, the group is not backed off, the state
                  machine ends the group there and the next plan sees the pods still pending);
                  ``resized`` while short when a scheduled action lowered the group's desired capacity
-                 since ``prepare`` (:func:`_cut_since`: Auto Scaling took the capacity back, ended as
+                 below the raise's ``target`` since ``prepare`` (:func:`_cut_since`: Auto Scaling took the capacity back, ended as
                  ``unsettled`` is, no back-off);
                  else ``launching``.
 ``backoff``      after ``failed`` or ``timeout``: back the group off in the state table (TTL = the
@@ -153,13 +153,22 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
 RETRY_OUTCOMES = frozenset({"backed_off", "refused", "error"})
 
 
-def _cut_since(activities: Sequence[ScalingActivity], since: datetime) -> tuple[datetime, int] | None:
+def _cut_since(
+    activities: Sequence[ScalingActivity], since: datetime, target: int
+) -> tuple[datetime, int] | None:
     """The latest lowering of the group's desired capacity by a scheduled action at or after ``since``
-    (when, to what), as the Causes of its activities name it
+    to below the raise's ``target`` (when, to what), as the Causes of its activities name it
     (:func:`~spillway.model.nodegroup.scheduled_cuts`), or None. A one-time action that ran between the
-    raise and now is gone from DescribeScheduledActions; its run is still in the activities."""
+    raise and now is gone from DescribeScheduledActions; its run is still in the activities. A cut to
+    ``target`` or above (the group was raised further meanwhile) leaves the raise's nodes coming, as the
+    planner judges it (:func:`spillway.planner.raises._resized_since`)."""
     by_arn, by_name = scheduled_cuts(activities)
-    cuts = [c for found in (*by_arn.values(), *by_name.values()) for c in found if aware(c[0]) >= since]
+    cuts = [
+        (at, to)
+        for found in (*by_arn.values(), *by_name.values())
+        for at, to in found
+        if aware(at) >= since and to < target
+    ]
     return max(cuts, default=None)
 
 
@@ -339,7 +348,7 @@ class ScaleSteps:
             self._back_off_short_pool(event, asg, activities, since, mine)
             return {"status": "ready", "reason": f"{len(ready)} new node(s) Ready", "ready": len(ready),
                     "wanted": wanted, "nodes": sorted(ready.values())}  # fmt: skip
-        cut = _cut_since(activities, since)
+        cut = _cut_since(activities, since, int(prep.get("target", 0)))
         if cut is not None:
             return {"status": "resized", "ready": len(ready), "wanted": wanted,
                     "reason": f"{region}/{name}: {len(ready)} of {wanted} new node(s) Ready, and a scheduled "

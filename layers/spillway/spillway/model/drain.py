@@ -320,8 +320,11 @@ def scheduled_event(raw: Mapping[str, Any]) -> ScheduledEvent:
 
 # The Auto Scaling lifecycle states in which a terminate hook holds an instance (AutoScalingInstanceDetails,
 # LifecycleState): in service, and in a warm pool (an instance the pool terminates; its lifecycle event's
-# Origin is WarmPool). A Warmed:Running pool instance may run a kubelet, its Node taking pods.
-HOOK_WAIT_STATES = frozenset({"Terminating:Wait", "Warmed:Terminating:Wait"})
+# Origin is WarmPool). A Warmed:Running pool instance may run a kubelet, its Node taking pods. And an
+# instance a scale-in returns to a warm pool that reuses instances (InstanceReusePolicy.ReuseOnScaleIn):
+# it is not terminated, yet the EC2_INSTANCE_TERMINATING hook holds it, in Warmed:Pending:Wait (EC2 Auto
+# Scaling User Guide, "Use lifecycle hooks with a warm pool"), its pods still on it until the hook lets go.
+HOOK_WAIT_STATES = frozenset({"Terminating:Wait", "Warmed:Terminating:Wait", "Warmed:Pending:Wait"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,8 +236,8 @@ class NodeGroup:
     # of the group waits in Terminating:Wait while Spillway drains the node, a scheduled action's included
     drain_hooks: tuple[str, ...] = ()
     # its warm pool's InstanceReusePolicy.ReuseOnScaleIn: a scale-in of Auto Scaling's (a scheduled
-    # action's) returns instances to the pool, stopped, rather than terminating them, so they never wait
-    # in Terminating:Wait and ``drain_hooks`` drain none of them
+    # action's) returns instances to the pool rather than terminating them; ``drain_hooks`` still hold
+    # each, in Warmed:Pending:Wait (spillway.model.drain.HOOK_WAIT_STATES)
     reuse_on_scale_in: bool = False
     # live instances protected from scale-in on their own (see scale_in_protected)
     protected_instances: tuple[str, ...] = ()

@@ -22,11 +22,11 @@ What it cannot drain is reported (:class:`~spillway.planner.types.GroupShrink`):
 runs, and the pods on the nodes left above its size. A group with one of Spillway's terminate lifecycle
 hooks needs no drain ahead: the hook holds each instance Auto Scaling terminates until Spillway drained
 its node. A group whose Terminate process is suspended loses nothing (Auto Scaling terminates none).
-Unless the group's warm pool reuses instances on scale-in (``InstanceReusePolicy.ReuseOnScaleIn``,
-PutWarmPool): the instances the action scales in then go back to the pool, stopped, and are not
-terminated, so they never reach Terminating:Wait, the state a terminate hook holds an instance in (EC2
-Auto Scaling User Guide, "Use lifecycle hooks with a warm pool": the hook runs before the instance is
-terminated); such a group is drained ahead as one without the hook.
+So does a group whose warm pool reuses instances on scale-in (``InstanceReusePolicy.ReuseOnScaleIn``,
+PutWarmPool): the instances the action scales in go back to the pool rather than being terminated, but
+the terminate hook still holds each, in Warmed:Pending:Wait (EC2 Auto Scaling User Guide, "Use lifecycle
+hooks with a warm pool"), and Spillway drains it there (:data:`spillway.model.drain.HOOK_WAIT_STATES`);
+a drain ahead would terminate instances the pool was to keep.
 """
 
 from __future__ import annotations
@@ -124,10 +124,11 @@ class ScheduledShrinks:
 
     def shrink(self, group: NodeGroup, ceiling: Floor) -> None:
         when = ceiling.describe()
-        if group.drain_hooks and not group.reuse_on_scale_in:
+        if group.drain_hooks:
+            back = " or returns to its warm pool (ReuseOnScaleIn)" if group.reuse_on_scale_in else ""
             reason = (
                 f"{when}: no drain ahead; Spillway's terminate lifecycle hook {', '.join(group.drain_hooks)} "
-                "holds each instance Auto Scaling terminates then until Spillway has drained its node"
+                f"holds each instance Auto Scaling terminates{back} then until Spillway has drained its node"
             )
             self.reports.append(GroupShrink(group.name, group.region, ceiling.min_size, reason))
             return
@@ -276,12 +277,6 @@ class ScheduledShrinks:
                 )
             )
         what = f"drains {len(drained)} node(s) ahead of it" if drained else "drains none ahead of it"
-        if group.drain_hooks:  # and a warm pool that reuses instances: the hooks hold none (shrink)
-            what = (
-                f"Spillway's terminate lifecycle hook {', '.join(group.drain_hooks)} holds none of the "
-                "instances it scales in: the warm pool's ReuseOnScaleIn returns them to the pool, stopped "
-                f"with their pods, not terminated; {what}"
-            )
         if excess > 0:
             why = ", ".join(f"{code} on {n} node(s)" for code, n in sorted(refused.items()))
             what += (
