@@ -265,6 +265,32 @@ def test_the_nodes_of_stopped_warm_pool_instances_hold_no_room_under_the_cluster
     assert [(s.group, s.from_size, s.to_size) for s in result.scale_up] == [("cpu", 2, 3)]
 
 
+def test_the_ready_node_of_an_instance_stopping_in_its_warm_pool_holds_no_room_under_the_totals() -> None:
+    """An instance a scale-in returned to its Stopped pool, its Node still Ready (node-monitor-grace-period
+    has not passed): no capacity, as once it is NotReady. Charged as a node, it left the pod that needs
+    a third node pending under max_nodes_total, though the raise would draw that very instance."""
+    w, _ = _cluster(2, 0)
+    w.pods("web", 3, cpu="7")
+    iid = o.instance_id("cpu-warm-0")
+    w.node_for("cpu", iid, "m5.2xlarge")  # Ready, idle
+    snapshot, groups, cfg, state = w.parsed(max_nodes_total=3)
+    groups = [
+        replace(
+            g,
+            pooled_instances=(iid,),
+            pooled_states=((iid, "Warmed:Stopped"),),
+            warm_pool_state="Stopped",
+            warm_instances=1,
+            reuse_on_scale_in=True,
+        )
+        for g in groups
+    ]
+
+    result = plan(snapshot, groups, cfg, state, NOW)
+
+    assert [(s.group, s.from_size, s.to_size) for s in result.scale_up] == [("cpu", 2, 3)]
+
+
 def _drawn_world(pooled: bool) -> tuple[World, str, str]:
     """Two busy nodes, a pending pod that needs a third, and a warm-pool instance whose Node registered
     at warm-up ten hours ago and has been NotReady since it stopped: in the pool (``pooled``), or drawn

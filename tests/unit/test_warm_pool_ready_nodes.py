@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from plan_world import NOW, World, scale_up
 
 from spillway.config import PlannerConfig
@@ -138,3 +139,125 @@ def test_a_pools_reuse_on_scale_in_is_read_into_its_group_and_kept_in_the_snapsh
     assert group.reuse_on_scale_in and not plain.reuse_on_scale_in
     assert NodeGroup.from_dict(group.to_dict()).reuse_on_scale_in
     assert "reuse_on_scale_in" not in plain.to_dict()
+
+
+def _stopping_pool(pool_state: str, *instances: tuple[str, str], reuse: bool = True) -> WarmPool:
+    """DescribeWarmPool's answer for a pool of m5.2xlarge instances in ``pool_state`` that takes back the
+    instances its group scales in (``reuse``)."""
+    return WarmPool.model_validate(
+        {
+            "WarmPoolConfiguration": {
+                "MinSize": 0,
+                "PoolState": pool_state,
+                "InstanceReusePolicy": {"ReuseOnScaleIn": reuse},
+            },
+            "Instances": [
+                {"InstanceId": iid, "InstanceType": "m5.2xlarge", "LifecycleState": state}
+                for iid, state in instances
+            ],
+        }
+    )
+
+
+def _returned_world() -> tuple[World, str, str]:
+    """One busy node of group cpu, a pending pod that needs a whole m5.2xlarge, and an idle instance of
+    cpu's warm pool whose Node, in service until a moment ago, is still Ready."""
+    w = World()
+    (busy,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.pods("busy", 1, cpu="7", node_name=busy)
+    iid = o.instance_id("cpu-returned")
+    node = w.node_for("cpu", iid, "m5.2xlarge", created=NOW - timedelta(minutes=600))
+    w.pods("web", 1, cpu="7")
+    return w, iid, node
+
+
+@pytest.mark.parametrize(
+    ("pool_state", "lifecycle"),
+    [
+        ("Stopped", "Warmed:Pending:Wait"),  # a terminate hook holds it on its way back (scale-in)
+        ("Stopped", "Warmed:Pending"),
+        ("Stopped", "Warmed:Stopped"),  # stopped, the Node not NotReady yet (node-monitor-grace-period)
+        ("Hibernated", "Warmed:Hibernated"),
+        ("Running", "Warmed:Terminating"),
+    ],
+)
+def test_the_ready_node_of_an_instance_stopping_in_its_warm_pool_holds_no_room(
+    pool_state: str, lifecycle: str
+) -> None:
+    """An instance a scale-in returns to a Stopped (or Hibernated) pool stops there, and its Node stays
+    Ready until the node lifecycle controller's node-monitor-grace-period passes. Its free room was
+    counted as where the pending pod fits: nothing launched for it that plan, and a pod kube-scheduler
+    binds there never runs. The pod now gets a new node of its own."""
+    w, iid, _ = _returned_world()
+
+    result = _plan(w, {"cpu": _stopping_pool(pool_state, (iid, lifecycle))})
+
+    assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu": (1, 2)}
+
+
+@pytest.mark.parametrize(
+    ("pool_state", "lifecycle"),
+    [("Running", "Warmed:Running"), ("Running", "Warmed:Pending:Wait"), ("Stopped", "Warmed:Running")],
+)
+def test_the_ready_node_of_an_instance_running_in_its_warm_pool_still_holds_room(
+    pool_state: str, lifecycle: str
+) -> None:
+    """Running in the pool (or on its way into a Running pool), the instance keeps its kubelet, and a pod
+    bound to its Ready Node runs there: its room is room, as kube-scheduler sees it."""
+    w, iid, node = _returned_world()
+
+    result = _plan(w, {"cpu": _stopping_pool(pool_state, (iid, lifecycle))})
+
+    assert scale_up(result) == {}
+    (waiting,) = result.pending
+    assert waiting.code == codes.FITS_FREE_ROOM and node in waiting.reason
+
+
+def test_a_ready_node_returned_to_a_stopped_pool_on_scale_in_is_named_so_not_as_a_bootstrap_fault() -> None:
+    """The advice to start kubelet only outside Warmed:* is wrong for a node just returned from service:
+    its kubelet ran until the instance stopped. The problem says what happens instead; a pool that takes
+    back nothing on scale-in, or an instance running in the pool, keeps the bootstrap problem."""
+    w, iid, node = _returned_world()
+
+    _, (returned,), _ = _read(w, {"cpu": _stopping_pool("Stopped", (iid, "Warmed:Pending:Wait"))})
+    _, (warming,), _ = _read(w, {"cpu": _stopping_pool("Stopped", (iid, "Warmed:Pending"), reuse=False)})
+    _, (running,), _ = _read(w, {"cpu": _stopping_pool("Running", (iid, "Warmed:Running"))})
+
+    (problem,) = returned.problems
+    assert problem.startswith(f"WarmPool.Instances[{iid}]: Node {node} ")
+    assert "returned to the warm pool on scale-in" in problem and "Warmed:Pending:Wait" in problem
+    assert "start kubelet" not in problem
+    for group in (warming, running):
+        (problem,) = group.problems
+        assert "start kubelet only once" in problem and "scale-in" not in problem
+
+
+def test_pooled_lifecycle_states_are_kept_in_the_snapshot_and_old_snapshots_read_as_before() -> None:
+    """The stored snapshot keeps each pooled instance's state and the PoolState; one stored before they
+    were read has neither, and each of its pooled instances is planned as it was then (as running)."""
+    w, iid, _ = _returned_world()
+    _, (group,), _ = _read(w, {"cpu": _stopping_pool("Stopped", (iid, "Warmed:Stopped"))})
+
+    stored = group.to_dict()
+    assert stored["pooled_states"] == {iid: "Warmed:Stopped"} and stored["warm_pool_state"] == "Stopped"
+    assert NodeGroup.from_dict(stored) == group and not group.pooled_runs(iid)
+    old = {k: v for k, v in stored.items() if k not in ("pooled_states", "warm_pool_state")}
+    assert NodeGroup.from_dict(old).pooled_runs(iid)
+
+
+def test_an_instance_stopping_in_its_warm_pool_with_a_ready_node_is_still_a_warm_new_node() -> None:
+    """Groups cpu-a and cpu-z are alike; cpu-z's Stopped pool holds an instance a scale-in just returned,
+    its Node still Ready. That Node holds no room, so the draw that takes the instance back adds a node:
+    it is a warm new node, and the pod that needs one goes to cpu-z (a warm pool wins the tie). Taken
+    for a node of the cluster already, it sent the pod to cpu-a's cold launch."""
+    w = World()
+    for name in ("cpu-a", "cpu-z"):
+        for i, node in enumerate(w.group(name, "m5.2xlarge", nodes=1, max_size=10)):
+            w.pods(f"busy-{name}-{i}", 1, cpu="7", node_name=node)
+    iid = o.instance_id("cpu-z-returned")
+    w.node_for("cpu-z", iid, "m5.2xlarge", created=NOW - timedelta(minutes=600))
+    w.pods("web", 1, cpu="7")
+
+    result = _plan(w, {"cpu-z": _stopping_pool("Stopped", (iid, "Warmed:Stopped"))})
+
+    assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu-z": (1, 2)}

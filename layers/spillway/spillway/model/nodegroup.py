@@ -89,6 +89,12 @@ CAPACITY_LABELS: dict[str, dict[str, CapacityType]] = {
 # launching into the pool (Warmed:Pending, :Wait while a lifecycle hook holds it, :Proceed) is not
 # ready yet, whichever of the three it is in; one leaving it (Warmed:Terminating...) never will be.
 WARM_READY_STATES = frozenset({"Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated"})
+# An instance launching into its warm pool, or taken back into it on scale-in (InstanceReusePolicy
+# .ReuseOnScaleIn), passes through these before it reaches the pool's PoolState (EC2 Auto Scaling User
+# Guide, "Use lifecycle hooks with a warm pool": a terminate hook holds a returned one in
+# Warmed:Pending:Wait). It runs meanwhile; then Auto Scaling stops or hibernates it ("as soon as an
+# instance finishes launching into the warm pool"), unless the PoolState is Running.
+WARM_PENDING_STATES = frozenset({"Warmed:Pending", "Warmed:Pending:Wait", "Warmed:Pending:Proceed"})
 DEFAULT_MAX_PODS = 110
 # The max pods cap EKS writes in the user data of a managed node group's nodes (no custom AMI): 110 for
 # a type of fewer than 30 vCPUs, 250 for the others (Amazon EKS User Guide, "Choose an optimal Amazon
@@ -203,6 +209,10 @@ class NodeGroup:
     # every instance in the group's warm pool, whatever its Warmed:* state: outside the group's capacity
     # (a Node one registered at warm-up is NotReady while it sits stopped there, and is no unready node)
     pooled_instances: tuple[str, ...] = ()
+    # the LifecycleState of each of ``pooled_instances`` (DescribeWarmPool), and the pool's PoolState
+    # (Stopped when DescribeWarmPool names none: PutWarmPool's default); see pooled_runs
+    pooled_states: tuple[tuple[str, str], ...] = ()
+    warm_pool_state: str = ""
     capacity_type: CapacityType = "on-demand"  # of launches beyond on_demand_base (see launch_capacity_type)
     on_demand_base: int = 0  # a mixed instances policy's OnDemandBaseCapacity
     instance_types: tuple[str, ...] = ()  # a mixed instances policy's overrides, else empty
@@ -298,6 +308,18 @@ class NodeGroup:
         if self.last_raised is None or len(self.instance_ids) >= self.desired:
             return False
         return aware(failure.started or failure.at) < aware(self.last_raised)
+
+    def pooled_runs(self, instance_id: str) -> bool:
+        """Whether ``instance_id`` of the group's warm pool runs there and stays running: Warmed:Running,
+        or on its way into a pool whose PoolState is Running (:data:`WARM_PENDING_STATES`). Any other
+        pooled instance is stopping or stopped (Warmed:Pending* of a Stopped or Hibernated pool, on
+        warm-up or taken back on scale-in; Warmed:Stopped, Warmed:Hibernated, Warmed:Terminating*):
+        its Node, Ready for a moment yet, runs no pod kube-scheduler binds there. One whose state is
+        not known (a snapshot stored before states were read) runs, as it was planned then."""
+        state = dict(self.pooled_states).get(instance_id)
+        if state is None or state == "Warmed:Running":
+            return True
+        return state in WARM_PENDING_STATES and self.warm_pool_state == "Running"
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -432,6 +454,9 @@ class NodeGroup:
             warm_instances=int(d.get("warm_instances", 0)),
             # absent from snapshots stored before it was read: none known, as they were planned
             pooled_instances=tuple(d.get("pooled_instances", ())),
+            # absent from snapshots stored before they were read: not known, each runs (pooled_runs)
+            pooled_states=tuple(sorted(dict(d.get("pooled_states", {})).items())),
+            warm_pool_state=str(d.get("warm_pool_state", "")),
             # absent from snapshots stored before it was read: none known, every warm instance counts
             warm_ids=tuple(d.get("warm_ids", ())),
             capacity_type="spot" if d.get("capacity_type") == "spot" else "on-demand",
@@ -505,6 +530,8 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("scheduled", lambda g: [a.to_dict() for a in g.scheduled] or None),
     ("warm_instances", lambda g: g.warm_instances or None),
     ("pooled_instances", lambda g: list(g.pooled_instances) or None),
+    ("pooled_states", lambda g: dict(g.pooled_states) or None),
+    ("warm_pool_state", lambda g: g.warm_pool_state or None),
     ("warm_ids", lambda g: list(g.warm_ids) or None),
     ("capacity_type", lambda g: "spot" if g.capacity_type == "spot" else None),
     ("on_demand_base", lambda g: g.on_demand_base or None),
@@ -947,27 +974,52 @@ def warm_ids(pool: WarmPool | None, instance_type: str | None = None) -> tuple[s
 
 def with_warm_node_problems(groups: Iterable[NodeGroup], nodes: Iterable[NodeInfo]) -> list[NodeGroup]:
     """``groups`` in their order, each with a problem for every instance of its warm pool whose Node is
-    Ready. A bootstrap that does not check the instance's lifecycle state starts kubelet at warm-up
-    (user data runs then: EC2 Auto Scaling User Guide, warm pool instance lifecycle), and in a pool whose
-    PoolState is Running the Node stays Ready: kube-scheduler binds pods to an instance that is outside
-    the group (DescribeAutoScalingGroups does not list it), that Spillway therefore neither counts in the
-    group nor drains (TerminateInstanceInAutoScalingGroup "cannot be called on instances in a warm
-    pool"), and that an instance refresh replaces with the pool without a drain. kOps keeps kubelet
-    from starting while the lifecycle state is Warmed:* (kubernetes/kops PR 11216)."""
+    Ready (:func:`warm_node_problem`)."""
     ready = {n.instance_id: n.name for n in nodes if n.ready and n.instance_id}
     out = []
     for group in groups:
         found = tuple(
-            f"WarmPool.Instances[{iid}]: Node {ready[iid]} of this warm-pool instance is Ready: "
+            warm_node_problem(group, iid, ready[iid]) for iid in group.pooled_instances if iid in ready
+        )
+        out.append(replace(group, problems=(*group.problems, *found)) if found else group)
+    return out
+
+
+def warm_node_problem(group: NodeGroup, instance_id: str, node: str) -> str:
+    """What a Ready Node of ``instance_id``, in ``group``'s warm pool, means.
+
+    Running there (:meth:`NodeGroup.pooled_runs`), or warming up in a pool that takes back no instance
+    on scale-in, it is a bootstrap that does not check the instance's lifecycle state: it starts kubelet
+    at warm-up (user data runs then: EC2 Auto Scaling User Guide, warm pool instance lifecycle), and in
+    a pool whose PoolState is Running the Node stays Ready: kube-scheduler binds pods to an instance
+    outside the group (DescribeAutoScalingGroups does not list it), that Spillway therefore neither
+    counts in the group nor drains (TerminateInstanceInAutoScalingGroup "cannot be called on instances
+    in a warm pool"), and that an instance refresh replaces with the pool without a drain. kOps keeps
+    kubelet from starting while the lifecycle state is Warmed:* (kubernetes/kops PR 11216).
+
+    Stopping or stopped in a pool that takes back the instances it scales in (ReuseOnScaleIn), it is a
+    node just returned from service: its kubelet ran until the instance stopped, and the node lifecycle
+    controller marks the Node NotReady only once node-monitor-grace-period (40 s by default; 50 s from
+    Kubernetes 1.32, kubernetes/kubernetes PR 126287) passed without a status from it. No bootstrap is
+    at fault; until then
+    kube-scheduler still takes the Node for room (it is Ready, and uncordoned unless a drain cordoned
+    it), and Spillway plans no pod onto it."""
+    if group.pooled_runs(instance_id) or not group.reuse_on_scale_in:
+        return (
+            f"WarmPool.Instances[{instance_id}]: Node {node} of this warm-pool instance is Ready: "
             "kube-scheduler binds pods to an instance outside the group, which Spillway neither counts "
             "in the group nor drains (TerminateInstanceInAutoScalingGroup refuses warm-pool instances) "
             "and which Auto Scaling may replace with its pool (an instance refresh) without a drain; "
             "start kubelet only once the instance's lifecycle state is not Warmed:* (as kOps does)"
-            for iid in group.pooled_instances
-            if iid in ready
         )
-        out.append(replace(group, problems=(*group.problems, *found)) if found else group)
-    return out
+    state = dict(group.pooled_states).get(instance_id, "")
+    return (
+        f"WarmPool.Instances[{instance_id}]: Node {node} is still Ready though its instance, returned to "
+        f"the warm pool on scale-in (InstanceReusePolicy.ReuseOnScaleIn), is stopping there ({state}, "
+        f"PoolState {group.warm_pool_state}): the Node turns NotReady once node-monitor-grace-period "
+        "passes; until then kube-scheduler may bind pods to it (Ready and, unless cordoned, schedulable) "
+        "that do not run there, and Spillway plans no pod onto it"
+    )
 
 
 def scheduled_floors(actions: Iterable[ScheduledAction]) -> tuple[ScheduledFloor, ...]:
@@ -1642,6 +1694,10 @@ def node_group(
         warm_instances=warm_count(warm, itype),
         warm_ids=warm_ids(warm, itype),
         pooled_instances=tuple(sorted(i.InstanceId for i in warm.Instances)) if warm is not None else (),
+        pooled_states=tuple(sorted((i.InstanceId, i.LifecycleState) for i in warm.Instances))
+        if warm is not None
+        else (),
+        warm_pool_state=_pool_state(warm),
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),
@@ -1675,6 +1731,14 @@ def node_group(
         reuse_on_scale_in=_reuses_on_scale_in(asg, warm),
         **_instance_facts(asg, standing),
     )
+
+
+def _pool_state(warm: WarmPool | None) -> str:
+    """The warm pool's PoolState; Stopped when its configuration names none (PutWarmPool's default)."""
+    if warm is None:
+        return ""
+    config = warm.WarmPoolConfiguration
+    return (config.PoolState if config is not None else None) or "Stopped"
 
 
 def _reuses_on_scale_in(asg: AutoScalingGroup, warm: WarmPool | None) -> bool:

@@ -92,6 +92,9 @@ class WorkNode:
     victims: list[Victim] = field(default_factory=list)
     # its instance is being terminated by its group (NodeGroup.terminating_instances): no room for pods
     terminating: bool = False
+    # its instance is stopping or stopped in its group's warm pool (not NodeGroup.pooled_runs): no room
+    # for pods, though the Node stays Ready until node-monitor-grace-period passes
+    pool_stopping: bool = False
 
     @property
     def spot(self) -> Spot:
@@ -107,11 +110,14 @@ class WorkNode:
         deletion, as destinations (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go,
         ``SimulateScheduling``); so is one whose instance is ``Terminating*`` (it "can't be put back
         into service", EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle"), held
-        there by a terminate hook for up to its HeartbeatTimeout while no drain may have cordoned it."""
+        there by a terminate hook for up to its HeartbeatTimeout while no drain may have cordoned it; and
+        so is one whose instance stops in its warm pool (:attr:`pool_stopping`): a pod bound there does
+        not run."""
         return (
             self.info.ready
             and not self.info.deleting
             and not self.terminating
+            and not self.pool_stopping
             and self.starting is None
             and not self.info.unschedulable
             and not has_taint(self.info, DRAINING_TAINT)
@@ -600,6 +606,7 @@ def _work_nodes(
 ) -> dict[str, WorkNode]:
     by_instance = {iid: g for g in groups for iid in g.instance_ids}
     terminating = {iid for g in every_group for iid in g.terminating_instances}
+    stopping = {iid for g in every_group for iid in g.pooled_instances if not g.pooled_runs(iid)}
     out: dict[str, WorkNode] = {}
     for info in sorted(nodes, key=lambda n: n.name):
         instance = info.instance_id
@@ -610,6 +617,7 @@ def _work_nodes(
             shape=shape_of(info),
             starting=starting.get(info.name),
             terminating=instance in terminating,
+            pool_stopping=instance in stopping,
         )
     return out
 

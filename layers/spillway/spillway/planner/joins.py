@@ -100,15 +100,17 @@ class Joins:
 
 
 def warm_without_nodes(groups: Sequence[NodeGroup], nodes: Iterable[NodeInfo]) -> list[NodeGroup]:
-    """``groups`` with their warm instances less those whose Node is Ready (:attr:`NodeGroup.warm_ids`).
-    Such an instance (a Running pool whose bootstrap started kubelet at warm-up) is a node of the cluster
-    already: its room is free room, its pods run there. A scale-out that draws it adds no room, so it is
-    no warm new node for the expander, which otherwise sent a class to its group for nodes the pool did
-    not hold (the pods waited a plan for the draw, then for a cold launch)."""
+    """``groups`` with their warm instances less those whose Node is Ready (:attr:`NodeGroup.warm_ids`)
+    while they run in the pool (:meth:`NodeGroup.pooled_runs`). Such an instance (a Running pool whose
+    bootstrap started kubelet at warm-up) is a node of the cluster already: its room is free room, its
+    pods run there. A scale-out that draws it adds no room, so it is no warm new node for the expander,
+    which otherwise sent a class to its group for nodes the pool did not hold (the pods waited a plan for
+    the draw, then for a cold launch). One stopped in the pool whose Node is not NotReady yet holds no
+    room (:attr:`~spillway.planner.context.WorkNode.pool_stopping`): drawn, it is a new node."""
     ready = {n.instance_id for n in nodes if n.ready and n.instance_id}
     out = []
     for group in groups:
-        taken = sum(1 for iid in group.warm_ids if iid in ready)
+        taken = sum(1 for iid in group.warm_ids if iid in ready and group.pooled_runs(iid))
         out.append(replace(group, warm_instances=max(0, group.warm_instances - taken)) if taken else group)
     return out
 

@@ -284,8 +284,8 @@ class Limits:
         registered: dict[GroupKey, int] = {}  # group -> its nodes charged here, Ready or not
         pooled = {iid for g in self.ctx.groups for iid in g.pooled_instances}
         for node in self.ctx.nodes.values():
-            if node.info.instance_id in pooled and not node.info.ready:
-                continue  # stopped in a warm pool: no capacity; drawn, it is the node a raise adds
+            if node.pool_stopping or (node.info.instance_id in pooled and not node.info.ready):
+                continue  # stopped or stopping in a warm pool: no capacity; drawn, it is the node a raise adds
             if node.group is not None:
                 registered[node.group.key] = registered.get(node.group.key, 0) + 1
             self._count_node(node, shares)

@@ -78,7 +78,7 @@ def _unmanaged(ctx: Context, node: WorkNode) -> Verdict:
     if refused is not None:
         return codes.UNMANAGED, f"group {refused.name} is not scaled by Spillway: {refused.refusal}"
     pooled = ctx.pooled_by_instance.get(node.info.instance_id or "")
-    if pooled is not None:  # its kubelet started at warm-up (the group's problems name it)
+    if pooled is not None:  # started at warm-up, or back from service (the group's problems name it)
         return codes.UNMANAGED, (
             f"instance {node.info.instance_id} is in the warm pool of group {pooled.name} ({pooled.region}), "
             "outside the group: Spillway does not drain it (TerminateInstanceInAutoScalingGroup refuses "
