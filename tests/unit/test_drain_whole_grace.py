@@ -208,3 +208,27 @@ def test_whole_grace_names_pods_the_drain_moves_and_never_comes_with_leaving(
     with pytest.raises(InvalidDrainRequest, match=words) as caught:
         parse_request({"cluster": CLUSTER, "node": NODE, **request_})
     assert caught.value.field == "whole_grace"
+
+
+def test_a_critical_pod_moved_at_a_cost_waits_for_the_others_and_then_may_have_too_little_left(
+    rig: Rig, graces: dict[str, list[int]]
+) -> None:
+    """The sequence the planner now judges (spillway.planner.disruption.waits_for_others): deadline 90 s,
+    a 30 s pod and a 30 s critical pod, each 30 + 60 within 90. The first round, 45 s in (the cordon step
+    and the round's own start), evicts web-0 and holds coredns-0 until web-0 is gone; 30 s later 15 s are
+    left, less than coredns-0's grace: the drain gives up, web-0 moved for nothing."""
+    rig.api.kubelet_exit_delay = 10**6  # each pod terminating until its grace is over
+    grace_pod(rig, "web-0", 30, app="web")
+    grace_pod(rig, "coredns-0", 30, app="coredns", priority=2_000_000_000)
+    both = ["team-a/web-0", "team-a/coredns-0"]
+    drain = rig.cordoned(**consolidation(pods=both, whole_grace=both, deadline_seconds=90))
+    rig.clock.advance(45)
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"] and graces == {"team-a/web-0": [30]}
+    rig.clock.advance(31)  # web-0's grace is over: gone
+
+    with pytest.raises(
+        DrainTimeout, match=r"team-a/coredns-0 has terminationGracePeriodSeconds 30 and only 14 s"
+    ):
+        rig.drainer.evict(drain, first)
+    assert rig.api.get("Pod", "web-0", "team-a") is None and running(rig, "coredns-0")

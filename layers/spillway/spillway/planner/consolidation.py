@@ -54,7 +54,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from spillway.config import EMPTY, UNDERUTILIZED, BudgetReason
-from spillway.model.cluster import ClusterSnapshot, PodInfo
+from spillway.model.cluster import ClusterSnapshot, PodInfo, is_critical
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
@@ -72,6 +72,7 @@ from spillway.planner.disruption import (
     elastic_room,
     keeps_node_busy,
     leaving_within,
+    waits_for_others,
 )
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
@@ -382,7 +383,8 @@ class Consolidation:
         plan: make room asks again for every new node it tries to swap)."""
         name = node.info.name
         if name not in self._moves:
-            self._moves[name] = [(pod, self._move(pod, node)) for pod in self.on_node.get(name, ())]
+            judged = [(pod, self._move(pod, node)) for pod in self.on_node.get(name, ())]
+            self._moves[name] = waits_for_others(judged, self.ctx.now, self.ctx.config.drain_deadline_seconds)
         return self._moves[name]
 
     def _pinning(self, node: WorkNode) -> str:
@@ -396,6 +398,8 @@ class Consolidation:
         name = node.info.name
         window = self.ctx.config_for(node.group).consolidation_recent_pods_minutes
         kept = self._moves.get(name)
+        if kept is None and any(is_critical(p.priority) for p in self.on_node.get(name, ())):
+            kept = self.moves(node)  # a critical pod's move depends on the others' (waits_for_others)
         moves = iter(kept) if kept is not None else self._judged(node)
         judged: list[tuple[PodInfo, Move]] | None = []
         for pod, move in moves:
