@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from plan_world import World
-from test_planner_consolidation import UNDER, half_full, replicas
+from test_planner_consolidation import UNDER, half_full, replicas, tag
 from test_planner_makeroom import _full_with_grace
 from test_planning import record_metrics
 from test_scheduled_shrink import SOON, planned, replica, web
@@ -122,6 +122,19 @@ def test_no_problem_where_no_group_consolidates_when_underutilized() -> None:
     assert _problems(89) == []  # when-empty (the default) moves no pod at a cost
 
 
+def _tagged_problems(value: str, **config: Any) -> int:
+    w, _ = half_full()
+    tag(w, "cpu", "spillway.io/consolidation", value)
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=89, **config)
+    return sum(p.kind == DRAIN_DEADLINE_TOO_SHORT for p in result.problems)
+
+
+def test_the_problem_reads_a_groups_own_mode_as_consolidation_does() -> None:
+    """A group's spillway.io/consolidation tag decides over the configuration (consolidation.group_mode)."""
+    assert _tagged_problems("when-underutilized") == 1
+    assert _tagged_problems("off", **UNDER) == 0
+
+
 def test_the_problem_is_counted_under_its_own_kind() -> None:
     w, _ = half_full()
     short = summarize(w.plan(drain_deadline_seconds=60, **UNDER), "us-east-1").to_dict()
@@ -210,7 +223,10 @@ def test_critical_is_the_drains_definition_system_node_critical_too() -> None:
     """The planner reads the drain's definition (spillway.model.cluster.is_critical): system-node-critical
     (1000 above) waits too; the highest priority a user's class may have does not."""
     other = info(30, name="web-0")
-    assert _moves(info(30, CRITICAL + 1000, "dns-0"), other, deadline=119)["ml/dns-0"] == codes.POD_GRACE_PAST_DEADLINE
+    assert (
+        _moves(info(30, CRITICAL + 1000, "dns-0"), other, deadline=119)["ml/dns-0"]
+        == codes.POD_GRACE_PAST_DEADLINE
+    )
     assert _moves(info(30, 1_000_000_000, "dns-0"), other, deadline=90)["ml/dns-0"] == codes.POD_SAFE_TO_EVICT
     # two critical pods wait for the others, not for each other
     assert set(_moves(info(30, CRITICAL, "dns-0"), info(30, CRITICAL, "csi-0"), deadline=90).values()) == {

@@ -149,6 +149,8 @@ def is_critical(priority: int) -> bool:
     (``spillway.act.drain._critical_held``) and the planner judges so (``spillway.planner.disruption
     .waits_for_others``): the one definition both read."""
     return priority >= SYSTEM_CRITICAL_PRIORITY
+
+
 STUCK_MARGIN = timedelta(seconds=30)
 
 

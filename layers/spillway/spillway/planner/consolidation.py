@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from spillway.config import EMPTY, UNDERUTILIZED, BudgetReason
+from spillway.config import EMPTY, UNDERUTILIZED, BudgetReason, PlannerConfig
 from spillway.model.cluster import ClusterSnapshot, PodInfo, is_critical
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
@@ -93,10 +93,16 @@ Trial = tuple[dict[GroupKey, list[Bin]], set[str], Planned, set[str]]
 
 
 def mode(ctx: Context, group: NodeGroup | None) -> str:
-    """The group's consolidation mode: its tag's, else the configuration's."""
+    """The group's consolidation mode: its tag's, else the configuration's (:func:`group_mode`)."""
+    return group_mode(ctx.config, group)
+
+
+def group_mode(config: PlannerConfig, group: NodeGroup | None) -> str:
+    """The group's consolidation mode under ``config``: its tag's, else the configuration's. The one
+    definition: the plan's problems (``spillway.planner.core.drain_deadline_problem``) read it too."""
     if group is not None and group.consolidation is not None:
         return group.consolidation
-    return ctx.config.consolidation
+    return config.consolidation
 
 
 # --- budgets ------------------------------------------------------------------------------------
