@@ -113,19 +113,13 @@ def test_a_lifecycle_drain_needs_its_instance_waiting_for_the_hook(rig: Rig) -> 
     assert rig.writes() == []
 
 
-def test_a_lifecycle_drain_of_a_warm_pool_instance_with_a_node_drains_it_and_completes_the_action(
-    rig: Rig,
-) -> None:
-    """A warm pool kept ``Warmed:Running`` runs its instances, and one whose user data joins the cluster
-    has a Node that takes pods. When the pool terminates it (it shrinks, an instance refresh), the hook
-    holds it in ``Warmed:Terminating:Wait`` (EC2 Auto Scaling API Reference,
-    AutoScalingInstanceDetails.LifecycleState; the lifecycle event's Origin is ``WarmPool``). The drain
-    took only ``Terminating:Wait`` for a waiting action: it refused the drain as stale, and the pods
-    were killed when the hook timed out. It is drained and the action completed like any other."""
+def drained_and_completed_in(rig: Rig, state: str) -> None:
+    """The hook holds INSTANCE in ``state``: the drain takes it as a waiting action, evicts the node's
+    pod and completes the action with CONTINUE, terminating nothing itself."""
     held(rig)
     for instance in rig.cloud.groups[("us-east-1", "general")]["Instances"]:
         if instance["InstanceId"] == INSTANCE:
-            instance["LifecycleState"] = "Warmed:Terminating:Wait"
+            instance["LifecycleState"] = state
     rig.pod("web-1")
     out = rig.drainer.validate(request())
     drain = Drain.model_validate(out["drain"])
@@ -135,6 +129,18 @@ def test_a_lifecycle_drain_of_a_warm_pool_instance_with_a_node_drains_it_and_com
     assert done["hooks"] == [{"hook": HOOK, "result": "CONTINUE"}]
     assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
     assert rig.cloud.called("terminate_instance") == []
+
+
+def test_a_lifecycle_drain_of_a_warm_pool_instance_with_a_node_drains_it_and_completes_the_action(
+    rig: Rig,
+) -> None:
+    """A warm pool kept ``Warmed:Running`` runs its instances, and one whose user data joins the cluster
+    has a Node that takes pods. When the pool terminates it (it shrinks, an instance refresh), the hook
+    holds it in ``Warmed:Terminating:Wait`` (EC2 Auto Scaling API Reference,
+    AutoScalingInstanceDetails.LifecycleState; the lifecycle event's Origin is ``WarmPool``). The drain
+    took only ``Terminating:Wait`` for a waiting action: it refused the drain as stale, and the pods
+    were killed when the hook timed out. It is drained and the action completed like any other."""
+    drained_and_completed_in(rig, "Warmed:Terminating:Wait")
 
 
 def test_a_lifecycle_drain_of_an_instance_its_warm_pool_takes_back_on_scale_in_drains_and_completes(
@@ -147,19 +153,7 @@ def test_a_lifecycle_drain_of_an_instance_its_warm_pool_takes_back_on_scale_in_d
     warm pool pauses ... at the Warmed:Pending:Wait state for the EC2_INSTANCE_TERMINATING lifecycle
     action"). The drain took only the two Terminating wait states for a waiting action: it refused the
     drain as stale, the hook timed out, and the instance was stopped with its pods on it."""
-    held(rig)
-    for instance in rig.cloud.groups[("us-east-1", "general")]["Instances"]:
-        if instance["InstanceId"] == INSTANCE:
-            instance["LifecycleState"] = "Warmed:Pending:Wait"
-    rig.pod("web-1")
-    out = rig.drainer.validate(request())
-    drain = Drain.model_validate(out["drain"])
-    rig.drainer.cordon(drain)
-    assert rig.drainer.evict(drain)["evicted"] == ["team-a/web-1"]
-    done = rig.drainer.complete_lifecycle(drain)
-    assert done["hooks"] == [{"hook": HOOK, "result": "CONTINUE"}]
-    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
-    assert rig.cloud.called("terminate_instance") == []
+    drained_and_completed_in(rig, "Warmed:Pending:Wait")
 
 
 def test_a_lifecycle_drain_evicts_then_completes_the_action_with_continue_and_never_terminates(

@@ -60,6 +60,18 @@ def consolidation(**more: Any) -> dict[str, Any]:
             "deadline_seconds": 900, "poll_seconds": 15, **more}  # fmt: skip
 
 
+def lifted_after(rig: Rig, request: dict[str, Any], seconds: int) -> dict[str, Any]:
+    """train-0 (600 s of grace) behind a budget that allows no disruption, drained by ``request``: the
+    first round is held, the budget lifted ``seconds`` later, and the second round's outcome."""
+    grace_pod(rig, "train-0", 600)
+    blocked_by_budget(rig)
+    drain = rig.cordoned(**request)
+    first = rig.drainer.evict(drain)
+    rig.clock.advance(seconds)
+    lift_budget(rig)
+    return rig.drainer.evict(drain, first)
+
+
 def running(rig: Rig, name: str) -> bool:
     pod = rig.api.get("Pod", name, "team-a")
     return pod is not None and not pod["metadata"].get("deletionTimestamp")
@@ -97,14 +109,7 @@ def test_a_consolidation_gives_up_rather_than_evict_a_pod_it_moves_with_a_shorte
 def test_the_same_budget_lifted_in_time_lets_the_pod_go_with_its_whole_grace(
     rig: Rig, graces: dict[str, list[int]]
 ) -> None:
-    grace_pod(rig, "train-0", 600)
-    blocked_by_budget(rig)
-    drain = rig.cordoned(**consolidation())
-    first = rig.drainer.evict(drain)
-    rig.clock.advance(300)
-    lift_budget(rig)
-
-    second = rig.drainer.evict(drain, first)
+    second = lifted_after(rig, consolidation(), 300)
 
     assert second["evicted"] == [TRAIN] and graces == {TRAIN: [600, 600]}
 
@@ -123,36 +128,22 @@ def test_a_pod_whose_grace_equals_the_deadline_makes_the_consolidation_give_up_a
     assert graces == {} and running(rig, "train-0")
 
 
-def test_a_spot_notices_drain_still_cuts_the_grace_to_the_time_left(
-    rig: Rig, graces: dict[str, list[int]]
+@pytest.mark.parametrize(
+    "request_",
+    [
+        # a Spot notice's: the instance goes whatever the drain does, what is left of the grace beats none
+        {"leaving": True, "notice": "rebalance", "deadline_seconds": 900, "poll_seconds": 15},
+        # a scheduled-shrink drain names its pods without whole_grace (act.planning.drain_item): Auto
+        # Scaling terminates the node undrained when the action runs; so does an older build's consolidation
+        consolidation(whole_grace=[]),
+    ],
+    ids=["spot-notice", "ahead-of-a-scheduled-action"],
+)
+def test_a_drain_without_whole_grace_still_cuts_the_grace_to_the_time_left(
+    rig: Rig, graces: dict[str, list[int]], request_: dict[str, Any]
 ) -> None:
-    """The instance goes whatever the drain does: what is left of the grace beats none."""
-    grace_pod(rig, "train-0", 600)
-    blocked_by_budget(rig)
-    drain = rig.cordoned(leaving=True, notice="rebalance", deadline_seconds=900, poll_seconds=15)
-    first = rig.drainer.evict(drain)
-    rig.clock.advance(400)
-    lift_budget(rig)
-
-    second = rig.drainer.evict(drain, first)
-
-    assert second["evicted"] == [TRAIN] and graces == {TRAIN: [600, 500]}
-
-
-def test_a_drain_ahead_of_a_scheduled_action_still_cuts_the_grace_to_the_time_left(
-    rig: Rig, graces: dict[str, list[int]]
-) -> None:
-    """A scheduled-shrink drain names its pods without whole_grace (act.planning.drain_item): Auto
-    Scaling terminates the node undrained when the action runs, so a cut grace beats none. So does an
-    older build's consolidation, whose request has no whole_grace."""
-    grace_pod(rig, "train-0", 600)
-    blocked_by_budget(rig)
-    drain = rig.cordoned(**consolidation(whole_grace=[]))
-    first = rig.drainer.evict(drain)
-    rig.clock.advance(400)
-    lift_budget(rig)
-
-    second = rig.drainer.evict(drain, first)
+    """A budget holds train-0 400 s of the 900: it is evicted then with the 500 s left of its 600."""
+    second = lifted_after(rig, request_, 400)
 
     assert second["evicted"] == [TRAIN] and graces == {TRAIN: [600, 500]}
 
@@ -208,3 +199,27 @@ def test_whole_grace_names_pods_the_drain_moves_and_never_comes_with_leaving(
     with pytest.raises(InvalidDrainRequest, match=words) as caught:
         parse_request({"cluster": CLUSTER, "node": NODE, **request_})
     assert caught.value.field == "whole_grace"
+
+
+def test_a_critical_pod_moved_at_a_cost_waits_for_the_others_and_then_may_have_too_little_left(
+    rig: Rig, graces: dict[str, list[int]]
+) -> None:
+    """The sequence the planner now judges (spillway.planner.disruption.waits_for_others): deadline 90 s,
+    a 30 s pod and a 30 s critical pod, each 30 + 60 within 90. The first round, 45 s in (the cordon step
+    and the round's own start), evicts web-0 and holds coredns-0 until web-0 is gone; 30 s later 15 s are
+    left, less than coredns-0's grace: the drain gives up, web-0 moved for nothing."""
+    rig.api.kubelet_exit_delay = 10**6  # each pod terminating until its grace is over
+    grace_pod(rig, "web-0", 30, app="web")
+    grace_pod(rig, "coredns-0", 30, app="coredns", priority=2_000_000_000)
+    both = ["team-a/web-0", "team-a/coredns-0"]
+    drain = rig.cordoned(**consolidation(pods=both, whole_grace=both, deadline_seconds=90))
+    rig.clock.advance(45)
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"] and graces == {"team-a/web-0": [30]}
+    rig.clock.advance(31)  # web-0's grace is over: gone
+
+    with pytest.raises(
+        DrainTimeout, match=r"team-a/coredns-0 has terminationGracePeriodSeconds 30 and only 14 s"
+    ):
+        rig.drainer.evict(drain, first)
+    assert rig.api.get("Pod", "web-0", "team-a") is None and running(rig, "coredns-0")

@@ -258,12 +258,18 @@ def test_an_unsettled_gang_gives_back_its_instances_but_no_capacity_it_may_never
     assert w.desired == 3 and out["desired"] == 3
 
 
-def test_the_scale_up_state_machine_ends_an_unsettled_group_without_backing_it_off() -> None:
+def ends_without_backoff(outcome: str) -> bool:
+    """The scale-up state machine's choice on ``outcome`` leads to a Pass that ends the group's branch
+    with that outcome (no Fail, no back-off step)."""
     machine = json.loads((Path(__file__).parents[2] / "statemachines" / "scale_up.asl.json").read_text())
     states = machine["States"]["Groups"]["ItemProcessor"]["States"]
-    choice = next(c for c in states["Launched?"]["Choices"] if c.get("StringEquals") == "unsettled")
+    choice = next(c for c in states["Launched?"]["Choices"] if c.get("StringEquals") == outcome)
     end = states[choice["Next"]]
-    assert end["Type"] == "Pass" and end.get("End") and end["Parameters"]["outcome"] == "unsettled"
+    return bool(end["Type"] == "Pass" and end.get("End") and end["Parameters"]["outcome"] == outcome)
+
+
+def test_the_scale_up_state_machine_ends_an_unsettled_group_without_backing_it_off() -> None:
+    assert ends_without_backoff("unsettled")
 
 
 # --- the raise marker's own write whose answer was lost -------------------------------------------
@@ -352,11 +358,7 @@ def test_a_raise_a_scheduled_action_took_back_is_no_launch_failure_and_backs_not
 
 
 def test_the_scale_up_state_machine_ends_a_resized_group_without_backing_it_off() -> None:
-    machine = json.loads((Path(__file__).parents[2] / "statemachines" / "scale_up.asl.json").read_text())
-    states = machine["States"]["Groups"]["ItemProcessor"]["States"]
-    choice = next(c for c in states["Launched?"]["Choices"] if c.get("StringEquals") == "resized")
-    end = states[choice["Next"]]
-    assert end["Type"] == "Pass" and end.get("End") and end["Parameters"]["outcome"] == "resized"
+    assert ends_without_backoff("resized")
 
 
 def test_a_scheduled_cut_that_leaves_the_raise_standing_does_not_end_its_wait() -> None:

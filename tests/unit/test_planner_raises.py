@@ -89,6 +89,23 @@ def test_a_backed_off_group_has_no_raise_under_way_and_its_pods_go_elsewhere() -
     assert scale_up(again)["cpu-west"][:2] == (0, 3) and "us-east-1/cpu-east" not in again.state.raises
 
 
+def raised_three_minutes_ago() -> tuple[World, list[str]]:
+    """cpu-east at DesiredCapacity 1, three pending pods of a node each, and the raise to 3 that the
+    plan of three minutes ago made (the snapshot does not show it yet)."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=1)
+    pods = w.pods("web", 3, **BIG)
+    w.state["raises"] = {
+        "us-east-1/cpu-east": {
+            "to": 3,
+            "since": (NOW - timedelta(minutes=3)).isoformat(),
+            "group": "cpu-east",
+            "region": "us-east-1",
+        }
+    }
+    return w, pods
+
+
 def test_a_scheduled_action_that_set_the_groups_size_since_the_raise_ends_it() -> None:
     """A raise to 3 three minutes ago; at 11:59 a recurring scheduled action set DesiredCapacity 1, which
     the snapshot shows. Auto Scaling set the size over the raise, so the nodes the raise asked for are
@@ -99,18 +116,7 @@ def test_a_scheduled_action_that_set_the_groups_size_since_the_raise_ends_it() -
     from spillway.model.schedule import ScheduledFloor
     from spillway.planner import plan
 
-    w = World()
-    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=1)
-    pods = w.pods("web", 3, **BIG)
-    since = NOW - timedelta(minutes=3)
-    w.state["raises"] = {
-        "us-east-1/cpu-east": {
-            "to": 3,
-            "since": since.isoformat(),
-            "group": "cpu-east",
-            "region": "us-east-1",
-        }
-    }
+    w, pods = raised_three_minutes_ago()
 
     def planned(action: ScheduledFloor) -> Any:
         snapshot, groups, cfg, state = w.parsed()
@@ -138,17 +144,7 @@ def test_a_scheduled_action_that_sets_max_size_above_the_raise_leaves_it_under_w
     from spillway.model.schedule import ScheduledFloor
     from spillway.planner import plan
 
-    w = World()
-    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=1)
-    pods = w.pods("web", 3, **BIG)
-    w.state["raises"] = {
-        "us-east-1/cpu-east": {
-            "to": 3,
-            "since": (NOW - timedelta(minutes=3)).isoformat(),
-            "group": "cpu-east",
-            "region": "us-east-1",
-        }
-    }
+    w, pods = raised_three_minutes_ago()
     for action in (
         ScheduledFloor("limits", min_size=0, max_size=10, recurrence="59 11 * * *"),
         ScheduledFloor("morning", desired=4, recurrence="59 11 * * *"),
@@ -192,28 +188,14 @@ def test_a_one_time_action_gone_from_the_snapshot_ends_the_raise_it_cut() -> Non
     again rather than counted as launching until the claim window ends (the pods waited for nothing).
     A scheduled cut from before the raise, or one that left the raise's size standing, ends nothing."""
 
-    def raised() -> tuple[World, list[str]]:
-        w = World()
-        w.group("cpu-east", "m5.2xlarge", max_size=10, desired=1)
-        pods = w.pods("web", 3, **BIG)
-        w.state["raises"] = {
-            "us-east-1/cpu-east": {
-                "to": 3,
-                "since": (NOW - timedelta(minutes=3)).isoformat(),
-                "group": "cpu-east",
-                "region": "us-east-1",
-            }
-        }
-        return w, pods
-
     for when, change in ((4, (3, 1)), (1, (6, 4))):
-        w, pods = raised()
+        w, pods = raised_three_minutes_ago()
         _terminate_for_schedule(w, when, change)
         result = w.plan()
         assert result.scale_up == (), when
         assert {pending_codes(result)[p] for p in pods} == {"fits-launching"}
 
-    w, pods = raised()
+    w, pods = raised_three_minutes_ago()
     _terminate_for_schedule(w, 1, (3, 1))
     ran = w.plan()
 

@@ -6,11 +6,12 @@ says when the deadline is too short for any ordinary pod to move."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from plan_world import World
-from test_planner_consolidation import UNDER, half_full, replicas
+from test_planner_consolidation import UNDER, half_full, replicas, tag
 from test_planner_makeroom import _full_with_grace
 from test_planning import record_metrics
 from test_scheduled_shrink import SOON, planned, replica, web
@@ -21,15 +22,15 @@ from spillway.model.cluster import PodInfo
 from spillway.model.k8s import Pod
 from spillway.model.schedule import ScheduledFloor
 from spillway.planner import codes
-from spillway.planner.disruption import GRACE_MARGIN_SECONDS, assess_move, cut_short
+from spillway.planner.disruption import GRACE_MARGIN_SECONDS, assess_move, cut_short, waits_for_others
 from spillway.planner.types import DRAIN_DEADLINE_TOO_SHORT
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 SAFE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
 
 
-def info(grace: int, priority: int = 0) -> PodInfo:
-    raw = objects.pod("ckpt-0", "ml", node_name="ip-10-0-0-1.ec2.internal", owner=("ReplicaSet", "ckpt-5d9c"),
+def info(grace: int, priority: int = 0, name: str = "ckpt-0") -> PodInfo:
+    raw = objects.pod(name, "ml", node_name="ip-10-0-0-1.ec2.internal", owner=("ReplicaSet", "ckpt-5d9c"),
                       annotations=SAFE)  # fmt: skip
     raw["spec"]["terminationGracePeriodSeconds"] = grace
     raw["spec"]["priority"] = priority
@@ -121,9 +122,121 @@ def test_no_problem_where_no_group_consolidates_when_underutilized() -> None:
     assert _problems(89) == []  # when-empty (the default) moves no pod at a cost
 
 
+def _tagged_problems(value: str, **config: Any) -> int:
+    w, _ = half_full()
+    tag(w, "cpu", "spillway.io/consolidation", value)
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=89, **config)
+    return sum(p.kind == DRAIN_DEADLINE_TOO_SHORT for p in result.problems)
+
+
+def test_the_problem_reads_a_groups_own_mode_as_consolidation_does() -> None:
+    """A group's spillway.io/consolidation tag decides over the configuration (consolidation.group_mode)."""
+    assert _tagged_problems("when-underutilized") == 1
+    assert _tagged_problems("off", **UNDER) == 0
+
+
 def test_the_problem_is_counted_under_its_own_kind() -> None:
     w, _ = half_full()
     short = summarize(w.plan(drain_deadline_seconds=60, **UNDER), "us-east-1").to_dict()
     assert record_metrics({"summary": short})[DRAIN_DEADLINE_TOO_SHORT] == 1.0
     clean = summarize(w.plan(**UNDER), "us-east-1").to_dict()
     assert record_metrics({"summary": clean})[DRAIN_DEADLINE_TOO_SHORT] == 0.0
+
+
+# --- a critical pod waits for the others ----------------------------------------------------------------
+
+CRITICAL = 2_000_000_000  # system-cluster-critical's value (Kubernetes' SystemCriticalPriority)
+WAITS = "evicted only once the node's other pods are gone"
+
+
+def _critical_beside(grace: int, critical_grace: int, other_priority: int = 0) -> tuple[World, str]:
+    """Two nodes: one runs a 500m replica of ``grace`` (none when 0) and a movable critical one (as
+    CoreDNS) of ``critical_grace``, both fitting on the other, which runs 4000m that may not move."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    pods = (("web", other_priority, grace), ("dns", CRITICAL, critical_grace))
+    for name, priority, seconds in pods if grace else pods[1:]:
+        replicas(w, a, name, 1, cpu="500m", priority=priority)
+        w.items[-1]["spec"]["terminationGracePeriodSeconds"] = seconds
+    replicas(w, b, "api", 1, cpu="4000m", annotations={})  # of no kind known to move: b stays
+    return w, a
+
+
+def _judged(
+    deadline: float, grace: int = 30, critical_grace: int = 30, other_priority: int = 0
+) -> tuple[str, str]:
+    w, node = _critical_beside(grace, critical_grace, other_priority)
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=deadline, **UNDER)
+    if any(d.node == node for d in result.drain):
+        return "drained", ""
+    (kept,) = [k for k in result.kept if k.node == node]
+    return "kept", kept.reason
+
+
+def test_a_critical_pod_moved_at_a_cost_needs_the_others_grace_before_its_own() -> None:
+    """The drain evicts a critical pod only once the others are gone (spillway.act.drain): at 90 s each
+    pod's 30 s + 60 s fitted, the drain moved web, waited its 30 s, then had less than dns's 30 s left and
+    gave up, web moved for nothing. It needs 30 + 30 + 60 = 120 s."""
+    verdict, reason = _judged(119)
+    assert verdict == "kept" and WAITS in reason
+    assert (
+        "up to 30 s after its drain evicts them (default/web-0's terminationGracePeriodSeconds 30)" in reason
+    )
+    assert "runs default/dns-0" in reason and "deadline (119 s" in reason
+    assert _judged(120) == ("drained", "")
+
+
+def test_the_wait_is_the_other_pods_grace_an_expendable_ones_too() -> None:
+    assert _judged(219, grace=100, critical_grace=60)[1].count(WAITS) == 1
+    assert _judged(220, grace=100, critical_grace=60) == ("drained", "")
+    # an expendable pod moves free, but the drain still waits for it to go before the critical one
+    assert _judged(389, grace=300, other_priority=-100)[1].count(WAITS) == 1
+    assert _judged(390, grace=300, other_priority=-100) == ("drained", "")
+
+
+def test_a_critical_pod_alone_waits_for_nobody() -> None:
+    assert _judged(90, grace=0) == ("drained", "")
+    verdict, reason = _judged(89, grace=0)
+    assert (
+        verdict == "kept" and "terminationGracePeriodSeconds 30 plus 60 s" in reason and WAITS not in reason
+    )
+
+
+def _moves(*pods: PodInfo, deadline: float = 120) -> dict[str, str]:
+    judged = [(p, assess_move(p, None, None, NOW, -10, deadline=deadline)) for p in pods]
+    return {p.key: m.code for p, m in waits_for_others(judged, NOW, deadline)}
+
+
+def test_a_terminating_pod_is_waited_for_until_its_deletion_timestamp() -> None:
+    """The drain holds the critical pod while the other is terminating too: 40 s more of it and 30 s of
+    grace need 130 s; 30 s more fit 120 s."""
+    dns = info(30, CRITICAL, "dns-0")
+    leaving = replace(info(30, name="old-0"), terminating=True, leaves_at=NOW + timedelta(seconds=40))
+    assert _moves(dns, leaving)["ml/dns-0"] == codes.POD_GRACE_PAST_DEADLINE
+    assert (
+        _moves(dns, replace(leaving, leaves_at=NOW + timedelta(seconds=30)))["ml/dns-0"]
+        == codes.POD_SAFE_TO_EVICT
+    )
+
+
+def test_critical_is_the_drains_definition_system_node_critical_too() -> None:
+    """The planner reads the drain's definition (spillway.model.cluster.is_critical): system-node-critical
+    (1000 above) waits too; the highest priority a user's class may have does not."""
+    other = info(30, name="web-0")
+    assert (
+        _moves(info(30, CRITICAL + 1000, "dns-0"), other, deadline=119)["ml/dns-0"]
+        == codes.POD_GRACE_PAST_DEADLINE
+    )
+    assert _moves(info(30, 1_000_000_000, "dns-0"), other, deadline=90)["ml/dns-0"] == codes.POD_SAFE_TO_EVICT
+    # two critical pods wait for the others, not for each other
+    assert set(_moves(info(30, CRITICAL, "dns-0"), info(30, CRITICAL, "csi-0"), deadline=90).values()) == {
+        codes.POD_SAFE_TO_EVICT
+    }
+
+
+def test_no_deadline_no_wait_a_drain_ahead_of_an_action_cuts_the_grace() -> None:
+    judged = [
+        (p, assess_move(p, None, None, NOW, -10))
+        for p in (info(30, CRITICAL, "dns-0"), info(900, name="w-0"))
+    ]
+    assert waits_for_others(judged, NOW, None) == judged

@@ -138,6 +138,7 @@ from spillway.model.cluster import (
     PodInfo,
     cordoned_for,
     instance_id_from_provider_id,
+    is_critical,
 )
 from spillway.model.drain import (
     DEFAULT_LIFECYCLE_HOOKS,
@@ -1645,26 +1646,24 @@ def _remaining(
     return remaining
 
 
-# Kubernetes' SystemCriticalPriority (pkg/apis/scheduling/types.go): the value of system-cluster-critical;
-# system-node-critical's is 1000 above it, and a user's PriorityClass may be at most 1000000000
-SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 CRITICAL_LAST = "critical (priority class system-cluster-critical or system-node-critical): evicted once the other pods are gone"
 
 
 def _critical_held(verdicts: Sequence[PodVerdict]) -> dict[str, str]:
     """The critical pods a round does not evict yet (pod → why): while any other pod is still on the
-    node (to evict, terminating, or kept), none. A critical pod (priority at least
-    SystemCriticalPriority, which only the system-cluster-critical and system-node-critical classes
+    node (to evict, terminating, or kept), none. A critical pod (:func:`~spillway.model.cluster.is_critical`:
+    priority at least SystemCriticalPriority, which only the system-cluster-critical and system-node-critical classes
     give: CoreDNS, a CSI or CNI controller) serves the others while they shut down; Karpenter evicts
     such pods only once the rest are gone (kubernetes-sigs/karpenter
     pkg/controllers/node/termination/terminator/terminator.go, groupPodsByPriority), as the kubelet's
     graceful node shutdown stops them last (kubernetes/kubernetes pkg/kubelet/types IsCriticalPod).
-    A forced drain at its deadline has no time for turns and evicts all (the caller's ``left`` 0)."""
-    critical = [v for v in verdicts if v.priority >= SYSTEM_CRITICAL_PRIORITY]
-    others_left = any(v.action != "ignore" and v.priority < SYSTEM_CRITICAL_PRIORITY for v in verdicts)
+    A forced drain at its deadline has no time for turns and evicts all (the caller's ``left`` 0). The
+    planner judges a node so: a critical pod it moves at a cost must have its grace left once the others
+    had theirs (:func:`spillway.planner.disruption.waits_for_others`)."""
+    others_left = any(v.action != "ignore" and not is_critical(v.priority) for v in verdicts)
     if not others_left:
         return {}
-    return {v.pod: CRITICAL_LAST for v in critical if v.action == "evict"}
+    return {v.pod: CRITICAL_LAST for v in verdicts if is_critical(v.priority) and v.action == "evict"}
 
 
 OUT_OF_TIME = "not evicted: the deadline has come"

@@ -138,6 +138,19 @@ def format_time(value: datetime | None) -> str | None:
 
 
 DEFAULT_GRACE_SECONDS = 30  # a pod's terminationGracePeriodSeconds when it gives none
+# Kubernetes' SystemCriticalPriority (pkg/apis/scheduling/types.go): the value of system-cluster-critical;
+# system-node-critical's is 1000 above it, and a user's PriorityClass may be at most 1000000000
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+
+
+def is_critical(priority: int) -> bool:
+    """A critical pod's priority (system-cluster-critical or system-node-critical: CoreDNS, a CSI or
+    CNI controller), which a drain evicts only once the node's other pods are gone
+    (``spillway.act.drain._critical_held``) and the planner judges so (``spillway.planner.disruption
+    .waits_for_others``): the one definition both read."""
+    return priority >= SYSTEM_CRITICAL_PRIORITY
+
+
 STUCK_MARGIN = timedelta(seconds=30)
 
 

@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from spillway.config import EMPTY, UNDERUTILIZED, BudgetReason
-from spillway.model.cluster import ClusterSnapshot, PodInfo
+from spillway.config import EMPTY, UNDERUTILIZED, BudgetReason, PlannerConfig
+from spillway.model.cluster import ClusterSnapshot, PodInfo, is_critical
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
@@ -72,6 +72,7 @@ from spillway.planner.disruption import (
     elastic_room,
     keeps_node_busy,
     leaving_within,
+    waits_for_others,
 )
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
@@ -92,10 +93,16 @@ Trial = tuple[dict[GroupKey, list[Bin]], set[str], Planned, set[str]]
 
 
 def mode(ctx: Context, group: NodeGroup | None) -> str:
-    """The group's consolidation mode: its tag's, else the configuration's."""
+    """The group's consolidation mode: its tag's, else the configuration's (:func:`group_mode`)."""
+    return group_mode(ctx.config, group)
+
+
+def group_mode(config: PlannerConfig, group: NodeGroup | None) -> str:
+    """The group's consolidation mode under ``config``: its tag's, else the configuration's. The one
+    definition: the plan's problems (``spillway.planner.core.drain_deadline_problem``) read it too."""
     if group is not None and group.consolidation is not None:
         return group.consolidation
-    return ctx.config.consolidation
+    return config.consolidation
 
 
 # --- budgets ------------------------------------------------------------------------------------
@@ -382,7 +389,8 @@ class Consolidation:
         plan: make room asks again for every new node it tries to swap)."""
         name = node.info.name
         if name not in self._moves:
-            self._moves[name] = [(pod, self._move(pod, node)) for pod in self.on_node.get(name, ())]
+            judged = [(pod, self._move(pod, node)) for pod in self.on_node.get(name, ())]
+            self._moves[name] = waits_for_others(judged, self.ctx.now, self.ctx.config.drain_deadline_seconds)
         return self._moves[name]
 
     def _pinning(self, node: WorkNode) -> str:
@@ -396,6 +404,8 @@ class Consolidation:
         name = node.info.name
         window = self.ctx.config_for(node.group).consolidation_recent_pods_minutes
         kept = self._moves.get(name)
+        if kept is None and any(is_critical(p.priority) for p in self.on_node.get(name, ())):
+            kept = self.moves(node)  # a critical pod's move depends on the others' (waits_for_others)
         moves = iter(kept) if kept is not None else self._judged(node)
         judged: list[tuple[PodInfo, Move]] | None = []
         for pod, move in moves:

@@ -41,6 +41,7 @@ from spillway.model.state import GroupState, NodeState, PoolState, State, keyed_
 from spillway.planner.buffers import buffer_classes
 from spillway.planner.buffers import settle as settle_buffers
 from spillway.planner.classes import gang_priorities, in_service_order, pod_classes
+from spillway.planner.consolidation import WHEN_UNDERUTILIZED, group_mode
 from spillway.planner.context import Context, aware, first_regions
 from spillway.planner.cooldown import scale_down_marks
 from spillway.planner.disruption import GRACE_MARGIN_SECONDS, fits_default_grace
@@ -238,9 +239,7 @@ def drain_deadline_problem(config: PlannerConfig, groups: Sequence[NodeGroup]) -
     groups and the least deadline that lets them move; the plan goes on as written."""
     if fits_default_grace(config.drain_deadline_seconds):
         return ()
-    consolidating = sorted(
-        {g.name for g in groups if (g.consolidation or config.consolidation) == "when-underutilized"}
-    )
+    consolidating = sorted({g.name for g in groups if group_mode(config, g) == WHEN_UNDERUTILIZED})
     if not consolidating:
         return ()
     named = ", ".join(consolidating[:5]) + (

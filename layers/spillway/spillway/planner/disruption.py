@@ -62,7 +62,9 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    local storage, through :func:`assess`);
 5. and when the move is a drain's (``deadline``): a pod 3 moves at a cost (not an expendable one, free)
    whose grace period plus :data:`GRACE_MARGIN_SECONDS` is longer than the drains' deadline is never
-   moved, as the drain could not evict it with its whole grace (``grace-past-deadline``, :func:`cut_short`).
+   moved, as the drain could not evict it with its whole grace (``grace-past-deadline``, :func:`cut_short`);
+   nor a critical pod whose grace comes too late after the wait for its node's other pods, which the
+   drain evicts first (:func:`waits_for_others`, on the node's moves).
 
 Local storage is no never-rule of a move: every reason to move a pod in 3 is an opt-in that says the
 workload tolerates losing the pod, and with it the pod's scratch data, so it overrides local storage
@@ -77,13 +79,13 @@ and the work lost (the pod's age, up to a day); never-movable pods cost ``inf``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Literal
 
-from spillway.model.cluster import DEFAULT_GRACE_SECONDS, NodeInfo, PodInfo, TaintT
+from spillway.model.cluster import DEFAULT_GRACE_SECONDS, NodeInfo, PodInfo, TaintT, is_critical
 from spillway.model.drain import DEFAULT_POLL_SECONDS
 from spillway.model.jobs import (
     DO_NOT_DRAIN,
@@ -456,6 +458,61 @@ def cut_short(pod: PodInfo, deadline: float | None) -> str | None:
         f"terminationGracePeriodSeconds {pod.grace} plus {GRACE_MARGIN_SECONDS} s (what a drain spends before "
         f"it evicts: its cordon, its first round, one retry for a budget) is longer than the drains' deadline "
         f"({deadline:.0f} s, DRAIN_DEADLINE_SECONDS): its drain could not give it its whole shutdown"
+    )
+
+
+def waits_for_others(
+    moves: Sequence[tuple[PodInfo, Move]], now: datetime, deadline: float | None
+) -> list[tuple[PodInfo, Move]]:
+    """A node's moves (:func:`assess_move` of each pod that keeps it busy) judged as its drain acts: a
+    critical pod (:func:`~spillway.model.cluster.is_critical`) the drain evicts only once the node's
+    other pods are gone (``spillway.act.drain._critical_held``), so a critical pod moved at a cost
+    needs the longest wait for the others (the grace of a pod the drain evicts, capped by the deadline
+    as its eviction caps it; the time left of one already terminating, counted from the plan) plus its
+    own grace plus :data:`GRACE_MARGIN_SECONDS` within the drains' ``deadline``. :func:`cut_short` asks
+    only its own grace plus the margin: a drain of a 30 s pod and a 30 s critical pod under a 90 s
+    deadline moved the first, waited its 30 s, then had less than 30 s left for the critical one and
+    gave up (its whole grace or no eviction), the first pod moved for nothing. Such a critical pod is
+    refused ``grace-past-deadline``, the code of the same fact (its drain could not give it its whole
+    grace), which a drain ahead of a scheduled action overrides as it does :func:`cut_short`'s. No
+    ``deadline`` (such a drain ahead), no pod of the node critical, or none moved at a cost: the moves
+    as they are."""
+    held = [
+        i
+        for i, (pod, move) in enumerate(moves)
+        if move.movable and move.cost > 0 and is_critical(pod.priority)
+    ]
+    if deadline is None or not held:  # most nodes: no critical pod moved at a cost
+        return list(moves)
+    others = [_wait_for(pod, now, deadline) for pod, _ in moves if not is_critical(pod.priority)]
+    if not others:
+        return list(moves)
+    wait, why = max(others, key=lambda other: other[0])
+    out = list(moves)
+    for i in held:
+        pod = out[i][0]
+        if wait + pod.grace + GRACE_MARGIN_SECONDS > deadline:
+            refused = Move(
+                False, _waits_too_long(pod, wait, why, deadline), codes.POD_GRACE_PAST_DEADLINE, math.inf
+            )
+            out[i] = (pod, refused)
+    return out
+
+
+def _wait_for(pod: PodInfo, now: datetime, deadline: float) -> tuple[float, str]:
+    """How long a drain may wait for this non-critical pod to be gone, at most, and why."""
+    if pod.terminating and pod.leaves_at is not None:
+        left = max(0.0, (aware(pod.leaves_at) - now).total_seconds())
+        return left, f"{pod.key} terminating until {pod.leaves_at.isoformat()}"
+    return min(float(pod.grace), deadline), f"{pod.key}'s terminationGracePeriodSeconds {pod.grace}"
+
+
+def _waits_too_long(pod: PodInfo, wait: float, why: str, deadline: float) -> str:
+    return (
+        f"critical (priority {pod.priority}): evicted only once the node's other pods are gone, up to "
+        f"{wait:.0f} s after its drain evicts them ({why}); that plus its own terminationGracePeriodSeconds "
+        f"{pod.grace} plus {GRACE_MARGIN_SECONDS} s is longer than the drains' deadline ({deadline:.0f} s, "
+        "DRAIN_DEADLINE_SECONDS): its drain could not give it its whole shutdown"
     )
 
 
