@@ -299,3 +299,20 @@ def test_a_make_room_still_waits_for_the_other_pods_it_moves() -> None:
     w, a = _room_with_a_critical_pod_and_another(30)
     result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=100, **UNDER)
     assert result.drain == () and result.scale_up
+
+
+def test_a_make_room_does_not_move_a_critical_pod_whose_room_comes_after_a_new_nodes() -> None:
+    """Make room moves no pod whose room comes later than a new node's (2 minutes: evicted_late). Each of
+    web's and dns's 100 s passed alone, but the drain evicts dns only once web is gone: its room comes
+    after 200 s, and the pending pod, which needs both, waited longer than for a new node. It gets one."""
+    w, a = _room_with_a_critical_pod_and_another(100)
+    w.pod_item("default/dns-0")["spec"]["terminationGracePeriodSeconds"] = 100
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == () and result.scale_up
+
+    w, a = _room_with_a_critical_pod_and_another(60)
+    w.pod_item("default/dns-0")["spec"]["terminationGracePeriodSeconds"] = 60
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    assert [(d.node, d.code) for d in result.drain] == [(a, codes.MAKE_ROOM)] and not result.scale_up

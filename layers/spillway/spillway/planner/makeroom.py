@@ -69,7 +69,7 @@ from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, Candidate, mode
 from spillway.planner.context import ONE_POD, Context, WorkNode, aware, minutes
-from spillway.planner.disruption import Move, evicted_late, waits_for_others
+from spillway.planner.disruption import Move, evicted_late, room_behind_others, waits_for_others
 from spillway.planner.types import PendingPod, Placement
 
 if TYPE_CHECKING:
@@ -330,11 +330,14 @@ def _victims_in_time(
     pod it moves waits only for the other pods it moves (:func:`~spillway.planner.disruption
     .waits_for_others` of the chosen, not of the whole node's as consolidation's :meth:`~spillway.planner
     .consolidation.Consolidation.moves` judges them: a pod that stays held no critical pod back). A
-    critical pod whose wait for the chosen others is too long is left out and the pods chosen again."""
+    critical pod whose wait for the chosen others is too long for its grace, or makes its room come later
+    than a new node's (:func:`~spillway.planner.disruption.room_behind_others`), is left out and the pods
+    chosen again."""
     deadline = ctx.config.drain_deadline_seconds
     chosen = _victims(ctx, movable, pods, node)
     while chosen is not None:
         late = {p.key for p, m in waits_for_others(chosen, ctx.now, deadline) if not m.movable}
+        late |= room_behind_others(chosen, ctx.now, deadline)
         if not late:
             return chosen
         movable = [(p, m) for p, m in movable if p.key not in late]
