@@ -203,3 +203,20 @@ def test_a_gang_member_nominated_to_a_node_counts_toward_the_gang_and_the_rest_g
 
     assert pending_codes(result)[first] == codes.NOMINATED
     assert scale_up(result) == {"cpu": (1, 2, [second])}, result.pending
+
+
+def test_a_pod_nominated_to_a_node_its_group_is_terminating_is_ordinary_demand() -> None:
+    """An instance its group terminates (Terminating:Wait while a terminate hook holds it) cannot be put
+    back into service, and the plan gives its Node no room (WorkNode.schedulable); a pod nominated there
+    was still taken for a preemption under way (nominated), not scaled for, its requests charged to a
+    Node about to go. It is ordinary demand: the group launches a node in its place (its desired
+    capacity stands), and the pod is planned onto it."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    w.groups["cpu"]["Instances"][0]["LifecycleState"] = "Terminating:Wait"
+    (pod,) = w.pods("train", 1, cpu="6", memory="2Gi", priority=1000)
+    w.pod_item(pod)["status"]["nominatedNodeName"] = node
+
+    result = w.plan()
+
+    assert pending_codes(result)[pod] == codes.FITS_LAUNCHING

@@ -240,3 +240,79 @@ def test_no_deadline_no_wait_a_drain_ahead_of_an_action_cuts_the_grace() -> None
         for p in (info(30, CRITICAL, "dns-0"), info(900, name="w-0"))
     ]
     assert waits_for_others(judged, NOW, None) == judged
+
+
+def _room_beside_a_pod_that_stays(stays_grace: int) -> tuple[World, str, str]:
+    """Node a runs a 4-CPU critical replica (safe-to-evict: CoreDNS) of 30 s grace and a 1.5-CPU one of
+    ``stays_grace`` that may not move; node b has room for the critical one; a 6-CPU pod is pending,
+    which fits a once the critical replica has left it."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    (dns,) = replicas(w, a, "dns", 1, cpu="4", priority=CRITICAL)
+    w.pod_item(dns)["spec"]["terminationGracePeriodSeconds"] = 30
+    (stays,) = replicas(w, a, "pinned", 1, annotations={})
+    w.pod_item(stays)["spec"]["terminationGracePeriodSeconds"] = stays_grace
+    replicas(w, b, "busy", 1, cpu="3500m", annotations={})
+    (pending,) = w.pods("new", 1, cpu="6", memory="1Gi")
+    return w, a, pending
+
+
+def test_a_make_room_waits_only_for_the_pods_it_moves_not_for_those_that_stay() -> None:
+    """A make room's drain evicts the pods it names and leaves the others running (act.drain
+    _only_expected: they stay, as the node does), so it evicts the critical pod at once: 30 s + 60 s fit
+    a 100 s deadline. Judged with the 60 s of the pod that stays as a wait, the critical pod was refused
+    (grace-past-deadline) and the plan launched a node for the pending pod instead."""
+    w, a, pending = _room_beside_a_pod_that_stays(60)
+
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=100, **UNDER)
+
+    assert result.scale_up == ()
+    assert [(d.node, d.code, d.pods) for d in result.drain] == [(a, codes.MAKE_ROOM, ("default/dns-0",))]
+    assert {p.pod: p.node for p in result.placements}[pending] == a
+
+
+def _room_with_a_critical_pod_and_another(other_grace: int) -> tuple[World, str]:
+    """Node a runs a 3-CPU critical replica of 30 s grace, a 2-CPU movable one of ``other_grace`` and a
+    1.5-CPU one that may not move; a 6-CPU pending pod fits a only once both movable ones have left."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    (dns,) = replicas(w, a, "dns", 1, cpu="3", priority=CRITICAL)
+    w.pod_item(dns)["spec"]["terminationGracePeriodSeconds"] = 30
+    (web,) = replicas(w, a, "web", 1, cpu="2")
+    w.pod_item(web)["spec"]["terminationGracePeriodSeconds"] = other_grace
+    replicas(w, a, "pinned", 1, annotations={})
+    replicas(w, b, "busy", 1, cpu="2500m", annotations={})
+    w.pods("new", 1, cpu="6", memory="1Gi")
+    return w, a
+
+
+def test_a_make_room_still_waits_for_the_other_pods_it_moves() -> None:
+    """Both movable pods must go: the drain evicts web, waits for it, then dns. 10 s + 30 s + 60 s fit
+    100 s; 30 s + 30 s + 60 s do not (web's own 30 s + 60 s do), and without dns the room is too small:
+    a new node."""
+    w, a = _room_with_a_critical_pod_and_another(10)
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=100, **UNDER)
+    assert [(d.node, d.code, d.pods) for d in result.drain] == [
+        (a, codes.MAKE_ROOM, ("default/dns-0", "default/web-0"))
+    ]
+
+    w, a = _room_with_a_critical_pod_and_another(30)
+    result = w.plan(max_scale_in_fraction=1.0, drain_deadline_seconds=100, **UNDER)
+    assert result.drain == () and result.scale_up
+
+
+def test_a_make_room_does_not_move_a_critical_pod_whose_room_comes_after_a_new_nodes() -> None:
+    """Make room moves no pod whose room comes later than a new node's (2 minutes: evicted_late). Each of
+    web's and dns's 100 s passed alone, but the drain evicts dns only once web is gone: its room comes
+    after 200 s, and the pending pod, which needs both, waited longer than for a new node. It gets one."""
+    w, a = _room_with_a_critical_pod_and_another(100)
+    w.pod_item("default/dns-0")["spec"]["terminationGracePeriodSeconds"] = 100
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == () and result.scale_up
+
+    w, a = _room_with_a_critical_pod_and_another(60)
+    w.pod_item("default/dns-0")["spec"]["terminationGracePeriodSeconds"] = 60
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    assert [(d.node, d.code) for d in result.drain] == [(a, codes.MAKE_ROOM)] and not result.scale_up

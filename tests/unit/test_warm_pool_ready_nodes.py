@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from plan_world import NOW, World, scale_up
+from plan_world import NOW, World, pending_codes, scale_up
 
 from spillway.config import PlannerConfig
 from spillway.inputs import node_groups
@@ -261,3 +261,18 @@ def test_an_instance_stopping_in_its_warm_pool_with_a_ready_node_is_still_a_warm
     result = _plan(w, {"cpu-z": _stopping_pool("Stopped", (iid, "Warmed:Stopped"))})
 
     assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu-z": (1, 2)}
+
+
+def test_a_pod_nominated_to_the_ready_node_of_an_instance_stopping_in_its_pool_gets_a_new_node() -> None:
+    """kube-scheduler nominated the pending pod to the Node while it was in service (a preemption). Its
+    instance, returned to the Stopped pool, stops there: the Node holds no room, and the pod can never
+    run there. Taken for a preemption under way (codes.NOMINATED), the pod was not scaled for until the
+    Node turned NotReady, a plan later; it now gets a new node at once."""
+    w, iid, node = _returned_world()
+    web = "default/web-0"  # _returned_world's pending pod
+    w.pod_item(web)["status"]["nominatedNodeName"] = node
+
+    result = _plan(w, {"cpu": _stopping_pool("Stopped", (iid, "Warmed:Pending:Wait"))})
+
+    assert pending_codes(result).get(web) != codes.NOMINATED
+    assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu": (1, 2)}

@@ -329,6 +329,8 @@ class Consolidation:
         self.launching: dict[GroupKey, list[Bin]] = _copy_bins(stage.launching)
         self.backed_off = {g.key for g in self.ctx.groups if backoff_reason(self.ctx, g)}
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
+        # moves() of a node with a critical pod, each pod judged alone (before waits_for_others)
+        self._alone: dict[str, list[tuple[PodInfo, Move]]] = {}
         self._within = leaving_within(self.ctx.config.drain_deadline_seconds)
         self._recent_since: dict[float, datetime] = {}  # _recent's answers
         # room_bound of the room, while no move changed it (_out_of_reach; None: not made since)
@@ -390,8 +392,18 @@ class Consolidation:
         name = node.info.name
         if name not in self._moves:
             judged = [(pod, self._move(pod, node)) for pod in self.on_node.get(name, ())]
-            self._moves[name] = waits_for_others(judged, self.ctx.now, self.ctx.config.drain_deadline_seconds)
+            waited = waits_for_others(judged, self.ctx.now, self.ctx.config.drain_deadline_seconds)
+            if waited != judged:
+                self._alone[name] = judged
+            self._moves[name] = waited
         return self._moves[name]
+
+    def moves_alone(self, node: WorkNode) -> list[tuple[PodInfo, Move]]:
+        """:meth:`moves` with each pod judged alone, a critical pod's wait for the node's other pods not
+        counted: make room, whose drain waits only for the pods it moves, counts it over those
+        (``spillway.planner.makeroom._victims_in_time``)."""
+        moves = self.moves(node)
+        return self._alone.get(node.info.name, moves)
 
     def _pinning(self, node: WorkNode) -> str:
         """What keeps the node from a mark, in one pass over its pods: ``"movable"`` when every pod that

@@ -637,9 +637,14 @@ def nominated_to(pod: PodInfo, nodes: Mapping[str, WorkNode]) -> WorkNode | None
     NoExecute taint it does not tolerate (TaintToleration: a drain's taint, cluster-autoscaler's
     ToBeDeletedByClusterAutoscaler). A nomination to a node gone (cluster-autoscaler's
     FilterOutExpendableAndSplit), or cordoned or tainted since, is no preemption under way: the pod is
-    ordinary demand."""
+    ordinary demand; so is one to a Node whose instance stops in its warm pool (:attr:`WorkNode
+    .pool_stopping`): kube-scheduler may still place the pod there while the Node stays Ready, but it
+    never runs there; and one to a Node whose instance its group terminates (:attr:`WorkNode
+    .terminating`), which holds no room for pods either (:attr:`WorkNode.schedulable`)."""
     node = nodes.get(pod.nominated) if pod.nominated else None
-    if node is None or not admits(node.info.unschedulable, node.info.taints, pod.tolerations):
+    if node is None or node.pool_stopping or node.terminating:
+        return None
+    if not admits(node.info.unschedulable, node.info.taints, pod.tolerations):
         return None
     return node
 

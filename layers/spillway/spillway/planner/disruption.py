@@ -499,6 +499,24 @@ def waits_for_others(
     return out
 
 
+def room_behind_others(moves: Sequence[tuple[PodInfo, Move]], now: datetime, deadline: float) -> set[str]:
+    """The critical pods among ``moves`` (the pods one drain moves) whose room comes later than a new
+    node's, what :func:`evicted_late` asks of each pod make room moves: the drain evicts such a pod only
+    once the others are gone (``spillway.act.drain._critical_held``), so its room comes after the longest
+    wait for them plus its own grace (capped by the ``deadline``), not after its grace alone."""
+    others = [_wait_for(pod, now, deadline)[0] for pod, _ in moves if not is_critical(pod.priority)]
+    if not others:
+        return set()
+    wait = max(others)
+    return {
+        pod.key
+        for pod, move in moves
+        if move.cost > 0
+        and is_critical(pod.priority)
+        and wait + min(float(pod.grace), deadline) > LEAVING_WITHIN.total_seconds()
+    }
+
+
 def _wait_for(pod: PodInfo, now: datetime, deadline: float) -> tuple[float, str]:
     """How long a drain may wait for this non-critical pod to be gone, at most, and why."""
     if pod.terminating and pod.leaves_at is not None:

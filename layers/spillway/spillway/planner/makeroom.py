@@ -69,7 +69,7 @@ from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, Candidate, mode
 from spillway.planner.context import ONE_POD, Context, WorkNode, aware, minutes
-from spillway.planner.disruption import Move, evicted_late
+from spillway.planner.disruption import Move, evicted_late, room_behind_others, waits_for_others
 from spillway.planner.types import PendingPod, Placement
 
 if TYPE_CHECKING:
@@ -310,16 +310,39 @@ def _room_on(judge: Consolidation, node: WorkNode, pods: Sequence[PodInfo]) -> C
     deadline = judge.ctx.config.drain_deadline_seconds
     movable = [
         (p, m)
-        for p, m in judge.moves(node)
+        for p, m in judge.moves_alone(node)
         if m.movable and (p.terminating or evicted_late(p, deadline) is None)
     ]
-    chosen = _victims(judge.ctx, movable, pods, node)
+    chosen = _victims_in_time(judge.ctx, movable, pods, node)
     if chosen is None:
         return None
     candidate = Candidate.of(node, chosen, judge.restart_cost(node, chosen))
     if judge.refuse_move(candidate):
         return None
     return candidate
+
+
+def _victims_in_time(
+    ctx: Context, movable: list[tuple[PodInfo, Move]], pods: Sequence[PodInfo], node: WorkNode
+) -> list[tuple[PodInfo, Move]] | None:
+    """:func:`_victims` whose drain can give each its whole grace. A make room's drain evicts only the
+    pods it moves and leaves the others running (``spillway.act.drain._only_expected``), so a critical
+    pod it moves waits only for the other pods it moves (:func:`~spillway.planner.disruption
+    .waits_for_others` of the chosen, not of the whole node's as consolidation's :meth:`~spillway.planner
+    .consolidation.Consolidation.moves` judges them: a pod that stays held no critical pod back). A
+    critical pod whose wait for the chosen others is too long for its grace, or makes its room come later
+    than a new node's (:func:`~spillway.planner.disruption.room_behind_others`), is left out and the pods
+    chosen again."""
+    deadline = ctx.config.drain_deadline_seconds
+    chosen = _victims(ctx, movable, pods, node)
+    while chosen is not None:
+        late = {p.key for p, m in waits_for_others(chosen, ctx.now, deadline) if not m.movable}
+        late |= room_behind_others(chosen, ctx.now, deadline)
+        if not late:
+            return chosen
+        movable = [(p, m) for p, m in movable if p.key not in late]
+        chosen = _victims(ctx, movable, pods, node)
+    return None
 
 
 def _victims(
