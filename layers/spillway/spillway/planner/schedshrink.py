@@ -241,8 +241,9 @@ class ScheduledShrinks:
         cut = consolidation.cut_short(node)
         if cut:
             where += (
-                f"; {len(cut)} of them with a grace period past the drains' deadline, cut short at the "
-                "drain's deadline rather than given none when the action runs"
+                f"; {len(cut)} of them with more grace than the drain has left to give them (their own, or a "
+                "critical pod's after the others'), cut short at the drain's deadline rather than given none "
+                "when the action runs"
             )
         reason = self._reason(node, ceiling, where)
         stage.drains[-1] = Drain(
