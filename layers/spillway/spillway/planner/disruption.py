@@ -484,10 +484,10 @@ def waits_for_others(
     ]
     if deadline is None or not held:  # most nodes: no critical pod moved at a cost
         return list(moves)
-    others = [_wait_for(pod, now, deadline) for pod, _ in moves if not is_critical(pod.priority)]
-    if not others:
+    longest = _longest_wait(moves, now, deadline)
+    if longest is None:
         return list(moves)
-    wait, why = max(others, key=lambda other: other[0])
+    wait, why = longest
     out = list(moves)
     for i in held:
         pod = out[i][0]
@@ -504,10 +504,10 @@ def room_behind_others(moves: Sequence[tuple[PodInfo, Move]], now: datetime, dea
     node's, what :func:`evicted_late` asks of each pod make room moves: the drain evicts such a pod only
     once the others are gone (``spillway.act.drain._critical_held``), so its room comes after the longest
     wait for them plus its own grace (capped by the ``deadline``), not after its grace alone."""
-    others = [_wait_for(pod, now, deadline)[0] for pod, _ in moves if not is_critical(pod.priority)]
-    if not others:
+    longest = _longest_wait(moves, now, deadline)
+    if longest is None:
         return set()
-    wait = max(others)
+    wait = longest[0]
     return {
         pod.key
         for pod, move in moves
@@ -515,6 +515,15 @@ def room_behind_others(moves: Sequence[tuple[PodInfo, Move]], now: datetime, dea
         and is_critical(pod.priority)
         and wait + min(float(pod.grace), deadline) > LEAVING_WITHIN.total_seconds()
     }
+
+
+def _longest_wait(
+    moves: Sequence[tuple[PodInfo, Move]], now: datetime, deadline: float
+) -> tuple[float, str] | None:
+    """The longest a drain of these pods may wait for its non-critical ones to be gone before it evicts
+    a critical one (``spillway.act.drain._critical_held``), and why; None when all are critical."""
+    others = [_wait_for(pod, now, deadline) for pod, _ in moves if not is_critical(pod.priority)]
+    return max(others, key=lambda other: other[0]) if others else None
 
 
 def _wait_for(pod: PodInfo, now: datetime, deadline: float) -> tuple[float, str]:
