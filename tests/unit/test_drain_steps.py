@@ -3136,6 +3136,55 @@ def test_a_consolidation_of_a_node_annotated_do_not_disrupt_since_the_plan_is_ca
     assert rig.writes() == []
 
 
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [(_scale_down_disabled, "cluster-autoscaler.kubernetes.io/scale-down-disabled=true"),
+     (_node_do_not_disrupt, "karpenter.sh/do-not-disrupt=true")],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else None,
+)  # fmt: skip
+@pytest.mark.parametrize("make_room", [False, True], ids=["consolidation", "make-room"])
+def test_a_plans_drain_of_a_node_protected_after_its_cordon_evicts_nothing_more_and_gives_it_back(
+    rig: Rig, setup: Any, words: str, make_room: bool
+) -> None:
+    """The validation cancels a plan's drain of a node annotated karpenter.sh/do-not-disrupt=true or
+    scale-down-disabled=true since the plan, but a drain lasts rounds (a budget lets one pod go at a
+    time): an operator who annotates the node while it drains, to stop it, had the next round evict the
+    pod the budget held all the same. The round abandons instead (nothing more evicted, the node given
+    back: GiveBack), as for work that came after the plan."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))
+    extra = {"uncordon": True, "terminate": False} if make_room else {}
+    drain = rig.cordoned(**consolidation("web-0", "web-1"), **extra, poll_seconds=1, deadline_seconds=60)
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"] and first["blocked"] == ["team-a/web-1"]
+    rig.pod("web-2", node=SPARE)  # the replacement runs elsewhere: the budget would allow the next
+    setup(rig)
+    rig.api.clear_requests()
+    rig.clock.advance(1)
+
+    second = rig.drainer.evict(drain, first)
+
+    assert rig.writes() == [], "the held pod was evicted off a node its operator protected since"
+    assert words in second["abandon"] and second["done"] is False, second
+    assert second["evicted"] == ["team-a/web-0"] and rig.writes() == []
+    given_back = rig.drainer.uncordon(drain)
+    assert given_back["uncordoned"] is True and not rig.node()["spec"].get("unschedulable")
+    recorded = rig.drainer.record({"drain": drain.model_dump(), "round": second, "compensation": given_back},
+                                  "cancelled")  # fmt: skip
+    assert recorded["outcome"] == "cancelled" and words in recorded["note"]
+
+
+def test_a_forced_drain_goes_on_when_its_node_is_annotated_do_not_disrupt_after_its_cordon(rig: Rig) -> None:
+    """A forced drain (a Spot warning's, an operator's with force) takes a protected node anyway: an
+    annotation that arrives while it drains changes nothing."""
+    rig.pod("web-0")
+    drain = rig.cordoned(force=True, poll_seconds=1, deadline_seconds=60)
+    _node_do_not_disrupt(rig)
+    first = rig.drainer.evict(drain)
+    assert "abandon" not in first and first["evicted"] == ["team-a/web-0"], first
+
+
 def test_force_drains_a_node_annotated_do_not_disrupt(rig: Rig) -> None:
     _node_do_not_disrupt(rig)
     assert rig.validated(force=True).force is True

@@ -972,10 +972,24 @@ def _cordoned_by_others(
     )
 
 
+def protected_node(drain: Drain | DrainRequest, node: Node) -> str | None:
+    """The node-level mark that keeps a drain without ``force`` off ``node`` (its annotation's name), or
+    None: ``cluster-autoscaler.kubernetes.io/scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``
+    ``true``, read as the planner reads them (``NodeInfo``). The validation refuses such a drain
+    (:func:`_scale_down_disabled`, :func:`_do_not_disrupt`), and every eviction round asks again
+    (:meth:`Drainer.evict`): a mark put on the node while it drains stops it there."""
+    if drain.force:
+        return None
+    annotations = node.metadata.annotations
+    if annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true":
+        return SCALE_DOWN_DISABLED
+    return DO_NOT_DISRUPT if flag(annotations.get(DO_NOT_DISRUPT)) else None
+
+
 def _scale_down_disabled(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
-    if request.force or node.metadata.annotations.get(SCALE_DOWN_DISABLED, "").lower() != "true":
+    if protected_node(request, node) != SCALE_DOWN_DISABLED:
         return None
     return InvalidDrainRequest(
         f'Node {request.node!r} is annotated {SCALE_DOWN_DISABLED}=true; pass "force": true to drain '
@@ -991,7 +1005,7 @@ def _do_not_disrupt(
     """A node annotated ``karpenter.sh/do-not-disrupt=true`` (the node-level form): the planner neither
     scales it down nor moves a pod off it (``node-do-not-disrupt``), so a plan's drain of one annotated
     since is stale, and a person's needs ``force``, as with ``scale-down-disabled``."""
-    if request.force or not flag(node.metadata.annotations.get(DO_NOT_DISRUPT)):
+    if protected_node(request, node) != DO_NOT_DISRUPT:
         return None
     return InvalidDrainRequest(
         f'Node {request.node!r} is annotated {DO_NOT_DISRUPT}=true; pass "force": true to drain it anyway',
@@ -1541,14 +1555,29 @@ def _arrivals(drain: Drain, verdicts: Sequence[PodVerdict]) -> list[str]:
 
 
 def _abandon(
-    drain: Drain, previous: Mapping[str, Any], verdicts: Sequence[PodVerdict], arrived: Sequence[str]
+    drain: Drain,
+    previous: Mapping[str, Any],
+    verdicts: Sequence[PodVerdict],
+    arrived: Sequence[str],
+    *,
+    protected: str | None = None,
 ) -> dict[str, Any]:
-    """The round that abandons the drain (:func:`_arrivals`): nothing more evicted; the state machine
-    gives the node back (GiveBack) and records the drain ``cancelled``, a success."""
+    """The round that abandons the drain (:func:`_arrivals`; or ``protected``, the annotation that
+    protects its node since its validation: :func:`protected_node`): nothing more evicted; the state
+    machine gives the node back (GiveBack) and records the drain ``cancelled``, a success."""
     what = "consolidation" if drain.consolidation else "scale-down"
     since = "the plan" if drain.plan_id is not None else "the drain was asked for"
     if drain.plan_id is None:
         what = "drain"
+    if drain.uncordon:
+        what = "make room"
+    why = (
+        f"Node {drain.node!r} was annotated {protected}=true while it drained: the {what} is abandoned "
+        'and the node given back, its pods left running (pass "force": true to drain it anyway)'
+        if protected is not None
+        else f"Node {drain.node!r} runs {len(arrived)} pod(s) that came after {since} "
+        f"({', '.join(arrived[:3])}): the {what} is abandoned and the node given back, those pods running"
+    )
     return {
         "rounds": int(previous.get("rounds") or 0),
         "evicted": list(previous.get("evicted") or [])[:LIST_LIMIT],
@@ -1558,10 +1587,7 @@ def _abandon(
         "remaining_count": len([v for v in verdicts if v.action != "ignore"]),
         "done": False,
         "forced": False,
-        "abandon": (
-            f"Node {drain.node!r} runs {len(arrived)} pod(s) that came after {since} "
-            f"({', '.join(arrived[:3])}): the {what} is abandoned and the node given back, those pods running"
-        ),
+        "abandon": why,
     }
 
 
@@ -2125,6 +2151,9 @@ class Drainer:
         except _StandingBy as standby:
             return _standing_by(previous, standby)
         before = self._verdicts(drain, node)
+        protected = protected_node(drain, node)
+        if protected is not None:
+            return _abandon(drain, previous, before, [], protected=protected)
         arrived = _arrivals(drain, before)
         if arrived:
             return _abandon(drain, previous, before, arrived)
