@@ -2986,6 +2986,10 @@ def test_a_malformed_claim_is_refused_naming_the_field(rig: Rig, field: str, val
 PLAN = "20261102T100000Z-abc"
 
 
+def evictions(rig: Rig, name: str) -> list[Any]:
+    return [r for r in rig.api.requests if r.method == "POST" and r.path.endswith(f"/pods/{name}/eviction")]
+
+
 def consolidation(*pods: str, **more: Any) -> dict[str, Any]:
     return {"plan_id": PLAN, "consolidation": True, "pods": [f"team-a/{p}" for p in pods], **more}
 
@@ -3047,6 +3051,54 @@ def test_a_consolidation_is_cancelled_when_a_pod_it_moves_became_protected(rig: 
     out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **consolidation("web-0")})
     assert "may no longer be evicted" in cancelled(out)["note"]
     assert rig.writes() == []
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [{"karpenter.sh/do-not-disrupt": "true"}, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+     {"openai/do-not-drain": "true"}],
+    ids=["do-not-disrupt", "not-safe-to-evict", "do-not-drain"],
+)  # fmt: skip
+@pytest.mark.parametrize("make_room", [False, True], ids=["consolidation", "make-room"])
+def test_a_plans_drain_one_of_whose_pods_became_protected_after_its_cordon_evicts_nothing_more(
+    rig: Rig, annotations: dict[str, str], make_room: bool
+) -> None:
+    """The validation cancels a plan's drain one of whose named pods may no longer be evicted
+    (test_a_consolidation_is_cancelled_when_a_pod_it_moves_became_protected), but a pod protected after
+    the cordon was only kept: the round evicted the plan's other pods (moved for a node, or a room, the
+    drain could no longer free) and held the node cordoned to its deadline, where it failed as a
+    timeout (the drain-timeout alarm for an operator's annotation). The round abandons instead, as for
+    work that came after the plan: nothing evicted, the node given back, the pods running."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    extra = {"uncordon": True, "terminate": False} if make_room else {}
+    drain = rig.cordoned(**consolidation("web-0", "web-1"), **extra, poll_seconds=5, deadline_seconds=300)
+    pod = rig.api.get("Pod", "web-1", "team-a")
+    assert pod is not None
+    pod["metadata"].setdefault("annotations", {}).update(annotations)
+    rig.api.update("Pod", pod)
+    rig.api.clear_requests()
+
+    first = rig.drainer.evict(drain)
+
+    assert evictions(rig, "web-0") == [], "a pod moved for a node its drain can no longer empty"
+    assert "team-a/web-1 may no longer be evicted" in first["abandon"], first
+    assert first["done"] is False and first["evicted_count"] == 0
+
+
+def test_a_protected_pod_that_arrives_during_a_plans_drain_of_an_idle_node_abandons_it_at_once(
+    rig: Rig,
+) -> None:
+    """Work that came after the plan abandons its drain at the next round, the node given back; a pod
+    that came marked never to be disturbed was only kept, holding the node cordoned to the deadline,
+    where the drain failed as a timeout."""
+    drain = rig.cordoned(plan_id=PLAN, reason="idle 12 min", poll_seconds=5, deadline_seconds=300)
+    rig.pod("late-0", app="late", annotations={"karpenter.sh/do-not-disrupt": "true"})
+
+    first = rig.drainer.evict(drain)
+
+    assert "team-a/late-0 may no longer be evicted" in first.get("abandon", ""), first
+    assert first["done"] is False and first["evicted_count"] == 0
 
 
 def test_a_pod_that_arrives_during_a_consolidation_abandons_it_at_once_and_gets_the_node_back(

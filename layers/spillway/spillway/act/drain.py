@@ -1551,33 +1551,27 @@ def _arrivals(drain: Drain, verdicts: Sequence[PodVerdict]) -> list[str]:
     the node's free room meanwhile) and failing there as a timeout."""
     if drain.uncordon:  # make room: the node stays, and so do the pods it does not move
         return []
-    return [v.pod for v in verdicts if v.action == "keep" and v.reason in (ARRIVED, UNNAMED, UNPLANNED_STAYS)]
+    return [v.pod for v in verdicts if v.action == "keep" and v.reason in _ARRIVAL_REASONS]
+
+
+def _protected_since(drain: Drain, verdicts: Sequence[PodVerdict]) -> PodVerdict | None:
+    """The first pod a drain that moves only the pods it expects (a consolidation, a make room, a plan's
+    drain of a node it saw idle: :func:`_only_expected`) keeps for a protection (``do-not-disrupt``,
+    ``safe-to-evict=false``, ``openai/do-not-drain``, no controller left): one it names that was marked
+    since its validation (which cancels such a drain: :func:`_changed_consolidation`), or one that came
+    so marked. The drain can no longer free the node (or the room), so it is abandoned at once, as for
+    work that came after the plan, instead of evicting the others for nothing and failing at its deadline
+    as a timeout. None for any other drain: one by hand waits for a protected pod to its deadline."""
+    if not (drain.consolidation or (drain.plan_id is not None and not drain.force)):
+        return None
+    return next((v for v in verdicts if v.action == "keep" and v.reason not in _ARRIVAL_REASONS), None)
 
 
 def _abandon(
-    drain: Drain,
-    previous: Mapping[str, Any],
-    verdicts: Sequence[PodVerdict],
-    arrived: Sequence[str],
-    *,
-    protected: str | None = None,
+    drain: Drain, previous: Mapping[str, Any], verdicts: Sequence[PodVerdict], why: str
 ) -> dict[str, Any]:
-    """The round that abandons the drain (:func:`_arrivals`; or ``protected``, the annotation that
-    protects its node since its validation: :func:`protected_node`): nothing more evicted; the state
-    machine gives the node back (GiveBack) and records the drain ``cancelled``, a success."""
-    what = "consolidation" if drain.consolidation else "scale-down"
-    since = "the plan" if drain.plan_id is not None else "the drain was asked for"
-    if drain.plan_id is None:
-        what = "drain"
-    if drain.uncordon:
-        what = "make room"
-    why = (
-        f"Node {drain.node!r} was annotated {protected}=true while it drained: the {what} is abandoned "
-        'and the node given back, its pods left running (pass "force": true to drain it anyway)'
-        if protected is not None
-        else f"Node {drain.node!r} runs {len(arrived)} pod(s) that came after {since} "
-        f"({', '.join(arrived[:3])}): the {what} is abandoned and the node given back, those pods running"
-    )
+    """The round that abandons the drain (:func:`_abandon_why`): nothing more evicted; the state machine
+    gives the node back (GiveBack) and records the drain ``cancelled``, a success."""
     return {
         "rounds": int(previous.get("rounds") or 0),
         "evicted": list(previous.get("evicted") or [])[:LIST_LIMIT],
@@ -1591,10 +1585,41 @@ def _abandon(
     }
 
 
+def _abandon_why(drain: Drain, node: Node, verdicts: Sequence[PodVerdict]) -> str | None:
+    """Why the round abandons the drain, or None: its node was annotated ``karpenter.sh/do-not-disrupt``
+    or ``scale-down-disabled`` since its validation (:func:`protected_node`), a pod it expects may no
+    longer be evicted (:func:`_protected_since`), or work came after the plan (:func:`_arrivals`)."""
+    what = "consolidation" if drain.consolidation else "scale-down"
+    if drain.plan_id is None:
+        what = "drain"
+    if drain.uncordon:
+        what = "make room"
+    given_back = f"the {what} is abandoned and the node given back"
+    protected = protected_node(drain, node)
+    if protected is not None:
+        return (
+            f"Node {drain.node!r} was annotated {protected}=true while it drained: {given_back}, its pods "
+            'left running (pass "force": true to drain it anyway)'
+        )
+    kept = _protected_since(drain, verdicts)
+    if kept is not None:
+        return f"Node {drain.node!r}: {kept.pod} may no longer be evicted ({kept.reason}); {given_back}"
+    arrived = _arrivals(drain, verdicts)
+    if not arrived:
+        return None
+    since = "the plan" if drain.plan_id is not None else "the drain was asked for"
+    return (
+        f"Node {drain.node!r} runs {len(arrived)} pod(s) that came after {since} "
+        f"({', '.join(arrived[:3])}): {given_back}, those pods running"
+    )
+
+
 UNPLANNED_STAYS = (
     "tolerates the drain's cordon and taint, and the plan did not name it (it arrived after the plan): "
     "it keeps the node, left running"
 )
+# why a drain that moves only the pods it expects keeps a pod that came after it was planned or asked for
+_ARRIVAL_REASONS = (ARRIVED, UNNAMED, UNPLANNED_STAYS)
 
 
 def _unplanned_stays(
@@ -2151,12 +2176,9 @@ class Drainer:
         except _StandingBy as standby:
             return _standing_by(previous, standby)
         before = self._verdicts(drain, node)
-        protected = protected_node(drain, node)
-        if protected is not None:
-            return _abandon(drain, previous, before, [], protected=protected)
-        arrived = _arrivals(drain, before)
-        if arrived:
-            return _abandon(drain, previous, before, arrived)
+        why = _abandon_why(drain, node, before)
+        if why is not None:
+            return _abandon(drain, previous, before, why)
         evicted_now, refused = self._evict_in_time(drain, before, previous)
         after = self._verdicts(drain, node) if evicted_now else before
         remaining = _remaining(after, evicted_now, refused)
