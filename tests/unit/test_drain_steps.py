@@ -3639,6 +3639,107 @@ def test_an_empty_nodes_drain_evicts_only_daemonset_pods_that_opt_in(rig: Rig) -
     assert _ds_evictions(rig) == ["shipper"]
 
 
+@pytest.mark.parametrize(
+    "mark",
+    [{"karpenter.sh/do-not-disrupt": "true"}, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+     {"openai/do-not-drain": "1"}],
+    ids=["do-not-disrupt", "not-safe-to-evict", "do-not-drain"],
+)  # fmt: skip
+def test_a_drain_evicts_no_daemonset_pod_marked_never_to_be_disturbed(rig: Rig, mark: dict[str, str]) -> None:
+    """The README: a DaemonSet pod annotated do-not-disrupt "is not moved either (no drain evicts it)",
+    as Karpenter's drain evicts no do-not-disrupt pod, DaemonSet pods included
+    (kubernetes-sigs/karpenter pkg/utils/pod/scheduling.go, IsEvictable). The DaemonSet eviction at the
+    end of a drain that terminates its node evicted every DaemonSet pod, marked or not, opted in by
+    enable-ds-eviction "true" or by default: the marked one was stopped through the API as if it had
+    no mark. It goes with the instance instead, as the pods of a drain that evicts none do."""
+    rig.pod("web-0")
+    _daemonsets(rig, fluentbit=None, shipper="true")
+    for name in ("fluentbit", "shipper"):
+        pod = rig.api.get("Pod", name, "kube-system")
+        assert pod is not None
+        pod["metadata"].setdefault("annotations", {}).update(mark)
+        rig.api.update("Pod", pod)
+    _daemonsets(rig, agent=None)
+    drain = rig.cordoned(reason="idle 12 min")
+    rig.api.clear_requests()
+
+    done, _ = _drain_to_empty(rig, drain, occupied=True)
+
+    assert done["daemonsets"] == ["kube-system/agent"]
+    for name in ("fluentbit", "shipper"):
+        pod = rig.api.get("Pod", name, "kube-system")
+        assert pod is not None and not pod["metadata"].get("deletionTimestamp"), name
+
+
+def _pin(rig: Rig, name: str) -> None:
+    pod = rig.api.get("Pod", name, "kube-system")
+    assert pod is not None
+    pod["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
+    rig.api.update("Pod", pod)
+
+
+@pytest.mark.parametrize("consolidating", [False, True], ids=["idle", "consolidation"])
+def test_a_plans_drain_of_a_node_whose_daemonset_pod_is_annotated_do_not_disrupt_since_is_cancelled(
+    rig: Rig, consolidating: bool
+) -> None:
+    """The planner keeps a node running a DaemonSet pod annotated karpenter.sh/do-not-disrupt from every
+    drain that removes it (``pod-never``, as Karpenter's ValidatePodsDisruptable reads every active pod
+    of a node): no drain evicts such a pod, and it dies with the node. A plan's drain of a node whose
+    DaemonSet pod was annotated since the plan went on (a DaemonSet pod keeps no node busy) and
+    terminated the node with the pod on it."""
+    _daemonsets(rig, shipper=None)
+    _pin(rig, "shipper")
+    rig.pod("web-0")
+    request = consolidation("web-0") if consolidating else {"plan_id": PLAN, "reason": "idle 12 min"}
+    if not consolidating:
+        rig.api.delete("Pod", "web-0", "team-a")
+    rig.api.clear_requests()
+
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **request})
+
+    assert "kube-system/shipper" in cancelled(out)["note"] and "do-not-disrupt" in cancelled(out)["note"]
+    assert rig.writes() == []
+
+
+def test_a_daemonset_pod_annotated_do_not_disrupt_during_a_plans_drain_abandons_it(rig: Rig) -> None:
+    _daemonsets(rig, shipper=None)
+    rig.pod("web-0")
+    rig.pod("web-1")
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))
+    drain = rig.cordoned(**consolidation("web-0", "web-1"), poll_seconds=1, deadline_seconds=60)
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"]
+    _pin(rig, "shipper")
+    rig.api.clear_requests()
+
+    second = rig.drainer.evict(drain, first)
+
+    assert "kube-system/shipper" in second["abandon"] and rig.writes() == [], second
+
+
+def test_a_drain_by_hand_is_not_held_by_a_daemonset_pod_annotated_do_not_disrupt(rig: Rig) -> None:
+    """An operator's drain names its node: the pod goes with the instance, not evicted (as before)."""
+    _daemonsets(rig, shipper=None)
+    _pin(rig, "shipper")
+    drain = rig.cordoned(reason="by hand")
+    done = rig.drainer.evict(drain)
+    assert done["done"] and done["daemonsets"] == [] and rig.drainer.check(drain)["ready"]
+
+
+def test_a_forced_drain_evicts_a_marked_daemonset_pod_with_the_others(rig: Rig) -> None:
+    """``force`` overrides the marks, as it does for every other pod."""
+    _daemonsets(rig, shipper="true")
+    pod = rig.api.get("Pod", "shipper", "kube-system")
+    assert pod is not None
+    pod["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
+    rig.api.update("Pod", pod)
+    drain = rig.cordoned(reason="by hand", force=True)
+
+    done = rig.drainer.evict(drain)
+
+    assert done["done"] and done["daemonsets"] == ["kube-system/shipper"]
+
+
 @pytest.mark.parametrize(("empty", "occupied"), [(True, False), (False, False)])
 def test_the_daemonset_eviction_settings_choose_the_default_per_kind_of_node(
     rig: Rig, empty: bool, occupied: bool

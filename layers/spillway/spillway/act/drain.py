@@ -184,7 +184,7 @@ from spillway.model.nodegroup import (
 )
 from spillway.model.state import SCALE_DOWN_FAILED_PREFIX
 from spillway.model.utc import aware
-from spillway.planner.disruption import TOLERATES_DRAIN, assess, comes_back, dead
+from spillway.planner.disruption import TOLERATES_DRAIN, assess, comes_back, dead, marked_never
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 STARTED_BY = "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID"  # added by a parent execution (.sync)
@@ -301,15 +301,21 @@ class DaemonSetEviction:
     occupied: bool = True
 
 
-def daemonsets_to_evict(pods: Sequence[Pod], by_default: bool) -> list[Pod]:
+def daemonsets_to_evict(pods: Sequence[Pod], by_default: bool, *, force: bool = False) -> list[Pod]:
     """The node's DaemonSet pods (running or pending, not terminating) a drain evicts before the node
     goes, by name: each annotated ``cluster-autoscaler.kubernetes.io/enable-ds-eviction: "true"``, none
     annotated with another value, and the others when ``by_default`` (cluster-autoscaler's
-    simulator/utils/daemonset ``PodsToEvict``)."""
+    simulator/utils/daemonset ``PodsToEvict``). Never, without ``force``, one marked never to be
+    disturbed (``karpenter.sh/do-not-disrupt``, ``safe-to-evict: "false"``, ``openai/do-not-drain``:
+    :func:`~spillway.planner.disruption.marked_never`), whatever ``enable-ds-eviction`` says: Karpenter's
+    drain evicts no pod annotated do-not-disrupt, a DaemonSet's included (kubernetes-sigs/karpenter
+    pkg/utils/pod/scheduling.go, ``IsEvictable``); it goes with the instance."""
     chosen = []
     for pod in pods:
         info = PodInfo.from_pod(pod)
         if not info.daemonset or info.mirror or info.terminal or info.terminating:
+            continue
+        if not force and marked_never(info) is not None:
             continue
         note = pod.metadata.annotations.get(ENABLE_DS_EVICTION)
         if note == "true" or (note is None and by_default):
@@ -1259,6 +1265,15 @@ def _busy_planned_drain(
     return None
 
 
+def _pinned_refusal(drain: Drain, verdicts: Sequence[PodVerdict]) -> str | None:
+    """Why a plan's drain is cancelled for a DaemonSet or static pod annotated do-not-disrupt since the
+    plan (:func:`_pinned`), else None."""
+    pinned = [v.pod for v in verdicts if v.reason == PINNED]
+    if not pinned:
+        return None
+    return f"Node {drain.node!r} runs {pinned[0]}, {PINNED}; the plan's drain leaves the node alone"
+
+
 def _changed_consolidation(
     request: DrainRequest, verdicts: Sequence[PodVerdict], named: Collection[str] | None = None
 ) -> str | None:
@@ -1645,6 +1660,40 @@ def _unplanned_stays(
     ]
 
 
+PINNED = (
+    f"a DaemonSet or static pod annotated {DO_NOT_DISRUPT}=true: no drain evicts it, and it would die with "
+    "the node this plan's drain removes (the planner keeps such a node, pod-never)"
+)
+
+
+def _pinned(drain: Drain, pods: Sequence[Pod], verdicts: list[PodVerdict]) -> list[PodVerdict]:
+    """A plan's drain that removes its node (:func:`_scales_down`) keeps a DaemonSet or static (mirror)
+    pod annotated ``karpenter.sh/do-not-disrupt=true`` (running or pending, not terminating): the planner
+    drains no such node (:func:`spillway.planner.scaledown._pinned`, as Karpenter's
+    ``ValidatePodsDisruptable`` reads every active pod of a node), so one annotated since the plan
+    cancels the drain at its validation and abandons it at a round after the cordon
+    (:func:`_protected_since`), instead of terminating the node with the pod on it. No drain evicts such
+    a pod (:func:`daemonsets_to_evict`); a drain by hand, a forced one, a make room (its node stays)
+    and a notice's or a lifecycle hook's (the instance goes anyway) let it go with the node."""
+    if drain.force or not _scales_down(drain):
+        return verdicts
+    pinned = set()
+    for pod in pods:
+        info = PodInfo.from_pod(pod)
+        if (
+            (info.daemonset or info.mirror)
+            and info.do_not_disrupt
+            and not (info.terminal or info.terminating)
+        ):
+            pinned.add(info.key)
+    if not pinned:
+        return verdicts
+    return [
+        PodVerdict(v.pod, "keep", PINNED, v.priority, v.grace, v.grace_ends) if v.pod in pinned else v
+        for v in verdicts
+    ]
+
+
 def _split(key: str) -> tuple[str, str]:
     namespace, _, name = key.partition("/")
     return namespace, name
@@ -1875,8 +1924,8 @@ class Drainer:
         named = _named(drain, pods)
         planned, dead = _planned(drain, named), dead_node(drain, node, now)
         verdicts = [classify(p, force=request.force, now=now, planned=planned, dead_node=dead) for p in pods]
-        verdicts = _unplanned_stays(request, verdicts, named)
-        busy = _busy_planned_drain(request, verdicts, named)
+        verdicts = _pinned(drain, pods, _unplanned_stays(request, verdicts, named))
+        busy = _pinned_refusal(drain, verdicts) or _busy_planned_drain(request, verdicts, named)
         if busy is not None:
             return _cancelled(self._identity(drain), busy)
         verdicts = _only_expected(drain, verdicts)
@@ -2233,7 +2282,8 @@ class Drainer:
         by_default = self.daemonset_eviction.occupied if occupied else self.daemonset_eviction.empty
         evicted: list[str] = []
         try:
-            for pod in daemonsets_to_evict(self.kube.pods_on_node(drain.node), by_default) if left else ():
+            pods = self.kube.pods_on_node(drain.node) if left else []
+            for pod in daemonsets_to_evict(pods, by_default, force=drain.force):
                 grace = pod.spec.termination_grace_period_seconds
                 grace = DEFAULT_GRACE_SECONDS if grace is None else grace
                 key = f"{pod.metadata.namespace}/{pod.metadata.name}"
@@ -2345,7 +2395,8 @@ class Drainer:
         named = _named(drain, pods)
         planned, dead = _planned(drain, named), dead_node(drain, node, now)
         verdicts = [classify(p, force=drain.force, now=now, planned=planned, dead_node=dead) for p in pods]
-        return _unplanned_stays(drain, _only_expected(drain, _grace_over(drain, verdicts, now)), named)
+        verdicts = _unplanned_stays(drain, _only_expected(drain, _grace_over(drain, verdicts, now)), named)
+        return _pinned(drain, pods, verdicts)
 
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True)."""

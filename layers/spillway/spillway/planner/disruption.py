@@ -286,13 +286,23 @@ def _ignored(pod: PodInfo, *, dead_node: bool = False) -> tuple[str, str]:
     return codes.POD_DAEMONSET, f"a DaemonSet pod ({pod.owner_name})"
 
 
-def _protection(pod: PodInfo, *, opted_in: bool = False) -> tuple[str, str] | None:
+def marked_never(pod: PodInfo) -> tuple[str, str] | None:
+    """The pod's own mark never to be disturbed, (code, why), or None: ``karpenter.sh/do-not-disrupt``
+    true, ``safe-to-evict`` false, ``openai/do-not-drain`` (1 or true). Of any pod, a DaemonSet's and a
+    static one's too: no drain evicts such a pod without ``force``."""
     if pod.do_not_disrupt:
         return codes.POD_DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT}=true"
     if pod.safe_to_evict is False:
         return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
     if pod.do_not_drain:
         return codes.POD_DO_NOT_DRAIN, f"marked {DO_NOT_DRAIN}: {DO_NOT_DRAIN_VALUES}"
+    return None
+
+
+def _protection(pod: PodInfo, *, opted_in: bool = False) -> tuple[str, str] | None:
+    marked = marked_never(pod)
+    if marked is not None:
+        return marked
     if not pod.controlled and pod.safe_to_evict is not True:
         return codes.POD_NO_CONTROLLER, "no controller would recreate it"
     if pod.local_storage and pod.safe_to_evict is not True and not opted_in:
