@@ -3227,6 +3227,20 @@ def test_a_plans_drain_of_a_node_protected_after_its_cordon_evicts_nothing_more_
     assert recorded["outcome"] == "cancelled" and words in recorded["note"]
 
 
+def test_the_check_before_terminating_sends_a_drain_whose_node_was_protected_since_back_to_its_round(
+    rig: Rig,
+) -> None:
+    """The last round found the node empty; annotated do-not-disrupt before the check, it was terminated."""
+    drain = rig.cordoned(plan_id=PLAN, reason="idle 12 min", poll_seconds=1, deadline_seconds=60)
+    assert rig.drainer.evict(drain)["done"] is True
+    _node_do_not_disrupt(rig)
+
+    checked = rig.drainer.check(drain)
+
+    assert checked["ready"] is False and "karpenter.sh/do-not-disrupt" in checked["note"], checked
+    assert "karpenter.sh/do-not-disrupt" in rig.drainer.evict(drain)["abandon"]
+
+
 def test_a_forced_drain_goes_on_when_its_node_is_annotated_do_not_disrupt_after_its_cordon(rig: Rig) -> None:
     """A forced drain (a Spot warning's, an operator's with force) takes a protected node anyway: an
     annotation that arrives while it drains changes nothing."""

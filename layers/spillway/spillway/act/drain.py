@@ -2412,8 +2412,10 @@ class Drainer:
     # check -------------------------------------------------------------------------------------
 
     def check(self, drain: Drain, *, execution: str | None = None) -> dict[str, Any]:
-        """Right before termination: still our cordon, still the same instance, and empty (or ``force``
-        past the deadline). ``ready`` false sends the drain back to evicting. A leaving instance whose Node
+        """Right before termination: still our cordon, still the same instance, not annotated
+        ``karpenter.sh/do-not-disrupt`` or ``scale-down-disabled`` since (a drain without force:
+        :func:`protected_node`), and empty (or ``force`` past the deadline). ``ready`` false sends the
+        drain back to evicting, where a protected node's round abandons it. A leaving instance whose Node
         is gone is ready: the terminate step finds the instance gone and records it terminated. A forced
         drain standing by for another (``execution``, as for :meth:`evict`) is not ready."""
         try:
@@ -2428,6 +2430,10 @@ class Drainer:
             raise DrainCancelled(
                 f"Node {drain.node!r} is instance {now_instance} now, not {drain.instance_id}; nothing terminated"
             )
+        protected = protected_node(drain, node)
+        if protected is not None:  # annotated since the last round: that round abandons the drain
+            note = f"the node was annotated {protected}=true since the last round"
+            return {"ready": False, "forced": False, "remaining": [], "note": note}
         verdicts = self._verdicts(drain, node)
         remaining = [{"pod": v.pod, "reason": v.reason} for v in verdicts if v.action != "ignore"]
         forced = bool(remaining) and drain.force and self.clock() >= drain.deadline
