@@ -346,7 +346,10 @@ class ElasticRef:
 class Move:
     """The answer of :func:`assess_move`. ``cost`` orders victims (0 for free, ``inf`` when not movable).
     ``counts``: the key of the batch/v1 Job that counts the pod's eviction as a failed pod against its
-    backoffLimit (``JobInfo.evictions_left``): a plan moves no more of its pods than that leaves."""
+    backoffLimit (``JobInfo.evictions_left``): a plan moves no more of its pods than that leaves.
+    ``member``: the elastic job (:func:`elastic_member`) one of whose running workers an opt-in moves
+    (``safe-to-evict=true``, Volcano preemptable: not a shrink, ``elastic`` None): the move still takes
+    a worker from the job, and a plan takes none below its minimum (:func:`elastic_room`)."""
 
     movable: bool
     reason: str
@@ -354,6 +357,7 @@ class Move:
     cost: float
     elastic: ElasticRef | None = None
     counts: str | None = None
+    member: str | None = None
 
 
 # A terminating pod is leaving of itself, its room free soon, when its grace period ends within this of
@@ -634,10 +638,13 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
         why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
         return Move(True, why, codes.POD_EXPENDABLE, 0.0)
     cost = move_cost(pod, now)
-    if pod.safe_to_evict is True:
-        return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost)
-    if pod.preemptable:
-        return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost)
+    if pod.safe_to_evict is True or pod.preemptable:
+        # the opt-in lets the pod go, not its elastic job below its minimum: counted as a shrink's are
+        member = elastic_member(pod, jobs)
+        job = member.job if member is not None else None
+        if pod.safe_to_evict is True:
+            return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost, member=job)
+        return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost, member=job)
     elastic = _elastic_move(pod, jobs, cost)
     if elastic is not None:
         return elastic
