@@ -3169,6 +3169,34 @@ def test_a_make_room_is_not_abandoned_for_a_pod_it_does_not_move(rig: Rig) -> No
     assert "abandon" not in first and first["evicted"] == ["team-a/web-0"], first
 
 
+@pytest.mark.parametrize(
+    "annotations",
+    [{"karpenter.sh/do-not-disrupt": "true"}, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}],
+    ids=["do-not-disrupt", "not-safe-to-evict"],
+)
+def test_a_make_room_is_not_cancelled_for_a_protected_pod_it_leaves_running(
+    rig: Rig, annotations: dict[str, str]
+) -> None:
+    """The README (*Make room*): pods that may not move stay, and the make-room drain evicts the pods it
+    names only, leaving every other pod running; the planner makes room on such a node. The validation
+    cancelled it all the same for a protected pod it does not move (read as one the plan moves that had
+    become protected), so each plan's make room there was cancelled and its pending pods kept waiting."""
+    rig.pod("web-0")
+    rig.pod("keep-0", app="keep", annotations=annotations)
+    rig.api.clear_requests()
+
+    out = rig.drainer.validate(
+        {"cluster": CLUSTER, "node": NODE, **consolidation("web-0"), "uncordon": True, "terminate": False}
+    )
+
+    assert "cancelled" not in out, out
+    drain = Drain.model_validate(out["drain"])
+    rig.drainer.cordon(drain)
+    first = rig.drainer.evict(drain)
+    assert "abandon" not in first and first["evicted"] == ["team-a/web-0"], first
+    assert evictions(rig, "keep-0") == []
+
+
 def test_a_consolidation_is_never_forced() -> None:
     with pytest.raises(InvalidDrainRequest) as caught:
         parse_request({"cluster": CLUSTER, "node": NODE, **consolidation("web-0", force=True)})

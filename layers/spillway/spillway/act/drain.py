@@ -1280,7 +1280,9 @@ def _changed_consolidation(
     """A consolidation is cancelled, before it touches anything, when the node runs a workload pod the
     plan did not plan to move, or when one it planned to move may no longer be evicted. A drain that
     keeps its node (``uncordon``: make room) moves the pods it names and leaves the others running, so
-    other pods do not cancel it. ``named``: the pods it names and their successors (:func:`_named`)."""
+    other pods do not cancel it, protected ones included (the planner makes room on a node whose pods
+    that may not move stay: those cancelled every such make room). ``named``: the pods it names and
+    their successors (:func:`_named`)."""
     expected = set(request.pods if named is None else named)
     arrived = [v.pod for v in verdicts if v.action != "ignore" and v.pod not in expected]
     if arrived and not request.uncordon:
@@ -1288,7 +1290,7 @@ def _changed_consolidation(
             f"Node {request.node!r} runs {len(arrived)} workload pod(s) the plan did not plan to move "
             f"({', '.join(arrived[:3])}); the consolidation leaves it alone"
         )
-    protected = [v for v in verdicts if v.action == "keep"]
+    protected = [v for v in verdicts if v.action == "keep" and (v.pod in expected or not request.uncordon)]
     if protected:
         return (
             f"Node {request.node!r}: {protected[0].pod} may no longer be evicted ({protected[0].reason}); "
