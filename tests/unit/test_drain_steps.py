@@ -3101,6 +3101,19 @@ def test_a_protected_pod_that_arrives_during_a_plans_drain_of_an_idle_node_aband
     assert first["done"] is False and first["evicted_count"] == 0
 
 
+def test_a_bare_pod_that_arrives_during_a_plans_drain_of_an_idle_node_abandons_it_at_once(rig: Rig) -> None:
+    """The README: a pod that came after the plan and that the drain may not evict (``no-controller``, as
+    a marked one) abandons the drain at its next round; it was kept, the node held cordoned to the
+    deadline, where the drain failed as a timeout."""
+    drain = rig.cordoned(plan_id=PLAN, reason="idle 12 min", poll_seconds=5, deadline_seconds=300)
+    rig.pod("late-0", app="late", bare=True)
+
+    first = rig.drainer.evict(drain)
+
+    assert "team-a/late-0 may no longer be evicted" in first.get("abandon", ""), first
+    assert "no controller" in first["abandon"] and first["evicted_count"] == 0
+
+
 def test_a_pod_that_arrives_during_a_consolidation_abandons_it_at_once_and_gets_the_node_back(
     rig: Rig,
 ) -> None:
