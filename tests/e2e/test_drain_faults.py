@@ -444,6 +444,43 @@ def test_a_plans_drain_abandons_its_node_to_a_pod_bound_after_the_plan_and_succe
     assert [e for e in events_for(cloud, node) if e.get("reason") == "SpillwayDrainCancelled"]
 
 
+def test_a_consolidation_whose_node_is_annotated_do_not_disrupt_while_it_drains_gives_it_back_cancelled(
+    cloud: Cloud,
+) -> None:
+    """The node is annotated karpenter.sh/do-not-disrupt=true after the drain's validation and cordon:
+    the round evicted the planned pod all the same, and the node was terminated. Through the real state
+    machine the round abandons: the pod runs, the node is uncordoned and kept, nothing terminated, and
+    the execution succeeds ``cancelled``, its note naming the annotation."""
+    cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), _ = nodes_of(cloud, "g")
+    add_pod(cloud, "web-0", node, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})
+    plan = {"plan_id": "20261102T100000Z-abc", "reason": "consolidation", "consolidation": True,
+            "pods": ["team-a/web-0"]}  # fmt: skip
+
+    def annotate() -> None:
+        raw = cloud.kube.get("Node", node)
+        assert raw is not None
+        raw["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
+        cloud.kube.update("Node", raw)
+
+    with before_action(cloud, "evict", annotate):
+        result = cloud.stack.run(
+            "DrainNodeStateMachine",
+            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 60, **plan},
+            timeout=40,
+        )
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["outcome"] == "cancelled" and "karpenter.sh/do-not-disrupt=true" in out["note"], out
+    assert out["evicted_count"] == 0, out
+    web = cloud.kube.get("Pod", "web-0", "team-a")
+    assert web is not None and not web["metadata"].get("deletionTimestamp")
+    assert marks(cloud.kube.get("Node", node)) == (False, False, False)
+    assert instance in cloud.instances() and cloud.desired("g") == 2
+
+
 def test_an_abandoned_drain_whose_give_back_fails_fails_for_the_alarm_instead_of_succeeding(
     cloud: Cloud,
 ) -> None:

@@ -2986,6 +2986,10 @@ def test_a_malformed_claim_is_refused_naming_the_field(rig: Rig, field: str, val
 PLAN = "20261102T100000Z-abc"
 
 
+def evictions(rig: Rig, name: str) -> list[Any]:
+    return [r for r in rig.api.requests if r.method == "POST" and r.path.endswith(f"/pods/{name}/eviction")]
+
+
 def consolidation(*pods: str, **more: Any) -> dict[str, Any]:
     return {"plan_id": PLAN, "consolidation": True, "pods": [f"team-a/{p}" for p in pods], **more}
 
@@ -3047,6 +3051,67 @@ def test_a_consolidation_is_cancelled_when_a_pod_it_moves_became_protected(rig: 
     out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **consolidation("web-0")})
     assert "may no longer be evicted" in cancelled(out)["note"]
     assert rig.writes() == []
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [{"karpenter.sh/do-not-disrupt": "true"}, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+     {"openai/do-not-drain": "true"}],
+    ids=["do-not-disrupt", "not-safe-to-evict", "do-not-drain"],
+)  # fmt: skip
+@pytest.mark.parametrize("make_room", [False, True], ids=["consolidation", "make-room"])
+def test_a_plans_drain_one_of_whose_pods_became_protected_after_its_cordon_evicts_nothing_more(
+    rig: Rig, annotations: dict[str, str], make_room: bool
+) -> None:
+    """The validation cancels a plan's drain one of whose named pods may no longer be evicted
+    (test_a_consolidation_is_cancelled_when_a_pod_it_moves_became_protected), but a pod protected after
+    the cordon was only kept: the round evicted the plan's other pods (moved for a node, or a room, the
+    drain could no longer free) and held the node cordoned to its deadline, where it failed as a
+    timeout (the drain-timeout alarm for an operator's annotation). The round abandons instead, as for
+    work that came after the plan: nothing evicted, the node given back, the pods running."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    extra = {"uncordon": True, "terminate": False} if make_room else {}
+    drain = rig.cordoned(**consolidation("web-0", "web-1"), **extra, poll_seconds=5, deadline_seconds=300)
+    pod = rig.api.get("Pod", "web-1", "team-a")
+    assert pod is not None
+    pod["metadata"].setdefault("annotations", {}).update(annotations)
+    rig.api.update("Pod", pod)
+    rig.api.clear_requests()
+
+    first = rig.drainer.evict(drain)
+
+    assert evictions(rig, "web-0") == [], "a pod moved for a node its drain can no longer empty"
+    assert "team-a/web-1 may no longer be evicted" in first["abandon"], first
+    assert first["done"] is False and first["evicted_count"] == 0
+
+
+def test_a_protected_pod_that_arrives_during_a_plans_drain_of_an_idle_node_abandons_it_at_once(
+    rig: Rig,
+) -> None:
+    """Work that came after the plan abandons its drain at the next round, the node given back; a pod
+    that came marked never to be disturbed was only kept, holding the node cordoned to the deadline,
+    where the drain failed as a timeout."""
+    drain = rig.cordoned(plan_id=PLAN, reason="idle 12 min", poll_seconds=5, deadline_seconds=300)
+    rig.pod("late-0", app="late", annotations={"karpenter.sh/do-not-disrupt": "true"})
+
+    first = rig.drainer.evict(drain)
+
+    assert "team-a/late-0 may no longer be evicted" in first.get("abandon", ""), first
+    assert first["done"] is False and first["evicted_count"] == 0
+
+
+def test_a_bare_pod_that_arrives_during_a_plans_drain_of_an_idle_node_abandons_it_at_once(rig: Rig) -> None:
+    """The README: a pod that came after the plan and that the drain may not evict (``no-controller``, as
+    a marked one) abandons the drain at its next round; it was kept, the node held cordoned to the
+    deadline, where the drain failed as a timeout."""
+    drain = rig.cordoned(plan_id=PLAN, reason="idle 12 min", poll_seconds=5, deadline_seconds=300)
+    rig.pod("late-0", app="late", bare=True)
+
+    first = rig.drainer.evict(drain)
+
+    assert "team-a/late-0 may no longer be evicted" in first.get("abandon", ""), first
+    assert "no controller" in first["abandon"] and first["evicted_count"] == 0
 
 
 def test_a_pod_that_arrives_during_a_consolidation_abandons_it_at_once_and_gets_the_node_back(
@@ -3117,6 +3182,34 @@ def test_a_make_room_is_not_abandoned_for_a_pod_it_does_not_move(rig: Rig) -> No
     assert "abandon" not in first and first["evicted"] == ["team-a/web-0"], first
 
 
+@pytest.mark.parametrize(
+    "annotations",
+    [{"karpenter.sh/do-not-disrupt": "true"}, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}],
+    ids=["do-not-disrupt", "not-safe-to-evict"],
+)
+def test_a_make_room_is_not_cancelled_for_a_protected_pod_it_leaves_running(
+    rig: Rig, annotations: dict[str, str]
+) -> None:
+    """The README (*Make room*): pods that may not move stay, and the make-room drain evicts the pods it
+    names only, leaving every other pod running; the planner makes room on such a node. The validation
+    cancelled it all the same for a protected pod it does not move (read as one the plan moves that had
+    become protected), so each plan's make room there was cancelled and its pending pods kept waiting."""
+    rig.pod("web-0")
+    rig.pod("keep-0", app="keep", annotations=annotations)
+    rig.api.clear_requests()
+
+    out = rig.drainer.validate(
+        {"cluster": CLUSTER, "node": NODE, **consolidation("web-0"), "uncordon": True, "terminate": False}
+    )
+
+    assert "cancelled" not in out, out
+    drain = Drain.model_validate(out["drain"])
+    rig.drainer.cordon(drain)
+    first = rig.drainer.evict(drain)
+    assert "abandon" not in first and first["evicted"] == ["team-a/web-0"], first
+    assert evictions(rig, "keep-0") == []
+
+
 def test_a_consolidation_is_never_forced() -> None:
     with pytest.raises(InvalidDrainRequest) as caught:
         parse_request({"cluster": CLUSTER, "node": NODE, **consolidation("web-0", force=True)})
@@ -3134,6 +3227,69 @@ def test_a_consolidation_of_a_node_annotated_do_not_disrupt_since_the_plan_is_ca
 
     assert "karpenter.sh/do-not-disrupt=true" in cancelled(out)["note"]
     assert rig.writes() == []
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [(_scale_down_disabled, "cluster-autoscaler.kubernetes.io/scale-down-disabled=true"),
+     (_node_do_not_disrupt, "karpenter.sh/do-not-disrupt=true")],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else None,
+)  # fmt: skip
+@pytest.mark.parametrize("make_room", [False, True], ids=["consolidation", "make-room"])
+def test_a_plans_drain_of_a_node_protected_after_its_cordon_evicts_nothing_more_and_gives_it_back(
+    rig: Rig, setup: Any, words: str, make_room: bool
+) -> None:
+    """The validation cancels a plan's drain of a node annotated karpenter.sh/do-not-disrupt=true or
+    scale-down-disabled=true since the plan, but a drain lasts rounds (a budget lets one pod go at a
+    time): an operator who annotates the node while it drains, to stop it, had the next round evict the
+    pod the budget held all the same. The round abandons instead (nothing more evicted, the node given
+    back: GiveBack), as for work that came after the plan."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))
+    extra = {"uncordon": True, "terminate": False} if make_room else {}
+    drain = rig.cordoned(**consolidation("web-0", "web-1"), **extra, poll_seconds=1, deadline_seconds=60)
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"] and first["blocked"] == ["team-a/web-1"]
+    rig.pod("web-2", node=SPARE)  # the replacement runs elsewhere: the budget would allow the next
+    setup(rig)
+    rig.api.clear_requests()
+    rig.clock.advance(1)
+
+    second = rig.drainer.evict(drain, first)
+
+    assert rig.writes() == [], "the held pod was evicted off a node its operator protected since"
+    assert words in second["abandon"] and second["done"] is False, second
+    assert second["evicted"] == ["team-a/web-0"] and rig.writes() == []
+    given_back = rig.drainer.uncordon(drain)
+    assert given_back["uncordoned"] is True and not rig.node()["spec"].get("unschedulable")
+    recorded = rig.drainer.record({"drain": drain.model_dump(), "round": second, "compensation": given_back},
+                                  "cancelled")  # fmt: skip
+    assert recorded["outcome"] == "cancelled" and words in recorded["note"]
+
+
+def test_the_check_before_terminating_sends_a_drain_whose_node_was_protected_since_back_to_its_round(
+    rig: Rig,
+) -> None:
+    """The last round found the node empty; annotated do-not-disrupt before the check, it was terminated."""
+    drain = rig.cordoned(plan_id=PLAN, reason="idle 12 min", poll_seconds=1, deadline_seconds=60)
+    assert rig.drainer.evict(drain)["done"] is True
+    _node_do_not_disrupt(rig)
+
+    checked = rig.drainer.check(drain)
+
+    assert checked["ready"] is False and "karpenter.sh/do-not-disrupt" in checked["note"], checked
+    assert "karpenter.sh/do-not-disrupt" in rig.drainer.evict(drain)["abandon"]
+
+
+def test_a_forced_drain_goes_on_when_its_node_is_annotated_do_not_disrupt_after_its_cordon(rig: Rig) -> None:
+    """A forced drain (a Spot warning's, an operator's with force) takes a protected node anyway: an
+    annotation that arrives while it drains changes nothing."""
+    rig.pod("web-0")
+    drain = rig.cordoned(force=True, poll_seconds=1, deadline_seconds=60)
+    _node_do_not_disrupt(rig)
+    first = rig.drainer.evict(drain)
+    assert "abandon" not in first and first["evicted"] == ["team-a/web-0"], first
 
 
 def test_force_drains_a_node_annotated_do_not_disrupt(rig: Rig) -> None:
@@ -3536,6 +3692,107 @@ def test_an_empty_nodes_drain_evicts_only_daemonset_pods_that_opt_in(rig: Rig) -
 
     assert done["done"] and done["daemonsets"] == ["kube-system/shipper"]
     assert _ds_evictions(rig) == ["shipper"]
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [{"karpenter.sh/do-not-disrupt": "true"}, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+     {"openai/do-not-drain": "1"}],
+    ids=["do-not-disrupt", "not-safe-to-evict", "do-not-drain"],
+)  # fmt: skip
+def test_a_drain_evicts_no_daemonset_pod_marked_never_to_be_disturbed(rig: Rig, mark: dict[str, str]) -> None:
+    """The README: a DaemonSet pod annotated do-not-disrupt "is not moved either (no drain evicts it)",
+    as Karpenter's drain evicts no do-not-disrupt pod, DaemonSet pods included
+    (kubernetes-sigs/karpenter pkg/utils/pod/scheduling.go, IsEvictable). The DaemonSet eviction at the
+    end of a drain that terminates its node evicted every DaemonSet pod, marked or not, opted in by
+    enable-ds-eviction "true" or by default: the marked one was stopped through the API as if it had
+    no mark. It goes with the instance instead, as the pods of a drain that evicts none do."""
+    rig.pod("web-0")
+    _daemonsets(rig, fluentbit=None, shipper="true")
+    for name in ("fluentbit", "shipper"):
+        pod = rig.api.get("Pod", name, "kube-system")
+        assert pod is not None
+        pod["metadata"].setdefault("annotations", {}).update(mark)
+        rig.api.update("Pod", pod)
+    _daemonsets(rig, agent=None)
+    drain = rig.cordoned(reason="idle 12 min")
+    rig.api.clear_requests()
+
+    done, _ = _drain_to_empty(rig, drain, occupied=True)
+
+    assert done["daemonsets"] == ["kube-system/agent"]
+    for name in ("fluentbit", "shipper"):
+        pod = rig.api.get("Pod", name, "kube-system")
+        assert pod is not None and not pod["metadata"].get("deletionTimestamp"), name
+
+
+def _pin(rig: Rig, name: str) -> None:
+    pod = rig.api.get("Pod", name, "kube-system")
+    assert pod is not None
+    pod["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
+    rig.api.update("Pod", pod)
+
+
+@pytest.mark.parametrize("consolidating", [False, True], ids=["idle", "consolidation"])
+def test_a_plans_drain_of_a_node_whose_daemonset_pod_is_annotated_do_not_disrupt_since_is_cancelled(
+    rig: Rig, consolidating: bool
+) -> None:
+    """The planner keeps a node running a DaemonSet pod annotated karpenter.sh/do-not-disrupt from every
+    drain that removes it (``pod-never``, as Karpenter's ValidatePodsDisruptable reads every active pod
+    of a node): no drain evicts such a pod, and it dies with the node. A plan's drain of a node whose
+    DaemonSet pod was annotated since the plan went on (a DaemonSet pod keeps no node busy) and
+    terminated the node with the pod on it."""
+    _daemonsets(rig, shipper=None)
+    _pin(rig, "shipper")
+    rig.pod("web-0")
+    request = consolidation("web-0") if consolidating else {"plan_id": PLAN, "reason": "idle 12 min"}
+    if not consolidating:
+        rig.api.delete("Pod", "web-0", "team-a")
+    rig.api.clear_requests()
+
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **request})
+
+    assert "kube-system/shipper" in cancelled(out)["note"] and "do-not-disrupt" in cancelled(out)["note"]
+    assert rig.writes() == []
+
+
+def test_a_daemonset_pod_annotated_do_not_disrupt_during_a_plans_drain_abandons_it(rig: Rig) -> None:
+    _daemonsets(rig, shipper=None)
+    rig.pod("web-0")
+    rig.pod("web-1")
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))
+    drain = rig.cordoned(**consolidation("web-0", "web-1"), poll_seconds=1, deadline_seconds=60)
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"]
+    _pin(rig, "shipper")
+    rig.api.clear_requests()
+
+    second = rig.drainer.evict(drain, first)
+
+    assert "kube-system/shipper" in second["abandon"] and rig.writes() == [], second
+
+
+def test_a_drain_by_hand_is_not_held_by_a_daemonset_pod_annotated_do_not_disrupt(rig: Rig) -> None:
+    """An operator's drain names its node: the pod goes with the instance, not evicted (as before)."""
+    _daemonsets(rig, shipper=None)
+    _pin(rig, "shipper")
+    drain = rig.cordoned(reason="by hand")
+    done = rig.drainer.evict(drain)
+    assert done["done"] and done["daemonsets"] == [] and rig.drainer.check(drain)["ready"]
+
+
+def test_a_forced_drain_evicts_a_marked_daemonset_pod_with_the_others(rig: Rig) -> None:
+    """``force`` overrides the marks, as it does for every other pod."""
+    _daemonsets(rig, shipper="true")
+    pod = rig.api.get("Pod", "shipper", "kube-system")
+    assert pod is not None
+    pod["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
+    rig.api.update("Pod", pod)
+    drain = rig.cordoned(reason="by hand", force=True)
+
+    done = rig.drainer.evict(drain)
+
+    assert done["done"] and done["daemonsets"] == ["kube-system/shipper"]
 
 
 @pytest.mark.parametrize(("empty", "occupied"), [(True, False), (False, False)])

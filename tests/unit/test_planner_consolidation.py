@@ -386,6 +386,38 @@ def test_elastic_jobs_shrink_to_their_minimum_never_below() -> None:
     assert kept(result)[c][0] == codes.DOES_NOT_FIT
 
 
+@pytest.mark.parametrize(
+    "mark",
+    [{"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}, {"volcano.sh/preemptable": "true"}],
+    ids=["safe-to-evict", "preemptable"],
+)
+def test_an_opt_in_on_its_workers_does_not_take_an_elastic_job_below_its_minimum(
+    mark: dict[str, str],
+) -> None:
+    """Four workers of an elastic job (minimum 2), two on a, two on b, each annotated safe-to-evict
+    "true" (or Volcano preemptable); c and d each have room for two. The opt-in rule matched first and
+    moved them as any movable pod, so their job's minimum was never counted: one plan drained a and b
+    and took all four workers at once (without the mark it drains one node, the job keeping 2). The
+    opt-in lets the pod be evicted; it does not let its job run below its minimum."""
+    w = World(regions=("us-east-1",))
+    a, b, c, d = sorted(w.group("cpu", "m5.2xlarge", nodes=4, max_size=10))
+    elastic_workers(w, a, ["w-0", "w-1"], cpu="3")  # neither a nor b has room for the other's workers
+    elastic_workers(w, b, ["w-2", "w-3"], cpu="3")
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("w-"):
+            item["metadata"].setdefault("annotations", {}).update(mark)
+    replicas(w, c, "stay-c", 1, annotations={})  # room for two workers each
+    replicas(w, d, "stay-d", 1, annotations={})
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    (drain,) = result.drain
+    assert drain.node in (a, b) and "its 2 pod(s) fit on" in drain.reason
+    code, reason = kept(result)[b if drain.node == a else a]
+    assert code == codes.ELASTIC_MIN and "may lose 0" in reason, reason
+    assert result.state.shrunk == {}  # its workers were placed elsewhere, not given up
+
+
 def test_two_nodes_each_holding_the_whole_elastic_room_only_one_is_drained() -> None:
     # 4 workers, minimum 2: either node's two may go, not both. Found by the demo's night scene: both
     # passed the check on the room before any drain, and the plan drained both.

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 from plan_world import NOW, World
-from test_planner_consolidation import UNDER, fluentd_shy, half_full, kept, replicas
+from test_planner_consolidation import UNDER, elastic_workers, fluentd_shy, half_full, kept, replicas
 from test_planner_gang_launch import COSCHED
 
 from spillway.planner import codes
@@ -661,3 +661,31 @@ def test_under_a_drain_deadline_shorter_than_two_minutes_a_pod_with_a_long_grace
 
         outcomes[grace] = ([(d.node, d.code, d.pods) for d in result.drain], len(result.scale_up))
     assert outcomes == {3600: ([], 1), 40: ([(a, codes.MAKE_ROOM, ("default/ckpt-0",))], 0)}, outcomes
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [{}, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}, {"volcano.sh/preemptable": "true"}],
+    ids=["elastic", "safe-to-evict", "preemptable"],
+)
+def test_make_room_moves_no_worker_its_elastic_job_cannot_lose_whatever_opts_it_in(
+    mark: dict[str, str],
+) -> None:
+    """a runs both workers of an elastic job at its minimum (2); a pending pod fits a once one worker
+    moves to b, which has room for the worker but not for the pod. Shrunk or moved on an opt-in
+    (safe-to-evict, Volcano preemptable: Candidate.members), the worker leaves its job below its
+    minimum, so the plan launches instead. With the opt-in, make room moved it (the opt-in rule matched
+    before the elastic one and no minimum was counted)."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    elastic_workers(w, a, ["w-0", "w-1"], cpu="3")
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("w-"):
+            item["metadata"].setdefault("annotations", {}).update(mark)
+    replicas(w, b, "stay", 1, cpu="4", annotations={})  # may not move; b keeps room for one worker
+    (pod,) = w.pods("wide", 1, cpu="4500m", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert [s.pods for s in result.scale_up] == [(pod,)]

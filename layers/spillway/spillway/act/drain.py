@@ -184,7 +184,7 @@ from spillway.model.nodegroup import (
 )
 from spillway.model.state import SCALE_DOWN_FAILED_PREFIX
 from spillway.model.utc import aware
-from spillway.planner.disruption import TOLERATES_DRAIN, assess, comes_back, dead
+from spillway.planner.disruption import TOLERATES_DRAIN, assess, comes_back, dead, marked_never
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 STARTED_BY = "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID"  # added by a parent execution (.sync)
@@ -301,15 +301,21 @@ class DaemonSetEviction:
     occupied: bool = True
 
 
-def daemonsets_to_evict(pods: Sequence[Pod], by_default: bool) -> list[Pod]:
+def daemonsets_to_evict(pods: Sequence[Pod], by_default: bool, *, force: bool = False) -> list[Pod]:
     """The node's DaemonSet pods (running or pending, not terminating) a drain evicts before the node
     goes, by name: each annotated ``cluster-autoscaler.kubernetes.io/enable-ds-eviction: "true"``, none
     annotated with another value, and the others when ``by_default`` (cluster-autoscaler's
-    simulator/utils/daemonset ``PodsToEvict``)."""
+    simulator/utils/daemonset ``PodsToEvict``). Never, without ``force``, one marked never to be
+    disturbed (``karpenter.sh/do-not-disrupt``, ``safe-to-evict: "false"``, ``openai/do-not-drain``:
+    :func:`~spillway.planner.disruption.marked_never`), whatever ``enable-ds-eviction`` says: Karpenter's
+    drain evicts no pod annotated do-not-disrupt, a DaemonSet's included (kubernetes-sigs/karpenter
+    pkg/utils/pod/scheduling.go, ``IsEvictable``); it goes with the instance."""
     chosen = []
     for pod in pods:
         info = PodInfo.from_pod(pod)
         if not info.daemonset or info.mirror or info.terminal or info.terminating:
+            continue
+        if not force and marked_never(info) is not None:
             continue
         note = pod.metadata.annotations.get(ENABLE_DS_EVICTION)
         if note == "true" or (note is None and by_default):
@@ -972,10 +978,24 @@ def _cordoned_by_others(
     )
 
 
+def protected_node(drain: Drain | DrainRequest, node: Node) -> str | None:
+    """The node-level mark that keeps a drain without ``force`` off ``node`` (its annotation's name), or
+    None: ``cluster-autoscaler.kubernetes.io/scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``
+    ``true``, read as the planner reads them (``NodeInfo``). The validation refuses such a drain
+    (:func:`_scale_down_disabled`, :func:`_do_not_disrupt`), and every eviction round asks again
+    (:meth:`Drainer.evict`): a mark put on the node while it drains stops it there."""
+    if drain.force:
+        return None
+    annotations = node.metadata.annotations
+    if annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true":
+        return SCALE_DOWN_DISABLED
+    return DO_NOT_DISRUPT if flag(annotations.get(DO_NOT_DISRUPT)) else None
+
+
 def _scale_down_disabled(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
-    if request.force or node.metadata.annotations.get(SCALE_DOWN_DISABLED, "").lower() != "true":
+    if protected_node(request, node) != SCALE_DOWN_DISABLED:
         return None
     return InvalidDrainRequest(
         f'Node {request.node!r} is annotated {SCALE_DOWN_DISABLED}=true; pass "force": true to drain '
@@ -991,7 +1011,7 @@ def _do_not_disrupt(
     """A node annotated ``karpenter.sh/do-not-disrupt=true`` (the node-level form): the planner neither
     scales it down nor moves a pod off it (``node-do-not-disrupt``), so a plan's drain of one annotated
     since is stale, and a person's needs ``force``, as with ``scale-down-disabled``."""
-    if request.force or not flag(node.metadata.annotations.get(DO_NOT_DISRUPT)):
+    if protected_node(request, node) != DO_NOT_DISRUPT:
         return None
     return InvalidDrainRequest(
         f'Node {request.node!r} is annotated {DO_NOT_DISRUPT}=true; pass "force": true to drain it anyway',
@@ -1245,13 +1265,24 @@ def _busy_planned_drain(
     return None
 
 
+def _pinned_refusal(drain: Drain, verdicts: Sequence[PodVerdict]) -> str | None:
+    """Why a plan's drain is cancelled for a DaemonSet or static pod annotated do-not-disrupt since the
+    plan (:func:`_pinned`), else None."""
+    pinned = [v.pod for v in verdicts if v.reason == PINNED]
+    if not pinned:
+        return None
+    return f"Node {drain.node!r} runs {pinned[0]}, {PINNED}; the plan's drain leaves the node alone"
+
+
 def _changed_consolidation(
     request: DrainRequest, verdicts: Sequence[PodVerdict], named: Collection[str] | None = None
 ) -> str | None:
     """A consolidation is cancelled, before it touches anything, when the node runs a workload pod the
     plan did not plan to move, or when one it planned to move may no longer be evicted. A drain that
     keeps its node (``uncordon``: make room) moves the pods it names and leaves the others running, so
-    other pods do not cancel it. ``named``: the pods it names and their successors (:func:`_named`)."""
+    other pods do not cancel it, protected ones included (the planner makes room on a node whose pods
+    that may not move stay: those cancelled every such make room). ``named``: the pods it names and
+    their successors (:func:`_named`)."""
     expected = set(request.pods if named is None else named)
     arrived = [v.pod for v in verdicts if v.action != "ignore" and v.pod not in expected]
     if arrived and not request.uncordon:
@@ -1259,7 +1290,7 @@ def _changed_consolidation(
             f"Node {request.node!r} runs {len(arrived)} workload pod(s) the plan did not plan to move "
             f"({', '.join(arrived[:3])}); the consolidation leaves it alone"
         )
-    protected = [v for v in verdicts if v.action == "keep"]
+    protected = [v for v in verdicts if v.action == "keep" and (v.pod in expected or not request.uncordon)]
     if protected:
         return (
             f"Node {request.node!r}: {protected[0].pod} may no longer be evicted ({protected[0].reason}); "
@@ -1537,18 +1568,27 @@ def _arrivals(drain: Drain, verdicts: Sequence[PodVerdict]) -> list[str]:
     the node's free room meanwhile) and failing there as a timeout."""
     if drain.uncordon:  # make room: the node stays, and so do the pods it does not move
         return []
-    return [v.pod for v in verdicts if v.action == "keep" and v.reason in (ARRIVED, UNNAMED, UNPLANNED_STAYS)]
+    return [v.pod for v in verdicts if v.action == "keep" and v.reason in _ARRIVAL_REASONS]
+
+
+def _protected_since(drain: Drain, verdicts: Sequence[PodVerdict]) -> PodVerdict | None:
+    """The first pod a drain that moves only the pods it expects (a consolidation, a make room, a plan's
+    drain of a node it saw idle: :func:`_only_expected`) keeps for a protection (``do-not-disrupt``,
+    ``safe-to-evict=false``, ``openai/do-not-drain``, no controller left): one it names that was marked
+    since its validation (which cancels such a drain: :func:`_changed_consolidation`), or one that came
+    so marked. The drain can no longer free the node (or the room), so it is abandoned at once, as for
+    work that came after the plan, instead of evicting the others for nothing and failing at its deadline
+    as a timeout. None for any other drain: one by hand waits for a protected pod to its deadline."""
+    if not (drain.consolidation or (drain.plan_id is not None and not drain.force)):
+        return None
+    return next((v for v in verdicts if v.action == "keep" and v.reason not in _ARRIVAL_REASONS), None)
 
 
 def _abandon(
-    drain: Drain, previous: Mapping[str, Any], verdicts: Sequence[PodVerdict], arrived: Sequence[str]
+    drain: Drain, previous: Mapping[str, Any], verdicts: Sequence[PodVerdict], why: str
 ) -> dict[str, Any]:
-    """The round that abandons the drain (:func:`_arrivals`): nothing more evicted; the state machine
+    """The round that abandons the drain (:func:`_abandon_why`): nothing more evicted; the state machine
     gives the node back (GiveBack) and records the drain ``cancelled``, a success."""
-    what = "consolidation" if drain.consolidation else "scale-down"
-    since = "the plan" if drain.plan_id is not None else "the drain was asked for"
-    if drain.plan_id is None:
-        what = "drain"
     return {
         "rounds": int(previous.get("rounds") or 0),
         "evicted": list(previous.get("evicted") or [])[:LIST_LIMIT],
@@ -1558,17 +1598,45 @@ def _abandon(
         "remaining_count": len([v for v in verdicts if v.action != "ignore"]),
         "done": False,
         "forced": False,
-        "abandon": (
-            f"Node {drain.node!r} runs {len(arrived)} pod(s) that came after {since} "
-            f"({', '.join(arrived[:3])}): the {what} is abandoned and the node given back, those pods running"
-        ),
+        "abandon": why,
     }
+
+
+def _abandon_why(drain: Drain, node: Node, verdicts: Sequence[PodVerdict]) -> str | None:
+    """Why the round abandons the drain, or None: its node was annotated ``karpenter.sh/do-not-disrupt``
+    or ``scale-down-disabled`` since its validation (:func:`protected_node`), a pod it expects may no
+    longer be evicted (:func:`_protected_since`), or work came after the plan (:func:`_arrivals`)."""
+    what = "consolidation" if drain.consolidation else "scale-down"
+    if drain.plan_id is None:
+        what = "drain"
+    if drain.uncordon:
+        what = "make room"
+    given_back = f"the {what} is abandoned and the node given back"
+    protected = protected_node(drain, node)
+    if protected is not None:
+        return (
+            f"Node {drain.node!r} was annotated {protected}=true while it drained: {given_back}, its pods "
+            'left running (pass "force": true to drain it anyway)'
+        )
+    kept = _protected_since(drain, verdicts)
+    if kept is not None:
+        return f"Node {drain.node!r}: {kept.pod} may no longer be evicted ({kept.reason}); {given_back}"
+    arrived = _arrivals(drain, verdicts)
+    if not arrived:
+        return None
+    since = "the plan" if drain.plan_id is not None else "the drain was asked for"
+    return (
+        f"Node {drain.node!r} runs {len(arrived)} pod(s) that came after {since} "
+        f"({', '.join(arrived[:3])}): {given_back}, those pods running"
+    )
 
 
 UNPLANNED_STAYS = (
     "tolerates the drain's cordon and taint, and the plan did not name it (it arrived after the plan): "
     "it keeps the node, left running"
 )
+# why a drain that moves only the pods it expects keeps a pod that came after it was planned or asked for
+_ARRIVAL_REASONS = (ARRIVED, UNNAMED, UNPLANNED_STAYS)
 
 
 def _unplanned_stays(
@@ -1590,6 +1658,40 @@ def _unplanned_stays(
         PodVerdict(v.pod, "keep", UNPLANNED_STAYS, v.priority, v.grace, v.grace_ends)
         if v.action == "ignore" and v.reason == TOLERATES_DRAIN and v.pod not in expected
         else v
+        for v in verdicts
+    ]
+
+
+PINNED = (
+    f"a DaemonSet or static pod annotated {DO_NOT_DISRUPT}=true: no drain evicts it, and it would die with "
+    "the node this plan's drain removes (the planner keeps such a node, pod-never)"
+)
+
+
+def _pinned(drain: Drain, pods: Sequence[Pod], verdicts: list[PodVerdict]) -> list[PodVerdict]:
+    """A plan's drain that removes its node (:func:`_scales_down`) keeps a DaemonSet or static (mirror)
+    pod annotated ``karpenter.sh/do-not-disrupt=true`` (running or pending, not terminating): the planner
+    drains no such node (:func:`spillway.planner.scaledown._pinned`, as Karpenter's
+    ``ValidatePodsDisruptable`` reads every active pod of a node), so one annotated since the plan
+    cancels the drain at its validation and abandons it at a round after the cordon
+    (:func:`_protected_since`), instead of terminating the node with the pod on it. No drain evicts such
+    a pod (:func:`daemonsets_to_evict`); a drain by hand, a forced one, a make room (its node stays)
+    and a notice's or a lifecycle hook's (the instance goes anyway) let it go with the node."""
+    if drain.force or not _scales_down(drain):
+        return verdicts
+    pinned = set()
+    for pod in pods:
+        info = PodInfo.from_pod(pod)
+        if (
+            (info.daemonset or info.mirror)
+            and info.do_not_disrupt
+            and not (info.terminal or info.terminating)
+        ):
+            pinned.add(info.key)
+    if not pinned:
+        return verdicts
+    return [
+        PodVerdict(v.pod, "keep", PINNED, v.priority, v.grace, v.grace_ends) if v.pod in pinned else v
         for v in verdicts
     ]
 
@@ -1824,8 +1926,8 @@ class Drainer:
         named = _named(drain, pods)
         planned, dead = _planned(drain, named), dead_node(drain, node, now)
         verdicts = [classify(p, force=request.force, now=now, planned=planned, dead_node=dead) for p in pods]
-        verdicts = _unplanned_stays(request, verdicts, named)
-        busy = _busy_planned_drain(request, verdicts, named)
+        verdicts = _pinned(drain, pods, _unplanned_stays(request, verdicts, named))
+        busy = _pinned_refusal(drain, verdicts) or _busy_planned_drain(request, verdicts, named)
         if busy is not None:
             return _cancelled(self._identity(drain), busy)
         verdicts = _only_expected(drain, verdicts)
@@ -2125,9 +2227,9 @@ class Drainer:
         except _StandingBy as standby:
             return _standing_by(previous, standby)
         before = self._verdicts(drain, node)
-        arrived = _arrivals(drain, before)
-        if arrived:
-            return _abandon(drain, previous, before, arrived)
+        why = _abandon_why(drain, node, before)
+        if why is not None:
+            return _abandon(drain, previous, before, why)
         evicted_now, refused = self._evict_in_time(drain, before, previous)
         after = self._verdicts(drain, node) if evicted_now else before
         remaining = _remaining(after, evicted_now, refused)
@@ -2182,7 +2284,8 @@ class Drainer:
         by_default = self.daemonset_eviction.occupied if occupied else self.daemonset_eviction.empty
         evicted: list[str] = []
         try:
-            for pod in daemonsets_to_evict(self.kube.pods_on_node(drain.node), by_default) if left else ():
+            pods = self.kube.pods_on_node(drain.node) if left else []
+            for pod in daemonsets_to_evict(pods, by_default, force=drain.force):
                 grace = pod.spec.termination_grace_period_seconds
                 grace = DEFAULT_GRACE_SECONDS if grace is None else grace
                 key = f"{pod.metadata.namespace}/{pod.metadata.name}"
@@ -2294,7 +2397,8 @@ class Drainer:
         named = _named(drain, pods)
         planned, dead = _planned(drain, named), dead_node(drain, node, now)
         verdicts = [classify(p, force=drain.force, now=now, planned=planned, dead_node=dead) for p in pods]
-        return _unplanned_stays(drain, _only_expected(drain, _grace_over(drain, verdicts, now)), named)
+        verdicts = _unplanned_stays(drain, _only_expected(drain, _grace_over(drain, verdicts, now)), named)
+        return _pinned(drain, pods, verdicts)
 
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True)."""
@@ -2310,8 +2414,10 @@ class Drainer:
     # check -------------------------------------------------------------------------------------
 
     def check(self, drain: Drain, *, execution: str | None = None) -> dict[str, Any]:
-        """Right before termination: still our cordon, still the same instance, and empty (or ``force``
-        past the deadline). ``ready`` false sends the drain back to evicting. A leaving instance whose Node
+        """Right before termination: still our cordon, still the same instance, not annotated
+        ``karpenter.sh/do-not-disrupt`` or ``scale-down-disabled`` since (a drain without force:
+        :func:`protected_node`), and empty (or ``force`` past the deadline). ``ready`` false sends the
+        drain back to evicting, where a protected node's round abandons it. A leaving instance whose Node
         is gone is ready: the terminate step finds the instance gone and records it terminated. A forced
         drain standing by for another (``execution``, as for :meth:`evict`) is not ready."""
         try:
@@ -2326,6 +2432,10 @@ class Drainer:
             raise DrainCancelled(
                 f"Node {drain.node!r} is instance {now_instance} now, not {drain.instance_id}; nothing terminated"
             )
+        protected = protected_node(drain, node)
+        if protected is not None:  # annotated since the last round: that round abandons the drain
+            note = f"the node was annotated {protected}=true since the last round"
+            return {"ready": False, "forced": False, "remaining": [], "note": note}
         verdicts = self._verdicts(drain, node)
         remaining = [{"pod": v.pod, "reason": v.reason} for v in verdicts if v.action != "ignore"]
         forced = bool(remaining) and drain.force and self.clock() >= drain.deadline

@@ -262,6 +262,19 @@ class Candidate:
     gangs: dict[str, int] = field(default_factory=dict)
     # batch/v1 Job -> its pods here whose eviction it counts as failed against its backoffLimit
     counted: dict[str, int] = field(default_factory=dict)
+    # elastic job -> its workers here an opt-in moves (safe-to-evict, preemptable: Move.member), which
+    # need room elsewhere as any pod but take workers from the job all the same
+    members: dict[str, int] = field(default_factory=dict)
+
+    def workers_taken(self) -> dict[str, int]:
+        """Elastic job -> its running workers the drain takes, shrunk or moved on an opt-in: what its
+        minimum must allow (:meth:`Consolidation._elastic_min`)."""
+        if not self.members:
+            return self.elastic
+        out = dict(self.elastic)
+        for job, n in self.members.items():
+            out[job] = out.get(job, 0) + n
+        return out
 
     def given_up(self, moved: set[str]) -> dict[str, int]:
         """Job -> its workers here that the drain takes from it: those not re-placed (``moved``) on
@@ -294,6 +307,7 @@ class Candidate:
             jobs,
             gangs,
             counted,
+            _members(moves),
         )
 
     def order(self) -> tuple[object, ...]:
@@ -451,7 +465,7 @@ class Consolidation:
         """An elastic job taken below its minimum, or a restart cost the saving rule refuses."""
         group = candidate.node.group
         return (
-            self._elastic_min(candidate.elastic)
+            self._elastic_min(candidate.workers_taken())
             or self._gang_min(candidate.gangs)
             or self._backoff_limit(candidate.counted)
             or self._saving(candidate.pods, candidate.cost, group)
@@ -644,7 +658,7 @@ class Consolidation:
         if candidate.node.info.name in self.receiving:
             return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
         return (
-            self._elastic_min(candidate.elastic)
+            self._elastic_min(candidate.workers_taken())
             or self._gang_min(candidate.gangs)
             or self._backoff_limit(candidate.counted)
         )
@@ -674,7 +688,7 @@ class Consolidation:
         self.launching, destinations, self.ctx.planned, moved = trial
         self.receiving |= destinations
         self.stage.pod_budgets.spend(candidate.pods)
-        for job, workers in candidate.elastic.items():
+        for job, workers in candidate.workers_taken().items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
         for gang, members in candidate.gangs.items():
             if gang in self.gang_left:
@@ -848,6 +862,11 @@ def backoff_refusal(counted: Mapping[str, int], left: Mapping[str, int]) -> Verd
 def counted_by_job(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo]) -> dict[str, int]:
     """batch/v1 Job -> how many of ``pods`` (all evicted) it counts as failed against its backoffLimit."""
     return dict(Counter(job.key for pod in pods if (job := counting_job(pod, jobs)) is not None))
+
+
+def _members(moves: Sequence[tuple[PodInfo, Move]]) -> dict[str, int]:
+    """Elastic job -> the moved workers of it an opt-in moves (``Move.member``: not shrinks)."""
+    return dict(Counter(move.member for _, move in moves if move.member is not None))
 
 
 def _counted(moves: Sequence[tuple[PodInfo, Move]]) -> dict[str, int]:

@@ -286,13 +286,23 @@ def _ignored(pod: PodInfo, *, dead_node: bool = False) -> tuple[str, str]:
     return codes.POD_DAEMONSET, f"a DaemonSet pod ({pod.owner_name})"
 
 
-def _protection(pod: PodInfo, *, opted_in: bool = False) -> tuple[str, str] | None:
+def marked_never(pod: PodInfo) -> tuple[str, str] | None:
+    """The pod's own mark never to be disturbed, (code, why), or None: ``karpenter.sh/do-not-disrupt``
+    true, ``safe-to-evict`` false, ``openai/do-not-drain`` (1 or true). Of any pod, a DaemonSet's and a
+    static one's too: no drain evicts such a pod without ``force``."""
     if pod.do_not_disrupt:
         return codes.POD_DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT}=true"
     if pod.safe_to_evict is False:
         return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
     if pod.do_not_drain:
         return codes.POD_DO_NOT_DRAIN, f"marked {DO_NOT_DRAIN}: {DO_NOT_DRAIN_VALUES}"
+    return None
+
+
+def _protection(pod: PodInfo, *, opted_in: bool = False) -> tuple[str, str] | None:
+    marked = marked_never(pod)
+    if marked is not None:
+        return marked
     if not pod.controlled and pod.safe_to_evict is not True:
         return codes.POD_NO_CONTROLLER, "no controller would recreate it"
     if pod.local_storage and pod.safe_to_evict is not True and not opted_in:
@@ -336,7 +346,10 @@ class ElasticRef:
 class Move:
     """The answer of :func:`assess_move`. ``cost`` orders victims (0 for free, ``inf`` when not movable).
     ``counts``: the key of the batch/v1 Job that counts the pod's eviction as a failed pod against its
-    backoffLimit (``JobInfo.evictions_left``): a plan moves no more of its pods than that leaves."""
+    backoffLimit (``JobInfo.evictions_left``): a plan moves no more of its pods than that leaves.
+    ``member``: the elastic job (:func:`elastic_member`) one of whose running workers an opt-in moves
+    (``safe-to-evict=true``, Volcano preemptable: not a shrink, ``elastic`` None): the move still takes
+    a worker from the job, and a plan takes none below its minimum (:func:`elastic_room`)."""
 
     movable: bool
     reason: str
@@ -344,6 +357,7 @@ class Move:
     cost: float
     elastic: ElasticRef | None = None
     counts: str | None = None
+    member: str | None = None
 
 
 # A terminating pod is leaving of itself, its room free soon, when its grace period ends within this of
@@ -624,10 +638,13 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
         why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
         return Move(True, why, codes.POD_EXPENDABLE, 0.0)
     cost = move_cost(pod, now)
-    if pod.safe_to_evict is True:
-        return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost)
-    if pod.preemptable:
-        return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost)
+    if pod.safe_to_evict is True or pod.preemptable:
+        # the opt-in lets the pod go, not its elastic job below its minimum: counted as a shrink's are
+        member = elastic_member(pod, jobs)
+        job = member.job if member is not None else None
+        if pod.safe_to_evict is True:
+            return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost, member=job)
+        return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost, member=job)
     elastic = _elastic_move(pod, jobs, cost)
     if elastic is not None:
         return elastic
