@@ -192,6 +192,35 @@ def test_a_pending_volcano_podgroup_is_demand_without_pods() -> None:
     assert up.gangs[0].gang == "research/job-b"
 
 
+def test_a_pending_volcano_job_podgroup_written_as_quota_usage_is_demand_of_its_pods_requests() -> None:
+    """Volcano's job controller writes a Job's PodGroup ``minResources`` as ResourceQuota usage: per pod,
+    what ``quotacore.PodUsageFunc`` counts (``count/pods``, ``pods``, ``cpu`` and ``requests.cpu``,
+    ``limits.cpu``, memory alike, an extended resource as ``requests.nvidia.com/gpu``), its
+    ``util.GetPodQuotaUsage`` adding the extended resource under its own name too (volcano-sh/volcano
+    pkg/controllers/util/util.go and its util_test.go ``TestGetPodQuotaUsage``; job_controller_util.go
+    ``CalcPGMinResources`` sums it over minAvailable pods). Read as requests, every virtual pod asked
+    for ``count/pods``, ``limits.cpu`` and ``requests.nvidia.com/gpu``, which no node has: the plan
+    called the job one no node group could ever run and launched nothing. The pods it stands for
+    request what the plain names say."""
+    w = World()
+    w.group("gpu", "g5.12xlarge", max_size=10, gpu_taint=True)
+    usage = {"count/pods": "2", "pods": "2", "cpu": "20", "requests.cpu": "20", "limits.cpu": "24",
+             "memory": "40Gi", "requests.memory": "40Gi", "limits.memory": "48Gi",
+             "nvidia.com/gpu": "8", "requests.nvidia.com/gpu": "8"}  # fmt: skip
+    w.pod_group(VOLCANO, "train", "research", spec={"minMember": 2, "minResources": usage}, phase="Pending")
+
+    result = w.plan()
+
+    assert scale_up(result) == {"gpu": (0, 2, ["research/train[0]", "research/train[1]"])}
+    assert result.pending == ()
+    # the quantities are the pods' requests: three 4-GPU pods' worth of GPUs need three nodes
+    w.items[-1]["spec"] = {
+        "minMember": 3,
+        "minResources": {"requests.nvidia.com/gpu": "12", "count/pods": "3"},
+    }
+    assert scale_up(w.plan())["gpu"][:2] == (0, 3)
+
+
 @pytest.mark.parametrize("phase", [None, ""], ids=["no-status", "empty-phase"])
 def test_a_volcano_podgroup_without_a_phase_yet_is_pending_demand(phase: str | None) -> None:
     # Just created, before Volcano's scheduler writes status.phase: its scheduler takes the job as

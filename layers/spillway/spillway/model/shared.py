@@ -43,7 +43,7 @@ from spillway.model.k8s import (
     VolcanoPodGroup,
     Workload,
 )
-from spillway.model.resources import Resources, parse_resource_list
+from spillway.model.resources import PODS, Resources, parse_resource_list
 
 # A Volcano PodGroup's status.phase while it waits to be enqueued: "Pending", or none at all (absent or
 # "": just created, before Volcano's scheduler writes its status). Volcano reads both alike: its
@@ -275,13 +275,38 @@ def gangs_of(obj: KubeObject) -> list[GangInfo]:
     return []
 
 
+_QUOTA_REQUESTS_PREFIX = "requests."
+
+
+def volcano_min_requests(raw: Mapping[str, str | int | float] | None) -> Resources:
+    """A Volcano PodGroup's ``minResources`` as the requests of the pods it stands for.
+
+    Volcano's controllers write it as ResourceQuota usage, not as requests: its job controller
+    (``CalcPGMinResources``) and its podgroup controller for a normal pod (``buildPodGroupFromPod``)
+    sum ``util.GetPodQuotaUsage`` over the pods, which is ``quotacore.PodUsageFunc`` (``count/pods``
+    and ``pods`` 1; ``cpu`` and ``requests.cpu``, ``limits.cpu``; memory and ephemeral storage alike;
+    an extended resource as ``requests.<name>``) with each ``requests.<name>`` of a resource that is
+    not native added under ``<name>`` too (volcano-sh/volcano pkg/controllers/util/util.go, its
+    util_test.go ``TestGetPodQuotaUsage``). So: object counts (``count/*``, ``pods``: every virtual
+    pod takes its pod slot anyway) and limits are dropped, and ``requests.<name>`` is read as
+    ``<name>``; the larger where both are written. A hand-written ``minResources`` in plain names is
+    read as it is."""
+    out: Resources = {}
+    for name, value in parse_resource_list(raw).items():
+        if name == PODS or name.startswith(("count/", "limits.")):
+            continue
+        name = name.removeprefix(_QUOTA_REQUESTS_PREFIX)
+        out[name] = max(out.get(name, 0), value)
+    return out
+
+
 def _volcano_gang(key: str, group: VolcanoPodGroup) -> GangInfo:
     spec = group.spec
     return GangInfo(
         key,
         "volcano",
         spec.min_member,
-        parse_resource_list(spec.min_resources),
+        volcano_min_requests(spec.min_resources),
         pending=group.status.phase in VOLCANO_PENDING_PHASES,
         task_minimums={task: n for task, n in sorted(spec.min_task_member.items()) if n > 0},
         priority_class=spec.priority_class_name or "",
