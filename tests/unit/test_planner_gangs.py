@@ -221,6 +221,38 @@ def test_a_pending_volcano_job_podgroup_written_as_quota_usage_is_demand_of_its_
     assert scale_up(w.plan())["gpu"][:2] == (0, 3)
 
 
+def test_a_pending_volcano_podgroup_made_for_another_controllers_pods_is_no_demand_without_them() -> None:
+    """Volcano's podgroup controller makes ``podgroup-<uid>`` for the pods of a ReplicaSet, a
+    StatefulSet, a batch/v1 Job or a bare pod, owned as the pod is (buildPodGroupFromPod,
+    newPGOwnerReferences), with ``minResources`` of their quota usage. Their controller makes the pods
+    whatever the group's phase, so once none is left (a ReplicaSet scaled to zero, whose group older
+    Volcano releases kept and its scheduler put back to Pending) the group is no demand: read as the
+    pods' requests, it launched a node for a pod no one makes. A Volcano Job's group, which Volcano
+    holds the pods of until it is Inqueue, still is."""
+    w = cpu_world()
+    uid = "6f1c2a7e-1b2c-4d5e-8f90-123456789abc"
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "web-7d9f",
+        "uid": uid,
+        "controller": True,
+    }
+    usage = {"count/pods": "1", "pods": "1", "cpu": "2", "requests.cpu": "2", "requests.memory": "4Gi"}
+    w.pod_group(
+        VOLCANO, f"podgroup-{uid}", "shop", spec={"minMember": 1, "minResources": usage}, phase="Pending"
+    )
+    w.items[-1]["metadata"]["ownerReferences"] = [owner]
+
+    result = w.plan()
+
+    assert result.scale_up == () and result.pending == ()
+    # a Volcano Job's group (named podgroup-<its uid>: a Job called "podgroup") is demand without pods
+    job = {**owner, "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "podgroup"}
+    w.items[-1]["metadata"]["ownerReferences"] = [job]
+    assert scale_up(w.plan()) == {"cpu-east": (0, 1, [f"shop/podgroup-{uid}[0]"])}
+
+
 @pytest.mark.parametrize("phase", [None, ""], ids=["no-status", "empty-phase"])
 def test_a_volcano_podgroup_without_a_phase_yet_is_pending_demand(phase: str | None) -> None:
     # Just created, before Volcano's scheduler writes status.phase: its scheduler takes the job as

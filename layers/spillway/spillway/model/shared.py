@@ -31,6 +31,7 @@ from spillway.model.k8s import (
     KUEUE_TOTAL_ANNOTATION,
     TENANT_LABEL,
     VOLCANO_ANNOTATION,
+    VOLCANO_BATCH_GROUP,
     VOLCANO_TASK_SPEC,
     CapacityQuota,
     CoschedulingPodGroup,
@@ -300,6 +301,26 @@ def volcano_min_requests(raw: Mapping[str, str | int | float] | None) -> Resourc
     return out
 
 
+def volcano_made_for_pods(group: VolcanoPodGroup) -> bool:
+    """Whether Volcano's podgroup controller made the PodGroup for the pods of another controller (a
+    ReplicaSet's, a StatefulSet's, a batch/v1 Job's, or a bare pod): named ``podgroup-<uid>`` after
+    its controller owner, which it takes from the pod (:func:`volcano_normal_group`). Those pods are
+    made by their own controller, which never waits for the group's phase; only Volcano's Job
+    controller (and the training operators) hold a job's pods back until its group is ``Inqueue``. So
+    such a group without pods is no demand: it is left over (a ReplicaSet scaled to zero: Volcano
+    before it deleted such groups left them, and its scheduler turns a group with fewer members than
+    ``minMember`` back to ``Pending``), and its ``minResources`` would launch nodes for pods no one
+    makes. A batch.volcano.sh Job's group is never this, whatever its name."""
+    name = group.metadata.name
+    owner = next((r for r in group.metadata.owner_references if r.controller), None)
+    return (
+        owner is not None
+        and bool(owner.uid)
+        and name == f"{VOLCANO_NORMAL_GROUP_PREFIX}{owner.uid}"
+        and not owner.api_version.startswith(f"{VOLCANO_BATCH_GROUP}/")
+    )
+
+
 def _volcano_gang(key: str, group: VolcanoPodGroup) -> GangInfo:
     spec = group.spec
     return GangInfo(
@@ -307,7 +328,7 @@ def _volcano_gang(key: str, group: VolcanoPodGroup) -> GangInfo:
         "volcano",
         spec.min_member,
         volcano_min_requests(spec.min_resources),
-        pending=group.status.phase in VOLCANO_PENDING_PHASES,
+        pending=group.status.phase in VOLCANO_PENDING_PHASES and not volcano_made_for_pods(group),
         task_minimums={task: n for task, n in sorted(spec.min_task_member.items()) if n > 0},
         priority_class=spec.priority_class_name or "",
     )
