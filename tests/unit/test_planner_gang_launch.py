@@ -481,6 +481,33 @@ def test_a_gang_no_one_atomic_group_holds_is_not_split_over_two() -> None:
     assert {pending_codes(result)[p] for p in pods} == {"max-size"}
 
 
+def test_a_gang_whose_pods_no_one_group_can_all_run_says_which_pod_the_group_cannot_run() -> None:
+    """Scenario: an MPI-style gang, a launcher for the CPU pool (nodeSelector pool=cpu, no GPU
+    toleration) and two 4-GPU workers for the GPU pool, tagged ``fleet``. Its new nodes must all come
+    from one group (README "Tenants, limits and gangs"), and no group runs both kinds, so nothing is
+    launched, as documented. The reason said "every node group that fits is exhausted (cpu=2,...): "
+    and nothing more, code ``groups-exhausted``: no group was at MaxSize or backed off, and the user was
+    sent looking for one. It now names the group the gang was tried in and why it cannot run the
+    launcher, with the code of a pod no group can run."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10, labels={"pool": "cpu"})
+    w.group("gpu", "g5.12xlarge", max_size=10, gpu_taint=True, labels={"pool": "gpu"})
+    tag(w, "gpu", "fleet")
+    w.pod_group(COSCHED, "job", spec={"minMember": 3})
+    member = {"scheduling.x-k8s.io/pod-group": "job"}
+    pods = w.pods("launcher", 1, labels=member, cpu="2", memory="2Gi", node_selector={"pool": "cpu"})
+    pods += w.gpu_pods("worker", 2, 4, labels=member, memory="100Gi", node_selector={"pool": "gpu"})
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"no-group-fits"}
+    reason = pending_reasons(result)[pods[0]]
+    assert "exhausted" not in reason
+    assert "in us-east-1/gpu: node group gpu, the one the gang's new nodes come from, can never run" in reason
+    assert "nodeSelector pool=cpu does not match" in reason
+
+
 def test_a_gang_placed_after_the_pods_it_must_share_a_zone_with_follows_them() -> None:
     """A dataset cache, pending too, must run in us-east-1b (its node selector) and is served first (it
     asks for more CPU). The training gang's pods must share its zone (required pod affinity over the
