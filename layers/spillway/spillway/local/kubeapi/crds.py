@@ -487,11 +487,23 @@ CAPACITY_QUOTA_SCHEMA = _custom_resource(
     },
 )
 # autoscaling.x-k8s.io_capacityquotas.yaml as kubernetes/autoscaler first published it: v1alpha1 alone,
-# served and stored, the spec of v1beta1's, no CEL rule, and a status with no field (capacityquota_types.go
-# v1alpha1: "TODO: status should report resources currently in use"), so the API server prunes any
-# status written through it
+# served and stored; the spec of v1beta1's without what came with v1beta1 (limits.resources has no
+# maxProperties, no CEL rule), and a status with no field (capacityquota_types.go v1alpha1: "TODO:
+# status should report resources currently in use"), so the API server prunes any status written
+# through it
 CAPACITY_QUOTA_V1ALPHA1_SCHEMA = _custom_resource(
-    spec=CAPACITY_QUOTA_SCHEMA["properties"]["spec"], status={"type": "object"}
+    spec={
+        **CAPACITY_QUOTA_SCHEMA["properties"]["spec"],
+        "properties": {
+            "limits": {
+                "type": "object",
+                "required": ("resources",),
+                "properties": {"resources": _RESOURCE_LIST},
+            },
+            "selector": _LABEL_SELECTOR,
+        },
+    },
+    status={"type": "object"},
 )
 # autoscaling.x-k8s.io_capacitybuffers.yaml as generated since the v1beta1 graduation (kubernetes/
 # autoscaler#9062; checked in the copy devantler-tech/ksail vendors, pkg/svc/installer/clusterautoscaler):
