@@ -291,8 +291,11 @@ def update_quota_status(
     """Write each CapacityQuota's ``status.used`` (status subresource, one merge patch per quota) when
     it changed; the snapshot carries the usage computed. A failed write is logged, never raised: the
     status is informative, the planner counts the nodes itself. Not for the quotas named in
-    ``statusless``, read through ``v1alpha1``, whose status has no field (the API server would prune
-    the usage, and a write each observation would change nothing)."""
+    ``statusless``, read through ``v1alpha1``: status is written through ``v1beta1`` only, as the
+    ``v1alpha1`` status of the CRD cluster-autoscaler first published has no field (the API server
+    would prune the usage, and a write each observation would change nothing). Later ``v1alpha1``
+    types declare ``status.used`` (kubernetes/autoscaler apis/capacityquota v1alpha1), which is left
+    unwritten: the quota holds either way."""
     quotas = []
     for quota in cluster.quotas:
         used = quota_usage(quota, cluster.nodes)
