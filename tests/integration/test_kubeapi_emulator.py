@@ -3613,3 +3613,26 @@ def test_a_label_of_an_empty_value_is_kept_and_a_null_in_a_merge_patch_removes_i
     _send(api, "PATCH", "/api/v1/nodes/n1", {"metadata": {"labels": {LB_LABEL: None}}}, MERGE)
     stored = api.get("Node", "n1")
     assert stored is not None and stored["metadata"]["labels"] == {"team": "a"}
+
+
+def test_the_first_capacityquota_crd_serves_v1alpha1_as_it_was_published() -> None:
+    """cluster-autoscaler's first CapacityQuota CRD (kubernetes/autoscaler cluster-autoscaler/apis/config/
+    crd/autoscaling.x-k8s.io_capacityquotas.yaml as generated before v1beta1) serves v1alpha1 alone: its
+    spec.limits.resources has no maxProperties (v1beta1's MaxProperties=20 and its CEL rules came with
+    v1beta1), and its status declares no field, so what a /status write puts there is pruned. The
+    emulator's copy took v1beta1's spec whole and refused a quota of 21 resources the real server keeps."""
+    alpha = ("autoscaling.x-k8s.io", "v1alpha1", "capacityquotas")
+    installed = ["capacityquotas.autoscaling.x-k8s.io/v1alpha1"]
+    with KubeApiServer(optional_resources=installed) as server, server.api_client() as c:
+        custom = CustomObjectsApi(c)
+        resources = {f"example.com/r{i}": "1" for i in range(21)} | {"cpu": "500m"}
+        body = {"apiVersion": "autoscaling.x-k8s.io/v1alpha1", "kind": "CapacityQuota",
+                "metadata": {"name": "many"}, "spec": {"limits": {"resources": resources}}}  # fmt: skip
+        made = custom.create_cluster_custom_object(*alpha, body)
+        assert made["spec"]["limits"]["resources"] == resources
+        with pytest.raises(ApiException) as caught:
+            custom.list_cluster_custom_object(*QUOTAS)
+        assert caught.value.status == 404
+        status = {"status": {"used": {"resources": {"cpu": "4"}}}}
+        written = custom.patch_cluster_custom_object_status(*alpha, "many", status)
+        assert not written.get("status")

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
+from plan_world import GPU_TOLERATION, NOW, World, pending_codes, pending_reasons, scale_up
 
+from spillway.local import objects as o
 from spillway.model.state import State
 
 BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
@@ -479,6 +480,63 @@ def test_a_gang_no_one_atomic_group_holds_is_not_split_over_two() -> None:
 
     assert result.scale_up == ()
     assert {pending_codes(result)[p] for p in pods} == {"max-size"}
+
+
+def test_a_gang_whose_pods_no_one_group_can_all_run_says_which_pod_the_group_cannot_run() -> None:
+    """Scenario: an MPI-style gang, a launcher for the CPU pool (nodeSelector pool=cpu, no GPU
+    toleration) and two 4-GPU workers for the GPU pool, tagged ``fleet``. Its new nodes must all come
+    from one group (README "Tenants, limits and gangs"), and no group runs both kinds, so nothing is
+    launched, as documented. The reason said "every node group that fits is exhausted (cpu=2,...): "
+    and nothing more, code ``groups-exhausted``: no group was at MaxSize or backed off, and the user was
+    sent looking for one. It now names the group the gang was tried in and why it cannot run the
+    launcher, with the code of a pod no group can run."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10, labels={"pool": "cpu"})
+    w.group("gpu", "g5.12xlarge", max_size=10, gpu_taint=True, labels={"pool": "gpu"})
+    tag(w, "gpu", "fleet")
+    w.pod_group(COSCHED, "job", spec={"minMember": 3})
+    member = {"scheduling.x-k8s.io/pod-group": "job"}
+    pods = w.pods("launcher", 1, labels=member, cpu="2", memory="2Gi", node_selector={"pool": "cpu"})
+    pods += w.gpu_pods("worker", 2, 4, labels=member, memory="100Gi", node_selector={"pool": "gpu"})
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"no-group-fits"}
+    reason = pending_reasons(result)[pods[0]]
+    assert "exhausted" not in reason
+    assert "in us-east-1/gpu: node group gpu, the one the gang's new nodes come from, can never run" in reason
+    assert "nodeSelector pool=cpu does not match" in reason
+
+
+def test_a_gang_whose_one_group_pod_topology_closes_to_a_pod_says_so_not_that_it_never_runs() -> None:
+    """The launcher could run on the GPU group's nodes (it tolerates their taint), but its required pod
+    anti-affinity over the zone keeps it out of us-east-1a, where a database pod runs, and so out of
+    the fleet group's only zone; the CPU group in us-east-1b runs no GPU worker. Kept to one group,
+    the gang launches nothing. Not "can never run" (no-group-fits): the database pod may leave and the
+    fleet group run the whole gang, as why_unplaceable says of a pod that pod topology alone keeps off
+    every group (pod-topology)."""
+    w = World()
+    (db_node,) = w.group("misc", "m5.xlarge", nodes=1, max_size=1)
+    w.items.append(o.pod("db-0", cpu="100m", memory="100Mi", node_name=db_node, phase="Running",
+                         labels={"app": "db"}))  # fmt: skip
+    w.group("cpu", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    w.group("gpu", "g5.12xlarge", max_size=10, gpu_taint=True, zones=["us-east-1a"])
+    tag(w, "gpu", "fleet")
+    w.pod_group(COSCHED, "job", spec={"minMember": 3})
+    member = {"scheduling.x-k8s.io/pod-group": "job"}
+    apart = [{"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "topology.kubernetes.io/zone"}]
+    pods = w.pods("launcher", 1, labels=member, cpu="2", memory="2Gi", tolerations=[GPU_TOLERATION],
+                  affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": apart}})  # fmt: skip
+    pods += w.gpu_pods("worker", 2, 4, labels=member, memory="100Gi")
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"pod-topology"}, pending_reasons(result)
+    reason = pending_reasons(result)[pods[0]]
+    assert "node group gpu, the one the gang's new nodes come from, cannot run its pods" in reason
+    assert "never" not in reason
 
 
 def test_a_gang_placed_after_the_pods_it_must_share_a_zone_with_follows_them() -> None:

@@ -192,6 +192,67 @@ def test_a_pending_volcano_podgroup_is_demand_without_pods() -> None:
     assert up.gangs[0].gang == "research/job-b"
 
 
+def test_a_pending_volcano_job_podgroup_written_as_quota_usage_is_demand_of_its_pods_requests() -> None:
+    """Volcano's job controller writes a Job's PodGroup ``minResources`` as ResourceQuota usage: per pod,
+    what ``quotacore.PodUsageFunc`` counts (``count/pods``, ``pods``, ``cpu`` and ``requests.cpu``,
+    ``limits.cpu``, memory alike, an extended resource as ``requests.nvidia.com/gpu``), its
+    ``util.GetPodQuotaUsage`` adding the extended resource under its own name too (volcano-sh/volcano
+    pkg/controllers/util/util.go and its util_test.go ``TestGetPodQuotaUsage``; job_controller_util.go
+    ``CalcPGMinResources`` sums it over minAvailable pods). Read as requests, every virtual pod asked
+    for ``count/pods``, ``limits.cpu`` and ``requests.nvidia.com/gpu``, which no node has: the plan
+    called the job one no node group could ever run and launched nothing. The pods it stands for
+    request what the plain names say."""
+    w = World()
+    w.group("gpu", "g5.12xlarge", max_size=10, gpu_taint=True)
+    usage = {"count/pods": "2", "pods": "2", "cpu": "20", "requests.cpu": "20", "limits.cpu": "24",
+             "memory": "40Gi", "requests.memory": "40Gi", "limits.memory": "48Gi",
+             "nvidia.com/gpu": "8", "requests.nvidia.com/gpu": "8"}  # fmt: skip
+    w.pod_group(VOLCANO, "train", "research", spec={"minMember": 2, "minResources": usage}, phase="Pending")
+
+    result = w.plan()
+
+    assert scale_up(result) == {"gpu": (0, 2, ["research/train[0]", "research/train[1]"])}
+    assert result.pending == ()
+    # the quantities are the pods' requests: three 4-GPU pods' worth of GPUs need three nodes
+    w.items[-1]["spec"] = {
+        "minMember": 3,
+        "minResources": {"requests.nvidia.com/gpu": "12", "count/pods": "3"},
+    }
+    assert scale_up(w.plan())["gpu"][:2] == (0, 3)
+
+
+def test_a_pending_volcano_podgroup_made_for_another_controllers_pods_is_no_demand_without_them() -> None:
+    """Volcano's podgroup controller makes ``podgroup-<uid>`` for the pods of a ReplicaSet, a
+    StatefulSet, a batch/v1 Job or a bare pod, owned as the pod is (buildPodGroupFromPod,
+    newPGOwnerReferences), with ``minResources`` of their quota usage. Their controller makes the pods
+    whatever the group's phase, so once none is left (a ReplicaSet scaled to zero, whose group older
+    Volcano releases kept and its scheduler put back to Pending) the group is no demand: read as the
+    pods' requests, it launched a node for a pod no one makes. A Volcano Job's group, which Volcano
+    holds the pods of until it is Inqueue, still is."""
+    w = cpu_world()
+    uid = "6f1c2a7e-1b2c-4d5e-8f90-123456789abc"
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "web-7d9f",
+        "uid": uid,
+        "controller": True,
+    }
+    usage = {"count/pods": "1", "pods": "1", "cpu": "2", "requests.cpu": "2", "requests.memory": "4Gi"}
+    w.pod_group(
+        VOLCANO, f"podgroup-{uid}", "shop", spec={"minMember": 1, "minResources": usage}, phase="Pending"
+    )
+    w.items[-1]["metadata"]["ownerReferences"] = [owner]
+
+    result = w.plan()
+
+    assert result.scale_up == () and result.pending == ()
+    # a Volcano Job's group (named podgroup-<its uid>: a Job called "podgroup") is demand without pods
+    job = {**owner, "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "podgroup"}
+    w.items[-1]["metadata"]["ownerReferences"] = [job]
+    assert scale_up(w.plan()) == {"cpu-east": (0, 1, [f"shop/podgroup-{uid}[0]"])}
+
+
 @pytest.mark.parametrize("phase", [None, ""], ids=["no-status", "empty-phase"])
 def test_a_volcano_podgroup_without_a_phase_yet_is_pending_demand(phase: str | None) -> None:
     # Just created, before Volcano's scheduler writes status.phase: its scheduler takes the job as

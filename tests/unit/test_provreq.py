@@ -1781,7 +1781,7 @@ def test_no_group_that_holds_a_request_is_skipped_or_bounded_past_its_option(
             exact, known = self.exact, {id(c): n for c, n in self.known}
             bounds = {g.name: self._bound(g) for g in groups}
             for group in groups:
-                failure, saved = placement._attempt(self.region, self.zone, group.name)
+                failure, saved = placement._attempt(self.region, self.zone, group.key)
                 if failure is not None:
                     continue
                 self.exact = exact

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -69,6 +69,7 @@ from spillway.model.k8s import (
     AUTOSCALING_GROUP,
     COSCHEDULING_GROUP,
     CapacityBuffer,
+    CapacityQuota,
     ConfigMap,
     Namespace,
     Node,
@@ -97,6 +98,8 @@ OBSERVE_PASSES = 3
 COSCHEDULING_PODGROUPS = f"podgroups.{COSCHEDULING_GROUP}"
 #: where CapacityQuota ``status.used`` is written (the status subresource)
 QUOTA_API = (AUTOSCALING_GROUP, "v1beta1", "capacityquotas")
+#: the version cluster-autoscaler's first CapacityQuota CRD serves alone: its status has no field
+QUOTA_V1ALPHA1 = f"{AUTOSCALING_GROUP}/v1alpha1"
 WriteReason = Literal["first", "changed", "heartbeat", "unchanged"]
 
 
@@ -181,9 +184,12 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
     # the namespaces' labels are kept for pod affinity's namespaceSelector
     namespaces: dict[str, dict[str, str]] = {}
     served: set[str] = set()  # the optional kinds the server lists: is coscheduling's PodGroup one?
+    statusless: set[str] = set()  # CapacityQuotas read through a version whose status has no field
     shared_future = pool.submit(
         lambda: ClusterSnapshot.from_objects(
-            config.cluster, taken_at, _noting_namespaces(kube.iter_shared_objects(served), namespaces)
+            config.cluster,
+            taken_at,
+            _noting_namespaces(kube.iter_shared_objects(served), namespaces, statusless),
         )
     )
     provreq_future = pool.submit(provisioning_requests, kube)
@@ -262,7 +268,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         fleet_instances=fleet,
         fleet_unread=fleet_unread,
     )
-    cluster = update_quota_status(kube, cluster)
+    cluster = update_quota_status(kube, cluster, statusless)
     update_buffer_status(kube, buffers, taken_at, config.expendable_priority_cutoff)
     return Snapshot.build(cluster, groups, taken_at, seconds)
 
@@ -279,14 +285,21 @@ def quota_usage(quota: QuotaInfo, nodes: Iterable[NodeInfo]) -> Resources:
     return used
 
 
-def update_quota_status(kube: Cluster, cluster: ClusterSnapshot) -> ClusterSnapshot:
+def update_quota_status(
+    kube: Cluster, cluster: ClusterSnapshot, statusless: Collection[str] = ()
+) -> ClusterSnapshot:
     """Write each CapacityQuota's ``status.used`` (status subresource, one merge patch per quota) when
     it changed; the snapshot carries the usage computed. A failed write is logged, never raised: the
-    status is informative, the planner counts the nodes itself."""
+    status is informative, the planner counts the nodes itself. Not for the quotas named in
+    ``statusless``, read through ``v1alpha1``: status is written through ``v1beta1`` only, as the
+    ``v1alpha1`` status of the CRD cluster-autoscaler first published has no field (the API server
+    would prune the usage, and a write each observation would change nothing). Later ``v1alpha1``
+    types declare ``status.used`` (kubernetes/autoscaler apis/capacityquota v1alpha1), which is left
+    unwritten: the quota holds either way."""
     quotas = []
     for quota in cluster.quotas:
         used = quota_usage(quota, cluster.nodes)
-        if used != quota.used:
+        if used != quota.used and quota.name not in statusless:
             resources: dict[str, str | None] = {name: _quantity(name, v) for name, v in used.items()}
             resources |= dict.fromkeys(set(quota.used) - set(used))  # null removes a stale name
             try:
@@ -554,12 +567,15 @@ def _priorities(config_map: ConfigMap | None) -> tuple[Priorities, str]:
 
 
 def _noting_namespaces(
-    objects: Iterator[SharedObject], labels: dict[str, dict[str, str]]
+    objects: Iterator[SharedObject], labels: dict[str, dict[str, str]], statusless: set[str]
 ) -> Iterator[SharedObject]:
-    """The objects as they come, each Namespace's labels noted in ``labels`` on the way."""
+    """The objects as they come, each Namespace's labels noted in ``labels`` on the way, and the name
+    of each CapacityQuota read through ``v1alpha1`` in ``statusless`` (:func:`update_quota_status`)."""
     for obj in objects:
         if isinstance(obj, Namespace):
             labels[obj.metadata.name] = obj.metadata.labels
+        elif isinstance(obj, CapacityQuota) and obj.api_version == QUOTA_V1ALPHA1:
+            statusless.add(obj.metadata.name)
         yield obj
 
 

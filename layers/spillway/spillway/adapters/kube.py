@@ -250,7 +250,8 @@ SHARED_KINDS: tuple[SharedKind, ...] = (
     SharedKind("Workload", UPSTREAM_GROUP, ("v1alpha1", "v1alpha2"), "workloads", Workload),
     # what a Volcano PodGroup's priorityClassName stands for (spillway.model.shared.gang_priorities)
     SharedKind("PriorityClass", UPSTREAM_GROUP, ("v1",), "priorityclasses", PriorityClass, built_in=True),
-    SharedKind("CapacityQuota", AUTOSCALING_GROUP, ("v1beta1",), "capacityquotas", CapacityQuota),
+    # v1alpha1 where the CRD serves it alone: cluster-autoscaler's first CapacityQuota CRD (no v1beta1)
+    SharedKind("CapacityQuota", AUTOSCALING_GROUP, ("v1beta1", "v1alpha1"), "capacityquotas", CapacityQuota),
     # jobs that say whether their pods may move (spillway.model.jobs): elasticPolicy, podFailurePolicy
     SharedKind("PyTorchJob", KUBEFLOW_GROUP, ("v1",), "pytorchjobs", PyTorchJob),
     SharedKind("PaddleJob", KUBEFLOW_GROUP, ("v1",), "paddlejobs", PaddleJob),

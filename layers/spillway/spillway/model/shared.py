@@ -31,6 +31,7 @@ from spillway.model.k8s import (
     KUEUE_TOTAL_ANNOTATION,
     TENANT_LABEL,
     VOLCANO_ANNOTATION,
+    VOLCANO_BATCH_GROUP,
     VOLCANO_TASK_SPEC,
     CapacityQuota,
     CoschedulingPodGroup,
@@ -43,7 +44,7 @@ from spillway.model.k8s import (
     VolcanoPodGroup,
     Workload,
 )
-from spillway.model.resources import Resources, parse_resource_list
+from spillway.model.resources import PODS, Resources, parse_resource_list
 
 # A Volcano PodGroup's status.phase while it waits to be enqueued: "Pending", or none at all (absent or
 # "": just created, before Volcano's scheduler writes its status). Volcano reads both alike: its
@@ -275,14 +276,59 @@ def gangs_of(obj: KubeObject) -> list[GangInfo]:
     return []
 
 
+_QUOTA_REQUESTS_PREFIX = "requests."
+
+
+def volcano_min_requests(raw: Mapping[str, str | int | float] | None) -> Resources:
+    """A Volcano PodGroup's ``minResources`` as the requests of the pods it stands for.
+
+    Volcano's controllers write it as ResourceQuota usage, not as requests: its job controller
+    (``CalcPGMinResources``) and its podgroup controller for a normal pod (``buildPodGroupFromPod``)
+    sum ``util.GetPodQuotaUsage`` over the pods, which is ``quotacore.PodUsageFunc`` (``count/pods``
+    and ``pods`` 1; ``cpu`` and ``requests.cpu``, ``limits.cpu``; memory and ephemeral storage alike;
+    an extended resource as ``requests.<name>``) with each ``requests.<name>`` of a resource that is
+    not native added under ``<name>`` too (volcano-sh/volcano pkg/controllers/util/util.go, its
+    util_test.go ``TestGetPodQuotaUsage``). So: object counts (``count/*``, ``pods``: every virtual
+    pod takes its pod slot anyway) and limits are dropped, and ``requests.<name>`` is read as
+    ``<name>``; the larger where both are written. A hand-written ``minResources`` in plain names is
+    read as it is."""
+    out: Resources = {}
+    for name, value in parse_resource_list(raw).items():
+        if name == PODS or name.startswith(("count/", "limits.")):
+            continue
+        name = name.removeprefix(_QUOTA_REQUESTS_PREFIX)
+        out[name] = max(out.get(name, 0), value)
+    return out
+
+
+def volcano_made_for_pods(group: VolcanoPodGroup) -> bool:
+    """Whether Volcano's podgroup controller made the PodGroup for the pods of another controller (a
+    ReplicaSet's, a StatefulSet's, a batch/v1 Job's, or a bare pod): named ``podgroup-<uid>`` after
+    its controller owner, which it takes from the pod (:func:`volcano_normal_group`). Those pods are
+    made by their own controller, which never waits for the group's phase; only Volcano's Job
+    controller (and the training operators) hold a job's pods back until its group is ``Inqueue``. So
+    such a group without pods is no demand: it is left over (a ReplicaSet scaled to zero: Volcano
+    before it deleted such groups left them, and its scheduler turns a group with fewer members than
+    ``minMember`` back to ``Pending``), and its ``minResources`` would launch nodes for pods no one
+    makes. A batch.volcano.sh Job's group is never this, whatever its name."""
+    name = group.metadata.name
+    owner = next((r for r in group.metadata.owner_references if r.controller), None)
+    return (
+        owner is not None
+        and bool(owner.uid)
+        and name == f"{VOLCANO_NORMAL_GROUP_PREFIX}{owner.uid}"
+        and not owner.api_version.startswith(f"{VOLCANO_BATCH_GROUP}/")
+    )
+
+
 def _volcano_gang(key: str, group: VolcanoPodGroup) -> GangInfo:
     spec = group.spec
     return GangInfo(
         key,
         "volcano",
         spec.min_member,
-        parse_resource_list(spec.min_resources),
-        pending=group.status.phase in VOLCANO_PENDING_PHASES,
+        volcano_min_requests(spec.min_resources),
+        pending=group.status.phase in VOLCANO_PENDING_PHASES and not volcano_made_for_pods(group),
         task_minimums={task: n for task, n in sorted(spec.min_task_member.items()) if n > 0},
         priority_class=spec.priority_class_name or "",
     )

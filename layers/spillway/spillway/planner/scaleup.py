@@ -349,6 +349,30 @@ class ScaleUpStage:
             if not cls.domains.host_spreads or not cls.remaining or cls.remaining == before:
                 return
 
+    def _confined_out(
+        self, cls: PodClass, candidates: list[NodeGroup], rejected: Mapping[GroupKey, str]
+    ) -> tuple[str, str] | None:
+        """Why the class gets no new node when a gang's new nodes are confined to one group
+        (:class:`OneGroup`) that may not run it: that group and its refusal. None otherwise. The
+        class's other groups were never offered new nodes, so "exhausted" would send the reader after
+        MaxSize and back-off that are not there. When pod topology alone keeps the class off that
+        group's new nodes (the pods that close its zone may leave), the code is the one
+        :func:`why_unplaceable` gives such a pod, ``pod-topology``, not ``no-group-fits``."""
+        confined = self.group
+        if confined is None or confined == NO_GROUP or any(g.key == confined for g in candidates):
+            return None
+        needs = describe(cls.requests, [r for r in sorted(cls.requests) if r != PODS])
+        why = rejected.get(confined) or f"{confined.name}: not a group this pod may use here"
+        group = next((g for g in self.ctx.groups if g.key == confined), None)
+        if group is not None and cls.topology_closes(group):
+            code, can = codes.POD_TOPOLOGY, "cannot run its pods now"
+        else:
+            code, can = codes.NO_GROUP_FITS, "can never run its pods"
+        return (
+            code,
+            f"node group {confined.name}, the one the gang's new nodes come from, {can} of {needs}: {why}",
+        )
+
     def _left(
         self,
         cls: PodClass,
@@ -360,7 +384,9 @@ class ScaleUpStage:
         """Why the class's remaining pods get no place (recorded pending, but a gang's); ``leaving``: the
         clause naming nodes on their way out that would take them (:meth:`_leaving_fits`)."""
         closed = any(cls.topology_closes(g) for g in self.ctx.groups)
-        verdict = why_unplaceable(cls, candidates, rejected, skipped, closed=closed)
+        verdict = self._confined_out(cls, candidates, rejected) or why_unplaceable(
+            cls, candidates, rejected, skipped, closed=closed
+        )
         if leaving is not None:
             verdict = (verdict[0], f"{verdict[1]}; {leaving}")
         if cls.gang is None:

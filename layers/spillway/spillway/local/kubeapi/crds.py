@@ -79,6 +79,8 @@ Schema = Mapping[str, Any]
 
 PROVISIONING_REQUEST = "ProvisioningRequest.autoscaling.x-k8s.io"
 CAPACITY_QUOTA = "CapacityQuota.autoscaling.x-k8s.io"
+# cluster-autoscaler's first CRD of the same name, serving v1alpha1 alone
+CAPACITY_QUOTA_V1ALPHA1 = "CapacityQuota.autoscaling.x-k8s.io/v1alpha1"
 CAPACITY_BUFFER = "CapacityBuffer.autoscaling.x-k8s.io"
 VOLCANO_PODGROUP = "PodGroup.scheduling.volcano.sh"
 COSCHEDULING_PODGROUP = "PodGroup.scheduling.x-k8s.io"
@@ -483,6 +485,25 @@ CAPACITY_QUOTA_SCHEMA = _custom_resource(
             },
         },
     },
+)
+# autoscaling.x-k8s.io_capacityquotas.yaml as kubernetes/autoscaler first published it: v1alpha1 alone,
+# served and stored; the spec of v1beta1's without what came with v1beta1 (limits.resources has no
+# maxProperties, no CEL rule), and a status with no field (capacityquota_types.go v1alpha1: "TODO:
+# status should report resources currently in use"), so the API server prunes any status written
+# through it
+CAPACITY_QUOTA_V1ALPHA1_SCHEMA = _custom_resource(
+    spec={
+        **CAPACITY_QUOTA_SCHEMA["properties"]["spec"],
+        "properties": {
+            "limits": {
+                "type": "object",
+                "required": ("resources",),
+                "properties": {"resources": _RESOURCE_LIST},
+            },
+            "selector": _LABEL_SELECTOR,
+        },
+    },
+    status={"type": "object"},
 )
 # autoscaling.x-k8s.io_capacitybuffers.yaml as generated since the v1beta1 graduation (kubernetes/
 # autoscaler#9062; checked in the copy devantler-tech/ksail vendors, pkg/svc/installer/clusterautoscaler):
@@ -1105,6 +1126,7 @@ class _Crd:
 _CRDS: Mapping[str, _Crd] = {
     PROVISIONING_REQUEST: _Crd(PROVISIONING_REQUEST_SCHEMA, _transition_rules_only),
     CAPACITY_QUOTA: _Crd(CAPACITY_QUOTA_SCHEMA, _quota_rules),
+    CAPACITY_QUOTA_V1ALPHA1: _Crd(CAPACITY_QUOTA_V1ALPHA1_SCHEMA),
     CAPACITY_BUFFER: _Crd(BUFFER_SCHEMA, _buffer_rules),
     VOLCANO_PODGROUP: _Crd(VOLCANO_PODGROUP_SCHEMA),
     COSCHEDULING_PODGROUP: _Crd(COSCHEDULING_PODGROUP_SCHEMA),

@@ -536,6 +536,16 @@ CAPACITY_QUOTAS = ResourceType(
     to_internal=functools.partial(crds.pruned, crds.CAPACITY_QUOTA),
     defaults=functools.partial(crds.with_defaults, crds.CAPACITY_QUOTA),
 )
+#: the CapacityQuota CRD as cluster-autoscaler first published it (v1alpha1 alone, a status with no
+#: field): installed only as ``capacityquotas.autoscaling.x-k8s.io/v1alpha1``, in place of CAPACITY_QUOTAS
+CAPACITY_QUOTAS_V1ALPHA1 = dataclasses.replace(
+    CAPACITY_QUOTAS,
+    version="v1alpha1",
+    store_kind=crds.CAPACITY_QUOTA_V1ALPHA1,
+    alternative=True,
+    to_internal=functools.partial(crds.pruned, crds.CAPACITY_QUOTA_V1ALPHA1),
+    defaults=functools.partial(crds.with_defaults, crds.CAPACITY_QUOTA_V1ALPHA1),
+)
 #: cluster-autoscaler's ProvisioningRequest (CRD; ``spec.provisioningClassName``, ``spec.podSets`` and
 #: ``spec.parameters`` carry the rule ``self == oldSelf``: immutable; its schema is :mod:`.crds`)
 PROVISIONING_REQUESTS = ResourceType(
@@ -945,6 +955,7 @@ ALL: tuple[ResourceType, ...] = (
     UPSTREAM_PODGROUPS,
     WORKLOADS,
     CAPACITY_QUOTAS,
+    CAPACITY_QUOTAS_V1ALPHA1,
     PROVISIONING_REQUESTS,
     PYTORCH_JOBS,
     PADDLE_JOBS,
@@ -987,10 +998,15 @@ def by_api_version(api_version: str, kind: str) -> ResourceType | None:
 def resolve_kind(name: str) -> ResourceType:
     """The store resource for a kind (``Pod``), plural (``pods``) or short name (``po``), any case;
     ``<kind or plural>.<group>`` (``podgroups.scheduling.volcano.sh``) picks one of several kinds that
-    share a name."""
+    share a name; an alternative CRD (:data:`ALTERNATIVES`) is named by its install name
+    (``capacityquotas.autoscaling.x-k8s.io/v1alpha1``), never by a name the default one has."""
     wanted = name.lower()
     found = []
     for rt in BY_STORE_KIND.values():
+        if rt.alternative:
+            if wanted == rt.install_name:
+                return rt
+            continue
         names = (rt.kind.lower(), rt.plural, rt.singular, *rt.short_names)
         qualified = {f"{n}.{rt.group}" for n in names[:3]} if rt.group else set()
         if wanted in qualified:
