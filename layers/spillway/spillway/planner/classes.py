@@ -585,6 +585,8 @@ class Gangs:
         # members bound to a node and not leaving, and a Volcano gang's pending ones that request nothing
         self.running: dict[str, int] = {}
         self.tasks_running: dict[tuple[str, str], int] = {}  # ... per Volcano task: (gang, task)
+        # ... the nodes they run on (bound) or hold room on (nominated): where the rest must go too
+        self.running_on: dict[str, set[str]] = {}
         self.task_of: dict[str, str] = {}  # a member's Volcano task, by pod key ("" without one)
         self.stated: dict[str, int] = {}  # the size pods state themselves (Kueue)
         self.virtual: set[str] = set()  # Volcano PodGroups whose pods do not exist yet (virtual_pods)
@@ -605,8 +607,10 @@ class Gangs:
             self.task_of[pod.key] = pod.gang_task or ""
             if pod.terminating:
                 continue
-            if pod.node_name is not None or nominated_to(pod, ctx.nodes) is not None:
+            node = _held_node(pod, ctx)
+            if node is not None:
                 self._ready(pod)  # bound, or its room held on the node it is nominated to (see the class)
+                self.running_on.setdefault(pod.gang, set()).add(node)
             elif volcano:
                 self._ready_unbound(pod)
 
@@ -744,6 +748,14 @@ class Gangs:
                 for i in range(n)
             ]
         return out
+
+
+def _held_node(pod: PodInfo, ctx: Context) -> str | None:
+    """The node a pod runs on (bound) or holds room on (nominated to, while it may take it), else None."""
+    if pod.node_name is not None:
+        return pod.node_name
+    nominated = nominated_to(pod, ctx.nodes)
+    return nominated.info.name if nominated is not None else None
 
 
 def _coscheduling_groups(ctx: Context) -> frozenset[str] | None:

@@ -1135,7 +1135,8 @@ class RoomTrial:
 
 class GangPlacement(RoomTrial):
     """A gang's classes placed all or none, in one region: each region in preference order is tried
-    on a checkpoint of the stage, and rolled back when any pod of the gang is left over.
+    on a checkpoint of the stage, and rolled back when any pod of the gang is left over. A gang some
+    of whose members run already is tried only where they run (:meth:`domains`).
 
     A gang whose pods ask for one zone (:attr:`PodClass.one_zone`) tries (region, zone) domains instead:
     free room only on nodes labelled with that zone, launching nodes only from groups confined to it (a
@@ -1165,10 +1166,54 @@ class GangPlacement(RoomTrial):
         self.needed = sum(self.lacking.values()) + self.more
         self.ready = gangs.ready_pending  # counted already (a Volcano member requesting nothing)
         self.one_launch = False  # its new nodes were kept to one group, for its atomic launch
+        # where its running members are (:meth:`homes`): the only domains the rest may go to
+        self.homes = self._homes(gangs.running_on.get(gang, set()))
+
+    def _homes(self, nodes: Collection[str]) -> set[tuple[str, str | None]]:
+        """(region, zone) of the nodes the gang's members run on (or are nominated to), those whose
+        region is known; the zone None where the node carries no zone label."""
+        ctx = self.stage.ctx
+        found: set[tuple[str, str | None]] = set()
+        for name in nodes:
+            node = ctx.nodes.get(name)
+            region = node_region(node) if node is not None else None
+            if node is not None and region:
+                found.add((region, node_zone(node)))
+        return found
 
     def domains(self) -> list[tuple[str | None, str | None]]:
-        """(region, zone) to try in order; zone None for a gang that may spread over a region."""
-        return gang_domains(self.stage.ctx, any(c.one_zone for c in self.classes))
+        """(region, zone) to try in order; zone None for a gang that may spread over a region.
+
+        A gang that has not started but has members running already (some bound, a minimum not yet
+        met: members recreated, or placed on room that came free) is kept to the region they run in,
+        and a gang whose pods ask for one zone to their zone too: the rest placed in a preferred
+        region would split one training job over two regions, which its all-reduce cannot span (the
+        README's "one region" rule for gangs). Kubernetes' topology-aware workload scheduling does
+        the same for a PodGroup whose pods are partly scheduled: new pods go to the domain where the
+        others reside, or stay pending (kubernetes.io, "Topology-Aware Workload Scheduling"). When
+        that domain cannot hold them, nothing is added elsewhere (:meth:`_report` says why)."""
+        one_zone = any(c.one_zone for c in self.classes)
+        domains = gang_domains(self.stage.ctx, one_zone)
+        if not self.homes:
+            return domains
+        regions = {region for region, _ in self.homes}
+        zones = {home for home in self.homes if home[1] is not None}
+        return [
+            (region, zone)
+            for region, zone in domains
+            if region in regions and (not one_zone or not zones or (region, zone) in zones)
+        ]
+
+    def _home_text(self) -> str:
+        """Where the gang's running members are, for a reason ("" when none is known)."""
+        if not self.homes:
+            return ""
+        one_zone = any(c.one_zone for c in self.classes)
+        places = sorted({zone if one_zone and zone else region for region, zone in self.homes})
+        return (
+            f"its running members are in {', '.join(places)}, so the rest are placed there only (a gang "
+            "is not split over regions or zones); "
+        )
 
     def run(self) -> None:
         size = sum(c.remaining for c in self.classes)
@@ -1343,7 +1388,8 @@ class GangPlacement(RoomTrial):
             )
         self._pend(
             first[0],
-            f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; {first[1]}",
+            f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; "
+            f"{self._home_text()}{first[1]}",
         )
 
     def _pend(self, code: str, reason: str) -> None:

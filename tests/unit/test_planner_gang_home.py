@@ -1,0 +1,139 @@
+"""A gang whose members already run in one region (or zone) gets the rest there, or nothing.
+
+Some members of a gang that has not started run already (recreated workers, members that took room
+that came free); the rest used to be placed in the most preferred region that held them, so one
+training job ran over two regions. The rest now go where the running members are; when that region
+(or, for a gang kept to one zone, that zone) cannot hold them, nothing is added elsewhere and the
+reason says so."""
+
+from __future__ import annotations
+
+import pytest
+from plan_world import World, pending_codes, pending_reasons, scale_up
+from test_planner_gang_launch import ZONE_TOPOLOGY
+from test_planner_gangs import BIG, CONVENTIONS, COSCHED, VOLCANO
+
+from spillway.planner import codes
+
+
+def _podgroup(w: World, convention: str) -> None:
+    """Gang ``train`` of minimum 4, as ``convention`` declares it (Kueue: the pods state it)."""
+    if convention == "coscheduling":
+        w.pod_group(COSCHED, "train", spec={"minMember": 4})
+    elif convention == "volcano":
+        w.pod_group(VOLCANO, "train", spec={"minMember": 4}, phase="Running")
+    elif convention == "workload":
+        w.workload("train", "default", [{"name": "workers", "policy": {"gang": {"minCount": 4}}}])
+    elif convention == "podgroup-v1alpha2":
+        w.pod_group(
+            "scheduling.k8s.io/v1alpha2", "train", spec={"schedulingPolicy": {"gang": {"minCount": 4}}}
+        )
+
+
+def two_regions(
+    convention: str = "coscheduling", *, west_max: int = 10, pending: int = 2, **pod: object
+) -> tuple[World, list[str]]:
+    """us-east-1 (preferred) has an empty group with room for ten; us-west-2 runs two members of gang
+    ``train`` (minimum 4) on its two nodes; ``pending`` more wait. Returns the pending members."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    nodes = w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=2, max_size=west_max)
+    _podgroup(w, convention)
+    running = [w.pods(f"train-run{i}", 1, node_name=node, **BIG, **pod)[0] for i, node in enumerate(nodes)]
+    more = w.pods("train-more", pending, **BIG, **pod)  # type: ignore[arg-type]
+    for key in running + more:
+        w.join_gang(key, convention)
+    return w, more
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_the_rest_of_a_gang_goes_to_the_region_its_running_members_are_in(convention: str) -> None:
+    w, more = two_regions(convention)
+
+    result = w.plan()
+
+    # before: cpu-east (the preferred region) got two nodes and the job ran over two regions
+    assert scale_up(result) == {"cpu-west": (2, 4, more)}
+    assert result.scale_up[0].gangs[0].gang.startswith("default/train")  # a Workload's: .../workers
+
+
+def test_a_gang_whose_running_members_region_is_full_adds_nothing_elsewhere_and_says_why() -> None:
+    w, more = two_regions(west_max=2)
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # before: two nodes in cpu-east
+    assert {pending_codes(result)[p] for p in more} == {codes.MAX_SIZE}
+    reason = pending_reasons(result)[more[0]]
+    assert reason.startswith("gang default/train (2 pods) cannot be placed whole, so nothing is added")
+    assert "its running members are in us-west-2, so the rest are placed there only" in reason
+    assert "in us-west-2: " in reason and "MaxSize 2" in reason
+
+
+def test_a_gang_cut_to_its_minimum_starts_where_its_running_members_are() -> None:
+    # four pending, two needed to start; us-west-2 has room for two: the two it needs go there, not
+    # all four to us-east-1
+    w, more = two_regions(west_max=4, pending=4)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-west": (2, 4, more[:2])}
+    assert {pending_codes(result)[p] for p in more[2:]} == {codes.MAX_SIZE}
+    assert "starts with the 2 pod(s) it still needs of its 4" in pending_reasons(result)[more[2]]
+
+
+def test_a_gang_with_a_member_nominated_to_a_node_goes_to_that_nodes_region() -> None:
+    # no member bound: one preempted on a us-west-2 node and waits there (status.nominatedNodeName);
+    # its room there counts as running, and so does its region
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    (node,) = w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=1, max_size=10)
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    (waiting,) = w.pods("train-nominated", 1, labels=labels, **BIG)
+    w.pod_item(waiting)["status"]["nominatedNodeName"] = node
+    more = w.pods("train-more", 2, labels=labels, **BIG)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-west": (1, 3, more)}
+
+
+def _zoned_nodes(w: World, nodes: list[str], zone: str) -> None:
+    for name in nodes:
+        labels = w.node(name)["metadata"]["labels"]
+        for key, value in list(labels.items()):
+            if value.startswith("us-east-1") and value != "us-east-1":
+                labels[key] = zone
+
+
+def test_a_one_zone_gang_gets_the_rest_in_the_zone_its_running_members_are_in() -> None:
+    # Kueue's podset-required-topology on the zone: two members run in us-east-1b, the zone after
+    # us-east-1a in order; before, the rest went to us-east-1a and the gang ran over two zones
+    w = World()
+    w.group("east-a", "m5.2xlarge", max_size=5, zones=["us-east-1a"])
+    nodes = w.group("east-b", "m5.2xlarge", nodes=2, max_size=5, zones=["us-east-1b"])
+    _zoned_nodes(w, nodes, "us-east-1b")
+    w.pod_group(COSCHED, "train", spec={"minMember": 4})
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    for i, node in enumerate(nodes):
+        w.pods(f"train-run{i}", 1, node_name=node, labels=labels, annotations=ZONE_TOPOLOGY, **BIG)
+    more = w.pods("train-more", 2, labels=labels, annotations=ZONE_TOPOLOGY, **BIG)
+
+    assert scale_up(w.plan()) == {"east-b": (2, 4, more)}
+
+    w.groups["east-b"]["MaxSize"] = 2  # its zone full: nothing in us-east-1a either
+    result = w.plan()
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in more} == {codes.GANG_NO_ZONE}
+    assert "its running members are in us-east-1b" in pending_reasons(result)[more[0]]
+
+
+def test_a_gang_with_no_member_running_still_goes_to_the_preferred_region() -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=2, max_size=10)
+    w.pod_group(COSCHED, "train", spec={"minMember": 2})
+    pods = w.pods("train", 2, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+
+    assert scale_up(w.plan()) == {"cpu-east": (0, 2, pods)}
