@@ -3210,6 +3210,21 @@ def test_a_make_room_is_not_cancelled_for_a_protected_pod_it_leaves_running(
     assert evictions(rig, "keep-0") == []
 
 
+def test_a_make_room_one_of_whose_pods_became_protected_is_cancelled_as_a_make_room(rig: Rig) -> None:
+    """A make room whose named pod was annotated do-not-disrupt since the plan is cancelled at its
+    validation, and its note names it a make room (it keeps its node), not a consolidation."""
+    rig.pod("web-0", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    rig.api.clear_requests()
+
+    out = rig.drainer.validate(
+        {"cluster": CLUSTER, "node": NODE, **consolidation("web-0"), "uncordon": True, "terminate": False}
+    )
+
+    note = cancelled(out)["note"]
+    assert "team-a/web-0 may no longer be evicted" in note and "the make room leaves the node alone" in note
+    assert rig.writes() == []
+
+
 def test_a_consolidation_is_never_forced() -> None:
     with pytest.raises(InvalidDrainRequest) as caught:
         parse_request({"cluster": CLUSTER, "node": NODE, **consolidation("web-0", force=True)})

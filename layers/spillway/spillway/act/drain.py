@@ -1292,9 +1292,10 @@ def _changed_consolidation(
         )
     protected = [v for v in verdicts if v.action == "keep" and (v.pod in expected or not request.uncordon)]
     if protected:
+        what = "make room" if request.uncordon else "consolidation"
         return (
             f"Node {request.node!r}: {protected[0].pod} may no longer be evicted ({protected[0].reason}); "
-            "the consolidation leaves the node alone"
+            f"the {what} leaves the node alone"
         )
     return None
 
