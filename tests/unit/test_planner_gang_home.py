@@ -137,3 +137,52 @@ def test_a_gang_with_no_member_running_still_goes_to_the_preferred_region() -> N
     pods = w.pods("train", 2, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
 
     assert scale_up(w.plan()) == {"cpu-east": (0, 2, pods)}
+
+
+def test_members_on_nodes_a_drain_takes_away_do_not_keep_the_rest_in_their_region() -> None:
+    # Spillway drains both us-west-2 nodes (cordoned, tainted spillway.io/draining): the two members
+    # there are evicted, so their region is no home; the rest go to the preferred us-east-1, where the
+    # evicted members follow them once recreated
+    w, more = two_regions()
+    for name in _west_nodes(w):
+        w.cordon(name, by_spillway=True)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 2, more)  # before: cpu-west grew for them
+
+
+@pytest.mark.parametrize("leaving", ["deleting", "not-ready"])
+def test_members_on_nodes_out_of_service_do_not_keep_the_rest_in_their_region(leaving: str) -> None:
+    w, more = two_regions()
+    for name in _west_nodes(w):
+        node = w.node(name)
+        if leaving == "deleting":
+            node["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+        else:
+            ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+            ready["status"] = "False"
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 2, more)  # before: cpu-west grew for them
+
+
+def test_members_on_a_drain_cordon_no_drain_owns_still_keep_the_rest_in_their_region() -> None:
+    # an orphaned cordon (older than orphaned_drain_minutes, no plan claims its drain) is restored: the
+    # members stay where they are, and so does the rest
+    w, more = two_regions()
+    for name in _west_nodes(w):
+        w.cordon(name, by_spillway=True)
+
+    result = w.plan(orphaned_drain_minutes=30)
+
+    assert scale_up(result) == {"cpu-west": (2, 4, more)}
+
+
+def _west_nodes(w: World) -> list[str]:
+    return [
+        i["metadata"]["name"]
+        for i in w.items
+        if i["kind"] == "Node" and i["metadata"]["labels"].get("topology.kubernetes.io/region") == "us-west-2"
+    ]
