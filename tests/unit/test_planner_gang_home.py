@@ -186,3 +186,46 @@ def _west_nodes(w: World) -> list[str]:
         for i in w.items
         if i["kind"] == "Node" and i["metadata"]["labels"].get("topology.kubernetes.io/region") == "us-west-2"
     ]
+
+
+def started_gang(*, west_max: int = 10) -> tuple[World, list[str]]:
+    """Gang ``train`` of minimum 2 runs: its two members on us-west-2's two nodes; two more members
+    (beyond the minimum: an elastic job's) wait; us-east-1 is preferred and has room for ten."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    nodes = w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=2, max_size=west_max)
+    w.pod_group(COSCHED, "train", spec={"minMember": 2})
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    for i, node in enumerate(nodes):
+        w.pods(f"train-run{i}", 1, node_name=node, labels=labels, **BIG)
+    return w, w.pods("train-more", 2, labels=labels, **BIG)
+
+
+def test_members_beyond_the_minimum_of_a_started_gang_go_to_its_region() -> None:
+    w, more = started_gang()
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-west": (2, 4, more)}  # before: cpu-east, the job over two regions
+
+
+def test_members_beyond_the_minimum_wait_when_the_gangs_region_is_full_and_say_why() -> None:
+    w, more = started_gang(west_max=2)
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # before: two nodes in cpu-east
+    assert {pending_codes(result)[p] for p in more} == {codes.MAX_SIZE}
+    reason = pending_reasons(result)[more[0]]
+    assert reason.endswith(
+        "its gang default/train runs in us-west-2, so its pending members are placed there only (a gang "
+        "is not split over regions)"
+    )
+
+
+def test_members_beyond_the_minimum_of_a_gang_running_on_leaving_nodes_go_anywhere() -> None:
+    w, more = started_gang()
+    for name in _west_nodes(w):
+        w.cordon(name, by_spillway=True)
+
+    assert scale_up(w.plan()) == {"cpu-east": (0, 2, more)}
