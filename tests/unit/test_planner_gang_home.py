@@ -137,3 +137,95 @@ def test_a_gang_with_no_member_running_still_goes_to_the_preferred_region() -> N
     pods = w.pods("train", 2, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
 
     assert scale_up(w.plan()) == {"cpu-east": (0, 2, pods)}
+
+
+def test_members_on_nodes_a_drain_takes_away_do_not_keep_the_rest_in_their_region() -> None:
+    # Spillway drains both us-west-2 nodes (cordoned, tainted spillway.io/draining): the two members
+    # there are evicted, so their region is no home; the rest go to the preferred us-east-1, where the
+    # evicted members follow them once recreated
+    w, more = two_regions()
+    for name in _west_nodes(w):
+        w.cordon(name, by_spillway=True)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 2, more)  # before: cpu-west grew for them
+
+
+@pytest.mark.parametrize("leaving", ["deleting", "not-ready"])
+def test_members_on_nodes_out_of_service_do_not_keep_the_rest_in_their_region(leaving: str) -> None:
+    w, more = two_regions()
+    for name in _west_nodes(w):
+        node = w.node(name)
+        if leaving == "deleting":
+            node["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+        else:
+            ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+            ready["status"] = "False"
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 2, more)  # before: cpu-west grew for them
+
+
+def test_members_on_a_drain_cordon_no_drain_owns_still_keep_the_rest_in_their_region() -> None:
+    # an orphaned cordon (older than orphaned_drain_minutes, no plan claims its drain) is restored: the
+    # members stay where they are, and so does the rest
+    w, more = two_regions()
+    for name in _west_nodes(w):
+        w.cordon(name, by_spillway=True)
+
+    result = w.plan(orphaned_drain_minutes=30)
+
+    assert scale_up(result) == {"cpu-west": (2, 4, more)}
+
+
+def _west_nodes(w: World) -> list[str]:
+    return [
+        i["metadata"]["name"]
+        for i in w.items
+        if i["kind"] == "Node" and i["metadata"]["labels"].get("topology.kubernetes.io/region") == "us-west-2"
+    ]
+
+
+def started_gang(*, west_max: int = 10) -> tuple[World, list[str]]:
+    """Gang ``train`` of minimum 2 runs: its two members on us-west-2's two nodes; two more members
+    (beyond the minimum: an elastic job's) wait; us-east-1 is preferred and has room for ten."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    nodes = w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=2, max_size=west_max)
+    w.pod_group(COSCHED, "train", spec={"minMember": 2})
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    for i, node in enumerate(nodes):
+        w.pods(f"train-run{i}", 1, node_name=node, labels=labels, **BIG)
+    return w, w.pods("train-more", 2, labels=labels, **BIG)
+
+
+def test_members_beyond_the_minimum_of_a_started_gang_go_to_its_region() -> None:
+    w, more = started_gang()
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-west": (2, 4, more)}  # before: cpu-east, the job over two regions
+
+
+def test_members_beyond_the_minimum_wait_when_the_gangs_region_is_full_and_say_why() -> None:
+    w, more = started_gang(west_max=2)
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # before: two nodes in cpu-east
+    assert {pending_codes(result)[p] for p in more} == {codes.MAX_SIZE}
+    reason = pending_reasons(result)[more[0]]
+    assert reason.endswith(
+        "its gang default/train runs in us-west-2, so its pending members are placed there only (a gang "
+        "is not split over regions)"
+    )
+
+
+def test_members_beyond_the_minimum_of_a_gang_running_on_leaving_nodes_go_anywhere() -> None:
+    w, more = started_gang()
+    for name in _west_nodes(w):
+        w.cordon(name, by_spillway=True)
+
+    assert scale_up(w.plan()) == {"cpu-east": (0, 2, more)}

@@ -29,7 +29,16 @@ from spillway.model.resources import (
 )
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
-from spillway.planner.context import ONE_POD, Context, aware, iso, minutes, nominated_to
+from spillway.planner.context import (
+    ONE_POD,
+    Context,
+    WorkNode,
+    aware,
+    iso,
+    minutes,
+    nominated_to,
+    orphaned_cordon,
+)
 from spillway.planner.groups import (
     TYPE_KEYS_SET_ON_LAUNCH,
     ZONE_KEYS_SET_ON_LAUNCH,
@@ -37,6 +46,7 @@ from spillway.planner.groups import (
     launch_labels,
     why_not_movable,
 )
+from spillway.planner.health import out_of_service
 from spillway.planner.predicates import references_node_identity, why_not_placeable
 from spillway.planner.topology import FREE, UNBOUNDED, Domains, Spot
 from spillway.planner.types import PendingPod
@@ -585,7 +595,8 @@ class Gangs:
         # members bound to a node and not leaving, and a Volcano gang's pending ones that request nothing
         self.running: dict[str, int] = {}
         self.tasks_running: dict[tuple[str, str], int] = {}  # ... per Volcano task: (gang, task)
-        # ... the nodes they run on (bound) or hold room on (nominated): where the rest must go too
+        # ... the nodes they run on (bound) or hold room on (nominated), but those leaving
+        # (:func:`_leaving_nodes`): where the rest must go too
         self.running_on: dict[str, set[str]] = {}
         self.task_of: dict[str, str] = {}  # a member's Volcano task, by pod key ("" without one)
         self.stated: dict[str, int] = {}  # the size pods state themselves (Kueue)
@@ -595,6 +606,7 @@ class Gangs:
         self.gated: dict[str, int] = {}  # members held by scheduling gates, of gangs but Kueue's
         # pending members of Volcano gangs that request nothing: ready without a place (see the class)
         self.ready_pending: set[str] = set()
+        leaving = _leaving_nodes(ctx)  # whose members are no home for the rest (running_on)
         for pod in ctx.snapshot.pods:
             if pod.gang is None or pod.terminal or (pod.terminating and pod.node_name is None):
                 continue  # an unbound member being deleted never runs (see the class)
@@ -610,9 +622,15 @@ class Gangs:
             node = _held_node(pod, ctx)
             if node is not None:
                 self._ready(pod)  # bound, or its room held on the node it is nominated to (see the class)
-                self.running_on.setdefault(pod.gang, set()).add(node)
+                self._runs_on(pod.gang, node, leaving)
             elif volcano:
                 self._ready_unbound(pod)
+
+    def _runs_on(self, gang: str, node: str, leaving: frozenset[str]) -> None:
+        """A member runs on ``node`` (or holds room there): the rest of its gang goes there too, unless
+        the node is leaving (:func:`_leaving_nodes`)."""
+        if node not in leaving:
+            self.running_on.setdefault(gang, set()).add(node)
 
     def _volcano(self, key: str) -> bool:
         info = self._info(key)
@@ -756,6 +774,29 @@ def _held_node(pod: PodInfo, ctx: Context) -> str | None:
         return pod.node_name
     nominated = nominated_to(pod, ctx.nodes)
     return nominated.info.name if nominated is not None else None
+
+
+def _leaving_nodes(ctx: Context) -> frozenset[str]:
+    """The nodes whose pods are on their way out: being deleted, NotReady past registering
+    (:func:`~spillway.planner.health.out_of_service`: the taint manager evicts their pods), its
+    instance terminating or stopping in its warm pool, or cordoned by a drain or give-back of
+    Spillway's that takes it away (a Spot warning's, a consolidation's; not a make-room drain's, whose
+    node stays, nor an orphaned cordon, which the scale-down restores). A gang member there is counted
+    toward its minimum as before, but is no home for the rest of its gang (:attr:`Gangs.running_on`):
+    the region being left, where a Spot pool may just have been backed off, would get new nodes for
+    the rest while the member itself is evicted and comes back pending, to be placed with the others."""
+    if not any(pod.gang is not None for pod in ctx.snapshot.pods):
+        return frozenset()  # most clusters: no gang, nothing to ask of the nodes
+    return frozenset(name for name, node in ctx.nodes.items() if _leaving(node, ctx))
+
+
+def _leaving(node: WorkNode, ctx: Context) -> bool:
+    """One node of :func:`_leaving_nodes`."""
+    info = node.info
+    if node.terminating or node.pool_stopping or out_of_service(info, ctx.config, ctx.now):
+        return True
+    drained = info.unschedulable and info.cordoned_by_spillway and info.name not in ctx.state.rooms
+    return drained and not orphaned_cordon(node, ctx.state, ctx.config, ctx.now)
 
 
 def _coscheduling_groups(ctx: Context) -> frozenset[str] | None:

@@ -20,7 +20,7 @@ from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
-from spillway.model.k8s import DRAINING_TAINT
+from spillway.model.k8s import DRAINING_TAINT, GIVE_BACK_LEASE_MINUTES
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import priority_of
 from spillway.model.provreq import ProvisioningRequestInfo
@@ -647,6 +647,31 @@ def nominated_to(pod: PodInfo, nodes: Mapping[str, WorkNode]) -> WorkNode | None
     if not admits(node.info.unschedulable, node.info.taints, pod.tolerations):
         return None
     return node
+
+
+def cordon_bound(node: WorkNode, config: PlannerConfig) -> timedelta:
+    """How long Spillway's cordon on the node may be its drain's (``orphaned_drain_minutes``), or its
+    give-back's (:data:`~spillway.model.k8s.GIVE_BACK_LEASE_MINUTES`)."""
+    if node.info.cordon_give_back:
+        return timedelta(minutes=GIVE_BACK_LEASE_MINUTES)
+    return timedelta(minutes=config.orphaned_drain_minutes)
+
+
+def orphaned_cordon(node: WorkNode, state: State, config: PlannerConfig, now: datetime) -> bool:
+    """Spillway's cordon on the node is older than any drain (a give-back's: than its give-back,
+    :meth:`NodeInfo.giving_back`), and no recent plan claimed its drain: no drain owns it, and the
+    scale-down restores or drains it anew."""
+    info = node.info
+    if not (info.unschedulable and info.cordoned_by_spillway):
+        return False
+    if info.cordon_give_back and not info.giving_back(now):
+        return True  # a give-back's cordon past its lease, or of a time not known
+    if info.cordoned_at is None:
+        return False
+    bound = cordon_bound(node, config)
+    previous = state.nodes.get(info.name)
+    claimed = aware(previous.draining_since) if previous and previous.draining_since else None
+    return now - aware(info.cordoned_at) >= bound and (claimed is None or now - claimed >= bound)
 
 
 def _withhold(held: Iterable[tuple[WorkNode, Resources]], sign: int) -> None:

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from spillway.config import EMPTY, BudgetReason
 from spillway.model.cluster import NodeInfo
 from spillway.model.groupkey import GroupKey
-from spillway.model.k8s import DO_NOT_DISRUPT, GIVE_BACK_LEASE_MINUTES
+from spillway.model.k8s import DO_NOT_DISRUPT
 from spillway.model.nodegroup import TERMINATE
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share, room_less
 from spillway.model.state import NodeState, RoomState, Since
@@ -49,7 +49,7 @@ from spillway.planner.consolidation import (
     counted_by_job,
     mode,
 )
-from spillway.planner.context import Context, WorkNode, aware, minutes
+from spillway.planner.context import Context, WorkNode, aware, cordon_bound, minutes, orphaned_cordon
 from spillway.planner.cooldown import cooldown
 from spillway.planner.disruption import comes_back, eviction_room
 from spillway.planner.groups import scheduled_min
@@ -476,32 +476,15 @@ class ScaleDownStage:
         self.kept.append(KeptNode(node.info.name, reason, codes.ORPHANED_DRAIN_RESTORED))
 
     def _orphans(self) -> set[str]:
-        """Nodes whose Spillway cordon is older than any drain (a give-back's: than its give-back,
-        :meth:`NodeInfo.giving_back`), and whose drain no recent plan claimed."""
+        """Nodes whose Spillway cordon no drain owns any more (:func:`orphaned_cordon`)."""
         ctx = self.ctx
-        found = set()
-        for name, node in ctx.nodes.items():
-            info = node.info
-            if not (info.unschedulable and info.cordoned_by_spillway):
-                continue
-            if info.cordon_give_back and not info.giving_back(ctx.now):
-                found.add(name)  # a give-back's cordon past its lease, or of a time not known
-                continue
-            if info.cordoned_at is None:
-                continue
-            bound = self._orphan_bound(node)
-            previous = ctx.state.nodes.get(name)
-            claimed = aware(previous.draining_since) if previous and previous.draining_since else None
-            if ctx.now - aware(info.cordoned_at) >= bound and (claimed is None or ctx.now - claimed >= bound):
-                found.add(name)
-        return found
+        return {
+            name for name, node in ctx.nodes.items() if orphaned_cordon(node, ctx.state, ctx.config, ctx.now)
+        }
 
     def _orphan_bound(self, node: WorkNode) -> timedelta:
-        """How long Spillway's cordon on the node may be its drain's (``orphaned_drain_minutes``), or
-        its give-back's (:data:`~spillway.model.k8s.GIVE_BACK_LEASE_MINUTES`)."""
-        if node.info.cordon_give_back:
-            return timedelta(minutes=GIVE_BACK_LEASE_MINUTES)
-        return timedelta(minutes=self.ctx.config.orphaned_drain_minutes)
+        """How long Spillway's cordon on the node may be its drain's or its give-back's (:func:`cordon_bound`)."""
+        return cordon_bound(node, self.ctx.config)
 
     def _orphan_age(self, node: WorkNode) -> str:
         bound = minutes(self._orphan_bound(node))

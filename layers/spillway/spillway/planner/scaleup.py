@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from spillway.model.cluster import TaintT
@@ -207,7 +207,49 @@ class ScaleUpStage:
             self._join(cls, start)
 
     def _place_loose(self, cls: PodClass) -> None:
-        """A class no gang places all or none; the members of a coscheduling PodGroup with
+        """A class no gang places all or none (:meth:`_place_anywhere`); the pending members of a gang
+        whose minimum runs (:attr:`PodClass.started_gang`: an elastic job's pods beyond its minimum, a
+        worker recreated) only in the region its running members are in, when that is one region
+        (:meth:`_started_home`): placed one by one as any pod, but in a preferred region with room they
+        would join one job over two regions, which the README's "one region" rule for gangs keeps out,
+        as :meth:`GangPlacement.domains` does for a gang that has not started. Those that region
+        cannot hold stay pending, their reason naming it."""
+        home = self._started_home(cls)
+        if home is None:
+            self._place_anywhere(cls)
+            return
+        before = len(self.ctx.pending_out)
+        self.region = home
+        try:
+            self._place_anywhere(cls)
+        finally:
+            self.region = None
+        note = (
+            f"its gang {cls.started_gang} runs in {home}, so its pending members are placed there only "
+            "(a gang is not split over regions)"
+        )
+        mine = set(cls.pods)
+        self.ctx.pending_out[before:] = [
+            replace(p, reason=f"{p.reason}; {note}") if p.pod in mine else p
+            for p in self.ctx.pending_out[before:]
+        ]
+
+    def _started_home(self, cls: PodClass) -> str | None:
+        """The one region the running members of the started gang of ``cls`` are in (those on nodes
+        not leaving: :attr:`Gangs.running_on`); None for no started gang, none or several regions, or a
+        cluster of one region (nothing to keep them from)."""
+        gangs = self.ctx.gangs
+        if cls.started_gang is None or gangs is None:
+            return None
+        nodes = (self.ctx.nodes.get(name) for name in gangs.running_on.get(cls.started_gang, ()))
+        regions = {node_region(node) for node in nodes if node is not None}
+        regions.discard(None)
+        if len(regions) != 1 or len(gang_regions(self.ctx)) < 2:
+            return None
+        return regions.pop()
+
+    def _place_anywhere(self, cls: PodClass) -> None:
+        """A loose class, in the region set (any when none); the members of a coscheduling PodGroup with
         ``minResources`` with the room it asks (:class:`MemberPlacement`)."""
         cls.domains = cls.domains.after(self.ctx.planned)
         start = len(self.ctx.placements)
