@@ -410,6 +410,30 @@ def test_a_leaving_drain_whose_node_goes_ends_gone_not_counted_terminated_again(
     assert [(m["Outcome"], m["DrainOutcome"]) for m in lines if "DrainOutcome" in m] == [("gone", [1.0])]
 
 
+def abandoned_at_first_round(
+    cloud: Cloud, node: str, instance: str, plan: Mapping[str, Any], before_evict: Callable[[], None]
+) -> dict[str, Any]:
+    """Run a plan's drain of ``node`` (group ``g`` of two) through the real state machine, doing
+    ``before_evict`` before its first eviction round; assert the round abandoned it: the execution
+    succeeds ``cancelled`` with nothing evicted, the node uncordoned and untainted, the instance kept at
+    the same desired capacity, and a SpillwayDrainCancelled Event. The output, for the caller's own
+    checks."""
+    with before_action(cloud, "evict", before_evict):
+        result = cloud.stack.run(
+            "DrainNodeStateMachine",
+            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 60, **plan},
+            timeout=40,
+        )
+    assert result["status"] == "SUCCEEDED", result
+    out: dict[str, Any] = result["output"]
+    assert out["outcome"] == "cancelled", out
+    assert out["evicted_count"] == 0, out  # abandoned at its first round: the plan's pods were not evicted
+    assert marks(cloud.kube.get("Node", node)) == (False, False, False)
+    assert instance in cloud.instances() and cloud.desired("g") == 2
+    assert [e for e in events_for(cloud, node) if e.get("reason") == "SpillwayDrainCancelled"]
+    return out
+
+
 @pytest.mark.parametrize("consolidation", [False, True], ids=["idle", "consolidation"])
 def test_a_plans_drain_abandons_its_node_to_a_pod_bound_after_the_plan_and_succeeds_cancelled(
     cloud: Cloud, consolidation: bool
@@ -427,21 +451,10 @@ def test_a_plans_drain_abandons_its_node_to_a_pod_bound_after_the_plan_and_succe
         add_pod(cloud, "web-0", node, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})
         plan |= {"consolidation": True, "pods": ["team-a/web-0"]}
 
-    with before_action(cloud, "evict", lambda: job_arrives(cloud, node)):
-        result = cloud.stack.run(
-            "DrainNodeStateMachine",
-            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 60, **plan},
-            timeout=40,
-        )
+    out = abandoned_at_first_round(cloud, node, instance, plan, lambda: job_arrives(cloud, node))
 
-    assert result["status"] == "SUCCEEDED", result
-    out = result["output"]
-    assert out["outcome"] == "cancelled" and "team-a/job-0" in out["note"], out
-    assert out["evicted_count"] == 0, out  # abandoned at its first round: web-0 was not evicted either
+    assert "team-a/job-0" in out["note"], out
     assert cloud.kube.get("Pod", "job-0", "team-a") is not None
-    assert marks(cloud.kube.get("Node", node)) == (False, False, False)
-    assert instance in cloud.instances() and cloud.desired("g") == 2
-    assert [e for e in events_for(cloud, node) if e.get("reason") == "SpillwayDrainCancelled"]
 
 
 def test_a_consolidation_whose_node_is_annotated_do_not_disrupt_while_it_drains_gives_it_back_cancelled(
@@ -464,21 +477,11 @@ def test_a_consolidation_whose_node_is_annotated_do_not_disrupt_while_it_drains_
         raw["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
         cloud.kube.update("Node", raw)
 
-    with before_action(cloud, "evict", annotate):
-        result = cloud.stack.run(
-            "DrainNodeStateMachine",
-            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 60, **plan},
-            timeout=40,
-        )
+    out = abandoned_at_first_round(cloud, node, instance, plan, annotate)
 
-    assert result["status"] == "SUCCEEDED", result
-    out = result["output"]
-    assert out["outcome"] == "cancelled" and "karpenter.sh/do-not-disrupt=true" in out["note"], out
-    assert out["evicted_count"] == 0, out
+    assert "karpenter.sh/do-not-disrupt=true" in out["note"], out
     web = cloud.kube.get("Pod", "web-0", "team-a")
     assert web is not None and not web["metadata"].get("deletionTimestamp")
-    assert marks(cloud.kube.get("Node", node)) == (False, False, False)
-    assert instance in cloud.instances() and cloud.desired("g") == 2
 
 
 def test_an_abandoned_drain_whose_give_back_fails_fails_for_the_alarm_instead_of_succeeding(
