@@ -77,6 +77,14 @@ from spillway.planner.disruption import (
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
 from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools, room_bound
+from spillway.planner.scaleup import (
+    at_home,
+    gang_homes,
+    gang_regions,
+    group_in_domain,
+    node_region,
+    node_zone,
+)
 from spillway.planner.startup import uninitialized
 from spillway.planner.topology import Leaving, Planned, Spot, port_taken
 from spillway.planner.types import Drain, KeptNode
@@ -349,6 +357,8 @@ class Consolidation:
         self._recent_since: dict[float, datetime] = {}  # _recent's answers
         # room_bound of the room, while no move changed it (_out_of_reach; None: not made since)
         self._room_bound: Resources | None = None
+        # why the last _fit failed when a gang member found no room where its gang runs (_move_pods)
+        self._not_home: str | None = None
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
         """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
@@ -683,7 +693,7 @@ class Consolidation:
         if trial is None and anyway:
             trial = (self.launching, set(), self.ctx.planned, set())
         if trial is None:
-            return codes.DOES_NOT_FIT, _no_room(candidate)
+            return codes.DOES_NOT_FIT, self._not_home or _no_room(candidate)
         self._room_bound = None  # the moved pods take room
         self.launching, destinations, self.ctx.planned, moved = trial
         self.receiving |= destinations
@@ -727,25 +737,23 @@ class Consolidation:
         them, its own classes included, and not what leaves: the node emptied (make room: only the
         pods it moves)."""
         name = candidate.node.info.name
-        room = [w for n, w in self.room.items() if n != name]
+        everywhere = [w for n, w in self.room.items() if n != name]
         launching = _copy_bins(self.launching)
         on_launching: set[str] = set()
         trial = TrialFit(self.ctx)
         leaving = Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
         moved: set[str] = set()
+        homes = self._gang_homes(candidate)
+        self._not_home = None
         # the pods that must fit, then elastic workers: where they fit, else the job shrinks
         for pods, must in ((candidate.place, True), (candidate.shrink, False)):
-            for cls in _classes(pods, self.ctx, leaving):
-                cls.domains = cls.domains.after(trial.planned)
-                if cls.domains.leads_group and cls.remaining > 1:
-                    trial.fit(cls, _whole_on_one(cls, room))  # and none on launching capacity
-                elif cls.domains.leads_zone and cls.remaining > 1:
-                    trial.fit(cls, _whole_in_one_zone(cls, room))  # likewise
-                else:
-                    trial.fit(cls, pools(room))
-                    self._fit_launching(cls, launching, on_launching, trial.planned)
+            for cls in _classes(pods, self.ctx, leaving, homes):
+                home = homes.get(cls.pods[0])
+                room = everywhere if home is None else [w for w in everywhere if home.holds_node(w)]
+                self._fit_class(cls, room, trial, (launching, on_launching), home)
                 if must and cls.remaining:
                     trial.undo()
+                    self._not_home = None if home is None else _not_home_text(cls.pods[0], home)
                     return None
                 if not must:
                     moved.update(cls.pods[: cls.next])  # the placed ones come first
@@ -753,8 +761,60 @@ class Consolidation:
             trial.planned.left(pod, candidate.node.spot)
         return launching, set(trial.placed) | on_launching, trial.planned, moved
 
+    def _fit_class(
+        self,
+        cls: PodClass,
+        room: list[WorkNode],
+        trial: TrialFit,
+        launching: tuple[Mapping[GroupKey, list[Bin]], set[str]],
+        home: GangHome | None,
+    ) -> None:
+        """First fit of one class of :meth:`_fit` on ``room``, then on the ``launching`` bins (those
+        of groups where its gang runs, for a gang member: ``home``)."""
+        cls.domains = cls.domains.after(trial.planned)
+        if cls.domains.leads_group and cls.remaining > 1:
+            trial.fit(cls, _whole_on_one(cls, room))  # and none on launching capacity
+        elif cls.domains.leads_zone and cls.remaining > 1:
+            trial.fit(cls, _whole_in_one_zone(cls, room))  # likewise
+        else:
+            trial.fit(cls, pools(room))
+            self._fit_launching(cls, launching[0], launching[1], trial.planned, home)
+
+    def _gang_homes(self, candidate: Candidate) -> dict[str, GangHome]:
+        """Pod key -> where its gang runs (:func:`~spillway.planner.scaleup.gang_homes`), for each pod of
+        the candidate that must move or may be re-placed and is a member of a gang with members running
+        elsewhere: those on nodes leaving are not counted (:attr:`Gangs.running_on`), nor those on the
+        candidate's node that the drain moves. Such a member moves there only, as the pending members
+        of a started gang are placed (``ScaleUpStage._place_loose``): in another region it would split
+        one job over two regions (the README's "one region" rule for gangs). In a cluster of one region
+        only a gang whose pods ask for one zone is kept (to its zone)."""
+        gangs = self.ctx.gangs
+        if gangs is None or not gangs.running_on:
+            return {}
+        name = candidate.node.info.name
+        moving = {p.key for p in candidate.pods}
+        several = len(gang_regions(self.ctx)) > 1
+        out: dict[str, GangHome] = {}
+        for pod in (*candidate.place, *candidate.shrink):
+            if pod.gang is None or not (several or pod.one_zone):
+                continue
+            nodes = gangs.running_on.get(pod.gang, set())
+            if name in nodes and not any(
+                p.gang == pod.gang and p.key not in moving for p in self.on_node.get(name, ())
+            ):
+                nodes = nodes - {name}  # its members here all leave with the drain
+            found = gang_homes(self.ctx, nodes)
+            if found:
+                out[pod.key] = GangHome(pod.gang, frozenset(found), pod.one_zone)
+        return out
+
     def _fit_launching(
-        self, cls: PodClass, bins: Mapping[GroupKey, list[Bin]], destinations: set[str], planned: Planned
+        self,
+        cls: PodClass,
+        bins: Mapping[GroupKey, list[Bin]],
+        destinations: set[str],
+        planned: Planned,
+        home: GangHome | None = None,
     ) -> None:
         """First fit on nodes already launching (an earlier plan's: this plan's new nodes are never
         counted), in groups whose template node the pods may run on and whose launches do not fail. The
@@ -764,6 +824,8 @@ class Consolidation:
         for group in self.ctx.groups:
             group_bins, template = bins.get(group.key), group.template
             if not cls.remaining or not group_bins or template is None or group.key in self.backed_off:
+                continue
+            if home is not None and not home.holds_group(group):
                 continue
             fresh = fresh_node_selected(self.ctx, group)
             if (
@@ -823,6 +885,36 @@ class Consolidation:
 
 def _pod_key(pod: PodInfo) -> str:
     return pod.key
+
+
+@dataclass(frozen=True, slots=True)
+class GangHome:
+    """Where the running members of a gang are (:meth:`Consolidation._gang_homes`): (region, zone) of
+    their nodes; ``one_zone``: its pods ask for one zone, so the zone counts too."""
+
+    gang: str
+    homes: frozenset[tuple[str, str | None]]
+    one_zone: bool
+
+    def holds_node(self, node: WorkNode) -> bool:
+        return at_home(self.homes, node_region(node), node_zone(node), self.one_zone)
+
+    def holds_group(self, group: NodeGroup) -> bool:
+        """May ``group``'s nodes launching take a member (:func:`~spillway.planner.scaleup.group_in_domain`)?"""
+        return any(
+            group_in_domain(group, region, zone if self.one_zone else None) for region, zone in self.homes
+        )
+
+    def places(self) -> str:
+        return ", ".join(sorted({zone if self.one_zone and zone else region for region, zone in self.homes}))
+
+
+def _not_home_text(pod: str, home: GangHome) -> str:
+    """Why a gang member found no room: the room where its gang runs does not hold it."""
+    return (
+        f"runs {pod}, whose gang {home.gang} runs in {home.places()}: its members move there only (a gang "
+        "is not split over regions or zones), and the free room there does not hold it"
+    )
 
 
 def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:
@@ -986,12 +1078,17 @@ def _takes(cls: PodClass, node: WorkNode, want: int) -> int:
     return cls.fit_on(info.name, node.free, limit)
 
 
-def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: Leaving) -> list[PodClass]:
+def _classes(
+    pods: Iterable[PodInfo], ctx: Context, leaving: Leaving, homes: Mapping[str, GangHome] | None = None
+) -> list[PodClass]:
     """The pods to re-place as classes (pods the scheduler cannot tell apart), biggest first; their pod
-    topology without what is ``leaving``."""
+    topology without what is ``leaving``; gang members kept to where their gang runs (``homes``, by pod
+    key) apart from the others."""
     classes: dict[tuple[object, ...], PodClass] = {}
     for pod in pods:
-        key = (pod.scheduling_key(), pod.volumes)  # a class's pods share their volumes
+        key: tuple[object, ...] = (pod.scheduling_key(), pod.volumes)  # a class's pods share their volumes
+        if homes and pod.key in homes:
+            key += (homes[pod.key],)
         cls = classes.get(key)
         if cls is None:
             domains = ctx.topology.domains(pod, leaving)

@@ -891,6 +891,31 @@ def _fleet_in(group: NodeGroup, zone: str) -> bool:
     return group.atomic_launch == "fleet" and len(group.zones) > 1 and zone in group.zones
 
 
+def gang_homes(ctx: Context, nodes: Collection[str]) -> set[tuple[str, str | None]]:
+    """(region, zone) of ``nodes``, those a gang's members run on (or are nominated to:
+    :attr:`Gangs.running_on`), whose region is known; the zone None where the node carries no zone
+    label. The rest of the gang goes there only (:meth:`GangPlacement.domains`), and so do members
+    consolidation or make room moves (:meth:`~spillway.planner.consolidation.Consolidation._fit`)."""
+    found: set[tuple[str, str | None]] = set()
+    for name in nodes:
+        node = ctx.nodes.get(name)
+        region = node_region(node) if node is not None else None
+        if node is not None and region:
+            found.add((region, node_zone(node)))
+    return found
+
+
+def at_home(
+    homes: Collection[tuple[str, str | None]], region: str | None, zone: str | None, one_zone: bool
+) -> bool:
+    """Is (``region``, ``zone``) where a gang runs (``homes``, :func:`gang_homes`; a gang whose pods ask
+    for one zone: its zone too, where known)? Anywhere when ``homes`` is empty."""
+    if not homes:
+        return True
+    zones = {home for home in homes if home[1] is not None}
+    return region in {r for r, _ in homes} and (not one_zone or not zones or (region, zone) in zones)
+
+
 def node_region(node: WorkNode) -> str | None:
     return node.group.region if node.group else node.info.labels.get(REGION_LABEL)
 
@@ -1209,19 +1234,7 @@ class GangPlacement(RoomTrial):
         self.ready = gangs.ready_pending  # counted already (a Volcano member requesting nothing)
         self.one_launch = False  # its new nodes were kept to one group, for its atomic launch
         # where its running members are (:meth:`homes`): the only domains the rest may go to
-        self.homes = self._homes(gangs.running_on.get(gang, set()))
-
-    def _homes(self, nodes: Collection[str]) -> set[tuple[str, str | None]]:
-        """(region, zone) of the nodes the gang's members run on (or are nominated to), those whose
-        region is known; the zone None where the node carries no zone label."""
-        ctx = self.stage.ctx
-        found: set[tuple[str, str | None]] = set()
-        for name in nodes:
-            node = ctx.nodes.get(name)
-            region = node_region(node) if node is not None else None
-            if node is not None and region:
-                found.add((region, node_zone(node)))
-        return found
+        self.homes = gang_homes(stage.ctx, gangs.running_on.get(gang, set()))
 
     def domains(self) -> list[tuple[str | None, str | None]]:
         """(region, zone) to try in order; zone None for a gang that may spread over a region.
@@ -1238,13 +1251,7 @@ class GangPlacement(RoomTrial):
         domains = gang_domains(self.stage.ctx, one_zone)
         if not self.homes:
             return domains
-        regions = {region for region, _ in self.homes}
-        zones = {home for home in self.homes if home[1] is not None}
-        return [
-            (region, zone)
-            for region, zone in domains
-            if region in regions and (not one_zone or not zones or (region, zone) in zones)
-        ]
+        return [(region, zone) for region, zone in domains if at_home(self.homes, region, zone, one_zone)]
 
     def _home_text(self) -> str:
         """Where the gang's running members are, for a reason ("" when none is known)."""
