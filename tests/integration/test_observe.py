@@ -709,6 +709,28 @@ def test_provisioning_requests_of_a_crd_serving_v1beta1_alone_are_read_and_answe
     assert patched == ["/apis/autoscaling.x-k8s.io/v1beta1/namespaces/ml/provisioningrequests/r/status"]
 
 
+def test_a_served_v1_with_no_provisioning_request_is_the_answer_and_v1beta1_is_not_listed(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """Today's ProvisioningRequest CRD serves v1 (stored) and v1beta1, the latter ``deprecated: true``
+    with a deprecationWarning (kubernetes/autoscaler cluster-autoscaler/apis/config/crd/
+    autoscaling.x-k8s.io_provisioningrequests.yaml), and both versions read the one storage. Observe
+    fell back to v1beta1 whenever v1 listed nothing, not only when v1 was not served: on a cluster
+    with no request (most of the time, for most clusters) every observation also listed the deprecated
+    version, for an answer that can only be empty. A served v1 that lists nothing is now the answer."""
+    from spillway.adapters.kube import KubeClient
+
+    assert "provisioningrequests.autoscaling.x-k8s.io" in kubeapi.optional_resources  # v1 served
+    shared_cluster(kubeapi, kobj, quota_nodes="0")
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.provreqs == ()
+    listed = [r.path for r in kubeapi.requests if r.method == "GET" and "/provisioningrequests" in r.path]
+    assert listed and all(p.startswith("/apis/autoscaling.x-k8s.io/v1/") for p in listed), listed
+
+
 def test_a_cluster_without_the_crds_still_observes(kubeapi: Any, kobj: Any, aws: AwsAdapter) -> None:
     from spillway.adapters.kube import KubeClient
 

@@ -350,15 +350,21 @@ def provisioning_requests(kube: Cluster) -> tuple[ProvisioningRequestInfo, ...]:
 def _first_served(
     kube: Cluster, group: str, versions: Iterable[str], plural: str
 ) -> tuple[list[dict[str, Any]], str]:
-    """The objects of the first of ``versions`` that lists any, and that version (the last one tried
-    when none does: a version not served lists ``[]``, as a CRD not installed does). The per-kind
+    """The objects of the first of ``versions`` the server serves, and that version (the last one
+    tried when none is: a version not served lists ``[]``, as a CRD not installed does). The per-kind
     version fallback of the kinds read with ``list_custom`` (CapacityBuffers, ProvisioningRequests);
-    the shared-cluster kinds have theirs in ``SharedKind.versions``."""
+    the shared-cluster kinds have theirs in ``SharedKind.versions``. A served version that lists
+    nothing is the answer: every served version of a CRD reads the one storage, so the next one would
+    list nothing too, and listing it would call, each observation, a version the CRD may deprecate
+    (today's ProvisioningRequest CRD serves v1beta1 ``deprecated: true``, kubernetes/autoscaler
+    apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml: each request answered with a
+    deprecation warning)."""
     raw: list[dict[str, Any]] = []
     version = ""
     for version in versions:
-        raw = kube.list_custom(group, version, plural)
-        if raw:
+        served: set[str] = set()
+        raw = kube.list_custom(group, version, plural, served=served)
+        if raw or served:
             break
     return raw, version
 
