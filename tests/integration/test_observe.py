@@ -731,6 +731,27 @@ def test_a_served_v1_with_no_provisioning_request_is_the_answer_and_v1beta1_is_n
     assert listed and all(p.startswith("/apis/autoscaling.x-k8s.io/v1/") for p in listed), listed
 
 
+def test_a_served_v1beta1_with_no_capacity_buffer_is_the_answer_and_v1alpha1_is_not_listed(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """cluster-autoscaler's CapacityBuffer CRD serves v1beta1 (stored) and v1alpha1 ``deprecated: true``
+    over the same objects (apis/config/crd/autoscaling.x-k8s.io_capacitybuffers.yaml; the emulator
+    serves both). Observe listed v1alpha1 whenever v1beta1 listed nothing: on a cluster with no buffer,
+    each observation called the deprecated version too, answered with a Warning, for an empty list.
+    v1alpha1 is now listed only when v1beta1 is not served."""
+    from spillway.adapters.kube import KubeClient
+
+    assert "capacitybuffers.autoscaling.x-k8s.io" in kubeapi.optional_resources  # both versions served
+    shared_cluster(kubeapi, kobj, quota_nodes="0")
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.buffers == ()
+    listed = [r.path for r in kubeapi.requests if r.method == "GET" and "/capacitybuffers" in r.path]
+    assert listed and all(p.startswith("/apis/autoscaling.x-k8s.io/v1beta1/") for p in listed), listed
+
+
 def test_a_cluster_without_the_crds_still_observes(kubeapi: Any, kobj: Any, aws: AwsAdapter) -> None:
     from spillway.adapters.kube import KubeClient
 
