@@ -207,11 +207,19 @@ class FakeCluster(Recorder):
         return None
 
     def list_custom(
-        self, group: str, version: str, plural: str, namespace: str | None = None
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str | None = None,
+        *,
+        served: set[str] | None = None,
     ) -> list[dict[str, Any]]:
         self._call("list_custom", group, version, plural, namespace)
         if (group, plural) in self.not_installed:
             return []
+        if served is not None:
+            served.add(version)
         return [
             o for o in self.custom
             if _group(o) == group and _plural(o) == plural

@@ -3636,3 +3636,39 @@ def test_the_first_capacityquota_crd_serves_v1alpha1_as_it_was_published() -> No
         status = {"status": {"used": {"resources": {"cpu": "4"}}}}
         written = custom.patch_cluster_custom_object_status(*alpha, "many", status)
         assert not written.get("status")
+
+
+def test_the_v1beta1_only_provisioningrequest_crd_serves_v1beta1_alone_with_v1s_schema() -> None:
+    """cluster-autoscaler's ProvisioningRequest CRD before v1 came (kubernetes/autoscaler cluster-autoscaler/
+    apis/provisioningrequest/autoscaling.x-k8s.io/v1beta1/types.go, introduced 1.29.0) serves v1beta1
+    alone, with the spec and status v1 later copied: v1 answers 404, a v1beta1 request is stored, its
+    spec stays immutable, and a /status write takes its conditions and provisioningClassDetails and
+    refuses a condition without a reason, as the v1 CRD does."""
+    beta = ("autoscaling.x-k8s.io", "v1beta1", "provisioningrequests")
+    installed = ["provisioningrequests.autoscaling.x-k8s.io/v1beta1"]
+    with KubeApiServer(optional_resources=installed) as server, server.api_client() as c:
+        custom = CustomObjectsApi(c)
+        body = {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "ProvisioningRequest",
+                "metadata": {"name": "r"},
+                "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                         "podSets": [{"podTemplateRef": {"name": "w"}, "count": 2}]}}  # fmt: skip
+        made = custom.create_namespaced_custom_object(*beta[:2], "default", beta[2], body)
+        assert made["apiVersion"] == "autoscaling.x-k8s.io/v1beta1"
+        with pytest.raises(ApiException) as caught:
+            custom.list_namespaced_custom_object(
+                "autoscaling.x-k8s.io", "v1", "default", "provisioningrequests"
+            )
+        assert caught.value.status == 404
+        with pytest.raises(ApiException) as caught:
+            patch = {"spec": {"provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io"}}
+            custom.patch_namespaced_custom_object(*beta[:2], "default", beta[2], "r", patch)
+        assert caught.value.status == 422
+        accepted = {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                    "lastTransitionTime": "2026-03-02T09:30:00Z", "observedGeneration": 1}  # fmt: skip
+        status = {"status": {"conditions": [accepted], "provisioningClassDetails": {"k": "v"}}}
+        written = custom.patch_namespaced_custom_object_status(*beta[:2], "default", beta[2], "r", status)
+        assert written["status"] == status["status"]
+        with pytest.raises(ApiException) as caught:
+            bad = {"status": {"conditions": [{**accepted, "reason": ""}]}}
+            custom.patch_namespaced_custom_object_status(*beta[:2], "default", beta[2], "r", bad)
+        assert caught.value.status == 422

@@ -663,6 +663,95 @@ def test_capacity_quotas_of_a_crd_serving_v1alpha1_alone_hold_as_v1beta1_ones(
     assert not [r for r in kubeapi.requests if r.method == "PATCH" and "capacityquotas" in r.path]
 
 
+def test_provisioning_requests_of_a_crd_serving_v1beta1_alone_are_read_and_answered(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """cluster-autoscaler's ProvisioningRequest CRD served v1beta1 alone before v1 came (kubernetes/
+    autoscaler cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1beta1/types.go:
+    prerelease-lifecycle introduced 1.29.0; v1 is a later package, and the CRD of today serves both, v1
+    the storage version, v1beta1 deprecated); Kueue builds its admission check against that version.
+    Observe listed v1 only, got 404, read the kind as not installed: no request booked, none given
+    a condition, and Kueue's check waited for Provisioned forever. It now reads v1beta1 when v1 is not
+    served, as it reads CapacityBuffers, and the plan's status goes back through the version read."""
+    from spillway.act.planning import write_provisioning
+    from spillway.adapters.kube import KubeClient
+
+    kubeapi.optional_resources = [
+        *(r for r in kubeapi.optional_resources if r != "provisioningrequests.autoscaling.x-k8s.io"),
+        "provisioningrequests.autoscaling.x-k8s.io/v1beta1",
+    ]
+    kubeapi.add({"kind": "Namespace", "metadata": {"name": "ml"}})
+    kubeapi.add({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "w", "namespace": "ml"},
+                 "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}})  # fmt: skip
+    kubeapi.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "ProvisioningRequest",
+                 "metadata": {"name": "r", "namespace": "ml"},
+                 "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                          "podSets": [{"podTemplateRef": {"name": "w"}, "count": 1}]}})  # fmt: skip
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    [request] = snapshot.cluster.provreqs
+    assert (request.key, request.version, request.count) == ("ml/r", "v1beta1", 1)
+    result = plan_of(snapshot)
+    [update] = [u for u in result.provisioning if u.key == "ml/r"]
+    assert update.version == "v1beta1"
+    written = write_provisioning(lambda: kube, result.provisioning)
+    assert written is not None and (written["written"], written["failed"], written.get("gone", 0)) == (
+        1,
+        0,
+        0,
+    )
+    stored = kubeapi.get("provisioningrequests.autoscaling.x-k8s.io/v1beta1", "r", "ml")
+    assert stored is not None
+    assert {c["type"] for c in stored["status"]["conditions"]} >= {"Accepted"}
+    patched = [r.path for r in kubeapi.requests if r.method == "PATCH" and "provisioningrequests" in r.path]
+    assert patched == ["/apis/autoscaling.x-k8s.io/v1beta1/namespaces/ml/provisioningrequests/r/status"]
+
+
+def test_a_served_v1_with_no_provisioning_request_is_the_answer_and_v1beta1_is_not_listed(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """Today's ProvisioningRequest CRD serves v1 (stored) and v1beta1, the latter ``deprecated: true``
+    with a deprecationWarning (kubernetes/autoscaler cluster-autoscaler/apis/config/crd/
+    autoscaling.x-k8s.io_provisioningrequests.yaml), and both versions read the one storage. Observe
+    fell back to v1beta1 whenever v1 listed nothing, not only when v1 was not served: on a cluster
+    with no request (most of the time, for most clusters) every observation also listed the deprecated
+    version, for an answer that can only be empty. A served v1 that lists nothing is now the answer."""
+    from spillway.adapters.kube import KubeClient
+
+    assert "provisioningrequests.autoscaling.x-k8s.io" in kubeapi.optional_resources  # v1 served
+    shared_cluster(kubeapi, kobj, quota_nodes="0")
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.provreqs == ()
+    listed = [r.path for r in kubeapi.requests if r.method == "GET" and "/provisioningrequests" in r.path]
+    assert listed and all(p.startswith("/apis/autoscaling.x-k8s.io/v1/") for p in listed), listed
+
+
+def test_a_served_v1beta1_with_no_capacity_buffer_is_the_answer_and_v1alpha1_is_not_listed(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """cluster-autoscaler's CapacityBuffer CRD serves v1beta1 (stored) and v1alpha1 ``deprecated: true``
+    over the same objects (apis/config/crd/autoscaling.x-k8s.io_capacitybuffers.yaml; the emulator
+    serves both). Observe listed v1alpha1 whenever v1beta1 listed nothing: on a cluster with no buffer,
+    each observation called the deprecated version too, answered with a Warning, for an empty list.
+    v1alpha1 is now listed only when v1beta1 is not served."""
+    from spillway.adapters.kube import KubeClient
+
+    assert "capacitybuffers.autoscaling.x-k8s.io" in kubeapi.optional_resources  # both versions served
+    shared_cluster(kubeapi, kobj, quota_nodes="0")
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.buffers == ()
+    listed = [r.path for r in kubeapi.requests if r.method == "GET" and "/capacitybuffers" in r.path]
+    assert listed and all(p.startswith("/apis/autoscaling.x-k8s.io/v1beta1/") for p in listed), listed
+
+
 def test_a_cluster_without_the_crds_still_observes(kubeapi: Any, kobj: Any, aws: AwsAdapter) -> None:
     from spillway.adapters.kube import KubeClient
 

@@ -258,8 +258,16 @@ class FakeKube:
     def iter_daemonsets(self) -> Iterator[Any]:
         return iter(())
 
-    def list_custom(self, group: str, version: str, plural: str, namespace: str | None = None) -> list[Any]:
-        return []
+    def list_custom(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str | None = None,
+        *,
+        served: set[str] | None = None,
+    ) -> list[Any]:
+        return []  # not installed: ``served`` left as it is
 
     def list_pod_templates(self, namespace: str | None = None) -> list[Any]:
         return []

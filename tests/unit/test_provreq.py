@@ -1253,6 +1253,33 @@ def test_a_request_that_ended_over_a_week_ago_is_deleted_and_a_younger_one_kept(
     ]  # fmt: skip
 
 
+def test_a_request_read_through_v1beta1_is_answered_and_deleted_through_v1beta1() -> None:
+    """cluster-autoscaler's CRD served v1beta1 alone before v1 (apis/provisioningrequest/autoscaling.x-k8s.io/
+    v1beta1/types.go, introduced 1.29.0). A request keeps the version it was read through (its own
+    apiVersion, else the one listed), across the snapshot the plan function loads, and its status write
+    and its deletion name it: through v1 they would answer 404 there, counted gone, the request never
+    answered. A v1 request's snapshot entry is as before (no version written)."""
+    w, _ = cpu_world(nodes=1)
+    week = timedelta(days=7)
+    answered = request("r", CHECK_CAPACITY, [("t", 1)])
+    ended = request("ended", CHECK_CAPACITY, [("t", 1)], created=NOW - 2 * week,
+                    conditions=[cond("Failed", "True", "Expired", NOW - week - timedelta(minutes=1))])  # fmt: skip
+    listed = copy.deepcopy([answered, ended])
+    for raw in listed:
+        del raw["apiVersion"]  # list items of a typed list may carry none: the version listed holds
+    infos = request_infos(listed, [template("t")], "v1beta1")
+    assert {i.version for i in infos} == {"v1beta1"}
+    assert [i.version for i in request_infos([answered], [template("t")], "v1beta1")] == ["v1"]
+    snapshot, groups, cfg, state = w.parsed()
+    snapshot = ClusterSnapshot.from_dict(replace(snapshot, provreqs=infos).to_dict())
+
+    result = plan(snapshot, groups, cfg, state, NOW)
+
+    assert [(u.name, u.version) for u in result.provisioning] == [("r", "v1beta1")]
+    assert [(d.name, d.version) for d in result.provisioning_deleted] == [("ended", "v1beta1")]
+    assert "v" not in request_infos([answered], [template("t")])[0].to_dict()
+
+
 @pytest.mark.parametrize(
     "written",
     [

@@ -42,7 +42,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -337,11 +337,36 @@ def _quantity(name: str, milli: int) -> str:
 def provisioning_requests(kube: Cluster) -> tuple[ProvisioningRequestInfo, ...]:
     """The cluster's ProvisioningRequests with their PodTemplates (read only in the namespaces that
     have requests). A cluster without the CRD has none (the list answers 404); a read refused or not
-    answered raises (module docstring): a booked request left out would free the room it holds."""
-    requests = kube.list_custom(provreq.GROUP, provreq.VERSION, provreq.PLURAL)
+    answered raises (module docstring): a booked request left out would free the room it holds. Read
+    through ``v1``, else ``v1beta1`` (:func:`_first_served`): cluster-autoscaler's CRD served v1beta1
+    alone before v1 came, and each request keeps the version read, the one its status is written back
+    through."""
+    requests, version = _first_served(kube, provreq.GROUP, provreq.VERSIONS, provreq.PLURAL)
     namespaces = sorted({str((r.get("metadata") or {}).get("namespace") or "default") for r in requests})
     templates = [t for ns in namespaces for t in kube.list_pod_templates(ns)]
-    return provreq.request_infos(requests, templates)
+    return provreq.request_infos(requests, templates, version)
+
+
+def _first_served(
+    kube: Cluster, group: str, versions: Iterable[str], plural: str
+) -> tuple[list[dict[str, Any]], str]:
+    """The objects of the first of ``versions`` the server serves, and that version (the last one
+    tried when none is: a version not served lists ``[]``, as a CRD not installed does). The per-kind
+    version fallback of the kinds read with ``list_custom`` (CapacityBuffers, ProvisioningRequests);
+    the shared-cluster kinds have theirs in ``SharedKind.versions``. A served version that lists
+    nothing is the answer: every served version of a CRD reads the one storage, so the next one would
+    list nothing too, and listing it would call, each observation, a version the CRD may deprecate
+    (today's ProvisioningRequest CRD serves v1beta1 ``deprecated: true``, kubernetes/autoscaler
+    apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml: each request answered with a
+    deprecation warning)."""
+    raw: list[dict[str, Any]] = []
+    version = ""
+    for version in versions:
+        served: set[str] = set()
+        raw = kube.list_custom(group, version, plural, served=served)
+        if raw or served:
+            break
+    return raw, version
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,12 +384,9 @@ def capacity_buffers(kube: Cluster) -> Buffers:
     cluster without the CRD has none (404); a read refused or not answered raises (module docstring):
     a buffer left out would let the nodes holding its headroom look idle. A buffer the model refuses
     is logged and left out."""
-    raw: list[dict[str, object]] = []
-    version = ""
-    for version in capacity_buffer.VERSIONS:
-        raw = kube.list_custom(capacity_buffer.GROUP, version, capacity_buffer.PLURAL)
-        if raw:
-            break
+    raw, version = _first_served(
+        kube, capacity_buffer.GROUP, capacity_buffer.VERSIONS, capacity_buffer.PLURAL
+    )
     objects, refused = capacity_buffer.parse_buffers(raw)
     templates, workloads, scaled = _named(kube, objects)
     for why in refused:

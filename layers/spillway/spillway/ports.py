@@ -102,9 +102,16 @@ class Cluster(Protocol):
     def priority_expander(self) -> ConfigMap | None: ...
     # apps/v1 DaemonSets (what a group's fresh node runs).
     def iter_daemonsets(self) -> Iterator[DaemonSet]: ...
-    # Custom resources as plain JSON objects ([] when the CRD is not installed) and their status.
+    # Custom resources as plain JSON objects ([] when the CRD is not installed; ``served`` gets the
+    # version when it is served, objects or none) and their status.
     def list_custom(
-        self, group: str, version: str, plural: str, namespace: str | None = None
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str | None = None,
+        *,
+        served: set[str] | None = None,
     ) -> list[dict[str, Any]]: ...
     def patch_custom_status(
         self,

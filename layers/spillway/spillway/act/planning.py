@@ -762,12 +762,14 @@ def write_provisioning(
     is counted and logged, and the next plan, seeing the old conditions, decides again. A write goes
     only to the request the plan decided on (its uid): one deleted since, or deleted and made again
     under the same name (``ObjectReplaced``), is counted ``gone``; the next plan reads the new one.
+    Each write goes through the API version its request was read with (``v1beta1`` where the CRD serves
+    it alone: a ``v1`` write there would answer 404, counted ``gone``, and the request never answered).
     None when the plan changed none."""
 
     def write(kube: Cluster, update: ProvisioningUpdate) -> None:
         kube.patch_custom_status(
             provreq.GROUP,
-            provreq.VERSION,
+            update.version,
             provreq.PLURAL,
             update.namespace,
             update.name,
@@ -789,7 +791,7 @@ def delete_provisioning(
 
     def delete(kube: Cluster, gone: ProvisioningDeletion) -> None:
         kube.delete_custom(
-            provreq.GROUP, provreq.VERSION, provreq.PLURAL, gone.namespace, gone.name, uid=gone.uid
+            provreq.GROUP, gone.version, provreq.PLURAL, gone.namespace, gone.name, uid=gone.uid
         )
         log.info("ProvisioningRequest %s deleted: %s", gone.key, gone.reason)
 

@@ -780,16 +780,27 @@ class KubeClient:
     # --- custom resources and the shared-cluster objects ------------------------------------------
 
     def list_custom(
-        self, group: str, version: str, plural: str, namespace: str | None = None
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str | None = None,
+        *,
+        served: set[str] | None = None,
     ) -> list[RawObject]:
         """Every object of a custom resource (in ``namespace``, or cluster-wide / all namespaces), as
         plain JSON objects, all pages; ``[]`` when the resource is not served (CRD not installed).
-        403 raises ``KubeAuthError`` naming the rule to add."""
+        403 raises ``KubeAuthError`` naming the rule to add. ``served``, when given, gets ``version``
+        when the server listed it, with objects or none (as ``iter_shared_objects``' does): a caller
+        trying versions in turn stops at the first served one, not the first with objects."""
         try:
-            return self._whole(plural, lambda: list(self._iter_custom(group, version, plural, namespace)))
+            found = self._whole(plural, lambda: list(self._iter_custom(group, version, plural, namespace)))
         except _NotServed:
             self._log_not_served(f"{plural}.{group}/{version}")
             return []
+        if served is not None:
+            served.add(version)
+        return found
 
     def patch_custom_status(
         self,

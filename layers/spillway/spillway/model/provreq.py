@@ -1,4 +1,5 @@
-"""ProvisioningRequests (``autoscaling.x-k8s.io/v1``), distilled for the planner.
+"""ProvisioningRequests (``autoscaling.x-k8s.io/v1``, or ``v1beta1`` where the CRD serves it alone),
+distilled for the planner.
 
 A ProvisioningRequest asks for capacity for pods that do not exist yet: ``spec.podSets[]`` names
 PodTemplates of its namespace (``podTemplateRef.name``) and how many pods of each (``count``);
@@ -28,6 +29,11 @@ from spillway.model.k8s import Pod
 
 GROUP = "autoscaling.x-k8s.io"
 VERSION = "v1"
+# read in this order, the first one served (observe): cluster-autoscaler's CRD served v1beta1 alone before
+# v1 came (apis/provisioningrequest/autoscaling.x-k8s.io/v1beta1/types.go, introduced 1.29.0), with the
+# spec and status v1 copied, so a request reads the same through either; its status is written back
+# through the version it was read with (ProvisioningRequestInfo.version)
+VERSIONS = (VERSION, "v1beta1")
 PLURAL = "provisioningrequests"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -147,6 +153,7 @@ class ProvisioningRequestInfo:
     conditions: tuple[ConditionInfo, ...] = ()
     details: Mapping[str, str] = field(default_factory=dict)
     created_at: datetime | None = None
+    version: str = VERSION  # the API version it was read through: its status is written back through it
 
     @property
     def key(self) -> str:
@@ -201,6 +208,7 @@ class ProvisioningRequestInfo:
             "cond": [c.to_dict() for c in self.conditions],
             "det": dict(self.details),
             "c": format_time(self.created_at),
+            "v": self.version if self.version != VERSION else "",
         }
         out.update({k: v for k, v in optional.items() if v})
         return out
@@ -218,6 +226,7 @@ class ProvisioningRequestInfo:
             conditions=tuple(ConditionInfo.from_dict(c) for c in d.get("cond", ())),
             details=dict(d.get("det", {})),
             created_at=parse_time(d.get("c")),
+            version=str(d.get("v") or VERSION),
         )
 
 
@@ -296,9 +305,12 @@ def template_name(template: Mapping[str, Any]) -> str:
 
 
 def request_info(
-    obj: Mapping[str, Any], templates: Mapping[tuple[str, str], Mapping[str, Any]]
+    obj: Mapping[str, Any],
+    templates: Mapping[tuple[str, str], Mapping[str, Any]],
+    version: str = VERSION,
 ) -> ProvisioningRequestInfo | None:
-    """A raw ProvisioningRequest as the planner needs it; None for an object without a name."""
+    """A raw ProvisioningRequest as the planner needs it; None for an object without a name. Its
+    ``version`` is the one its ``apiVersion`` names, else ``version`` (the one it was listed through)."""
     meta, spec, status = _map(obj.get("metadata")), _map(obj.get("spec")), _map(obj.get("status"))
     name = meta.get("name")
     if not isinstance(name, str) or not name:
@@ -315,7 +327,15 @@ def request_info(
         conditions=_conditions(status),
         details=_text_map(status.get("provisioningClassDetails")),
         created_at=_time(meta.get("creationTimestamp")),
+        version=_version(obj.get("apiVersion"), version),
     )
+
+
+def _version(api_version: Any, default: str) -> str:
+    """The version of an ``autoscaling.x-k8s.io/<version>`` apiVersion, else ``default``."""
+    if isinstance(api_version, str) and api_version.startswith(GROUP + "/"):
+        return api_version[len(GROUP) + 1 :] or default
+    return default
 
 
 def _pod_sets(
@@ -379,12 +399,13 @@ def _ours(item: Any, default: tuple[str, str]) -> str:
 
 
 def request_infos(
-    requests: Sequence[Mapping[str, Any]], templates: Sequence[Mapping[str, Any]]
+    requests: Sequence[Mapping[str, Any]], templates: Sequence[Mapping[str, Any]], version: str = VERSION
 ) -> tuple[ProvisioningRequestInfo, ...]:
-    """Every readable request, with its templates resolved, sorted by namespace and name."""
+    """Every readable request, with its templates resolved, sorted by namespace and name; ``version``:
+    the one they were listed through (an item's own ``apiVersion`` comes first)."""
     by_name: dict[tuple[str, str], Mapping[str, Any]] = {}
     for t in templates:
         meta = _map(t.get("metadata"))
         by_name[(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))] = t
-    infos = (request_info(r, by_name) for r in requests if isinstance(r, Mapping))
+    infos = (request_info(r, by_name, version) for r in requests if isinstance(r, Mapping))
     return tuple(sorted((i for i in infos if i is not None), key=lambda i: (i.namespace, i.name)))

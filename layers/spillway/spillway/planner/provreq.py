@@ -160,6 +160,7 @@ class Work:
             tuple(c.to_api() for c in self.conditions),
             dict(self.details),
             self.info.uid,
+            self.info.version,
         )
 
 
@@ -539,6 +540,7 @@ def _deletion(info: ProvisioningRequestInfo, now: datetime) -> ProvisioningDelet
                 info.uid,
                 f"ended ({ended.type}: {ended.reason or 'no reason'}) and {type_}=True since "
                 f"{format_time(since)}: deleted {ENDED_TTL.days} days on, as cluster-autoscaler does",
+                info.version,
             )
     return None
 

@@ -49,6 +49,7 @@ class ProvisioningUpdate:
     conditions: tuple[Mapping[str, Any], ...]
     details: Mapping[str, str] = field(default_factory=dict)
     uid: str = ""  # the request decided on: the write is for it, not for another made under its name
+    version: str = "v1"  # the API version the request was read through: the write goes through it
 
     @property
     def key(self) -> str:
@@ -72,6 +73,7 @@ class ProvisioningDeletion:
     name: str
     uid: str
     reason: str
+    version: str = "v1"  # the API version the request was read through: the deletion goes through it
 
     @property
     def key(self) -> str:

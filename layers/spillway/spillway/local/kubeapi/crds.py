@@ -78,6 +78,8 @@ Problem = FieldError
 Schema = Mapping[str, Any]
 
 PROVISIONING_REQUEST = "ProvisioningRequest.autoscaling.x-k8s.io"
+# cluster-autoscaler's CRD of the same name before v1 came, serving v1beta1 alone
+PROVISIONING_REQUEST_V1BETA1 = "ProvisioningRequest.autoscaling.x-k8s.io/v1beta1"
 CAPACITY_QUOTA = "CapacityQuota.autoscaling.x-k8s.io"
 # cluster-autoscaler's first CRD of the same name, serving v1alpha1 alone
 CAPACITY_QUOTA_V1ALPHA1 = "CapacityQuota.autoscaling.x-k8s.io/v1alpha1"
@@ -458,6 +460,14 @@ PROVISIONING_REQUEST_SCHEMA = _custom_resource(
         },
     },
 )
+# The CRD as cluster-autoscaler published it before v1 (v1beta1/types.go: introduced 1.29.0) serves
+# v1beta1 alone, served and stored. Its schema is v1's: the same spec (podSets, provisioningClassName,
+# parameters, the same bounds and immutability rules) and status (metav1.Condition conditions keyed by
+# type, provisioningClassDetails); v1 copied it when it came, and the CRD of today serves both with one
+# schema, v1beta1 deprecated. So PROVISIONING_REQUEST_V1BETA1 uses PROVISIONING_REQUEST_SCHEMA. (The
+# package's first draft, kubernetes/autoscaler#5848, named the fields provisioningClass,
+# additionalParameters and additionalStatus, its classes check-capacity.kubernetes.io and
+# atomic-scale-up.kubernetes.io: not modelled; Spillway reads none of those names.)
 # autoscaling.x-k8s.io_capacityquotas.yaml, version v1beta1 (capacityquota_types.go): structural, no
 # x-kubernetes-preserve-unknown-fields
 CAPACITY_QUOTA_SCHEMA = _custom_resource(
@@ -1125,6 +1135,7 @@ class _Crd:
 
 _CRDS: Mapping[str, _Crd] = {
     PROVISIONING_REQUEST: _Crd(PROVISIONING_REQUEST_SCHEMA, _transition_rules_only),
+    PROVISIONING_REQUEST_V1BETA1: _Crd(PROVISIONING_REQUEST_SCHEMA, _transition_rules_only),
     CAPACITY_QUOTA: _Crd(CAPACITY_QUOTA_SCHEMA, _quota_rules),
     CAPACITY_QUOTA_V1ALPHA1: _Crd(CAPACITY_QUOTA_V1ALPHA1_SCHEMA),
     CAPACITY_BUFFER: _Crd(BUFFER_SCHEMA, _buffer_rules),

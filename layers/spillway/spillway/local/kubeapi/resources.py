@@ -565,6 +565,17 @@ PROVISIONING_REQUESTS = ResourceType(
     to_internal=functools.partial(crds.pruned, crds.PROVISIONING_REQUEST),
     defaults=functools.partial(crds.with_defaults, crds.PROVISIONING_REQUEST),
 )
+#: the ProvisioningRequest CRD as cluster-autoscaler published it before v1 (v1beta1 alone, v1's schema:
+#: :mod:`.crds`): installed only as ``provisioningrequests.autoscaling.x-k8s.io/v1beta1``, in place of
+#: PROVISIONING_REQUESTS
+PROVISIONING_REQUESTS_V1BETA1 = dataclasses.replace(
+    PROVISIONING_REQUESTS,
+    version="v1beta1",
+    store_kind=crds.PROVISIONING_REQUEST_V1BETA1,
+    alternative=True,
+    to_internal=functools.partial(crds.pruned, crds.PROVISIONING_REQUEST_V1BETA1),
+    defaults=functools.partial(crds.with_defaults, crds.PROVISIONING_REQUEST_V1BETA1),
+)
 
 
 def _buffer_stored(obj: JsonObj) -> JsonObj:
@@ -957,6 +968,7 @@ ALL: tuple[ResourceType, ...] = (
     CAPACITY_QUOTAS,
     CAPACITY_QUOTAS_V1ALPHA1,
     PROVISIONING_REQUESTS,
+    PROVISIONING_REQUESTS_V1BETA1,
     PYTORCH_JOBS,
     PADDLE_JOBS,
     TF_JOBS,
