@@ -536,16 +536,25 @@ CAPACITY_QUOTAS = ResourceType(
     to_internal=functools.partial(crds.pruned, crds.CAPACITY_QUOTA),
     defaults=functools.partial(crds.with_defaults, crds.CAPACITY_QUOTA),
 )
+
+
+def _older_crd(current: ResourceType, version: str, schema: str) -> ResourceType:
+    """The CRD of ``current``'s kind as an older release published it, serving ``version`` alone with
+    its own ``schema`` (a :mod:`.crds` kind): an alternative, installed only by its full name
+    (``<plural>.<group>/<version>``) in place of ``current``."""
+    return dataclasses.replace(
+        current,
+        version=version,
+        store_kind=schema,
+        alternative=True,
+        to_internal=functools.partial(crds.pruned, schema),
+        defaults=functools.partial(crds.with_defaults, schema),
+    )
+
+
 #: the CapacityQuota CRD as cluster-autoscaler first published it (v1alpha1 alone, a status with no
 #: field): installed only as ``capacityquotas.autoscaling.x-k8s.io/v1alpha1``, in place of CAPACITY_QUOTAS
-CAPACITY_QUOTAS_V1ALPHA1 = dataclasses.replace(
-    CAPACITY_QUOTAS,
-    version="v1alpha1",
-    store_kind=crds.CAPACITY_QUOTA_V1ALPHA1,
-    alternative=True,
-    to_internal=functools.partial(crds.pruned, crds.CAPACITY_QUOTA_V1ALPHA1),
-    defaults=functools.partial(crds.with_defaults, crds.CAPACITY_QUOTA_V1ALPHA1),
-)
+CAPACITY_QUOTAS_V1ALPHA1 = _older_crd(CAPACITY_QUOTAS, "v1alpha1", crds.CAPACITY_QUOTA_V1ALPHA1)
 #: cluster-autoscaler's ProvisioningRequest (CRD; ``spec.provisioningClassName``, ``spec.podSets`` and
 #: ``spec.parameters`` carry the rule ``self == oldSelf``: immutable; its schema is :mod:`.crds`)
 PROVISIONING_REQUESTS = ResourceType(
@@ -568,13 +577,8 @@ PROVISIONING_REQUESTS = ResourceType(
 #: the ProvisioningRequest CRD as cluster-autoscaler published it before v1 (v1beta1 alone, v1's schema:
 #: :mod:`.crds`): installed only as ``provisioningrequests.autoscaling.x-k8s.io/v1beta1``, in place of
 #: PROVISIONING_REQUESTS
-PROVISIONING_REQUESTS_V1BETA1 = dataclasses.replace(
-    PROVISIONING_REQUESTS,
-    version="v1beta1",
-    store_kind=crds.PROVISIONING_REQUEST_V1BETA1,
-    alternative=True,
-    to_internal=functools.partial(crds.pruned, crds.PROVISIONING_REQUEST_V1BETA1),
-    defaults=functools.partial(crds.with_defaults, crds.PROVISIONING_REQUEST_V1BETA1),
+PROVISIONING_REQUESTS_V1BETA1 = _older_crd(
+    PROVISIONING_REQUESTS, "v1beta1", crds.PROVISIONING_REQUEST_V1BETA1
 )
 
 
