@@ -709,47 +709,36 @@ def test_provisioning_requests_of_a_crd_serving_v1beta1_alone_are_read_and_answe
     assert patched == ["/apis/autoscaling.x-k8s.io/v1beta1/namespaces/ml/provisioningrequests/r/status"]
 
 
-def test_a_served_v1_with_no_provisioning_request_is_the_answer_and_v1beta1_is_not_listed(
-    kubeapi: Any, kobj: Any, aws: AwsAdapter
+@pytest.mark.parametrize(
+    ("crd", "resource", "served", "field"),
+    [
+        ("provisioningrequests.autoscaling.x-k8s.io", "provisioningrequests", "v1", "provreqs"),
+        ("capacitybuffers.autoscaling.x-k8s.io", "capacitybuffers", "v1beta1", "buffers"),
+    ],
+    ids=["provisioningrequest-v1", "capacitybuffer-v1beta1"],
+)
+def test_a_served_newer_version_listing_nothing_is_the_answer_and_the_deprecated_one_is_not_listed(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter, crd: str, resource: str, served: str, field: str
 ) -> None:
-    """Today's ProvisioningRequest CRD serves v1 (stored) and v1beta1, the latter ``deprecated: true``
-    with a deprecationWarning (kubernetes/autoscaler cluster-autoscaler/apis/config/crd/
-    autoscaling.x-k8s.io_provisioningrequests.yaml), and both versions read the one storage. Observe
-    fell back to v1beta1 whenever v1 listed nothing, not only when v1 was not served: on a cluster
-    with no request (most of the time, for most clusters) every observation also listed the deprecated
-    version, for an answer that can only be empty. A served v1 that lists nothing is now the answer."""
+    """Today's ProvisioningRequest CRD serves v1 (stored) and v1beta1, and cluster-autoscaler's
+    CapacityBuffer CRD v1beta1 (stored) and v1alpha1; the older version of each is ``deprecated: true``
+    with a deprecationWarning, over the same objects (kubernetes/autoscaler cluster-autoscaler/apis/
+    config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml, ..._capacitybuffers.yaml; the emulator
+    serves both versions of each). Observe fell back to the older version whenever the newer one listed
+    nothing, not only when it was not served: on a cluster with no such object (most of the time, for
+    most clusters) every observation also listed the deprecated version, answered with a Warning, for an
+    answer that can only be empty. A served newer version that lists nothing is now the answer."""
     from spillway.adapters.kube import KubeClient
 
-    assert "provisioningrequests.autoscaling.x-k8s.io" in kubeapi.optional_resources  # v1 served
+    assert crd in kubeapi.optional_resources  # both versions served
     shared_cluster(kubeapi, kobj, quota_nodes="0")
     kube = KubeClient.for_url(kubeapi.url, page_size=30)
 
     snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
 
-    assert snapshot.cluster.provreqs == ()
-    listed = [r.path for r in kubeapi.requests if r.method == "GET" and "/provisioningrequests" in r.path]
-    assert listed and all(p.startswith("/apis/autoscaling.x-k8s.io/v1/") for p in listed), listed
-
-
-def test_a_served_v1beta1_with_no_capacity_buffer_is_the_answer_and_v1alpha1_is_not_listed(
-    kubeapi: Any, kobj: Any, aws: AwsAdapter
-) -> None:
-    """cluster-autoscaler's CapacityBuffer CRD serves v1beta1 (stored) and v1alpha1 ``deprecated: true``
-    over the same objects (apis/config/crd/autoscaling.x-k8s.io_capacitybuffers.yaml; the emulator
-    serves both). Observe listed v1alpha1 whenever v1beta1 listed nothing: on a cluster with no buffer,
-    each observation called the deprecated version too, answered with a Warning, for an empty list.
-    v1alpha1 is now listed only when v1beta1 is not served."""
-    from spillway.adapters.kube import KubeClient
-
-    assert "capacitybuffers.autoscaling.x-k8s.io" in kubeapi.optional_resources  # both versions served
-    shared_cluster(kubeapi, kobj, quota_nodes="0")
-    kube = KubeClient.for_url(kubeapi.url, page_size=30)
-
-    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
-
-    assert snapshot.cluster.buffers == ()
-    listed = [r.path for r in kubeapi.requests if r.method == "GET" and "/capacitybuffers" in r.path]
-    assert listed and all(p.startswith("/apis/autoscaling.x-k8s.io/v1beta1/") for p in listed), listed
+    assert getattr(snapshot.cluster, field) == ()
+    listed = [r.path for r in kubeapi.requests if r.method == "GET" and f"/{resource}" in r.path]
+    assert listed and all(p.startswith(f"/apis/autoscaling.x-k8s.io/{served}/") for p in listed), listed
 
 
 def test_a_cluster_without_the_crds_still_observes(kubeapi: Any, kobj: Any, aws: AwsAdapter) -> None:
