@@ -600,7 +600,8 @@ def test_volcanos_own_podgroups_are_read_through_the_client_as_their_pods_demand
     """Volcano's controllers write a PodGroup's minResources as ResourceQuota usage
     (util.GetPodQuotaUsage: count/pods, pods, requests.* and limits.* beside the plain names). Observed
     live and stored, a Volcano Job's Pending group is demand of its pods' requests, and the group its
-    podgroup controller made for a ReplicaSet now scaled to zero is no demand at all."""
+    podgroup controller made for a ReplicaSet now scaled to zero is no demand at all, nor is the group
+    LeaderWorkerSet made for a replica whose leader Pod (its controller owner) is gone."""
     from spillway.adapters.kube import KubeClient
 
     usage = {"count/pods": "2", "pods": "2", "cpu": "4", "requests.cpu": "4", "limits.cpu": "8",
@@ -616,11 +617,18 @@ def test_volcanos_own_podgroups_are_read_through_the_client_as_their_pods_demand
                      {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d4f", "uid": rs_uid,
                       "controller": True}]},
                  "spec": {"minMember": 1, "minResources": usage}, "status": {"phase": "Pending"}})  # fmt: skip
+    # LeaderWorkerSet's group for one replica: controlled by the replica's leader Pod, just deleted
+    kubeapi.add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                 "metadata": {"name": "infer-0-5d8f7c9b", "namespace": "vision", "ownerReferences": [
+                     {"apiVersion": "v1", "kind": "Pod", "name": "infer-0", "uid": job_uid[::-1],
+                      "controller": True, "blockOwnerDeletion": True}]},
+                 "spec": {"minMember": 2, "minResources": usage}, "status": {"phase": "Pending"}})  # fmt: skip
     kube = KubeClient.for_url(kubeapi.url, page_size=30)
 
     snapshot = Snapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).to_dict())
 
     gangs = {g.key: g for g in snapshot.cluster.gangs}
+    assert not gangs["vision/infer-0-5d8f7c9b"].pending
     job = gangs[f"vision/train-{job_uid}"]
     assert job.min_resources == {"cpu": 4000, "memory": 8 * 2**30 * 1000} and job.pending
     assert not gangs[f"vision/podgroup-{rs_uid}"].pending

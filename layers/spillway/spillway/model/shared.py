@@ -301,24 +301,50 @@ def volcano_min_requests(raw: Mapping[str, str | int | float] | None) -> Resourc
     return out
 
 
+# The controllers that make their pods whatever a PodGroup's phase (the API server's own: they know no
+# PodGroup), by (apiVersion, kind) of a PodGroup's controller ownerReference; a Pod owns the group
+# Volcano makes for a pod of no controller, and the group LeaderWorkerSet makes for a replica's leader
+VOLCANO_POD_OWNERS = frozenset(
+    {
+        ("v1", "Pod"),
+        ("apps/v1", "ReplicaSet"),
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "StatefulSet"),
+        ("apps/v1", "DaemonSet"),
+        ("batch/v1", "Job"),
+    }
+)
+
+
 def volcano_made_for_pods(group: VolcanoPodGroup) -> bool:
-    """Whether Volcano's podgroup controller made the PodGroup for the pods of another controller (a
-    ReplicaSet's, a StatefulSet's, a batch/v1 Job's, or a bare pod): named ``podgroup-<uid>`` after
-    its controller owner, which it takes from the pod (:func:`volcano_normal_group`). Those pods are
-    made by their own controller, which never waits for the group's phase; only Volcano's Job
-    controller (and the training operators) hold a job's pods back until its group is ``Inqueue``. So
-    such a group without pods is no demand: it is left over (a ReplicaSet scaled to zero: Volcano
-    before it deleted such groups left them, and its scheduler turns a group with fewer members than
-    ``minMember`` back to ``Pending``), and its ``minResources`` would launch nodes for pods no one
-    makes. A batch.volcano.sh Job's group is never this, whatever its name."""
-    name = group.metadata.name
+    """Whether the PodGroup was made for the pods of a controller that makes them itself, whatever the
+    group's phase: by Volcano's podgroup controller for a "normal" pod, or by LeaderWorkerSet for one
+    replica. Only Volcano's Job controller (and the training operators) hold a job's pods back until
+    its group is ``Inqueue``; such a group without pods is no demand: it is left over (a ReplicaSet
+    scaled to zero: Volcano before it deleted such groups left them, and its scheduler turns a group
+    with fewer members than ``minMember`` back to ``Pending``), and its ``minResources`` would launch
+    nodes for pods no one makes.
+
+    The ownership says it first. Volcano sets no annotation or label of its own on such a group; it
+    makes the group's ownerReferences the pod's when one of them is a controller, else a controller
+    reference to the pod (volcano-sh/volcano pkg/controllers/podgroup/pg_controller_handler.go,
+    ``buildPodGroupFromPod``, ``newPGOwnerReferences``). LeaderWorkerSet's Volcano provider names a
+    replica's group ``<lws>-<index>-<revision>`` and makes the replica's leader Pod its controller
+    (kubernetes-sigs/lws pkg/schedulerprovider/volcano_provider.go, ``CreatePodGroupIfNotExists``:
+    ``SetControllerReference(leaderPod, ...)``); the garbage collector deletes it with that pod. So a
+    controller owner among :data:`VOLCANO_POD_OWNERS` (a Pod, a ReplicaSet, Deployment, StatefulSet or
+    DaemonSet, a batch/v1 Job: none of them reads a PodGroup) is enough, whatever the name (Volcano's
+    design note docs/design/Enhance-Generate-PodGroup-OwnerReferences-for-Normal-Pod.md would own the
+    group by a Deployment while its name keeps the ReplicaSet's uid). For the pods of any other
+    controller (a workflow engine's, say) the name tells: ``podgroup-<uid>`` of the group's controller
+    owner, the name Volcano gives it (:func:`volcano_normal_group`). A batch.volcano.sh Job's group is
+    never this, whatever its name."""
     owner = next((r for r in group.metadata.owner_references if r.controller), None)
-    return (
-        owner is not None
-        and bool(owner.uid)
-        and name == f"{VOLCANO_NORMAL_GROUP_PREFIX}{owner.uid}"
-        and not owner.api_version.startswith(f"{VOLCANO_BATCH_GROUP}/")
-    )
+    if owner is None or owner.api_version.startswith(f"{VOLCANO_BATCH_GROUP}/"):
+        return False
+    if (owner.api_version, owner.kind) in VOLCANO_POD_OWNERS:
+        return True
+    return bool(owner.uid) and group.metadata.name == f"{VOLCANO_NORMAL_GROUP_PREFIX}{owner.uid}"
 
 
 def _volcano_gang(key: str, group: VolcanoPodGroup) -> GangInfo:
