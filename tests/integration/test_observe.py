@@ -671,6 +671,36 @@ def test_capacity_quotas_of_a_crd_serving_v1alpha1_alone_hold_as_v1beta1_ones(
     assert not [r for r in kubeapi.requests if r.method == "PATCH" and "capacityquotas" in r.path]
 
 
+def test_a_capacity_quota_its_valid_condition_calls_invalid_is_read_and_not_enforced(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """cluster-autoscaler enforces a CapacityQuota only while ``status.conditions`` holds
+    ``cluster-autoscaler.kubernetes.io/valid`` True (v1beta1 capacityquota_types.go). Read through the
+    client from the CRD's status, such a condition False for the quota's current generation now leaves
+    the quota unenforced (the pods open nodes) and its status unwritten; before, the condition was
+    dropped on reading and a quota of no node held every pod back."""
+    from spillway.adapters.kube import KubeClient
+
+    pending = shared_cluster(kubeapi, kobj, quota_nodes=None)
+    kubeapi.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
+                 "metadata": {"name": "freeze", "generation": 1},
+                 "spec": {"limits": {"resources": {"nodes": "0"}}},
+                 "status": {"conditions": [{"type": "cluster-autoscaler.kubernetes.io/valid", "status": "False",
+                                            "reason": "ValidationFailed", "message": "selector rejected",
+                                            "observedGeneration": 1,
+                                            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})  # fmt: skip
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = Snapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).to_dict())
+
+    [quota] = snapshot.cluster.quotas
+    assert quota.invalid.startswith("status.conditions cluster-autoscaler.kubernetes.io/valid=False")
+    result = plan_of(snapshot)
+    assert result.scale_up
+    assert "capacity-quota" not in {p.code for p in result.pending if p.pod in pending}
+    assert not [r for r in kubeapi.requests if r.method == "PATCH" and "capacityquotas" in r.path]
+
+
 def test_provisioning_requests_of_a_crd_serving_v1beta1_alone_are_read_and_answered(
     kubeapi: Any, kobj: Any, aws: AwsAdapter
 ) -> None:

@@ -298,6 +298,12 @@ def update_quota_status(
     unwritten: the quota holds either way."""
     quotas = []
     for quota in cluster.quotas:
+        if (
+            quota.invalid
+        ):  # not enforced, as cluster-autoscaler would not (spillway.model.shared.quota_problem)
+            log.warning("CapacityQuota %s is not enforced: %s", quota.name, quota.invalid)
+            quotas.append(quota)
+            continue
         used = quota_usage(quota, cluster.nodes)
         if used != quota.used and quota.name not in statusless:
             resources: dict[str, str | None] = {name: _quantity(name, v) for name, v in used.items()}

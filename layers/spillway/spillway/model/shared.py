@@ -123,6 +123,7 @@ class QuotaInfo:
     selector: tuple[LabelRequirement, ...] = ()  # empty: every node
     limits: Resources = field(default_factory=dict)
     used: Resources = field(default_factory=dict)  # status.used, as the quota's controller last wrote it
+    invalid: str = ""  # why the quota is not enforced (:func:`quota_problem`), else ""
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return selector_matches(self.selector, labels)
@@ -133,6 +134,8 @@ class QuotaInfo:
             out["sel"] = [[k, op, list(v)] for k, op, v in self.selector]
         if self.used:
             out["u"] = dict(self.used)
+        if self.invalid:
+            out["x"] = self.invalid
         return out
 
     @classmethod
@@ -142,6 +145,7 @@ class QuotaInfo:
             selector=tuple((k, op, tuple(v)) for k, op, v in d.get("sel", ())),
             limits=dict(d.get("l", {})),
             used=dict(d.get("u", {})),
+            invalid=str(d.get("x", "")),
         )
 
 
@@ -402,4 +406,45 @@ def quota_of(obj: KubeObject) -> QuotaInfo | None:
         selector=selector_requirements(obj.spec.selector),
         limits=parse_resource_list(obj.spec.limits.resources),
         used=parse_resource_list(used.resources) if used else {},
+        invalid=quota_problem(obj),
     )
+
+
+# The status condition by which cluster-autoscaler says whether it enforces a CapacityQuota: v1beta1's
+# (kubernetes/autoscaler cluster-autoscaler/apis/capacityquota/autoscaling.x-k8s.io/v1beta1/
+# capacityquota_types.go, CapacityQuotaStatus.Conditions: "Cluster Autoscaler manages
+# cluster-autoscaler.kubernetes.io/valid condition, and will enforce the quota only if the status of the
+# condition is True"; not part of the public API), and v1alpha1's before it (ValidCondition "Valid":
+# "CapacityQuota will be enforced only if it has a Valid=True condition")
+QUOTA_VALID_CONDITIONS = ("cluster-autoscaler.kubernetes.io/valid", "Valid")
+
+
+def quota_problem(quota: CapacityQuota) -> str:
+    """Why the CapacityQuota is not enforced, else ``""``.
+
+    cluster-autoscaler enforces a quota only when its own controller found it valid: its validator
+    converts ``spec.selector`` with ``metav1.LabelSelectorAsSelector`` (kubernetes/autoscaler
+    cluster-autoscaler/resourcequotas/capacityquota/validator.go), which refuses ``In``/``NotIn``
+    without values and ``Exists``/``DoesNotExist`` with some; its provider skips a quota whose selector
+    does not convert (provider.go, "Skipping CapacityQuota"). Spillway is the quota's controller here
+    and runs the same check. A valid condition (:data:`QUOTA_VALID_CONDITIONS`) ``False`` for the
+    quota's current generation (cluster-autoscaler's verdict on this very spec, left by one that ran
+    before, or another provider's validator) is honoured too: the quota says it is not enforced. One
+    about an older generation (``observedGeneration`` below ``metadata.generation``: the spec changed
+    since) is not read. No condition at all is no verdict: Spillway does not wait for one that only
+    cluster-autoscaler writes."""
+    selector = quota.spec.selector
+    for i, req in enumerate(selector.match_expressions if selector else ()):
+        if (req.operator in ("In", "NotIn")) != bool(req.values):
+            wanted = "must be non-empty" if req.operator in ("In", "NotIn") else "must be empty"
+            return f"spec.selector.matchExpressions[{i}].values {wanted} for operator {req.operator}"
+    generation = quota.metadata.generation
+    for cond in quota.status.conditions:
+        if cond.type not in QUOTA_VALID_CONDITIONS or cond.status != "False":
+            continue
+        seen = cond.observed_generation
+        if generation is not None and seen is not None and seen < generation:
+            continue
+        detail = ": ".join(x for x in (cond.reason, cond.message) if x)
+        return f"status.conditions {cond.type}=False" + (f" ({detail})" if detail else "")
+    return ""
