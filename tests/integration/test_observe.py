@@ -646,9 +646,9 @@ def test_capacity_quotas_of_a_crd_serving_v1alpha1_alone_hold_as_v1beta1_ones(
     autoscaler cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_capacityquotas.yaml: one version,
     served and stored; v1beta1 came later). Observe listed v1beta1 only, got 404, logged the kind as not
     installed and planned as if there were no quota: a quota of no node let the pods open nodes. It
-    now reads v1alpha1 when v1beta1 is not served, as it reads CapacityBuffers. v1alpha1's status has
-    no field (capacityquota_types.go: "TODO"), so nothing is written to it: the API server would prune
-    the usage, and a write each observation would change nothing."""
+    now reads v1alpha1 when v1beta1 is not served, as it reads CapacityBuffers. That first v1alpha1
+    status has no field (capacityquota_types.go: "TODO"): the usage written through v1alpha1 is pruned
+    and the stored status stays empty."""
     from spillway.adapters.kube import KubeClient
 
     kubeapi.optional_resources = [
@@ -668,7 +668,36 @@ def test_capacity_quotas_of_a_crd_serving_v1alpha1_alone_hold_as_v1beta1_ones(
     assert "capacity-quota" in {p.code for p in result.pending if p.pod in pending}
     stored = kubeapi.get("capacityquotas.autoscaling.x-k8s.io/v1alpha1", "freeze")
     assert stored is not None and not stored.get("status")
-    assert not [r for r in kubeapi.requests if r.method == "PATCH" and "capacityquotas" in r.path]
+    patches = [r.path for r in kubeapi.requests if r.method == "PATCH" and "capacityquotas" in r.path]
+    assert patches == ["/apis/autoscaling.x-k8s.io/v1alpha1/capacityquotas/freeze/status"]
+
+
+def test_capacity_quotas_read_through_v1alpha1_get_their_usage_written_through_it(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """cluster-autoscaler's later v1alpha1 CapacityQuota (its CRD still serving v1alpha1 alone) declares
+    status.used and conditions, and its own quota controller writes the usage through v1alpha1
+    (resourcequotas/capacityquota/controller.go). Observe read such quotas and wrote nothing, as if
+    every v1alpha1 status had no field: ``kubectl get cq`` showed no usage. It now writes the usage
+    through the version the quota was read with."""
+    from spillway.adapters.kube import KubeClient
+
+    kubeapi.optional_resources = [
+        *(r for r in kubeapi.optional_resources if r != "capacityquotas.autoscaling.x-k8s.io"),
+        "capacityquotas.autoscaling.x-k8s.io/v1alpha1+status",
+    ]
+    shared_cluster(kubeapi, kobj, quota_nodes=None)
+    kubeapi.add({"apiVersion": "autoscaling.x-k8s.io/v1alpha1", "kind": "CapacityQuota",
+                 "metadata": {"name": "wide"}, "spec": {"limits": {"resources": {"nodes": "100"}}}})  # fmt: skip
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    [quota] = snapshot.cluster.quotas
+    stored = kubeapi.get("capacityquotas.autoscaling.x-k8s.io/v1alpha1+status", "wide")
+    assert stored is not None and stored["apiVersion"] == "autoscaling.x-k8s.io/v1alpha1"
+    assert stored["status"]["used"]["resources"] == {"nodes": str(quota.used["nodes"] // 1000)}
+    assert quota.used["nodes"] > 0
 
 
 def test_a_capacity_quota_its_valid_condition_calls_invalid_is_read_and_not_enforced(
