@@ -3638,6 +3638,30 @@ def test_the_first_capacityquota_crd_serves_v1alpha1_as_it_was_published() -> No
         assert not written.get("status")
 
 
+def test_the_later_v1alpha1_capacityquota_crd_keeps_the_status_its_type_declares() -> None:
+    """A later release of cluster-autoscaler's CapacityQuota CRD, still v1alpha1 alone, declares
+    status.used and conditions (its v1alpha1 CapacityQuotaStatus; its quota controller writes them
+    through v1alpha1): a /status write keeps the usage and refuses a condition without a reason. It is
+    one CRD name with the first release: the two are never installed together."""
+    alpha = ("autoscaling.x-k8s.io", "v1alpha1", "capacityquotas")
+    installed = ["capacityquotas.autoscaling.x-k8s.io/v1alpha1+status"]
+    with KubeApiServer(optional_resources=installed) as server, server.api_client() as c:
+        custom = CustomObjectsApi(c)
+        body = {"apiVersion": "autoscaling.x-k8s.io/v1alpha1", "kind": "CapacityQuota",
+                "metadata": {"name": "q"}, "spec": {"limits": {"resources": {"cpu": "8"}}}}  # fmt: skip
+        custom.create_cluster_custom_object(*alpha, body)
+        status = {"status": {"used": {"resources": {"cpu": "4"}}}}
+        written = custom.patch_cluster_custom_object_status(*alpha, "q", status)
+        assert written["status"] == {"used": {"resources": {"cpu": "4"}}}
+        bad = {"status": {"conditions": [{"type": "Valid", "status": "True",
+                                          "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}  # fmt: skip
+        with pytest.raises(ApiException) as caught:
+            custom.patch_cluster_custom_object_status(*alpha, "q", bad)
+        assert caught.value.status == 422 and "reason" in caught.value.body
+        with pytest.raises(ValueError, match="one CRD name"):
+            server.optional_resources = [*installed, "capacityquotas.autoscaling.x-k8s.io/v1alpha1"]
+
+
 def test_the_v1beta1_only_provisioningrequest_crd_serves_v1beta1_alone_with_v1s_schema() -> None:
     """cluster-autoscaler's ProvisioningRequest CRD before v1 came (kubernetes/autoscaler cluster-autoscaler/
     apis/provisioningrequest/autoscaling.x-k8s.io/v1beta1/types.go, introduced 1.29.0) serves v1beta1

@@ -600,7 +600,8 @@ def test_volcanos_own_podgroups_are_read_through_the_client_as_their_pods_demand
     """Volcano's controllers write a PodGroup's minResources as ResourceQuota usage
     (util.GetPodQuotaUsage: count/pods, pods, requests.* and limits.* beside the plain names). Observed
     live and stored, a Volcano Job's Pending group is demand of its pods' requests, and the group its
-    podgroup controller made for a ReplicaSet now scaled to zero is no demand at all."""
+    podgroup controller made for a ReplicaSet now scaled to zero is no demand at all, nor is the group
+    LeaderWorkerSet made for a replica whose leader Pod (its controller owner) is gone."""
     from spillway.adapters.kube import KubeClient
 
     usage = {"count/pods": "2", "pods": "2", "cpu": "4", "requests.cpu": "4", "limits.cpu": "8",
@@ -616,11 +617,18 @@ def test_volcanos_own_podgroups_are_read_through_the_client_as_their_pods_demand
                      {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d4f", "uid": rs_uid,
                       "controller": True}]},
                  "spec": {"minMember": 1, "minResources": usage}, "status": {"phase": "Pending"}})  # fmt: skip
+    # LeaderWorkerSet's group for one replica: controlled by the replica's leader Pod, just deleted
+    kubeapi.add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                 "metadata": {"name": "infer-0-5d8f7c9b", "namespace": "vision", "ownerReferences": [
+                     {"apiVersion": "v1", "kind": "Pod", "name": "infer-0", "uid": job_uid[::-1],
+                      "controller": True, "blockOwnerDeletion": True}]},
+                 "spec": {"minMember": 2, "minResources": usage}, "status": {"phase": "Pending"}})  # fmt: skip
     kube = KubeClient.for_url(kubeapi.url, page_size=30)
 
     snapshot = Snapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).to_dict())
 
     gangs = {g.key: g for g in snapshot.cluster.gangs}
+    assert not gangs["vision/infer-0-5d8f7c9b"].pending
     job = gangs[f"vision/train-{job_uid}"]
     assert job.min_resources == {"cpu": 4000, "memory": 8 * 2**30 * 1000} and job.pending
     assert not gangs[f"vision/podgroup-{rs_uid}"].pending
@@ -638,9 +646,9 @@ def test_capacity_quotas_of_a_crd_serving_v1alpha1_alone_hold_as_v1beta1_ones(
     autoscaler cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_capacityquotas.yaml: one version,
     served and stored; v1beta1 came later). Observe listed v1beta1 only, got 404, logged the kind as not
     installed and planned as if there were no quota: a quota of no node let the pods open nodes. It
-    now reads v1alpha1 when v1beta1 is not served, as it reads CapacityBuffers. v1alpha1's status has
-    no field (capacityquota_types.go: "TODO"), so nothing is written to it: the API server would prune
-    the usage, and a write each observation would change nothing."""
+    now reads v1alpha1 when v1beta1 is not served, as it reads CapacityBuffers. That first v1alpha1
+    status has no field (capacityquota_types.go: "TODO"): the usage written through v1alpha1 is pruned
+    and the stored status stays empty."""
     from spillway.adapters.kube import KubeClient
 
     kubeapi.optional_resources = [
@@ -660,6 +668,65 @@ def test_capacity_quotas_of_a_crd_serving_v1alpha1_alone_hold_as_v1beta1_ones(
     assert "capacity-quota" in {p.code for p in result.pending if p.pod in pending}
     stored = kubeapi.get("capacityquotas.autoscaling.x-k8s.io/v1alpha1", "freeze")
     assert stored is not None and not stored.get("status")
+    patches = [r.path for r in kubeapi.requests if r.method == "PATCH" and "capacityquotas" in r.path]
+    assert patches == ["/apis/autoscaling.x-k8s.io/v1alpha1/capacityquotas/freeze/status"]
+
+
+def test_capacity_quotas_read_through_v1alpha1_get_their_usage_written_through_it(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """cluster-autoscaler's later v1alpha1 CapacityQuota (its CRD still serving v1alpha1 alone) declares
+    status.used and conditions, and its own quota controller writes the usage through v1alpha1
+    (resourcequotas/capacityquota/controller.go). Observe read such quotas and wrote nothing, as if
+    every v1alpha1 status had no field: ``kubectl get cq`` showed no usage. It now writes the usage
+    through the version the quota was read with."""
+    from spillway.adapters.kube import KubeClient
+
+    kubeapi.optional_resources = [
+        *(r for r in kubeapi.optional_resources if r != "capacityquotas.autoscaling.x-k8s.io"),
+        "capacityquotas.autoscaling.x-k8s.io/v1alpha1+status",
+    ]
+    shared_cluster(kubeapi, kobj, quota_nodes=None)
+    kubeapi.add({"apiVersion": "autoscaling.x-k8s.io/v1alpha1", "kind": "CapacityQuota",
+                 "metadata": {"name": "wide"}, "spec": {"limits": {"resources": {"nodes": "100"}}}})  # fmt: skip
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    [quota] = snapshot.cluster.quotas
+    stored = kubeapi.get("capacityquotas.autoscaling.x-k8s.io/v1alpha1+status", "wide")
+    assert stored is not None and stored["apiVersion"] == "autoscaling.x-k8s.io/v1alpha1"
+    assert stored["status"]["used"]["resources"] == {"nodes": str(quota.used["nodes"] // 1000)}
+    assert quota.used["nodes"] > 0
+
+
+def test_a_capacity_quota_its_valid_condition_calls_invalid_is_read_and_not_enforced(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """cluster-autoscaler enforces a CapacityQuota only while ``status.conditions`` holds
+    ``cluster-autoscaler.kubernetes.io/valid`` True (v1beta1 capacityquota_types.go). Read through the
+    client from the CRD's status, such a condition False for the quota's current generation now leaves
+    the quota unenforced (the pods open nodes) and its status unwritten; before, the condition was
+    dropped on reading and a quota of no node held every pod back."""
+    from spillway.adapters.kube import KubeClient
+
+    pending = shared_cluster(kubeapi, kobj, quota_nodes=None)
+    kubeapi.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
+                 "metadata": {"name": "freeze", "generation": 1},
+                 "spec": {"limits": {"resources": {"nodes": "0"}}},
+                 "status": {"conditions": [{"type": "cluster-autoscaler.kubernetes.io/valid", "status": "False",
+                                            "reason": "ValidationFailed", "message": "selector rejected",
+                                            "observedGeneration": 1,
+                                            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})  # fmt: skip
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = Snapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).to_dict())
+
+    [quota] = snapshot.cluster.quotas
+    assert quota.invalid.startswith("status.conditions cluster-autoscaler.kubernetes.io/valid=False")
+    result = plan_of(snapshot)
+    assert result.scale_up
+    assert "capacity-quota" not in {p.code for p in result.pending if p.pod in pending}
     assert not [r for r in kubeapi.requests if r.method == "PATCH" and "capacityquotas" in r.path]
 
 

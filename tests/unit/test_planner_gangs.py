@@ -253,6 +253,38 @@ def test_a_pending_volcano_podgroup_made_for_another_controllers_pods_is_no_dema
     assert scale_up(w.plan()) == {"cpu-east": (0, 1, [f"shop/podgroup-{uid}[0]"])}
 
 
+@pytest.mark.parametrize(
+    ("name", "owner"),
+    [
+        ("infer-0-5d8f7c9b", {"apiVersion": "v1", "kind": "Pod", "name": "infer-0"}),
+        ("podgroup-6f1c2a7e-0000-4d5e-8f90-123456789abc", {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}),
+    ],
+    ids=["leaderworkerset-leader-pod", "deployment-owned-normal-group"],
+)  # fmt: skip
+def test_a_pending_volcano_podgroup_owned_by_a_pod_making_controller_is_no_demand_without_pods(
+    name: str, owner: dict[str, str]
+) -> None:
+    """The ownership says a group was made for pods another controller makes, whatever its name.
+    LeaderWorkerSet's Volcano provider names a replica's group ``<lws>-<index>-<revision>`` and makes
+    the replica's leader Pod its controller (kubernetes-sigs/lws volcano_provider.go,
+    ``CreatePodGroupIfNotExists``); Volcano's design note on normal pods' groups would own them by the
+    Deployment while the name keeps the ReplicaSet's uid. Matched by name alone, such a Pending group
+    left without pods (its leader deleted, the garbage collector not there yet) was demand of its
+    ``minResources``: the plan launched nodes for pods no one makes."""
+    w = cpu_world()
+    w.pod_group(VOLCANO, name, "serve", spec={"minMember": 4, "minResources": {"cpu": "8"}}, phase="Pending")
+    w.items[-1]["metadata"]["ownerReferences"] = [
+        {**owner, "uid": "0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6", "controller": True}
+    ]
+
+    result = w.plan()
+
+    assert result.scale_up == () and result.pending == ()
+    # owned the same way but not as controller, the group is nobody's: still demand
+    w.items[-1]["metadata"]["ownerReferences"][0]["controller"] = False
+    assert len(scale_up(w.plan())["cpu-east"][2]) == 4  # its four virtual pods launch nodes
+
+
 @pytest.mark.parametrize("phase", [None, ""], ids=["no-status", "empty-phase"])
 def test_a_volcano_podgroup_without_a_phase_yet_is_pending_demand(phase: str | None) -> None:
     # Just created, before Volcano's scheduler writes status.phase: its scheduler takes the job as

@@ -3,6 +3,7 @@ preemption-nominated pods."""
 
 from __future__ import annotations
 
+import pytest
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
@@ -100,6 +101,50 @@ def test_a_capacity_quota_selecting_other_nodes_does_not_bind() -> None:
     w.capacity_quota("gpu-cap", {"nodes": "0"}, {"node.kubernetes.io/instance-type": "p4d.24xlarge"})
     w.pods("p", 2, **BIG)
     assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
+
+
+@pytest.mark.parametrize(
+    "condition_type", ["cluster-autoscaler.kubernetes.io/valid", "Valid"], ids=["v1beta1", "v1alpha1"]
+)
+def test_a_capacity_quota_whose_valid_condition_is_false_for_its_spec_is_not_enforced(
+    condition_type: str,
+) -> None:
+    """cluster-autoscaler enforces a CapacityQuota only while its valid condition is True (v1beta1
+    capacityquota_types.go: ``cluster-autoscaler.kubernetes.io/valid``; v1alpha1 before it: ``Valid``).
+    The condition was not read: a quota its status calls invalid for this very spec held every node
+    back. A verdict on an older generation (the spec changed since) says nothing of this spec."""
+    w = cpu_world()
+    w.pods("p", 2, **BIG)
+    w.capacity_quota("freeze", {"nodes": "0"})
+    quota = w.items[-1]
+    quota["metadata"]["generation"] = 2
+    condition = {"type": condition_type, "status": "False", "reason": "ValidationFailed",
+                 "message": "bad selector", "observedGeneration": 2, "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+    quota["status"] = {"conditions": [condition]}
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 2)
+    assert not [p for p in result.pending if p.code == "capacity-quota"]
+    condition["observedGeneration"] = 1  # judged an older spec: this one holds
+    assert w.plan().scale_up == ()
+    condition.update(observedGeneration=2, status="True")
+    assert w.plan().scale_up == ()
+
+
+def test_a_capacity_quota_whose_selector_does_not_convert_is_not_enforced() -> None:
+    """cluster-autoscaler skips a CapacityQuota whose selector metav1.LabelSelectorAsSelector refuses
+    (capacityquota validator.go and provider.go): ``Exists`` with values is one. Read as ``Exists``, it
+    held every node carrying the key back."""
+    w = cpu_world()
+    w.pods("p", 2, **BIG)
+    w.capacity_quota("freeze", {"nodes": "0"})
+    expr = {"key": "node.kubernetes.io/instance-type", "operator": "Exists", "values": ["m5.2xlarge"]}
+    w.items[-1]["spec"]["selector"] = {"matchExpressions": [expr]}
+
+    assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
+    del expr["values"]
+    assert w.plan().scale_up == ()
 
 
 def test_config_and_quota_combine_the_tighter_wins() -> None:

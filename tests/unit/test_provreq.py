@@ -501,6 +501,36 @@ def test_an_empty_processor_instance_or_one_on_the_atomic_class_is_served(
     assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"provisioningClassName": "atomic-scale-up.autoscaling.x-k8s.io"},
+        {"provisioningClassName": "atomic-scale-up.kubernetes.io"},
+        {"provisioningClassName": "check-capacity.kubernetes.io"},
+        {"provisioningClass": CHECK_CAPACITY, "additionalParameters": {}},
+    ],
+    ids=["renamed-atomic-class", "draft-atomic-class", "draft-check-class", "draft-field-names"],
+)
+def test_pre_release_class_and_field_names_are_another_autoscalers_requests(spec: dict[str, Any]) -> None:
+    """No released cluster-autoscaler accepted these, so neither does Spillway. The class
+    ``atomic-scale-up.autoscaling.x-k8s.io`` was renamed to ``best-effort-atomic-scale-up`` before any
+    release, with no alias kept (kubernetes/autoscaler#6849, #6854 and its 1.30 cherry-pick #7032: "this
+    API is in draft stage and not yet supported in any release"; supported_classes.go compares the two
+    class names exactly); the ``*.kubernetes.io`` classes and the fields ``provisioningClass`` and
+    ``additionalParameters`` are the first draft's (#5848). A CRD that still declares those fields does
+    not serve ``provisioningClassName``: such a request names no class Spillway serves. It is left
+    alone, and its consumers wait for the autoscaler it names rather than being scaled for twice."""
+    w, _ = cpu_world(nodes=1)
+    consumer = w.pods("q", 1, annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"}, **BIG)
+    req = request("r", CHECK_CAPACITY, [("t", 1)])
+    req["spec"] = {**{k: v for k, v in req["spec"].items() if k != "provisioningClassName"}, **spec}
+
+    result = run(w, [req], [template("t")])
+
+    assert result.provisioning == ()
+    assert "another autoscaler serves the request" in pending_reasons(result)[consumer[0]]
+
+
 def test_unchanged_conditions_are_not_written_again() -> None:
     w, _ = cpu_world(nodes=0)
     at = NOW - timedelta(minutes=3)

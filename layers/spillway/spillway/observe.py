@@ -96,9 +96,10 @@ Clock = Callable[[], datetime]
 OBSERVE_PASSES = 3
 #: scheduler-plugins' PodGroup: served, coscheduling may run (ClusterSnapshot.coscheduling_served)
 COSCHEDULING_PODGROUPS = f"podgroups.{COSCHEDULING_GROUP}"
-#: where CapacityQuota ``status.used`` is written (the status subresource)
+#: where CapacityQuota ``status.used`` is written (the status subresource), through the version read
 QUOTA_API = (AUTOSCALING_GROUP, "v1beta1", "capacityquotas")
-#: the version cluster-autoscaler's first CapacityQuota CRD serves alone: its status has no field
+QUOTA_API_V1ALPHA1 = (AUTOSCALING_GROUP, "v1alpha1", "capacityquotas")
+#: the version cluster-autoscaler's CapacityQuota CRD served alone before v1beta1 came
 QUOTA_V1ALPHA1 = f"{AUTOSCALING_GROUP}/v1alpha1"
 WriteReason = Literal["first", "changed", "heartbeat", "unchanged"]
 
@@ -184,12 +185,12 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
     # the namespaces' labels are kept for pod affinity's namespaceSelector
     namespaces: dict[str, dict[str, str]] = {}
     served: set[str] = set()  # the optional kinds the server lists: is coscheduling's PodGroup one?
-    statusless: set[str] = set()  # CapacityQuotas read through a version whose status has no field
+    v1alpha1: set[str] = set()  # CapacityQuotas read through v1alpha1: their status is written through it
     shared_future = pool.submit(
         lambda: ClusterSnapshot.from_objects(
             config.cluster,
             taken_at,
-            _noting_namespaces(kube.iter_shared_objects(served), namespaces, statusless),
+            _noting_namespaces(kube.iter_shared_objects(served), namespaces, v1alpha1),
         )
     )
     provreq_future = pool.submit(provisioning_requests, kube)
@@ -268,7 +269,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         fleet_instances=fleet,
         fleet_unread=fleet_unread,
     )
-    cluster = update_quota_status(kube, cluster, statusless)
+    cluster = update_quota_status(kube, cluster, v1alpha1)
     update_buffer_status(kube, buffers, taken_at, config.expendable_priority_cutoff)
     return Snapshot.build(cluster, groups, taken_at, seconds)
 
@@ -286,24 +287,31 @@ def quota_usage(quota: QuotaInfo, nodes: Iterable[NodeInfo]) -> Resources:
 
 
 def update_quota_status(
-    kube: Cluster, cluster: ClusterSnapshot, statusless: Collection[str] = ()
+    kube: Cluster, cluster: ClusterSnapshot, v1alpha1: Collection[str] = ()
 ) -> ClusterSnapshot:
     """Write each CapacityQuota's ``status.used`` (status subresource, one merge patch per quota) when
     it changed; the snapshot carries the usage computed. A failed write is logged, never raised: the
-    status is informative, the planner counts the nodes itself. Not for the quotas named in
-    ``statusless``, read through ``v1alpha1``: status is written through ``v1beta1`` only, as the
-    ``v1alpha1`` status of the CRD cluster-autoscaler first published has no field (the API server
-    would prune the usage, and a write each observation would change nothing). Later ``v1alpha1``
-    types declare ``status.used`` (kubernetes/autoscaler apis/capacityquota v1alpha1), which is left
-    unwritten: the quota holds either way."""
+    status is informative, the planner counts the nodes itself. A quota named in ``v1alpha1`` (read
+    through it: its CRD serves no ``v1beta1``) is written through ``v1alpha1``, as cluster-autoscaler's
+    own quota controller writes it (kubernetes/autoscaler cluster-autoscaler/resourcequotas/
+    capacityquota/controller.go: a status merge patch of the ``v1alpha1`` object, whose type declares
+    ``status.used`` and ``conditions``). The CRD it first published declares no status field ("TODO:
+    status should report resources currently in use"): there the API server prunes the usage, the
+    stored status stays empty, and the write, which changes nothing, comes again each observation. A
+    quota not enforced (:attr:`QuotaInfo.invalid`) is warned of and gets no write."""
     quotas = []
     for quota in cluster.quotas:
+        if quota.invalid:  # as cluster-autoscaler would not (spillway.model.shared.quota_problem)
+            log.warning("CapacityQuota %s is not enforced: %s", quota.name, quota.invalid)
+            quotas.append(quota)
+            continue
         used = quota_usage(quota, cluster.nodes)
-        if used != quota.used and quota.name not in statusless:
+        if used != quota.used:
             resources: dict[str, str | None] = {name: _quantity(name, v) for name, v in used.items()}
             resources |= dict.fromkeys(set(quota.used) - set(used))  # null removes a stale name
+            api = QUOTA_API_V1ALPHA1 if quota.name in v1alpha1 else QUOTA_API
             try:
-                kube.patch_custom_status(*QUOTA_API, None, quota.name, {"used": {"resources": resources}})
+                kube.patch_custom_status(*api, None, quota.name, {"used": {"resources": resources}})
             except Exception as exc:  # best effort: observing must go on
                 log.warning(
                     "CapacityQuota %s: writing status.used failed: %s: %s",
@@ -589,15 +597,15 @@ def _priorities(config_map: ConfigMap | None) -> tuple[Priorities, str]:
 
 
 def _noting_namespaces(
-    objects: Iterator[SharedObject], labels: dict[str, dict[str, str]], statusless: set[str]
+    objects: Iterator[SharedObject], labels: dict[str, dict[str, str]], v1alpha1: set[str]
 ) -> Iterator[SharedObject]:
     """The objects as they come, each Namespace's labels noted in ``labels`` on the way, and the name
-    of each CapacityQuota read through ``v1alpha1`` in ``statusless`` (:func:`update_quota_status`)."""
+    of each CapacityQuota read through ``v1alpha1`` in ``v1alpha1`` (:func:`update_quota_status`)."""
     for obj in objects:
         if isinstance(obj, Namespace):
             labels[obj.metadata.name] = obj.metadata.labels
         elif isinstance(obj, CapacityQuota) and obj.api_version == QUOTA_V1ALPHA1:
-            statusless.add(obj.metadata.name)
+            v1alpha1.add(obj.metadata.name)
         yield obj
 
 

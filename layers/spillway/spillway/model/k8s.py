@@ -864,6 +864,7 @@ class CapacityQuotaSpec(KubeModel):
 
 class CapacityQuotaStatus(KubeModel):
     used: QuotaResources | None = None
+    conditions: list[StatusCondition] = Field(default_factory=list)
 
 
 class CapacityQuota(KubeModel):

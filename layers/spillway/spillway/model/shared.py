@@ -123,6 +123,7 @@ class QuotaInfo:
     selector: tuple[LabelRequirement, ...] = ()  # empty: every node
     limits: Resources = field(default_factory=dict)
     used: Resources = field(default_factory=dict)  # status.used, as the quota's controller last wrote it
+    invalid: str = ""  # why the quota is not enforced (:func:`quota_problem`), else ""
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return selector_matches(self.selector, labels)
@@ -133,6 +134,8 @@ class QuotaInfo:
             out["sel"] = [[k, op, list(v)] for k, op, v in self.selector]
         if self.used:
             out["u"] = dict(self.used)
+        if self.invalid:
+            out["x"] = self.invalid
         return out
 
     @classmethod
@@ -142,6 +145,7 @@ class QuotaInfo:
             selector=tuple((k, op, tuple(v)) for k, op, v in d.get("sel", ())),
             limits=dict(d.get("l", {})),
             used=dict(d.get("u", {})),
+            invalid=str(d.get("x", "")),
         )
 
 
@@ -301,24 +305,50 @@ def volcano_min_requests(raw: Mapping[str, str | int | float] | None) -> Resourc
     return out
 
 
+# The controllers that make their pods whatever a PodGroup's phase (the API server's own: they know no
+# PodGroup), by (apiVersion, kind) of a PodGroup's controller ownerReference; a Pod owns the group
+# Volcano makes for a pod of no controller, and the group LeaderWorkerSet makes for a replica's leader
+VOLCANO_POD_OWNERS = frozenset(
+    {
+        ("v1", "Pod"),
+        ("apps/v1", "ReplicaSet"),
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "StatefulSet"),
+        ("apps/v1", "DaemonSet"),
+        ("batch/v1", "Job"),
+    }
+)
+
+
 def volcano_made_for_pods(group: VolcanoPodGroup) -> bool:
-    """Whether Volcano's podgroup controller made the PodGroup for the pods of another controller (a
-    ReplicaSet's, a StatefulSet's, a batch/v1 Job's, or a bare pod): named ``podgroup-<uid>`` after
-    its controller owner, which it takes from the pod (:func:`volcano_normal_group`). Those pods are
-    made by their own controller, which never waits for the group's phase; only Volcano's Job
-    controller (and the training operators) hold a job's pods back until its group is ``Inqueue``. So
-    such a group without pods is no demand: it is left over (a ReplicaSet scaled to zero: Volcano
-    before it deleted such groups left them, and its scheduler turns a group with fewer members than
-    ``minMember`` back to ``Pending``), and its ``minResources`` would launch nodes for pods no one
-    makes. A batch.volcano.sh Job's group is never this, whatever its name."""
-    name = group.metadata.name
+    """Whether the PodGroup was made for the pods of a controller that makes them itself, whatever the
+    group's phase: by Volcano's podgroup controller for a "normal" pod, or by LeaderWorkerSet for one
+    replica. Only Volcano's Job controller (and the training operators) hold a job's pods back until
+    its group is ``Inqueue``; such a group without pods is no demand: it is left over (a ReplicaSet
+    scaled to zero: Volcano before it deleted such groups left them, and its scheduler turns a group
+    with fewer members than ``minMember`` back to ``Pending``), and its ``minResources`` would launch
+    nodes for pods no one makes.
+
+    The ownership says it first. Volcano sets no annotation or label of its own on such a group; it
+    makes the group's ownerReferences the pod's when one of them is a controller, else a controller
+    reference to the pod (volcano-sh/volcano pkg/controllers/podgroup/pg_controller_handler.go,
+    ``buildPodGroupFromPod``, ``newPGOwnerReferences``). LeaderWorkerSet's Volcano provider names a
+    replica's group ``<lws>-<index>-<revision>`` and makes the replica's leader Pod its controller
+    (kubernetes-sigs/lws pkg/schedulerprovider/volcano_provider.go, ``CreatePodGroupIfNotExists``:
+    ``SetControllerReference(leaderPod, ...)``); the garbage collector deletes it with that pod. So a
+    controller owner among :data:`VOLCANO_POD_OWNERS` (a Pod, a ReplicaSet, Deployment, StatefulSet or
+    DaemonSet, a batch/v1 Job: none of them reads a PodGroup) is enough, whatever the name (Volcano's
+    design note docs/design/Enhance-Generate-PodGroup-OwnerReferences-for-Normal-Pod.md would own the
+    group by a Deployment while its name keeps the ReplicaSet's uid). For the pods of any other
+    controller (a workflow engine's, say) the name tells: ``podgroup-<uid>`` of the group's controller
+    owner, the name Volcano gives it (:func:`volcano_normal_group`). A batch.volcano.sh Job's group is
+    never this, whatever its name."""
     owner = next((r for r in group.metadata.owner_references if r.controller), None)
-    return (
-        owner is not None
-        and bool(owner.uid)
-        and name == f"{VOLCANO_NORMAL_GROUP_PREFIX}{owner.uid}"
-        and not owner.api_version.startswith(f"{VOLCANO_BATCH_GROUP}/")
-    )
+    if owner is None or owner.api_version.startswith(f"{VOLCANO_BATCH_GROUP}/"):
+        return False
+    if (owner.api_version, owner.kind) in VOLCANO_POD_OWNERS:
+        return True
+    return bool(owner.uid) and group.metadata.name == f"{VOLCANO_NORMAL_GROUP_PREFIX}{owner.uid}"
 
 
 def _volcano_gang(key: str, group: VolcanoPodGroup) -> GangInfo:
@@ -376,4 +406,45 @@ def quota_of(obj: KubeObject) -> QuotaInfo | None:
         selector=selector_requirements(obj.spec.selector),
         limits=parse_resource_list(obj.spec.limits.resources),
         used=parse_resource_list(used.resources) if used else {},
+        invalid=quota_problem(obj),
     )
+
+
+# The status condition by which cluster-autoscaler says whether it enforces a CapacityQuota: v1beta1's
+# (kubernetes/autoscaler cluster-autoscaler/apis/capacityquota/autoscaling.x-k8s.io/v1beta1/
+# capacityquota_types.go, CapacityQuotaStatus.Conditions: "Cluster Autoscaler manages
+# cluster-autoscaler.kubernetes.io/valid condition, and will enforce the quota only if the status of the
+# condition is True"; not part of the public API), and v1alpha1's before it (ValidCondition "Valid":
+# "CapacityQuota will be enforced only if it has a Valid=True condition")
+QUOTA_VALID_CONDITIONS = ("cluster-autoscaler.kubernetes.io/valid", "Valid")
+
+
+def quota_problem(quota: CapacityQuota) -> str:
+    """Why the CapacityQuota is not enforced, else ``""``.
+
+    cluster-autoscaler enforces a quota only when its own controller found it valid: its validator
+    converts ``spec.selector`` with ``metav1.LabelSelectorAsSelector`` (kubernetes/autoscaler
+    cluster-autoscaler/resourcequotas/capacityquota/validator.go), which refuses ``In``/``NotIn``
+    without values and ``Exists``/``DoesNotExist`` with some; its provider skips a quota whose selector
+    does not convert (provider.go, "Skipping CapacityQuota"). Spillway is the quota's controller here
+    and runs the same check. A valid condition (:data:`QUOTA_VALID_CONDITIONS`) ``False`` for the
+    quota's current generation (cluster-autoscaler's verdict on this very spec, left by one that ran
+    before, or another provider's validator) is honoured too: the quota says it is not enforced. One
+    about an older generation (``observedGeneration`` below ``metadata.generation``: the spec changed
+    since) is not read. No condition at all is no verdict: Spillway does not wait for one that only
+    cluster-autoscaler writes."""
+    selector = quota.spec.selector
+    for i, req in enumerate(selector.match_expressions if selector else ()):
+        if (req.operator in ("In", "NotIn")) != bool(req.values):
+            wanted = "must be non-empty" if req.operator in ("In", "NotIn") else "must be empty"
+            return f"spec.selector.matchExpressions[{i}].values {wanted} for operator {req.operator}"
+    generation = quota.metadata.generation
+    for cond in quota.status.conditions:
+        if cond.type not in QUOTA_VALID_CONDITIONS or cond.status != "False":
+            continue
+        seen = cond.observed_generation
+        if generation is not None and seen is not None and seen < generation:
+            continue
+        detail = ": ".join(x for x in (cond.reason, cond.message) if x)
+        return f"status.conditions {cond.type}=False" + (f" ({detail})" if detail else "")
+    return ""

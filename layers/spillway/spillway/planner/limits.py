@@ -228,7 +228,7 @@ class Limits:
         self.ctx = ctx
         self.constraints: list[Constraint] = []
         self.constraints += cluster_constraints(ctx.config)
-        self.constraints += [quota_constraint(q) for q in ctx.snapshot.quotas]
+        self.constraints += [quota_constraint(q) for q in ctx.snapshot.quotas if not q.invalid]
         self.constraints += tenant_constraints(ctx.config, ctx.now)
         self.claimed: set[str] = set()  # nodes charged to a tenant: by their pods, or claimed
         self._new_labels: dict[tuple[str, str, str | None], tuple[NewLabels, ...]] = {}

@@ -49,7 +49,9 @@ What it serves (JSON only)
   training operator's MPIJob ``kubeflow.org/v1`` (``/status``), a CRD of the same name as the
   mpi-operator's, is served only when named ``mpijobs.kubeflow.org/v1`` (``resources.ALTERNATIVES``), in
   place of the mpi-operator's, never beside it; so are cluster-autoscaler's earlier CRDs,
-  ``capacityquotas.autoscaling.x-k8s.io/v1alpha1`` (v1alpha1 alone, a status of no field) and
+  ``capacityquotas.autoscaling.x-k8s.io/v1alpha1`` (v1alpha1 alone, a status of no field),
+  ``capacityquotas.autoscaling.x-k8s.io/v1alpha1+status`` (v1alpha1 alone, its later release: a status
+  of ``used`` and ``conditions``) and
   ``provisioningrequests.autoscaling.x-k8s.io/v1beta1`` (v1beta1 alone, v1's schema and rules). The three
   ``autoscaling.x-k8s.io`` kinds are served as their published CRDs' schemas and CEL rules serve them
   (see :mod:`.crds`): the whole object is validated, status included, so a ``/status`` write too (422

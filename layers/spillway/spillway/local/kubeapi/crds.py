@@ -83,6 +83,8 @@ PROVISIONING_REQUEST_V1BETA1 = "ProvisioningRequest.autoscaling.x-k8s.io/v1beta1
 CAPACITY_QUOTA = "CapacityQuota.autoscaling.x-k8s.io"
 # cluster-autoscaler's first CRD of the same name, serving v1alpha1 alone
 CAPACITY_QUOTA_V1ALPHA1 = "CapacityQuota.autoscaling.x-k8s.io/v1alpha1"
+# its later release, still v1alpha1 alone, whose status declares used and conditions
+CAPACITY_QUOTA_V1ALPHA1_STATUS = "CapacityQuota.autoscaling.x-k8s.io/v1alpha1+status"
 CAPACITY_BUFFER = "CapacityBuffer.autoscaling.x-k8s.io"
 VOLCANO_PODGROUP = "PodGroup.scheduling.volcano.sh"
 COSCHEDULING_PODGROUP = "PodGroup.scheduling.x-k8s.io"
@@ -514,6 +516,22 @@ CAPACITY_QUOTA_V1ALPHA1_SCHEMA = _custom_resource(
         },
     },
     status={"type": "object"},
+)
+# The same CRD as kubernetes/autoscaler published it later, v1alpha1 still alone: its status declares
+# used.resources and conditions (metav1.Condition, a list keyed by type), which cluster-autoscaler's own
+# quota controller writes through v1alpha1 (cluster-autoscaler/resourcequotas/capacityquota/
+# controller.go, Reconcile: a status merge patch of the v1alpha1 object); observedGeneration came with
+# v1beta1. The spec is the first release's (the CEL rules later v1alpha1 releases added on the limits
+# and the selector are not modelled).
+CAPACITY_QUOTA_V1ALPHA1_STATUS_SCHEMA = _custom_resource(
+    spec=CAPACITY_QUOTA_V1ALPHA1_SCHEMA["properties"]["spec"],
+    status={
+        "type": "object",
+        "properties": {
+            "conditions": _CONDITIONS,
+            "used": CAPACITY_QUOTA_SCHEMA["properties"]["status"]["properties"]["used"],
+        },
+    },
 )
 # autoscaling.x-k8s.io_capacitybuffers.yaml as generated since the v1beta1 graduation (kubernetes/
 # autoscaler#9062; checked in the copy devantler-tech/ksail vendors, pkg/svc/installer/clusterautoscaler):
@@ -1138,6 +1156,7 @@ _CRDS: Mapping[str, _Crd] = {
     PROVISIONING_REQUEST_V1BETA1: _Crd(PROVISIONING_REQUEST_SCHEMA, _transition_rules_only),
     CAPACITY_QUOTA: _Crd(CAPACITY_QUOTA_SCHEMA, _quota_rules),
     CAPACITY_QUOTA_V1ALPHA1: _Crd(CAPACITY_QUOTA_V1ALPHA1_SCHEMA),
+    CAPACITY_QUOTA_V1ALPHA1_STATUS: _Crd(CAPACITY_QUOTA_V1ALPHA1_STATUS_SCHEMA),
     CAPACITY_BUFFER: _Crd(BUFFER_SCHEMA, _buffer_rules),
     VOLCANO_PODGROUP: _Crd(VOLCANO_PODGROUP_SCHEMA),
     COSCHEDULING_PODGROUP: _Crd(COSCHEDULING_PODGROUP_SCHEMA),

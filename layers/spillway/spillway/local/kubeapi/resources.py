@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,6 +174,9 @@ class ResourceType:
     #: another project's CRD of the same name (``qualified``), installed instead of the default one only
     #: when named as ``<qualified>/<version>`` (:data:`ALTERNATIVES`): a cluster has one or the other
     alternative: bool = False
+    #: an alternative's release where two of one version differ (``capacityquotas.autoscaling.x-k8s.io/
+    #: v1alpha1+status``): the install name ends ``+<release>``
+    release: str = ""
 
     @property
     def api_version(self) -> str:
@@ -187,7 +190,9 @@ class ResourceType:
     @property
     def install_name(self) -> str:
         """The name that installs it (``KubeApiServer.optional_resources``)."""
-        return f"{self.qualified}/{self.version}" if self.alternative else self.qualified
+        if not self.alternative:
+            return self.qualified
+        return f"{self.qualified}/{self.version}" + (f"+{self.release}" if self.release else "")
 
     @property
     def identity(self) -> bool:
@@ -538,15 +543,17 @@ CAPACITY_QUOTAS = ResourceType(
 )
 
 
-def _older_crd(current: ResourceType, version: str, schema: str) -> ResourceType:
+def _older_crd(current: ResourceType, version: str, schema: str, release: str = "") -> ResourceType:
     """The CRD of ``current``'s kind as an older release published it, serving ``version`` alone with
     its own ``schema`` (a :mod:`.crds` kind): an alternative, installed only by its full name
-    (``<plural>.<group>/<version>``) in place of ``current``."""
+    (``<plural>.<group>/<version>``, ``+<release>`` after it where two releases of one version
+    differ) in place of ``current``."""
     return dataclasses.replace(
         current,
         version=version,
         store_kind=schema,
         alternative=True,
+        release=release,
         to_internal=functools.partial(crds.pruned, schema),
         defaults=functools.partial(crds.with_defaults, schema),
     )
@@ -555,6 +562,12 @@ def _older_crd(current: ResourceType, version: str, schema: str) -> ResourceType
 #: the CapacityQuota CRD as cluster-autoscaler first published it (v1alpha1 alone, a status with no
 #: field): installed only as ``capacityquotas.autoscaling.x-k8s.io/v1alpha1``, in place of CAPACITY_QUOTAS
 CAPACITY_QUOTAS_V1ALPHA1 = _older_crd(CAPACITY_QUOTAS, "v1alpha1", crds.CAPACITY_QUOTA_V1ALPHA1)
+#: the CapacityQuota CRD as cluster-autoscaler published it later, still v1alpha1 alone, its status with
+#: ``used`` and ``conditions`` (the version its own quota controller writes status.used through):
+#: installed only as ``capacityquotas.autoscaling.x-k8s.io/v1alpha1+status``, in place of CAPACITY_QUOTAS
+CAPACITY_QUOTAS_V1ALPHA1_STATUS = _older_crd(
+    CAPACITY_QUOTAS, "v1alpha1", crds.CAPACITY_QUOTA_V1ALPHA1_STATUS, release="status"
+)
 #: cluster-autoscaler's ProvisioningRequest (CRD; ``spec.provisioningClassName``, ``spec.podSets`` and
 #: ``spec.parameters`` carry the rule ``self == oldSelf``: immutable; its schema is :mod:`.crds`)
 PROVISIONING_REQUESTS = ResourceType(
@@ -971,6 +984,7 @@ ALL: tuple[ResourceType, ...] = (
     WORKLOADS,
     CAPACITY_QUOTAS,
     CAPACITY_QUOTAS_V1ALPHA1,
+    CAPACITY_QUOTAS_V1ALPHA1_STATUS,
     PROVISIONING_REQUESTS,
     PROVISIONING_REQUESTS_V1BETA1,
     PYTORCH_JOBS,
@@ -997,18 +1011,24 @@ OPTIONAL: tuple[str, ...] = tuple(
 #: install names (``mpijobs.kubeflow.org/v1``) of the CRDs served only when named, each instead of the
 #: one of the same qualified name in OPTIONAL
 ALTERNATIVES: tuple[str, ...] = tuple(rt.install_name for rt in ALL if rt.alternative)
-_BY_PATH: dict[tuple[str, str], ResourceType] = {(rt.api_version, rt.plural): rt for rt in ALL}
+_BY_PATH: dict[tuple[str, str], list[ResourceType]] = {}
+for _rt in ALL:
+    _BY_PATH.setdefault((_rt.api_version, _rt.plural), []).append(_rt)
 
 
-def by_path(group_version: str, plural: str) -> ResourceType | None:
-    return _BY_PATH.get((group_version, plural))
+def _the_served(found: Sequence[ResourceType], installed: frozenset[str] | None) -> ResourceType | None:
+    """Of the resources of one path (two releases of one CRD version), the one served, else the first."""
+    return next((rt for rt in found if served(rt, installed)), found[0] if found else None)
 
 
-def by_api_version(api_version: str, kind: str) -> ResourceType | None:
-    for rt in ALL:
-        if rt.api_version == api_version and rt.kind == kind:
-            return rt
-    return None
+def by_path(group_version: str, plural: str, installed: frozenset[str] | None = None) -> ResourceType | None:
+    return _the_served(_BY_PATH.get((group_version, plural), ()), installed)
+
+
+def by_api_version(
+    api_version: str, kind: str, installed: frozenset[str] | None = None
+) -> ResourceType | None:
+    return _the_served([rt for rt in ALL if rt.api_version == api_version and rt.kind == kind], installed)
 
 
 def resolve_kind(name: str) -> ResourceType:

@@ -199,7 +199,7 @@ class _Router:
             namespace, rest = rest[1], rest[2:]
         if len(rest) > 3:
             raise _page_not_found()
-        rt = resources.by_path(group_version, rest[0])
+        rt = resources.by_path(group_version, rest[0], self.installed)
         if rt is None or not resources.served(rt, self.installed):
             raise _page_not_found()
         if not rt.deprecation:
@@ -558,6 +558,10 @@ class KubeApiServer:
             raise ValueError(
                 f"{both} and {[a.rpartition('/')[0] for a in both]} are one CRD name: install one"
             )
+        names = [a.rpartition("/")[0] for a in sorted(chosen & set(resources.ALTERNATIVES))]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two alternatives of {twice} are one CRD name: install one")
         self._router.installed = chosen
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -670,7 +674,11 @@ class KubeApiServer:
         if not isinstance(kind, str):
             raise ValueError("add() needs an object with a 'kind'")
         api_version = obj.get("apiVersion")
-        rt = resources.by_api_version(api_version, kind) if api_version else resources.resolve_kind(kind)
+        rt = (
+            resources.by_api_version(api_version, kind, self._router.installed)
+            if api_version
+            else resources.resolve_kind(kind)
+        )
         if rt is None:
             raise ValueError(f"the emulator does not serve {api_version} {kind}")
         namespace = (obj.get("metadata") or {}).get("namespace") if rt.namespaced else None
