@@ -23,8 +23,9 @@ retries from that record. Invoked directly, those errors are raised, under their
 After the commit the plan posts Kubernetes Events on the pending pods (TriggeredScaleUp,
 NotTriggerScaleUp; :mod:`spillway.act.events`); a failure to post is logged and counted, never raised.
 
-Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, Overflow (nodes planned outside the
-primary region), UnregisteredInstances (instances no Node joined for within max_node_provision_minutes:
+Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, GangPodsHeldAtHome (of those, gang members
+kept to where their gang runs, which cannot hold them: gang-home-full, gang-home-unknown), Overflow (nodes
+planned outside the primary region), UnregisteredInstances (instances no Node joined for within max_node_provision_minutes:
 the scale-down removes them), GangOrphans and GangOrphansBusy (a fleet gang's instances left outside
 every group past gang_orphan_minutes: sent to the scale-down to terminate, or left because their Node runs
 work; every plan counts one until it is gone),
@@ -108,6 +109,7 @@ def add_plan_metrics(outcome: dict[str, Any], summary: dict[str, Any]) -> None:
     add_count("ScaleUpNodes", summary.get("scale_up_nodes", 0))
     add_count("DrainsPlanned", summary.get("drains", 0))
     add_count("UnplaceablePods", summary.get("unplaceable", 0))
+    add_count("GangPodsHeldAtHome", summary.get("gang_home_held", 0))
     add_count("Overflow", summary.get("overflow_nodes", 0))
     add_count("UnregisteredInstances", summary.get("unregistered", 0))
     add_count("GangOrphans", summary.get("gang_orphans", 0))

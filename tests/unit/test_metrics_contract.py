@@ -902,7 +902,7 @@ def test_a_widget_on_auto_scaling_group_metrics_tells_how_to_turn_them_on() -> N
 # count of things done: the README's metric table ("the cluster as observed"; "per plan: ... pending
 # pods with no place"; "pods held by limits").
 LEVELS = {"PendingPods", "UnschedulablePods", "OldestPendingSeconds", "OldestUnheldPendingSeconds", "Nodes", "NotReadyNodes", "LongestNotReadySeconds",
-          "UnplaceablePods", "PodsHeldByLimits", "TenantPodsHeld", "GangOrphans", "GangOrphansBusy",
+          "UnplaceablePods", "GangPodsHeldAtHome", "PodsHeldByLimits", "TenantPodsHeld", "GangOrphans", "GangOrphansBusy",
           "GangInstanceReadsFailed"}  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from plan_world import World, pending_codes, pending_reasons, scale_up
 from test_planner_gang_launch import ZONE_TOPOLOGY
 from test_planner_gangs import BIG, CONVENTIONS, COSCHED, VOLCANO
 
+from spillway.local import objects as o
 from spillway.planner import codes
 
 
@@ -63,7 +64,8 @@ def test_a_gang_whose_running_members_region_is_full_adds_nothing_elsewhere_and_
     result = w.plan()
 
     assert result.scale_up == ()  # before: two nodes in cpu-east
-    assert {pending_codes(result)[p] for p in more} == {codes.MAX_SIZE}
+    # its own code (before: max-size, as any pod's): the gang waits for its region alone
+    assert {pending_codes(result)[p] for p in more} == {codes.GANG_HOME_FULL}
     reason = pending_reasons(result)[more[0]]
     assert reason.startswith("gang default/train (2 pods) cannot be placed whole, so nothing is added")
     assert "its running members are in us-west-2, so the rest are placed there only" in reason
@@ -215,7 +217,8 @@ def test_members_beyond_the_minimum_wait_when_the_gangs_region_is_full_and_say_w
     result = w.plan()
 
     assert result.scale_up == ()  # before: two nodes in cpu-east
-    assert {pending_codes(result)[p] for p in more} == {codes.MAX_SIZE}
+    # its own code (before: max-size, as any pod's): the members wait for their gang's region alone
+    assert {pending_codes(result)[p] for p in more} == {codes.GANG_HOME_FULL}
     reason = pending_reasons(result)[more[0]]
     assert reason.endswith(
         "its gang default/train runs in us-west-2, so its pending members are placed there only (a gang "
@@ -229,3 +232,105 @@ def test_members_beyond_the_minimum_of_a_gang_running_on_leaving_nodes_go_anywhe
         w.cordon(name, by_spillway=True)
 
     assert scale_up(w.plan()) == {"cpu-east": (0, 2, more)}
+
+
+# --- a gang already over several regions; members on nodes of unknown region -----------------------
+
+
+def three_regions(*, minimum: int, eu_max: int = 10) -> tuple[World, list[str]]:
+    """Gang ``train`` of ``minimum``: one member runs in us-west-2 (preferred to eu-west-1), two in
+    eu-west-1; two more wait. us-east-1, the most preferred, has an empty group with room for ten."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    (west,) = w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=1, max_size=10)
+    eu = w.group("cpu-eu", "m5.2xlarge", region="eu-west-1", nodes=2, max_size=eu_max)
+    w.pod_group(COSCHED, "train", spec={"minMember": minimum})
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    for i, node in enumerate([west, *eu]):
+        w.pods(f"train-run{i}", 1, node_name=node, labels=labels, **BIG)
+    return w, w.pods("train-more", 2, labels=labels, **BIG)
+
+
+def test_members_of_a_started_gang_over_two_regions_go_to_the_one_with_most_members_not_a_third() -> None:
+    w, more = three_regions(minimum=3)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-eu": (2, 4, more)}  # before: cpu-east, a third region
+
+
+def test_members_of_a_started_gang_over_two_regions_go_to_the_other_when_the_first_is_full() -> None:
+    w, more = three_regions(minimum=3, eu_max=2)
+
+    assert scale_up(w.plan()) == {"cpu-west": (1, 3, more)}  # before: cpu-east
+
+
+def test_members_of_a_started_gang_wait_when_every_region_it_runs_in_is_full_with_a_code_of_their_own() -> (
+    None
+):
+    w, more = three_regions(minimum=3, eu_max=2)
+    w.groups["cpu-west"]["MaxSize"] = 1
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in more} == {codes.GANG_HOME_FULL}
+    assert pending_reasons(result)[more[0]].endswith(
+        "its gang default/train runs in eu-west-1, us-west-2 (most members first), so its pending members are "
+        "placed there only (a gang is not split further)"
+    )
+
+
+def test_the_rest_of_a_gang_over_two_regions_goes_to_the_one_with_most_members_first() -> None:
+    w, more = three_regions(minimum=5)  # not started: three of five run
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-eu": (2, 4, more)}  # before: cpu-west, preferred among the two
+
+
+def _unknown_region_node(w: World, name: str) -> str:
+    """A Node of no managed group whose labels name no region (its zone label too is gone)."""
+    w.items.append(o.node(name, instance=o.instance_id(name), zone="us-east-1a"))
+    labels = w.node(name)["metadata"]["labels"]
+    del labels["topology.kubernetes.io/region"], labels["topology.kubernetes.io/zone"]
+    return name
+
+
+def test_members_of_a_started_gang_on_nodes_of_unknown_region_get_no_node_in_any_region() -> None:
+    # two members run on a node no group holds and no label places; us-east-1 has room: new nodes
+    # there could split the job, so nothing is added and the code says why
+    w, more = started_gang()
+    for i in range(2):
+        w.pod_item(f"default/train-run{i}-0")["spec"]["nodeName"] = _unknown_region_node(w, f"onprem-{i}")
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # before: cpu-east grew for them
+    assert {pending_codes(result)[p] for p in more} == {codes.GANG_HOME_UNKNOWN}
+    assert (
+        "its gang default/train runs only on nodes whose region is unknown"
+        in pending_reasons(result)[more[0]]
+    )
+
+
+def test_a_member_of_known_region_keeps_the_rest_there_beside_one_of_unknown_region() -> None:
+    w, more = started_gang()
+    w.pod_item("default/train-run1-0")["spec"]["nodeName"] = _unknown_region_node(w, "onprem-1")
+
+    # one takes the room the moved member left on a us-west-2 node, the other a new node there
+    assert scale_up(w.plan()) == {"cpu-west": (2, 3, more[1:])}
+
+
+def test_the_rest_of_a_gang_whose_members_run_on_nodes_of_unknown_region_only_is_placed_in_no_region() -> (
+    None
+):
+    w, more = two_regions()
+    for i in range(2):
+        w.pod_item(f"default/train-run{i}-0")["spec"]["nodeName"] = _unknown_region_node(w, f"onprem-{i}")
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # before: cpu-east grew for them
+    assert {pending_codes(result)[p] for p in more} == {codes.GANG_HOME_UNKNOWN}
+    assert "its running members are only on nodes whose region is unknown" in pending_reasons(result)[more[0]]

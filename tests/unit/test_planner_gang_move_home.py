@@ -20,6 +20,7 @@ from test_planner_consolidation import (
     kept,
     replicas,
 )
+from test_planner_gang_home import _unknown_region_node
 from test_planner_gang_launch import ZONE_TOPOLOGY
 
 from spillway.planner import codes
@@ -134,3 +135,24 @@ def test_a_one_zone_gang_member_moves_only_into_its_gangs_zone_even_in_one_regio
     assert [p for dr in result.drain for p in dr.pods if "/train-" in p] == [], result.drain
     code, reason = kept(result)[b]
     assert code == codes.DOES_NOT_FIT and "default/train runs in us-east-1a" in reason, reason
+
+
+def test_a_gang_member_is_not_moved_into_a_region_while_the_rest_run_on_nodes_of_unknown_region() -> None:
+    # train-0 and train-1 run on a node of no group whose labels name no region; b (us-west-2) holds
+    # train-2 and is underutilized, c (us-east-1) has room for it. Where the rest run is unknown, so
+    # any region could split the job: train-2 stays (before: moved to c, b drained)
+    w = World()
+    (b,) = w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=1)
+    (c,) = w.group("cpu-east", "m5.2xlarge", nodes=1)
+    a = _unknown_region_node(w, "onprem-0")
+    w.pod_group(VOLCANO_PG, "train", spec={"minMember": 2}, phase="Running")
+    _volcano_gang(w, a, ["train-0", "train-1"], cpu="3")
+    _volcano_gang(w, b, ["train-2"], cpu="3")
+    replicas(w, c, "pin-c", 1, cpu="1", annotations={})
+
+    result = w.plan(**CONFIG)
+
+    assert [p for dr in result.drain for p in dr.pods if "/train-" in p] == [], result.drain
+    code, reason = kept(result)[b]
+    assert code == codes.DOES_NOT_FIT, reason
+    assert "default/train runs in nodes whose region is unknown" in reason, reason

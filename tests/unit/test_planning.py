@@ -65,6 +65,7 @@ from spillway.planner.types import (
     Drain,
     GangLaunch,
     GangOrphan,
+    PendingPod,
     ScaleUp,
     ScalingPlan,
     SoftTaint,
@@ -2250,6 +2251,25 @@ def test_gang_orphans_are_summarized_and_counted_terminated_and_left_apart() -> 
     assert (counted["GangOrphans"], counted["GangOrphansBusy"]) == (1.0, 2.0)
     none = record_metrics({"summary": summarize(ScalingPlan(), "us-east-1").to_dict()})
     assert (none["GangOrphans"], none["GangOrphansBusy"]) == (0.0, 0.0)
+
+
+def test_gang_members_held_where_their_gang_runs_are_summarized_and_counted_apart() -> None:
+    """UnplaceablePods counts a started gang's members waiting for the full region their gang runs in
+    among every other pod with no place; GangPodsHeldAtHome counts them alone (gang-home-full, and
+    gang-home-unknown: their gang runs on nodes of unknown region), 0 too."""
+    pending = (
+        PendingPod("ml/w-2", "r", codes.GANG_HOME_FULL),
+        PendingPod("ml/w-3", "r", codes.GANG_HOME_UNKNOWN),
+        PendingPod("ml/other", "r", codes.MAX_SIZE),
+    )
+
+    summary = summarize(ScalingPlan(pending=pending), "us-east-1").to_dict()
+
+    assert (summary["unplaceable"], summary["gang_home_held"]) == (3, 2)
+    counted = record_metrics({"summary": summary})
+    assert (counted["UnplaceablePods"], counted["GangPodsHeldAtHome"]) == (3.0, 2.0)
+    none = record_metrics({"summary": summarize(ScalingPlan(), "us-east-1").to_dict()})
+    assert none["GangPodsHeldAtHome"] == 0.0
 
 
 def test_backoff_gives_back_a_new_instance_whose_never_ready_node_has_a_pod_bound() -> None:

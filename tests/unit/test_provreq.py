@@ -559,7 +559,7 @@ def test_best_effort_atomic_launches_its_pod_sets_as_one_labelled_gang() -> None
     (up,) = result.scale_up
     assert up.to_size - up.from_size == 2
     (gang,) = up.gangs
-    assert gang.gang == "default/r"
+    assert gang.gang == "ProvisioningRequest/default/r"
     assert gang.nodes == 2
     assert gang.node_labels == {NODE_LABEL: "default.r"}
     assert gang.to_dict()["node_labels"] == {NODE_LABEL: "default.r"}
@@ -946,7 +946,7 @@ def test_a_request_being_launched_is_not_launched_again_nor_failed() -> None:
     raw = request("r", BEST_EFFORT_ATOMIC, [("a", 2)])
     first = run(w, [raw], [template("a")])
     assert scale_up(first)["cpu-east"][:2] == (0, 2)
-    assert first.state.gangs["default/r"].count == 2
+    assert first.state.gangs["ProvisioningRequest/default/r"].count == 2
     w.state = first.state.to_wire()
 
     # CreateFleet ran, attach has not: the group still shows desired 0, nothing launching
@@ -954,14 +954,17 @@ def test_a_request_being_launched_is_not_launched_again_nor_failed() -> None:
 
     assert later.scale_up == ()
     assert later.provisioning == ()  # still Provisioned=False / CapacityIsLaunching: nothing to write
-    assert later.state.gangs["default/r"] == first.state.gangs["default/r"]
+    assert (
+        later.state.gangs["ProvisioningRequest/default/r"]
+        == first.state.gangs["ProvisioningRequest/default/r"]
+    )
     assert later.pending == ()
 
 
 def test_ready_nodes_not_yet_labelled_do_not_provision_a_request_launched_for() -> None:
     w = atomic_world(nodes=2)  # the fleet attached and is Ready; the gang launch has not labelled it
     raw = request("r", BEST_EFFORT_ATOMIC, [("a", 2)])
-    w.state = {"nodes": {}, "groups": {}, "gangs": {"default/r": {
+    w.state = {"nodes": {}, "groups": {}, "gangs": {"ProvisioningRequest/default/r": {
         "group": "cpu-east", "region": "us-east-1", "count": 2, "since": "2026-11-02T11:56:00Z"}}}  # fmt: skip
     launching = [condition("Accepted", "True", "Accepted", NOW - timedelta(minutes=4)),
                  condition("Provisioned", "False", "CapacityIsLaunching", NOW - timedelta(minutes=4))]  # fmt: skip
@@ -1903,3 +1906,20 @@ def test_a_request_counts_the_room_of_every_pod_below_the_cutoff_whatever_its_te
     assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
     assert result.scale_up == ()
     assert result.state.bookings["default/r"].nodes == (names[0],)
+
+
+def test_a_request_and_a_podgroup_of_the_same_name_are_two_gangs_not_one() -> None:
+    """A best-effort-atomic ProvisioningRequest ``default/r`` and a coscheduling PodGroup ``default/r``
+    (minMember 2) are two gangs: each is placed all or none on its own, launched under its own key, and
+    held by its own launch. Both used to be keyed ``default/r``: the request's pods took the PodGroup's
+    minimum and members, and the two were placed (and launched) as one gang."""
+    w = atomic_world()
+    w.pod_group("scheduling.x-k8s.io/v1alpha1", "r", spec={"minMember": 2})
+    members = w.pods("r", 2, labels={"scheduling.x-k8s.io/pod-group": "r"}, **BIG)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 1)])], [template("a")])
+
+    (up,) = result.scale_up
+    by_gang = {g.gang: g.nodes for g in up.gangs}
+    assert by_gang == {"default/r": 2, "ProvisioningRequest/default/r": 1}
+    assert set(result.state.gangs) == set(by_gang)
+    assert {p.pod for p in result.placements if p.pod in members} == set(members)

@@ -42,7 +42,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -170,6 +170,7 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         drains=len(plan.drain),
         pending=len(plan.pending),
         unplaceable=sum(1 for p in plan.pending if p.pod not in placed),
+        gang_home_held=_pending_with(plan, codes.GANG_HOME_CODES),
         unregistered=len(plan.unregistered),
         gang_orphans=swept,
         gang_orphans_busy=len(plan.gang_orphans) - swept,
@@ -179,6 +180,11 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         unknown_group_names=problems[UNKNOWN_GROUP_NAMES],
         drain_deadline_too_short=problems[DRAIN_DEADLINE_TOO_SHORT],
     )
+
+
+def _pending_with(plan: ScalingPlan, wanted: Collection[str]) -> int:
+    """How many pods the plan leaves pending with one of the ``wanted`` codes."""
+    return sum(1 for p in plan.pending if p.code in wanted)
 
 
 def oldest_unheld_pending_seconds(plan: ScalingPlan, snapshot: Snapshot, config: PlannerConfig) -> int:

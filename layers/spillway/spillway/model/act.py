@@ -186,6 +186,9 @@ class PlanSummary:
     drains: int = 0
     pending: int = 0
     unplaceable: int = 0  # pending pods the plan found no place for
+    # of them, gang members kept to the region(s) their gang runs in, which cannot hold them
+    # (gang-home-full), or to nodes of unknown region (gang-home-unknown)
+    gang_home_held: int = 0
     unregistered: int = 0  # instances no Node joined for within max_node_provision_minutes
     # fleet gang instances left outside every group that the plan sends to the scale-down to terminate
     # (its step checks each again: the DrainOutcome gang-orphan-terminated counts those it terminated);
@@ -214,6 +217,7 @@ class PlanSummary:
             "drains": self.drains,
             "pending": self.pending,
             "unplaceable": self.unplaceable,
+            "gang_home_held": self.gang_home_held,
             "unregistered": self.unregistered,
             "gang_orphans": self.gang_orphans,
             "gang_orphans_busy": self.gang_orphans_busy,

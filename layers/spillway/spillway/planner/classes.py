@@ -598,6 +598,7 @@ class Gangs:
         # ... the nodes they run on (bound) or hold room on (nominated), but those leaving
         # (:func:`_leaving_nodes`): where the rest must go too
         self.running_on: dict[str, set[str]] = {}
+        self.members_on: dict[str, dict[str, int]] = {}  # ... and how many members on each of them
         self.task_of: dict[str, str] = {}  # a member's Volcano task, by pod key ("" without one)
         self.stated: dict[str, int] = {}  # the size pods state themselves (Kueue)
         self.virtual: set[str] = set()  # Volcano PodGroups whose pods do not exist yet (virtual_pods)
@@ -631,6 +632,8 @@ class Gangs:
         the node is leaving (:func:`_leaving_nodes`)."""
         if node not in leaving:
             self.running_on.setdefault(gang, set()).add(node)
+            on = self.members_on.setdefault(gang, {})
+            on[node] = on.get(node, 0) + 1
 
     def _volcano(self, key: str) -> bool:
         info = self._info(key)

@@ -33,6 +33,11 @@ SCHEDULING_GATED = "scheduling-gated"  # spec.schedulingGates set: not demand un
 NOMINATED = "nominated"  # status.nominatedNodeName: preemption makes room; nothing is launched
 GANG_LAUNCHING = "gang-launching"  # a recent plan launches the gang atomically; not launched again
 GANG_NO_ZONE = "gang-no-zone"  # the gang needs one zone and no zone holds it whole
+# its gang runs in some region(s), kept to them, and they cannot hold it (MaxSize, backed off, no group)
+GANG_HOME_FULL = "gang-home-full"
+# its gang runs only on nodes of no known region: no region gets nodes for the rest
+GANG_HOME_UNKNOWN = "gang-home-unknown"
+GANG_HOME_CODES = (GANG_HOME_FULL, GANG_HOME_UNKNOWN)  # the plan's GangPodsHeldAtHome metric counts these
 # a mixed group's on-demand base is full; beyond it EC2 may launch spot, and the pod may not move
 ON_DEMAND_BASE = "on-demand-base"
 # the codes of a pod a limit holds (metrics and the simulator count these per tenant)
@@ -129,6 +134,8 @@ PENDING_CODES = (
     NOMINATED,
     GANG_LAUNCHING,
     GANG_NO_ZONE,
+    GANG_HOME_FULL,
+    GANG_HOME_UNKNOWN,
     ON_DEMAND_BASE,
     ELASTIC_SHRUNK,
     SCALE_UP_DELAYED,

@@ -78,10 +78,12 @@ from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
 from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools, room_bound
 from spillway.planner.scaleup import (
+    UNKNOWN_REGION,
     at_home,
     gang_homes,
     gang_regions,
     group_in_domain,
+    home_regions,
     node_region,
     node_zone,
 )
@@ -803,7 +805,9 @@ class Consolidation:
                 p.gang == pod.gang and p.key not in moving for p in self.on_node.get(name, ())
             ):
                 nodes = nodes - {name}  # its members here all leave with the drain
-            found = gang_homes(self.ctx, nodes)
+            found: set[tuple[str | None, str | None]] = set(gang_homes(self.ctx, nodes))
+            if not found and home_regions(self.ctx, dict.fromkeys(nodes, 1)) == (None,):
+                found = {(None, None)}  # all on nodes of unknown region: it moves only among those
             if found:
                 out[pod.key] = GangHome(pod.gang, frozenset(found), pod.one_zone)
         return out
@@ -893,7 +897,7 @@ class GangHome:
     their nodes; ``one_zone``: its pods ask for one zone, so the zone counts too."""
 
     gang: str
-    homes: frozenset[tuple[str, str | None]]
+    homes: frozenset[tuple[str | None, str | None]]  # (None, None): nodes of unknown region only
     one_zone: bool
 
     def holds_node(self, node: WorkNode) -> bool:
@@ -902,11 +906,15 @@ class GangHome:
     def holds_group(self, group: NodeGroup) -> bool:
         """May ``group``'s nodes launching take a member (:func:`~spillway.planner.scaleup.group_in_domain`)?"""
         return any(
-            group_in_domain(group, region, zone if self.one_zone else None) for region, zone in self.homes
+            region is not None and group_in_domain(group, region, zone if self.one_zone else None)
+            for region, zone in self.homes
         )
 
     def places(self) -> str:
-        return ", ".join(sorted({zone if self.one_zone and zone else region for region, zone in self.homes}))
+        unknown = f"nodes whose region is unknown ({UNKNOWN_REGION})"
+        return ", ".join(
+            sorted({(zone if self.one_zone and zone else region) or unknown for region, zone in self.homes})
+        )
 
 
 def _not_home_text(pod: str, home: GangHome) -> str:

@@ -110,8 +110,15 @@ _PLACED = frozenset(
 _THERE_NOW = frozenset({codes.FITS_FREE_ROOM, codes.FITS_BY_PREEMPTION})  # room on Ready nodes now
 
 
+GANG_PREFIX = "ProvisioningRequest/"
+
+
 def gang_key(info: ProvisioningRequestInfo) -> str:
-    return info.key
+    """The request's gang: ``ProvisioningRequest/<ns>/<name>``. Not its bare ``<ns>/<name>``, which is
+    the key of a PodGroup (coscheduling, Volcano, Kubernetes) of the same name: the two would be one gang
+    (the request's pods counted against the PodGroup's minimum, placed and launched together, one's launch
+    holding the other's). No PodGroup's key starts so: a namespace is a lowercase DNS label."""
+    return f"{GANG_PREFIX}{info.key}"
 
 
 def virtual_pod(info: ProvisioningRequestInfo, set_index: int, i: int) -> str:

@@ -124,6 +124,9 @@ class ScaleUpStage:
         # Ready, initialized nodes on their way out: named when a pod they would take gets a new node
         self.leaving: list[WorkNode] = [n for n in ctx.nodes.values() if _leaving(n)]
         self.region: str | None = None  # while a gang is placed: the one region it may use
+        # while a started gang's pending members are placed: the regions they may use, the one with
+        # the most members first (None: an unknown region, :func:`home_regions`); None: any
+        self.regions: tuple[str | None, ...] | None = None
         self.zone: str | None = None  # ... and the one zone, when its pods ask for one
         # ... and the one group it may open new nodes in (Context.one_group)
         self.group: GroupKey | None = None
@@ -209,44 +212,35 @@ class ScaleUpStage:
     def _place_loose(self, cls: PodClass) -> None:
         """A class no gang places all or none (:meth:`_place_anywhere`); the pending members of a gang
         whose minimum runs (:attr:`PodClass.started_gang`: an elastic job's pods beyond its minimum, a
-        worker recreated) only in the region its running members are in, when that is one region
-        (:meth:`_started_home`): placed one by one as any pod, but in a preferred region with room they
-        would join one job over two regions, which the README's "one region" rule for gangs keeps out,
-        as :meth:`GangPlacement.domains` does for a gang that has not started. Those that region
-        cannot hold stay pending, their reason naming it."""
-        home = self._started_home(cls)
-        if home is None:
+        worker recreated) only in the regions its running members are in (:func:`home_regions`: new
+        nodes in the region of the most members first; members all on nodes of unknown region: room on
+        such nodes only): placed one by one as any pod, but in a preferred region with room they would
+        join one job over two regions (or a third), which the README's "one region" rule for gangs
+        keeps out, as :meth:`GangPlacement.domains` does for a gang that has not started. Those the
+        regions cannot hold stay pending, their reason naming them, ``gang-home-full`` (or
+        ``gang-home-unknown``) when the groups there stopped them (:func:`_held_home`)."""
+        gangs = self.ctx.gangs
+        if cls.started_gang is None or gangs is None:
+            self._place_anywhere(cls)
+            return
+        homes = home_regions(self.ctx, gangs.members_on.get(cls.started_gang, {}))
+        if not homes:
             self._place_anywhere(cls)
             return
         before = len(self.ctx.pending_out)
-        self.region = home
+        self.regions = homes
         try:
             self._place_anywhere(cls)
         finally:
-            self.region = None
+            self.regions = None
         note = (
-            f"its gang {cls.started_gang} runs in {home}, so its pending members are placed there only "
-            "(a gang is not split over regions)"
+            f"its gang {cls.started_gang} {home_clause(homes)}, so its pending members are placed there only"
         )
+        note += " (a gang is not split over regions)" if len(homes) == 1 else " (a gang is not split further)"
         mine = set(cls.pods)
         self.ctx.pending_out[before:] = [
-            replace(p, reason=f"{p.reason}; {note}") if p.pod in mine else p
-            for p in self.ctx.pending_out[before:]
+            _held_home(p, note, homes) if p.pod in mine else p for p in self.ctx.pending_out[before:]
         ]
-
-    def _started_home(self, cls: PodClass) -> str | None:
-        """The one region the running members of the started gang of ``cls`` are in (those on nodes
-        not leaving: :attr:`Gangs.running_on`); None for no started gang, none or several regions, or a
-        cluster of one region (nothing to keep them from)."""
-        gangs = self.ctx.gangs
-        if cls.started_gang is None or gangs is None:
-            return None
-        nodes = (self.ctx.nodes.get(name) for name in gangs.running_on.get(cls.started_gang, ()))
-        regions = {node_region(node) for node in nodes if node is not None}
-        regions.discard(None)
-        if len(regions) != 1 or len(gang_regions(self.ctx)) < 2:
-            return None
-        return regions.pop()
 
     def _place_anywhere(self, cls: PodClass) -> None:
         """A loose class, in the region set (any when none); the members of a coscheduling PodGroup with
@@ -516,7 +510,11 @@ class ScaleUpStage:
     def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[GroupKey, str]]:
         """The groups that may run the class, best first, and why each other may not."""
         choices, rejected = options(self.ctx, cls, self.empty, self.zone)
-        return self.expander.order(self.ctx, cls, [c for c in choices if self._in_domain(c.group)]), rejected
+        ordered = self.expander.order(self.ctx, cls, [c for c in choices if self._in_domain(c.group)])
+        if self.regions is not None and len(self.regions) > 1:  # the region of most members first
+            rank = {region: i for i, region in enumerate(self.regions)}
+            ordered = sorted(ordered, key=lambda g: rank.get(g.region, len(rank)))
+        return ordered, rejected
 
     def _place_more(self, cls: PodClass, candidates: list[NodeGroup]) -> list[Skip]:
         """Launching capacity, then nodes to uncordon, then new nodes; the groups that gave no more."""
@@ -560,17 +558,20 @@ class ScaleUpStage:
                 )
 
     def _in_domain(self, group: NodeGroup) -> bool:
-        """May ``group`` open nodes in the region (and zone) being tried?"""
-        return group_in_domain(group, self.region, self.zone)
+        """May ``group`` open nodes in the region (and zone) being tried, and in :attr:`regions`?"""
+        homes = self.regions
+        return group_in_domain(group, self.region, self.zone) and (homes is None or group.region in homes)
 
     def _in_region(self, pool_list: list[Pool]) -> list[Pool]:
-        if self.region is None:
+        if self.region is None and self.regions is None:
             return pool_list
         return pools(n for pool in pool_list for n in pool.nodes if self._node_in_domain(n))
 
     def _node_in_domain(self, node: WorkNode) -> bool:
-        """Is ``node`` in the region (and zone) being tried (any node when none is)?"""
-        return node_in_domain(node, self.region, self.zone)
+        """Is ``node`` in the region (and zone) being tried (any node when none is), and in
+        :attr:`regions` (a node of unknown region is when they hold None)?"""
+        homes = self.regions
+        return node_in_domain(node, self.region, self.zone) and (homes is None or node_region(node) in homes)
 
     def _new_nodes(self, cls: PodClass, candidates: Sequence[NodeGroup]) -> list[Skip]:
         """First fit into nodes this plan opens already, then open more, best group first."""
@@ -905,8 +906,65 @@ def gang_homes(ctx: Context, nodes: Collection[str]) -> set[tuple[str, str | Non
     return found
 
 
+UNKNOWN_REGION = "no node group, no label topology.kubernetes.io/region"
+
+
+def home_regions(ctx: Context, members_on: Mapping[str, int]) -> tuple[str | None, ...]:
+    """The regions a gang's running members are in (``members_on``: members per node, those on nodes
+    leaving left out, :attr:`Gangs.members_on`), the one with the most members first, then in
+    preference order: the regions the rest of the gang may go to. A member on a node whose region is
+    unknown (no node group, no ``topology.kubernetes.io/region`` label) adds none: the known regions
+    of the others still hold the rest. When every member runs on such nodes, (None,): the rest may not
+    go to any known region (one could split the gang), only to room on nodes of no known region. ()
+    when no member runs (a node gone from the snapshot holds none), or in a cluster of one region,
+    where there is nothing to split."""
+    if len(gang_regions(ctx)) < 2:
+        return ()
+    count: dict[str, int] = {}
+    unknown = 0
+    for name, members in members_on.items():
+        node = ctx.nodes.get(name)
+        if node is None:
+            continue
+        region = node_region(node)
+        if region:
+            count[region] = count.get(region, 0) + members
+        else:
+            unknown += members
+    if not count:
+        return (None,) if unknown else ()
+    rank = ctx.region_rank
+    return tuple(sorted(count, key=lambda r: (-count[r], rank.get(r, len(rank)), r)))
+
+
+def home_clause(homes: Sequence[str | None]) -> str:
+    """Where a gang runs (:func:`home_regions`), for a reason: "runs in us-west-2", "runs in eu-west-1,
+    us-west-2 (most members first)", or that its nodes' region is unknown."""
+    if homes == (None,):
+        return f"runs only on nodes whose region is unknown ({UNKNOWN_REGION})"
+    return f"runs in {', '.join(str(h) for h in homes)}" + (" (most members first)" if len(homes) > 1 else "")
+
+
+# the codes of a gang member kept where its gang runs, stopped by the groups there: gang-home-full instead
+_HOME_CODES = frozenset({codes.MAX_SIZE, codes.BACKED_OFF, codes.GROUPS_EXHAUSTED, codes.NO_GROUP_FITS})
+
+
+def _held_home(pending: PendingPod, note: str, homes: Sequence[str | None]) -> PendingPod:
+    """A pending member of a gang kept to where the gang runs (``homes``, :func:`home_regions`):
+    ``note`` appended to its reason, and its code ``gang-home-full`` when what stopped it is the room
+    or the groups there (a limit's, pod topology's and other codes are kept). Kept to nodes of unknown
+    region, which no group holds, it is ``gang-home-unknown``: their free room did not hold it."""
+    if homes == (None,) and pending.code in (*_HOME_CODES, codes.NO_MANAGED_GROUPS):
+        return replace(
+            pending, reason=f"{note}; the free room there does not hold it, and no region gets a node for it",
+            code=codes.GANG_HOME_UNKNOWN,
+        )  # fmt: skip
+    held = codes.GANG_HOME_FULL if pending.code in _HOME_CODES else pending.code
+    return replace(pending, reason=f"{pending.reason}; {note}", code=held)
+
+
 def at_home(
-    homes: Collection[tuple[str, str | None]], region: str | None, zone: str | None, one_zone: bool
+    homes: Collection[tuple[str | None, str | None]], region: str | None, zone: str | None, one_zone: bool
 ) -> bool:
     """Is (``region``, ``zone``) where a gang runs (``homes``, :func:`gang_homes`; a gang whose pods ask
     for one zone: its zone too, where known)? Anywhere when ``homes`` is empty."""
@@ -1235,6 +1293,8 @@ class GangPlacement(RoomTrial):
         self.one_launch = False  # its new nodes were kept to one group, for its atomic launch
         # where its running members are (:meth:`homes`): the only domains the rest may go to
         self.homes = gang_homes(stage.ctx, gangs.running_on.get(gang, set()))
+        # ... their regions, most members first ((None,): only nodes of unknown region: :func:`home_regions`)
+        self.home_order = home_regions(stage.ctx, gangs.members_on.get(gang, {}))
 
     def domains(self) -> list[tuple[str | None, str | None]]:
         """(region, zone) to try in order; zone None for a gang that may spread over a region.
@@ -1246,15 +1306,27 @@ class GangPlacement(RoomTrial):
         README's "one region" rule for gangs). Kubernetes' topology-aware workload scheduling does
         the same for a PodGroup whose pods are partly scheduled: new pods go to the domain where the
         others reside, or stay pending (kubernetes.io, "Topology-Aware Workload Scheduling"). When
-        that domain cannot hold them, nothing is added elsewhere (:meth:`_report` says why)."""
+        that domain cannot hold them, nothing is added elsewhere (:meth:`_report` says why). Members
+        running in several regions keep the rest to those, the region of the most members first
+        (:func:`home_regions`); members all on nodes of unknown region keep the rest out of every
+        region: no domain (:meth:`run` says why)."""
         one_zone = any(c.one_zone for c in self.classes)
         domains = gang_domains(self.stage.ctx, one_zone)
+        if self.home_order == (None,):
+            return []
         if not self.homes:
             return domains
-        return [(region, zone) for region, zone in domains if at_home(self.homes, region, zone, one_zone)]
+        rank = {region: i for i, region in enumerate(self.home_order)}
+        kept = [(region, zone) for region, zone in domains if at_home(self.homes, region, zone, one_zone)]
+        return sorted(kept, key=lambda d: rank.get(d[0], len(rank)))
 
     def _home_text(self) -> str:
         """Where the gang's running members are, for a reason ("" when none is known)."""
+        if self.home_order == (None,):
+            return (
+                f"its running members are only on nodes whose region is unknown ({UNKNOWN_REGION}), so "
+                "the rest get room in no region; "
+            )
         if not self.homes:
             return ""
         one_zone = any(c.one_zone for c in self.classes)
@@ -1277,6 +1349,13 @@ class GangPlacement(RoomTrial):
             )
             return
         domains = self.domains()
+        if not domains and self.home_order == (None,):
+            self._pend(
+                codes.GANG_HOME_UNKNOWN,
+                f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; "
+                f"{self._home_text()}any region could split the gang (a gang is not split over regions)",
+            )
+            return
         placed, first = self._in_some_domain(domains)
         if placed:
             if self.needed > 0 and len(needed) == size:  # no pod beyond what it needs to start
@@ -1435,8 +1514,9 @@ class GangPlacement(RoomTrial):
                 f"its pods require one zone and none of the {tried} zone(s) holds it whole "
                 f"(groups spanning several zones are used only in fleet mode); first: {first[1]}",
             )
+        code = codes.GANG_HOME_FULL if self.homes and first[0] in _HOME_CODES else first[0]
         self._pend(
-            first[0],
+            code,
             f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; "
             f"{self._home_text()}{first[1]}",
         )
