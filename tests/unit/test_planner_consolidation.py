@@ -1063,6 +1063,64 @@ def test_a_disruption_budget_is_spent_across_the_plan_not_per_node() -> None:
     assert kept(result)[spared][0] == codes.POD_NEVER and "default/db allows 1" in kept(result)[spared][1]
 
 
+def _db_world(allowed: int = 1) -> tuple[World, str, str]:
+    """Six nodes; a and b each run a replica of ``db`` (one budget, allowing ``allowed``) and a filler
+    that may move; the others run a pod that may not move, and room for the two nodes' pods."""
+    w = World(regions=("us-east-1",))
+    a, b, *rest = sorted(w.group("cpu", "m5.2xlarge", nodes=6))
+    for node, prefix in ((a, "dba"), (b, "dbb")):
+        replicas(w, node, prefix, 1, cpu="1", labels={"app": "db"})
+        replicas(w, node, prefix + "fill", 1, cpu="6")
+    for i, node in enumerate(rest):
+        replicas(w, node, f"pin{i}", 1, cpu="1", annotations={})
+    w.items.append(o.pdb("db", "default", {"app": "db"}, max_unavailable=1, disruptions_allowed=allowed))
+    return w, a, b
+
+
+@pytest.mark.parametrize("under_way", ["claimed", "cordoned"])
+def test_a_drain_under_way_spends_its_pods_budget_before_this_plan_does(under_way: str) -> None:
+    """A recent plan drained a (claimed: its drain has not cordoned it yet; or cordoned: it evicts), and
+    a's db replica is still running: its drain will spend the one disruption the budget allows (the
+    status does not count it until the eviction). b's db replica needs that same disruption: drained
+    now, one of the two drains waits on the other's replacement (429) until its deadline, its node
+    cordoned for nothing. The plan read only this plan's drains against the budget and drained b.
+    With two allowed, both go."""
+    w, a, b = _db_world()
+    since = (NOW - timedelta(minutes=2)).isoformat()
+    w.state["nodes"][a] = {"idle_since": NOW.isoformat(), "draining_since": since}
+    if under_way == "cordoned":
+        w.cordon(a, by_spillway=True)
+        w.node(a)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = o.iso(NOW - timedelta(minutes=1))
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    code, reason = kept(result)[b]
+    assert code == codes.POD_NEVER and "default/db allows 1" in reason, reason
+    assert "drains under way evict 1" in reason, reason
+
+    w.items[-1]["status"]["disruptionsAllowed"] = 2
+    assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [b]
+
+
+def test_a_drain_under_way_whose_budgeted_pod_is_gone_or_leaving_spends_nothing_more() -> None:
+    """The drain under way evicted a's db replica already (terminating: the Eviction API took the
+    disruption off the status it reports), or a make-room drain's node now runs the pod it was made
+    for: neither is one more disruption to come, and b is drained as the budget's status allows."""
+    w, a, b = _db_world()
+    since = (NOW - timedelta(minutes=2)).isoformat()
+    w.state["nodes"][a] = {"idle_since": NOW.isoformat(), "draining_since": since}
+    w.pod_item("default/dba-0")["metadata"]["deletionTimestamp"] = o.iso(NOW - timedelta(seconds=5))
+
+    assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [b]
+
+    w, a, b = _db_world()
+    w.state["nodes"][a] = {"idle_since": NOW.isoformat(), "draining_since": since}
+    w.state["rooms"] = {a: {"pods": ["default/dba-0"], "since": since}}  # the pod the room was made for
+
+    assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [b]
+
+
 def test_the_workers_of_a_node_being_drained_are_not_counted_as_elastic_room() -> None:
     """An elastic job of three workers (minimum two), one on each node. A recent plan drained the first
     node, whose drain has not cordoned it yet: its worker is leaving. Moving the second node's worker
@@ -1104,6 +1162,30 @@ def test_the_workers_on_a_node_out_of_service_are_not_counted_as_elastic_room() 
 
     assert [(d.node, d.pods) for d in result.drain] == []
     assert kept(result)[b][0] == codes.ELASTIC_MIN
+
+
+def _terminating(w: World, group: str, node: str) -> None:
+    """The group terminates ``node``'s instance itself (a scale-in of its own, an instance refresh): a
+    terminate hook holds it in Terminating:Wait, its Node still Ready."""
+    for instance in w.groups[group]["Instances"]:
+        if o.node_name_for(instance["InstanceId"], "us-east-1") == node:
+            instance["LifecycleState"] = "Terminating:Wait"
+    w.groups[group]["DesiredCapacity"] -= 1
+
+
+def test_the_ready_pods_on_a_node_whose_instance_terminates_spend_their_budget() -> None:
+    """a's instance terminates in its group, its db replica still Ready: once a goes, the replica is not
+    Ready and the budget's one disruption is gone. b's replica needs it: drained now, b's drain would
+    take the application below what its budget keeps (or wait on the 429 to its deadline). The budget's
+    status still allowed one, and b was drained."""
+    w, a, b = _db_world()
+    _terminating(w, "cpu", a)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert b not in {d.node for d in result.drain}, result.drain
+    code, reason = kept(result)[b]
+    assert code == codes.POD_NEVER and "nodes going away (deleted, terminating, stopping) take 1" in reason
 
 
 def test_the_workers_of_a_node_a_recent_make_room_claims_are_not_counted_as_elastic_room() -> None:
