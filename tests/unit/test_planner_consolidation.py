@@ -302,7 +302,14 @@ def test_a_shrunk_jobs_pending_rendezvous_host_is_launched_for_not_held() -> Non
 
 def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launches() -> None:
     outcomes = {}
-    for case in ("room on c", "a worker failed", "a worker is terminating", "the workers' node is NotReady"):
+    cases = (
+        "room on c",
+        "a worker failed",
+        "a worker is terminating",
+        "the workers' node is NotReady",
+        "the workers' instance terminates",
+    )
+    for case in cases:
         w, a, b = _shrunk_world()
         first = w.plan(max_scale_in_fraction=1.0, **UNDER)
         _after_drain(w, b)
@@ -315,6 +322,8 @@ def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launch
                 reason="NodeStatusUnknown",
                 lastTransitionTime=o.iso(NOW - timedelta(minutes=20)),
             )
+        elif case == "the workers' instance terminates":  # its Node Ready, its workers about to go
+            _terminating(w, "cpu", a)
         else:
             gone = "big-0" if case == "room on c" else "w-1"  # the job keeps 1 worker of its minimum 2
             w.items = [i for i in w.items if i["metadata"].get("name") != gone]
@@ -330,6 +339,7 @@ def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launch
         "a worker failed": ("new", 3),  # below its minimum: launched for, as always
         "a worker is terminating": ("new", 3),
         "the workers' node is NotReady": ("new", 3),  # found by review: counted as running, held
+        "the workers' instance terminates": ("new", 2),  # counted as running, held to free room
     }
 
 
@@ -1173,6 +1183,24 @@ def _terminating(w: World, group: str, node: str) -> None:
     w.groups[group]["DesiredCapacity"] -= 1
 
 
+def test_the_workers_on_a_node_whose_instance_terminates_are_not_counted_as_elastic_room() -> None:
+    """Three workers (minimum two), one per node; a's instance is terminating in its group (it "can't be
+    put back into service", EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle"),
+    its Node Ready while a terminate hook holds it. w-0 is about to be gone: only w-1 and w-2 stay, the
+    minimum. w-0 was counted as running, and b was drained, giving up w-1: one worker left once a goes."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    for node, name in ((a, "w-0"), (b, "w-1"), (c, "w-2")):
+        elastic_workers(w, node, [name])
+    replicas(w, c, "big", 1, cpu="6")
+    _terminating(w, "cpu", a)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.pods) for d in result.drain] == []
+    assert kept(result)[b][0] == codes.ELASTIC_MIN
+
+
 def test_the_ready_pods_on_a_node_whose_instance_terminates_spend_their_budget() -> None:
     """a's instance terminates in its group, its db replica still Ready: once a goes, the replica is not
     Ready and the budget's one disruption is gone. b's replica needs it: drained now, b's drain would
@@ -1362,6 +1390,26 @@ def test_a_volcano_gang_above_its_min_member_gives_up_only_what_it_has_above() -
     assert len(moved) == 2, result.drain
 
 
+def test_a_volcano_gang_member_on_a_node_whose_instance_terminates_is_not_counted_above_its_min() -> None:
+    """minMember 2, three preemptable tasks, one on each of a, b and c; a's instance terminates in its
+    group. Once it goes two tasks run, the minimum: Volcano would preempt none of them. train-0 was
+    counted as running, and b was drained, taking the gang to one task."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    w.pod_group(VOLCANO_PG, "train", spec={"minMember": 2}, phase="Running")
+    _volcano_gang(w, a, ["train-0"])
+    _volcano_gang(w, b, ["train-1"])
+    _volcano_gang(w, c, ["train-2"])
+    replicas(w, c, "pin", 1, cpu="1", annotations={})  # c has room for b's task
+    _terminating(w, "cpu", a)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    moved = [p for d in result.drain for p in d.pods if "/train-" in p]
+    assert moved == [], result.drain
+    assert kept(result)[b][0] == codes.POD_NEVER and "minMember" in kept(result)[b][1], kept(result)[b]
+
+
 def test_capacity_launching_holds_no_more_replicas_than_their_hostname_spread_leaves_beside_its_agent() -> (
     None
 ):
@@ -1503,6 +1551,27 @@ def test_a_node_running_more_pods_of_a_job_than_its_backoff_limit_leaves_is_kept
     _counted_job_pods(w2, a2, ["etl-0", "etl-1"])
     replicas(w2, b2, "pin", 1, cpu="1", annotations={})
     assert [d.node for d in w2.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [a2]
+
+
+def test_a_jobs_pod_on_a_node_whose_instance_terminates_counts_as_a_failure_to_come() -> None:
+    """Job etl (backoffLimit 1, none failed yet) runs a pod on a, whose instance its group terminates,
+    and a safe-to-evict one on b; c has room. Once a goes, the pod garbage collector deletes etl-a with
+    its Node and the job controller counts it failed (``isPodFailed``): the one failure etl survives.
+    Moving etl-b too fails the Job. etl-a was counted as running, and b was drained."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.xlarge", nodes=2, max_size=10))
+    (c,) = w.group("big", "m5.2xlarge", nodes=1, max_size=10)
+    _etl(w, limit=1)
+    _counted_job_pods(w, a, ["etl-a"], cpu="3")
+    _counted_job_pods(w, b, ["etl-b"], cpu="3")
+    replicas(w, c, "pin", 1, cpu="1", annotations={})  # c has room for both, and stays
+    _terminating(w, "cpu", a)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert all("/etl-" not in p for d in result.drain for p in d.pods), result.drain
+    code, reason = kept(result)[b]
+    assert code == codes.POD_NEVER and "backoffLimit" in reason, reason
 
 
 def test_a_terminating_pod_the_job_controller_counted_already_is_not_counted_again() -> None:

@@ -580,13 +580,18 @@ class ScaleDownStage:
     def workers_leaving(self, node: WorkNode) -> bool:
         """The node's pods are leaving, or run nowhere: a drain under way (:meth:`drain_under_way`), a
         recent make-room drain's claim (it evicts the pods it names before it cordons the node, as a
-        consolidation's does: :meth:`claimed_at`), or the node is out of service (NotReady past
+        consolidation's does: :meth:`claimed_at`), the node is out of service (NotReady past
         registering, or being deleted: :func:`~spillway.planner.health.out_of_service`; its kubelet
         runs nothing, and the taint manager evicts its pods once their not-ready toleration, 300 s by
-        default, runs out). An elastic job counts none of its workers there toward its minimum."""
+        default, runs out), or it goes away without a drain (its instance terminating in its group or
+        stopping in its warm pool, its Node Ready for a while yet: :attr:`WorkNode.going_away`). An
+        elastic job counts none of its workers there toward its minimum, a gang none of its members, a
+        batch/v1 Job its pods there as failed already (the pod garbage collector deletes them with
+        the Node)."""
         return (
             self.drain_under_way(node)
             or self.claimed_at(node) is not None
+            or node.going_away
             or out_of_service(node.info, self.ctx.config, self.ctx.now)
         )
 
