@@ -302,7 +302,14 @@ def test_a_shrunk_jobs_pending_rendezvous_host_is_launched_for_not_held() -> Non
 
 def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launches() -> None:
     outcomes = {}
-    for case in ("room on c", "a worker failed", "a worker is terminating", "the workers' node is NotReady"):
+    cases = (
+        "room on c",
+        "a worker failed",
+        "a worker is terminating",
+        "the workers' node is NotReady",
+        "the workers' instance terminates",
+    )
+    for case in cases:
         w, a, b = _shrunk_world()
         first = w.plan(max_scale_in_fraction=1.0, **UNDER)
         _after_drain(w, b)
@@ -315,6 +322,8 @@ def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launch
                 reason="NodeStatusUnknown",
                 lastTransitionTime=o.iso(NOW - timedelta(minutes=20)),
             )
+        elif case == "the workers' instance terminates":  # its Node Ready, its workers about to go
+            _terminating(w, "cpu", a)
         else:
             gone = "big-0" if case == "room on c" else "w-1"  # the job keeps 1 worker of its minimum 2
             w.items = [i for i in w.items if i["metadata"].get("name") != gone]
@@ -330,6 +339,7 @@ def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launch
         "a worker failed": ("new", 3),  # below its minimum: launched for, as always
         "a worker is terminating": ("new", 3),
         "the workers' node is NotReady": ("new", 3),  # found by review: counted as running, held
+        "the workers' instance terminates": ("new", 2),  # counted as running, held to free room
     }
 
 
@@ -1063,6 +1073,64 @@ def test_a_disruption_budget_is_spent_across_the_plan_not_per_node() -> None:
     assert kept(result)[spared][0] == codes.POD_NEVER and "default/db allows 1" in kept(result)[spared][1]
 
 
+def _db_world(allowed: int = 1) -> tuple[World, str, str]:
+    """Six nodes; a and b each run a replica of ``db`` (one budget, allowing ``allowed``) and a filler
+    that may move; the others run a pod that may not move, and room for the two nodes' pods."""
+    w = World(regions=("us-east-1",))
+    a, b, *rest = sorted(w.group("cpu", "m5.2xlarge", nodes=6))
+    for node, prefix in ((a, "dba"), (b, "dbb")):
+        replicas(w, node, prefix, 1, cpu="1", labels={"app": "db"})
+        replicas(w, node, prefix + "fill", 1, cpu="6")
+    for i, node in enumerate(rest):
+        replicas(w, node, f"pin{i}", 1, cpu="1", annotations={})
+    w.items.append(o.pdb("db", "default", {"app": "db"}, max_unavailable=1, disruptions_allowed=allowed))
+    return w, a, b
+
+
+@pytest.mark.parametrize("under_way", ["claimed", "cordoned"])
+def test_a_drain_under_way_spends_its_pods_budget_before_this_plan_does(under_way: str) -> None:
+    """A recent plan drained a (claimed: its drain has not cordoned it yet; or cordoned: it evicts), and
+    a's db replica is still running: its drain will spend the one disruption the budget allows (the
+    status does not count it until the eviction). b's db replica needs that same disruption: drained
+    now, one of the two drains waits on the other's replacement (429) until its deadline, its node
+    cordoned for nothing. The plan read only this plan's drains against the budget and drained b.
+    With two allowed, both go."""
+    w, a, b = _db_world()
+    since = (NOW - timedelta(minutes=2)).isoformat()
+    w.state["nodes"][a] = {"idle_since": NOW.isoformat(), "draining_since": since}
+    if under_way == "cordoned":
+        w.cordon(a, by_spillway=True)
+        w.node(a)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = o.iso(NOW - timedelta(minutes=1))
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    code, reason = kept(result)[b]
+    assert code == codes.POD_NEVER and "default/db allows 1" in reason, reason
+    assert "drains under way evict 1" in reason, reason
+
+    w.items[-1]["status"]["disruptionsAllowed"] = 2
+    assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [b]
+
+
+def test_a_drain_under_way_whose_budgeted_pod_is_gone_or_leaving_spends_nothing_more() -> None:
+    """The drain under way evicted a's db replica already (terminating: the Eviction API took the
+    disruption off the status it reports), or a make-room drain's node now runs the pod it was made
+    for: neither is one more disruption to come, and b is drained as the budget's status allows."""
+    w, a, b = _db_world()
+    since = (NOW - timedelta(minutes=2)).isoformat()
+    w.state["nodes"][a] = {"idle_since": NOW.isoformat(), "draining_since": since}
+    w.pod_item("default/dba-0")["metadata"]["deletionTimestamp"] = o.iso(NOW - timedelta(seconds=5))
+
+    assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [b]
+
+    w, a, b = _db_world()
+    w.state["nodes"][a] = {"idle_since": NOW.isoformat(), "draining_since": since}
+    w.state["rooms"] = {a: {"pods": ["default/dba-0"], "since": since}}  # the pod the room was made for
+
+    assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [b]
+
+
 def test_the_workers_of_a_node_being_drained_are_not_counted_as_elastic_room() -> None:
     """An elastic job of three workers (minimum two), one on each node. A recent plan drained the first
     node, whose drain has not cordoned it yet: its worker is leaving. Moving the second node's worker
@@ -1104,6 +1172,48 @@ def test_the_workers_on_a_node_out_of_service_are_not_counted_as_elastic_room() 
 
     assert [(d.node, d.pods) for d in result.drain] == []
     assert kept(result)[b][0] == codes.ELASTIC_MIN
+
+
+def _terminating(w: World, group: str, node: str) -> None:
+    """The group terminates ``node``'s instance itself (a scale-in of its own, an instance refresh): a
+    terminate hook holds it in Terminating:Wait, its Node still Ready."""
+    for instance in w.groups[group]["Instances"]:
+        if o.node_name_for(instance["InstanceId"], "us-east-1") == node:
+            instance["LifecycleState"] = "Terminating:Wait"
+    w.groups[group]["DesiredCapacity"] -= 1
+
+
+def test_the_workers_on_a_node_whose_instance_terminates_are_not_counted_as_elastic_room() -> None:
+    """Three workers (minimum two), one per node; a's instance is terminating in its group (it "can't be
+    put back into service", EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle"),
+    its Node Ready while a terminate hook holds it. w-0 is about to be gone: only w-1 and w-2 stay, the
+    minimum. w-0 was counted as running, and b was drained, giving up w-1: one worker left once a goes."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    for node, name in ((a, "w-0"), (b, "w-1"), (c, "w-2")):
+        elastic_workers(w, node, [name])
+    replicas(w, c, "big", 1, cpu="6")
+    _terminating(w, "cpu", a)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.pods) for d in result.drain] == []
+    assert kept(result)[b][0] == codes.ELASTIC_MIN
+
+
+def test_the_ready_pods_on_a_node_whose_instance_terminates_spend_their_budget() -> None:
+    """a's instance terminates in its group, its db replica still Ready: once a goes, the replica is not
+    Ready and the budget's one disruption is gone. b's replica needs it: drained now, b's drain would
+    take the application below what its budget keeps (or wait on the 429 to its deadline). The budget's
+    status still allowed one, and b was drained."""
+    w, a, b = _db_world()
+    _terminating(w, "cpu", a)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert b not in {d.node for d in result.drain}, result.drain
+    code, reason = kept(result)[b]
+    assert code == codes.POD_NEVER and "nodes going away (deleted, terminating, stopping) take 1" in reason
 
 
 def test_the_workers_of_a_node_a_recent_make_room_claims_are_not_counted_as_elastic_room() -> None:
@@ -1280,6 +1390,26 @@ def test_a_volcano_gang_above_its_min_member_gives_up_only_what_it_has_above() -
     assert len(moved) == 2, result.drain
 
 
+def test_a_volcano_gang_member_on_a_node_whose_instance_terminates_is_not_counted_above_its_min() -> None:
+    """minMember 2, three preemptable tasks, one on each of a, b and c; a's instance terminates in its
+    group. Once it goes two tasks run, the minimum: Volcano would preempt none of them. train-0 was
+    counted as running, and b was drained, taking the gang to one task."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    w.pod_group(VOLCANO_PG, "train", spec={"minMember": 2}, phase="Running")
+    _volcano_gang(w, a, ["train-0"])
+    _volcano_gang(w, b, ["train-1"])
+    _volcano_gang(w, c, ["train-2"])
+    replicas(w, c, "pin", 1, cpu="1", annotations={})  # c has room for b's task
+    _terminating(w, "cpu", a)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    moved = [p for d in result.drain for p in d.pods if "/train-" in p]
+    assert moved == [], result.drain
+    assert kept(result)[b][0] == codes.POD_NEVER and "minMember" in kept(result)[b][1], kept(result)[b]
+
+
 def test_capacity_launching_holds_no_more_replicas_than_their_hostname_spread_leaves_beside_its_agent() -> (
     None
 ):
@@ -1421,6 +1551,27 @@ def test_a_node_running_more_pods_of_a_job_than_its_backoff_limit_leaves_is_kept
     _counted_job_pods(w2, a2, ["etl-0", "etl-1"])
     replicas(w2, b2, "pin", 1, cpu="1", annotations={})
     assert [d.node for d in w2.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [a2]
+
+
+def test_a_jobs_pod_on_a_node_whose_instance_terminates_counts_as_a_failure_to_come() -> None:
+    """Job etl (backoffLimit 1, none failed yet) runs a pod on a, whose instance its group terminates,
+    and a safe-to-evict one on b; c has room. Once a goes, the pod garbage collector deletes etl-a with
+    its Node and the job controller counts it failed (``isPodFailed``): the one failure etl survives.
+    Moving etl-b too fails the Job. etl-a was counted as running, and b was drained."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.xlarge", nodes=2, max_size=10))
+    (c,) = w.group("big", "m5.2xlarge", nodes=1, max_size=10)
+    _etl(w, limit=1)
+    _counted_job_pods(w, a, ["etl-a"], cpu="3")
+    _counted_job_pods(w, b, ["etl-b"], cpu="3")
+    replicas(w, c, "pin", 1, cpu="1", annotations={})  # c has room for both, and stays
+    _terminating(w, "cpu", a)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert all("/etl-" not in p for d in result.drain for p in d.pods), result.drain
+    code, reason = kept(result)[b]
+    assert code == codes.POD_NEVER and "backoffLimit" in reason, reason
 
 
 def test_a_terminating_pod_the_job_controller_counted_already_is_not_counted_again() -> None:

@@ -276,3 +276,36 @@ def test_a_pod_nominated_to_the_ready_node_of_an_instance_stopping_in_its_pool_g
 
     assert pending_codes(result).get(web) != codes.NOMINATED
     assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu": (1, 2)}
+
+
+def test_the_workers_on_a_node_stopping_in_its_warm_pool_are_not_counted_as_elastic_room() -> None:
+    """An elastic job of three workers (minimum two): w-0 on the Node of an instance a scale-in returned
+    to its Stopped pool (Ready until node-monitor-grace-period passes), w-1 on b, w-2 on c. w-0 stops
+    with its instance: only the minimum stays. It was counted as running, and b was drained, giving up
+    w-1: one worker left."""
+    w = World()
+    b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    iid = o.instance_id("cpu-returned")
+    stopping = w.node_for("cpu", iid, "m5.2xlarge", created=NOW - timedelta(minutes=600))
+    env = [{"name": "PET_NNODES", "value": "2:4"}, {"name": "PET_MAX_RESTARTS", "value": "3"}]
+    for node, name in ((stopping, "w-0"), (b, "w-1"), (c, "w-2")):
+        item = o.pod(name, cpu="1", memory="1Gi", node_name=node, owner=("PyTorchJob", "train"),
+                     labels={"training.kubeflow.org/job-name": "train",
+                             "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
+        item["spec"]["containers"][0]["env"] = [dict(e) for e in env]
+        w.items.append(item)
+    w.pods("big", 1, cpu="6", node_name=c, owner=("ReplicaSet", "big"),
+           annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})  # fmt: skip
+    snapshot, groups, cfg = _read(w, {"cpu": _stopping_pool("Stopped", (iid, "Warmed:Pending:Wait"))})
+    cfg = cfg.model_copy(
+        update={
+            "consolidation": "when-underutilized",
+            "consolidation_utilization_threshold": 1.0,
+            "max_scale_in_fraction": 1.0,
+        }
+    )
+
+    result = plan(snapshot, groups, cfg, State.model_validate(w.state), NOW)
+
+    assert [(d.node, d.pods) for d in result.drain] == []
+    assert {k.node: k.code for k in result.kept}[b] == codes.ELASTIC_MIN

@@ -785,7 +785,11 @@ def _leaving_nodes(ctx: Context) -> frozenset[str]:
     instance terminating or stopping in its warm pool, or cordoned by a drain or give-back of
     Spillway's that takes it away (a Spot warning's, a consolidation's; not a make-room drain's, whose
     node stays, nor an orphaned cordon, which the scale-down restores). A gang member there is counted
-    toward its minimum as before, but is no home for the rest of its gang (:attr:`Gangs.running_on`):
+    toward its minimum as before (this counts what the gang's scheduler counts when it admits the pending
+    members: coscheduling's Permit and Volcano's gang plugin take a bound member whatever its node; no
+    pod is moved on it, and the member comes back pending once its node goes, to be placed with the
+    rest; the moves that must not take a gang below its minimum leave it out: ``Consolidation.gang_left``),
+    but is no home for the rest of its gang (:attr:`Gangs.running_on`):
     the region being left, where a Spot pool may just have been backed off, would get new nodes for
     the rest while the member itself is evicted and comes back pending, to be placed with the others."""
     if not any(pod.gang is not None for pod in ctx.snapshot.pods):

@@ -214,27 +214,54 @@ class PodBudgets:
     A drain is taken while its pods fit in what the budget allows now besides the plan's other drains,
     so that no drain waits on another's disruption (the Eviction API answers 429 until a replacement is
     Ready, which an expendable pod's may never be, and the waiting drain times out); or when it is the
-    only drain of the plan that evicts the budget's pods and the budget allows one: it evicts them as
-    the budget allows, round after round, each replacement Ready giving the next disruption
-    (cluster-autoscaler's ``CanRemovePods`` takes such a node too, not in parallel)."""
+    only drain that evicts the budget's pods and the budget allows one: it evicts them as the budget
+    allows, round after round, each replacement Ready giving the next disruption (cluster-autoscaler's
+    ``CanRemovePods`` takes such a node too, not in parallel).
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
+    ``disruptionsAllowed`` counts a pod gone only once it is: an eviction takes one off it (the API
+    writes the budget's status as it evicts), a pod that stops being Ready takes one off at the
+    disruption controller's next sync. So the disruptions already on their way are counted here too,
+    as Karpenter takes the nodes being disrupted off what its NodePool budgets allow
+    (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go, ``BuildDisruptionBudgetMapping``:
+    allowed minus the nodes NotReady or being deleted): ``draining``, the running pods of nodes a drain
+    of an earlier plan will still evict (:meth:`evicted`: not terminating yet, so not taken off the
+    status); ``going``, the Ready pods of nodes on their way out without a drain (being deleted, their
+    instance terminating or stopping in its warm pool), which stop being Ready and take a disruption
+    off with them."""
+
+    def __init__(
+        self, snapshot: ClusterSnapshot, draining: Iterable[PodInfo] = (), going: Iterable[PodInfo] = ()
+    ) -> None:
         self.snapshot = snapshot
         self.allowed = {(p.namespace, p.name): p.disruptions_allowed for p in snapshot.pdbs}
         self.spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> pods this plan's drains evict
+        self.draining = self.evicted(draining)  # ... pods earlier plans' drains will evict
+        self.going = Counter(
+            (pod.namespace, name) for pod in going if pod.ready and not pod.terminating for name in pod.pdbs
+        )  # ... Ready pods of nodes going away without a drain
 
     def refusal(self, pods: Iterable[PodInfo]) -> Verdict:
         """Why a drain evicting ``pods`` would take a budget past what it allows now, or None."""
-        for (namespace, name), count in sorted(self.evicted(pods).items()):
-            can = self.allowed.get((namespace, name), 0)
-            spent = self.spent.get((namespace, name), 0)
-            if can < 1 or (spent and spent + count > can):
-                return (
-                    codes.POD_NEVER,
-                    f"PodDisruptionBudget {namespace}/{name} allows {can} disruption(s) now, and this "
-                    f"plan's other drains evict {spent} of its pods: this one's {count} would wait on them",
-                )
+        for key, count in sorted(self.evicted(pods).items()):
+            can = self.allowed.get(key, 0)
+            spent, ahead = self.spent.get(key, 0), self.draining[key] + self.going[key]
+            if can < 1 or ((spent or ahead) and ahead + spent + count > can):
+                return codes.POD_NEVER, self._why(key, can, spent, count)
         return None
+
+    def _why(self, key: tuple[str, str], can: int, spent: int, count: int) -> str:
+        namespace, name = key
+        others = [f"this plan's other drains evict {spent} of its pods"]
+        if self.going[key]:
+            others.insert(
+                0, f"nodes going away (deleted, terminating, stopping) take {self.going[key]} Ready"
+            )
+        if self.draining[key]:
+            others.insert(0, f"drains under way evict {self.draining[key]} more")
+        return (
+            f"PodDisruptionBudget {namespace}/{name} allows {can} disruption(s) now; {', '.join(others)}: "
+            f"this one's {count} would wait on them"
+        )
 
     def spend(self, pods: Iterable[PodInfo]) -> None:
         for key, count in self.evicted(pods).items():

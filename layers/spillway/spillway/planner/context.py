@@ -102,6 +102,15 @@ class WorkNode:
         return Spot(self.info.labels, self.info.taints, self.info.name)
 
     @property
+    def going_away(self) -> bool:
+        """The node goes without a drain of Spillway's: being deleted (the pod garbage collector deletes
+        its pods once the Node is gone), its instance terminating in its group (it "can't be put back
+        into service", EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle") or
+        stopping in its warm pool (:attr:`pool_stopping`: its kubelet stops with it). Its pods may
+        still run, Ready, but are about to be gone: no job, gang or budget counts on them."""
+        return self.info.deleting or self.terminating or self.pool_stopping
+
+    @property
     def schedulable(self) -> bool:
         """Room for pods now: Ready and initialized, not being deleted, not cordoned, not tainted for
         draining, its instance not being terminated by its group. A node being deleted

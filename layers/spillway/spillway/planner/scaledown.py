@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from spillway.config import EMPTY, BudgetReason
-from spillway.model.cluster import NodeInfo
+from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import DO_NOT_DISRUPT
 from spillway.model.nodegroup import TERMINATE
@@ -51,7 +51,7 @@ from spillway.planner.consolidation import (
 )
 from spillway.planner.context import Context, WorkNode, aware, cordon_bound, minutes, orphaned_cordon
 from spillway.planner.cooldown import cooldown
-from spillway.planner.disruption import comes_back, eviction_room
+from spillway.planner.disruption import comes_back, eviction_room, keeps_node_busy
 from spillway.planner.groups import scheduled_min
 from spillway.planner.health import out_of_service, registering
 from spillway.planner.limits import Floors
@@ -305,6 +305,15 @@ BUSY_PROTECTIONS: tuple[TimedCheck, ...] = (_draining, _disabled, _young)
 LASTING: tuple[TimedCheck, ...] = (_scale_in_protected, _consolidation_off, _disabled, _pinned)
 
 
+def _budgeted_on(pod: PodInfo, nodes: set[str], given: set[str], now: datetime) -> bool:
+    """A pod of ``nodes`` that a PodDisruptionBudget selects and that keeps its node busy (not finished,
+    mirror, DaemonSet nor stuck terminating), but for one of the pods a make-room node was ``given``
+    to (:meth:`ScaleDownStage._budgeted_leaving`)."""
+    if not pod.pdbs or pod.node_name not in nodes or pod.key in given:
+        return False
+    return keeps_node_busy(pod, now)
+
+
 def stays_anyway(ctx: Context, node: WorkNode) -> bool:
     """Whether scale-down keeps ``node`` idle or not, for good: it is in no managed group (or in one
     Spillway refuses), or a lasting protection keeps it. A capacity buffer's room goes there before it
@@ -354,7 +363,9 @@ class ScaleDownStage:
         # idle nodes kept only by a disruption budget a later plan's drains will find room in
         self.budget_held: set[str] = set()
         self.budgets = Budgets(ctx, self.draining_now)
-        self.pod_budgets = PodBudgets(ctx.snapshot)  # the PodDisruptionBudgets every drain of the plan spends
+        # the PodDisruptionBudgets every drain of the plan spends, less what drains under way and nodes
+        # going away take of them
+        self.pod_budgets = PodBudgets(ctx.snapshot, *self._budgeted_leaving())
         self.floors = Floors(
             ctx,
             leaving=lambda node: (
@@ -569,15 +580,50 @@ class ScaleDownStage:
     def workers_leaving(self, node: WorkNode) -> bool:
         """The node's pods are leaving, or run nowhere: a drain under way (:meth:`drain_under_way`), a
         recent make-room drain's claim (it evicts the pods it names before it cordons the node, as a
-        consolidation's does: :meth:`claimed_at`), or the node is out of service (NotReady past
+        consolidation's does: :meth:`claimed_at`), the node is out of service (NotReady past
         registering, or being deleted: :func:`~spillway.planner.health.out_of_service`; its kubelet
         runs nothing, and the taint manager evicts its pods once their not-ready toleration, 300 s by
-        default, runs out). An elastic job counts none of its workers there toward its minimum."""
+        default, runs out), or it goes away without a drain (its instance terminating in its group or
+        stopping in its warm pool, its Node Ready for a while yet: :attr:`WorkNode.going_away`). An
+        elastic job counts none of its workers there toward its minimum, a gang none of its members, a
+        batch/v1 Job its pods there as failed already (the pod garbage collector deletes them with
+        the Node)."""
         return (
             self.drain_under_way(node)
             or self.claimed_at(node) is not None
+            or node.going_away
             or out_of_service(node.info, self.ctx.config, self.ctx.now)
         )
+
+    def _budgeted_leaving(self) -> tuple[list[PodInfo], list[PodInfo]]:
+        """The pods under a PodDisruptionBudget that are on their way out, not counted off its
+        ``disruptionsAllowed`` yet (:class:`~spillway.planner.consolidation.PodBudgets`): those of nodes
+        a drain of an earlier plan will still evict (:meth:`drain_under_way`, or a recent plan's claim,
+        :meth:`claimed_at`; not the pods a make-room drain's node was given to, which it does not evict),
+        and those of nodes going away without a drain (being deleted, their instance terminating or
+        stopping in its warm pool: :attr:`WorkNode.going_away`). None when no budget is read (most
+        snapshots)."""
+        ctx = self.ctx
+        if not ctx.snapshot.pdbs:
+            return [], []
+        draining, going = self._draining_or_going()
+        if not draining and not going:
+            return [], []
+        given = {key for room in ctx.state.rooms.values() for key in room.pods}
+        pods = [p for p in ctx.snapshot.pods if _budgeted_on(p, draining | going, given, ctx.now)]
+        return [p for p in pods if p.node_name in draining], [p for p in pods if p.node_name in going]
+
+    def _draining_or_going(self) -> tuple[set[str], set[str]]:
+        """The nodes a drain under way or claimed will still empty, and the others going away without
+        a drain (:attr:`WorkNode.going_away`)."""
+        draining: set[str] = set()
+        going: set[str] = set()
+        for name, node in self.ctx.nodes.items():
+            if self.drain_under_way(node) or self.claimed_at(node) is not None:
+                draining.add(name)
+            elif node.going_away:
+                going.add(name)
+        return draining, going
 
     def going_now(self) -> dict[GroupKey, int]:
         """Per group, the nodes drains under way remove (a make-room drain's node stays in its group)."""

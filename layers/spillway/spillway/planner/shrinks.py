@@ -58,7 +58,8 @@ def _workers(ctx: Context) -> tuple[dict[str, int], dict[str, list[str]], dict[s
     """For each shrunk job with a pod left: its running workers, its pending workers a shrink may have
     given up (never the rendezvous host), and its minimum. A worker is running when bound, not
     terminating (leaving) and on a node in service: one on a node NotReady past registering, or being
-    deleted, runs nowhere (:func:`~spillway.planner.health.out_of_service`)."""
+    deleted, runs nowhere (:func:`~spillway.planner.health.out_of_service`), and one on a node going
+    away (its instance terminating or stopping in its warm pool) runs there not much longer."""
     jobs = ctx.snapshot.jobs_by_key()
     running: dict[str, int] = {}
     waiting: dict[str, list[str]] = {}
@@ -77,8 +78,11 @@ def _workers(ctx: Context) -> tuple[dict[str, int], dict[str, list[str]], dict[s
 
 
 def _in_service(ctx: Context, name: str) -> bool:
+    """The node runs its pods and keeps them: not out of service, not going away without a drain
+    (:attr:`~spillway.planner.context.WorkNode.going_away`: its instance terminating or stopping in its
+    warm pool while its Node is Ready yet)."""
     node = ctx.nodes.get(name)
-    return node is None or not out_of_service(node.info, ctx.config, ctx.now)
+    return node is None or not (node.going_away or out_of_service(node.info, ctx.config, ctx.now))
 
 
 def shrunk_after(held: Mapping[str, ShrinkState], ctx: Context) -> dict[str, ShrinkState]:
