@@ -299,7 +299,7 @@ class Candidate:
         gangs: dict[str, int] = {}
         counted = _counted(moves)
         for pod, move in moves:
-            if move.code == codes.POD_PREEMPTABLE and pod.gang is not None:
+            if pod.gang is not None and _preempts(pod, move):
                 gangs[pod.gang] = gangs.get(pod.gang, 0) + 1
             if move.elastic is not None:
                 elastic[move.elastic.job] = elastic.get(move.elastic.job, 0) + 1
@@ -915,6 +915,14 @@ def _not_home_text(pod: str, home: GangHome) -> str:
         f"runs {pod}, whose gang {home.gang} runs in {home.places()}: its members move there only (a gang "
         "is not split over regions or zones), and the free room there does not hold it"
     )
+
+
+def _preempts(pod: PodInfo, move: Move) -> bool:
+    """Whether the move evicts a Volcano-preemptable pod on an opt-in: the preemptable rule's, or the
+    safe-to-evict rule's, which comes first when the pod carries both marks. Volcano's rule (a gang's
+    member only above its minMember) holds for the pod all the same: the second mark does not lift it.
+    (The gang was counted for the preemptable code only, so one plan broke a gang at its minMember.)"""
+    return move.code == codes.POD_PREEMPTABLE or (move.code == codes.POD_SAFE_TO_EVICT and pod.preemptable)
 
 
 def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:
