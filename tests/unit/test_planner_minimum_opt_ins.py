@@ -7,8 +7,12 @@ its minimum, whatever marks its pods carry. Built like test_planner_consolidatio
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from plan_world import World
-from test_planner_consolidation import UNDER, VOLCANO_PG, _volcano_gang, kept, replicas
+from test_disruption_move import RESTARTS, _operator_worker, judge, pytorchjob
+from test_planner_consolidation import UNDER, VOLCANO_PG, _volcano_gang, elastic_workers, kept, replicas
 
 from spillway.planner import codes
 
@@ -40,3 +44,58 @@ def test_a_volcano_gang_member_both_safe_to_evict_and_preemptable_counts_toward_
     moved = [p for d in result.drain for p in d.pods if "/train-" in p]
     assert moved == [], f"evicted {moved} of a gang running at its minMember: {result.drain}"
     assert {kept(result)[a][0], kept(result)[b][0]} <= {codes.POD_NEVER, codes.RECEIVES_MOVED_PODS}
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [SAFE, {"volcano.sh/preemptable": "true"}, "expendable"],
+    ids=["safe-to-evict", "preemptable", "expendable"],
+)
+def test_the_rendezvous_host_is_never_moved_whatever_opts_it_in(mark: dict[str, str] | str) -> None:
+    """Worker 0 hosts the elastic job's c10d rendezvous: evicted, every worker of the job stops and
+    restarts (test_disruption_move). Its safe-to-evict "true" (or Volcano preemptable, or a priority
+    below the cutoff) was read first and moved it as one worker, counted as one toward the minimum.
+    The opt-in lets the pod go, not the job's other workers: counted as what it is, the whole job
+    stopping, it takes the job below any minimum, so it is never moved, as a Volcano Job whose policy
+    restarts the job on an eviction is not. An ordinary worker with the same mark still moves."""
+    extra: dict[str, Any] = {"priority": -100} if mark == "expendable" else {"annotations": mark}
+    items = (pytorchjob("train", {"minReplicas": 1, "maxReplicas": 4}, workers=3),
+             *(_operator_worker("train", i, env=RESTARTS, **extra) for i in range(3)))  # fmt: skip
+
+    host, other = judge(*items, name="train-worker-0"), judge(*items, name="train-worker-1")
+
+    assert (host.movable, host.code, host.member) == (False, codes.POD_NOT_KNOWN_MOVABLE, None), host
+    assert "rendezvous" in host.reason
+    assert other.movable, other
+
+
+def test_a_torchrun_node_with_no_restart_left_is_never_moved_on_its_safe_to_evict() -> None:
+    """A node of a torchrun job on several nodes that restarts no worker group: evicting it fails the
+    others' workers, and the job ends. Its safe-to-evict "true" moved it all the same."""
+    raw = _operator_worker("train", 1, env={"PET_MAX_RESTARTS": "0", "PET_NNODES": "2"}, annotations=SAFE)
+
+    move = judge(raw)
+
+    assert (move.movable, move.code) == (False, codes.POD_NOT_KNOWN_MOVABLE), move
+    assert "no restart allowed" in move.reason
+
+
+def test_an_idle_nodes_drain_leaves_an_expendable_rendezvous_host_and_its_node() -> None:
+    """An idle node's drain evicts its expendable pods (priority below the cutoff) and terminates it. One
+    of them hosted its elastic job's c10d rendezvous (PET_RDZV_ENDPOINT names it): the drain evicted it
+    and every worker of the job stopped. It is workload: the node is kept, as for a pod whose eviction
+    ends its job."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    elastic_workers(w, a, ["w-0"], cpu="3")
+    elastic_workers(w, b, ["w-1", "w-2"], cpu="3")
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("w-"):
+            item["spec"]["priority"] = -100
+            item["spec"]["containers"][0]["env"].append({"name": "PET_RDZV_ENDPOINT", "value": "w-0:29400"})
+    w.idle_since(a, 60)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert a not in {d.node for d in result.drain}, result.drain
+    assert kept(result)[a][0] == codes.WORKLOAD

@@ -49,14 +49,15 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    unless it is ``safe-to-evict=true``: the drain keeps it without force (:func:`assess`), so a plan
    that named it would be refused; never a pod whose Volcano Job answers its eviction with more than
    the pod (RestartJob, RestartTask, AbortJob...: :func:`takes_more_than_the_pod`), nor one whose
-   eviction ends its job (:func:`ends_its_job`), whatever opt-in it has; then may move: priority below ``expendable_priority_cutoff`` (free);
+   eviction ends its job (:func:`ends_its_job`), nor one whose eviction stops every worker of its
+   torchrun job (the host of an elastic job's rendezvous, a node of a torchrun job on several nodes
+   that restarts no worker group: :func:`stops_its_job`), whatever opt-in it has; then may move:
+   priority below ``expendable_priority_cutoff`` (free);
    ``safe-to-evict=true``; ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano
    reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
-   :func:`elastic_room`; never the one that hosts the job's rendezvous, nor one whose torchrun restarts
-   no worker group, nor a batch/v1 Job's pod whose Job does not tolerate disruption); a pod of a batch
-   Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``, but for the rendezvous host of an elastic
-   job and a node of a torchrun job on several nodes that restarts no worker group (its Job's rule
-   spares the evicted pod, not the training: :func:`_elastic_move`);
+   :func:`elastic_room`; never a batch/v1 Job's pod whose Job does not tolerate disruption); a pod of
+   a batch Job whose ``podFailurePolicy`` ignores ``DisruptionTarget`` (its Job's rule spares the
+   evicted pod, not the training: hence :func:`stops_its_job` first);
 4. anything else never: a pod with local storage (``local-storage``), or of no kind known to tolerate
    a move, is not moved to save money (an operator's DrainNode still evicts controlled pods without
    local storage, through :func:`assess`);
@@ -245,12 +246,13 @@ def goes_with_its_node(
     annotation of theirs; Spillway evicts them, and a pod marked never to be disturbed keeps its node.
     One that stays (it tolerates the drain's cordon and taint, :func:`comes_back`) goes with the node as
     cluster-autoscaler's do: the drain neither evicts it nor waits for it, so no budget is asked.
-    Nor one whose eviction would end its job (:func:`ends_its_job`, with the snapshot's ``jobs``): it is
-    workload, as consolidation never moves it."""
+    Nor one whose eviction would end its job (:func:`ends_its_job`, with the snapshot's ``jobs``), nor
+    one whose eviction stops every worker of its torchrun job (:func:`stops_its_job`): it is workload,
+    as consolidation never moves it."""
     moved = assess(pod, now=now, opted_in=True)  # its priority is the opt-in: local storage holds it not
     if moved.verdict == STAYS:
         return True
-    if jobs is not None and ends_its_job(pod, jobs) is not None:
+    if jobs is not None and (ends_its_job(pod, jobs) is not None or stops_its_job(pod, jobs) is not None):
         return False
     return moved.verdict == MOVABLE and _never_move(pod, None, pdbs_allow) is None
 
@@ -404,6 +406,9 @@ def assess_move(
     ends = ends_its_job(pod, jobs)
     if ends is not None:  # whatever opt-in moved it: it lets the pod go, not the job
         return Move(False, ends, codes.POD_ENDS_JOB, math.inf)
+    stops = stops_its_job(pod, jobs)
+    if stops is not None:  # nor the job's other workers, which stop with it
+        return Move(False, stops, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
     cut = cut_short(pod, deadline) if move.cost > 0 else None  # an expendable pod is killed at will
     if cut is not None:
         return Move(False, cut, codes.POD_GRACE_PAST_DEADLINE, math.inf)
@@ -661,25 +666,38 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
 
 def _elastic_move(pod: PodInfo, jobs: Mapping[str, JobInfo], cost: float) -> Move | None:
     """A worker of an elastic job: movable when a shrink may give it up (:func:`elastic_of`). Never a
-    node its torchrun job cannot lose: the host of an elastic job's rendezvous, or a node of a torchrun
-    job on several nodes, elastic or not, that restarts no worker group (``PodInfo.no_restarts``),
-    whatever else would move it: its Job's tolerance of an eviction keeps the Job, not the training.
-    None for any other pod."""
+    node its torchrun job cannot lose (:func:`stops_its_job`), whatever else would move it: its Job's
+    tolerance of an eviction keeps the Job, not the training (:func:`assess_move` asks it again of a pod
+    an opt-in or a low priority moves). None for any other pod."""
     elastic = elastic_of(pod, jobs)
     if elastic is not None:
         why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
         return Move(True, why, codes.POD_ELASTIC, cost, elastic)
+    stops = stops_its_job(pod, jobs)
+    return None if stops is None else Move(False, stops, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
+
+
+def stops_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | None:
+    """Why evicting the pod stops every worker of its torchrun job, or None: it hosts the c10d rendezvous
+    of an elastic job (the TCPStore every agent talks to runs in its agent), or it is a node of a torchrun
+    job on several nodes, elastic or not, that restarts no worker group (``PodInfo.no_restarts``).
+
+    No move takes such a pod, whatever lets it go: ``safe-to-evict=true``, Volcano preemptable, a
+    priority below ``expendable_priority_cutoff``, its Job's tolerance of an eviction. Each of those says
+    the pod may be restarted, not the job's other workers. Counted as what it is, the move takes every
+    worker of the job at once, below any minimum (an elastic job's is at least 1), so it is refused
+    rather than counted, as a Volcano Job whose policy answers an eviction with more than the pod is
+    (:func:`takes_more_than_the_pod`). cluster-autoscaler and Karpenter know nothing of a rendezvous:
+    they would evict it on its annotation (or, for cluster-autoscaler, its priority) alone."""
     member = elastic_member(pod, jobs)
     if member is not None and pod.rdzv_host:
-        why = f"hosts the c10d rendezvous of elastic job {member.job}: every worker stops while it is away"
-    elif pod.no_restarts:
-        why = (
+        return f"hosts the c10d rendezvous of elastic job {member.job}: every worker stops while it is away"
+    if pod.no_restarts:
+        return (
             "runs torchrun on more than one node with no restart allowed (--max-restarts or PET_MAX_RESTARTS "
             "0, torchrun's default): the workers on the other nodes fail when it goes, and the job ends"
         )
-    else:
-        return None
-    return Move(False, why, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
+    return None
 
 
 def move_cost(pod: PodInfo, now: datetime) -> float:
