@@ -46,6 +46,41 @@ def test_a_volcano_gang_member_both_safe_to_evict_and_preemptable_counts_toward_
     assert {kept(result)[a][0], kept(result)[b][0]} <= {codes.POD_NEVER, codes.RECEIVES_MOVED_PODS}
 
 
+def _elastic(w: World, node: str, names: list[str], cpu: str, **kw: Any) -> None:
+    elastic_workers(w, node, names, cpu=cpu)
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"] in names:
+            item["spec"].update(kw)
+
+
+@pytest.mark.parametrize("path", ["idle", "consolidation"])
+def test_expendable_workers_are_evicted_free_but_never_below_their_elastic_jobs_minimum(path: str) -> None:
+    """Four workers of an elastic job (2 to 4), priority -100, below expendable_priority_cutoff (-10):
+    two on a, two on b. cluster-autoscaler kills expendable pods "without any consideration during
+    scale down" (its --expendable-pods-priority-cutoff), and the plan took them so, counted toward
+    nothing: alone on their nodes (idle for an hour) both nodes' drains evicted them, and beside a
+    movable replica both nodes were consolidated, all four workers of a job whose minimum is 2 gone at
+    once. Free they stay (no room is needed for them elsewhere), but each counts toward its job's
+    minimum: one node goes, the other is kept `elastic-min`."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    _elastic(w, a, ["w-0", "w-1"], cpu="3", priority=-100)
+    _elastic(w, b, ["w-2", "w-3"], cpu="3", priority=-100)
+    replicas(w, c, "pin", 1, cpu="1", annotations={})
+    if path == "idle":
+        w.idle_since(a, 60)
+        w.idle_since(b, 60)
+    else:
+        replicas(w, a, "web-a", 1, cpu="1")  # busy nodes whose replica fits on c
+        replicas(w, b, "web-b", 1, cpu="1")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    (drain,) = [d for d in result.drain if d.node in (a, b)]
+    code, reason = kept(result)[b if drain.node == a else a]
+    assert code == codes.ELASTIC_MIN and "may lose 0" in reason, reason
+
+
 @pytest.mark.parametrize(
     "mark",
     [SAFE, {"volcano.sh/preemptable": "true"}, "expendable"],
@@ -66,7 +101,7 @@ def test_the_rendezvous_host_is_never_moved_whatever_opts_it_in(mark: dict[str, 
 
     assert (host.movable, host.code, host.member) == (False, codes.POD_NOT_KNOWN_MOVABLE, None), host
     assert "rendezvous" in host.reason
-    assert other.movable, other
+    assert other.movable and other.member == "PyTorchJob/ml/train", other
 
 
 def test_a_torchrun_node_with_no_restart_left_is_never_moved_on_its_safe_to_evict() -> None:

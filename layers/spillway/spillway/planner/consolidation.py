@@ -69,7 +69,6 @@ from spillway.planner.disruption import (
     assess_move,
     comes_back,
     counting_job,
-    elastic_room,
     keeps_node_busy,
     leaving_within,
     waits_for_others,
@@ -339,12 +338,10 @@ class Consolidation:
         self.on_node = on_node
         self.jobs = self.ctx.snapshot.jobs_by_key()
         # the workers on nodes they are leaving, or run on no more, are not counted: the room of their
-        # elastic jobs is what the others leave (ScaleDownStage.workers_leaving)
-        leaving = {n for n, node in self.ctx.nodes.items() if stage.workers_leaving(node)}
-        self.elastic_left = elastic_room(
-            (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
-        )
-        self.gang_left = _gang_room(self.ctx.snapshot, leaving)
+        # elastic jobs is what the others leave (ScaleDownStage.workers_leaving), one dict the idle
+        # drains' expendable workers spend too (ScaleDownStage.elastic_left)
+        self.elastic_left = stage.elastic_left()
+        self.gang_left = _gang_room(self.ctx.snapshot, stage.leaving_nodes())
         self.evictions_left = stage.evictions_left()  # shared with the idle drains: both spend it
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
@@ -531,15 +528,7 @@ class Consolidation:
         )
 
     def _elastic_min(self, elastic: Mapping[str, int]) -> Verdict:
-        short = sorted(job for job, n in elastic.items() if n > self.elastic_left.get(job, 0))
-        if not short:
-            return None
-        job = short[0]
-        return (
-            codes.ELASTIC_MIN,
-            f"runs {elastic[job]} worker(s) of elastic job {job}, which may lose "
-            f"{self.elastic_left.get(job, 0)} before its minimum",
-        )
+        return elastic_refusal(elastic, self.elastic_left)
 
     def _gang_min(self, gangs: Mapping[str, int]) -> Verdict:
         short = sorted(
@@ -923,6 +912,19 @@ def _preempts(pod: PodInfo, move: Move) -> bool:
     member only above its minMember) holds for the pod all the same: the second mark does not lift it.
     (The gang was counted for the preemptable code only, so one plan broke a gang at its minMember.)"""
     return move.code == codes.POD_PREEMPTABLE or (move.code == codes.POD_SAFE_TO_EVICT and pod.preemptable)
+
+
+def elastic_refusal(taken: Mapping[str, int], left: Mapping[str, int]) -> Verdict:
+    """Why a drain taking ``taken`` running workers of elastic jobs (by job) would take one below its
+    minimum (``left``: the workers each may still lose, :meth:`ScaleDownStage.elastic_left`), or None."""
+    short = sorted(job for job, n in taken.items() if n > left.get(job, 0))
+    if not short:
+        return None
+    job = short[0]
+    return (
+        codes.ELASTIC_MIN,
+        f"runs {taken[job]} worker(s) of elastic job {job}, which may lose {left.get(job, 0)} before its minimum",
+    )
 
 
 def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:

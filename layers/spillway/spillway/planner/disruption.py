@@ -52,7 +52,8 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    eviction ends its job (:func:`ends_its_job`), nor one whose eviction stops every worker of its
    torchrun job (the host of an elastic job's rendezvous, a node of a torchrun job on several nodes
    that restarts no worker group: :func:`stops_its_job`), whatever opt-in it has; then may move:
-   priority below ``expendable_priority_cutoff`` (free);
+   priority below ``expendable_priority_cutoff`` (free, but a worker of an elastic job only while its
+   job keeps its minimum, as below);
    ``safe-to-evict=true``; ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano
    reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
    :func:`elastic_room`; never a batch/v1 Job's pod whose Job does not tolerate disruption); a pod of
@@ -350,8 +351,9 @@ class Move:
     ``counts``: the key of the batch/v1 Job that counts the pod's eviction as a failed pod against its
     backoffLimit (``JobInfo.evictions_left``): a plan moves no more of its pods than that leaves.
     ``member``: the elastic job (:func:`elastic_member`) one of whose running workers an opt-in moves
-    (``safe-to-evict=true``, Volcano preemptable: not a shrink, ``elastic`` None): the move still takes
-    a worker from the job, and a plan takes none below its minimum (:func:`elastic_room`)."""
+    (``safe-to-evict=true``, Volcano preemptable: not a shrink, ``elastic`` None) or a priority below
+    ``expendable_priority_cutoff`` moves free: the move still takes a worker from the job, and a plan
+    takes none below its minimum (:func:`elastic_room`)."""
 
     movable: bool
     reason: str
@@ -639,14 +641,15 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     if action is not None:  # whatever opt-in the pod has: the others are not its to give up
         why = f"its Volcano Job's policy on PodEvicted is {action}: evicting it takes the Job's other pods with it"
         return Move(False, why, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
+    # neither an opt-in nor a low priority lets an elastic job go below its minimum: each worker moved so
+    # is counted as a shrink's are (Move.member), an expendable one too, though it is moved free
+    member = elastic_member(pod, jobs)
+    job = member.job if member is not None else None
     if pod.priority < cutoff:
         why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
-        return Move(True, why, codes.POD_EXPENDABLE, 0.0)
+        return Move(True, why, codes.POD_EXPENDABLE, 0.0, member=job)
     cost = move_cost(pod, now)
     if pod.safe_to_evict is True or pod.preemptable:
-        # the opt-in lets the pod go, not its elastic job below its minimum: counted as a shrink's are
-        member = elastic_member(pod, jobs)
-        job = member.job if member is not None else None
         if pod.safe_to_evict is True:
             return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost, member=job)
         return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost, member=job)
@@ -901,3 +904,17 @@ def elastic_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS)
             running[ref.job] = running.get(ref.job, 0) + 1
             minimum[ref.job] = ref.min
     return {key: max(0, count - minimum[key]) for key, count in running.items()}
+
+
+def workers_evicted(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS) -> dict[str, int]:
+    """Elastic job key -> how many of ``pods`` (all evicted) are its running workers, counted as
+    :func:`elastic_room` counts them: what the job's minimum must allow. An idle node's expendable pods
+    (:func:`goes_with_its_node`) are evicted so, free and with no room elsewhere."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        if pod.node_name is None or pod.phase != "Running" or pod.terminating:
+            continue
+        ref = elastic_member(pod, jobs)
+        if ref is not None:
+            out[ref.job] = out.get(ref.job, 0) + 1
+    return out

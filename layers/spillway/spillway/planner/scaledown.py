@@ -47,11 +47,12 @@ from spillway.planner.consolidation import (
     PodBudgets,
     backoff_refusal,
     counted_by_job,
+    elastic_refusal,
     mode,
 )
 from spillway.planner.context import Context, WorkNode, aware, cordon_bound, minutes, orphaned_cordon
 from spillway.planner.cooldown import cooldown
-from spillway.planner.disruption import comes_back, eviction_room
+from spillway.planner.disruption import comes_back, elastic_room, eviction_room, workers_evicted
 from spillway.planner.groups import scheduled_min
 from spillway.planner.health import out_of_service, registering
 from spillway.planner.limits import Floors
@@ -366,6 +367,7 @@ class ScaleDownStage:
         self._consolidation: Consolidation | None = None
         self.shrinks: list[GroupShrink] = []  # scheduled actions that lower groups (planner.schedshrink)
         self._evictions_left: dict[str, int] | None = None
+        self._elastic_left: dict[str, int] | None = None
         self._count_draining()  # before make room, which drains within the same budgets
 
     def run(self) -> tuple[list[Drain], list[KeptNode], dict[str, NodeState]]:
@@ -395,11 +397,25 @@ class ScaleDownStage:
         (:func:`~spillway.planner.disruption.eviction_room`): one dict, which every drain of the plan
         spends, an idle node's expendable pods as consolidation's moves."""
         if self._evictions_left is None:
-            leaving = {n for n, node in self.ctx.nodes.items() if self.workers_leaving(node)}
             self._evictions_left = eviction_room(
-                self.ctx.snapshot.pods, self.ctx.snapshot.jobs_by_key(), leaving
+                self.ctx.snapshot.pods, self.ctx.snapshot.jobs_by_key(), self.leaving_nodes()
             )
         return self._evictions_left
+
+    def elastic_left(self) -> dict[str, int]:
+        """Elastic job -> how many more of its running workers this plan's drains may take before its
+        minimum (:func:`~spillway.planner.disruption.elastic_room`, the workers on nodes they are leaving
+        not counted: :meth:`leaving_nodes`): one dict, which every drain of the plan spends, an idle
+        node's expendable workers as consolidation's and make room's moves."""
+        if self._elastic_left is None:
+            leaving = self.leaving_nodes()
+            pods = (p for p in self.ctx.snapshot.pods if p.node_name not in leaving)
+            self._elastic_left = elastic_room(pods, self.ctx.snapshot.jobs_by_key())
+        return self._elastic_left
+
+    def leaving_nodes(self) -> set[str]:
+        """The nodes whose pods are leaving, or run nowhere (:meth:`workers_leaving`)."""
+        return {n for n, node in self.ctx.nodes.items() if self.workers_leaving(node)}
 
     def consolidation(self) -> Consolidation:
         """The plan's one consolidation: make-room swaps and consolidation drains share its room."""
@@ -696,10 +712,37 @@ class ScaleDownStage:
                 )
         return None
 
-    def _expendable_refusal(self, node: WorkNode, counted: Mapping[str, int]) -> Verdict:
-        """Why the drain may not evict the node's expendable pods: past their budgets, or past their Jobs'
-        backoffLimits (``counted``: the pods each batch/v1 Job counts as failed, :meth:`evictions_left`)."""
-        return self.pod_budgets.refusal(node.expendable) or backoff_refusal(counted, self.evictions_left())
+    def _expendable_refusal(
+        self, node: WorkNode, counted: Mapping[str, int], workers: Mapping[str, int]
+    ) -> Verdict:
+        """Why the drain may not evict the node's expendable pods: past their budgets, past their Jobs'
+        backoffLimits (``counted``: the pods each batch/v1 Job counts as failed, :meth:`evictions_left`),
+        or below their elastic jobs' minimums (``workers``: the running workers of each,
+        :meth:`elastic_left`; a low priority lets the pod go, not its job below its minimum)."""
+        return (
+            self.pod_budgets.refusal(node.expendable)
+            or backoff_refusal(counted, self.evictions_left())
+            or elastic_refusal(workers, self.elastic_left())
+        )
+
+    def expendable_taken(self, node: WorkNode) -> tuple[dict[str, int], dict[str, int]]:
+        """What evicting the node's expendable pods takes: (batch/v1 Job -> its pods it counts as failed,
+        elastic job -> its running workers)."""
+        if not node.expendable:
+            return {}, {}
+        jobs = self.ctx.snapshot.jobs_by_key()
+        return counted_by_job(node.expendable, jobs), workers_evicted(node.expendable, jobs)
+
+    def spend_expendable(
+        self, node: WorkNode, counted: Mapping[str, int], workers: Mapping[str, int]
+    ) -> None:
+        """A drain evicts the node's expendable pods: their budgets, Jobs' failures and elastic jobs'
+        workers are spent."""
+        self.pod_budgets.spend(node.expendable)
+        for job, evicted in counted.items():
+            self.evictions_left()[job] -= evicted
+        for job, taken in workers.items():
+            self.elastic_left()[job] = self.elastic_left().get(job, 0) - taken
 
     def _note_budget(self, node: WorkNode, code: str) -> None:
         """An idle node a disruption budget keeps is held only until a later drain finds room in it
@@ -714,8 +757,8 @@ class ScaleDownStage:
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
-        counted = counted_by_job(node.expendable, self.ctx.snapshot.jobs_by_key()) if node.expendable else {}
-        verdict = self.limit(node) or self._expendable_refusal(node, counted)
+        counted, workers = self.expendable_taken(node)
+        verdict = self.limit(node) or self._expendable_refusal(node, counted, workers)
         # an orphan's drain started before: it is finished, not restored only to be drained again
         verdict = verdict or (None if orphan else cooldown(self.ctx))
         if verdict is not None:
@@ -725,9 +768,7 @@ class ScaleDownStage:
         ctx, info, group = self.ctx, node.info, node.group
         assert group is not None and info.instance_id is not None
         self.take(node)
-        self.pod_budgets.spend(node.expendable)
-        for job, evicted in counted.items():
-            self.evictions_left()[job] -= evicted
+        self.spend_expendable(node, counted, workers)
         self.idle_state[info.name] = NodeState(idle_since=idle_since, draining_since=ctx.now)
         where = group.region
         if ctx.primary and group.region != ctx.primary:
