@@ -7,13 +7,15 @@ its minimum, whatever marks its pods carry. Built like test_planner_consolidatio
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from plan_world import World
+from plan_world import NOW, World
 from test_disruption_move import RESTARTS, _operator_worker, judge, pytorchjob
 from test_planner_consolidation import UNDER, VOLCANO_PG, _volcano_gang, elastic_workers, kept, replicas
 
+from spillway.local import objects as o
 from spillway.planner import codes
 
 SAFE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
@@ -115,6 +117,41 @@ def test_a_torchrun_node_with_no_restart_left_is_never_moved_on_its_safe_to_evic
     assert "no restart allowed" in move.reason
 
 
+def test_after_a_make_room_only_the_workers_it_moves_leave_their_elastic_job() -> None:
+    """An elastic job (2 to 4) runs four workers: one on a, one on c, two on b. A pending pod fits b once
+    one of b's workers goes (make room: the worker is given up, the job runs 3). A minute on, the
+    make-room drain has cordoned b and evicted that worker; a's pin is gone, so a may be consolidated,
+    its worker given up (the job at 2, its minimum). The next plan took every worker on b as leaving
+    (the node was cordoned by a drain), counted the job at 2 running workers and kept a `elastic-min`;
+    only the pods the make room moves leave its node (``RoomState.moved``), so the job runs 3 and may
+    lose 1."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    elastic_workers(w, a, ["w-0"], cpu="2500m")
+    replicas(w, a, "pin-a", 1, cpu="5", annotations={})  # a stays, this plan; no room for the pod there
+    elastic_workers(w, c, ["w-1"], cpu="2500m")
+    replicas(w, c, "stay", 1, cpu="5", annotations={})  # nor on c, whatever moves
+    elastic_workers(w, b, ["w-2", "w-3"], cpu="2500m")
+    replicas(w, b, "pin-b", 1, cpu="1", annotations={})
+    (big,) = w.pods("big", 1, cpu="3", memory="1Gi")
+
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    ((node, code, moved),) = [(d.node, d.code, d.pods) for d in first.drain]
+    assert (node, code, len(moved)) == (b, codes.MAKE_ROOM, 1), first.drain
+    assert first.state.rooms[b].moved == moved
+    w.state = first.state.to_wire()
+    w.cordon(b, by_spillway=True)
+    w.pod_item(moved[0])["metadata"]["deletionTimestamp"] = o.iso(NOW + timedelta(seconds=30))
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] == "pin-a-0")]
+
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.code) for d in second.drain] == [(a, codes.CONSOLIDATION)], kept(second).get(a)
+    assert "gives up 1 worker" in second.drain[0].reason
+    assert {p.pod: p.code for p in second.pending}[big] == codes.MAKING_ROOM
+
+
 def test_an_idle_nodes_drain_leaves_an_expendable_rendezvous_host_and_its_node() -> None:
     """An idle node's drain evicts its expendable pods (priority below the cutoff) and terminates it. One
     of them hosted its elastic job's c10d rendezvous (PET_RDZV_ENDPOINT names it): the drain evicted it
@@ -134,3 +171,38 @@ def test_an_idle_nodes_drain_leaves_an_expendable_rendezvous_host_and_its_node()
 
     assert a not in {d.node for d in result.drain}, result.drain
     assert kept(result)[a][0] == codes.WORKLOAD
+
+
+def test_after_a_make_room_only_the_gang_members_it_moves_leave_their_gang() -> None:
+    """The same for a Volcano gang (minMember 2) of four preemptable tasks: one on a, one on c, two on b;
+    make room moves one of b's to d. A minute on, a's and c's pins are gone: either node's task may move (the
+    gang runs 3, and may lose 1), not both. Every task on b was taken as leaving, the gang counted at 2,
+    and neither node was consolidated."""
+    w = World(regions=("us-east-1",))
+    a, b, c, d = sorted(w.group("cpu", "m5.2xlarge", nodes=4, max_size=10))
+    w.pod_group(VOLCANO_PG, "train", spec={"minMember": 2}, phase="Running")
+    replicas(w, d, "pin-d", 1, cpu="5", annotations={})  # room for the moved task, not for the pod
+    _volcano_gang(w, a, ["train-0"], cpu="2500m")
+    replicas(w, a, "pin-a", 1, cpu="5", annotations={})
+    _volcano_gang(w, c, ["train-1"], cpu="2500m")
+    replicas(w, c, "pin-c", 1, cpu="5", annotations={})
+    _volcano_gang(w, b, ["train-2", "train-3"], cpu="2500m")
+    replicas(w, b, "pin-b", 1, cpu="1", annotations={})
+    w.pods("big", 1, cpu="3", memory="1Gi")
+
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    ((node, code, moved),) = [(d.node, d.code, d.pods) for d in first.drain]
+    assert (node, code, len(moved)) == (b, codes.MAKE_ROOM, 1), first.drain
+    w.state = first.state.to_wire()
+    w.cordon(b, by_spillway=True)
+    w.pod_item(moved[0])["metadata"]["deletionTimestamp"] = o.iso(NOW + timedelta(seconds=30))
+    w.items = [
+        i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] in ("pin-a-0", "pin-c-0"))
+    ]
+
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    drained = [d.node for d in second.drain if d.code == codes.CONSOLIDATION]
+    assert len(drained) == 1 and drained[0] in (a, c), (second.drain, kept(second))
+    assert kept(second)[c if drained[0] == a else a][0] in (codes.POD_NEVER, codes.RECEIVES_MOVED_PODS)

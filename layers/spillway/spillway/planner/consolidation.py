@@ -337,11 +337,11 @@ class Consolidation:
             pods.sort(key=_pod_key)
         self.on_node = on_node
         self.jobs = self.ctx.snapshot.jobs_by_key()
-        # the workers on nodes they are leaving, or run on no more, are not counted: the room of their
-        # elastic jobs is what the others leave (ScaleDownStage.workers_leaving), one dict the idle
-        # drains' expendable workers spend too (ScaleDownStage.elastic_left)
+        # the workers leaving (on nodes they leave or run on no more, or moved by a make room under
+        # way) are not counted: the room of their elastic jobs is what the others leave, one dict the
+        # idle drains' expendable workers spend too (ScaleDownStage.leaving_pods, .elastic_left)
         self.elastic_left = stage.elastic_left()
-        self.gang_left = _gang_room(self.ctx.snapshot, stage.leaving_nodes())
+        self.gang_left = _gang_room(self.ctx.snapshot, *stage.leaving_pods())
         self.evictions_left = stage.evictions_left()  # shared with the idle drains: both spend it
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
@@ -927,10 +927,13 @@ def elastic_refusal(taken: Mapping[str, int], left: Mapping[str, int]) -> Verdic
     )
 
 
-def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:
+def _gang_room(
+    snapshot: ClusterSnapshot, leaving: set[str], moved: frozenset[str] = frozenset()
+) -> dict[str, int]:
     """Gang key -> how many running members it may lose before its minMember (its PodGroup's, else the
     pods' own word, Kueue's pod-group-total-count): members bound, not finished nor terminating, on a
-    node they are not leaving. Gangs with no known minimum are left out."""
+    node they are not leaving, and not ``moved`` by a make room under way. Gangs with no known minimum
+    are left out."""
     minimum = {g.key: g.min_member for g in snapshot.gangs if g.min_member > 0}
     running: Counter[str] = Counter()
     for pod in snapshot.pods:
@@ -941,6 +944,7 @@ def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:
         if (
             pod.node_name is not None
             and pod.node_name not in leaving
+            and pod.key not in moved
             and not (pod.terminal or pod.terminating)
         ):
             running[pod.gang] += 1

@@ -868,19 +868,27 @@ def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) ->
     return job is not None and job.tolerates_disruption
 
 
-def eviction_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo], leaving: set[str]) -> dict[str, int]:
+def eviction_room(
+    pods: Iterable[PodInfo],
+    jobs: Mapping[str, JobInfo],
+    leaving: set[str],
+    moved: frozenset[str] = frozenset(),
+) -> dict[str, int]:
     """batch/v1 Job key -> how many more of its pods a plan may evict before the Job fails: the failed
     pods it survives (``JobInfo.evictions_left``) less its pods already leaving, which the job controller
-    counts as failed too and may not have counted yet: terminating, or on a node a drain takes
-    (``leaving``). A terminating pod the controller has counted (``PodInfo.job_counted``: its tracking
-    finalizer removed, which it does once the pod is in ``status.failed`` or
+    counts as failed too and may not have counted yet: terminating, on a node a drain takes
+    (``leaving``), or ``moved`` by a make-room drain under way. A terminating pod the controller has
+    counted (``PodInfo.job_counted``: its tracking finalizer removed, which it does once the pod is in
+    ``status.failed`` or
     ``uncountedTerminatedPods``) is in ``evictions_left`` already, and not taken off twice. Jobs that
     count no eviction are left out."""
     left = {key: job.evictions_left for key, job in jobs.items() if job.evictions_left is not None}
     for pod in pods:
         if pod.terminal or pod.job_counted:
             continue
-        if not (pod.terminating or (pod.node_name is not None and pod.node_name in leaving)):
+        if not (
+            pod.terminating or pod.key in moved or (pod.node_name is not None and pod.node_name in leaving)
+        ):
             continue
         job = counting_job(pod, jobs)
         if job is not None:

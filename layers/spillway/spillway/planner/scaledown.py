@@ -368,6 +368,7 @@ class ScaleDownStage:
         self.shrinks: list[GroupShrink] = []  # scheduled actions that lower groups (planner.schedshrink)
         self._evictions_left: dict[str, int] | None = None
         self._elastic_left: dict[str, int] | None = None
+        self._leaving: tuple[set[str], frozenset[str]] | None = None
         self._count_draining()  # before make room, which drains within the same budgets
 
     def run(self) -> tuple[list[Drain], list[KeptNode], dict[str, NodeState]]:
@@ -397,25 +398,45 @@ class ScaleDownStage:
         (:func:`~spillway.planner.disruption.eviction_room`): one dict, which every drain of the plan
         spends, an idle node's expendable pods as consolidation's moves."""
         if self._evictions_left is None:
+            leaving, moved = self.leaving_pods()
             self._evictions_left = eviction_room(
-                self.ctx.snapshot.pods, self.ctx.snapshot.jobs_by_key(), self.leaving_nodes()
+                self.ctx.snapshot.pods, self.ctx.snapshot.jobs_by_key(), leaving, moved
             )
         return self._evictions_left
 
     def elastic_left(self) -> dict[str, int]:
         """Elastic job -> how many more of its running workers this plan's drains may take before its
-        minimum (:func:`~spillway.planner.disruption.elastic_room`, the workers on nodes they are leaving
-        not counted: :meth:`leaving_nodes`): one dict, which every drain of the plan spends, an idle
-        node's expendable workers as consolidation's and make room's moves."""
+        minimum (:func:`~spillway.planner.disruption.elastic_room`, the workers leaving not counted:
+        :meth:`leaving_pods`): one dict, which every drain of the plan spends, an idle node's expendable
+        workers as consolidation's and make room's moves."""
         if self._elastic_left is None:
-            leaving = self.leaving_nodes()
-            pods = (p for p in self.ctx.snapshot.pods if p.node_name not in leaving)
+            leaving, moved = self.leaving_pods()
+            pods = (p for p in self.ctx.snapshot.pods if p.node_name not in leaving and p.key not in moved)
             self._elastic_left = elastic_room(pods, self.ctx.snapshot.jobs_by_key())
         return self._elastic_left
 
-    def leaving_nodes(self) -> set[str]:
-        """The nodes whose pods are leaving, or run nowhere (:meth:`workers_leaving`)."""
-        return {n for n, node in self.ctx.nodes.items() if self.workers_leaving(node)}
+    def leaving_pods(self) -> tuple[set[str], frozenset[str]]:
+        """The pods leaving, or running nowhere: (the nodes all of whose pods are, :meth:`workers_leaving`;
+        the pods a make-room drain under way moves off a node that stays, ``RoomState.moved``). A make
+        room evicts only the pods it names and leaves the others running, so only those leave its node;
+        a room recorded before its moved pods were (``moved`` empty) counts its whole node, as before."""
+        if self._leaving is None:
+            nodes: set[str] = set()
+            moved: set[str] = set()
+            for name, node in self.ctx.nodes.items():
+                if not self.workers_leaving(node):
+                    continue
+                room = self.ctx.state.rooms.get(name)
+                if (
+                    room is not None
+                    and room.moved
+                    and not out_of_service(node.info, self.ctx.config, self.ctx.now)
+                ):
+                    moved.update(room.moved)
+                else:
+                    nodes.add(name)
+            self._leaving = (nodes, frozenset(moved))
+        return self._leaving
 
     def consolidation(self) -> Consolidation:
         """The plan's one consolidation: make-room swaps and consolidation drains share its room."""
