@@ -947,9 +947,10 @@ def test_a_node_of_a_multi_node_torchrun_job_that_restarts_nothing_is_not_moved_
     assert node_pod(PET_NNODES="1").code == codes.POD_DISRUPTION_TOLERATED  # alone: no peer to fail
     assert node_pod(PET_NNODES="1:1").code == codes.POD_DISRUPTION_TOLERATED
     assert node_pod(PET_NNODES="$(N)").movable is False  # a count that cannot be read may be several
-    # an explicit opt-in of the pod's own still moves it
-    assert judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]),
-                 job_pod("llm-node-0", env={"PET_NNODES": "2"}, priority=-100)).code == codes.POD_EXPENDABLE  # fmt: skip
+    # nor does a low priority (nor an opt-in: test_planner_minimum_opt_ins): the pod's, not its peers'
+    expendable = judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]),
+                       job_pod("llm-node-0", env={"PET_NNODES": "2"}, priority=-100))  # fmt: skip
+    assert (expendable.movable, expendable.code) == (False, codes.POD_NOT_KNOWN_MOVABLE), expendable
 
 
 def test_a_pod_of_a_pytorchjob_replica_that_never_restarts_is_never_moved() -> None:

@@ -223,7 +223,12 @@ def test_later_plans_wait_for_the_room_being_made_instead_of_scaling_again() -> 
     assert [d.code for d in first.drain] == [codes.MAKE_ROOM]
     assert {p.pod: p.code for p in first.pending}[big] == codes.MAKING_ROOM
     assert first.state.rooms[a].pods == (big,)
-    assert first.state.to_wire()["rooms"][a] == {"pods": [big], "since": "2026-11-02T12:00:00Z"}
+    moved = ["default/web0-0", "default/web0-1"]  # the pods it evicts: only they leave a (leaving_pods)
+    assert first.state.to_wire()["rooms"][a] == {
+        "pods": [big],
+        "since": "2026-11-02T12:00:00Z",
+        "moved": moved,
+    }
 
     # A minute on: the drain has cordoned a and evicted its pods, which are still terminating; big waits.
     w.state = first.state.to_wire()

@@ -229,11 +229,14 @@ class ShrinkState(BaseModel):
 
 
 class RoomState(BaseModel):
-    """A make-room drain gives this node to ``pods`` (planned at ``since``): later plans wait for it."""
+    """A make-room drain gives this node to ``pods`` (planned at ``since``): later plans wait for it.
+    ``moved``: the pods the drain evicts to make the room, the only ones that leave the node (empty in a
+    state written before they were recorded: the whole node is then taken as leaving)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     pods: tuple[str, ...] = Field(min_length=1)
     since: datetime
+    moved: tuple[str, ...] = ()
 
 
 class BookingState(BaseModel):
@@ -340,6 +343,11 @@ class State(BaseModel):
         def raised(v: RaiseState) -> dict[str, Any]:
             return {"to": v.to, "since": iso(v.since)} | named(v)
 
+        def room(v: RoomState) -> dict[str, Any]:  # ``moved`` only when recorded
+            return {"pods": list(v.pods), "since": iso(v.since)} | (
+                {"moved": list(v.moved)} if v.moved else {}
+            )
+
         def gang(v: GangState) -> dict[str, Any]:
             out = {"group": v.group, "region": v.region, "count": v.count, "since": iso(v.since)}
             return out | ({"minimum_only": True} if v.minimum_only else {})
@@ -356,7 +364,7 @@ class State(BaseModel):
             "events": (self.events, lambda v: {"fingerprint": v.fingerprint, "posted_at": iso(v.posted_at)}),
             "pools": (self.pools, pool),
             "gangs": (self.gangs, gang),
-            "rooms": (self.rooms, lambda v: {"pods": list(v.pods), "since": iso(v.since)}),
+            "rooms": (self.rooms, room),
             "underutilized": (self.underutilized, lambda v: {"since": iso(v.since)}),
             "joining": (self.joining, lambda v: {"since": iso(v.since)}),
             "shrunk": (self.shrunk, lambda v: {"workers": v.workers, "since": iso(v.since)}),

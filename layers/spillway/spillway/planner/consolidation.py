@@ -69,7 +69,6 @@ from spillway.planner.disruption import (
     assess_move,
     comes_back,
     counting_job,
-    elastic_room,
     keeps_node_busy,
     leaving_within,
     waits_for_others,
@@ -328,7 +327,7 @@ class Candidate:
         gangs: dict[str, int] = {}
         counted = _counted(moves)
         for pod, move in moves:
-            if move.code == codes.POD_PREEMPTABLE and pod.gang is not None:
+            if pod.gang is not None and _preempts(pod, move):
                 gangs[pod.gang] = gangs.get(pod.gang, 0) + 1
             if move.elastic is not None:
                 elastic[move.elastic.job] = elastic.get(move.elastic.job, 0) + 1
@@ -367,13 +366,11 @@ class Consolidation:
             pods.sort(key=_pod_key)
         self.on_node = on_node
         self.jobs = self.ctx.snapshot.jobs_by_key()
-        # the workers on nodes they are leaving, or run on no more, are not counted: the room of their
-        # elastic jobs is what the others leave (ScaleDownStage.workers_leaving)
-        leaving = {n for n, node in self.ctx.nodes.items() if stage.workers_leaving(node)}
-        self.elastic_left = elastic_room(
-            (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
-        )
-        self.gang_left = _gang_room(self.ctx.snapshot, leaving)
+        # the workers leaving (on nodes they leave or run on no more, or moved by a make room under
+        # way) are not counted: the room of their elastic jobs is what the others leave, one dict the
+        # idle drains' expendable workers spend too (ScaleDownStage.leaving_pods, .elastic_left)
+        self.elastic_left = stage.elastic_left()
+        self.gang_left = _gang_room(self.ctx.snapshot, *stage.leaving_pods())
         self.evictions_left = stage.evictions_left()  # shared with the idle drains: both spend it
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
@@ -560,15 +557,7 @@ class Consolidation:
         )
 
     def _elastic_min(self, elastic: Mapping[str, int]) -> Verdict:
-        short = sorted(job for job, n in elastic.items() if n > self.elastic_left.get(job, 0))
-        if not short:
-            return None
-        job = short[0]
-        return (
-            codes.ELASTIC_MIN,
-            f"runs {elastic[job]} worker(s) of elastic job {job}, which may lose "
-            f"{self.elastic_left.get(job, 0)} before its minimum",
-        )
+        return elastic_refusal(elastic, self.elastic_left)
 
     def _gang_min(self, gangs: Mapping[str, int]) -> Verdict:
         short = sorted(
@@ -952,10 +941,34 @@ def _not_home_text(pod: str, home: GangHome) -> str:
     )
 
 
-def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:
+def _preempts(pod: PodInfo, move: Move) -> bool:
+    """Whether the move evicts a Volcano-preemptable pod on an opt-in: the preemptable rule's, or the
+    safe-to-evict rule's, which comes first when the pod carries both marks. Volcano's rule (a gang's
+    member only above its minMember) holds for the pod all the same: the second mark does not lift it.
+    (The gang was counted for the preemptable code only, so one plan broke a gang at its minMember.)"""
+    return move.code == codes.POD_PREEMPTABLE or (move.code == codes.POD_SAFE_TO_EVICT and pod.preemptable)
+
+
+def elastic_refusal(taken: Mapping[str, int], left: Mapping[str, int]) -> Verdict:
+    """Why a drain taking ``taken`` running workers of elastic jobs (by job) would take one below its
+    minimum (``left``: the workers each may still lose, :meth:`ScaleDownStage.elastic_left`), or None."""
+    short = sorted(job for job, n in taken.items() if n > left.get(job, 0))
+    if not short:
+        return None
+    job = short[0]
+    return (
+        codes.ELASTIC_MIN,
+        f"runs {taken[job]} worker(s) of elastic job {job}, which may lose {left.get(job, 0)} before its minimum",
+    )
+
+
+def _gang_room(
+    snapshot: ClusterSnapshot, leaving: set[str], moved: frozenset[str] = frozenset()
+) -> dict[str, int]:
     """Gang key -> how many running members it may lose before its minMember (its PodGroup's, else the
     pods' own word, Kueue's pod-group-total-count): members bound, not finished nor terminating, on a
-    node they are not leaving. Gangs with no known minimum are left out."""
+    node they are not leaving, and not ``moved`` by a make room under way. Gangs with no known minimum
+    are left out."""
     minimum = {g.key: g.min_member for g in snapshot.gangs if g.min_member > 0}
     running: Counter[str] = Counter()
     for pod in snapshot.pods:
@@ -966,6 +979,7 @@ def _gang_room(snapshot: ClusterSnapshot, leaving: set[str]) -> dict[str, int]:
         if (
             pod.node_name is not None
             and pod.node_name not in leaving
+            and pod.key not in moved
             and not (pod.terminal or pod.terminating)
         ):
             running[pod.gang] += 1

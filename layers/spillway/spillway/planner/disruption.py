@@ -49,14 +49,16 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    unless it is ``safe-to-evict=true``: the drain keeps it without force (:func:`assess`), so a plan
    that named it would be refused; never a pod whose Volcano Job answers its eviction with more than
    the pod (RestartJob, RestartTask, AbortJob...: :func:`takes_more_than_the_pod`), nor one whose
-   eviction ends its job (:func:`ends_its_job`), whatever opt-in it has; then may move: priority below ``expendable_priority_cutoff`` (free);
+   eviction ends its job (:func:`ends_its_job`), nor one whose eviction stops every worker of its
+   torchrun job (the host of an elastic job's rendezvous, a node of a torchrun job on several nodes
+   that restarts no worker group: :func:`stops_its_job`), whatever opt-in it has; then may move:
+   priority below ``expendable_priority_cutoff`` (free, but a worker of an elastic job only while its
+   job keeps its minimum, as below);
    ``safe-to-evict=true``; ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano
    reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
-   :func:`elastic_room`; never the one that hosts the job's rendezvous, nor one whose torchrun restarts
-   no worker group, nor a batch/v1 Job's pod whose Job does not tolerate disruption); a pod of a batch
-   Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``, but for the rendezvous host of an elastic
-   job and a node of a torchrun job on several nodes that restarts no worker group (its Job's rule
-   spares the evicted pod, not the training: :func:`_elastic_move`);
+   :func:`elastic_room`; never a batch/v1 Job's pod whose Job does not tolerate disruption); a pod of
+   a batch Job whose ``podFailurePolicy`` ignores ``DisruptionTarget`` (its Job's rule spares the
+   evicted pod, not the training: hence :func:`stops_its_job` first);
 4. anything else never: a pod with local storage (``local-storage``), or of no kind known to tolerate
    a move, is not moved to save money (an operator's DrainNode still evicts controlled pods without
    local storage, through :func:`assess`);
@@ -245,12 +247,13 @@ def goes_with_its_node(
     annotation of theirs; Spillway evicts them, and a pod marked never to be disturbed keeps its node.
     One that stays (it tolerates the drain's cordon and taint, :func:`comes_back`) goes with the node as
     cluster-autoscaler's do: the drain neither evicts it nor waits for it, so no budget is asked.
-    Nor one whose eviction would end its job (:func:`ends_its_job`, with the snapshot's ``jobs``): it is
-    workload, as consolidation never moves it."""
+    Nor one whose eviction would end its job (:func:`ends_its_job`, with the snapshot's ``jobs``), nor
+    one whose eviction stops every worker of its torchrun job (:func:`stops_its_job`): it is workload,
+    as consolidation never moves it."""
     moved = assess(pod, now=now, opted_in=True)  # its priority is the opt-in: local storage holds it not
     if moved.verdict == STAYS:
         return True
-    if jobs is not None and ends_its_job(pod, jobs) is not None:
+    if jobs is not None and (ends_its_job(pod, jobs) is not None or stops_its_job(pod, jobs) is not None):
         return False
     return moved.verdict == MOVABLE and _never_move(pod, None, pdbs_allow) is None
 
@@ -348,8 +351,9 @@ class Move:
     ``counts``: the key of the batch/v1 Job that counts the pod's eviction as a failed pod against its
     backoffLimit (``JobInfo.evictions_left``): a plan moves no more of its pods than that leaves.
     ``member``: the elastic job (:func:`elastic_member`) one of whose running workers an opt-in moves
-    (``safe-to-evict=true``, Volcano preemptable: not a shrink, ``elastic`` None): the move still takes
-    a worker from the job, and a plan takes none below its minimum (:func:`elastic_room`)."""
+    (``safe-to-evict=true``, Volcano preemptable: not a shrink, ``elastic`` None) or a priority below
+    ``expendable_priority_cutoff`` moves free: the move still takes a worker from the job, and a plan
+    takes none below its minimum (:func:`elastic_room`)."""
 
     movable: bool
     reason: str
@@ -404,6 +408,9 @@ def assess_move(
     ends = ends_its_job(pod, jobs)
     if ends is not None:  # whatever opt-in moved it: it lets the pod go, not the job
         return Move(False, ends, codes.POD_ENDS_JOB, math.inf)
+    stops = stops_its_job(pod, jobs)
+    if stops is not None:  # nor the job's other workers, which stop with it
+        return Move(False, stops, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
     cut = cut_short(pod, deadline) if move.cost > 0 else None  # an expendable pod is killed at will
     if cut is not None:
         return Move(False, cut, codes.POD_GRACE_PAST_DEADLINE, math.inf)
@@ -634,14 +641,15 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     if action is not None:  # whatever opt-in the pod has: the others are not its to give up
         why = f"its Volcano Job's policy on PodEvicted is {action}: evicting it takes the Job's other pods with it"
         return Move(False, why, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
+    # neither an opt-in nor a low priority lets an elastic job go below its minimum: each worker moved so
+    # is counted as a shrink's are (Move.member), an expendable one too, though it is moved free
+    member = elastic_member(pod, jobs)
+    job = member.job if member is not None else None
     if pod.priority < cutoff:
         why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
-        return Move(True, why, codes.POD_EXPENDABLE, 0.0)
+        return Move(True, why, codes.POD_EXPENDABLE, 0.0, member=job)
     cost = move_cost(pod, now)
     if pod.safe_to_evict is True or pod.preemptable:
-        # the opt-in lets the pod go, not its elastic job below its minimum: counted as a shrink's are
-        member = elastic_member(pod, jobs)
-        job = member.job if member is not None else None
         if pod.safe_to_evict is True:
             return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost, member=job)
         return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost, member=job)
@@ -661,25 +669,38 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
 
 def _elastic_move(pod: PodInfo, jobs: Mapping[str, JobInfo], cost: float) -> Move | None:
     """A worker of an elastic job: movable when a shrink may give it up (:func:`elastic_of`). Never a
-    node its torchrun job cannot lose: the host of an elastic job's rendezvous, or a node of a torchrun
-    job on several nodes, elastic or not, that restarts no worker group (``PodInfo.no_restarts``),
-    whatever else would move it: its Job's tolerance of an eviction keeps the Job, not the training.
-    None for any other pod."""
+    node its torchrun job cannot lose (:func:`stops_its_job`), whatever else would move it: its Job's
+    tolerance of an eviction keeps the Job, not the training (:func:`assess_move` asks it again of a pod
+    an opt-in or a low priority moves). None for any other pod."""
     elastic = elastic_of(pod, jobs)
     if elastic is not None:
         why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
         return Move(True, why, codes.POD_ELASTIC, cost, elastic)
+    stops = stops_its_job(pod, jobs)
+    return None if stops is None else Move(False, stops, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
+
+
+def stops_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | None:
+    """Why evicting the pod stops every worker of its torchrun job, or None: it hosts the c10d rendezvous
+    of an elastic job (the TCPStore every agent talks to runs in its agent), or it is a node of a torchrun
+    job on several nodes, elastic or not, that restarts no worker group (``PodInfo.no_restarts``).
+
+    No move takes such a pod, whatever lets it go: ``safe-to-evict=true``, Volcano preemptable, a
+    priority below ``expendable_priority_cutoff``, its Job's tolerance of an eviction. Each of those says
+    the pod may be restarted, not the job's other workers. Counted as what it is, the move takes every
+    worker of the job at once, below any minimum (an elastic job's is at least 1), so it is refused
+    rather than counted, as a Volcano Job whose policy answers an eviction with more than the pod is
+    (:func:`takes_more_than_the_pod`). cluster-autoscaler and Karpenter know nothing of a rendezvous:
+    they would evict it on its annotation (or, for cluster-autoscaler, its priority) alone."""
     member = elastic_member(pod, jobs)
     if member is not None and pod.rdzv_host:
-        why = f"hosts the c10d rendezvous of elastic job {member.job}: every worker stops while it is away"
-    elif pod.no_restarts:
-        why = (
+        return f"hosts the c10d rendezvous of elastic job {member.job}: every worker stops while it is away"
+    if pod.no_restarts:
+        return (
             "runs torchrun on more than one node with no restart allowed (--max-restarts or PET_MAX_RESTARTS "
             "0, torchrun's default): the workers on the other nodes fail when it goes, and the job ends"
         )
-    else:
-        return None
-    return Move(False, why, codes.POD_NOT_KNOWN_MOVABLE, math.inf)
+    return None
 
 
 def move_cost(pod: PodInfo, now: datetime) -> float:
@@ -847,19 +868,27 @@ def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) ->
     return job is not None and job.tolerates_disruption
 
 
-def eviction_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo], leaving: set[str]) -> dict[str, int]:
+def eviction_room(
+    pods: Iterable[PodInfo],
+    jobs: Mapping[str, JobInfo],
+    leaving: set[str],
+    moved: frozenset[str] = frozenset(),
+) -> dict[str, int]:
     """batch/v1 Job key -> how many more of its pods a plan may evict before the Job fails: the failed
     pods it survives (``JobInfo.evictions_left``) less its pods already leaving, which the job controller
-    counts as failed too and may not have counted yet: terminating, or on a node a drain takes
-    (``leaving``). A terminating pod the controller has counted (``PodInfo.job_counted``: its tracking
-    finalizer removed, which it does once the pod is in ``status.failed`` or
+    counts as failed too and may not have counted yet: terminating, on a node a drain takes
+    (``leaving``), or ``moved`` by a make-room drain under way. A terminating pod the controller has
+    counted (``PodInfo.job_counted``: its tracking finalizer removed, which it does once the pod is in
+    ``status.failed`` or
     ``uncountedTerminatedPods``) is in ``evictions_left`` already, and not taken off twice. Jobs that
     count no eviction are left out."""
     left = {key: job.evictions_left for key, job in jobs.items() if job.evictions_left is not None}
     for pod in pods:
         if pod.terminal or pod.job_counted:
             continue
-        if not (pod.terminating or (pod.node_name is not None and pod.node_name in leaving)):
+        if not (
+            pod.terminating or pod.key in moved or (pod.node_name is not None and pod.node_name in leaving)
+        ):
             continue
         job = counting_job(pod, jobs)
         if job is not None:
@@ -883,3 +912,17 @@ def elastic_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS)
             running[ref.job] = running.get(ref.job, 0) + 1
             minimum[ref.job] = ref.min
     return {key: max(0, count - minimum[key]) for key, count in running.items()}
+
+
+def workers_evicted(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS) -> dict[str, int]:
+    """Elastic job key -> how many of ``pods`` (all evicted) are its running workers, counted as
+    :func:`elastic_room` counts them: what the job's minimum must allow. An idle node's expendable pods
+    (:func:`goes_with_its_node`) are evicted so, free and with no room elsewhere."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        if pod.node_name is None or pod.phase != "Running" or pod.terminating:
+            continue
+        ref = elastic_member(pod, jobs)
+        if ref is not None:
+            out[ref.job] = out.get(ref.job, 0) + 1
+    return out

@@ -207,7 +207,7 @@ def hold_rooms(ctx: Context) -> dict[str, RoomState]:
         waiting = [k for k in room.pods if k in pending and k not in nominated]
         if node is None or not waiting:
             continue  # released (its room may be another pod's now), gone or too old: planned as any pod
-        kept[name] = RoomState(pods=tuple(waiting), since=room.since)
+        kept[name] = RoomState(pods=tuple(waiting), since=room.since, moved=room.moved)
         note = (
             f"a make-room drain planned {minutes(ctx.now - aware(room.since))} ago is emptying node {name} "
             "for it; waiting for its pods to leave"
@@ -387,6 +387,9 @@ def _move_placements(
     add_room(node.free, ctx.arriving_share(pods, target), -1)
     for pod in pods:
         ctx.note_volumes(target, pod.volumes)
-    stage.rooms[target] = RoomState(pods=tuple(sorted(keys)), since=ctx.now)
+    moved = tuple(
+        sorted(p.key for p in candidate.pods)
+    )  # only these leave the node (ScaleDownStage.leaving_pods)
+    stage.rooms[target] = RoomState(pods=tuple(sorted(keys)), since=ctx.now, moved=moved)
     note = f"make room: node {target} is given to it once {len(candidate.pods)} of its pod(s) move"
     ctx.pending_out.extend(PendingPod(p.key, note, codes.MAKING_ROOM) for p in pods)

@@ -47,11 +47,18 @@ from spillway.planner.consolidation import (
     PodBudgets,
     backoff_refusal,
     counted_by_job,
+    elastic_refusal,
     mode,
 )
 from spillway.planner.context import Context, WorkNode, aware, cordon_bound, minutes, orphaned_cordon
 from spillway.planner.cooldown import cooldown
-from spillway.planner.disruption import comes_back, eviction_room, keeps_node_busy
+from spillway.planner.disruption import (
+    comes_back,
+    elastic_room,
+    eviction_room,
+    keeps_node_busy,
+    workers_evicted,
+)
 from spillway.planner.groups import scheduled_min
 from spillway.planner.health import out_of_service, registering
 from spillway.planner.limits import Floors
@@ -362,6 +369,9 @@ class ScaleDownStage:
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
         # idle nodes kept only by a disruption budget a later plan's drains will find room in
         self.budget_held: set[str] = set()
+        self._evictions_left: dict[str, int] | None = None
+        self._elastic_left: dict[str, int] | None = None
+        self._leaving: tuple[set[str], frozenset[str]] | None = None
         self.budgets = Budgets(ctx, self.draining_now)
         # the PodDisruptionBudgets every drain of the plan spends, less what drains under way and nodes
         # going away take of them
@@ -376,7 +386,6 @@ class ScaleDownStage:
         )
         self._consolidation: Consolidation | None = None
         self.shrinks: list[GroupShrink] = []  # scheduled actions that lower groups (planner.schedshrink)
-        self._evictions_left: dict[str, int] | None = None
         self._count_draining()  # before make room, which drains within the same budgets
 
     def run(self) -> tuple[list[Drain], list[KeptNode], dict[str, NodeState]]:
@@ -406,11 +415,46 @@ class ScaleDownStage:
         (:func:`~spillway.planner.disruption.eviction_room`): one dict, which every drain of the plan
         spends, an idle node's expendable pods as consolidation's moves."""
         if self._evictions_left is None:
-            leaving = {n for n, node in self.ctx.nodes.items() if self.workers_leaving(node)}
+            leaving, moved = self.leaving_pods()
             self._evictions_left = eviction_room(
-                self.ctx.snapshot.pods, self.ctx.snapshot.jobs_by_key(), leaving
+                self.ctx.snapshot.pods, self.ctx.snapshot.jobs_by_key(), leaving, moved
             )
         return self._evictions_left
+
+    def elastic_left(self) -> dict[str, int]:
+        """Elastic job -> how many more of its running workers this plan's drains may take before its
+        minimum (:func:`~spillway.planner.disruption.elastic_room`, the workers leaving not counted:
+        :meth:`leaving_pods`): one dict, which every drain of the plan spends, an idle node's expendable
+        workers as consolidation's and make room's moves."""
+        if self._elastic_left is None:
+            leaving, moved = self.leaving_pods()
+            pods = (p for p in self.ctx.snapshot.pods if p.node_name not in leaving and p.key not in moved)
+            self._elastic_left = elastic_room(pods, self.ctx.snapshot.jobs_by_key())
+        return self._elastic_left
+
+    def leaving_pods(self) -> tuple[set[str], frozenset[str]]:
+        """The pods leaving, or running nowhere: (the nodes all of whose pods are, :meth:`workers_leaving`;
+        the pods a make-room drain under way moves off a node that stays, ``RoomState.moved``). A make
+        room evicts only the pods it names and leaves the others running, so only those leave its node;
+        a room recorded before its moved pods were (``moved`` empty) counts its whole node, as before."""
+        if self._leaving is None:
+            nodes: set[str] = set()
+            moved: set[str] = set()
+            for name, node in self.ctx.nodes.items():
+                if not self.workers_leaving(node):
+                    continue
+                room = self.ctx.state.rooms.get(name)
+                if (
+                    room is not None
+                    and room.moved
+                    and not node.going_away
+                    and not out_of_service(node.info, self.ctx.config, self.ctx.now)
+                ):
+                    moved.update(room.moved)
+                else:
+                    nodes.add(name)
+            self._leaving = (nodes, frozenset(moved))
+        return self._leaving
 
     def consolidation(self) -> Consolidation:
         """The plan's one consolidation: make-room swaps and consolidation drains share its room."""
@@ -610,8 +654,23 @@ class ScaleDownStage:
         if not draining and not going:
             return [], []
         given = {key for room in ctx.state.rooms.values() for key in room.pods}
-        pods = [p for p in ctx.snapshot.pods if _budgeted_on(p, draining | going, given, ctx.now)]
+        stay = self._staying_on_rooms()
+        pods = [p for p in ctx.snapshot.pods if _budgeted_on(p, draining | going, given | stay, ctx.now)]
         return [p for p in pods if p.node_name in draining], [p for p in pods if p.node_name in going]
+
+    def _staying_on_rooms(self) -> set[str]:
+        """The pods a make-room drain under way leaves running on its node: all but the ones it moves
+        (``RoomState.moved``; none for a room recorded before they were, nor on a node out of service or
+        going away, whose pods all leave: :meth:`leaving_pods`)."""
+        whole, moved = self.leaving_pods()
+        if not moved:
+            return set()
+        rooms = self.ctx.state.rooms
+        return {
+            p.key
+            for p in self.ctx.snapshot.pods
+            if p.node_name in rooms and p.node_name not in whole and p.key not in moved
+        }
 
     def _draining_or_going(self) -> tuple[set[str], set[str]]:
         """The nodes a drain under way or claimed will still empty, and the others going away without
@@ -742,10 +801,37 @@ class ScaleDownStage:
                 )
         return None
 
-    def _expendable_refusal(self, node: WorkNode, counted: Mapping[str, int]) -> Verdict:
-        """Why the drain may not evict the node's expendable pods: past their budgets, or past their Jobs'
-        backoffLimits (``counted``: the pods each batch/v1 Job counts as failed, :meth:`evictions_left`)."""
-        return self.pod_budgets.refusal(node.expendable) or backoff_refusal(counted, self.evictions_left())
+    def _expendable_refusal(
+        self, node: WorkNode, counted: Mapping[str, int], workers: Mapping[str, int]
+    ) -> Verdict:
+        """Why the drain may not evict the node's expendable pods: past their budgets, past their Jobs'
+        backoffLimits (``counted``: the pods each batch/v1 Job counts as failed, :meth:`evictions_left`),
+        or below their elastic jobs' minimums (``workers``: the running workers of each,
+        :meth:`elastic_left`; a low priority lets the pod go, not its job below its minimum)."""
+        return (
+            self.pod_budgets.refusal(node.expendable)
+            or backoff_refusal(counted, self.evictions_left())
+            or elastic_refusal(workers, self.elastic_left())
+        )
+
+    def expendable_taken(self, node: WorkNode) -> tuple[dict[str, int], dict[str, int]]:
+        """What evicting the node's expendable pods takes: (batch/v1 Job -> its pods it counts as failed,
+        elastic job -> its running workers)."""
+        if not node.expendable:
+            return {}, {}
+        jobs = self.ctx.snapshot.jobs_by_key()
+        return counted_by_job(node.expendable, jobs), workers_evicted(node.expendable, jobs)
+
+    def spend_expendable(
+        self, node: WorkNode, counted: Mapping[str, int], workers: Mapping[str, int]
+    ) -> None:
+        """A drain evicts the node's expendable pods: their budgets, Jobs' failures and elastic jobs'
+        workers are spent."""
+        self.pod_budgets.spend(node.expendable)
+        for job, evicted in counted.items():
+            self.evictions_left()[job] -= evicted
+        for job, taken in workers.items():
+            self.elastic_left()[job] = self.elastic_left().get(job, 0) - taken
 
     def _note_budget(self, node: WorkNode, code: str) -> None:
         """An idle node a disruption budget keeps is held only until a later drain finds room in it
@@ -760,8 +846,8 @@ class ScaleDownStage:
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
-        counted = counted_by_job(node.expendable, self.ctx.snapshot.jobs_by_key()) if node.expendable else {}
-        verdict = self.limit(node) or self._expendable_refusal(node, counted)
+        counted, workers = self.expendable_taken(node)
+        verdict = self.limit(node) or self._expendable_refusal(node, counted, workers)
         # an orphan's drain started before: it is finished, not restored only to be drained again
         verdict = verdict or (None if orphan else cooldown(self.ctx))
         if verdict is not None:
@@ -771,9 +857,7 @@ class ScaleDownStage:
         ctx, info, group = self.ctx, node.info, node.group
         assert group is not None and info.instance_id is not None
         self.take(node)
-        self.pod_budgets.spend(node.expendable)
-        for job, evicted in counted.items():
-            self.evictions_left()[job] -= evicted
+        self.spend_expendable(node, counted, workers)
         self.idle_state[info.name] = NodeState(idle_since=idle_since, draining_since=ctx.now)
         where = group.region
         if ctx.primary and group.region != ctx.primary:
