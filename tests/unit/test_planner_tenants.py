@@ -7,6 +7,8 @@ import pytest
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
+from spillway.model.k8s import CapacityQuota
+from spillway.model.shared import quota_problem
 
 # Pods that each need a whole m5.2xlarge (7910m allocatable): one new node per pod.
 BIG = {"cpu": "5", "memory": "4Gi"}
@@ -144,6 +146,69 @@ def test_a_capacity_quota_whose_selector_does_not_convert_is_not_enforced() -> N
 
     assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
     del expr["values"]
+    assert w.plan().scale_up == ()
+
+
+@pytest.mark.parametrize(
+    ("selector", "problem"),
+    [
+        ({"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["spot instances"]}]},
+         "spec.selector.matchExpressions[0].values[0]"),
+        ({"matchExpressions": [{"key": "node pool", "operator": "DoesNotExist"}]},
+         "spec.selector.matchExpressions[0].key"),
+        ({"matchExpressions": [{"key": "Example.com/pool", "operator": "DoesNotExist"}]},
+         "spec.selector.matchExpressions[0].key"),
+        ({"matchExpressions": [{"key": "a/b/pool", "operator": "NotIn", "values": ["x"]}]},
+         "spec.selector.matchExpressions[0].key"),
+        ({"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["x" * 64]}]},
+         "spec.selector.matchExpressions[0].values[0]"),
+        ({"matchExpressions": [{"key": "p" * 64, "operator": "DoesNotExist"}]},
+         "spec.selector.matchExpressions[0].key"),
+    ],
+    ids=["value-with-space", "key-with-space", "upper-case-prefix", "two-slashes", "value-too-long", "name-too-long"],
+)  # fmt: skip
+def test_a_capacity_quota_whose_selector_key_or_value_is_no_label_is_not_enforced(
+    selector: dict[str, object], problem: str
+) -> None:
+    """metav1.LabelSelectorAsSelector builds each requirement with labels.NewRequirement, which refuses a
+    key that is not a qualified name (validation.IsQualifiedName: an optional lower-case DNS-1123
+    subdomain prefix and ``/``, then at most 63 alphanumerics, ``-``, ``_``, ``.``) and a value that is
+    not a label value (IsValidLabelValue); cluster-autoscaler's validator and quota provider then skip
+    the quota. Only the operator's value count was checked: a ``NotIn`` or ``DoesNotExist`` on a key or
+    value no node can carry matched every node, and such a quota of no node held every pod back."""
+    w = cpu_world()
+    w.pods("p", 2, **BIG)
+    w.capacity_quota("freeze", {"nodes": "0"})
+    w.items[-1]["spec"]["selector"] = selector
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 2)
+    assert not [p for p in result.pending if p.code == "capacity-quota"]
+    [quota] = [item for item in w.items if item.get("kind") == "CapacityQuota"]
+    assert quota_problem(CapacityQuota.model_validate(quota)).startswith(problem)
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        {"matchExpressions": [{"key": "example.com/pool", "operator": "DoesNotExist"}]},
+        {"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["", "Spot_1.a-B"]}]},
+        {"matchExpressions": [{"key": "a.b-c.example/Pool_x.1", "operator": "NotIn", "values": ["x" * 63]}]},
+        {"matchLabels": {}, "matchExpressions": [{"key": "p" * 63, "operator": "DoesNotExist"}]},
+    ],
+    ids=["prefixed-key", "empty-and-mixed-values", "longest-value", "longest-name"],
+)
+def test_a_capacity_quota_whose_selector_keys_and_values_are_labels_stays_enforced(
+    selector: dict[str, object],
+) -> None:
+    """The same check lets every key and value the API server takes on a Node through: the empty value,
+    upper case and ``_`` in a name, 63 characters, a dotted lower-case prefix. Such a quota holds."""
+    w = cpu_world()
+    w.pods("p", 2, **BIG)
+    w.capacity_quota("freeze", {"nodes": "0"})
+    w.items[-1]["spec"]["selector"] = selector
+
     assert w.plan().scale_up == ()
 
 

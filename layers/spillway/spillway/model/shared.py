@@ -20,6 +20,7 @@ README, "Tenants, limits and gangs"):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -424,20 +425,18 @@ def quota_problem(quota: CapacityQuota) -> str:
 
     cluster-autoscaler enforces a quota only when its own controller found it valid: its validator
     converts ``spec.selector`` with ``metav1.LabelSelectorAsSelector`` (kubernetes/autoscaler
-    cluster-autoscaler/resourcequotas/capacityquota/validator.go), which refuses ``In``/``NotIn``
-    without values and ``Exists``/``DoesNotExist`` with some; its provider skips a quota whose selector
-    does not convert (provider.go, "Skipping CapacityQuota"). Spillway is the quota's controller here
-    and runs the same check. A valid condition (:data:`QUOTA_VALID_CONDITIONS`) ``False`` for the
+    cluster-autoscaler/resourcequotas/capacityquota/validator.go), and its provider skips a quota whose
+    selector does not convert (provider.go, "Skipping CapacityQuota"). Spillway is the quota's
+    controller here and runs the same check (:func:`selector_problem`). An operator other than the
+    four never gets here: the model refuses it, and the quota is skipped as it is read. A valid condition (:data:`QUOTA_VALID_CONDITIONS`) ``False`` for the
     quota's current generation (cluster-autoscaler's verdict on this very spec, left by one that ran
     before, or another provider's validator) is honoured too: the quota says it is not enforced. One
     about an older generation (``observedGeneration`` below ``metadata.generation``: the spec changed
     since) is not read. No condition at all is no verdict: Spillway does not wait for one that only
     cluster-autoscaler writes."""
-    selector = quota.spec.selector
-    for i, req in enumerate(selector.match_expressions if selector else ()):
-        if (req.operator in ("In", "NotIn")) != bool(req.values):
-            wanted = "must be non-empty" if req.operator in ("In", "NotIn") else "must be empty"
-            return f"spec.selector.matchExpressions[{i}].values {wanted} for operator {req.operator}"
+    problem = selector_problem(quota.spec.selector, "spec.selector")
+    if problem:
+        return problem
     generation = quota.metadata.generation
     for cond in quota.status.conditions:
         if cond.type not in QUOTA_VALID_CONDITIONS or cond.status != "False":
@@ -447,4 +446,58 @@ def quota_problem(quota: CapacityQuota) -> str:
             continue
         detail = ": ".join(x for x in (cond.reason, cond.message) if x)
         return f"status.conditions {cond.type}=False" + (f" ({detail})" if detail else "")
+    return ""
+
+
+# apimachinery pkg/util/validation: IsQualifiedName's name part, IsDNS1123Subdomain (a label key's
+# prefix), IsValidLabelValue (empty, or a name part); matched whole (re.fullmatch, as Go's anchored ``$``)
+_LABEL_NAME_FORM = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_DNS_SUBDOMAIN_FORM = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+
+
+def _label_key_problem(key: str) -> str:
+    """Why ``key`` is no label key (``validation.IsQualifiedName``), else ``""``: at most one ``/``; a
+    prefix before it non-empty, a lower-case DNS-1123 subdomain of at most 253 characters; the name
+    non-empty, at most 63 alphanumerics, ``-``, ``_`` or ``.``, beginning and ending alphanumeric."""
+    prefix, slash, name = key.rpartition("/")
+    if "/" in prefix:
+        return "is not a qualified name (at most one '/')"
+    if slash and not (0 < len(prefix) <= 253 and re.fullmatch(_DNS_SUBDOMAIN_FORM, prefix)):
+        return "has a prefix that is not a lower-case DNS-1123 subdomain of at most 253 characters"
+    if not (0 < len(name) <= 63 and re.fullmatch(_LABEL_NAME_FORM, name)):
+        return "has a name part that is not 1 to 63 alphanumerics, '-', '_' or '.', alphanumeric at both ends"
+    return ""
+
+
+def _label_value_ok(value: str) -> bool:
+    """``validation.IsValidLabelValue``: empty, or at most 63 characters as a key's name part."""
+    return value == "" or (len(value) <= 63 and re.fullmatch(_LABEL_NAME_FORM, value) is not None)
+
+
+def selector_problem(selector: LabelSelector | None, path: str) -> str:
+    """Why ``metav1.LabelSelectorAsSelector`` refuses ``selector`` (at ``path``), else ``""``.
+
+    It makes one ``labels.NewRequirement`` of each ``matchLabels`` entry (``=``, the one value) and of
+    each ``matchExpressions`` entry, and that refuses (k8s.io/apimachinery pkg/labels/selector.go): a
+    key that is not a qualified name; ``In``/``NotIn`` without values, ``Exists``/``DoesNotExist`` with
+    some; any value that is not a label value. A null or empty selector converts."""
+    if selector is None:
+        return ""
+    for key, value in sorted(selector.match_labels.items()):
+        why = _label_key_problem(key)
+        if why:
+            return f"{path}.matchLabels key {key!r} {why}"
+        if not _label_value_ok(value):
+            return f"{path}.matchLabels[{key}] {value!r} is not a label value"
+    for i, req in enumerate(selector.match_expressions):
+        where = f"{path}.matchExpressions[{i}]"
+        why = _label_key_problem(req.key)
+        if why:
+            return f"{where}.key {req.key!r} {why}"
+        if (req.operator in ("In", "NotIn")) != bool(req.values):
+            wanted = "must be non-empty" if req.operator in ("In", "NotIn") else "must be empty"
+            return f"{where}.values {wanted} for operator {req.operator}"
+        bad = next((j for j, v in enumerate(req.values) if not _label_value_ok(v)), None)
+        if bad is not None:
+            return f"{where}.values[{bad}] {req.values[bad]!r} is not a label value"
     return ""
