@@ -94,14 +94,14 @@ def key_problems(key: str) -> list[str]:
             errors.append("prefix part must be non-empty")
         elif len(prefix) > 253:
             errors.append("prefix part must be no more than 253 characters")
-        elif not _SUBDOMAIN_RE.match(prefix):
+        elif not _SUBDOMAIN_RE.fullmatch(prefix):
             errors.append("prefix part " + _SUBDOMAIN_WORDS)
     name = parts[-1]
     if not name:
         errors.append("name part must be non-empty")
     elif len(name) > 63:
         errors.append("name part must be no more than 63 characters")
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         errors.append("name part " + _NAME_WORDS)
     return errors
 
@@ -111,6 +111,6 @@ def value_problems(value: str) -> list[str]:
     errors = []
     if len(value) > 63:
         errors.append("must be no more than 63 characters")
-    if not _VALUE_RE.match(value):
+    if not _VALUE_RE.fullmatch(value):
         errors.append(_VALUE_WORDS)
     return errors
