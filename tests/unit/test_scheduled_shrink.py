@@ -437,3 +437,68 @@ def test_ahead_of_an_action_nodes_whose_pods_move_whole_go_before_those_whose_gr
     result = planned(world, {"scheduled": (night,)})
 
     assert sorted(d.node for d in result.drain) == sorted(set(nodes) - set(cut))
+
+
+# one chunk of five CPUs: it fits an idle m5.2xlarge (7910m) and no node running two 2-CPU replicas
+ROOM = {"name": "room", "pod": {"cpu": "5", "memory": "1Gi"}, "replicas": 1}
+
+
+def test_an_idle_node_holding_only_a_buffers_room_is_drained_ahead_rather_than_a_busy_one() -> None:
+    """Of four nodes, three run two movable 2-CPU replicas each and the fourth is idle, its free room
+    the only room for a configured buffer's chunk; an action sets DesiredCapacity 3 in five minutes.
+    The buffer's virtual pod is the lowest of all demand (README "Buffers and limits by the clock"), and
+    the action removes a node whatever it holds: the idle node is the one to go. Kept for the buffer
+    (code ``buffer``, which the drains ahead did not waive), the plan evicted two real replicas from a
+    busy node instead, to keep room for a pod that does not exist."""
+    world, (idle, *busy) = web()
+    for i, node in enumerate(busy):
+        world.pods(f"r{i}", 2, cpu="2", memory="1Gi", node_name=node, owner=("ReplicaSet", f"r{i}"),
+                   annotations=MOVABLE)  # fmt: skip
+    world.idle_since(idle, 2)
+    action = {"scheduled": (replace(EVENING, desired=3),)}
+    assert {k.node: k.code for k in planned(world, {}, buffers=[ROOM]).kept}[idle] == codes.BUFFER
+
+    result = planned(world, action, buffers=[ROOM])
+
+    assert [(d.node, d.code, d.pods) for d in result.drain] == [(idle, codes.SCHEDULED_SHRINK, ())]
+    (shrink,) = result.shrinks
+    assert (shrink.drains, shrink.at_risk) == ((idle,), ())
+    # the same plan as without the buffer
+    assert [d.node for d in planned(world, action).drain] == [idle]
+    # a lasting protection still holds it: its instance protected from scale-in, a busy node goes
+    instance = world.node(idle)["spec"]["providerID"].rsplit("/", 1)[1]
+    protected = planned(world, {**action, "protected_instances": (instance,)}, buffers=[ROOM])
+    assert len(protected.drain) == 1 and protected.drain[0].node != idle
+    assert {k.node: k.code for k in protected.kept}[idle] == codes.BUFFER
+
+
+def test_a_busy_node_holding_a_buffers_room_is_drained_ahead_when_its_pods_may_move() -> None:
+    """Three busy nodes, an action setting DesiredCapacity 2: two run a pod that must not be disturbed,
+    the third a movable replica and, beside it, a buffer's chunk. Only the third can be drained ahead.
+    Kept for the buffer's room, nothing was drained and Auto Scaling's termination policy picked the
+    node to terminate at the run, undrained: maybe one of the pods that must not be disturbed."""
+    world, (holder, *others) = web(nodes=3)
+    moved = replica(world, holder, "m0")  # the buffer's chunk goes beside it: busy nodes first, by name
+    pinned = [replica(world, node, f"p{i}", PINNED) for i, node in enumerate(others)]
+    held = {p.pod: p.node for p in planned(world, {}, buffers=[ROOM]).placements}
+    assert held == {"config:room:buffer:0": holder}
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=2),)}, buffers=[ROOM])
+
+    assert [(d.node, d.code, d.pods) for d in result.drain] == [(holder, codes.SCHEDULED_SHRINK, (moved,))]
+    (shrink,) = result.shrinks
+    assert shrink.drains == (holder,) and not set(pinned) & set(shrink.at_risk)
+
+
+def test_of_two_idle_nodes_the_one_not_holding_a_buffers_room_is_drained_ahead() -> None:
+    """Two idle nodes, a buffer's chunk in the room of one, an action setting DesiredCapacity 1: the
+    other goes, and the buffer keeps its room through the action."""
+    world, nodes = web(nodes=2)
+    for node in nodes:
+        world.idle_since(node, 2)
+    (holder,) = {p.node for p in planned(world, {}, buffers=[ROOM]).placements}
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=1),)}, buffers=[ROOM])
+
+    assert [d.node for d in result.drain] == [n for n in nodes if n != holder]
+    assert {k.node: k.code for k in result.kept} == {holder: codes.BUFFER}

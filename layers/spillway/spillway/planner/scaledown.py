@@ -718,16 +718,19 @@ class ScaleDownStage:
         unready = timedelta(minutes=self.ctx.config_for(node.group).scale_down_unready_minutes)
         return self.ctx.now - aware(since) >= unready
 
-    def protected(self, node: WorkNode, *, removes: bool = True, young: bool = True) -> Verdict:
+    def protected(
+        self, node: WorkNode, *, removes: bool = True, young: bool = True, buffer: bool = True
+    ) -> Verdict:
         """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
-        plan claimed, a pending pod planned onto it, room it holds for a capacity buffer, a cordon,
-        ``scale-down-disabled`` or ``do-not-disrupt``, its youth (unless ``young`` is False: a drain
-        ahead of a scheduled action, which removes a young node anyway); and, for a drain that
+        plan claimed, a pending pod planned onto it, room it holds for a capacity buffer (unless
+        ``buffer`` is False), a cordon, ``scale-down-disabled`` or ``do-not-disrupt``, its youth (unless
+        ``young`` is False; both are False for a drain ahead of a scheduled action, which removes a node
+        anyway, and a buffer's virtual pods are the lowest of all demand); and, for a drain that
         terminates it (``removes``; make room keeps its node), its instance's own scale-in protection
         and a DaemonSet or mirror pod annotated ``do-not-disrupt`` (:func:`_pinned`)."""
         previous = self.ctx.state.nodes.get(node.info.name)
         verdict = self._claim(node, aware(previous.idle_since)) if previous is not None else None
-        verdict = verdict or _receives(self.ctx, node) or _holds_buffer(self.ctx, node)
+        verdict = verdict or _receives(self.ctx, node) or (_holds_buffer(self.ctx, node) if buffer else None)
         for protection in BUSY_PROTECTIONS:
             if young or protection is not _young:
                 verdict = verdict or protection(self.ctx, node, self.ctx.now)

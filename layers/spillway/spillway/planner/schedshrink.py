@@ -8,7 +8,8 @@ Spillway takes the group down to that size itself, by the ordinary drain-then-te
 decrement, and when the action runs Auto Scaling has nothing left to terminate:
 
 * idle nodes first, whatever their idle timer (an unready node's too: its unready time), age,
-  scale-in cap or cooldown (the action removes a node anyway);
+  scale-in cap, cooldown or a capacity buffer's room in them (the action removes a node anyway, and a
+  buffer's virtual pods are the lowest of all demand), those holding a buffer's room last;
 * then busy nodes whose every pod may move (:meth:`~spillway.planner.consolidation.Consolidation.evacuate`:
   moved where they fit, else evicted to wait), least used first; a pod kept from consolidation only
   because the drain's deadline would cut its grace short (``grace-past-deadline``) may move here, as
@@ -41,15 +42,22 @@ from spillway.planner import codes
 from spillway.planner.consolidation import Candidate, _never, backoff_refusal, counted_by_job
 from spillway.planner.context import WorkNode
 from spillway.planner.groups import group_ceiling
-from spillway.planner.scaledown import _disabled, _pinned, controllers_of_staying
+from spillway.planner.scaledown import (
+    _disabled,
+    _draining,
+    _pinned,
+    _scale_in_protected,
+    controllers_of_staying,
+)
 from spillway.planner.types import Drain, GroupShrink
 
 if TYPE_CHECKING:
     from spillway.planner.scaledown import ScaleDownStage
 
 # What keeps an idle node from an ordinary scale-down but not from a drain ahead of the action: timers,
-# the per-plan cap, the cooldown, consolidation turned off, a floor of another action (this one removes
-# the node anyway)
+# the per-plan cap, the cooldown, consolidation turned off, a floor of another action, room held for a
+# capacity buffer (the lowest of all demand: no real pod is moved to keep it) (this one removes the node
+# anyway)
 WAIVED = frozenset(
     {
         codes.IDLE_BELOW_THRESHOLD,
@@ -58,6 +66,7 @@ WAIVED = frozenset(
         codes.SCALE_DOWN_COOLDOWN,
         codes.CONSOLIDATION_OFF,
         codes.SCHEDULED_MIN,
+        codes.BUFFER,
     }
 )
 # ... and what keeps a busy node from consolidation, besides its pods
@@ -107,14 +116,21 @@ class ScheduledShrinks:
     def nodes(self, group: NodeGroup) -> list[WorkNode]:
         """The group's nodes still kept: idle ones first, then busy ones whose pods move with their whole
         grace, then the others (:meth:`_cut`), each part in scale-down's order (least useful, then
-        oldest)."""
+        oldest) but for the nodes holding a capacity buffer's room, which go after the others of their
+        part: the buffer keeps its room when the action leaves a node for it."""
         found = [
             n
             for name, n in self.ctx.nodes.items()
             if n.group is not None and n.group.key == group.key and name in self.kept
         ]
         return sorted(
-            found, key=lambda n: (n.workload > 0, self._cut(n), self.stage._order((n, self.ctx.now)))
+            found,
+            key=lambda n: (
+                n.workload > 0,
+                self._cut(n),
+                n.info.name in self.ctx.buffer_room,
+                self.stage._order((n, self.ctx.now)),
+            ),
         )
 
     def _cut(self, node: WorkNode) -> bool:
@@ -159,14 +175,24 @@ class ScheduledShrinks:
         if refused is not None or node.info.instance_id is None:
             return refused[0] if refused is not None else codes.NO_INSTANCE_ID
         if not node.workload:
-            if kept.code not in WAIVED:
-                return kept.code
-            # the first protection that held is all the kept node says: consolidation off is judged
-            # before scale-down-disabled, do-not-disrupt and a pinned DaemonSet pod, which still hold
-            lasting = _disabled(self.ctx, node, self.ctx.now) or _pinned(self.ctx, node, self.ctx.now)
-            return lasting[0] if lasting is not None else self._empty(node, ceiling)
+            return self._idle(node, kept.code, ceiling)
         waived = kept.code in WAIVED_BUSY or (kept.code == codes.POD_NEVER and self._only_cut(node))
         return self._busy(node, ceiling) if waived else kept.code
+
+    def _idle(self, node: WorkNode, code: str, ceiling: Floor) -> str | None:
+        """An idle node kept with ``code``: drained ahead when the action overrides what keeps it (the
+        :data:`WAIVED` codes) and no lasting protection holds it; else the code of what keeps it."""
+        if code not in WAIVED:
+            return code
+        # the first protection that held is all the kept node says: consolidation off is judged before
+        # scale-down-disabled, do-not-disrupt and a pinned DaemonSet pod, which still hold; a buffer's
+        # room before every protection of an idle node and a recent drain's claim (it counts as in use)
+        held = code == codes.BUFFER
+        if held and self.stage.claimed_at(node) is not None:
+            return codes.DRAIN_PLANNED
+        checks = (_draining, _scale_in_protected, _disabled, _pinned) if held else (_disabled, _pinned)
+        lasting = next((v for check in checks if (v := check(self.ctx, node, self.ctx.now))), None)
+        return lasting[0] if lasting is not None else self._empty(node, ceiling)
 
     def _only_cut(self, node: WorkNode) -> bool:
         """Every pod that keeps the node from a move is one whose grace the drain's deadline would cut
@@ -218,7 +244,8 @@ class ScheduledShrinks:
     def _busy(self, node: WorkNode, ceiling: Floor) -> str | None:
         stage = self.stage
         assert node.group is not None
-        verdict = stage.protected(node, young=False)  # its youth is waived, not what it hides
+        # its youth and a buffer's room in it are waived, not what they hide
+        verdict = stage.protected(node, young=False, buffer=False)
         if verdict is not None:
             return verdict[0]
         consolidation = stage.consolidation()
