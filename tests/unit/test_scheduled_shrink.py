@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from plan_world import NOW, World, scale_up
+from test_planner_consolidation import elastic_workers
 from test_planner_unready import _never_started, _not_ready
 
 from spillway.act.planning import drain_item
@@ -437,3 +438,29 @@ def test_ahead_of_an_action_nodes_whose_pods_move_whole_go_before_those_whose_gr
     result = planned(world, {"scheduled": (night,)})
 
     assert sorted(d.node for d in result.drain) == sorted(set(nodes) - set(cut))
+
+
+def test_expendable_elastic_workers_drained_ahead_are_counted_toward_their_jobs_minimum() -> None:
+    """Four workers of an elastic job (2 to 4), priority -100 (below expendable_priority_cutoff), two
+    on each of two idle nodes; the action takes three nodes to one. A drain ahead of the action
+    evicted an idle node's expendable pods counted against budgets and backoffLimits, not against
+    their elastic jobs' minimums (the ordinary idle drain and consolidation count them), so both nodes
+    were drained ahead and all four workers of a job whose minimum is 2 evicted in one plan. One node
+    goes ahead; the other is kept `elastic-min`, its workers reported at risk."""
+    world, (a, b, c) = web(nodes=3)
+    for node, names in ((a, ["w-0", "w-1"]), (b, ["w-2", "w-3"])):
+        elastic_workers(world, node, names, cpu="3")
+        for item in world.items:
+            if item["kind"] == "Pod" and item["metadata"]["name"] in names:
+                item["spec"]["priority"] = -100
+        world.idle_since(node, 2)
+    replica(world, c, "other", PINNED)
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=1),)})
+
+    (drain,) = result.drain
+    assert drain.node in (a, b) and drain.code == codes.SCHEDULED_SHRINK
+    (shrink,) = result.shrinks
+    assert "elastic-min on 1 node(s)" in shrink.reason, shrink.reason
+    kept_workers = {"default/w-2", "default/w-3"} if drain.node == a else {"default/w-0", "default/w-1"}
+    assert {p for p in shrink.at_risk if "/w-" in p} == kept_workers
