@@ -268,3 +268,35 @@ def test_after_a_make_room_only_the_gang_members_it_moves_leave_their_gang() -> 
     drained = [d.node for d in second.drain if d.code == codes.CONSOLIDATION]
     assert len(drained) == 1 and drained[0] in (a, c), (second.drain, kept(second))
     assert kept(second)[c if drained[0] == a else a][0] in (codes.POD_NEVER, codes.RECEIVES_MOVED_PODS)
+
+
+@pytest.mark.parametrize("path", ["idle", "consolidation"])
+def test_an_expendable_volcano_gang_member_that_is_preemptable_counts_toward_min_member(path: str) -> None:
+    """A Volcano job of four preemptable tasks at its minMember (4), two on a, two on b, each of a
+    priority below expendable_priority_cutoff (a batch PriorityClass of -100). The low priority moved
+    them first, as expendable pods (free), and the gang was counted for the preemptable code only: alone
+    on their nodes (idle) both nodes' drains evicted them, and beside a movable replica a node was
+    consolidated, a gang at its minimum broken. Volcano's preemptable rule (a member only above
+    minMember) holds for the pod whatever its priority: no node goes, each kept `pod-never`."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    w.pod_group(VOLCANO_PG, "train", spec={"minMember": 4}, phase="Running")
+    _volcano_gang(w, a, ["train-0", "train-1"])
+    _volcano_gang(w, b, ["train-2", "train-3"])
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("train-"):
+            item["spec"]["priority"] = -100
+    replicas(w, c, "pin", 1, cpu="1", annotations={})  # may not move: c stays, with room
+    if path == "idle":
+        w.idle_since(a, 60)
+        w.idle_since(b, 60)
+    else:
+        replicas(w, a, "web-a", 1, cpu="1")  # busy nodes whose replica fits on c
+        replicas(w, b, "web-b", 1, cpu="1")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    moved = [p for d in result.drain for p in d.pods if "/train-" in p]
+    assert moved == [], f"evicted {moved} of a gang running at its minMember: {result.drain}"
+    assert kept(result)[a][0] == kept(result)[b][0] == codes.POD_NEVER, kept(result)
+    assert "minMember" in kept(result)[a][1], kept(result)[a][1]

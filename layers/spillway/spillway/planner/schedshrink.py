@@ -179,16 +179,16 @@ class ScheduledShrinks:
     def _empty(self, node: WorkNode, ceiling: Floor) -> str | None:
         stage = self.stage
         assert node.group is not None and node.info.instance_id is not None
-        # the expendable pods it evicts spend what the ordinary idle drain's do: budgets, backoffLimits
-        # and elastic jobs' minimums (a low priority lets a worker go, not its job below its minimum)
-        counted, workers = stage.expendable_taken(node)
-        refused = stage._expendable_refusal(node, counted, workers) or stage.budgets.refusal(
+        # the expendable pods it evicts spend what the ordinary idle drain's do: budgets, backoffLimits,
+        # elastic jobs' and gangs' minimums (a low priority lets a pod go, not its job below its minimum)
+        taken = stage.expendable_taken(node)
+        refused = stage._expendable_refusal(node, taken) or stage.budgets.refusal(
             node.group.key, stage.taken.get(node.group.key, 0), EMPTY, node.info.name
         )
         if refused is not None:
             return refused[0]
         stage.take(node)
-        stage.spend_expendable(node, counted, workers)
+        stage.spend_expendable(node, taken)
         pods = tuple(sorted(p.key for p in node.expendable))
         what = f"idle; evicts its {len(pods)} expendable pod(s)" if pods else "idle"
         if node.never_started:  # as the ordinary drain of a dead node says them
