@@ -208,6 +208,10 @@ def test_a_make_room_under_way_spends_a_budget_only_for_the_pods_it_moves() -> N
 
     assert b in {d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain}
 
+    # the filler moved and gone: the db replica the room leaves on a still spends nothing
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] == "dbafill-0")]
+    assert b in {d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain}
+
     w.state["rooms"] = {a: {"pods": [wanting], "since": since}}
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
     assert b not in {d.node for d in result.drain}
@@ -300,3 +304,23 @@ def test_an_expendable_volcano_gang_member_that_is_preemptable_counts_toward_min
     assert moved == [], f"evicted {moved} of a gang running at its minMember: {result.drain}"
     assert kept(result)[a][0] == kept(result)[b][0] == codes.POD_NEVER, kept(result)
     assert "minMember" in kept(result)[a][1], kept(result)[a][1]
+
+
+def test_a_worker_a_make_room_moved_counts_again_once_made_again_on_another_node() -> None:
+    """As above, without w-1 (the job runs w-0 on a and w-3 on b besides the worker moved off b). The
+    training operator makes the moved worker again under the same name, and it runs on c while b's
+    room still waits for its pod. The plans after took ``RoomState.moved`` by name alone: the worker
+    running on c counted as leaving, the job at 2 (its minimum), and a was kept `elastic-min` for as
+    long as the room was held. A moved pod leaves only the node it was moved off: the job runs 3, and
+    a's worker may be given up."""
+    w, a, b, first = _made_room_on_b()
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] == "w-1")]
+    (moved,) = first.state.rooms[b].moved
+    again = w.pod_item(moved)
+    del again["metadata"]["deletionTimestamp"]
+    again["spec"]["nodeName"] = w.pod_item("default/stay-0")["spec"]["nodeName"]
+
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.code) for d in second.drain] == [(a, codes.CONSOLIDATION)], kept(second).get(a)
+    assert "gives up 1 worker" in second.drain[0].reason

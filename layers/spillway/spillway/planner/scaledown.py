@@ -379,6 +379,7 @@ class ScaleDownStage:
         self._elastic_left: dict[str, int] | None = None
         self._gang_left: dict[str, int] | None = None
         self._leaving: tuple[set[str], frozenset[str]] | None = None
+        self._rooms_moving: set[str] = set()  # make-room nodes whose moved pods alone leave (leaving_pods)
         self.budgets = Budgets(ctx, self.draining_now)
         # the PodDisruptionBudgets every drain of the plan spends, less what drains under way and nodes
         # going away take of them
@@ -452,10 +453,12 @@ class ScaleDownStage:
         """The pods leaving, or running nowhere: (the nodes all of whose pods are, :meth:`workers_leaving`;
         the pods a make-room drain under way moves off a node that stays, ``RoomState.moved``). A make
         room evicts only the pods it names and leaves the others running, so only those leave its node;
-        a room recorded before its moved pods were (``moved`` empty) counts its whole node, as before."""
+        a room recorded before its moved pods were (``moved`` empty) counts its whole node, as before.
+        A moved pod leaves only while it is on that node: its controller may make it again under the same
+        name (a StatefulSet's, a training operator's or Volcano's pod), and running elsewhere it counts."""
         if self._leaving is None:
             nodes: set[str] = set()
-            moved: set[str] = set()
+            moved: dict[str, str] = {}  # pod key -> the room node it is moved off
             for name, node in self.ctx.nodes.items():
                 if not self.workers_leaving(node):
                     continue
@@ -466,10 +469,15 @@ class ScaleDownStage:
                     and not node.going_away
                     and not out_of_service(node.info, self.ctx.config, self.ctx.now)
                 ):
-                    moved.update(room.moved)
+                    moved.update(dict.fromkeys(room.moved, name))
                 else:
                     nodes.add(name)
-            self._leaving = (nodes, frozenset(moved))
+            self._rooms_moving = set(moved.values())
+            pods = self.ctx.snapshot.pods if moved else ()
+            self._leaving = (
+                nodes,
+                frozenset(p.key for p in pods if p.key in moved and moved[p.key] == p.node_name),
+            )
         return self._leaving
 
     def consolidation(self) -> Consolidation:
@@ -678,15 +686,11 @@ class ScaleDownStage:
         """The pods a make-room drain under way leaves running on its node: all but the ones it moves
         (``RoomState.moved``; none for a room recorded before they were, nor on a node out of service or
         going away, whose pods all leave: :meth:`leaving_pods`)."""
-        whole, moved = self.leaving_pods()
-        if not moved:
+        _, moved = self.leaving_pods()
+        rooms = self._rooms_moving  # set by leaving_pods: its moved pods may all be gone already
+        if not rooms:
             return set()
-        rooms = self.ctx.state.rooms
-        return {
-            p.key
-            for p in self.ctx.snapshot.pods
-            if p.node_name in rooms and p.node_name not in whole and p.key not in moved
-        }
+        return {p.key for p in self.ctx.snapshot.pods if p.node_name in rooms and p.key not in moved}
 
     def _draining_or_going(self) -> tuple[set[str], set[str]]:
         """The nodes a drain under way or claimed will still empty, and the others going away without
