@@ -124,6 +124,8 @@ def test_a_torchrun_node_with_no_restart_left_is_never_moved_on_its_safe_to_evic
 
     assert (move.movable, move.code) == (False, codes.POD_NOT_KNOWN_MOVABLE), move
     assert "no restart allowed" in move.reason
+    # the reason says what lets it move, for the user who marked it and sees it kept
+    assert "--max-restarts=N" in move.reason and "elasticPolicy.maxRestarts" in move.reason
 
 
 def test_after_a_make_room_only_the_workers_it_moves_leave_their_elastic_job() -> None:
