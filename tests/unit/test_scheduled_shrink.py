@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from plan_world import NOW, World, scale_up
-from test_planner_consolidation import elastic_workers
+from test_planner_consolidation import VOLCANO_PG, _volcano_gang, elastic_workers
 from test_planner_unready import _never_started, _not_ready
 
 from spillway.act.planning import drain_item
@@ -464,3 +464,25 @@ def test_expendable_elastic_workers_drained_ahead_are_counted_toward_their_jobs_
     assert "elastic-min on 1 node(s)" in shrink.reason, shrink.reason
     kept_workers = {"default/w-2", "default/w-3"} if drain.node == a else {"default/w-0", "default/w-1"}
     assert {p for p in shrink.at_risk if "/w-" in p} == kept_workers
+
+
+def test_expendable_volcano_gang_members_drained_ahead_are_counted_toward_min_member() -> None:
+    """The same for a Volcano gang at its minMember (4) of preemptable tasks of priority -100, two on
+    each of two idle nodes: a drain ahead of the action evicted them uncounted. Neither node goes
+    ahead (each would break the gang); both are kept `pod-never`, their tasks reported at risk."""
+    world, (a, b, c) = web(nodes=3)
+    world.pod_group(VOLCANO_PG, "train", spec={"minMember": 4}, phase="Running")
+    for node, names in ((a, ["train-0", "train-1"]), (b, ["train-2", "train-3"])):
+        _volcano_gang(world, node, names)
+        for item in world.items:
+            if item["kind"] == "Pod" and item["metadata"]["name"] in names:
+                item["spec"]["priority"] = -100
+        world.idle_since(node, 2)
+    replica(world, c, "other", PINNED)
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=1),)})
+
+    assert result.drain == ()
+    (shrink,) = result.shrinks
+    assert "pod-never on 3 node(s)" in shrink.reason, shrink.reason  # c: its pinned pod
+    assert {p for p in shrink.at_risk if "/train-" in p} == {f"default/train-{i}" for i in range(4)}
