@@ -124,6 +124,8 @@ def test_a_torchrun_node_with_no_restart_left_is_never_moved_on_its_safe_to_evic
 
     assert (move.movable, move.code) == (False, codes.POD_NOT_KNOWN_MOVABLE), move
     assert "no restart allowed" in move.reason
+    # the reason says what lets it move, for the user who marked it and sees it kept
+    assert "--max-restarts=N" in move.reason and "elasticPolicy.maxRestarts" in move.reason
 
 
 def test_after_a_make_room_only_the_workers_it_moves_leave_their_elastic_job() -> None:
@@ -208,6 +210,10 @@ def test_a_make_room_under_way_spends_a_budget_only_for_the_pods_it_moves() -> N
 
     assert b in {d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain}
 
+    # the filler moved and gone: the db replica the room leaves on a still spends nothing
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] == "dbafill-0")]
+    assert b in {d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain}
+
     w.state["rooms"] = {a: {"pods": [wanting], "since": since}}
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
     assert b not in {d.node for d in result.drain}
@@ -268,3 +274,55 @@ def test_after_a_make_room_only_the_gang_members_it_moves_leave_their_gang() -> 
     drained = [d.node for d in second.drain if d.code == codes.CONSOLIDATION]
     assert len(drained) == 1 and drained[0] in (a, c), (second.drain, kept(second))
     assert kept(second)[c if drained[0] == a else a][0] in (codes.POD_NEVER, codes.RECEIVES_MOVED_PODS)
+
+
+@pytest.mark.parametrize("path", ["idle", "consolidation"])
+def test_an_expendable_volcano_gang_member_that_is_preemptable_counts_toward_min_member(path: str) -> None:
+    """A Volcano job of four preemptable tasks at its minMember (4), two on a, two on b, each of a
+    priority below expendable_priority_cutoff (a batch PriorityClass of -100). The low priority moved
+    them first, as expendable pods (free), and the gang was counted for the preemptable code only: alone
+    on their nodes (idle) both nodes' drains evicted them, and beside a movable replica a node was
+    consolidated, a gang at its minimum broken. Volcano's preemptable rule (a member only above
+    minMember) holds for the pod whatever its priority: no node goes, each kept `pod-never`."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    w.pod_group(VOLCANO_PG, "train", spec={"minMember": 4}, phase="Running")
+    _volcano_gang(w, a, ["train-0", "train-1"])
+    _volcano_gang(w, b, ["train-2", "train-3"])
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("train-"):
+            item["spec"]["priority"] = -100
+    replicas(w, c, "pin", 1, cpu="1", annotations={})  # may not move: c stays, with room
+    if path == "idle":
+        w.idle_since(a, 60)
+        w.idle_since(b, 60)
+    else:
+        replicas(w, a, "web-a", 1, cpu="1")  # busy nodes whose replica fits on c
+        replicas(w, b, "web-b", 1, cpu="1")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    moved = [p for d in result.drain for p in d.pods if "/train-" in p]
+    assert moved == [], f"evicted {moved} of a gang running at its minMember: {result.drain}"
+    assert kept(result)[a][0] == kept(result)[b][0] == codes.POD_NEVER, kept(result)
+    assert "minMember" in kept(result)[a][1], kept(result)[a][1]
+
+
+def test_a_worker_a_make_room_moved_counts_again_once_made_again_on_another_node() -> None:
+    """As above, without w-1 (the job runs w-0 on a and w-3 on b besides the worker moved off b). The
+    training operator makes the moved worker again under the same name, and it runs on c while b's
+    room still waits for its pod. The plans after took ``RoomState.moved`` by name alone: the worker
+    running on c counted as leaving, the job at 2 (its minimum), and a was kept `elastic-min` for as
+    long as the room was held. A moved pod leaves only the node it was moved off: the job runs 3, and
+    a's worker may be given up."""
+    w, a, b, first = _made_room_on_b()
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] == "w-1")]
+    (moved,) = first.state.rooms[b].moved
+    again = w.pod_item(moved)
+    del again["metadata"]["deletionTimestamp"]
+    again["spec"]["nodeName"] = w.pod_item("default/stay-0")["spec"]["nodeName"]
+
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.code) for d in second.drain] == [(a, codes.CONSOLIDATION)], kept(second).get(a)
+    assert "gives up 1 worker" in second.drain[0].reason

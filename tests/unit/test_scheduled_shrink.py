@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from plan_world import NOW, World, scale_up
+from test_planner_consolidation import VOLCANO_PG, _volcano_gang, elastic_workers
 from test_planner_unready import _never_started, _not_ready
 
 from spillway.act.planning import drain_item
@@ -502,3 +503,51 @@ def test_of_two_idle_nodes_the_one_not_holding_a_buffers_room_is_drained_ahead()
 
     assert [d.node for d in result.drain] == [n for n in nodes if n != holder]
     assert {k.node: k.code for k in result.kept} == {holder: codes.BUFFER}
+
+
+def test_expendable_elastic_workers_drained_ahead_are_counted_toward_their_jobs_minimum() -> None:
+    """Four workers of an elastic job (2 to 4), priority -100 (below expendable_priority_cutoff), two
+    on each of two idle nodes; the action takes three nodes to one. A drain ahead of the action
+    evicted an idle node's expendable pods counted against budgets and backoffLimits, not against
+    their elastic jobs' minimums (the ordinary idle drain and consolidation count them), so both nodes
+    were drained ahead and all four workers of a job whose minimum is 2 evicted in one plan. One node
+    goes ahead; the other is kept `elastic-min`, its workers reported at risk."""
+    world, (a, b, c) = web(nodes=3)
+    for node, names in ((a, ["w-0", "w-1"]), (b, ["w-2", "w-3"])):
+        elastic_workers(world, node, names, cpu="3")
+        for item in world.items:
+            if item["kind"] == "Pod" and item["metadata"]["name"] in names:
+                item["spec"]["priority"] = -100
+        world.idle_since(node, 2)
+    replica(world, c, "other", PINNED)
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=1),)})
+
+    (drain,) = result.drain
+    assert drain.node in (a, b) and drain.code == codes.SCHEDULED_SHRINK
+    (shrink,) = result.shrinks
+    assert "elastic-min on 1 node(s)" in shrink.reason, shrink.reason
+    kept_workers = {"default/w-2", "default/w-3"} if drain.node == a else {"default/w-0", "default/w-1"}
+    assert {p for p in shrink.at_risk if "/w-" in p} == kept_workers
+
+
+def test_expendable_volcano_gang_members_drained_ahead_are_counted_toward_min_member() -> None:
+    """The same for a Volcano gang at its minMember (4) of preemptable tasks of priority -100, two on
+    each of two idle nodes: a drain ahead of the action evicted them uncounted. Neither node goes
+    ahead (each would break the gang); both are kept `pod-never`, their tasks reported at risk."""
+    world, (a, b, c) = web(nodes=3)
+    world.pod_group(VOLCANO_PG, "train", spec={"minMember": 4}, phase="Running")
+    for node, names in ((a, ["train-0", "train-1"]), (b, ["train-2", "train-3"])):
+        _volcano_gang(world, node, names)
+        for item in world.items:
+            if item["kind"] == "Pod" and item["metadata"]["name"] in names:
+                item["spec"]["priority"] = -100
+        world.idle_since(node, 2)
+    replica(world, c, "other", PINNED)
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=1),)})
+
+    assert result.drain == ()
+    (shrink,) = result.shrinks
+    assert "pod-never on 3 node(s)" in shrink.reason, shrink.reason  # c: its pinned pod
+    assert {p for p in shrink.at_risk if "/train-" in p} == {f"default/train-{i}" for i in range(4)}

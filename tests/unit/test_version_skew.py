@@ -275,3 +275,24 @@ def test_a_known_snapshot_field_with_a_bad_value_is_still_refused_naming_it(buil
     store, key = stored_snapshot(build_snapshot, bad_window)
     with pytest.raises(SnapshotError, match="days"):
         store.get("cluster", key)
+
+
+def test_a_make_room_recorded_by_the_release_before_moved_loads_and_is_written_back_as_it_was(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """State ``rooms`` gained ``moved`` (the pods a make-room drain moves). A room the release before wrote
+    has none: it loads with no warning, reads as "the whole node leaves" (``moved`` empty), and is written
+    back without the field; a room with ``moved`` keeps it through a load and a write."""
+    before = {
+        "nodes": {},
+        "groups": {},
+        "rooms": {"n1": {"pods": ["ml/big-0"], "since": "2026-11-02T11:58:00Z"}},
+    }
+    with caplog.at_level(logging.WARNING):
+        state = load(before)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert state.rooms["n1"].moved == () and state.rooms["n1"].pods == ("ml/big-0",)
+    assert state.to_wire()["rooms"] == before["rooms"]
+
+    after = {**before, "rooms": {"n1": {**before["rooms"]["n1"], "moved": ["ml/web-0", "ml/web-1"]}}}
+    assert load(after).to_wire()["rooms"] == after["rooms"]

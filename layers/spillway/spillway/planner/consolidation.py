@@ -370,7 +370,7 @@ class Consolidation:
         # way) are not counted: the room of their elastic jobs is what the others leave, one dict the
         # idle drains' expendable workers spend too (ScaleDownStage.leaving_pods, .elastic_left)
         self.elastic_left = stage.elastic_left()
-        self.gang_left = _gang_room(self.ctx.snapshot, *stage.leaving_pods())
+        self.gang_left = stage.gang_left()  # shared so with the idle drains' expendable members
         self.evictions_left = stage.evictions_left()  # shared with the idle drains: both spend it
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
@@ -560,17 +560,7 @@ class Consolidation:
         return elastic_refusal(elastic, self.elastic_left)
 
     def _gang_min(self, gangs: Mapping[str, int]) -> Verdict:
-        short = sorted(
-            gang for gang, n in gangs.items() if gang in self.gang_left and n > self.gang_left[gang]
-        )
-        if not short:
-            return None
-        gang = short[0]
-        return (
-            codes.POD_NEVER,
-            f"runs {gangs[gang]} volcano.sh/preemptable member(s) of gang {gang}, which may lose "
-            f"{self.gang_left[gang]} before its minMember: Volcano preempts a gang's member only above it",
-        )
+        return gang_refusal(gangs, self.gang_left)
 
     def _backoff_limit(self, counted: Mapping[str, int]) -> Verdict:
         return backoff_refusal(counted, self.evictions_left)
@@ -941,12 +931,44 @@ def _not_home_text(pod: str, home: GangHome) -> str:
     )
 
 
+PREEMPTABLE_FIRST = frozenset({codes.POD_SAFE_TO_EVICT, codes.POD_EXPENDABLE})
+
+
 def _preempts(pod: PodInfo, move: Move) -> bool:
-    """Whether the move evicts a Volcano-preemptable pod on an opt-in: the preemptable rule's, or the
-    safe-to-evict rule's, which comes first when the pod carries both marks. Volcano's rule (a gang's
-    member only above its minMember) holds for the pod all the same: the second mark does not lift it.
-    (The gang was counted for the preemptable code only, so one plan broke a gang at its minMember.)"""
-    return move.code == codes.POD_PREEMPTABLE or (move.code == codes.POD_SAFE_TO_EVICT and pod.preemptable)
+    """Whether the move evicts a Volcano-preemptable pod on an opt-in: the preemptable rule's, or one
+    that comes first when the pod carries its mark too (safe-to-evict, a priority below
+    ``expendable_priority_cutoff``). Volcano's rule (a gang's member only above its minMember) holds for
+    the pod all the same: another mark does not lift it. (The gang was counted for the preemptable code
+    only, so one plan broke a gang at its minMember: a member safe-to-evict too, or of a low priority.)"""
+    return move.code == codes.POD_PREEMPTABLE or (move.code in PREEMPTABLE_FIRST and pod.preemptable)
+
+
+def members_evicted(pods: Iterable[PodInfo]) -> dict[str, int]:
+    """Gang key -> how many of ``pods`` (all evicted, as an idle node's expendable pods are) are its
+    running Volcano-preemptable members, counted as :func:`gang_room` counts them: what its minMember
+    must allow. A low priority lets such a member go free, not its gang below its minimum."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        if pod.gang is None or not pod.preemptable or pod.node_name is None:
+            continue
+        if not (pod.terminal or pod.terminating):
+            out[pod.gang] = out.get(pod.gang, 0) + 1
+    return out
+
+
+def gang_refusal(taken: Mapping[str, int], left: Mapping[str, int]) -> Verdict:
+    """Why a drain taking ``taken`` running preemptable members of gangs (by gang) would take one below
+    its minMember (``left``: the members each may still lose, :meth:`ScaleDownStage.gang_left`; a gang
+    with no known minimum is not in it), or None."""
+    short = sorted(gang for gang, n in taken.items() if gang in left and n > left[gang])
+    if not short:
+        return None
+    gang = short[0]
+    return (
+        codes.POD_NEVER,
+        f"runs {taken[gang]} volcano.sh/preemptable member(s) of gang {gang}, which may lose "
+        f"{left[gang]} before its minMember: Volcano preempts a gang's member only above it",
+    )
 
 
 def elastic_refusal(taken: Mapping[str, int], left: Mapping[str, int]) -> Verdict:
@@ -962,7 +984,7 @@ def elastic_refusal(taken: Mapping[str, int], left: Mapping[str, int]) -> Verdic
     )
 
 
-def _gang_room(
+def gang_room(
     snapshot: ClusterSnapshot, leaving: set[str], moved: frozenset[str] = frozenset()
 ) -> dict[str, int]:
     """Gang key -> how many running members it may lose before its minMember (its PodGroup's, else the

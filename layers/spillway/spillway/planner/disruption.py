@@ -698,7 +698,8 @@ def stops_its_job(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> str | 
     if pod.no_restarts:
         return (
             "runs torchrun on more than one node with no restart allowed (--max-restarts or PET_MAX_RESTARTS "
-            "0, torchrun's default): the workers on the other nodes fail when it goes, and the job ends"
+            "0, torchrun's default): the workers on the other nodes fail when it goes, and the whole job stops; "
+            "a restart allowed (torchrun --max-restarts=N, a PyTorchJob's elasticPolicy.maxRestarts) lets it move"
         )
     return None
 

@@ -48,6 +48,9 @@ from spillway.planner.consolidation import (
     backoff_refusal,
     counted_by_job,
     elastic_refusal,
+    gang_refusal,
+    gang_room,
+    members_evicted,
     mode,
 )
 from spillway.planner.context import Context, WorkNode, aware, cordon_bound, minutes, orphaned_cordon
@@ -70,6 +73,9 @@ from spillway.planner.types import Drain, GroupShrink, KeptNode, Uncordon
 Verdict = tuple[str, str] | None  # (code, reason) when the node is kept
 Check = Callable[[Context, WorkNode], Verdict]
 TimedCheck = Callable[[Context, WorkNode, datetime], Verdict]
+# what evicting an idle node's expendable pods takes: (batch/v1 Job -> pods it counts as failed, elastic
+# job -> running workers, gang -> running preemptable members): ScaleDownStage.expendable_taken
+Taken = tuple[dict[str, int], dict[str, int], dict[str, int]]
 
 
 def _uncordoned(ctx: Context, node: WorkNode) -> Verdict:
@@ -371,7 +377,9 @@ class ScaleDownStage:
         self.budget_held: set[str] = set()
         self._evictions_left: dict[str, int] | None = None
         self._elastic_left: dict[str, int] | None = None
+        self._gang_left: dict[str, int] | None = None
         self._leaving: tuple[set[str], frozenset[str]] | None = None
+        self._rooms_moving: set[str] = set()  # make-room nodes whose moved pods alone leave (leaving_pods)
         self.budgets = Budgets(ctx, self.draining_now)
         # the PodDisruptionBudgets every drain of the plan spends, less what drains under way and nodes
         # going away take of them
@@ -432,14 +440,25 @@ class ScaleDownStage:
             self._elastic_left = elastic_room(pods, self.ctx.snapshot.jobs_by_key())
         return self._elastic_left
 
+    def gang_left(self) -> dict[str, int]:
+        """Gang -> how many more of its running members this plan's drains may take before its
+        minMember (:func:`~spillway.planner.consolidation.gang_room`, the members leaving not counted:
+        :meth:`leaving_pods`): one dict, which every drain of the plan spends, an idle node's expendable
+        Volcano-preemptable members as consolidation's and make room's moves."""
+        if self._gang_left is None:
+            self._gang_left = gang_room(self.ctx.snapshot, *self.leaving_pods())
+        return self._gang_left
+
     def leaving_pods(self) -> tuple[set[str], frozenset[str]]:
         """The pods leaving, or running nowhere: (the nodes all of whose pods are, :meth:`workers_leaving`;
         the pods a make-room drain under way moves off a node that stays, ``RoomState.moved``). A make
         room evicts only the pods it names and leaves the others running, so only those leave its node;
-        a room recorded before its moved pods were (``moved`` empty) counts its whole node, as before."""
+        a room recorded before its moved pods were (``moved`` empty) counts its whole node, as before.
+        A moved pod leaves only while it is on that node: its controller may make it again under the same
+        name (a StatefulSet's, a training operator's or Volcano's pod), and running elsewhere it counts."""
         if self._leaving is None:
             nodes: set[str] = set()
-            moved: set[str] = set()
+            moved: dict[str, str] = {}  # pod key -> the room node it is moved off
             for name, node in self.ctx.nodes.items():
                 if not self.workers_leaving(node):
                     continue
@@ -450,10 +469,15 @@ class ScaleDownStage:
                     and not node.going_away
                     and not out_of_service(node.info, self.ctx.config, self.ctx.now)
                 ):
-                    moved.update(room.moved)
+                    moved.update(dict.fromkeys(room.moved, name))
                 else:
                     nodes.add(name)
-            self._leaving = (nodes, frozenset(moved))
+            self._rooms_moving = set(moved.values())
+            pods = self.ctx.snapshot.pods if moved else ()
+            self._leaving = (
+                nodes,
+                frozenset(p.key for p in pods if p.key in moved and moved[p.key] == p.node_name),
+            )
         return self._leaving
 
     def consolidation(self) -> Consolidation:
@@ -662,15 +686,11 @@ class ScaleDownStage:
         """The pods a make-room drain under way leaves running on its node: all but the ones it moves
         (``RoomState.moved``; none for a room recorded before they were, nor on a node out of service or
         going away, whose pods all leave: :meth:`leaving_pods`)."""
-        whole, moved = self.leaving_pods()
-        if not moved:
+        _, moved = self.leaving_pods()
+        rooms = self._rooms_moving  # set by leaving_pods: its moved pods may all be gone already
+        if not rooms:
             return set()
-        rooms = self.ctx.state.rooms
-        return {
-            p.key
-            for p in self.ctx.snapshot.pods
-            if p.node_name in rooms and p.node_name not in whole and p.key not in moved
-        }
+        return {p.key for p in self.ctx.snapshot.pods if p.node_name in rooms and p.key not in moved}
 
     def _draining_or_going(self) -> tuple[set[str], set[str]]:
         """The nodes a drain under way or claimed will still empty, and the others going away without
@@ -804,37 +824,44 @@ class ScaleDownStage:
                 )
         return None
 
-    def _expendable_refusal(
-        self, node: WorkNode, counted: Mapping[str, int], workers: Mapping[str, int]
-    ) -> Verdict:
+    def _expendable_refusal(self, node: WorkNode, taken: Taken) -> Verdict:
         """Why the drain may not evict the node's expendable pods: past their budgets, past their Jobs'
-        backoffLimits (``counted``: the pods each batch/v1 Job counts as failed, :meth:`evictions_left`),
-        or below their elastic jobs' minimums (``workers``: the running workers of each,
-        :meth:`elastic_left`; a low priority lets the pod go, not its job below its minimum)."""
+        backoffLimits (the pods each batch/v1 Job counts as failed, :meth:`evictions_left`), below their
+        elastic jobs' minimums (the running workers of each, :meth:`elastic_left`) or below their gangs'
+        minMember (their Volcano-preemptable members, :meth:`gang_left`): a low priority lets the pod
+        go, not its job or gang below its minimum."""
+        counted, workers, members = taken
         return (
             self.pod_budgets.refusal(node.expendable)
             or backoff_refusal(counted, self.evictions_left())
             or elastic_refusal(workers, self.elastic_left())
+            or gang_refusal(members, self.gang_left())
         )
 
-    def expendable_taken(self, node: WorkNode) -> tuple[dict[str, int], dict[str, int]]:
+    def expendable_taken(self, node: WorkNode) -> Taken:
         """What evicting the node's expendable pods takes: (batch/v1 Job -> its pods it counts as failed,
-        elastic job -> its running workers)."""
+        elastic job -> its running workers, gang -> its running preemptable members)."""
         if not node.expendable:
-            return {}, {}
+            return {}, {}, {}
         jobs = self.ctx.snapshot.jobs_by_key()
-        return counted_by_job(node.expendable, jobs), workers_evicted(node.expendable, jobs)
+        return (
+            counted_by_job(node.expendable, jobs),
+            workers_evicted(node.expendable, jobs),
+            members_evicted(node.expendable),
+        )
 
-    def spend_expendable(
-        self, node: WorkNode, counted: Mapping[str, int], workers: Mapping[str, int]
-    ) -> None:
-        """A drain evicts the node's expendable pods: their budgets, Jobs' failures and elastic jobs'
-        workers are spent."""
+    def spend_expendable(self, node: WorkNode, taken: Taken) -> None:
+        """A drain evicts the node's expendable pods: their budgets, Jobs' failures, elastic jobs'
+        workers and gangs' members are spent."""
+        counted, workers, members = taken
         self.pod_budgets.spend(node.expendable)
         for job, evicted in counted.items():
             self.evictions_left()[job] -= evicted
-        for job, taken in workers.items():
-            self.elastic_left()[job] = self.elastic_left().get(job, 0) - taken
+        for job, n in workers.items():
+            self.elastic_left()[job] = self.elastic_left().get(job, 0) - n
+        for gang, n in members.items():
+            if gang in self.gang_left():
+                self.gang_left()[gang] -= n
 
     def _note_budget(self, node: WorkNode, code: str) -> None:
         """An idle node a disruption budget keeps is held only until a later drain finds room in it
@@ -849,8 +876,8 @@ class ScaleDownStage:
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
-        counted, workers = self.expendable_taken(node)
-        verdict = self.limit(node) or self._expendable_refusal(node, counted, workers)
+        taken = self.expendable_taken(node)
+        verdict = self.limit(node) or self._expendable_refusal(node, taken)
         # an orphan's drain started before: it is finished, not restored only to be drained again
         verdict = verdict or (None if orphan else cooldown(self.ctx))
         if verdict is not None:
@@ -860,7 +887,7 @@ class ScaleDownStage:
         ctx, info, group = self.ctx, node.info, node.group
         assert group is not None and info.instance_id is not None
         self.take(node)
-        self.spend_expendable(node, counted, workers)
+        self.spend_expendable(node, taken)
         self.idle_state[info.name] = NodeState(idle_since=idle_since, draining_since=ctx.now)
         where = group.region
         if ctx.primary and group.region != ctx.primary:

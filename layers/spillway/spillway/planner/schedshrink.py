@@ -39,7 +39,7 @@ from spillway.config import EMPTY, UNDERUTILIZED
 from spillway.model.nodegroup import TERMINATE, NodeGroup
 from spillway.model.schedule import Floor
 from spillway.planner import codes
-from spillway.planner.consolidation import Candidate, _never, backoff_refusal, counted_by_job
+from spillway.planner.consolidation import Candidate, _never
 from spillway.planner.context import WorkNode
 from spillway.planner.groups import group_ceiling
 from spillway.planner.scaledown import (
@@ -205,20 +205,16 @@ class ScheduledShrinks:
     def _empty(self, node: WorkNode, ceiling: Floor) -> str | None:
         stage = self.stage
         assert node.group is not None and node.info.instance_id is not None
-        counted = counted_by_job(node.expendable, self.ctx.snapshot.jobs_by_key()) if node.expendable else {}
-        refused = (
-            stage.pod_budgets.refusal(node.expendable)
-            or backoff_refusal(counted, stage.evictions_left())
-            or stage.budgets.refusal(
-                node.group.key, stage.taken.get(node.group.key, 0), EMPTY, node.info.name
-            )
+        # the expendable pods it evicts spend what the ordinary idle drain's do: budgets, backoffLimits,
+        # elastic jobs' and gangs' minimums (a low priority lets a pod go, not its job below its minimum)
+        taken = stage.expendable_taken(node)
+        refused = stage._expendable_refusal(node, taken) or stage.budgets.refusal(
+            node.group.key, stage.taken.get(node.group.key, 0), EMPTY, node.info.name
         )
         if refused is not None:
             return refused[0]
-        for job, evicted in counted.items():
-            stage.evictions_left()[job] -= evicted
         stage.take(node)
-        stage.pod_budgets.spend(node.expendable)
+        stage.spend_expendable(node, taken)
         pods = tuple(sorted(p.key for p in node.expendable))
         what = f"idle; evicts its {len(pods)} expendable pod(s)" if pods else "idle"
         if node.never_started:  # as the ordinary drain of a dead node says them
