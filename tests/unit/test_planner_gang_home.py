@@ -334,3 +334,32 @@ def test_the_rest_of_a_gang_whose_members_run_on_nodes_of_unknown_region_only_is
     assert result.scale_up == ()  # before: cpu-east grew for them
     assert {pending_codes(result)[p] for p in more} == {codes.GANG_HOME_UNKNOWN}
     assert "its running members are only on nodes whose region is unknown" in pending_reasons(result)[more[0]]
+
+
+def test_the_rest_of_a_gang_whose_members_run_on_nodes_of_unknown_region_takes_free_room_there() -> None:
+    """Its members run on two nodes of unknown region, and two more such nodes are empty: the rest take
+    that free room (no new node anywhere), as a started gang's members do and as kube-scheduler binds
+    them. Before, the gang got no place at all (gang-home-unknown) however much room its nodes had,
+    though its members could wait there forever."""
+    w, more = two_regions()
+    for i in range(2):
+        w.pod_item(f"default/train-run{i}-0")["spec"]["nodeName"] = _unknown_region_node(w, f"onprem-{i}")
+    free = [_unknown_region_node(w, f"onprem-{i}") for i in (2, 3)]
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {p.pod: p.node for p in result.placements if p.pod in more} == dict(zip(more, free, strict=True))
+    assert {pending_codes(result)[p] for p in more} == {codes.FITS_FREE_ROOM}
+
+
+def test_members_of_a_started_gang_on_nodes_of_unknown_region_take_free_room_there() -> None:
+    w, more = started_gang()
+    for i in range(2):
+        w.pod_item(f"default/train-run{i}-0")["spec"]["nodeName"] = _unknown_region_node(w, f"onprem-{i}")
+    free = [_unknown_region_node(w, f"onprem-{i}") for i in (2, 3)]
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {p.pod: p.node for p in result.placements if p.pod in more} == dict(zip(more, free, strict=True))
