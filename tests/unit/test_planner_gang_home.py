@@ -363,3 +363,22 @@ def test_members_of_a_started_gang_on_nodes_of_unknown_region_take_free_room_the
 
     assert result.scale_up == ()
     assert {p.pod: p.node for p in result.placements if p.pod in more} == dict(zip(more, free, strict=True))
+
+
+def test_in_a_cluster_of_one_region_a_gang_with_running_members_at_max_size_says_max_size() -> None:
+    """gang-home-full says the gang is kept to the region(s) it runs in; with one region nothing keeps
+    it anywhere, so its members held by MaxSize say max-size, as a started gang's do
+    (:func:`home_regions` is empty there), and GangPodsHeldAtHome does not count them. Before, the
+    gang that had not started said gang-home-full."""
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu-east", "m5.2xlarge", nodes=2, max_size=2)
+    w.pod_group(COSCHED, "train", spec={"minMember": 4})
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    for i, node in enumerate(nodes):
+        w.pods(f"train-run{i}", 1, node_name=node, labels=labels, **BIG)
+    more = w.pods("train-more", 2, labels=labels, **BIG)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in more} == {codes.MAX_SIZE}

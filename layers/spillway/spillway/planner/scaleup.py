@@ -1526,7 +1526,7 @@ class GangPlacement(RoomTrial):
         if self.home_order == (None,) and code in (*_HOME_CODES, codes.NO_MANAGED_GROUPS):
             # no group may take it (the refusal would say none exists): the free room is what is short
             code, why = codes.GANG_HOME_UNKNOWN, "the free room of those nodes does not hold it"
-        elif self.homes and code in _HOME_CODES:
+        elif self.home_order and code in _HOME_CODES:  # kept to its regions (none in one region)
             code = codes.GANG_HOME_FULL
         self._pend(
             code,
