@@ -382,3 +382,20 @@ def test_in_a_cluster_of_one_region_a_gang_with_running_members_at_max_size_says
 
     assert result.scale_up == ()
     assert {pending_codes(result)[p] for p in more} == {codes.MAX_SIZE}
+
+
+def test_the_rest_of_a_gang_over_two_full_regions_wait_with_a_reason_that_does_not_deny_the_split() -> None:
+    """The gang already runs over two regions: its reason names them, most members first, and says it is
+    not split further (before: "a gang is not split over regions or zones", of a gang that is)."""
+    w, more = three_regions(minimum=5, eu_max=2)  # not started: three of five run
+    w.groups["cpu-west"]["MaxSize"] = 1
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in more} == {codes.GANG_HOME_FULL}
+    reason = pending_reasons(result)[more[0]]
+    assert (
+        "its running members are in eu-west-1, us-west-2 (most members first), so the rest are placed there "
+        "only (a gang is not split further); in eu-west-1: "
+    ) in reason, reason

@@ -1333,6 +1333,11 @@ class GangPlacement(RoomTrial):
         if not self.homes:
             return ""
         one_zone = any(c.one_zone for c in self.classes)
+        if len(self.home_order) > 1 and not one_zone:  # split already: it is not denied, nor made worse
+            return (
+                f"its running members are in {', '.join(str(r) for r in self.home_order)} (most members "
+                "first), so the rest are placed there only (a gang is not split further); "
+            )
         places = sorted({zone if one_zone and zone else region for region, zone in self.homes})
         return (
             f"its running members are in {', '.join(places)}, so the rest are placed there only (a gang "
