@@ -80,8 +80,12 @@ def test_a_gang_cut_to_its_minimum_starts_where_its_running_members_are() -> Non
     result = w.plan()
 
     assert scale_up(result) == {"cpu-west": (2, 4, more[:2])}
-    assert {pending_codes(result)[p] for p in more[2:]} == {codes.MAX_SIZE}
-    assert "starts with the 2 pod(s) it still needs of its 4" in pending_reasons(result)[more[2]]
+    # the other two are kept to us-west-2 too (us-east-1 has room): gang-home-full, the region named, as
+    # once the gang runs (before: max-size, and no word of the region)
+    assert {pending_codes(result)[p] for p in more[2:]} == {codes.GANG_HOME_FULL}
+    reason = pending_reasons(result)[more[2]]
+    assert "starts with the 2 pod(s) it still needs of its 4" in reason
+    assert "its running members are in us-west-2, so the rest are placed there only" in reason, reason
 
 
 def test_a_gang_with_a_member_nominated_to_a_node_goes_to_that_nodes_region() -> None:

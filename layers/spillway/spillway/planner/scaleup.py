@@ -1367,14 +1367,15 @@ class GangPlacement(RoomTrial):
             placed, _ = self._in_some_domain(domains)
             if placed:
                 self.stage.ctx.minimum_gangs.add(self.gang)
+                code, why = self._held(first)
                 why = (
                     f"gang {self.gang} starts with the {self.needed} pod(s) it still needs"
                     f"{self._tasks_text()} of its {size} pending; the others wait for room, since the whole "
-                    f"gang cannot be placed: {first[1]}"
+                    f"gang cannot be placed: {self._home_text()}{why}"
                 )
                 for _, pods in cut:
                     for pod in pods:
-                        self.stage.ctx.pending_out.append(PendingPod(pod, why, first[0]))
+                        self.stage.ctx.pending_out.append(PendingPod(pod, why, code))
                 return
             for cls, pods in cut:  # the classes are as before either attempt, but for their pods
                 cls.pods += pods
@@ -1527,16 +1528,23 @@ class GangPlacement(RoomTrial):
                 f"its pods require one zone and none of the {tried} zone(s) holds it whole "
                 f"(groups spanning several zones are used only in fleet mode); first: {first[1]}",
             )
-        code, why = first
-        if self.home_order == (None,) and code in (*_HOME_CODES, codes.NO_MANAGED_GROUPS):
-            # no group may take it (the refusal would say none exists): the free room is what is short
-            code, why = codes.GANG_HOME_UNKNOWN, "the free room of those nodes does not hold it"
-        elif self.home_order and code in _HOME_CODES:  # kept to its regions (none in one region)
-            code = codes.GANG_HOME_FULL
+        code, why = self._held(first)
         self._pend(
             code,
             f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; {self._home_text()}{why}",
         )
+
+    def _held(self, refusal: tuple[str, str]) -> tuple[str, str]:
+        """The code and words of a gang kept where its members run (:attr:`home_order`) for ``refusal``
+        (code, why) of its trial there: ``gang-home-full`` when the groups there stopped it;
+        ``gang-home-unknown`` when it was kept to the free room of nodes of unknown region (no group
+        may take it there, so a refusal saying none exists is replaced). Other codes are kept."""
+        code, why = refusal
+        if self.home_order == (None,) and code in (*_HOME_CODES, codes.NO_MANAGED_GROUPS):
+            return codes.GANG_HOME_UNKNOWN, "the free room of those nodes does not hold it"
+        if self.home_order and code in _HOME_CODES:  # kept to its regions (none in one region)
+            return codes.GANG_HOME_FULL, why
+        return code, why
 
     def _pend(self, code: str, reason: str) -> None:
         """Every pod the gang has left, pending with one code and reason."""
