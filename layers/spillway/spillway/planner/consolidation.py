@@ -943,9 +943,13 @@ class GangHome:
 
 def _not_home_text(pod: str, home: GangHome) -> str:
     """Why a gang member found no room: the room where its gang runs does not hold it."""
+    unknown = home.homes == {(None, None)}
+    several = len({region for region, _ in home.homes}) > 1 and not home.one_zone
+    where = "only on" if unknown else "in"
+    rule = "a gang is not split further" if several else "a gang is not split over regions or zones"
     return (
-        f"runs {pod}, whose gang {home.gang} runs in {home.places()}: its members move there only (a gang "
-        "is not split over regions or zones), and the free room there does not hold it"
+        f"runs {pod}, whose gang {home.gang} runs {where} {home.places()}: its members move there only ({rule}), "
+        "and the free room there does not hold it"
     )
 
 
