@@ -80,8 +80,12 @@ def test_a_gang_cut_to_its_minimum_starts_where_its_running_members_are() -> Non
     result = w.plan()
 
     assert scale_up(result) == {"cpu-west": (2, 4, more[:2])}
-    assert {pending_codes(result)[p] for p in more[2:]} == {codes.MAX_SIZE}
-    assert "starts with the 2 pod(s) it still needs of its 4" in pending_reasons(result)[more[2]]
+    # the other two are kept to us-west-2 too (us-east-1 has room): gang-home-full, the region named, as
+    # once the gang runs (before: max-size, and no word of the region)
+    assert {pending_codes(result)[p] for p in more[2:]} == {codes.GANG_HOME_FULL}
+    reason = pending_reasons(result)[more[2]]
+    assert "starts with the 2 pod(s) it still needs of its 4" in reason
+    assert "its running members are in us-west-2, so the rest are placed there only" in reason, reason
 
 
 def test_a_gang_with_a_member_nominated_to_a_node_goes_to_that_nodes_region() -> None:
@@ -334,3 +338,68 @@ def test_the_rest_of_a_gang_whose_members_run_on_nodes_of_unknown_region_only_is
     assert result.scale_up == ()  # before: cpu-east grew for them
     assert {pending_codes(result)[p] for p in more} == {codes.GANG_HOME_UNKNOWN}
     assert "its running members are only on nodes whose region is unknown" in pending_reasons(result)[more[0]]
+
+
+def test_the_rest_of_a_gang_whose_members_run_on_nodes_of_unknown_region_takes_free_room_there() -> None:
+    """Its members run on two nodes of unknown region, and two more such nodes are empty: the rest take
+    that free room (no new node anywhere), as a started gang's members do and as kube-scheduler binds
+    them. Before, the gang got no place at all (gang-home-unknown) however much room its nodes had,
+    though its members could wait there forever."""
+    w, more = two_regions()
+    for i in range(2):
+        w.pod_item(f"default/train-run{i}-0")["spec"]["nodeName"] = _unknown_region_node(w, f"onprem-{i}")
+    free = [_unknown_region_node(w, f"onprem-{i}") for i in (2, 3)]
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {p.pod: p.node for p in result.placements if p.pod in more} == dict(zip(more, free, strict=True))
+    assert {pending_codes(result)[p] for p in more} == {codes.FITS_FREE_ROOM}
+
+
+def test_members_of_a_started_gang_on_nodes_of_unknown_region_take_free_room_there() -> None:
+    w, more = started_gang()
+    for i in range(2):
+        w.pod_item(f"default/train-run{i}-0")["spec"]["nodeName"] = _unknown_region_node(w, f"onprem-{i}")
+    free = [_unknown_region_node(w, f"onprem-{i}") for i in (2, 3)]
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {p.pod: p.node for p in result.placements if p.pod in more} == dict(zip(more, free, strict=True))
+
+
+def test_in_a_cluster_of_one_region_a_gang_with_running_members_at_max_size_says_max_size() -> None:
+    """gang-home-full says the gang is kept to the region(s) it runs in; with one region nothing keeps
+    it anywhere, so its members held by MaxSize say max-size, as a started gang's do
+    (:func:`home_regions` is empty there), and GangPodsHeldAtHome does not count them. Before, the
+    gang that had not started said gang-home-full."""
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu-east", "m5.2xlarge", nodes=2, max_size=2)
+    w.pod_group(COSCHED, "train", spec={"minMember": 4})
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    for i, node in enumerate(nodes):
+        w.pods(f"train-run{i}", 1, node_name=node, labels=labels, **BIG)
+    more = w.pods("train-more", 2, labels=labels, **BIG)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in more} == {codes.MAX_SIZE}
+
+
+def test_the_rest_of_a_gang_over_two_full_regions_wait_with_a_reason_that_does_not_deny_the_split() -> None:
+    """The gang already runs over two regions: its reason names them, most members first, and says it is
+    not split further (before: "a gang is not split over regions or zones", of a gang that is)."""
+    w, more = three_regions(minimum=5, eu_max=2)  # not started: three of five run
+    w.groups["cpu-west"]["MaxSize"] = 1
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in more} == {codes.GANG_HOME_FULL}
+    reason = pending_reasons(result)[more[0]]
+    assert (
+        "its running members are in eu-west-1, us-west-2 (most members first), so the rest are placed there "
+        "only (a gang is not split further); in eu-west-1: "
+    ) in reason, reason

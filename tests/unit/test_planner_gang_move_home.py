@@ -155,4 +155,33 @@ def test_a_gang_member_is_not_moved_into_a_region_while_the_rest_run_on_nodes_of
     assert [p for dr in result.drain for p in dr.pods if "/train-" in p] == [], result.drain
     code, reason = kept(result)[b]
     assert code == codes.DOES_NOT_FIT, reason
-    assert "default/train runs in nodes whose region is unknown" in reason, reason
+    assert "default/train runs only on nodes whose region is unknown" in reason, reason
+
+
+def test_a_member_of_a_gang_over_two_regions_keeps_its_node_with_a_reason_that_does_not_deny_the_split() -> (
+    None
+):
+    # train-0 runs on a (us-west-2), train-1 on e (eu-west-1), train-2 on b (us-west-2, underutilized);
+    # only us-east-1's c has room: train-2 stays, and the reason names both regions without saying the
+    # gang is not split over regions (before: "(a gang is not split over regions or zones)")
+    w = World()
+    a, b = w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=2)
+    (e,) = w.group("cpu-eu", "m5.2xlarge", region="eu-west-1", nodes=1)
+    (c,) = w.group("cpu-east", "m5.2xlarge", nodes=1)
+    w.pod_group(VOLCANO_PG, "train", spec={"minMember": 2}, phase="Running")
+    _volcano_gang(w, a, ["train-0"], cpu="3")
+    _volcano_gang(w, e, ["train-1"], cpu="3")
+    _volcano_gang(w, b, ["train-2"], cpu="3")
+    replicas(w, a, "fill-a", 1, cpu="4", annotations={})  # a holds no other task
+    replicas(w, e, "fill-e", 1, cpu="4", annotations={})  # nor e
+    replicas(w, c, "pin-c", 1, cpu="1", annotations={})
+
+    result = w.plan(**CONFIG)
+
+    assert [p for dr in result.drain for p in dr.pods if "/train-" in p] == [], result.drain
+    code, reason = kept(result)[b]
+    assert code == codes.DOES_NOT_FIT, reason
+    assert (
+        "whose gang default/train runs in eu-west-1, us-west-2: its members move there only (a gang is "
+        "not split further)" in reason
+    ), reason

@@ -26,7 +26,7 @@ from spillway.model.provreq import (
     request_infos,
 )
 from spillway.model.state import State
-from spillway.planner import ScalingPlan, plan
+from spillway.planner import ScalingPlan, codes, plan
 
 BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
 
@@ -1923,3 +1923,73 @@ def test_a_request_and_a_podgroup_of_the_same_name_are_two_gangs_not_one() -> No
     assert by_gang == {"default/r": 2, "ProvisioningRequest/default/r": 1}
     assert set(result.state.gangs) == set(by_gang)
     assert {p.pod for p in result.placements if p.pod in members} == set(members)
+
+
+def old_key_state(since: datetime) -> dict[str, Any]:
+    """A state the release before requests' gangs were keyed ``ProvisioningRequest/<ns>/<name>`` wrote:
+    its launch of request ``default/r`` (two nodes in cpu-east) under the request's bare key."""
+    entry = {"group": "cpu-east", "region": "us-east-1", "count": 2, "since": since.isoformat()}
+    return {"nodes": {}, "groups": {}, "gangs": {"default/r": entry}}
+
+
+def test_a_request_launch_an_older_build_keyed_by_its_bare_name_is_not_made_again() -> None:
+    """An upgrade mid-launch: the previous release recorded the request's gang launch as ``default/r``.
+    The launch is still under way (fleet mode: the group shows nothing launching until the attach), so
+    the plan holds it as before the deploy: no second launch of the whole gang, the entry carried on
+    under the new key. It was read under ``ProvisioningRequest/default/r`` only: the request's gang was
+    launched again (two more nodes) and the old entry dropped."""
+    w = atomic_world()
+    raw = request("r", BEST_EFFORT_ATOMIC, [("a", 2)])
+    launching = [condition("Accepted", "True", "Accepted", NOW - timedelta(minutes=2)),
+                 condition("Provisioned", "False", "CapacityIsLaunching", NOW - timedelta(minutes=2))]  # fmt: skip
+    raw["status"]["conditions"] = launching
+    w.state = old_key_state(NOW - timedelta(minutes=2))
+
+    result = run(w, [raw], [template("a")])
+
+    assert result.scale_up == ()  # before: cpu-east 0 -> 2 again
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsLaunching")
+    assert result.pending == ()
+    entry = result.state.gangs["ProvisioningRequest/default/r"]
+    assert (entry.group, entry.count, entry.since) == ("cpu-east", 2, NOW - timedelta(minutes=2))
+    assert "default/r" not in result.state.gangs
+
+
+def test_a_bare_key_launch_entry_past_its_window_does_not_hold_the_request() -> None:
+    """The old entry means what it meant: past ``gang_launch_minutes`` it holds nothing, and the request
+    is launched (once, under its new key)."""
+    w = atomic_world()
+    w.state = old_key_state(NOW - timedelta(minutes=60))
+
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 2)])], [template("a")])
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 2)
+    assert set(result.state.gangs) == {"ProvisioningRequest/default/r"}
+
+
+def test_a_podgroups_launch_entry_is_not_taken_for_a_request_of_another_name() -> None:
+    """Only the request's own bare key is read for it: a PodGroup ``default/train``'s entry does not hold
+    request ``default/r``."""
+    w = atomic_world()
+    state = old_key_state(NOW - timedelta(minutes=2))
+    state["gangs"] = {"default/train": state["gangs"]["default/r"]}
+    w.state = state
+
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 2)])], [template("a")])
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 2)
+
+
+def test_a_bare_key_launch_entry_holds_a_request_and_a_podgroup_of_its_name_as_it_did() -> None:
+    """The previous release placed request ``default/r`` and PodGroup ``default/r`` as one gang and
+    recorded their launch as ``default/r``: while it is under way neither is launched again."""
+    w = atomic_world()
+    w.pod_group("scheduling.x-k8s.io/v1alpha1", "r", spec={"minMember": 2})
+    members = w.pods("r", 2, labels={"scheduling.x-k8s.io/pod-group": "r"}, **BIG)
+    w.state = old_key_state(NOW - timedelta(minutes=2))
+
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 1)])], [template("a")])
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in members} == {codes.GANG_LAUNCHING}
+    assert set(result.state.gangs) == {"default/r", "ProvisioningRequest/default/r"}

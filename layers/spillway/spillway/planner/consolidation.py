@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -82,7 +82,6 @@ from spillway.planner.scaleup import (
     gang_homes,
     gang_regions,
     group_in_domain,
-    home_regions,
     node_region,
     node_zone,
 )
@@ -811,9 +810,7 @@ class Consolidation:
                 p.gang == pod.gang and p.key not in moving for p in self.on_node.get(name, ())
             ):
                 nodes = nodes - {name}  # its members here all leave with the drain
-            found: set[tuple[str | None, str | None]] = set(gang_homes(self.ctx, nodes))
-            if not found and home_regions(self.ctx, dict.fromkeys(nodes, 1)) == (None,):
-                found = {(None, None)}  # all on nodes of unknown region: it moves only among those
+            found = _homes(self.ctx, nodes, several)
             if found:
                 out[pod.key] = GangHome(pod.gang, frozenset(found), pod.one_zone)
         return out
@@ -897,6 +894,17 @@ def _pod_key(pod: PodInfo) -> str:
     return pod.key
 
 
+def _homes(ctx: Context, nodes: Collection[str], several: bool) -> set[tuple[str | None, str | None]]:
+    """Where the members of a gang on ``nodes`` run (:func:`~spillway.planner.scaleup.gang_homes`); when
+    none of those nodes has a known region in a cluster of ``several`` regions, {(None, None)}: it moves
+    only among nodes of unknown region (:func:`~spillway.planner.scaleup.home_regions`' (None,), without
+    its walk over every node for each member)."""
+    found: set[tuple[str | None, str | None]] = set(gang_homes(ctx, nodes))
+    if not found and several and any(n in ctx.nodes for n in nodes):
+        found = {(None, None)}
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class GangHome:
     """Where the running members of a gang are (:meth:`Consolidation._gang_homes`): (region, zone) of
@@ -925,9 +933,13 @@ class GangHome:
 
 def _not_home_text(pod: str, home: GangHome) -> str:
     """Why a gang member found no room: the room where its gang runs does not hold it."""
+    unknown = home.homes == {(None, None)}
+    several = len({region for region, _ in home.homes}) > 1 and not home.one_zone
+    where = "only on" if unknown else "in"
+    rule = "a gang is not split further" if several else "a gang is not split over regions or zones"
     return (
-        f"runs {pod}, whose gang {home.gang} runs in {home.places()}: its members move there only (a gang "
-        "is not split over regions or zones), and the free room there does not hold it"
+        f"runs {pod}, whose gang {home.gang} runs {where} {home.places()}: its members move there only ({rule}), "
+        "and the free room there does not hold it"
     )
 
 

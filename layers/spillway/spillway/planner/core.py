@@ -51,7 +51,7 @@ from spillway.planner.groups import floor_report
 from spillway.planner.health import judge_health
 from spillway.planner.joins import drawn_from_pools, warm_without_nodes, watch_joins
 from spillway.planner.makeroom import hold_rooms, make_room
-from spillway.planner.provreq import Provisioning
+from spillway.planner.provreq import Provisioning, with_request_gang_keys
 from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
 from spillway.planner.scaleup import ScaleUpStage, record_gang_launches, scale_up_actions
@@ -84,6 +84,7 @@ def plan(
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
     now = aware(now)
     state = keyed_by_region(state, first_regions(config, groups))  # entries a build keyed by name wrote
+    state = with_request_gang_keys(state, snapshot.provreqs)  # a request's launch a build keyed ns/name
     keep = config.node_info_cache_minutes  # templates learned from nodes (cluster-autoscaler's cache)
     templates = remember(groups, snapshot.nodes, state.templates, now, keep)
     # a group with no node of its own: the one it had (from the memory before this plan, so that a plan

@@ -75,7 +75,7 @@ from spillway.model.provreq import (
     label_value,
 )
 from spillway.model.resources import fit_count
-from spillway.model.state import BookingState
+from spillway.model.state import BookingState, State
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, minutes
@@ -119,6 +119,26 @@ def gang_key(info: ProvisioningRequestInfo) -> str:
     (the request's pods counted against the PodGroup's minimum, placed and launched together, one's launch
     holding the other's). No PodGroup's key starts so: a namespace is a lowercase DNS label."""
     return f"{GANG_PREFIX}{info.key}"
+
+
+def with_request_gang_keys(state: State, requests: Sequence[ProvisioningRequestInfo]) -> State:
+    """``state`` with the gang launch of every best-effort-atomic request in ``requests`` read under its
+    gang key (:func:`gang_key`) also when a release before that key recorded it under the request's bare
+    ``<ns>/<name>``, and no entry under the new key exists: an upgrade while such a launch is under way
+    holds it as the release that started it did, instead of launching the whole gang a second time. The
+    bare entry is kept as it is (it meant any gang of that key, a PodGroup's of the same name too, which
+    that release placed as one with the request); :class:`~spillway.planner.scaleup.InFlight` drops it
+    when no pending gang has that key, so the next state carries the entry under the new key only."""
+    moved = {
+        gang_key(info): state.gangs[info.key]
+        for info in requests
+        if info.class_name == BEST_EFFORT_ATOMIC
+        and info.key in state.gangs
+        and gang_key(info) not in state.gangs
+    }
+    if not moved:
+        return state
+    return state.model_copy(update={"gangs": dict(sorted({**state.gangs, **moved}.items()))})
 
 
 def virtual_pod(info: ProvisioningRequestInfo, set_index: int, i: int) -> str:
@@ -592,4 +612,4 @@ def _age_order(info: ProvisioningRequestInfo) -> tuple[Any, ...]:
     return (created, info.namespace, info.name)
 
 
-__all__ = ["BEST_EFFORT_ATOMIC", "CHECK_CAPACITY", "Provisioning", "is_virtual"]
+__all__ = ["BEST_EFFORT_ATOMIC", "CHECK_CAPACITY", "Provisioning", "is_virtual", "with_request_gang_keys"]

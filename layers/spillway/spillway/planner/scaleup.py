@@ -1309,11 +1309,13 @@ class GangPlacement(RoomTrial):
         that domain cannot hold them, nothing is added elsewhere (:meth:`_report` says why). Members
         running in several regions keep the rest to those, the region of the most members first
         (:func:`home_regions`); members all on nodes of unknown region keep the rest out of every
-        region: no domain (:meth:`run` says why)."""
+        region, to the free room of nodes of unknown region: one domain, (None, None), tried with
+        :attr:`ScaleUpStage.regions` (None,) (:meth:`_in_some_domain`), as their started gang's pending
+        members are (:meth:`ScaleUpStage._place_loose`)."""
+        if self.home_order == (None,):
+            return [(None, None)]
         one_zone = any(c.one_zone for c in self.classes)
         domains = gang_domains(self.stage.ctx, one_zone)
-        if self.home_order == (None,):
-            return []
         if not self.homes:
             return domains
         rank = {region: i for i, region in enumerate(self.home_order)}
@@ -1325,11 +1327,17 @@ class GangPlacement(RoomTrial):
         if self.home_order == (None,):
             return (
                 f"its running members are only on nodes whose region is unknown ({UNKNOWN_REGION}), so "
-                "the rest get room in no region; "
+                "the rest are placed only in the free room of such nodes, and no region gets a node for "
+                "them (any could split the gang); "
             )
         if not self.homes:
             return ""
         one_zone = any(c.one_zone for c in self.classes)
+        if len(self.home_order) > 1 and not one_zone:  # split already: it is not denied, nor made worse
+            return (
+                f"its running members are in {', '.join(str(r) for r in self.home_order)} (most members "
+                "first), so the rest are placed there only (a gang is not split further); "
+            )
         places = sorted({zone if one_zone and zone else region for region, zone in self.homes})
         return (
             f"its running members are in {', '.join(places)}, so the rest are placed there only (a gang "
@@ -1349,13 +1357,6 @@ class GangPlacement(RoomTrial):
             )
             return
         domains = self.domains()
-        if not domains and self.home_order == (None,):
-            self._pend(
-                codes.GANG_HOME_UNKNOWN,
-                f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; "
-                f"{self._home_text()}any region could split the gang (a gang is not split over regions)",
-            )
-            return
         placed, first = self._in_some_domain(domains)
         if placed:
             if self.needed > 0 and len(needed) == size:  # no pod beyond what it needs to start
@@ -1366,14 +1367,15 @@ class GangPlacement(RoomTrial):
             placed, _ = self._in_some_domain(domains)
             if placed:
                 self.stage.ctx.minimum_gangs.add(self.gang)
+                code, why = self._held(first)
                 why = (
                     f"gang {self.gang} starts with the {self.needed} pod(s) it still needs"
                     f"{self._tasks_text()} of its {size} pending; the others wait for room, since the whole "
-                    f"gang cannot be placed: {first[1]}"
+                    f"gang cannot be placed: {self._home_text()}{why}"
                 )
                 for _, pods in cut:
                     for pod in pods:
-                        self.stage.ctx.pending_out.append(PendingPod(pod, why, first[0]))
+                        self.stage.ctx.pending_out.append(PendingPod(pod, why, code))
                 return
             for cls, pods in cut:  # the classes are as before either attempt, but for their pods
                 cls.pods += pods
@@ -1382,7 +1384,19 @@ class GangPlacement(RoomTrial):
     def _in_some_domain(
         self, domains: list[tuple[str | None, str | None]]
     ) -> tuple[bool, tuple[str, str] | None]:
-        """Place the gang whole in the first domain that holds it; else (False, the first refusal)."""
+        """Place the gang whole in the first domain that holds it; else (False, the first refusal). A
+        gang whose members run only on nodes of unknown region is kept to such nodes' free room."""
+        if self.home_order != (None,):
+            return self._in_domains(domains)
+        self.stage.regions = self.home_order
+        try:
+            return self._in_domains(domains)
+        finally:
+            self.stage.regions = None
+
+    def _in_domains(
+        self, domains: list[tuple[str | None, str | None]]
+    ) -> tuple[bool, tuple[str, str] | None]:
         first: tuple[str, str] | None = None
         for region, zone in domains:
             if self.gang in self.stage.ctx.one_group:
@@ -1514,12 +1528,23 @@ class GangPlacement(RoomTrial):
                 f"its pods require one zone and none of the {tried} zone(s) holds it whole "
                 f"(groups spanning several zones are used only in fleet mode); first: {first[1]}",
             )
-        code = codes.GANG_HOME_FULL if self.homes and first[0] in _HOME_CODES else first[0]
+        code, why = self._held(first)
         self._pend(
             code,
-            f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; "
-            f"{self._home_text()}{first[1]}",
+            f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; {self._home_text()}{why}",
         )
+
+    def _held(self, refusal: tuple[str, str]) -> tuple[str, str]:
+        """The code and words of a gang kept where its members run (:attr:`home_order`) for ``refusal``
+        (code, why) of its trial there: ``gang-home-full`` when the groups there stopped it;
+        ``gang-home-unknown`` when it was kept to the free room of nodes of unknown region (no group
+        may take it there, so a refusal saying none exists is replaced). Other codes are kept."""
+        code, why = refusal
+        if self.home_order == (None,) and code in (*_HOME_CODES, codes.NO_MANAGED_GROUPS):
+            return codes.GANG_HOME_UNKNOWN, "the free room of those nodes does not hold it"
+        if self.home_order and code in _HOME_CODES:  # kept to its regions (none in one region)
+            return codes.GANG_HOME_FULL, why
+        return code, why
 
     def _pend(self, code: str, reason: str) -> None:
         """Every pod the gang has left, pending with one code and reason."""
