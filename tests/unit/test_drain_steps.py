@@ -3924,3 +3924,72 @@ def test_a_drain_by_hand_whose_node_somebody_uncordoned_hands_nothing_over(rig: 
 
     assert out["handed_over"] is False and "left as it is" in out["note"]
     assert not rig.node()["spec"].get("unschedulable")
+
+
+def _spot_warning_request(rig: Rig, warned: datetime) -> tuple[str, dict[str, Any]]:
+    """The DrainNode execution (name, input) the interrupt function starts for EC2's Spot interruption
+    warning of INSTANCE sent at ``warned``, handled at the rig's time."""
+    from fakes import FakeSnapshots, FakeWorkflows
+
+    from spillway.act.interrupt import Interrupter
+    from spillway.model.cluster import ClusterSnapshot
+    from spillway.model.nodegroup import NodeGroup
+    from spillway.model.snapshot import Snapshot
+
+    node = NodeInfo(name=NODE, allocatable={"cpu": 4000}, provider_id=f"aws:///us-east-1a/{INSTANCE}",
+                    labels={"node.kubernetes.io/instance-type": "m5.large"})  # fmt: skip
+    group = NodeGroup(name="general", region="us-east-1", min_size=0, max_size=10, desired=2,
+                      instance_type="m5.large", template=None, zones=("us-east-1a",),
+                      instance_ids=(INSTANCE, SPARE_INSTANCE), capacity_type="spot")  # fmt: skip
+    snapshots, workflows = FakeSnapshots(), FakeWorkflows()
+    snapshots.add(Snapshot.build(ClusterSnapshot(cluster=CLUSTER, taken_at=warned, nodes=(node,), pods=()),
+                                 [group], warned))  # fmt: skip
+    interrupter = Interrupter(snapshots=snapshots, workflows=workflows, ledger=FakeLedger(), cluster=CLUSTER,
+                              regions=("us-east-1",), drain_node_arn="arn:aws:states:us-east-1:123456789012:"
+                              "stateMachine:drain-node", clock=rig.clock)  # fmt: skip
+    [out] = interrupter.handle(Notice("interruption", "e-1", "us-east-1", warned, (INSTANCE,)))
+    assert out["outcome"] == "drain_started"
+    [request] = workflows.requests
+    return request.name, dict(request.input)
+
+
+@pytest.mark.parametrize("late", [0, 25])
+def test_a_spot_warnings_drain_that_starts_late_still_ends_its_deadline_counted_from_the_warning(
+    rig: Rig, late: int
+) -> None:
+    """EC2 reclaims a Spot instance two minutes after its warning's ``time``, and the interrupt function
+    gives the drain INTERRUPTION_DEADLINE_SECONDS (90) counted from that time: 80 s for a warning it
+    reads 10 s late. But the drain counted those 80 s from its own validation, so any time between the
+    two moved its end later: a StartExecution the SDK retries after throttling (up to about 15 s), the
+    drain function's cold start, a validation Step Functions retries (Lambda.TooManyRequestsException,
+    KubeUnavailable). 25 s late, the forced end came at 115 s; with the deadline at its allowed 115 s,
+    a few seconds put it past the reclaim, and the pods a budget held died with the instance,
+    unevicted. The request now carries ``deadline_by``, the warning's time plus the deadline, and the
+    drain keeps to it however late it starts. (Found by adversarial testing.)"""
+    warned = T0 - timedelta(seconds=10)
+    name, request = _spot_warning_request(rig, warned)
+    assert request["deadline_seconds"] == 80
+    rig.clock.advance(late)
+
+    drain = Drain.model_validate(
+        run_action(rig.drainer, {"action": "validate", "request": request, "execution": name})["drain"]
+    )
+
+    assert drain.deadline == warned + timedelta(seconds=90)
+    assert drain.deadline_seconds == 80 - late
+
+
+def test_deadline_by_only_ever_brings_the_deadline_sooner(rig: Rig) -> None:
+    """``deadline_by`` caps the deadline, never extends it, and one already past leaves none."""
+    later = rig.validated(deadline_seconds=60, deadline_by="2026-11-02T11:00:00Z")
+    past = rig.validated(deadline_seconds=60, deadline_by="2026-11-02T09:59:00Z")
+    assert (later.deadline, later.deadline_seconds) == (T0 + timedelta(seconds=60), 60)
+    assert (past.deadline, past.deadline_seconds) == (T0, 0)
+
+
+@pytest.mark.parametrize("value", ["2026-11-02", "2026-11-02T10:01:30", "in 90 s", 1793613690])
+def test_a_deadline_by_that_is_no_time_with_its_zone_is_refused_naming_it(rig: Rig, value: Any) -> None:
+    with pytest.raises(InvalidDrainRequest) as err:
+        rig.validated(deadline_by=value)
+    assert err.value.field == "deadline_by"
+    assert rig.writes() == []

@@ -449,6 +449,7 @@ def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_ty
         "group": "spot-a", "reason": "spot interruption warning 1e5527d7-bb36-4607-3370-4164db56a40e",
         "deadline_seconds": 80, "poll_seconds": 5, "force": True, "terminate": True,
         "leaving": True, "notice": "interruption",
+        "deadline_by": "2026-03-02T09:31:30Z",  # the warning's time + 90 s, however late the drain starts
     }  # fmt: skip
     # the Spot pool of the type in its zone (State.pools: the planner weighs spot-ab's other zone), and
     # the Spot groups that launch nothing else; not od-a: EC2 reclaiming Spot capacity says nothing of

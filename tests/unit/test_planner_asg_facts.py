@@ -573,3 +573,19 @@ def test_a_group_whose_terminate_process_is_suspended_drains_nothing() -> None:
     codes_of = {k.node: k.code for k in result.kept}
     assert {codes_of[n] for n in kept} == {codes.TERMINATE_SUSPENDED}
     assert "its Terminate process is suspended" in kept_reasons(result)[kept[0]]
+
+
+def test_a_buffer_holds_room_on_spot_only_in_a_group_whose_spot_taint_it_tolerates() -> None:
+    """A buffer's chunks are virtual pods, no pods that may move (none is created, so nothing says it
+    tolerates a move): as a pod that may not move, they get no spot node, and the README says so. With
+    only a spot group, a buffer holds nothing; one tolerating the group's spot taint opts in."""
+    buffer = {"name": "warm", "pod": {"cpu": "5", "memory": "4Gi"}, "replicas": 2}
+    world = World()
+    world.group("spot", "m5.2xlarge")
+    assert scale_up(planned(world, SPOT, buffers=[buffer])) == {}
+
+    world.groups["spot"]["Tags"].append(
+        {"Key": "k8s.io/cluster-autoscaler/node-template/taint/spot", "Value": "true:NoSchedule"}
+    )
+    tolerating = {**buffer, "pod": {**buffer["pod"], "tolerations": [SPOT_TOLERATION]}}
+    assert scale_up(planned(world, SPOT, buffers=[tolerating])) == {"spot": (0, 2, [])}

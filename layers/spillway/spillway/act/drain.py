@@ -263,6 +263,7 @@ _FIELD_HELP = {
     "dry_run": "true or false",
     "uncordon": "true or false",
     "not_before": "when the drain starts, in UTC such as 2026-11-02T10:20:00Z",
+    "deadline_by": "the latest the deadline may be, such as 2026-11-02T10:21:30Z",
     "scheduled_start": "the scheduled change's start as announced, in UTC such as 2026-11-03T10:20:00Z",
     "whole_grace": "those of the pods named in pods that the plan moves at a cost, each as <namespace>/<name>",
     "event_code": "an EC2 event code: instance-reboot, system-reboot, system-maintenance, instance-retirement "
@@ -376,6 +377,7 @@ def parse_request(raw: Any) -> DrainRequest:
     _refuse(_uncordon_refusal(request))
     _refuse(_timestamp_refusal(request, "planned_at"))
     _refuse(_timestamp_refusal(request, "claim_until"))
+    _refuse(_timestamp_refusal(request, "deadline_by"))
     _refuse(_not_before_refusal(request))
     _refuse(_scheduled_refusal(request))
     _refuse(_controllers_refusal(request))
@@ -589,6 +591,16 @@ def _timestamp(text: str) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed is not None and parsed.tzinfo is not None else None
+
+
+def _deadline(request: DrainRequest, now: datetime) -> datetime:
+    """When the drain validated at ``now`` meets its deadline: ``deadline_seconds`` from now, but no
+    later than ``deadline_by`` (and not before now). A Spot warning's drain that starts late (a
+    throttled StartExecution the SDK retried, a cold start, a retried validation) so keeps to the end
+    the interrupt function counted from the warning's time, before EC2 reclaims the instance."""
+    deadline = now + timedelta(seconds=request.deadline_seconds)
+    by = _timestamp(request.deadline_by) if request.deadline_by is not None else None
+    return max(now, min(deadline, by)) if by is not None else deadline
 
 
 def _timestamp_refusal(request: DrainRequest, field: str) -> Refusal:
@@ -2029,13 +2041,14 @@ class Drainer:
         self, request: DrainRequest, node: Node, placement: Placement | None, *, terminate: bool, name: str
     ) -> Drain:
         now = self.clock()
+        deadline = _deadline(request, now)
         instance_id, region = _located(node)
         return Drain(
             cluster=self.cluster,
             node=request.node,
             node_uid=node.metadata.uid,
             reason=_reason_of(request),
-            deadline_seconds=request.deadline_seconds,
+            deadline_seconds=int((deadline - now).total_seconds()),
             poll_seconds=request.poll_seconds,
             terminate=terminate and request.lifecycle is None,  # the group terminates it
             force=request.force,
@@ -2055,7 +2068,7 @@ class Drainer:
             unready_minutes=request.unready_minutes,
             name=name,
             started_at=iso(now),
-            deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
+            deadline_at=iso(deadline),
         )
 
     def _preview(

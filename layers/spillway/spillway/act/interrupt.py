@@ -673,9 +673,7 @@ class Interrupter:
             return {**out, **self._lifecycle(notice, target)}
         plan = drain_plan(notice, self.clock(), self.settings)
         assert plan is not None
-        extra: dict[str, Any] = {}
-        if placed is not None:  # the drain checks the group it names, and the detach of one in none
-            extra["group"] = placed.AutoScalingGroupName
+        extra = self._extra(notice, placed)
         if notice.kind in ("rebalance", "interruption") and self._group_replaces(target, placed):
             # the group launches the replacement and terminates the instance itself, through its
             # terminate lifecycle hooks: drained (cordon, evict) for that, never terminated here
@@ -697,6 +695,21 @@ class Interrupter:
             "execution": started.arn,
             "deadline_seconds": plan.deadline_seconds,
         }
+
+    def _extra(self, notice: Notice, placed: AutoScalingGroup | None) -> dict[str, Any]:
+        """What a notice's drain request names besides :meth:`_request`'s: the group AWS puts the instance
+        in when the snapshot knows none (``placed``: the drain checks the group it names, and the detach
+        of one in none), and a Spot warning's ``deadline_by``, its time plus the deadline: the drain
+        counts ``deadline_seconds`` from its own validation, and one that starts late (a throttled
+        StartExecution the SDK retried, a cold start, a retried validation) must still end before EC2
+        reclaims the instance, two minutes after that time."""
+        extra: dict[str, Any] = {}
+        if placed is not None:
+            extra["group"] = placed.AutoScalingGroupName
+        if notice.kind == "interruption":
+            end = notice.time + timedelta(seconds=self.settings.interruption_deadline_seconds)
+            extra["deadline_by"] = _utc(end)
+        return extra
 
     def _force_later(self, notice: Notice, target: Target, extra: Mapping[str, Any]) -> dict[str, Any]:
         """A scheduled change more than a day away: besides its drain without force, the forced drain of

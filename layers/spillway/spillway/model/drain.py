@@ -166,6 +166,13 @@ class DrainRequest(BaseModel):
     drain by hand is checked when it starts too, so that a bad request fails at once). The
     interrupt function's forced drain of a scheduled change days away waits for the change's last day.
 
+    ``deadline_by`` (RFC 3339 with its zone): the latest the deadline may be, whenever the drain starts.
+    The deadline is ``deadline_seconds`` after the validation, or this time when that is sooner (now,
+    when it is past). The interrupt function's drain of a Spot warning sets it to the warning's time
+    plus INTERRUPTION_DEADLINE_SECONDS: EC2 reclaims the instance two minutes after that time, and a
+    drain that starts late (a throttled StartExecution retried, a cold start, a retried validation)
+    must not count its seconds from its own start.
+
     ``scheduled_start`` (with ``instance_id`` and ``region``; RFC 3339 in UTC with ``Z``) and
     ``event_code`` (an EC2 event code, when the AWS Health event gave one): the scheduled change the
     drain is for, its start as announced. Once its wait is over, the drain reads the instance's
@@ -208,6 +215,7 @@ class DrainRequest(BaseModel):
     claim_until: str | None = Field(default=None, max_length=40)
     unready_minutes: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     not_before: str | None = Field(default=None, max_length=40)
+    deadline_by: str | None = Field(default=None, max_length=40)
     scheduled_start: str | None = Field(default=None, max_length=40)
     event_code: EventCode | None = None
 
