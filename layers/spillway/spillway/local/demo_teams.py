@@ -282,7 +282,7 @@ class TeamsScene:
             if code == "tenant-limit" and pod not in self.result.held:
                 self.result.held[pod] = str(entry.get("reason"))
                 self.say("held", f"plan: {pod} stays pending ({code}): {entry.get('reason')}")
-            elif code in ("backed-off", "gang-launching") and pod.startswith(f"team-a/{GANG_FAIL}-"):
+            elif pod.startswith(f"team-a/{GANG_FAIL}-"):  # every code it waits with, to tell a miss apart
                 self._gang_wait(str(code), str(entry.get("reason")))
 
     def _gang_wait(self, code: str, reason: str) -> None:
