@@ -111,7 +111,13 @@ def test_the_short_chunks_code_is_the_one_most_of_them_got_and_the_reason_names_
     from spillway.planner.buffers import _hold  # in here: the other tests run against a build without it
 
     info = configured(BufferConfig.model_validate(serving(7)))
-    why = [("max-size", "a"), ("tenant-limit", "b"), ("tenant-limit", "c"), ("max-size", "d"), ("x", "e")]
+    why = [
+        ("max-size", "a", 1),
+        ("tenant-limit", "b", 1),
+        ("tenant-limit", "c", 1),
+        ("max-size", "d", 1),
+        ("x", "e", 1),
+    ]
 
     hold = _hold(info, 1, 1, why)
 
@@ -162,3 +168,16 @@ def test_a_buffer_whose_only_group_is_backed_off_is_reported_short_with_backed_o
     assert not result.scale_up
     (entry,) = report(result)
     assert (entry["held"], entry["launching"], entry["short"], entry["code"]) == (1, 0, 2, "backed-off")
+
+
+def test_a_buffer_of_two_billion_chunks_no_group_can_hold_is_counted_not_listed() -> None:
+    """replicas is an int32: the chunks past what the cluster could hold are counted, never one entry
+    each (two billion of them took the plan past the Lambda's memory)."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=2)
+
+    result = w.plan(buffers=[serving(2**31 - 1, node_selector={"pool": "servng"})])
+
+    (entry,) = report(result)
+    assert (entry["short"], entry["code"]) == (2**31 - 1, "no-group-fits")
+    assert entry["reason"].startswith(f"{2**31 - 1} of {2**31 - 1} chunk(s) have no room")

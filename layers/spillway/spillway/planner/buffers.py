@@ -173,24 +173,31 @@ def holds(ctx: Context) -> tuple[BufferHold, ...]:
         pods = [virtual_pod(buffer, i) for i in range(planned)]
         nodes = [placed[pod] for pod in pods if pod in placed]
         held = sum(1 for node in nodes if node in ctx.nodes)
-        why = [left.get(pod, past) for pod in pods if pod not in placed]
-        # the bound counts room, not a node selector or a limit: past it, what held the last planned chunk
-        why += [why[-1] if why else past] * (buffer.replicas - planned)
+        why = [(*left.get(pod, past), 1) for pod in pods if pod not in placed]
+        # the bound counts room, not a node selector or a limit: past it, what held the last planned
+        # chunk. Counted, not listed: replicas is an int32, up to two billion
+        if buffer.replicas > planned:
+            why.append((*(why[-1][:2] if why else past), buffer.replicas - planned))
         out.append(_hold(buffer, held, len(nodes) - held, why))
     return tuple(out)
 
 
-def _hold(buffer: BufferInfo, held: int, launching: int, why: Sequence[tuple[str, str]]) -> BufferHold:
+def _hold(buffer: BufferInfo, held: int, launching: int, why: Sequence[tuple[str, str, int]]) -> BufferHold:
+    """``why``: (code, reason, chunks) of the short chunks, in the chunks' order."""
     where = f"{held} held on existing nodes, {launching} on capacity launching or launched by this plan"
     if not why:
         reason = f"all {buffer.replicas} chunk(s) have room: {where}"
         return BufferHold(buffer.key, buffer.replicas, held, launching, 0, None, reason)
-    counts = Counter(code for code, _ in why)
-    first = {code: text for code, text in reversed(why)}  # each code's first reason
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}  # each code's first reason
+    for code, text, chunks in why:
+        counts[code] += chunks
+        first.setdefault(code, text)
     order = sorted(counts, key=lambda code: -counts[code])  # most first; a tie in the chunks' order
     detail = "; ".join(f"{counts[code]} {code}: {first[code]}" for code in order)
-    reason = f"{len(why)} of {buffer.replicas} chunk(s) have no room ({where}): {detail}"
-    return BufferHold(buffer.key, buffer.replicas, held, launching, len(why), order[0], reason[:1000])
+    short = counts.total()
+    reason = f"{short} of {buffer.replicas} chunk(s) have no room ({where}): {detail}"
+    return BufferHold(buffer.key, buffer.replicas, held, launching, short, order[0], reason[:1000])
 
 
 def held_here(ctx: Context, node: str) -> str | None:
