@@ -168,18 +168,26 @@ def holds(ctx: Context) -> tuple[BufferHold, ...]:
     left = {
         p.pod: (p.code, p.reason) for p in ctx.pending_out if p.pod in ctx.buffer_pods and p.pod not in placed
     }
-    out = []
-    for buffer, planned, past in ctx.buffer_plans:
-        pods = [virtual_pod(buffer, i) for i in range(planned)]
-        nodes = [placed[pod] for pod in pods if pod in placed]
-        held = sum(1 for node in nodes if node in ctx.nodes)
-        why = [(*left.get(pod, past), 1) for pod in pods if pod not in placed]
-        # the bound counts room, not a node selector or a limit: past it, what held the last planned
-        # chunk. Counted, not listed: replicas is an int32, up to two billion
-        if buffer.replicas > planned:
-            why.append((*(why[-1][:2] if why else past), buffer.replicas - planned))
-        out.append(_hold(buffer, held, len(nodes) - held, why))
-    return tuple(out)
+    return tuple(_tally(ctx, plan, placed, left) for plan in ctx.buffer_plans)
+
+
+def _tally(
+    ctx: Context,
+    plan: tuple[BufferInfo, int, tuple[str, str]],
+    placed: dict[str, str],
+    left: dict[str, tuple[str, str]],
+) -> BufferHold:
+    """One buffer's :class:`BufferHold` (:func:`holds`)."""
+    buffer, planned, past = plan
+    pods = [virtual_pod(buffer, i) for i in range(planned)]
+    nodes = [placed[pod] for pod in pods if pod in placed]
+    held = sum(1 for node in nodes if node in ctx.nodes)
+    why = [(*left.get(pod, past), 1) for pod in pods if pod not in placed]
+    # the bound counts room, not a node selector or a limit: past it, what held the last planned chunk.
+    # Counted, not listed: replicas is an int32, up to two billion
+    if buffer.replicas > planned:
+        why.append((*(why[-1][:2] if why else past), buffer.replicas - planned))
+    return _hold(buffer, held, len(nodes) - held, why)
 
 
 def _hold(buffer: BufferInfo, held: int, launching: int, why: Sequence[tuple[str, str, int]]) -> BufferHold:
