@@ -36,7 +36,8 @@ plan's ``problems`` name its field and why; cluster-autoscaler's Event reason), 
 the configuration, a disruption budget's ``groups`` or a tenant scope's ``node_groups``, naming a group no
 managed group is called: each a problem of the plan), DrainDeadlineTooShort (1 when the drains' deadline
 leaves no time for a pod with the default grace to be moved while a group consolidates when-underutilized:
-a problem of the plan naming the groups), PodsHeldByLimits,
+a problem of the plan naming the groups), BufferChunksShort (the chunks of active capacity buffers with no
+room in the plan: its ``buffers`` say which and why), PodsHeldByLimits,
 OldestUnheldPendingSeconds (the oldest pending pod the plan does not hold at a limit: pending-too-long), and per tenant the plan names (dimension ``Tenant``:
 ``spillway.observability.add_tenant_metrics``) TenantScaleUpNodes/GPUs/CPU and TenantPodsHeld;
 StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not sent for lack of
@@ -119,6 +120,7 @@ def add_plan_metrics(outcome: dict[str, Any], summary: dict[str, Any]) -> None:
     add_count("PriorityConfigMapInvalid", summary.get("priority_configmap_invalid", 0))
     add_count("UnknownGroupNames", summary.get("unknown_group_names", 0))
     add_count("DrainDeadlineTooShort", summary.get("drain_deadline_too_short", 0))
+    add_count("BufferChunksShort", summary.get("buffer_chunks_short", 0))
     # pending-too-long reads it while plans come (observe's OldestPendingSeconds counts held pods too)
     add_seconds("OldestUnheldPendingSeconds", summary.get("oldest_unheld_pending_seconds", 0))
     add_tenant_metrics(outcome.get("tenants"))

@@ -67,3 +67,36 @@ def test_an_idle_node_holding_buffer_room_is_kept_and_the_other_drained(cloud: C
     again = cloud.snapshot()
     cloud.plan(cloud.stream_event(again))
     assert {k["node"]: k["code"] for k in plan_record(cloud, again)["kept"]} == {holding: "buffer"}  # type: ignore[attr-defined]
+
+
+def test_a_buffer_no_group_can_hold_is_reported_short_by_the_plan_and_its_status_says_no_more(
+    cloud: Cloud,
+) -> None:
+    """A CapacityBuffer whose template selects a label no group has (a typo): the plan record's
+    ``buffers`` entry says every chunk is short (no-group-fits) and the plan counts them; the buffer's
+    status stays what cluster-autoscaler's would be (Provisioning True, FakePodsInjected: it writes no
+    shortfall into the status), its message pointing at the plan's ``buffers`` entry."""
+    cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+    cloud.wait_nodes(1)
+    spec = {"nodeSelector": {"pool": "servng"},
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "2"}}}]}  # fmt: skip
+    cloud.kube.add({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "web", "namespace": "web"},
+                    "template": {"spec": spec}})  # fmt: skip
+    cloud.kube.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+                    "metadata": {"name": "headroom", "namespace": "web"},
+                    "spec": {"podTemplateRef": {"name": "web"}, "replicas": 3}})  # fmt: skip
+
+    key = cloud.snapshot()
+    [outcome] = cloud.plan(cloud.stream_event(key))["results"]
+
+    assert outcome["summary"]["buffer_chunks_short"] == 3, outcome
+    [entry] = plan_record(cloud, key)["buffers"]  # type: ignore[misc]
+    assert {k: entry[k] for k in ("buffer", "replicas", "held", "launching", "short", "code")} == {
+        "buffer": "web/headroom", "replicas": 3, "held": 0, "launching": 0, "short": 3, "code": "no-group-fits",
+    }  # fmt: skip
+    assert "pool=servng" in entry["reason"]
+    buffer = cloud.kube.get("CapacityBuffer", "headroom", "web")
+    assert buffer is not None
+    [provisioning] = [c for c in buffer["status"]["conditions"] if c["type"] == "Provisioning"]
+    assert (provisioning["status"], provisioning["reason"]) == ("True", "FakePodsInjected")
+    assert "its buffers entry: held, launching, short and why" in provisioning["message"]

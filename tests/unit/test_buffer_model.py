@@ -439,6 +439,10 @@ def test_an_expendable_buffer_says_provisioning_as_cluster_autoscaler_and_that_i
         status_update(obj, replace(info, pod=replace(info.pod, priority=-10)), NOW, expendable_below=-10)
     )
     assert "2 virtual pod(s) join each of Spillway's plans" in served["message"]
+    assert (
+        "each plan says what room they get (its buffers entry: held, launching, short and why)"
+        in served["message"]
+    )
 
 
 JOB = {

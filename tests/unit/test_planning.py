@@ -2272,6 +2272,22 @@ def test_gang_members_held_where_their_gang_runs_are_summarized_and_counted_apar
     assert none["GangPodsHeldAtHome"] == 0.0
 
 
+def test_buffer_chunks_with_no_room_are_summarized_and_counted() -> None:
+    """A configured buffer of six one-node chunks in a group of MaxSize 4 with one idle node: the plan
+    holds one on the node and launches three; the plan function counts the two short in
+    BufferChunksShort, 0 too. Before, a buffer short of room said so nowhere."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", nodes=1, max_size=4)
+    serving = {"name": "serving", "pod": {"cpu": "5", "memory": "4Gi"}, "replicas": 6}
+
+    summary = summarize(w.plan(buffers=[serving]), "us-east-1").to_dict()
+
+    assert (summary["buffer_chunks_short"], summary["unplaceable"]) == (2, 0)  # virtual pods: no pods
+    assert record_metrics({"summary": summary})["BufferChunksShort"] == 2.0
+    none = record_metrics({"summary": summarize(World().plan(), "us-east-1").to_dict()})
+    assert none["BufferChunksShort"] == 0.0
+
+
 def test_backoff_gives_back_a_new_instance_whose_never_ready_node_has_a_pod_bound() -> None:
     """A Node that registers but never becomes Ready (its CNI never starts: the commonest broken launch)
     still takes a pod whose tolerations admit everything (the not-ready taint too): kube-scheduler binds

@@ -179,6 +179,7 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         priority_configmap_invalid=problems[PRIORITY_CONFIGMAP_INVALID],
         unknown_group_names=problems[UNKNOWN_GROUP_NAMES],
         drain_deadline_too_short=problems[DRAIN_DEADLINE_TOO_SHORT],
+        buffer_chunks_short=sum(b.short for b in plan.buffers),
     )
 
 

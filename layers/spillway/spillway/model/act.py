@@ -207,6 +207,9 @@ class PlanSummary:
     # how long the oldest pending pod the plan does not hold at a limit (nor expendable) has waited, in
     # whole seconds at the snapshot: what pending-too-long reads while plans come
     oldest_unheld_pending_seconds: int = 0
+    # the chunks of active capacity buffers with no room in the plan (its ``buffers``' ``short``): a buffer
+    # no node or group can hold (a node_selector typo) or one held in part (MaxSize, a limit, a back-off)
+    buffer_chunks_short: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -227,6 +230,7 @@ class PlanSummary:
             "unknown_group_names": self.unknown_group_names,
             "drain_deadline_too_short": self.drain_deadline_too_short,
             "oldest_unheld_pending_seconds": self.oldest_unheld_pending_seconds,
+            "buffer_chunks_short": self.buffer_chunks_short,
         }
 
 

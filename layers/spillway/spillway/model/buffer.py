@@ -713,8 +713,13 @@ def _provisioning(
 
     ``True`` says what cluster-autoscaler's says: the fake pods joined the autoscaler's loop
     (pod_list_processor.go writes it on injecting them, before scale-up runs), not that they have room:
-    whether a plan holds them (group limits, MaxSize, a group that fits) the plan says, in its scale-ups
-    naming the buffer and its nodes kept with code ``buffer``. An expendable buffer's pods are injected
+    whether a plan holds them (group limits, MaxSize, a group that fits) the plan says, in its
+    ``buffers`` entry for the buffer (:class:`~spillway.planner.types.BufferHold`: chunks held,
+    launching, short, and the code and reason of those short). cluster-autoscaler writes no shortfall
+    into the status either: it leaves ``Provisioning`` as the injection wrote it and, when a scale-up
+    left fake pods without room, posts an Event ``NotTriggerScaleUp`` on the buffer ("capacity buffer
+    <n> fake pods didn't trigger scale-up: <reasons>"; FakePodsScaleUpStatusProcessor,
+    processors/capacitybuffer/scale_up_status_processor.go). An expendable buffer's pods are injected
     and dropped by cluster-autoscaler (:meth:`BufferInfo.expendable`): the condition is the same, and
     its message says they hold nothing."""
     if info.active_at(now):
@@ -734,7 +739,7 @@ def _provisioning(
             R_INJECTED,
             (
                 f"{info.replicas} virtual pod(s) join each of Spillway's plans after every real pod; each plan "
-                "says whether they get room (its scale-ups naming the buffer, its nodes kept with code buffer)"
+                "says what room they get (its buffers entry: held, launching, short and why)"
             ),
         )
     if ready:

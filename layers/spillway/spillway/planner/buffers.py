@@ -13,20 +13,29 @@ After scale-up, :func:`settle` takes the virtual pods out of ``pending`` (they a
 get Events) and records per existing node the buffer pods its free room holds
 (:attr:`Context.buffer_room`): scale-down keeps such nodes (code ``buffer``). The next plan places
 real pods first again: a buffer whose room real pods took is placed anew, which may open nodes.
+
+:func:`settle` also reports each active buffer (:class:`~spillway.planner.types.BufferHold`, the
+plan's ``buffers``): its chunks held on existing nodes, on capacity launching or launched now, and
+short, with the pending code the short chunks got (``no-group-fits`` for a ``node_selector`` no group
+has, ``max-size``, ``tenant-limit``, ...). A buffer nothing can hold is otherwise silent: its virtual
+pods are no pending pods. The report changes no placement.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from spillway.config import BufferConfig
 from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import PodInfo
 from spillway.model.k8s import Pod
+from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode
 from spillway.planner.placement import Pool, pools
 from spillway.planner.topology import UNBOUNDED
+from spillway.planner.types import BufferHold
 
 MARK = ":buffer:"
 
@@ -90,11 +99,28 @@ def buffer_classes(ctx: Context) -> list[PodClass]:
         # do (spillway.planner.provreq.set_class)
         cls.volumes, cls.volume_nodes = buffer.pod.volumes, ctx.volume_nodes
         cls.pods = [virtual_pod(buffer, i) for i in range(min(buffer.replicas, _room_bound(ctx, cls)))]
+        ctx.buffer_plans.append((buffer, len(cls.pods), _past_bound(ctx, cls, len(cls.pods))))
         if not cls.pods:  # no node nor group could hold a chunk (GPUs where none are): nothing to plan
             continue
         ctx.buffer_pods.update(dict.fromkeys(cls.pods, buffer))
         out.append(cls)
     return out
+
+
+def _past_bound(ctx: Context, cls: PodClass, planned: int) -> tuple[str, str]:
+    """The pending code and reason of a buffer's chunks past the ``planned`` ones :func:`_room_bound`
+    allows: ``max-size`` when a group's template node has room for a chunk (every group up to its
+    MaxSize is full of them), else ``no-group-fits``."""
+    if any(g.template is not None and cls.fit_with(g.template.allocatable, 1) for g in ctx.groups):
+        return codes.MAX_SIZE, (
+            f"past the {planned} chunk(s) the free room of every node and every group up to its MaxSize "
+            "could ever hold"
+        )
+    where = f"past the {planned} chunk(s) the nodes' free room could hold: " if planned else ""
+    return codes.NO_GROUP_FITS, (
+        f"{where}no group's template node has room for one chunk"
+        + ("" if planned else " and no node's free room has either")
+    )
 
 
 def busy_first(ctx: Context, pool_list: Sequence[Pool]) -> list[Pool]:
@@ -115,10 +141,10 @@ def busy_first(ctx: Context, pool_list: Sequence[Pool]) -> list[Pool]:
     return pools(sorted((n for pool in pool_list for n in pool.nodes), key=key))
 
 
-def settle(ctx: Context) -> None:
-    """After scale-up: the buffer pods each existing node holds, and none of them in ``pending``."""
-    if not ctx.buffer_pods:
-        return
+def settle(ctx: Context) -> tuple[BufferHold, ...]:
+    """After scale-up: the buffer pods each existing node holds, and none of them in ``pending``; what
+    each active buffer holds (:func:`holds`)."""
+    report = holds(ctx)
     for placement in ctx.placements:
         buffer = ctx.buffer_pods.get(placement.pod)
         node = ctx.nodes.get(placement.node)
@@ -127,7 +153,59 @@ def settle(ctx: Context) -> None:
         node.receives -= 1  # room held for a buffer, not for a pending pod
         held = ctx.buffer_room.setdefault(node.info.name, {})
         held[buffer.key] = held.get(buffer.key, 0) + 1
-    ctx.pending_out[:] = [p for p in ctx.pending_out if p.pod not in ctx.buffer_pods]
+    if ctx.buffer_pods:
+        ctx.pending_out[:] = [p for p in ctx.pending_out if p.pod not in ctx.buffer_pods]
+    return report
+
+
+def holds(ctx: Context) -> tuple[BufferHold, ...]:
+    """Per active buffer, by key: its chunks placed on an existing node (``held``), on a node launching
+    or launched by this plan (``launching``), and those with no place (``short``), each with the code
+    and reason its virtual pod got in ``pending``. A chunk never planned (past :func:`_room_bound`) has
+    the last planned chunk's when that one is short too (the bound counts room only: a chunk of a
+    ``node_selector`` no group has is past it as ``no-group-fits``), else :func:`_past_bound`'s."""
+    placed = {p.pod: p.node for p in ctx.placements if p.pod in ctx.buffer_pods}
+    left = {
+        p.pod: (p.code, p.reason) for p in ctx.pending_out if p.pod in ctx.buffer_pods and p.pod not in placed
+    }
+    return tuple(_tally(ctx, plan, placed, left) for plan in ctx.buffer_plans)
+
+
+def _tally(
+    ctx: Context,
+    plan: tuple[BufferInfo, int, tuple[str, str]],
+    placed: dict[str, str],
+    left: dict[str, tuple[str, str]],
+) -> BufferHold:
+    """One buffer's :class:`BufferHold` (:func:`holds`)."""
+    buffer, planned, past = plan
+    pods = [virtual_pod(buffer, i) for i in range(planned)]
+    nodes = [placed[pod] for pod in pods if pod in placed]
+    held = sum(1 for node in nodes if node in ctx.nodes)
+    why = [(*left.get(pod, past), 1) for pod in pods if pod not in placed]
+    # the bound counts room, not a node selector or a limit: past it, what held the last planned chunk.
+    # Counted, not listed: replicas is an int32, up to two billion
+    if buffer.replicas > planned:
+        why.append((*(why[-1][:2] if why else past), buffer.replicas - planned))
+    return _hold(buffer, held, len(nodes) - held, why)
+
+
+def _hold(buffer: BufferInfo, held: int, launching: int, why: Sequence[tuple[str, str, int]]) -> BufferHold:
+    """``why``: (code, reason, chunks) of the short chunks, in the chunks' order."""
+    where = f"{held} held on existing nodes, {launching} on capacity launching or launched by this plan"
+    if not why:
+        reason = f"all {buffer.replicas} chunk(s) have room: {where}"
+        return BufferHold(buffer.key, buffer.replicas, held, launching, 0, None, reason)
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}  # each code's first reason
+    for code, text, chunks in why:
+        counts[code] += chunks
+        first.setdefault(code, text)
+    order = sorted(counts, key=lambda code: -counts[code])  # most first; a tie in the chunks' order
+    detail = "; ".join(f"{counts[code]} {code}: {first[code]}" for code in order)
+    short = counts.total()
+    reason = f"{short} of {buffer.replicas} chunk(s) have no room ({where}): {detail}"
+    return BufferHold(buffer.key, buffer.replicas, held, launching, short, order[0], reason[:1000])
 
 
 def held_here(ctx: Context, node: str) -> str | None:

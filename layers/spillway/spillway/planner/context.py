@@ -291,6 +291,9 @@ class Context:
         self.launching_labels: dict[str, Mapping[str, str]] = {}
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
+        # each active buffer, by key: the chunks planned as virtual pods (planner.buffers._room_bound), and
+        # the pending code and reason of those past them, which are never planned
+        self.buffer_plans: list[tuple[BufferInfo, int, tuple[str, str]]] = []
         self._priorities: dict[GroupKey, float] = {}  # group -> group_priority(group)
         self._label_keys: dict[GroupKey, frozenset[str]] | None = None  # group -> group_label_keys(group)
 

@@ -119,7 +119,7 @@ def plan(
         scale_up = scale_up_actions(ctx)
         record_gang_launches(ctx, scale_up)
     provisioning.settle()
-    settle_buffers(ctx)
+    buffers = settle_buffers(ctx)  # what each active buffer holds; its virtual pods out of pending
     drains, kept, idle_state = scale_down.run()
     drains = rebalance_noted(drains, groups)
     since = {n: s.idle_since for n, s in idle_state.items()} | {
@@ -169,6 +169,7 @@ def plan(
         gang_orphans=orphans,
         unhealthy=health.report(),
         refused_groups=tuple(RefusedGroup(g.name, g.region, g.refusal) for g in ctx.refused),
+        buffers=buffers,
         problems=(
             *_problems(snapshot, config),
             *unknown_group_names(config, every_group),

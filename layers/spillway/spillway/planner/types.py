@@ -391,6 +391,34 @@ class GroupShrink:
 
 
 @dataclass(frozen=True, slots=True)
+class BufferHold:
+    """What an active capacity buffer holds in this plan (:func:`spillway.planner.buffers.settle`): of its
+    ``replicas`` chunks, ``held`` in free room of existing nodes, ``launching`` on capacity launching or
+    launched by this plan, ``short`` with no room at all; ``code`` (None when none is short) is the
+    pending code most of the short chunks got, and ``reason`` says what it holds and, per code, why the
+    rest has no room."""
+
+    buffer: str  # BufferInfo.key: ns/name of a CapacityBuffer, config:<name> of a configured one
+    replicas: int
+    held: int
+    launching: int
+    short: int
+    code: str | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "buffer": self.buffer,
+            "replicas": self.replicas,
+            "held": self.held,
+            "launching": self.launching,
+            "short": self.short,
+            "code": self.code,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class ScalingPlan:
     scale_up: tuple[ScaleUp, ...] = ()
     uncordon: tuple[Uncordon, ...] = ()
@@ -409,6 +437,7 @@ class ScalingPlan:
     unhealthy: tuple[Unhealthy, ...] = ()  # the cluster first, then groups, with too many unready nodes
     refused_groups: tuple[RefusedGroup, ...] = ()  # managed groups the plan does not scale, and why
     problems: tuple[ConfigProblem, ...] = ()  # cluster configuration it could not read, went on without
+    buffers: tuple[BufferHold, ...] = ()  # each active capacity buffer: what it holds, what is short
 
     @property
     def acts(self) -> bool:
@@ -435,5 +464,6 @@ class ScalingPlan:
             "unhealthy": self.unhealthy,
             "refused_groups": self.refused_groups,
             "problems": self.problems,
+            "buffers": self.buffers,
         }
         return out | {key: [e.to_dict() for e in entries] for key, entries in optional.items() if entries}
