@@ -181,3 +181,26 @@ def test_a_buffer_of_two_billion_chunks_no_group_can_hold_is_counted_not_listed(
     (entry,) = report(result)
     assert (entry["short"], entry["code"]) == (2**31 - 1, "no-group-fits")
     assert entry["reason"].startswith(f"{2**31 - 1} of {2**31 - 1} chunk(s) have no room")
+
+
+def test_a_chunk_whose_node_the_plan_drains_is_short_with_the_drains_code_not_held() -> None:
+    """A scheduled action drains the idle node whose free room held the buffer's one chunk (the buffer's
+    room is the lowest of all demand: test_scheduled_shrink). The report said ``held`` 1, short 0, for
+    room the same plan takes away; the chunk is short, with the drain's code and its node named."""
+    from dataclasses import replace
+
+    from test_scheduled_shrink import EVENING, MOVABLE, ROOM, planned, web
+
+    world, (idle, *busy) = web()
+    for i, node in enumerate(busy):
+        world.pods(f"r{i}", 2, cpu="2", memory="1Gi", node_name=node, owner=("ReplicaSet", f"r{i}"),
+                   annotations=MOVABLE)  # fmt: skip
+    world.idle_since(idle, 2)
+    assert report(planned(world, {}, buffers=[ROOM]))[0]["held"] == 1  # without the action: held
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=3),)}, buffers=[ROOM])
+
+    assert [d.node for d in result.drain] == [idle]
+    (entry,) = report(result)
+    assert (entry["held"], entry["launching"], entry["short"], entry["code"]) == (0, 0, 1, "scheduled-shrink")
+    assert f"1 scheduled-shrink: its room on {idle} goes with the node: the plan drains it" in entry["reason"]
