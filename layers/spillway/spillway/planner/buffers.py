@@ -196,7 +196,9 @@ def _tally(
     # the bound counts room, not a node selector or a limit: past it, what held the last planned chunk.
     # Counted, not listed: replicas is an int32, up to two billion
     if buffer.replicas > planned:
-        why.append((*(why[-1][:2] if why else past), buffer.replicas - planned))
+        last = pods[-1] if pods else None
+        tail = ctx.buffer_left.get(last, past) if last is not None and last not in placed else past
+        why.append((*tail, buffer.replicas - planned))
     return _hold(buffer, held, len(nodes) - held, why)
 
 
