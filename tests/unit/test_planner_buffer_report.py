@@ -181,3 +181,44 @@ def test_a_buffer_of_two_billion_chunks_no_group_can_hold_is_counted_not_listed(
     (entry,) = report(result)
     assert (entry["short"], entry["code"]) == (2**31 - 1, "no-group-fits")
     assert entry["reason"].startswith(f"{2**31 - 1} of {2**31 - 1} chunk(s) have no room")
+
+
+def test_a_chunk_whose_node_the_plan_drains_is_short_with_the_drains_code_not_held() -> None:
+    """A scheduled action drains the idle node whose free room held the buffer's one chunk (the buffer's
+    room is the lowest of all demand: test_scheduled_shrink). The report said ``held`` 1, short 0, for
+    room the same plan takes away; the chunk is short, with the drain's code and its node named."""
+    from dataclasses import replace
+
+    from test_scheduled_shrink import EVENING, MOVABLE, ROOM, planned, web
+
+    world, (idle, *busy) = web()
+    for i, node in enumerate(busy):
+        world.pods(f"r{i}", 2, cpu="2", memory="1Gi", node_name=node, owner=("ReplicaSet", f"r{i}"),
+                   annotations=MOVABLE)  # fmt: skip
+    world.idle_since(idle, 2)
+    assert report(planned(world, {}, buffers=[ROOM]))[0]["held"] == 1  # without the action: held
+
+    result = planned(world, {"scheduled": (replace(EVENING, desired=3),)}, buffers=[ROOM])
+
+    assert [d.node for d in result.drain] == [idle]
+    (entry,) = report(result)
+    assert (entry["held"], entry["launching"], entry["short"], entry["code"]) == (0, 0, 1, "scheduled-shrink")
+    assert f"1 scheduled-shrink: its room on {idle} goes with the node: the plan drains it" in entry["reason"]
+
+
+def test_chunks_past_the_bound_take_the_last_planned_chunks_code_only_when_that_one_is_short() -> None:
+    """Of two planned chunks the first is short (a tenant limit) and the last held: the three past the
+    room bound are short for the bound's reason (max-size), not for the first chunk's limit, as the
+    README says. They were counted as the last short chunk's: ``tenant-limit`` 4, its code."""
+    from types import SimpleNamespace
+
+    from spillway.planner.buffers import _tally, virtual_pod
+
+    info = configured(BufferConfig.model_validate(serving(5)))
+    first, last = virtual_pod(info, 0), virtual_pod(info, 1)
+    ctx: Any = SimpleNamespace(nodes={"n1": object()}, buffer_left={first: ("tenant-limit", "limit")})
+
+    hold = _tally(ctx, (info, 2, ("max-size", "past the bound")), {last: "n1"}, {})
+
+    assert (hold.held, hold.launching, hold.short, hold.code) == (1, 0, 4, "max-size")
+    assert hold.reason.endswith(": 3 max-size: past the bound; 1 tenant-limit: limit")

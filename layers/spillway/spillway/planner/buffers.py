@@ -35,7 +35,7 @@ from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode
 from spillway.planner.placement import Pool, pools
 from spillway.planner.topology import UNBOUNDED
-from spillway.planner.types import BufferHold
+from spillway.planner.types import BufferHold, Drain
 
 MARK = ":buffer:"
 
@@ -141,10 +141,13 @@ def busy_first(ctx: Context, pool_list: Sequence[Pool]) -> list[Pool]:
     return pools(sorted((n for pool in pool_list for n in pool.nodes), key=key))
 
 
-def settle(ctx: Context) -> tuple[BufferHold, ...]:
-    """After scale-up: the buffer pods each existing node holds, and none of them in ``pending``; what
-    each active buffer holds (:func:`holds`)."""
-    report = holds(ctx)
+def settle(ctx: Context) -> None:
+    """After scale-up: the buffer pods each existing node holds, and none of them in ``pending`` (the
+    code and reason each unplaced one got are kept for :func:`holds`)."""
+    placed = {p.pod for p in ctx.placements if p.pod in ctx.buffer_pods}
+    ctx.buffer_left = {
+        p.pod: (p.code, p.reason) for p in ctx.pending_out if p.pod in ctx.buffer_pods and p.pod not in placed
+    }
     for placement in ctx.placements:
         buffer = ctx.buffer_pods.get(placement.pod)
         node = ctx.nodes.get(placement.node)
@@ -155,39 +158,53 @@ def settle(ctx: Context) -> tuple[BufferHold, ...]:
         held[buffer.key] = held.get(buffer.key, 0) + 1
     if ctx.buffer_pods:
         ctx.pending_out[:] = [p for p in ctx.pending_out if p.pod not in ctx.buffer_pods]
-    return report
 
 
-def holds(ctx: Context) -> tuple[BufferHold, ...]:
+def holds(ctx: Context, drains: Sequence[Drain] = ()) -> tuple[BufferHold, ...]:
     """Per active buffer, by key: its chunks placed on an existing node (``held``), on a node launching
     or launched by this plan (``launching``), and those with no place (``short``), each with the code
     and reason its virtual pod got in ``pending``. A chunk never planned (past :func:`_room_bound`) has
     the last planned chunk's when that one is short too (the bound counts room only: a chunk of a
-    ``node_selector`` no group has is past it as ``no-group-fits``), else :func:`_past_bound`'s."""
+    ``node_selector`` no group has is past it as ``no-group-fits``), else :func:`_past_bound`'s.
+
+    A chunk whose room is on a node of ``drains`` (the plan's own: a scheduled action's shrink drains a
+    node whatever buffer room it holds) is short with the drain's code: that room goes with the
+    node, and the next plan places the chunk anew. Called after :func:`settle` and the scale-down."""
     placed = {p.pod: p.node for p in ctx.placements if p.pod in ctx.buffer_pods}
-    left = {
-        p.pod: (p.code, p.reason) for p in ctx.pending_out if p.pod in ctx.buffer_pods and p.pod not in placed
-    }
-    return tuple(_tally(ctx, plan, placed, left) for plan in ctx.buffer_plans)
+    going = {d.node: (d.code or "drained", d.reason) for d in drains}  # an empty node's has code ""
+    return tuple(_tally(ctx, plan, placed, going) for plan in ctx.buffer_plans)
 
 
 def _tally(
     ctx: Context,
     plan: tuple[BufferInfo, int, tuple[str, str]],
     placed: dict[str, str],
-    left: dict[str, tuple[str, str]],
+    going: dict[str, tuple[str, str]],
 ) -> BufferHold:
     """One buffer's :class:`BufferHold` (:func:`holds`)."""
     buffer, planned, past = plan
     pods = [virtual_pod(buffer, i) for i in range(planned)]
-    nodes = [placed[pod] for pod in pods if pod in placed]
+    nodes = [placed[pod] for pod in pods if pod in placed and placed[pod] not in going]
     held = sum(1 for node in nodes if node in ctx.nodes)
-    why = [(*left.get(pod, past), 1) for pod in pods if pod not in placed]
+    why = [
+        (*_drained(placed[pod], going[placed[pod]]), 1)
+        if pod in placed
+        else (*ctx.buffer_left.get(pod, past), 1)
+        for pod in pods
+        if pod not in placed or placed[pod] in going
+    ]
     # the bound counts room, not a node selector or a limit: past it, what held the last planned chunk.
     # Counted, not listed: replicas is an int32, up to two billion
     if buffer.replicas > planned:
-        why.append((*(why[-1][:2] if why else past), buffer.replicas - planned))
+        last = pods[-1] if pods else None
+        tail = ctx.buffer_left.get(last, past) if last is not None and last not in placed else past
+        why.append((*tail, buffer.replicas - planned))
     return _hold(buffer, held, len(nodes) - held, why)
+
+
+def _drained(node: str, drain: tuple[str, str]) -> tuple[str, str]:
+    code, reason = drain
+    return code, f"its room on {node} goes with the node: the plan drains it ({reason})"
 
 
 def _hold(buffer: BufferInfo, held: int, launching: int, why: Sequence[tuple[str, str, int]]) -> BufferHold:

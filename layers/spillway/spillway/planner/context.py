@@ -294,6 +294,8 @@ class Context:
         # each active buffer, by key: the chunks planned as virtual pods (planner.buffers._room_bound), and
         # the pending code and reason of those past them, which are never planned
         self.buffer_plans: list[tuple[BufferInfo, int, tuple[str, str]]] = []
+        # a planned virtual pod left unplaced -> the pending code and reason it got (planner.buffers.settle)
+        self.buffer_left: dict[str, tuple[str, str]] = {}
         self._priorities: dict[GroupKey, float] = {}  # group -> group_priority(group)
         self._label_keys: dict[GroupKey, frozenset[str]] | None = None  # group -> group_label_keys(group)
 

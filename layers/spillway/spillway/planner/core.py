@@ -39,6 +39,7 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import CONFIGMAP_KEY, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from spillway.model.state import GroupState, NodeState, PoolState, State, keyed_by_region
 from spillway.planner.buffers import buffer_classes
+from spillway.planner.buffers import holds as buffer_holds
 from spillway.planner.buffers import settle as settle_buffers
 from spillway.planner.classes import gang_priorities, in_service_order, pod_classes
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, group_mode
@@ -119,9 +120,10 @@ def plan(
         scale_up = scale_up_actions(ctx)
         record_gang_launches(ctx, scale_up)
     provisioning.settle()
-    buffers = settle_buffers(ctx)  # what each active buffer holds; its virtual pods out of pending
+    settle_buffers(ctx)  # the room each node holds for buffers; their virtual pods out of pending
     drains, kept, idle_state = scale_down.run()
     drains = rebalance_noted(drains, groups)
+    buffers = buffer_holds(ctx, drains)  # what each active buffer holds, its room on drained nodes not
     since = {n: s.idle_since for n, s in idle_state.items()} | {
         n: s.since for n, s in scale_down.underutilized.items()
     }
