@@ -1056,14 +1056,7 @@ def test_a_disruption_budget_is_spent_across_the_plan_not_per_node() -> None:
     allows, so two drains at once would wait on each other, the second likely past its deadline; each
     used to read the budget's allowance before the plan. (Found by review; as cluster-autoscaler's
     remaining-PDB tracker counts across the nodes of one scale-down.)"""
-    w = World(regions=("us-east-1",))
-    a, b, *rest = sorted(w.group("cpu", "m5.2xlarge", nodes=6))
-    for node, prefix in ((a, "dba"), (b, "dbb")):
-        replicas(w, node, prefix, 1, cpu="1", labels={"app": "db"})
-        replicas(w, node, prefix + "fill", 1, cpu="6")
-    for i, node in enumerate(rest):
-        replicas(w, node, f"pin{i}", 1, cpu="1", annotations={})
-    w.items.append(o.pdb("db", "default", {"app": "db"}, max_unavailable=1, disruptions_allowed=1))
+    w, a, b = _db_world()
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 

@@ -36,6 +36,17 @@ def _mark(w: World, prefix: str, annotations: dict[str, str]) -> None:
             item["metadata"].setdefault("annotations", {}).update(annotations)
 
 
+def _idle_or_busy(w: World, a: str, b: str, path: str) -> None:
+    """Nodes a and b idle for an hour (``path`` "idle": their expendable pods go with an idle drain), or
+    busy with a replica each that fits on the third node (a consolidation moves them)."""
+    if path == "idle":
+        w.idle_since(a, 60)
+        w.idle_since(b, 60)
+    else:
+        replicas(w, a, "web-a", 1, cpu="1")
+        replicas(w, b, "web-b", 1, cpu="1")
+
+
 def test_a_volcano_gang_member_both_safe_to_evict_and_preemptable_counts_toward_min_member() -> None:
     """A Volcano job of four tasks at its minMember (4), two on a, two on b, c with room for two; each
     task is Volcano-preemptable and annotated safe-to-evict "true" as well. The safe-to-evict rule
@@ -78,12 +89,7 @@ def test_expendable_workers_are_evicted_free_but_never_below_their_elastic_jobs_
     _elastic(w, a, ["w-0", "w-1"], cpu="3", priority=-100)
     _elastic(w, b, ["w-2", "w-3"], cpu="3", priority=-100)
     replicas(w, c, "pin", 1, cpu="1", annotations={})
-    if path == "idle":
-        w.idle_since(a, 60)
-        w.idle_since(b, 60)
-    else:
-        replicas(w, a, "web-a", 1, cpu="1")  # busy nodes whose replica fits on c
-        replicas(w, b, "web-b", 1, cpu="1")
+    _idle_or_busy(w, a, b, path)
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 
@@ -293,12 +299,7 @@ def test_an_expendable_volcano_gang_member_that_is_preemptable_counts_toward_min
         if item["kind"] == "Pod" and item["metadata"]["name"].startswith("train-"):
             item["spec"]["priority"] = -100
     replicas(w, c, "pin", 1, cpu="1", annotations={})  # may not move: c stays, with room
-    if path == "idle":
-        w.idle_since(a, 60)
-        w.idle_since(b, 60)
-    else:
-        replicas(w, a, "web-a", 1, cpu="1")  # busy nodes whose replica fits on c
-        replicas(w, b, "web-b", 1, cpu="1")
+    _idle_or_busy(w, a, b, path)
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 

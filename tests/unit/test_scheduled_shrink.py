@@ -515,9 +515,8 @@ def test_expendable_elastic_workers_drained_ahead_are_counted_toward_their_jobs_
     world, (a, b, c) = web(nodes=3)
     for node, names in ((a, ["w-0", "w-1"]), (b, ["w-2", "w-3"])):
         elastic_workers(world, node, names, cpu="3")
-        for item in world.items:
-            if item["kind"] == "Pod" and item["metadata"]["name"] in names:
-                item["spec"]["priority"] = -100
+        for name in names:
+            world.pod_item(f"default/{name}")["spec"]["priority"] = -100  # expendable
         world.idle_since(node, 2)
     replica(world, c, "other", PINNED)
 
@@ -539,9 +538,8 @@ def test_expendable_volcano_gang_members_drained_ahead_are_counted_toward_min_me
     world.pod_group(VOLCANO_PG, "train", spec={"minMember": 4}, phase="Running")
     for node, names in ((a, ["train-0", "train-1"]), (b, ["train-2", "train-3"])):
         _volcano_gang(world, node, names)
-        for item in world.items:
-            if item["kind"] == "Pod" and item["metadata"]["name"] in names:
-                item["spec"]["priority"] = -100
+        for name in names:
+            world.pod_item(f"default/{name}")["spec"]["priority"] = -100  # expendable
         world.idle_since(node, 2)
     replica(world, c, "other", PINNED)
 

@@ -903,6 +903,22 @@ def elastic_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS)
     never below 0. A worker bound and still ``Pending`` (a moved worker's replacement pulling its image)
     runs no agent in the job's rendezvous yet: it is not counted, so two plans never move the job below
     its minimum before the first replacement runs. Jobs with no running worker are left out."""
+    running, minimum = _running_workers(pods, jobs)
+    return {key: max(0, count - minimum[key]) for key, count in running.items()}
+
+
+def workers_evicted(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS) -> dict[str, int]:
+    """Elastic job key -> how many of ``pods`` (all evicted) are its running workers, counted as
+    :func:`elastic_room` counts them: what the job's minimum must allow. An idle node's expendable pods
+    (:func:`goes_with_its_node`) are evicted so, free and with no room elsewhere."""
+    return _running_workers(pods, jobs)[0]
+
+
+def _running_workers(
+    pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(elastic job key -> its running workers among ``pods``, -> its minimum), for :func:`elastic_room`
+    and :func:`workers_evicted`: a worker runs when bound, phase ``Running`` and not terminating."""
     running: dict[str, int] = {}
     minimum: dict[str, int] = {}
     for pod in pods:
@@ -912,18 +928,4 @@ def elastic_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS)
         if ref is not None:
             running[ref.job] = running.get(ref.job, 0) + 1
             minimum[ref.job] = ref.min
-    return {key: max(0, count - minimum[key]) for key, count in running.items()}
-
-
-def workers_evicted(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS) -> dict[str, int]:
-    """Elastic job key -> how many of ``pods`` (all evicted) are its running workers, counted as
-    :func:`elastic_room` counts them: what the job's minimum must allow. An idle node's expendable pods
-    (:func:`goes_with_its_node`) are evicted so, free and with no room elsewhere."""
-    out: dict[str, int] = {}
-    for pod in pods:
-        if pod.node_name is None or pod.phase != "Running" or pod.terminating:
-            continue
-        ref = elastic_member(pod, jobs)
-        if ref is not None:
-            out[ref.job] = out.get(ref.job, 0) + 1
-    return out
+    return running, minimum
