@@ -968,14 +968,19 @@ def members_evicted(pods: Iterable[PodInfo]) -> dict[str, int]:
     return out
 
 
+def first_short(taken: Mapping[str, int], left: Mapping[str, int]) -> str | None:
+    """The first key, by name, of which a drain takes (``taken``) more than it may lose (``left``; a key
+    not in ``left`` may lose none), or None: the job, gang or Job a refusal names, the same on every run."""
+    return min((key for key, n in taken.items() if n > left.get(key, 0)), default=None)
+
+
 def gang_refusal(taken: Mapping[str, int], left: Mapping[str, int]) -> Verdict:
     """Why a drain taking ``taken`` running preemptable members of gangs (by gang) would take one below
     its minMember (``left``: the members each may still lose, :meth:`ScaleDownStage.gang_left`; a gang
     with no known minimum is not in it), or None."""
-    short = sorted(gang for gang, n in taken.items() if gang in left and n > left[gang])
-    if not short:
+    gang = first_short({g: n for g, n in taken.items() if g in left}, left)
+    if gang is None:
         return None
-    gang = short[0]
     return (
         codes.POD_NEVER,
         f"runs {taken[gang]} volcano.sh/preemptable member(s) of gang {gang}, which may lose "
@@ -986,10 +991,9 @@ def gang_refusal(taken: Mapping[str, int], left: Mapping[str, int]) -> Verdict:
 def elastic_refusal(taken: Mapping[str, int], left: Mapping[str, int]) -> Verdict:
     """Why a drain taking ``taken`` running workers of elastic jobs (by job) would take one below its
     minimum (``left``: the workers each may still lose, :meth:`ScaleDownStage.elastic_left`), or None."""
-    short = sorted(job for job, n in taken.items() if n > left.get(job, 0))
-    if not short:
+    job = first_short(taken, left)
+    if job is None:
         return None
-    job = short[0]
     return (
         codes.ELASTIC_MIN,
         f"runs {taken[job]} worker(s) of elastic job {job}, which may lose {left.get(job, 0)} before its minimum",
@@ -1023,10 +1027,9 @@ def gang_room(
 def backoff_refusal(counted: Mapping[str, int], left: Mapping[str, int]) -> Verdict:
     """Why a drain evicting ``counted`` pods of batch/v1 Jobs (by Job) would take one past its backoffLimit
     (``left``: the failed pods each survives, less what this plan evicts already), or None."""
-    short = sorted(job for job, n in counted.items() if n > left.get(job, 0))
-    if not short:
+    job = first_short(counted, left)
+    if job is None:
         return None
-    job = short[0]
     return (
         codes.POD_NEVER,
         f"runs {counted[job]} pod(s) of {job}, which survives {left.get(job, 0)} more failed pod(s) before "
