@@ -569,3 +569,29 @@ def test_failed_scale_down_drains_merge_into_the_state_the_latest_winning(
     later = State(scale_down={"failed": Since(since=NOW + timedelta(minutes=1))})
     commit(store, 1, later)
     assert store.load("ml", NOW).state.scale_down == later.scale_down
+
+
+def test_ended_drains_merge_into_the_state_per_node_the_latest_winning(
+    store: StateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plan's drain that ended keeping its node writes a claim item per plan and node
+    (spillway.act.drain.Drainer._note_ended); each load puts each node's latest into ``ended_drains``,
+    where the planner stops counting that claim's evictions against PodDisruptionBudgets. One whose
+    node or time cannot be read is skipped naming it, and the rest load."""
+    commit(store, 0, State())
+    for plan_id, node, minutes_ago in (("p1", "ip-a", 5), ("p2", "ip-a", 1), ("p1", "ip-b", 3)):
+        at = (NOW - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z")
+        store.claim(
+            "ml", f"drain-ended#{plan_id}#{node}", {"at": at, "node": node}, expires=NOW + timedelta(days=1)
+        )
+    store.claim("ml", "drain-ended#p3#ip-c", {"at": "soon", "node": "ip-c"}, expires=NOW + timedelta(days=1))
+
+    with caplog.at_level(logging.WARNING, logger="spillway.adapters.state_store"):
+        loaded = store.load("ml", NOW)
+
+    assert loaded.state.ended_drains == {
+        "ip-a": Since(since=NOW - timedelta(minutes=1)),
+        "ip-b": Since(since=NOW - timedelta(minutes=3)),
+    }
+    assert "drain-ended#p3#ip-c" in caplog.text
+    assert loaded.state.scale_down == {}  # an ended drain is no failure to wait after
