@@ -298,6 +298,31 @@ def test_starting_an_execution_twice_under_one_name_is_not_an_error() -> None:
             executions.start(ExecutionRequest("scale_up", arn, "up/with:bad chars", {}))
 
 
+def test_a_second_start_with_the_same_name_and_input_is_a_duplicate_though_aws_answers_success() -> None:
+    """Step Functions answers a StartExecution of a running execution's name and identical input with
+    success and that execution's ARN and startDate (StartExecution is idempotent for STANDARD
+    workflows; moto answers the same way). It was reported started=True, so the interrupt function
+    counted a duplicate notice's drain in InterruptDrainsStarted, not InterruptDuplicates. Its startDate
+    before the call tells it apart now; a first start within CLOCK_SKEW of the call is still started."""
+    with mock_aws():
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        arn = sfn.create_state_machine(
+            name="drain",
+            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+            roleArn="arn:aws:iam::123456789012:role/x",
+        )["stateMachineArn"]
+        request = ExecutionRequest("drain", arn, "drain-spot-i-0abc-1", {"node": "ip-10-0-0-1"})
+        first = Executions(sfn).start(request)
+        answered = sfn.start_execution(stateMachineArn=arn, name=request.name, input='{"node":"ip-10-0-0-1"}')
+        assert answered["executionArn"] == first.arn  # AWS's idempotent success, as moto gives it
+
+        later = datetime.now(UTC) + timedelta(minutes=1)
+        again = Executions(sfn, clock=lambda: later).start(request)
+
+        assert first.started and not again.started and again.arn == first.arn
+        assert len(sfn.list_executions(stateMachineArn=arn)["executions"]) == 1
+
+
 def test_a_claim_is_written_once_and_a_second_claim_gets_the_first(store: StateStore, ddb: Any) -> None:
     expires = NOW + timedelta(days=2)
     first = store.claim("ml", "raise#up-p1", {"before": 1, "after": 3, "count": 2}, expires=expires)
