@@ -69,7 +69,13 @@ from spillway.model.k8s import (
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import SCALE_DOWN_FAILED_PREFIX, State, merge_scale_down_failures
+from spillway.model.state import (
+    DRAIN_ENDED_PREFIX,
+    SCALE_DOWN_FAILED_PREFIX,
+    State,
+    merge_ended_drains,
+    merge_scale_down_failures,
+)
 
 
 @dataclass
@@ -967,9 +973,14 @@ class FakeLedger(Recorder):
             for (c, item), value in self.claimed.items()
             if c == cluster and item.startswith(SCALE_DOWN_FAILED_PREFIX)
         ]
-        state = merge_scale_down_failures(self.stored.state, failed)
+        ended = [
+            (str(value["node"]), datetime.fromisoformat(str(value["at"]).replace("Z", "+00:00")))
+            for (c, item), value in self.claimed.items()
+            if c == cluster and item.startswith(DRAIN_ENDED_PREFIX)
+        ]
+        state = merge_ended_drains(merge_scale_down_failures(self.stored.state, failed), ended)
         if not self.backoffs:
-            return dataclasses.replace(self.stored, state=state) if failed else self.stored
+            return dataclasses.replace(self.stored, state=state) if failed or ended else self.stored
         sizes = self.backoff_nodes + [1] * (len(self.backoffs) - len(self.backoff_nodes))  # set by hand
         regions = self.backoff_regions + [""] * (len(self.backoffs) - len(self.backoff_regions))
         merged = merge_backoffs(

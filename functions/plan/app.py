@@ -64,7 +64,7 @@ from spillway.act.planning import own_inserts, parse_plan_request, run_plan, sna
 from spillway.adapters.store import snapshot_inserts
 from spillway.clients import Clients, get_clients
 from spillway.errors import InputError, SpillwayError, StaleSnapshot, StateConflict
-from spillway.model.act import PlanOutcome, SnapshotRef
+from spillway.model.act import PlanOutcome, SnapshotRef, add_unplaced_counts
 from spillway.observability import (
     add_cluster_writes,
     add_count,
@@ -109,8 +109,7 @@ def record_outcome(outcome: dict[str, Any]) -> None:
 def add_plan_metrics(outcome: dict[str, Any], summary: dict[str, Any]) -> None:
     add_count("ScaleUpNodes", summary.get("scale_up_nodes", 0))
     add_count("DrainsPlanned", summary.get("drains", 0))
-    add_count("UnplaceablePods", summary.get("unplaceable", 0))
-    add_count("GangPodsHeldAtHome", summary.get("gang_home_held", 0))
+    add_unplaced_counts(add_count, summary)
     add_count("Overflow", summary.get("overflow_nodes", 0))
     add_count("UnregisteredInstances", summary.get("unregistered", 0))
     add_count("GangOrphans", summary.get("gang_orphans", 0))

@@ -7,7 +7,7 @@ region), ``verify`` (launch done, failed or timed out), ``backoff`` (back off, s
 are Spillway's named errors (``AwsThrottled``, ``AsgLimitExceeded``, ``KubeUnavailable`` ...), whose
 class names the state machine's Retry/Catch match.
 
-Metrics (EMF): AnsweredErrors (an error the state machine retries or catches by name), Uncordoned, GroupsBackedOff, GangsLaunched, GangsGivenBack, and from a re-plan ScaleUpNodes, Overflow, UnplaceablePods.
+Metrics (EMF): AnsweredErrors (an error the state machine retries or catches by name), Uncordoned, GroupsBackedOff, GangsLaunched, GangsGivenBack, and from a re-plan ScaleUpNodes, Overflow, UnplaceablePods, GangPodsHeldAtHome.
 """
 
 from __future__ import annotations

@@ -298,6 +298,31 @@ def test_starting_an_execution_twice_under_one_name_is_not_an_error() -> None:
             executions.start(ExecutionRequest("scale_up", arn, "up/with:bad chars", {}))
 
 
+def test_a_second_start_with_the_same_name_and_input_is_a_duplicate_though_aws_answers_success() -> None:
+    """Step Functions answers a StartExecution of a running execution's name and identical input with
+    success and that execution's ARN and startDate (StartExecution is idempotent for STANDARD
+    workflows; moto answers the same way). It was reported started=True, so the interrupt function
+    counted a duplicate notice's drain in InterruptDrainsStarted, not InterruptDuplicates. Its startDate
+    before the call tells it apart now; a first start within CLOCK_SKEW of the call is still started."""
+    with mock_aws():
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        arn = sfn.create_state_machine(
+            name="drain",
+            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+            roleArn="arn:aws:iam::123456789012:role/x",
+        )["stateMachineArn"]
+        request = ExecutionRequest("drain", arn, "drain-spot-i-0abc-1", {"node": "ip-10-0-0-1"})
+        first = Executions(sfn).start(request)
+        answered = sfn.start_execution(stateMachineArn=arn, name=request.name, input='{"node":"ip-10-0-0-1"}')
+        assert answered["executionArn"] == first.arn  # AWS's idempotent success, as moto gives it
+
+        later = datetime.now(UTC) + timedelta(minutes=1)
+        again = Executions(sfn, clock=lambda: later).start(request)
+
+        assert first.started and not again.started and again.arn == first.arn
+        assert len(sfn.list_executions(stateMachineArn=arn)["executions"]) == 1
+
+
 def test_a_claim_is_written_once_and_a_second_claim_gets_the_first(store: StateStore, ddb: Any) -> None:
     expires = NOW + timedelta(days=2)
     first = store.claim("ml", "raise#up-p1", {"before": 1, "after": 3, "count": 2}, expires=expires)
@@ -569,3 +594,29 @@ def test_failed_scale_down_drains_merge_into_the_state_the_latest_winning(
     later = State(scale_down={"failed": Since(since=NOW + timedelta(minutes=1))})
     commit(store, 1, later)
     assert store.load("ml", NOW).state.scale_down == later.scale_down
+
+
+def test_ended_drains_merge_into_the_state_per_node_the_latest_winning(
+    store: StateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plan's drain that ended keeping its node writes a claim item per plan and node
+    (spillway.act.drain.Drainer._note_ended); each load puts each node's latest into ``ended_drains``,
+    where the planner stops counting that claim's evictions against PodDisruptionBudgets. One whose
+    node or time cannot be read is skipped naming it, and the rest load."""
+    commit(store, 0, State())
+    for plan_id, node, minutes_ago in (("p1", "ip-a", 5), ("p2", "ip-a", 1), ("p1", "ip-b", 3)):
+        at = (NOW - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z")
+        store.claim(
+            "ml", f"drain-ended#{plan_id}#{node}", {"at": at, "node": node}, expires=NOW + timedelta(days=1)
+        )
+    store.claim("ml", "drain-ended#p3#ip-c", {"at": "soon", "node": "ip-c"}, expires=NOW + timedelta(days=1))
+
+    with caplog.at_level(logging.WARNING, logger="spillway.adapters.state_store"):
+        loaded = store.load("ml", NOW)
+
+    assert loaded.state.ended_drains == {
+        "ip-a": Since(since=NOW - timedelta(minutes=1)),
+        "ip-b": Since(since=NOW - timedelta(minutes=3)),
+    }
+    assert "drain-ended#p3#ip-c" in caplog.text
+    assert loaded.state.scale_down == {}  # an ended drain is no failure to wait after

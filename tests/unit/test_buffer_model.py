@@ -257,6 +257,34 @@ def test_a_configured_buffer_of_a_fraction_of_a_gpu_is_refused_naming_the_key(gp
     assert PlannerConfig.model_validate(whole).buffers[0].pod.requests() == {"nvidia.com/gpu": "2"}
 
 
+@pytest.mark.parametrize(
+    ("config", "where"),
+    [
+        ({"buffers": [{"name": "a", "pod": {"cpu": "1"}, "replicas": 1, "windows": []}]}, "buffers.0.windows"),
+        ({"disruption_budgets": [{"nodes": 1, "windows": []}]}, "disruption_budgets.0.windows"),
+        ({"disruption_budgets": [{"nodes": 1, "schedule": "@daily", "duration": "8h", "windows": []}]},
+         "disruption_budgets.0.windows"),
+        ({"tenants": {"t": {"schedule": [{"windows": [], "limits": {}}]}}}, "tenants.t.schedule.0.windows"),
+    ],
+)  # fmt: skip
+def test_an_empty_windows_list_is_refused_naming_the_field(config: dict[str, Any], where: str) -> None:
+    """``windows: []`` could mean never as well as always. A tenant schedule's entry refused it, while a
+    configured buffer and a disruption budget took it as always on (held capacity, or a budget binding,
+    around the clock, where the writer may have meant none). Each refuses it now, naming the field;
+    leaving ``windows`` out still means always."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        PlannerConfig.model_validate(config)
+    error = caught.value.errors()[0]
+    assert ".".join(str(p) for p in error["loc"]) == where
+    always = PlannerConfig.model_validate(
+        {"buffers": [{"name": "a", "pod": {"cpu": "1"}, "replicas": 1}], "disruption_budgets": [{"nodes": 1}]}
+    )
+    assert always.buffers[0].active_at(datetime(2026, 12, 7, 3, tzinfo=UTC))
+    assert always.disruption_budgets[0].active_at(datetime(2026, 12, 7, 3, tzinfo=UTC))
+
+
 def test_two_buffers_of_one_name_are_refused() -> None:
     from pydantic import ValidationError
 

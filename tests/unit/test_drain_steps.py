@@ -3626,9 +3626,45 @@ def test_a_failed_scale_down_drain_is_recorded_for_later_plans_to_wait(
 
     failed = ledger.load(CLUSTER).state.scale_down.get("failed")
     assert (failed.since if failed else None) == (T0 if recorded else None)
-    assert len(ledger.claimed) == (1 if recorded else 0)
+    assert len([i for _, i in ledger.claimed if i.startswith("scaledown-failed#")]) == (1 if recorded else 0)
     if recorded:
         assert ledger.expiries[(CLUSTER, f"scaledown-failed#{drain.name}")] == T0 + timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    ("error", "request_", "ended"),
+    [
+        ("DrainTimeout", {"plan_id": PLAN}, True),  # failed at its deadline: the node given back
+        ("KubeUnavailable", {"plan_id": PLAN}, True),
+        ("DrainCancelled", {"plan_id": PLAN}, True),  # cancelled: its pods run on
+        ("DrainTimeout", {"plan_id": PLAN, "terminate": False, "uncordon": True}, True),  # make room
+        ("DrainTimeout", {}, False),  # started by hand: no plan's claim
+        (None, {"plan_id": PLAN}, False),  # it went: the node is gone, no claim to free
+    ],
+)
+def test_a_plans_drain_that_ends_keeping_its_node_tells_later_plans(
+    rig: Rig, error: str | None, request_: dict[str, Any], ended: bool
+) -> None:
+    """A plan's drain claims its node for drain_claim_minutes, and later plans count the pods it will
+    evict against their PodDisruptionBudgets meanwhile. One that ended keeping the node evicts nothing
+    more: it writes when, per plan and node, which the state loads as State.ended_drains (the claim
+    then spends nothing: ScaleDownStage.claim_ended). Nothing was written before, so the claim spent
+    the allowance until it lapsed."""
+    drain = rig.cordoned(reason="idle 12 min", **request_)
+    state: dict[str, Any] = {"drain": drain.model_dump()}
+    if error is not None:
+        state["error"] = _lambda_error(error, "it failed")
+        state["compensation"] = {"untainted": True, "uncordoned": True}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+
+    rig.drainer.record(state, None if error else "terminated")
+    rig.drainer.record(state, None if error else "terminated")  # the step run again writes it once
+
+    marks = ledger.load(CLUSTER).state.ended_drains
+    assert ({n: m.since for n, m in marks.items()}) == ({drain.node: T0} if ended else {})
+    items = [i for _, i in ledger.claimed if i.startswith("drain-ended#")]
+    assert items == ([f"drain-ended#{PLAN}#{drain.node}"] if ended else [])
 
 
 def test_a_failed_scale_down_drain_whose_record_cannot_be_written_keeps_its_outcome(
@@ -3993,3 +4029,20 @@ def test_a_deadline_by_that_is_no_time_with_its_zone_is_refused_naming_it(rig: R
         rig.validated(deadline_by=value)
     assert err.value.field == "deadline_by"
     assert rig.writes() == []
+
+
+@pytest.mark.parametrize(("plan_id", "ended"), [(PLAN, True), (None, False)])
+def test_a_plans_drain_cancelled_at_validation_tells_later_plans_its_claim_ended(
+    rig: Rig, plan_id: str | None, ended: bool
+) -> None:
+    """A plan's drain its validation cancelled touched nothing; the node's pods run on, so its claim
+    spends no PodDisruptionBudget allowance any more (State.ended_drains). A drain of no plan claimed
+    nothing and writes nothing."""
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    cancelled_answer = {"node": "ip-10-0-0-9", "plan_id": plan_id, "reason": "idle", "note": "busy now"}
+
+    rig.drainer.record({"cancelled": cancelled_answer}, "cancelled")
+
+    marks = ledger.load(CLUSTER).state.ended_drains
+    assert {n: m.since for n, m in marks.items()} == ({"ip-10-0-0-9": T0} if ended else {})

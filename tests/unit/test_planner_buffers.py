@@ -26,6 +26,7 @@ SERVING = {
     "replicas": 6,
     "windows": [{"days": WEEKDAYS, "start": "08:00", "end": "20:00", "timezone": "Europe/Berlin"}],
 }
+ALWAYS = {k: v for k, v in SERVING.items() if k != "windows"}  # no windows: always on
 
 
 def at(text: str) -> datetime:
@@ -123,7 +124,7 @@ def test_kept_nodes_holding_buffer_room_say_buffer_and_others_drain() -> None:
     nodes = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10)
     for node in nodes:
         w.idle_since(node, 60)
-    buffer = {**SERVING, "replicas": 2, "windows": []}
+    buffer = {**ALWAYS, "replicas": 2}
 
     result = w.plan(buffers=[buffer])
 
@@ -144,7 +145,7 @@ def test_a_buffer_never_takes_room_from_a_real_pending_pod() -> None:
     nodes = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
     # a real pod of the lowest priority that still scales (above the cutoff -10)
     pods = w.pods("web", 1, priority=-5, **BIG)
-    buffer = {**SERVING, "replicas": 1, "windows": [], "pod": {"cpu": "5", "memory": "4Gi"}}
+    buffer = {**ALWAYS, "replicas": 1, "pod": {"cpu": "5", "memory": "4Gi"}}
 
     result = w.plan(buffers=[buffer])
 
@@ -268,7 +269,7 @@ def test_under_a_binding_limit_the_real_pod_gets_the_last_node_and_the_buffer_no
     w = World()
     w.group("cpu", "m5.2xlarge", max_size=10)
     pods = w.pods("web", 1, priority=-5, **BIG)
-    buffer = {**SERVING, "replicas": 2, "windows": []}
+    buffer = {**ALWAYS, "replicas": 2}
 
     result = w.plan(buffers=[buffer], max_nodes_total=1)
 
@@ -297,7 +298,7 @@ def test_a_buffer_takes_the_spare_room_of_a_busy_node_before_an_idle_one() -> No
         w.idle_since(node, 60)
     # the node that sorts last runs a small pod; the buffer fits beside it
     w.pods("api", 1, node_name=nodes[1], owner=("ReplicaSet", "api-1"), cpu="1")
-    buffer = {**SERVING, "replicas": 1, "windows": []}
+    buffer = {**ALWAYS, "replicas": 1}
 
     result = w.plan(buffers=[buffer])
 

@@ -1482,6 +1482,36 @@ def test_a_group_whose_raise_errored_is_backed_off_and_its_pods_overflow() -> No
     assert rig.ledger.backoffs == []
 
 
+def test_the_overflow_re_plan_counts_gang_members_held_at_home_as_the_plan_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scale function's overflow re-plan is a plan: UnplaceablePods and, of them, GangPodsHeldAtHome
+    (gang members kept to a full home region, or to nodes of unknown region). It emitted
+    UnplaceablePods only, so the dashboard's held-at-home line had a gap at every overflow round."""
+    import spillway.act.scale as scale_module
+
+    def holding(*args: Any, **kwargs: Any) -> ScalingPlan:
+        result = run_planner(*args, **kwargs)
+        held = (
+            PendingPod("ml/w-2", "r", codes.GANG_HOME_FULL),
+            PendingPod("ml/w-3", "r", codes.GANG_HOME_UNKNOWN),
+        )
+        return replace(result, pending=(*result.pending, *held))
+
+    monkeypatch.setattr(scale_module, "run_planner", holding)
+    _rig, ref, plan, scale = planned_east_and_west(seconds=30)
+    counted: dict[str, float] = {}
+    scale.metric = lambda name, value: counted.__setitem__(name, value)
+    refused = {"group": "gpu-east", "region": "us-east-1", "outcome": "backed_off", "reason": "no capacity"}
+
+    scale.next_round({"cluster": "ml", "plan_id": plan.plan_id, "snapshot_key": ref.key, "round": 1,
+                      "max_rounds": 3, "poll_seconds": 1, "launch_timeout_seconds": 30, "rounds": [],
+                      "results": [refused]})  # fmt: skip
+
+    assert counted["GangPodsHeldAtHome"] == 2.0
+    assert counted["UnplaceablePods"] >= 2.0
+
+
 def test_a_group_whose_raise_landed_is_not_backed_off_for_an_aws_error_after_it() -> None:
     """The plan's raise of gpu-east landed (its marker is kept), then verify's DescribeScalingActivities
     was refused (AccessDenied: a role missing one permission). The iteration ended in Errored with

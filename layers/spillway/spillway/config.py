@@ -191,13 +191,26 @@ class BufferPod(Settings):
         return {k: v for k, v in named.items() if v is not None}
 
 
+def _some_windows(value: Any) -> Any:
+    """``windows`` given is at least one window: an empty list could mean never as well as always (a
+    tenant schedule's entry refuses it too, ``LimitSchedule``); leaving ``windows`` out means always."""
+    if isinstance(value, list | tuple) and not value:
+        raise ValueError(
+            "an empty list could mean never or always: list at least one window, or leave windows out for always"
+        )
+    return value
+
+
 class BufferConfig(Windowed):
     """Spare capacity held by the clock: ``replicas`` virtual pods shaped like ``pod`` while one of
-    ``windows`` is open (always, without windows). README "Buffers"."""
+    ``windows`` is open (always, without windows; ``windows: []`` is refused: :func:`_some_windows`).
+    README "Buffers"."""
 
     name: str = Field(min_length=1)
     pod: BufferPod
     replicas: int = Field(ge=0)
+
+    _windows = field_validator("windows", mode="before")(classmethod(lambda cls, v: _some_windows(v)))
 
 
 ConsolidationMode = Literal["off", "when-empty", "when-underutilized"]
@@ -226,7 +239,8 @@ class DisruptionBudget(Windowed):
     of each group in ``groups`` (empty: every group) disrupted at once, for the disruptions ``reasons``
     names (empty: all), while any of ``windows`` is active, or, as Karpenter writes it, for ``duration``
     after each run of the cron ``schedule`` (read in ``timezone``, UTC by default as in Karpenter);
-    always without either. The most restrictive active budget binds."""
+    always without either (``windows: []`` is refused: :func:`_some_windows`). The most restrictive
+    active budget binds."""
 
     nodes: str
     groups: tuple[str, ...] = ()
@@ -236,6 +250,7 @@ class DisruptionBudget(Windowed):
     timezone: str = "UTC"
 
     _nodes = field_validator("nodes", mode="before")(classmethod(lambda cls, v: _budget_nodes(v)))
+    _windows = field_validator("windows", mode="before")(classmethod(lambda cls, v: _some_windows(v)))
 
     @field_validator("schedule")
     @classmethod

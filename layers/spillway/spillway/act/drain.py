@@ -182,7 +182,7 @@ from spillway.model.nodegroup import (
     is_managed,
     scale_in_protected,
 )
-from spillway.model.state import SCALE_DOWN_FAILED_PREFIX
+from spillway.model.state import DRAIN_ENDED_PREFIX, SCALE_DOWN_FAILED_PREFIX
 from spillway.model.utc import aware
 from spillway.planner.disruption import TOLERATES_DRAIN, assess, comes_back, dead, marked_never
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
@@ -276,6 +276,10 @@ _FIELD_HELP = {
 SCALE_DOWN_FAILURES = frozenset({"failed", "timeout"})
 # How long the state table keeps a failed scale-down drain's item (its TTL): above any failure delay in use
 SCALE_DOWN_FAILURE_KEPT = timedelta(days=1)
+# A plan's drain that ends keeping its node and its remaining pods running (failed, timed out, cancelled,
+# rejected): later plans stop counting its claim's evictions against the PodDisruptionBudgets
+# (State.ended_drains). Kept by the state table as long as a failure's item.
+ENDED_KEEPING = frozenset({"failed", "timeout", "cancelled", "rejected"})
 
 
 def _scales_down(drain: Drain) -> bool:
@@ -2745,8 +2749,31 @@ class Drainer:
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
             self._note_scale_down_failure(drain, final)
+        self._note_ended(summary, final)
         self.on_outcome(final, summary)
         return summary
+
+    def _note_ended(self, summary: Mapping[str, Any], outcome: str) -> None:
+        """When a plan's drain (``summary`` names its ``plan_id`` and ``node``) ends keeping its node
+        (:data:`ENDED_KEEPING`), tell later plans, so that its claim on the node, which lasts
+        ``drain_claim_minutes`` from the plan, no longer counts the pods it would have evicted against
+        their PodDisruptionBudgets (:meth:`spillway.planner.scaledown.ScaleDownStage.claim_ended`): an
+        item of the state table per plan and node (a claim, so the step run again writes it once),
+        which the state store merges into ``State.ended_drains`` at load. Best effort, as the Event: a
+        write that fails only leaves the claim spending until it lapses, as before."""
+        node, plan_id = summary.get("node"), summary.get("plan_id")
+        if outcome not in ENDED_KEEPING or not isinstance(node, str) or not isinstance(plan_id, str):
+            return
+        now = self.clock()
+        try:
+            self.ledger.claim(
+                self.cluster,
+                f"{DRAIN_ENDED_PREFIX}{plan_id}#{node}",
+                {"at": iso(now), "node": node},
+                expires=now + SCALE_DOWN_FAILURE_KEPT,
+            )
+        except SpillwayError as exc:
+            log.warning("ended drain of %s not recorded for later plans: %s", node, exc)
 
     def _note_scale_down_failure(self, drain: Drain, outcome: Outcome) -> None:
         """When ``outcome`` is a plan's scale-down drain failing (:data:`SCALE_DOWN_FAILURES`,
@@ -2785,6 +2812,7 @@ class Drainer:
         if cancelled.get("notice"):
             summary["notice"] = str(cancelled["notice"])
             self._skipped_event(summary, cancelled.get("node_uid"))
+        self._note_ended(summary, "cancelled")
         self.on_outcome("cancelled", summary)
         return summary
 
@@ -2821,6 +2849,7 @@ class Drainer:
             f"Cancelled ({drain.reason}) after evicting {summary['evicted_count']} pod(s): {summary['note']}",
             "Normal",
         )
+        self._note_ended(summary, "cancelled")
         self.on_outcome("cancelled", summary)
         return summary
 

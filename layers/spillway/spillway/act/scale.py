@@ -99,7 +99,15 @@ from spillway.errors import (
     StateCorrupt,
     StateTooLarge,
 )
-from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
+from spillway.model.act import (
+    PlanRecord,
+    PlanSummary,
+    StoredState,
+    add_unplaced_counts,
+    format_key,
+    iso,
+    replan_key,
+)
 from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import format_time
 from spillway.model.groupkey import GroupKey
@@ -708,7 +716,7 @@ class ScaleSteps:
             self.metric("ScaleUpNodes", summary.scale_up_nodes)
         if summary.overflow_nodes:
             self.metric("Overflow", summary.overflow_nodes)
-        self.metric("UnplaceablePods", summary.unplaceable)
+        add_unplaced_counts(self.metric, summary.to_dict())
 
     # --- dispatch ------------------------------------------------------------------------------
 

@@ -5,12 +5,24 @@ An execution's name is unique per state machine (for 90 days), and Step Function
 the plan (``up-<plan id>``, ``down-<plan id>``), so that refusal is what makes starting idempotent: it
 is reported as ``started=False``, not as a failure. Other SDK errors leave as
 :class:`~spillway.errors.AwsError` subclasses (``AwsThrottled``, ``AwsUnavailable``).
+
+A second ``StartExecution`` under a used name is not always refused: for a STANDARD workflow whose
+execution of that name is still running and whose input is identical, the call succeeds and answers
+as the first one did, that execution's ARN and ``startDate`` (AWS Step Functions API Reference,
+StartExecution: "StartExecution is idempotent for STANDARD workflows"; ``ExecutionAlreadyExists``
+only when the input differs or the execution has closed). Such an answer is a duplicate too: its
+``startDate`` is before this call began, by more than :data:`CLOCK_SKEW` (the Lambda's clock against
+Step Functions'), and it is reported ``started=False`` as well. A duplicate start within that much of
+the first one is taken as started (only a count tells them apart). moto (5.x) answers the same way:
+the running execution of that name and input, with its own start date.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -28,6 +40,9 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 ALREADY_EXISTS = "ExecutionAlreadyExists"
 MISSING_EXECUTION = "ExecutionDoesNotExist"
 MAX_INPUT_BYTES = 256 * 1024
+# How far Step Functions' clock (an answer's startDate) may be behind the Lambda's: an execution that
+# started more than this before the call began was there already
+CLOCK_SKEW = timedelta(seconds=5)
 
 
 def check_name(name: str) -> str:
@@ -37,11 +52,14 @@ def check_name(name: str) -> str:
 
 
 class Executions:
-    """Starts executions; ``ExecutionAlreadyExists`` is success (``started=False``). Reads an
-    execution's status (:meth:`status`: a drain standing by for the one holding its node)."""
+    """Starts executions; ``ExecutionAlreadyExists`` is success (``started=False``), and so is the
+    idempotent answer for a running execution of the same name and input (its ``startDate`` before the
+    call). Reads an execution's status (:meth:`status`: a drain standing by for the one holding its
+    node). ``clock``: the time a call begins (aware UTC)."""
 
-    def __init__(self, client: SFNClient) -> None:
+    def __init__(self, client: SFNClient, clock: Callable[[], datetime] | None = None) -> None:
         self.client = client
+        self.clock = clock or (lambda: datetime.now(UTC))
 
     def start(self, request: ExecutionRequest) -> StartedExecution:
         name = check_name(request.name)
@@ -49,6 +67,7 @@ class Executions:
         if len(body.encode()) > MAX_INPUT_BYTES:
             raise InputError(f"execution {name}: input is {len(body)} bytes, over Step Functions' 256 KB")
         what = f"StartExecution({request.kind}, {name})"
+        began = self.clock()
         try:
             resp = self.client.start_execution(
                 stateMachineArn=request.state_machine_arn, name=name, input=body
@@ -61,7 +80,9 @@ class Executions:
             raise map_aws_error(exc, what) from exc
         except BotoCoreError as exc:
             raise map_aws_error(exc, what) from exc
-        return StartedExecution(request.kind, name, str(resp["executionArn"]), started=True)
+        started = resp.get("startDate")
+        earlier = isinstance(started, datetime) and _utc(started) < _utc(began) - CLOCK_SKEW
+        return StartedExecution(request.kind, name, str(resp["executionArn"]), started=not earlier)
 
     def status(self, arn: str) -> str:
         """The execution's status as DescribeExecution gives it (``RUNNING``, ``SUCCEEDED``, ``FAILED``,
@@ -77,3 +98,8 @@ class Executions:
         except BotoCoreError as exc:
             raise map_aws_error(exc, what) from exc
         return str(resp["status"])
+
+
+def _utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive one is taken as UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

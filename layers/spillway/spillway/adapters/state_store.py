@@ -104,11 +104,13 @@ from spillway.errors import AwsThrottled, StateConflict, StateCorrupt, StateTooL
 from spillway.model.act import PlanRecord, StoredState, iso
 from spillway.model.groupkey import GroupKey
 from spillway.model.state import (
+    DRAIN_ENDED_PREFIX,
     POOL_PREFIX,
     SCALE_DOWN_FAILED_PREFIX,
     GroupState,
     PoolState,
     State,
+    merge_ended_drains,
     merge_scale_down_failures,
     normalize_pool_key,
     stronger_backoff,
@@ -213,6 +215,7 @@ class StateStore:
         stored = StoredState()
         backoffs: list[Backoff] = []
         failures: list[datetime] = []  # failed scale-down drains (State.scale_down)
+        ended: list[tuple[str, datetime]] = []  # plan's drains that ended keeping their node
         unknown: list[str] = []  # back-off attributes a newer build added: ignored, named once
         for item in items:
             name = item["item"]["S"]
@@ -220,6 +223,8 @@ class StateStore:
                 stored = _stored(item)
             elif name.startswith(SCALE_DOWN_FAILED_PREFIX):
                 failures.extend(_failed_at(item))
+            elif name.startswith(DRAIN_ENDED_PREFIX):
+                ended.extend(_ended(item))
             elif name.startswith(BACKOFF_PREFIX):
                 try:
                     backoffs.append(_backoff(item))
@@ -229,6 +234,7 @@ class StateStore:
                 unknown.extend(f"{name}.{a}" for a in sorted(set(item) - BACKOFF_ATTRIBUTES))
         warn_unknown(f"back-off items of {cluster}", unknown, log.warning)
         state = merge_scale_down_failures(merge_backoffs(stored.state, backoffs, now), failures)
+        state = merge_ended_drains(state, ended)
         return StoredState(
             state=state,
             version=stored.version,
@@ -518,6 +524,23 @@ def _failed_at(item: Mapping[str, Any]) -> list[datetime]:
     except (StateCorrupt, ValueError):
         pass
     log.warning("scale-down failure item %s skipped: value.at is no ISO time", str(item["item"]["S"])[:200])
+    return []
+
+
+def _ended(item: Mapping[str, Any]) -> list[tuple[str, datetime]]:
+    """The node and time an ended drain's item names (its claim value's ``node`` and ``at``); none, with
+    a warning naming the item, when they are not a name and an ISO time: the claim then spends until it
+    lapses, as before."""
+    try:
+        value = _claim_value(item)
+        node, at = value.get("node"), value.get("at")
+        if isinstance(node, str) and node and isinstance(at, str):
+            return [(node, aware(_parse(at)))]
+    except (StateCorrupt, ValueError):
+        pass
+    log.warning(
+        "ended drain item %s skipped: value.node or value.at unreadable", str(item["item"]["S"])[:200]
+    )
     return []
 
 

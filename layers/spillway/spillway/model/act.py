@@ -7,7 +7,7 @@ cycle did (:class:`PlanOutcome`). The adapters and the fakes in the tests build 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -232,6 +232,14 @@ class PlanSummary:
             "oldest_unheld_pending_seconds": self.oldest_unheld_pending_seconds,
             "buffer_chunks_short": self.buffer_chunks_short,
         }
+
+
+def add_unplaced_counts(metric: Callable[[str, float], None], summary: Mapping[str, Any]) -> None:
+    """A plan's counts of pending pods with no place, from its summary (:meth:`PlanSummary.to_dict`):
+    ``UnplaceablePods``, and of them ``GangPodsHeldAtHome`` (0 too, as a level). Every plan that reports
+    them emits both through this: the plan function's, and the scale function's overflow re-plan."""
+    metric("UnplaceablePods", summary.get("unplaceable", 0))
+    metric("GangPodsHeldAtHome", summary.get("gang_home_held", 0))
 
 
 @dataclass(frozen=True, slots=True)

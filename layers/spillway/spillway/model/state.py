@@ -26,7 +26,16 @@ Wire form (state file and state table item)::
                              "node": "<node>", "learned_at": ISO, "allocatable": {...},
                              "capacity": {...}, "labels": {...},
                              "launched_from": "lt-0abc@7"}},                  (only when not empty)
-     "scale_down": {"deleted" | "failed": {"since": ISO}}}                    (only when not empty)
+     "scale_down": {"deleted" | "failed": {"since": ISO}},                    (only when not empty)
+     "ended_drains": {"<node>": {"since": ISO}}}                              (only when not empty)
+
+``ended_drains`` are the nodes whose plan's drain ended without removing them (failed, timed out or
+cancelled: the node given back uncordoned, its remaining pods running), and when it ended. The drain
+writes an item of the state table per drain (:data:`DRAIN_ENDED_PREFIX`), which the state store merges
+in at load (:func:`merge_ended_drains`); the planner never writes it back. A node's claim
+(``draining_since``) whose drain ended at or after it evicts nothing more, so it spends no
+PodDisruptionBudget allowance; the claim still keeps the node from another drain until it lapses.
+States without it load unchanged.
 
 ``pools`` back off one capacity pool: a capacity type (``spot`` or ``on-demand``), an instance type, a
 zone (a Spot interruption backs off the Spot pool, a launch that failed for capacity the pool of the
@@ -211,6 +220,9 @@ ScaleDownMark = Literal["deleted", "failed"]
 # The state table's items of failed scale-down drains, one per drain (spillway.act.drain.Drainer.record:
 # a claim whose value holds ``at``), merged into ``State.scale_down["failed"]`` at load
 SCALE_DOWN_FAILED_PREFIX = "scaledown-failed#"
+# The state table's items of plan's drains that ended keeping their node (spillway.act.drain.Drainer.record:
+# a claim whose value holds ``at`` and ``node``), merged into ``State.ended_drains`` at load
+DRAIN_ENDED_PREFIX = "drain-ended#"
 
 
 class Since(BaseModel):
@@ -313,6 +325,9 @@ class State(BaseModel):
     # plan's scale-down drain last failed (``failed``: written by the drain, merged in at load); later
     # plans wait scale_down_delay_after_delete_minutes / _after_failure_minutes after them
     scale_down: dict[ScaleDownMark, Since] = Field(default_factory=dict)
+    # nodes whose plan's drain ended keeping them (failed, timed out, cancelled), when: written by the
+    # drain, merged in at load (merge_ended_drains); a claim older than that spends no PDB allowance
+    ended_drains: dict[str, Since] = Field(default_factory=dict)
 
     @field_validator("pools")
     @classmethod
@@ -375,6 +390,7 @@ class State(BaseModel):
                 {str(k): v for k, v in self.scale_down.items()},
                 lambda v: {"since": iso(v.since)},
             ),
+            "ended_drains": (self.ended_drains, lambda v: {"since": iso(v.since)}),
         }
         for key, (entries, form) in optional.items():
             if entries:  # a section only when it has entries, so older states read exactly as before
@@ -466,3 +482,16 @@ def merge_scale_down_failures(state: State, times: Iterable[datetime]) -> State:
         return state
     marks: dict[ScaleDownMark, Since] = {**state.scale_down, "failed": Since(since=latest)}
     return state.model_copy(update={"scale_down": dict(sorted(marks.items()))})
+
+
+def merge_ended_drains(state: State, ended: Iterable[tuple[str, datetime]]) -> State:
+    """``state`` with each node of ``ended`` (node, when a plan's drain of it ended keeping it) in its
+    ``ended_drains``, at the latest of its times and of the one it holds."""
+    marks = dict(state.ended_drains)
+    for node, at in ended:
+        current = marks.get(node)
+        if current is None or aware(current.since) < aware(at):
+            marks[node] = Since(since=aware(at))
+    if marks == state.ended_drains:
+        return state
+    return state.model_copy(update={"ended_drains": dict(sorted(marks.items()))})

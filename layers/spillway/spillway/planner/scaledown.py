@@ -605,12 +605,28 @@ class ScaleDownStage:
         self._claims[info.name] = (info, claimed)
         return claimed
 
+    def claim_ended(self, node: WorkNode) -> bool:
+        """The drain that claimed the node (:meth:`claimed_at`) has ended keeping it: it failed, timed
+        out or was cancelled, its node given back uncordoned and its remaining pods running (the drain
+        writes when, ``State.ended_drains``, at or after the claim's time). It evicts nothing more and
+        takes nothing away; its claim still keeps the node from another drain until it lapses (it just
+        failed there)."""
+        claimed = self.claimed_at(node)
+        ended = self.ctx.state.ended_drains.get(node.info.name)
+        return claimed is not None and ended is not None and aware(ended.since) >= claimed
+
+    def live_claim(self, node: WorkNode) -> bool:
+        """A recent plan's claim on the node whose drain is waiting to start or running (not ended:
+        :meth:`claim_ended`)."""
+        return self.claimed_at(node) is not None and not self.claim_ended(node)
+
     def terminating_claim(self, node: WorkNode) -> bool:
         """A recent plan's drain that will take the node away owns it, and has not cordoned it yet: a
         disruption under way, and no room for anything. (A make-room drain, which keeps the node and
         gives it to the pods it was made for, is neither once it uncordons the node; its claim only
-        keeps the node from a drain of its own.)"""
-        return self.claimed_at(node) is not None and node.info.name not in self.ctx.state.rooms
+        keeps the node from a drain of its own. Nor is a drain that ended keeping the node:
+        :meth:`claim_ended`.)"""
+        return self.live_claim(node) and node.info.name not in self.ctx.state.rooms
 
     def _claim(self, node: WorkNode, idle_since: datetime) -> Verdict:
         """Why a recent plan's drain owns the node (its claim carried into the next state), or None."""
@@ -619,6 +635,11 @@ class ScaleDownStage:
         if claimed is None:
             return None
         self.idle_state[name] = NodeState(idle_since=idle_since, draining_since=claimed)
+        if self.claim_ended(node):
+            return codes.DRAIN_PLANNED, (
+                f"drain planned {minutes(ctx.now - claimed)} ago ended without removing the node; "
+                "not drained again until its claim lapses"
+            )
         return codes.DRAIN_PLANNED, f"drain planned {minutes(ctx.now - claimed)} ago; the drain owns it"
 
     def _order(self, candidate: tuple[WorkNode, datetime]) -> tuple[object, ...]:
@@ -658,7 +679,7 @@ class ScaleDownStage:
         the Node)."""
         return (
             self.drain_under_way(node)
-            or self.claimed_at(node) is not None
+            or self.live_claim(node)
             or node.going_away
             or out_of_service(node.info, self.ctx.config, self.ctx.now)
         )
@@ -666,8 +687,8 @@ class ScaleDownStage:
     def _budgeted_leaving(self) -> tuple[list[PodInfo], list[PodInfo]]:
         """The pods under a PodDisruptionBudget that are on their way out, not counted off its
         ``disruptionsAllowed`` yet (:class:`~spillway.planner.consolidation.PodBudgets`): those of nodes
-        a drain of an earlier plan will still evict (:meth:`drain_under_way`, or a recent plan's claim,
-        :meth:`claimed_at`; not the pods a make-room drain's node was given to, which it does not evict),
+        a drain of an earlier plan will still evict (:meth:`drain_under_way`, or a recent plan's claim
+        whose drain has not ended, :meth:`live_claim`; not the pods a make-room drain's node was given to, which it does not evict),
         and those of nodes going away without a drain (being deleted, their instance terminating or
         stopping in its warm pool: :attr:`WorkNode.going_away`). None when no budget is read (most
         snapshots)."""
@@ -693,12 +714,12 @@ class ScaleDownStage:
         return {p.key for p in self.ctx.snapshot.pods if p.node_name in rooms and p.key not in moved}
 
     def _draining_or_going(self) -> tuple[set[str], set[str]]:
-        """The nodes a drain under way or claimed will still empty, and the others going away without
+        """The nodes a drain under way or claimed (and not ended) will still empty, and the others going away without
         a drain (:attr:`WorkNode.going_away`)."""
         draining: set[str] = set()
         going: set[str] = set()
         for name, node in self.ctx.nodes.items():
-            if self.drain_under_way(node) or self.claimed_at(node) is not None:
+            if self.drain_under_way(node) or self.live_claim(node):
                 draining.add(name)
             elif node.going_away:
                 going.add(name)
