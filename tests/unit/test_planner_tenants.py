@@ -496,6 +496,52 @@ def test_a_node_uncordoned_for_a_limited_tenant_counts_against_its_limit() -> No
     assert sorted(pending_codes(result)[p] for p in pods) == ["fits-uncordoned", "tenant-limit"]
 
 
+def test_a_tenant_at_its_limit_gets_no_node_uncordoned_and_another_tenant_reuses_it() -> None:
+    """team-a may add one node and runs on one already; a second node is empty and cordoned by
+    Spillway (its drain under way, the node on its way out). Uncordoning is how Spillway reuses a node
+    "before launching" one, so it is capacity Spillway adds for the pods it reuses it for: a tenant at
+    its limit, which may not get a new node, may not get this one either (README "Tenants, limits and
+    gangs": the limits bound what Spillway may add for a tenant's pods). Before, team-a's pod (served
+    first: same priority and size, its name first) had the node uncordoned past the limit, and team-b's
+    pod, whose tenant has no limit, got a new node launched: the cluster grew by a node for a tenant at
+    its limit. Now team-a's pod stays at ``tenant-limit`` and team-b's takes the node; nothing launches."""
+    w = World()
+    running, cordoned = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=2)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", **BIG)
+    w.cordon(cordoned, by_spillway=True)
+    (held,) = w.pods("a", 1, namespace="team-a", **BIG)
+    (other,) = w.pods("b", 1, namespace="team-b", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert [u.node for u in result.uncordon] == [cordoned]
+    codes, reasons = pending_codes(result), pending_reasons(result)
+    assert codes[other] == "fits-uncordoned"
+    assert codes[held] == "tenant-limit"
+    assert "tenant team-a limit nodes=1 reached (nodes=1 used)" in reasons[held]
+    # Without the limit team-a's pod takes the node, and team-b's gets a new one.
+    unlimited = w.plan()
+    assert pending_codes(unlimited)[held] == "fits-uncordoned"
+    assert scale_up(unlimited)["cpu-east"][:2] == (2, 3)
+
+
+def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
+    """The same, with no other pod pending: team-a's pod stays at ``tenant-limit`` and its reason says
+    why the cordoned node was not reused; no node is uncordoned, so the drain under way goes on."""
+    w = World()
+    running, cordoned = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=2)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", **BIG)
+    w.cordon(cordoned, by_spillway=True)
+    (held,) = w.pods("a", 1, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.uncordon == () and result.scale_up == ()
+    assert pending_codes(result)[held] == "tenant-limit"
+    assert f"node {cordoned}, cordoned by Spillway, not reused" in pending_reasons(result)[held]
+
+
 def test_a_limited_tenant_counts_the_daemonset_pods_its_spread_selects_when_taking_booting_nodes() -> None:
     """Three nodes are booting; team-a, limited to one node, has six pods of 1 core with a hostname
     topology spread (maxSkew 1) over ``app=web``, which the agent, a DaemonSet of team-a, carries too.
