@@ -542,6 +542,29 @@ def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
     assert f"node {cordoned}, cordoned by Spillway, not reused" in pending_reasons(result)[held]
 
 
+def test_a_gang_of_a_tenant_gets_cordoned_nodes_uncordoned_only_within_its_limit() -> None:
+    """A Volcano gang of two pods of a node each; two empty nodes cordoned by Spillway. Under a limit
+    of one node the gang cannot have both, so it gets neither (all or none) and stays at
+    ``tenant-limit``; before, both nodes were uncordoned for it, two nodes under a limit of one. Under a
+    limit of two it gets both."""
+    w = World()
+    first, second = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=2)
+    w.cordon(first, by_spillway=True)
+    w.cordon(second, by_spillway=True)
+    pods = w.pods("g", 2, namespace="team-a", **BIG)
+    w.pod_group("scheduling.volcano.sh/v1beta1", "train", "team-a", spec={"minMember": 2}, phase="Inqueue")
+    for pod in pods:
+        w.join_gang(pod, "volcano")
+
+    held = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert held.uncordon == () and held.scale_up == ()
+    assert [pending_codes(held)[p] for p in pods] == ["tenant-limit", "tenant-limit"]
+    assert pending_reasons(held)[pods[0]].startswith("gang team-a/train")
+    fits = w.plan(tenants={"team-a": {"limits": {"nodes": 2}}})
+    assert sorted(u.node for u in fits.uncordon) == sorted([first, second])
+
+
 def test_a_limited_tenant_counts_the_daemonset_pods_its_spread_selects_when_taking_booting_nodes() -> None:
     """Three nodes are booting; team-a, limited to one node, has six pods of 1 core with a hostname
     topology spread (maxSkew 1) over ``app=web``, which the agent, a DaemonSet of team-a, carries too.
