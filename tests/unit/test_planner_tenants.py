@@ -542,6 +542,25 @@ def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
     assert f"node {cordoned}, cordoned by Spillway, not reused" in pending_reasons(result)[held]
 
 
+def test_a_cordoned_node_the_pods_would_not_take_anyway_is_no_reason_of_theirs() -> None:
+    """team-a, at its limit, has a CPU pod pending; the one node Spillway cordoned is a GPU node
+    tainted for GPU pods, which the pod does not tolerate, and the CPU group is at MaxSize. The pod
+    stays pending for MaxSize alone (``max-size``): the cordoned node would not have taken it whatever
+    the limit, so its refusal is not named (naming it made the code ``groups-exhausted``)."""
+    w = World()
+    (running,) = w.group("cpu-east", "m5.2xlarge", max_size=1, nodes=1)
+    (gpu,) = w.group("gpu", "g5.xlarge", max_size=1, nodes=1, gpu_taint=True)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", **BIG)
+    w.cordon(gpu, by_spillway=True)
+    (held,) = w.pods("a", 1, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.uncordon == ()
+    assert pending_codes(result)[held] == "max-size"
+    assert gpu not in pending_reasons(result)[held]
+
+
 def test_a_gang_of_a_tenant_gets_cordoned_nodes_uncordoned_only_within_its_limit() -> None:
     """A Volcano gang of two pods of a node each; two empty nodes cordoned by Spillway. Under a limit
     of one node the gang cannot have both, so it gets neither (all or none) and stays at

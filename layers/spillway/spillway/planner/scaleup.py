@@ -536,8 +536,8 @@ class ScaleUpStage:
         """Uncordon nodes Spillway cordoned for the class, first fit; each is the tenant's from then on
         (:meth:`_claim`). A limited tenant's class is given a node no tenant is charged for yet only
         within its limits, as a new node (:meth:`Limits.claim_refusal`): node by node, in pool order,
-        so each claim counts before the next node is judged. The first refusal, for the reason of pods
-        that then stay pending."""
+        so each claim counts before the next node is judged. The first refusal of a node a pod of the
+        class would go on (:func:`_takes_one`), for the reason of pods that then stay pending."""
         if cls.tenant is None or not self.limits.per_tenant:
             start = len(self.ctx.placements)
             place_on_nodes(self.ctx, cls, pool_list, uncordon=True)
@@ -550,9 +550,8 @@ class ScaleUpStage:
             info = node.info
             why = self.limits.claim_refusal(cls.tenant, node.group, info.name, info.allocatable, info.labels)
             if why is not None:
-                refused = refused or [
-                    Skip(why[0], f"node {info.name}, cordoned by Spillway, not reused: {why[1]}")
-                ]
+                if not refused and _takes_one(cls, node):  # else the node is no reason of the class's
+                    refused = [Skip(why[0], f"node {info.name}, cordoned by Spillway, not reused: {why[1]}")]
                 continue
             start = len(self.ctx.placements)
             place_on_nodes(self.ctx, cls, [Pool([node], room_bound([node]))], uncordon=True)
@@ -864,6 +863,18 @@ def _placed_at(cls: PodClass, gangs: Mapping[str, list[PodClass]]) -> int:
     its highest member meets the fewest (each meets those of its own priority or higher, charged in
     the gang's trial: :meth:`GangPlacement._place_members`)."""
     return max(c.priority for c in gangs[cls.gang]) if cls.gang is not None else cls.priority
+
+
+def _takes_one(cls: PodClass, node: WorkNode) -> bool:
+    """Whether a pod of the class would go on ``node`` as it is now (room for one, its constraints
+    and pod topology let it): a node that would not is no reason of the class's to stay pending."""
+    info = node.info
+    return (
+        fit_count(cls.requests_on(info.name), node.free, 1) > 0
+        and cls.room_in(info.labels) > 0
+        and not cls.domains.marks.repels(node.marks)
+        and cls.blocker(info.labels, info.taints, info.name) is None
+    )
 
 
 def _leaders_first(classes: Sequence[PodClass]) -> list[PodClass]:
