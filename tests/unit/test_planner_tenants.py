@@ -496,6 +496,94 @@ def test_a_node_uncordoned_for_a_limited_tenant_counts_against_its_limit() -> No
     assert sorted(pending_codes(result)[p] for p in pods) == ["fits-uncordoned", "tenant-limit"]
 
 
+def test_a_tenant_at_its_limit_gets_no_node_uncordoned_and_another_tenant_reuses_it() -> None:
+    """team-a may add one node and runs on one already; a second node is empty and cordoned by
+    Spillway (its drain under way, the node on its way out). Uncordoning is how Spillway reuses a node
+    "before launching" one, so it is capacity Spillway adds for the pods it reuses it for: a tenant at
+    its limit, which may not get a new node, may not get this one either (README "Tenants, limits and
+    gangs": the limits bound what Spillway may add for a tenant's pods). Before, team-a's pod (served
+    first: same priority and size, its name first) had the node uncordoned past the limit, and team-b's
+    pod, whose tenant has no limit, got a new node launched: the cluster grew by a node for a tenant at
+    its limit. Now team-a's pod stays at ``tenant-limit`` and team-b's takes the node; nothing launches."""
+    w = World()
+    running, cordoned = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=2)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", **BIG)
+    w.cordon(cordoned, by_spillway=True)
+    (held,) = w.pods("a", 1, namespace="team-a", **BIG)
+    (other,) = w.pods("b", 1, namespace="team-b", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert [u.node for u in result.uncordon] == [cordoned]
+    codes, reasons = pending_codes(result), pending_reasons(result)
+    assert codes[other] == "fits-uncordoned"
+    assert codes[held] == "tenant-limit"
+    assert "tenant team-a limit nodes=1 reached (nodes=1 used)" in reasons[held]
+    # Without the limit team-a's pod takes the node, and team-b's gets a new one.
+    unlimited = w.plan()
+    assert pending_codes(unlimited)[held] == "fits-uncordoned"
+    assert scale_up(unlimited)["cpu-east"][:2] == (2, 3)
+
+
+def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
+    """The same, with no other pod pending: team-a's pod stays at ``tenant-limit`` and its reason says
+    why the cordoned node was not reused; no node is uncordoned, so the drain under way goes on."""
+    w = World()
+    running, cordoned = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=2)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", **BIG)
+    w.cordon(cordoned, by_spillway=True)
+    (held,) = w.pods("a", 1, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.uncordon == () and result.scale_up == ()
+    assert pending_codes(result)[held] == "tenant-limit"
+    assert f"node {cordoned}, cordoned by Spillway, not reused" in pending_reasons(result)[held]
+
+
+def test_a_cordoned_node_the_pods_would_not_take_anyway_is_no_reason_of_theirs() -> None:
+    """team-a, at its limit, has a CPU pod pending; the one node Spillway cordoned is a GPU node
+    tainted for GPU pods, which the pod does not tolerate, and the CPU group is at MaxSize. The pod
+    stays pending for MaxSize alone (``max-size``): the cordoned node would not have taken it whatever
+    the limit, so its refusal is not named (naming it made the code ``groups-exhausted``)."""
+    w = World()
+    (running,) = w.group("cpu-east", "m5.2xlarge", max_size=1, nodes=1)
+    (gpu,) = w.group("gpu", "g5.xlarge", max_size=1, nodes=1, gpu_taint=True)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", **BIG)
+    w.cordon(gpu, by_spillway=True)
+    (held,) = w.pods("a", 1, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.uncordon == ()
+    assert pending_codes(result)[held] == "max-size"
+    assert gpu not in pending_reasons(result)[held]
+
+
+def test_a_gang_of_a_tenant_gets_cordoned_nodes_uncordoned_only_within_its_limit() -> None:
+    """A Volcano gang of two pods of a node each; two empty nodes cordoned by Spillway. Under a limit
+    of one node the gang cannot have both, so it gets neither (all or none) and stays at
+    ``tenant-limit``; before, both nodes were uncordoned for it, two nodes under a limit of one. Under a
+    limit of two it gets both."""
+    w = World()
+    first, second = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=2)
+    w.cordon(first, by_spillway=True)
+    w.cordon(second, by_spillway=True)
+    pods = w.pods("g", 2, namespace="team-a", **BIG)
+    w.pod_group("scheduling.volcano.sh/v1beta1", "train", "team-a", spec={"minMember": 2}, phase="Inqueue")
+    for pod in pods:
+        w.join_gang(pod, "volcano")
+
+    held = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert held.uncordon == () and held.scale_up == ()
+    assert [pending_codes(held)[p] for p in pods] == ["tenant-limit", "tenant-limit"]
+    assert pending_reasons(held)[pods[0]].startswith("gang team-a/train")
+    fits = w.plan(tenants={"team-a": {"limits": {"nodes": 2}}})
+    assert sorted(u.node for u in fits.uncordon) == sorted([first, second])
+
+
 def test_a_limited_tenant_counts_the_daemonset_pods_its_spread_selects_when_taking_booting_nodes() -> None:
     """Three nodes are booting; team-a, limited to one node, has six pods of 1 core with a hostname
     topology spread (maxSkew 1) over ``app=web``, which the agent, a DaemonSet of team-a, carries too.

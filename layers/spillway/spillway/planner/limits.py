@@ -31,7 +31,9 @@ Charging (README "Tenants, limits and gangs"):
   and the other tenant open more: the limit leaked by a node per plan while nodes boot).
 - a Ready node nobody is charged for yet (no pods bound) is charged wholly to the tenant whose pending
   pods the plan places there first (:meth:`Limits.claim`), so plans taken before the scheduler binds
-  cannot add past a tenant's limit.
+  cannot add past a tenant's limit. A node Spillway cordoned and uncordons for the tenant's pods is
+  charged so too, and is given them only within the tenant's limits (:meth:`Limits.claim_refusal`):
+  uncordoning is the reuse Spillway makes before launching, so it adds a node as a launch does.
 """
 
 from __future__ import annotations
@@ -395,6 +397,23 @@ class Limits:
         for c in self.constraints:
             if c.tenant is not None and c.covers(tenant, group, labels):
                 add_into(c.used, c.vector(shape))
+
+    def claim_refusal(
+        self, tenant: str | None, group: NodeGroup | None, node: str, allocatable: Mapping[str, int],
+        labels: Mapping[str, str],
+    ) -> tuple[str, str] | None:  # fmt: skip
+        """Why the tenant's pods may not be given ``node``, a node Spillway cordoned, by uncordoning it:
+        the code and reason of the tenant limit its :meth:`claim` would break, or None. Uncordoning is the reuse Spillway makes
+        of a node before it launches one, so a node no tenant is charged for yet counts as a node added
+        for the tenant and must fit its limits as a new one must; one charged already (it runs pods)
+        is topped up, as booting nodes other classes took are."""
+        if not self.constraints or group is None or node in self.claimed:
+            return None
+        shape = node_shape(allocatable, allocatable)
+        for c in self.constraints:
+            if c.tenant is not None and c.covers(tenant, group, labels) and c.room_for(shape, 1) < 1:
+                return c.code, c.binding(shape)
+        return None
 
     def save(self) -> tuple[list[Resources], set[str]]:
         return [dict(c.used) for c in self.constraints], set(self.claimed)

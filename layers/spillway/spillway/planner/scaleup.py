@@ -68,6 +68,7 @@ from spillway.planner.placement import (
     place_on_nodes,
     pools,
     reclaimable_pools,
+    room_bound,
     schedulable_pools,
     unmarked_first,
 )
@@ -522,16 +523,40 @@ class ScaleUpStage:
         place_on_launching(self.ctx, cls, launching, self.backoff, self.launching, self.limits)
         if not cls.remaining:
             return []
-        start = len(self.ctx.placements)
         reusable = [
             p for p in self.reclaimable if spot_reuse_refusal(self.ctx, cls, p.nodes[0].group) is None
         ]
-        place_on_nodes(self.ctx, cls, self._in_region(reusable), uncordon=True)
-        self._claim(cls, start)  # a node reused for the class is the tenant's as a Ready node it takes
+        refused = self._reuse(cls, self._in_region(reusable))
         if not cls.remaining:
             return []
         # new nodes only in the one group a gang confined to one is being tried in (OneGroup)
-        return self._new_nodes(cls, [g for g in candidates if self.group in (None, g.key)])
+        return refused + self._new_nodes(cls, [g for g in candidates if self.group in (None, g.key)])
+
+    def _reuse(self, cls: PodClass, pool_list: list[Pool]) -> list[Skip]:
+        """Uncordon nodes Spillway cordoned for the class, first fit; each is the tenant's from then on
+        (:meth:`_claim`). A limited tenant's class is given a node no tenant is charged for yet only
+        within its limits, as a new node (:meth:`Limits.claim_refusal`): node by node, in pool order,
+        so each claim counts before the next node is judged. The first refusal of a node a pod of the
+        class would go on (:func:`_takes_one`), for the reason of pods that then stay pending."""
+        if cls.tenant is None or not self.limits.per_tenant:
+            start = len(self.ctx.placements)
+            place_on_nodes(self.ctx, cls, pool_list, uncordon=True)
+            self._claim(cls, start)  # a node reused for the class is the tenant's as a Ready node it takes
+            return []
+        refused: list[Skip] = []
+        for node in (n for pool in pool_list for n in pool.nodes):
+            if not cls.remaining:
+                break
+            info = node.info
+            why = self.limits.claim_refusal(cls.tenant, node.group, info.name, info.allocatable, info.labels)
+            if why is not None:
+                if not refused and _takes_one(cls, node):  # else the node is no reason of the class's
+                    refused = [Skip(why[0], f"node {info.name}, cordoned by Spillway, not reused: {why[1]}")]
+                continue
+            start = len(self.ctx.placements)
+            place_on_nodes(self.ctx, cls, [Pool([node], room_bound([node]))], uncordon=True)
+            self._claim(cls, start)
+        return refused
 
     def _raise_spread_caps(self, cls: PodClass, start: int) -> None:
         """The class's pods placed on existing nodes since ``start`` raise the least loaded node of its
@@ -838,6 +863,18 @@ def _placed_at(cls: PodClass, gangs: Mapping[str, list[PodClass]]) -> int:
     its highest member meets the fewest (each meets those of its own priority or higher, charged in
     the gang's trial: :meth:`GangPlacement._place_members`)."""
     return max(c.priority for c in gangs[cls.gang]) if cls.gang is not None else cls.priority
+
+
+def _takes_one(cls: PodClass, node: WorkNode) -> bool:
+    """Whether a pod of the class would go on ``node`` as it is now (room for one, its constraints
+    and pod topology let it): a node that would not is no reason of the class's to stay pending."""
+    info = node.info
+    return (
+        fit_count(cls.requests_on(info.name), node.free, 1) > 0
+        and cls.room_in(info.labels) > 0
+        and not cls.domains.marks.repels(node.marks)
+        and cls.blocker(info.labels, info.taints, info.name) is None
+    )
 
 
 def _leaders_first(classes: Sequence[PodClass]) -> list[PodClass]:
