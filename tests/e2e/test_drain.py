@@ -367,6 +367,30 @@ def test_bad_drain_requests_fail_fast_and_touch_nothing(
     assert [c.event["action"] for c in world.stack.calls("DrainFunction")] == ["validate", "record"]
 
 
+@pytest.mark.parametrize(
+    "payload",
+    ["ip-10-0-1-2.ec2.internal", ["ip-10-0-1-2.ec2.internal"], 600, None],
+    ids=["node-name-alone", "array", "number", "null"],
+)
+def test_a_drain_request_that_is_no_json_object_is_rejected_by_name_and_touches_nothing(
+    world: World, payload: Any
+) -> None:
+    """Step Functions takes any JSON text as an execution's input. Validate's Catch wrote the error into
+    the request itself (ResultPath $.error), which a string, an array or a number has no room for: the
+    execution failed States.Runtime (on AWS, States.ResultPathMatchFailure) with no InvalidDrainRequest,
+    no record step and no DrainOutcome, though the README promises a named refusal."""
+    world.pod("web-0", world.nodes["general"][0], app="web")
+    world.api.clear_requests()
+
+    result = world.drain(payload, timeout=20)
+
+    assert (result["status"], result["error"]) == ("FAILED", "InvalidDrainRequest"), result
+    assert "a drain request is a JSON object" in result["cause"], result["cause"]
+    assert world.writes() == []
+    assert world.desired("general") == 3
+    assert [c.event["action"] for c in world.stack.calls("DrainFunction")] == ["validate", "record"]
+
+
 def test_dry_run_reports_what_it_would_do_and_changes_nothing(world: World) -> None:
     node = world.nodes["general"][0]
     world.daemonset_pod(node)

@@ -1891,6 +1891,34 @@ def test_record_of_a_rejection_touches_nothing(rig: Rig) -> None:
     assert rig.outcomes == [("rejected", None)]
 
 
+@pytest.mark.parametrize(
+    ("request_", "identity"),
+    [
+        ({"cluster": CLUSTER, "node": NODE, "deadline_seconds": -5}, {"node": NODE}),
+        ("ip-10-0-1-2", {}),
+        (None, {}),
+    ],
+    ids=["object", "string", "null"],
+)
+def test_record_of_a_rejection_reads_the_request_where_the_request_state_put_it(
+    rig: Rig, request_: Any, identity: dict[str, Any]
+) -> None:
+    """DrainNode's Request state puts the execution's input under ``request`` (any JSON: a node name
+    alone too), and Validate's Catch the error beside it: the log line names the node that request
+    named, and a request that is no object names none."""
+    state = {"request": request_, "error": _lambda_error("InvalidDrainRequest", "node: bad")}
+    out = rig.drainer.record(state, "rejected")
+    assert out == {
+        "cluster": CLUSTER,
+        **identity,
+        "outcome": "rejected",
+        "error": "InvalidDrainRequest",
+        "cause": "node: bad",
+    }
+    assert rig.writes() == []
+    assert rig.outcomes == [("rejected", identity.get("node"))]
+
+
 def test_a_rejected_request_carrying_a_drain_object_posts_no_event(rig: Rig) -> None:
     drain = rig.validated()  # a complete drain object, as a request could carry one
     state = {
@@ -2038,9 +2066,17 @@ def test_drain_node_compensates_every_failure_before_termination_and_only_those(
     # the drain is named after its execution, and its cordon says so (a drain undoes only its own)
     assert states["Validate"]["Parameters"] == {
         "action": "validate",
-        "request.$": "$",
+        "request.$": "$.request",
         "execution.$": "$$.Execution.Name",
     }
+    # the input, whatever JSON it is, under request: Validate's Catch writes $.error beside it
+    assert _asl("drain_node.asl.json")["StartAt"] == "Request"
+    request = states["Request"]
+    assert (request["Type"], request["Parameters"], request["Next"]) == (
+        "Pass",
+        {"request.$": "$"},
+        "Validate",
+    )
     # instance gone: recorded terminated, or gone when another terminated it (TerminatedBy)
     assert (
         [c["Next"] for c in states["DeleteNode"]["Catch"]]
@@ -2102,7 +2138,11 @@ def test_a_drain_answered_waiting_waits_until_not_before_then_validates_the_requ
     wait = states["WaitUntilNotBefore"]
     assert (wait["Type"], wait["TimestampPath"], wait["Next"]) == ("Wait", "$.waiting.until", "Resume")
     resume = states["Resume"]
-    assert (resume["Type"], resume["InputPath"], resume["Next"]) == ("Pass", "$.waiting.request", "Validate")
+    assert (resume["Type"], resume["Parameters"], resume["Next"]) == (
+        "Pass",
+        {"request.$": "$.waiting.request"},
+        "Validate",
+    )
     assert machine["TimeoutSeconds"] == MAX_WAITING_EXECUTION_SECONDS <= 365 * 86_400
 
 

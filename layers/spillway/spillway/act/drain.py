@@ -2732,7 +2732,9 @@ class Drainer:
         if outcome == "terminated":
             error = None  # the terminate step failed, but the instance is gone all the same
         summary: dict[str, Any] = (
-            self._identity(drain) if drain is not None else _request_identity(state, self.cluster)
+            self._identity(drain)
+            if drain is not None
+            else _request_identity(_request_of(state), self.cluster)
         )
         rounds = _mapping(state.get("round"))
         if drain is not None:
@@ -3118,11 +3120,22 @@ def _by_another(already: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _request_identity(state: Mapping[str, Any], cluster: str) -> dict[str, Any]:
-    """What a rejected request said about itself (it may be malformed: only strings are kept)."""
+def _request_of(state: Mapping[str, Any]) -> Any:
+    """The request a refused drain's state carries: under ``request``, where DrainNode's first state
+    (Request) puts the execution's input, whatever JSON it is; the state itself in an execution started
+    before that state (it had the request's fields at the top, beside ``error``). A request has no
+    ``request`` of its own: DrainRequest refuses keys it does not know."""
+    return state.get("request", state)
+
+
+def _request_identity(request: Any, cluster: str) -> dict[str, Any]:
+    """What a rejected request said about itself (it may be malformed: only strings are kept; a request
+    that is no JSON object says nothing)."""
     out: dict[str, Any] = {"cluster": cluster}
+    if not isinstance(request, Mapping):
+        return out
     for key in ("node", "instance_id", "group", "region", "plan_id", "reason"):
-        value = state.get(key)
+        value = request.get(key)
         if isinstance(value, str):
             out[key] = value[:253]
     return out
