@@ -159,10 +159,13 @@ def group_price(group: GroupSpec, prices: Mapping[str, float]) -> float | None:
 
 
 def fleet(config: SimConfig) -> list[NodeType]:
-    """Every distinct (node type, price) of the groups: what the bound and the packers may open."""
+    """Every distinct (node type, price) of the groups that may launch a node (MaxSize above 0): what
+    the bound and the packers may open."""
     reserve = config.planner.node_reserve.reserve()
     out: dict[tuple[str, float | None], NodeType] = {}
     for g in config.groups:
+        if g.max_size <= 0:
+            continue
         price = group_price(g, config.prices)
         if (g.instance_type, price) not in out:
             template = group_template(g, reserve, "sim")
@@ -234,7 +237,10 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
             room[resource] = room.get(resource, 0) + value * group.max_size
     built = build_jobs(trace, [t.allocatable for t in templates], room)
     jobs = mark_jobs(shifted(built, shift), config)
-    allocatables = [vector(t.allocatable) for t in templates]
+    # a group of MaxSize 0 never has a node: a pod only its type holds is one no group can run
+    allocatables = [
+        vector(t.allocatable) for g, t in zip(config.groups, templates, strict=True) if g.max_size > 0
+    ]
     unrunnable = sum(1 for j in jobs if not runnable(j, allocatables))
     types = fleet(config)
     runnable_jobs = [j for j in jobs if runnable(j, allocatables)]

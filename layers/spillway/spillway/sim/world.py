@@ -156,7 +156,8 @@ def vector(requests: Mapping[str, int]) -> Vector:
 
 
 def runnable(job: Job, allocatables: Sequence[Vector]) -> bool:
-    """Every pod of the job fits on an empty node of some group (else no autoscaler can ever run it)."""
+    """Every pod of the job fits on an empty node of some group (else no autoscaler can ever run it);
+    ``allocatables``: the room of the groups that may launch a node (MaxSize above 0)."""
     for pod in job.pods:
         req = vector(pod)
         if not any(all(a >= r for a, r in zip(alloc, req, strict=True)) for alloc in allocatables):

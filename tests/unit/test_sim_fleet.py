@@ -1,0 +1,49 @@
+"""Which node types a replay may launch, for the bound, the ideal packers and the references.
+
+Hand-computed on tiny generic traces. Allocatable room (spillway.model.reserve, EKS): p3.16xlarge 8 GPUs,
+63.77 CPU, 448.5 GiB ($24.48/h); m5.xlarge 3.92 CPU, 13.8 GiB ($0.192/h); m5.24xlarge 95.69 CPU. A GPU
+row gets 7.9 CPU and 56 GiB a GPU (the p3's share).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spillway.sim.run import SimConfig, fleet, simulate
+from spillway.sim.trace import read_trace
+from spillway.sim.world import GroupSpec
+
+HEADER = "submit_time,duration,cpu,memory_gib,gpus,count,namespace,priority\n"
+GPU = GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10)
+CPU = GroupSpec("cpu", "us-east-1", "m5.xlarge", 0, 10)
+
+
+def trace(tmp_path: Path, rows: list[str]) -> Path:
+    path = tmp_path / "trace.csv"
+    path.write_text(HEADER + "".join(r + "\n" for r in rows))
+    return path
+
+
+def test_a_group_of_maxsize_0_holds_no_job_and_is_no_type_of_the_bound(tmp_path: Path) -> None:
+    # A 90-CPU pod fits only an m5.24xlarge, whose group may launch none (MaxSize 0): no node could
+    # ever hold it, so it is a job no group can run, left out of the bound and the packers, and no
+    # replay waits for it. The 1-GPU job alone: one p3 for 600 s, 1/6 node-hour, $4.08.
+    rows = ["0,600,,,1,1,ml,0", "0,600,90,10,0,1,web,0"]
+    big = GroupSpec("big", "us-east-1", "m5.24xlarge", 0, 0)
+    config = SimConfig(
+        groups=(GPU, big),
+        policies=("static", "ec2-autoscaler"),
+        prices={"p3.16xlarge": 24.48, "m5.24xlarge": 4.608},
+    )
+    assert [t.name for t in fleet(config)] == ["p3.16xlarge"]
+    report = simulate(config, read_trace(trace(tmp_path, rows)))
+    assert report.unrunnable == 1
+    assert report.bounds.step_node_hours == pytest.approx(600 / 3600)
+    assert report.bounds.step_cost_usd == pytest.approx(24.48 / 6)
+    assert report.bounds.resource == "nvidia.com/gpu" and report.bounds.peak_nodes == 1
+    for packer in report.packers:
+        assert (packer.node_hours, packer.nodes_opened) == (pytest.approx(600 / 3600), 1)
+    for result in report.results:  # nothing waits for the job no node can hold
+        assert result.jobs_unstarted == 0 and result.hours < 1
