@@ -47,3 +47,29 @@ def test_a_group_of_maxsize_0_holds_no_job_and_is_no_type_of_the_bound(tmp_path:
         assert (packer.node_hours, packer.nodes_opened) == (pytest.approx(600 / 3600), 1)
     for result in report.results:  # nothing waits for the job no node can hold
         assert result.jobs_unstarted == 0 and result.hours < 1
+
+
+def test_static_provisions_the_peak_on_the_node_type_the_bound_counts_in(tmp_path: Path) -> None:
+    # A GPU trace on a mixed fleet, its CPU group listed first (a region preference). The bound's peak
+    # is 2 nodes of the type with the most GPUs (8 + 4 GPUs at once); static provisioning for it puts
+    # them in the GPU group, where every job starts at its submit, not in the CPU group, where none
+    # could ever run.
+    rows = ["0,3600,,,8,1,ml,0", "0,3600,,,4,1,ml,0"]
+    config = SimConfig(groups=(CPU, GPU), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, rows)))
+    assert report.bounds.peak_nodes == 2
+    world = report.runs[0].world
+    assert (world.groups["cpu"].desired, world.groups["gpu"].desired) == (0, 2)
+    result = report.results[0]
+    assert result.jobs_started == 2 and result.jobs_unstarted == 0
+    assert result.pending_weighted_seconds["p99"] == 0
+    assert result.node_hours == pytest.approx(2.0) and result.cost_usd == pytest.approx(2 * 24.48)
+
+
+def test_static_keeps_the_group_order_when_the_types_alike_hold_the_binding_resource(tmp_path: Path) -> None:
+    # One node type in two regions: the primary group first, as before (and as the README's figures).
+    west = GroupSpec("gpu-west", "us-west-2", "p3.16xlarge", 0, 10)
+    config = SimConfig(groups=(west, GPU), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,,,8,1,ml,0", "0,3600,,,4,1,ml,0"])))
+    world = report.runs[0].world
+    assert (world.groups["gpu-west"].desired, world.groups["gpu"].desired) == (2, 0)

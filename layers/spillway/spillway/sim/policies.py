@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from spillway.config import PlannerConfig
+from spillway.model.resources import NVIDIA_GPU
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes, plan
 from spillway.planner.types import Drain
@@ -245,19 +246,25 @@ def record_held(world: World, result: ScalingPlan) -> None:
 class StaticPolicy:
     """Static provisioning for the peak: the peak of the step lower bound, Ready from the start, never changed.
 
-    The nodes go to the groups in order of preference, each up to its MaxSize.
+    The bound counts nodes of the type with the most room of each resource (``spillway.sim.bounds``), so
+    the nodes go first to the groups whose type has the most room of ``resource`` (the one that bound
+    most often: GPUs on a GPU trace), in order of preference among them, each up to its MaxSize; then
+    to the others in that order. With one node type that is the order of preference alone; on a mixed
+    fleet a CPU group listed first no longer takes a GPU trace's peak (where no job of it could run).
     """
 
     name = "static"
     reactive = False
     charges_tenants = False
 
-    def __init__(self, nodes: int) -> None:
+    def __init__(self, nodes: int, resource: str = NVIDIA_GPU) -> None:
         self.nodes = nodes
+        self.resource = resource
 
     def start(self, world: World) -> None:
         wanted = self.nodes - sum(g.desired for g in world.groups.values())
-        for group in world.groups.values():  # the primary first; MaxSize is respected
+        groups = sorted(world.groups.values(), key=lambda g: -g.template.allocatable.get(self.resource, 0))
+        for group in groups:  # stable: the primary first among types alike; MaxSize is respected
             extra = min(wanted, group.spec.max_size - group.desired)
             if extra > 0:
                 world.preprovision(group.name, extra)
