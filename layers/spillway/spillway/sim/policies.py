@@ -297,6 +297,8 @@ class Ec2AutoscalerPolicy:
 
     Left out: reservations, spot pricing timeouts, Azure, instances that never join (``instance-init-time``),
     and its use of ``timedelta.seconds`` for age (which wraps every day); true instance age is used.
+    The jobs ``--movable-fraction`` marks movable are left alone too: this reference drains no busy node
+    (the real one would drain an under-used node of such pods).
     Capacity is the node's allocatable room, not its ``status.capacity``.
     """
 
@@ -455,7 +457,11 @@ class ClusterAutoscalerPolicy:
 
     Left out: the 10 s scan interval (every policy decides at the same ``--interval`` here, to compare
     decisions rather than loop periods), balancing of similar groups, non-empty node consolidation
-    (it never applies when pods cannot be evicted), unready nodes.
+    (it never applies when pods cannot be evicted), unready nodes. So the pods ``--movable-fraction``
+    marks ``safe-to-evict: "true"``, which cluster-autoscaler would move off a node under 50% (its FAQ:
+    the annotation lets a pod be evicted whatever else holds it), keep their node here as the others
+    do: this reference removes only empty nodes at any movable fraction, moves nothing (0 moves a
+    job) and is a comparison for Spillway's consolidation only at ``--movable-fraction 0``.
     """
 
     name = "cluster-autoscaler"
