@@ -73,3 +73,15 @@ def test_static_keeps_the_group_order_when_the_types_alike_hold_the_binding_reso
     report = simulate(config, read_trace(trace(tmp_path, ["0,3600,,,8,1,ml,0", "0,3600,,,4,1,ml,0"])))
     world = report.runs[0].world
     assert (world.groups["gpu-west"].desired, world.groups["gpu"].desired) == (2, 0)
+
+
+def test_a_group_of_maxsize_0_sizes_no_row(tmp_path: Path) -> None:
+    # A g5.12xlarge group (4 GPUs, 47.81 CPU: 11.9 CPU a GPU) listed first at MaxSize 0 launches
+    # nothing, so a GPU row takes the share of the p3 it runs on (7.9 CPU and 56 GiB a GPU), not the
+    # g5's (with which eight 1-GPU pods, 95.2 CPU, would not fit one p3 and need two).
+    g5 = GroupSpec("g5", "us-east-1", "g5.12xlarge", 0, 0)
+    config = SimConfig(groups=(g5, GPU), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,,,1,8,ml,0"])))
+    pod = report.runs[0].world.jobs[0].job.pods[0]
+    assert (pod["cpu"], pod["memory"]) == (7900, 56 * 2**30 * 1000)
+    assert report.bounds.peak_nodes == 1 and report.results[0].node_hours == pytest.approx(1.0)

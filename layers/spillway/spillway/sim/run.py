@@ -235,12 +235,12 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
     for group, template in zip(config.groups, templates, strict=True):
         for resource, value in template.allocatable.items():
             room[resource] = room.get(resource, 0) + value * group.max_size
-    built = build_jobs(trace, [t.allocatable for t in templates], room)
+    # a group of MaxSize 0 never has a node: it sizes no row, and a pod only its type holds is one no
+    # group can run (with every group at MaxSize 0 the rows are sized as listed, and none can run)
+    launchable = [t for g, t in zip(config.groups, templates, strict=True) if g.max_size > 0]
+    built = build_jobs(trace, [t.allocatable for t in launchable or templates], room)
     jobs = mark_jobs(shifted(built, shift), config)
-    # a group of MaxSize 0 never has a node: a pod only its type holds is one no group can run
-    allocatables = [
-        vector(t.allocatable) for g, t in zip(config.groups, templates, strict=True) if g.max_size > 0
-    ]
+    allocatables = [vector(t.allocatable) for t in launchable]
     unrunnable = sum(1 for j in jobs if not runnable(j, allocatables))
     types = fleet(config)
     runnable_jobs = [j for j in jobs if runnable(j, allocatables)]
