@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sim_world import gpu_world
 
 from spillway.sim.run import SimConfig, fleet, simulate
-from spillway.sim.trace import read_trace
-from spillway.sim.world import GroupSpec
+from spillway.sim.trace import Job, read_trace
+from spillway.sim.world import GroupSpec, SimJob
 
 HEADER = "submit_time,duration,cpu,memory_gib,gpus,count,namespace,priority\n"
 GPU = GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10)
@@ -85,3 +86,22 @@ def test_a_group_of_maxsize_0_sizes_no_row(tmp_path: Path) -> None:
     pod = report.runs[0].world.jobs[0].job.pods[0]
     assert (pod["cpu"], pod["memory"]) == (7900, 56 * 2**30 * 1000)
     assert report.bounds.peak_nodes == 1 and report.results[0].node_hours == pytest.approx(1.0)
+
+
+def test_a_restarted_job_s_deadline_is_at_most_an_int64() -> None:
+    # The widest noise caps a job's known duration at 2^63-1 s, the most activeDeadlineSeconds holds.
+    # Moved after 5 s of a 100 s run with a 600 s penalty, it has 695 s left, more than its duration:
+    # its new pods' deadline, grown by the same factor, must still be an int64 (it was 6.95 x 2^63).
+    longest = 2**63 - 1
+    world = gpu_world(2, restart_penalty=600, track_infos=True)
+    request = {"cpu": 7900, "memory": 56 * 2**30 * 1000, "nvidia.com/gpu": 1000, "pods": 1000}
+    job = SimJob(Job(1, "job-1", "ml", 0, 100, 0, (request,), movable=True, expected=longest))
+    world.jobs.append(job)
+    world.arrive(job)
+    world.schedule()
+    assert world.pod_infos["ml/job-1-0"].active_deadline == longest  # 100 s x the factor, capped
+    world.t = 5
+    world.drain(job.nodes[0].name)
+    world.schedule()
+    assert job.state == "running" and job.remaining == 695
+    assert world.pod_infos["ml/job-1-0"].active_deadline == longest

@@ -30,6 +30,7 @@ from spillway.sim.progress import ProgressBar
 from spillway.sim.report import PolicyResult, measure
 from spillway.sim.trace import Job, Trace, build_jobs
 from spillway.sim.world import (
+    LONGEST_DEADLINE,
     GroupSpec,
     Outage,
     SchedulerConfig,
@@ -189,10 +190,6 @@ def mark_jobs(jobs: Sequence[Job], config: SimConfig) -> list[Job]:
             job = replace(job, movable=i in chosen, expected=expected)
         out.append(job)
     return out
-
-
-# activeDeadlineSeconds is an int64 (k8s.io/api core/v1 PodSpec): the longest deadline a pod can carry
-LONGEST_DEADLINE = 2**63 - 1
 
 
 def _known_bound(duration: int, log_factor: float) -> int:
