@@ -105,3 +105,15 @@ def test_a_restarted_job_s_deadline_is_at_most_an_int64() -> None:
     world.schedule()
     assert job.state == "running" and job.remaining == 695
     assert world.pod_infos["ml/job-1-0"].active_deadline == longest
+
+
+def test_static_counts_toward_the_peak_only_nodes_of_the_type_it_is_counted_in(tmp_path: Path) -> None:
+    # The CPU group's MinSize node is no GPU node: the peak of 2 GPU nodes is still provisioned whole.
+    rows = ["0,3600,,,8,1,ml,0", "0,3600,,,4,1,ml,0"]
+    cpu = GroupSpec("cpu", "us-east-1", "m5.xlarge", 1, 10)
+    report = simulate(
+        SimConfig(groups=(cpu, GPU), policies=("static",), packers=False), read_trace(trace(tmp_path, rows))
+    )
+    world = report.runs[0].world
+    assert (world.groups["cpu"].desired, world.groups["gpu"].desired) == (1, 2)
+    assert report.results[0].jobs_started == 2 and report.results[0].pending_weighted_seconds["p99"] == 0

@@ -251,6 +251,7 @@ class StaticPolicy:
     most often: GPUs on a GPU trace), in order of preference among them, each up to its MaxSize; then
     to the others in that order. With one node type that is the order of preference alone; on a mixed
     fleet a CPU group listed first no longer takes a GPU trace's peak (where no job of it could run).
+    Nodes a MinSize keeps count toward the peak only when of that type.
     """
 
     name = "static"
@@ -262,8 +263,12 @@ class StaticPolicy:
         self.resource = resource
 
     def start(self, world: World) -> None:
-        wanted = self.nodes - sum(g.desired for g in world.groups.values())
-        groups = sorted(world.groups.values(), key=lambda g: -g.template.allocatable.get(self.resource, 0))
+        def room(group: SimGroup) -> int:
+            return group.template.allocatable.get(self.resource, 0)
+
+        groups = sorted(world.groups.values(), key=lambda g: -room(g))
+        # nodes already there (MinSize) count toward the peak when of the type it is counted in
+        wanted = self.nodes - sum(g.desired for g in groups if room(g) == room(groups[0]))
         for group in groups:  # stable: the primary first among types alike; MaxSize is respected
             extra = min(wanted, group.spec.max_size - group.desired)
             if extra > 0:
