@@ -58,7 +58,7 @@ def replay(
     started_wall = time.perf_counter()
     sim_jobs = [SimJob(j) for j in sorted(jobs, key=lambda j: (j.submit, j.id))]
     world.jobs = sim_jobs
-    allocatables = [g.alloc for g in world.groups.values()]
+    allocatables = [g.alloc for g in world.groups.values() if g.spec.max_size > 0]  # MaxSize 0: no node ever
     for sim_job in sim_jobs:
         sim_job.runnable = runnable(sim_job.job, allocatables)
     count = len(sim_jobs)

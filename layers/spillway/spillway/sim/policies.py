@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from spillway.config import PlannerConfig
+from spillway.model.resources import NVIDIA_GPU
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes, plan
 from spillway.planner.types import Drain
@@ -245,19 +246,30 @@ def record_held(world: World, result: ScalingPlan) -> None:
 class StaticPolicy:
     """Static provisioning for the peak: the peak of the step lower bound, Ready from the start, never changed.
 
-    The nodes go to the groups in order of preference, each up to its MaxSize.
+    The bound counts nodes of the type with the most room of each resource (``spillway.sim.bounds``), so
+    the nodes go first to the groups whose type has the most room of ``resource`` (the one that bound
+    most often: GPUs on a GPU trace), in order of preference among them, each up to its MaxSize; then
+    to the others in that order. With one node type that is the order of preference alone; on a mixed
+    fleet a CPU group listed first no longer takes a GPU trace's peak (where no job of it could run).
+    Nodes a MinSize keeps count toward the peak only when of that type.
     """
 
     name = "static"
     reactive = False
     charges_tenants = False
 
-    def __init__(self, nodes: int) -> None:
+    def __init__(self, nodes: int, resource: str = NVIDIA_GPU) -> None:
         self.nodes = nodes
+        self.resource = resource
 
     def start(self, world: World) -> None:
-        wanted = self.nodes - sum(g.desired for g in world.groups.values())
-        for group in world.groups.values():  # the primary first; MaxSize is respected
+        def room(group: SimGroup) -> int:
+            return group.template.allocatable.get(self.resource, 0)
+
+        groups = sorted(world.groups.values(), key=lambda g: -room(g))
+        # nodes already there (MinSize) count toward the peak when of the type it is counted in
+        wanted = self.nodes - sum(g.desired for g in groups if room(g) == room(groups[0]))
+        for group in groups:  # stable: the primary first among types alike; MaxSize is respected
             extra = min(wanted, group.spec.max_size - group.desired)
             if extra > 0:
                 world.preprovision(group.name, extra)
@@ -290,6 +302,8 @@ class Ec2AutoscalerPolicy:
 
     Left out: reservations, spot pricing timeouts, Azure, instances that never join (``instance-init-time``),
     and its use of ``timedelta.seconds`` for age (which wraps every day); true instance age is used.
+    The jobs ``--movable-fraction`` marks movable are left alone too: this reference drains no busy node
+    (the real one would drain an under-used node of such pods).
     Capacity is the node's allocatable room, not its ``status.capacity``.
     """
 
@@ -448,7 +462,11 @@ class ClusterAutoscalerPolicy:
 
     Left out: the 10 s scan interval (every policy decides at the same ``--interval`` here, to compare
     decisions rather than loop periods), balancing of similar groups, non-empty node consolidation
-    (it never applies when pods cannot be evicted), unready nodes.
+    (it never applies when pods cannot be evicted), unready nodes. So the pods ``--movable-fraction``
+    marks ``safe-to-evict: "true"``, which cluster-autoscaler would move off a node under 50% (its FAQ:
+    the annotation lets a pod be evicted whatever else holds it), keep their node here as the others
+    do: this reference removes only empty nodes at any movable fraction, moves nothing (0 moves a
+    job) and is a comparison for Spillway's consolidation only at ``--movable-fraction 0``.
     """
 
     name = "cluster-autoscaler"

@@ -12,7 +12,7 @@
   by the autoscaler). A job some group can run that never started, or never started again, counts
   as waiting until the replay ended: censored there, a lower bound of its wait (the report counts
   those that never started). p50/p90/p99 over those jobs, and weighted by the job's GPUs (a 32-GPU
-  job weighs 32 one-GPU jobs); jobs no group can run are left out. Percentiles are nearest-rank: the
+  job weighs 32 one-GPU jobs, a job without GPUs 1); jobs no group can run are left out. Percentiles are nearest-rank: the
   smallest value with at least that share of the (weighted) jobs at or below it;
 * **utilisation**: resource-seconds requested by running pods over resource-seconds of every instance,
   for the measured resource (GPUs on a GPU trace, else CPU);

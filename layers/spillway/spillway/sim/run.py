@@ -30,6 +30,7 @@ from spillway.sim.progress import ProgressBar
 from spillway.sim.report import PolicyResult, measure
 from spillway.sim.trace import Job, Trace, build_jobs
 from spillway.sim.world import (
+    LONGEST_DEADLINE,
     GroupSpec,
     Outage,
     SchedulerConfig,
@@ -159,10 +160,13 @@ def group_price(group: GroupSpec, prices: Mapping[str, float]) -> float | None:
 
 
 def fleet(config: SimConfig) -> list[NodeType]:
-    """Every distinct (node type, price) of the groups: what the bound and the packers may open."""
+    """Every distinct (node type, price) of the groups that may launch a node (MaxSize above 0): what
+    the bound and the packers may open."""
     reserve = config.planner.node_reserve.reserve()
     out: dict[tuple[str, float | None], NodeType] = {}
     for g in config.groups:
+        if g.max_size <= 0:
+            continue
         price = group_price(g, config.prices)
         if (g.instance_type, price) not in out:
             template = group_template(g, reserve, "sim")
@@ -188,10 +192,6 @@ def mark_jobs(jobs: Sequence[Job], config: SimConfig) -> list[Job]:
     return out
 
 
-# activeDeadlineSeconds is an int64 (k8s.io/api core/v1 PodSpec): the longest deadline a pod can carry
-LONGEST_DEADLINE = 2**63 - 1
-
-
 def _known_bound(duration: int, log_factor: float) -> int:
     """``duration`` grown by ``exp(log_factor)``, rounded up, at least 1 and at most
     :data:`LONGEST_DEADLINE`: a wide noise draws factors past e^709, which no float holds."""
@@ -204,7 +204,7 @@ def make_policy(name: str, config: SimConfig, planner: PlannerConfig, bounds: Bo
     if name == "spillway":
         return SpillwayPolicy(planner)
     if name == "static":
-        return StaticPolicy(bounds.peak_nodes)
+        return StaticPolicy(bounds.peak_nodes, bounds.resource)
     if name == "ec2-autoscaler":
         return Ec2AutoscalerPolicy()
     if name == "cluster-autoscaler":
@@ -232,9 +232,12 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
     for group, template in zip(config.groups, templates, strict=True):
         for resource, value in template.allocatable.items():
             room[resource] = room.get(resource, 0) + value * group.max_size
-    built = build_jobs(trace, [t.allocatable for t in templates], room)
+    # a group of MaxSize 0 never has a node: it sizes no row, and a pod only its type holds is one no
+    # group can run (with every group at MaxSize 0 the rows are sized as listed, and none can run)
+    launchable = [t for g, t in zip(config.groups, templates, strict=True) if g.max_size > 0]
+    built = build_jobs(trace, [t.allocatable for t in launchable or templates], room)
     jobs = mark_jobs(shifted(built, shift), config)
-    allocatables = [vector(t.allocatable) for t in templates]
+    allocatables = [vector(t.allocatable) for t in launchable]
     unrunnable = sum(1 for j in jobs if not runnable(j, allocatables))
     types = fleet(config)
     runnable_jobs = [j for j in jobs if runnable(j, allocatables)]

@@ -119,6 +119,8 @@ ICE_MESSAGE = (
 COMPLETE, BOOT, ARRIVE, INTERRUPT, PLUGIN, TERMINATE = 0, 1, 2, 3, 4, 5
 
 Vector = tuple[int, int, int, int]
+# activeDeadlineSeconds is an int64 (k8s.io/api core/v1 PodSpec): the longest deadline a pod can carry
+LONGEST_DEADLINE = 2**63 - 1
 
 
 class SimError(RuntimeError):
@@ -156,7 +158,8 @@ def vector(requests: Mapping[str, int]) -> Vector:
 
 
 def runnable(job: Job, allocatables: Sequence[Vector]) -> bool:
-    """Every pod of the job fits on an empty node of some group (else no autoscaler can ever run it)."""
+    """Every pod of the job fits on an empty node of some group (else no autoscaler can ever run it);
+    ``allocatables``: the room of the groups that may launch a node (MaxSize above 0)."""
     for pod in job.pods:
         req = vector(pod)
         if not any(all(a >= r for a, r in zip(alloc, req, strict=True)) for alloc in allocatables):
@@ -345,11 +348,12 @@ class SimJob:
     def deadline(self) -> int | None:
         """The activeDeadlineSeconds its pods started now carry: the remaining run time grown by the
         factor of its known duration over its real one (never less than the remaining time: no pod is
-        ended by its deadline); None when durations are unknown."""
+        ended by its deadline), at most :data:`LONGEST_DEADLINE` (a restart's penalty can leave more
+        than the whole duration to run); None when durations are unknown."""
         if self.expected is None:
             return None
         duration = max(1, self.job.duration)
-        return max(1, -(-self.remaining * max(self.expected, duration) // duration))
+        return max(1, min(LONGEST_DEADLINE, -(-self.remaining * max(self.expected, duration) // duration)))
 
 
 @dataclass(slots=True)

@@ -1,0 +1,119 @@
+"""Which node types a replay may launch, for the bound, the ideal packers and the references.
+
+Hand-computed on tiny generic traces. Allocatable room (spillway.model.reserve, EKS): p3.16xlarge 8 GPUs,
+63.77 CPU, 448.5 GiB ($24.48/h); m5.xlarge 3.92 CPU, 13.8 GiB ($0.192/h); m5.24xlarge 95.69 CPU. A GPU
+row gets 7.9 CPU and 56 GiB a GPU (the p3's share).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sim_world import gpu_world
+
+from spillway.sim.run import SimConfig, fleet, simulate
+from spillway.sim.trace import Job, read_trace
+from spillway.sim.world import GroupSpec, SimJob
+
+HEADER = "submit_time,duration,cpu,memory_gib,gpus,count,namespace,priority\n"
+GPU = GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10)
+CPU = GroupSpec("cpu", "us-east-1", "m5.xlarge", 0, 10)
+
+
+def trace(tmp_path: Path, rows: list[str]) -> Path:
+    path = tmp_path / "trace.csv"
+    path.write_text(HEADER + "".join(r + "\n" for r in rows))
+    return path
+
+
+def test_a_group_of_maxsize_0_holds_no_job_and_is_no_type_of_the_bound(tmp_path: Path) -> None:
+    # A 90-CPU pod fits only an m5.24xlarge, whose group may launch none (MaxSize 0): no node could
+    # ever hold it, so it is a job no group can run, left out of the bound and the packers, and no
+    # replay waits for it. The 1-GPU job alone: one p3 for 600 s, 1/6 node-hour, $4.08.
+    rows = ["0,600,,,1,1,ml,0", "0,600,90,10,0,1,web,0"]
+    big = GroupSpec("big", "us-east-1", "m5.24xlarge", 0, 0)
+    config = SimConfig(
+        groups=(GPU, big),
+        policies=("static", "ec2-autoscaler"),
+        prices={"p3.16xlarge": 24.48, "m5.24xlarge": 4.608},
+    )
+    assert [t.name for t in fleet(config)] == ["p3.16xlarge"]
+    report = simulate(config, read_trace(trace(tmp_path, rows)))
+    assert report.unrunnable == 1
+    assert report.bounds.step_node_hours == pytest.approx(600 / 3600)
+    assert report.bounds.step_cost_usd == pytest.approx(24.48 / 6)
+    assert report.bounds.resource == "nvidia.com/gpu" and report.bounds.peak_nodes == 1
+    for packer in report.packers:
+        assert (packer.node_hours, packer.nodes_opened) == (pytest.approx(600 / 3600), 1)
+    for result in report.results:  # nothing waits for the job no node can hold
+        assert result.jobs_unstarted == 0 and result.hours < 1
+
+
+def test_static_provisions_the_peak_on_the_node_type_the_bound_counts_in(tmp_path: Path) -> None:
+    # A GPU trace on a mixed fleet, its CPU group listed first (a region preference). The bound's peak
+    # is 2 nodes of the type with the most GPUs (8 + 4 GPUs at once); static provisioning for it puts
+    # them in the GPU group, where every job starts at its submit, not in the CPU group, where none
+    # could ever run.
+    rows = ["0,3600,,,8,1,ml,0", "0,3600,,,4,1,ml,0"]
+    config = SimConfig(groups=(CPU, GPU), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, rows)))
+    assert report.bounds.peak_nodes == 2
+    world = report.runs[0].world
+    assert (world.groups["cpu"].desired, world.groups["gpu"].desired) == (0, 2)
+    result = report.results[0]
+    assert result.jobs_started == 2 and result.jobs_unstarted == 0
+    assert result.pending_weighted_seconds["p99"] == 0
+    assert result.node_hours == pytest.approx(2.0) and result.cost_usd == pytest.approx(2 * 24.48)
+
+
+def test_static_keeps_the_group_order_when_the_types_alike_hold_the_binding_resource(tmp_path: Path) -> None:
+    # One node type in two regions: the primary group first, as before (and as the README's figures).
+    west = GroupSpec("gpu-west", "us-west-2", "p3.16xlarge", 0, 10)
+    config = SimConfig(groups=(west, GPU), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,,,8,1,ml,0", "0,3600,,,4,1,ml,0"])))
+    world = report.runs[0].world
+    assert (world.groups["gpu-west"].desired, world.groups["gpu"].desired) == (2, 0)
+
+
+def test_a_group_of_maxsize_0_sizes_no_row(tmp_path: Path) -> None:
+    # A g5.12xlarge group (4 GPUs, 47.81 CPU: 11.9 CPU a GPU) listed first at MaxSize 0 launches
+    # nothing, so a GPU row takes the share of the p3 it runs on (7.9 CPU and 56 GiB a GPU), not the
+    # g5's (with which eight 1-GPU pods, 95.2 CPU, would not fit one p3 and need two).
+    g5 = GroupSpec("g5", "us-east-1", "g5.12xlarge", 0, 0)
+    config = SimConfig(groups=(g5, GPU), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,,,1,8,ml,0"])))
+    pod = report.runs[0].world.jobs[0].job.pods[0]
+    assert (pod["cpu"], pod["memory"]) == (7900, 56 * 2**30 * 1000)
+    assert report.bounds.peak_nodes == 1 and report.results[0].node_hours == pytest.approx(1.0)
+
+
+def test_a_restarted_job_s_deadline_is_at_most_an_int64() -> None:
+    # The widest noise caps a job's known duration at 2^63-1 s, the most activeDeadlineSeconds holds.
+    # Moved after 5 s of a 100 s run with a 600 s penalty, it has 695 s left, more than its duration:
+    # its new pods' deadline, grown by the same factor, must still be an int64 (it was 6.95 x 2^63).
+    longest = 2**63 - 1
+    world = gpu_world(2, restart_penalty=600, track_infos=True)
+    request = {"cpu": 7900, "memory": 56 * 2**30 * 1000, "nvidia.com/gpu": 1000, "pods": 1000}
+    job = SimJob(Job(1, "job-1", "ml", 0, 100, 0, (request,), movable=True, expected=longest))
+    world.jobs.append(job)
+    world.arrive(job)
+    world.schedule()
+    assert world.pod_infos["ml/job-1-0"].active_deadline == longest  # 100 s x the factor, capped
+    world.t = 5
+    world.drain(job.nodes[0].name)
+    world.schedule()
+    assert job.state == "running" and job.remaining == 695
+    assert world.pod_infos["ml/job-1-0"].active_deadline == longest
+
+
+def test_static_counts_toward_the_peak_only_nodes_of_the_type_it_is_counted_in(tmp_path: Path) -> None:
+    # The CPU group's MinSize node is no GPU node: the peak of 2 GPU nodes is still provisioned whole.
+    rows = ["0,3600,,,8,1,ml,0", "0,3600,,,4,1,ml,0"]
+    cpu = GroupSpec("cpu", "us-east-1", "m5.xlarge", 1, 10)
+    report = simulate(
+        SimConfig(groups=(cpu, GPU), policies=("static",), packers=False), read_trace(trace(tmp_path, rows))
+    )
+    world = report.runs[0].world
+    assert (world.groups["cpu"].desired, world.groups["gpu"].desired) == (1, 2)
+    assert report.results[0].jobs_started == 2 and report.results[0].pending_weighted_seconds["p99"] == 0
