@@ -9,6 +9,7 @@ from plan_world import World, pending_codes, pending_reasons, scale_up
 from spillway.local import objects as o
 from spillway.model.k8s import CapacityQuota
 from spillway.model.shared import quota_problem
+from spillway.planner.limits import NodeUse
 
 # Pods that each need a whole m5.2xlarge (7910m allocatable): one new node per pod.
 BIG = {"cpu": "5", "memory": "4Gi"}
@@ -65,6 +66,130 @@ def test_existing_nodes_are_charged_to_the_tenants_of_their_pods() -> None:
     assert pending_codes(result)[pending[0]] == "tenant-limit"
     # Another tenant is not charged for team-a's node.
     assert scale_up(w.plan(tenants={"team-b": {"limits": {"nodes": 1}}}))["cpu-east"][:2] == (1, 2)
+
+
+def requesting_only(w: World, pods: list[str], *names: str) -> None:
+    """Leave the pods requesting only ``names`` (GPU pods often request the GPUs alone)."""
+    for key in pods:
+        for container in w.pod_item(key)["spec"]["containers"]:
+            requests = container["resources"]["requests"]
+            for name in [n for n in requests if n not in names]:
+                del requests[name]
+
+
+def gpu_nodes_shared_with_team_a(w: World, count: int = 1) -> list[str]:
+    """``count`` g5.12xlarge (4 GPUs, 47810m CPU, 180Gi each), each running team-b's 4-GPU pod that
+    requests only its GPUs and team-a's 1-CPU pod."""
+    nodes = w.group("gpu-east", "g5.12xlarge", max_size=10, nodes=count)
+    for i, node in enumerate(nodes):
+        train = w.gpu_pods(f"train{i}", 1, 4, namespace="team-b", node_name=node, phase="Running")
+        requesting_only(w, train, "nvidia.com/gpu")
+        w.pods(f"web{i}", 1, namespace="team-a", cpu="1", memory="0", node_name=node, phase="Running")
+    return nodes
+
+
+def test_a_shared_node_charges_its_gpus_to_the_tenant_that_requests_them() -> None:
+    """Each resource of a shared node is charged in proportion to the tenants' requests of that resource
+    (README "Tenants, limits and gangs"). team-b may add 4 GPUs and runs 4 on a node it shares with
+    team-a's 1-CPU pod; its pod asks for no CPU. Charged by CPU requests, as every resource was before,
+    the node and its 4 GPUs were team-a's, and a second 4-GPU node opened for team-b: 8 GPUs under a
+    limit of 4."""
+    w = World()
+    gpu_nodes_shared_with_team_a(w)
+    pending = w.gpu_pods("more", 1, 4, namespace="team-b")
+    requesting_only(w, pending, "nvidia.com/gpu")
+
+    result = w.plan(tenants={"team-b": {"limits": {"nvidia.com/gpu": 4}}})
+
+    assert result.scale_up == ()
+    assert pending_codes(result)[pending[0]] == "tenant-limit"
+    assert "tenant team-b limit nvidia.com/gpu=4 reached" in pending_reasons(result)[pending[0]]
+    # team-a requests none of the GPUs and is charged none: a GPU limit of its own leaves it room.
+    a_pending = w.gpu_pods("a", 1, 4, namespace="team-a", cpu="1", memory="1Gi")
+    result = w.plan(tenants={"team-a": {"limits": {"nvidia.com/gpu": 4}}})
+    assert scale_up(result)["gpu-east"][:2] == (1, 3)
+    assert a_pending[0] in scale_up(result)["gpu-east"][2]
+
+
+def test_a_shared_node_charges_its_memory_to_the_tenant_that_requests_it() -> None:
+    """The same for memory: team-b's pod requests 25Gi of an m5.2xlarge's 30Gi and no CPU, team-a's
+    pod 1 CPU and no memory. team-b is charged the node's memory, so with a limit of 40Gi it may not
+    open another 30Gi node; before, the memory was team-a's (by CPU) and team-b got a second node."""
+    w = World()
+    (node,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    cache = w.pods("cache", 1, namespace="team-b", memory="25Gi", node_name=node, phase="Running")
+    requesting_only(w, cache, "memory")
+    w.pods("web", 1, namespace="team-a", cpu="1", memory="0", node_name=node, phase="Running")
+    pending = w.pods("more", 1, namespace="team-b", memory="25Gi")
+    requesting_only(w, pending, "memory")
+
+    result = w.plan(tenants={"team-b": {"limits": {"memory": "40Gi"}}})
+
+    assert result.scale_up == ()
+    assert pending_codes(result)[pending[0]] == "tenant-limit"
+    assert "tenant team-b limit memory=40Gi reached" in pending_reasons(result)[pending[0]]
+    # At 60Gi there is room for the second node: the limit binds on what team-b uses, not more.
+    assert scale_up(w.plan(tenants={"team-b": {"limits": {"memory": "60Gi"}}}))["cpu-east"][:2] == (1, 2)
+
+
+def test_a_shared_node_is_charged_by_each_tenants_dominant_share() -> None:
+    """``nodes`` is charged by each tenant's dominant share of the node (the largest fraction of one
+    resource of the node its pods request) over the sum of the tenants': on each of two GPU nodes
+    team-b fills the 4 GPUs (share 1) and team-a uses 1 of 47.81 cores (about 0.02), so team-b is
+    charged about 0.98 of each node and team-a about 0.02. Before, by CPU requests, team-b was charged
+    none of them (a third node opened under ``nodes: 2``) and team-a both (held at ``nodes: 2`` by
+    another tenant's GPU nodes)."""
+    w = World()
+    gpu_nodes_shared_with_team_a(w, 2)
+    b_pending = w.gpu_pods("more", 1, 4, namespace="team-b", cpu="1", memory="1Gi")
+
+    result = w.plan(tenants={"team-b": {"limits": {"nodes": 2}}})
+
+    assert result.scale_up == ()
+    assert pending_codes(result)[b_pending[0]] == "tenant-limit"
+    assert "tenant team-b limit nodes=2 reached" in pending_reasons(result)[b_pending[0]]
+    # team-a, charged the small part of each node its one core is, may still open a node of its own.
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] == "more-0")]
+    a_pending = w.gpu_pods("a", 1, 4, namespace="team-a", cpu="1", memory="1Gi")
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 2}}})
+    assert scale_up(result)["gpu-east"][:2] == (2, 3)
+    assert a_pending == scale_up(result)["gpu-east"][2]
+
+
+def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> None:
+    """NodeUse.charge on a g5.12xlarge: GPUs by GPU requests, CPU by CPU requests, memory by pod count
+    (no pod there requests memory), pod slots by pod count; ``nodes`` by dominant share (team-b 1, team-a
+    1000/47810), the parts adding up to at most one node (milli-units, rounded down)."""
+    vector = {
+        "cpu": 47810,
+        "memory": 180 * 2**30 * 1000,
+        "nvidia.com/gpu": 4000,
+        "pods": 234000,
+        "nodes": 1000,
+    }
+    use = NodeUse(
+        requests={"team-a": {"cpu": 1000}, "team-b": {"nvidia.com/gpu": 4000}},
+        pods={"team-a": 2, "team-b": 1},
+    )
+
+    a, b = use.charge("team-a", vector), use.charge("team-b", vector)
+
+    assert (a["nvidia.com/gpu"], b["nvidia.com/gpu"]) == (0, 4000)
+    assert (a["cpu"], b["cpu"]) == (47810, 0)
+    assert (a["memory"], b["memory"]) == (vector["memory"] * 2 // 3, vector["memory"] // 3)
+    assert (a["pods"], b["pods"]) == (156000, 78000)
+    # 1000 * (1000/47810) / (1 + 1000/47810) = 20.48..., and 1000 * 1 / (1 + 1000/47810) = 979.5...
+    assert (a["nodes"], b["nodes"]) == (20, 979)
+    # Where CPU is each tenant's dominant resource, nodes go by CPU, as the whole node did before.
+    cpu_only = NodeUse(
+        requests={"team-a": {"cpu": 3000}, "team-b": {"cpu": 1000}}, pods={"team-a": 3, "team-b": 1}
+    )
+    assert cpu_only.charge("team-b", vector)["nodes"] == 250
+    # No pod requests anything the node has: by pod count.
+    bare = NodeUse(
+        requests={"team-a": {}, "team-b": {"example.com/dongle": 1000}}, pods={"team-a": 3, "team-b": 1}
+    )
+    assert bare.charge("team-a", vector)["nodes"] == 750
 
 
 def test_a_tenant_scope_limits_one_node_group_only() -> None:

@@ -11,7 +11,20 @@ Charging (README "Tenants, limits and gangs"):
 
 - a new node is charged wholly to the tenant whose pods opened it;
 - an existing node of a managed group is charged to the tenants of its pods (DaemonSet, mirror and
-  expendable pods excluded) in proportion to their CPU requests (pod count when none requests CPU);
+  expendable pods excluded), each resource in proportion to their requests of that resource (pod count
+  when no pod there requests it) (:class:`NodeUse`). ``nodes`` is charged in proportion to each
+  tenant's dominant share of the node: the largest fraction of one resource of its allocatable the
+  tenant's pods request (pod slots and volume attach limits not counted), pod count when no pod
+  requests any. The parts add up to the node, as each resource's do, so no part of a node is charged
+  to nobody or twice, and a tenant whose pods request all of one resource of the node is charged at
+  least as much of the node as any other tenant there: on a 4-GPU node of 47.81 cores, the tenant whose pod
+  requests the 4 GPUs (and no CPU) is charged those GPUs and 0.98 of the node, another's 1-CPU pod
+  that core and 0.02 of the node. Where CPU is every tenant's largest share the parts are the CPU
+  shares. Before, every resource and the node went by CPU requests: a GPU pod requesting no CPU was
+  charged none of the node or its GPUs, which its tenant's limits then let it open again (and the
+  other tenant was charged GPUs it does not use). Each tenant's largest share taken whole would charge
+  a node twice when two tenants fill different resources, holding them at limits they have not used;
+  pod count would charge one large pod beside nine small ones a tenth of the node;
 - cluster totals and CapacityQuotas count every node, plus capacity still launching (desired minus
   Ready, as the group's template node; as one node each, nothing more, in a group without one),
   whoever opened it;
@@ -41,6 +54,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from fractions import Fraction
 from itertools import product
 from typing import Any
 
@@ -49,7 +63,7 @@ from spillway.model.cluster import EBS_ZONE_LABEL, ZONE_ID_LABEL, ZONE_LABEL, No
 from spillway.model.groupkey import GroupKey
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.quantity import format_milli
-from spillway.model.resources import CPU, MEMORY, Resources, add_into
+from spillway.model.resources import CPU, MEMORY, PODS, Resources, add_into, is_attach_limit
 from spillway.model.shared import NODES, LabelRequirement, QuotaInfo, selector_matches
 from spillway.planner import codes
 from spillway.planner.context import Context, WorkNode, aware
@@ -281,8 +295,8 @@ class Limits:
         return any(c.tenant is not None for c in self.constraints)
 
     def _count_existing(self) -> None:
-        shares = tenant_shares(self.ctx)
-        self.claimed.update(shares)  # a node with pods is charged to their tenants, limited or not
+        uses = tenant_uses(self.ctx)
+        self.claimed.update(uses)  # a node with pods is charged to their tenants, limited or not
         registered: dict[GroupKey, int] = {}  # group -> its nodes charged here, Ready or not
         pooled = {iid for g in self.ctx.groups for iid in g.pooled_instances}
         for node in self.ctx.nodes.values():
@@ -290,7 +304,7 @@ class Limits:
                 continue  # stopped or stopping in a warm pool: no capacity; drawn, it is the node a raise adds
             if node.group is not None:
                 registered[node.group.key] = registered.get(node.group.key, 0) + 1
-            self._count_node(node, shares)
+            self._count_node(node, uses)
         for group in self.ctx.groups:
             # instances not registered yet, stale ones too (paid for); a registered node that is not
             # Ready (or still starting) is charged above, as a node, not again as one launching; none
@@ -315,7 +329,7 @@ class Limits:
             if c.tenant is None and c.covers(None, group, {}):
                 add_into(c.used, {NODES: ONE_NODE}, launching)
 
-    def _count_node(self, node: WorkNode, shares: Mapping[str, Mapping[str, tuple[int, int]]]) -> None:
+    def _count_node(self, node: WorkNode, uses: Mapping[str, NodeUse]) -> None:
         """One registered node: wholly in the totals and quotas that cover it, and each limited tenant's
         share of it; a node whose GPUs cannot be counted leaves the GPU totals over it unknown."""
         shape = registered_shape(node.info, node.group)
@@ -328,9 +342,9 @@ class Limits:
                     if unknown is not None and c.gpu_target and c.unknown is None:
                         c.unknown = unknown
             elif node.group is not None and c.covers(c.tenant, node.group, labels):
-                share = shares.get(node.info.name, {}).get(c.tenant)
-                if share:
-                    add_into(c.used, {k: v * share[0] // share[1] for k, v in c.vector(shape).items()})
+                use = uses.get(node.info.name)
+                if use is not None and c.tenant in use.pods:
+                    add_into(c.used, use.charge(c.tenant, c.vector(shape)))
 
     def allowed(
         self,
@@ -621,28 +635,75 @@ def template_shape(group: NodeGroup) -> Shape:
     return node_shape(group.template.allocatable, group.template.capacity)
 
 
-def tenant_shares(ctx: Context) -> dict[str, dict[str, tuple[int, int]]]:
-    """Per node, each tenant's share of its pods' CPU requests as (part, whole). Expendable pods
-    (priority below ``expendable_priority_cutoff``) are not counted: their room is free room to any pod
-    that may preempt them (:mod:`spillway.planner.preemption`), so a node running only such pods is
-    charged, as a node without pods, to the tenant whose pods a plan places there first."""
+@dataclass(frozen=True, slots=True)
+class NodeUse:
+    """The pods on one node that charge it to their tenants: per tenant, their summed requests and how
+    many they are. Each resource of the node is charged in proportion to the tenants' requests of that
+    resource, by pod count when no pod there requests it (:meth:`share`); the node itself (``nodes``)
+    by each tenant's dominant share, normalised (:meth:`node_share`)."""
+
+    requests: Mapping[str, Resources]
+    pods: Mapping[str, int]
+
+    def share(self, tenant: str, resource: str, allocatable: Mapping[str, int]) -> Fraction:
+        """The part of the node's ``resource`` charged to ``tenant``."""
+        if resource == NODES:
+            return self.node_share(tenant, allocatable)
+        whole = sum(r.get(resource, 0) for r in self.requests.values())
+        if whole > 0:
+            return Fraction(self.requests[tenant].get(resource, 0), whole)
+        return Fraction(self.pods[tenant], sum(self.pods.values()))
+
+    def node_share(self, tenant: str, allocatable: Mapping[str, int]) -> Fraction:
+        """The part of the node (``nodes``) charged to ``tenant``: its dominant share (the largest
+        fraction of any one resource of the node's allocatable its pods request, as Dominant Resource
+        Fairness defines a share: Volcano's drf plugin, ``docs/design/drf.md``, takes a job's share as
+        its highest ratio of allocated to total resource; pod slots and volume attach limits are no
+        room a node is opened for) over the sum of every tenant's there, so the node is charged once
+        in all, the most to the tenant that fills it most; by pod count when no pod requests anything
+        the node has."""
+        dominant = {t: _dominant(r, allocatable) for t, r in self.requests.items()}
+        whole = sum(dominant.values(), Fraction(0))
+        if whole > 0:
+            return dominant[tenant] / whole
+        return Fraction(self.pods[tenant], sum(self.pods.values()))
+
+    def charge(self, tenant: str, vector: Mapping[str, int]) -> Resources:
+        """What of ``vector`` (the node as a tenant limit counts it: allocatable and ``nodes``) is
+        charged to ``tenant``."""
+        out: Resources = {}
+        for name, value in vector.items():
+            part = self.share(tenant, name, vector)
+            out[name] = value * part.numerator // part.denominator
+        return out
+
+
+def _dominant(requests: Mapping[str, int], allocatable: Mapping[str, int]) -> Fraction:
+    best = Fraction(0)
+    for name, want in requests.items():
+        have = allocatable.get(name, 0)
+        if name in (PODS, NODES) or is_attach_limit(name) or want <= 0 or have <= 0:
+            continue
+        best = max(best, min(Fraction(want, have), Fraction(1)))
+    return best
+
+
+def tenant_uses(ctx: Context) -> dict[str, NodeUse]:
+    """Per node, what its tenants' pods request there (:class:`NodeUse`). Expendable pods (priority
+    below ``expendable_priority_cutoff``) are not counted: their room is free room to any pod that may
+    preempt them (:mod:`spillway.planner.preemption`), so a node running only such pods is charged, as a
+    node without pods, to the tenant whose pods a plan places there first."""
     cutoff = ctx.config.expendable_priority_cutoff
-    per_node: dict[str, dict[str, int]] = {}
+    requests: dict[str, dict[str, Resources]] = {}
     counts: dict[str, dict[str, int]] = {}
     for pod in ctx.snapshot.pods:
         if pod.node_name is None or pod.terminal or pod.daemonset or pod.mirror or pod.priority < cutoff:
             continue
         tenant = ctx.snapshot.tenant(pod.namespace)
-        cpu = per_node.setdefault(pod.node_name, {})
-        cpu[tenant] = cpu.get(tenant, 0) + pod.requests.get(CPU, 0)
+        add_into(requests.setdefault(pod.node_name, {}).setdefault(tenant, {}), pod.requests)
         n = counts.setdefault(pod.node_name, {})
         n[tenant] = n.get(tenant, 0) + 1
-    out: dict[str, dict[str, tuple[int, int]]] = {}
-    for node, cpu in per_node.items():
-        weights = cpu if sum(cpu.values()) > 0 else counts[node]
-        whole = sum(weights.values())
-        out[node] = {t: (w, whole) for t, w in weights.items()}
-    return out
+    return {node: NodeUse(requests[node], counts[node]) for node in counts}
 
 
 def cluster_constraints(config: PlannerConfig) -> list[Constraint]:
