@@ -4098,3 +4098,22 @@ def test_an_older_plans_drain_cancelled_after_a_newer_claim_leaves_that_claim_sp
     else:
         assert [d.node for d in result.drain] == [b]
     assert kept(result)[a][0] == "drain-planned"
+
+
+@pytest.mark.parametrize(
+    ("planned_at", "ended"), [("2026-11-02T09:59:00Z", True), ("nine fifty-nine", False)]
+)
+def test_a_plans_drain_rejected_at_validation_names_its_claim_from_the_request(
+    rig: Rig, planned_at: str, ended: bool
+) -> None:
+    """A plan's drain its validation rejected touched nothing: the record step has only the request
+    (no validated drain), whose planned_at names the claim it ends. One it cannot read names no claim,
+    and writes nothing: that claim spends until it lapses."""
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    request = {"cluster": CLUSTER, "node": NODE, "plan_id": PLAN, "planned_at": planned_at}
+
+    rig.drainer.record({**request, "error": _lambda_error("InvalidDrainRequest", "no such node")}, "rejected")
+
+    marks = ledger.load(CLUSTER).state.ended_drains
+    assert {n: m.since for n, m in marks.items()} == ({NODE: T0 - timedelta(minutes=1)} if ended else {})
