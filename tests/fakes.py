@@ -974,7 +974,7 @@ class FakeLedger(Recorder):
             if c == cluster and item.startswith(SCALE_DOWN_FAILED_PREFIX)
         ]
         ended = [
-            (str(value["node"]), datetime.fromisoformat(str(value["at"]).replace("Z", "+00:00")))
+            (str(value["node"]), datetime.fromisoformat(str(value["planned_at"]).replace("Z", "+00:00")))
             for (c, item), value in self.claimed.items()
             if c == cluster and item.startswith(DRAIN_ENDED_PREFIX)
         ]

@@ -21,7 +21,7 @@ from spillway.adapters.state_store import PLAIN_STATE_LIMIT, StateStore
 from spillway.config import PlannerConfig
 from spillway.errors import InputError, StateConflict, StateTooLarge
 from spillway.local.cfn import create_tables
-from spillway.model.act import ExecutionRequest, PlanRecord, replan_key
+from spillway.model.act import ExecutionRequest, PlanRecord, iso, replan_key
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import EventMark, GroupState, NodeState, Since, State, keyed_by_region
 from spillway.planner import plan
@@ -600,16 +600,18 @@ def test_ended_drains_merge_into_the_state_per_node_the_latest_winning(
     store: StateStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A plan's drain that ended keeping its node writes a claim item per plan and node
-    (spillway.act.drain.Drainer._note_ended); each load puts each node's latest into ``ended_drains``,
-    where the planner stops counting that claim's evictions against PodDisruptionBudgets. One whose
-    node or time cannot be read is skipped naming it, and the rest load."""
+    (spillway.act.drain.Drainer._note_ended); each load puts each node's latest plan time (the claim
+    it ended, ``planned_at``; not ``at``, when it ended) into ``ended_drains``, where the planner stops
+    counting that claim's evictions against PodDisruptionBudgets. One whose node or plan time cannot
+    be read is skipped naming it, and the rest load."""
     commit(store, 0, State())
-    for plan_id, node, minutes_ago in (("p1", "ip-a", 5), ("p2", "ip-a", 1), ("p1", "ip-b", 3)):
-        at = (NOW - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z")
-        store.claim(
-            "ml", f"drain-ended#{plan_id}#{node}", {"at": at, "node": node}, expires=NOW + timedelta(days=1)
-        )
-    store.claim("ml", "drain-ended#p3#ip-c", {"at": "soon", "node": "ip-c"}, expires=NOW + timedelta(days=1))
+    for plan_id, node, minutes_ago in (("p1", "ip-a", 25), ("p2", "ip-a", 1), ("p1", "ip-b", 3)):
+        planned = (NOW - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z")
+        value = {"at": iso(NOW), "node": node, "planned_at": planned}
+        store.claim("ml", f"drain-ended#{plan_id}#{node}", value, expires=NOW + timedelta(days=1))
+    for plan_id, value in (("p3", {"at": iso(NOW), "node": "ip-c", "planned_at": "soon"}),
+                           ("p4", {"at": iso(NOW), "node": "ip-d"})):  # fmt: skip
+        store.claim("ml", f"drain-ended#{plan_id}#{value['node']}", value, expires=NOW + timedelta(days=1))
 
     with caplog.at_level(logging.WARNING, logger="spillway.adapters.state_store"):
         loaded = store.load("ml", NOW)
@@ -618,5 +620,5 @@ def test_ended_drains_merge_into_the_state_per_node_the_latest_winning(
         "ip-a": Since(since=NOW - timedelta(minutes=1)),
         "ip-b": Since(since=NOW - timedelta(minutes=3)),
     }
-    assert "drain-ended#p3#ip-c" in caplog.text
+    assert "drain-ended#p3#ip-c" in caplog.text and "drain-ended#p4#ip-d" in caplog.text
     assert loaded.state.scale_down == {}  # an ended drain is no failure to wait after

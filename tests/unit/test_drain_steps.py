@@ -3671,15 +3671,19 @@ def test_a_failed_scale_down_drain_is_recorded_for_later_plans_to_wait(
         assert ledger.expiries[(CLUSTER, f"scaledown-failed#{drain.name}")] == T0 + timedelta(days=1)
 
 
+PLANNED = {"plan_id": PLAN, "planned_at": "2026-11-02T09:59:00Z"}  # the plan's claim, a minute before T0
+
+
 @pytest.mark.parametrize(
     ("error", "request_", "ended"),
     [
-        ("DrainTimeout", {"plan_id": PLAN}, True),  # failed at its deadline: the node given back
-        ("KubeUnavailable", {"plan_id": PLAN}, True),
-        ("DrainCancelled", {"plan_id": PLAN}, True),  # cancelled: its pods run on
-        ("DrainTimeout", {"plan_id": PLAN, "terminate": False, "uncordon": True}, True),  # make room
+        ("DrainTimeout", PLANNED, True),  # failed at its deadline: the node given back
+        ("KubeUnavailable", PLANNED, True),
+        ("DrainCancelled", PLANNED, True),  # cancelled: its pods run on
+        ("DrainTimeout", {**PLANNED, "terminate": False, "uncordon": True}, True),  # make room
         ("DrainTimeout", {}, False),  # started by hand: no plan's claim
-        (None, {"plan_id": PLAN}, False),  # it went: the node is gone, no claim to free
+        ("DrainTimeout", {"plan_id": PLAN}, False),  # no planned_at (drain_claim_minutes 0): no claim
+        (None, PLANNED, False),  # it went: the node is gone, no claim to free
     ],
 )
 def test_a_plans_drain_that_ends_keeping_its_node_tells_later_plans(
@@ -3702,7 +3706,8 @@ def test_a_plans_drain_that_ends_keeping_its_node_tells_later_plans(
     rig.drainer.record(state, None if error else "terminated")  # the step run again writes it once
 
     marks = ledger.load(CLUSTER).state.ended_drains
-    assert ({n: m.since for n, m in marks.items()}) == ({drain.node: T0} if ended else {})
+    claimed = T0 - timedelta(minutes=1)  # the claim it ends, by its plan's time (not when it ended)
+    assert ({n: m.since for n, m in marks.items()}) == ({drain.node: claimed} if ended else {})
     items = [i for _, i in ledger.claimed if i.startswith("drain-ended#")]
     assert items == ([f"drain-ended#{PLAN}#{drain.node}"] if ended else [])
 
@@ -4076,13 +4081,79 @@ def test_a_plans_drain_cancelled_at_validation_tells_later_plans_its_claim_ended
     rig: Rig, plan_id: str | None, ended: bool
 ) -> None:
     """A plan's drain its validation cancelled touched nothing; the node's pods run on, so its claim
-    spends no PodDisruptionBudget allowance any more (State.ended_drains). A drain of no plan claimed
-    nothing and writes nothing."""
+    spends no PodDisruptionBudget allowance any more (State.ended_drains, by the plan's time). A drain
+    of no plan claimed nothing and writes nothing."""
     ledger = rig.drainer.ledger
     assert isinstance(ledger, FakeLedger)
-    cancelled_answer = {"node": "ip-10-0-0-9", "plan_id": plan_id, "reason": "idle", "note": "busy now"}
+    cancelled_answer = {"node": "ip-10-0-0-9", "plan_id": plan_id, "reason": "idle", "note": "busy now",
+                        "planned_at": "2026-11-02T09:59:00Z"}  # fmt: skip
 
     rig.drainer.record({"cancelled": cancelled_answer}, "cancelled")
 
     marks = ledger.load(CLUSTER).state.ended_drains
-    assert {n: m.since for n, m in marks.items()} == ({"ip-10-0-0-9": T0} if ended else {})
+    claimed = T0 - timedelta(minutes=1)
+    assert {n: m.since for n, m in marks.items()} == ({"ip-10-0-0-9": claimed} if ended else {})
+
+
+@pytest.mark.parametrize("ended", ["older-plan", "this-claim"])
+def test_an_older_plans_drain_cancelled_after_a_newer_claim_leaves_that_claim_spending(
+    rig: Rig, ended: str
+) -> None:
+    """Plan 1 claimed a at 11:39 and its drain queued behind others past its claim (until 11:59); plan 2
+    claimed a again at 11:59:10, its drain still to run; plan 1's drain then validated at 11:59:30 and
+    was cancelled, its claim lapsed. It wrote when it ended, and the planner took any drain that ended
+    at or after the node's claim as that claim's: plan 2's claim spent nothing and the plan at 12:00
+    drained b under the one disruption db allows, beside plan 2's drain of a (two evictions waiting on
+    one disruption). The item names the plan's time now: plan 1's frees nothing of plan 2's claim; plan
+    2's own drain ending frees it."""
+    from test_planner_consolidation import UNDER, _db_world, kept
+
+    w, a, b = _db_world()
+    from plan_world import NOW
+
+    newer = NOW - timedelta(seconds=50)
+    w.state["nodes"][a] = {"idle_since": NOW.isoformat(), "draining_since": newer.isoformat()}
+    rig.clock.now = NOW - timedelta(seconds=30)
+    if ended == "older-plan":
+        older = {"plan_id": "20261102T113900Z-abc", "planned_at": "2026-11-02T11:39:00Z", "claim_minutes": 20,
+                 "claim_until": "2026-11-02T11:59:00Z"}  # fmt: skip
+        answer = rig.drainer.validate({"cluster": CLUSTER, "node": a, **older})
+        assert "cancelled" in answer, answer
+    else:
+        answer = {"cancelled": {"node": a, "plan_id": "20261102T115910Z-abc", "reason": "idle",
+                                "note": "busy now", "planned_at": "2026-11-02T11:59:10Z"}}  # fmt: skip
+    rig.drainer.record(answer, "cancelled")
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    w.state["ended_drains"] = {
+        node: {"since": mark.since.isoformat()}
+        for node, mark in ledger.load(CLUSTER).state.ended_drains.items()
+    }
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    if ended == "older-plan":
+        assert result.drain == ()
+        assert "drains under way evict 1" in kept(result)[b][1]
+    else:
+        assert [d.node for d in result.drain] == [b]
+    assert kept(result)[a][0] == "drain-planned"
+
+
+@pytest.mark.parametrize(
+    ("planned_at", "ended"), [("2026-11-02T09:59:00Z", True), ("nine fifty-nine", False)]
+)
+def test_a_plans_drain_rejected_at_validation_names_its_claim_from_the_request(
+    rig: Rig, planned_at: str, ended: bool
+) -> None:
+    """A plan's drain its validation rejected touched nothing: the record step has only the request
+    (no validated drain), whose planned_at names the claim it ends. One it cannot read names no claim,
+    and writes nothing: that claim spends until it lapses."""
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    request = {"cluster": CLUSTER, "node": NODE, "plan_id": PLAN, "planned_at": planned_at}
+
+    rig.drainer.record({**request, "error": _lambda_error("InvalidDrainRequest", "no such node")}, "rejected")
+
+    marks = ledger.load(CLUSTER).state.ended_drains
+    assert {n: m.since for n, m in marks.items()} == ({NODE: T0 - timedelta(minutes=1)} if ended else {})

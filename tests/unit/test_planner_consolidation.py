@@ -1106,19 +1106,21 @@ def test_a_drain_under_way_spends_its_pods_budget_before_this_plan_does(under_wa
     assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [b]
 
 
-@pytest.mark.parametrize("ended_minutes_ago", [1, 2])
-def test_a_claimed_drain_that_ended_spends_no_budget_but_keeps_its_node(ended_minutes_ago: int) -> None:
+@pytest.mark.parametrize("fraction", [0, 250_000])
+def test_a_claimed_drain_that_ended_spends_no_budget_but_keeps_its_node(fraction: int) -> None:
     """A recent plan claimed a for a drain that has ended since, keeping the node (it failed at its
-    deadline or was cancelled: the drain wrote ``ended_drains`` at or after the claim's time): its db
-    replica runs on and will not be evicted. The claim used to spend the budget's one disruption until
-    it lapsed (20 minutes), so b was kept ("drains under way evict 1"); now b is drained, and a is still
-    kept by its claim, not drained again where its drain just failed."""
+    deadline or was cancelled: the drain wrote ``ended_drains`` with its plan's time, the request's
+    ``planned_at`` in whole seconds, the claim's time to the second): its db replica runs on and will
+    not be evicted. The claim used to spend the budget's one disruption until it lapsed (20 minutes),
+    so b was kept ("drains under way evict 1"); now b is drained, and a is still kept by its claim, not
+    drained again where its drain just failed."""
     w, a, b = _db_world()
+    claimed = NOW - timedelta(minutes=2)
     w.state["nodes"][a] = {
         "idle_since": NOW.isoformat(),
-        "draining_since": (NOW - timedelta(minutes=2)).isoformat(),
+        "draining_since": (claimed + timedelta(microseconds=fraction)).isoformat(),
     }
-    w.state["ended_drains"] = {a: {"since": (NOW - timedelta(minutes=ended_minutes_ago)).isoformat()}}
+    w.state["ended_drains"] = {a: {"since": claimed.isoformat()}}
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 
@@ -1127,15 +1129,16 @@ def test_a_claimed_drain_that_ended_spends_no_budget_but_keeps_its_node(ended_mi
     assert code == codes.DRAIN_PLANNED and "ended" in reason, reason
 
 
-def test_a_drain_ended_before_the_claim_leaves_the_claim_spending() -> None:
-    """An earlier drain of a ended before the current claim was made: the claimed drain is still to
-    run, and spends the budget as before."""
+@pytest.mark.parametrize("planned_minutes_ago", [30, 3, 1])
+def test_a_drain_ended_of_another_plan_leaves_the_claim_spending(planned_minutes_ago: int) -> None:
+    """The drain that ended was another plan's claim on a (an older one's, or one whose time is not this
+    claim's): the claimed drain is still to run, and spends the budget as before."""
     w, a, b = _db_world()
     w.state["nodes"][a] = {
         "idle_since": NOW.isoformat(),
         "draining_since": (NOW - timedelta(minutes=2)).isoformat(),
     }
-    w.state["ended_drains"] = {a: {"since": (NOW - timedelta(minutes=30)).isoformat()}}
+    w.state["ended_drains"] = {a: {"since": (NOW - timedelta(minutes=planned_minutes_ago)).isoformat()}}
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 

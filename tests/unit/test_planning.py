@@ -2453,3 +2453,30 @@ def test_a_drain_ahead_of_a_scheduled_action_carries_the_pods_it_moves_and_an_id
     assert busy == {**where, "consolidation": True, "pods": list(pods), **claim}
     assert idle == {**where, **claim}
     assert parse_request({"cluster": "ml", "plan_id": "p", **busy}).pods == list(pods)
+
+
+def test_finishing_the_previous_plan_logs_an_execution_found_there_as_started_before(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The newer plan starts the last committed plan's executions again; Step Functions answers one of
+    that name still running with its start date, which the adapter reports started=False, as it does a
+    closed one. The log said "had run" for it, of an execution still running; it says started before
+    (running or ended) now, and "started now" for one this call started."""
+    import logging
+
+    from spillway.act.planning import finish_previous
+    from spillway.model.act import ExecutionRequest, format_key
+
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ml-scale-up"
+    requests = [ExecutionRequest("scale_up", arn, name, {}).to_dict() for name in ("up-p1", "up-p1-2")]
+    stored = StoredState(
+        snapshot_key=format_key(NOW - timedelta(seconds=30)), plan_id="p1", executions=requests
+    )
+    workflows = FakeWorkflows()
+    workflows.names.add("up-p1")  # still running (or ended): Step Functions has one of that name
+
+    with caplog.at_level(logging.INFO, logger="spillway.act.planning"):
+        finish_previous(stored, workflows, PlannerConfig(), NOW)
+
+    assert "up-p1 started before (running or ended)" in caplog.text
+    assert "up-p1-2 started now" in caplog.text

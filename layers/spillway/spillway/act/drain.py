@@ -671,13 +671,19 @@ def _requested(request: DrainRequest) -> dict[str, Any]:
         "region": request.region,
         "plan_id": request.plan_id,
         "reason": _reason_of(request),
+        "planned_at": request.planned_at,
     }
 
 
 def _cancelled(identity: Mapping[str, Any], why: str) -> dict[str, Any]:
     """Validation's answer for a drain it cancels: every key present (null when unknown), as the state
-    machine's fallback Pass state reads them, and why as the note."""
-    return {"cancelled": {**{key: identity.get(key) for key in CANCELLED_KEYS}, "note": why}}
+    machine's fallback Pass state reads them, and why as the note; and the time of the plan that
+    claimed the node (``planned_at``) when there is one, which the record step writes for later plans
+    (:meth:`Drainer._note_ended`)."""
+    answer = {**{key: identity.get(key) for key in CANCELLED_KEYS}, "note": why}
+    if isinstance(identity.get("planned_at"), str):
+        answer["planned_at"] = identity["planned_at"]
+    return {"cancelled": answer}
 
 
 def _stale_premise(refusal: InvalidDrainRequest) -> str:
@@ -1946,7 +1952,7 @@ class Drainer:
         verdicts = _pinned(drain, pods, _unplanned_stays(request, verdicts, named))
         busy = _pinned_refusal(drain, verdicts) or _busy_planned_drain(request, verdicts, named)
         if busy is not None:
-            return _cancelled(self._identity(drain), busy)
+            return _cancelled({**self._identity(drain), "planned_at": drain.planned_at}, busy)
         verdicts = _only_expected(drain, verdicts)
         if request.dry_run:
             self.on_outcome("dry_run", self._identity(drain))
@@ -2061,6 +2067,7 @@ class Drainer:
             group=placement.group if placement is not None else None,
             region=region,
             plan_id=request.plan_id,
+            planned_at=request.planned_at,
             consolidation=request.consolidation,
             pods=tuple(request.pods),
             controllers=dict(request.controllers),
@@ -2751,27 +2758,37 @@ class Drainer:
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
             self._note_scale_down_failure(drain, final)
-        self._note_ended(summary, final)
+        self._note_ended(summary, final, drain.planned_at if drain is not None else state.get("planned_at"))
         self.on_outcome(final, summary)
         return summary
 
-    def _note_ended(self, summary: Mapping[str, Any], outcome: str) -> None:
+    def _note_ended(self, summary: Mapping[str, Any], outcome: str, planned_at: object) -> None:
         """When a plan's drain (``summary`` names its ``plan_id`` and ``node``) ends keeping its node
         (:data:`ENDED_KEEPING`), tell later plans, so that its claim on the node, which lasts
         ``drain_claim_minutes`` from the plan, no longer counts the pods it would have evicted against
         their PodDisruptionBudgets (:meth:`spillway.planner.scaledown.ScaleDownStage.claim_ended`): an
         item of the state table per plan and node (a claim, so the step run again writes it once),
         which the state store merges into ``State.ended_drains`` at load. Best effort, as the Event: a
-        write that fails only leaves the claim spending until it lapses, as before."""
+        write that fails only leaves the claim spending until it lapses, as before.
+
+        The item names the claim it ends by the plan's time (``planned_at``, which the plan put in the
+        request from the same ``now`` it wrote as the node's ``draining_since``), not by when the drain
+        ended: a later plan's claim on the node made before this drain ended (this one queued past its
+        claim, cancelled at validation once a newer plan had claimed the node again) is another drain,
+        still to run, and keeps spending. A drain without a readable ``planned_at`` (no claim: a drain
+        by hand, ``drain_claim_minutes`` 0; or validated before the field) writes nothing."""
         node, plan_id = summary.get("node"), summary.get("plan_id")
         if outcome not in ENDED_KEEPING or not isinstance(node, str) or not isinstance(plan_id, str):
+            return
+        claimed = _timestamp(planned_at) if isinstance(planned_at, str) else None
+        if claimed is None:
             return
         now = self.clock()
         try:
             self.ledger.claim(
                 self.cluster,
                 f"{DRAIN_ENDED_PREFIX}{plan_id}#{node}",
-                {"at": iso(now), "node": node},
+                {"at": iso(now), "node": node, "planned_at": iso(claimed)},
                 expires=now + SCALE_DOWN_FAILURE_KEPT,
             )
         except SpillwayError as exc:
@@ -2814,7 +2831,7 @@ class Drainer:
         if cancelled.get("notice"):
             summary["notice"] = str(cancelled["notice"])
             self._skipped_event(summary, cancelled.get("node_uid"))
-        self._note_ended(summary, "cancelled")
+        self._note_ended(summary, "cancelled", cancelled.get("planned_at"))
         self.on_outcome("cancelled", summary)
         return summary
 
@@ -2851,7 +2868,7 @@ class Drainer:
             f"Cancelled ({drain.reason}) after evicting {summary['evicted_count']} pod(s): {summary['note']}",
             "Normal",
         )
-        self._note_ended(summary, "cancelled")
+        self._note_ended(summary, "cancelled", drain.planned_at)
         self.on_outcome("cancelled", summary)
         return summary
 

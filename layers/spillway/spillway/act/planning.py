@@ -634,10 +634,10 @@ def finish_previous(stored: StoredState, executions: Workflows, config: PlannerC
     for request in map(ExecutionRequest.from_dict, stored.executions):
         if age + _runs(request) < timedelta(minutes=windows.get(request.kind, 0)):
             started = executions.start(request)
-            # Step Functions answers a start of an execution still running with the same input as it
-            # answers a new one; a closed one is refused (ExecutionAlreadyExists: started False)
+            # started False: one of that name was there already, still running (Step Functions answers
+            # its start date) or closed (ExecutionAlreadyExists): spillway.adapters.sfn.Executions.start
             log.info("previous plan %s: %s %s", stored.plan_id, request.name,
-                     "started, or still running" if started.started else "had run")  # fmt: skip
+                     "started now" if started.started else "started before (running or ended)")  # fmt: skip
 
 
 def _runs(request: ExecutionRequest) -> timedelta:

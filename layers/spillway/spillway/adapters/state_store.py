@@ -23,7 +23,10 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                       "owner#<region>#<id>",
                       "gangsweep#<region>#<id>",
                       "scaledown-failed#<drain>" (value {"at", "node"}: a plan's scale-down drain that
-                                                 failed, merged into State.scale_down["failed"] at load)
+                                                 failed, merged into State.scale_down["failed"] at load),
+                      "drain-ended#<plan>#<node>" (value {"at", "node", "planned_at"}: a plan's drain
+                                                 that ended keeping its node, merged into
+                                                 State.ended_drains at load)
 
 **Claims** (:meth:`StateStore.claim`) are written once and never overwritten (``attribute_not_exists``):
 a raise marker makes an execution's relative capacity raise happen once however often Step Functions
@@ -84,6 +87,8 @@ the newer one ran, and what is lost is at most work done again or later:
   from its Auto Scaling group again, or is checked by type and age alone, as before it was learned.
 * ``events``: a pod may be told again what it was already told.
 * ``scale_down``: scale-down does not wait after a removal (a failure item is merged in again at load).
+* ``ended_drains``: a copy of the ``drain-ended#`` items, merged in again at every load; a build before
+  it reads none of them, and an ended drain's claim spends PodDisruptionBudget allowance until it lapses.
 """
 
 from __future__ import annotations
@@ -528,18 +533,19 @@ def _failed_at(item: Mapping[str, Any]) -> list[datetime]:
 
 
 def _ended(item: Mapping[str, Any]) -> list[tuple[str, datetime]]:
-    """The node and time an ended drain's item names (its claim value's ``node`` and ``at``); none, with
-    a warning naming the item, when they are not a name and an ISO time: the claim then spends until it
-    lapses, as before."""
+    """The node an ended drain's item names and the time of the plan whose claim that drain was (its
+    claim value's ``node`` and ``planned_at``; ``at``, when it ended, matches no claim: a newer plan may
+    have claimed the node before an older drain ended); none, with a warning naming the item, when they
+    are not a name and an ISO time: the claim then spends until it lapses, as before."""
     try:
         value = _claim_value(item)
-        node, at = value.get("node"), value.get("at")
-        if isinstance(node, str) and node and isinstance(at, str):
-            return [(node, aware(_parse(at)))]
+        node, planned = value.get("node"), value.get("planned_at")
+        if isinstance(node, str) and node and isinstance(planned, str):
+            return [(node, aware(_parse(planned)))]
     except (StateCorrupt, ValueError):
         pass
     log.warning(
-        "ended drain item %s skipped: value.node or value.at unreadable", str(item["item"]["S"])[:200]
+        "ended drain item %s skipped: value.node or value.planned_at unreadable", str(item["item"]["S"])[:200]
     )
     return []
 

@@ -240,6 +240,11 @@ class Drain(BaseModel):
     group: str | None
     region: str
     plan_id: str | None = None
+    # the time of the plan that claimed the node (DrainRequest.planned_at, RFC 3339 in whole seconds):
+    # a drain that ends keeping its node names it, so later plans free exactly that claim
+    # (spillway.act.drain.Drainer._note_ended). None: no claim (a drain by hand, drain_claim_minutes 0),
+    # or a drain validated before the field
+    planned_at: str | None = None
     started_at: str
     deadline_at: str
     consolidation: bool = False

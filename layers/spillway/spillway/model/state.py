@@ -29,12 +29,16 @@ Wire form (state file and state table item)::
      "scale_down": {"deleted" | "failed": {"since": ISO}},                    (only when not empty)
      "ended_drains": {"<node>": {"since": ISO}}}                              (only when not empty)
 
-``ended_drains`` are the nodes whose plan's drain ended without removing them (failed, timed out or
-cancelled: the node given back uncordoned, its remaining pods running), and when it ended. The drain
-writes an item of the state table per drain (:data:`DRAIN_ENDED_PREFIX`), which the state store merges
-in at load (:func:`merge_ended_drains`); the planner never writes it back. A node's claim
-(``draining_since``) whose drain ended at or after it evicts nothing more, so it spends no
-PodDisruptionBudget allowance; the claim still keeps the node from another drain until it lapses.
+``ended_drains`` are the nodes whose plan's drain ended without removing them (failed, timed out,
+cancelled or rejected: the node given back uncordoned, its remaining pods running), each with the time
+of the plan whose claim that drain was (its ``planned_at``, whole seconds), not the time it ended. The
+drain writes an item of the state table per plan and node (:data:`DRAIN_ENDED_PREFIX`), which the state
+store merges in at load (:func:`merge_ended_drains`, the latest plan per node); the planner never
+writes it back (a step that commits the state it loaded, the scale function's, may; the items are
+merged in again at every load). A node's claim (``draining_since``) made by that plan, the same time
+to the second, evicts nothing more, so it spends no PodDisruptionBudget allowance; the claim still
+keeps the node from another drain until it lapses. A claim of any other plan (a newer one, made
+before the old drain ended, whose own drain is still to run) is not matched, whatever the clocks say.
 States without it load unchanged.
 
 ``pools`` back off one capacity pool: a capacity type (``spot`` or ``on-demand``), an instance type, a
@@ -221,7 +225,8 @@ ScaleDownMark = Literal["deleted", "failed"]
 # a claim whose value holds ``at``), merged into ``State.scale_down["failed"]`` at load
 SCALE_DOWN_FAILED_PREFIX = "scaledown-failed#"
 # The state table's items of plan's drains that ended keeping their node (spillway.act.drain.Drainer.record:
-# a claim whose value holds ``at`` and ``node``), merged into ``State.ended_drains`` at load
+# a claim whose value holds ``node``, ``planned_at``, the plan's time, and ``at``, when it ended), merged
+# into ``State.ended_drains`` at load
 DRAIN_ENDED_PREFIX = "drain-ended#"
 
 
@@ -325,8 +330,9 @@ class State(BaseModel):
     # plan's scale-down drain last failed (``failed``: written by the drain, merged in at load); later
     # plans wait scale_down_delay_after_delete_minutes / _after_failure_minutes after them
     scale_down: dict[ScaleDownMark, Since] = Field(default_factory=dict)
-    # nodes whose plan's drain ended keeping them (failed, timed out, cancelled), when: written by the
-    # drain, merged in at load (merge_ended_drains); a claim older than that spends no PDB allowance
+    # nodes whose plan's drain ended keeping them (failed, timed out, cancelled, rejected), with the time of
+    # that plan (its claim's): written by the drain, merged in at load (merge_ended_drains); the node's
+    # claim made at that time spends no PDB allowance
     ended_drains: dict[str, Since] = Field(default_factory=dict)
 
     @field_validator("pools")
@@ -485,8 +491,9 @@ def merge_scale_down_failures(state: State, times: Iterable[datetime]) -> State:
 
 
 def merge_ended_drains(state: State, ended: Iterable[tuple[str, datetime]]) -> State:
-    """``state`` with each node of ``ended`` (node, when a plan's drain of it ended keeping it) in its
-    ``ended_drains``, at the latest of its times and of the one it holds."""
+    """``state`` with each node of ``ended`` (node, the time of the plan whose drain of it ended keeping
+    it) in its ``ended_drains``, at the latest of its times and of the one it holds: a node's claims
+    come one after another, so only the latest plan's can be the claim a plan still counts."""
     marks = dict(state.ended_drains)
     for node, at in ended:
         current = marks.get(node)

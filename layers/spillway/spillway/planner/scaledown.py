@@ -607,13 +607,18 @@ class ScaleDownStage:
 
     def claim_ended(self, node: WorkNode) -> bool:
         """The drain that claimed the node (:meth:`claimed_at`) has ended keeping it: it failed, timed
-        out or was cancelled, its node given back uncordoned and its remaining pods running (the drain
-        writes when, ``State.ended_drains``, at or after the claim's time). It evicts nothing more and
-        takes nothing away; its claim still keeps the node from another drain until it lapses (it just
-        failed there)."""
+        out, was cancelled or rejected, its node given back uncordoned and its remaining pods running.
+        It evicts nothing more and takes nothing away; its claim still keeps the node from another drain
+        until it lapses (it just failed there). The drain names its plan's time (``State.ended_drains``,
+        the request's ``planned_at``: this claim's time, to the whole second), so an older plan's drain
+        that ended after a newer plan claimed the node again (queued past its own claim, cancelled at
+        validation) frees nothing of the newer claim, whose drain is still to run; no clock of the
+        drain's is compared with the plan's."""
         claimed = self.claimed_at(node)
         ended = self.ctx.state.ended_drains.get(node.info.name)
-        return claimed is not None and ended is not None and aware(ended.since) >= claimed
+        return (
+            claimed is not None and ended is not None and aware(ended.since) == claimed.replace(microsecond=0)
+        )
 
     def live_claim(self, node: WorkNode) -> bool:
         """A recent plan's claim on the node whose drain is waiting to start or running (not ended:
