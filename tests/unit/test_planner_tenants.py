@@ -156,10 +156,44 @@ def test_a_shared_node_is_charged_by_each_tenants_dominant_share() -> None:
     assert a_pending == scale_up(result)["gpu-east"][2]
 
 
+def test_a_small_pod_on_another_tenants_node_is_not_charged_the_rest_of_its_resources() -> None:
+    """What no pod of a shared node requests of a resource is charged by the tenants' shares of the node,
+    not wholly to whoever requests a little of it. team-a's 1-CPU pod (no memory) beside team-b's
+    4-GPU pod (no CPU, no memory) was charged all 47.81 cores of the g5.12xlarge and half its memory
+    (memory by pod count): team-a, using one core, was held at ``cpu: 50`` and at ``memory: 200Gi`` from
+    a node of its own. It is charged its core and about 0.02 of the rest (about 2 cores, 3.6Gi)."""
+    w = World()
+    gpu_nodes_shared_with_team_a(w)
+    a_pending = w.gpu_pods("a", 1, 4, namespace="team-a", cpu="1", memory="1Gi")
+
+    for limits in ({"cpu": "50"}, {"memory": "200Gi"}):
+        result = w.plan(tenants={"team-a": {"limits": limits}})
+
+        assert pending_codes(result).get(a_pending[0]) is None, limits
+        assert scale_up(result)["gpu-east"][:2] == (1, 2), limits
+
+
+def test_the_tenant_that_opened_a_shared_node_is_charged_the_rest_of_its_resources() -> None:
+    """The other side: team-b's 4-GPU pod requests no CPU, and team-a's 1-CPU pod was charged all 47.81
+    cores, team-b none; under ``cpu: 60`` team-b opened a second g5.12xlarge, 95.6 cores. It is charged
+    about 0.98 of the cores no pod requests (about 45.9), so the second node is past its limit."""
+    w = World()
+    gpu_nodes_shared_with_team_a(w)
+    b_pending = w.gpu_pods("more", 1, 4, namespace="team-b")
+    requesting_only(w, b_pending, "nvidia.com/gpu", "cpu")
+
+    result = w.plan(tenants={"team-b": {"limits": {"cpu": "60"}}})
+
+    assert result.scale_up == ()
+    assert pending_codes(result)[b_pending[0]] == "tenant-limit"
+    assert "tenant team-b limit cpu=60 reached" in pending_reasons(result)[b_pending[0]]
+
+
 def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> None:
-    """NodeUse.charge on a g5.12xlarge: GPUs by GPU requests, CPU by CPU requests, memory by pod count
-    (no pod there requests memory), pod slots by pod count; ``nodes`` by dominant share (team-b 1, team-a
-    1000/47810), the parts adding up to at most one node (milli-units, rounded down)."""
+    """NodeUse.charge on a g5.12xlarge: ``nodes`` by dominant share (team-b 1, team-a 1000/47810: of the
+    node, team-b 47810/48810 and team-a 1000/48810); each resource by the requests of it (a slot per
+    pod), and what no pod requests of it by those shares of the node; the parts adding up to the node
+    (milli-units, rounded down)."""
     vector = {
         "cpu": 47810,
         "memory": 180 * 2**30 * 1000,
@@ -175,9 +209,14 @@ def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> No
     a, b = use.charge("team-a", vector), use.charge("team-b", vector)
 
     assert (a["nvidia.com/gpu"], b["nvidia.com/gpu"]) == (0, 4000)
-    assert (a["cpu"], b["cpu"]) == (47810, 0)
-    assert (a["memory"], b["memory"]) == (vector["memory"] * 2 // 3, vector["memory"] // 3)
-    assert (a["pods"], b["pods"]) == (156000, 78000)
+    # team-a its core and 1000/48810 of the 46810m no pod requests; team-b 47810/48810 of those
+    assert (a["cpu"], b["cpu"]) == (1959, 45850)
+    memory = vector["memory"]  # no pod requests memory: all of it by the shares of the node
+    assert (a["memory"], b["memory"]) == (memory * 1000 // 48810, memory * 47810 // 48810)
+    # 3 slots taken (team-a 2, team-b 1), 231 free: 2000 + 4732.6 and 1000 + 226267.2
+    assert (a["pods"], b["pods"]) == (6732, 227267)
+    for name, value in vector.items():
+        assert value - 2 < a[name] + b[name] <= value, name
     # 1000 * (1000/47810) / (1 + 1000/47810) = 20.48..., and 1000 * 1 / (1 + 1000/47810) = 979.5...
     assert (a["nodes"], b["nodes"]) == (20, 979)
     # Where CPU is each tenant's dominant resource, nodes go by CPU, as the whole node did before.
@@ -190,6 +229,35 @@ def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> No
         requests={"team-a": {}, "team-b": {"example.com/dongle": 1000}}, pods={"team-a": 3, "team-b": 1}
     )
     assert bare.charge("team-a", vector)["nodes"] == 750
+
+
+def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
+    """NodeUse.charges, worked out once per node in integers, is each tenant's NodeUse.share of each
+    resource rounded down: with a resource no pod requests, one the pods request more of than the node
+    has (its allocatable shrank under them: by the requests alone), and one the node has none of."""
+    vector = {"cpu": 7910, "memory": 30 * 2**30 * 1000, "example.com/dongle": 0, "pods": 58000, "nodes": 1000}
+    use = NodeUse(
+        requests={
+            "team-a": {"cpu": 5000, "memory": 2**30 * 1000},
+            "team-b": {"cpu": 4000, "example.com/dongle": 1000},
+            "team-c": {},
+        },
+        pods={"team-a": 1, "team-b": 2, "team-c": 4},
+    )
+
+    charges = use.charges(vector)
+
+    for tenant in ("team-a", "team-b", "team-c"):
+        for name, value in vector.items():
+            part = use.share(tenant, name, vector)
+            assert charges[tenant][name] == value * part.numerator // part.denominator, (tenant, name)
+    assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [7910 * 5 // 9, 7910 * 4 // 9, 0]
+    # team-c's pods request nothing: none of the node, its share of the free memory none, its slots its own
+    assert (charges["team-c"]["nodes"], charges["team-c"]["memory"], charges["team-c"]["pods"]) == (
+        0,
+        0,
+        4000,
+    )
 
 
 def test_a_tenant_scope_limits_one_node_group_only() -> None:

@@ -11,20 +11,24 @@ Charging (README "Tenants, limits and gangs"):
 
 - a new node is charged wholly to the tenant whose pods opened it;
 - an existing node of a managed group is charged to the tenants of its pods (DaemonSet, mirror and
-  expendable pods excluded), each resource in proportion to their requests of that resource (pod count
-  when no pod there requests it) (:class:`NodeUse`). ``nodes`` is charged in proportion to each
-  tenant's dominant share of the node: the largest fraction of one resource of its allocatable the
-  tenant's pods request (pod slots and volume attach limits not counted), pod count when no pod
-  requests any. The parts add up to the node, as each resource's do, so no part of a node is charged
-  to nobody or twice, and a tenant whose pods request all of one resource of the node is charged at
-  least as much of the node as any other tenant there: on a 4-GPU node of 47.81 cores, the tenant whose pod
-  requests the 4 GPUs (and no CPU) is charged those GPUs and 0.98 of the node, another's 1-CPU pod
-  that core and 0.02 of the node. Where CPU is every tenant's largest share the parts are the CPU
-  shares. Before, every resource and the node went by CPU requests: a GPU pod requesting no CPU was
-  charged none of the node or its GPUs, which its tenant's limits then let it open again (and the
-  other tenant was charged GPUs it does not use). Each tenant's largest share taken whole would charge
-  a node twice when two tenants fill different resources, holding them at limits they have not used;
-  pod count would charge one large pod beside nine small ones a tenth of the node;
+  expendable pods excluded) (:class:`NodeUse`). ``nodes`` is charged in proportion to each tenant's
+  dominant share of the node: the largest fraction of one resource of its allocatable the tenant's
+  pods request (pod slots and volume attach limits not counted), pod count when no pod requests any.
+  Each resource is charged by the tenants' requests of it (a pod slot per pod, for ``pods``), and what
+  no pod there requests of it in proportion to those shares of the node. The parts add up to the
+  node, as each resource's do, so no part of a node is charged to nobody or twice, and a tenant whose
+  pods request all of one resource of the node is charged at least as much of the node as any other
+  tenant there: on a 4-GPU node of 47.81 cores, the tenant whose pod requests the 4 GPUs (and no CPU)
+  is charged those GPUs, 0.98 of the node and 0.98 of the 46.81 cores no pod requests; another's
+  1-CPU pod that core, 0.02 of the node and of those cores. Where CPU is every tenant's largest share
+  the parts of the node are the CPU shares. Before, every resource and the node went by CPU requests:
+  a GPU pod requesting no CPU was charged none of the node or its GPUs, which its tenant's limits then
+  let it open again (and the other tenant was charged GPUs it does not use); and then each resource
+  wholly by the requests of it: the 1-CPU pod was charged all 47.81 cores (and, by pod count, half the
+  memory), holding its tenant at CPU and memory limits it is far under, and the GPU pod's tenant none
+  of the cores, opening past its CPU limit. Each tenant's largest share taken whole would charge a node
+  twice when two tenants fill different resources, holding them at limits they have not used; pod
+  count would charge one large pod beside nine small ones a tenth of the node;
 - cluster totals and CapacityQuotas count every node, plus capacity still launching (desired minus
   Ready, as the group's template node; as one node each, nothing more, in a group without one),
   whoever opened it;
@@ -335,6 +339,7 @@ class Limits:
         shape = registered_shape(node.info, node.group)
         labels = node.info.labels
         unknown = gpus_unknown(node.info, node.group)
+        charged: tuple[Resources, dict[str, Resources]] | None = None  # the tenants' parts of the node
         for c in self.constraints:
             if c.tenant is None:
                 if c.covers(None, node.group, labels):
@@ -344,7 +349,10 @@ class Limits:
             elif node.group is not None and c.covers(c.tenant, node.group, labels):
                 use = uses.get(node.info.name)
                 if use is not None and c.tenant in use.pods:
-                    add_into(c.used, use.charge(c.tenant, c.vector(shape)))
+                    vector = c.vector(shape)  # every tenant constraint's the same: allocatable, nodes
+                    if charged is None or charged[0] != vector:
+                        charged = (vector, use.charges(vector))
+                    add_into(c.used, charged[1][c.tenant])
 
     def allowed(
         self,
@@ -638,24 +646,36 @@ def template_shape(group: NodeGroup) -> Shape:
 @dataclass(frozen=True, slots=True)
 class NodeUse:
     """The pods on one node that charge it to their tenants: per tenant, their summed requests and how
-    many they are. Each resource of the node is charged in proportion to the tenants' requests of that
-    resource, by pod count when no pod there requests it (:meth:`share`); the node itself (``nodes``)
-    by each tenant's dominant share, normalised (:meth:`node_share`)."""
+    many they are. The node itself (``nodes``) is charged by each tenant's dominant share, normalised
+    (:meth:`node_shares`); each resource of it by the tenants' requests of that resource (a pod slot
+    each, for ``pods``), and what no pod there requests of it by the tenants' shares of the node
+    (:meth:`share`)."""
 
     requests: Mapping[str, Resources]
     pods: Mapping[str, int]
 
     def share(self, tenant: str, resource: str, allocatable: Mapping[str, int]) -> Fraction:
-        """The part of the node's ``resource`` charged to ``tenant``."""
-        if resource == NODES:
-            return self.node_share(tenant, allocatable)
-        whole = sum(r.get(resource, 0) for r in self.requests.values())
-        if whole > 0:
-            return Fraction(self.requests[tenant].get(resource, 0), whole)
-        return Fraction(self.pods[tenant], sum(self.pods.values()))
+        """The part of the node's ``resource`` charged to ``tenant``: what its pods request of it, and
+        its share of the node (:meth:`node_shares`) of what no pod requests, so the parts add up to the
+        whole. Taken wholly by requests, a tenant's 1-CPU pod on another's GPU node whose pods request
+        no CPU was charged every core of the node, holding it at a CPU limit it is far under, and the
+        other tenant none, letting it open past its own. More requested than the node has (its
+        allocatable shrank under its pods): in proportion to the requests."""
+        node = self.node_shares(allocatable)[tenant]
+        have = allocatable.get(resource, 0)
+        if resource == NODES or have <= 0:
+            return node if resource == NODES else Fraction(0)
+        whole = sum(self._wants(t, resource) for t in self.pods)
+        mine = self._wants(tenant, resource)
+        return Fraction(mine, whole) if whole >= have else (mine + (have - whole) * node) / have
 
-    def node_share(self, tenant: str, allocatable: Mapping[str, int]) -> Fraction:
-        """The part of the node (``nodes``) charged to ``tenant``: its dominant share (the largest
+    def _wants(self, tenant: str, resource: str) -> int:
+        if resource == PODS:
+            return self.pods[tenant] * 1000  # one slot each, in milli-units as every amount
+        return self.requests[tenant].get(resource, 0)
+
+    def node_shares(self, allocatable: Mapping[str, int]) -> dict[str, Fraction]:
+        """Per tenant, the part of the node (``nodes``) charged to it: its dominant share (the largest
         fraction of any one resource of the node's allocatable its pods request, as Dominant Resource
         Fairness defines a share: Volcano's drf plugin, ``docs/design/drf.md``, takes a job's share as
         its highest ratio of allocated to total resource; pod slots and volume attach limits are no
@@ -665,17 +685,35 @@ class NodeUse:
         dominant = {t: _dominant(r, allocatable) for t, r in self.requests.items()}
         whole = sum(dominant.values(), Fraction(0))
         if whole > 0:
-            return dominant[tenant] / whole
-        return Fraction(self.pods[tenant], sum(self.pods.values()))
+            return {t: d / whole for t, d in dominant.items()}
+        count = sum(self.pods.values())
+        return {t: Fraction(n, count) for t, n in self.pods.items()}
+
+    def charges(self, vector: Mapping[str, int]) -> dict[str, Resources]:
+        """What of ``vector`` (the node as a tenant limit counts it: allocatable and ``nodes``) is
+        charged to each tenant (:meth:`share`, rounded down), worked out once for all of them: a
+        tenant's part of the node is the same for every resource, and so are the resource's sums."""
+        nodes = self.node_shares(vector)
+        out: dict[str, Resources] = {t: {} for t in self.pods}
+        for name, have in vector.items():
+            if name == NODES or have <= 0:
+                for t, part in nodes.items():
+                    out[t][name] = have * part.numerator // part.denominator if name == NODES else 0
+                continue
+            wants = {t: self._wants(t, name) for t in self.pods}
+            whole = sum(wants.values())
+            for t, mine in wants.items():
+                part = nodes[t]
+                out[t][name] = (
+                    have * mine // whole
+                    if whole >= have
+                    else mine + (have - whole) * part.numerator // part.denominator
+                )
+        return out
 
     def charge(self, tenant: str, vector: Mapping[str, int]) -> Resources:
-        """What of ``vector`` (the node as a tenant limit counts it: allocatable and ``nodes``) is
-        charged to ``tenant``."""
-        out: Resources = {}
-        for name, value in vector.items():
-            part = self.share(tenant, name, vector)
-            out[name] = value * part.numerator // part.denominator
-        return out
+        """What of ``vector`` is charged to ``tenant`` (:meth:`charges`)."""
+        return self.charges(vector)[tenant]
 
 
 def _dominant(requests: Mapping[str, int], allocatable: Mapping[str, int]) -> Fraction:
