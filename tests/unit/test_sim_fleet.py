@@ -117,3 +117,21 @@ def test_static_counts_toward_the_peak_only_nodes_of_the_type_it_is_counted_in(t
     world = report.runs[0].world
     assert (world.groups["cpu"].desired, world.groups["gpu"].desired) == (1, 2)
     assert report.results[0].jobs_started == 2 and report.results[0].pending_weighted_seconds["p99"] == 0
+
+
+def test_static_counts_the_minsize_nodes_of_the_type_it_provisions_beside_a_larger_maxsize_0_type(
+    tmp_path: Path,
+) -> None:
+    # A p3.16xlarge group at MaxSize 0 launches nothing, so the bound counts the peak in p3.8xlarge nodes
+    # (4 GPUs): one 4-GPU job is a peak of 1, which the p3.8xlarge group's MinSize node already is.
+    # Static must add none (it added one: the larger MaxSize-0 type was taken for the peak's type, so the
+    # MinSize node was not counted, and 2 nodes were billed for 1 node's peak).
+    big = GroupSpec("big", "us-east-1", "p3.16xlarge", 0, 0)
+    small = GroupSpec("small", "us-east-1", "p3.8xlarge", 1, 10)
+    config = SimConfig(groups=(big, small), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,,,4,1,ml,0"])))
+    assert report.bounds.peak_nodes == 1
+    world = report.runs[0].world
+    assert (world.groups["big"].desired, world.groups["small"].desired) == (0, 1)
+    assert report.results[0].node_hours == pytest.approx(1.0)
+    assert report.results[0].jobs_started == 1 and report.results[0].pending_weighted_seconds["p99"] == 0

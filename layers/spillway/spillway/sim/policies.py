@@ -251,7 +251,8 @@ class StaticPolicy:
     most often: GPUs on a GPU trace), in order of preference among them, each up to its MaxSize; then
     to the others in that order. With one node type that is the order of preference alone; on a mixed
     fleet a CPU group listed first no longer takes a GPU trace's peak (where no job of it could run).
-    Nodes a MinSize keeps count toward the peak only when of that type.
+    Nodes a MinSize keeps count toward the peak only when of that type. Groups of MaxSize 0 are left
+    out, as the bound leaves their types out (``spillway.sim.run.fleet``).
     """
 
     name = "static"
@@ -266,7 +267,10 @@ class StaticPolicy:
         def room(group: SimGroup) -> int:
             return group.template.allocatable.get(self.resource, 0)
 
-        groups = sorted(world.groups.values(), key=lambda g: -room(g))
+        # a group of MaxSize 0 launches nothing: its type is not the one the bound counts the peak in
+        groups = sorted((g for g in world.groups.values() if g.spec.max_size > 0), key=lambda g: -room(g))
+        if not groups:
+            return
         # nodes already there (MinSize) count toward the peak when of the type it is counted in
         wanted = self.nodes - sum(g.desired for g in groups if room(g) == room(groups[0]))
         for group in groups:  # stable: the primary first among types alike; MaxSize is respected
