@@ -265,7 +265,7 @@ class StaticPolicy:
     takes a GPU trace's peak (where no job of it could run). A group gets no node when its type has
     none of ``resource``, when its node can hold no pod of the trace (its room would serve no job),
     or when its MaxSize is 0 (the bound leaves its type out, ``spillway.sim.run.fleet``). Nodes a
-    MinSize keeps count toward the peak for their room of it.
+    MinSize keeps in the other groups count toward the peak for their room of it.
     """
 
     name = "static"
