@@ -330,3 +330,20 @@ def test_a_job_the_groups_hold_exactly_at_their_max_size_runs(
     assert main(["simulate", str(path), "--no-progress", "--policies", "spillway", "--json", *ONE_GROUP]) == 0
     (spillway,) = json.loads(capsys.readouterr().out)["policies"]
     assert spillway["jobs_never_started"] == 0 and spillway["node_hours_by_group"]["gpu"] > 0
+
+
+def test_an_outage_time_without_an_offset_is_utc_whatever_the_trace_s_offset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README: an --outage ISO-8601 time without an offset is read as UTC, as a submit time without
+    one is. The first submit here is 08:00+08:00, 00:00 UTC; an outage 01:00-02:00 is 1 to 2 hours in
+    (it was read in the first submit's offset: 17:00-18:00 UTC of the day before, -7 h to -6 h)."""
+    path = tmp_path / "offset.csv"
+    path.write_text(f"{PHILLY}2017-10-03 08:00:00+08:00,600,8,4800,a\n")
+    outage = "gpu-us-east-1=2017-10-03T01:00:00/2017-10-03T02:00:00"
+    args = ["simulate", str(path), "--no-progress", "--policies", "static", "--json", "--outage", outage]
+
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["trace"]["first_submit"] == "2017-10-03T00:00:00Z"
+    assert out["config"]["outages"] == [{"group": "gpu-us-east-1", "start": 3600, "end": 7200}]

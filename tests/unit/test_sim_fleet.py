@@ -117,3 +117,62 @@ def test_static_counts_toward_the_peak_only_nodes_of_the_type_it_is_counted_in(t
     world = report.runs[0].world
     assert (world.groups["cpu"].desired, world.groups["gpu"].desired) == (1, 2)
     assert report.results[0].jobs_started == 2 and report.results[0].pending_weighted_seconds["p99"] == 0
+
+
+def test_static_counts_the_minsize_nodes_of_the_type_it_provisions_beside_a_larger_maxsize_0_type(
+    tmp_path: Path,
+) -> None:
+    # A p3.16xlarge group at MaxSize 0 launches nothing, so the bound counts the peak in p3.8xlarge nodes
+    # (4 GPUs): one 4-GPU job is a peak of 1, which the p3.8xlarge group's MinSize node already is.
+    # Static must add none (it added one: the larger MaxSize-0 type was taken for the peak's type, so the
+    # MinSize node was not counted, and 2 nodes were billed for 1 node's peak).
+    big = GroupSpec("big", "us-east-1", "p3.16xlarge", 0, 0)
+    small = GroupSpec("small", "us-east-1", "p3.8xlarge", 1, 10)
+    config = SimConfig(groups=(big, small), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,,,4,1,ml,0"])))
+    assert report.bounds.peak_nodes == 1
+    world = report.runs[0].world
+    assert (world.groups["big"].desired, world.groups["small"].desired) == (0, 1)
+    assert report.results[0].node_hours == pytest.approx(1.0)
+    assert report.results[0].jobs_started == 1 and report.results[0].pending_weighted_seconds["p99"] == 0
+
+
+def test_static_provisions_the_rest_of_the_peak_s_gpus_on_a_smaller_gpu_type(tmp_path: Path) -> None:
+    # Four 4-GPU jobs at once: a peak of 2 p3.16xlarge nodes (16 GPUs). That group may launch only 1, so
+    # the other 8 GPUs go to the p3.8xlarge group: 2 nodes of 4 GPUs, not 1 (one job waited for a
+    # whole job's end). The CPU group listed first holds no GPU and gets nothing. The p3.8xlarge listed
+    # first sizes the rows (7.9 CPU and 55 GiB a GPU, of its 31.85 CPU and 222.8 GiB): a 4-GPU pod fits
+    # it, and two fit a p3.16xlarge.
+    p316 = GroupSpec("p316", "us-east-1", "p3.16xlarge", 0, 1)
+    p38 = GroupSpec("p38", "us-east-1", "p3.8xlarge", 0, 10)
+    config = SimConfig(groups=(CPU, p38, p316), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,,,4,1,ml,0"] * 4)))
+    assert report.bounds.peak_nodes == 2
+    world = report.runs[0].world
+    assert [world.groups[g].desired for g in ("cpu", "p316", "p38")] == [0, 1, 2]
+    result = report.results[0]
+    assert result.jobs_started == 4 and result.jobs_unstarted == 0
+    assert result.pending_weighted_seconds["p99"] == 0
+
+
+def test_static_launches_no_node_without_the_binding_resource(tmp_path: Path) -> None:
+    # A peak of 2 p3.16xlarge nodes where the GPU group may launch 1: the rest of the peak's GPUs fit
+    # no node the fleet has left, and an m5.xlarge (no GPU) would be billed for nothing (it was).
+    one = GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 1)
+    config = SimConfig(groups=(CPU, one), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,,,8,1,ml,0", "0,3600,,,8,1,ml,0"])))
+    assert report.bounds.peak_nodes == 2
+    world = report.runs[0].world
+    assert (world.groups["cpu"].desired, world.groups["gpu"].desired) == (0, 1)
+
+
+def test_static_launches_no_node_that_holds_no_pod_of_the_trace(tmp_path: Path) -> None:
+    # Three 50-GiB pods binding on memory: a peak of 2 r5.4xlarge nodes (about 124 GiB each), where
+    # that group may launch 1. The rest of the peak's memory would fit m5.xlarge nodes (13.8 GiB), but
+    # none of them holds a 50-GiB pod: static buys none (it bought one, billed for nothing).
+    r5 = GroupSpec("r5", "us-east-1", "r5.4xlarge", 0, 1)
+    config = SimConfig(groups=(CPU, r5), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,1,50,0,1,web,0"] * 3)))
+    assert report.bounds.resource == "memory" and report.bounds.peak_nodes == 2
+    world = report.runs[0].world
+    assert (world.groups["cpu"].desired, world.groups["r5"].desired) == (0, 1)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spillway.errors import InputError
+from spillway.model.utc import aware
 
 if TYPE_CHECKING:
     from spillway.config import PlannerConfig
@@ -273,9 +274,9 @@ def parse_when(text: str, first_submit: datetime, spec: str) -> int:
         raise InputError(
             f"not a time: {text!r} (seconds, 90m, 36h, 2d, or ISO-8601)", field=f"--outage {spec}"
         ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=first_submit.tzinfo)
-    return round((when - first_submit) / timedelta(seconds=1))
+    # without an offset: UTC, as a submit time without one (spillway.model.utc.aware), whatever the
+    # offset the trace's own times carry
+    return round((aware(when) - first_submit) / timedelta(seconds=1))
 
 
 def parse_outages(specs: list[str], trace: Trace, groups: tuple[GroupSpec, ...]) -> tuple[Outage, ...]:

@@ -26,7 +26,7 @@ from spillway.model.resources import NVIDIA_GPU
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes, plan
 from spillway.planner.types import Drain
-from spillway.sim.world import SimError, SimGroup, SimNode, Vector, World
+from spillway.sim.world import SimError, SimGroup, SimNode, Vector, World, vector
 
 
 class Policy(Protocol):
@@ -243,15 +243,29 @@ def record_held(world: World, result: ScalingPlan) -> None:
             world.counters.held.setdefault(tenant, {}).setdefault(pending.code, set()).add(pending.pod)
 
 
+def holds_a_pod(group: SimGroup, world: World) -> bool:
+    """An empty node of the group holds some pod of a job some group can run."""
+    return any(
+        all(a >= r for a, r in zip(group.alloc, vector(pod), strict=True))
+        for sim_job in world.jobs
+        if sim_job.runnable
+        for pod in sim_job.job.pods
+    )
+
+
 class StaticPolicy:
     """Static provisioning for the peak: the peak of the step lower bound, Ready from the start, never changed.
 
     The bound counts nodes of the type with the most room of each resource (``spillway.sim.bounds``), so
-    the nodes go first to the groups whose type has the most room of ``resource`` (the one that bound
-    most often: GPUs on a GPU trace), in order of preference among them, each up to its MaxSize; then
-    to the others in that order. With one node type that is the order of preference alone; on a mixed
-    fleet a CPU group listed first no longer takes a GPU trace's peak (where no job of it could run).
-    Nodes a MinSize keeps count toward the peak only when of that type.
+    the peak is ``nodes`` times that type's room of ``resource`` (the one that bound most often: GPUs
+    on a GPU trace). The nodes go first to the groups whose type has the most of it, in order of
+    preference among them, each up to its MaxSize; what is left of the peak's room then goes to the
+    groups with less of it, in that order, as many nodes as hold it. With one node type that is the
+    order of preference alone and ``nodes`` nodes; on a mixed fleet a CPU group listed first no longer
+    takes a GPU trace's peak (where no job of it could run). A group gets no node when its type has
+    none of ``resource``, when its node can hold no pod of the trace (its room would serve no job),
+    or when its MaxSize is 0 (the bound leaves its type out, ``spillway.sim.run.fleet``). Nodes a
+    MinSize keeps in the other groups count toward the peak for their room of it.
     """
 
     name = "static"
@@ -266,14 +280,20 @@ class StaticPolicy:
         def room(group: SimGroup) -> int:
             return group.template.allocatable.get(self.resource, 0)
 
-        groups = sorted(world.groups.values(), key=lambda g: -room(g))
-        # nodes already there (MinSize) count toward the peak when of the type it is counted in
-        wanted = self.nodes - sum(g.desired for g in groups if room(g) == room(groups[0]))
-        for group in groups:  # stable: the primary first among types alike; MaxSize is respected
-            extra = min(wanted, group.spec.max_size - group.desired)
+        launchable = [g for g in world.groups.values() if g.spec.max_size > 0]
+        # stable: the primary first among types alike
+        groups = sorted(
+            (g for g in launchable if room(g) > 0 and holds_a_pod(g, world)), key=lambda g: -room(g)
+        )
+        if not groups:
+            return
+        # the peak's room of the resource (in nodes of the bound's type), less what MinSize nodes hold
+        wanted = self.nodes * max(room(g) for g in launchable) - sum(g.desired * room(g) for g in groups)
+        for group in groups:  # MaxSize is respected
+            extra = min(-(-wanted // room(group)), group.spec.max_size - group.desired)
             if extra > 0:
                 world.preprovision(group.name, extra)
-                wanted -= extra
+                wanted -= extra * room(group)
 
     def decide(self, world: World) -> None:
         return None
