@@ -561,6 +561,33 @@ def test_a_cordoned_node_the_pods_would_not_take_anyway_is_no_reason_of_theirs()
     assert gpu not in pending_reasons(result)[held]
 
 
+def test_a_pod_only_a_cordoned_node_could_run_names_the_limit_that_kept_it() -> None:
+    """team-a is at its limit; its pod asks for a label an operator put on one node (no group's
+    template has it), and that node is empty and cordoned by Spillway. The limit refuses the node; no
+    group could launch one for the pod anyway. The pod stays at ``tenant-limit``, its reason naming the
+    node not reused and then why no group runs it: the limit is what holds it (raised, the node is
+    reused). Before, the refusal was dropped when no group fitted, and the pod read ``no-group-fits``,
+    "no node group can ever run this pod", sending the reader after the groups."""
+    w = World()
+    running, cordoned = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=2)
+    w.node(cordoned)["metadata"]["labels"]["example.com/licensed"] = "true"
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", **BIG)
+    w.cordon(cordoned, by_spillway=True)
+    (held,) = w.pods("a", 1, namespace="team-a", node_selector={"example.com/licensed": "true"}, **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.uncordon == () and result.scale_up == ()
+    assert pending_codes(result)[held] == "tenant-limit"
+    reason = pending_reasons(result)[held]
+    assert reason.startswith(
+        f"node {cordoned}, cordoned by Spillway, not reused: tenant team-a limit nodes=1 reached (nodes=1 used); "
+        "no node group can ever run this pod"
+    )
+    assert "example.com/licensed" in reason
+    assert pending_codes(w.plan(tenants={"team-a": {"limits": {"nodes": 2}}}))[held] == "fits-uncordoned"
+
+
 def test_a_gang_of_a_tenant_gets_cordoned_nodes_uncordoned_only_within_its_limit() -> None:
     """A Volcano gang of two pods of a node each; two empty nodes cordoned by Spillway. Under a limit
     of one node the gang cannot have both, so it gets neither (all or none) and stays at

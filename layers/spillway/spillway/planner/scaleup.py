@@ -1920,19 +1920,30 @@ def why_unplaceable(
     closed: bool = False,
 ) -> tuple[str, str]:
     """Why nothing can run the rest of the class now: (code, reason). ``closed``: pod topology rules
-    out some group's template (for as long as the pods that close its domain run there)."""
+    out some group's template (for as long as the pods that close its domain run there). With no
+    group that fits, ``skipped`` holds only the refusal of a node Spillway cordoned that would take a
+    pod (:meth:`ScaleUpStage._reuse`, a tenant at its limit): that limit, not the groups, is what keeps
+    the pod pending, so its code leads and the reason names the node, then why no group runs the pod."""
     needs = describe(cls.requests, [r for r in sorted(cls.requests) if r != PODS])
     if not candidates:
-        why = "; ".join(rejected[key] for key in sorted(rejected))
-        if closed:
-            return codes.POD_TOPOLOGY, f"no node group can run this pod now ({needs}): {why}"
-        code = codes.NO_GROUP_FITS if rejected else codes.NO_MANAGED_GROUPS
-        if any(NOT_ASKABLE in r for r in rejected.values()):  # a group whose zone or type EC2 picks
-            return code, f"no node group can be asked for a node that runs this pod ({needs}): {why}"
-        return code, f"no node group can ever run this pod ({needs}): {why or 'no managed node groups'}"
+        code, why = _no_group(needs, rejected, closed)
+        if skipped:
+            return skipped[0].code, f"{'; '.join(s.reason for s in skipped)}; {why}"
+        return code, why
     kinds = {s.code for s in skipped}
     code = kinds.pop() if len(kinds) == 1 else codes.GROUPS_EXHAUSTED
     return code, f"every node group that fits is exhausted ({needs}): {'; '.join(s.reason for s in skipped)}"
+
+
+def _no_group(needs: str, rejected: Mapping[GroupKey, str], closed: bool) -> tuple[str, str]:
+    """Why no node group can run a pod needing ``needs``: each group's refusal in ``rejected``."""
+    why = "; ".join(rejected[key] for key in sorted(rejected))
+    if closed:
+        return codes.POD_TOPOLOGY, f"no node group can run this pod now ({needs}): {why}"
+    code = codes.NO_GROUP_FITS if rejected else codes.NO_MANAGED_GROUPS
+    if any(NOT_ASKABLE in r for r in rejected.values()):  # a group whose zone or type EC2 picks
+        return code, f"no node group can be asked for a node that runs this pod ({needs}): {why}"
+    return code, f"no node group can ever run this pod ({needs}): {why or 'no managed node groups'}"
 
 
 def scale_up_actions(ctx: Context) -> list[ScaleUp]:
