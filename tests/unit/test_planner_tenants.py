@@ -588,6 +588,28 @@ def test_a_pod_only_a_cordoned_node_could_run_names_the_limit_that_kept_it() -> 
     assert pending_codes(w.plan(tenants={"team-a": {"limits": {"nodes": 2}}}))[held] == "fits-uncordoned"
 
 
+def test_a_cordoned_node_past_a_tenants_limits_gives_way_to_a_smaller_new_node_within_them() -> None:
+    """team-a may add 5 cores and uses none. The one node Spillway cordoned is an empty m5.2xlarge
+    (7910m allocatable): reusing it would charge team-a the whole node, past its limit, so it is not
+    uncordoned, though team-a is not at its limit. A new m5.xlarge (3920m) is within it: the pod gets
+    one, as a new node within the limits is allowed (README "Tenants, limits and gangs": uncordoning is
+    given only within the tenant's limits, as a new node). Before the fix of this merge, the cordoned
+    node was uncordoned for team-a past its limit."""
+    w = World()
+    (cordoned,) = w.group("cpu-big", "m5.2xlarge", max_size=10, nodes=1)
+    w.group("cpu-small", "m5.xlarge", max_size=10)
+    w.cordon(cordoned, by_spillway=True)
+    (pod,) = w.pods("a", 1, namespace="team-a", cpu="2", memory="2Gi")
+
+    result = w.plan(tenants={"team-a": {"limits": {"cpu": "5"}}})
+
+    assert result.uncordon == ()
+    assert scale_up(result) == {"cpu-small": (0, 1, [pod])}
+    # Under a limit the whole cordoned node fits, it is reused and nothing launches.
+    roomy = w.plan(tenants={"team-a": {"limits": {"cpu": "8"}}})
+    assert [u.node for u in roomy.uncordon] == [cordoned] and roomy.scale_up == ()
+
+
 def test_a_gang_of_a_tenant_gets_cordoned_nodes_uncordoned_only_within_its_limit() -> None:
     """A Volcano gang of two pods of a node each; two empty nodes cordoned by Spillway. Under a limit
     of one node the gang cannot have both, so it gets neither (all or none) and stays at
