@@ -3,12 +3,15 @@ preemption-nominated pods."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
 from spillway.model.k8s import CapacityQuota
 from spillway.model.shared import quota_problem
+from spillway.planner.limits import Limits
 
 # Pods that each need a whole m5.2xlarge (7910m allocatable): one new node per pod.
 BIG = {"cpu": "5", "memory": "4Gi"}
@@ -608,6 +611,40 @@ def test_a_cordoned_node_past_a_tenants_limits_gives_way_to_a_smaller_new_node_w
     # Under a limit the whole cordoned node fits, it is reused and nothing launches.
     roomy = w.plan(tenants={"team-a": {"limits": {"cpu": "8"}}})
     assert [u.node for u in roomy.uncordon] == [cordoned] and roomy.scale_up == ()
+
+
+def test_a_limited_tenant_asks_its_limits_only_of_cordoned_nodes_with_room_for_its_pods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reuse of nodes Spillway cordoned goes node by node for a limited tenant, asking its limits
+    before each (Limits.claim_refusal), and runs for every class of its pods that free room and capacity
+    launching do not hold: on a large cluster with many such nodes that is classes times nodes. A node
+    with no room for one pod of the class takes none whatever the limits say, so they are not asked:
+    team-a's GPU pods, which no cordoned CPU node can run, cost no question at all. Before, each of the
+    twenty nodes was judged, and a 2,000-node plan with 1,000 such nodes and a few limited tenants took
+    6.2 CPU seconds instead of 3.6 (3.3 now)."""
+    w = World()
+    cordoned = w.group("cpu-east", "m5.2xlarge", max_size=30, nodes=20)
+    w.group("gpu", "g5.xlarge", max_size=10, gpu_taint=True)
+    for node in cordoned:
+        w.cordon(node, by_spillway=True)
+    w.gpu_pods("train", 2, 1, namespace="team-a", cpu="2", memory="8Gi")
+    asked: list[str] = []
+    judge = Limits.claim_refusal
+
+    def counted(self: Limits, *args: Any) -> tuple[str, str] | None:
+        asked.append(args[2])
+        return judge(self, *args)
+
+    monkeypatch.setattr(Limits, "claim_refusal", counted)
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 5}}})
+
+    assert scale_up(result)["gpu"][:2] == (0, 2) and result.uncordon == ()
+    assert asked == []
+    # A CPU pod of team-a that fits them asks of the first node alone, which takes it.
+    w.pods("cpu", 1, namespace="team-a", **BIG)
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 5}}})
+    assert len(result.uncordon) == 1 and asked == [result.uncordon[0].node]
 
 
 def test_a_gang_of_a_tenant_gets_cordoned_nodes_uncordoned_only_within_its_limit() -> None:

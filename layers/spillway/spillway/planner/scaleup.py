@@ -544,19 +544,30 @@ class ScaleUpStage:
             self._claim(cls, start)  # a node reused for the class is the tenant's as a Ready node it takes
             return []
         refused: list[Skip] = []
-        for node in (n for pool in pool_list for n in pool.nodes):
+        for pool, node in ((p, n) for p in pool_list for n in p.nodes):
             if not cls.remaining:
                 break
-            info = node.info
-            why = self.limits.claim_refusal(cls.tenant, node.group, info.name, info.allocatable, info.labels)
-            if why is not None:
-                if not refused and _takes_one(cls, node):  # else the node is no reason of the class's
-                    refused = [Skip(why[0], f"node {info.name}, cordoned by Spillway, not reused: {why[1]}")]
-                continue
-            start = len(self.ctx.placements)
-            place_on_nodes(self.ctx, cls, [Pool([node], room_bound([node]))], uncordon=True)
-            self._claim(cls, start)
+            why = self._reuse_one(cls, pool, node)
+            if why is not None and not refused and _takes_one(cls, node):  # else no reason of the class's
+                refused = [Skip(why[0], f"node {node.info.name}, cordoned by Spillway, not reused: {why[1]}")]
         return refused
+
+    def _reuse_one(self, cls: PodClass, pool: Pool, node: WorkNode) -> tuple[str, str] | None:
+        """Uncordon ``node``, of ``pool``, for the limited tenant's class if its limits let it take the
+        node (:meth:`_reuse`); else the code and reason of the limit that refuses it."""
+        info = node.info
+        if fit_count(cls.requests_on(info.name), node.free, 1) == 0:
+            return None  # no room for a pod of the class: nothing to judge (most nodes, for most classes)
+        why = self.limits.claim_refusal(cls.tenant, node.group, info.name, info.allocatable, info.labels)
+        if why is not None:
+            return why
+        start = len(self.ctx.placements)
+        # the stage's own pool when it is this node alone (reclaimable_pools makes one per node): what it
+        # knows of the node's room and of the class's constraints there is kept, as a plain reuse keeps it
+        one = pool if len(pool.nodes) == 1 else Pool([node], room_bound([node]))
+        place_on_nodes(self.ctx, cls, [one], uncordon=True)
+        self._claim(cls, start)
+        return None
 
     def _raise_spread_caps(self, cls: PodClass, start: int) -> None:
         """The class's pods placed on existing nodes since ``start`` raise the least loaded node of its
