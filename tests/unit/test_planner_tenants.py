@@ -3,6 +3,8 @@ preemption-nominated pods."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
@@ -752,6 +754,91 @@ def test_a_cordoned_node_the_pods_would_not_take_anyway_is_no_reason_of_theirs()
     assert result.uncordon == ()
     assert pending_codes(result)[held] == "max-size"
     assert gpu not in pending_reasons(result)[held]
+
+
+def test_a_pod_only_a_cordoned_node_could_run_names_the_limit_that_kept_it() -> None:
+    """team-a is at its limit; its pod asks for a label an operator put on one node (no group's
+    template has it), and that node is empty and cordoned by Spillway. The limit refuses the node; no
+    group could launch one for the pod anyway. The pod stays at ``tenant-limit``, its reason naming the
+    node not reused and then why no group runs it: the limit is what holds it (raised, the node is
+    reused). Before, the refusal was dropped when no group fitted, and the pod read ``no-group-fits``,
+    "no node group can ever run this pod", sending the reader after the groups."""
+    w = World()
+    running, cordoned = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=2)
+    w.node(cordoned)["metadata"]["labels"]["example.com/licensed"] = "true"
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", **BIG)
+    w.cordon(cordoned, by_spillway=True)
+    (held,) = w.pods("a", 1, namespace="team-a", node_selector={"example.com/licensed": "true"}, **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.uncordon == () and result.scale_up == ()
+    assert pending_codes(result)[held] == "tenant-limit"
+    reason = pending_reasons(result)[held]
+    assert reason.startswith(
+        f"node {cordoned}, cordoned by Spillway, not reused: tenant team-a limit nodes=1 reached (nodes=1 used); "
+        "no node group can ever run this pod"
+    )
+    assert "example.com/licensed" in reason
+    assert pending_codes(w.plan(tenants={"team-a": {"limits": {"nodes": 2}}}))[held] == "fits-uncordoned"
+
+
+def test_a_cordoned_node_past_a_tenants_limits_gives_way_to_a_smaller_new_node_within_them() -> None:
+    """team-a may add 5 cores and uses none. The one node Spillway cordoned is an empty m5.2xlarge
+    (7910m allocatable): reusing it would charge team-a the whole node, past its limit, so it is not
+    uncordoned, though team-a is not at its limit. A new m5.xlarge (3920m) is within it: the pod gets
+    one, as a new node within the limits is allowed (README "Tenants, limits and gangs": uncordoning is
+    given only within the tenant's limits, as a new node). Before the fix of this merge, the cordoned
+    node was uncordoned for team-a past its limit."""
+    w = World()
+    (cordoned,) = w.group("cpu-big", "m5.2xlarge", max_size=10, nodes=1)
+    w.group("cpu-small", "m5.xlarge", max_size=10)
+    w.cordon(cordoned, by_spillway=True)
+    (pod,) = w.pods("a", 1, namespace="team-a", cpu="2", memory="2Gi")
+
+    result = w.plan(tenants={"team-a": {"limits": {"cpu": "5"}}})
+
+    assert result.uncordon == ()
+    assert scale_up(result) == {"cpu-small": (0, 1, [pod])}
+    # Under a limit the whole cordoned node fits, it is reused and nothing launches.
+    roomy = w.plan(tenants={"team-a": {"limits": {"cpu": "8"}}})
+    assert [u.node for u in roomy.uncordon] == [cordoned] and roomy.scale_up == ()
+
+
+def test_a_limited_tenant_asks_its_limits_only_of_cordoned_nodes_with_room_for_its_pods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reuse of nodes Spillway cordoned goes node by node for a limited tenant, asking its limits
+    before each (Limits.claim_refusal), and runs for every class of its pods that free room and capacity
+    launching do not hold: on a large cluster with many such nodes that is classes times nodes. A node
+    with no room for one pod of the class takes none whatever the limits say, so they are not asked:
+    team-a's GPU pods, which no cordoned CPU node can run, cost no question at all. Before, each of the
+    twenty nodes was judged, and a 2,000-node plan with 1,000 such nodes and a few limited tenants took
+    6.2 CPU seconds instead of 3.6 (3.3 now)."""
+    w = World()
+    cordoned = w.group("cpu-east", "m5.2xlarge", max_size=30, nodes=20)
+    w.group("gpu", "g5.xlarge", max_size=10, gpu_taint=True)
+    for node in cordoned:
+        w.cordon(node, by_spillway=True)
+    w.gpu_pods("train", 2, 1, namespace="team-a", cpu="2", memory="8Gi")
+    from spillway.planner.limits import Limits  # this test alone patches it
+
+    asked: list[str] = []
+    judge = Limits.claim_refusal
+
+    def counted(self: Limits, *args: Any) -> tuple[str, str] | None:
+        asked.append(args[2])
+        return judge(self, *args)
+
+    monkeypatch.setattr(Limits, "claim_refusal", counted)
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 5}}})
+
+    assert scale_up(result)["gpu"][:2] == (0, 2) and result.uncordon == ()
+    assert asked == []
+    # A CPU pod of team-a that fits them asks of the first node alone, which takes it.
+    w.pods("cpu", 1, namespace="team-a", **BIG)
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 5}}})
+    assert len(result.uncordon) == 1 and asked == [result.uncordon[0].node]
 
 
 def test_a_gang_of_a_tenant_gets_cordoned_nodes_uncordoned_only_within_its_limit() -> None:

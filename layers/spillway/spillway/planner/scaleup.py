@@ -544,19 +544,30 @@ class ScaleUpStage:
             self._claim(cls, start)  # a node reused for the class is the tenant's as a Ready node it takes
             return []
         refused: list[Skip] = []
-        for node in (n for pool in pool_list for n in pool.nodes):
+        for pool, node in ((p, n) for p in pool_list for n in p.nodes):
             if not cls.remaining:
                 break
-            info = node.info
-            why = self.limits.claim_refusal(cls.tenant, node.group, info.name, info.allocatable, info.labels)
-            if why is not None:
-                if not refused and _takes_one(cls, node):  # else the node is no reason of the class's
-                    refused = [Skip(why[0], f"node {info.name}, cordoned by Spillway, not reused: {why[1]}")]
-                continue
-            start = len(self.ctx.placements)
-            place_on_nodes(self.ctx, cls, [Pool([node], room_bound([node]))], uncordon=True)
-            self._claim(cls, start)
+            why = self._reuse_one(cls, pool, node)
+            if why is not None and not refused and _takes_one(cls, node):  # else no reason of the class's
+                refused = [Skip(why[0], f"node {node.info.name}, cordoned by Spillway, not reused: {why[1]}")]
         return refused
+
+    def _reuse_one(self, cls: PodClass, pool: Pool, node: WorkNode) -> tuple[str, str] | None:
+        """Uncordon ``node``, of ``pool``, for the limited tenant's class if its limits let it take the
+        node (:meth:`_reuse`); else the code and reason of the limit that refuses it."""
+        info = node.info
+        if fit_count(cls.requests_on(info.name), node.free, 1) == 0:
+            return None  # no room for a pod of the class: nothing to judge (most nodes, for most classes)
+        why = self.limits.claim_refusal(cls.tenant, node.group, info.name, info.allocatable, info.labels)
+        if why is not None:
+            return why
+        start = len(self.ctx.placements)
+        # the stage's own pool when it is this node alone (reclaimable_pools makes one per node): what it
+        # knows of the node's room and of the class's constraints there is kept, as a plain reuse keeps it
+        one = pool if len(pool.nodes) == 1 else Pool([node], room_bound([node]))
+        place_on_nodes(self.ctx, cls, [one], uncordon=True)
+        self._claim(cls, start)
+        return None
 
     def _raise_spread_caps(self, cls: PodClass, start: int) -> None:
         """The class's pods placed on existing nodes since ``start`` raise the least loaded node of its
@@ -1920,19 +1931,30 @@ def why_unplaceable(
     closed: bool = False,
 ) -> tuple[str, str]:
     """Why nothing can run the rest of the class now: (code, reason). ``closed``: pod topology rules
-    out some group's template (for as long as the pods that close its domain run there)."""
+    out some group's template (for as long as the pods that close its domain run there). With no
+    group that fits, ``skipped`` holds only the refusal of a node Spillway cordoned that would take a
+    pod (:meth:`ScaleUpStage._reuse`, a tenant at its limit): that limit, not the groups, is what keeps
+    the pod pending, so its code leads and the reason names the node, then why no group runs the pod."""
     needs = describe(cls.requests, [r for r in sorted(cls.requests) if r != PODS])
     if not candidates:
-        why = "; ".join(rejected[key] for key in sorted(rejected))
-        if closed:
-            return codes.POD_TOPOLOGY, f"no node group can run this pod now ({needs}): {why}"
-        code = codes.NO_GROUP_FITS if rejected else codes.NO_MANAGED_GROUPS
-        if any(NOT_ASKABLE in r for r in rejected.values()):  # a group whose zone or type EC2 picks
-            return code, f"no node group can be asked for a node that runs this pod ({needs}): {why}"
-        return code, f"no node group can ever run this pod ({needs}): {why or 'no managed node groups'}"
+        code, why = _no_group(needs, rejected, closed)
+        if skipped:
+            return skipped[0].code, f"{'; '.join(s.reason for s in skipped)}; {why}"
+        return code, why
     kinds = {s.code for s in skipped}
     code = kinds.pop() if len(kinds) == 1 else codes.GROUPS_EXHAUSTED
     return code, f"every node group that fits is exhausted ({needs}): {'; '.join(s.reason for s in skipped)}"
+
+
+def _no_group(needs: str, rejected: Mapping[GroupKey, str], closed: bool) -> tuple[str, str]:
+    """Why no node group can run a pod needing ``needs``: each group's refusal in ``rejected``."""
+    why = "; ".join(rejected[key] for key in sorted(rejected))
+    if closed:
+        return codes.POD_TOPOLOGY, f"no node group can run this pod now ({needs}): {why}"
+    code = codes.NO_GROUP_FITS if rejected else codes.NO_MANAGED_GROUPS
+    if any(NOT_ASKABLE in r for r in rejected.values()):  # a group whose zone or type EC2 picks
+        return code, f"no node group can be asked for a node that runs this pod ({needs}): {why}"
+    return code, f"no node group can ever run this pod ({needs}): {why or 'no managed node groups'}"
 
 
 def scale_up_actions(ctx: Context) -> list[ScaleUp]:
