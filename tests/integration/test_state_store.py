@@ -278,14 +278,19 @@ def test_a_large_state_and_a_large_scale_down_commit_together(store: StateStore,
     assert "executions_z" in item and "state_z" in item
 
 
+def _succeeding_machine(sfn: Any, name: str) -> str:
+    """A state machine that succeeds at once, in moto: its ARN."""
+    definition = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}})
+    machine = sfn.create_state_machine(
+        name=name, definition=definition, roleArn="arn:aws:iam::123456789012:role/x"
+    )
+    return str(machine["stateMachineArn"])
+
+
 def test_starting_an_execution_twice_under_one_name_is_not_an_error() -> None:
     with mock_aws():
         sfn = boto3.client("stepfunctions", region_name="us-east-1")
-        arn = sfn.create_state_machine(
-            name="up",
-            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
-            roleArn="arn:aws:iam::123456789012:role/x",
-        )["stateMachineArn"]
+        arn = _succeeding_machine(sfn, "up")
         executions = Executions(sfn)
         request = ExecutionRequest("scale_up", arn, "up-20261102T120000000000Z-1a2b3c4d", {"cluster": "ml"})
 
@@ -306,11 +311,7 @@ def test_a_second_start_with_the_same_name_and_input_is_a_duplicate_though_aws_a
     before the call tells it apart now; a first start within CLOCK_SKEW of the call is still started."""
     with mock_aws():
         sfn = boto3.client("stepfunctions", region_name="us-east-1")
-        arn = sfn.create_state_machine(
-            name="drain",
-            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
-            roleArn="arn:aws:iam::123456789012:role/x",
-        )["stateMachineArn"]
+        arn = _succeeding_machine(sfn, "drain")
         request = ExecutionRequest("drain", arn, "drain-spot-i-0abc-1", {"node": "ip-10-0-0-1"})
         first = Executions(sfn).start(request)
         answered = sfn.start_execution(stateMachineArn=arn, name=request.name, input='{"node":"ip-10-0-0-1"}')
