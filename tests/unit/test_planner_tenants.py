@@ -189,6 +189,19 @@ def test_the_tenant_that_opened_a_shared_node_is_charged_the_rest_of_its_resourc
     assert "tenant team-b limit cpu=60 reached" in pending_reasons(result)[b_pending[0]]
 
 
+def test_a_tenant_limit_reason_shows_the_part_of_a_node_used() -> None:
+    """Shared nodes charge parts of a node, and the reason shows them: team-b is charged 979/1000 of
+    each of two GPU nodes it shares with team-a's 1-CPU pod. The reason said ``nodes=2 reached (nodes=1
+    used)``, the used part rounded down to whole nodes, which reads as room for one more."""
+    w = World()
+    gpu_nodes_shared_with_team_a(w, 2)
+    b_pending = w.gpu_pods("more", 1, 4, namespace="team-b", cpu="1", memory="1Gi")
+
+    result = w.plan(tenants={"team-b": {"limits": {"nodes": 2}}})
+
+    assert "tenant team-b limit nodes=2 reached (nodes=1.958 used)" in pending_reasons(result)[b_pending[0]]
+
+
 def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> None:
     """NodeUse.charge on a g5.12xlarge: ``nodes`` by dominant share (team-b 1, team-a 1000/47810: of the
     node, team-b 47810/48810 and team-a 1000/48810); each resource by the requests of it (a slot per

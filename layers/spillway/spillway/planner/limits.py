@@ -228,8 +228,12 @@ class Constraint:
 
 
 def _show(name: str, milli: int) -> str:
-    if name == NODES:
-        return f"nodes={milli // ONE_NODE}"
+    if name == NODES:  # a tenant is charged parts of the nodes it shares (NodeUse): shown, not rounded down
+        return (
+            f"nodes={milli // ONE_NODE}"
+            if milli % ONE_NODE == 0
+            else f"nodes={milli / ONE_NODE:.3f}".rstrip("0")
+        )
     if name == GPU:
         return f"gpus={milli // 1000}"
     return f"{name}={format_milli(name, milli)}"
