@@ -3,6 +3,8 @@ preemption-nominated pods."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
@@ -202,6 +204,32 @@ def test_a_tenant_limit_reason_shows_the_part_of_a_node_used() -> None:
     assert "tenant team-b limit nodes=2 reached (nodes=1.958 used)" in pending_reasons(result)[b_pending[0]]
 
 
+def test_a_tenant_whose_pods_request_nothing_is_charged_the_pod_slots_they_take() -> None:
+    """A tenant's BestEffort pods (no requests) take pod slots, room the planner opens nodes for, so its
+    share of a node counts them as it counts any resource. They counted only when no pod of the node
+    requested anything: team-x's 20 BestEffort pods on an m5.2xlarge (58 slots) beside team-y's 100m
+    pod charged team-y the whole node (its CPU and memory too) and team-x none of it. team-y, using
+    100m, was held at ``cpu: 10``; team-x, running 20 pods there, opened a second node under ``nodes:
+    1``. Now team-x is charged 20/58 over 20/58 + 1/58 of the node: 952/1000."""
+    w = World()
+    (node,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    idle = w.pods("idle", 20, namespace="team-x", node_name=node, phase="Running")
+    requesting_only(w, idle)
+    w.pods("web", 1, namespace="team-y", cpu="100m", memory="0", node_name=node, phase="Running")
+    whole = {"cpu": "7850m", "memory": "4Gi"}  # more than the node has free: a new node each
+    x_pending = w.pods("x", 1, namespace="team-x", **whole)
+
+    result = w.plan(tenants={"team-x": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert "tenant team-x limit nodes=1 reached (nodes=0.952 used)" in pending_reasons(result)[x_pending[0]]
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] == "x-0")]
+    y_pending = w.pods("y", 1, namespace="team-y", **whole)
+    result = w.plan(tenants={"team-y": {"limits": {"cpu": "10"}}})
+    assert pending_codes(result).get(y_pending[0]) is None
+    assert scale_up(result)["cpu-east"][:2] == (1, 2)
+
+
 def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> None:
     """NodeUse.charge on a g5.12xlarge: ``nodes`` by dominant share (team-b 1, team-a 1000/47810: of the
     node, team-b 47810/48810 and team-a 1000/48810); each resource by the requests of it (a slot per
@@ -265,11 +293,16 @@ def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
             part = use.share(tenant, name, vector)
             assert charges[tenant][name] == value * part.numerator // part.denominator, (tenant, name)
     assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [7910 * 5 // 9, 7910 * 4 // 9, 0]
-    # team-c's pods request nothing: none of the node, its share of the free memory none, its slots its own
+    # team-c's pods request nothing but take 4 of the 58 slots: its share of the node is 4/58 over
+    # 4/58 + 5000/7910 + 4000/7910 (team-a's and team-b's CPU shares), 0.0571 (it was none: its pods,
+    # requesting nothing, were charged no part of the node they ran on); of the free memory and the 51
+    # free slots that part
+    part = Fraction(4, 58) / (Fraction(4, 58) + Fraction(9000, 7910))
+    free_memory = 29 * 2**30 * 1000
     assert (charges["team-c"]["nodes"], charges["team-c"]["memory"], charges["team-c"]["pods"]) == (
-        0,
-        0,
-        4000,
+        57,
+        int(free_memory * part),
+        4000 + int(51000 * part),
     )
 
 

@@ -13,7 +13,7 @@ Charging (README "Tenants, limits and gangs"):
 - an existing node of a managed group is charged to the tenants of its pods (DaemonSet, mirror and
   expendable pods excluded) (:class:`NodeUse`). ``nodes`` is charged in proportion to each tenant's
   dominant share of the node: the largest fraction of one resource of its allocatable the tenant's
-  pods request (pod slots and volume attach limits not counted), pod count when no pod requests any.
+  pods request, pod slots (one per pod) among them, volume attach limits not counted.
   Each resource is charged by the tenants' requests of it (a pod slot per pod, for ``pods``), and what
   no pod there requests of it in proportion to those shares of the node. The parts add up to the
   node, as each resource's do, so no part of a node is charged to nobody or twice, and a tenant whose
@@ -28,7 +28,9 @@ Charging (README "Tenants, limits and gangs"):
   memory), holding its tenant at CPU and memory limits it is far under, and the GPU pod's tenant none
   of the cores, opening past its CPU limit. Each tenant's largest share taken whole would charge a node
   twice when two tenants fill different resources, holding them at limits they have not used; pod
-  count would charge one large pod beside nine small ones a tenth of the node;
+  count would charge one large pod beside nine small ones a tenth of the node. Pod slots did not count
+  in the share: pods requesting nothing (BestEffort) were charged no part of a node another tenant's
+  pod requested something of, however many slots they took, and that tenant the whole node;
 - cluster totals and CapacityQuotas count every node, plus capacity still launching (desired minus
   Ready, as the group's template node; as one node each, nothing more, in a group without one),
   whoever opened it;
@@ -682,11 +684,17 @@ class NodeUse:
         """Per tenant, the part of the node (``nodes``) charged to it: its dominant share (the largest
         fraction of any one resource of the node's allocatable its pods request, as Dominant Resource
         Fairness defines a share: Volcano's drf plugin, ``docs/design/drf.md``, takes a job's share as
-        its highest ratio of allocated to total resource; pod slots and volume attach limits are no
-        room a node is opened for) over the sum of every tenant's there, so the node is charged once
-        in all, the most to the tenant that fills it most; by pod count when no pod requests anything
-        the node has."""
-        dominant = {t: _dominant(r, allocatable) for t, r in self.requests.items()}
+        its highest ratio of allocated to total resource; pod slots count, a slot per pod, as the room
+        kube-scheduler's NodeResourcesFit refuses a pod for once the node's pods fill its allocatable
+        ``pods`` ("Too many pods") and the planner opens nodes for; volume attach limits are no room a
+        node is opened for) over the sum of every tenant's there, so the node is charged once in all,
+        the most to the tenant that fills it most; by pod count when no pod requests anything the node
+        has and it lists no slots."""
+        slots = allocatable.get(PODS, 0)
+        dominant = {
+            t: max(_dominant(r, allocatable), Fraction(min(self.pods[t] * 1000, slots), slots or 1))
+            for t, r in self.requests.items()
+        }
         whole = sum(dominant.values(), Fraction(0))
         if whole > 0:
             return {t: d / whole for t, d in dominant.items()}
