@@ -272,10 +272,36 @@ def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> No
     assert bare.charge("team-a", vector)["nodes"] == 750
 
 
+def test_a_tenant_is_charged_the_gpus_its_pods_hold_when_the_node_lists_fewer() -> None:
+    """A GPU its device plugin marks unhealthy leaves the node's allocatable, and the pod holding it runs
+    on (NVIDIA/k8s-device-plugin#58: allocatable ``nvidia.com/gpu: 0`` beside a capacity of 16). team-b
+    runs 4 GPUs on a g5.12xlarge whose allocatable now lists none: it was charged the node's 0 GPUs,
+    and under ``nvidia.com/gpu: 4`` a second 4-GPU node opened for it, 8 GPUs held. It is charged the 4
+    its pod requests."""
+    w = World()
+    (node,) = w.group("gpu-east", "g5.12xlarge", max_size=10, nodes=1)
+    train = w.gpu_pods("train", 1, 4, namespace="team-b", node_name=node, phase="Running")
+    requesting_only(w, train, "nvidia.com/gpu")
+    w.node(node)["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    pending = w.gpu_pods("more", 1, 4, namespace="team-b")
+    requesting_only(w, pending, "nvidia.com/gpu")
+
+    result = w.plan(tenants={"team-b": {"limits": {"nvidia.com/gpu": 4}}})
+
+    assert result.scale_up == ()
+    assert (
+        "tenant team-b limit nvidia.com/gpu=4 reached (nvidia.com/gpu=4 used)"
+        in pending_reasons(result)[pending[0]]
+    )
+    # Under a limit of 8 the second node opens: the 4 held count once.
+    assert scale_up(w.plan(tenants={"team-b": {"limits": {"nvidia.com/gpu": 8}}}))["gpu-east"][:2] == (1, 2)
+
+
 def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
     """NodeUse.charges, worked out once per node in integers, is each tenant's NodeUse.share of each
     resource rounded down: with a resource no pod requests, one the pods request more of than the node
-    has (its allocatable shrank under them: by the requests alone), and one the node has none of."""
+    has (its allocatable shrank under them: each its requests), and one the node has none of (the
+    same)."""
     vector = {"cpu": 7910, "memory": 30 * 2**30 * 1000, "example.com/dongle": 0, "pods": 58000, "nodes": 1000}
     use = NodeUse(
         requests={
@@ -289,10 +315,13 @@ def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
     charges = use.charges(vector)
 
     for tenant in ("team-a", "team-b", "team-c"):
-        for name, value in vector.items():
-            part = use.share(tenant, name, vector)
-            assert charges[tenant][name] == value * part.numerator // part.denominator, (tenant, name)
-    assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [7910 * 5 // 9, 7910 * 4 // 9, 0]
+        for name in vector:
+            exact = use.share(tenant, name, vector)
+            assert charges[tenant][name] == exact.numerator // exact.denominator, (tenant, name)
+    # 9000m requested of 7910m, 1000m of the dongle the node lists none of: each its requests (they were
+    # charged 7910 * 5 // 9, 7910 * 4 // 9 and no dongle: less than their pods hold)
+    assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [5000, 4000, 0]
+    assert [charges[t]["example.com/dongle"] for t in ("team-a", "team-b", "team-c")] == [0, 1000, 0]
     # team-c's pods request nothing but take 4 of the 58 slots: its share of the node is 4/58 over
     # 4/58 + 5000/7910 + 4000/7910 (team-a's and team-b's CPU shares), 0.0571 (it was none: its pods,
     # requesting nothing, were charged no part of the node they ran on); of the free memory and the 51
