@@ -752,7 +752,9 @@ def tenant_uses(ctx: Context) -> dict[str, NodeUse]:
     """Per node, what its tenants' pods request there (:class:`NodeUse`). Expendable pods (priority
     below ``expendable_priority_cutoff``) are not counted: their room is free room to any pod that may
     preempt them (:mod:`spillway.planner.preemption`), so a node running only such pods is charged, as a
-    node without pods, to the tenant whose pods a plan places there first."""
+    node without pods, to the tenant whose pods a plan places there first. Finished pods (Succeeded,
+    Failed) are not counted either; a terminating pod is, until it is gone, as its room is held (the
+    planner's room of a node counts it too)."""
     cutoff = ctx.config.expendable_priority_cutoff
     requests: dict[str, dict[str, Resources]] = {}
     counts: dict[str, dict[str, int]] = {}
