@@ -3,6 +3,7 @@ preemption-nominated pods."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -191,6 +192,45 @@ def test_the_tenant_that_opened_a_shared_node_is_charged_the_rest_of_its_resourc
     assert "tenant team-b limit cpu=60 reached" in pending_reasons(result)[b_pending[0]]
 
 
+def test_a_tenant_limit_reason_shows_the_part_of_a_node_used() -> None:
+    """Shared nodes charge parts of a node, and the reason shows them: team-b is charged 979/1000 of
+    each of two GPU nodes it shares with team-a's 1-CPU pod. The reason said ``nodes=2 reached (nodes=1
+    used)``, the used part rounded down to whole nodes, which reads as room for one more."""
+    w = World()
+    gpu_nodes_shared_with_team_a(w, 2)
+    b_pending = w.gpu_pods("more", 1, 4, namespace="team-b", cpu="1", memory="1Gi")
+
+    result = w.plan(tenants={"team-b": {"limits": {"nodes": 2}}})
+
+    assert "tenant team-b limit nodes=2 reached (nodes=1.958 used)" in pending_reasons(result)[b_pending[0]]
+
+
+def test_a_tenant_whose_pods_request_nothing_is_charged_the_pod_slots_they_take() -> None:
+    """A tenant's BestEffort pods (no requests) take pod slots, room the planner opens nodes for, so its
+    share of a node counts them as it counts any resource. They counted only when no pod of the node
+    requested anything: team-x's 20 BestEffort pods on an m5.2xlarge (58 slots) beside team-y's 100m
+    pod charged team-y the whole node (its CPU and memory too) and team-x none of it. team-y, using
+    100m, was held at ``cpu: 10``; team-x, running 20 pods there, opened a second node under ``nodes:
+    1``. Now team-x is charged 20/58 over 20/58 + 1/58 of the node: 952/1000."""
+    w = World()
+    (node,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    idle = w.pods("idle", 20, namespace="team-x", node_name=node, phase="Running")
+    requesting_only(w, idle)
+    w.pods("web", 1, namespace="team-y", cpu="100m", memory="0", node_name=node, phase="Running")
+    whole = {"cpu": "7850m", "memory": "4Gi"}  # more than the node has free: a new node each
+    x_pending = w.pods("x", 1, namespace="team-x", **whole)
+
+    result = w.plan(tenants={"team-x": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert "tenant team-x limit nodes=1 reached (nodes=0.952 used)" in pending_reasons(result)[x_pending[0]]
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] == "x-0")]
+    y_pending = w.pods("y", 1, namespace="team-y", **whole)
+    result = w.plan(tenants={"team-y": {"limits": {"cpu": "10"}}})
+    assert pending_codes(result).get(y_pending[0]) is None
+    assert scale_up(result)["cpu-east"][:2] == (1, 2)
+
+
 def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> None:
     """NodeUse.charge on a g5.12xlarge: ``nodes`` by dominant share (team-b 1, team-a 1000/47810: of the
     node, team-b 47810/48810 and team-a 1000/48810); each resource by the requests of it (a slot per
@@ -233,10 +273,36 @@ def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> No
     assert bare.charge("team-a", vector)["nodes"] == 750
 
 
+def test_a_tenant_is_charged_the_gpus_its_pods_hold_when_the_node_lists_fewer() -> None:
+    """A GPU its device plugin marks unhealthy leaves the node's allocatable, and the pod holding it runs
+    on (NVIDIA/k8s-device-plugin#58: allocatable ``nvidia.com/gpu: 0`` beside a capacity of 16). team-b
+    runs 4 GPUs on a g5.12xlarge whose allocatable now lists none: it was charged the node's 0 GPUs,
+    and under ``nvidia.com/gpu: 4`` a second 4-GPU node opened for it, 8 GPUs held. It is charged the 4
+    its pod requests."""
+    w = World()
+    (node,) = w.group("gpu-east", "g5.12xlarge", max_size=10, nodes=1)
+    train = w.gpu_pods("train", 1, 4, namespace="team-b", node_name=node, phase="Running")
+    requesting_only(w, train, "nvidia.com/gpu")
+    w.node(node)["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    pending = w.gpu_pods("more", 1, 4, namespace="team-b")
+    requesting_only(w, pending, "nvidia.com/gpu")
+
+    result = w.plan(tenants={"team-b": {"limits": {"nvidia.com/gpu": 4}}})
+
+    assert result.scale_up == ()
+    assert (
+        "tenant team-b limit nvidia.com/gpu=4 reached (nvidia.com/gpu=4 used)"
+        in pending_reasons(result)[pending[0]]
+    )
+    # Under a limit of 8 the second node opens: the 4 held count once.
+    assert scale_up(w.plan(tenants={"team-b": {"limits": {"nvidia.com/gpu": 8}}}))["gpu-east"][:2] == (1, 2)
+
+
 def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
     """NodeUse.charges, worked out once per node in integers, is each tenant's NodeUse.share of each
     resource rounded down: with a resource no pod requests, one the pods request more of than the node
-    has (its allocatable shrank under them: by the requests alone), and one the node has none of."""
+    has (its allocatable shrank under them: each its requests), and one the node has none of (the
+    same)."""
     vector = {"cpu": 7910, "memory": 30 * 2**30 * 1000, "example.com/dongle": 0, "pods": 58000, "nodes": 1000}
     use = NodeUse(
         requests={
@@ -250,15 +316,23 @@ def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
     charges = use.charges(vector)
 
     for tenant in ("team-a", "team-b", "team-c"):
-        for name, value in vector.items():
-            part = use.share(tenant, name, vector)
-            assert charges[tenant][name] == value * part.numerator // part.denominator, (tenant, name)
-    assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [7910 * 5 // 9, 7910 * 4 // 9, 0]
-    # team-c's pods request nothing: none of the node, its share of the free memory none, its slots its own
+        for name in vector:
+            exact = use.share(tenant, name, vector)
+            assert charges[tenant][name] == exact.numerator // exact.denominator, (tenant, name)
+    # 9000m requested of 7910m, 1000m of the dongle the node lists none of: each its requests (they were
+    # charged 7910 * 5 // 9, 7910 * 4 // 9 and no dongle: less than their pods hold)
+    assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [5000, 4000, 0]
+    assert [charges[t]["example.com/dongle"] for t in ("team-a", "team-b", "team-c")] == [0, 1000, 0]
+    # team-c's pods request nothing but take 4 of the 58 slots: its share of the node is 4/58 over
+    # 4/58 + 5000/7910 + 4000/7910 (team-a's and team-b's CPU shares), 0.0571 (it was none: its pods,
+    # requesting nothing, were charged no part of the node they ran on); of the free memory and the 51
+    # free slots that part
+    part = Fraction(4, 58) / (Fraction(4, 58) + Fraction(9000, 7910))
+    free_memory = 29 * 2**30 * 1000
     assert (charges["team-c"]["nodes"], charges["team-c"]["memory"], charges["team-c"]["pods"]) == (
-        0,
-        0,
-        4000,
+        57,
+        int(free_memory * part),
+        4000 + int(51000 * part),
     )
 
 

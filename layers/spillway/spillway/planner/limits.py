@@ -13,10 +13,13 @@ Charging (README "Tenants, limits and gangs"):
 - an existing node of a managed group is charged to the tenants of its pods (DaemonSet, mirror and
   expendable pods excluded) (:class:`NodeUse`). ``nodes`` is charged in proportion to each tenant's
   dominant share of the node: the largest fraction of one resource of its allocatable the tenant's
-  pods request (pod slots and volume attach limits not counted), pod count when no pod requests any.
+  pods request, pod slots (one per pod) among them, volume attach limits not counted.
   Each resource is charged by the tenants' requests of it (a pod slot per pod, for ``pods``), and what
-  no pod there requests of it in proportion to those shares of the node. The parts add up to the
-  node, as each resource's do, so no part of a node is charged to nobody or twice, and a tenant whose
+  no pod there requests of it in proportion to those shares of the node; where they request more of
+  it than the node lists (its allocatable shrank under them: a GPU marked unhealthy), each tenant its
+  requests (charged only what the node lists, a tenant running 4 GPUs on a node listing none was
+  charged none). Else the parts add up to the node, as each resource's do, so no part of a node is
+  charged to nobody or twice, and a tenant whose
   pods request all of one resource of the node is charged at least as much of the node as any other
   tenant there: on a 4-GPU node of 47.81 cores, the tenant whose pod requests the 4 GPUs (and no CPU)
   is charged those GPUs, 0.98 of the node and 0.98 of the 46.81 cores no pod requests; another's
@@ -28,7 +31,9 @@ Charging (README "Tenants, limits and gangs"):
   memory), holding its tenant at CPU and memory limits it is far under, and the GPU pod's tenant none
   of the cores, opening past its CPU limit. Each tenant's largest share taken whole would charge a node
   twice when two tenants fill different resources, holding them at limits they have not used; pod
-  count would charge one large pod beside nine small ones a tenth of the node;
+  count would charge one large pod beside nine small ones a tenth of the node. Pod slots did not count
+  in the share: pods requesting nothing (BestEffort) were charged no part of a node another tenant's
+  pod requested something of, however many slots they took, and that tenant the whole node;
 - cluster totals and CapacityQuotas count every node, plus capacity still launching (desired minus
   Ready, as the group's template node; as one node each, nothing more, in a group without one),
   whoever opened it;
@@ -228,8 +233,12 @@ class Constraint:
 
 
 def _show(name: str, milli: int) -> str:
-    if name == NODES:
-        return f"nodes={milli // ONE_NODE}"
+    if name == NODES:  # a tenant is charged parts of the nodes it shares (NodeUse): shown, not rounded down
+        return (
+            f"nodes={milli // ONE_NODE}"
+            if milli % ONE_NODE == 0
+            else f"nodes={milli / ONE_NODE:.3f}".rstrip("0")
+        )
     if name == GPU:
         return f"gpus={milli // 1000}"
     return f"{name}={format_milli(name, milli)}"
@@ -655,19 +664,25 @@ class NodeUse:
     pods: Mapping[str, int]
 
     def share(self, tenant: str, resource: str, allocatable: Mapping[str, int]) -> Fraction:
-        """The part of the node's ``resource`` charged to ``tenant``: what its pods request of it, and
-        its share of the node (:meth:`node_shares`) of what no pod requests, so the parts add up to the
-        whole. Taken wholly by requests, a tenant's 1-CPU pod on another's GPU node whose pods request
-        no CPU was charged every core of the node, holding it at a CPU limit it is far under, and the
-        other tenant none, letting it open past its own. More requested than the node has (its
-        allocatable shrank under its pods): in proportion to the requests."""
-        node = self.node_shares(allocatable)[tenant]
+        """What of the node's ``resource`` (milli-units; ``nodes``: 1000 a node) is charged to
+        ``tenant``: what its pods request of it, and its share of the node (:meth:`node_shares`) of what
+        no pod requests, so the parts add up to the whole. Taken wholly by requests, a tenant's 1-CPU pod
+        on another's GPU node whose pods request no CPU was charged every core of the node, holding it at
+        a CPU limit it is far under, and the other tenant none, letting it open past its own.
+
+        More requested than the node has: each tenant its requests, the parts more than the node. The
+        allocatable shrinks under running pods: a GPU its device plugin marks unhealthy leaves it
+        (NVIDIA/k8s-device-plugin#58: allocatable ``nvidia.com/gpu: 0``, capacity 16) and the pod
+        holding it is not stopped (kubernetes/kubernetes#60388). Charged in proportion to the node's
+        allocatable, a tenant running 4 GPUs there was charged none, and opened 4 more past a limit of
+        4."""
         have = allocatable.get(resource, 0)
-        if resource == NODES or have <= 0:
-            return node if resource == NODES else Fraction(0)
+        node = self.node_shares(allocatable)[tenant]
+        if resource == NODES:
+            return have * node
         whole = sum(self._wants(t, resource) for t in self.pods)
         mine = self._wants(tenant, resource)
-        return Fraction(mine, whole) if whole >= have else (mine + (have - whole) * node) / have
+        return Fraction(mine) if whole >= have else mine + (have - whole) * node
 
     def _wants(self, tenant: str, resource: str) -> int:
         if resource == PODS:
@@ -678,11 +693,17 @@ class NodeUse:
         """Per tenant, the part of the node (``nodes``) charged to it: its dominant share (the largest
         fraction of any one resource of the node's allocatable its pods request, as Dominant Resource
         Fairness defines a share: Volcano's drf plugin, ``docs/design/drf.md``, takes a job's share as
-        its highest ratio of allocated to total resource; pod slots and volume attach limits are no
-        room a node is opened for) over the sum of every tenant's there, so the node is charged once
-        in all, the most to the tenant that fills it most; by pod count when no pod requests anything
-        the node has."""
-        dominant = {t: _dominant(r, allocatable) for t, r in self.requests.items()}
+        its highest ratio of allocated to total resource; pod slots count, a slot per pod, as the room
+        kube-scheduler's NodeResourcesFit refuses a pod for once the node's pods fill its allocatable
+        ``pods`` ("Too many pods") and the planner opens nodes for; volume attach limits are no room a
+        node is opened for) over the sum of every tenant's there, so the node is charged once in all,
+        the most to the tenant that fills it most; by pod count when no pod requests anything the node
+        has and it lists no slots."""
+        slots = allocatable.get(PODS, 0)
+        dominant = {
+            t: max(_dominant(r, allocatable), Fraction(min(self.pods[t] * 1000, slots), slots or 1))
+            for t, r in self.requests.items()
+        }
         whole = sum(dominant.values(), Fraction(0))
         if whole > 0:
             return {t: d / whole for t, d in dominant.items()}
@@ -692,22 +713,23 @@ class NodeUse:
     def charges(self, vector: Mapping[str, int]) -> dict[str, Resources]:
         """What of ``vector`` (the node as a tenant limit counts it: allocatable and ``nodes``) is
         charged to each tenant (:meth:`share`, rounded down), worked out once for all of them: a
-        tenant's part of the node is the same for every resource, and so are the resource's sums."""
+        tenant's part of the node is the same for every resource, and so are the resource's sums. A
+        resource the pods request and ``vector`` lacks is charged by the requests, as one it has less of."""
         nodes = self.node_shares(vector)
         out: dict[str, Resources] = {t: {} for t in self.pods}
-        for name, have in vector.items():
-            if name == NODES or have <= 0:
+        requested = {name for r in self.requests.values() for name in r}
+        for name in [*vector, *sorted(requested - vector.keys())]:
+            have = vector.get(name, 0)
+            if name == NODES:
                 for t, part in nodes.items():
-                    out[t][name] = have * part.numerator // part.denominator if name == NODES else 0
+                    out[t][name] = have * part.numerator // part.denominator
                 continue
             wants = {t: self._wants(t, name) for t in self.pods}
             whole = sum(wants.values())
             for t, mine in wants.items():
                 part = nodes[t]
                 out[t][name] = (
-                    have * mine // whole
-                    if whole >= have
-                    else mine + (have - whole) * part.numerator // part.denominator
+                    mine if whole >= have else mine + (have - whole) * part.numerator // part.denominator
                 )
         return out
 
@@ -730,7 +752,9 @@ def tenant_uses(ctx: Context) -> dict[str, NodeUse]:
     """Per node, what its tenants' pods request there (:class:`NodeUse`). Expendable pods (priority
     below ``expendable_priority_cutoff``) are not counted: their room is free room to any pod that may
     preempt them (:mod:`spillway.planner.preemption`), so a node running only such pods is charged, as a
-    node without pods, to the tenant whose pods a plan places there first."""
+    node without pods, to the tenant whose pods a plan places there first. Finished pods (Succeeded,
+    Failed) are not counted either; a terminating pod is, until it is gone, as its room is held (the
+    planner's room of a node counts it too)."""
     cutoff = ctx.config.expendable_priority_cutoff
     requests: dict[str, dict[str, Resources]] = {}
     counts: dict[str, dict[str, int]] = {}
