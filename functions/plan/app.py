@@ -39,7 +39,7 @@ leaves no time for a pod with the default grace to be moved while a group consol
 a problem of the plan naming the groups), BufferChunksShort (the chunks of active capacity buffers with no
 room in the plan: its ``buffers`` say which and why), PodsHeldByLimits,
 OldestUnheldPendingSeconds (the oldest pending pod the plan does not hold at a limit: pending-too-long), and per tenant the plan names (dimension ``Tenant``:
-``spillway.observability.add_tenant_metrics``) TenantScaleUpNodes/GPUs/CPU and TenantPodsHeld;
+``spillway.observability.add_tenant_metrics``) TenantScaleUpNodes/GPUs/CPU, TenantUncordonedNodes and TenantPodsHeld;
 StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not sent for lack of
 time or of an API), CandidateTaintsWritten and CandidateTaintsFailed (the scale-down candidate taints
 set or lifted; a failure is most often RBAC without ``patch`` on nodes), ProvisioningRequestsDeleted and

@@ -3712,6 +3712,24 @@ def test_a_plans_drain_that_ends_keeping_its_node_tells_later_plans(
     assert items == ([f"drain-ended#{PLAN}#{drain.node}"] if ended else [])
 
 
+def test_a_plans_make_room_drain_released_tells_later_plans_its_claim_ended(rig: Rig) -> None:
+    """A make-room drain that succeeded (released: its moved pods evicted, the node uncordoned and kept)
+    evicts nothing more, yet its claim lasts drain_claim_minutes from its plan, and the plan had
+    forgotten the room once the node was uncordoned: every later plan in that time took the claim as a
+    drain under way and counted all the node's pods as leaving (an elastic job's other workers there
+    kept from moving by elastic-min). It writes the ended mark as a failed drain does."""
+    drain = rig.cordoned(reason="make room", **PLANNED, terminate=False, uncordon=True)
+    state: dict[str, Any] = {"drain": drain.model_dump(), "released": {"uncordoned": True}}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+
+    out = rig.drainer.record(state, "released")
+
+    assert out["outcome"] == "released"
+    marks = ledger.load(CLUSTER).state.ended_drains
+    assert {n: m.since for n, m in marks.items()} == {drain.node: T0 - timedelta(minutes=1)}
+
+
 def test_a_failed_scale_down_drain_whose_record_cannot_be_written_keeps_its_outcome(
     rig: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -25,6 +25,7 @@ from test_planner_consolidation import (
 )
 
 from spillway.local import objects as o
+from spillway.model.k8s import CORDONED_BY_SPILLWAY
 from spillway.planner import codes
 
 SAFE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
@@ -327,3 +328,34 @@ def test_a_worker_a_make_room_moved_counts_again_once_made_again_on_another_node
 
     assert [(d.node, d.code) for d in second.drain] == [(a, codes.CONSOLIDATION)], kept(second).get(a)
     assert "gives up 1 worker" in second.drain[0].reason
+
+
+def test_a_released_make_room_leaves_its_nodes_other_workers_counted() -> None:
+    """As above, two minutes on: the make-room drain on b is over (released: the moved worker gone, b
+    uncordoned, ``big`` bound there), so the plan forgets the room, but b's claim lasts
+    drain_claim_minutes from the first plan. The plans after took that claim for a drain still to run
+    and every worker on b as leaving: the job at 2, a kept `elastic-min` for up to 20 minutes. A
+    released drain now writes its ended mark (``State.ended_drains``: Drainer._note_ended) as a failed
+    one does; with it the worker left on b counts, the job runs 3 and a's worker may be given up."""
+    w, a, b, first = _made_room_on_b()
+    (moved,) = first.state.rooms[b].moved
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i is w.pod_item(moved))]
+    node = w.node(b)
+    node["spec"].pop("unschedulable")
+    node["spec"]["taints"] = []
+    node["metadata"]["annotations"].pop(CORDONED_BY_SPILLWAY)
+    w.pod_item("default/big-0")["spec"]["nodeName"] = b
+    replicas(w, a, "hold-a", 1, cpu="5", annotations={})  # a stays in this plan, which drops the room
+    released = w.plan(NOW + timedelta(minutes=2), max_scale_in_fraction=1.0, **UNDER)
+    assert b not in released.state.rooms  # released: the room is forgotten, the claim is not
+    w.state = released.state.to_wire()
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] == "hold-a-0")]
+    later = NOW + timedelta(minutes=3)
+
+    assert kept(w.plan(later, max_scale_in_fraction=1.0, **UNDER))[a][0] == codes.ELASTIC_MIN  # no mark
+
+    w.state["ended_drains"] = {b: {"since": o.iso(first.state.nodes[b].draining_since)}}
+    after = w.plan(later, max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.code) for d in after.drain] == [(a, codes.CONSOLIDATION)], kept(after).get(a)
+    assert "gives up 1 worker" in after.drain[0].reason

@@ -2059,13 +2059,36 @@ def test_the_outcome_gives_each_tenant_of_the_plan_its_added_capacity_and_held_p
     outcome = rig.run(rig.snapshots.add(snapshot))
 
     assert outcome.tenants == {
-        "team-a": {"nodes": 1, "gpus": 1, "cpu": cores, "held": {"tenant-limit": 2}},
-        "team-b": {"nodes": 2, "gpus": 2, "cpu": 2 * cores, "held": {}},
+        "team-a": {"nodes": 1, "gpus": 1, "cpu": cores, "uncordoned": 0, "held": {"tenant-limit": 2}},
+        "team-b": {"nodes": 2, "gpus": 2, "cpu": 2 * cores, "uncordoned": 0, "held": {}},
     }
     assert outcome.to_dict()["tenants"]["team-a"]["held"] == {"tenant-limit": 2}
     # A plan that adds nothing and holds nothing says nothing of tenants.
     quiet = Rig()
     assert "tenants" not in quiet.run(quiet.snapshots.add(snapshot_of(World()))).to_dict()
+
+
+def test_a_node_uncordoned_for_a_tenants_pods_is_counted_apart_from_its_new_nodes() -> None:
+    """Spillway reuses a node it cordoned before launching one: the plan uncordons it for team-a's pod
+    and charges it to team-a as a new node (README "Tenants, limits and gangs"). The outcome's tenants
+    counted new nodes only, so team-a, given a node, was not named at all (nor in the TenantScaleUp*
+    metrics). It is counted as ``uncordoned``, not among the new ``nodes``, and the plan's uncordon
+    entry names the tenant; team-b's pod gets a new node, counted as before."""
+    w = World()
+    running, cordoned = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=2)
+    w.pods("run", 1, cpu="7", memory="20Gi", node_name=running, phase="Running", namespace="team-c")
+    w.cordon(cordoned, by_spillway=True)
+    w.pods("a", 1, cpu="7", memory="20Gi", namespace="team-a")
+    w.pods("b", 1, cpu="7", memory="20Gi", namespace="team-b")
+    rig = Rig()
+
+    outcome = rig.run(rig.snapshots.add(snapshot_of(w)))
+
+    assert {t: (n["nodes"], n["uncordoned"]) for t, n in outcome.tenants.items()} == {
+        "team-a": (0, 1),
+        "team-b": (1, 0),
+    }
+    assert [(u["node"], u["tenant"]) for u in w.plan().to_dict()["uncordon"]] == [(cordoned, "team-a")]
 
 
 def emf_lines(out: str) -> list[dict[str, Any]]:
@@ -2080,9 +2103,10 @@ def test_the_plan_function_emits_per_tenant_metrics_with_a_tenant_dimension(
     app = plan_app()
     metrics.set_default_dimensions(Cluster="ml")
     tenants = {
-        "team-a": {"nodes": 1, "gpus": 8, "cpu": 63.9, "held": {"tenant-limit": 2, "cluster-limit": 1}},
+        "team-a": {"nodes": 1, "gpus": 8, "cpu": 63.9, "uncordoned": 2,
+                   "held": {"tenant-limit": 2, "cluster-limit": 1}},
         "team-b": {"nodes": 3, "gpus": 24, "cpu": 191.7, "held": {}},
-    }
+    }  # fmt: skip
     try:
         app.record_outcome({"summary": {}, "tenants": tenants})
         lines = emf_lines(capsys.readouterr().out)
@@ -2098,6 +2122,7 @@ def test_the_plan_function_emits_per_tenant_metrics_with_a_tenant_dimension(
     assert (a["TenantScaleUpNodes"], a["TenantScaleUpGPUs"], a["TenantPodsHeld"]) == ([1.0], [8.0], [3.0])
     assert (b["TenantScaleUpNodes"], b["TenantScaleUpGPUs"], b["TenantPodsHeld"]) == ([3.0], [24.0], [0.0])
     assert b["TenantScaleUpCPU"] == [191.7]
+    assert (a["TenantUncordonedNodes"], b["TenantUncordonedNodes"]) == ([2.0], [0.0])  # apart from new nodes
     assert by_tenant[("team-a", "tenant-limit")]["TenantPodsHeld"] == [2.0]
     assert "TenantScaleUpNodes" not in by_tenant[("team-a", "tenant-limit")]
     for line in lines:

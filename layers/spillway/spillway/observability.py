@@ -239,12 +239,18 @@ def add_cluster_writes(outcome: Mapping[str, Any]) -> None:
         logger.warning("ended ProvisioningRequests not deleted", extra={"provisioning_deleted": deleted})
 
 
-TENANT_METRICS = (("nodes", "TenantScaleUpNodes"), ("gpus", "TenantScaleUpGPUs"), ("cpu", "TenantScaleUpCPU"))
+TENANT_METRICS = (
+    ("nodes", "TenantScaleUpNodes"),
+    ("gpus", "TenantScaleUpGPUs"),
+    ("cpu", "TenantScaleUpCPU"),
+    ("uncordoned", "TenantUncordonedNodes"),
+)
 
 
 def add_tenant_metrics(tenants: Mapping[str, Mapping[str, Any]] | None) -> None:
     """Per tenant of a plan, with a ``Tenant`` dimension (beside this container's defaults): capacity
-    added (``TenantScaleUpNodes``, ``TenantScaleUpGPUs``, ``TenantScaleUpCPU`` cores) and pods held by
+    added (``TenantScaleUpNodes``, ``TenantScaleUpGPUs``, ``TenantScaleUpCPU`` cores: new nodes only),
+    nodes Spillway cordoned and uncordons for its pods (``TenantUncordonedNodes``) and pods held by
     limits (``TenantPodsHeld``; again with a ``Limit`` dimension per limit code). One EMF line per
     tenant (and per tenant and limit), written at once; only the tenants the plan names. And
     ``PodsHeldByLimits``, all tenants together, among this invocation's metrics (0 too: its alarm needs

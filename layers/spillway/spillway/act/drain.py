@@ -277,9 +277,10 @@ SCALE_DOWN_FAILURES = frozenset({"failed", "timeout"})
 # How long the state table keeps a failed scale-down drain's item (its TTL): above any failure delay in use
 SCALE_DOWN_FAILURE_KEPT = timedelta(days=1)
 # A plan's drain that ends keeping its node and its remaining pods running (failed, timed out, cancelled,
-# rejected): later plans stop counting its claim's evictions against the PodDisruptionBudgets
-# (State.ended_drains). Kept by the state table as long as a failure's item.
-ENDED_KEEPING = frozenset({"failed", "timeout", "cancelled", "rejected"})
+# rejected, or a make-room drain released: its moved pods gone, the node uncordoned): later plans stop
+# taking its claim for a drain under way, counting its evictions against the PodDisruptionBudgets and
+# the node's pods as leaving (State.ended_drains). Kept by the state table as long as a failure's item.
+ENDED_KEEPING = frozenset({"failed", "timeout", "cancelled", "rejected", "released"})
 
 
 def _scales_down(drain: Drain) -> bool:
@@ -2766,7 +2767,9 @@ class Drainer:
         """When a plan's drain (``summary`` names its ``plan_id`` and ``node``) ends keeping its node
         (:data:`ENDED_KEEPING`), tell later plans, so that its claim on the node, which lasts
         ``drain_claim_minutes`` from the plan, no longer counts the pods it would have evicted against
-        their PodDisruptionBudgets (:meth:`spillway.planner.scaledown.ScaleDownStage.claim_ended`): an
+        their PodDisruptionBudgets, nor the node's pods as leaving (a released make room's too: the plan
+        forgot its room, and its claim took every worker on the node off its elastic job)
+        (:meth:`spillway.planner.scaledown.ScaleDownStage.claim_ended`): an
         item of the state table per plan and node (a claim, so the step run again writes it once),
         which the state store merges into ``State.ended_drains`` at load. Best effort, as the Event: a
         write that fails only leaves the claim spending until it lapses, as before.

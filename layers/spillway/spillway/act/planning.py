@@ -203,14 +203,17 @@ def tenant_summary(
     plan: ScalingPlan, cluster: ClusterSnapshot, groups: Sequence[NodeGroup]
 ) -> dict[str, dict[str, Any]]:
     """Per tenant the plan names: capacity it adds for the tenant (new nodes charged to it, their GPUs
-    and CPU cores, from the group's template node) and its pods held by a limit, per limit code.
+    and CPU cores, from the group's template node), the nodes Spillway cordoned that it uncordons for
+    the tenant's pods (``uncordoned``, :attr:`~spillway.planner.types.Uncordon.tenant`: reused before launching, charged to the
+    tenant as a new node is, but launched by no one, so counted apart from ``nodes``; before, they were
+    in no count at all) and its pods held by a limit, per limit code.
 
     Only tenants that appear in the plan: metrics with a ``Tenant`` dimension stay few."""
     templates = {g.key: g.template for g in groups}
     out: dict[str, dict[str, Any]] = {}
 
     def entry(tenant: str) -> dict[str, Any]:
-        return out.setdefault(tenant, {"nodes": 0, "gpus": 0, "cpu": 0.0, "held": {}})
+        return out.setdefault(tenant, {"nodes": 0, "gpus": 0, "cpu": 0.0, "uncordoned": 0, "held": {}})
 
     for s in plan.scale_up:
         template = templates.get(s.key)
@@ -220,6 +223,9 @@ def tenant_summary(
             e["nodes"] += nodes
             e["gpus"] += nodes * sum(room.get(r, 0) for r in GPU_RESOURCES) // 1000
             e["cpu"] = round(e["cpu"] + nodes * room.get("cpu", 0) / 1000, 3)
+    for u in plan.uncordon:
+        if u.tenant:
+            entry(u.tenant)["uncordoned"] += 1
     for p in plan.pending:
         if p.code in codes.LIMIT_CODES:
             held = entry(cluster.tenant(p.pod.split("/", 1)[0]))["held"]

@@ -255,7 +255,8 @@ class PlanOutcome:
     # the pod Events the plan posted after its commit ({"posted", "failed", "skipped", "errors",
     # "suppressed", "capped"}); None when it posted none
     events: Mapping[str, Any] | None = None
-    # per tenant that appears in the plan: {"nodes", "gpus", "cpu" (cores) added; "held": {code: pods}}
+    # per tenant that appears in the plan: {"nodes", "gpus", "cpu" (cores) added; "uncordoned": nodes
+    # reused for its pods; "held": {code: pods}}
     tenants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # the ProvisioningRequest statuses it wrote ({"written", "failed", "errors"}); None when none changed
     provisioning: Mapping[str, Any] | None = None

@@ -55,7 +55,7 @@ from spillway.planner.makeroom import hold_rooms, make_room
 from spillway.planner.provreq import Provisioning, with_request_gang_keys
 from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
-from spillway.planner.scaleup import ScaleUpStage, record_gang_launches, scale_up_actions
+from spillway.planner.scaleup import ScaleUpStage, record_gang_launches, reused_by, scale_up_actions
 from spillway.planner.shrinks import hold_shrunk, shrunk_after
 from spillway.planner.softtaint import soft_taints
 from spillway.planner.startup import sanitized, starting_nodes
@@ -127,8 +127,16 @@ def plan(
     since = {n: s.idle_since for n, s in idle_state.items()} | {
         n: s.since for n, s in scale_down.underutilized.items()
     }
+    tenants = reused_by(ctx)
     uncordon = [
-        Uncordon(node, group.name, UNCORDON_REASON, ctx.nodes[node].info.cordon_digest, group.region)
+        Uncordon(
+            node,
+            group.name,
+            UNCORDON_REASON,
+            ctx.nodes[node].info.cordon_digest,
+            group.region,
+            tenants.get(node, ""),
+        )
         for node, group in ctx.uncordoned.items()
     ]
     uncordon = sorted([*uncordon, *scale_down.restored], key=lambda u: u.node)  # + orphaned drains

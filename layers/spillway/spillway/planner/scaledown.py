@@ -607,9 +607,12 @@ class ScaleDownStage:
 
     def claim_ended(self, node: WorkNode) -> bool:
         """The drain that claimed the node (:meth:`claimed_at`) has ended keeping it: it failed, timed
-        out, was cancelled or rejected, its node given back uncordoned and its remaining pods running.
+        out, was cancelled or rejected, its node given back uncordoned and its remaining pods running; or
+        a make-room drain was released, its moved pods gone and the node uncordoned (the plan forgets the
+        room then: :func:`~spillway.planner.makeroom.hold_rooms`; its claim ended, no pod of the node
+        counts as leaving, :meth:`workers_leaving`).
         It evicts nothing more and takes nothing away; its claim still keeps the node from another drain
-        until it lapses (it just failed there). The drain names its plan's time (``State.ended_drains``,
+        until it lapses (it just ended there). The drain names its plan's time (``State.ended_drains``,
         the request's ``planned_at``: this claim's time, to the whole second), so an older plan's drain
         that ended after a newer plan claimed the node again (queued past its own claim, cancelled at
         validation) frees nothing of the newer claim, whose drain is still to run; no clock of the

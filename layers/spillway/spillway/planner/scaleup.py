@@ -2011,6 +2011,19 @@ def opened_by(ctx: Context, group: GroupKey) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(counts.items()))
 
 
+def reused_by(ctx: Context) -> dict[str, str]:
+    """Node Spillway cordoned that this plan uncordons for pending pods -> the tenant whose pods it is
+    uncordoned for: the first pod placed there (the class whose reuse uncordoned it; a cordoned node takes
+    no pod before), as :func:`opened_by` names a new node's. A configured buffer's node is nobody's."""
+    owners: dict[str, str] = {}
+    for p in ctx.placements:
+        if p.node in ctx.uncordoned and p.node not in owners:
+            buffer = ctx.buffer_pods.get(p.pod)
+            namespace = p.pod.split("/", 1)[0] if buffer is None else buffer.namespace
+            owners[p.node] = ctx.snapshot.tenant(namespace) if namespace else ""
+    return {node: tenant for node, tenant in owners.items() if tenant}
+
+
 def _buffers_on(ctx: Context, pods: Sequence[str]) -> dict[str, int]:
     """Capacity buffers whose virtual pods go to new nodes: buffer key -> pods."""
     out: dict[str, int] = {}

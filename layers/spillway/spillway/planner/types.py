@@ -119,13 +119,17 @@ class ScaleUp:
 class Uncordon:
     """Take Spillway's cordon (and draining taint) off ``node``; ``cordon``: which cordon the plan saw
     there (:attr:`NodeInfo.cordon_digest`), so the scale-up's uncordon takes off that cordon and no other
-    one that took the node over since (a Spot warning's drain); None when the snapshot did not keep it."""
+    one that took the node over since (a Spot warning's drain); None when the snapshot did not keep it.
+    ``tenant``: the tenant whose pending pods the node is reused for (the one the limits charge it to,
+    :func:`~spillway.planner.scaleup.reused_by`); "" for an orphaned drain restored, or a node reused for
+    a configured buffer."""
 
     node: str
     group: str
     reason: str
     cordon: str | None = None
     region: str = ""  # the group's
+    tenant: str = ""
 
     @property
     def key(self) -> GroupKey:
@@ -135,6 +139,8 @@ class Uncordon:
         out = {"node": self.node, "group": self.group, "region": self.region, "reason": self.reason}
         if self.cordon is not None:
             out["cordon"] = self.cordon
+        if self.tenant:
+            out["tenant"] = self.tenant
         return out
 
 
