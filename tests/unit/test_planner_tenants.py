@@ -298,6 +298,36 @@ def test_a_tenant_is_charged_the_gpus_its_pods_hold_when_the_node_lists_fewer() 
     assert scale_up(w.plan(tenants={"team-b": {"limits": {"nvidia.com/gpu": 8}}}))["gpu-east"][:2] == (1, 2)
 
 
+def test_a_tenant_holding_gpus_a_node_lists_none_of_is_charged_the_node_as_if_it_listed_some() -> None:
+    """team-b's 4-GPU pod runs on each of two g5.12xlarge beside team-a's 1-CPU pod, and every GPU of
+    both nodes is marked unhealthy (allocatable ``nvidia.com/gpu: 0``, NVIDIA/k8s-device-plugin#58).
+    Its pods still hold the nodes' GPUs, all of them: its share of each node is whole, as where the
+    node lists 1 to 3 of the 4 (its request, capped at the whole). The GPUs listed at 0 were left out
+    of the share: team-b's was its one pod slot of 234, 0.17 of each node, and team-a charged 0.83;
+    under ``nodes: 2`` team-b, running on two nodes, got a third. The fewer GPUs a node still listed,
+    the less of it team-b was charged."""
+    w = World()
+    nodes = gpu_nodes_shared_with_team_a(w, 2)
+    for node in nodes:
+        w.node(node)["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    b_pending = w.gpu_pods("more", 1, 4, namespace="team-b", cpu="1", memory="1Gi")
+
+    result = w.plan(tenants={"team-b": {"limits": {"nodes": 2}}})
+
+    assert result.scale_up == ()
+    assert "tenant team-b limit nodes=2 reached (nodes=1.958 used)" in pending_reasons(result)[b_pending[0]]
+    vector = {"cpu": 47810, "nvidia.com/gpu": 0, "pods": 234000, "nodes": 1000}
+    use = NodeUse(
+        requests={"team-b": {"nvidia.com/gpu": 4000}, "team-a": {"cpu": 1000}},
+        pods={"team-b": 1, "team-a": 1},
+    )
+    for listed in (1000, 3000):
+        assert (
+            use.charges(vector)["team-b"]["nodes"]
+            == use.charges({**vector, "nvidia.com/gpu": listed})["team-b"]["nodes"]
+        )
+
+
 def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
     """NodeUse.charges, worked out once per node in integers, is each tenant's NodeUse.share of each
     resource rounded down: with a resource no pod requests, one the pods request more of than the node
@@ -324,13 +354,13 @@ def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
     assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [5000, 4000, 0]
     assert [charges[t]["example.com/dongle"] for t in ("team-a", "team-b", "team-c")] == [0, 1000, 0]
     # team-c's pods request nothing but take 4 of the 58 slots: its share of the node is 4/58 over
-    # 4/58 + 5000/7910 + 4000/7910 (team-a's and team-b's CPU shares), 0.0571 (it was none: its pods,
-    # requesting nothing, were charged no part of the node they ran on); of the free memory and the 51
-    # free slots that part
-    part = Fraction(4, 58) / (Fraction(4, 58) + Fraction(9000, 7910))
+    # 4/58 + 5000/7910 + 1 (team-a's CPU share; team-b's the whole, as it holds a dongle the node lists
+    # none of), 0.0405 (it was none: its pods, requesting nothing, were charged no part of the node they
+    # ran on); of the free memory and the 51 free slots that part
+    part = Fraction(4, 58) / (Fraction(4, 58) + Fraction(5000, 7910) + 1)
     free_memory = 29 * 2**30 * 1000
     assert (charges["team-c"]["nodes"], charges["team-c"]["memory"], charges["team-c"]["pods"]) == (
-        57,
+        40,  # 1000 * part, rounded down
         int(free_memory * part),
         4000 + int(51000 * part),
     )

@@ -18,7 +18,8 @@ Charging (README "Tenants, limits and gangs"):
   no pod there requests of it in proportion to those shares of the node; where they request more of
   it than the node lists (its allocatable shrank under them: a GPU marked unhealthy), each tenant its
   requests (charged only what the node lists, a tenant running 4 GPUs on a node listing none was
-  charged none). Else the parts add up to the node, as each resource's do, so no part of a node is
+  charged none), its share of the node that resource's whole, also where the node lists it at 0 (left
+  out, the share of a tenant holding the node's GPUs fell to its pod slots). Else the parts add up to the node, as each resource's do, so no part of a node is
   charged to nobody or twice, and a tenant whose
   pods request all of one resource of the node is charged at least as much of the node as any other
   tenant there: on a 4-GPU node of 47.81 cores, the tenant whose pod requests the 4 GPUs (and no CPU)
@@ -739,11 +740,18 @@ class NodeUse:
 
 
 def _dominant(requests: Mapping[str, int], allocatable: Mapping[str, int]) -> Fraction:
+    """The largest fraction of one resource of ``allocatable`` ``requests`` take, at most the whole. A
+    resource the node lists none of (``nvidia.com/gpu: 0``: its GPUs marked unhealthy, the pods holding
+    them running on, NVIDIA/k8s-device-plugin#58) that the pods request is taken whole, as one it lists
+    less of than they request: left out, the share of a tenant holding a node's GPUs fell to its pod
+    slots as the last of them was marked unhealthy. One the node does not list is left out."""
     best = Fraction(0)
     for name, want in requests.items():
-        have = allocatable.get(name, 0)
-        if name in (PODS, NODES) or is_attach_limit(name) or want <= 0 or have <= 0:
+        if name in (PODS, NODES) or is_attach_limit(name) or want <= 0 or name not in allocatable:
             continue
+        have = allocatable[name]
+        if have <= 0:
+            return Fraction(1)
         best = max(best, min(Fraction(want, have), Fraction(1)))
     return best
 
