@@ -277,7 +277,7 @@ SCALE_DOWN_FAILURES = frozenset({"failed", "timeout"})
 # How long the state table keeps a failed scale-down drain's item (its TTL): above any failure delay in use
 SCALE_DOWN_FAILURE_KEPT = timedelta(days=1)
 # A plan's drain that ends keeping its node and its remaining pods running (failed, timed out, cancelled,
-# rejected, or a make-room drain released: its moved pods gone, the node uncordoned): later plans stop
+# rejected, or a make-room drain released: its moved pods evicted, the node uncordoned): later plans stop
 # taking its claim for a drain under way, counting its evictions against the PodDisruptionBudgets and
 # the node's pods as leaving (State.ended_drains). Kept by the state table as long as a failure's item.
 ENDED_KEEPING = frozenset({"failed", "timeout", "cancelled", "rejected", "released"})

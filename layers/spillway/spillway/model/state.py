@@ -31,7 +31,7 @@ Wire form (state file and state table item)::
 
 ``ended_drains`` are the nodes whose plan's drain ended without removing them (failed, timed out,
 cancelled or rejected: the node given back uncordoned, its remaining pods running; or a make-room drain
-released, its moved pods gone, the node uncordoned and kept), each with the time
+released, its moved pods evicted, the node uncordoned and kept), each with the time
 of the plan whose claim that drain was (its ``planned_at``, whole seconds), not the time it ended. The
 drain writes an item of the state table per plan and node (:data:`DRAIN_ENDED_PREFIX`), which the state
 store merges in at load (:func:`merge_ended_drains`, the latest plan per node); the planner never

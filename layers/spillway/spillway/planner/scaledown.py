@@ -608,7 +608,7 @@ class ScaleDownStage:
     def claim_ended(self, node: WorkNode) -> bool:
         """The drain that claimed the node (:meth:`claimed_at`) has ended keeping it: it failed, timed
         out, was cancelled or rejected, its node given back uncordoned and its remaining pods running; or
-        a make-room drain was released, its moved pods gone and the node uncordoned (the plan forgets the
+        a make-room drain was released, its moved pods evicted and the node uncordoned (the plan forgets the
         room then: :func:`~spillway.planner.makeroom.hold_rooms`; its claim ended, no pod of the node
         counts as leaving, :meth:`workers_leaving`).
         It evicts nothing more and takes nothing away; its claim still keeps the node from another drain
