@@ -1874,40 +1874,32 @@ def test_record_tells_a_person_how_to_undo_a_cordon_the_compensation_could_not(r
     assert f"kubectl uncordon {NODE}" in out["cause"]
 
 
-def test_record_of_a_rejection_touches_nothing(rig: Rig) -> None:
-    state = {
-        "cluster": CLUSTER,
-        "node": ["not", "a", "name"],
-        "error": _lambda_error("InvalidDrainRequest", "node: bad"),
-    }
-    out = rig.drainer.record(state)
-    assert out == {
-        "cluster": CLUSTER,
-        "outcome": "rejected",
-        "error": "InvalidDrainRequest",
-        "cause": "node: bad",
-    }
-    assert rig.writes() == []
-    assert rig.outcomes == [("rejected", None)]
+_BAD = _lambda_error("InvalidDrainRequest", "node: bad")
 
 
 @pytest.mark.parametrize(
-    ("request_", "identity"),
+    ("state", "args", "identity"),
     [
-        ({"cluster": CLUSTER, "node": NODE, "deadline_seconds": -5}, {"node": NODE}),
-        ("ip-10-0-1-2", {}),
-        (None, {}),
+        ({"cluster": CLUSTER, "node": ["not", "a", "name"], "error": _BAD}, (), {}),
+        (
+            {"request": {"cluster": CLUSTER, "node": NODE, "deadline_seconds": -5}, "error": _BAD},
+            ("rejected",),
+            {"node": NODE},
+        ),
+        ({"request": "ip-10-0-1-2", "error": _BAD}, ("rejected",), {}),
+        ({"request": None, "error": _BAD}, ("rejected",), {}),
     ],
-    ids=["object", "string", "null"],
+    ids=["before-request-state", "object", "string", "null"],
 )
 def test_record_of_a_rejection_reads_the_request_where_the_request_state_put_it(
-    rig: Rig, request_: Any, identity: dict[str, Any]
+    rig: Rig, state: dict[str, Any], args: tuple[str, ...], identity: dict[str, Any]
 ) -> None:
     """DrainNode's Request state puts the execution's input under ``request`` (any JSON: a node name
     alone too), and Validate's Catch the error beside it: the log line names the node that request
-    named, and a request that is no object names none."""
-    state = {"request": request_, "error": _lambda_error("InvalidDrainRequest", "node: bad")}
-    out = rig.drainer.record(state, "rejected")
+    named, and a request that is no object names none. An execution started before that state existed
+    has the error beside the request's own fields (here a node that is no name): it is recorded
+    rejected too. Either way the record touches nothing."""
+    out = rig.drainer.record(state, *args)
     assert out == {
         "cluster": CLUSTER,
         **identity,
