@@ -295,8 +295,8 @@ def update_quota_status(
     through it: its CRD serves no ``v1beta1``) is written through ``v1alpha1``, as cluster-autoscaler's
     own quota controller writes it (kubernetes/autoscaler cluster-autoscaler/resourcequotas/
     capacityquota/controller.go: a status merge patch of the ``v1alpha1`` object, whose type declares
-    ``status.used`` and ``conditions``). The CRD it first published declares no status field ("TODO:
-    status should report resources currently in use"): there the API server prunes the usage, the
+    ``status.used`` and ``conditions``). The CRD it first published declares no status field (its type's
+    comment leaves the usage report for later): there the API server prunes the usage, the
     stored status stays empty, and the write, which changes nothing, comes again each observation. A
     quota not enforced (:attr:`QuotaInfo.invalid`) is warned of and gets no write."""
     quotas = []

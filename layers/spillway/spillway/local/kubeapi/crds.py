@@ -500,8 +500,8 @@ CAPACITY_QUOTA_SCHEMA = _custom_resource(
 )
 # autoscaling.x-k8s.io_capacityquotas.yaml as kubernetes/autoscaler first published it: v1alpha1 alone,
 # served and stored; the spec of v1beta1's without what came with v1beta1 (limits.resources has no
-# maxProperties, no CEL rule), and a status with no field (capacityquota_types.go v1alpha1: "TODO:
-# status should report resources currently in use"), so the API server prunes any status written
+# maxProperties, no CEL rule), and a status with no field (capacityquota_types.go v1alpha1: its comment
+# leaves reporting the resources in use for later), so the API server prunes any status written
 # through it
 CAPACITY_QUOTA_V1ALPHA1_SCHEMA = _custom_resource(
     spec={
