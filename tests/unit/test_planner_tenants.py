@@ -248,7 +248,8 @@ def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> No
         pods={"team-a": 2, "team-b": 1},
     )
 
-    a, b = use.charge("team-a", vector), use.charge("team-b", vector)
+    charges = use.charges(vector)
+    a, b = charges["team-a"], charges["team-b"]
 
     assert (a["nvidia.com/gpu"], b["nvidia.com/gpu"]) == (0, 4000)
     # team-a its core and 1000/48810 of the 46810m no pod requests; team-b 47810/48810 of those
@@ -265,12 +266,12 @@ def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> No
     cpu_only = NodeUse(
         requests={"team-a": {"cpu": 3000}, "team-b": {"cpu": 1000}}, pods={"team-a": 3, "team-b": 1}
     )
-    assert cpu_only.charge("team-b", vector)["nodes"] == 250
+    assert cpu_only.charges(vector)["team-b"]["nodes"] == 250
     # No pod requests anything the node has: by pod count.
     bare = NodeUse(
         requests={"team-a": {}, "team-b": {"example.com/dongle": 1000}}, pods={"team-a": 3, "team-b": 1}
     )
-    assert bare.charge("team-a", vector)["nodes"] == 750
+    assert bare.charges(vector)["team-a"]["nodes"] == 750
 
 
 def test_a_tenant_is_charged_the_gpus_its_pods_hold_when_the_node_lists_fewer() -> None:
@@ -329,7 +330,7 @@ def test_a_tenant_holding_gpus_a_node_lists_none_of_is_charged_the_node_as_if_it
 
 
 def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
-    """NodeUse.charges, worked out once per node in integers, is each tenant's NodeUse.share of each
+    """NodeUse.charges, worked out once per node in integers, is each tenant's exact part of each
     resource rounded down: with a resource no pod requests, one the pods request more of than the node
     has (its allocatable shrank under them: each its requests), and one the node has none of (the
     same)."""
@@ -345,9 +346,22 @@ def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
 
     charges = use.charges(vector)
 
+    nodes = use.node_shares(vector)
     for tenant in ("team-a", "team-b", "team-c"):
-        for name in vector:
-            exact = use.share(tenant, name, vector)
+        for name, have in vector.items():
+            # exact: its requests (a slot per pod), plus its part of the node of what no pod requests
+            wants = {
+                t: use.pods[t] * 1000 if name == "pods" else use.requests[t].get(name, 0) for t in use.pods
+            }
+            whole = sum(wants.values())
+            if name == "nodes":
+                exact = have * nodes[tenant]
+            else:
+                exact = (
+                    wants[tenant] + (have - whole) * nodes[tenant]
+                    if whole < have
+                    else Fraction(wants[tenant])
+                )
             assert charges[tenant][name] == exact.numerator // exact.denominator, (tenant, name)
     # 9000m requested of 7910m, 1000m of the dongle the node lists none of: each its requests (they were
     # charged 7910 * 5 // 9, 7910 * 4 // 9 and no dongle: less than their pods hold)

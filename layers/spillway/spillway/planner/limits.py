@@ -11,30 +11,16 @@ Charging (README "Tenants, limits and gangs"):
 
 - a new node is charged wholly to the tenant whose pods opened it;
 - an existing node of a managed group is charged to the tenants of its pods (DaemonSet, mirror and
-  expendable pods excluded) (:class:`NodeUse`). ``nodes`` is charged in proportion to each tenant's
-  dominant share of the node: the largest fraction of one resource of its allocatable the tenant's
-  pods request, pod slots (one per pod) among them, volume attach limits not counted.
-  Each resource is charged by the tenants' requests of it (a pod slot per pod, for ``pods``), and what
-  no pod there requests of it in proportion to those shares of the node; where they request more of
-  it than the node lists (its allocatable shrank under them: a GPU marked unhealthy), each tenant its
-  requests (charged only what the node lists, a tenant running 4 GPUs on a node listing none was
-  charged none), its share of the node that resource's whole, also where the node lists it at 0 (left
-  out, the share of a tenant holding the node's GPUs fell to its pod slots). Else the parts add up to the node, as each resource's do, so no part of a node is
-  charged to nobody or twice, and a tenant whose
-  pods request all of one resource of the node is charged at least as much of the node as any other
-  tenant there: on a 4-GPU node of 47.81 cores, the tenant whose pod requests the 4 GPUs (and no CPU)
-  is charged those GPUs, 0.98 of the node and 0.98 of the 46.81 cores no pod requests; another's
-  1-CPU pod that core, 0.02 of the node and of those cores. Where CPU is every tenant's largest share
-  the parts of the node are the CPU shares. Before, every resource and the node went by CPU requests:
-  a GPU pod requesting no CPU was charged none of the node or its GPUs, which its tenant's limits then
-  let it open again (and the other tenant was charged GPUs it does not use); and then each resource
-  wholly by the requests of it: the 1-CPU pod was charged all 47.81 cores (and, by pod count, half the
-  memory), holding its tenant at CPU and memory limits it is far under, and the GPU pod's tenant none
-  of the cores, opening past its CPU limit. Each tenant's largest share taken whole would charge a node
-  twice when two tenants fill different resources, holding them at limits they have not used; pod
-  count would charge one large pod beside nine small ones a tenth of the node. Pod slots did not count
-  in the share: pods requesting nothing (BestEffort) were charged no part of a node another tenant's
-  pod requested something of, however many slots they took, and that tenant the whole node;
+  expendable pods excluded) (:class:`NodeUse`): each tenant is charged what its pods request of each
+  resource (a slot per pod, for ``pods``), and of what no pod requests, and of ``nodes``, its part of
+  the node: its dominant share (the largest fraction of one resource of the allocatable, slots
+  included, its pods request) over the sum of every tenant's there. So the parts add up to the node,
+  and no tenant is charged less than its pods hold, also where they hold more than the node lists (a
+  GPU marked unhealthy leaves the allocatable, not the pod). Example: on a 4-GPU node of 47.81 cores, a
+  4-GPU pod requesting no CPU is charged the GPUs and 0.98 of the node and of the 46.81 cores no pod
+  requests; another tenant's 1-CPU pod its core and 0.02 of them. (Charged by CPU requests alone, as
+  before, the GPU pod's tenant was charged nothing and opened past its GPU limit; README "Tenants,
+  limits and gangs" says why not the other rules tried.)
 - cluster totals and CapacityQuotas count every node, plus capacity still launching (desired minus
   Ready, as the group's template node; as one node each, nothing more, in a group without one),
   whoever opened it;
@@ -658,32 +644,13 @@ class NodeUse:
     """The pods on one node that charge it to their tenants: per tenant, their summed requests and how
     many they are. The node itself (``nodes``) is charged by each tenant's dominant share, normalised
     (:meth:`node_shares`); each resource of it by the tenants' requests of that resource (a pod slot
-    each, for ``pods``), and what no pod there requests of it by the tenants' shares of the node
-    (:meth:`share`)."""
+    each, for ``pods``), and what no pod there requests of it by the tenants' shares of the node. More
+    requested than the node lists (its allocatable shrank under running pods: a GPU its device plugin
+    marks unhealthy, NVIDIA/k8s-device-plugin#58, whose pod runs on, kubernetes/kubernetes#60388):
+    each tenant its requests."""
 
     requests: Mapping[str, Resources]
     pods: Mapping[str, int]
-
-    def share(self, tenant: str, resource: str, allocatable: Mapping[str, int]) -> Fraction:
-        """What of the node's ``resource`` (milli-units; ``nodes``: 1000 a node) is charged to
-        ``tenant``: what its pods request of it, and its share of the node (:meth:`node_shares`) of what
-        no pod requests, so the parts add up to the whole. Taken wholly by requests, a tenant's 1-CPU pod
-        on another's GPU node whose pods request no CPU was charged every core of the node, holding it at
-        a CPU limit it is far under, and the other tenant none, letting it open past its own.
-
-        More requested than the node has: each tenant its requests, the parts more than the node. The
-        allocatable shrinks under running pods: a GPU its device plugin marks unhealthy leaves it
-        (NVIDIA/k8s-device-plugin#58: allocatable ``nvidia.com/gpu: 0``, capacity 16) and the pod
-        holding it is not stopped (kubernetes/kubernetes#60388). Charged in proportion to the node's
-        allocatable, a tenant running 4 GPUs there was charged none, and opened 4 more past a limit of
-        4."""
-        have = allocatable.get(resource, 0)
-        node = self.node_shares(allocatable)[tenant]
-        if resource == NODES:
-            return have * node
-        whole = sum(self._wants(t, resource) for t in self.pods)
-        mine = self._wants(tenant, resource)
-        return Fraction(mine) if whole >= have else mine + (have - whole) * node
 
     def _wants(self, tenant: str, resource: str) -> int:
         if resource == PODS:
@@ -713,7 +680,7 @@ class NodeUse:
 
     def charges(self, vector: Mapping[str, int]) -> dict[str, Resources]:
         """What of ``vector`` (the node as a tenant limit counts it: allocatable and ``nodes``) is
-        charged to each tenant (:meth:`share`, rounded down), worked out once for all of them: a
+        charged to each tenant, rounded down, worked out once for all of them: a
         tenant's part of the node is the same for every resource, and so are the resource's sums. A
         resource the pods request and ``vector`` lacks is charged by the requests, as one it has less of."""
         nodes = self.node_shares(vector)
@@ -733,10 +700,6 @@ class NodeUse:
                     mine if whole >= have else mine + (have - whole) * part.numerator // part.denominator
                 )
         return out
-
-    def charge(self, tenant: str, vector: Mapping[str, int]) -> Resources:
-        """What of ``vector`` is charged to ``tenant`` (:meth:`charges`)."""
-        return self.charges(vector)[tenant]
 
 
 def _dominant(requests: Mapping[str, int], allocatable: Mapping[str, int]) -> Fraction:
