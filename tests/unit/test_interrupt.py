@@ -1333,6 +1333,21 @@ def test_only_the_instance_states_the_function_acts_on_reach_the_queue_here_and_
     assert set(states[0]["detail"]["state"]) == GONE_STATES
 
 
+@pytest.mark.parametrize("template", ["template.yaml", "deploy/spot-forwarder.yaml"])
+def test_every_rule_takes_only_the_stacks_own_accounts_events(template: str) -> None:
+    """A default bus whose resource policy admits other accounts (an organization's shared bus) puts
+    their events on it too; the rules name the account, so another account's Spot warning or lifecycle
+    action neither reaches the queue nor costs the function a snapshot lookup. Forwarded events keep the
+    account they were raised in (EventBridge delivers the event itself to the target bus)."""
+    from spillway.local.cfn import load_template
+
+    res = load_template(ROOT / template)["Resources"]
+    rules = {k: v for k, v in res.items() if isinstance(v, dict) and v.get("Type") == "AWS::Events::Rule"}
+    assert len(rules) == 4
+    for name, rule in rules.items():
+        assert rule["Properties"]["EventPattern"]["account"] == [{"Ref": "AWS::AccountId"}], name
+
+
 def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_may_write() -> None:
     from spillway.local.cfn import load_template
 

@@ -307,9 +307,8 @@ class LocalStack:
                 continue
             props = resource.get("Properties") or {}
             name = f"{self.prefix}-{logical}"
-            events.put_rule(
-                Name=name, EventPattern=json.dumps(props["EventPattern"]), State=props.get("State", "ENABLED")
-            )
+            pattern = self._resolve_pattern(logical, props["EventPattern"])
+            events.put_rule(Name=name, EventPattern=json.dumps(pattern), State=props.get("State", "ENABLED"))
             targets = []
             for target in props.get("Targets") or []:
                 arn = self.resolve(target["Arn"])
@@ -321,6 +320,20 @@ class LocalStack:
             if targets:
                 events.put_targets(Rule=name, Targets=targets)
             self.rules[logical] = name
+
+    def _resolve_pattern(self, logical: str, value: Any) -> Any:
+        """An event pattern with its intrinsic values (the rules' ``account: [!Ref AWS::AccountId]``)
+        resolved, as CloudFormation does before it creates the rule."""
+        if isinstance(value, list):
+            return [self._resolve_pattern(logical, v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if len(value) == 1 and (next(iter(value)) == "Ref" or next(iter(value)).startswith("Fn::")):
+            resolved = self.resolve(value)
+            if resolved is None:
+                raise ValueError(f"{logical}: EventPattern: cannot resolve {value!r}")
+            return resolved
+        return {k: self._resolve_pattern(logical, v) for k, v in value.items()}
 
     def resolve(self, value: Any) -> Any:
         """A template value with Ref/GetAtt/Sub resolved against this stack; None when unknowable."""
