@@ -25,7 +25,7 @@ from spillway.sim.command import check_arguments, parse_groups
 from spillway.sim.packers import pack
 from spillway.sim.run import SimConfig, fleet, mark_jobs, simulate
 from spillway.sim.trace import Job, build_jobs, read_trace
-from spillway.sim.world import GroupSpec, SchedulerConfig, SimJob, World
+from spillway.sim.world import GroupSpec, Outage, SchedulerConfig, SimJob, World
 
 HEADER = "submit_time,duration,cpu,memory_gib,gpus,count,namespace,priority\n"
 CPU = GroupSpec("cpu", "us-east-1", "m5.xlarge", 0, 10)
@@ -427,8 +427,15 @@ def test_spot_instances_are_interrupted_replaced_and_their_jobs_restarted(tmp_pa
     )
     result = report.results[0]
     counters = report.runs[0].world.counters
-    assert result.interruptions > 0 and result.interrupted_jobs > 0
-    assert result.gpu_hours_lost == pytest.approx(result.interrupted_jobs * 8 * 300 / 3600)
+    assert result.interruptions > 0 and result.interruption_restarts > 0
+    assert result.gpu_hours_lost == pytest.approx(result.interruption_restarts * 8 * 300 / 3600)
+    # restarts are counted each time, jobs once: two jobs, interrupted again and again
+    assert result.interruption_restarts > 2 and result.jobs_interrupted == 2
+    out = result.to_dict()
+    assert (out["jobs_restarted_by_interruptions"], out["restarts_by_interruptions"]) == (
+        2,
+        result.interruption_restarts,
+    )
     assert result.jobs_started == 2 and result.jobs_unstarted == 0
     assert counters.nodes_launched >= 2 + result.interruptions - 1
     assert (result.moves, result.jobs_moved) == (0, 0)  # interruptions are not moves
@@ -452,7 +459,7 @@ def test_an_interrupted_job_resumes_only_when_it_may_move(movable: bool, done: i
     world.schedule()
     assert job.state == "running" and job.nodes[0] is not first
     counters = world.counters
-    assert (counters.interruptions, counters.interrupted_jobs) == (1, 1)
+    assert (counters.interruptions, counters.interruption_restarts, job.interruptions) == (1, 1, 1)
     assert (counters.moves, counters.jobs_killed, counters.pods_killed, counters.unmovable_killed) == (
         0,
         0,
@@ -461,6 +468,20 @@ def test_an_interrupted_job_resumes_only_when_it_may_move(movable: bool, done: i
     )
     assert counters.lost_gpu_seconds == lost
     assert _completion(world, job) == done
+
+
+def test_a_spot_replacement_in_an_outage_fails_as_a_launch_does() -> None:
+    # EC2 takes the node back while its pool has no capacity: Auto Scaling's replacement launch fails
+    # with a Failed activity (InsufficientInstanceCapacity) that the planner backs the group off for,
+    # as a raise's does; the group gives the slot back. It used to shrink silently, no failure seen.
+    world = gpu_world(2, restart_penalty=60, outages=(Outage("gpu", 0, 3600),))
+    job = _running(world, movable=True)
+    group = world.groups["gpu"]
+    world.t = 600
+    world.interrupt(job.nodes[0])
+    assert (group.desired, len(group.instances)) == (1, 1)
+    [failure] = group.failures
+    assert "sufficient p3.16xlarge capacity" in failure.message and failure.at == world.at(600)
 
 
 def test_spot_draws_follow_the_seed(tmp_path: Path) -> None:

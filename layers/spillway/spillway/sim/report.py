@@ -25,7 +25,8 @@
 * **moves/job**: moves over every job of the trace (those no group can run included). A move is a
   restart elsewhere of a movable job whose pods a drain evicted as its plan said, counted each time
   (JSON ``jobs_moved`` counts the jobs moved at least once); jobs restarted because their Spot node
-  was interrupted are not moves (**interrupted**, counted apart), nor are killed jobs;
+  was interrupted are not moves (**interrupted**, counted apart: JSON ``restarts_by_interruptions``
+  each time, ``jobs_restarted_by_interruptions`` the jobs interrupted at least once), nor are killed jobs;
 * **GPU-h lost**: GPU-hours of progress lost to restarts: for a move or an interruption of a movable
   job the restart penalty times the job's GPUs, each time, charged whole even to a job that had run
   less than the penalty since it (re)started (its remaining time then grows past what it had: the
@@ -120,7 +121,8 @@ class PolicyResult:
     jobs_moved: int = 0
     unmovable_killed: int = 0
     interruptions: int = 0
-    interrupted_jobs: int = 0
+    interruption_restarts: int = 0  # each time a job went back to the queue for an interruption
+    jobs_interrupted: int = 0  # jobs interrupted at least once
     gpu_hours_lost: float = 0.0
     never_joined: int = 0  # launches that never became a node (--join-failure-rate)
     unregistered_removed: int = 0  # of those, instances the policy removed
@@ -152,7 +154,8 @@ class PolicyResult:
             "moves_per_job": round(self.moves_per_job, 4),
             "jobs_moved": self.jobs_moved,
             "spot_interruptions": self.interruptions,
-            "jobs_restarted_by_interruptions": self.interrupted_jobs,
+            "jobs_restarted_by_interruptions": self.jobs_interrupted,
+            "restarts_by_interruptions": self.interruption_restarts,
             "gpu_hours_lost_to_restarts": round(self.gpu_hours_lost, 3),
             "launches_never_joined": self.never_joined,
             "never_joined_removed": self.unregistered_removed,
@@ -226,7 +229,8 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         jobs_moved=sum(1 for j in world.jobs if j.moves),
         unmovable_killed=counters.unmovable_killed,
         interruptions=counters.interruptions,
-        interrupted_jobs=counters.interrupted_jobs,
+        interruption_restarts=counters.interruption_restarts,
+        jobs_interrupted=sum(1 for j in world.jobs if j.interruptions),
         gpu_hours_lost=counters.lost_gpu_seconds / 3600,
         never_joined=counters.never_joined,
         unregistered_removed=counters.unregistered_removed,

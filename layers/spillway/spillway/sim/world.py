@@ -301,6 +301,7 @@ class SimJob:
         "attempted",
         "expected",
         "generation",
+        "interruptions",
         "job",
         "key",
         "movable",
@@ -341,6 +342,7 @@ class SimJob:
         self.remaining = job.duration  # seconds it runs once started (a restart adds its penalty)
         self.movable = job.movable  # its pods are marked safe-to-evict: "true" (the planner may move them)
         self.moves = 0  # restarts elsewhere because a drain moved it (not interruptions, not kills)
+        self.interruptions = 0  # restarts because EC2 took back a Spot node it ran on
         self.expected = job.expected  # a known upper bound of its duration (--duration-noise), else None
         self.queued = job.submit  # when it last joined the queue
         self.waited = 0  # seconds pending, over every time it was queued
@@ -378,7 +380,7 @@ class Counters:
     interruptions: int = 0  # Spot instances taken back
     never_joined: int = 0  # launches whose instance never became a node (--join-failure-rate)
     unregistered_removed: int = 0  # of those, instances a policy removed (terminate with decrement)
-    interrupted_jobs: int = 0  # jobs restarted because their node was interrupted
+    interruption_restarts: int = 0  # restarts of jobs because their node was interrupted (each time)
     # GPU-seconds of progress lost: a move's or an interruption's penalty x GPUs; a killed job's progress
     lost_gpu_seconds: int = 0
     node_seconds: dict[str, int] = field(default_factory=dict)  # by instance type
@@ -522,11 +524,7 @@ class World:
         self.dirty = True
         if group.in_outage(self.t):
             self.counters.failed_launch_calls += 1
-            message = ICE_MESSAGE.format(itype=group.spec.instance_type, zone=f"{group.region}a")
-            group.failures.append(LaunchFailure(at=self.at(self.t), message=message))
-            if len(group.failures) > 64:
-                del group.failures[:-64]
-            group.version += 1
+            self._launch_failed(group)
             return False
         self.counters.scale_up_calls += 1
         batch = list(owners) or None
@@ -537,6 +535,15 @@ class World:
         group.desired = desired
         group.version += 1
         return True
+
+    def _launch_failed(self, group: SimGroup) -> None:
+        """A launch of ``group`` refused for capacity: the Failed scaling activity with EC2's message,
+        which the planner reads as it would in production."""
+        message = ICE_MESSAGE.format(itype=group.spec.instance_type, zone=f"{group.region}a")
+        group.failures.append(LaunchFailure(at=self.at(self.t), message=message))
+        if len(group.failures) > 64:
+            del group.failures[:-64]
+        group.version += 1
 
     def _launch(self, group: SimGroup) -> SimNode:
         self._node_seq += 1
@@ -751,7 +758,8 @@ class World:
         if node.ready:
             for key, job in list(node.pods.items()):
                 if key in node.pods:
-                    self.counters.interrupted_jobs += 1
+                    self.counters.interruption_restarts += 1
+                    job.interruptions += 1
                     if job.movable:
                         self._restart(job)  # it resumes from its checkpoint, as a moved job does
                     else:
@@ -766,7 +774,10 @@ class World:
                 self.node_infos.pop(node.name, None)  # a node whose GPUs had not registered yet
         group.version += 1
         self.dirty = True
-        if group.in_outage(self.t):  # no replacement: the group shrinks by one
+        if group.in_outage(self.t):
+            # The replacement's launch fails as a raise's does: a Failed activity the planner backs the
+            # group off for, and the desired capacity back to what runs (the actuator's give-back).
+            self._launch_failed(group)
             group.desired = max(group.spec.min_size, group.desired - 1, len(group.instances))
             return
         replacement = self._launch(group)
