@@ -99,3 +99,36 @@ def test_an_action_lowering_the_group_within_the_window_is_listed_with_the_pods_
     assert shrink["drains"] == [d["node"] for d in plan["drain"]] and len(shrink["drains"]) == 1
     assert len(shrink["at_risk"]) == 6 and all(p.startswith("serving/api-") for p in shrink["at_risk"])
     assert "2 more of its instances go undrained when it runs" in shrink["reason"]
+
+
+def sized(**sizes: int) -> dict[str, Any]:
+    """:func:`action` at 11:05 Berlin with only the sizes given (describe-scheduled-actions leaves out
+    a size the action does not set)."""
+    base = {
+        k: v for k, v in action(Recurrence="5 11 * * 1-5").items() if k not in ("MinSize", "DesiredCapacity")
+    }
+    return base | sizes
+
+
+def test_an_action_whose_min_size_is_above_the_groups_max_size_holds_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Auto Scaling applies a scheduled action's sizes as UpdateAutoScalingGroup does, within the
+    group's MaxSize when the action names none ("Set scaling limits"), and refuses a MinSize above it
+    (ValidationError "Max bound ... must be greater than or equal to min bound"): the run changes
+    nothing. Spillway took a MinSize of 12 on a group of MaxSize 10 as a floor of 12, above what the
+    group may hold: it kept every idle node of the group and reported a floor that never comes. Now it
+    sets none; with a MaxSize of its own as high, it holds."""
+    code, out, _ = plan_with(tmp_path, capsys, sized(MinSize=12))
+    assert code == 0
+    plan = json.loads(out)
+    assert "floors" not in plan and "scheduled-min" not in {k["code"] for k in plan["kept"]}
+    assert len(plan["drain"]) == 1
+    # a DesiredCapacity above it is refused the same way
+    _, out, _ = plan_with(tmp_path, capsys, sized(DesiredCapacity=12))
+    assert "floors" not in json.loads(out) and len(json.loads(out)["drain"]) == 1
+    # the action raising MaxSize with it runs, and its MinSize holds
+    _, out, _ = plan_with(tmp_path, capsys, sized(MinSize=12, MaxSize=12))
+    plan = json.loads(out)
+    assert plan["drain"] == []
+    assert [(f["group"], f["min_size"]) for f in plan["floors"]] == [("ml-cpu-east", 12)]

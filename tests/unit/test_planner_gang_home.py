@@ -8,12 +8,16 @@ reason says so."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from plan_world import World, pending_codes, pending_reasons, scale_up
 from test_planner_gang_launch import ZONE_TOPOLOGY
 from test_planner_gangs import BIG, CONVENTIONS, COSCHED, VOLCANO
 
+from spillway.act.planning import oldest_unheld_pending_seconds, summarize
 from spillway.local import objects as o
+from spillway.model.snapshot import Snapshot
 from spillway.planner import codes
 
 
@@ -403,3 +407,21 @@ def test_the_rest_of_a_gang_over_two_full_regions_wait_with_a_reason_that_does_n
         "its running members are in eu-west-1, us-west-2 (most members first), so the rest are placed there "
         "only (a gang is not split further); in eu-west-1: "
     ) in reason, reason
+
+
+def test_members_held_by_a_gang_on_nodes_of_unknown_region_are_counted_and_alarmed() -> None:
+    """Nothing ends their wait but room on such nodes, a member in a known region, or none running; so
+    they must show: GangPodsHeldAtHome counts them, and pending-too-long reads their wait (they are not
+    held by a limit, whose own alarm is held-by-limits): the runbook names the code under that alarm."""
+    w, more = started_gang()
+    for i in range(2):
+        w.pod_item(f"default/train-run{i}-0")["spec"]["nodeName"] = _unknown_region_node(w, f"onprem-{i}")
+    cluster, groups, cfg, _ = w.parsed()
+    result = w.plan()
+    assert {pending_codes(result)[p] for p in more} == {codes.GANG_HOME_UNKNOWN}
+
+    later = Snapshot.build(cluster, groups, taken_at=cluster.taken_at + timedelta(hours=2))
+    waited = later.oldest_pending_seconds(cfg.expendable_priority_cutoff)
+    assert waited >= 2 * 3600
+    assert oldest_unheld_pending_seconds(result, later, cfg) == waited
+    assert summarize(result, "us-east-1").gang_home_held == len(more)

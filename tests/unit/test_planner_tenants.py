@@ -447,6 +447,35 @@ def test_a_capacity_quota_whose_valid_condition_is_false_for_its_spec_is_not_enf
     assert w.plan().scale_up == ()
 
 
+def test_a_lingering_or_repeated_valid_condition_does_not_lift_a_capacity_quota() -> None:
+    """Conditions are a list keyed by type (capacityquota_types.go, ``+listMapKey=type``) and a reader
+    takes the first of a type (apimachinery ``meta.FindStatusCondition``); v1beta1's type is the one
+    cluster-autoscaler manages now. Any ``False`` valid condition lifted the quota: a ``Valid=False`` an
+    earlier release left beside a current ``cluster-autoscaler.kubernetes.io/valid=True``, or a second
+    condition of one type behind the first, let every node through a quota that holds."""
+    w = cpu_world()
+    w.pods("p", 2, **BIG)
+    w.capacity_quota("freeze", {"nodes": "0"})
+    quota = w.items[-1]
+    quota["metadata"]["generation"] = 2
+
+    def condition(kind: str, status: str, generation: int) -> dict[str, object]:
+        return {"type": kind, "status": status, "reason": "Checked", "message": "",
+                "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+
+    current, legacy = "cluster-autoscaler.kubernetes.io/valid", "Valid"
+    quota["status"] = {"conditions": [condition(legacy, "False", 2), condition(current, "True", 2)]}
+    assert w.plan().scale_up == ()
+    quota["status"] = {"conditions": [condition(current, "True", 2), condition(current, "False", 2)]}
+    assert w.plan().scale_up == ()
+    # v1beta1's speaking for an older spec is not read: the current Valid=False decides
+    quota["status"] = {"conditions": [condition(legacy, "False", 2), condition(current, "True", 1)]}
+    assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
+    # and v1beta1's own False for this spec lifts it whatever Valid says
+    quota["status"] = {"conditions": [condition(legacy, "True", 2), condition(current, "False", 2)]}
+    assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
+
+
 def test_a_capacity_quota_whose_selector_does_not_convert_is_not_enforced() -> None:
     """cluster-autoscaler skips a CapacityQuota whose selector metav1.LabelSelectorAsSelector refuses
     (capacityquota validator.go and provider.go): ``Exists`` with values is one. Read as ``Exists``, it

@@ -8,6 +8,9 @@ from itertools import pairwise
 
 import pytest
 
+from spillway.local import objects as o
+from spillway.model.aws import AutoScalingGroup, ScheduledAction, bundled_instance_types
+from spillway.model.nodegroup import build_node_groups
 from spillway.model.schedule import (
     Cron,
     ScheduledFloor,
@@ -277,6 +280,44 @@ def test_actions_setting_only_max_size_or_unreadable_set_no_floor() -> None:
     ]
     assert check_actions([ScheduledFloor("z", min_size=1, timezone="Mars/Olympus")]) == [
         "ScheduledActions[z]: 'Mars/Olympus' is not an IANA time zone"
+    ]
+
+
+def test_an_action_sized_above_the_maxsize_in_force_sets_no_floor_and_is_named() -> None:
+    """A run applies the action's sizes within the MaxSize in force (its own, else the group's) and
+    Auto Scaling refuses a MinSize or DesiredCapacity above it (UpdateAutoScalingGroup's
+    ValidationError): such an action sets nothing. It was taken as a floor above the group's MaxSize."""
+    now = utc(2026, 3, 2)
+    high = ScheduledFloor("high", min_size=8, recurrence="30 0 * * *")
+    want = ScheduledFloor("want", desired=8, recurrence="30 0 * * *")
+    raised = ScheduledFloor("raised", min_size=8, max_size=8, recurrence="30 0 * * *")
+    assert scheduled_floor([high], now, H, max_size=5) is None
+    assert scheduled_floor([want], now, H, max_size=5) is None
+    floor = scheduled_floor([high, raised], now, H, max_size=5)
+    assert floor is not None and (floor.action.name, floor.min_size) == ("raised", 8)
+    assert scheduled_floor([high], now, H, max_size=8) is not None  # at MaxSize: runs
+    assert [p.split(":")[0:2] for p in check_actions([high, want, raised], max_size=5)] == [
+        ["ScheduledActions[high]", " MinSize 8 is above the group's MaxSize 5"],
+        ["ScheduledActions[want]", " DesiredCapacity 8 is above the group's MaxSize 5"],
+    ]
+    assert check_actions([ScheduledFloor("own", min_size=8, max_size=6)], max_size=10) == [
+        "ScheduledActions[own]: MinSize 8 is above its own MaxSize 6: Auto Scaling refuses these sizes "
+        "when it runs (ValidationError), so the action changes nothing and sets no floor; give it a "
+        "MaxSize at least as high, or lower its sizes"
+    ]
+
+
+def test_a_group_read_with_an_action_above_its_max_size_names_it_in_its_problems() -> None:
+    raw = o.asg("batch", max_size=5)
+    action = ScheduledAction(AutoScalingGroupName="batch", ScheduledActionName="morning", MinSize=8,
+                             Recurrence="0 8 * * *")  # fmt: skip
+    (group,) = build_node_groups(
+        [AutoScalingGroup.model_validate(raw)], [], bundled_instance_types(), {}, "ml", scheduled=[action]
+    )
+    assert [p for p in group.problems if p.startswith("ScheduledActions[")] == [
+        "ScheduledActions[morning]: MinSize 8 is above the group's MaxSize 5: Auto Scaling refuses these "
+        "sizes when it runs (ValidationError), so the action changes nothing and sets no floor; give it "
+        "a MaxSize at least as high, or lower its sizes"
     ]
 
 

@@ -1713,7 +1713,7 @@ def node_group(
                 asg.LaunchSettingsProblem,
                 asg.ManagedNodegroupProblem,
                 capacity_problem,
-                *check_actions(floors),
+                *check_actions(floors, asg.MaxSize),
                 *option_problems,
                 rebalance,
             )

@@ -379,14 +379,46 @@ def floor_of(action: ScheduledFloor) -> tuple[int, str] | None:
     return max(sizes, key=lambda s: s[0], default=None)
 
 
-def scheduled_floor(actions: Sequence[ScheduledFloor], now: datetime, horizon: timedelta) -> Floor | None:
+def scheduled_floor(
+    actions: Sequence[ScheduledFloor],
+    now: datetime,
+    horizon: timedelta,
+    max_size: int | None = None,
+) -> Floor | None:
     """The highest size (:func:`floor_of`: its MinSize or DesiredCapacity) an action takes the group to
     when it runs after ``now`` and within ``horizon`` (the earliest such run, then the action's name, on
     a tie); None when none does. Past runs set no floor: AWS applied them to the group's sizes, which
     may have been changed since. An action whose cron or zone cannot be read is skipped (it was checked
-    when the group was read)."""
-    coming = _runs(actions, now, horizon, floor_of)
+    when the group was read), and so is one Auto Scaling will refuse when it runs
+    (:func:`size_refusal`, against the group's ``max_size``): it sets no size at all."""
+
+    def valid_floor(action: ScheduledFloor) -> tuple[int, str] | None:
+        return None if size_refusal(action, max_size) else floor_of(action)
+
+    coming = _runs(actions, now, horizon, valid_floor)
     return max(coming, key=lambda f: (f.min_size, -f.at.timestamp(), f.action.name), default=None)
+
+
+def size_refusal(action: ScheduledFloor, max_size: int | None) -> str:
+    """Why Auto Scaling cannot apply ``action``'s sizes to a group whose MaxSize is ``max_size`` when it
+    runs, else ``""``: a MinSize or a DesiredCapacity above the MaxSize in force then, the action's own,
+    else the group's (EC2 Auto Scaling User Guide, "Set scaling limits": a scheduled action that names
+    no new limit runs within the group's current ones). A run sets the sizes it names as
+    UpdateAutoScalingGroup does, and that refuses a maximum below the minimum (ValidationError "Max
+    bound, M, must be greater than or equal to min bound, N") and a desired capacity above the maximum:
+    no size changes, and no instance is launched. DescribeScheduledActions can still list such an
+    action: the group's MaxSize may have been lowered after it was put. moto runs no scheduled action,
+    so Spillway applies the rule itself. The MaxSize in force is the group's as read: another action
+    that raises it before this one runs is not counted."""
+    top = action.max_size if action.max_size is not None else max_size
+    if top is None:
+        return ""
+    whose = "its own MaxSize" if action.max_size is not None else "the group's MaxSize"
+    if action.min_size is not None and action.min_size > top:
+        return f"MinSize {action.min_size} is above {whose} {top}"
+    if action.desired is not None and action.desired > top:
+        return f"DesiredCapacity {action.desired} is above {whose} {top}"
+    return ""
 
 
 def _runs(
@@ -412,8 +444,10 @@ def _runs(
     return coming
 
 
-def check_actions(actions: Iterable[ScheduledFloor]) -> list[str]:
-    """Problems with the actions' recurrence or time zone, naming the action (empty when all read)."""
+def check_actions(actions: Iterable[ScheduledFloor], max_size: int | None = None) -> list[str]:
+    """Problems with the actions, naming the action (empty when all read): a recurrence or time zone
+    that cannot be read, and sizes Auto Scaling will refuse when the action runs on a group
+    whose MaxSize is ``max_size`` (:func:`size_refusal`)."""
     problems = []
     for action in actions:
         try:
@@ -422,6 +456,13 @@ def check_actions(actions: Iterable[ScheduledFloor]) -> list[str]:
             zone_of(action.timezone)
         except ValueError as exc:
             problems.append(f"ScheduledActions[{action.name}]: {exc}")
+        refused = size_refusal(action, max_size)
+        if refused:
+            problems.append(
+                f"ScheduledActions[{action.name}]: {refused}: Auto Scaling refuses these sizes when it "
+                "runs (ValidationError), so the action changes nothing and sets no floor; give it a "
+                "MaxSize at least as high, or lower its sizes"
+            )
     return problems
 
 

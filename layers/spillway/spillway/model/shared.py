@@ -41,6 +41,7 @@ from spillway.model.k8s import (
     Namespace,
     Pod,
     PriorityClass,
+    StatusCondition,
     UpstreamPodGroup,
     VolcanoPodGroup,
     Workload,
@@ -411,13 +412,37 @@ def quota_of(obj: KubeObject) -> QuotaInfo | None:
     )
 
 
-# The status condition by which cluster-autoscaler says whether it enforces a CapacityQuota: v1beta1's
-# (kubernetes/autoscaler cluster-autoscaler/apis/capacityquota/autoscaling.x-k8s.io/v1beta1/
-# capacityquota_types.go, CapacityQuotaStatus.Conditions: "Cluster Autoscaler manages
-# cluster-autoscaler.kubernetes.io/valid condition, and will enforce the quota only if the status of the
-# condition is True"; not part of the public API), and v1alpha1's before it (ValidCondition "Valid":
-# "CapacityQuota will be enforced only if it has a Valid=True condition")
+# The status condition by which cluster-autoscaler says whether it enforces a CapacityQuota, newest API
+# first: v1beta1's (kubernetes/autoscaler cluster-autoscaler/apis/capacityquota/autoscaling.x-k8s.io/
+# v1beta1/capacityquota_types.go, CapacityQuotaStatus.Conditions: cluster-autoscaler manages
+# cluster-autoscaler.kubernetes.io/valid and enforces the quota only while it is True; not part of the
+# public API), then v1alpha1's before it (ValidCondition "Valid": enforced only with Valid=True)
 QUOTA_VALID_CONDITIONS = ("cluster-autoscaler.kubernetes.io/valid", "Valid")
+
+
+def quota_verdict(quota: CapacityQuota) -> StatusCondition | None:
+    """The valid condition that speaks for the quota's current spec, else ``None``.
+
+    Conditions are a list keyed by ``type`` (``+listType=map +listMapKey=type`` in both versions'
+    capacityquota_types.go: the API server refuses a second condition of one type), and a reader takes
+    the first of a type (k8s.io/apimachinery pkg/api/meta conditions.go, ``FindStatusCondition``), so a
+    repeated type in a file not from a server does not decide either. A condition whose
+    ``observedGeneration`` is below ``metadata.generation`` judged an older spec (metav1.Condition's
+    field documentation) and is not read. Of the two types, v1beta1's decides where it speaks for this
+    spec (the type its API names as the one cluster-autoscaler manages): a writer of one type leaves the
+    others as they were (``meta.SetStatusCondition`` replaces only the condition of its own type), so a
+    ``Valid=False`` an earlier release left beside a current ``cluster-autoscaler.kubernetes.io/valid=True``
+    is no verdict."""
+    generation = quota.metadata.generation
+    for kind in QUOTA_VALID_CONDITIONS:
+        cond = next((c for c in quota.status.conditions if c.type == kind), None)
+        if cond is None:
+            continue
+        seen = cond.observed_generation
+        if generation is not None and seen is not None and seen < generation:
+            continue
+        return cond
+    return None
 
 
 def quota_problem(quota: CapacityQuota) -> str:
@@ -428,25 +453,19 @@ def quota_problem(quota: CapacityQuota) -> str:
     cluster-autoscaler/resourcequotas/capacityquota/validator.go), and its provider skips a quota whose
     selector does not convert (provider.go, "Skipping CapacityQuota"). Spillway is the quota's
     controller here and runs the same check (:func:`selector_problem`). An operator other than the
-    four never gets here: the model refuses it, and the quota is skipped as it is read. A valid condition (:data:`QUOTA_VALID_CONDITIONS`) ``False`` for the
-    quota's current generation (cluster-autoscaler's verdict on this very spec, left by one that ran
-    before, or another provider's validator) is honoured too: the quota says it is not enforced. One
-    about an older generation (``observedGeneration`` below ``metadata.generation``: the spec changed
-    since) is not read. No condition at all is no verdict: Spillway does not wait for one that only
-    cluster-autoscaler writes."""
+    four never gets here: the model refuses it, and the quota is skipped as it is read. The valid
+    condition that speaks for the quota's current spec (:func:`quota_verdict`) ``False``
+    (cluster-autoscaler's verdict on this very spec, left by one that ran before, or another provider's
+    validator) is honoured too: the quota says it is not enforced. No such condition is no verdict:
+    Spillway does not wait for one that only cluster-autoscaler writes."""
     problem = selector_problem(quota.spec.selector, "spec.selector")
     if problem:
         return problem
-    generation = quota.metadata.generation
-    for cond in quota.status.conditions:
-        if cond.type not in QUOTA_VALID_CONDITIONS or cond.status != "False":
-            continue
-        seen = cond.observed_generation
-        if generation is not None and seen is not None and seen < generation:
-            continue
-        detail = ": ".join(x for x in (cond.reason, cond.message) if x)
-        return f"status.conditions {cond.type}=False" + (f" ({detail})" if detail else "")
-    return ""
+    cond = quota_verdict(quota)
+    if cond is None or cond.status != "False":
+        return ""
+    detail = ": ".join(x for x in (cond.reason, cond.message) if x)
+    return f"status.conditions {cond.type}=False" + (f" ({detail})" if detail else "")
 
 
 # apimachinery pkg/util/validation: IsQualifiedName's name part, IsDNS1123Subdomain (a label key's

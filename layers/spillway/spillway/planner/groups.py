@@ -527,11 +527,15 @@ def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
     :func:`~spillway.model.schedule.floor_of`) within the scale-down idle threshold (a node drained now
     would be launched again then); None without one (computed once). A run already past is no floor:
     AWS set the group's sizes then, and the planner honours its MinSize itself. Nor
-    is any while the group's ScheduledActions process is suspended: Auto Scaling runs none of them."""
+    is any while the group's ScheduledActions process is suspended: Auto Scaling runs none of them, nor
+    one whose MinSize or DesiredCapacity is above the MaxSize in force then (its own, else the group's):
+    Auto Scaling refuses it when it runs (:func:`~spillway.model.schedule.size_refusal`), and the
+    group's ``problems`` name it."""
     if group.key not in ctx.floors:
         horizon = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
         runs = group.scheduled and group.suspension(SCHEDULED_ACTIONS) is None
-        ctx.floors[group.key] = scheduled_floor(group.scheduled, ctx.now, horizon) if runs else None
+        floor = scheduled_floor(group.scheduled, ctx.now, horizon, group.max_size) if runs else None
+        ctx.floors[group.key] = floor
     return ctx.floors[group.key]
 
 
