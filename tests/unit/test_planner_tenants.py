@@ -3,6 +3,7 @@ preemption-nominated pods."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from fractions import Fraction
 from typing import Any
 
@@ -837,6 +838,32 @@ def test_a_tenant_at_its_limit_gets_no_node_uncordoned_and_another_tenant_reuses
     unlimited = w.plan()
     assert pending_codes(unlimited)[held] == "fits-uncordoned"
     assert scale_up(unlimited)["cpu-east"][:2] == (2, 3)
+
+
+@pytest.mark.parametrize("first", ["team-a", "team-b"])
+def test_of_two_tenants_pods_of_equal_priority_and_size_the_one_created_first_gets_the_last_node(
+    first: str,
+) -> None:
+    """The one node left is empty and cordoned by Spillway, and its group is at MaxSize; team-a (limited,
+    so its pods are a class of their own) and team-b each have one pod pending, of equal priority and
+    size. kube-scheduler's queue serves equal priority in queue order, a new pod's being its creation
+    (PrioritySort), so the pod created first is bound to the uncordoned node. Before, the tie went by
+    pod name: team-a's pod took the node even when team-b's had waited longer, and the plan said
+    team-b's fits where the scheduler put team-a's."""
+    w = World()
+    (cordoned,) = w.group("cpu-east", "m5.2xlarge", max_size=1, nodes=1)
+    w.cordon(cordoned, by_spillway=True)
+    early, late = o.EPOCH + timedelta(minutes=1), o.EPOCH + timedelta(minutes=2)
+    (a,) = w.pods("a", 1, namespace="team-a", created=early if first == "team-a" else late, **BIG)
+    (b,) = w.pods("b", 1, namespace="team-b", created=early if first == "team-b" else late, **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 5}}})
+
+    assert [u.node for u in result.uncordon] == [cordoned]
+    served, left = (a, b) if first == "team-a" else (b, a)
+    codes = pending_codes(result)
+    assert codes[served] == "fits-uncordoned"
+    assert codes[left] != "fits-uncordoned"
 
 
 def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
