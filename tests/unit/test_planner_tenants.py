@@ -3,6 +3,7 @@ preemption-nominated pods."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from fractions import Fraction
 from typing import Any
 
@@ -193,7 +194,7 @@ def test_the_tenant_that_opened_a_shared_node_is_charged_the_rest_of_its_resourc
 
 
 def test_a_tenant_limit_reason_shows_the_part_of_a_node_used() -> None:
-    """Shared nodes charge parts of a node, and the reason shows them: team-b is charged 979/1000 of
+    """Shared nodes charge parts of a node, and the reason shows them: team-b is charged 980/1000 of
     each of two GPU nodes it shares with team-a's 1-CPU pod. The reason said ``nodes=2 reached (nodes=1
     used)``, the used part rounded down to whole nodes, which reads as room for one more."""
     w = World()
@@ -202,7 +203,7 @@ def test_a_tenant_limit_reason_shows_the_part_of_a_node_used() -> None:
 
     result = w.plan(tenants={"team-b": {"limits": {"nodes": 2}}})
 
-    assert "tenant team-b limit nodes=2 reached (nodes=1.958 used)" in pending_reasons(result)[b_pending[0]]
+    assert "tenant team-b limit nodes=2 reached (nodes=1.96 used)" in pending_reasons(result)[b_pending[0]]
 
 
 def test_a_tenant_whose_pods_request_nothing_is_charged_the_pod_slots_they_take() -> None:
@@ -235,7 +236,7 @@ def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> No
     """NodeUse.charge on a g5.12xlarge: ``nodes`` by dominant share (team-b 1, team-a 1000/47810: of the
     node, team-b 47810/48810 and team-a 1000/48810); each resource by the requests of it (a slot per
     pod), and what no pod requests of it by those shares of the node; the parts adding up to the node
-    (milli-units, rounded down)."""
+    (milli-units, apportioned by largest remainder)."""
     vector = {
         "cpu": 47810,
         "memory": 180 * 2**30 * 1000,
@@ -252,16 +253,19 @@ def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> No
     a, b = charges["team-a"], charges["team-b"]
 
     assert (a["nvidia.com/gpu"], b["nvidia.com/gpu"]) == (0, 4000)
-    # team-a its core and 1000/48810 of the 46810m no pod requests; team-b 47810/48810 of those
-    assert (a["cpu"], b["cpu"]) == (1959, 45850)
+    # team-a its core and 1000/48810 of the 46810m no pod requests (959.03); team-b 47810/48810 of
+    # those (45850.97, the larger remainder: the one unit left over)
+    assert (a["cpu"], b["cpu"]) == (1959, 45851)
     memory = vector["memory"]  # no pod requests memory: all of it by the shares of the node
-    assert (a["memory"], b["memory"]) == (memory * 1000 // 48810, memory * 47810 // 48810)
-    # 3 slots taken (team-a 2, team-b 1), 231 free: 2000 + 4732.6 and 1000 + 226267.2
-    assert (a["pods"], b["pods"]) == (6732, 227267)
+    # remainders .488 (team-a) and .512 (team-b): the one unit left over is team-b's
+    assert (a["memory"], b["memory"]) == (memory * 1000 // 48810, memory * 47810 // 48810 + 1)
+    # 3 slots taken (team-a 2, team-b 1), 231 free: 2000 + 4732.63 and 1000 + 226267.37; the unit
+    # left over goes to team-a's larger remainder
+    assert (a["pods"], b["pods"]) == (6733, 227267)
     for name, value in vector.items():
-        assert value - 2 < a[name] + b[name] <= value, name
-    # 1000 * (1000/47810) / (1 + 1000/47810) = 20.48..., and 1000 * 1 / (1 + 1000/47810) = 979.5...
-    assert (a["nodes"], b["nodes"]) == (20, 979)
+        assert a[name] + b[name] == value, name
+    # 1000 * (1000/47810) / (1 + 1000/47810) = 20.487..., and 1000 * 1 / (1 + 1000/47810) = 979.512...
+    assert (a["nodes"], b["nodes"]) == (20, 980)
     # Where CPU is each tenant's dominant resource, nodes go by CPU, as the whole node did before.
     cpu_only = NodeUse(
         requests={"team-a": {"cpu": 3000}, "team-b": {"cpu": 1000}}, pods={"team-a": 3, "team-b": 1}
@@ -316,7 +320,7 @@ def test_a_tenant_holding_gpus_a_node_lists_none_of_is_charged_the_node_as_if_it
     result = w.plan(tenants={"team-b": {"limits": {"nodes": 2}}})
 
     assert result.scale_up == ()
-    assert "tenant team-b limit nodes=2 reached (nodes=1.958 used)" in pending_reasons(result)[b_pending[0]]
+    assert "tenant team-b limit nodes=2 reached (nodes=1.96 used)" in pending_reasons(result)[b_pending[0]]
     vector = {"cpu": 47810, "nvidia.com/gpu": 0, "pods": 234000, "nodes": 1000}
     use = NodeUse(
         requests={"team-b": {"nvidia.com/gpu": 4000}, "team-a": {"cpu": 1000}},
@@ -329,11 +333,36 @@ def test_a_tenant_holding_gpus_a_node_lists_none_of_is_charged_the_node_as_if_it
         )
 
 
-def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
+def test_the_tenants_charges_of_a_shared_node_add_up_to_the_whole_node() -> None:
+    """Three tenants each run one 1-CPU pod on an m5.2xlarge (7910m, 58 slots): each is charged a third
+    of the node and of the 4910m and 55 slots no pod requests. Each part rounded down, 1636.67m, 333.33
+    and 18333.33 per tenant, 2m of CPU, 1 of the 1000 milli-nodes and 1 milli-slot were charged to
+    nobody. Apportioned by largest remainder, the parts add up to the node; the remainders tie here,
+    and the units left over go to the first tenants by name."""
+    vector = {"cpu": 7910, "memory": 30 * 2**30 * 1000, "pods": 58000, "nodes": 1000}
+    use = NodeUse(
+        requests={t: {"cpu": 1000} for t in ("team-c", "team-b", "team-a")},
+        pods={"team-c": 1, "team-b": 1, "team-a": 1},
+    )
+
+    charges = use.charges(vector)
+
+    for name, have in vector.items():
+        assert sum(c[name] for c in charges.values()) == have, name
+    assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [2637, 2637, 2636]
+    assert [charges[t]["nodes"] for t in ("team-a", "team-b", "team-c")] == [334, 333, 333]
+    # 55000 milli-slots free: 18333.33 each, one left over
+    assert [charges[t]["pods"] for t in ("team-a", "team-b", "team-c")] == [19334, 19333, 19333]
+    # The same when asked again, whatever order the tenants come in.
+    again = NodeUse(requests={t: {"cpu": 1000} for t in ("team-a", "team-b", "team-c")}, pods=use.pods)
+    assert again.charges(vector) == charges
+
+
+def test_a_shared_nodes_charges_are_its_shares_apportioned() -> None:
     """NodeUse.charges, worked out once per node in integers, is each tenant's exact part of each
-    resource rounded down: with a resource no pod requests, one the pods request more of than the node
-    has (its allocatable shrank under them: each its requests), and one the node has none of (the
-    same)."""
+    resource rounded down or, for the units rounding leaves over, up (largest remainders), adding up
+    to the node: with a resource no pod requests, one the pods request more of than the node has (its
+    allocatable shrank under them: each its requests), and one the node has none of (the same)."""
     vector = {"cpu": 7910, "memory": 30 * 2**30 * 1000, "example.com/dongle": 0, "pods": 58000, "nodes": 1000}
     use = NodeUse(
         requests={
@@ -347,13 +376,13 @@ def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
     charges = use.charges(vector)
 
     nodes = use.node_shares(vector)
-    for tenant in ("team-a", "team-b", "team-c"):
-        for name, have in vector.items():
-            # exact: its requests (a slot per pod), plus its part of the node of what no pod requests
-            wants = {
-                t: use.pods[t] * 1000 if name == "pods" else use.requests[t].get(name, 0) for t in use.pods
-            }
-            whole = sum(wants.values())
+    for name, have in vector.items():
+        # exact: its requests (a slot per pod), plus its part of the node of what no pod requests
+        wants = {t: use.pods[t] * 1000 if name == "pods" else use.requests[t].get(name, 0) for t in use.pods}
+        whole = sum(wants.values())
+        if name == "nodes" or whole < have:
+            assert sum(c[name] for c in charges.values()) == have, name
+        for tenant in ("team-a", "team-b", "team-c"):
             if name == "nodes":
                 exact = have * nodes[tenant]
             else:
@@ -362,7 +391,8 @@ def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
                     if whole < have
                     else Fraction(wants[tenant])
                 )
-            assert charges[tenant][name] == exact.numerator // exact.denominator, (tenant, name)
+            down = exact.numerator // exact.denominator
+            assert charges[tenant][name] - down in ((0, 1) if exact != down else (0,)), (tenant, name)
     # 9000m requested of 7910m, 1000m of the dongle the node lists none of: each its requests (they were
     # charged 7910 * 5 // 9, 7910 * 4 // 9 and no dongle: less than their pods hold)
     assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [5000, 4000, 0]
@@ -374,9 +404,9 @@ def test_a_shared_nodes_charges_are_its_shares_rounded_down() -> None:
     part = Fraction(4, 58) / (Fraction(4, 58) + Fraction(5000, 7910) + 1)
     free_memory = 29 * 2**30 * 1000
     assert (charges["team-c"]["nodes"], charges["team-c"]["memory"], charges["team-c"]["pods"]) == (
-        40,  # 1000 * part, rounded down
-        int(free_memory * part),
-        4000 + int(51000 * part),
+        40,  # 1000 * part = 40.54: of the 2 units left over, team-b's .86 and team-a's .59 take them
+        int(free_memory * part) + 1,  # .94, the largest remainder (team-b's .58 takes the other unit left)
+        4000 + int(51000 * part) + 1,  # 2067.66: the one slot unit left, over team-a's .33 and team-b's .01
     )
 
 
@@ -866,6 +896,32 @@ def test_a_tenant_at_its_limit_gets_no_node_uncordoned_and_another_tenant_reuses
     unlimited = w.plan()
     assert pending_codes(unlimited)[held] == "fits-uncordoned"
     assert scale_up(unlimited)["cpu-east"][:2] == (2, 3)
+
+
+@pytest.mark.parametrize("first", ["team-a", "team-b"])
+def test_of_two_tenants_pods_of_equal_priority_and_size_the_one_created_first_gets_the_last_node(
+    first: str,
+) -> None:
+    """The one node left is empty and cordoned by Spillway, and its group is at MaxSize; team-a (limited,
+    so its pods are a class of their own) and team-b each have one pod pending, of equal priority and
+    size. kube-scheduler's queue serves equal priority in queue order, a new pod's being its creation
+    (PrioritySort), so the pod created first is bound to the uncordoned node. Before, the tie went by
+    pod name: team-a's pod took the node even when team-b's had waited longer, and the plan said
+    team-b's fits where the scheduler put team-a's."""
+    w = World()
+    (cordoned,) = w.group("cpu-east", "m5.2xlarge", max_size=1, nodes=1)
+    w.cordon(cordoned, by_spillway=True)
+    early, late = o.EPOCH + timedelta(minutes=1), o.EPOCH + timedelta(minutes=2)
+    (a,) = w.pods("a", 1, namespace="team-a", created=early if first == "team-a" else late, **BIG)
+    (b,) = w.pods("b", 1, namespace="team-b", created=early if first == "team-b" else late, **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 5}}})
+
+    assert [u.node for u in result.uncordon] == [cordoned]
+    served, left = (a, b) if first == "team-a" else (b, a)
+    codes = pending_codes(result)
+    assert codes[served] == "fits-uncordoned"
+    assert codes[left] != "fits-uncordoned"
 
 
 def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:

@@ -223,6 +223,9 @@ class PodInfo:
     # its creationTimestamp plus its pod-scale-up-delay annotation, kept for pods not bound only: until
     # then it triggers no scale-up (spillway.planner.classes.hold_young)
     scale_up_after: datetime | None = None
+    # metadata.creationTimestamp, kept for pods not bound only: kube-scheduler's queue serves pods of
+    # equal priority in the order they were queued, a new pod at its creation (PodClass.sort_key)
+    created_at: datetime | None = None
     # -- may the autoscaler move it (spillway.planner.disruption.assess_move; spillway.model.jobs) --
     do_not_drain: bool = False  # openai/do-not-drain "1" or "true", any case (label, or annotation)
     preemptable: bool = False  # volcano.sh/preemptable true (its annotation, else its label)
@@ -386,6 +389,7 @@ class PodInfo:
             or annotations.get(LEGACY_CONSUME_ANNOTATION)
             or None,
             scale_up_after=_scale_up_after(pod),
+            created_at=_created_if_unbound(pod),
             **_move_facts(pod),
         )
 
@@ -438,6 +442,7 @@ class PodInfo:
             one_zone=bool(d.get("oz")),
             consumes=d.get("cpr"),
             scale_up_after=parse_time(d.get("sua")),
+            created_at=parse_time(d.get("cr")),
             do_not_drain=bool(d.get("odn")),
             preemptable=bool(d.get("vp")),
             started_at=parse_time(d.get("st")),
@@ -517,6 +522,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("oz", lambda p: _one_if(p.one_zone)),
     ("cpr", lambda p: p.consumes),
     ("sua", lambda p: format_time(p.scale_up_after)),
+    ("cr", lambda p: format_time(p.created_at)),
     ("odn", lambda p: _one_if(p.do_not_drain)),
     ("vp", lambda p: _one_if(p.preemptable)),
     ("st", lambda p: format_time(p.started_at)),
@@ -769,6 +775,11 @@ def _scale_up_after(pod: Pod) -> datetime | None:
     except ValueError:
         return None
     return created + timedelta(minutes=minutes) if minutes <= _GO_MAX_MINUTES else None
+
+
+def _created_if_unbound(pod: Pod) -> datetime | None:
+    """The pod's creationTimestamp while it is not bound (its place in kube-scheduler's queue), else None."""
+    return pod.metadata.creation_timestamp if pod.spec.node_name is None else None
 
 
 def _unschedulable(conditions: Sequence[Condition]) -> tuple[bool, datetime | None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
@@ -53,6 +54,7 @@ from spillway.planner.types import PendingPod
 
 ZONE_LABEL = ZONE_KEYS_SET_ON_LAUNCH[0]
 TYPE_LABEL = TYPE_KEYS_SET_ON_LAUNCH[0]
+_NO_TIME = datetime.min.replace(tzinfo=UTC)  # a class's creation time in its sort key when none is known
 # in a group's refusal: it may launch a node the pod runs on, but a raise cannot ask for one
 NOT_ASKABLE = "a raise cannot ask it for"
 
@@ -103,6 +105,8 @@ class PodClass:
     # none of an attach limit on a node that has it already, and volume_nodes (Context.volume_nodes, which the plan's placements update) says which nodes have it
     volumes: tuple[str, ...] = ()
     volume_nodes: Mapping[str, Collection[str]] = field(default_factory=dict)
+    # the earliest creationTimestamp of its pods (None: none known): breaks the last tie of sort_key
+    created: datetime | None = None
 
     @property
     def remaining(self) -> int:
@@ -348,9 +352,23 @@ class PodClass:
         floor = self.preemption_floor
         return self.priority if floor is None else max(self.priority, floor)
 
+    def note_created(self, created: datetime | None) -> None:
+        """A pod created at ``created`` joins the class: :attr:`created` keeps the earliest."""
+        if created is not None and (self.created is None or created < self.created):
+            self.created = created
+
     def sort_key(self, priority: int | None = None) -> tuple[Any, ...]:
         """Service order: real pods before a buffer's, then by ``priority`` (the class's own when None),
-        then the biggest requests."""
+        then the biggest requests (first-fit decreasing), then the class whose first pod was created
+        earliest, then by pod name. kube-scheduler's queue sort (PrioritySort, kubernetes/kubernetes
+        pkg/scheduler/framework/plugins/queuesort/priority_sort.go, Less) pops the higher priority
+        first and, at equal priority, the pod with the earlier queue timestamp, which for a new
+        pending pod is when it was added, just after its creation; so of two tenants' classes that
+        compete for the last room under a limit, the one whose pod was created first is bound first.
+        A pod the scheduler retried is queued again at its failed attempt's time
+        (scheduling_queue.go, AddUnschedulableIfNotPresent refreshes the timestamp), which the
+        snapshot does not hold: creation is the nearest fact it has. A class with no creation time
+        known comes after those with one."""
         r = self.requests
         return (
             self.buffer is not None,
@@ -358,6 +376,8 @@ class PodClass:
             -r.get(NVIDIA_GPU, 0),
             -r.get(CPU, 0),
             -r.get(MEMORY, 0),
+            self.created is None,
+            self.created or _NO_TIME,
             self.pods[0],
         )
 
@@ -433,6 +453,7 @@ def pod_classes(ctx: Context) -> list[PodClass]:
             cls.free_only, cls.started_gang, cls.min_room_gang = free_only, started, room_gang
             cls.volumes, cls.volume_nodes = volumes, ctx.volume_nodes
         cls.pods.append(pod.key)
+        cls.note_created(pod.created_at)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return in_service_order(classes.values(), gang_priorities(ctx))
 

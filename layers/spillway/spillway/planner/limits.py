@@ -680,26 +680,40 @@ class NodeUse:
 
     def charges(self, vector: Mapping[str, int]) -> dict[str, Resources]:
         """What of ``vector`` (the node as a tenant limit counts it: allocatable and ``nodes``) is
-        charged to each tenant, rounded down, worked out once for all of them: a
-        tenant's part of the node is the same for every resource, and so are the resource's sums. A
-        resource the pods request and ``vector`` lacks is charged by the requests, as one it has less of."""
+        charged to each tenant, in whole milli-units, worked out once for all of them: a tenant's part
+        of the node is the same for every resource, and so are the resource's sums. What is split by
+        the parts of the node (``nodes``, and what no pod requests of a resource) is apportioned by
+        :func:`apportion`, so the tenants' charges add up to the node exactly. A resource the pods
+        request and ``vector`` lacks is charged by the requests, as one it has less of."""
         nodes = self.node_shares(vector)
         out: dict[str, Resources] = {t: {} for t in self.pods}
         requested = {name for r in self.requests.values() for name in r}
         for name in [*vector, *sorted(requested - vector.keys())]:
             have = vector.get(name, 0)
             if name == NODES:
-                for t, part in nodes.items():
-                    out[t][name] = have * part.numerator // part.denominator
+                for t, part in apportion(have, nodes).items():
+                    out[t][name] = part
                 continue
             wants = {t: self._wants(t, name) for t in self.pods}
             whole = sum(wants.values())
+            rest = apportion(have - whole, nodes) if whole < have else {}
             for t, mine in wants.items():
-                part = nodes[t]
-                out[t][name] = (
-                    mine if whole >= have else mine + (have - whole) * part.numerator // part.denominator
-                )
+                out[t][name] = mine + rest.get(t, 0)
         return out
+
+
+def apportion(total: int, parts: Mapping[str, Fraction]) -> dict[str, int]:
+    """``total`` (whole milli-units) split by ``parts`` (fractions adding up to 1) in whole units that
+    add up to ``total``: each its part rounded down, and the units rounding left over one each to the
+    largest remainders, a tie to the first tenant by name (largest-remainder apportionment, Hamilton's
+    method). Rounded down alone, up to one unit less than the tenants sharing a node was charged to
+    nobody, of each resource and of ``nodes``."""
+    exact = {t: total * p for t, p in parts.items()}
+    out = {t: x.numerator // x.denominator for t, x in exact.items()}
+    left = total - sum(out.values())
+    for t in sorted(exact, key=lambda t: (out[t] - exact[t], t))[:left]:
+        out[t] += 1
+    return out
 
 
 def _dominant(requests: Mapping[str, int], allocatable: Mapping[str, int]) -> Fraction:

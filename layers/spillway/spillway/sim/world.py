@@ -1119,6 +1119,7 @@ class World:
             owner_name=job.name,
             unschedulable=node is None,
             pending_since=None if node else self.at(job.submit),
+            created_at=None if node else self.at(job.submit),  # the scheduler's queue order (SimJob.key)
             safe_to_evict=sim_job.movable,
             started_at=self.at(sim_job.start) if node else None,  # the pod's age: a cost of moving it
             active_deadline=sim_job.deadline() if node else None,
