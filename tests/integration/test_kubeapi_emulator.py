@@ -1251,6 +1251,9 @@ def test_discovery_lists_the_custom_resources(client: ApiClient) -> None:
         ("capacityquotas/status", False),
         ("capacitybuffers", True),
         ("capacitybuffers/status", True),
+        # ProvisioningRequest's CRD serves v1beta1 too (deprecated), beside v1
+        ("provisioningrequests", True),
+        ("provisioningrequests/status", True),
     }
     alpha = CustomObjectsApi(client).get_api_resources("autoscaling.x-k8s.io", "v1alpha1")
     assert {(r.name, r.namespaced) for r in alpha.resources} == {
@@ -3675,6 +3678,68 @@ def test_the_later_v1alpha1_capacityquota_crd_keeps_the_status_its_type_declares
         assert caught.value.status == 422 and "reason" in caught.value.body
         with pytest.raises(ValueError, match="one CRD name"):
             server.optional_resources = [*installed, "capacityquotas.autoscaling.x-k8s.io/v1alpha1"]
+
+
+BETA_PROVREQS = ("autoscaling.x-k8s.io", "v1beta1", "provisioningrequests")
+
+
+def test_provisioningrequests_are_served_as_v1beta1_too_deprecated(
+    api: KubeApiServer, custom: CustomObjectsApi
+) -> None:
+    """Today's published CRD (kubernetes/autoscaler cluster-autoscaler/apis/config/crd/
+    autoscaling.x-k8s.io_provisioningrequests.yaml) serves v1, the storage version, and v1beta1,
+    ``served: true``, ``deprecated: true`` with ``deprecationWarning: autoscaling.k8s.io/v1beta1 API is
+    deprecated`` (its own words, group and all), one schema, ``/status`` on both: the same objects through
+    either version. The emulator served v1 alone, so v1beta1 answered 404 where a cluster answers, and a
+    controller still on v1beta1 (Kueue before it moved to v1) could not be played against it."""
+    assert "provisioningrequests.autoscaling.x-k8s.io" in api.optional_resources  # today's CRD
+    custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], provreq("r"))
+    listed = custom.list_namespaced_custom_object(*BETA_PROVREQS[:2], "default", BETA_PROVREQS[2])
+    assert listed["apiVersion"] == "autoscaling.x-k8s.io/v1beta1"
+    assert [(i["metadata"]["name"], i["apiVersion"]) for i in listed["items"]] == [
+        ("r", "autoscaling.x-k8s.io/v1beta1")
+    ]
+    # written through v1beta1 (its status too), read through v1 in the storage version
+    beta = {**provreq("b"), "apiVersion": "autoscaling.x-k8s.io/v1beta1"}
+    made = custom.create_namespaced_custom_object(*BETA_PROVREQS[:2], "default", BETA_PROVREQS[2], beta)
+    assert made["apiVersion"] == "autoscaling.x-k8s.io/v1beta1"
+    accepted = {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                "lastTransitionTime": "2026-03-02T09:30:00Z", "observedGeneration": 1}  # fmt: skip
+    custom.patch_namespaced_custom_object_status(
+        *BETA_PROVREQS[:2], "default", BETA_PROVREQS[2], "b", {"status": {"conditions": [accepted]}}
+    )
+    v1 = custom.get_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], "b")
+    assert (v1["apiVersion"], v1["status"]["conditions"]) == ("autoscaling.x-k8s.io/v1", [accepted])
+    assert (
+        api.get("provisioningrequests.autoscaling.x-k8s.io", "b")["apiVersion"] == "autoscaling.x-k8s.io/v1"
+    )
+    # the spec stays immutable through v1beta1 too
+    with pytest.raises(ApiException) as caught:
+        patch = {"spec": {"provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io"}}
+        custom.patch_namespaced_custom_object(*BETA_PROVREQS[:2], "default", BETA_PROVREQS[2], "b", patch)
+    assert caught.value.status == 422
+    # every answer through the deprecated version carries the CRD's warning, errors too; none through v1
+    warning = '299 - "autoscaling.k8s.io/v1beta1 API is deprecated"'
+    _, _, headers = custom.get_namespaced_custom_object_with_http_info(
+        *BETA_PROVREQS[:2], "default", BETA_PROVREQS[2], "b"
+    )
+    assert headers.get("Warning") == warning
+    _, _, headers = custom.get_namespaced_custom_object_with_http_info(
+        *PROVREQS[:2], "default", PROVREQS[2], "b"
+    )
+    assert "Warning" not in headers
+    with pytest.raises(ApiException) as caught:
+        custom.get_namespaced_custom_object(*BETA_PROVREQS[:2], "default", BETA_PROVREQS[2], "nope")
+    assert caught.value.status == 404 and caught.value.headers.get("Warning") == warning
+    # a cluster with the older CRD (v1beta1 alone) serves that one in its place, never both
+    api.optional_resources = ["provisioningrequests.autoscaling.x-k8s.io/v1beta1"]
+    assert (
+        custom.list_namespaced_custom_object(*BETA_PROVREQS[:2], "default", BETA_PROVREQS[2])["items"] == []
+    )
+    api.optional_resources = []
+    with pytest.raises(ApiException) as caught:
+        custom.list_namespaced_custom_object(*BETA_PROVREQS[:2], "default", BETA_PROVREQS[2])
+    assert caught.value.status == 404
 
 
 def test_the_v1beta1_only_provisioningrequest_crd_serves_v1beta1_alone_with_v1s_schema() -> None:

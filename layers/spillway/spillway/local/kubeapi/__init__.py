@@ -39,7 +39,9 @@ What it serves (JSON only)
   ``/status``), PodGroup ``scheduling.volcano.sh/v1beta1`` (Volcano: no status subresource, as its CRD),
   CapacityQuota ``autoscaling.x-k8s.io/v1beta1`` (cluster-scoped, ``/status``), ProvisioningRequest
   ``autoscaling.x-k8s.io/v1`` (``/status``; changing ``spec.provisioningClassName``, ``spec.podSets`` or
-  ``spec.parameters`` answers 422 as the CRD's ``self == oldSelf`` rules do), CapacityBuffer
+  ``spec.parameters`` answers 422 as the CRD's ``self == oldSelf`` rules do; also served as ``v1beta1``
+  over the same objects, as today's published CRD serves that version, deprecated: every answer through
+  it carries the CRD's ``deprecationWarning``), CapacityBuffer
   ``autoscaling.x-k8s.io/v1beta1`` (``/status``; also served as ``v1alpha1`` over the same objects, as
   the published CRD serves that version, deprecated: every answer through it carries the API server's
   ``Warning`` header), PyTorchJob, PaddleJob, TFJob, XGBoostJob and JAXJob ``kubeflow.org/v1``

@@ -568,8 +568,28 @@ CAPACITY_QUOTAS_V1ALPHA1 = _older_crd(CAPACITY_QUOTAS, "v1alpha1", crds.CAPACITY
 CAPACITY_QUOTAS_V1ALPHA1_STATUS = _older_crd(
     CAPACITY_QUOTAS, "v1alpha1", crds.CAPACITY_QUOTA_V1ALPHA1_STATUS, release="status"
 )
+
+
+def _provreq_stored(obj: JsonObj) -> JsonObj:
+    """A ProvisioningRequest as the server decodes a write of it: pruned to its CRD's structural schema,
+    in the storage version v1 (one schema for v1 and v1beta1, conversion ``None``: the apiVersion alone
+    changes)."""
+    stored = crds.pruned(crds.PROVISIONING_REQUEST, obj)
+    if "apiVersion" in stored:
+        stored["apiVersion"] = PROVISIONING_REQUESTS.api_version
+    return stored
+
+
+def _provreq_v1beta1(obj: JsonObj) -> JsonObj:
+    return {**obj, "apiVersion": PROVISIONING_REQUESTS_SERVED_V1BETA1.api_version}
+
+
 #: cluster-autoscaler's ProvisioningRequest (CRD; ``spec.provisioningClassName``, ``spec.podSets`` and
-#: ``spec.parameters`` carry the rule ``self == oldSelf``: immutable; its schema is :mod:`.crds`)
+#: ``spec.parameters`` carry the rule ``self == oldSelf``: immutable; its schema is :mod:`.crds`). As
+#: kubernetes/autoscaler publishes it today (cluster-autoscaler/apis/config/crd/
+#: autoscaling.x-k8s.io_provisioningrequests.yaml) it serves v1, the storage version, and v1beta1,
+#: ``deprecated: true`` with its own ``deprecationWarning``, one schema, ``/status`` on both:
+#: PROVISIONING_REQUESTS_SERVED_V1BETA1, over the same objects
 PROVISIONING_REQUESTS = ResourceType(
     "ProvisioningRequest",
     "provisioningrequests",
@@ -584,8 +604,14 @@ PROVISIONING_REQUESTS = ResourceType(
     custom=True,
     optional=True,
     immutable=(("spec", "provisioningClassName"), ("spec", "podSets"), ("spec", "parameters")),
-    to_internal=functools.partial(crds.pruned, crds.PROVISIONING_REQUEST),
+    to_internal=_provreq_stored,
     defaults=functools.partial(crds.with_defaults, crds.PROVISIONING_REQUEST),
+)
+PROVISIONING_REQUESTS_SERVED_V1BETA1 = dataclasses.replace(
+    PROVISIONING_REQUESTS,
+    version="v1beta1",
+    to_external=_provreq_v1beta1,
+    deprecation="autoscaling.k8s.io/v1beta1 API is deprecated",  # the CRD's deprecationWarning, verbatim
 )
 #: the ProvisioningRequest CRD as cluster-autoscaler published it before v1 (v1beta1 alone, v1's schema:
 #: :mod:`.crds`): installed only as ``provisioningrequests.autoscaling.x-k8s.io/v1beta1``, in place of
@@ -987,6 +1013,7 @@ ALL: tuple[ResourceType, ...] = (
     CAPACITY_QUOTAS_V1ALPHA1_STATUS,
     PROVISIONING_REQUESTS,
     PROVISIONING_REQUESTS_V1BETA1,
+    PROVISIONING_REQUESTS_SERVED_V1BETA1,
     PYTORCH_JOBS,
     PADDLE_JOBS,
     TF_JOBS,
