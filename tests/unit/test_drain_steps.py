@@ -35,6 +35,7 @@ from spillway.act.interrupt import InterruptSettings, Notice, drain_plan, execut
 from spillway.act.planning import AFTER_POLL_SECONDS
 from spillway.adapters.kube import KubeClient
 from spillway.errors import (
+    AwsError,
     AwsThrottled,
     AwsUnavailable,
     DrainCancelled,
@@ -4223,3 +4224,39 @@ def test_a_drain_whose_count_mark_cannot_be_written_is_counted_all_the_same(rig:
     out = _record(rig, state, "timeout")
 
     assert out["outcome"] == "timeout" and rig.outcomes == [("timeout", NODE)]
+
+
+def test_an_ended_mark_throttled_fails_the_record_step_so_its_retry_writes_it(rig: Rig) -> None:
+    """A released make room's ended mark (``drain-ended#<plan>#<node>``) could not be written, DynamoDB
+    throttling past botocore's retries: the record swallowed it, and the claim went on spending the
+    budget and taking the node's workers as leaving until it lapsed. The record step now fails
+    AwsThrottled (nothing counted yet), its Retry runs it again, and that run writes the mark and counts
+    the drain once. Any other error stays best effort."""
+    drain = rig.cordoned(reason="make room", **PLANNED, terminate=False, uncordon=True)
+    state: dict[str, Any] = {"drain": drain.model_dump(), "released": {"uncordoned": True}}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    ledger.fail("claim", AwsThrottled("Rate exceeded"), times=1)
+
+    with pytest.raises(AwsThrottled):
+        _record(rig, state, "released")
+    assert rig.outcomes == [] and ledger.load(CLUSTER).state.ended_drains == {}
+    out = _record(rig, state, "released")
+
+    assert out["outcome"] == "released" and rig.outcomes == [("released", NODE)]
+    assert set(ledger.load(CLUSTER).state.ended_drains) == {drain.node}
+
+    ledger.claimed.clear()
+    ledger.fail("claim", AwsError("AccessDeniedException: not allowed"), times=1)
+    assert _record(rig, state, "released", EXECUTION_ARN + "-2")["outcome"] == "released"
+    assert ledger.load(CLUSTER).state.ended_drains == {}  # best effort, as before
+
+
+def test_every_record_step_retries_a_throttled_or_unanswered_state_table() -> None:
+    """The record steps raise AwsThrottled and AwsUnavailable when the ended mark is not written; each
+    one's Retry names them (else the Catch would take the first as the step failing for good)."""
+    states = json.loads((ROOT / "statemachines" / "drain_node.asl.json").read_text())["States"]
+    records = [s for s in states.values() if (s.get("Parameters") or {}).get("action") == "record"]
+    assert len(records) == 9
+    for state in records:
+        assert any(r["ErrorEquals"] == ["AwsThrottled", "AwsUnavailable"] for r in state["Retry"]), state

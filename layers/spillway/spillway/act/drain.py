@@ -113,6 +113,8 @@ from spillway.errors import (
     AsgLimitExceeded,
     AsgNotFound,
     AwsError,
+    AwsThrottled,
+    AwsUnavailable,
     DrainCancelled,
     DrainSuperseded,
     DrainTimeout,
@@ -2819,8 +2821,12 @@ class Drainer:
         forgot its room, and its claim took every worker on the node off its elastic job)
         (:meth:`spillway.planner.scaledown.ScaleDownStage.claim_ended`): an
         item of the state table per plan and node (a claim, so the step run again writes it once),
-        which the state store merges into ``State.ended_drains`` at load. Best effort, as the Event: a
-        write that fails only leaves the claim spending until it lapses, as before.
+        which the state store merges into ``State.ended_drains`` at load. A write throttled or unanswered
+        past botocore's retries (:class:`AwsThrottled`, :class:`AwsUnavailable`) fails the record step,
+        whose Retry runs it again, nothing counted yet (the count comes last, and once: :meth:`_counter`);
+        past those retries the state machine's Catch ends the drain as it ended (a success stays one)
+        and counts it. Any other failure, or that one at last, only leaves the claim spending until it
+        lapses, as before.
 
         The item names the claim it ends by the plan's time (``planned_at``, which the plan put in the
         request from the same ``now`` it wrote as the node's ``draining_since``), not by when the drain
@@ -2842,6 +2848,8 @@ class Drainer:
                 {"at": iso(now), "node": node, "planned_at": iso(claimed)},
                 expires=now + SCALE_DOWN_FAILURE_KEPT,
             )
+        except (AwsThrottled, AwsUnavailable):
+            raise  # the record step's Retry runs it again; past its retries the drain ends as it is
         except SpillwayError as exc:
             log.warning("ended drain of %s not recorded for later plans: %s", node, exc)
 
