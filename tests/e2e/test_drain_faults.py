@@ -722,6 +722,40 @@ def test_a_drain_whose_record_step_is_throttled_for_good_succeeds_and_is_still_c
     assert drain_outcomes(cloud, capsys, outcome) == (1, 1)  # the PutMetricData total is unchanged
 
 
+class ServiceError(Exception):
+    """A Lambda service error of the invoke (a 500), which the record step retries."""
+
+    error_type = "Lambda.ServiceException"
+
+
+@pytest.mark.parametrize("outcome", ["terminated", "released"])
+def test_a_record_step_whose_answer_was_lost_and_that_ran_again_counts_the_drain_once(
+    cloud: Cloud, capsys: pytest.CaptureFixture[str], outcome: str
+) -> None:
+    """The record step ran to the end (its Event, the ended mark, DrainOutcome's EMF line) and Lambda
+    answered a service error: the Retry ran it again and the drain was counted twice. The first run
+    now marks the execution counted; the second finds the mark and counts nothing more."""
+    cloud.group("general", instance_type="m5.large", desired=1, gpu=False)
+    cloud.wait_nodes(1)
+    ((node, _),) = nodes_of(cloud, "general")
+    extra = {"terminate": False, "uncordon": True} if outcome == "released" else {}
+    capsys.readouterr()
+    cloud.stack.faults.answer_after(
+        "DrainFunction", ServiceError("Service error"), when=lambda event: event.get("action") == "record"
+    )
+
+    result = cloud.stack.run(
+        "DrainNodeStateMachine",
+        {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10, **extra},
+        timeout=40,
+    )
+
+    assert (result["status"], result["output"]["outcome"]) == ("SUCCEEDED", outcome), result
+    runs = [c for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "record"]
+    assert [c.error for c in runs] == ["Lambda.ServiceException", None]  # it ran twice
+    assert drain_outcomes(cloud, capsys, outcome) == (1, 0)  # counted once, by the first run
+
+
 class Broken(Exception):
     """An error of the drain function no Retry of the cordon names (a bug, say): the drain fails."""
 

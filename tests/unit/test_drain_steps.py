@@ -35,6 +35,7 @@ from spillway.act.interrupt import InterruptSettings, Notice, drain_plan, execut
 from spillway.act.planning import AFTER_POLL_SECONDS
 from spillway.adapters.kube import KubeClient
 from spillway.errors import (
+    AwsError,
     AwsThrottled,
     AwsUnavailable,
     DrainCancelled,
@@ -54,6 +55,7 @@ from spillway.model.k8s import ENABLE_DS_EVICTION, Node, Pod
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "prod"
+EXECUTION = {"execution.$": "$$.Execution.Id"}  # every record step names its execution: one count a drain
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
 NODE, SPARE = "ip-10-0-1-10.ec2.internal", "ip-10-0-1-11.ec2.internal"
 INSTANCE, SPARE_INSTANCE = "i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60719"
@@ -1656,7 +1658,12 @@ def test_drain_node_records_gone_a_drain_whose_first_terminate_found_the_instanc
     [rule] = choice["Choices"]
     assert rule["Next"] == "RecordGone"
     assert {"Variable": "$.terminated.by_another", "BooleanEquals": True} in rule["And"]
-    assert states["RecordGone"]["Parameters"] == {"action": "record", "outcome": "gone", "state.$": "$"}
+    assert states["RecordGone"]["Parameters"] == {
+        "action": "record",
+        "outcome": "gone",
+        "state.$": "$",
+        **EXECUTION,
+    }
 
 
 def test_terminate_of_an_instance_already_terminating_in_its_group_succeeds(rig: Rig) -> None:
@@ -2088,7 +2095,7 @@ def test_a_drain_another_took_over_ends_superseded_without_compensating() -> Non
         assert caught == {"ErrorEquals": ["DrainSuperseded"], "ResultPath": "$.superseded",
                           "Next": "RecordSuperseded"}, name  # fmt: skip
     record = states["RecordSuperseded"]
-    assert record["Parameters"] == {"action": "record", "outcome": "superseded", "state.$": "$"}
+    assert record["Parameters"] == {"action": "record", "outcome": "superseded", "state.$": "$", **EXECUTION}
     assert record.get("End") is True and [c["Next"] for c in record["Catch"]] == ["CountSuperseded"]
     assert states["CountSuperseded"]["Next"] == "Superseded"
     assert states["Superseded"]["Type"] == "Pass" and states["Superseded"]["End"] is True
@@ -2106,7 +2113,7 @@ def test_a_drain_its_validation_cancelled_ends_recorded_cancelled_and_succeeds()
     assert choice["Choices"] == [{"Variable": "$.cancelled", "IsPresent": True, "Next": "RecordCancelled"}]
     record = states["RecordCancelled"]
     assert record["Resource"] == "${DrainFunctionArn}"
-    assert record["Parameters"] == {"action": "record", "outcome": "cancelled", "state.$": "$"}
+    assert record["Parameters"] == {"action": "record", "outcome": "cancelled", "state.$": "$", **EXECUTION}
     assert record["ResultPath"] == "$" and record.get("End") is True
     assert [c["Next"] for c in record["Catch"]] == ["CountCancelled"]
     assert states["CountCancelled"]["Next"] == "Cancelled"
@@ -3200,7 +3207,7 @@ def test_an_abandoned_round_gives_the_node_back_and_ends_cancelled_in_the_state_
     assert failed["Parameters"]["Error"] == "DrainCancelled" and failed["ResultPath"] == "$.error"
     assert failed["Next"] == "RecordFailure" and states["RecordFailure"]["Next"] == "Fail"
     record = states["RecordAbandoned"]
-    assert record["Parameters"] == {"action": "record", "outcome": "cancelled", "state.$": "$"}
+    assert record["Parameters"] == {"action": "record", "outcome": "cancelled", "state.$": "$", **EXECUTION}
     assert record.get("End") is True
 
 
@@ -4167,3 +4174,89 @@ def test_a_plans_drain_rejected_at_validation_names_its_claim_from_the_request(
 
     marks = ledger.load(CLUSTER).state.ended_drains
     assert {n: m.since for n, m in marks.items()} == ({NODE: T0 - timedelta(minutes=1)} if ended else {})
+
+
+# --- DrainOutcome once per execution ------------------------------------------------------------------
+
+EXECUTION_ARN = "arn:aws:states:us-east-1:123456789012:execution:DrainNode:plan-a-node-1"
+
+
+def _record(rig: Rig, state: dict[str, Any], outcome: str, execution: str | None = EXECUTION_ARN) -> Any:
+    """The record step as the state machine calls it (its Parameters: ``execution.$`` the execution's ARN)."""
+    event = {"action": "record", "outcome": outcome, "state": state}
+    return run_action(rig.drainer, event if execution is None else {**event, "execution": execution})
+
+
+def test_a_record_step_run_again_for_its_execution_counts_the_drain_once(rig: Rig) -> None:
+    """The record step's Retry takes Lambda's service errors, which a function that ran to the end may
+    still answer (its answer lost): the step ran again and DrainOutcome counted the drain twice, once
+    per run. Now the first run to count marks the execution, and a run after it counts nothing (its
+    output is the same); another execution counts, and so does a record without an execution (a state
+    machine of an older build), as before. The cancelled path counts the same way."""
+    drain = rig.validated()
+    state = {"drain": drain.model_dump(), "round": {"evicted": [], "evicted_count": 0, "rounds": 1}}
+
+    first = _record(rig, state, "released")
+    again = _record(rig, state, "released")
+
+    assert first == again and first["outcome"] == "released"
+    assert rig.outcomes == [("released", NODE)]
+    _record(rig, state, "released", EXECUTION_ARN + "-2")
+    _record(rig, state, "released", None)
+    _record(rig, state, "released", None)
+    assert rig.outcomes == [("released", NODE)] * 4
+
+    cancelled = {"cancelled": {"node": NODE, "note": "its claim lapsed"}}
+    for _ in range(2):
+        assert _record(rig, cancelled, "cancelled", EXECUTION_ARN + "-3")["outcome"] == "cancelled"
+    assert rig.outcomes[4:] == [("cancelled", NODE)]
+
+
+def test_a_drain_whose_count_mark_cannot_be_written_is_counted_all_the_same(rig: Rig) -> None:
+    """The mark is a write to the state table: when it fails the drain is counted anyway (a rare count
+    too many beats a drain nobody counted), and the record step does not fail for it."""
+    drain = rig.validated()
+    state = {"drain": drain.model_dump(), "error": _lambda_error("DrainTimeout", "deadline")}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    ledger.fail("claim", AwsThrottled("Rate exceeded"))
+
+    out = _record(rig, state, "timeout")
+
+    assert out["outcome"] == "timeout" and rig.outcomes == [("timeout", NODE)]
+
+
+def test_an_ended_mark_throttled_fails_the_record_step_so_its_retry_writes_it(rig: Rig) -> None:
+    """A released make room's ended mark (``drain-ended#<plan>#<node>``) could not be written, DynamoDB
+    throttling past botocore's retries: the record swallowed it, and the claim went on spending the
+    budget and taking the node's workers as leaving until it lapsed. The record step now fails
+    AwsThrottled (nothing counted yet), its Retry runs it again, and that run writes the mark and counts
+    the drain once. Any other error stays best effort."""
+    drain = rig.cordoned(reason="make room", **PLANNED, terminate=False, uncordon=True)
+    state: dict[str, Any] = {"drain": drain.model_dump(), "released": {"uncordoned": True}}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    ledger.fail("claim", AwsThrottled("Rate exceeded"), times=1)
+
+    with pytest.raises(AwsThrottled):
+        _record(rig, state, "released")
+    assert rig.outcomes == [] and ledger.load(CLUSTER).state.ended_drains == {}
+    out = _record(rig, state, "released")
+
+    assert out["outcome"] == "released" and rig.outcomes == [("released", NODE)]
+    assert set(ledger.load(CLUSTER).state.ended_drains) == {drain.node}
+
+    ledger.claimed.clear()
+    ledger.fail("claim", AwsError("AccessDeniedException: not allowed"), times=1)
+    assert _record(rig, state, "released", EXECUTION_ARN + "-2")["outcome"] == "released"
+    assert ledger.load(CLUSTER).state.ended_drains == {}  # best effort, as before
+
+
+def test_every_record_step_retries_a_throttled_or_unanswered_state_table() -> None:
+    """The record steps raise AwsThrottled and AwsUnavailable when the ended mark is not written; each
+    one's Retry names them (else the Catch would take the first as the step failing for good)."""
+    states = json.loads((ROOT / "statemachines" / "drain_node.asl.json").read_text())["States"]
+    records = [s for s in states.values() if (s.get("Parameters") or {}).get("action") == "record"]
+    assert len(records) == 9
+    for state in records:
+        assert any(r["ErrorEquals"] == ["AwsThrottled", "AwsUnavailable"] for r in state["Retry"]), state

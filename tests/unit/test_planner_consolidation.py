@@ -1249,6 +1249,30 @@ def test_the_ready_pods_on_a_node_whose_instance_terminates_spend_their_budget()
     assert code == codes.POD_NEVER and "nodes going away (deleted, terminating, stopping) take 1" in reason
 
 
+@pytest.mark.parametrize("allowed", [1, 2])
+def test_a_node_stuck_deleting_spends_its_pods_budget_once_when_drained(allowed: int) -> None:
+    """a has been deleted for 30 minutes, held by a finalizer, its kubelet still running: its db replica
+    is Ready and has no deletionTimestamp, so the disruption controller counts it healthy (a pod is
+    healthy when Ready and not being deleted: kubernetes pkg/controller/disruption, countHealthyPods)
+    and the budget's status lets it be evicted. The plan drains a and b, each with a replica: the
+    replica on a was counted twice, as a node going away's and as the drain's eviction, so with one
+    disruption allowed a's own drain was refused for a's own replica ("nodes going away take 1") and a
+    stayed with the budget held until the finalizer went; with two, b was refused though the two
+    evictions are what the budget allows. A drain's own pods are its eviction's, once."""
+    w, a, b = _db_world(allowed)
+    w.node(a)["metadata"].update(
+        deletionTimestamp=o.iso(NOW - timedelta(minutes=30)), finalizers=["x.io/hold"]
+    )
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    drained = {d.node for d in result.drain}
+    assert drained == ({a, b} if allowed == 2 else {a}), (result.drain, kept(result))
+    if allowed == 1:
+        code, reason = kept(result)[b]
+        assert code == codes.POD_NEVER and "other drains evict 1" in reason and "going away" not in reason
+
+
 def test_the_workers_of_a_node_a_recent_make_room_claims_are_not_counted_as_elastic_room() -> None:
     """Three workers (minimum two), one per node. A plan two minutes ago made room on a (its claim and
     its room in the state): the drain evicts a's worker, and has not cordoned a yet. It was no drain

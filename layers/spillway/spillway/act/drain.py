@@ -113,6 +113,8 @@ from spillway.errors import (
     AsgLimitExceeded,
     AsgNotFound,
     AwsError,
+    AwsThrottled,
+    AwsUnavailable,
     DrainCancelled,
     DrainSuperseded,
     DrainTimeout,
@@ -276,6 +278,12 @@ _FIELD_HELP = {
 SCALE_DOWN_FAILURES = frozenset({"failed", "timeout"})
 # How long the state table keeps a failed scale-down drain's item (its TTL): above any failure delay in use
 SCALE_DOWN_FAILURE_KEPT = timedelta(days=1)
+# The state table's partition, beside the cluster's own, of the marks that a DrainNode execution's outcome
+# was counted (Drainer._count: one item per execution, so a record step run again counts nothing more).
+# Apart from the cluster's partition, which every plan's state load reads whole.
+DRAIN_COUNTED_PARTITION = "{cluster}#drain-counted"
+# How long such a mark is kept: far above a record step's retries (seconds)
+DRAIN_COUNTED_KEPT = timedelta(hours=1)
 # A plan's drain that ends keeping its node and its remaining pods running (failed, timed out, cancelled,
 # rejected, or a make-room drain released: its moved pods evicted, the node uncordoned): later plans stop
 # taking its claim for a drain under way, counting its evictions against the PodDisruptionBudgets and
@@ -2723,16 +2731,20 @@ class Drainer:
 
     # record ------------------------------------------------------------------------------------
 
-    def record(self, state: Mapping[str, Any], outcome: str | None = None) -> dict[str, Any]:
+    def record(
+        self, state: Mapping[str, Any], outcome: str | None = None, execution: str | None = None
+    ) -> dict[str, Any]:
         """The drain's outcome: returned (the execution's output, or the Fail state's error and cause),
-        an event on the node when the drain touched it, and the ``DrainOutcome`` metric.
+        an event on the node when the drain touched it, and the ``DrainOutcome`` metric, once for the
+        ``execution`` (:meth:`_count`).
 
         ``state`` is the state machine's whole state; a failure is its ``error`` (``Error``/``Cause``
         as a Catch records them), the compensation's result is ``compensation`` or
         ``compensation_error``. Recording the event is best effort: the outcome is never lost to it.
         """
+        count = self._counter(execution)
         if outcome == "cancelled":
-            return self._record_cancel(state)
+            return self._record_cancel(state, count)
         # A rejected request touched nothing, not even an Event: a ``drain`` in it is only its input.
         has_drain = outcome != "rejected" and isinstance(state.get("drain"), Mapping)
         drain = parse_drain(state["drain"]) if has_drain else None
@@ -2760,8 +2772,46 @@ class Drainer:
             self._event(drain, *_event_for(final, summary))
             self._note_scale_down_failure(drain, final)
         self._note_ended(summary, final, drain.planned_at if drain is not None else state.get("planned_at"))
-        self.on_outcome(final, summary)
+        count(final, summary)
         return summary
+
+    def _counter(self, execution: str | None) -> OutcomeHook:
+        """The ``DrainOutcome`` hook of a record step of ``execution`` (its ARN, ``$$.Execution.Id``):
+        counts only when this run is the first of the execution's record steps to count.
+
+        Step Functions runs a Task again when its Retry matches the error, and the record step retries
+        Lambda's transient service errors, the invoke's 500s (``Lambda.ClientExecutionTimeoutException``,
+        ``Lambda.ServiceException``, ...: AWS Step Functions Developer Guide, "Handle Lambda service
+        exceptions"), which say nothing of whether the function ran: a client timeout leaves it
+        running. So a drain whose record ran and whose answer was lost was counted once per run. The first run
+        to count writes a mark (a claim on ``drain-counted`` items, with a token of its own, so a put
+        botocore sent again is still known as its own: ``Ledger.claim``); a later run finds it and
+        counts nothing. A mark that cannot be written counts anyway: a rare count too many is better
+        than a drain nobody counted. No ``execution`` (a caller of an older state machine) counts."""
+        if execution is None:
+            return self.on_outcome
+
+        def count(outcome: str, who: Mapping[str, Any] | None, n: int = 1, /) -> None:
+            token = uuid.uuid4().hex
+            now = self.clock()
+            try:
+                stored, _ = self.ledger.claim(
+                    DRAIN_COUNTED_PARTITION.format(cluster=self.cluster),
+                    execution,
+                    {"token": token, "outcome": outcome, "at": iso(now)},
+                    expires=now + DRAIN_COUNTED_KEPT,
+                )
+            except SpillwayError as exc:
+                log.warning("DrainOutcome of %s counted without its mark: %s", execution, exc)
+                stored = {"token": token}
+            if stored.get("token") != token:
+                log.info("DrainOutcome of %s counted already (%s)", execution, stored.get("outcome"))
+            elif n == 1:
+                self.on_outcome(outcome, who)
+            else:
+                self.on_outcome(outcome, who, n)
+
+        return count
 
     def _note_ended(self, summary: Mapping[str, Any], outcome: str, planned_at: object) -> None:
         """When a plan's drain (``summary`` names its ``plan_id`` and ``node``) ends keeping its node
@@ -2771,8 +2821,12 @@ class Drainer:
         forgot its room, and its claim took every worker on the node off its elastic job)
         (:meth:`spillway.planner.scaledown.ScaleDownStage.claim_ended`): an
         item of the state table per plan and node (a claim, so the step run again writes it once),
-        which the state store merges into ``State.ended_drains`` at load. Best effort, as the Event: a
-        write that fails only leaves the claim spending until it lapses, as before.
+        which the state store merges into ``State.ended_drains`` at load. A write throttled or unanswered
+        past botocore's retries (:class:`AwsThrottled`, :class:`AwsUnavailable`) fails the record step,
+        whose Retry runs it again, nothing counted yet (the count comes last, and once: :meth:`_counter`);
+        past those retries the state machine's Catch ends the drain as it ended (a success stays one)
+        and counts it. Any other failure, or that one at last, only leaves the claim spending until it
+        lapses, as before.
 
         The item names the claim it ends by the plan's time (``planned_at``, which the plan put in the
         request from the same ``now`` it wrote as the node's ``draining_since``), not by when the drain
@@ -2794,6 +2848,8 @@ class Drainer:
                 {"at": iso(now), "node": node, "planned_at": iso(claimed)},
                 expires=now + SCALE_DOWN_FAILURE_KEPT,
             )
+        except (AwsThrottled, AwsUnavailable):
+            raise  # the record step's Retry runs it again; past its retries the drain ends as it is
         except SpillwayError as exc:
             log.warning("ended drain of %s not recorded for later plans: %s", node, exc)
 
@@ -2818,7 +2874,7 @@ class Drainer:
         except SpillwayError as exc:
             log.warning("failed scale-down drain of %s not recorded for later plans: %s", drain.node, exc)
 
-    def _record_cancelled(self, state: Mapping[str, Any]) -> dict[str, Any]:
+    def _record_cancelled(self, state: Mapping[str, Any], count: OutcomeHook) -> dict[str, Any]:
         """A drain its validation cancelled (``state`` is that answer): a success that touched nothing,
         so no event on the node; the reason is the note, and DrainOutcome counts it once."""
         cancelled = state.get("cancelled")
@@ -2835,17 +2891,17 @@ class Drainer:
             summary["notice"] = str(cancelled["notice"])
             self._skipped_event(summary, cancelled.get("node_uid"))
         self._note_ended(summary, "cancelled", cancelled.get("planned_at"))
-        self.on_outcome("cancelled", summary)
+        count("cancelled", summary)
         return summary
 
-    def _record_cancel(self, state: Mapping[str, Any]) -> dict[str, Any]:
+    def _record_cancel(self, state: Mapping[str, Any], count: OutcomeHook) -> dict[str, Any]:
         """A drain cancelled at its validation (its answer in the state), or abandoned after its cordon
         (its last round's ``abandon``)."""
         if "cancelled" not in state and _mapping(state.get("round")).get("abandon"):
-            return self._record_abandoned(state)
-        return self._record_cancelled(state)
+            return self._record_abandoned(state, count)
+        return self._record_cancelled(state, count)
 
-    def _record_abandoned(self, state: Mapping[str, Any]) -> dict[str, Any]:
+    def _record_abandoned(self, state: Mapping[str, Any], count: OutcomeHook) -> dict[str, Any]:
         """A plan's drain abandoned after its cordon because work came to the node since the plan (the
         round's ``abandon``), its node given back (``compensation``, GiveBack's answer): ``cancelled``, a
         success, with the pods it evicted before, an Event on the Node and the DrainOutcome metric. A
@@ -2872,7 +2928,7 @@ class Drainer:
             "Normal",
         )
         self._note_ended(summary, "cancelled", drain.planned_at)
-        self.on_outcome("cancelled", summary)
+        count("cancelled", summary)
         return summary
 
     def _skipped_event(self, summary: Mapping[str, Any], uid: Any) -> None:
@@ -3409,6 +3465,20 @@ def _action_of(event: Mapping[str, Any]) -> str | None:
     return action
 
 
+def _record_step(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
+    """A record step: the state machine's ``state``, the ``outcome`` its state names, and its
+    ``execution`` (ARN), which the count is kept to once (:meth:`Drainer.record`)."""
+    state = event.get("state")
+    if not isinstance(state, Mapping):
+        raise InvalidDrainRequest("record needs the state machine's state", field="state")
+    outcome, execution = event.get("outcome"), event.get("execution")
+    return drainer.record(
+        state,
+        outcome if isinstance(outcome, str) else None,
+        execution if isinstance(execution, str) and execution else None,
+    )
+
+
 def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     """Dispatch one state machine step: ``{"action": ..., ...}`` to the :class:`Drainer` method."""
     action = _action_of(event)
@@ -3419,11 +3489,7 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     if action in _EVENT_ACTIONS:
         return _EVENT_ACTIONS[action](drainer, event)
     if action == "record":
-        state = event.get("state")
-        if not isinstance(state, Mapping):
-            raise InvalidDrainRequest("record needs the state machine's state", field="state")
-        outcome = event.get("outcome")
-        return drainer.record(state, outcome if isinstance(outcome, str) else None)
+        return _record_step(drainer, event)
     if action not in ACTIONS:
         raise InvalidDrainRequest(f"unknown action {action!r} (one of: {', '.join(ACTIONS)})", field="action")
     drain = parse_drain(event.get("drain"))

@@ -106,12 +106,13 @@ EventMatch = Callable[[Any], bool]
 
 class FunctionFaults:
     """Make a function fail its next calls: :meth:`fail_next` before the handler runs (a Lambda error
-    with that exception's name), :meth:`time_out_after` after it ran (:class:`LambdaTimeout`)."""
+    with that exception's name), :meth:`time_out_after` after it ran (:class:`LambdaTimeout`), or
+    :meth:`answer_after` it ran with another error (a Lambda service error whose invocation ran)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: dict[str, list[tuple[Exception, EventMatch]]] = {}
-        self._timeouts: dict[str, list[EventMatch]] = {}
+        self._timeouts: dict[str, list[tuple[Exception | None, EventMatch]]] = {}
 
     def fail_next(
         self, function: str, error: Exception, times: int = 1, when: EventMatch | None = None
@@ -134,15 +135,24 @@ class FunctionFaults:
         """The next ``times`` calls of ``function`` whose event ``when`` accepts (any, by default) run
         the handler to the end, then answer as a timed-out Lambda: side effects done, result lost."""
         with self._lock:
-            self._timeouts.setdefault(function, []).extend([when or (lambda event: True)] * times)
+            self._timeouts.setdefault(function, []).extend([(None, when or (lambda event: True))] * times)
 
-    def take_timeout(self, function: str, event: Any) -> LambdaTimeout | None:
+    def answer_after(
+        self, function: str, error: Exception, when: EventMatch | None = None, times: int = 1
+    ) -> None:
+        """The next ``times`` calls of ``function`` whose event ``when`` accepts run the handler to the
+        end, then answer ``error`` (its ``error_type``, else its class name): side effects done, result
+        lost, as an invoke whose 500 came after the function ran."""
+        with self._lock:
+            self._timeouts.setdefault(function, []).extend([(error, when or (lambda event: True))] * times)
+
+    def take_timeout(self, function: str, event: Any) -> Exception | None:
         with self._lock:
             queue = self._timeouts.get(function) or []
-            for i, when in enumerate(queue):
+            for i, (error, when) in enumerate(queue):
                 if when(event):
                     del queue[i]
-                    return LambdaTimeout(function)
+                    return error if error is not None else LambdaTimeout(function)
             return None
 
 
@@ -449,7 +459,7 @@ class LocalStack:
             record.error = type(exc).__name__
             raise
         if timeout is not None:  # it ran to the end; the caller never hears of the result
-            record.error = timeout.error_type
+            record.error = getattr(timeout, "error_type", type(timeout).__name__)
             raise timeout
         return record.result
 

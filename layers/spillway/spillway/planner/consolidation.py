@@ -225,7 +225,11 @@ class PodBudgets:
     of an earlier plan will still evict (:meth:`evicted`: not terminating yet, so not taken off the
     status); ``going``, the Ready pods of nodes on their way out without a drain (being deleted, their
     instance terminating or stopping in its warm pool), which stop being Ready and take a disruption
-    off with them."""
+    off with them. A pod is healthy for the status while Ready and not being deleted (kubernetes
+    pkg/controller/disruption, ``countHealthyPods``; the node controller marks a kubelet-less node's
+    pods not Ready), so only those are ``going``; and a drain of this plan that evicts one of them (of a
+    node whose deletion a finalizer holds, its kubelet still running) spends it as its own eviction,
+    not as ``going`` as well."""
 
     def __init__(
         self, snapshot: ClusterSnapshot, draining: Iterable[PodInfo] = (), going: Iterable[PodInfo] = ()
@@ -234,26 +238,31 @@ class PodBudgets:
         self.allowed = {(p.namespace, p.name): p.disruptions_allowed for p in snapshot.pdbs}
         self.spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> pods this plan's drains evict
         self.draining = self.evicted(draining)  # ... pods earlier plans' drains will evict
+        going_ready = [pod for pod in going if pod.ready and not pod.terminating]
         self.going = Counter(
-            (pod.namespace, name) for pod in going if pod.ready and not pod.terminating for name in pod.pdbs
+            (pod.namespace, name) for pod in going_ready for name in pod.pdbs
         )  # ... Ready pods of nodes going away without a drain
+        self._going_pods = {pod.key for pod in going_ready if pod.pdbs}  # ... those pods, by key
 
     def refusal(self, pods: Iterable[PodInfo]) -> Verdict:
-        """Why a drain evicting ``pods`` would take a budget past what it allows now, or None."""
+        """Why a drain evicting ``pods`` would take a budget past what it allows now, or None. Its own
+        pods that ``going`` counts (a drain of a node going away, such as one whose deletion a finalizer
+        holds) are counted once, as this drain's: the eviction is the one disruption they take."""
+        pods = list(pods)
+        own = self._own_going(pods)
         for key, count in sorted(self.evicted(pods).items()):
             can = self.allowed.get(key, 0)
-            spent, ahead = self.spent.get(key, 0), self.draining[key] + self.going[key]
+            going = self.going[key] - own[key]
+            spent, ahead = self.spent.get(key, 0), self.draining[key] + going
             if can < 1 or ((spent or ahead) and ahead + spent + count > can):
-                return codes.POD_NEVER, self._why(key, can, spent, count)
+                return codes.POD_NEVER, self._why(key, can, spent, count, going)
         return None
 
-    def _why(self, key: tuple[str, str], can: int, spent: int, count: int) -> str:
+    def _why(self, key: tuple[str, str], can: int, spent: int, count: int, going: int) -> str:
         namespace, name = key
         others = [f"this plan's other drains evict {spent} of its pods"]
-        if self.going[key]:
-            others.insert(
-                0, f"nodes going away (deleted, terminating, stopping) take {self.going[key]} Ready"
-            )
+        if going:
+            others.insert(0, f"nodes going away (deleted, terminating, stopping) take {going} Ready")
         if self.draining[key]:
             others.insert(0, f"drains under way evict {self.draining[key]} more")
         return (
@@ -262,8 +271,19 @@ class PodBudgets:
         )
 
     def spend(self, pods: Iterable[PodInfo]) -> None:
+        """Count ``pods`` as evicted by a drain of this plan; those ``going`` counted leave it for
+        ``spent`` (:meth:`refusal`)."""
+        pods = list(pods)
+        self.going -= self._own_going(pods)
+        self._going_pods.difference_update(p.key for p in pods)
         for key, count in self.evicted(pods).items():
             self.spent[key] = self.spent.get(key, 0) + count
+
+    def _own_going(self, pods: list[PodInfo]) -> Counter[tuple[str, str]]:
+        """Of ``pods``, those ``going`` counts that a drain evicts (:meth:`evicted`), per budget."""
+        if not self._going_pods:
+            return Counter()
+        return self.evicted(p for p in pods if p.key in self._going_pods)
 
     def evicted(self, pods: Iterable[PodInfo]) -> Counter[tuple[str, str]]:
         """How many of ``pods`` each budget, by (namespace, name), holds to its disruptions (a
