@@ -157,6 +157,27 @@ def test_a_scheduled_action_that_sets_max_size_above_the_raise_leaves_it_under_w
         assert {pending_codes(result)[p] for p in pods} == {"fits-launching"}
 
 
+def test_a_scheduled_action_auto_scaling_refuses_leaves_the_raise_under_way() -> None:
+    """A raise to 3 three minutes ago that the snapshot does not show yet; at 11:59 a recurring action
+    set DesiredCapacity 0 on a group of MinSize 1. Auto Scaling refuses a desired capacity below the
+    MinSize in force (EC2 Auto Scaling User Guide, "Set scaling limits" and "Scheduled scaling"), so the
+    run changed no size and the raise's nodes are still coming. It was read as a cut: the raise ended
+    and the plan raised the group again for the same pods, two more nodes paid for."""
+    from dataclasses import replace
+
+    from spillway.model.schedule import ScheduledFloor
+    from spillway.planner import plan
+
+    w, pods = raised_three_minutes_ago()
+    snapshot, groups, cfg, state = w.parsed()
+    refused = ScheduledFloor("night", desired=0, recurrence="59 11 * * *")
+    groups = [replace(g, scheduled=(refused,), min_size=1) for g in groups]
+    result = plan(snapshot, groups, cfg, state, NOW)
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"fits-launching"}
+
+
 def _terminate_for_schedule(w: World, at_minutes_ago: float, change: tuple[int, int]) -> None:
     """The activity Auto Scaling writes for an instance a scheduled action scaled in: its Cause names
     the action's update and the change of desired capacity (AWS Knowledge Center, "Why did my Auto

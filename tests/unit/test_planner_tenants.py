@@ -506,6 +506,32 @@ def test_a_lingering_or_repeated_valid_condition_does_not_lift_a_capacity_quota(
     assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
 
 
+def test_a_valid_condition_without_its_own_generation_is_dated_by_the_status_observed_generation() -> None:
+    """metav1.Condition's ``observedGeneration`` is optional; v1beta1 carries the generation the
+    controller last observed in ``status.observedGeneration`` too (capacityquota_types.go). A
+    ``False`` condition with none of its own, beside a ``status.observedGeneration`` below
+    ``metadata.generation``, judged an older spec (the user fixed it since); it was read as a verdict on
+    this one and lifted the quota, so the fixed quota capped nothing until the controller ran again."""
+    w = cpu_world()
+    w.pods("p", 2, **BIG)
+    w.capacity_quota("freeze", {"nodes": "0"})
+    quota = w.items[-1]
+    quota["metadata"]["generation"] = 2
+    condition = {"type": "cluster-autoscaler.kubernetes.io/valid", "status": "False", "reason": "Invalid",
+                 "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+    quota["status"] = {"observedGeneration": 1, "conditions": [condition]}
+    assert w.plan().scale_up == ()
+    # for the current generation it is the verdict, as it is with neither generation given
+    quota["status"]["observedGeneration"] = 2
+    assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
+    del quota["status"]["observedGeneration"]
+    assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
+    # a condition's own generation is the one read
+    quota["status"]["observedGeneration"] = 1
+    condition["observedGeneration"] = 2
+    assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
+
+
 def test_a_capacity_quota_whose_selector_does_not_convert_is_not_enforced() -> None:
     """cluster-autoscaler skips a CapacityQuota whose selector metav1.LabelSelectorAsSelector refuses
     (capacityquota validator.go and provider.go): ``Exists`` with values is one. Read as ``Exists``, it

@@ -17,6 +17,7 @@ from spillway.model.schedule import (
     check_actions,
     cron_runs,
     next_change,
+    scheduled_ceiling,
     scheduled_floor,
     zone_of,
 )
@@ -307,6 +308,32 @@ def test_an_action_sized_above_the_maxsize_in_force_sets_no_floor_and_is_named()
     ]
 
 
+def test_an_action_sized_below_the_minsize_in_force_is_no_ceiling_and_is_named() -> None:
+    """The same rule from below: Auto Scaling refuses a DesiredCapacity or a MaxSize below the MinSize
+    in force (its own, else the group's), and the run terminates nothing. A DesiredCapacity 2 on a group
+    of MinSize 3 was taken as a ceiling of 3 (clamped), so the plan drained down to it ahead of a run
+    that never comes."""
+    now = utc(2026, 3, 2)
+    low = ScheduledFloor("low", desired=2, recurrence="30 0 * * *")
+    cap = ScheduledFloor("cap", max_size=2, recurrence="30 0 * * *")
+    own = ScheduledFloor("own", min_size=1, desired=2, recurrence="30 0 * * *")
+    assert scheduled_ceiling([low], now, H, 3) is None
+    assert scheduled_ceiling([cap], now, H, 3) is None
+    ceiling = scheduled_ceiling([low, cap, own], now, H, 3)
+    assert ceiling is not None and (ceiling.action.name, ceiling.min_size) == ("own", 2)
+    assert scheduled_ceiling([low], now, H, 2) is not None  # at MinSize: runs
+    assert scheduled_floor([low], now, H, 10, 3) is None
+    assert [p.split(":")[0:2] for p in check_actions([low, cap, own], 10, 3)] == [
+        ["ScheduledActions[low]", " DesiredCapacity 2 is below the group's MinSize 3"],
+        ["ScheduledActions[cap]", " MaxSize 2 is below the group's MinSize 3"],
+    ]
+    assert check_actions([ScheduledFloor("mine", min_size=4, desired=3)], 10, 0) == [
+        "ScheduledActions[mine]: DesiredCapacity 3 is below its own MinSize 4: Auto Scaling refuses these "
+        "sizes when it runs (ValidationError), so the action changes nothing and sets no floor; give it a "
+        "MinSize at least as low, or raise its sizes"
+    ]
+
+
 def test_a_group_read_with_an_action_above_its_max_size_names_it_in_its_problems() -> None:
     raw = o.asg("batch", max_size=5)
     action = ScheduledAction(AutoScalingGroupName="batch", ScheduledActionName="morning", MinSize=8,
@@ -318,6 +345,16 @@ def test_a_group_read_with_an_action_above_its_max_size_names_it_in_its_problems
         "ScheduledActions[morning]: MinSize 8 is above the group's MaxSize 5: Auto Scaling refuses these "
         "sizes when it runs (ValidationError), so the action changes nothing and sets no floor; give it "
         "a MaxSize at least as high, or lower its sizes"
+    ]
+    # and one below its MinSize
+    raw = o.asg("batch", min_size=3, max_size=5)
+    evening = ScheduledAction(AutoScalingGroupName="batch", ScheduledActionName="evening", DesiredCapacity=1,
+                              Recurrence="0 20 * * *")  # fmt: skip
+    (group,) = build_node_groups(
+        [AutoScalingGroup.model_validate(raw)], [], bundled_instance_types(), {}, "ml", scheduled=[evening]
+    )
+    assert [p.split(":")[1] for p in group.problems if p.startswith("ScheduledActions[")] == [
+        " DesiredCapacity 1 is below the group's MinSize 3"
     ]
 
 

@@ -19,7 +19,7 @@ from test_planner_unready import _never_started, _not_ready
 
 from spillway.act.planning import drain_item
 from spillway.local import objects as o
-from spillway.model.schedule import ScheduledFloor
+from spillway.model.schedule import ScheduledFloor, check_actions
 from spillway.planner import ScalingPlan, codes, plan
 
 SOON = NOW + timedelta(minutes=5)  # within the default 10-minute scale_down_idle_minutes
@@ -210,19 +210,34 @@ def test_movable_pods_with_no_room_elsewhere_are_evicted_rather_than_killed_with
     )
 
 
-def test_an_action_lowering_desired_below_min_size_takes_the_group_to_min_size_only() -> None:
-    """DesiredCapacity 2 with no new MinSize on a group of MinSize 3: the group's limits apply when the
-    action runs ("Set scaling limits"), so Auto Scaling keeps three nodes, and one is drained ahead with
-    nothing left at risk."""
+def test_an_action_lowering_desired_or_max_size_below_min_size_is_refused_and_drains_nothing() -> None:
+    """DesiredCapacity 2 with no new MinSize on a group of MinSize 3: the group's limits hold when the
+    action runs ("Set scaling limits"), a desired capacity outside them is refused (the action must name
+    the limits too, "Scheduled scaling"), and the run changes nothing. The plan took the group down to
+    its MinSize ahead of it ("DesiredCapacity 2, held by MinSize 3"): it drained a node Auto Scaling
+    never terminates. So does a MaxSize 2 alone ("Max bound ... must be greater than or equal to min
+    bound"). Neither drains anything now, and the group's problems name them; with a MinSize of its own
+    as low the action runs, and it is a ceiling again."""
     world, nodes = web(min_size=3)
     for node in nodes:
         world.idle_since(node, 2)
-    result = planned(world, {"scheduled": (EVENING,)})
+    cap = ScheduledFloor("cap", max_size=2, start=SOON)
+    for action, field in ((EVENING, "DesiredCapacity"), (cap, "MaxSize")):
+        result = planned(world, {"scheduled": (action,)})
+        assert result.drain == () and result.shrinks == (), field
+        assert sorted(k.code for k in result.kept) == [codes.IDLE_BELOW_THRESHOLD] * 4
 
-    assert len(result.drain) == 1
-    (shrink,) = result.shrinks
-    assert (shrink.size, shrink.at_risk) == (3, ())
-    assert shrink.reason.endswith("with DesiredCapacity 2, held by MinSize 3: drains 1 node(s) ahead of it")
+    _, groups, _, _ = world.parsed()
+    (group,) = groups
+    assert check_actions([EVENING, cap], group.max_size, group.min_size) == [
+        f"ScheduledActions[{a.name}]: {field} 2 is below the group's MinSize 3: Auto Scaling refuses these "
+        "sizes when it runs (ValidationError), so the action changes nothing and sets no floor; give it a "
+        "MinSize at least as low, or raise its sizes"
+        for a, field in ((EVENING, "DesiredCapacity"), (cap, "MaxSize"))
+    ]
+
+    result = planned(world, {"scheduled": (replace(EVENING, min_size=2),)})
+    assert [s.size for s in result.shrinks] == [2] and len(result.drain) == 1  # MinSize 3 holds until then
 
 
 def test_a_node_drained_ahead_of_the_action_is_not_uncordoned_for_pending_pods() -> None:

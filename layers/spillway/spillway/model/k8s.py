@@ -865,6 +865,7 @@ class CapacityQuotaSpec(KubeModel):
 class CapacityQuotaStatus(KubeModel):
     used: QuotaResources | None = None
     conditions: list[StatusCondition] = Field(default_factory=list)
+    observed_generation: int | None = None  # v1beta1: the generation the controller last observed
 
 
 class CapacityQuota(KubeModel):

@@ -1713,7 +1713,7 @@ def node_group(
                 asg.LaunchSettingsProblem,
                 asg.ManagedNodegroupProblem,
                 capacity_problem,
-                *check_actions(floors, asg.MaxSize),
+                *check_actions(floors, asg.MaxSize, asg.MinSize),
                 *option_problems,
                 rebalance,
             )

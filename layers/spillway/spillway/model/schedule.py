@@ -384,41 +384,64 @@ def scheduled_floor(
     now: datetime,
     horizon: timedelta,
     max_size: int | None = None,
+    min_size: int | None = None,
 ) -> Floor | None:
     """The highest size (:func:`floor_of`: its MinSize or DesiredCapacity) an action takes the group to
     when it runs after ``now`` and within ``horizon`` (the earliest such run, then the action's name, on
     a tie); None when none does. Past runs set no floor: AWS applied them to the group's sizes, which
     may have been changed since. An action whose cron or zone cannot be read is skipped (it was checked
     when the group was read), and so is one Auto Scaling will refuse when it runs
-    (:func:`size_refusal`, against the group's ``max_size``): it sets no size at all."""
+    (:func:`size_refusal`, against the group's ``max_size`` and ``min_size``): it sets no size at all."""
 
     def valid_floor(action: ScheduledFloor) -> tuple[int, str] | None:
-        return None if size_refusal(action, max_size) else floor_of(action)
+        return None if size_refusal(action, max_size, min_size) else floor_of(action)
 
     coming = _runs(actions, now, horizon, valid_floor)
     return max(coming, key=lambda f: (f.min_size, -f.at.timestamp(), f.action.name), default=None)
 
 
-def size_refusal(action: ScheduledFloor, max_size: int | None) -> str:
-    """Why Auto Scaling cannot apply ``action``'s sizes to a group whose MaxSize is ``max_size`` when it
-    runs, else ``""``: a MinSize or a DesiredCapacity above the MaxSize in force then, the action's own,
-    else the group's (EC2 Auto Scaling User Guide, "Set scaling limits": a scheduled action that names
-    no new limit runs within the group's current ones). A run sets the sizes it names as
-    UpdateAutoScalingGroup does, and that refuses a maximum below the minimum (ValidationError "Max
-    bound, M, must be greater than or equal to min bound, N") and a desired capacity above the maximum:
-    no size changes, and no instance is launched. DescribeScheduledActions can still list such an
-    action: the group's MaxSize may have been lowered after it was put. moto runs no scheduled action,
-    so Spillway applies the rule itself. The MaxSize in force is the group's as read: another action
-    that raises it before this one runs is not counted."""
+# What a user changes so that Auto Scaling accepts the action's sizes: for a size above the maximum
+# in force, and for one below the minimum in force.
+_RAISE_MAX = "give it a MaxSize at least as high, or lower its sizes"
+_LOWER_MIN = "give it a MinSize at least as low, or raise its sizes"
+
+
+def _refusal(action: ScheduledFloor, max_size: int | None, min_size: int | None) -> tuple[str, str]:
+    """(:func:`size_refusal`'s reason, the remedy), or ``("", "")``."""
     top = action.max_size if action.max_size is not None else max_size
-    if top is None:
-        return ""
-    whose = "its own MaxSize" if action.max_size is not None else "the group's MaxSize"
-    if action.min_size is not None and action.min_size > top:
-        return f"MinSize {action.min_size} is above {whose} {top}"
-    if action.desired is not None and action.desired > top:
-        return f"DesiredCapacity {action.desired} is above {whose} {top}"
-    return ""
+    low = action.min_size if action.min_size is not None else min_size
+    tops = "its own MaxSize" if action.max_size is not None else "the group's MaxSize"
+    lows = "its own MinSize" if action.min_size is not None else "the group's MinSize"
+    if top is not None:
+        if action.min_size is not None and action.min_size > top:
+            return f"MinSize {action.min_size} is above {tops} {top}", _RAISE_MAX
+        if action.desired is not None and action.desired > top:
+            return f"DesiredCapacity {action.desired} is above {tops} {top}", _RAISE_MAX
+    if low is not None:
+        if action.max_size is not None and action.max_size < low:
+            return f"MaxSize {action.max_size} is below {lows} {low}", _LOWER_MIN
+        if action.desired is not None and action.desired < low:
+            return f"DesiredCapacity {action.desired} is below {lows} {low}", _LOWER_MIN
+    return "", ""
+
+
+def size_refusal(action: ScheduledFloor, max_size: int | None, min_size: int | None = None) -> str:
+    """Why Auto Scaling cannot apply ``action``'s sizes to a group whose MaxSize is ``max_size`` and
+    MinSize ``min_size`` when it runs, else ``""``: a MinSize or a DesiredCapacity above the MaxSize in
+    force then, or a MaxSize or a DesiredCapacity below the MinSize in force then, the action's own,
+    else the group's (EC2 Auto Scaling User Guide, "Set scaling limits": a scheduled action that names
+    no new limit runs within the group's current ones, and the desired capacity must lie within them;
+    "Scheduled scaling", Considerations: an action may name only a desired capacity, but must name the
+    minimum and maximum too where its desired capacity would otherwise fall outside them). A run sets
+    the sizes it names as UpdateAutoScalingGroup does, and that refuses a maximum below the minimum
+    (ValidationError "Max bound, M, must be greater than or equal to min bound, N") and a desired
+    capacity outside them: no size changes, no instance is launched and none is terminated, so such
+    an action is neither a floor nor a ceiling. PutScheduledUpdateGroupAction already refuses an action
+    whose own sizes disagree; DescribeScheduledActions can still list one that disagrees with the
+    group's: its limits may have changed after the action was put. moto runs no scheduled action, so
+    Spillway applies the rule itself. The limits in force are the group's as read: another action
+    that changes them before this one runs is not counted."""
+    return _refusal(action, max_size, min_size)[0]
 
 
 def _runs(
@@ -444,10 +467,12 @@ def _runs(
     return coming
 
 
-def check_actions(actions: Iterable[ScheduledFloor], max_size: int | None = None) -> list[str]:
+def check_actions(
+    actions: Iterable[ScheduledFloor], max_size: int | None = None, min_size: int | None = None
+) -> list[str]:
     """Problems with the actions, naming the action (empty when all read): a recurrence or time zone
     that cannot be read, and sizes Auto Scaling will refuse when the action runs on a group
-    whose MaxSize is ``max_size`` (:func:`size_refusal`)."""
+    whose MaxSize is ``max_size`` and MinSize ``min_size`` (:func:`size_refusal`)."""
     problems = []
     for action in actions:
         try:
@@ -456,12 +481,11 @@ def check_actions(actions: Iterable[ScheduledFloor], max_size: int | None = None
             zone_of(action.timezone)
         except ValueError as exc:
             problems.append(f"ScheduledActions[{action.name}]: {exc}")
-        refused = size_refusal(action, max_size)
+        refused, remedy = _refusal(action, max_size, min_size)
         if refused:
             problems.append(
                 f"ScheduledActions[{action.name}]: {refused}: Auto Scaling refuses these sizes when it "
-                "runs (ValidationError), so the action changes nothing and sets no floor; give it a "
-                "MaxSize at least as high, or lower its sizes"
+                f"runs (ValidationError), so the action changes nothing and sets no floor; {remedy}"
             )
     return problems
 
@@ -482,22 +506,22 @@ def ceiling_of(action: ScheduledFloor) -> tuple[int, str] | None:
 
 
 def scheduled_ceiling(
-    actions: Sequence[ScheduledFloor], now: datetime, horizon: timedelta, min_size: int = 0
+    actions: Sequence[ScheduledFloor],
+    now: datetime,
+    horizon: timedelta,
+    min_size: int = 0,
+    max_size: int | None = None,
 ) -> Floor | None:
     """The lowest size (:func:`ceiling_of`: its DesiredCapacity or MaxSize) an action takes the group to
     when it runs after ``now`` and within ``horizon`` (the earliest such run, then the action's name, on
-    a tie); None when none does. Its ``min_size`` is that ceiling. Never below the MinSize the group has
-    once the action ran, the action's own or else the group's ``min_size`` ("Set scaling limits": when a
-    scheduled action that names no new limits updates the desired capacity, the group's current minimum
-    and maximum apply). Past runs are not read, as for :func:`scheduled_floor`; an action whose cron or
-    zone cannot be read is skipped."""
+    a tie); None when none does. Its ``min_size`` is that ceiling. Past runs are not read, as for
+    :func:`scheduled_floor`; an action whose cron or zone cannot be read is skipped, and so is one Auto
+    Scaling will refuse when it runs (:func:`size_refusal`, against the group's ``min_size`` and
+    ``max_size``): a DesiredCapacity or MaxSize below the MinSize in force fails the whole run, which
+    terminates nothing, so nothing is drained ahead of it."""
 
-    def held(action: ScheduledFloor) -> tuple[int, str] | None:
-        size = ceiling_of(action)
-        low = action.min_size if action.min_size is not None else min_size
-        if size is not None and low > size[0]:
-            return low, f"{size[1]} {size[0]}, held by MinSize"
-        return size
+    def valid_ceiling(action: ScheduledFloor) -> tuple[int, str] | None:
+        return None if size_refusal(action, max_size, min_size) else ceiling_of(action)
 
-    coming = _runs(actions, now, horizon, held)
+    coming = _runs(actions, now, horizon, valid_ceiling)
     return min(coming, key=lambda f: (f.min_size, f.at.timestamp(), f.action.name), default=None)

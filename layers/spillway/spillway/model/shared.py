@@ -428,7 +428,8 @@ def quota_verdict(quota: CapacityQuota) -> StatusCondition | None:
     the first of a type (k8s.io/apimachinery pkg/api/meta conditions.go, ``FindStatusCondition``), so a
     repeated type in a file not from a server does not decide either. A condition whose
     ``observedGeneration`` is below ``metadata.generation`` judged an older spec (metav1.Condition's
-    field documentation) and is not read. Of the two types, v1beta1's decides where it speaks for this
+    field documentation) and is not read; for one without it (the field is optional), v1beta1's
+    ``status.observedGeneration``, the generation its controller last observed, dates it. Of the two types, v1beta1's decides where it speaks for this
     spec (the type its API names as the one cluster-autoscaler manages): a writer of one type leaves the
     others as they were (``meta.SetStatusCondition`` replaces only the condition of its own type), so a
     ``Valid=False`` an earlier release left beside a current ``cluster-autoscaler.kubernetes.io/valid=True``
@@ -439,6 +440,8 @@ def quota_verdict(quota: CapacityQuota) -> StatusCondition | None:
         if cond is None:
             continue
         seen = cond.observed_generation
+        if seen is None:
+            seen = quota.status.observed_generation
         if generation is not None and seen is not None and seen < generation:
             continue
         return cond

@@ -528,13 +528,15 @@ def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
     would be launched again then); None without one (computed once). A run already past is no floor:
     AWS set the group's sizes then, and the planner honours its MinSize itself. Nor
     is any while the group's ScheduledActions process is suspended: Auto Scaling runs none of them, nor
-    one whose MinSize or DesiredCapacity is above the MaxSize in force then (its own, else the group's):
-    Auto Scaling refuses it when it runs (:func:`~spillway.model.schedule.size_refusal`), and the
-    group's ``problems`` name it."""
+    one whose sizes lie outside the limits in force then (a MinSize or DesiredCapacity above the
+    MaxSize, a MaxSize or DesiredCapacity below the MinSize; the action's own, else the group's): Auto
+    Scaling refuses it when it runs (:func:`~spillway.model.schedule.size_refusal`), and the group's
+    ``problems`` name it."""
     if group.key not in ctx.floors:
         horizon = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
         runs = group.scheduled and group.suspension(SCHEDULED_ACTIONS) is None
-        floor = scheduled_floor(group.scheduled, ctx.now, horizon, group.max_size) if runs else None
+        limits = (group.max_size, group.min_size)
+        floor = scheduled_floor(group.scheduled, ctx.now, horizon, *limits) if runs else None
         ctx.floors[group.key] = floor
     return ctx.floors[group.key]
 
@@ -545,11 +547,14 @@ def group_ceiling(ctx: Context, group: NodeGroup) -> Floor | None:
     floors use; None without one (computed once), or while the group's ScheduledActions process is
     suspended. When such an action runs, Auto Scaling terminates the instances above it of its own
     choosing, with no drain (its termination policy picks them; instances protected from scale-in are
-    not taken), so scale-down drains down to it first and scale-up does not grow the group past it."""
+    not taken), so scale-down drains down to it first and scale-up does not grow the group past it.
+    An action Auto Scaling refuses (a DesiredCapacity or MaxSize below the MinSize in force:
+    :func:`~spillway.model.schedule.size_refusal`) terminates nothing and is no ceiling."""
     if group.key not in ctx.ceilings:
         horizon = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
         runs = group.scheduled and group.suspension(SCHEDULED_ACTIONS) is None
-        ceiling = scheduled_ceiling(group.scheduled, ctx.now, horizon, group.min_size) if runs else None
+        limits = (group.min_size, group.max_size)
+        ceiling = scheduled_ceiling(group.scheduled, ctx.now, horizon, *limits) if runs else None
         ctx.ceilings[group.key] = ceiling
     return ctx.ceilings[group.key]
 

@@ -21,7 +21,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from spillway.model.nodegroup import SCHEDULED_ACTIONS, NodeGroup
-from spillway.model.schedule import ceiling_of
+from spillway.model.schedule import ceiling_of, size_refusal
 from spillway.model.state import RaiseState, State
 from spillway.planner.context import aware
 from spillway.planner.types import ScaleUp
@@ -42,7 +42,9 @@ def _resized_since(group: NodeGroup, since: datetime, now: datetime, to: int) ->
     """A scheduled action that sets the group's DesiredCapacity or MaxSize below the raise's ``to``
     ran after ``since`` and by ``now`` (while the group's ScheduledActions process runs). One that
     sets them at or above it leaves the raise standing: a MaxSize above the desired capacity changes
-    nothing, and a DesiredCapacity at or above ``to`` takes the raise's nodes in. A one-time action is
+    nothing, and a DesiredCapacity at or above ``to`` takes the raise's nodes in; nor does one Auto
+    Scaling refuses, a size outside the limits in force (:func:`~spillway.model.schedule.size_refusal`):
+    its run changes no size. A one-time action is
     gone from DescribeScheduledActions once it ran, so the actions listed show only recurring runs
     (and one-time ones a snapshot read before their run still lists); any action's run that lowered
     the desired capacity is also in the Causes of the activities it started
@@ -55,7 +57,7 @@ def _resized_since(group: NodeGroup, since: datetime, now: datetime, to: int) ->
         return False
     for action in group.scheduled:
         size = ceiling_of(action)
-        if size is None or size[0] >= to:
+        if size is None or size[0] >= to or size_refusal(action, group.max_size, group.min_size):
             continue
         try:
             if action.next_fire(since, now - since) is not None:
