@@ -952,6 +952,27 @@ def test_of_two_tenants_pods_of_equal_priority_and_size_the_one_created_first_ge
     assert codes[left] != "fits-uncordoned"
 
 
+def test_of_one_class_the_pod_created_first_gets_the_last_node() -> None:
+    """The same last node, and two pods of one class (team-a's, alike): ``a-0``, created later, and
+    ``b-0``, created first. The scheduler binds ``b-0`` (PrioritySort: equal priority, earlier queue
+    timestamp), so the plan must say ``b-0`` fits there and ``a-0`` waits. Classes were ordered by
+    their first pod's creation while a class's own pods were still taken by name: the plan named
+    ``a-0`` placed, and Spillway's Events told ``a-0`` it triggered the reuse and ``b-0``, the pod
+    bound, that it did not."""
+    w = World()
+    (cordoned,) = w.group("cpu-east", "m5.2xlarge", max_size=1, nodes=1)
+    w.cordon(cordoned, by_spillway=True)
+    (late,) = w.pods("a", 1, namespace="team-a", created=o.EPOCH + timedelta(minutes=2), **BIG)
+    (early,) = w.pods("b", 1, namespace="team-a", created=o.EPOCH + timedelta(minutes=1), **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 5}}})
+
+    assert [u.node for u in result.uncordon] == [cordoned]
+    codes = pending_codes(result)
+    assert codes[early] == "fits-uncordoned"
+    assert codes[late] != "fits-uncordoned"
+
+
 def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
     """The same, with no other pod pending: team-a's pod stays at ``tenant-limit`` and its reason says
     why the cordoned node was not reused; no node is uncordoned, so the drain under way goes on."""
