@@ -212,7 +212,8 @@ def test_a_tenant_whose_pods_request_nothing_is_charged_the_pod_slots_they_take(
     requested anything: team-x's 20 BestEffort pods on an m5.2xlarge (58 slots) beside team-y's 100m
     pod charged team-y the whole node (its CPU and memory too) and team-x none of it. team-y, using
     100m, was held at ``cpu: 10``; team-x, running 20 pods there, opened a second node under ``nodes:
-    1``. Now team-x is charged 20/58 over 20/58 + 1/58 of the node: 952/1000."""
+    1``. Now team-x is charged 20/58 over 20/58 + 1/58 of the node: 952.38/1000, its limit's use
+    rounded up to a whole milli-node (held only past its limit: 0.95238 + 1 > 1)."""
     w = World()
     (node,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
     idle = w.pods("idle", 20, namespace="team-x", node_name=node, phase="Running")
@@ -224,7 +225,7 @@ def test_a_tenant_whose_pods_request_nothing_is_charged_the_pod_slots_they_take(
     result = w.plan(tenants={"team-x": {"limits": {"nodes": 1}}})
 
     assert result.scale_up == ()
-    assert "tenant team-x limit nodes=1 reached (nodes=0.952 used)" in pending_reasons(result)[x_pending[0]]
+    assert "tenant team-x limit nodes=1 reached (nodes=0.953 used)" in pending_reasons(result)[x_pending[0]]
     w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["metadata"]["name"] == "x-0")]
     y_pending = w.pods("y", 1, namespace="team-y", **whole)
     result = w.plan(tenants={"team-y": {"limits": {"cpu": "10"}}})
@@ -331,6 +332,33 @@ def test_a_tenant_holding_gpus_a_node_lists_none_of_is_charged_the_node_as_if_it
             use.charges(vector)["team-b"]["nodes"]
             == use.charges({**vector, "nvidia.com/gpu": listed})["team-b"]["nodes"]
         )
+
+
+@pytest.mark.parametrize("tenant", ["team-a", "team-b", "team-c"])
+def test_a_tenant_sharing_nodes_evenly_is_held_only_past_its_exact_use(tenant: str) -> None:
+    """Three tenants each run one 1-CPU pod on each of three m5.2xlarge: each uses exactly a third of
+    each node, one node in all, so under ``nodes: 2`` one more node of its own fits. Rounded node by
+    node, a third of 1000 milli-nodes is 333.33 and the unit left over went to the tenant first by name
+    every time: team-a was charged 1.002 nodes, and its pod held at ``tenant-limit`` (``nodes=2 reached
+    (nodes=1.002 used)``), while team-c, using the same, was charged 0.999 and got its node. A tenant's
+    limit now counts the exact sum of its parts, whatever its name."""
+    w = World()
+    nodes = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=3)
+    for i, node in enumerate(nodes):
+        for team in ("team-a", "team-b", "team-c"):
+            w.pods(f"{team}-run{i}", 1, namespace=team, cpu="1", memory="0", node_name=node, phase="Running")
+    (pending,) = w.pods("more", 1, namespace=tenant, **BIG)
+
+    result = w.plan(tenants={tenant: {"limits": {"nodes": 2}}})
+
+    assert pending_codes(result).get(pending) is None, pending_reasons(result).get(pending)
+    assert scale_up(result)["cpu-east"][:2] == (3, 4)
+    # Two such pods: one gets the node, the other is past the limit, and the reason shows the exact use.
+    (again,) = w.pods("again", 1, namespace=tenant, **BIG)
+    result = w.plan(tenants={tenant: {"limits": {"nodes": 2}}})
+    assert scale_up(result)["cpu-east"][:2] == (3, 4)
+    held = [r for p, r in pending_reasons(result).items() if p in (pending, again)]
+    assert len(held) == 1 and f"tenant {tenant} limit nodes=2 reached (nodes=2 used)" in held[0], held
 
 
 def test_the_tenants_charges_of_a_shared_node_add_up_to_the_whole_node() -> None:
@@ -948,6 +976,27 @@ def test_of_two_tenants_pods_of_equal_priority_and_size_the_one_created_first_ge
     codes = pending_codes(result)
     assert codes[served] == "fits-uncordoned"
     assert codes[left] != "fits-uncordoned"
+
+
+def test_of_one_class_the_pod_created_first_gets_the_last_node() -> None:
+    """The same last node, and two pods of one class (team-a's, alike): ``a-0``, created later, and
+    ``b-0``, created first. The scheduler binds ``b-0`` (PrioritySort: equal priority, earlier queue
+    timestamp), so the plan must say ``b-0`` fits there and ``a-0`` waits. Classes were ordered by
+    their first pod's creation while a class's own pods were still taken by name: the plan named
+    ``a-0`` placed, and Spillway's Events told ``a-0`` it triggered the reuse and ``b-0``, the pod
+    bound, that it did not."""
+    w = World()
+    (cordoned,) = w.group("cpu-east", "m5.2xlarge", max_size=1, nodes=1)
+    w.cordon(cordoned, by_spillway=True)
+    (late,) = w.pods("a", 1, namespace="team-a", created=o.EPOCH + timedelta(minutes=2), **BIG)
+    (early,) = w.pods("b", 1, namespace="team-a", created=o.EPOCH + timedelta(minutes=1), **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 5}}})
+
+    assert [u.node for u in result.uncordon] == [cordoned]
+    codes = pending_codes(result)
+    assert codes[early] == "fits-uncordoned"
+    assert codes[late] != "fits-uncordoned"
 
 
 def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:

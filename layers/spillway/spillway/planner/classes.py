@@ -431,7 +431,7 @@ def pod_classes(ctx: Context) -> list[PodClass]:
     for pod in ctx.gated:
         reason = "held by scheduling gates (spec.schedulingGates): not demand until they are lifted"
         ctx.pending_out.append(PendingPod(pod.key, reason, codes.SCHEDULING_GATED))
-    for pod in sorted([*ctx.pending, *gangs.virtual_pods()], key=lambda p: p.key):
+    for pod in sorted([*ctx.pending, *gangs.virtual_pods()], key=queue_order):
         verdict = _not_demand(ctx, pod, gangs)
         if verdict is not None:
             ctx.pending_out.append(PendingPod(pod.key, verdict[1], verdict[0]))
@@ -456,6 +456,14 @@ def pod_classes(ctx: Context) -> list[PodClass]:
         cls.note_created(pod.created_at)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return in_service_order(classes.values(), gang_priorities(ctx))
+
+
+def queue_order(pod: PodInfo) -> tuple[bool, datetime, str]:
+    """The order a class takes its pods in: created first (kube-scheduler's queue, as
+    :meth:`PodClass.sort_key` orders the classes), then by name; a pod with no creation time last.
+    Taken by name, the plan placed a class's pods the scheduler does not bind first, and Spillway's
+    Events told the pod bound it triggered no scale-up."""
+    return (pod.created_at is None, pod.created_at or _NO_TIME, pod.key)
 
 
 def in_service_order(

@@ -298,13 +298,15 @@ class Limits:
         uses = tenant_uses(self.ctx)
         self.claimed.update(uses)  # a node with pods is charged to their tenants, limited or not
         registered: dict[GroupKey, int] = {}  # group -> its nodes charged here, Ready or not
+        shared: dict[int, Resources] = {}  # a tenant limit's index -> its parts of the nodes, in NANO units
         pooled = {iid for g in self.ctx.groups for iid in g.pooled_instances}
         for node in self.ctx.nodes.values():
             if node.pool_stopping or (node.info.instance_id in pooled and not node.info.ready):
                 continue  # stopped or stopping in a warm pool: no capacity; drawn, it is the node a raise adds
             if node.group is not None:
                 registered[node.group.key] = registered.get(node.group.key, 0) + 1
-            self._count_node(node, uses)
+            self._count_node(node, uses, shared)
+        self._charge_shared(shared)
         for group in self.ctx.groups:
             # instances not registered yet, stale ones too (paid for); a registered node that is not
             # Ready (or still starting) is charged above, as a node, not again as one launching; none
@@ -319,6 +321,12 @@ class Limits:
             elif launching > 0:
                 self._count_unknown(group, launching)
 
+    def _charge_shared(self, shared: Mapping[int, Resources]) -> None:
+        """Each tenant limit's sum of its parts of the nodes (:meth:`_count_node`, in :data:`NANO`
+        units), rounded up to a milli-unit once, not each node's part."""
+        for index, parts in shared.items():
+            add_into(self.constraints[index].used, {name: -(-nano // NANO) for name, nano in parts.items()})
+
     def _count_unknown(self, group: NodeGroup, launching: int) -> None:
         """Instances launching in a group with no template node (its instance type unknown): nodes to
         come all the same, so each counts one against the ``nodes`` of the totals and quotas whose selector
@@ -329,14 +337,17 @@ class Limits:
             if c.tenant is None and c.covers(None, group, {}):
                 add_into(c.used, {NODES: ONE_NODE}, launching)
 
-    def _count_node(self, node: WorkNode, uses: Mapping[str, NodeUse]) -> None:
+    def _count_node(self, node: WorkNode, uses: Mapping[str, NodeUse], shared: dict[int, Resources]) -> None:
         """One registered node: wholly in the totals and quotas that cover it, and each limited tenant's
-        share of it; a node whose GPUs cannot be counted leaves the GPU totals over it unknown."""
+        share of it into ``shared`` (by the limit's index, :meth:`NodeUse.nano_parts`: the caller
+        rounds each limit's sum up once, so a tenant is charged its exact use, not one milli-unit more
+        per node it shares, and is held only past its limit); a node whose GPUs cannot be counted
+        leaves the GPU totals over it unknown."""
         shape = registered_shape(node.info, node.group)
         labels = node.info.labels
         unknown = gpus_unknown(node.info, node.group)
         charged: tuple[Resources, dict[str, Resources]] | None = None  # the tenants' parts of the node
-        for c in self.constraints:
+        for index, c in enumerate(self.constraints):
             if c.tenant is None:
                 if c.covers(None, node.group, labels):
                     add_into(c.used, c.vector(shape))
@@ -347,8 +358,8 @@ class Limits:
                 if use is not None and c.tenant in use.pods:
                     vector = c.vector(shape)  # every tenant constraint's the same: allocatable, nodes
                     if charged is None or charged[0] != vector:
-                        charged = (vector, use.charges(vector))
-                    add_into(c.used, charged[1][c.tenant])
+                        charged = (vector, use.nano_parts(vector))
+                    add_into(shared.setdefault(index, {}), charged[1][c.tenant])
 
     def allowed(
         self,
@@ -678,42 +689,66 @@ class NodeUse:
         count = sum(self.pods.values())
         return {t: Fraction(n, count) for t, n in self.pods.items()}
 
-    def charges(self, vector: Mapping[str, int]) -> dict[str, Resources]:
-        """What of ``vector`` (the node as a tenant limit counts it: allocatable and ``nodes``) is
-        charged to each tenant, in whole milli-units, worked out once for all of them: a tenant's part
-        of the node is the same for every resource, and so are the resource's sums. What is split by
-        the parts of the node (``nodes``, and what no pod requests of a resource) is apportioned by
-        :func:`apportion`, so the tenants' charges add up to the node exactly. A resource the pods
-        request and ``vector`` lacks is charged by the requests, as one it has less of."""
+    def exact_parts(self, vector: Mapping[str, int]) -> dict[str, dict[str, Fraction]]:
+        """Each tenant's exact part of each resource of ``vector`` (as :meth:`charges`, not rounded)."""
         nodes = self.node_shares(vector)
-        out: dict[str, Resources] = {t: {} for t in self.pods}
+        out: dict[str, dict[str, Fraction]] = {t: {} for t in self.pods}
         requested = {name for r in self.requests.values() for name in r}
         for name in [*vector, *sorted(requested - vector.keys())]:
             have = vector.get(name, 0)
             if name == NODES:
-                for t, part in apportion(have, nodes).items():
-                    out[t][name] = part
+                for t, part in nodes.items():
+                    out[t][name] = have * part
                 continue
             wants = {t: self._wants(t, name) for t in self.pods}
             whole = sum(wants.values())
-            rest = apportion(have - whole, nodes) if whole < have else {}
             for t, mine in wants.items():
-                out[t][name] = mine + rest.get(t, 0)
+                out[t][name] = Fraction(mine) if whole >= have else mine + (have - whole) * nodes[t]
+        return out
+
+    def nano_parts(self, vector: Mapping[str, int]) -> dict[str, Resources]:
+        """:meth:`exact_parts` in whole :data:`NANO` units (a billionth of a milli-unit), rounded down:
+        what a tenant limit sums over the nodes before it rounds the sum up to a milli-unit once
+        (:meth:`Limits._count_node`). Summed as fractions, 2,000 nodes' parts took 0.76 s per resource
+        and tenant (their denominators multiply); as integers, 0.7 ms. Each part rounded down to a
+        billionth lowers the rounded sum by one milli-unit only where the exact sum passes a whole
+        milli-unit by less than a billionth per node shared (the tenant may then pass its limit by
+        that much); a sum that is a whole number of milli-units exactly (thirds of three nodes) stays
+        it."""
+        return {
+            t: {name: x.numerator * NANO // x.denominator for name, x in parts.items()}
+            for t, parts in self.exact_parts(vector).items()
+        }
+
+    def charges(self, vector: Mapping[str, int]) -> dict[str, Resources]:
+        """What of ``vector`` (the node as a tenant limit counts it: allocatable and ``nodes``) is
+        charged to each tenant, in whole milli-units that add up to the node: :meth:`exact_parts`,
+        each resource's split by :func:`apportion`. A resource the pods request and ``vector`` lacks
+        is charged by the requests, as one it has less of. One node's split, as the README's example
+        shows it; a tenant limit does not sum these, whose rounding is up to a milli-unit per node
+        and goes the same way on every node a tie repeats on, but the exact parts
+        (:meth:`Limits._count_node`)."""
+        exact = self.exact_parts(vector)
+        out: dict[str, Resources] = {t: {} for t in exact}
+        for name in next(iter(exact.values()), {}):
+            for t, part in apportion({t: parts[name] for t, parts in exact.items()}).items():
+                out[t][name] = part
         return out
 
 
-def apportion(total: int, parts: Mapping[str, Fraction]) -> dict[str, int]:
-    """``total`` (whole milli-units) split by ``parts`` (fractions adding up to 1) in whole units that
-    add up to ``total``: each its part rounded down, and the units rounding left over one each to the
-    largest remainders, a tie to the first tenant by name (largest-remainder apportionment, Hamilton's
-    method). Rounded down alone, up to one unit less than the tenants sharing a node was charged to
-    nobody, of each resource and of ``nodes``."""
-    exact = {t: total * p for t, p in parts.items()}
+def apportion(exact: Mapping[str, Fraction]) -> dict[str, int]:
+    """Exact parts whose sum is a whole number of milli-units, in whole units with the same sum: each
+    rounded down, and the units rounding left over one each to the largest remainders, a tie to the
+    first tenant by name (largest-remainder apportionment, Hamilton's method)."""
     out = {t: x.numerator // x.denominator for t, x in exact.items()}
-    left = total - sum(out.values())
+    left = int(sum(exact.values(), Fraction(0))) - sum(out.values())
     for t in sorted(exact, key=lambda t: (out[t] - exact[t], t))[:left]:
         out[t] += 1
     return out
+
+
+# a tenant limit sums its parts of shared nodes in billionths of a milli-unit (NodeUse.nano_parts)
+NANO = 10**9
 
 
 def _dominant(requests: Mapping[str, int], allocatable: Mapping[str, int]) -> Fraction:
