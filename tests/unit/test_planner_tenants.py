@@ -234,10 +234,9 @@ def test_a_tenant_whose_pods_request_nothing_is_charged_the_pod_slots_they_take(
 
 
 def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> None:
-    """NodeUse.charge on a g5.12xlarge: ``nodes`` by dominant share (team-b 1, team-a 1000/47810: of the
-    node, team-b 47810/48810 and team-a 1000/48810); each resource by the requests of it (a slot per
-    pod), and what no pod requests of it by those shares of the node; the parts adding up to the node
-    (milli-units, apportioned by largest remainder)."""
+    """NodeUse.exact_parts on a g5.12xlarge: ``nodes`` by dominant share (team-b 1, team-a 1000/47810: of
+    the node, team-b 47810/48810 and team-a 1000/48810); each resource by the requests of it (a slot per
+    pod), and what no pod requests of it by those shares of the node; the parts adding up to the node."""
     vector = {
         "cpu": 47810,
         "memory": 180 * 2**30 * 1000,
@@ -250,33 +249,32 @@ def test_each_resource_of_a_shared_node_is_charged_by_the_requests_of_it() -> No
         pods={"team-a": 2, "team-b": 1},
     )
 
-    charges = use.charges(vector)
-    a, b = charges["team-a"], charges["team-b"]
+    parts = use.exact_parts(vector)
+    a, b = parts["team-a"], parts["team-b"]
 
+    share_a, share_b = Fraction(1000, 48810), Fraction(47810, 48810)
     assert (a["nvidia.com/gpu"], b["nvidia.com/gpu"]) == (0, 4000)
-    # team-a its core and 1000/48810 of the 46810m no pod requests (959.03); team-b 47810/48810 of
-    # those (45850.97, the larger remainder: the one unit left over)
-    assert (a["cpu"], b["cpu"]) == (1959, 45851)
+    # team-a its core and its share of the 46810m no pod requests (959.03); team-b the rest (45850.97)
+    assert (a["cpu"], b["cpu"]) == (1000 + 46810 * share_a, 46810 * share_b)
     memory = vector["memory"]  # no pod requests memory: all of it by the shares of the node
-    # remainders .488 (team-a) and .512 (team-b): the one unit left over is team-b's
-    assert (a["memory"], b["memory"]) == (memory * 1000 // 48810, memory * 47810 // 48810 + 1)
-    # 3 slots taken (team-a 2, team-b 1), 231 free: 2000 + 4732.63 and 1000 + 226267.37; the unit
-    # left over goes to team-a's larger remainder
-    assert (a["pods"], b["pods"]) == (6733, 227267)
+    assert (a["memory"], b["memory"]) == (memory * share_a, memory * share_b)
+    # 3 slots taken (team-a 2, team-b 1), 231 free
+    assert (a["pods"], b["pods"]) == (2000 + 231000 * share_a, 1000 + 231000 * share_b)
     for name, value in vector.items():
         assert a[name] + b[name] == value, name
-    # 1000 * (1000/47810) / (1 + 1000/47810) = 20.487..., and 1000 * 1 / (1 + 1000/47810) = 979.512...
-    assert (a["nodes"], b["nodes"]) == (20, 980)
-    # Where CPU is each tenant's dominant resource, nodes go by CPU, as the whole node did before.
+    # 1000 * (1000/47810) / (1 + 1000/47810) = 20.4876..., and 1000 * 1 / (1 + 1000/47810) = 979.5124...
+    assert (a["nodes"], b["nodes"]) == (1000 * share_a, 1000 * share_b)
+    assert (round(a["nodes"], 3), round(b["nodes"], 3)) == (Fraction("20.488"), Fraction("979.512"))
+    # Where CPU is each tenant's dominant resource, nodes go by CPU.
     cpu_only = NodeUse(
         requests={"team-a": {"cpu": 3000}, "team-b": {"cpu": 1000}}, pods={"team-a": 3, "team-b": 1}
     )
-    assert cpu_only.charges(vector)["team-b"]["nodes"] == 250
+    assert cpu_only.exact_parts(vector)["team-b"]["nodes"] == 250
     # No pod requests anything the node has: by pod count.
     bare = NodeUse(
         requests={"team-a": {}, "team-b": {"example.com/dongle": 1000}}, pods={"team-a": 3, "team-b": 1}
     )
-    assert bare.charges(vector)["team-a"]["nodes"] == 750
+    assert bare.exact_parts(vector)["team-a"]["nodes"] == 750
 
 
 def test_a_tenant_is_charged_the_gpus_its_pods_hold_when_the_node_lists_fewer() -> None:
@@ -329,8 +327,8 @@ def test_a_tenant_holding_gpus_a_node_lists_none_of_is_charged_the_node_as_if_it
     )
     for listed in (1000, 3000):
         assert (
-            use.charges(vector)["team-b"]["nodes"]
-            == use.charges({**vector, "nvidia.com/gpu": listed})["team-b"]["nodes"]
+            use.exact_parts(vector)["team-b"]["nodes"]
+            == use.exact_parts({**vector, "nvidia.com/gpu": listed})["team-b"]["nodes"]
         )
 
 
@@ -361,36 +359,11 @@ def test_a_tenant_sharing_nodes_evenly_is_held_only_past_its_exact_use(tenant: s
     assert len(held) == 1 and f"tenant {tenant} limit nodes=2 reached (nodes=2 used)" in held[0], held
 
 
-def test_the_tenants_charges_of_a_shared_node_add_up_to_the_whole_node() -> None:
-    """Three tenants each run one 1-CPU pod on an m5.2xlarge (7910m, 58 slots): each is charged a third
-    of the node and of the 4910m and 55 slots no pod requests. Each part rounded down, 1636.67m, 333.33
-    and 18333.33 per tenant, 2m of CPU, 1 of the 1000 milli-nodes and 1 milli-slot were charged to
-    nobody. Apportioned by largest remainder, the parts add up to the node; the remainders tie here,
-    and the units left over go to the first tenants by name."""
-    vector = {"cpu": 7910, "memory": 30 * 2**30 * 1000, "pods": 58000, "nodes": 1000}
-    use = NodeUse(
-        requests={t: {"cpu": 1000} for t in ("team-c", "team-b", "team-a")},
-        pods={"team-c": 1, "team-b": 1, "team-a": 1},
-    )
-
-    charges = use.charges(vector)
-
-    for name, have in vector.items():
-        assert sum(c[name] for c in charges.values()) == have, name
-    assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [2637, 2637, 2636]
-    assert [charges[t]["nodes"] for t in ("team-a", "team-b", "team-c")] == [334, 333, 333]
-    # 55000 milli-slots free: 18333.33 each, one left over
-    assert [charges[t]["pods"] for t in ("team-a", "team-b", "team-c")] == [19334, 19333, 19333]
-    # The same when asked again, whatever order the tenants come in.
-    again = NodeUse(requests={t: {"cpu": 1000} for t in ("team-a", "team-b", "team-c")}, pods=use.pods)
-    assert again.charges(vector) == charges
-
-
-def test_a_shared_nodes_charges_are_its_shares_apportioned() -> None:
-    """NodeUse.charges, worked out once per node in integers, is each tenant's exact part of each
-    resource rounded down or, for the units rounding leaves over, up (largest remainders), adding up
-    to the node: with a resource no pod requests, one the pods request more of than the node has (its
-    allocatable shrank under them: each its requests), and one the node has none of (the same)."""
+def test_a_shared_nodes_parts_are_each_tenants_requests_and_share_of_the_rest() -> None:
+    """NodeUse.exact_parts against the rule worked out here on its own: each tenant's requests (a slot
+    per pod) plus its share of the node of what no pod requests, adding up to the node; with a resource
+    no pod requests, one the pods request more of than the node has (its allocatable shrank under
+    them: each its requests), and one the node has none of (the same)."""
     vector = {"cpu": 7910, "memory": 30 * 2**30 * 1000, "example.com/dongle": 0, "pods": 58000, "nodes": 1000}
     use = NodeUse(
         requests={
@@ -401,41 +374,32 @@ def test_a_shared_nodes_charges_are_its_shares_apportioned() -> None:
         pods={"team-a": 1, "team-b": 2, "team-c": 4},
     )
 
-    charges = use.charges(vector)
+    parts = use.exact_parts(vector)
 
-    nodes = use.node_shares(vector)
-    for name, have in vector.items():
-        # exact: its requests (a slot per pod), plus its part of the node of what no pod requests
-        wants = {t: use.pods[t] * 1000 if name == "pods" else use.requests[t].get(name, 0) for t in use.pods}
-        whole = sum(wants.values())
-        if name == "nodes" or whole < have:
-            assert sum(c[name] for c in charges.values()) == have, name
-        for tenant in ("team-a", "team-b", "team-c"):
-            if name == "nodes":
-                exact = have * nodes[tenant]
-            else:
-                exact = (
-                    wants[tenant] + (have - whole) * nodes[tenant]
-                    if whole < have
-                    else Fraction(wants[tenant])
-                )
-            down = exact.numerator // exact.denominator
-            assert charges[tenant][name] - down in ((0, 1) if exact != down else (0,)), (tenant, name)
-    # 9000m requested of 7910m, 1000m of the dongle the node lists none of: each its requests (they were
-    # charged 7910 * 5 // 9, 7910 * 4 // 9 and no dongle: less than their pods hold)
-    assert [charges[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [5000, 4000, 0]
-    assert [charges[t]["example.com/dongle"] for t in ("team-a", "team-b", "team-c")] == [0, 1000, 0]
     # team-c's pods request nothing but take 4 of the 58 slots: its share of the node is 4/58 over
     # 4/58 + 5000/7910 + 1 (team-a's CPU share; team-b's the whole, as it holds a dongle the node lists
-    # none of), 0.0405 (it was none: its pods, requesting nothing, were charged no part of the node they
-    # ran on); of the free memory and the 51 free slots that part
-    part = Fraction(4, 58) / (Fraction(4, 58) + Fraction(5000, 7910) + 1)
-    free_memory = 29 * 2**30 * 1000
-    assert (charges["team-c"]["nodes"], charges["team-c"]["memory"], charges["team-c"]["pods"]) == (
-        40,  # 1000 * part = 40.54: of the 2 units left over, team-b's .86 and team-a's .59 take them
-        int(free_memory * part) + 1,  # .94, the largest remainder (team-b's .58 takes the other unit left)
-        4000 + int(51000 * part) + 1,  # 2067.66: the one slot unit left, over team-a's .33 and team-b's .01
-    )
+    # none of); team-a's 5000/7910 and team-b's 1 over the same sum
+    dominant = {"team-a": Fraction(5000, 7910), "team-b": Fraction(1), "team-c": Fraction(4, 58)}
+    nodes = {t: d / sum(dominant.values()) for t, d in dominant.items()}
+    for name, have in vector.items():
+        wants = {t: use.pods[t] * 1000 if name == "pods" else use.requests[t].get(name, 0) for t in use.pods}
+        whole = sum(wants.values())
+        for tenant in use.pods:
+            if name == "nodes":
+                exact = have * nodes[tenant]
+            elif whole < have:
+                exact = wants[tenant] + (have - whole) * nodes[tenant]
+            else:
+                exact = Fraction(wants[tenant])
+            assert parts[tenant][name] == exact, (tenant, name)
+        if name == "nodes" or whole < have:
+            assert sum(p[name] for p in parts.values()) == have, name
+    # 9000m requested of 7910m, 1000m of the dongle the node lists none of: each its requests
+    assert [parts[t]["cpu"] for t in ("team-a", "team-b", "team-c")] == [5000, 4000, 0]
+    assert [parts[t]["example.com/dongle"] for t in ("team-a", "team-b", "team-c")] == [0, 1000, 0]
+    # whatever order the tenants come in
+    again = NodeUse(requests=dict(reversed(use.requests.items())), pods=dict(reversed(use.pods.items())))
+    assert again.exact_parts(vector) == parts
 
 
 def test_a_tenant_scope_limits_one_node_group_only() -> None:

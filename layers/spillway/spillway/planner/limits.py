@@ -690,7 +690,10 @@ class NodeUse:
         return {t: Fraction(n, count) for t, n in self.pods.items()}
 
     def exact_parts(self, vector: Mapping[str, int]) -> dict[str, dict[str, Fraction]]:
-        """Each tenant's exact part of each resource of ``vector`` (as :meth:`charges`, not rounded)."""
+        """Each tenant's exact part of each resource of ``vector`` (the node as a tenant limit counts it:
+        allocatable and ``nodes``): ``nodes`` by :meth:`node_shares`; a resource by the tenants'
+        requests of it, and what none requests of it by those shares, so the parts add up to the
+        node; one the pods request more of than ``vector`` has (or that it lacks), by the requests."""
         nodes = self.node_shares(vector)
         out: dict[str, dict[str, Fraction]] = {t: {} for t in self.pods}
         requested = {name for r in self.requests.values() for name in r}
@@ -719,32 +722,6 @@ class NodeUse:
             t: {name: x.numerator * NANO // x.denominator for name, x in parts.items()}
             for t, parts in self.exact_parts(vector).items()
         }
-
-    def charges(self, vector: Mapping[str, int]) -> dict[str, Resources]:
-        """What of ``vector`` (the node as a tenant limit counts it: allocatable and ``nodes``) is
-        charged to each tenant, in whole milli-units that add up to the node: :meth:`exact_parts`,
-        each resource's split by :func:`apportion`. A resource the pods request and ``vector`` lacks
-        is charged by the requests, as one it has less of. One node's split, as the README's example
-        shows it; a tenant limit does not sum these, whose rounding is up to a milli-unit per node
-        and goes the same way on every node a tie repeats on, but the exact parts
-        (:meth:`Limits._count_node`)."""
-        exact = self.exact_parts(vector)
-        out: dict[str, Resources] = {t: {} for t in exact}
-        for name in next(iter(exact.values()), {}):
-            for t, part in apportion({t: parts[name] for t, parts in exact.items()}).items():
-                out[t][name] = part
-        return out
-
-
-def apportion(exact: Mapping[str, Fraction]) -> dict[str, int]:
-    """Exact parts whose sum is a whole number of milli-units, in whole units with the same sum: each
-    rounded down, and the units rounding left over one each to the largest remainders, a tie to the
-    first tenant by name (largest-remainder apportionment, Hamilton's method)."""
-    out = {t: x.numerator // x.denominator for t, x in exact.items()}
-    left = int(sum(exact.values(), Fraction(0))) - sum(out.values())
-    for t in sorted(exact, key=lambda t: (out[t] - exact[t], t))[:left]:
-        out[t] += 1
-    return out
 
 
 # a tenant limit sums its parts of shared nodes in billionths of a milli-unit (NodeUse.nano_parts)
