@@ -967,6 +967,81 @@ def rbac_grant_problems(text: str) -> list[str]:
     return out
 
 
+# --- the Layout section -------------------------------------------------------------------------
+
+# (folder, suffix): every entry of the folder whose name ends so (a folder when the suffix is "/") is
+# named in the Layout block, by its name with the suffix taken off
+LAYOUT_FOLDERS = (
+    ("functions", "/"),
+    ("statemachines", ".asl.json"),
+    ("deploy", ".py"),
+    ("deploy", ".yaml"),
+    ("bench", ".py"),
+    ("bench/tools", ".py"),
+    ("layers/spillway", ".py"),
+    ("layers/spillway/spillway", ".py"),
+    ("layers/spillway/spillway", "/"),
+    ("layers/spillway/spillway/local", ".py"),
+    ("tests", "/"),
+)
+
+# the Layout block's "N functions, N state machines, N tables" against the template's resources
+LAYOUT_COUNTS = {
+    "functions": "AWS::Serverless::Function",
+    "state machines": "AWS::Serverless::StateMachine",
+    "tables": "AWS::DynamoDB::Table",
+}
+
+
+def _layout_block(text: str) -> str | None:
+    found = re.search(r"^## Layout\n(.*?)^## ", text, re.S | re.M)
+    blocks = fenced_blocks(found.group(1)) if found else []
+    return blocks[0].text if blocks else None
+
+
+def _entries(folder: str, suffix: str) -> list[str]:
+    out = []
+    for entry in sorted((ROOT / folder).iterdir()):
+        if entry.name.startswith(("_", ".")):
+            continue
+        if suffix == "/" and entry.is_dir():
+            out.append(entry.name)
+        elif suffix != "/" and entry.is_file() and entry.name.endswith(suffix):
+            out.append(entry.name.removesuffix(suffix))
+    return out
+
+
+def layout_problems(text: str) -> list[str]:
+    """The Layout block names every handler, state machine, deploy file, bench script and module of the
+    package's top level and of local/; each file it names (``x.py``, ``x.yaml``, ``x.json``, ``x.toml``)
+    exists; and its template line counts the template's functions, state machines and tables."""
+    block = _layout_block(text)
+    if block is None:
+        return ["Layout: the section or its block is gone"]
+    words = set(re.findall(r"[\w.-]+", block))
+    out = [
+        f"Layout: {folder}/{name}{'' if suffix == '/' else suffix} is not named"
+        for folder, suffix in LAYOUT_FOLDERS
+        for name in _entries(folder, suffix)
+        if name not in words and f"{name}{suffix}" not in words and f"{name}/" not in block
+    ]
+    files = {
+        p.name
+        for p in ROOT.rglob("*")
+        if not any(part.startswith(".") or part == "build" for part in p.relative_to(ROOT).parts)
+    }
+    for named in sorted(set(re.findall(r"[\w-]+\.(?:py|yaml|json|toml)\b", block))):
+        if named not in files:
+            out.append(f"Layout: {named} does not exist")
+    resources = _expanded_template()["Resources"].values()
+    for noun, kind in LAYOUT_COUNTS.items():
+        count = sum(1 for r in resources if r.get("Type") == kind)
+        said = re.search(rf"(\d+) {noun}\b", block)
+        if said is None or int(said.group(1)) != count:
+            out.append(f"Layout: template.yaml has {count} {noun}, the block says {said and said.group(1)}")
+    return out
+
+
 # --- the tests -------------------------------------------------------------------------------------
 
 CHECKS = {
@@ -987,6 +1062,7 @@ CHECKS = {
     "manifests": manifest_problems,
     "kubectl": kubectl_problems,
     "rbac grants": rbac_grant_problems,
+    "layout": layout_problems,
 }
 
 
@@ -1095,6 +1171,14 @@ BREAKS = [
     ),
     ("rbac grants", ", PriorityClasses; get the priority", "; get the priority", "priorityclasses"),
     ("rbac grants", "evictions and events); `tests/e2e", "events); `tests/e2e", "pods/eviction"),
+    ("layout", ", drain_node, gang_launch (ASL)", ", drain_node (ASL)", "gang_launch"),
+    (
+        "layout",
+        "    perf.py                 bulk_allocation",
+        "    perfs.py                bulk_allocation",
+        "perf",
+    ),
+    ("layout", "SAM: layer, 5 functions, 4 state", "SAM: layer, 4 functions, 4 state", "5 functions"),
 ]
 
 
