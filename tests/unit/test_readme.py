@@ -967,6 +967,17 @@ def rbac_grant_problems(text: str) -> list[str]:
     return out
 
 
+def plan_section_problems(text: str) -> list[str]:
+    """The ``spillway plan`` section names every list the plan may print (:data:`PLAN_KEYS`, the
+    ScalingPlan's fields that ``to_dict`` prints), each as a code span, so a reader meeting one in the
+    output finds what it is."""
+    found = re.search(r"^## `spillway plan`.*?(?=^### )", text, re.S | re.M)
+    if found is None:
+        return ["the `spillway plan` section is gone"]
+    named = set(spans(found.group(0)))
+    return [f"`spillway plan`: the plan's `{key}` list is not named" for key in sorted(PLAN_KEYS - named)]
+
+
 # --- the Layout section -------------------------------------------------------------------------
 
 # (folder, suffix): every entry of the folder whose name ends so (a folder when the suffix is "/") is
@@ -1063,6 +1074,7 @@ CHECKS = {
     "kubectl": kubectl_problems,
     "rbac grants": rbac_grant_problems,
     "layout": layout_problems,
+    "plan sections": plan_section_problems,
 }
 
 
@@ -1178,6 +1190,7 @@ BREAKS = [
         "    perfs.py                bulk_allocation",
         "perf",
     ),
+    ("plan sections", "A `floors` list (only", "A floors list (only", "floors"),
     ("layout", "SAM: layer, 5 functions, 4 state", "SAM: layer, 4 functions, 4 state", "5 functions"),
 ]
 
