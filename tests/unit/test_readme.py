@@ -848,13 +848,29 @@ def parameter_problems(text: str) -> list[str]:
     return out
 
 
+def variables_the_stack_sets() -> set[str]:
+    """The environment variables template.yaml gives the functions (Globals and each function's)."""
+    template = _expanded_template()
+    functions = [template.get("Globals", {}).get("Function") or {}] + [
+        r.get("Properties") or {}
+        for r in template["Resources"].values()
+        if r.get("Type") == "AWS::Serverless::Function"
+    ]
+    return {name for f in functions for name in ((f.get("Environment") or {}).get("Variables") or {})}
+
+
 def runtime_variable_problems(text: str) -> list[str]:
     """The "Runtime variables with defaults" paragraph names variables the functions read
-    (spillway/runtime.py, or a planner key's variable), with their defaults."""
+    (spillway/runtime.py, or a planner key's variable), with their defaults; and every variable
+    spillway/runtime.py reads that the stack does not set (so only an operator changes it) is named."""
     found = re.search(r"^Runtime variables with defaults.*?(?=\n\n)", text, flags=re.S | re.M)
     if found is None:
         return ["the README has no 'Runtime variables with defaults' paragraph"]
-    out: list[str] = []
+    named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", found.group(0)))
+    out = [
+        f"runtime variable {var} (spillway/runtime.py) is not in 'Runtime variables with defaults'"
+        for var in sorted(set(_RUNTIME_VARS) - variables_the_stack_sets() - named)
+    ]
     for match in re.finditer(r"`([A-Z][A-Z0-9_]+)`(?:\s*\([^)]*\))?(?:\s+(\d+))?", found.group(0)):
         var, stated = match.groups()
         if var in _RUNTIME_VARS:
@@ -1167,6 +1183,7 @@ BREAKS = [
     ("parameters", "| `AlarmEmail` |", "| `AlarmMail` |", "Alarm"),
     ("runtime variables", "`HEARTBEAT_MINUTES` 5,", "`HEARTBEAT_MINUTES` 6,", "HEARTBEAT_MINUTES"),
     ("runtime variables", "`SNAPSHOT_TTL_HOURS` 24", "`SNAPSHOT_TTL_HOUR` 24", "SNAPSHOT_TTL_HOUR"),
+    ("runtime variables", "`PLAN_TTL_DAYS` 30 (the plans", "plans kept 30 days (the plans", "PLAN_TTL_DAYS"),
     ("manifests", "provisioningClassName: best-effort-atomic", "provisioningClassName: atomic", "atomic"),
     (
         "manifests",
