@@ -27,6 +27,7 @@ import yaml
 from examples import EXAMPLE
 from pydantic import BaseModel, ValidationError
 
+from spillway.act.events import QUIET_CODES
 from spillway.cli import build_parser
 from spillway.config import PlannerConfig
 from spillway.local.cfn import load_template
@@ -337,6 +338,32 @@ def codes_problems(text: str) -> list[str]:
         name = header[0].replace("`", "").split()[0]
         out += [f"{name} table: code {c!r} is not in planner/codes.py" for c in listed if c not in known]
         out += [f"{name} table: code {c!r} of planner/codes.py is missing" for c in known if c not in listed]
+    return out
+
+
+def pod_event_problems(text: str) -> list[str]:
+    """ "Why is my pod pending?": the codes it says get no Event are act/events.py's QUIET_CODES, all of
+    them, and those it lists under ``NotTriggerScaleUp`` are pending codes that do get one."""
+    found = re.search(r"^## Why is my pod pending\?\n(.*?)^## ", text, re.S | re.M)
+    if found is None:
+        return ["the 'Why is my pod pending?' section is gone"]
+    section = found.group(1)
+    quiet = re.search(r"^A pod that fits free room(.*?)gets no\s+Event", section, re.S | re.M)
+    said = set(re.findall(r"`([a-z-]+)`", quiet.group(1))) if quiet else set()
+    out = [
+        f"pod Events: {c!r} gets no Event (act/events.py) but is not said so"
+        for c in sorted(QUIET_CODES - said)
+    ]
+    out += [
+        f"pod Events: {c!r} is said to get no Event, act/events.py posts one"
+        for c in sorted(said - QUIET_CODES)
+    ]
+    row = table(section, "reason", "message", "when")
+    for cells in row.rows:
+        if first_span(cells[0]) == "NotTriggerScaleUp":
+            for c in all_spans(cells[2].partition(":")[2]):  # the codes after "the `pending` table:"
+                if c not in codes.PENDING_CODES or c in QUIET_CODES:
+                    out.append(f"pod Events: NotTriggerScaleUp lists {c!r}, which gets none")
     return out
 
 
@@ -1091,6 +1118,7 @@ CHECKS = {
     "rbac grants": rbac_grant_problems,
     "layout": layout_problems,
     "plan sections": plan_section_problems,
+    "pod events": pod_event_problems,
 }
 
 
@@ -1207,6 +1235,8 @@ BREAKS = [
         "    perfs.py                bulk_allocation",
         "perf",
     ),
+    ("pod events", "`fits-uncordoned`, `making-room`) gets no", "`fits-uncordoned`) gets no", "making-room"),
+    ("pod events", "`tenant-limit`, `gang-home-full`, ... |", "`fits-launching`, ... |", "fits-launching"),
     ("plan sections", "A `floors` list (only", "A floors list (only", "floors"),
     ("layout", "SAM: layer, 5 functions, 4 state", "SAM: layer, 4 functions, 4 state", "5 functions"),
 ]
