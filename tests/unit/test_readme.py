@@ -1186,7 +1186,7 @@ BREAKS = [
     ("prose flags", "host names (torchrun's `--rdzv-endpoint`", "host names (`--rdzv-endpoint`", "rdzv"),
     ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --flor`", "--flor"),
     ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --limit`", "refuses"),
-    ("bench", "`bench/cold_start.py`", "`bench/coldstart.py`", "coldstart"),
+    ("bench", "(`bench/cold_start.py`,", "(`bench/coldstart.py`,", "coldstart"),
     (
         "keys",
         "(annotation `spillway.io/cordoned`)",
