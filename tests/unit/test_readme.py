@@ -27,6 +27,7 @@ import yaml
 from examples import EXAMPLE
 from pydantic import BaseModel, ValidationError
 
+from spillway.act.events import QUIET_CODES
 from spillway.cli import build_parser
 from spillway.config import PlannerConfig
 from spillway.local.cfn import load_template
@@ -337,6 +338,32 @@ def codes_problems(text: str) -> list[str]:
         name = header[0].replace("`", "").split()[0]
         out += [f"{name} table: code {c!r} is not in planner/codes.py" for c in listed if c not in known]
         out += [f"{name} table: code {c!r} of planner/codes.py is missing" for c in known if c not in listed]
+    return out
+
+
+def pod_event_problems(text: str) -> list[str]:
+    """ "Why is my pod pending?": the codes it says get no Event are act/events.py's QUIET_CODES, all of
+    them, and those it lists under ``NotTriggerScaleUp`` are pending codes that do get one."""
+    found = re.search(r"^## Why is my pod pending\?\n(.*?)^## ", text, re.S | re.M)
+    if found is None:
+        return ["the 'Why is my pod pending?' section is gone"]
+    section = found.group(1)
+    quiet = re.search(r"^A pod that fits free room(.*?)gets no\s+Event", section, re.S | re.M)
+    said = set(re.findall(r"`([a-z-]+)`", quiet.group(1))) if quiet else set()
+    out = [
+        f"pod Events: {c!r} gets no Event (act/events.py) but is not said so"
+        for c in sorted(QUIET_CODES - said)
+    ]
+    out += [
+        f"pod Events: {c!r} is said to get no Event, act/events.py posts one"
+        for c in sorted(said - QUIET_CODES)
+    ]
+    row = table(section, "reason", "message", "when")
+    for cells in row.rows:
+        if first_span(cells[0]) == "NotTriggerScaleUp":
+            for c in all_spans(cells[2].partition(":")[2]):  # the codes after "the `pending` table:"
+                if c not in codes.PENDING_CODES or c in QUIET_CODES:
+                    out.append(f"pod Events: NotTriggerScaleUp lists {c!r}, which gets none")
     return out
 
 
@@ -848,13 +875,29 @@ def parameter_problems(text: str) -> list[str]:
     return out
 
 
+def variables_the_stack_sets() -> set[str]:
+    """The environment variables template.yaml gives the functions (Globals and each function's)."""
+    template = _expanded_template()
+    functions = [template.get("Globals", {}).get("Function") or {}] + [
+        r.get("Properties") or {}
+        for r in template["Resources"].values()
+        if r.get("Type") == "AWS::Serverless::Function"
+    ]
+    return {name for f in functions for name in ((f.get("Environment") or {}).get("Variables") or {})}
+
+
 def runtime_variable_problems(text: str) -> list[str]:
     """The "Runtime variables with defaults" paragraph names variables the functions read
-    (spillway/runtime.py, or a planner key's variable), with their defaults."""
+    (spillway/runtime.py, or a planner key's variable), with their defaults; and every variable
+    spillway/runtime.py reads that the stack does not set (so only an operator changes it) is named."""
     found = re.search(r"^Runtime variables with defaults.*?(?=\n\n)", text, flags=re.S | re.M)
     if found is None:
         return ["the README has no 'Runtime variables with defaults' paragraph"]
-    out: list[str] = []
+    named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", found.group(0)))
+    out = [
+        f"runtime variable {var} (spillway/runtime.py) is not in 'Runtime variables with defaults'"
+        for var in sorted(set(_RUNTIME_VARS) - variables_the_stack_sets() - named)
+    ]
     for match in re.finditer(r"`([A-Z][A-Z0-9_]+)`(?:\s*\([^)]*\))?(?:\s+(\d+))?", found.group(0)):
         var, stated = match.groups()
         if var in _RUNTIME_VARS:
@@ -967,6 +1010,92 @@ def rbac_grant_problems(text: str) -> list[str]:
     return out
 
 
+def plan_section_problems(text: str) -> list[str]:
+    """The ``spillway plan`` section names every list the plan may print (:data:`PLAN_KEYS`, the
+    ScalingPlan's fields that ``to_dict`` prints), each as a code span, so a reader meeting one in the
+    output finds what it is."""
+    found = re.search(r"^## `spillway plan`.*?(?=^### )", text, re.S | re.M)
+    if found is None:
+        return ["the `spillway plan` section is gone"]
+    named = set(spans(found.group(0)))
+    return [f"`spillway plan`: the plan's `{key}` list is not named" for key in sorted(PLAN_KEYS - named)]
+
+
+# --- the Layout section -------------------------------------------------------------------------
+
+# (folder, suffix): every entry of the folder whose name ends so (a folder when the suffix is "/") is
+# named in the Layout block, by its name with the suffix taken off
+LAYOUT_FOLDERS = (
+    ("functions", "/"),
+    ("statemachines", ".asl.json"),
+    ("deploy", ".py"),
+    ("deploy", ".yaml"),
+    ("bench", ".py"),
+    ("bench/tools", ".py"),
+    ("layers/spillway", ".py"),
+    ("layers/spillway/spillway", ".py"),
+    ("layers/spillway/spillway", "/"),
+    ("layers/spillway/spillway/local", ".py"),
+    ("tests", "/"),
+)
+
+# the Layout block's "N functions, N state machines, N tables" against the template's resources
+LAYOUT_COUNTS = {
+    "functions": "AWS::Serverless::Function",
+    "state machines": "AWS::Serverless::StateMachine",
+    "tables": "AWS::DynamoDB::Table",
+}
+
+
+def _layout_block(text: str) -> str | None:
+    found = re.search(r"^## Layout\n(.*?)^## ", text, re.S | re.M)
+    blocks = fenced_blocks(found.group(1)) if found else []
+    return blocks[0].text if blocks else None
+
+
+def _entries(folder: str, suffix: str) -> list[str]:
+    out = []
+    for entry in sorted((ROOT / folder).iterdir()):
+        if entry.name.startswith(("_", ".")):
+            continue
+        if suffix == "/" and entry.is_dir():
+            out.append(entry.name)
+        elif suffix != "/" and entry.is_file() and entry.name.endswith(suffix):
+            out.append(entry.name.removesuffix(suffix))
+    return out
+
+
+def layout_problems(text: str) -> list[str]:
+    """The Layout block names every handler, state machine, deploy file, bench script and module of the
+    package's top level and of local/; each file it names (``x.py``, ``x.yaml``, ``x.json``, ``x.toml``)
+    exists; and its template line counts the template's functions, state machines and tables."""
+    block = _layout_block(text)
+    if block is None:
+        return ["Layout: the section or its block is gone"]
+    words = set(re.findall(r"[\w.-]+", block))
+    out = [
+        f"Layout: {folder}/{name}{'' if suffix == '/' else suffix} is not named"
+        for folder, suffix in LAYOUT_FOLDERS
+        for name in _entries(folder, suffix)
+        if name not in words and f"{name}{suffix}" not in words and f"{name}/" not in block
+    ]
+    files = {
+        p.name
+        for p in ROOT.rglob("*")
+        if not any(part.startswith(".") or part == "build" for part in p.relative_to(ROOT).parts)
+    }
+    for named in sorted(set(re.findall(r"[\w-]+\.(?:py|yaml|json|toml)\b", block))):
+        if named not in files:
+            out.append(f"Layout: {named} does not exist")
+    resources = _expanded_template()["Resources"].values()
+    for noun, kind in LAYOUT_COUNTS.items():
+        count = sum(1 for r in resources if r.get("Type") == kind)
+        said = re.search(rf"(\d+) {noun}\b", block)
+        if said is None or int(said.group(1)) != count:
+            out.append(f"Layout: template.yaml has {count} {noun}, the block says {said and said.group(1)}")
+    return out
+
+
 # --- the tests -------------------------------------------------------------------------------------
 
 CHECKS = {
@@ -987,6 +1116,9 @@ CHECKS = {
     "manifests": manifest_problems,
     "kubectl": kubectl_problems,
     "rbac grants": rbac_grant_problems,
+    "layout": layout_problems,
+    "plan sections": plan_section_problems,
+    "pod events": pod_event_problems,
 }
 
 
@@ -1054,7 +1186,7 @@ BREAKS = [
     ("prose flags", "host names (torchrun's `--rdzv-endpoint`", "host names (`--rdzv-endpoint`", "rdzv"),
     ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --flor`", "--flor"),
     ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --limit`", "refuses"),
-    ("bench", "`bench/cold_start.py`", "`bench/coldstart.py`", "coldstart"),
+    ("bench", "(`bench/cold_start.py`,", "(`bench/coldstart.py`,", "coldstart"),
     (
         "keys",
         "(annotation `spillway.io/cordoned`)",
@@ -1079,6 +1211,7 @@ BREAKS = [
     ("parameters", "| `AlarmEmail` |", "| `AlarmMail` |", "Alarm"),
     ("runtime variables", "`HEARTBEAT_MINUTES` 5,", "`HEARTBEAT_MINUTES` 6,", "HEARTBEAT_MINUTES"),
     ("runtime variables", "`SNAPSHOT_TTL_HOURS` 24", "`SNAPSHOT_TTL_HOUR` 24", "SNAPSHOT_TTL_HOUR"),
+    ("runtime variables", "`PLAN_TTL_DAYS` 30 (the plans", "plans kept 30 days (the plans", "PLAN_TTL_DAYS"),
     ("manifests", "provisioningClassName: best-effort-atomic", "provisioningClassName: atomic", "atomic"),
     (
         "manifests",
@@ -1095,6 +1228,17 @@ BREAKS = [
     ),
     ("rbac grants", ", PriorityClasses; get the priority", "; get the priority", "priorityclasses"),
     ("rbac grants", "evictions and events); `tests/e2e", "events); `tests/e2e", "pods/eviction"),
+    ("layout", ", drain_node, gang_launch (ASL)", ", drain_node (ASL)", "gang_launch"),
+    (
+        "layout",
+        "    perf.py                 bulk_allocation",
+        "    perfs.py                bulk_allocation",
+        "perf",
+    ),
+    ("pod events", "`fits-uncordoned`, `making-room`) gets no", "`fits-uncordoned`) gets no", "making-room"),
+    ("pod events", "`tenant-limit`, `gang-home-full`, ... |", "`fits-launching`, ... |", "fits-launching"),
+    ("plan sections", "A `floors` list (only", "A floors list (only", "floors"),
+    ("layout", "SAM: layer, 5 functions, 4 state", "SAM: layer, 4 functions, 4 state", "5 functions"),
 ]
 
 

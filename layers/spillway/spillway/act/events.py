@@ -11,8 +11,8 @@ As cluster-autoscaler does, every pending pod hears what the plan did for it, on
                        ``expendable``, ``no-managed-groups``, and any newer code)
 
 Pods whose code says a node already has or will have room for them (``fits-free-room``,
-``fits-launching``, ``fits-uncordoned``) get no Event: the scheduler, a launching node or this plan's
-uncordon will place them. A pod that fits only once kube-scheduler preempts expendable pods
+``fits-launching``, ``fits-uncordoned``, ``making-room``) get no Event: the scheduler, a launching node,
+this plan's uncordon or a make-room drain will place them. A pod that fits only once kube-scheduler preempts expendable pods
 (``fits-by-preemption``) hears it, naming the node and the pods: no node comes for it, and if the
 scheduler does not preempt them after all, that is why.
 
