@@ -4260,3 +4260,30 @@ def test_every_record_step_retries_a_throttled_or_unanswered_state_table() -> No
     assert len(records) == 9
     for state in records:
         assert any(r["ErrorEquals"] == ["AwsThrottled", "AwsUnavailable"] for r in state["Retry"]), state
+
+
+@pytest.mark.parametrize("outcome", ["released", "abandoned"])
+def test_a_record_step_run_again_for_a_throttled_ended_mark_puts_one_event_on_the_node(
+    rig: Rig, outcome: str
+) -> None:
+    """The ended mark throttled past botocore's retries fails the record step so that its Retry writes
+    it; the run that failed had already put its Event on the Node (each run's Event is a new object,
+    named by the time), so the retry put a second one, and up to three more while the table throttled:
+    ``kubectl describe node`` listed the one drain's end as several. The mark is written first now, and
+    a run it fails has done nothing else."""
+    drain = rig.cordoned(reason="make room", **PLANNED, terminate=False, uncordon=True)
+    state: dict[str, Any] = {"drain": drain.model_dump(), "released": {"uncordoned": True}}
+    if outcome == "abandoned":
+        state = {"drain": drain.model_dump(), "round": {"abandon": "work arrived", "evicted_count": 0}}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    ledger.fail("claim", AwsThrottled("Rate exceeded"), times=1)
+    step = "released" if outcome == "released" else "cancelled"
+
+    with pytest.raises(AwsThrottled):
+        _record(rig, state, step)
+    out = _record(rig, state, step)
+
+    assert out["outcome"] == step and rig.outcomes == [(step, NODE)]
+    events = [e for e in rig.api.list("Event") if e["involvedObject"]["name"] == NODE]
+    assert len([e for e in events if e["reason"] != "SpillwayDraining"]) == 1, events

@@ -2768,10 +2768,12 @@ class Drainer:
         else:
             summary.update(_success(state, outcome, drain))
         final: Outcome = summary["outcome"]
+        # The ended mark first: the one write that fails the step (its Retry runs it again), so a run
+        # it fails has put no Event yet (each run's Event is a new object: the retry would add another)
+        self._note_ended(summary, final, drain.planned_at if drain is not None else state.get("planned_at"))
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
             self._note_scale_down_failure(drain, final)
-        self._note_ended(summary, final, drain.planned_at if drain is not None else state.get("planned_at"))
         count(final, summary)
         return summary
 
@@ -2823,7 +2825,8 @@ class Drainer:
         item of the state table per plan and node (a claim, so the step run again writes it once),
         which the state store merges into ``State.ended_drains`` at load. A write throttled or unanswered
         past botocore's retries (:class:`AwsThrottled`, :class:`AwsUnavailable`) fails the record step,
-        whose Retry runs it again, nothing counted yet (the count comes last, and once: :meth:`_counter`);
+        whose Retry runs it again, nothing done yet (it is written first, before the Event a run again
+        would put twice; the count comes last, and once: :meth:`_counter`);
         past those retries the state machine's Catch ends the drain as it ended (a success stays one)
         and counts it. Any other failure, or that one at last, only leaves the claim spending until it
         lapses, as before.
@@ -2887,10 +2890,10 @@ class Drainer:
         summary.update(
             outcome="cancelled", note=str(cancelled.get("note") or "cancelled at validation")[:2000]
         )
+        self._note_ended(summary, "cancelled", cancelled.get("planned_at"))  # first, as in :meth:`record`
         if cancelled.get("notice"):
             summary["notice"] = str(cancelled["notice"])
             self._skipped_event(summary, cancelled.get("node_uid"))
-        self._note_ended(summary, "cancelled", cancelled.get("planned_at"))
         count("cancelled", summary)
         return summary
 
@@ -2921,13 +2924,13 @@ class Drainer:
         }
         if rounds.get("remaining"):
             summary["remaining"] = list(rounds["remaining"])
+        self._note_ended(summary, "cancelled", drain.planned_at)  # first, as in :meth:`record`
         self._event(
             drain,
             "SpillwayDrainCancelled",
             f"Cancelled ({drain.reason}) after evicting {summary['evicted_count']} pod(s): {summary['note']}",
             "Normal",
         )
-        self._note_ended(summary, "cancelled", drain.planned_at)
         count("cancelled", summary)
         return summary
 
