@@ -4287,3 +4287,25 @@ def test_a_record_step_run_again_for_a_throttled_ended_mark_puts_one_event_on_th
     assert out["outcome"] == step and rig.outcomes == [(step, NODE)]
     events = [e for e in rig.api.list("Event") if e["involvedObject"]["name"] == NODE]
     assert len([e for e in events if e["reason"] != "SpillwayDraining"]) == 1, events
+
+
+def test_a_drain_redriven_days_later_whose_record_runs_again_counts_it_once(rig: Rig) -> None:
+    """Step Functions redrives a failed, aborted or timed-out Standard execution up to 14 days after it
+    ended, under the same execution ARN, from the step that did not succeed (AWS Step Functions API
+    Reference, RedriveExecution). A drain stopped while its record step ran (the function ran to the
+    end and counted) and redriven days later ran the record again: its mark, kept an hour, had been
+    deleted by DynamoDB's TTL by then, and the one drain was counted twice. The mark now outlasts the
+    redrive window."""
+    drain = rig.validated()
+    state = {"drain": drain.model_dump(), "round": {"evicted": [], "evicted_count": 0, "rounds": 1}}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+
+    _record(rig, state, "released")
+    rig.clock.advance(timedelta(days=14).total_seconds())  # the last day a redrive may come
+    for key, expires in list(ledger.expiries.items()):  # DynamoDB's TTL deletes what expired by then
+        if expires <= rig.clock.now:
+            ledger.claimed.pop(key, None)
+    again = _record(rig, state, "released")
+
+    assert again["outcome"] == "released" and rig.outcomes == [("released", NODE)]

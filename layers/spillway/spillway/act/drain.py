@@ -282,8 +282,10 @@ SCALE_DOWN_FAILURE_KEPT = timedelta(days=1)
 # was counted (Drainer._count: one item per execution, so a record step run again counts nothing more).
 # Apart from the cluster's partition, which every plan's state load reads whole.
 DRAIN_COUNTED_PARTITION = "{cluster}#drain-counted"
-# How long such a mark is kept: far above a record step's retries (seconds)
-DRAIN_COUNTED_KEPT = timedelta(hours=1)
+# How long such a mark is kept: past the 14 days after its end in which Step Functions may redrive an
+# execution under the same ARN, running a record step again (AWS Step Functions API Reference,
+# RedriveExecution); far above a record step's retries (seconds). One small item per execution.
+DRAIN_COUNTED_KEPT = timedelta(days=15)
 # A plan's drain that ends keeping its node and its remaining pods running (failed, timed out, cancelled,
 # rejected, or a make-room drain released: its moved pods evicted, the node uncordoned): later plans stop
 # taking its claim for a drain under way, counting its evictions against the PodDisruptionBudgets and
@@ -2788,7 +2790,8 @@ class Drainer:
         running. So a drain whose record ran and whose answer was lost was counted once per run. The first run
         to count writes a mark (a claim on ``drain-counted`` items, with a token of its own, so a put
         botocore sent again is still known as its own: ``Ledger.claim``); a later run finds it and
-        counts nothing. A mark that cannot be written counts anyway: a rare count too many is better
+        counts nothing, as does a redrive's run (the same ARN, up to 14 days on: :data:`DRAIN_COUNTED_KEPT`).
+        A mark that cannot be written counts anyway: a rare count too many is better
         than a drain nobody counted. No ``execution`` (a caller of an older state machine) counts."""
         if execution is None:
             return self.on_outcome
