@@ -4269,8 +4269,8 @@ def test_a_record_step_run_again_for_a_throttled_ended_mark_puts_one_event_on_th
     """The ended mark throttled past botocore's retries fails the record step so that its Retry writes
     it; the run that failed had already put its Event on the Node (each run's Event is a new object,
     named by the time), so the retry put a second one, and up to three more while the table throttled:
-    ``kubectl describe node`` listed the one drain's end as several. The mark is written first now, and
-    a run it fails has done nothing else."""
+    ``kubectl describe node`` listed the one drain's end as several. The record's Event is named by its
+    execution now: a run again is refused 409 AlreadyExists, and the Node keeps one."""
     drain = rig.cordoned(reason="make room", **PLANNED, terminate=False, uncordon=True)
     state: dict[str, Any] = {"drain": drain.model_dump(), "released": {"uncordoned": True}}
     if outcome == "abandoned":
@@ -4309,3 +4309,28 @@ def test_a_drain_redriven_days_later_whose_record_runs_again_counts_it_once(rig:
     again = _record(rig, state, "released")
 
     assert again["outcome"] == "released" and rig.outcomes == [("released", NODE)]
+
+
+@pytest.mark.parametrize("mark", ["written", "throttled for good"])
+def test_a_record_step_run_again_for_its_execution_leaves_one_event_on_the_node(rig: Rig, mark: str) -> None:
+    """A record step runs again for its execution when Lambda answered a service error after the
+    function ran (written: every run succeeds), or while its ended mark is throttled (throttled for
+    good: every run fails, and the state machine's Catch ends the drain released and counts it). Each
+    run put its own Event, so the first case left two on the Node; and a mark written before the
+    Event would leave none in the second, though the drain ended. One Event either way."""
+    drain = rig.cordoned(reason="make room", **PLANNED, terminate=False, uncordon=True)
+    state: dict[str, Any] = {"drain": drain.model_dump(), "released": {"uncordoned": True}}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    if mark == "written":
+        for _ in range(2):
+            assert _record(rig, state, "released")["outcome"] == "released"
+    else:
+        ledger.fail("claim", AwsThrottled("Rate exceeded"), times=4)
+        for _ in range(4):  # the first run and the Retry's three
+            with pytest.raises(AwsThrottled):
+                _record(rig, state, "released")
+
+    events = [e for e in rig.api.list("Event") if e["involvedObject"]["name"] == NODE]
+    assert [e["reason"] for e in events if e["reason"] != "SpillwayDraining"] == ["SpillwayReleased"]
+    assert rig.outcomes == ([("released", NODE)] if mark == "written" else [])
