@@ -734,7 +734,8 @@ def test_a_record_step_whose_answer_was_lost_and_that_ran_again_counts_the_drain
 ) -> None:
     """The record step ran to the end (its Event, the ended mark, DrainOutcome's EMF line) and Lambda
     answered a service error: the Retry ran it again and the drain was counted twice. The first run
-    now marks the execution counted; the second finds the mark and counts nothing more."""
+    now marks the execution counted; the second finds the mark and counts nothing more. Its Event,
+    named by the execution, is refused as already there: one on the Node."""
     cloud.group("general", instance_type="m5.large", desired=1, gpu=False)
     cloud.wait_nodes(1)
     ((node, _),) = nodes_of(cloud, "general")
@@ -754,6 +755,8 @@ def test_a_record_step_whose_answer_was_lost_and_that_ran_again_counts_the_drain
     runs = [c for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "record"]
     assert [c.error for c in runs] == ["Lambda.ServiceException", None]  # it ran twice
     assert drain_outcomes(cloud, capsys, outcome) == (1, 0)  # counted once, by the first run
+    ended = [e["reason"] for e in events_for(cloud, node) if e["reason"] != "SpillwayDraining"]
+    assert ended == ["SpillwayReleased" if outcome == "released" else "SpillwayDrained"]  # one Event too
 
 
 class Broken(Exception):

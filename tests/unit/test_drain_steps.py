@@ -4260,3 +4260,77 @@ def test_every_record_step_retries_a_throttled_or_unanswered_state_table() -> No
     assert len(records) == 9
     for state in records:
         assert any(r["ErrorEquals"] == ["AwsThrottled", "AwsUnavailable"] for r in state["Retry"]), state
+
+
+@pytest.mark.parametrize("outcome", ["released", "abandoned"])
+def test_a_record_step_run_again_for_a_throttled_ended_mark_puts_one_event_on_the_node(
+    rig: Rig, outcome: str
+) -> None:
+    """The ended mark throttled past botocore's retries fails the record step so that its Retry writes
+    it; the run that failed had already put its Event on the Node (each run's Event is a new object,
+    named by the time), so the retry put a second one, and up to three more while the table throttled:
+    ``kubectl describe node`` listed the one drain's end as several. The record's Event is named by its
+    execution now: a run again is refused 409 AlreadyExists, and the Node keeps one."""
+    drain = rig.cordoned(reason="make room", **PLANNED, terminate=False, uncordon=True)
+    state: dict[str, Any] = {"drain": drain.model_dump(), "released": {"uncordoned": True}}
+    if outcome == "abandoned":
+        state = {"drain": drain.model_dump(), "round": {"abandon": "work arrived", "evicted_count": 0}}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    ledger.fail("claim", AwsThrottled("Rate exceeded"), times=1)
+    step = "released" if outcome == "released" else "cancelled"
+
+    with pytest.raises(AwsThrottled):
+        _record(rig, state, step)
+    out = _record(rig, state, step)
+
+    assert out["outcome"] == step and rig.outcomes == [(step, NODE)]
+    events = [e for e in rig.api.list("Event") if e["involvedObject"]["name"] == NODE]
+    assert len([e for e in events if e["reason"] != "SpillwayDraining"]) == 1, events
+
+
+def test_a_drain_redriven_days_later_whose_record_runs_again_counts_it_once(rig: Rig) -> None:
+    """Step Functions redrives a failed, aborted or timed-out Standard execution up to 14 days after it
+    ended, under the same execution ARN, from the step that did not succeed (AWS Step Functions API
+    Reference, RedriveExecution). A drain stopped while its record step ran (the function ran to the
+    end and counted) and redriven days later ran the record again: its mark, kept an hour, had been
+    deleted by DynamoDB's TTL by then, and the one drain was counted twice. The mark now outlasts the
+    redrive window."""
+    drain = rig.validated()
+    state = {"drain": drain.model_dump(), "round": {"evicted": [], "evicted_count": 0, "rounds": 1}}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+
+    _record(rig, state, "released")
+    rig.clock.advance(timedelta(days=14).total_seconds())  # the last day a redrive may come
+    for key, expires in list(ledger.expiries.items()):  # DynamoDB's TTL deletes what expired by then
+        if expires <= rig.clock.now:
+            ledger.claimed.pop(key, None)
+    again = _record(rig, state, "released")
+
+    assert again["outcome"] == "released" and rig.outcomes == [("released", NODE)]
+
+
+@pytest.mark.parametrize("mark", ["written", "throttled for good"])
+def test_a_record_step_run_again_for_its_execution_leaves_one_event_on_the_node(rig: Rig, mark: str) -> None:
+    """A record step runs again for its execution when Lambda answered a service error after the
+    function ran (written: every run succeeds), or while its ended mark is throttled (throttled for
+    good: every run fails, and the state machine's Catch ends the drain released and counts it). Each
+    run put its own Event, so the first case left two on the Node; and a mark written before the
+    Event would leave none in the second, though the drain ended. One Event either way."""
+    drain = rig.cordoned(reason="make room", **PLANNED, terminate=False, uncordon=True)
+    state: dict[str, Any] = {"drain": drain.model_dump(), "released": {"uncordoned": True}}
+    ledger = rig.drainer.ledger
+    assert isinstance(ledger, FakeLedger)
+    if mark == "written":
+        for _ in range(2):
+            assert _record(rig, state, "released")["outcome"] == "released"
+    else:
+        ledger.fail("claim", AwsThrottled("Rate exceeded"), times=4)
+        for _ in range(4):  # the first run and the Retry's three
+            with pytest.raises(AwsThrottled):
+                _record(rig, state, "released")
+
+    events = [e for e in rig.api.list("Event") if e["involvedObject"]["name"] == NODE]
+    assert [e["reason"] for e in events if e["reason"] != "SpillwayDraining"] == ["SpillwayReleased"]
+    assert rig.outcomes == ([("released", NODE)] if mark == "written" else [])

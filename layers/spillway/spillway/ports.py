@@ -185,6 +185,7 @@ class Cluster(Protocol):
         *,
         uid: str | None = None,
         api_version: str = "v1",
+        key: str | None = None,  # one Event for every attempt with the same key (a step run again)
     ) -> None: ...
     # Merge ``labels`` into the Node's labels; False when it already had them all.
     def label_node(self, name: str, labels: Mapping[str, str]) -> bool: ...

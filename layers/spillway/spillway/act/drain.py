@@ -282,8 +282,10 @@ SCALE_DOWN_FAILURE_KEPT = timedelta(days=1)
 # was counted (Drainer._count: one item per execution, so a record step run again counts nothing more).
 # Apart from the cluster's partition, which every plan's state load reads whole.
 DRAIN_COUNTED_PARTITION = "{cluster}#drain-counted"
-# How long such a mark is kept: far above a record step's retries (seconds)
-DRAIN_COUNTED_KEPT = timedelta(hours=1)
+# How long such a mark is kept: past the 14 days after its end in which Step Functions may redrive an
+# execution under the same ARN, running a record step again (AWS Step Functions API Reference,
+# RedriveExecution); far above a record step's retries (seconds). One small item per execution.
+DRAIN_COUNTED_KEPT = timedelta(days=15)
 # A plan's drain that ends keeping its node and its remaining pods running (failed, timed out, cancelled,
 # rejected, or a make-room drain released: its moved pods evicted, the node uncordoned): later plans stop
 # taking its claim for a drain under way, counting its evictions against the PodDisruptionBudgets and
@@ -2742,9 +2744,9 @@ class Drainer:
         as a Catch records them), the compensation's result is ``compensation`` or
         ``compensation_error``. Recording the event is best effort: the outcome is never lost to it.
         """
-        count = self._counter(execution)
+        count, key = self._counter(execution), _record_key(execution)
         if outcome == "cancelled":
-            return self._record_cancel(state, count)
+            return self._record_cancel(state, count, key)
         # A rejected request touched nothing, not even an Event: a ``drain`` in it is only its input.
         has_drain = outcome != "rejected" and isinstance(state.get("drain"), Mapping)
         drain = parse_drain(state["drain"]) if has_drain else None
@@ -2768,8 +2770,8 @@ class Drainer:
         else:
             summary.update(_success(state, outcome, drain))
         final: Outcome = summary["outcome"]
-        if drain is not None:
-            self._event(drain, *_event_for(final, summary))
+        if drain is not None:  # its Event named by the execution: a run again puts none more
+            self._event(drain, *_event_for(final, summary), key=key)
             self._note_scale_down_failure(drain, final)
         self._note_ended(summary, final, drain.planned_at if drain is not None else state.get("planned_at"))
         count(final, summary)
@@ -2786,7 +2788,8 @@ class Drainer:
         running. So a drain whose record ran and whose answer was lost was counted once per run. The first run
         to count writes a mark (a claim on ``drain-counted`` items, with a token of its own, so a put
         botocore sent again is still known as its own: ``Ledger.claim``); a later run finds it and
-        counts nothing. A mark that cannot be written counts anyway: a rare count too many is better
+        counts nothing, as does a redrive's run (the same ARN, up to 14 days on: :data:`DRAIN_COUNTED_KEPT`).
+        A mark that cannot be written counts anyway: a rare count too many is better
         than a drain nobody counted. No ``execution`` (a caller of an older state machine) counts."""
         if execution is None:
             return self.on_outcome
@@ -2823,7 +2826,9 @@ class Drainer:
         item of the state table per plan and node (a claim, so the step run again writes it once),
         which the state store merges into ``State.ended_drains`` at load. A write throttled or unanswered
         past botocore's retries (:class:`AwsThrottled`, :class:`AwsUnavailable`) fails the record step,
-        whose Retry runs it again, nothing counted yet (the count comes last, and once: :meth:`_counter`);
+        whose Retry runs it again, nothing counted yet (the count comes last, and once:
+        :meth:`_counter`; its Event, put before, is named by the execution, so the run again puts none
+        more: :func:`_record_key`);
         past those retries the state machine's Catch ends the drain as it ended (a success stays one)
         and counts it. Any other failure, or that one at last, only leaves the claim spending until it
         lapses, as before.
@@ -2874,7 +2879,9 @@ class Drainer:
         except SpillwayError as exc:
             log.warning("failed scale-down drain of %s not recorded for later plans: %s", drain.node, exc)
 
-    def _record_cancelled(self, state: Mapping[str, Any], count: OutcomeHook) -> dict[str, Any]:
+    def _record_cancelled(
+        self, state: Mapping[str, Any], count: OutcomeHook, key: str | None = None
+    ) -> dict[str, Any]:
         """A drain its validation cancelled (``state`` is that answer): a success that touched nothing,
         so no event on the node; the reason is the note, and DrainOutcome counts it once."""
         cancelled = state.get("cancelled")
@@ -2889,19 +2896,23 @@ class Drainer:
         )
         if cancelled.get("notice"):
             summary["notice"] = str(cancelled["notice"])
-            self._skipped_event(summary, cancelled.get("node_uid"))
+            self._skipped_event(summary, cancelled.get("node_uid"), key)
         self._note_ended(summary, "cancelled", cancelled.get("planned_at"))
         count("cancelled", summary)
         return summary
 
-    def _record_cancel(self, state: Mapping[str, Any], count: OutcomeHook) -> dict[str, Any]:
+    def _record_cancel(
+        self, state: Mapping[str, Any], count: OutcomeHook, key: str | None = None
+    ) -> dict[str, Any]:
         """A drain cancelled at its validation (its answer in the state), or abandoned after its cordon
         (its last round's ``abandon``)."""
         if "cancelled" not in state and _mapping(state.get("round")).get("abandon"):
-            return self._record_abandoned(state, count)
-        return self._record_cancelled(state, count)
+            return self._record_abandoned(state, count, key)
+        return self._record_cancelled(state, count, key)
 
-    def _record_abandoned(self, state: Mapping[str, Any], count: OutcomeHook) -> dict[str, Any]:
+    def _record_abandoned(
+        self, state: Mapping[str, Any], count: OutcomeHook, key: str | None = None
+    ) -> dict[str, Any]:
         """A plan's drain abandoned after its cordon because work came to the node since the plan (the
         round's ``abandon``), its node given back (``compensation``, GiveBack's answer): ``cancelled``, a
         success, with the pods it evicted before, an Event on the Node and the DrainOutcome metric. A
@@ -2926,19 +2937,22 @@ class Drainer:
             "SpillwayDrainCancelled",
             f"Cancelled ({drain.reason}) after evicting {summary['evicted_count']} pod(s): {summary['note']}",
             "Normal",
+            key=key,
         )
         self._note_ended(summary, "cancelled", drain.planned_at)
         count("cancelled", summary)
         return summary
 
-    def _skipped_event(self, summary: Mapping[str, Any], uid: Any) -> None:
+    def _skipped_event(self, summary: Mapping[str, Any], uid: Any, key: str | None = None) -> None:
         """A notice's drain left its node alone (:meth:`_skipped`): its operator sees why on the Node,
         which ``kubectl describe node`` lists by uid. A Node that is gone gets none."""
         if not isinstance(uid, str) or not isinstance(summary.get("node"), str):
             return
         message = f"Skipped ({summary.get('reason')}): {summary.get('note')}"
         with contextlib.suppress(KubeError):
-            self.kube.record_event("Node", summary["node"], None, "SpillwayDrainSkipped", message, uid=uid)
+            self.kube.record_event(
+                "Node", summary["node"], None, "SpillwayDrainSkipped", message, uid=uid, key=key
+            )
 
     def _failure(
         self, drain: Drain | None, state: Mapping[str, Any], error: Mapping[str, Any]
@@ -3034,10 +3048,15 @@ class Drainer:
         )
         return self.kube.get_node(drain.node)
 
-    def _event(self, drain: Drain, reason: str, message: str, type: str = "Normal") -> None:
-        # An event is a courtesy: the outcome is in the execution and the metric.
+    def _event(
+        self, drain: Drain, reason: str, message: str, type: str = "Normal", *, key: str | None = None
+    ) -> None:
+        # An event is a courtesy: the outcome is in the execution and the metric. ``key``: one Event
+        # for every run of a step with it (KubeClient.record_event)
         with contextlib.suppress(KubeError):
-            self.kube.record_event("Node", drain.node, None, reason, message, type, uid=drain.node_uid)
+            self.kube.record_event(
+                "Node", drain.node, None, reason, message, type, uid=drain.node_uid, key=key
+            )
 
     def _identity(self, drain: Drain) -> dict[str, Any]:
         return (
@@ -3463,6 +3482,14 @@ def _action_of(event: Mapping[str, Any]) -> str | None:
     if action is not None and not isinstance(action, str):
         raise InvalidDrainRequest(f"a step's name (one of: {', '.join(ACTIONS)})", field="action")
     return action
+
+
+def _record_key(execution: str | None) -> str | None:
+    """The key of a record step's Event (``KubeClient.record_event``): the same for every run of the
+    execution's record, so a run again (a Retry of a Lambda service error that came after the function
+    ran, or of an ended mark not written: :meth:`Drainer._note_ended`) puts no second Event on the
+    Node. None without an execution (an older state machine's): each run its own Event, as before."""
+    return f"{execution}#record" if execution else None
 
 
 def _record_step(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:

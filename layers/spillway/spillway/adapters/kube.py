@@ -74,6 +74,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import json
 import logging
 import random
@@ -1358,6 +1359,7 @@ class KubeClient:
         *,
         uid: str | None = None,
         api_version: str = "v1",
+        key: str | None = None,
     ) -> None:
         """Create a core/v1 Event about an object (``kubectl describe`` shows it).
 
@@ -1365,12 +1367,15 @@ class KubeClient:
         The name is client-go's record package's, ``<object name>.<UnixNano in hex>``: past 253
         characters for an object named near the limit, which the ``v1`` API takes (``ValidateEventCreate``
         holds only ``events.k8s.io/v1`` creates to a DNS subdomain; ``v1`` names need only be a path
-        segment), as it takes client-go's.
+        segment), as it takes client-go's. With ``key`` (the same for every attempt at one Event, such
+        as a step that runs again for its execution) the suffix is a hash of it instead: an attempt
+        after the first is refused 409 AlreadyExists and the object keeps one Event.
         """
         now = self._clock().astimezone(UTC).replace(microsecond=0)
         ns = namespace or "default"
+        suffix = hashlib.sha256(key.encode()).hexdigest()[:16] if key else f"{time.time_ns():x}"
         event = CoreV1Event(
-            metadata=V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=ns),
+            metadata=V1ObjectMeta(name=f"{name}.{suffix}", namespace=ns),
             involved_object=V1ObjectReference(
                 api_version=api_version, kind=kind, name=name, namespace=namespace, uid=uid
             ),
