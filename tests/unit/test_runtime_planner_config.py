@@ -183,6 +183,29 @@ def test_planner_configs_node_reserve_beside_a_node_reserve_variable_is_checked_
     assert caught.value.field == field, str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("variable", "document", "field"),
+    [
+        ("NODE_RESERVE_CPU", '{"buffers": [{"name": "a", "pod": {"cpu": "1.5.2"}, "replicas": 1}]}',
+         "PLANNER_CONFIG buffers.0.pod.cpu"),
+        ("NODE_RESERVE_MEMORY", '{"buffers": [{"name": "a", "pod": {"memory": "10Q"}, "replicas": 1}]}',
+         "PLANNER_CONFIG buffers.0.pod.memory"),
+    ],
+)  # fmt: skip
+def test_a_buffer_pods_cpu_or_memory_is_named_in_planner_config_though_a_node_reserve_variable_is_set(
+    variable: str, document: str, field: str
+) -> None:
+    """A bad ``cpu`` or ``memory`` anywhere in ``PLANNER_CONFIG`` (a buffer's pod) was named as the
+    ``NODE_RESERVE_CPU``/``_MEMORY`` variable whenever that was set, because only the last part of the
+    error's path was compared: the operator was sent to a variable whose value is fine. Only
+    ``node_reserve.cpu``/``.memory`` is the variable's."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config(
+            {**BASE, "PLANNER_CONFIG": document, variable: "250m" if "CPU" in variable else "1Gi"}
+        )
+    assert caught.value.field == field, str(caught.value)
+
+
 # --- a scale-down's drain settings: what every DrainNode execution it starts must accept ---------------
 
 

@@ -380,8 +380,11 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
 
 def _planner_variable(loc: list[str], env: Mapping[str, str]) -> str:
     """The variable (and, inside ``PLANNER_CONFIG``, the key) behind a planner validation error."""
-    if loc and loc[-1] in _RESERVE_VARS.values() and _value(env, "NODE_RESERVE_" + loc[-1].upper()):
-        return "NODE_RESERVE_" + loc[-1].upper()
+    # node_reserve.cpu or .memory alone: a buffer pod's cpu (buffers.0.pod.cpu) is PLANNER_CONFIG's
+    if len(loc) == 2 and loc[0] == "node_reserve" and loc[1] in _RESERVE_VARS.values():
+        variable = "NODE_RESERVE_" + loc[1].upper()
+        if _value(env, variable):
+            return variable
     if loc and loc[0].upper() in _PLANNER_VARS and _value(env, loc[0].upper()):
         return loc[0].upper()
     return f"{PLANNER_CONFIG_VAR} {'.'.join(loc)}" if loc else PLANNER_CONFIG_VAR
