@@ -206,6 +206,14 @@ def test_a_buffer_pods_cpu_or_memory_is_named_in_planner_config_though_a_node_re
     assert caught.value.field == field, str(caught.value)
 
 
+def test_a_planner_config_nested_too_deeply_is_refused_naming_the_variable() -> None:
+    """json.loads raises RecursionError (no ValueError) past Python's recursion limit: it escaped as a
+    traceback naming nothing, where ``spillway plan --config`` refuses the same document by name."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, "PLANNER_CONFIG": "[" * 100_000 + "]" * 100_000})
+    assert caught.value.field == "PLANNER_CONFIG" and "nested too deeply" in str(caught.value)
+
+
 # --- a scale-down's drain settings: what every DrainNode execution it starts must accept ---------------
 
 

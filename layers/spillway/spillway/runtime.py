@@ -368,6 +368,8 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
         document = json.loads(text)
     except ValueError as exc:
         raise ConfigurationError(f"not valid JSON: {exc}", field=PLANNER_CONFIG_VAR) from None
+    except RecursionError:  # no ValueError: json's decoder recurses once per nested array or object
+        raise ConfigurationError("not usable JSON: nested too deeply", field=PLANNER_CONFIG_VAR) from None
     if not isinstance(document, dict):
         raise ConfigurationError("expected a JSON object of planner config keys", field=PLANNER_CONFIG_VAR)
     for key, variable in _FROM_VARIABLES.items():
