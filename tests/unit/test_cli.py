@@ -382,6 +382,15 @@ def test_version_and_plain_help(capsys: pytest.CaptureFixture[str]) -> None:
         ("cores_total: '20:10'\n", "c.yaml: cores_total: Value error, expected 0 <= min <= max"),
         ("memory_total: 'a:b'\n", "c.yaml: memory_total: Value error, expected <min>:<max> integers"),
         ("gpu_total: ['nvidia.com/gpu:4']\n", "c.yaml: gpu_total"),
+        # the path names the toleration: it read buffers.0.pod.tolerations.operator, which of the two?
+        (
+            "buffers: [{name: b, replicas: 1, pod: {tolerations: [{key: a}, {key: x, operator: Bogus}]}}]\n",
+            "c.yaml: buffers.0.pod.tolerations.1.operator: Input should be",
+        ),
+        (
+            "buffers: [{name: b, replicas: 1, pod: {tolerations: [{key: a}, 5]}}]\n",
+            "c.yaml: buffers.0.pod.tolerations.1: ",
+        ),
     ],
 )
 def test_bad_shared_cluster_config_exits_2_naming_the_field(

@@ -180,11 +180,15 @@ class BufferPod(Settings):
     @field_validator("tolerations", mode="before")
     @classmethod
     def _tolerations(cls, value: Any) -> Any:
+        from pydantic import TypeAdapter
+
         from spillway.model.k8s import Toleration  # the API's own type checks each entry
 
         if not isinstance(value, list | tuple):
             raise ValueError("expected a list of tolerations")
-        return tuple(Toleration.model_validate(t).model_dump(by_alias=True, exclude_none=True) for t in value)
+        # validated as a list, so an error's path names the entry (tolerations.1.operator)
+        checked = TypeAdapter(list[Toleration]).validate_python(list(value))
+        return tuple(t.model_dump(by_alias=True, exclude_none=True) for t in checked)
 
     def requests(self) -> dict[str, str]:
         named = {"cpu": self.cpu, "memory": self.memory, "nvidia.com/gpu": self.gpu}
