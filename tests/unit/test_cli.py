@@ -391,6 +391,17 @@ def test_version_and_plain_help(capsys: pytest.CaptureFixture[str]) -> None:
             "buffers: [{name: b, replicas: 1, pod: {tolerations: [{key: a}, 5]}}]\n",
             "c.yaml: buffers.0.pod.tolerations.1: ",
         ),
+        # a key given twice was read as its last value, the first silently lost (YAML wants keys unique;
+        # go-yaml v3, which Kubernetes tools read YAML with, refuses it)
+        (
+            "tenants:\n  team-a: {limits: {cpu: 4}}\n  team-b: {}\n  team-a: {limits: {cpu: 400}}\n",
+            "c.yaml: not valid YAML or JSON: key 'team-a' is given twice (lines 2 and 4)",
+        ),
+        (
+            "scale_down_idle_minutes: 5\nscale_down_idle_minutes: 50\n",
+            "'scale_down_idle_minutes' is given twice",
+        ),
+        ('{"max_nodes_total": 10, "max_nodes_total": 1000}\n', "key 'max_nodes_total' is given twice"),
     ],
 )
 def test_bad_shared_cluster_config_exits_2_naming_the_field(
