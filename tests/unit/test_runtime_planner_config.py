@@ -45,6 +45,13 @@ def test_unset_or_empty_planner_config_is_the_defaults() -> None:
         ('{"tenants": {"b": {"limits": {"cpu": "lots"}}}}', "PLANNER_CONFIG tenants.b.limits", "lots"),
         ('{"max_nodes_total": -1}', "PLANNER_CONFIG max_nodes_total", "greater than or equal to 0"),
         ('{"cluster": "other"}', "PLANNER_CONFIG cluster", "CLUSTER_NAME"),
+        # a key given twice was its last value, the first lost without a word (as spillway plan --config)
+        (
+            '{"max_nodes_total": 10, "max_nodes_total": 1000}',
+            "PLANNER_CONFIG",
+            "'max_nodes_total' is given twice",
+        ),
+        ('{"tenants": {"a": {"limits": {"cpu": 4}}, "a": {}}}', "PLANNER_CONFIG", "'a' is given twice"),
         (
             '{"node_reserve": {"vm_memory_overhead_percent": 7.5}}',
             "PLANNER_CONFIG node_reserve.vm_memory_overhead_percent",

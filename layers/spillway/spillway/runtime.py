@@ -365,7 +365,9 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        document = json.loads(text)
+        document = json.loads(text, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as exc:
+        raise ConfigurationError(str(exc), field=PLANNER_CONFIG_VAR) from None
     except ValueError as exc:
         raise ConfigurationError(f"not valid JSON: {exc}", field=PLANNER_CONFIG_VAR) from None
     except RecursionError:  # no ValueError: json's decoder recurses once per nested array or object
@@ -378,6 +380,21 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
                 f"{key} comes from {variable}, not from here", field=f"{PLANNER_CONFIG_VAR} {key}"
             )
     return document
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique: json keeps a repeated key's last value and drops the first
+    without a word, as PyYAML does for ``spillway plan --config`` (which refuses it: config._UniqueKeyLoader)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(f"key {key!r} is given twice in one object"[:200])
+        out[key] = value
+    return out
 
 
 def _planner_variable(loc: list[str], env: Mapping[str, str]) -> str:
