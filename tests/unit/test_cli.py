@@ -584,3 +584,26 @@ def test_an_unquoted_consolidation_off_says_to_quote_it(
     config = write(tmp_path, "c.yaml", "consolidation: off\n")
     code, out, err = run(replace_arg("--config", config), capsys)
     assert_one_line_error(code, out, err, "c.yaml: consolidation", "YAML reads an unquoted off")
+
+
+def test_a_groups_problems_are_named_on_stderr_and_the_plan_still_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tag Spillway cannot read is left out and named in the group's problems (README: the group tags
+    table, autoscaling-options): observe stores them in the snapshot, but spillway plan printed them
+    nowhere, so an autoscaling-options value out of range, or a consolidation mode misspelt, was read
+    as no tag at all without a word. Each is now one warning line on stderr, naming the group, its
+    region and the tag; the plan is printed and the exit code is 0 as before."""
+    asgs = json.loads((EVENTS / "example-asgs-us-east-1.json").read_text())
+    option = "k8s.io/cluster-autoscaler/node-template/autoscaling-options/scaledownutilizationthreshold"
+    asgs["AutoScalingGroups"][1]["Tags"].append({"Key": option, "Value": "1.5"})
+    name = asgs["AutoScalingGroups"][1]["AutoScalingGroupName"]
+    path = write(tmp_path, "asgs.json", asgs)
+    code, out, err = run(replace_arg("--asgs", path), capsys)
+    assert code == 0 and json.loads(out)["scale_up"]
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"spillway plan: warning: group us-east-1/{name}: Tags[{option}]"), lines[0]
+    assert "1.5" in lines[0]
+    # a clean input warns of nothing
+    assert run(EXAMPLE, capsys)[2] == ""
