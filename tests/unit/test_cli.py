@@ -605,5 +605,14 @@ def test_a_groups_problems_are_named_on_stderr_and_the_plan_still_printed(
     assert len(lines) == 1, err
     assert lines[0].startswith(f"spillway plan: warning: group us-east-1/{name}: Tags[{option}]"), lines[0]
     assert "1.5" in lines[0]
+    # a consolidation or atomic-launch mode misspelt, read as off, is named too
+    asgs["AutoScalingGroups"][1]["Tags"][-1] = {"Key": "spillway.io/consolidation", "Value": "when-idle"}
+    asgs["AutoScalingGroups"][1]["Tags"].append({"Key": "spillway.io/atomic-launch", "Value": "flet"})
+    code, out, err = run(replace_arg("--asgs", write(tmp_path, "asgs.json", asgs)), capsys)
+    assert code == 0 and len(err.splitlines()) == 2, err
+    assert (
+        "Tags[spillway.io/atomic-launch]: 'flet'" in err
+        and "Tags[spillway.io/consolidation]: 'when-idle'" in err
+    )
     # a clean input warns of nothing
     assert run(EXAMPLE, capsys)[2] == ""

@@ -56,7 +56,8 @@ def _plan(args: argparse.Namespace) -> int:
     # what a group's tags, actions or pool got wrong and the plan went on without (a tag left out, an
     # action skipped): observe keeps it in the snapshot; here one line each on stderr, the plan printed
     for group in groups:
-        for problem in group.problems:
+        tags = (group.atomic_launch_problem, group.consolidation_problem)  # kept apart from problems
+        for problem in filter(None, (*tags, *group.problems)):
             line = f"warning: group {group.region}/{group.name}: {problem}"
             print(f"spillway plan: {one_line(line)}", file=sys.stderr)
     with bulk_allocation():
