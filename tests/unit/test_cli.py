@@ -382,6 +382,26 @@ def test_version_and_plain_help(capsys: pytest.CaptureFixture[str]) -> None:
         ("cores_total: '20:10'\n", "c.yaml: cores_total: Value error, expected 0 <= min <= max"),
         ("memory_total: 'a:b'\n", "c.yaml: memory_total: Value error, expected <min>:<max> integers"),
         ("gpu_total: ['nvidia.com/gpu:4']\n", "c.yaml: gpu_total"),
+        # the path names the toleration: it read buffers.0.pod.tolerations.operator, which of the two?
+        (
+            "buffers: [{name: b, replicas: 1, pod: {tolerations: [{key: a}, {key: x, operator: Bogus}]}}]\n",
+            "c.yaml: buffers.0.pod.tolerations.1.operator: Input should be",
+        ),
+        (
+            "buffers: [{name: b, replicas: 1, pod: {tolerations: [{key: a}, 5]}}]\n",
+            "c.yaml: buffers.0.pod.tolerations.1: ",
+        ),
+        # a key given twice was read as its last value, the first silently lost (YAML wants keys unique;
+        # go-yaml v3, which Kubernetes tools read YAML with, refuses it)
+        (
+            "tenants:\n  team-a: {limits: {cpu: 4}}\n  team-b: {}\n  team-a: {limits: {cpu: 400}}\n",
+            "c.yaml: not valid YAML or JSON: key 'team-a' is given twice (lines 2 and 4)",
+        ),
+        (
+            "scale_down_idle_minutes: 5\nscale_down_idle_minutes: 50\n",
+            "'scale_down_idle_minutes' is given twice",
+        ),
+        ('{"max_nodes_total": 10, "max_nodes_total": 1000}\n', "key 'max_nodes_total' is given twice"),
     ],
 )
 def test_bad_shared_cluster_config_exits_2_naming_the_field(
@@ -564,3 +584,35 @@ def test_an_unquoted_consolidation_off_says_to_quote_it(
     config = write(tmp_path, "c.yaml", "consolidation: off\n")
     code, out, err = run(replace_arg("--config", config), capsys)
     assert_one_line_error(code, out, err, "c.yaml: consolidation", "YAML reads an unquoted off")
+
+
+def test_a_groups_problems_are_named_on_stderr_and_the_plan_still_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tag Spillway cannot read is left out and named in the group's problems (README: the group tags
+    table, autoscaling-options): observe stores them in the snapshot, but spillway plan printed them
+    nowhere, so an autoscaling-options value out of range, or a consolidation mode misspelt, was read
+    as no tag at all without a word. Each is now one warning line on stderr, naming the group, its
+    region and the tag; the plan is printed and the exit code is 0 as before."""
+    asgs = json.loads((EVENTS / "example-asgs-us-east-1.json").read_text())
+    option = "k8s.io/cluster-autoscaler/node-template/autoscaling-options/scaledownutilizationthreshold"
+    asgs["AutoScalingGroups"][1]["Tags"].append({"Key": option, "Value": "1.5"})
+    name = asgs["AutoScalingGroups"][1]["AutoScalingGroupName"]
+    path = write(tmp_path, "asgs.json", asgs)
+    code, out, err = run(replace_arg("--asgs", path), capsys)
+    assert code == 0 and json.loads(out)["scale_up"]
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"spillway plan: warning: group us-east-1/{name}: Tags[{option}]"), lines[0]
+    assert "1.5" in lines[0]
+    # a consolidation or atomic-launch mode misspelt, read as off, is named too
+    asgs["AutoScalingGroups"][1]["Tags"][-1] = {"Key": "spillway.io/consolidation", "Value": "when-idle"}
+    asgs["AutoScalingGroups"][1]["Tags"].append({"Key": "spillway.io/atomic-launch", "Value": "flet"})
+    code, out, err = run(replace_arg("--asgs", write(tmp_path, "asgs.json", asgs)), capsys)
+    assert code == 0 and len(err.splitlines()) == 2, err
+    assert (
+        "Tags[spillway.io/atomic-launch]: 'flet'" in err
+        and "Tags[spillway.io/consolidation]: 'when-idle'" in err
+    )
+    # a clean input warns of nothing
+    assert run(EXAMPLE, capsys)[2] == ""

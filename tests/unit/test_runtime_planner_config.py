@@ -45,6 +45,13 @@ def test_unset_or_empty_planner_config_is_the_defaults() -> None:
         ('{"tenants": {"b": {"limits": {"cpu": "lots"}}}}', "PLANNER_CONFIG tenants.b.limits", "lots"),
         ('{"max_nodes_total": -1}', "PLANNER_CONFIG max_nodes_total", "greater than or equal to 0"),
         ('{"cluster": "other"}', "PLANNER_CONFIG cluster", "CLUSTER_NAME"),
+        # a key given twice was its last value, the first lost without a word (as spillway plan --config)
+        (
+            '{"max_nodes_total": 10, "max_nodes_total": 1000}',
+            "PLANNER_CONFIG",
+            "'max_nodes_total' is given twice",
+        ),
+        ('{"tenants": {"a": {"limits": {"cpu": 4}}, "a": {}}}', "PLANNER_CONFIG", "'a' is given twice"),
         (
             '{"node_reserve": {"vm_memory_overhead_percent": 7.5}}',
             "PLANNER_CONFIG node_reserve.vm_memory_overhead_percent",
@@ -181,6 +188,37 @@ def test_planner_configs_node_reserve_beside_a_node_reserve_variable_is_checked_
     with pytest.raises(ConfigurationError) as caught:
         load_runtime_config({**BASE, "PLANNER_CONFIG": document, "NODE_RESERVE_CPU": "250m"})
     assert caught.value.field == field, str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("variable", "document", "field"),
+    [
+        ("NODE_RESERVE_CPU", '{"buffers": [{"name": "a", "pod": {"cpu": "1.5.2"}, "replicas": 1}]}',
+         "PLANNER_CONFIG buffers.0.pod.cpu"),
+        ("NODE_RESERVE_MEMORY", '{"buffers": [{"name": "a", "pod": {"memory": "10Q"}, "replicas": 1}]}',
+         "PLANNER_CONFIG buffers.0.pod.memory"),
+    ],
+)  # fmt: skip
+def test_a_buffer_pods_cpu_or_memory_is_named_in_planner_config_though_a_node_reserve_variable_is_set(
+    variable: str, document: str, field: str
+) -> None:
+    """A bad ``cpu`` or ``memory`` anywhere in ``PLANNER_CONFIG`` (a buffer's pod) was named as the
+    ``NODE_RESERVE_CPU``/``_MEMORY`` variable whenever that was set, because only the last part of the
+    error's path was compared: the operator was sent to a variable whose value is fine. Only
+    ``node_reserve.cpu``/``.memory`` is the variable's."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config(
+            {**BASE, "PLANNER_CONFIG": document, variable: "250m" if "CPU" in variable else "1Gi"}
+        )
+    assert caught.value.field == field, str(caught.value)
+
+
+def test_a_planner_config_nested_too_deeply_is_refused_naming_the_variable() -> None:
+    """json.loads raises RecursionError (no ValueError) past Python's recursion limit: it escaped as a
+    traceback naming nothing, where ``spillway plan --config`` refuses the same document by name."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, "PLANNER_CONFIG": "[" * 100_000 + "]" * 100_000})
+    assert caught.value.field == "PLANNER_CONFIG" and "nested too deeply" in str(caught.value)
 
 
 # --- a scale-down's drain settings: what every DrainNode execution it starts must accept ---------------

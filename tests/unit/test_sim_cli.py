@@ -113,6 +113,9 @@ def test_simulate_bad_trace_row_exits_2_naming_line_and_column(
     [
         (["--outage", "nope=0/1h"], "--outage nope=0/1h: no group 'nope'"),
         (["--outage", "gpu-us-east-1=2h/1h"], "END must be after START"),
+        # a number of more digits than a float holds is infinite: refused, not an OverflowError traceback
+        (["--outage", f"gpu-us-east-1={'9' * 400}/1d"], f"--outage gpu-us-east-1={'9' * 400}/1d: not a time"),
+        (["--outage", f"gpu-us-east-1=0/{'9' * 400}h"], "not a time"),
         (["--group", "just-a-name"], "--group just-a-name: expected NAME:REGION[:TYPE[:MIN:MAX]]"),
         (
             ["--group", "g:us-east-1:no-such.type"],

@@ -53,6 +53,13 @@ def _plan(args: argparse.Namespace) -> int:
         nodes=snapshot.nodes,
         zone_ids=zone_ids,
     )
+    # what a group's tags, actions or pool got wrong and the plan went on without (a tag left out, an
+    # action skipped): observe keeps it in the snapshot; here one line each on stderr, the plan printed
+    for group in groups:
+        tags = (group.atomic_launch_problem, group.consolidation_problem)  # kept apart from problems
+        for problem in filter(None, (*tags, *group.problems)):
+            line = f"warning: group {group.region}/{group.name}: {problem}"
+            print(f"spillway plan: {one_line(line)}", file=sys.stderr)
     with bulk_allocation():
         result = plan(snapshot, groups, config, state, now)
     if args.state_out:

@@ -180,11 +180,15 @@ class BufferPod(Settings):
     @field_validator("tolerations", mode="before")
     @classmethod
     def _tolerations(cls, value: Any) -> Any:
+        from pydantic import TypeAdapter
+
         from spillway.model.k8s import Toleration  # the API's own type checks each entry
 
         if not isinstance(value, list | tuple):
             raise ValueError("expected a list of tolerations")
-        return tuple(Toleration.model_validate(t).model_dump(by_alias=True, exclude_none=True) for t in value)
+        # validated as a list, so an error's path names the entry (tolerations.1.operator)
+        checked = TypeAdapter(list[Toleration]).validate_python(list(value))
+        return tuple(t.model_dump(by_alias=True, exclude_none=True) for t in checked)
 
     def requests(self) -> dict[str, str]:
         named = {"cpu": self.cpu, "memory": self.memory, "nvidia.com/gpu": self.gpu}
@@ -541,10 +545,34 @@ class PlannerConfig(Settings):
         return min(edges, default=None)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that gives one key twice. PyYAML keeps the last value
+    and drops the first without a word (a tenant written twice lost its first limits); the YAML spec
+    wants a mapping's keys unique, and go-yaml v3, which Kubernetes tools read YAML with, refuses them
+    (go-yaml/yaml#751: v3 always checks unique keys). Keys a merge (``<<``) brings may be overridden."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} is given twice (lines {seen[key]} and {line})"[:200],
+                    key_node.start_mark,
+                )
+            seen.setdefault(key, line)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_document(path: str | Path) -> Any:
     source = str(path)
     try:
-        return yaml.safe_load(Path(path).read_bytes().decode("utf-8"))
+        return yaml.load(Path(path).read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)
     except OSError as exc:
         raise ConfigurationError(exc.strerror or "cannot be read", source=source) from None
     except UnicodeDecodeError as exc:

@@ -365,9 +365,13 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        document = json.loads(text)
+        document = json.loads(text, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as exc:
+        raise ConfigurationError(str(exc), field=PLANNER_CONFIG_VAR) from None
     except ValueError as exc:
         raise ConfigurationError(f"not valid JSON: {exc}", field=PLANNER_CONFIG_VAR) from None
+    except RecursionError:  # no ValueError: json's decoder recurses once per nested array or object
+        raise ConfigurationError("not usable JSON: nested too deeply", field=PLANNER_CONFIG_VAR) from None
     if not isinstance(document, dict):
         raise ConfigurationError("expected a JSON object of planner config keys", field=PLANNER_CONFIG_VAR)
     for key, variable in _FROM_VARIABLES.items():
@@ -378,10 +382,28 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
     return document
 
 
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique: json keeps a repeated key's last value and drops the first
+    without a word, as PyYAML does for ``spillway plan --config`` (which refuses it: config._UniqueKeyLoader)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(f"key {key!r} is given twice in one object"[:200])
+        out[key] = value
+    return out
+
+
 def _planner_variable(loc: list[str], env: Mapping[str, str]) -> str:
     """The variable (and, inside ``PLANNER_CONFIG``, the key) behind a planner validation error."""
-    if loc and loc[-1] in _RESERVE_VARS.values() and _value(env, "NODE_RESERVE_" + loc[-1].upper()):
-        return "NODE_RESERVE_" + loc[-1].upper()
+    # node_reserve.cpu or .memory alone: a buffer pod's cpu (buffers.0.pod.cpu) is PLANNER_CONFIG's
+    if len(loc) == 2 and loc[0] == "node_reserve" and loc[1] in _RESERVE_VARS.values():
+        variable = "NODE_RESERVE_" + loc[1].upper()
+        if _value(env, variable):
+            return variable
     if loc and loc[0].upper() in _PLANNER_VARS and _value(env, loc[0].upper()):
         return loc[0].upper()
     return f"{PLANNER_CONFIG_VAR} {'.'.join(loc)}" if loc else PLANNER_CONFIG_VAR

@@ -267,7 +267,9 @@ def parse_when(text: str, first_submit: datetime, spec: str) -> int:
     """Seconds from the first submit: ``5400``, ``90m``, ``36h``, ``2d`` or an ISO-8601 time."""
     match = _DURATION.match(text.strip())
     if match:
-        return round(float(match["n"]) * _UNITS[match["unit"]])
+        seconds = float(match["n"]) * _UNITS[match["unit"]]
+        if math.isfinite(seconds):  # 400 digits make an infinite float, which round() cannot convert
+            return round(seconds)
     try:
         when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
