@@ -411,6 +411,26 @@ def test_bad_shared_cluster_config_exits_2_naming_the_field(
     assert_one_line_error(code, out, err, expected)
 
 
+def test_a_merge_source_overriding_a_merged_key_is_no_repeat(tmp_path: Path) -> None:
+    """YAML merge (<<) lets a mapping override a key it merges. PyYAML flattens a merge source in place
+    (the merged pairs spliced before its own) when it first merges it; a source defined inline at a
+    << and named again by its alias was then checked as flattened, so its own limits after the merged
+    ones read as a key given twice and a valid --config was refused. A key truly given twice, null
+    or a date included (a dict folds them too), is still refused."""
+    from spillway.config import load_config_file
+    from spillway.errors import ConfigurationError
+
+    merged = (
+        "tenants:\n  team-a:\n    <<: &base\n      <<: {limits: {cpu: 4}}\n      limits: {cpu: 8}\n"
+        "  team-b: *base\n"
+    )
+    tenants = load_config_file(write(tmp_path, "c.yaml", merged)).tenants
+    assert tenants["team-b"].limits == {"cpu": "8"}
+    for twice, key in [("~: 1\nnull: 2\n", "None"), ("2024-01-01: 1\n2024-01-01: 2\n", "datetime.date")]:
+        with pytest.raises(ConfigurationError, match=f"key {key}.* is given twice"):
+            load_config_file(write(tmp_path, "c.yaml", twice))
+
+
 def test_plan_reads_namespaces_pod_groups_and_capacity_quotas(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

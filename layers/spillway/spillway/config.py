@@ -549,16 +549,31 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a mapping that gives one key twice. PyYAML keeps the last value
     and drops the first without a word (a tenant written twice lost its first limits); the YAML spec
     wants a mapping's keys unique, and go-yaml v3, which Kubernetes tools read YAML with, refuses them
-    (go-yaml/yaml#751: v3 always checks unique keys). Keys a merge (``<<``) brings may be overridden."""
+    (go-yaml/yaml#751: v3 always checks unique keys). Keys a merge (``<<``) brings may be overridden.
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    A mapping's own keys are checked when PyYAML first flattens it (SafeConstructor.flatten_mapping),
+    before the pairs a ``<<`` brings are spliced into the node in place: a mapping used as a merge
+    source is flattened before it is built itself, and its node then holds the merged and the own
+    pairs, which are no repeat. Every scalar key counts (null and dates too, which a dict also folds)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._checked: set[int] = set()  # nodes live as long as the loader: their ids stay unique
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        if id(node) not in self._checked:
+            self._checked.add(id(node))
+            self._refuse_repeated_keys(node)
+        super().flatten_mapping(node)
+
+    def _refuse_repeated_keys(self, node: yaml.MappingNode) -> None:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                 continue
-            key = self.construct_object(key_node, deep=deep)
+            key = self.construct_object(key_node)
             line = key_node.start_mark.line + 1
-            if isinstance(key, str | int | float | bool) and key in seen:
+            if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None,
                     None,
@@ -566,7 +581,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     key_node.start_mark,
                 )
             seen.setdefault(key, line)
-        return super().construct_mapping(node, deep=deep)
 
 
 def _read_document(path: str | Path) -> Any:
