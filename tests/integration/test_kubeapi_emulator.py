@@ -1836,6 +1836,28 @@ def test_a_buffer_keeps_only_the_fields_its_crd_declares(custom: CustomObjectsAp
 ALPHA_BUFFERS = ("autoscaling.x-k8s.io", "v1alpha1", "capacitybuffers")
 
 
+def only_the_deprecated_version_warns(
+    custom: CustomObjectsApi,
+    deprecated: tuple[str, str, str],
+    current: tuple[str, str, str],
+    name: str,
+    warning: str,
+) -> None:
+    """Every answer through the ``deprecated`` version carries ``warning`` (a read, and an error: a 404);
+    none through the ``current`` one."""
+    _, _, headers = custom.get_namespaced_custom_object_with_http_info(
+        *deprecated[:2], "default", deprecated[2], name
+    )
+    assert headers.get("Warning") == warning
+    _, _, headers = custom.get_namespaced_custom_object_with_http_info(
+        *current[:2], "default", current[2], name
+    )
+    assert "Warning" not in headers
+    with pytest.raises(ApiException) as caught:
+        custom.get_namespaced_custom_object(*deprecated[:2], "default", deprecated[2], "nope")
+    assert caught.value.status == 404 and caught.value.headers.get("Warning") == warning
+
+
 def test_buffers_are_served_as_v1alpha1_too_deprecated(client: ApiClient, custom: CustomObjectsApi) -> None:
     """The published CRD serves v1alpha1 (``deprecated: true``) beside v1beta1 (the storage version),
     one schema, conversion None: the same objects through either version, only apiVersion differing.
@@ -1865,17 +1887,7 @@ def test_buffers_are_served_as_v1alpha1_too_deprecated(client: ApiClient, custom
     )
     # every answer through the deprecated version carries its warning, errors too
     warning = '299 - "autoscaling.x-k8s.io/v1alpha1 CapacityBuffer is deprecated; use autoscaling.x-k8s.io/v1beta1 CapacityBuffer"'
-    _, _, headers = custom.get_namespaced_custom_object_with_http_info(
-        *ALPHA_BUFFERS[:2], "default", ALPHA_BUFFERS[2], "a"
-    )
-    assert headers.get("Warning") == warning
-    _, _, headers = custom.get_namespaced_custom_object_with_http_info(
-        *BUFFERS[:2], "default", BUFFERS[2], "a"
-    )
-    assert "Warning" not in headers
-    with pytest.raises(ApiException) as caught:
-        custom.get_namespaced_custom_object(*ALPHA_BUFFERS[:2], "default", ALPHA_BUFFERS[2], "nope")
-    assert caught.value.status == 404 and caught.value.headers.get("Warning") == warning
+    only_the_deprecated_version_warns(custom, ALPHA_BUFFERS, BUFFERS, "a", warning)
     # v1alpha1's CEL rule kept its first message
     both = {
         **alpha,
@@ -3719,18 +3731,9 @@ def test_provisioningrequests_are_served_as_v1beta1_too_deprecated(
         custom.patch_namespaced_custom_object(*BETA_PROVREQS[:2], "default", BETA_PROVREQS[2], "b", patch)
     assert caught.value.status == 422
     # every answer through the deprecated version carries the CRD's warning, errors too; none through v1
-    warning = '299 - "autoscaling.k8s.io/v1beta1 API is deprecated"'
-    _, _, headers = custom.get_namespaced_custom_object_with_http_info(
-        *BETA_PROVREQS[:2], "default", BETA_PROVREQS[2], "b"
+    only_the_deprecated_version_warns(
+        custom, BETA_PROVREQS, PROVREQS, "b", '299 - "autoscaling.k8s.io/v1beta1 API is deprecated"'
     )
-    assert headers.get("Warning") == warning
-    _, _, headers = custom.get_namespaced_custom_object_with_http_info(
-        *PROVREQS[:2], "default", PROVREQS[2], "b"
-    )
-    assert "Warning" not in headers
-    with pytest.raises(ApiException) as caught:
-        custom.get_namespaced_custom_object(*BETA_PROVREQS[:2], "default", BETA_PROVREQS[2], "nope")
-    assert caught.value.status == 404 and caught.value.headers.get("Warning") == warning
     # a cluster with the older CRD (v1beta1 alone) serves that one in its place, never both
     api.optional_resources = ["provisioningrequests.autoscaling.x-k8s.io/v1beta1"]
     assert (

@@ -570,14 +570,19 @@ CAPACITY_QUOTAS_V1ALPHA1_STATUS = _older_crd(
 )
 
 
-def _provreq_stored(obj: JsonObj) -> JsonObj:
-    """A ProvisioningRequest as the server decodes a write of it: pruned to its CRD's structural schema,
-    in the storage version v1 (one schema for v1 and v1beta1, conversion ``None``: the apiVersion alone
-    changes)."""
-    stored = crds.pruned(crds.PROVISIONING_REQUEST, obj)
+def _stored(store_kind: str, obj: JsonObj, api_version: str) -> JsonObj:
+    """A custom resource (its CRD's ``store_kind``) as the server decodes a write of it: pruned to what
+    its CRD's structural schema declares (:func:`crds.pruned`), in the storage version ``api_version`` (the CRD converts with
+    strategy ``None``: the apiVersion alone changes)."""
+    stored = crds.pruned(store_kind, obj)
     if "apiVersion" in stored:
-        stored["apiVersion"] = PROVISIONING_REQUESTS.api_version
+        stored["apiVersion"] = api_version
     return stored
+
+
+def _provreq_stored(obj: JsonObj) -> JsonObj:
+    """A ProvisioningRequest written through v1 or v1beta1 (one schema), stored as v1."""
+    return _stored(crds.PROVISIONING_REQUEST, obj, PROVISIONING_REQUESTS.api_version)
 
 
 def _provreq_v1beta1(obj: JsonObj) -> JsonObj:
@@ -622,13 +627,8 @@ PROVISIONING_REQUESTS_V1BETA1 = _older_crd(
 
 
 def _buffer_stored(obj: JsonObj) -> JsonObj:
-    """A CapacityBuffer as the server decodes a write of it: pruned to what the CRD's structural schema
-    declares (:func:`crds.pruned`), in the storage version (the CRD converts with strategy ``None``:
-    the apiVersion alone changes)."""
-    stored = crds.pruned(crds.CAPACITY_BUFFER, obj)
-    if "apiVersion" in stored:
-        stored["apiVersion"] = CAPACITY_BUFFERS.api_version
-    return stored
+    """A CapacityBuffer written through any served version, stored in the storage version."""
+    return _stored(crds.CAPACITY_BUFFER, obj, CAPACITY_BUFFERS.api_version)
 
 
 def _buffer_v1alpha1(obj: JsonObj) -> JsonObj:
