@@ -391,6 +391,19 @@ def test_version_and_plain_help(capsys: pytest.CaptureFixture[str]) -> None:
             "buffers: [{name: b, replicas: 1, pod: {tolerations: [{key: a}, 5]}}]\n",
             "c.yaml: buffers.0.pod.tolerations.1: ",
         ),
+        # a node_selector no node can match (not a label) left the buffer short with no-group-fits
+        (
+            "buffers: [{name: b, replicas: 1, pod: {cpu: 1, node_selector: {'pool type': gpu}}}]\n",
+            "c.yaml: buffers.0.pod.node_selector: Value error, key 'pool type' has a name part",
+        ),
+        (
+            "buffers: [{name: b, replicas: 1, pod: {cpu: 1, node_selector: {'Example.com/pool': gpu}}}]\n",
+            "c.yaml: buffers.0.pod.node_selector: Value error, key 'Example.com/pool' has a prefix",
+        ),
+        (
+            "buffers: [{name: b, replicas: 1, pod: {cpu: 1, node_selector: {pool: -gpu-}}}]\n",
+            "c.yaml: buffers.0.pod.node_selector: Value error, value '-gpu-' of 'pool' is not a label value",
+        ),
         # a key given twice was read as its last value, the first silently lost (YAML wants keys unique;
         # go-yaml v3, which Kubernetes tools read YAML with, refuses it)
         (

@@ -532,6 +532,20 @@ def _label_value_ok(value: str) -> bool:
     return value == "" or (len(value) <= 63 and re.fullmatch(_LABEL_NAME_FORM, value) is not None)
 
 
+def label_problem(key: str, value: str) -> str:
+    """Why ``key: value`` is no Kubernetes label (the key as :func:`_label_key_problem`, the value as
+    ``validation.IsValidLabelValue``), naming the part at fault; ``""`` for a label."""
+    why = _label_key_problem(key)
+    if why:
+        return f"key {key!r} {why}"
+    if not _label_value_ok(value):
+        return (
+            f"value {value!r} of {key!r} is not a label value (empty, or at most 63 alphanumerics, '-', '_' "
+            "or '.', alphanumeric at both ends)"
+        )
+    return ""
+
+
 def selector_problem(selector: LabelSelector | None, path: str) -> str:
     """Why ``metav1.LabelSelectorAsSelector`` refuses ``selector`` (at ``path``), else ``""``.
 
