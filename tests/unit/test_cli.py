@@ -101,6 +101,21 @@ def replace_arg(flag: str, value: str) -> list[str]:
             "c.yaml: node_reserve.vm_memory_overhead_percent",
         ),
         ("--state", "s.json", {"nodes": {"n": {"idle_since": "yesterday"}}}, "s.json: nodes.n.idle_since"),
+        # a number was read as seconds since 1970: an instance joining since 1970, a node idle since then
+        (
+            "--state",
+            "s.json",
+            {"joining": {"i-1": {"since": 5}}},
+            "s.json: joining.i-1.since: Value error, expected an ISO 8601 date and time",
+        ),
+        ("--state", "s.json", {"nodes": {"n": {"idle_since": 1.7e9}}}, "s.json: nodes.n.idle_since"),
+        ("--state", "s.json", {"nodes": {"n": {"idle_since": "1700000000"}}}, "not the number '1700000000'"),
+        (
+            "--state",
+            "s.json",
+            {"groups": {"g": {"backoff_until": 0, "reason": "x"}}},
+            "groups.g.backoff_until",
+        ),
         ("--activities", "x.json", {"Activities": [{"ActivityId": "a"}]}, "x.json: Activities[0]."),
     ],
 )
