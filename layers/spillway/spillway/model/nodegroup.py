@@ -1195,12 +1195,10 @@ def build_template(
     labels = _well_known_labels(asg, types, infos)
     taints: list[TaintT] = []
     tagged: list[str] = []
+    labels.update(_tagged_labels(tags))
     for key in sorted(tags):
         value = tags[key]
-        if key.startswith(TAG_LABEL):
-            if not label_problem(key[len(TAG_LABEL) :], value):  # else left out: label_tag_problems
-                labels[key[len(TAG_LABEL) :]] = value
-        elif key.startswith(TAG_TAINT):
+        if key.startswith(TAG_TAINT):
             taints.append(parse_taint_tag(key[len(TAG_TAINT) :], value))
         elif key.startswith(TAG_RESOURCE):
             try:
@@ -1636,6 +1634,16 @@ def build_node_groups(
             )
         )
     return sorted(groups, key=lambda g: (g.region, g.name))
+
+
+def _tagged_labels(tags: Mapping[str, str]) -> dict[str, str]:
+    """The labels the group's ``node-template/label/<key>`` tags give, but those that are no Kubernetes
+    label (left out: :func:`label_tag_problems` names them)."""
+    return {
+        key[len(TAG_LABEL) :]: value
+        for key, value in sorted(tags.items())
+        if key.startswith(TAG_LABEL) and not label_problem(key[len(TAG_LABEL) :], value)
+    }
 
 
 def label_tag_problems(tags: Mapping[str, str]) -> list[str]:
