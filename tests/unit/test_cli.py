@@ -101,6 +101,21 @@ def replace_arg(flag: str, value: str) -> list[str]:
             "c.yaml: node_reserve.vm_memory_overhead_percent",
         ),
         ("--state", "s.json", {"nodes": {"n": {"idle_since": "yesterday"}}}, "s.json: nodes.n.idle_since"),
+        # a number was read as seconds since 1970: an instance joining since 1970, a node idle since then
+        (
+            "--state",
+            "s.json",
+            {"joining": {"i-1": {"since": 5}}},
+            "s.json: joining.i-1.since: Value error, expected an ISO 8601 date and time",
+        ),
+        ("--state", "s.json", {"nodes": {"n": {"idle_since": 1.7e9}}}, "s.json: nodes.n.idle_since"),
+        ("--state", "s.json", {"nodes": {"n": {"idle_since": "1700000000"}}}, "not the number '1700000000'"),
+        (
+            "--state",
+            "s.json",
+            {"groups": {"g": {"backoff_until": 0, "reason": "x"}}},
+            "groups.g.backoff_until",
+        ),
         ("--activities", "x.json", {"Activities": [{"ActivityId": "a"}]}, "x.json: Activities[0]."),
     ],
 )
@@ -390,6 +405,19 @@ def test_version_and_plain_help(capsys: pytest.CaptureFixture[str]) -> None:
         (
             "buffers: [{name: b, replicas: 1, pod: {tolerations: [{key: a}, 5]}}]\n",
             "c.yaml: buffers.0.pod.tolerations.1: ",
+        ),
+        # a node_selector no node can match (not a label) left the buffer short with no-group-fits
+        (
+            "buffers: [{name: b, replicas: 1, pod: {cpu: 1, node_selector: {'pool type': gpu}}}]\n",
+            "c.yaml: buffers.0.pod.node_selector: Value error, key 'pool type' has a name part",
+        ),
+        (
+            "buffers: [{name: b, replicas: 1, pod: {cpu: 1, node_selector: {'Example.com/pool': gpu}}}]\n",
+            "c.yaml: buffers.0.pod.node_selector: Value error, key 'Example.com/pool' has a prefix",
+        ),
+        (
+            "buffers: [{name: b, replicas: 1, pod: {cpu: 1, node_selector: {pool: -gpu-}}}]\n",
+            "c.yaml: buffers.0.pod.node_selector: Value error, value '-gpu-' of 'pool' is not a label value",
         ),
         # a key given twice was read as its last value, the first silently lost (YAML wants keys unique;
         # go-yaml v3, which Kubernetes tools read YAML with, refuses it)

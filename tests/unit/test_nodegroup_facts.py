@@ -360,3 +360,29 @@ def test_each_instance_of_a_group_over_several_zones_keeps_its_zone_and_type_in_
     assert NodeGroup.from_dict(spread.to_dict()) == spread
     assert single.instance_places == ()
     assert "instance_places" not in single.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("label", "value", "named"),
+    [
+        ("pool type", "gpu", "key 'pool type' has a name part"),
+        ("Example.com/pool", "gpu", "key 'Example.com/pool' has a prefix"),
+        ("pool", "-gpu-", "value '-gpu-' of 'pool' is not a label value"),
+        ("pool", "g" * 64, f"value {'g' * 64!r} of 'pool' is not a label value"),
+    ],
+)
+def test_a_node_template_label_tag_that_is_no_label_is_left_out_and_named_in_the_groups_problems(
+    label: str, value: str, named: str
+) -> None:
+    """No node carries such a label (the kubelet refuses it as --node-labels), so a selector on it
+    would be planned onto nodes that never match it; the group's other labels still hold."""
+    tag = "k8s.io/cluster-autoscaler/node-template/label/" + label
+    template = "k8s.io/cluster-autoscaler/node-template/label/"
+    asg = group(
+        tags={tag: value, template + "team": "ml", template + "node.kubernetes.io/instance-type": "m5.large"}
+    )
+    (built,) = build_node_groups([asg], [], CATALOGUE, {}, "ml")
+    assert built.template is not None and built.refusal == ""
+    assert label not in built.template.labels and built.template.labels["team"] == "ml"
+    (problem,) = [p for p in built.problems if "node-template/label" in p]
+    assert problem.startswith(f"Tags[{tag}]: {named}") and "left out of the group's node template" in problem

@@ -342,6 +342,39 @@ def test_kueue_pod_group_size_comes_from_the_total_count_annotation() -> None:
     assert up.gangs[0].gang == "default/grp" and up.gangs[0].nodes == 3
 
 
+@pytest.mark.parametrize("count", ["abc", "-3", "0", "7" * 5000, "9223372036854775808", "1.5", " 3"])
+def test_a_kueue_pod_group_whose_total_count_kueue_cannot_read_is_no_gang_and_its_reason_names_it(
+    count: str,
+) -> None:
+    # Kueue reads the count with Go's strconv.Atoi and refuses one below 1; its reconciler then builds
+    # no Workload, so no group is admitted, and an ungated pod is placed alone by kube-scheduler. Before,
+    # the pods were a gang of unknown size and nothing said why.
+    w = cpu_world(max_size=1)
+    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
+    pods = w.pods("grp", 2, labels=labels, annotations={"kueue.x-k8s.io/pod-group-total-count": count}, **BIG)
+
+    result = w.plan()
+
+    up = scale_up(result)["cpu-east"]
+    assert up[:2] == (0, 1) and len(up[2]) == 1 and result.scale_up[0].gangs == ()
+    (left,) = set(pods) - set(up[2])
+    reason = pending_reasons(result)[left]
+    assert pending_codes(result)[left] == codes.MAX_SIZE
+    assert f"annotation kueue.x-k8s.io/pod-group-total-count={count[:40]!r}" in reason
+    assert "Kueue refuses it" in reason
+
+
+@pytest.mark.parametrize("count", ["+2", "002"])
+def test_a_kueue_total_count_go_reads_is_a_gang_size(count: str) -> None:
+    # strconv.Atoi takes a sign and leading zeros: these are counts of 2, the gang placed whole.
+    w = cpu_world(max_size=1)
+    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
+    pods = w.pods("grp", 2, labels=labels, annotations={"kueue.x-k8s.io/pod-group-total-count": count}, **BIG)
+    result = w.plan()
+    assert result.scale_up == ()
+    assert "annotation" not in pending_reasons(result)[pods[0]]
+
+
 def test_a_kueue_fast_admission_group_is_no_gang_its_pods_are_placed_one_by_one() -> None:
     # Kueue's StatefulSet integration marks every pod of a StatefulSet of 3 so; with OrderedReady the
     # second pod is created only once the first runs and is Ready. Kueue admits such a group before
@@ -1279,3 +1312,18 @@ def test_a_coscheduling_podgroup_has_no_priority_of_its_own() -> None:
     result = w.plan()
 
     assert scale_up(result) == {"cpu-east": (0, 1, loose)}
+
+
+def test_a_pods_unreadable_total_count_survives_the_snapshot_the_plan_lambda_reads() -> None:
+    from spillway.model.cluster import PodInfo
+    from spillway.model.k8s import Pod
+
+    meta = {
+        "name": "p",
+        "namespace": "ml",
+        "labels": {"kueue.x-k8s.io/pod-group-name": "grp"},
+        "annotations": {"kueue.x-k8s.io/pod-group-total-count": "abc"},
+    }
+    info = PodInfo.from_pod(Pod.model_validate({"metadata": meta, "spec": {"containers": []}}))
+    assert info.gang is None and "pod-group-total-count='abc'" in info.problem
+    assert PodInfo.from_dict(info.to_dict()).problem == info.problem

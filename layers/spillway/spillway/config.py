@@ -177,6 +177,20 @@ class BufferPod(Settings):
             raise ValueError(f"must be a whole number of GPUs, as a pod's request is: {value!r}"[:120])
         return value
 
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        """Each entry a Kubernetes label: a pod's nodeSelector the API server refuses otherwise
+        (apimachinery pkg/util/validation), and no node carries one, so the buffer would only show short
+        with ``no-group-fits``."""
+        from spillway.model.shared import label_problem
+
+        for key, label in sorted(value.items()):
+            why = label_problem(key, label)
+            if why:
+                raise ValueError(why[:200])
+        return value
+
     @field_validator("tolerations", mode="before")
     @classmethod
     def _tolerations(cls, value: Any) -> Any:

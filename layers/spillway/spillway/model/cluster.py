@@ -91,6 +91,7 @@ from spillway.model.shared import (
     gang_of,
     gang_priorities,
     gangs_of,
+    kueue_total_problem,
     quota_of,
     selector_matches,
     selector_requirements,
@@ -210,6 +211,9 @@ class PodInfo:
     gang: str | None = None  # "<namespace>/<pod group>" of any gang convention (spillway.model.shared)
     gang_min: int = 0  # the pod's own word on the gang's size (Kueue's pod-group-total-count), else 0
     gang_task: str | None = None  # a gang member's Volcano task (volcano.sh/task-spec), for minTaskMember
+    # what of the pod's metadata could not be read, naming the key and value (Kueue's pod-group-total-count:
+    # spillway.model.shared.kueue_total_problem); the planner adds it to the pod's pending reason
+    problem: str = ""
     # its gang is named by the label scheduling.x-k8s.io/pod-group: coscheduling's, which denies the pod
     # while its namespace holds no PodGroup of that name (ClusterSnapshot.coscheduling_served)
     coscheduled: bool = False
@@ -378,6 +382,7 @@ class PodInfo:
             gang=gang,
             gang_min=gang_min,
             gang_task=volcano_task(pod) if gang else None,
+            problem=kueue_total_problem(pod),
             coscheduled=bool(meta.labels.get(COSCHEDULING_LABEL)),
             gated=bool(spec.scheduling_gates),
             claims_devices=bool(spec.resource_claims),
@@ -434,6 +439,7 @@ class PodInfo:
             gang=d.get("g"),
             gang_min=int(d.get("gm", 0)),
             gang_task=d.get("gtk"),
+            problem=str(d.get("pbm", "")),
             coscheduled=bool(d.get("cs")),
             gated=bool(d.get("gt")),
             claims_devices=bool(d.get("dra")),
@@ -514,6 +520,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("g", lambda p: p.gang),
     ("gm", lambda p: p.gang_min or None),
     ("gtk", lambda p: p.gang_task),
+    ("pbm", lambda p: p.problem or None),
     ("cs", lambda p: _one_if(p.coscheduled)),
     ("gt", lambda p: _one_if(p.gated)),
     ("dra", lambda p: _one_if(p.claims_devices)),

@@ -45,6 +45,7 @@ from spillway.model.resources import (
     with_capacity,
 )
 from spillway.model.schedule import ScheduledFloor, check_actions
+from spillway.model.shared import label_problem
 from spillway.model.utc import aware
 
 TAG_ENABLED = "k8s.io/cluster-autoscaler/enabled"
@@ -1194,11 +1195,10 @@ def build_template(
     labels = _well_known_labels(asg, types, infos)
     taints: list[TaintT] = []
     tagged: list[str] = []
+    labels.update(_tagged_labels(tags))
     for key in sorted(tags):
         value = tags[key]
-        if key.startswith(TAG_LABEL):
-            labels[key[len(TAG_LABEL) :]] = value
-        elif key.startswith(TAG_TAINT):
+        if key.startswith(TAG_TAINT):
             taints.append(parse_taint_tag(key[len(TAG_TAINT) :], value))
         elif key.startswith(TAG_RESOURCE):
             try:
@@ -1636,6 +1636,31 @@ def build_node_groups(
     return sorted(groups, key=lambda g: (g.region, g.name))
 
 
+def _tagged_labels(tags: Mapping[str, str]) -> dict[str, str]:
+    """The labels the group's ``node-template/label/<key>`` tags give, but those that are no Kubernetes
+    label (left out: :func:`label_tag_problems` names them)."""
+    return {
+        key[len(TAG_LABEL) :]: value
+        for key, value in sorted(tags.items())
+        if key.startswith(TAG_LABEL) and not label_problem(key[len(TAG_LABEL) :], value)
+    }
+
+
+def label_tag_problems(tags: Mapping[str, str]) -> list[str]:
+    """The group's ``node-template/label/<key>`` tags that are no Kubernetes label (key as
+    ``validation.IsQualifiedName``, value as ``IsValidLabelValue``, k8s.io/apimachinery
+    pkg/util/validation), each naming the tag: the kubelet refuses such ``--node-labels`` and no node
+    carries one, so :func:`build_template` leaves it out rather than have a selector match a label no
+    node will have, and the group is planned with its other labels."""
+    out = []
+    for key in sorted(tags):
+        if key.startswith(TAG_LABEL):
+            why = label_problem(key[len(TAG_LABEL) :], tags[key])
+            if why:
+                out.append(f"Tags[{key}]: {why}; left out of the group's node template")
+    return out
+
+
 def _template(
     asg: AutoScalingGroup, itype: str | None, catalogue: Mapping[str, InstanceTypeInfo], reserve: ReserveLike
 ) -> tuple[TemplateNode | None, str]:
@@ -1709,6 +1734,7 @@ def node_group(
             for p in (
                 *units,
                 tag_problem,
+                *label_tag_problems(asg.tag_map()),
                 *overrides,
                 asg.LaunchSettingsProblem,
                 asg.ManagedNodegroupProblem,

@@ -185,6 +185,9 @@ def gang_of(pod: Pod) -> tuple[str | None, int]:
     pod so, and an OrderedReady StatefulSet creates its next pod only once the last one runs and is
     Ready. Such a group is no gang: waiting for all its pods would wait for good. The pod may still be
     of a gang its scheduler reads (``spec.schedulingGroup``, ``spec.workloadRef``).
+
+    Nor is a Kueue pod whose ``pod-group-total-count`` Kueue cannot read (:func:`kueue_total_problem`):
+    Kueue builds no Workload for it, so no group of it is ever admitted as one.
     """
     meta, spec = pod.metadata, pod.spec
     namespace = meta.namespace or "default"
@@ -193,7 +196,7 @@ def gang_of(pod: Pod) -> tuple[str | None, int]:
     if name:
         return f"{namespace}/{name}", 0
     kueue = labels.get(KUEUE_GROUP_LABEL)
-    if kueue and KUEUE_FAST_ADMISSION_ANNOTATION not in annotations:
+    if kueue and KUEUE_FAST_ADMISSION_ANNOTATION not in annotations and not kueue_total_problem(pod):
         return f"{namespace}/{kueue}", _positive_int(annotations.get(KUEUE_TOTAL_ANNOTATION))
     if spec.scheduling_group is not None:
         return f"{namespace}/{spec.scheduling_group.pod_group_name}", 0
@@ -251,6 +254,39 @@ def volcano_task(pod: Pod) -> str | None:
     ``volcano.sh/task-spec``, else the label of that name; None without either."""
     meta = pod.metadata
     return meta.annotations.get(VOLCANO_TASK_SPEC) or meta.labels.get(VOLCANO_TASK_SPEC) or None
+
+
+_GO_ATOI = re.compile(r"[+-]?[0-9]+")
+_GO_INT_MAX = 2**63 - 1
+
+
+def kueue_total_problem(pod: Pod) -> str:
+    """Why Kueue cannot read the pod's ``kueue.x-k8s.io/pod-group-total-count`` annotation, naming it
+    and its value; "" when it reads it, or when the pod is of no Kueue pod group or has no such
+    annotation.
+
+    Kueue reads the value with Go's ``strconv.Atoi`` (ASCII digits after an optional sign, within
+    int64) and refuses a count below 1 (kubernetes-sigs/kueue pkg/controller/jobs/pod/pod_controller.go
+    ``groupTotalCount``). Its pod webhook refuses such a pod (pod_webhook.go ``validatePodGroupMetadata``);
+    without the webhook the pod exists, and its reconciler, failing on the same parse, builds no
+    Workload for the group: no group is admitted, and kube-scheduler, which does not read the label,
+    places an ungated pod alone. So the pod is no gang, and the problem goes into its pending reason.
+    """
+    annotations = pod.metadata.annotations
+    value = annotations.get(KUEUE_TOTAL_ANNOTATION)
+    if value is None or not pod.metadata.labels.get(KUEUE_GROUP_LABEL):
+        return ""
+    if (
+        _GO_ATOI.fullmatch(value)
+        and len(value.lstrip("+-").lstrip("0")) <= 19
+        and 1 <= int(value) <= _GO_INT_MAX
+    ):
+        return ""  # 19 digits at most: Python's int() refuses past 4,300, Go past int64
+    shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
+    return (
+        f"annotation {KUEUE_TOTAL_ANNOTATION}={shown} is not a whole number from 1 to {_GO_INT_MAX}: "
+        "Kueue refuses it and admits no group of it, so the pod is placed as no gang"
+    )
 
 
 def _positive_int(value: str | None) -> int:
@@ -494,6 +530,20 @@ def _label_key_problem(key: str) -> str:
 def _label_value_ok(value: str) -> bool:
     """``validation.IsValidLabelValue``: empty, or at most 63 characters as a key's name part."""
     return value == "" or (len(value) <= 63 and re.fullmatch(_LABEL_NAME_FORM, value) is not None)
+
+
+def label_problem(key: str, value: str) -> str:
+    """Why ``key: value`` is no Kubernetes label (the key as :func:`_label_key_problem`, the value as
+    ``validation.IsValidLabelValue``), naming the part at fault; ``""`` for a label."""
+    why = _label_key_problem(key)
+    if why:
+        return f"key {key!r} {why}"
+    if not _label_value_ok(value):
+        return (
+            f"value {value!r} of {key!r} is not a label value (empty, or at most 63 alphanumerics, '-', '_' "
+            "or '.', alphanumeric at both ends)"
+        )
+    return ""
 
 
 def selector_problem(selector: LabelSelector | None, path: str) -> str:

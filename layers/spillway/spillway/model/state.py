@@ -97,27 +97,45 @@ commits the state again is in :mod:`spillway.adapters.state_store`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from spillway.model.groupkey import GroupKey
 from spillway.model.utc import aware
 
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+def _iso_only(value: Any) -> Any:
+    """A time of the state is an ISO 8601 string (as :meth:`State.to_wire` writes every one) or a
+    datetime. Pydantic takes a number, or a string of one, for seconds (or milliseconds) since 1970:
+    ``{"since": 5}`` in a ``--state`` file was a node idle since 1970, silently. Refused, the field named."""
+    if isinstance(value, bool | int | float) or (isinstance(value, str) and _NUMBER_TEXT.fullmatch(value)):
+        raise ValueError(
+            f"expected an ISO 8601 date and time (2026-12-07T06:00:00Z), not the number {value!r}"[:160]
+        )
+    return value
+
+
+# every time the state holds: refusing numbers (_iso_only)
+IsoTime = Annotated[datetime, BeforeValidator(_iso_only)]
+
 
 class NodeState(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    idle_since: datetime
+    idle_since: IsoTime
     # Set when a plan drains the node: until the drain has cordoned it (or the claim lapses) later
     # plans must not drain it again.
-    draining_since: datetime | None = None
+    draining_since: IsoTime | None = None
 
 
 class BackoffState(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    backoff_until: datetime
+    backoff_until: IsoTime
     reason: str = ""
 
 
@@ -190,7 +208,7 @@ class EventMark(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     fingerprint: str = Field(min_length=1, max_length=64)
-    posted_at: datetime
+    posted_at: IsoTime
 
 
 class GangState(BaseModel):
@@ -201,7 +219,7 @@ class GangState(BaseModel):
     group: str = Field(min_length=1)
     region: str = ""
     count: int = Field(ge=1)
-    since: datetime
+    since: IsoTime
     minimum_only: bool = False
 
     @property
@@ -215,7 +233,7 @@ class RaiseState(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     to: int = Field(ge=0)
-    since: datetime
+    since: IsoTime
     group: str = ""  # the group's name and region; "" for an entry keyed by name alone (keyed_by_region)
     region: str = ""
 
@@ -235,7 +253,7 @@ class Since(BaseModel):
     """When a condition that a timer waits on started (a busy node found underutilized)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    since: datetime
+    since: IsoTime
 
 
 class ShrinkState(BaseModel):
@@ -243,7 +261,7 @@ class ShrinkState(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     workers: int = Field(ge=1)
-    since: datetime
+    since: IsoTime
 
 
 class RoomState(BaseModel):
@@ -253,7 +271,7 @@ class RoomState(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     pods: tuple[str, ...] = Field(min_length=1)
-    since: datetime
+    since: IsoTime
     moved: tuple[str, ...] = ()
 
 
@@ -288,7 +306,7 @@ class LearnedTemplate(BaseModel):
     instance_type: str = Field(min_length=1)
     instance_types: tuple[str, ...] = ()  # a mixed group's overrides, else empty
     node: str = Field(min_length=1)
-    learned_at: datetime
+    learned_at: IsoTime
     allocatable: dict[str, Quantity]
     capacity: dict[str, Quantity] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)

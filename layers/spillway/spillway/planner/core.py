@@ -65,6 +65,7 @@ from spillway.planner.types import (
     ConfigProblem,
     Drain,
     GroupFloor,
+    PendingPod,
     RefusedGroup,
     ScalingPlan,
     Uncordon,
@@ -144,7 +145,7 @@ def plan(
         scale_up=tuple(scale_up),
         uncordon=tuple(uncordon),
         drain=tuple(drains),
-        pending=tuple(sorted(ctx.pending_out, key=lambda p: p.pod)),
+        pending=_with_problems(ctx),
         kept=tuple(sorted(kept, key=lambda k: k.node)),
         state=_next_state(ctx, idle_state).model_copy(
             update={
@@ -185,6 +186,16 @@ def plan(
             *unknown_group_names(config, every_group),
             *drain_deadline_problem(config, groups),
         ),
+    )
+
+
+def _with_problems(ctx: Context) -> tuple[PendingPod, ...]:
+    """The pending pods, sorted, each reason followed by what of the pod's metadata could not be read
+    (PodInfo.problem: a malformed Kueue pod-group-total-count names the annotation and its value)."""
+    problems = {p.key: p.problem for p in ctx.snapshot.pods if p.problem}
+    return tuple(
+        replace(p, reason=f"{p.reason}; {problems[p.pod]}") if p.pod in problems else p
+        for p in sorted(ctx.pending_out, key=lambda p: p.pod)
     )
 
 
