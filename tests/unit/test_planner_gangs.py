@@ -364,6 +364,26 @@ def test_a_kueue_pod_group_whose_total_count_kueue_cannot_read_is_no_gang_and_it
     assert "Kueue refuses it" in reason
 
 
+def test_a_kueue_gated_pod_whose_total_count_kueue_cannot_read_is_said_to_stay_gated() -> None:
+    # Kueue's pod reconciler builds no Workload when groupTotalCount fails (constructGroupPodSets returns
+    # its error), so a pod its webhook gated with kueue.x-k8s.io/admission is never ungated: it is no
+    # demand and gets no node. Its reason said "the pod is placed as no gang", which it never is.
+    w = cpu_world(max_size=3)
+    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
+    pods = w.pods("grp", 2, labels=labels, annotations={"kueue.x-k8s.io/pod-group-total-count": "abc"}, **BIG)
+    for pod in pods:
+        w.pod_item(pod)["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    for pod in pods:
+        reason = pending_reasons(result)[pod]
+        assert pending_codes(result)[pod] == codes.SCHEDULING_GATED
+        assert "pod-group-total-count='abc'" in reason and "placed" not in reason
+        assert "kueue.x-k8s.io/admission stays" in reason
+
+
 @pytest.mark.parametrize("count", ["+2", "002"])
 def test_a_kueue_total_count_go_reads_is_a_gang_size(count: str) -> None:
     # strconv.Atoi takes a sign and leading zeros: these are counts of 2, the gang placed whole.

@@ -258,6 +258,8 @@ def volcano_task(pod: Pod) -> str | None:
 
 _GO_ATOI = re.compile(r"[+-]?[0-9]+")
 _GO_INT_MAX = 2**63 - 1
+# the scheduling gate Kueue's pod webhook puts on a pod it manages (pkg/controller/jobs/pod: gate)
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
 
 
 def kueue_total_problem(pod: Pod) -> str:
@@ -271,6 +273,9 @@ def kueue_total_problem(pod: Pod) -> str:
     without the webhook the pod exists, and its reconciler, failing on the same parse, builds no
     Workload for the group: no group is admitted, and kube-scheduler, which does not read the label,
     places an ungated pod alone. So the pod is no gang, and the problem goes into its pending reason.
+    A pod that carries Kueue's gate ``kueue.x-k8s.io/admission`` keeps it: Kueue lifts it only when it
+    admits the pod's Workload (``constructGroupPodSets`` returns the same parse error, so there is none),
+    and the reason says so rather than that the pod is placed.
     """
     annotations = pod.metadata.annotations
     value = annotations.get(KUEUE_TOTAL_ANNOTATION)
@@ -283,9 +288,15 @@ def kueue_total_problem(pod: Pod) -> str:
     ):
         return ""  # 19 digits at most: Python's int() refuses past 4,300, Go past int64
     shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
+    gated = any(gate.name == KUEUE_ADMISSION_GATE for gate in pod.spec.scheduling_gates)
+    then = (
+        f"its gate {KUEUE_ADMISSION_GATE} stays until the annotation is fixed"
+        if gated
+        else "so the pod is placed as no gang"
+    )
     return (
         f"annotation {KUEUE_TOTAL_ANNOTATION}={shown} is not a whole number from 1 to {_GO_INT_MAX}: "
-        "Kueue refuses it and admits no group of it, so the pod is placed as no gang"
+        f"Kueue refuses it and admits no group of it, {then}"
     )
 
 
