@@ -176,3 +176,27 @@ def test_static_launches_no_node_that_holds_no_pod_of_the_trace(tmp_path: Path) 
     assert report.bounds.resource == "memory" and report.bounds.peak_nodes == 2
     world = report.runs[0].world
     assert (world.groups["cpu"].desired, world.groups["r5"].desired) == (0, 1)
+
+
+@pytest.mark.parametrize("cpu_seconds", [3600, 36000])
+def test_static_holds_the_peak_of_every_resource_each_at_its_own_time(
+    tmp_path: Path, cpu_seconds: int
+) -> None:
+    # An 8-GPU job (63.2 CPU) at 0 for an hour; at 2 h a gang of three 40-CPU pods. The GPUs peak at 8
+    # at 0, the CPU at 120 at 2 h: the bound's peak is 2 nodes (120 CPU over the m5.24xlarge's 95.69).
+    # Static held the peak of one resource only, the one that bound most often: with the gang an hour
+    # long (GPUs bind as long, first) 2 p3 nodes, 16 GPUs but 127.5 CPU in two 63.77-CPU halves that
+    # hold two of the gang's pods, so it never started; with the gang ten hours long (CPU binds) 2
+    # m5.24xlarge nodes and no GPU, so the GPU job never started. The fleet must hold each resource's
+    # peak: 8 GPUs (one p3, its 63.77 CPU too), then the CPU's 120 less that (one m5.24xlarge).
+    rows = ["0,3600,,,8,1,ml,0", f"7200,{cpu_seconds},40,10,0,3,web,0"]
+    big = GroupSpec("cpu", "us-east-1", "m5.24xlarge", 0, 10)
+    report = simulate(
+        SimConfig(groups=(GPU, big), policies=("static",), packers=False), read_trace(trace(tmp_path, rows))
+    )
+    assert report.bounds.peak_nodes == 2
+    result = report.results[0]
+    assert (result.jobs_started, result.jobs_unstarted) == (2, 0)
+    assert result.pending_weighted_seconds["p99"] == 0
+    world = report.runs[0].world
+    assert (world.groups["gpu"].desired, world.groups["cpu"].desired) == (1, 1)

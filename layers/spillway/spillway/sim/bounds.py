@@ -13,7 +13,9 @@ offers node types with ``cap_g(r)`` allocatable room and ``price_g`` USD an hour
   and its fluid form ``demand_r * min_g price_g / cap_g(r)`` when several do (a cheaper type could
   take a remainder, so rounding up one type is not a bound there);
 * the **fluid** lower bound is ``∫ max_r demand_r(t) / max_g cap_g(r) dt``;
-* the **peak** is ``max`` of the step bound's nodes: what static provisioning for the peak keeps.
+* the **peak** is ``max`` of the step bound's nodes; ``peak_demand`` is each resource's own peak
+  (``max_t demand_r(t)``), which need not fall at the same time for every resource: what static
+  provisioning must hold of each.
 
 With one node type (any number of groups of it) this is the single-type bound. With a mixed fleet
 (a CPU group and a GPU group) each resource is measured against the types that offer it: the GPUs'
@@ -66,6 +68,8 @@ class Bounds:
     fluid_cost_usd: float | None = None
     # hours each resource bound the node bound (steps needing no node: none)
     binding_hours: Mapping[str, float] | None = None
+    # each demanded resource's own peak (every job at its submit), in its units (milli-units)
+    peak_demand: Mapping[str, int] | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -117,7 +121,7 @@ def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> 
     types = [NodeType("", fleet)] if isinstance(fleet, Mapping) else list(fleet)
     offers = _offers(jobs, types)
     if not jobs or not offers:
-        return Bounds(0.0, 0.0, 0, 0, 0, (), offers[0].resource if offers else NVIDIA_GPU, 0.0, 0.0, {})
+        return Bounds(0.0, 0.0, 0, 0, 0, (), offers[0].resource if offers else NVIDIA_GPU, 0.0, 0.0, {}, {})
     resources = [o.resource for o in offers]
     deltas: dict[int, list[int]] = {}
     for job in jobs:
@@ -136,10 +140,12 @@ def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> 
     peak = 0
     series: list[tuple[int, int, float]] = []
     binding_seconds = [0] * len(resources)
+    peaks = [0] * len(resources)
     for i, t in enumerate(times):
         slot = deltas[t]
         for k in range(len(resources)):
             demand[k] += slot[k]
+            peaks[k] = max(peaks[k], demand[k])
         nodes, fluid, binding, step_usd, fluid_usd = _at_step(offers, demand, priced)
         peak = max(peak, nodes)
         series.append((t, nodes, fluid))
@@ -163,6 +169,7 @@ def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> 
         step_cost_usd=step_usd_seconds / 3600 if priced else None,
         fluid_cost_usd=fluid_usd_seconds / 3600 if priced else None,
         binding_hours={r: s / 3600 for r, s in zip(resources, binding_seconds, strict=True)},
+        peak_demand=dict(zip(resources, peaks, strict=True)),
     )
 
 

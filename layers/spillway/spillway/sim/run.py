@@ -207,7 +207,7 @@ def make_policy(name: str, config: SimConfig, planner: PlannerConfig, bounds: Bo
     if name == "spillway":
         return SpillwayPolicy(planner)
     if name == "static":
-        return StaticPolicy(bounds.peak_nodes, bounds.resource)
+        return StaticPolicy(bounds.peak_demand or {})
     if name == "ec2-autoscaler":
         return Ec2AutoscalerPolicy()
     if name == "cluster-autoscaler":
