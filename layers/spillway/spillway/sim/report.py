@@ -130,6 +130,8 @@ class PolicyResult:
     never_joined: int = 0  # launches that never became a node (--join-failure-rate)
     unregistered_removed: int = 0  # of those, instances the policy removed
     jobs_not_restarted: int = 0  # started, sent back to the queue, never started again
+    # groups whose instances ran without a price, by group: their node type (why cost_usd is None)
+    unpriced_groups: dict[str, str] = field(default_factory=dict)
     censored_at: int = 0  # the horizon: when the waits of jobs still waiting are cut (seconds)
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,6 +140,7 @@ class PolicyResult:
             "node_hours": round(self.node_hours, 3),
             "node_hours_by_group": {k: round(v, 3) for k, v in self.node_hours_by_group.items()},
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 2),
+            "cost_unpriced_groups": dict(self.unpriced_groups),
             "ratio_to_step_bound": None
             if self.ratio_to_step_bound is None
             else round(self.ratio_to_step_bound, 4),
@@ -178,14 +181,9 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
     world = run.world
     counters = world.counters
     node_hours = sum(counters.node_seconds.values()) / 3600
-    cost: float | None = 0.0
-    for group, seconds in sorted(counters.group_seconds.items()):
-        price = prices.get(group)
-        if seconds and price is None:
-            cost = None
-            break
-        if cost is not None and seconds:
-            cost += seconds / 3600 * (price or 0.0)
+    ran = {g: s for g, s in sorted(counters.group_seconds.items()) if s}
+    unpriced = {g: world.groups[g].spec.instance_type for g in ran if prices.get(g) is None}
+    cost = None if unpriced else sum((s / 3600 * (prices.get(g) or 0.0) for g, s in ran.items()), 0.0)
     waits = job_waits(run)
     plain = [(wait, 1) for wait, _ in waits.values()]
     weighted = list(waits.values())
@@ -242,6 +240,7 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         unregistered_removed=counters.unregistered_removed,
         jobs_not_restarted=run.not_restarted,
         censored_at=run.horizon,
+        unpriced_groups=unpriced,
     )
 
 
@@ -383,6 +382,8 @@ def format_table(
         f"step lower bound {bounds.step_node_hours:,.1f} node-hours{usd}; fluid {bounds.fluid_node_hours:,.1f}; "
         f"peak {bounds.peak_nodes} nodes; over {bounds.end / 3600:,.1f} h (binding: {binding or bounds.resource})"
     )
+    if bounds.cost_note():
+        lines.append(bounds.cost_note())
     for p in packers:
         ratio = f"{p.node_hours / bounds.step_node_hours:.3f} x bound" if bounds.step_node_hours else "-"
         cost = "" if p.cost_usd is None else f", ${p.cost_usd:,.0f}"
@@ -393,6 +394,9 @@ def format_table(
             f"peak {p.peak_nodes} nodes"
         )
     for r in results:
+        if r.unpriced_groups:
+            named = ", ".join(f"{g} ({t})" for g, t in r.unpriced_groups.items())
+            lines.append(f"{r.policy}: cost unknown: no price for group {named} (--price TYPE=USD)")
         if r.unmovable_killed:
             lines.append(
                 f"{r.policy}: {r.unmovable_killed} unmovable pod(s) killed by drains or terminations"
