@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sim_world import gpu_world
 
+from spillway.sim.report import format_table
 from spillway.sim.run import SimConfig, fleet, simulate
 from spillway.sim.trace import Job, read_trace
 from spillway.sim.world import GroupSpec, SimJob
@@ -176,3 +177,66 @@ def test_static_launches_no_node_that_holds_no_pod_of_the_trace(tmp_path: Path) 
     assert report.bounds.resource == "memory" and report.bounds.peak_nodes == 2
     world = report.runs[0].world
     assert (world.groups["cpu"].desired, world.groups["r5"].desired) == (0, 1)
+
+
+@pytest.mark.parametrize("cpu_seconds", [3600, 36000])
+def test_static_holds_the_peak_of_every_resource_each_at_its_own_time(
+    tmp_path: Path, cpu_seconds: int
+) -> None:
+    # An 8-GPU job (63.2 CPU) at 0 for an hour; at 2 h a gang of three 40-CPU pods. The GPUs peak at 8
+    # at 0, the CPU at 120 at 2 h: the bound's peak is 2 nodes (120 CPU over the m5.24xlarge's 95.69).
+    # Static held the peak of one resource only, the one that bound most often: with the gang an hour
+    # long (GPUs bind as long, first) 2 p3 nodes, 16 GPUs but 127.5 CPU in two 63.77-CPU halves that
+    # hold two of the gang's pods, so it never started; with the gang ten hours long (CPU binds) 2
+    # m5.24xlarge nodes and no GPU, so the GPU job never started. The fleet must hold each resource's
+    # peak: 8 GPUs (one p3, its 63.77 CPU too), then the CPU's 120 less that (one m5.24xlarge).
+    rows = ["0,3600,,,8,1,ml,0", f"7200,{cpu_seconds},40,10,0,3,web,0"]
+    big = GroupSpec("cpu", "us-east-1", "m5.24xlarge", 0, 10)
+    report = simulate(
+        SimConfig(groups=(GPU, big), policies=("static",), packers=False), read_trace(trace(tmp_path, rows))
+    )
+    assert report.bounds.peak_nodes == 2
+    result = report.results[0]
+    assert (result.jobs_started, result.jobs_unstarted) == (2, 0)
+    assert result.pending_weighted_seconds["p99"] == 0
+    world = report.runs[0].world
+    assert (world.groups["gpu"].desired, world.groups["cpu"].desired) == (1, 1)
+
+
+def test_the_cost_bound_is_over_the_resources_every_type_offering_them_has_a_price_for_and_says_so(
+    tmp_path: Path,
+) -> None:
+    # The bundled prices have none for the m5.24xlarge. An 8-GPU job and a 40-CPU job, an hour each, at
+    # once. The GPUs' demand can only be held by p3 nodes, priced: at least one p3 for the hour, $24.48,
+    # whatever the unpriced type costs, so that bound stands. The CPU and memory could go to the
+    # unpriced type, which might be cheaper: no bound of them. The cost bound was None for want of any
+    # price, and nothing said why; it is now the GPUs' $24.48, and the report names what it leaves out
+    # and why, and which group of a run had no price.
+    rows = ["0,3600,,,8,1,ml,0", "0,3600,40,10,0,1,web,0"]
+    big = GroupSpec("cpu", "us-east-1", "m5.24xlarge", 0, 10)
+    config = SimConfig(groups=(GPU, big), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, rows)))
+    bounds = report.bounds
+    assert bounds.step_cost_usd == pytest.approx(24.48)
+    assert bounds.unpriced == ("m5.24xlarge",)
+    assert bounds.cost_resources == ("nvidia.com/gpu",)
+    assert bounds.to_dict()["cost_bound_over"] == ["nvidia.com/gpu"]
+    assert bounds.to_dict()["unpriced_types"] == ["m5.24xlarge"]
+    result = report.results[0]  # static: one p3 and one m5.24xlarge
+    assert result.cost_usd is None and result.unpriced_groups == {"cpu": "m5.24xlarge"}
+    assert result.to_dict()["cost_unpriced_groups"] == {"cpu": "m5.24xlarge"}
+    table = format_table(report.results, bounds)
+    assert "cost bound over nvidia.com/gpu only: no price for m5.24xlarge (--price TYPE=USD)" in table
+    assert "static: cost unknown: no price for group cpu (m5.24xlarge) (--price TYPE=USD)" in table
+
+
+def test_with_no_priced_type_for_any_resource_the_cost_bound_is_missing_and_the_report_says_why(
+    tmp_path: Path,
+) -> None:
+    big = GroupSpec("cpu", "us-east-1", "m5.24xlarge", 0, 10)
+    config = SimConfig(groups=(big,), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,40,10,0,1,web,0"])))
+    assert report.bounds.step_cost_usd is None and report.bounds.cost_resources == ()
+    assert "no cost bound: no price for m5.24xlarge (--price TYPE=USD)" in format_table(
+        report.results, report.bounds
+    )

@@ -174,32 +174,79 @@ def test_a_policy_that_delays_jobs_can_come_out_under_the_step_bound_by_a_tick_a
     assert (report.bounds.step_node_hours - result.node_hours) * 3600 <= 60 + 120
 
 
-def test_a_job_that_never_starts_counts_as_waiting_until_the_replay_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Two groups of one node each, the second's launches failing throughout: the gang of two 8-GPU
-    # pods never starts, the 1-GPU job waits 120 s. The gang waits from its submit (0) to the end of
-    # the replay (censored there; its horizon cut to two hours past the last end), weighing 16 GPUs:
-    # every weighted percentile is that wait, and so is the plain p90 of the two jobs. (A gang larger
-    # than the groups at their MaxSize is refused before the replay: test_sim_cli.)
+def starved_gang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policies: tuple[str, ...]) -> Report:
+    """Two groups of one node each, the second's launches failing throughout: a gang of two 8-GPU pods
+    (job 0) and a 1-GPU job (job 1), both of 1000 s at 0; the replays' horizon cut to 8200 s."""
     monkeypatch.setattr(engine, "HORIZON_SLACK", 7200)
     groups = (
         GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 1),
         GroupSpec("gpu2", "us-west-2", "p3.16xlarge", 0, 1),
     )
-    outage = Outage("gpu2", 0, 10**6)
     rows = ["0,1000,,,8,2,ml,0", "0,1000,,,1,1,ml,0"]
-    report = run(tmp_path, rows, groups=groups, outages=(outage,), packers=False)
-    result, end = report.results[0], float(report.runs[0].end)
+    outages = (Outage("gpu2", 0, 10**6),)
+    return run(tmp_path, rows, groups=groups, outages=outages, packers=False, policies=policies)
+
+
+def test_a_job_that_never_starts_counts_as_waiting_until_the_horizon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two groups of one node each, the second's launches failing throughout: the gang of two 8-GPU
+    # pods never starts, the 1-GPU job waits 120 s. The gang waits from its submit (0) to the horizon
+    # (censored there: the last end at submit, 1000 s, plus the slack, cut to two hours), weighing 16
+    # GPUs: every weighted percentile is that wait, and so is the plain p90 of the two jobs. (A gang
+    # larger than the groups at their MaxSize is refused before the replay: test_sim_cli.)
+    report = starved_gang(tmp_path, monkeypatch, ("spillway",))
+    result, end = report.results[0], 8200.0
     assert (result.jobs_started, result.jobs_unstarted) == (1, 1)
-    assert end > 1120
+    assert report.runs[0].horizon == end
     assert result.pending_seconds == {"p50": 120.0, "p90": end, "p99": end}
     assert result.pending_weighted_seconds == {"p50": end, "p90": end, "p99": end}
     assert result.max_pending_seconds == end
     assert result.tenants["ml"].pending_weighted_seconds["p50"] == end
-    assert "1 job(s) never started, counted as waiting until the replay ended" in format_table(
-        report.results, report.bounds
+    assert (
+        "spillway: 1 job(s) never started and 0 sent back never started again, counted as waiting until "
+        "the horizon (2.3 h, the same for every policy)"
+    ) in format_table(report.results, report.bounds)
+
+
+def test_a_job_no_policy_starts_waits_until_one_horizon_common_to_every_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gang above never starts under any autoscaling policy, but each replay stops at its own last
+    # event (the ec2-autoscaler reference's at 7260 s, Spillway's and cluster-autoscaler's at 8160 s):
+    # censored there, the same starved job waited 900 s less under one policy than under the others.
+    # Every policy counts it to the same instant, the replays' horizon: the last job's end at its
+    # submit (1000 s) plus the slack (here 7200 s), and reports it apart from the jobs sent back.
+    report = starved_gang(tmp_path, monkeypatch, ("spillway", "ec2-autoscaler", "cluster-autoscaler"))
+    assert len({replay.end for replay in report.runs}) > 1  # the replays do stop apart
+    for result in report.results:
+        assert result.max_pending_seconds == 8200.0, result.policy
+        assert result.pending_weighted_seconds["p50"] == 8200.0, result.policy
+        assert (result.jobs_unstarted, result.jobs_not_restarted) == (1, 0), result.policy
+    assert report.to_dict()["waits_censored_at_hours"] == round(8200 / 3600, 3)
+
+
+def test_a_job_sent_back_and_never_started_again_is_counted_apart_from_those_never_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One Spot node (MinSize = MaxSize 1), taken back within the hour, its replacements failing from
+    # 60 s on: the job started at 0 and went back to the queue for good. It started, so it is no job
+    # that never started (it was counted as one), but one not started again; it waits until the horizon.
+    monkeypatch.setattr(engine, "HORIZON_SLACK", 7200)
+    groups = (GroupSpec("gpu", "us-east-1", "p3.16xlarge", 1, 1, spot_rate=50.0),)
+    policies = ("spillway", "static", "ec2-autoscaler", "cluster-autoscaler")
+    report = run(
+        tmp_path,
+        ["0,36000,,,8,1,ml,0"],
+        groups=groups,
+        outages=(Outage("gpu", 60, 10**6),),
+        policies=policies,
     )
+    for result in report.results:
+        assert result.interruptions >= 1 and result.jobs_started == 1, result.policy
+        assert (result.jobs_unstarted, result.jobs_not_restarted) == (0, 1), result.policy
+        assert result.to_dict()["jobs_not_restarted"] == 1
+    assert len({r.max_pending_seconds for r in report.results}) == 1
 
 
 def test_reference_policies_follow_their_published_rules(tmp_path: Path) -> None:

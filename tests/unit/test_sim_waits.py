@@ -46,7 +46,7 @@ def test_waits_add_a_moved_job_s_second_wait_and_censor_a_job_still_waiting() ->
     world.t = 1000
     d = _arrive(world, 3, (8, 8))
     assert d.state == "pending"
-    run = Replay("x", world, end=1500, decisions=0, wall_seconds=0.0, unstarted=1)
+    run = Replay("x", world, end=1500, decisions=0, wall_seconds=0.0, unstarted=1, horizon=1500)
     waits = job_waits(run)
     assert waits == {1: (300, 4), 2: (200, 2), 3: (500, 16)}
     # GPU-weighted, nearest rank over 22 GPUs: 200 s holds 2, 300 s 6, 500 s 22.

@@ -12,8 +12,15 @@ offers node types with ``cap_g(r)`` allocatable room and ``price_g`` USD an hour
   hold ``demand_r`` with whole nodes when a single node type offers ``r`` (``⌈demand / cap⌉ * price``),
   and its fluid form ``demand_r * min_g price_g / cap_g(r)`` when several do (a cheaper type could
   take a remainder, so rounding up one type is not a bound there);
+* a resource offered by a node type **without a price** has no cost bound (that type could be the
+  cheapest way to hold it): the cost bounds are over the other resources only, still lower bounds
+  (the fleet must hold each resource's demand with the types offering it, whatever the others cost),
+  weaker ones; ``cost_resources`` says which resources they are over and ``unpriced`` which types
+  lack a price. With no resource left they are None;
 * the **fluid** lower bound is ``∫ max_r demand_r(t) / max_g cap_g(r) dt``;
-* the **peak** is ``max`` of the step bound's nodes: what static provisioning for the peak keeps.
+* the **peak** is ``max`` of the step bound's nodes; ``peak_demand`` is each resource's own peak
+  (``max_t demand_r(t)``), which need not fall at the same time for every resource: what static
+  provisioning must hold of each.
 
 With one node type (any number of groups of it) this is the single-type bound. With a mixed fleet
 (a CPU group and a GPU group) each resource is measured against the types that offer it: the GPUs'
@@ -62,10 +69,26 @@ class Bounds:
     # (time, nodes by the step bound, demand in node units) at every change, for the chart
     series: tuple[tuple[int, int, float], ...]
     resource: str  # the resource that bound most often (the one the node bound is mostly about)
-    step_cost_usd: float | None = None  # None when a node type offering a demanded resource has no price
+    step_cost_usd: float | None = None  # None when every demanded resource is offered by an unpriced type
     fluid_cost_usd: float | None = None
     # hours each resource bound the node bound (steps needing no node: none)
     binding_hours: Mapping[str, float] | None = None
+    # each demanded resource's own peak (every job at its submit), in its units (milli-units)
+    peak_demand: Mapping[str, int] | None = None
+    # the resources the cost bounds are over: those whose every offering node type has a price
+    cost_resources: tuple[str, ...] = ()
+    unpriced: tuple[str, ...] = ()  # node types offering a demanded resource, without a price
+
+    def cost_note(self) -> str:
+        """Why the cost bound is missing or over some resources only, naming the unpriced types; "" when whole."""
+        if not self.unpriced:
+            return ""
+        names = ", ".join(self.unpriced)
+        if not self.cost_resources:
+            return f"no cost bound: no price for {names} (--price TYPE=USD)"
+        return (
+            f"cost bound over {', '.join(self.cost_resources)} only: no price for {names} (--price TYPE=USD)"
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -76,6 +99,8 @@ class Bounds:
             "fluid_cost_usd": None if self.fluid_cost_usd is None else round(self.fluid_cost_usd, 2),
             "peak_nodes": self.peak_nodes,
             "binding_hours": {k: round(v, 3) for k, v in (self.binding_hours or {}).items()},
+            "cost_bound_over": list(self.cost_resources),
+            "unpriced_types": list(self.unpriced),
             "hours": round(self.end / 3600, 3),
         }
 
@@ -88,6 +113,7 @@ class _Offer:
     max_cap: int  # the largest room a node type has of it
     single: tuple[int, float] | None  # (room, price) when one node type alone offers it
     usd_per_unit: float | None  # cheapest price per unit; None when a type offering it has no price
+    unpriced: tuple[str, ...] = ()  # the types offering it without a price
 
 
 def _offers(jobs: Sequence[Job], types: Sequence[NodeType]) -> list[_Offer]:
@@ -105,7 +131,8 @@ def _offers(jobs: Sequence[Job], types: Sequence[NodeType]) -> list[_Offer]:
         if len(distinct) == 1 and priced:
             cap, price = next(iter(distinct))
             single = (cap, float(price or 0.0))
-        out.append(_Offer(r, max(t.allocatable[r] for t in offering), single, per_unit))
+        unpriced = tuple(sorted({t.name for t in offering if t.price is None}))
+        out.append(_Offer(r, max(t.allocatable[r] for t in offering), single, per_unit, unpriced))
     return out
 
 
@@ -117,7 +144,9 @@ def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> 
     types = [NodeType("", fleet)] if isinstance(fleet, Mapping) else list(fleet)
     offers = _offers(jobs, types)
     if not jobs or not offers:
-        return Bounds(0.0, 0.0, 0, 0, 0, (), offers[0].resource if offers else NVIDIA_GPU, 0.0, 0.0, {})
+        return Bounds(0.0, 0.0, 0, 0, 0, (), offers[0].resource if offers else NVIDIA_GPU, 0.0, 0.0, {}, {})
+    costed = tuple(o.resource for o in offers if o.usd_per_unit is not None)
+    priced = bool(costed)
     resources = [o.resource for o in offers]
     deltas: dict[int, list[int]] = {}
     for job in jobs:
@@ -128,7 +157,6 @@ def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> 
                 slot[i] += sign * value
     times = sorted(deltas)
     demand = [0] * len(resources)
-    priced = all(o.usd_per_unit is not None for o in offers)
     step_seconds = 0
     fluid_seconds = 0.0
     step_usd_seconds = 0.0
@@ -136,10 +164,12 @@ def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> 
     peak = 0
     series: list[tuple[int, int, float]] = []
     binding_seconds = [0] * len(resources)
+    peaks = [0] * len(resources)
     for i, t in enumerate(times):
         slot = deltas[t]
         for k in range(len(resources)):
             demand[k] += slot[k]
+            peaks[k] = max(peaks[k], demand[k])
         nodes, fluid, binding, step_usd, fluid_usd = _at_step(offers, demand, priced)
         peak = max(peak, nodes)
         series.append((t, nodes, fluid))
@@ -163,6 +193,9 @@ def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> 
         step_cost_usd=step_usd_seconds / 3600 if priced else None,
         fluid_cost_usd=fluid_usd_seconds / 3600 if priced else None,
         binding_hours={r: s / 3600 for r, s in zip(resources, binding_seconds, strict=True)},
+        peak_demand=dict(zip(resources, peaks, strict=True)),
+        cost_resources=costed,
+        unpriced=tuple(sorted({name for o in offers for name in o.unpriced})),
     )
 
 

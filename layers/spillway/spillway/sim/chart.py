@@ -137,7 +137,8 @@ def write_pareto(
             ax.plot([at], [0.0], "*", markersize=10, linestyle="none", label=f"ideal {p.packer} (no boot)")
     bound = bounds.step_cost_usd if usd else bounds.step_node_hours
     if bound:
-        ax.axvline(bound, color="black", linewidth=0.8, linestyle=":", label="step lower bound")
+        partial = f" (over {', '.join(bounds.cost_resources)} only)" if usd and bounds.unpriced else ""
+        ax.axvline(bound, color="black", linewidth=0.8, linestyle=":", label=f"step lower bound{partial}")
     if far:
         unit = "$" if usd else ""
         note = "; ".join(f"{name}: {unit}{x:,.0f}, p90 {y:.1f} min" for name, x, y, _ in far)

@@ -32,6 +32,13 @@ from spillway.sim.world import BOOT, COMPLETE, INTERRUPT, PLUGIN, TERMINATE, Sim
 HORIZON_SLACK = 30 * 24 * 3600
 
 
+def horizon(jobs: Sequence[Job]) -> int:
+    """Where every replay of ``jobs`` stops at the latest: the last job's end when every job starts at
+    its submit, plus :data:`HORIZON_SLACK`. It depends on the trace alone, so it is the same for every
+    policy: a job still waiting when a replay stops is counted as waiting until then (report.job_waits)."""
+    return max((j.submit + j.duration for j in jobs), default=0) + HORIZON_SLACK
+
+
 @dataclass(frozen=True, slots=True)
 class Replay:
     policy: str
@@ -39,7 +46,9 @@ class Replay:
     end: int  # when the last job completed (or the replay gave up)
     decisions: int
     wall_seconds: float
-    unstarted: int  # jobs some group could run that never started (the horizon was reached)
+    unstarted: int  # jobs some group could run that never started at all
+    horizon: int  # the trace's horizon (:func:`horizon`), the same for every policy
+    not_restarted: int = 0  # jobs that started, were sent back to the queue and never started again
     charges_tenants: bool = False  # the policy said which tenant opened each node
 
 
@@ -63,7 +72,7 @@ def replay(
         sim_job.runnable = runnable(sim_job.job, allocatables)
     count = len(sim_jobs)
     total = sum(1 for j in sim_jobs if j.runnable)  # the replay ends when these are done
-    horizon = max((j.submit + j.duration for j in jobs), default=0) + HORIZON_SLACK
+    last = horizon(jobs)
     events = world.events
     world.t = 0
     policy.start(world)
@@ -83,7 +92,7 @@ def replay(
         if not candidates:
             break  # nothing left can happen: the rest never starts
         t = min(candidates)
-        if t > horizon:
+        if t > last:
             break
         world.t = t
         while events and events[0][0] == t:
@@ -124,7 +133,8 @@ def replay(
             handled = 0
             progress(t)
     world.finish()
-    unstarted = sum(1 for j in sim_jobs if j.runnable and j.state in ("waiting", "pending"))
+    waiting = [j for j in sim_jobs if j.runnable and j.state in ("waiting", "pending")]
+    unstarted = sum(1 for j in waiting if j.job.id not in world.waits)  # waits: every job that started
     return Replay(
         policy=policy.name,
         world=world,
@@ -132,5 +142,7 @@ def replay(
         decisions=decisions,
         wall_seconds=time.perf_counter() - started_wall,
         unstarted=unstarted,
+        horizon=last,
+        not_restarted=len(waiting) - unstarted,
         charges_tenants=policy.charges_tenants,
     )

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from spillway.config import PlannerConfig
-from spillway.model.resources import NVIDIA_GPU
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes, plan
 from spillway.planner.types import Drain
+from spillway.sim.bounds import BOUND_RESOURCES
 from spillway.sim.world import SimError, SimGroup, SimNode, Vector, World, vector
 
 
@@ -254,46 +254,43 @@ def holds_a_pod(group: SimGroup, world: World) -> bool:
 
 
 class StaticPolicy:
-    """Static provisioning for the peak: the peak of the step lower bound, Ready from the start, never changed.
+    """Static provisioning for the peak: nodes Ready from the start, never changed, that hold the peak of
+    every resource the trace asks for (``Bounds.peak_demand``: GPUs, CPU, memory, each at its own time).
 
-    The bound counts nodes of the type with the most room of each resource (``spillway.sim.bounds``), so
-    the peak is ``nodes`` times that type's room of ``resource`` (the one that bound most often: GPUs
-    on a GPU trace). The nodes go first to the groups whose type has the most of it, in order of
-    preference among them, each up to its MaxSize; what is left of the peak's room then goes to the
-    groups with less of it, in that order, as many nodes as hold it. With one node type that is the
-    order of preference alone and ``nodes`` nodes; on a mixed fleet a CPU group listed first no longer
-    takes a GPU trace's peak (where no job of it could run). A group gets no node when its type has
-    none of ``resource``, when its node can hold no pod of the trace (its room would serve no job),
-    or when its MaxSize is 0 (the bound leaves its type out, ``spillway.sim.run.fleet``). Nodes a
-    MinSize keeps in the other groups count toward the peak for their room of it.
+    For each resource in turn (GPUs, then CPU, then memory) the fleet's room of it (MinSize nodes and the
+    nodes added for the resources before) is topped up to its peak: nodes go first to the groups whose
+    type has the most room of it, in order of preference among them, each up to its MaxSize, as many as
+    hold the rest. With one node type that is the step bound's peak of nodes in the primary group; on a
+    mixed fleet the GPU nodes come first (their CPU and memory count), and a CPU peak that falls at
+    another time than the GPUs' is held by the groups with the most CPU (an 8-GPU job at one hour and a
+    CPU gang at another need a GPU node and a CPU node: held to the peak of one resource, the one that
+    bound most often, the fleet under-provisioned the other and its jobs never started). A group gets no
+    node when its node can hold no pod of the trace (its room would serve no job), nor when its MaxSize
+    is 0 (the bound leaves its type out, ``spillway.sim.run.fleet``); only nodes that hold some pod count
+    toward a peak. Room is summed, not packed: pods that fragment it can still wait.
     """
 
     name = "static"
     reactive = False
     charges_tenants = False
 
-    def __init__(self, nodes: int, resource: str = NVIDIA_GPU) -> None:
-        self.nodes = nodes
-        self.resource = resource
+    def __init__(self, peaks: Mapping[str, int]) -> None:
+        self.peaks = dict(peaks)
 
     def start(self, world: World) -> None:
-        def room(group: SimGroup) -> int:
-            return group.template.allocatable.get(self.resource, 0)
+        useful = [g for g in world.groups.values() if g.spec.max_size > 0 and holds_a_pod(g, world)]
+        for resource in (r for r in BOUND_RESOURCES if self.peaks.get(r)):
 
-        launchable = [g for g in world.groups.values() if g.spec.max_size > 0]
-        # stable: the primary first among types alike
-        groups = sorted(
-            (g for g in launchable if room(g) > 0 and holds_a_pod(g, world)), key=lambda g: -room(g)
-        )
-        if not groups:
-            return
-        # the peak's room of the resource (in nodes of the bound's type), less what MinSize nodes hold
-        wanted = self.nodes * max(room(g) for g in launchable) - sum(g.desired * room(g) for g in groups)
-        for group in groups:  # MaxSize is respected
-            extra = min(-(-wanted // room(group)), group.spec.max_size - group.desired)
-            if extra > 0:
-                world.preprovision(group.name, extra)
-                wanted -= extra * room(group)
+            def room(group: SimGroup, resource: str = resource) -> int:
+                return group.template.allocatable.get(resource, 0)
+
+            wanted = self.peaks[resource] - sum(g.desired * room(g) for g in useful)
+            # stable: the primary first among types alike
+            for group in sorted((g for g in useful if room(g) > 0), key=lambda g: -room(g)):
+                extra = min(-(-wanted // room(group)), group.spec.max_size - group.desired)
+                if extra > 0:  # MaxSize is respected
+                    world.preprovision(group.name, extra)
+                    wanted -= extra * room(group)
 
     def decide(self, world: World) -> None:
         return None

@@ -10,8 +10,11 @@
   each time a move, a kill or a Spot interruption sent it back to the queue, from then to its next
   start (every job would start at submit and never stop on an infinite cluster, so all of it is added
   by the autoscaler). A job some group can run that never started, or never started again, counts
-  as waiting until the replay ended: censored there, a lower bound of its wait (the report counts
-  those that never started). p50/p90/p99 over those jobs, and weighted by the job's GPUs (a 32-GPU
+  as waiting until the horizon (``spillway.sim.engine.horizon``: the trace's last end at submit plus
+  30 days), censored there, a lower bound of its wait. The horizon depends on the trace alone, so every
+  policy's starved job is counted to the same instant: a replay's own end depends on where that
+  policy's last event fell, and censoring there compared policies on different terms. The report
+  counts both apart (``jobs_never_started``, ``jobs_not_restarted``). p50/p90/p99 over those jobs, and weighted by the job's GPUs (a 32-GPU
   job weighs 32 one-GPU jobs, a job without GPUs 1); jobs no group can run are left out. Percentiles are nearest-rank: the
   smallest value with at least that share of the (weighted) jobs at or below it;
 * **utilisation**: resource-seconds requested by running pods over resource-seconds of every instance,
@@ -110,7 +113,7 @@ class PolicyResult:
     pods_killed: int
     jobs_killed: int
     jobs_started: int
-    jobs_unstarted: int
+    jobs_unstarted: int  # never started at all (runnable)
     decisions: int
     hours: float
     wall_seconds: float
@@ -126,6 +129,10 @@ class PolicyResult:
     gpu_hours_lost: float = 0.0
     never_joined: int = 0  # launches that never became a node (--join-failure-rate)
     unregistered_removed: int = 0  # of those, instances the policy removed
+    jobs_not_restarted: int = 0  # started, sent back to the queue, never started again
+    # groups whose instances ran without a price, by group: their node type (why cost_usd is None)
+    unpriced_groups: dict[str, str] = field(default_factory=dict)
+    censored_at: int = 0  # the horizon: when the waits of jobs still waiting are cut (seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -133,6 +140,7 @@ class PolicyResult:
             "node_hours": round(self.node_hours, 3),
             "node_hours_by_group": {k: round(v, 3) for k, v in self.node_hours_by_group.items()},
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 2),
+            "cost_unpriced_groups": dict(self.unpriced_groups),
             "ratio_to_step_bound": None
             if self.ratio_to_step_bound is None
             else round(self.ratio_to_step_bound, 4),
@@ -161,6 +169,7 @@ class PolicyResult:
             "never_joined_removed": self.unregistered_removed,
             "jobs_started": self.jobs_started,
             "jobs_never_started": self.jobs_unstarted,
+            "jobs_not_restarted": self.jobs_not_restarted,
             "decisions": self.decisions,
             "simulated_hours": round(self.hours, 3),
             "tenants": {name: t.to_dict() for name, t in sorted(self.tenants.items())},
@@ -172,14 +181,9 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
     world = run.world
     counters = world.counters
     node_hours = sum(counters.node_seconds.values()) / 3600
-    cost: float | None = 0.0
-    for group, seconds in sorted(counters.group_seconds.items()):
-        price = prices.get(group)
-        if seconds and price is None:
-            cost = None
-            break
-        if cost is not None and seconds:
-            cost += seconds / 3600 * (price or 0.0)
+    ran = {g: s for g, s in sorted(counters.group_seconds.items()) if s}
+    unpriced = {g: world.groups[g].spec.instance_type for g in ran if prices.get(g) is None}
+    cost = None if unpriced else sum((s / 3600 * (prices.get(g) or 0.0) for g, s in ran.items()), 0.0)
     waits = job_waits(run)
     plain = [(wait, 1) for wait, _ in waits.values()]
     weighted = list(waits.values())
@@ -234,19 +238,23 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         gpu_hours_lost=counters.lost_gpu_seconds / 3600,
         never_joined=counters.never_joined,
         unregistered_removed=counters.unregistered_removed,
+        jobs_not_restarted=run.not_restarted,
+        censored_at=run.horizon,
+        unpriced_groups=unpriced,
     )
 
 
 def job_waits(run: Replay) -> dict[int, tuple[int, int]]:
     """Seconds each job some group can run spent pending, by job id, with its weight (its GPUs, at least
     1): every wait up to its last start, and for a job still waiting when the replay ended (it never
-    started, or was requeued and never started again) the wait until then, censored there: a job a
-    policy starves weighs in the percentiles instead of dropping out of them."""
+    started, or was requeued and never started again) the wait until the horizon, the same instant for
+    every policy, censored there: a job a policy starves weighs in the percentiles instead of dropping
+    out of them, and weighs alike whichever policy starved it."""
     world = run.world
     waits = dict(world.waits)
     for sim_job in world.jobs:
         if sim_job.runnable and sim_job.state == "pending":
-            wait = sim_job.waited + max(0, run.end - sim_job.queued)
+            wait = sim_job.waited + max(0, run.horizon - sim_job.queued)
             waits[sim_job.job.id] = (wait, max(1, sim_job.job.gpus))
     return waits
 
@@ -374,6 +382,8 @@ def format_table(
         f"step lower bound {bounds.step_node_hours:,.1f} node-hours{usd}; fluid {bounds.fluid_node_hours:,.1f}; "
         f"peak {bounds.peak_nodes} nodes; over {bounds.end / 3600:,.1f} h (binding: {binding or bounds.resource})"
     )
+    if bounds.cost_note():
+        lines.append(bounds.cost_note())
     for p in packers:
         ratio = f"{p.node_hours / bounds.step_node_hours:.3f} x bound" if bounds.step_node_hours else "-"
         cost = "" if p.cost_usd is None else f", ${p.cost_usd:,.0f}"
@@ -384,15 +394,20 @@ def format_table(
             f"peak {p.peak_nodes} nodes"
         )
     for r in results:
+        if r.unpriced_groups:
+            named = ", ".join(f"{g} ({t})" for g, t in r.unpriced_groups.items())
+            lines.append(f"{r.policy}: cost unknown: no price for group {named} (--price TYPE=USD)")
         if r.unmovable_killed:
             lines.append(
                 f"{r.policy}: {r.unmovable_killed} unmovable pod(s) killed by drains or terminations"
             )
-    unstarted = [r for r in results if r.jobs_unstarted]
-    for r in unstarted:
-        lines.append(
-            f"{r.policy}: {r.jobs_unstarted} job(s) never started, counted as waiting until the replay ended"
-        )
+    for r in results:
+        if r.jobs_unstarted or r.jobs_not_restarted:
+            lines.append(
+                f"{r.policy}: {r.jobs_unstarted} job(s) never started and {r.jobs_not_restarted} sent back "
+                f"never started again, counted as waiting until the horizon ({r.censored_at / 3600:,.1f} h, "
+                "the same for every policy)"
+            )
     return "\n".join(lines)
 
 

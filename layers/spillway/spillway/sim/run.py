@@ -16,7 +16,7 @@ from typing import Any
 from spillway.config import PlannerConfig
 from spillway.model.resources import CPU, NVIDIA_GPU
 from spillway.sim.bounds import Bounds, NodeType, lower_bounds
-from spillway.sim.engine import Replay, replay
+from spillway.sim.engine import Replay, horizon, replay
 from spillway.sim.packers import PackerResult, pack
 from spillway.sim.policies import (
     ClusterAutoscalerPolicy,
@@ -86,6 +86,7 @@ class Report:
     wall_seconds: float
     packers: tuple[PackerResult, ...] = ()
     movable_jobs: int = 0
+    horizon: int = 0  # where every replay stops at the latest, and waits still running are cut
 
     def to_dict(self, timing: bool = False) -> dict[str, Any]:
         """The report as JSON-able data; the same seed gives the same data, unless ``timing`` adds wall times."""
@@ -134,6 +135,8 @@ class Report:
                 "usd_per_hour": {t: cfg.prices[t] for t in used_types if t in cfg.prices},
             },
             "lower_bound": self.bounds.to_dict(),
+            # a job still waiting when its replay stopped counts as waiting until then, for every policy
+            "waits_censored_at_hours": round(self.horizon / 3600, 3),
             "ideal_packers": {
                 p.packer: p.to_dict(self.bounds.step_node_hours, self.bounds.step_cost_usd)
                 for p in self.packers
@@ -204,7 +207,7 @@ def make_policy(name: str, config: SimConfig, planner: PlannerConfig, bounds: Bo
     if name == "spillway":
         return SpillwayPolicy(planner)
     if name == "static":
-        return StaticPolicy(bounds.peak_nodes, bounds.resource)
+        return StaticPolicy(bounds.peak_demand or {})
     if name == "ec2-autoscaler":
         return Ec2AutoscalerPolicy()
     if name == "cluster-autoscaler":
@@ -301,6 +304,7 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
         wall_seconds=time.perf_counter() - started,
         packers=packers,
         movable_jobs=sum(1 for j in jobs if j.movable),
+        horizon=horizon(jobs),
     )
 
 
