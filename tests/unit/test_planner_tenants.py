@@ -979,6 +979,49 @@ def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
     assert f"node {cordoned}, cordoned by Spillway, not reused" in pending_reasons(result)[held]
 
 
+def test_a_tenant_at_its_limit_shares_the_node_uncordoned_for_another_tenant_served_after_it() -> None:
+    """team-a is at its limit (one node, running); its small pod, created first, is served before
+    team-b's alike. The one node Spillway cordoned is empty: reusing it for team-a would add a node, so
+    it is refused; team-b's pod then gets it uncordoned, with room left for team-a's. Once it is
+    uncordoned, kube-scheduler binds team-a's pod there too (free room of a node another tenant is
+    charged for adds nothing for team-a, as on any Ready node). The plan said team-a's pod was held
+    ``tenant-limit``, naming the node as not reused, for as long as the plan stood."""
+    w = World()
+    running, cordoned = w.group("cpu-east", "m5.2xlarge", max_size=2, nodes=2)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", cpu="7", memory="4Gi")
+    w.cordon(cordoned, by_spillway=True)
+    small = {"cpu": "2", "memory": "2Gi"}
+    (held,) = w.pods("a", 1, namespace="team-a", created=o.EPOCH + timedelta(minutes=1), **small)
+    (other,) = w.pods("b", 1, namespace="team-b", created=o.EPOCH + timedelta(minutes=2), **small)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert [u.node for u in result.uncordon] == [cordoned] and result.scale_up == ()
+    codes = pending_codes(result)
+    assert codes[other] == "fits-uncordoned"
+    assert codes[held] == "fits-uncordoned", pending_reasons(result)[held]
+    assert {p.pod: p.node for p in result.placements}[held] == cordoned
+
+
+def test_a_tenant_at_its_limit_shares_the_new_node_opened_for_another_tenant_served_after_it() -> None:
+    """The same without a cordoned node: team-a, at its limit, is served first and may open no node;
+    team-b's pod then gets a new m5.2xlarge with room left for team-a's. The node comes up, and
+    kube-scheduler binds team-a's waiting pod beside team-b's (the node is team-b's, as any node its
+    pods opened). The plan held team-a's pod ``tenant-limit`` and the scale-up named team-b's pod
+    alone, though it brought both."""
+    w = World()
+    (running,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", cpu="7", memory="4Gi")
+    small = {"cpu": "2", "memory": "2Gi"}
+    (held,) = w.pods("a", 1, namespace="team-a", created=o.EPOCH + timedelta(minutes=1), **small)
+    (other,) = w.pods("b", 1, namespace="team-b", created=o.EPOCH + timedelta(minutes=2), **small)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert scale_up(result) == {"cpu-east": (1, 2, sorted([held, other]))}, pending_reasons(result)
+    assert held not in pending_codes(result)
+
+
 def test_a_cordoned_node_the_pods_would_not_take_anyway_is_no_reason_of_theirs() -> None:
     """team-a, at its limit, has a CPU pod pending; the one node Spillway cordoned is a GPU node
     tainted for GPU pods, which the pod does not tolerate, and the CPU group is at MaxSize. The pod
