@@ -963,6 +963,29 @@ def test_of_one_class_the_pod_created_first_gets_the_last_node() -> None:
     assert codes[late] != "fits-uncordoned"
 
 
+def test_two_classes_alike_in_priority_and_size_share_the_last_node_in_creation_order() -> None:
+    """Two classes of equal priority and size (one selects the OS label every node has, so they are
+    not one class): a-0 created at 1 min, b-0 at 2, a-1 at 3, b-1 at 4. The last node, cordoned by
+    Spillway in a group at MaxSize, holds two. kube-scheduler's queue pops pod by pod, created first
+    (PrioritySort), so a-0 and b-0 are bound there. Classes were served whole by their earliest pod:
+    the plan put a-0 and a-1 there and said b-0, the pod bound, waits for MaxSize."""
+    w = World()
+    (cordoned,) = w.group("cpu-east", "m5.2xlarge", max_size=1, nodes=1)
+    w.cordon(cordoned, by_spillway=True)
+    half = {"cpu": "3", "memory": "2Gi"}
+    at = [o.EPOCH + timedelta(minutes=m) for m in (1, 2, 3, 4)]
+    (a0,) = w.pods("a", 1, created=at[0], node_selector={"kubernetes.io/os": "linux"}, **half)
+    (b0,) = w.pods("b", 1, created=at[1], **half)
+    (a1,) = w.pods("a1", 1, created=at[2], node_selector={"kubernetes.io/os": "linux"}, **half)
+    (b1,) = w.pods("b1", 1, created=at[3], **half)
+
+    result = w.plan()
+
+    assert [u.node for u in result.uncordon] == [cordoned]
+    codes = pending_codes(result)
+    assert {p for p in (a0, b0, a1, b1) if codes[p] == "fits-uncordoned"} == {a0, b0}, codes
+
+
 def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
     """The same, with no other pod pending: team-a's pod stays at ``tenant-limit`` and its reason says
     why the cordoned node was not reused; no node is uncordoned, so the drain under way goes on."""

@@ -32,7 +32,7 @@ from spillway.model.resources import PODS, Resources, add_into, describe, fit_co
 from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.buffers import busy_first
-from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass
+from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass, plain
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import (
     Expander,
@@ -280,7 +280,7 @@ class ScaleUpStage:
         if where is not None:
             cls.domains = cls.domains.led_to(where)
             for pool in (*self.schedulable, *self.reclaimable):
-                pool.blocked.pop(id(cls), None)  # judged for the first pod, anywhere
+                pool.blocked.pop(cls.family_id, None)  # judged for the first pod, anywhere
             self.place(cls)
             return
         leader = cls.pods[cls.next - 1]
@@ -774,7 +774,8 @@ class ScaleUpStage:
         bins = self.new_bins[(group.key, cls.gang)]
         labels = group.template.labels if group.template else {}
         cap = self._new_node_cap(cls, group)
-        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels)), cap):
+        family = (group.key, cls.gang) if plain(cls) else None  # its stretches skip the full bins
+        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels)), cap, family):
             cls.note_placed(labels, count)
             pods = cls.take(count)
             self.ctx.placements.extend(Placement(pod, node_id, group.key) for pod in pods)
