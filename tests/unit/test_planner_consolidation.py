@@ -1249,6 +1249,27 @@ def test_the_ready_pods_on_a_node_whose_instance_terminates_spend_their_budget()
     assert code == codes.POD_NEVER and "nodes going away (deleted, terminating, stopping) take 1" in reason
 
 
+@pytest.mark.parametrize("phase", ["Pending", "Running"])
+def test_a_replica_not_healthy_on_a_node_whose_instance_terminates_spends_no_budget(phase: str) -> None:
+    """a's instance terminates in its group, but its db replica has not started (phase Pending, its
+    image still pulling) or runs not Ready: the disruption controller never counted it healthy
+    (kubernetes pkg/controller/disruption, countHealthyPods: Ready and not being deleted), so its going
+    takes nothing off ``currentHealthy`` and the budget's one disruption is still b's. A Pending pod
+    was counted as going (its ``ready`` reads True, as the Eviction API ignores the budgets of a
+    Pending pod), and b was kept, ``nodes going away take 1``."""
+    w, a, b = _db_world()
+    _terminating(w, "cpu", a)
+    status = w.pod_item("default/dba-0")["status"]
+    status["phase"] = phase
+    status["conditions"][1].update(status="False", reason="ContainersNotReady")
+    if phase == "Pending":
+        del status["startTime"]
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert b in {d.node for d in result.drain}, (result.drain, kept(result).get(b))
+
+
 @pytest.mark.parametrize("allowed", [1, 2])
 def test_a_node_stuck_deleting_spends_its_pods_budget_once_when_drained(allowed: int) -> None:
     """a has been deleted for 30 minutes, held by a finalizer, its kubelet still running: its db replica

@@ -963,6 +963,29 @@ def test_of_one_class_the_pod_created_first_gets_the_last_node() -> None:
     assert codes[late] != "fits-uncordoned"
 
 
+def test_two_classes_alike_in_priority_and_size_share_the_last_node_in_creation_order() -> None:
+    """Two classes of equal priority and size (one selects the OS label every node has, so they are
+    not one class): a-0 created at 1 min, b-0 at 2, a-1 at 3, b-1 at 4. The last node, cordoned by
+    Spillway in a group at MaxSize, holds two. kube-scheduler's queue pops pod by pod, created first
+    (PrioritySort), so a-0 and b-0 are bound there. Classes were served whole by their earliest pod:
+    the plan put a-0 and a-1 there and said b-0, the pod bound, waits for MaxSize."""
+    w = World()
+    (cordoned,) = w.group("cpu-east", "m5.2xlarge", max_size=1, nodes=1)
+    w.cordon(cordoned, by_spillway=True)
+    half = {"cpu": "3", "memory": "2Gi"}
+    at = [o.EPOCH + timedelta(minutes=m) for m in (1, 2, 3, 4)]
+    (a0,) = w.pods("a", 1, created=at[0], node_selector={"kubernetes.io/os": "linux"}, **half)
+    (b0,) = w.pods("b", 1, created=at[1], **half)
+    (a1,) = w.pods("a1", 1, created=at[2], node_selector={"kubernetes.io/os": "linux"}, **half)
+    (b1,) = w.pods("b1", 1, created=at[3], **half)
+
+    result = w.plan()
+
+    assert [u.node for u in result.uncordon] == [cordoned]
+    codes = pending_codes(result)
+    assert {p for p in (a0, b0, a1, b1) if codes[p] == "fits-uncordoned"} == {a0, b0}, codes
+
+
 def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
     """The same, with no other pod pending: team-a's pod stays at ``tenant-limit`` and its reason says
     why the cordoned node was not reused; no node is uncordoned, so the drain under way goes on."""
@@ -977,6 +1000,49 @@ def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
     assert result.uncordon == () and result.scale_up == ()
     assert pending_codes(result)[held] == "tenant-limit"
     assert f"node {cordoned}, cordoned by Spillway, not reused" in pending_reasons(result)[held]
+
+
+def test_a_tenant_at_its_limit_shares_the_node_uncordoned_for_another_tenant_served_after_it() -> None:
+    """team-a is at its limit (one node, running); its small pod, created first, is served before
+    team-b's alike. The one node Spillway cordoned is empty: reusing it for team-a would add a node, so
+    it is refused; team-b's pod then gets it uncordoned, with room left for team-a's. Once it is
+    uncordoned, kube-scheduler binds team-a's pod there too (free room of a node another tenant is
+    charged for adds nothing for team-a, as on any Ready node). The plan said team-a's pod was held
+    ``tenant-limit``, naming the node as not reused, for as long as the plan stood."""
+    w = World()
+    running, cordoned = w.group("cpu-east", "m5.2xlarge", max_size=2, nodes=2)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", cpu="7", memory="4Gi")
+    w.cordon(cordoned, by_spillway=True)
+    small = {"cpu": "2", "memory": "2Gi"}
+    (held,) = w.pods("a", 1, namespace="team-a", created=o.EPOCH + timedelta(minutes=1), **small)
+    (other,) = w.pods("b", 1, namespace="team-b", created=o.EPOCH + timedelta(minutes=2), **small)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert [u.node for u in result.uncordon] == [cordoned] and result.scale_up == ()
+    codes = pending_codes(result)
+    assert codes[other] == "fits-uncordoned"
+    assert codes[held] == "fits-uncordoned", pending_reasons(result)[held]
+    assert {p.pod: p.node for p in result.placements}[held] == cordoned
+
+
+def test_a_tenant_at_its_limit_shares_the_new_node_opened_for_another_tenant_served_after_it() -> None:
+    """The same without a cordoned node: team-a, at its limit, is served first and may open no node;
+    team-b's pod then gets a new m5.2xlarge with room left for team-a's. The node comes up, and
+    kube-scheduler binds team-a's waiting pod beside team-b's (the node is team-b's, as any node its
+    pods opened). The plan held team-a's pod ``tenant-limit`` and the scale-up named team-b's pod
+    alone, though it brought both."""
+    w = World()
+    (running,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", cpu="7", memory="4Gi")
+    small = {"cpu": "2", "memory": "2Gi"}
+    (held,) = w.pods("a", 1, namespace="team-a", created=o.EPOCH + timedelta(minutes=1), **small)
+    (other,) = w.pods("b", 1, namespace="team-b", created=o.EPOCH + timedelta(minutes=2), **small)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert scale_up(result) == {"cpu-east": (1, 2, sorted([held, other]))}, pending_reasons(result)
+    assert held not in pending_codes(result)
 
 
 def test_a_cordoned_node_the_pods_would_not_take_anyway_is_no_reason_of_theirs() -> None:

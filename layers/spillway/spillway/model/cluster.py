@@ -302,6 +302,14 @@ class PodInfo:
         return self.phase in TERMINAL_PHASES
 
     @property
+    def healthy_for_budgets(self) -> bool:
+        """The disruption controller counts it in its budgets' ``currentHealthy``: Ready and not being
+        deleted (kubernetes pkg/controller/disruption, countHealthyPods). :attr:`ready` reads True for a
+        Pending or finished pod (their budgets hold no eviction of theirs), which has no Ready
+        condition that is True, so those phases are not healthy here."""
+        return self.ready and not self.terminating and self.phase not in BUDGETS_IGNORED_PHASES
+
+    @property
     def controlled(self) -> bool:
         """A controller (ReplicaSet, Job, StatefulSet...) would recreate the pod."""
         return self.owner_kind is not None and self.owner_is_controller

@@ -227,7 +227,8 @@ class PodBudgets:
     instance terminating or stopping in its warm pool), which stop being Ready and take a disruption
     off with them. A pod is healthy for the status while Ready and not being deleted (kubernetes
     pkg/controller/disruption, ``countHealthyPods``; the node controller marks a kubelet-less node's
-    pods not Ready), so only those are ``going``; and a drain of this plan that evicts one of them (of a
+    pods not Ready; a Pending pod, whose containers have not all started, is never Ready:
+    :attr:`PodInfo.healthy_for_budgets`), so only those are ``going``; and a drain of this plan that evicts one of them (of a
     node whose deletion a finalizer holds, its kubelet still running) spends it as its own eviction,
     not as ``going`` as well."""
 
@@ -238,7 +239,7 @@ class PodBudgets:
         self.allowed = {(p.namespace, p.name): p.disruptions_allowed for p in snapshot.pdbs}
         self.spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> pods this plan's drains evict
         self.draining = self.evicted(draining)  # ... pods earlier plans' drains will evict
-        going_ready = [pod for pod in going if pod.ready and not pod.terminating]
+        going_ready = [pod for pod in going if pod.healthy_for_budgets]
         self.going = Counter(
             (pod.namespace, name) for pod in going_ready for name in pod.pdbs
         )  # ... Ready pods of nodes going away without a drain

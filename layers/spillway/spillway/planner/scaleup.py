@@ -19,7 +19,8 @@ is kept for it.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -31,7 +32,7 @@ from spillway.model.resources import PODS, Resources, add_into, describe, fit_co
 from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.buffers import busy_first
-from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass
+from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass, plain
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import (
     Expander,
@@ -143,17 +144,20 @@ class ScaleUpStage:
         started = {cls.started_gang for cls in classes if cls.started_gang is not None}
         in_flight = InFlight(self, gangs.keys(), started)
         known = (self.ctx.gangs or Gangs(self.ctx)) if gangs else None  # pod_classes read them
+        held = HeldByLimits(self)
         for cls in _leaders_first(classes):
             # pods nominated to a node take its room from pods of their priority or lower on (a gang's
             # lower members meet more of them: charged member by member in its trial)
             self.ctx.charge_nominated(_placed_at(cls, gangs))
             if cls.started_gang is not None and in_flight.hold(cls.started_gang, [cls]):
                 continue
-            if cls.gang is None:
-                self._place_loose(cls)
-            elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
-                assert known is not None
-                self._place_gang(cls.gang, gangs[cls.gang], known)
+            with held.serving(cls):
+                if cls.gang is None:
+                    self._place_loose(cls)
+                elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
+                    assert known is not None
+                    self._place_gang(cls.gang, gangs[cls.gang], known)
+        held.settle()
         self.ctx.charge_nominated()  # the rest: their nodes' room is theirs for scale-down and moves
         # what each gang's minResources leaves to spare once every pod is placed (pods placed after a
         # gang take room it counted): scale-down spends no more of it (planner.minresources)
@@ -276,7 +280,7 @@ class ScaleUpStage:
         if where is not None:
             cls.domains = cls.domains.led_to(where)
             for pool in (*self.schedulable, *self.reclaimable):
-                pool.blocked.pop(id(cls), None)  # judged for the first pod, anywhere
+                pool.blocked.pop(cls.family_id, None)  # judged for the first pod, anywhere
             self.place(cls)
             return
         leader = cls.pods[cls.next - 1]
@@ -770,13 +774,100 @@ class ScaleUpStage:
         bins = self.new_bins[(group.key, cls.gang)]
         labels = group.template.labels if group.template else {}
         cap = self._new_node_cap(cls, group)
-        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels)), cap):
+        family = (group.key, cls.gang) if plain(cls) else None  # its stretches skip the full bins
+        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels)), cap, family):
             cls.note_placed(labels, count)
             pods = cls.take(count)
             self.ctx.placements.extend(Placement(pod, node_id, group.key) for pod in pods)
             self.ctx.new_pods.setdefault(group.key, []).extend(pods)
             if cls.gang is not None:
                 self.ctx.gang_pods.setdefault((group.key, cls.gang), []).extend(pods)
+
+
+class HeldByLimits:
+    """The pods of limited tenants' classes left pending, looked at again when a class served after
+    them makes room that adds nothing for their tenant: a node Spillway cordoned that it uncordons, a
+    booting node it takes, new nodes it opens (README, *Tenants, limits and gangs*).
+
+    A tenant at its limit is refused a cordoned node no tenant is charged for (uncordoning it would add
+    a node for it) and the booting or new nodes nobody took. Once another tenant's pods take such a
+    node it is theirs, and its room left is what any Ready node's free room is to the held pods: no
+    addition, so kube-scheduler binds them there when it comes, as the held pods wait in its queue
+    (moved back to be tried on any Node update, such as the uncordon). Classes are served one by one,
+    so a held class served before the class that takes the node never saw that room: it stayed
+    ``tenant-limit`` while its pods went on the node. Each held class gets one look at the room such a
+    class made, right after it (before the classes served later take it), and only at that room:
+    free room, preemption and opening nodes of its own were judged when it was served and nothing
+    since makes them give more. Only plain loose classes are held (no gang, buffer, zone spread or
+    pod-affinity leader, nothing kept to free room): the others place their pods by rules a second
+    look would have to repeat. The look runs only when a class made such room while some class is
+    held, so a plan without limits pays nothing."""
+
+    def __init__(self, stage: ScaleUpStage) -> None:
+        self.stage = stage
+        self.classes: list[PodClass] = []  # each holding only its pods still held
+        self.placed: set[str] = set()  # held pods a later look placed: their first verdict goes
+
+    @contextmanager
+    def serving(self, cls: PodClass) -> Iterator[None]:
+        """Serve ``cls`` (the body); then note its held pods, or look again at the room it made."""
+        ctx = self.stage.ctx
+        mark = self._room() if self.classes else None
+        before = len(ctx.pending_out)
+        yield
+        if mark is not None and self._room() != mark:
+            self._look_again()
+        if self._holdable(cls):
+            mine = set(cls.pods)
+            left = [p.pod for p in ctx.pending_out[before:] if p.pod in mine and p.code not in _PLACED]
+            if left:
+                self.classes.append(replace(cls, pods=left, next=0, placed_in={}, settled={}, ceilings={}))
+
+    def settle(self) -> None:
+        """Drop the first verdict of each held pod a later look placed (its placement says where)."""
+        if self.placed:
+            ctx = self.stage.ctx
+            kept = [p for p in ctx.pending_out if p.pod not in self.placed or p.code in _PLACED]
+            ctx.pending_out[:] = kept
+
+    def _holdable(self, cls: PodClass) -> bool:
+        limited = cls.tenant is not None and self.stage.limits.per_tenant
+        plain = cls.gang is None and cls.started_gang is None and cls.min_room_gang is None
+        plain = plain and cls.buffer is None and cls.free_only is None and not cls.domains.counted
+        return limited and plain and not (cls.domains.leads_group or cls.domains.leads_zone)
+
+    def _room(self) -> tuple[int, int, int]:
+        """What the classes served make that a held class may share: nodes uncordoned, new nodes
+        opened, launching nodes taken."""
+        stage = self.stage
+        taken = sum(len(b.ids) for bins in stage.launching.values() for b in bins if not b.fresh)
+        return len(stage.ctx.uncordoned), sum(stage.ctx.new_nodes.values()), taken
+
+    def _look_again(self) -> None:
+        stage, ctx = self.stage, self.stage.ctx
+        uncordoned = [p for p in stage.reclaimable if p.nodes[0].info.name in ctx.uncordoned]
+        for cls in self.classes:
+            reusable = [p for p in uncordoned if spot_reuse_refusal(ctx, cls, p.nodes[0].group) is None]
+            candidates, _ = stage._choices(cls)
+            start = len(ctx.placements)
+            cls.domains = cls.domains.after(ctx.planned)
+            place_on_launching(ctx, cls, candidates, stage.backoff, stage.launching, stage.limits)
+            if cls.remaining and reusable:
+                stage._reuse(cls, stage._in_region(reusable))
+            for group in candidates:
+                if cls.remaining and stage.new_bins.get((group.key, None)):
+                    stage._fill_new(cls, group)
+            stage._join(cls, start)
+            self.placed.update(cls.pods[: cls.next])
+            del cls.pods[: cls.next]
+            cls.next = 0
+        self.classes = [cls for cls in self.classes if cls.pods]
+
+
+# the codes of pending pods the plan places (free room, launching, uncordoned, preemption)
+_PLACED = frozenset(
+    {codes.FITS_FREE_ROOM, codes.FITS_LAUNCHING, codes.FITS_UNCORDONED, codes.FITS_BY_PREEMPTION}
+)
 
 
 class InFlight:
