@@ -384,6 +384,31 @@ def test_a_kueue_gated_pod_whose_total_count_kueue_cannot_read_is_said_to_stay_g
         assert "kueue.x-k8s.io/admission stays" in reason
 
 
+def test_a_kueue_pod_group_without_a_total_count_is_no_gang_and_its_reason_says_so() -> None:
+    # Kueue's pod webhook requires the annotation with the label (validatePodGroupMetadata: Required on
+    # metadata.annotations[kueue.x-k8s.io/pod-group-total-count]), and its reconciler's groupTotalCount
+    # fails without it, so no Workload is built, as for a count it cannot read. Before, the pods were a
+    # gang of unknown size (gang-incomplete for good) and nothing said why they got no node.
+    w = cpu_world(max_size=1)
+    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
+    pods = w.pods("grp", 2, labels=labels, **BIG)
+    gated = w.pods("held", 1, labels={**labels, "kueue.x-k8s.io/pod-group-name": "held"}, **BIG)
+    w.pod_item(gated[0])["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+
+    result = w.plan()
+
+    up = scale_up(result)["cpu-east"]
+    assert up[:2] == (0, 1) and len(up[2]) == 1 and result.scale_up[0].gangs == ()
+    (left,) = set(pods) - set(up[2])
+    reason = pending_reasons(result)[left]
+    assert pending_codes(result)[left] == codes.MAX_SIZE
+    assert "annotation kueue.x-k8s.io/pod-group-total-count is missing" in reason
+    assert "Kueue refuses it" in reason
+    held = pending_reasons(result)[gated[0]]
+    assert pending_codes(result)[gated[0]] == codes.SCHEDULING_GATED
+    assert "pod-group-total-count is missing" in held and "kueue.x-k8s.io/admission stays" in held
+
+
 @pytest.mark.parametrize("count", ["+2", "002"])
 def test_a_kueue_total_count_go_reads_is_a_gang_size(count: str) -> None:
     # strconv.Atoi takes a sign and leading zeros: these are counts of 2, the gang placed whole.
