@@ -52,6 +52,12 @@ def test_unset_or_empty_planner_config_is_the_defaults() -> None:
             "'max_nodes_total' is given twice",
         ),
         ('{"tenants": {"a": {"limits": {"cpu": 4}}, "a": {}}}', "PLANNER_CONFIG", "'a' is given twice"),
+        # a scope's node_selector that is no label limited nothing, and said nothing
+        (
+            '{"tenants": {"b": {"scopes": [{"node_selector": {"pool": "a b"}, "limits": {"nodes": 2}}]}}}',
+            "PLANNER_CONFIG tenants.b.scopes.0.node_selector",
+            "value 'a b' of 'pool' is not a label value",
+        ),
         (
             '{"node_reserve": {"vm_memory_overhead_percent": 7.5}}',
             "PLANNER_CONFIG node_reserve.vm_memory_overhead_percent",
