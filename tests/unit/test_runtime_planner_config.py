@@ -46,12 +46,29 @@ def test_unset_or_empty_planner_config_is_the_defaults() -> None:
         ('{"max_nodes_total": -1}', "PLANNER_CONFIG max_nodes_total", "greater than or equal to 0"),
         ('{"cluster": "other"}', "PLANNER_CONFIG cluster", "CLUSTER_NAME"),
         # a key given twice was its last value, the first lost without a word (as spillway plan --config)
+        # ... named by its path, as the YAML of spillway plan --config names its lines
         (
             '{"max_nodes_total": 10, "max_nodes_total": 1000}',
-            "PLANNER_CONFIG",
+            "PLANNER_CONFIG max_nodes_total",
             "'max_nodes_total' is given twice",
         ),
-        ('{"tenants": {"a": {"limits": {"cpu": 4}}, "a": {}}}', "PLANNER_CONFIG", "'a' is given twice"),
+        (
+            '{"tenants": {"a": {"limits": {"cpu": 4}}, "a": {}}}',
+            "PLANNER_CONFIG tenants.a",
+            "'a' is given twice",
+        ),
+        (
+            '{"tenants": {"team-a": {"limits": {"nodes": 4, "cpu": 8, "nodes": 40}}}}',
+            "PLANNER_CONFIG tenants.team-a.limits.nodes",
+            "'nodes' is given twice",
+        ),
+        (
+            '{"buffers": [{"name": "b", "pod": {}}, {"name": "c", "pod": {"cpu": 1, "cpu": 2}}]}',
+            "PLANNER_CONFIG buffers.1.pod.cpu",
+            "'cpu' is given twice",
+        ),
+        # the repeat inside the value json dropped is gone with it: the one that dropped it is named
+        ('{"tenants": {"a": {"limits": {"cpu": 1, "cpu": 2}}, "a": {}}}', "PLANNER_CONFIG tenants.a", "'a'"),
         # a scope's node_selector that is no label limited nothing, and said nothing
         (
             '{"tenants": {"b": {"scopes": [{"node_selector": {"pool": "a b"}, "limits": {"nodes": 2}}]}}}',

@@ -364,14 +364,18 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
     text = _value(env, PLANNER_CONFIG_VAR)
     if not text:
         return {}
+    repeats: dict[int, tuple[dict[str, Any], str]] = {}
     try:
-        document = json.loads(text, object_pairs_hook=_unique_keys)
-    except _RepeatedKey as exc:
-        raise ConfigurationError(str(exc), field=PLANNER_CONFIG_VAR) from None
+        document = json.loads(text, object_pairs_hook=lambda pairs: _note_repeats(pairs, repeats))
     except ValueError as exc:
         raise ConfigurationError(f"not valid JSON: {exc}", field=PLANNER_CONFIG_VAR) from None
     except RecursionError:  # no ValueError: json's decoder recurses once per nested array or object
         raise ConfigurationError("not usable JSON: nested too deeply", field=PLANNER_CONFIG_VAR) from None
+    if repeats:
+        path, key = _first_repeat(document, repeats)
+        raise ConfigurationError(
+            f"key {key!r} is given twice in one object"[:200], field=f"{PLANNER_CONFIG_VAR} {path}"
+        )
     if not isinstance(document, dict):
         raise ConfigurationError("expected a JSON object of planner config keys", field=PLANNER_CONFIG_VAR)
     for key, variable in _FROM_VARIABLES.items():
@@ -382,19 +386,41 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
     return document
 
 
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are unique: json keeps a repeated key's last value and drops the first
-    without a word, as PyYAML does for ``spillway plan --config`` (which refuses it: config._UniqueKeyLoader)."""
+def _note_repeats(
+    pairs: list[tuple[str, Any]], repeats: dict[int, tuple[dict[str, Any], str]]
+) -> dict[str, Any]:
+    """A JSON object, noting in ``repeats`` (by the object's id) the first key it gives twice: json keeps a
+    repeated key's last value and drops the first without a word, as PyYAML does for ``spillway plan
+    --config`` (which refuses it: config._UniqueKeyLoader). The object is kept in ``repeats`` as well,
+    so its id is never reused by another while the document is read."""
     out: dict[str, Any] = {}
     for key, value in pairs:
-        if key in out:
-            raise _RepeatedKey(f"key {key!r} is given twice in one object"[:200])
+        if key in out and id(out) not in repeats:
+            repeats[id(out)] = (out, key)
         out[key] = value
     return out
+
+
+def _first_repeat(document: Any, repeats: Mapping[int, tuple[dict[str, Any], str]]) -> tuple[str, str]:
+    """The path (``tenants.team-a.limits.nodes``, a list's items by index) and key of the first repeat
+    :func:`_note_repeats` noted that is still in the document, objects before their members; one in a
+    value a repeat dropped is gone with it, and its object's own repeat is found instead. Walked without
+    recursion, however deep the document."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(document, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            if id(node) in repeats:
+                key = repeats[id(node)][1]
+                return ".".join((*path, key)), key
+            items = [(str(k), v) for k, v in node.items()]
+        elif isinstance(node, list):
+            items = [(str(i), v) for i, v in enumerate(node)]
+        else:
+            continue
+        stack.extend((value, (*path, name)) for name, value in reversed(items))
+    key = next(iter(repeats.values()))[1]  # not reached: the outermost object with a repeat is never dropped
+    return key, key
 
 
 def _planner_variable(loc: list[str], env: Mapping[str, str]) -> str:
