@@ -20,6 +20,7 @@ variable                               meaning (default)
 ``DRAIN_NODE_STATE_MACHINE_ARN``       the DrainNode state machine the interrupt function starts
 ``INTERRUPTION_DEADLINE_SECONDS``      interrupt: drain deadline after a Spot warning's time (90)
 ``REBALANCE_DEADLINE_SECONDS``         interrupt: drain deadline after a rebalance recommendation (600)
+``LIFECYCLE_DEADLINE_SECONDS``         interrupt: longest drain for a terminate lifecycle action (600)
 ``SCHEDULED_MARGIN_SECONDS``           interrupt: a scheduled change's drain ends this long before it (300)
 ``INTERRUPT_POLL_SECONDS``             interrupt: seconds between eviction rounds (5)
 ``INTERRUPTION_BACKOFF_MINUTES``       interrupt: back-off of an interrupted type in its zone (15)
@@ -51,9 +52,10 @@ variable                               meaning (default)
 ``AWS_CONNECT_TIMEOUT`` / ``AWS_READ_TIMEOUT``   SDK timeouts in seconds (3 / 10; at most 900)
 ``PLANNER_CONFIG``                     the planner configuration as a JSON object, the keys of
                                        ``spillway plan --config`` (tenants, cluster totals, ...) (``{}``)
-``SCALE_DOWN_IDLE_MINUTES`` ...        planner thresholds, one variable per :class:`PlannerConfig`
-                                       field, upper-cased; ``NODE_RESERVE_CPU``/``_MEMORY``; each
-                                       overrides the same key in ``PLANNER_CONFIG``
+``SCALE_DOWN_IDLE_MINUTES`` ...        planner keys, upper-cased (``_PLANNER_FIELDS``: the stack's
+                                       thresholds, ``DRAIN_CLAIM_MINUTES``, ``ORPHANED_DRAIN_MINUTES``,
+                                       ``GANG_LAUNCH_MINUTES``); ``NODE_RESERVE_CPU``/``_MEMORY``; each
+                                       overrides the same key in ``PLANNER_CONFIG`` (README: a row each)
 =====================================  ==========================================================
 
 Numbers are finite (no ``inf`` or ``nan``). Errors are :class:`~spillway.errors.ConfigurationError`
