@@ -419,6 +419,15 @@ def test_version_and_plain_help(capsys: pytest.CaptureFixture[str]) -> None:
             "buffers: [{name: b, replicas: 1, pod: {cpu: 1, node_selector: {pool: -gpu-}}}]\n",
             "c.yaml: buffers.0.pod.node_selector: Value error, value '-gpu-' of 'pool' is not a label value",
         ),
+        # a tenant scope's node_selector no node can match (not a label) was a limit that never bound
+        (
+            "tenants: {team-a: {scopes: [{node_selector: {'pool type': gpu}, limits: {nodes: 2}}]}}\n",
+            "c.yaml: tenants.team-a.scopes.0.node_selector: Value error, key 'pool type' has a name part",
+        ),
+        (
+            "tenants: {team-a: {scopes: [{node_groups: [g]}, {node_selector: {pool: -gpu-}}]}}\n",
+            "c.yaml: tenants.team-a.scopes.1.node_selector: Value error, value '-gpu-' of 'pool' is not",
+        ),
         # a key given twice was read as its last value, the first silently lost (YAML wants keys unique;
         # go-yaml v3, which Kubernetes tools read YAML with, refuses it)
         (

@@ -342,16 +342,31 @@ def test_kueue_pod_group_size_comes_from_the_total_count_annotation() -> None:
     assert up.gangs[0].gang == "default/grp" and up.gangs[0].nodes == 3
 
 
-@pytest.mark.parametrize("count", ["abc", "-3", "0", "7" * 5000, "9223372036854775808", "1.5", " 3"])
+# None: no annotation at all. Kueue's pod webhook requires it with the label (validatePodGroupMetadata:
+# field.Required), and groupTotalCount fails without it as on a count it cannot read.
+UNREADABLE_COUNTS = ["abc", "-3", "0", "7" * 5000, "9223372036854775808", "1.5", " 3", None]
+
+
+def kueue_group(w: World, name: str, count: str | None, n: int) -> list[str]:
+    labels = {"kueue.x-k8s.io/pod-group-name": name, "kueue.x-k8s.io/managed": "true"}
+    notes = {} if count is None else {"kueue.x-k8s.io/pod-group-total-count": count}
+    return w.pods(name, n, labels=labels, annotations=notes, **BIG)
+
+
+def said(count: str | None) -> str:
+    return " is missing" if count is None else f"={count[:40]!r}"
+
+
+@pytest.mark.parametrize("count", UNREADABLE_COUNTS)
 def test_a_kueue_pod_group_whose_total_count_kueue_cannot_read_is_no_gang_and_its_reason_names_it(
-    count: str,
+    count: str | None,
 ) -> None:
-    # Kueue reads the count with Go's strconv.Atoi and refuses one below 1; its reconciler then builds
-    # no Workload, so no group is admitted, and an ungated pod is placed alone by kube-scheduler. Before,
-    # the pods were a gang of unknown size and nothing said why.
+    # Kueue reads the count with Go's strconv.Atoi and refuses one below 1 or none at all; its reconciler
+    # then builds no Workload, so no group is admitted, and an ungated pod is placed alone by
+    # kube-scheduler. Before, the pods were keyed as a gang (without the annotation, of no known size)
+    # and nothing said why.
     w = cpu_world(max_size=1)
-    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
-    pods = w.pods("grp", 2, labels=labels, annotations={"kueue.x-k8s.io/pod-group-total-count": count}, **BIG)
+    pods = kueue_group(w, "grp", count, 2)
 
     result = w.plan()
 
@@ -360,17 +375,20 @@ def test_a_kueue_pod_group_whose_total_count_kueue_cannot_read_is_no_gang_and_it
     (left,) = set(pods) - set(up[2])
     reason = pending_reasons(result)[left]
     assert pending_codes(result)[left] == codes.MAX_SIZE
-    assert f"annotation kueue.x-k8s.io/pod-group-total-count={count[:40]!r}" in reason
+    assert f"annotation kueue.x-k8s.io/pod-group-total-count{said(count)}" in reason
     assert "Kueue refuses it" in reason
 
 
-def test_a_kueue_gated_pod_whose_total_count_kueue_cannot_read_is_said_to_stay_gated() -> None:
-    # Kueue's pod reconciler builds no Workload when groupTotalCount fails (constructGroupPodSets returns
-    # its error), so a pod its webhook gated with kueue.x-k8s.io/admission is never ungated: it is no
-    # demand and gets no node. Its reason said "the pod is placed as no gang", which it never is.
+@pytest.mark.parametrize("count", ["abc", None])
+def test_a_kueue_gated_pod_whose_total_count_kueue_cannot_read_is_said_to_stay_gated(
+    count: str | None,
+) -> None:
+    # Kueue's pod reconciler builds no Workload when groupTotalCount fails (ConstructComposableWorkload
+    # returns its error), so a pod its webhook gated with kueue.x-k8s.io/admission is never ungated: it is
+    # no demand and gets no node. Its reason said "the pod is placed as no gang", which it never is (and,
+    # without the annotation, nothing at all).
     w = cpu_world(max_size=3)
-    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
-    pods = w.pods("grp", 2, labels=labels, annotations={"kueue.x-k8s.io/pod-group-total-count": "abc"}, **BIG)
+    pods = kueue_group(w, "grp", count, 2)
     for pod in pods:
         w.pod_item(pod)["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
 
@@ -380,7 +398,7 @@ def test_a_kueue_gated_pod_whose_total_count_kueue_cannot_read_is_said_to_stay_g
     for pod in pods:
         reason = pending_reasons(result)[pod]
         assert pending_codes(result)[pod] == codes.SCHEDULING_GATED
-        assert "pod-group-total-count='abc'" in reason and "placed" not in reason
+        assert f"pod-group-total-count{said(count)}" in reason and "placed" not in reason
         assert "kueue.x-k8s.io/admission stays" in reason
 
 

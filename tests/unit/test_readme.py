@@ -886,30 +886,68 @@ def variables_the_stack_sets() -> set[str]:
     return {name for f in functions for name in ((f.get("Environment") or {}).get("Variables") or {})}
 
 
+FUNCTIONS = {p.name for p in (ROOT / "functions").iterdir() if (p / "app.py").is_file()}
+# every variable the functions read: spillway/runtime.py's own, one per planner key it takes, and the
+# planner's JSON (no other module reads the environment: test_only_runtime_reads_the_environment)
+VARIABLES_READ = {*_RUNTIME_VARS, *_PLANNER_VARS, *_RESERVE_VARS, PLANNER_CONFIG_VAR}
+_VARIABLE_ROW = re.compile(r"^\| `([A-Z][A-Z0-9_]+)` \|(.*)$", flags=re.M)
+
+
+def _variable_default(var: str) -> object:
+    if var in _RUNTIME_VARS:
+        return RuntimeConfig.model_fields[_RUNTIME_VARS[var]].default
+    return _model_default(_PLANNER_VARS[var]) if var in _PLANNER_VARS else None
+
+
 def runtime_variable_problems(text: str) -> list[str]:
-    """The "Runtime variables with defaults" paragraph names variables the functions read
-    (spillway/runtime.py, or a planner key's variable), with their defaults; and every variable
-    spillway/runtime.py reads that the stack does not set (so only an operator changes it) is named."""
-    found = re.search(r"^Runtime variables with defaults.*?(?=\n\n)", text, flags=re.S | re.M)
+    """Every variable the functions read has a row of its own in a README table (the one after "Runtime
+    variables with defaults", or the interrupt function's), and that table's rows name only variables
+    read, each with the code's default (when the row gives a number) and the functions that read it.
+
+    Before, only spillway/runtime.py's own variables that the stack does not set had to be named, in a
+    paragraph: the variables of planner keys (DRAIN_CLAIM_MINUTES, ORPHANED_DRAIN_MINUTES,
+    NODE_RESERVE_CPU, NODE_RESERVE_MEMORY) were checked only when named, so nothing said they were not."""
+    found = re.search(r"^Runtime variables with defaults[\s\S]*?\n\n((?:\|[^\n]*\n?)+)", text, flags=re.M)
     if found is None:
-        return ["the README has no 'Runtime variables with defaults' paragraph"]
-    named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", found.group(0)))
+        return ["the README has no 'Runtime variables with defaults' table"]
+    rows = {var for var, _ in _VARIABLE_ROW.findall(text)}
     out = [
-        f"runtime variable {var} (spillway/runtime.py) is not in 'Runtime variables with defaults'"
-        for var in sorted(set(_RUNTIME_VARS) - variables_the_stack_sets() - named)
+        f"variable {var} (read by the functions) has no row in a README table"
+        for var in sorted(VARIABLES_READ - rows)
     ]
-    for match in re.finditer(r"`([A-Z][A-Z0-9_]+)`(?:\s*\([^)]*\))?(?:\s+(\d+))?", found.group(0)):
-        var, stated = match.groups()
-        if var in _RUNTIME_VARS:
-            default = RuntimeConfig.model_fields[_RUNTIME_VARS[var]].default
-        elif var.lower() in CONFIG_KEYS:
-            default = _model_default(var.lower())
-        else:
+    for line in found.group(1).splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        named = re.fullmatch(r"`([A-Z][A-Z0-9_]+)`", cells[0])
+        if named is None or len(cells) != 4:
+            out.append(
+                f"runtime variables: a row that is no | `VARIABLE` | default | read by | meaning |: {line}"
+            )
+            continue
+        var, default, readers = named.group(1), cells[1], cells[2]
+        if var not in VARIABLES_READ:
             out.append(f"runtime variable {var} is read by nothing (spillway/runtime.py)")
             continue
-        if stated is not None and float(stated) != float(default):
-            out.append(f"runtime variable {var}: README default {stated}, spillway/runtime.py {default}")
+        number = re.match(r"-?\d+(?:\.\d+)?(?=\s|$)", default)
+        code = _variable_default(var)
+        if number and (not isinstance(code, int | float) or float(number.group(0)) != float(code)):
+            out.append(f"runtime variable {var}: README default {number.group(0)}, the code {code}")
+        unknown = set(readers.split(", ")) - FUNCTIONS - {"every function"}
+        if unknown:
+            out.append(f"runtime variable {var}: read by {sorted(unknown)}, no function (functions/)")
     return out
+
+
+def test_only_runtime_reads_the_environment() -> None:
+    """VARIABLES_READ is every variable only while spillway/runtime.py is the one module of the functions
+    that reads the environment (the local stack, spillway/local, sets it for the demo)."""
+    readers = [
+        str(path.relative_to(ROOT))
+        for folder in ("layers/spillway/spillway", "functions")
+        for path in (ROOT / folder).rglob("*.py")
+        if "local" not in path.relative_to(ROOT / folder).parts[:-1]
+        and re.search(r"\bos\.environ\b|\bgetenv\(|\benviron\[", path.read_text())
+    ]
+    assert readers == ["layers/spillway/spillway/runtime.py"]
 
 
 # --- 6. Kubernetes manifests and what `kubectl get` collects --------------------------------------
@@ -1209,9 +1247,45 @@ BREAKS = [
     ("runbook", "| `GangsLaunched`, `GangsGivenBack` |", "| `GangsLaunched` |", "GangsGivenBack"),
     ("parameters", "| `DrainConcurrency` | 5 |", "| `DrainConcurrency` | 6 |", "DrainConcurrency"),
     ("parameters", "| `AlarmEmail` |", "| `AlarmMail` |", "Alarm"),
-    ("runtime variables", "`HEARTBEAT_MINUTES` 5,", "`HEARTBEAT_MINUTES` 6,", "HEARTBEAT_MINUTES"),
-    ("runtime variables", "`SNAPSHOT_TTL_HOURS` 24", "`SNAPSHOT_TTL_HOUR` 24", "SNAPSHOT_TTL_HOUR"),
-    ("runtime variables", "`PLAN_TTL_DAYS` 30 (the plans", "plans kept 30 days (the plans", "PLAN_TTL_DAYS"),
+    ("runtime variables", "| `HEARTBEAT_MINUTES` | 5 |", "| `HEARTBEAT_MINUTES` | 6 |", "HEARTBEAT_MINUTES"),
+    (
+        "runtime variables",
+        "| `SNAPSHOT_TTL_HOURS` | 24 |",
+        "| `SNAPSHOT_TTL_HOUR` | 24 |",
+        "SNAPSHOT_TTL_HOUR",
+    ),
+    (
+        "runtime variables",
+        "| `EXPENDABLE_PRIORITY_CUTOFF` | -10 ",
+        "| `EXPENDABLE_PRIORITY_CUTOFF` | -1 ",
+        "-1",
+    ),
+    (
+        "runtime variables",
+        "| `POD_EVENTS_LEDGER_SIZE` | 2000 | plan |",
+        "| `POD_EVENTS_LEDGER_SIZE` | 2000 | plans |",
+        "plans",
+    ),
+    # a planner key's variable left out: before, nothing asked for one
+    (
+        "runtime variables",
+        "| `DRAIN_CLAIM_MINUTES` |",
+        "| `DRAIN_CLAIM_MINS` |",
+        "DRAIN_CLAIM_MINUTES (read by the functions) has no row",
+    ),
+    (
+        "runtime variables",
+        "| `NODE_RESERVE_MEMORY` |",
+        "| `NODE_RESERVE_MEM` |",
+        "NODE_RESERVE_MEMORY (read by the functions) has no row",
+    ),
+    # the interrupt function's table counts too
+    (
+        "runtime variables",
+        "| `REBALANCE_DEADLINE_SECONDS` |",
+        "| `REBALANCE_DEADLINE` |",
+        "REBALANCE_DEADLINE_SECONDS",
+    ),
     ("manifests", "provisioningClassName: best-effort-atomic", "provisioningClassName: atomic", "atomic"),
     (
         "manifests",

@@ -46,12 +46,35 @@ def test_unset_or_empty_planner_config_is_the_defaults() -> None:
         ('{"max_nodes_total": -1}', "PLANNER_CONFIG max_nodes_total", "greater than or equal to 0"),
         ('{"cluster": "other"}', "PLANNER_CONFIG cluster", "CLUSTER_NAME"),
         # a key given twice was its last value, the first lost without a word (as spillway plan --config)
+        # ... named by its path, as the YAML of spillway plan --config names its lines
         (
             '{"max_nodes_total": 10, "max_nodes_total": 1000}',
-            "PLANNER_CONFIG",
+            "PLANNER_CONFIG max_nodes_total",
             "'max_nodes_total' is given twice",
         ),
-        ('{"tenants": {"a": {"limits": {"cpu": 4}}, "a": {}}}', "PLANNER_CONFIG", "'a' is given twice"),
+        (
+            '{"tenants": {"a": {"limits": {"cpu": 4}}, "a": {}}}',
+            "PLANNER_CONFIG tenants.a",
+            "'a' is given twice",
+        ),
+        (
+            '{"tenants": {"team-a": {"limits": {"nodes": 4, "cpu": 8, "nodes": 40}}}}',
+            "PLANNER_CONFIG tenants.team-a.limits.nodes",
+            "'nodes' is given twice",
+        ),
+        (
+            '{"buffers": [{"name": "b", "pod": {}}, {"name": "c", "pod": {"cpu": 1, "cpu": 2}}]}',
+            "PLANNER_CONFIG buffers.1.pod.cpu",
+            "'cpu' is given twice",
+        ),
+        # the repeat inside the value json dropped is gone with it: the one that dropped it is named
+        ('{"tenants": {"a": {"limits": {"cpu": 1, "cpu": 2}}, "a": {}}}', "PLANNER_CONFIG tenants.a", "'a'"),
+        # a scope's node_selector that is no label limited nothing, and said nothing
+        (
+            '{"tenants": {"b": {"scopes": [{"node_selector": {"pool": "a b"}, "limits": {"nodes": 2}}]}}}',
+            "PLANNER_CONFIG tenants.b.scopes.0.node_selector",
+            "value 'a b' of 'pool' is not a label value",
+        ),
         (
             '{"node_reserve": {"vm_memory_overhead_percent": 7.5}}',
             "PLANNER_CONFIG node_reserve.vm_memory_overhead_percent",
@@ -257,6 +280,20 @@ def test_drain_settings_every_scale_down_drain_would_be_rejected_for_are_refused
     with pytest.raises(ConfigurationError) as caught:
         load_runtime_config({**BASE, "DRAIN_DEADLINE_SECONDS": deadline, "DRAIN_POLL_SECONDS": poll})
     assert caught.value.field == variable and words in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize("deadline", ["0.4", "0.5", "1e-9"])
+def test_a_drain_deadline_of_no_whole_second_is_refused_naming_the_variable(deadline: str) -> None:
+    """Every drain of a scale-down gets DRAIN_DEADLINE_SECONDS in whole seconds (its Wait states'), so
+    0.4 was a deadline of 0 s, which the variable itself refuses (above 0); it loaded, and only a plan
+    said DrainDeadlineTooShort, and only while a group consolidates when-underutilized. (The 90 s that
+    problem asks for is not refused here: below it a drain still moves pods with a shorter grace and
+    removes empty nodes at any deadline, and it matters only for groups a plan finds consolidating
+    when-underutilized.)"""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, "DRAIN_DEADLINE_SECONDS": deadline})
+    assert caught.value.field == "DRAIN_DEADLINE_SECONDS" and "0 whole seconds" in str(caught.value)
+    assert load_runtime_config({**BASE, "DRAIN_DEADLINE_SECONDS": "0.6"}).drain_deadline_seconds == 0.6
 
 
 @pytest.mark.parametrize(

@@ -110,6 +110,19 @@ def _check_limits(value: Any) -> dict[str, str]:
     return out
 
 
+def _node_labels(value: dict[str, str]) -> dict[str, str]:
+    """A ``node_selector``: each entry a Kubernetes label, key and value (apimachinery
+    pkg/util/validation, :func:`spillway.model.shared.label_problem`). No node carries any other, so a
+    selector holding one would match no node, and say nothing."""
+    from spillway.model.shared import label_problem
+
+    for key, label in sorted(value.items()):
+        why = label_problem(key, label)
+        if why:
+            raise ValueError(why[:200])
+    return value
+
+
 class LimitScope(Settings):
     """Limits on the part of a tenant's capacity in some node groups, or on nodes with some labels."""
 
@@ -118,6 +131,8 @@ class LimitScope(Settings):
     limits: dict[str, str] = Field(default_factory=dict)
 
     _limits = field_validator("limits", mode="before")(classmethod(lambda cls, v: _check_limits(v)))
+    # a scope on labels no node carries would limit nothing, its limit never binding
+    _labels = field_validator("node_selector")(classmethod(lambda cls, v: _node_labels(v)))
 
     def as_resources(self) -> dict[str, int]:
         return {k: to_milli(v) for k, v in self.limits.items()}
@@ -177,19 +192,8 @@ class BufferPod(Settings):
             raise ValueError(f"must be a whole number of GPUs, as a pod's request is: {value!r}"[:120])
         return value
 
-    @field_validator("node_selector")
-    @classmethod
-    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
-        """Each entry a Kubernetes label: a pod's nodeSelector the API server refuses otherwise
-        (apimachinery pkg/util/validation), and no node carries one, so the buffer would only show short
-        with ``no-group-fits``."""
-        from spillway.model.shared import label_problem
-
-        for key, label in sorted(value.items()):
-            why = label_problem(key, label)
-            if why:
-                raise ValueError(why[:200])
-        return value
+    # a pod's nodeSelector the API server refuses otherwise: the buffer would only show short (no-group-fits)
+    _labels = field_validator("node_selector")(classmethod(lambda cls, v: _node_labels(v)))
 
     @field_validator("tolerations", mode="before")
     @classmethod

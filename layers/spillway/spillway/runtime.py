@@ -20,6 +20,7 @@ variable                               meaning (default)
 ``DRAIN_NODE_STATE_MACHINE_ARN``       the DrainNode state machine the interrupt function starts
 ``INTERRUPTION_DEADLINE_SECONDS``      interrupt: drain deadline after a Spot warning's time (90)
 ``REBALANCE_DEADLINE_SECONDS``         interrupt: drain deadline after a rebalance recommendation (600)
+``LIFECYCLE_DEADLINE_SECONDS``         interrupt: longest drain for a terminate lifecycle action (600)
 ``SCHEDULED_MARGIN_SECONDS``           interrupt: a scheduled change's drain ends this long before it (300)
 ``INTERRUPT_POLL_SECONDS``             interrupt: seconds between eviction rounds (5)
 ``INTERRUPTION_BACKOFF_MINUTES``       interrupt: back-off of an interrupted type in its zone (15)
@@ -51,9 +52,10 @@ variable                               meaning (default)
 ``AWS_CONNECT_TIMEOUT`` / ``AWS_READ_TIMEOUT``   SDK timeouts in seconds (3 / 10; at most 900)
 ``PLANNER_CONFIG``                     the planner configuration as a JSON object, the keys of
                                        ``spillway plan --config`` (tenants, cluster totals, ...) (``{}``)
-``SCALE_DOWN_IDLE_MINUTES`` ...        planner thresholds, one variable per :class:`PlannerConfig`
-                                       field, upper-cased; ``NODE_RESERVE_CPU``/``_MEMORY``; each
-                                       overrides the same key in ``PLANNER_CONFIG``
+``SCALE_DOWN_IDLE_MINUTES`` ...        planner keys, upper-cased (``_PLANNER_FIELDS``: the stack's
+                                       thresholds, ``DRAIN_CLAIM_MINUTES``, ``ORPHANED_DRAIN_MINUTES``,
+                                       ``GANG_LAUNCH_MINUTES``); ``NODE_RESERVE_CPU``/``_MEMORY``; each
+                                       overrides the same key in ``PLANNER_CONFIG`` (README: a row each)
 =====================================  ==========================================================
 
 Numbers are finite (no ``inf`` or ``nan``). Errors are :class:`~spillway.errors.ConfigurationError`
@@ -256,6 +258,11 @@ class RuntimeConfig(BaseModel):
         gang = gang_refusal(self.gang_deadline_seconds, round(self.gang_poll_seconds))
         if gang:
             raise ValueError(f"gang_poll_seconds: {gang}")
+        if round(self.drain_deadline_seconds) < 1:  # as 0 itself is refused (gt=0)
+            raise ValueError(
+                f"drain_deadline_seconds: {self.drain_deadline_seconds:g} is 0 whole seconds, the deadline "
+                "every drain of a scale-down would get (its Wait states take whole seconds): at least 1"
+            )
         drain = drain_refusal(round(self.drain_deadline_seconds), round(self.drain_poll_seconds))
         if drain:
             raise ValueError(f"drain_poll_seconds: {drain}")
@@ -364,14 +371,18 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
     text = _value(env, PLANNER_CONFIG_VAR)
     if not text:
         return {}
+    repeats: dict[int, tuple[dict[str, Any], str]] = {}
     try:
-        document = json.loads(text, object_pairs_hook=_unique_keys)
-    except _RepeatedKey as exc:
-        raise ConfigurationError(str(exc), field=PLANNER_CONFIG_VAR) from None
+        document = json.loads(text, object_pairs_hook=lambda pairs: _note_repeats(pairs, repeats))
     except ValueError as exc:
         raise ConfigurationError(f"not valid JSON: {exc}", field=PLANNER_CONFIG_VAR) from None
     except RecursionError:  # no ValueError: json's decoder recurses once per nested array or object
         raise ConfigurationError("not usable JSON: nested too deeply", field=PLANNER_CONFIG_VAR) from None
+    if repeats:
+        path, key = _first_repeat(document, repeats)
+        raise ConfigurationError(
+            f"key {key!r} is given twice in one object"[:200], field=f"{PLANNER_CONFIG_VAR} {path}"
+        )
     if not isinstance(document, dict):
         raise ConfigurationError("expected a JSON object of planner config keys", field=PLANNER_CONFIG_VAR)
     for key, variable in _FROM_VARIABLES.items():
@@ -382,19 +393,41 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
     return document
 
 
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are unique: json keeps a repeated key's last value and drops the first
-    without a word, as PyYAML does for ``spillway plan --config`` (which refuses it: config._UniqueKeyLoader)."""
+def _note_repeats(
+    pairs: list[tuple[str, Any]], repeats: dict[int, tuple[dict[str, Any], str]]
+) -> dict[str, Any]:
+    """A JSON object, noting in ``repeats`` (by the object's id) the first key it gives twice: json keeps a
+    repeated key's last value and drops the first without a word, as PyYAML does for ``spillway plan
+    --config`` (which refuses it: config._UniqueKeyLoader). The object is kept in ``repeats`` as well,
+    so its id is never reused by another while the document is read."""
     out: dict[str, Any] = {}
     for key, value in pairs:
-        if key in out:
-            raise _RepeatedKey(f"key {key!r} is given twice in one object"[:200])
+        if key in out and id(out) not in repeats:
+            repeats[id(out)] = (out, key)
         out[key] = value
     return out
+
+
+def _first_repeat(document: Any, repeats: Mapping[int, tuple[dict[str, Any], str]]) -> tuple[str, str]:
+    """The path (``tenants.team-a.limits.nodes``, a list's items by index) and key of the first repeat
+    :func:`_note_repeats` noted that is still in the document, objects before their members; one in a
+    value a repeat dropped is gone with it, and its object's own repeat is found instead. Walked without
+    recursion, however deep the document."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(document, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            if id(node) in repeats:
+                key = repeats[id(node)][1]
+                return ".".join((*path, key)), key
+            items = [(str(k), v) for k, v in node.items()]
+        elif isinstance(node, list):
+            items = [(str(i), v) for i, v in enumerate(node)]
+        else:
+            continue
+        stack.extend((value, (*path, name)) for name, value in reversed(items))
+    key = next(iter(repeats.values()))[1]  # not reached: the outermost object with a repeat is never dropped
+    return key, key
 
 
 def _planner_variable(loc: list[str], env: Mapping[str, str]) -> str:

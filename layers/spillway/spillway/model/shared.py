@@ -186,8 +186,9 @@ def gang_of(pod: Pod) -> tuple[str | None, int]:
     Ready. Such a group is no gang: waiting for all its pods would wait for good. The pod may still be
     of a gang its scheduler reads (``spec.schedulingGroup``, ``spec.workloadRef``).
 
-    Nor is a Kueue pod whose ``pod-group-total-count`` Kueue cannot read (:func:`kueue_total_problem`):
-    Kueue builds no Workload for it, so no group of it is ever admitted as one.
+    Nor is a Kueue pod whose ``pod-group-total-count`` is missing or Kueue cannot read it
+    (:func:`kueue_total_problem`): Kueue builds no Workload for it, so no group of it is ever admitted
+    as one.
     """
     meta, spec = pod.metadata, pod.spec
     namespace = meta.namespace or "default"
@@ -197,7 +198,7 @@ def gang_of(pod: Pod) -> tuple[str | None, int]:
         return f"{namespace}/{name}", 0
     kueue = labels.get(KUEUE_GROUP_LABEL)
     if kueue and KUEUE_FAST_ADMISSION_ANNOTATION not in annotations and not kueue_total_problem(pod):
-        return f"{namespace}/{kueue}", _positive_int(annotations.get(KUEUE_TOTAL_ANNOTATION))
+        return f"{namespace}/{kueue}", int(annotations[KUEUE_TOTAL_ANNOTATION])  # read: no problem
     if spec.scheduling_group is not None:
         return f"{namespace}/{spec.scheduling_group.pod_group_name}", 0
     ref = spec.workload_ref
@@ -264,47 +265,41 @@ KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
 
 def kueue_total_problem(pod: Pod) -> str:
     """Why Kueue cannot read the pod's ``kueue.x-k8s.io/pod-group-total-count`` annotation, naming it
-    and its value; "" when it reads it, or when the pod is of no Kueue pod group or has no such
-    annotation.
+    and its value (or that it is missing); "" when it reads it, or when the pod is of no Kueue pod group.
 
     Kueue reads the value with Go's ``strconv.Atoi`` (ASCII digits after an optional sign, within
-    int64) and refuses a count below 1 (kubernetes-sigs/kueue pkg/controller/jobs/pod/pod_controller.go
-    ``groupTotalCount``). Its pod webhook refuses such a pod (pod_webhook.go ``validatePodGroupMetadata``);
-    without the webhook the pod exists, and its reconciler, failing on the same parse, builds no
-    Workload for the group: no group is admitted, and kube-scheduler, which does not read the label,
-    places an ungated pod alone. So the pod is no gang, and the problem goes into its pending reason.
-    A pod that carries Kueue's gate ``kueue.x-k8s.io/admission`` keeps it: Kueue lifts it only when it
-    admits the pod's Workload (``constructGroupPodSets`` returns the same parse error, so there is none),
-    and the reason says so rather than that the pod is placed.
+    int64), refuses a count below 1 and fails as well when the annotation is missing
+    (kubernetes-sigs/kueue pkg/controller/jobs/pod/pod_controller.go ``groupTotalCount``). Its pod
+    webhook refuses such a pod (pod_webhook.go ``validatePodGroupMetadata``: the label and the
+    annotation are required together); without the webhook the pod exists, and its reconciler, failing
+    on the same read, builds no Workload for the group (``ConstructComposableWorkload`` returns the
+    error of ``groupTotalCount``): no group is admitted, and kube-scheduler, which does not read the
+    label, places an ungated pod alone. So the pod is no gang, and the problem goes into its pending
+    reason. A pod that carries Kueue's gate ``kueue.x-k8s.io/admission`` keeps it: Kueue lifts it only
+    when it admits the pod's Workload, and there is none; the reason says so rather than that the pod
+    is placed.
     """
-    annotations = pod.metadata.annotations
-    value = annotations.get(KUEUE_TOTAL_ANNOTATION)
-    if value is None or not pod.metadata.labels.get(KUEUE_GROUP_LABEL):
+    if not pod.metadata.labels.get(KUEUE_GROUP_LABEL):
         return ""
-    if (
+    value = pod.metadata.annotations.get(KUEUE_TOTAL_ANNOTATION)
+    if value is None:
+        wrong = " is missing"
+    elif (
         _GO_ATOI.fullmatch(value)
         and len(value.lstrip("+-").lstrip("0")) <= 19
         and 1 <= int(value) <= _GO_INT_MAX
     ):
         return ""  # 19 digits at most: Python's int() refuses past 4,300, Go past int64
-    shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
+    else:
+        shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
+        wrong = f"={shown} is not a whole number from 1 to {_GO_INT_MAX}"
     gated = any(gate.name == KUEUE_ADMISSION_GATE for gate in pod.spec.scheduling_gates)
     then = (
         f"its gate {KUEUE_ADMISSION_GATE} stays until the annotation is fixed"
         if gated
         else "so the pod is placed as no gang"
     )
-    return (
-        f"annotation {KUEUE_TOTAL_ANNOTATION}={shown} is not a whole number from 1 to {_GO_INT_MAX}: "
-        f"Kueue refuses it and admits no group of it, {then}"
-    )
-
-
-def _positive_int(value: str | None) -> int:
-    try:
-        return max(0, int(value)) if value else 0
-    except ValueError:
-        return 0
+    return f"annotation {KUEUE_TOTAL_ANNOTATION}{wrong}: Kueue refuses it and admits no group of it, {then}"
 
 
 def gangs_of(obj: KubeObject) -> list[GangInfo]:
