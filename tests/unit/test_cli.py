@@ -393,6 +393,12 @@ def test_version_and_plain_help(capsys: pytest.CaptureFixture[str]) -> None:
             "tenants.team-a.scopes.0.limits",
         ),
         ("max_nodes_total: -1\n", "c.yaml: max_nodes_total"),
+        # a drain deadline of 0 whole seconds, as the functions refuse DRAIN_DEADLINE_SECONDS=0.4: the plan
+        # judged by a deadline no drain can be given
+        (
+            "drain_deadline_seconds: 0.4\n",
+            "c.yaml: drain_deadline_seconds: Value error, 0.4 is 0 whole seconds",
+        ),
         ("cores_total: '10'\n", "c.yaml: cores_total: Value error, expected <min>:<max> integers"),
         ("cores_total: '20:10'\n", "c.yaml: cores_total: Value error, expected 0 <= min <= max"),
         ("memory_total: 'a:b'\n", "c.yaml: memory_total: Value error, expected <min>:<max> integers"),

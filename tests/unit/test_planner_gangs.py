@@ -402,6 +402,36 @@ def test_a_kueue_gated_pod_whose_total_count_kueue_cannot_read_is_said_to_stay_g
         assert "kueue.x-k8s.io/admission stays" in reason
 
 
+@pytest.mark.parametrize("convention", ["coscheduling", "volcano", "podgroup-v1alpha2"])
+@pytest.mark.parametrize("count", ["abc", None])
+def test_a_pod_of_another_gang_whose_kueue_total_count_is_unreadable_is_said_to_stay_in_that_gang(
+    convention: str, count: str | None
+) -> None:
+    # A pod of a coscheduling or Volcano gang, or of an upstream PodGroup, that also carries Kueue's
+    # group label with a count Kueue cannot read is still of its other gang (gang_of): the gang is
+    # placed whole or not at all. Its reason said "the pod is placed as no gang", which it is not.
+    w = cpu_world(max_size=1)
+    if convention == "coscheduling":
+        w.pod_group(COSCHED, "train", spec={"minMember": 2})
+    elif convention == "volcano":
+        w.pod_group(VOLCANO, "train", spec={"minMember": 2}, phase="Inqueue")
+    else:
+        w.pod_group(
+            "scheduling.k8s.io/v1alpha2", "train", spec={"schedulingPolicy": {"gang": {"minCount": 2}}}
+        )
+    pods = kueue_group(w, "grp", count, 2)
+    for key in pods:
+        _member(w, convention, key)
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # a gang of 2, one node allowed: none placed
+    for pod in pods:
+        reason = pending_reasons(result)[pod]
+        assert f"pod-group-total-count{said(count)}" in reason and "Kueue refuses it" in reason
+        assert "no gang" not in reason and "gang default/train" in reason, reason
+
+
 @pytest.mark.parametrize("count", ["+2", "002"])
 def test_a_kueue_total_count_go_reads_is_a_gang_size(count: str) -> None:
     # strconv.Atoi takes a sign and leading zeros: these are counts of 2, the gang placed whole.

@@ -901,8 +901,9 @@ def _variable_default(var: str) -> object:
 
 def runtime_variable_problems(text: str) -> list[str]:
     """Every variable the functions read has a row of its own in a README table (the one after "Runtime
-    variables with defaults", or the interrupt function's), and that table's rows name only variables
-    read, each with the code's default (when the row gives a number) and the functions that read it.
+    variables with defaults", or the interrupt function's); a row of either that gives a number gives
+    the code's default; and the first table's rows name only variables read, each with the functions
+    that read it.
 
     Before, only spillway/runtime.py's own variables that the stack does not set had to be named, in a
     paragraph: the variables of planner keys (DRAIN_CLAIM_MINUTES, ORPHANED_DRAIN_MINUTES,
@@ -910,11 +911,20 @@ def runtime_variable_problems(text: str) -> list[str]:
     found = re.search(r"^Runtime variables with defaults[\s\S]*?\n\n((?:\|[^\n]*\n?)+)", text, flags=re.M)
     if found is None:
         return ["the README has no 'Runtime variables with defaults' table"]
-    rows = {var for var, _ in _VARIABLE_ROW.findall(text)}
+    rows = _VARIABLE_ROW.findall(text)
     out = [
         f"variable {var} (read by the functions) has no row in a README table"
-        for var in sorted(VARIABLES_READ - rows)
+        for var in sorted(VARIABLES_READ - {var for var, _ in rows})
     ]
+    for var, rest in rows:  # both tables' rows: the interrupt function's defaults are the code's too
+        number = re.match(r"\s*(-?\d+(?:\.\d+)?)(?=\s|\|)", rest)
+        code = _variable_default(var)
+        if (
+            var in VARIABLES_READ
+            and number
+            and (not isinstance(code, int | float) or float(number.group(1)) != float(code))
+        ):
+            out.append(f"runtime variable {var}: README default {number.group(1)}, the code {code}")
     for line in found.group(1).splitlines()[2:]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         named = re.fullmatch(r"`([A-Z][A-Z0-9_]+)`", cells[0])
@@ -923,14 +933,10 @@ def runtime_variable_problems(text: str) -> list[str]:
                 f"runtime variables: a row that is no | `VARIABLE` | default | read by | meaning |: {line}"
             )
             continue
-        var, default, readers = named.group(1), cells[1], cells[2]
+        var, readers = named.group(1), cells[2]
         if var not in VARIABLES_READ:
             out.append(f"runtime variable {var} is read by nothing (spillway/runtime.py)")
             continue
-        number = re.match(r"-?\d+(?:\.\d+)?(?=\s|$)", default)
-        code = _variable_default(var)
-        if number and (not isinstance(code, int | float) or float(number.group(0)) != float(code)):
-            out.append(f"runtime variable {var}: README default {number.group(0)}, the code {code}")
         unknown = set(readers.split(", ")) - FUNCTIONS - {"every function"}
         if unknown:
             out.append(f"runtime variable {var}: read by {sorted(unknown)}, no function (functions/)")
@@ -1279,7 +1285,19 @@ BREAKS = [
         "| `NODE_RESERVE_MEM` |",
         "NODE_RESERVE_MEMORY (read by the functions) has no row",
     ),
-    # the interrupt function's table counts too
+    # the interrupt function's table counts too, its defaults as well (its rows' defaults went unchecked)
+    (
+        "runtime variables",
+        "| `INTERRUPTION_DEADLINE_SECONDS` | 90 ",
+        "| `INTERRUPTION_DEADLINE_SECONDS` | 95 ",
+        "INTERRUPTION_DEADLINE_SECONDS: README default 95",
+    ),
+    (
+        "runtime variables",
+        "| `LIFECYCLE_DEADLINE_SECONDS` | 600 ",
+        "| `LIFECYCLE_DEADLINE_SECONDS` | 900 ",
+        "LIFECYCLE_DEADLINE_SECONDS: README default 900",
+    ),
     (
         "runtime variables",
         "| `REBALANCE_DEADLINE_SECONDS` |",

@@ -517,6 +517,19 @@ class PlannerConfig(Settings):
     )
     _gpus = field_validator("gpu_total", mode="before")(classmethod(lambda cls, v: _gpu_ranges(v)))
 
+    @field_validator("drain_deadline_seconds")
+    @classmethod
+    def _whole_drain_deadline(cls, value: float) -> float:
+        """The scale-down gives every drain this deadline in whole seconds (its Wait states', rounded as
+        the functions round it): one that rounds to 0 is refused as 0 itself is, here for ``spillway plan
+        --config`` and the functions' DRAIN_DEADLINE_SECONDS alike."""
+        if round(value) < 1:
+            raise ValueError(
+                f"{value:g} is 0 whole seconds, the deadline every drain of a scale-down would get (its Wait "
+                "states take whole seconds): at least 1"
+            )
+        return value
+
     @field_validator("consolidation", mode="before")
     @classmethod
     def _consolidation(cls, value: Any) -> Any:

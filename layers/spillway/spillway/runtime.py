@@ -258,11 +258,6 @@ class RuntimeConfig(BaseModel):
         gang = gang_refusal(self.gang_deadline_seconds, round(self.gang_poll_seconds))
         if gang:
             raise ValueError(f"gang_poll_seconds: {gang}")
-        if round(self.drain_deadline_seconds) < 1:  # as 0 itself is refused (gt=0)
-            raise ValueError(
-                f"drain_deadline_seconds: {self.drain_deadline_seconds:g} is 0 whole seconds, the deadline "
-                "every drain of a scale-down would get (its Wait states take whole seconds): at least 1"
-            )
         drain = drain_refusal(round(self.drain_deadline_seconds), round(self.drain_poll_seconds))
         if drain:
             raise ValueError(f"drain_poll_seconds: {drain}")

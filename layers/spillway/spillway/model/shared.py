@@ -190,22 +190,38 @@ def gang_of(pod: Pod) -> tuple[str | None, int]:
     (:func:`kueue_total_problem`): Kueue builds no Workload for it, so no group of it is ever admitted
     as one.
     """
-    meta, spec = pod.metadata, pod.spec
-    namespace = meta.namespace or "default"
-    labels, annotations = meta.labels, meta.annotations
-    name = labels.get(COSCHEDULING_LABEL) or annotations.get(VOLCANO_ANNOTATION)
+    meta = pod.metadata
+    kueue, annotations = meta.labels.get(KUEUE_GROUP_LABEL), meta.annotations
+    if (
+        kueue
+        and not _named_gang(pod)
+        and KUEUE_FAST_ADMISSION_ANNOTATION not in annotations
+        and not kueue_total_problem(pod)
+    ):
+        count = int(annotations[KUEUE_TOTAL_ANNOTATION])  # read: no problem
+        return f"{meta.namespace or 'default'}/{kueue}", count
+    return _gang_but_kueue(pod), 0
+
+
+def _named_gang(pod: Pod) -> str | None:
+    """The gang a coscheduling label or a Volcano annotation names: before Kueue's label (:func:`gang_of`)."""
+    meta = pod.metadata
+    return meta.labels.get(COSCHEDULING_LABEL) or meta.annotations.get(VOLCANO_ANNOTATION) or None
+
+
+def _gang_but_kueue(pod: Pod) -> str | None:
+    """The pod's gang key by every convention but Kueue's pod group, in :func:`gang_of`'s order."""
+    namespace, spec = pod.metadata.namespace or "default", pod.spec
+    name = _named_gang(pod)
     if name:
-        return f"{namespace}/{name}", 0
-    kueue = labels.get(KUEUE_GROUP_LABEL)
-    if kueue and KUEUE_FAST_ADMISSION_ANNOTATION not in annotations and not kueue_total_problem(pod):
-        return f"{namespace}/{kueue}", int(annotations[KUEUE_TOTAL_ANNOTATION])  # read: no problem
+        return f"{namespace}/{name}"
     if spec.scheduling_group is not None:
-        return f"{namespace}/{spec.scheduling_group.pod_group_name}", 0
+        return f"{namespace}/{spec.scheduling_group.pod_group_name}"
     ref = spec.workload_ref
     if ref is not None:
         key = f"{namespace}/{ref.name}/{ref.pod_group}"
-        return (f"{key}/{ref.pod_group_replica_key}" if ref.pod_group_replica_key else key), 0
-    return None, 0
+        return f"{key}/{ref.pod_group_replica_key}" if ref.pod_group_replica_key else key
+    return None
 
 
 def volcano_normal_group(pod: Pod) -> str | None:
@@ -274,8 +290,9 @@ def kueue_total_problem(pod: Pod) -> str:
     annotation are required together); without the webhook the pod exists, and its reconciler, failing
     on the same read, builds no Workload for the group (``ConstructComposableWorkload`` returns the
     error of ``groupTotalCount``): no group is admitted, and kube-scheduler, which does not read the
-    label, places an ungated pod alone. So the pod is no gang, and the problem goes into its pending
-    reason. A pod that carries Kueue's gate ``kueue.x-k8s.io/admission`` keeps it: Kueue lifts it only
+    label, places an ungated pod alone, or with the gang another convention names (a coscheduling
+    label, a Volcano annotation, ``spec.schedulingGroup``: :func:`gang_of`). So the pod is of no Kueue
+    gang, and the problem goes into its pending reason, saying which. A pod that carries Kueue's gate ``kueue.x-k8s.io/admission`` keeps it: Kueue lifts it only
     when it admits the pod's Workload, and there is none; the reason says so rather than that the pod
     is placed.
     """
@@ -293,13 +310,20 @@ def kueue_total_problem(pod: Pod) -> str:
     else:
         shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
         wrong = f"={shown} is not a whole number from 1 to {_GO_INT_MAX}"
-    gated = any(gate.name == KUEUE_ADMISSION_GATE for gate in pod.spec.scheduling_gates)
-    then = (
-        f"its gate {KUEUE_ADMISSION_GATE} stays until the annotation is fixed"
-        if gated
-        else "so the pod is placed as no gang"
+    return (
+        f"annotation {KUEUE_TOTAL_ANNOTATION}{wrong}: Kueue refuses it and admits no group of it, "
+        + _refused(pod)
     )
-    return f"annotation {KUEUE_TOTAL_ANNOTATION}{wrong}: Kueue refuses it and admits no group of it, {then}"
+
+
+def _refused(pod: Pod) -> str:
+    """What becomes of a pod whose Kueue pod group Kueue refuses: its gate stays, or kube-scheduler
+    places it as the gang another convention names (:func:`gang_of`, a coscheduling label or Volcano
+    annotation first), or as no gang."""
+    if any(gate.name == KUEUE_ADMISSION_GATE for gate in pod.spec.scheduling_gates):
+        return f"its gate {KUEUE_ADMISSION_GATE} stays until the annotation is fixed"
+    other = _gang_but_kueue(pod)
+    return f"so the pod is placed only as of gang {other}" if other else "so the pod is placed as no gang"
 
 
 def gangs_of(obj: KubeObject) -> list[GangInfo]:
