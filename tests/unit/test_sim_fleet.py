@@ -240,3 +240,29 @@ def test_with_no_priced_type_for_any_resource_the_cost_bound_is_missing_and_the_
     assert "no cost bound: no price for m5.24xlarge (--price TYPE=USD)" in format_table(
         report.results, report.bounds
     )
+
+
+def test_static_holds_every_job_on_its_fleet_empty_not_only_the_peaks_room(tmp_path: Path) -> None:
+    # One node type: a gang of three 40-CPU pods on p3.16xlarge nodes (63.77 CPU each). The CPU's peak,
+    # 120, is two nodes' room (127.5), but no node holds two of the pods: static bought two nodes, the
+    # gang never started, and counted as waiting until the horizon with both nodes billed to it. A
+    # fleet provisioned for the peak holds every job of the trace: three nodes, the gang starts at 0.
+    config = SimConfig(groups=(GPU,), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,40,10,0,3,web,0"])))
+    assert report.bounds.peak_nodes == 2
+    result = report.results[0]
+    assert (result.jobs_started, result.jobs_unstarted) == (1, 0)
+    assert result.max_pending_seconds == 0
+    assert report.runs[0].world.groups["gpu"].desired == 3
+
+
+def test_static_adds_the_node_a_cpu_gang_lacks_in_a_cpu_group_not_a_gpu_one(tmp_path: Path) -> None:
+    # A gang of three 60-CPU pods, the GPU group listed first. The CPU's peak (180) is two m5.24xlarge
+    # (95.69 CPU each, one pod a node); the third pod fits a p3 (63.77 CPU) as well as another
+    # m5.24xlarge, and goes to the group without GPUs: a CPU node for a CPU pod.
+    big = GroupSpec("cpu", "us-east-1", "m5.24xlarge", 0, 10)
+    config = SimConfig(groups=(GPU, big), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,60,10,0,3,web,0"])))
+    assert report.results[0].jobs_unstarted == 0
+    world = report.runs[0].world
+    assert (world.groups["gpu"].desired, world.groups["cpu"].desired) == (0, 3)

@@ -212,18 +212,38 @@ def test_a_job_that_never_starts_counts_as_waiting_until_the_horizon(
 def test_a_job_no_policy_starts_waits_until_one_horizon_common_to_every_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The gang above never starts under any autoscaling policy, but each replay stops at its own last
-    # event (the ec2-autoscaler reference's at 7260 s, Spillway's and cluster-autoscaler's at 8160 s):
+    # The gang above never starts under any autoscaling policy, but each replay's last event falls apart
+    # (the ec2-autoscaler reference's at 7260 s, Spillway's and cluster-autoscaler's at 8160 s):
     # censored there, the same starved job waited 900 s less under one policy than under the others.
     # Every policy counts it to the same instant, the replays' horizon: the last job's end at its
     # submit (1000 s) plus the slack (here 7200 s), and reports it apart from the jobs sent back.
     report = starved_gang(tmp_path, monkeypatch, ("spillway", "ec2-autoscaler", "cluster-autoscaler"))
-    assert len({replay.end for replay in report.runs}) > 1  # the replays do stop apart
     for result in report.results:
         assert result.max_pending_seconds == 8200.0, result.policy
         assert result.pending_weighted_seconds["p50"] == 8200.0, result.policy
         assert (result.jobs_unstarted, result.jobs_not_restarted) == (1, 0), result.policy
     assert report.to_dict()["waits_censored_at_hours"] == round(8200 / 3600, 3)
+
+
+def test_nodes_still_up_when_a_job_is_left_waiting_are_billed_to_the_same_horizon_for_every_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gang above starves under every policy. Spillway and the ec2-autoscaler reference each keep the
+    # gpu node launched at 0 to the end; cluster-autoscaler's last node was launched at 8160 s. Each
+    # replay stopped at its own last event (the ec2-autoscaler reference's at 7260 s, the others' at
+    # 8160 s) and billed the nodes still up to there: the same node, up and frozen (nothing more could
+    # happen before the horizon), cost 900 s less under the ec2-autoscaler reference than under
+    # Spillway, and cluster-autoscaler's last node nothing. The books close at the horizon for every
+    # policy, where the waits are cut.
+    report = starved_gang(tmp_path, monkeypatch, ("spillway", "ec2-autoscaler", "cluster-autoscaler"))
+    launched = {}
+    for replay, result in zip(report.runs, report.results, strict=True):
+        assert replay.end == 8200 and result.hours == pytest.approx(8200 / 3600), result.policy
+        (node,) = [node for group in replay.world.groups.values() for node in group.instances.values()]
+        launched[result.policy] = node.launched
+    assert launched == {"spillway": 0, "ec2-autoscaler": 0, "cluster-autoscaler": 8160}
+    spillway, ec2, _ = report.results
+    assert spillway.node_hours == ec2.node_hours == pytest.approx(8200 / 3600)
 
 
 def test_a_job_sent_back_and_never_started_again_is_counted_apart_from_those_never_started(

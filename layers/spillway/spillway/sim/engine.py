@@ -43,7 +43,7 @@ def horizon(jobs: Sequence[Job]) -> int:
 class Replay:
     policy: str
     world: World
-    end: int  # when the last job completed (or the replay gave up)
+    end: int  # when the last job completed, or the horizon when some job was left waiting
     decisions: int
     wall_seconds: float
     unstarted: int  # jobs some group could run that never started at all
@@ -132,6 +132,12 @@ def replay(
         if progress is not None and handled >= 2000:
             handled = 0
             progress(t)
+    if world.done < total:
+        # jobs left waiting: nothing more happens before the horizon (no event was due by then), so the
+        # nodes still up stay up until it; the books close there, as the waits are cut there, the same
+        # instant for every policy (closed at this replay's own last event, a node kept for a starved
+        # job cost less under the policy whose last event fell earlier)
+        world.t = last
     world.finish()
     waiting = [j for j in sim_jobs if j.runnable and j.state in ("waiting", "pending")]
     unstarted = sum(1 for j in waiting if j.job.id not in world.waits)  # waits: every job that started

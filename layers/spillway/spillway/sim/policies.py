@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from spillway.config import PlannerConfig
+from spillway.model.resources import NVIDIA_GPU
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes, plan
 from spillway.planner.types import Drain
@@ -253,6 +254,39 @@ def holds_a_pod(group: SimGroup, world: World) -> bool:
     )
 
 
+def unplaced(pods: Sequence[Vector], nodes: Sequence[Vector]) -> Vector | None:
+    """The first of ``pods`` (largest first) that finds no room on ``nodes``, empty, each pod on the first
+    node it fits (first fit decreasing); None when every pod finds room."""
+    free = [list(node) for node in nodes]
+    for req in sorted(pods, reverse=True):
+        slot = next((f for f in free if all(a >= r for a, r in zip(f, req, strict=True))), None)
+        if slot is None:
+            return req
+        for i, r in enumerate(req):
+            slot[i] -= r
+    return None
+
+
+def hold_every_job(world: World, groups: Sequence[SimGroup]) -> None:
+    """Add nodes to ``groups`` (MaxSize respected; of the groups whose node fits the pod left over, the one
+    with the fewest GPUs, then in order of preference) until every runnable job's pods fit the fleet's
+    nodes, empty: room summed over nodes is not room a gang's pods fit in (three 40-CPU pods
+    on two 63.77-CPU nodes), and a static fleet that holds a job on no day never starts it."""
+    shapes = {tuple(sorted(vector(p) for p in j.job.pods)) for j in world.jobs if j.runnable}
+    for pods in sorted(shapes, reverse=True):
+        while (req := unplaced(pods, [g.alloc for g in groups for _ in range(g.desired)])) is not None:
+            fits = [
+                g
+                for g in groups
+                if g.desired < g.spec.max_size and all(a >= r for a, r in zip(g.alloc, req, strict=True))
+            ]
+            # the fewest GPUs first (a CPU pod's node is no GPU node where a CPU one fits), then preference
+            group = min(fits, key=lambda g: g.template.allocatable.get(NVIDIA_GPU, 0), default=None)
+            if group is None:
+                break  # MaxSize holds it back: the job waits forever, as it would on the real fleet
+            world.preprovision(group.name, 1)
+
+
 class StaticPolicy:
     """Static provisioning for the peak: nodes Ready from the start, never changed, that hold the peak of
     every resource the trace asks for (``Bounds.peak_demand``: GPUs, CPU, memory, each at its own time).
@@ -267,7 +301,9 @@ class StaticPolicy:
     bound most often, the fleet under-provisioned the other and its jobs never started). A group gets no
     node when its node can hold no pod of the trace (its room would serve no job), nor when its MaxSize
     is 0 (the bound leaves its type out, ``spillway.sim.run.fleet``); only nodes that hold some pod count
-    toward a peak. Room is summed, not packed: pods that fragment it can still wait.
+    toward a peak. Room is summed, not packed, so nodes are then added where a job's pods would not fit
+    the fleet empty (:func:`hold_every_job`): every job can start on it some day. Pods that fragment the
+    room of a busy fleet can still wait.
     """
 
     name = "static"
@@ -291,6 +327,7 @@ class StaticPolicy:
                 if extra > 0:  # MaxSize is respected
                     world.preprovision(group.name, extra)
                     wanted -= extra * room(group)
+        hold_every_job(world, useful)
 
     def decide(self, world: World) -> None:
         return None

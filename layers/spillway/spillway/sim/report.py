@@ -1,7 +1,9 @@
 """What a replay measured, as a table and as JSON.
 
-* **node-hours**: every instance from launch to termination (booting time included: it is billed), and
-  cost at on-demand prices (``spillway.sim.prices``);
+* **node-hours**: every instance from launch to termination (booting time included: it is billed), an
+  instance still up at the end up to then: the last job's completion, or, with a job left waiting,
+  the horizon, the same for every policy, where the waits are cut (nothing more happened to it before);
+  and cost at on-demand prices (``spillway.sim.prices``);
 * **x bound**: node-hours over the step lower bound computed from the same trace (``spillway.sim.bounds``),
   which starts every job at its submit: a policy that makes jobs wait can come out slightly under it
   without moving a pod (by about a tick plus a boot per launch at most, while jobs wait only for
