@@ -110,6 +110,7 @@ from spillway.model.act import PlanRecord, StoredState, iso
 from spillway.model.groupkey import GroupKey
 from spillway.model.state import (
     DRAIN_ENDED_PREFIX,
+    LATEST_TIME,
     POOL_PREFIX,
     SCALE_DOWN_FAILED_PREFIX,
     GroupState,
@@ -119,6 +120,7 @@ from spillway.model.state import (
     merge_scale_down_failures,
     normalize_pool_key,
     stronger_backoff,
+    usable_time,
 )
 from spillway.model.stored import load_stored, warn_unknown
 from spillway.model.utc import aware
@@ -146,7 +148,9 @@ BACKOFF_ATTRIBUTES = frozenset(
 
 
 def _parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    """An item's ISO time; ValueError when it is none, or one the state cannot hold (``usable_time``: no
+    delay can be added to it), so that each reader skips the item and names it."""
+    return usable_time(datetime.fromisoformat(value.replace("Z", "+00:00")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,7 +532,11 @@ def _failed_at(item: Mapping[str, Any]) -> list[datetime]:
             return [aware(_parse(at))]
     except (StateCorrupt, ValueError):
         pass
-    log.warning("scale-down failure item %s skipped: value.at is no ISO time", str(item["item"]["S"])[:200])
+    log.warning(
+        "scale-down failure item %s skipped: value.at is no ISO time before %d",
+        str(item["item"]["S"])[:200],
+        LATEST_TIME.year,
+    )
     return []
 
 
@@ -692,8 +700,8 @@ def _backoff_until(item: Mapping[str, Any]) -> datetime:
         pass
     shown = json.dumps(item.get("backoff_until"), default=str)[:80]
     raise StateCorrupt(
-        f"back-off item {item['item']['S'][:200]}: backoff_until must be an ISO time string "
-        f'({{"S": "2026-01-01T00:00:00Z"}}), got {shown}'
+        f"back-off item {item['item']['S'][:200]}: backoff_until must be an ISO time string before "
+        f'{LATEST_TIME.year} ({{"S": "2026-01-01T00:00:00Z"}}), got {shown}'
     )
 
 
