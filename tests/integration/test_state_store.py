@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from spillway.adapters.plans_store import PlanStore
 from spillway.adapters.sfn import Executions
-from spillway.adapters.state_store import PLAIN_STATE_LIMIT, StateStore
+from spillway.adapters.state_store import PLAIN_STATE_LIMIT, StateStore, first_start
 from spillway.config import PlannerConfig
 from spillway.errors import InputError, StateConflict, StateTooLarge
 from spillway.local.cfn import create_tables
@@ -323,6 +323,27 @@ def test_a_second_start_with_the_same_name_and_input_is_a_duplicate_though_aws_a
 
         assert first.started and not again.started and again.arn == first.arn
         assert len(sfn.list_executions(stateMachineArn=arn)["executions"]) == 1
+
+
+def test_a_duplicate_start_within_clock_skew_of_the_first_is_a_duplicate(store: StateStore, ddb: Any) -> None:
+    """A second start of a running execution (same name, same input: a notice delivered twice, a plan
+    invocation retried) within CLOCK_SKEW of the first got Step Functions' idempotent success with the
+    first's startDate, which is no earlier than the call by more than the skew: it was reported
+    started, and the interrupt function counted InterruptDrainsStarted twice and answered drain_started
+    twice. The first caller to report the start now writes a mark named by the execution's ARN (the
+    state table's partition <cluster>#started); a caller that finds another's mark reports a duplicate."""
+    with mock_aws():
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        arn = _succeeding_machine(sfn, "drain")
+        request = ExecutionRequest("drain", arn, "drain-spot-i-0abc-1", {"node": "ip-10-0-0-1"})
+
+        first = Executions(sfn, first=first_start(store, "ml")).start(request)
+        again = Executions(sfn, first=first_start(store, "ml")).start(request)  # another invocation
+
+        assert first.started and not again.started and again.arn == first.arn
+        assert len(sfn.list_executions(stateMachineArn=arn)["executions"]) == 1
+        assert set(store.claims("ml#started", "")) == {first.arn}
+        assert store.load("ml").version == 0  # apart from the cluster's own items
 
 
 def test_a_claim_is_written_once_and_a_second_claim_gets_the_first(store: StateStore, ddb: Any) -> None:

@@ -297,7 +297,7 @@ def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_d
     assert table_actions("PlanFunction") == {
         "SnapshotsTable": {"dynamodb:GetItem", "dynamodb:Query"},
         "PlansTable": {"dynamodb:PutItem"},
-        "StateTable": {"dynamodb:Query", "dynamodb:PutItem"},
+        "StateTable": {"dynamodb:Query", "dynamodb:PutItem", "dynamodb:GetItem"},
         "IdempotencyTable": {
             "dynamodb:GetItem",
             "dynamodb:PutItem",

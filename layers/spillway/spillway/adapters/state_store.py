@@ -95,17 +95,18 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanStore
-from spillway.errors import AwsThrottled, StateConflict, StateCorrupt, StateTooLarge
+from spillway.errors import AwsThrottled, SpillwayError, StateConflict, StateCorrupt, StateTooLarge
 from spillway.model.act import PlanRecord, StoredState, iso
 from spillway.model.groupkey import GroupKey
 from spillway.model.state import (
@@ -202,6 +203,41 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff], now: datetime | No
             "pools": dict(sorted(pools.items())),
         }
     )
+
+
+# The state table's partition, beside the cluster's own (which every plan's load reads whole), of the
+# marks that an execution's start was reported (first_start): one item per execution, named by its ARN.
+STARTED_PARTITION = "{cluster}#started"
+# How long a mark is kept: far past CLOCK_SKEW (spillway.adapters.sfn), the only window in which the
+# mark, not the answer's startDate, tells a duplicate start from the first
+STARTED_KEPT = timedelta(hours=1)
+
+
+def first_start(
+    store: StateStore, cluster: str, clock: Callable[[], datetime] | None = None
+) -> Callable[[str], bool]:
+    """``Executions``' ``first``: whether this caller is the first to report the execution ``arn``
+    started. It claims the execution's mark with a token of its own (a put botocore sent again is still
+    its own: :meth:`StateStore.claim`); a mark with another token is another caller's, whose start this
+    one duplicates. A mark that cannot be written reports a start all the same, as before the mark: a
+    rare start counted twice is better than an execution started after a plan's commit failing it."""
+    now_of = clock or (lambda: datetime.now(UTC))
+
+    def first(arn: str) -> bool:
+        token, now = uuid.uuid4().hex, now_of()
+        try:
+            stored, _ = store.claim(
+                STARTED_PARTITION.format(cluster=cluster),
+                arn,
+                {"token": token, "at": iso(now)},
+                expires=now + STARTED_KEPT,
+            )
+        except SpillwayError as exc:
+            log.warning("start of %s reported without its mark: %s", arn, exc)
+            return True
+        return stored.get("token") == token
+
+    return first
 
 
 def _epoch(value: datetime) -> int:
