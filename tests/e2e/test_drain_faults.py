@@ -679,6 +679,19 @@ def drain_outcomes(cloud: Cloud, capsys: pytest.CaptureFixture[str], outcome: st
     return emf, sum(point["Sum"] for point in stats["Datapoints"])
 
 
+def counted_mark(cloud: Cloud, execution: str) -> Any:
+    """The value of the mark that ``execution``'s DrainOutcome was counted, None when there is none."""
+    item = (
+        cloud.stack.client("dynamodb")
+        .get_item(
+            TableName=cloud.stack.tables["StateTable"],
+            Key={"cluster": {"S": f"{CLUSTER}#drain-counted"}, "item": {"S": execution}},
+        )
+        .get("Item")
+    )
+    return None if item is None else json.loads(item["value"]["S"])
+
+
 @pytest.mark.parametrize(
     ("extra", "outcome"),
     [
@@ -715,6 +728,8 @@ def test_a_drain_whose_record_step_is_throttled_for_good_succeeds_and_is_still_c
     assert result["output"]["outcome"] == outcome
     assert "recording the outcome failed" in result["output"]["note"]
     assert drain_outcomes(cloud, capsys, outcome) == (0, 1)  # no EMF line: the function never ran
+    # marked counted first, as the function marks it: a record step run later (a redrive) counts nothing
+    assert counted_mark(cloud, result["executionArn"]) == {"by": "DrainNode", "outcome": outcome}
 
     # recorded as usual: counted once, by the function
     result = cloud.stack.run("DrainNodeStateMachine", {**payload, "node": other}, timeout=40)
@@ -759,6 +774,38 @@ def test_a_record_step_whose_answer_was_lost_and_that_ran_again_counts_the_drain
     assert ended == ["SpillwayReleased" if outcome == "released" else "SpillwayDrained"]  # one Event too
 
 
+@pytest.mark.parametrize("outcome", ["terminated", "timeout"])
+def test_a_record_step_that_counted_and_then_failed_for_good_is_counted_once(
+    cloud: Cloud, capsys: pytest.CaptureFixture[str], outcome: str
+) -> None:
+    """The record step's first run counted the drain (its EMF line, its mark) and lost its answer (a
+    Lambda service error), and every retry lost its answer too: the Catch's fallback counted the drain a
+    second time with PutMetricData. The fallback now first writes the same mark, conditionally
+    (Step Functions' DynamoDB PutItem with attribute_not_exists): the function's mark is there, the put
+    fails with DynamoDB.ConditionalCheckFailedException, and the fallback counts nothing."""
+    cloud.group("general", instance_type="m5.large", desired=1, gpu=False)
+    cloud.wait_nodes(1)
+    ((node, _),) = nodes_of(cloud, "general")
+    payload = {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10}
+    if outcome == "timeout":  # a pod only force evicts: a drain without force times out
+        add_pod(cloud, "job-0", node, annotations={"karpenter.sh/do-not-disrupt": "true"})
+        payload["deadline_seconds"] = 2
+    capsys.readouterr()
+    cloud.stack.faults.answer_after(
+        "DrainFunction",
+        ServiceError("Service error"),
+        times=4,
+        when=lambda event: event.get("action") == "record",
+    )
+
+    result = cloud.stack.run("DrainNodeStateMachine", payload, timeout=40)
+
+    assert result["status"] == ("SUCCEEDED" if outcome == "terminated" else "FAILED"), result
+    runs = [c for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "record"]
+    assert [c.error for c in runs] == ["Lambda.ServiceException"] * 4  # failed for good
+    assert drain_outcomes(cloud, capsys, outcome) == (1, 0)  # by the function's first run only
+
+
 class Broken(Exception):
     """An error of the drain function no Retry of the cordon names (a bug, say): the drain fails."""
 
@@ -798,6 +845,7 @@ def test_a_failed_drain_whose_record_step_is_throttled_for_good_still_fails_and_
 
     assert result["status"] == "FAILED" and result["error"] == error, result
     assert drain_outcomes(cloud, capsys, outcome) == (0, 1)  # no EMF line: the function never ran
+    assert counted_mark(cloud, result["executionArn"]) == {"by": "DrainNode", "outcome": outcome}
     assert marks(cloud.kube.get("Node", node)) == (False, False, False)  # compensated (or never touched)
     assert instance in {i["InstanceId"] for i in cloud.asg("general")["Instances"]}
 

@@ -17,11 +17,12 @@ from moto import mock_aws
 
 from spillway.adapters.plans_store import PlanStore
 from spillway.adapters.sfn import Executions
-from spillway.adapters.state_store import PLAIN_STATE_LIMIT, StateStore
+from spillway.adapters.state_store import PLAIN_STATE_LIMIT, StateStore, first_start
 from spillway.config import PlannerConfig
 from spillway.errors import InputError, StateConflict, StateTooLarge
 from spillway.local.cfn import create_tables
 from spillway.model.act import ExecutionRequest, PlanRecord, iso, replan_key
+from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import EventMark, GroupState, NodeState, Since, State, keyed_by_region
 from spillway.planner import plan
@@ -324,6 +325,27 @@ def test_a_second_start_with_the_same_name_and_input_is_a_duplicate_though_aws_a
         assert len(sfn.list_executions(stateMachineArn=arn)["executions"]) == 1
 
 
+def test_a_duplicate_start_within_clock_skew_of_the_first_is_a_duplicate(store: StateStore, ddb: Any) -> None:
+    """A second start of a running execution (same name, same input: a notice delivered twice, a plan
+    invocation retried) within CLOCK_SKEW of the first got Step Functions' idempotent success with the
+    first's startDate, which is no earlier than the call by more than the skew: it was reported
+    started, and the interrupt function counted InterruptDrainsStarted twice and answered drain_started
+    twice. The first caller to report the start now writes a mark named by the execution's ARN (the
+    state table's partition <cluster>#started); a caller that finds another's mark reports a duplicate."""
+    with mock_aws():
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        arn = _succeeding_machine(sfn, "drain")
+        request = ExecutionRequest("drain", arn, "drain-spot-i-0abc-1", {"node": "ip-10-0-0-1"})
+
+        first = Executions(sfn, first=first_start(store, "ml")).start(request)
+        again = Executions(sfn, first=first_start(store, "ml")).start(request)  # another invocation
+
+        assert first.started and not again.started and again.arn == first.arn
+        assert len(sfn.list_executions(stateMachineArn=arn)["executions"]) == 1
+        assert set(store.claims("ml#started", "")) == {first.arn}
+        assert store.load("ml").version == 0  # apart from the cluster's own items
+
+
 def test_a_claim_is_written_once_and_a_second_claim_gets_the_first(store: StateStore, ddb: Any) -> None:
     expires = NOW + timedelta(days=2)
     first = store.claim("ml", "raise#up-p1", {"before": 1, "after": 3, "count": 2}, expires=expires)
@@ -623,3 +645,39 @@ def test_ended_drains_merge_into_the_state_per_node_the_latest_winning(
     }
     assert "drain-ended#p3#ip-c" in caplog.text and "drain-ended#p4#ip-d" in caplog.text
     assert loaded.state.scale_down == {}  # an ended drain is no failure to wait after
+
+
+FAR = "9999-12-31T23:59:59Z"  # reads as a time; the planner adds its delays to it
+
+
+def put_item(ddb: Any, item: str, **attributes: dict[str, str]) -> None:
+    ddb.put_item(TableName="state", Item={"cluster": {"S": "ml"}, "item": {"S": item}, **attributes})
+
+
+def claim(value: dict[str, Any]) -> dict[str, str]:
+    return {"S": json.dumps(value)}
+
+
+def test_an_item_whose_time_no_delay_can_be_added_to_is_skipped_naming_it(
+    ddb: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failed scale-down drain's item at 9999-12-31: load took it in as the state's
+    ``scale_down.failed``, and every plan then failed (OverflowError adding the scale-down delay to it,
+    in planner.cooldown) until the item's TTL, a day later. The same for an ended drain's
+    ``planned_at`` and a back-off's ``backoff_until``. Each is now skipped and named; the good items
+    beside them load."""
+    put_item(ddb, "scaledown-failed#bad", value=claim({"at": FAR}))
+    put_item(ddb, "scaledown-failed#good", value=claim({"at": "2026-11-02T11:00:00Z"}))
+    put_item(ddb, "drain-ended#p1#node-a", value=claim({"node": "node-a", "planned_at": FAR}))
+    put_item(ddb, "backoff#gpu", group={"S": "gpu"}, region={"S": "us-east-1"}, backoff_until={"S": FAR})
+    caplog.set_level(logging.WARNING)
+
+    state = StateStore(ddb, "state").load("ml", NOW).state
+
+    assert state.scale_down["failed"].since == datetime(2026, 11, 2, 11, 0, tzinfo=UTC)
+    assert state.ended_drains == {} and state.groups == {}
+    warned = "\n".join(r.getMessage() for r in caplog.records)
+    for item in ("scaledown-failed#bad", "drain-ended#p1#node-a", "backoff#gpu"):
+        assert item in warned, item
+    # and the plan goes on (it overflowed in planner.cooldown before)
+    plan(ClusterSnapshot(cluster="ml", taken_at=NOW, nodes=(), pods=()), [], PlannerConfig(), state, NOW)

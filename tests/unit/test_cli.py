@@ -116,6 +116,13 @@ def replace_arg(flag: str, value: str) -> list[str]:
             {"groups": {"g": {"backoff_until": 0, "reason": "x"}}},
             "groups.g.backoff_until",
         ),
+        # a time no delay can be added to: the planner's arithmetic overflowed (a traceback, not a plan)
+        (
+            "--state",
+            "s.json",
+            {"scale_down": {"failed": {"since": "9999-12-31T23:59:59Z"}}},
+            "s.json: scale_down.failed.since: Value error, 9999-12-31T23:59:59+00:00 is past",
+        ),
         ("--activities", "x.json", {"Activities": [{"ActivityId": "a"}]}, "x.json: Activities[0]."),
     ],
 )

@@ -20,6 +20,7 @@ from fakes import FakeCloud, FakeLedger
 from spillway.act.drain import (
     ARRIVED,
     CANCELLED_KEYS,
+    DRAIN_COUNTED_PARTITION,
     OUTCOME_OF_ERROR,
     RAISES,
     UNNAMED,
@@ -2096,8 +2097,8 @@ def test_a_drain_another_took_over_ends_superseded_without_compensating() -> Non
                           "Next": "RecordSuperseded"}, name  # fmt: skip
     record = states["RecordSuperseded"]
     assert record["Parameters"] == {"action": "record", "outcome": "superseded", "state.$": "$", **EXECUTION}
-    assert record.get("End") is True and [c["Next"] for c in record["Catch"]] == ["CountSuperseded"]
-    assert states["CountSuperseded"]["Next"] == "Superseded"
+    assert record.get("End") is True and [c["Next"] for c in record["Catch"]] == ["MarkSuperseded"]
+    assert _marked_then_counted(states, "MarkSuperseded", "superseded", "Superseded")["Next"] == "Superseded"
     assert states["Superseded"]["Type"] == "Pass" and states["Superseded"]["End"] is True
     assert states["Superseded"]["Parameters"]["outcome"] == "superseded"
 
@@ -2115,8 +2116,8 @@ def test_a_drain_its_validation_cancelled_ends_recorded_cancelled_and_succeeds()
     assert record["Resource"] == "${DrainFunctionArn}"
     assert record["Parameters"] == {"action": "record", "outcome": "cancelled", "state.$": "$", **EXECUTION}
     assert record["ResultPath"] == "$" and record.get("End") is True
-    assert [c["Next"] for c in record["Catch"]] == ["CountCancelled"]
-    assert states["CountCancelled"]["Next"] == "Cancelled"
+    assert [c["Next"] for c in record["Catch"]] == ["MarkCancelled"]
+    assert _marked_then_counted(states, "MarkCancelled", "cancelled", "Cancelled")["Next"] == "Cancelled"
     fallback = states["Cancelled"]
     assert fallback["Type"] == "Pass" and fallback.get("End") is True
     assert fallback["Parameters"]["outcome"] == "cancelled"
@@ -2145,12 +2146,44 @@ def test_a_drain_answered_waiting_waits_until_not_before_then_validates_the_requ
     assert machine["TimeoutSeconds"] == MAX_WAITING_EXECUTION_SECONDS <= 365 * 86_400
 
 
+def _marked_then_counted(states: dict[str, Any], name: str, outcome: str | None, skip: str) -> dict[str, Any]:
+    """The state ``name`` marks the execution counted as the drain function does (``Drainer._counter``:
+    the item named by the execution's ARN under ``<cluster>#drain-counted``, a claim's attributes), only
+    where no mark is: the mark there (a record step's run counted) goes to ``skip``, counting nothing;
+    any other failure counts all the same. Returns the count state it leads to."""
+    mark = states[name]
+    assert mark["Resource"] == "arn:aws:states:::dynamodb:putItem", name
+    params = mark["Parameters"]
+    assert params["TableName"] == "${StateTableName}"
+    item = params["Item"]
+    assert item["cluster"] == {"S": "${ClusterName}" + DRAIN_COUNTED_PARTITION.removeprefix("{cluster}")}
+    assert item["item"] == {"S.$": "$$.Execution.Id"}
+    if outcome is None:
+        assert item["value"] == {"S.$": "States.JsonToString($.counted_by)"}
+    else:
+        assert json.loads(item["value"]["S"]) == {"by": "DrainNode", "outcome": outcome}, name
+    assert set(item) == {"cluster", "item", "value"}
+    assert (params["ConditionExpression"], params["ExpressionAttributeNames"]) == (
+        "attribute_not_exists(#i)",
+        {"#i": "item"},
+    )
+    assert mark["ResultPath"] is None  # the state the count and the output read is kept
+    refused = "DynamoDB.ConditionalCheckFailedException"
+    assert mark["Retry"][0] == {"ErrorEquals": [refused], "MaxAttempts": 0}  # no retry of a refusal
+    existing, other = mark["Catch"]
+    assert (existing["ErrorEquals"], existing["Next"]) == ([refused], skip), name
+    count = mark["Next"]
+    assert (other["ErrorEquals"], other["Next"]) == (["States.ALL"], count), name
+    return states[count]  # type: ignore[no-any-return]
+
+
 def test_a_drain_whose_record_step_fails_for_good_still_counts_its_outcome() -> None:
     """Every record step of a drain that succeeds (terminated, drained, released, superseded,
     cancelled) is caught, so a record step throttled past its retries ends the execution as the
     success it is; the path it takes then counts DrainOutcome under that outcome with CloudWatch's
     PutMetricData (the dimensions the drain function's EMF line has: service, Cluster, Outcome) before
-    the Pass that shapes the output, and ends there whether or not the count succeeded."""
+    the Pass that shapes the output, and ends there whether or not the count succeeded; but only once
+    it marked the execution counted, and straight to that Pass when a record step's run had."""
     states = _asl("drain_node.asl.json")["States"]
     records = {n: s for n, s in states.items() if s.get("Parameters", {}).get("action") == "record"}
     successes = {n: s["Parameters"]["outcome"] for n, s in records.items() if s.get("End")}
@@ -2165,7 +2198,8 @@ def test_a_drain_whose_record_step_fails_for_good_still_counts_its_outcome() -> 
     ]  # cancelled: at validation (RecordCancelled), and abandoned after the cordon (RecordAbandoned)
     for name, outcome in successes.items():
         [caught] = states[name]["Catch"]
-        count = states[caught["Next"]]
+        mark = states[caught["Next"]]
+        count = _marked_then_counted(states, caught["Next"], outcome, mark["Catch"][0]["Next"])
         assert count["Resource"] == "arn:aws:states:::aws-sdk:cloudwatch:putMetricData", name
         [datum] = count["Parameters"]["MetricData"]
         assert count["Parameters"]["Namespace"] == "Spillway"
@@ -2205,11 +2239,12 @@ def test_a_failed_drain_whose_record_step_fails_for_good_still_counts_its_outcom
     picked[None] = states[choice["Default"]]
     assert set(picked) == {*OUTCOME_OF_ERROR, None}
     for error, shaped in picked.items():
-        assert shaped["Type"] == "Pass" and shaped["ResultPath"] == "$.failure_outcome"
+        assert shaped["Type"] == "Pass" and shaped["ResultPath"] == "$.counted_by"
         expected = OUTCOME_OF_ERROR[error] if error is not None else "failed"
-        assert shaped["Result"] == expected, error
-        assert shaped["Next"] == "CountFailure"
-    count = states["CountFailure"]
+        assert shaped["Result"] == {"by": "DrainNode", "outcome": expected}, error
+        assert shaped["Next"] == "MarkFailure"
+    count = _marked_then_counted(states, "MarkFailure", None, "FailAsCaught")
+    assert count is states["CountFailure"]
     assert count["Resource"] == "arn:aws:states:::aws-sdk:cloudwatch:putMetricData"
     assert count["Parameters"]["Namespace"] == "Spillway"
     [datum] = count["Parameters"]["MetricData"]
@@ -2217,7 +2252,7 @@ def test_a_failed_drain_whose_record_step_fails_for_good_still_counts_its_outcom
     assert datum["Dimensions"] == [
         {"Name": "service", "Value": "spillway"},
         {"Name": "Cluster", "Value": "${ClusterName}"},
-        {"Name": "Outcome", "Value.$": "$.failure_outcome"},
+        {"Name": "Outcome", "Value.$": "$.counted_by.outcome"},
     ]
     assert count["ResultPath"] is None  # $.error, which the Fail state reads, is kept
     assert count["Next"] == "FailAsCaught" and [c["Next"] for c in count["Catch"]] == ["FailAsCaught"]

@@ -247,5 +247,6 @@ def test_drain_node_releases_a_kept_node_through_the_compensations_step() -> Non
     assert [c["Next"] for c in release["Catch"]] == ["Compensate"]  # a failure compensates as before
     assert release["Next"] == "RecordReleased"
     assert states["RecordReleased"]["Parameters"]["outcome"] == "released"
-    assert [c["Next"] for c in states["RecordReleased"]["Catch"]] == ["CountReleased"]
+    assert [c["Next"] for c in states["RecordReleased"]["Catch"]] == ["MarkReleased"]  # marked counted,
+    assert states["MarkReleased"]["Next"] == "CountReleased"
     assert states["CountReleased"]["Next"] == "Released"  # DrainOutcome counted, then the output

@@ -68,6 +68,9 @@ AWS_ERRORS = {
         "Sfn.ExecutionDoesNotExistException",
         "Sfn.SfnException",
     },
+    # the optimized DynamoDB integration names an error "DynamoDB.<ErrorCode>" (a refused condition:
+    # DynamoDB.ConditionalCheckFailedException; moto's interpreter, LocalStack's port, does the same)
+    ":::dynamodb:putItem": {"DynamoDB.ConditionalCheckFailedException"},
 }
 ANY = {"States.ALL", "States.TaskFailed"}
 FUNCTIONS = {"${ScaleFunctionArn}": {**scale.RAISES, **gang.RAISES}, "${DrainFunctionArn}": drain.RAISES}

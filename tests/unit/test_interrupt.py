@@ -1380,6 +1380,9 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert {s["Sid"]: s["Action"] for s in statements} == {
         "ReadSnapshots": ["dynamodb:GetItem", "dynamodb:Query"],  # the latest snapshot: is the Node ours?
         "PutItemsOfBackoffAttributesOnly": "dynamodb:PutItem",
+        # the mark that it reported a drain's start (first_start): a claim, read back when taken
+        "ClaimStartMarksOnly": "dynamodb:PutItem",
+        "ReadStartMarksOnly": "dynamodb:GetItem",
         "StartDrainNodeOnly": "states:StartExecution",
         "ReadLifecycleHooks": "autoscaling:DescribeLifecycleHooks",  # a hook's HeartbeatTimeout
         # a Node of no group the snapshot knows: is it in a group tagged for the cluster?
@@ -1387,6 +1390,14 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
             "autoscaling:DescribeAutoScalingInstances",
             "autoscaling:DescribeAutoScalingGroups",
         ],
+    }
+    marks = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [{"Fn::Sub": "${ClusterName}#started"}]}}
+    by_sid = {s["Sid"]: s for s in statements}
+    assert by_sid["ReadStartMarksOnly"]["Condition"] == marks  # only its own partition of marks
+    claim = by_sid["ClaimStartMarksOnly"]["Condition"]["ForAllValues:StringEquals"]
+    assert claim == {
+        **marks["ForAllValues:StringEquals"],
+        "dynamodb:Attributes": ["cluster", "expires_at", "item", "value"],
     }
     assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
     alarm = res["InterruptDeadLetterAlarm"]["Properties"]
@@ -1504,7 +1515,7 @@ def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has()
         for p in policies
         if isinstance(p, dict)
         for s in p.get("Statement", [])
-        if "dynamodb:PutItem" in str(s["Action"])
+        if s.get("Sid") == "PutItemsOfBackoffAttributesOnly"
     ]
     assert statement["Action"] == "dynamodb:PutItem"
     assert statement["Resource"] == {"Fn::GetAtt": ["StateTable", "Arn"]}
@@ -1535,7 +1546,7 @@ def test_the_interrupt_role_may_put_every_backoff_a_spot_warning_writes() -> Non
         for p in res["InterruptFunction"]["Properties"]["Policies"]
         if isinstance(p, dict)
         for s in p.get("Statement", [])
-        if "dynamodb:PutItem" in str(s["Action"])
+        if s.get("Sid") == "PutItemsOfBackoffAttributesOnly"
     ]
     allowed = set(statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"])
     assert len(client.puts) == 3

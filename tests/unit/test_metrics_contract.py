@@ -562,7 +562,8 @@ def emitted() -> tuple[Emitted, ...]:
 
 def state_machine_emissions() -> Iterator[Emitted]:
     """``PutMetricData`` tasks of the state machines (``${ClusterName}`` substituted, as the template does;
-    a ``Value.$`` takes each value a Pass state of the machine writes at that path)."""
+    a ``Value.$`` takes each value a Pass state of the machine writes at that path, or in an object it
+    writes there)."""
     for logical, r in RESOURCES.items():
         if r.get("Type") != "AWS::Serverless::StateMachine":
             continue
@@ -574,7 +575,8 @@ def state_machine_emissions() -> Iterator[Emitted]:
         written: dict[str, set[str]] = {}
         for state in states.values():
             if state.get("Type") == "Pass" and "Result" in state and "ResultPath" in state:
-                written.setdefault(state["ResultPath"], set()).add(str(state["Result"]))
+                for path, value in _paths(state["ResultPath"], state["Result"]):
+                    written.setdefault(path, set()).add(str(value))
         for name, state in states.items():
             if not str(state.get("Resource", "")).endswith("cloudwatch:putMetricData"):
                 continue
@@ -591,6 +593,14 @@ def state_machine_emissions() -> Iterator[Emitted]:
                     yield Emitted(
                         f"{logical}.{name}", params["Namespace"], datum["MetricName"], tuple(sorted(combo))
                     )
+
+
+def _paths(path: str, value: Any) -> Iterator[tuple[str, Any]]:
+    """``value`` written at ``path``, and each value of an object in it at its own path."""
+    yield path, value
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _paths(f"{path}.{key}", inner)
 
 
 def _all_states(states: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:

@@ -297,7 +297,7 @@ def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_d
     assert table_actions("PlanFunction") == {
         "SnapshotsTable": {"dynamodb:GetItem", "dynamodb:Query"},
         "PlansTable": {"dynamodb:PutItem"},
-        "StateTable": {"dynamodb:Query", "dynamodb:PutItem"},
+        "StateTable": {"dynamodb:Query", "dynamodb:PutItem", "dynamodb:GetItem"},
         "IdempotencyTable": {
             "dynamodb:GetItem",
             "dynamodb:PutItem",
@@ -1030,8 +1030,9 @@ def test_the_only_service_linked_role_a_role_may_create_is_ec2_spots() -> None:
 # startExecution.sync:2 is StartExecution on the child machine, DescribeExecution and StopExecution on
 # its executions, and PutTargets, PutRule and DescribeRule on the EventBridge managed rule Step Functions
 # waits through (Step Functions Developer Guide, "IAM policies for Step Functions nested executions").
-SDK_TASK = re.compile(r"arn:aws:states:::aws-sdk:([a-z0-9]+):([A-Za-z0-9]+)")
-IAM_PREFIX = {"sfn": "states", "cloudwatch": "cloudwatch"}
+# an AWS SDK integration (aws-sdk:<service>:<action>) or an optimized one (DynamoDB's item actions)
+SDK_TASK = re.compile(r"arn:aws:states:::(?:aws-sdk:)?([a-z0-9]+):([A-Za-z0-9]+)\"")
+IAM_PREFIX = {"sfn": "states", "cloudwatch": "cloudwatch", "dynamodb": "dynamodb"}
 NESTED_SYNC = {
     "states:StartExecution",
     "states:DescribeExecution",
@@ -1352,3 +1353,31 @@ def test_a_function_that_reads_a_plan_record_may_get_it_from_the_plans_table(fun
         assert function != "ScaleFunction", "the derivation no longer finds the re-plan's read"
         return
     assert "dynamodb:GetItem" in table_actions(function).get("PlansTable", set())
+
+
+def test_drain_nodes_role_may_put_only_its_counted_marks() -> None:
+    """DrainNode marks an execution counted before its own DrainOutcome count (when the record step
+    failed for good), with a conditional PutItem on the state table: its role may put items of the
+    partition ``<cluster>#drain-counted`` only (dynamodb:LeadingKeys) and of a mark's attributes only
+    (dynamodb:Attributes), and may not read, update or delete any (DynamoDB Developer Guide, "Using IAM
+    policy conditions for fine-grained access control")."""
+    puts = [
+        s
+        for policy in EXPANDED["DrainNodeStateMachine"]["Properties"]["Policies"]
+        if isinstance(policy, dict) and "Statement" in policy
+        for s in policy["Statement"]
+        if any(a.startswith("dynamodb:") for a in actions(s))
+    ]
+    assert puts == [
+        {
+            "Effect": "Allow",
+            "Action": "dynamodb:PutItem",
+            "Resource": {"Fn::GetAtt": ["StateTable", "Arn"]},
+            "Condition": {
+                "ForAllValues:StringEquals": {
+                    "dynamodb:LeadingKeys": [{"Fn::Sub": "${ClusterName}#drain-counted"}],
+                    "dynamodb:Attributes": ["cluster", "item", "value"],
+                }
+            },
+        }
+    ]

@@ -30,7 +30,7 @@ from spillway.act.scale import Metric, ScaleSteps
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.adapters.plans_store import PlanStore
 from spillway.adapters.sfn import Executions
-from spillway.adapters.state_store import StateStore
+from spillway.adapters.state_store import StateStore, first_start
 from spillway.adapters.store import SnapshotStore
 from spillway.errors import ConfigurationError
 from spillway.runtime import RuntimeConfig, load_runtime_config
@@ -201,6 +201,7 @@ def build_clients(config: RuntimeConfig, session: boto3.Session | None = None) -
     dynamodb = session.client("dynamodb", region_name=home, config=settings.botocore_config())
     sfn = session.client("stepfunctions", region_name=home, config=settings.botocore_config())
     plans = PlanStore(dynamodb, config.plans_table, ttl=config.plan_ttl)
+    state = StateStore(dynamodb, config.state_table, plans=plans)
     return Clients(
         config=config,
         session=session,
@@ -216,8 +217,8 @@ def build_clients(config: RuntimeConfig, session: boto3.Session | None = None) -
             dynamodb, config.snapshots_table, ttl=config.snapshot_ttl, codec=config.snapshot_codec
         ),
         plans=plans,
-        state=StateStore(dynamodb, config.state_table, plans=plans),
-        executions=Executions(sfn),
+        state=state,
+        executions=Executions(sfn, first=first_start(state, config.cluster_name)),
     )
 
 

@@ -52,7 +52,7 @@ from spillway.model.nodegroup import (
     with_zone_ids,
 )
 from spillway.model.schedule import Cron, zone_of
-from spillway.model.state import State
+from spillway.model.state import LATEST_NOW, State
 from spillway.model.stored import load_stored, warn_unknown
 from spillway.model.utc import aware
 from spillway.perf import bulk_allocation
@@ -490,7 +490,7 @@ def load_config(path: str | Path | None) -> PlannerConfig:
 # the Unix epoch, before every timestamp a cluster's objects and AWS's answers carry, to the year 9000,
 # every such reach stays in range.
 EARLIEST_NOW = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST_NOW = datetime(9000, 1, 1, tzinfo=UTC)  # excluded
+# LATEST_NOW (excluded): spillway.model.state's, where the state's own times end ten years later
 
 
 def parse_now(value: str | None) -> datetime:

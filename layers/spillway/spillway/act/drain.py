@@ -2790,7 +2790,10 @@ class Drainer:
         botocore sent again is still known as its own: ``Ledger.claim``); a later run finds it and
         counts nothing, as does a redrive's run (the same ARN, up to 14 days on: :data:`DRAIN_COUNTED_KEPT`).
         A mark that cannot be written counts anyway: a rare count too many is better
-        than a drain nobody counted. No ``execution`` (a caller of an older state machine) counts."""
+        than a drain nobody counted. No ``execution`` (a caller of an older state machine) counts.
+        The state machine's own count, when the record step failed for good, first writes the same
+        mark where there is none (its ``Mark*`` states: value ``{"by": "DrainNode", "outcome": ...}``,
+        no token, so a later run here finds it and counts nothing) and counts only then."""
         if execution is None:
             return self.on_outcome
 

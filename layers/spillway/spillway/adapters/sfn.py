@@ -13,8 +13,10 @@ StartExecution: "StartExecution is idempotent for STANDARD workflows"; ``Executi
 only when the input differs or the execution has closed). Such an answer is a duplicate too: its
 ``startDate`` is before this call began, by more than :data:`CLOCK_SKEW` (the Lambda's clock against
 Step Functions'), and it is reported ``started=False`` as well. A duplicate start within that much of
-the first one is taken as started (only a count tells them apart). moto (5.x) answers the same way:
-the running execution of that name and input, with its own start date.
+the first one cannot be told apart by its time: with ``first``
+(:func:`spillway.adapters.state_store.first_start`), the first caller to report the start marks the
+execution, and a caller that finds another's mark reports a duplicate. moto (5.x) answers the same
+way: the running execution of that name and input, with its own start date.
 """
 
 from __future__ import annotations
@@ -55,11 +57,18 @@ class Executions:
     """Starts executions; ``ExecutionAlreadyExists`` is success (``started=False``), and so is the
     idempotent answer for a running execution of the same name and input (its ``startDate`` before the
     call). Reads an execution's status (:meth:`status`: a drain standing by for the one holding its
-    node). ``clock``: the time a call begins (aware UTC)."""
+    node). ``clock``: the time a call begins (aware UTC). ``first``: whether this caller is the first
+    to report the execution (its ARN) started; without it, every answer within CLOCK_SKEW is a start."""
 
-    def __init__(self, client: SFNClient, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        client: SFNClient,
+        clock: Callable[[], datetime] | None = None,
+        first: Callable[[str], bool] | None = None,
+    ) -> None:
         self.client = client
         self.clock = clock or (lambda: datetime.now(UTC))
+        self.first = first
 
     def start(self, request: ExecutionRequest) -> StartedExecution:
         name = check_name(request.name)
@@ -81,8 +90,10 @@ class Executions:
         except BotoCoreError as exc:
             raise map_aws_error(exc, what) from exc
         started = resp.get("startDate")
-        earlier = isinstance(started, datetime) and _utc(started) < _utc(began) - CLOCK_SKEW
-        return StartedExecution(request.kind, name, str(resp["executionArn"]), started=not earlier)
+        arn = str(resp["executionArn"])
+        if isinstance(started, datetime) and _utc(started) < _utc(began) - CLOCK_SKEW:
+            return StartedExecution(request.kind, name, arn, started=False)
+        return StartedExecution(request.kind, name, arn, started=self.first is None or self.first(arn))
 
     def status(self, arn: str) -> str:
         """The execution's status as DescribeExecution gives it (``RUNNING``, ``SUCCEEDED``, ``FAILED``,

@@ -95,21 +95,23 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanStore
-from spillway.errors import AwsThrottled, StateConflict, StateCorrupt, StateTooLarge
+from spillway.errors import AwsThrottled, SpillwayError, StateConflict, StateCorrupt, StateTooLarge
 from spillway.model.act import PlanRecord, StoredState, iso
 from spillway.model.groupkey import GroupKey
 from spillway.model.state import (
     DRAIN_ENDED_PREFIX,
+    LATEST_TIME,
     POOL_PREFIX,
     SCALE_DOWN_FAILED_PREFIX,
     GroupState,
@@ -119,6 +121,7 @@ from spillway.model.state import (
     merge_scale_down_failures,
     normalize_pool_key,
     stronger_backoff,
+    usable_time,
 )
 from spillway.model.stored import load_stored, warn_unknown
 from spillway.model.utc import aware
@@ -146,7 +149,9 @@ BACKOFF_ATTRIBUTES = frozenset(
 
 
 def _parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    """An item's ISO time; ValueError when it is none, or one the state cannot hold (``usable_time``: no
+    delay can be added to it), so that each reader skips the item and names it."""
+    return usable_time(datetime.fromisoformat(value.replace("Z", "+00:00")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +203,41 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff], now: datetime | No
             "pools": dict(sorted(pools.items())),
         }
     )
+
+
+# The state table's partition, beside the cluster's own (which every plan's load reads whole), of the
+# marks that an execution's start was reported (first_start): one item per execution, named by its ARN.
+STARTED_PARTITION = "{cluster}#started"
+# How long a mark is kept: far past CLOCK_SKEW (spillway.adapters.sfn), the only window in which the
+# mark, not the answer's startDate, tells a duplicate start from the first
+STARTED_KEPT = timedelta(hours=1)
+
+
+def first_start(
+    store: StateStore, cluster: str, clock: Callable[[], datetime] | None = None
+) -> Callable[[str], bool]:
+    """``Executions``' ``first``: whether this caller is the first to report the execution ``arn``
+    started. It claims the execution's mark with a token of its own (a put botocore sent again is still
+    its own: :meth:`StateStore.claim`); a mark with another token is another caller's, whose start this
+    one duplicates. A mark that cannot be written reports a start all the same, as before the mark: a
+    rare start counted twice is better than an execution started after a plan's commit failing it."""
+    now_of = clock or (lambda: datetime.now(UTC))
+
+    def first(arn: str) -> bool:
+        token, now = uuid.uuid4().hex, now_of()
+        try:
+            stored, _ = store.claim(
+                STARTED_PARTITION.format(cluster=cluster),
+                arn,
+                {"token": token, "at": iso(now)},
+                expires=now + STARTED_KEPT,
+            )
+        except SpillwayError as exc:
+            log.warning("start of %s reported without its mark: %s", arn, exc)
+            return True
+        return stored.get("token") == token
+
+    return first
 
 
 def _epoch(value: datetime) -> int:
@@ -528,7 +568,11 @@ def _failed_at(item: Mapping[str, Any]) -> list[datetime]:
             return [aware(_parse(at))]
     except (StateCorrupt, ValueError):
         pass
-    log.warning("scale-down failure item %s skipped: value.at is no ISO time", str(item["item"]["S"])[:200])
+    log.warning(
+        "scale-down failure item %s skipped: value.at is no ISO time before %d",
+        str(item["item"]["S"])[:200],
+        LATEST_TIME.year,
+    )
     return []
 
 
@@ -692,8 +736,8 @@ def _backoff_until(item: Mapping[str, Any]) -> datetime:
         pass
     shown = json.dumps(item.get("backoff_until"), default=str)[:80]
     raise StateCorrupt(
-        f"back-off item {item['item']['S'][:200]}: backoff_until must be an ISO time string "
-        f'({{"S": "2026-01-01T00:00:00Z"}}), got {shown}'
+        f"back-off item {item['item']['S'][:200]}: backoff_until must be an ISO time string before "
+        f'{LATEST_TIME.year} ({{"S": "2026-01-01T00:00:00Z"}}), got {shown}'
     )
 
 

@@ -107,7 +107,9 @@ EventMatch = Callable[[Any], bool]
 class FunctionFaults:
     """Make a function fail its next calls: :meth:`fail_next` before the handler runs (a Lambda error
     with that exception's name), :meth:`time_out_after` after it ran (:class:`LambdaTimeout`), or
-    :meth:`answer_after` it ran with another error (a Lambda service error whose invocation ran)."""
+    :meth:`answer_after` it ran with another error (a Lambda service error whose invocation ran).
+    All three take their arguments in one order: the function, the error (where there is one), how
+    many calls (``times``), which calls (``when``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -131,14 +133,14 @@ class FunctionFaults:
                     return error
             return None
 
-    def time_out_after(self, function: str, when: EventMatch | None = None, times: int = 1) -> None:
+    def time_out_after(self, function: str, times: int = 1, when: EventMatch | None = None) -> None:
         """The next ``times`` calls of ``function`` whose event ``when`` accepts (any, by default) run
         the handler to the end, then answer as a timed-out Lambda: side effects done, result lost."""
         with self._lock:
             self._timeouts.setdefault(function, []).extend([(None, when or (lambda event: True))] * times)
 
     def answer_after(
-        self, function: str, error: Exception, when: EventMatch | None = None, times: int = 1
+        self, function: str, error: Exception, times: int = 1, when: EventMatch | None = None
     ) -> None:
         """The next ``times`` calls of ``function`` whose event ``when`` accepts run the handler to the
         end, then answer ``error`` (its ``error_type``, else its class name): side effects done, result

@@ -99,12 +99,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from spillway.model.groupkey import GroupKey
+from spillway.model.options import MAX_MINUTES
 from spillway.model.utc import aware
 
 _NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
@@ -121,8 +122,27 @@ def _iso_only(value: Any) -> Any:
     return value
 
 
-# every time the state holds: refusing numbers (_iso_only)
-IsoTime = Annotated[datetime, BeforeValidator(_iso_only)]
+# The latest time a plan takes for its now (``spillway plan --now``: spillway.inputs.parse_now, which
+# reads it from here): from there a plan reaches ahead by its longest setting (ten years,
+# spillway.model.options.MAX_MINUTES), so the times it writes in the state end before LATEST_TIME,
+# and a later plan adding as much to one stays inside the years datetime holds. A time at or past it
+# (9999-12-31, in an item written by hand or by a bug) stopped every plan with an OverflowError
+# (planner.cooldown adding the scale-down delay to it).
+LATEST_NOW = datetime(9000, 1, 1, tzinfo=UTC)  # excluded
+LATEST_TIME = LATEST_NOW + timedelta(minutes=MAX_MINUTES)
+
+
+def usable_time(value: datetime) -> datetime:
+    """``value`` when it is before :data:`LATEST_TIME`; else ValueError saying so."""
+    if aware(value) >= LATEST_TIME:
+        raise ValueError(
+            f"{value.isoformat()} is past {LATEST_TIME.isoformat()}: no delay can be added to it"
+        )
+    return value
+
+
+# every time the state holds: refusing numbers (_iso_only) and times no delay can be added to
+IsoTime = Annotated[datetime, BeforeValidator(_iso_only), AfterValidator(usable_time)]
 
 
 class NodeState(BaseModel):
