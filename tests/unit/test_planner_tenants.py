@@ -1202,3 +1202,30 @@ def test_a_limited_tenant_counts_the_daemonset_pods_its_spread_selects_when_taki
     assert result.scale_up == ()
     assert sorted(pending_codes(result)[p] for p in web) == ["fits-launching"] + ["tenant-limit"] * 5
     assert {p.node for p in result.placements} == {"cpu-east/launching-1"}
+
+
+def test_classes_served_in_many_stretches_judge_each_groups_new_node_once(monkeypatch: Any) -> None:
+    """Two classes alike in priority and size whose 40 pods were created a second apart, alternately:
+    they are served in 40 stretches of one pod (in_service_order). What a group's new node makes of a
+    class's node selector and tolerations is the same for every stretch, and was worked out again by
+    each over every group (the zones and types each may launch, :func:`launch_labels`): with 50 groups
+    and 20,000 such pods a plan took 6 CPU seconds where it took 0.8 before the stretches. Now each
+    class works it out once per group."""
+    from spillway.planner import classes
+
+    calls = []
+    real = classes.launch_labels
+    monkeypatch.setattr(classes, "launch_labels", lambda *a: calls.append(a) or real(*a))
+    w = World()
+    groups = 4
+    for g in range(groups):
+        w.group(f"cpu-{g}", "m5.2xlarge", max_size=100, nodes=0, zones=("us-east-1a", "us-east-1b"))
+    for i in range(20):
+        at = o.EPOCH + timedelta(seconds=2 * i)
+        w.pods(f"a{i}", 1, created=at, node_selector={"kubernetes.io/os": "linux"}, cpu="3", memory="2Gi")
+        w.pods(f"b{i}", 1, created=at + timedelta(seconds=1), cpu="3", memory="2Gi")
+
+    result = w.plan()
+
+    assert sum(s.to_size - s.from_size for s in result.scale_up) == 20
+    assert len(calls) <= 4 * groups, len(calls)

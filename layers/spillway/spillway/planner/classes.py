@@ -116,6 +116,11 @@ class PodClass:
     # new-node bins, the first with room for its pods (placement.fill_bins); its id keys what the
     # pools know of the class (Pool.blocked, Pool.full), alike for every stretch
     family: dict[object, int] = field(default_factory=dict)
+    # verdicts on a new node of a group (in a zone) that no placement changes, shared like ``family``,
+    # so a class served in many stretches judges each group once, not once a stretch: keyed (group,
+    # zone), why its node selector, required node affinity or tolerations refuse the node
+    # (blocker_on_new); others by expander.options. None: nothing refuses it
+    judged: dict[tuple[object, ...], str | None] = field(default_factory=dict)
 
     @property
     def family_id(self) -> int:
@@ -300,10 +305,14 @@ class PodClass:
         assert template is not None
         if self.volume_wait:
             return self.volume_wait
+        key = (group.key, zone)
+        if key not in self.judged:
+            self.judged[key] = self.node_blocker_on_new(group, launch_labels(group, zone))
+        if self.judged[key] is not None:
+            return self.judged[key]
+        if not (zone is not None or self.domains.forbidden):
+            return self.domains.blocker(template.labels, None, fresh, joined)  # no variant judged
         variants = launch_labels(group, zone)
-        why = self.node_blocker_on_new(group, variants)
-        if why is not None:
-            return why
         if zone is not None and variants and all(v.get(ZONE_LABEL) == zone for v in variants):
             return next((w for v in variants if (w := self.domains.blocker(v, None, fresh, joined))), None)
         return self.domains.blocker(template.labels, None, fresh, joined) or self._closed_everywhere(
@@ -334,8 +343,9 @@ class PodClass:
         template = group.template
         if template is None:
             return False
-        closed = self.domains.blocker(template.labels, None) or self._closed_everywhere(launch_labels(group))
-        return closed is not None
+        if self.domains.blocker(template.labels, None) is not None:
+            return True
+        return bool(self.domains.forbidden) and self._closed_everywhere(launch_labels(group)) is not None
 
     def _closed_everywhere(
         self,
