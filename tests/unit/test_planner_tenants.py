@@ -1229,3 +1229,53 @@ def test_classes_served_in_many_stretches_judge_each_groups_new_node_once(monkey
 
     assert sum(s.to_size - s.from_size for s in result.scale_up) == 20
     assert len(calls) <= 4 * groups, len(calls)
+
+
+def test_a_held_tenant_takes_no_room_that_makes_another_tenant_open_more_nodes() -> None:
+    """team-a is at its limit (one node); its 8 pods and team-b's 8, of one size (two to a node), were
+    created alternately, so each tenant's class is served pod by pod. Each of team-b's pods opened a
+    node and team-a's held pod was given the room left on it at once, so the next of team-b's pods found
+    it full and opened another: 8 nodes, half of them team-a's pods, where team-b's pods fill 4. The
+    limit lets Spillway add no node for team-a: team-a's held pods get what is left once every class
+    is served, nothing another class then needs."""
+    w = World()
+    (running,) = w.group("cpu-east", "m5.2xlarge", max_size=100, nodes=1)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", cpu="7", memory="4Gi")
+    held, other = [], []
+    for i in range(8):
+        at = o.EPOCH + timedelta(seconds=2 * i)
+        held += w.pods(f"a{i}", 1, namespace="team-a", created=at, cpu="3", memory="2Gi")
+        other += w.pods(
+            f"b{i}", 1, namespace="team-b", created=at + timedelta(seconds=1), cpu="3", memory="2Gi"
+        )
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert scale_up(result) == {"cpu-east": (1, 5, sorted(other))}, scale_up(result)
+    assert {pending_codes(result)[p] for p in held} == {"tenant-limit"}
+
+
+def test_a_held_tenant_looks_at_the_room_left_once_every_class_is_served() -> None:
+    """team-a is at its limit (one node); its 4 pods, created first, are held. team-b's two classes
+    alike in size (one selects the OS label), 4 pods each, created alternately, are served pod by
+    pod, two to a node. team-a's held pods were given the room left on each node as soon as one of
+    team-b's pods opened it, so team-b's next pod opened another: 8 nodes where team-b's 8 pods fill
+    4. They look once every class is served, at room no class of the plan needs."""
+    w = World()
+    (running,) = w.group("cpu-east", "m5.2xlarge", max_size=100, nodes=1)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", cpu="7", memory="4Gi")
+    small = {"cpu": "3", "memory": "2Gi"}
+    held = w.pods("a", 4, namespace="team-a", created=o.EPOCH, **small)
+    other = []
+    for i in range(4):
+        at = o.EPOCH + timedelta(seconds=2 * i + 1)
+        other += w.pods(f"b{i}", 1, namespace="team-b", created=at, **small)
+        os = {"kubernetes.io/os": "linux"}
+        other += w.pods(
+            f"c{i}", 1, namespace="team-b", created=at + timedelta(seconds=1), node_selector=os, **small
+        )
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert scale_up(result) == {"cpu-east": (1, 5, sorted(other))}, scale_up(result)
+    assert {pending_codes(result)[p] for p in held} == {"tenant-limit"}

@@ -562,8 +562,12 @@ def plain(cls: PodClass) -> bool:
 
 def splittable(cls: PodClass) -> bool:
     """A :func:`plain` class whose pods may be served in stretches: each pod's queue order known, none
-    placed yet."""
-    return plain(cls) and len(cls.queued) == len(cls.pods) > 0 and cls.next == 0
+    placed yet, of no tenant with limits. A limited tenant's pods take the room left on another
+    tenant's new nodes (it adds nothing for them): served in stretches between another class's, each
+    stretch took what the other's last stretch left on the node it opened, and the other's next stretch
+    opened another node, so the plan added nodes the limit forbids (a node for every pod where half
+    as many held them)."""
+    return plain(cls) and cls.tenant is None and len(cls.queued) == len(cls.pods) > 0 and cls.next == 0
 
 
 def _first_queued(cls: PodClass) -> tuple[bool, datetime, str]:
