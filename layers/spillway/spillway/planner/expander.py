@@ -49,7 +49,7 @@ from spillway.model.resources import (
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
 from spillway.planner.groups import fresh_node_ports, fresh_node_selected, fresh_port_holders, why_not_movable
-from spillway.planner.topology import FREE, UNBOUNDED, port_taken
+from spillway.planner.topology import UNBOUNDED, port_taken
 
 # The taints that say "this node is Spot", by key: the values that do (None: a taint with no value).
 # The capacity-type keys Karpenter and EKS managed node groups label nodes with, and the plain ``spot``
@@ -217,16 +217,21 @@ def options(
     zone new nodes are kept to (a gang's fleet), where a group spanning it is judged."""
     fitting: list[Option] = []
     rejected: dict[GroupKey, str] = {}
-    fixed = cls.domains == FREE  # no pod topology: the verdicts below but the spot rule never change
     for group in ctx.groups:
-        key = ("options", group.key, zone)
-        if fixed and key in cls.judged:
-            why = cls.judged[key]
-        else:
-            why = _template_rejection(ctx, cls, group, empty[group.key], zone)
-            if fixed:
-                cls.judged[key] = why
-        why = why or _spot_rejection(ctx, cls, group)
+        why = (
+            _rejection(
+                cls,
+                group,
+                empty[group.key],
+                fresh_node_selected(ctx, group),
+                zone,
+                fresh_node_selected(ctx, group, sure=True),
+            )
+            or _spread_key_rejection(ctx, cls, group)
+            or _fresh_spread_rejection(ctx, cls, group)
+            or _port_rejection(ctx, cls, group)
+            or _spot_rejection(ctx, cls, group)
+        )
         if why is not None:
             rejected[group.key] = f"{group.name}: {why}"
         else:
@@ -237,20 +242,6 @@ def options(
         why = _rejection(cls, group, template.allocatable if template else {})
         rejected[group.key] = f"{group.name}: {why or f'not scaled by Spillway: {group.refusal}'}"
     return fitting, rejected
-
-
-def _template_rejection(
-    ctx: Context, cls: PodClass, group: NodeGroup, empty: Resources, zone: str | None
-) -> str | None:
-    """Why a new node of ``group`` (room ``empty``, kept to ``zone``) cannot run the class, but for the
-    spot rule (:func:`_spot_rejection`, which the nodes this plan opens change)."""
-    fresh = fresh_node_selected(ctx, group)
-    return (
-        _rejection(cls, group, empty, fresh, zone, fresh_node_selected(ctx, group, sure=True))
-        or _spread_key_rejection(ctx, cls, group)
-        or _fresh_spread_rejection(ctx, cls, group)
-        or _port_rejection(ctx, cls, group)
-    )
 
 
 def _spread_key_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:

@@ -32,7 +32,7 @@ from spillway.model.resources import PODS, Resources, add_into, describe, fit_co
 from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.buffers import busy_first
-from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass, plain
+from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import (
     Expander,
@@ -280,7 +280,7 @@ class ScaleUpStage:
         if where is not None:
             cls.domains = cls.domains.led_to(where)
             for pool in (*self.schedulable, *self.reclaimable):
-                pool.blocked.pop(cls.family_id, None)  # judged for the first pod, anywhere
+                pool.blocked.pop(id(cls), None)  # judged for the first pod, anywhere
             self.place(cls)
             return
         leader = cls.pods[cls.next - 1]
@@ -774,8 +774,7 @@ class ScaleUpStage:
         bins = self.new_bins[(group.key, cls.gang)]
         labels = group.template.labels if group.template else {}
         cap = self._new_node_cap(cls, group)
-        family = (group.key, cls.gang) if plain(cls) else None  # its stretches skip the full bins
-        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels)), cap, family):
+        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels)), cap):
             cls.note_placed(labels, count)
             pods = cls.take(count)
             self.ctx.placements.extend(Placement(pod, node_id, group.key) for pod in pods)
@@ -798,9 +797,8 @@ class HeldByLimits:
     so a held class served before the class that takes the node never saw that room: it stayed
     ``tenant-limit`` while its pods went on the node. Each held class gets one look at that room, once
     every class is served, so it takes only what no class of the plan needs: given it as soon as the
-    room was made, it took room the next class (another stretch of the tenant that made it) then
-    opened more nodes for, and the limit held nothing (two tenants' pods created alternately, two to a
-    node: a node for each pod, half of them the held tenant's). Only that room is looked at: free room,
+    room was made, it took room a class served later then opened another node for, so the limit added
+    nodes for the held tenant after all. Only that room is looked at: free room,
     preemption and opening nodes of its own were judged when it was served and nothing since makes
     them give more. Only plain loose classes are held (no gang, buffer, zone spread or pod-affinity
     leader, nothing kept to free room): the others place their pods by rules a second look would have
