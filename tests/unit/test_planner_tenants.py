@@ -963,29 +963,6 @@ def test_of_one_class_the_pod_created_first_gets_the_last_node() -> None:
     assert codes[late] != "fits-uncordoned"
 
 
-def test_two_classes_alike_in_priority_and_size_share_the_last_node_in_creation_order() -> None:
-    """Two classes of equal priority and size (one selects the OS label every node has, so they are
-    not one class): a-0 created at 1 min, b-0 at 2, a-1 at 3, b-1 at 4. The last node, cordoned by
-    Spillway in a group at MaxSize, holds two. kube-scheduler's queue pops pod by pod, created first
-    (PrioritySort), so a-0 and b-0 are bound there. Classes were served whole by their earliest pod:
-    the plan put a-0 and a-1 there and said b-0, the pod bound, waits for MaxSize."""
-    w = World()
-    (cordoned,) = w.group("cpu-east", "m5.2xlarge", max_size=1, nodes=1)
-    w.cordon(cordoned, by_spillway=True)
-    half = {"cpu": "3", "memory": "2Gi"}
-    at = [o.EPOCH + timedelta(minutes=m) for m in (1, 2, 3, 4)]
-    (a0,) = w.pods("a", 1, created=at[0], node_selector={"kubernetes.io/os": "linux"}, **half)
-    (b0,) = w.pods("b", 1, created=at[1], **half)
-    (a1,) = w.pods("a1", 1, created=at[2], node_selector={"kubernetes.io/os": "linux"}, **half)
-    (b1,) = w.pods("b1", 1, created=at[3], **half)
-
-    result = w.plan()
-
-    assert [u.node for u in result.uncordon] == [cordoned]
-    codes = pending_codes(result)
-    assert {p for p in (a0, b0, a1, b1) if codes[p] == "fits-uncordoned"} == {a0, b0}, codes
-
-
 def test_a_tenant_at_its_limit_keeps_no_node_uncordoned_for_it_alone() -> None:
     """The same, with no other pod pending: team-a's pod stays at ``tenant-limit`` and its reason says
     why the cordoned node was not reused; no node is uncordoned, so the drain under way goes on."""
@@ -1202,3 +1179,26 @@ def test_a_limited_tenant_counts_the_daemonset_pods_its_spread_selects_when_taki
     assert result.scale_up == ()
     assert sorted(pending_codes(result)[p] for p in web) == ["fits-launching"] + ["tenant-limit"] * 5
     assert {p.node for p in result.placements} == {"cpu-east/launching-1"}
+
+
+def test_a_held_tenant_looks_at_the_room_left_once_every_class_is_served() -> None:
+    """team-a is at its limit (one node); its 4 pods, created first, are held. team-b's two classes of
+    one size (one selects the OS label), 3 pods each, two to a node: the first opens two nodes and leaves
+    room for one pod on the second. Given that room as soon as the first class was served, team-a's held
+    pod took it, and team-b's second class opened two nodes where one, beside the first class's odd pod,
+    holds it: 4 nodes for team-b's 6 pods, which 3 hold. The held pods look once every class is served,
+    at room no class of the plan needs, so the limit adds no node for team-a."""
+    w = World()
+    (running,) = w.group("cpu-east", "m5.2xlarge", max_size=100, nodes=1)
+    w.pods("run", 1, namespace="team-a", node_name=running, phase="Running", cpu="7", memory="4Gi")
+    small = {"cpu": "3", "memory": "2Gi"}
+    held = w.pods("a", 4, namespace="team-a", created=o.EPOCH, **small)
+    later = o.EPOCH + timedelta(seconds=1)
+    other = w.pods("b", 3, namespace="team-b", created=later, **small)
+    os = {"kubernetes.io/os": "linux"}
+    other += w.pods("c", 3, namespace="team-b", created=later, node_selector=os, **small)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert scale_up(result) == {"cpu-east": (1, 4, sorted(other))}, scale_up(result)
+    assert {pending_codes(result)[p] for p in held} == {"tenant-limit"}

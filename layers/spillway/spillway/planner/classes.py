@@ -8,12 +8,10 @@ requests (GPU, CPU, memory); capacity buffers' virtual pods come after every rea
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from itertools import groupby
 from typing import Any
 
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
@@ -109,18 +107,6 @@ class PodClass:
     volume_nodes: Mapping[str, Collection[str]] = field(default_factory=dict)
     # the earliest creationTimestamp of its pods (None: none known): breaks the last tie of sort_key
     created: datetime | None = None
-    # each pod's queue_order, as pod_classes took them (pods in that order): a class alike in priority
-    # and size to another is served in stretches of its pods, interleaved by it (in_service_order)
-    queued: list[tuple[bool, datetime, str]] = field(default_factory=list)
-    # what the stretches of one class share (in_service_order copies the dict's reference): per list of
-    # new-node bins, the first with room for its pods (placement.fill_bins); its id keys what the
-    # pools know of the class (Pool.blocked, Pool.full), alike for every stretch
-    family: dict[object, int] = field(default_factory=dict)
-
-    @property
-    def family_id(self) -> int:
-        """One id for the class and its stretches (:attr:`family`)."""
-        return id(self.family)
 
     @property
     def remaining(self) -> int:
@@ -467,7 +453,6 @@ def pod_classes(ctx: Context) -> list[PodClass]:
             cls.free_only, cls.started_gang, cls.min_room_gang = free_only, started, room_gang
             cls.volumes, cls.volume_nodes = volumes, ctx.volume_nodes
         cls.pods.append(pod.key)
-        cls.queued.append(queue_order(pod))
         cls.note_created(pod.created_at)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return in_service_order(classes.values(), gang_priorities(ctx))
@@ -493,8 +478,7 @@ def in_service_order(
     ``gang_priority`` (a Volcano PodGroup's class, :attr:`GangInfo.priority`) is served at that
     priority instead: Volcano's scheduler orders the whole job by it, and so the pending members of
     such a job whose minimum runs (:attr:`PodClass.started_gang`): its allocate takes jobs in their
-    order (the priority plugin's JobOrderFn) before it orders a job's tasks (TaskOrderFn). Classes
-    alike in priority and size are interleaved pod by pod (:func:`_interleaved`)."""
+    order (the priority plugin's JobOrderFn) before it orders a job's tasks (TaskOrderFn)."""
     known = gang_priority or {}
     lowest: dict[str, int] = dict(known)
     for cls in classes:
@@ -506,76 +490,7 @@ def in_service_order(
             return lowest.get(cls.gang)
         return known.get(cls.started_gang) if cls.started_gang is not None else None
 
-    keyed = sorted(((c.sort_key(served_at(c)), c) for c in classes), key=lambda kc: kc[0])
-    out: list[PodClass] = []
-    for _, tied in groupby(keyed, key=lambda kc: kc[0][:_TIE]):
-        out.extend(_interleaved([c for _, c in tied]))
-    return out
-
-
-_TIE = 5  # the part of PodClass.sort_key before creation: buffer, priority, GPUs, CPU, memory
-
-
-def _interleaved(tied: list[PodClass]) -> list[PodClass]:
-    """Classes alike in priority and size (``tied``, in service order), their pods in the order
-    kube-scheduler's queue pops them: at equal priority pod by pod, the earlier queued first
-    (PrioritySort), whatever class each is of. A class that may be split (:func:`_splittable`) is
-    served in stretches, each of its pods created before the next pod of another class of them; one
-    that may not is served whole at its first pod's turn. Pods created in the same second
-    (``creationTimestamp``'s precision) were queued in an order no object records: their classes keep
-    their service order there, whole, so names never split a class. Sizes keep their
-    first-fit-decreasing order: only classes of one size are interleaved. So of two classes whose pods
-    were created a, b, a, b, the last room goes to the first a and the first b, as the scheduler binds
-    them, not to both a's."""
-    split = {i for i, c in enumerate(tied) if splittable(c)}
-    if len(split) < 2:
-        return tied
-    runs: list[tuple[tuple[bool, datetime, int], PodClass]] = []
-    for i, cls in enumerate(tied):
-        if i not in split:
-            first = _first_queued(cls)
-            runs.append(((first[0], first[1], i), cls))
-    merged = heapq.merge(*([(late, at, i, key) for late, at, key in tied[i].queued] for i in sorted(split)))
-    for i, stretch in groupby(merged, key=lambda q: q[2]):
-        queued = [(late, at, key) for late, at, _, key in stretch]
-        runs.append(((queued[0][0], queued[0][1], i), _stretch(tied[i], queued)))
-    return [c for _, c in sorted(runs, key=lambda kc: kc[0])]
-
-
-def plain(cls: PodClass) -> bool:
-    """Loose pods placed one by one, with no pod topology (its rules count the class's own pods as
-    one), outside any gang, buffer or booking: the room a node has for them only shrinks as the plan
-    goes, and no trial gives it back."""
-    loose = cls.gang is None and cls.started_gang is None and cls.min_room_gang is None
-    return loose and cls.buffer is None and cls.preemption_floor is None and cls.domains == FREE
-
-
-def splittable(cls: PodClass) -> bool:
-    """A :func:`plain` class whose pods may be served in stretches: each pod's queue order known, none
-    placed yet."""
-    return plain(cls) and len(cls.queued) == len(cls.pods) > 0 and cls.next == 0
-
-
-def _first_queued(cls: PodClass) -> tuple[bool, datetime, str]:
-    if cls.queued:
-        return cls.queued[0]
-    return (cls.created is None, cls.created or _NO_TIME, cls.pods[0] if cls.pods else "")
-
-
-def _stretch(cls: PodClass, queued: list[tuple[bool, datetime, str]]) -> PodClass:
-    """The class with only the pods of ``queued`` (the class itself when they are all of it)."""
-    if len(queued) == len(cls.pods):
-        return cls
-    first = queued[0]
-    return replace(
-        cls,
-        pods=[key for _, _, key in queued],
-        queued=queued,
-        created=None if first[0] else first[1],
-        placed_in={},
-        settled={},
-        ceilings={},
-    )
+    return sorted(classes, key=lambda c: c.sort_key(served_at(c)))
 
 
 def gang_priorities(ctx: Context) -> dict[str, int]:

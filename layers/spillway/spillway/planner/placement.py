@@ -227,30 +227,21 @@ def fill_launching(
     return out
 
 
-def fill_bins(
-    cls: PodClass, bins: list[Bin], want: int, cap: int | None = None, key: object = None
-) -> list[tuple[str, int]]:
+def fill_bins(cls: PodClass, bins: list[Bin], want: int, cap: int | None = None) -> list[tuple[str, int]]:
     """First-fit ``want`` copies of ``request`` into ``bins``, splitting bins as they fill; ``cap``: at
-    most that many of the class on each node (its per-node cap when None). ``key`` names ``bins`` (a
-    group's new nodes) for the stretches of one class (:attr:`PodClass.family`): the bins before the
-    first one with room for its pods last time are skipped, as they fill and never empty, and the
-    bins inserted before it as others fill only move it later (so the scan may start early, never
-    late); a class served in many stretches scans each full node once, not once a stretch.
+    most that many of the class on each node (its per-node cap when None).
 
     Returns ``(node id, pods placed there)`` in placement order; the sum is what fitted.
     """
     out: list[tuple[str, int]] = []
     placed = 0
-    starts = cls.family if key is not None else None
-    i = starts.get(key, 0) if starts is not None else 0
+    i = 0
     per_node = cls.per_node if cap is None else cap
     while i < len(bins) and placed < want:
         current = bins[i]
         per = cls.fit_with(current.free, per_node - _held(cls, current), current.volumes)
         if per <= 0 or cls.domains.marks.repels(current.marks):
             i += 1
-            if starts is not None and not out:
-                starts[key] = i  # full for the class from here on
             continue
         inserted, count = _split_bin(cls, current, per, want - placed, out)
         placed += count
@@ -437,16 +428,16 @@ class DomainPools:
 def _pool_ruled_out(cls: PodClass, pool: Pool) -> bool:
     if cls.node_specific:
         return False  # judged node by node
-    blocked = pool.blocked.get(cls.family_id)
+    blocked = pool.blocked.get(id(cls))
     if blocked is None:
         info = pool.nodes[0].info
-        blocked = pool.blocked[cls.family_id] = cls.blocker(info.labels, info.taints, info.name) is not None
+        blocked = pool.blocked[id(cls)] = cls.blocker(info.labels, info.taints, info.name) is not None
     return blocked
 
 
 def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
     bound: Resources = {}
-    first = start = pool.full.get(cls.family_id, 0)
+    first = start = pool.full.get(id(cls), 0)
     for index in range(first, len(pool.nodes)):
         if not cls.remaining or cls.room_in(pool.nodes[index].info.labels) <= 0:
             return  # not every node was visited: keep the old bound (a pool's nodes share every label)
@@ -463,7 +454,7 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
         limit = min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels))
         _fill_node(cls, node, limit, commit)
         if start == index and fit_count(cls.requests_on(info.name), node.free, 1) == 0:
-            start = pool.full[cls.family_id] = index + 1  # full for the class: skipped from now on
+            start = pool.full[id(cls)] = index + 1  # full for the class: skipped from now on
         else:
             start = -1
         _max_into(bound, node.free)

@@ -32,7 +32,7 @@ from spillway.model.resources import PODS, Resources, add_into, describe, fit_co
 from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.buffers import busy_first
-from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass, plain
+from spillway.planner.classes import NOT_ASKABLE, Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import (
     Expander,
@@ -280,7 +280,7 @@ class ScaleUpStage:
         if where is not None:
             cls.domains = cls.domains.led_to(where)
             for pool in (*self.schedulable, *self.reclaimable):
-                pool.blocked.pop(cls.family_id, None)  # judged for the first pod, anywhere
+                pool.blocked.pop(id(cls), None)  # judged for the first pod, anywhere
             self.place(cls)
             return
         leader = cls.pods[cls.next - 1]
@@ -774,8 +774,7 @@ class ScaleUpStage:
         bins = self.new_bins[(group.key, cls.gang)]
         labels = group.template.labels if group.template else {}
         cap = self._new_node_cap(cls, group)
-        family = (group.key, cls.gang) if plain(cls) else None  # its stretches skip the full bins
-        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels)), cap, family):
+        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels)), cap):
             cls.note_placed(labels, count)
             pods = cls.take(count)
             self.ctx.placements.extend(Placement(pod, node_id, group.key) for pod in pods)
@@ -785,9 +784,10 @@ class ScaleUpStage:
 
 
 class HeldByLimits:
-    """The pods of limited tenants' classes left pending, looked at again when a class served after
-    them makes room that adds nothing for their tenant: a node Spillway cordoned that it uncordons, a
-    booting node it takes, new nodes it opens (README, *Tenants, limits and gangs*).
+    """The pods of limited tenants' classes left pending, looked at again once every class is served,
+    when a class served after them made room that adds nothing for their tenant: a node Spillway
+    cordoned that it uncordons, a booting node it takes, new nodes it opens (README, *Tenants, limits
+    and gangs*).
 
     A tenant at its limit is refused a cordoned node no tenant is charged for (uncordoning it would add
     a node for it) and the booting or new nodes nobody took. Once another tenant's pods take such a
@@ -795,36 +795,40 @@ class HeldByLimits:
     addition, so kube-scheduler binds them there when it comes, as the held pods wait in its queue
     (moved back to be tried on any Node update, such as the uncordon). Classes are served one by one,
     so a held class served before the class that takes the node never saw that room: it stayed
-    ``tenant-limit`` while its pods went on the node. Each held class gets one look at the room such a
-    class made, right after it (before the classes served later take it), and only at that room:
-    free room, preemption and opening nodes of its own were judged when it was served and nothing
-    since makes them give more. Only plain loose classes are held (no gang, buffer, zone spread or
-    pod-affinity leader, nothing kept to free room): the others place their pods by rules a second
-    look would have to repeat. The look runs only when a class made such room while some class is
-    held, so a plan without limits pays nothing."""
+    ``tenant-limit`` while its pods went on the node. Each held class gets one look at that room, once
+    every class is served, so it takes only what no class of the plan needs: given it as soon as the
+    room was made, it took room a class served later then opened another node for, so the limit added
+    nodes for the held tenant after all. Only that room is looked at: free room,
+    preemption and opening nodes of its own were judged when it was served and nothing since makes
+    them give more. Only plain loose classes are held (no gang, buffer, zone spread or pod-affinity
+    leader, nothing kept to free room): the others place their pods by rules a second look would have
+    to repeat. The look runs only when such room was made while some class is held, so a plan without
+    limits pays nothing."""
 
     def __init__(self, stage: ScaleUpStage) -> None:
         self.stage = stage
         self.classes: list[PodClass] = []  # each holding only its pods still held
-        self.placed: set[str] = set()  # held pods a later look placed: their first verdict goes
+        self.placed: set[str] = set()  # held pods the look placed: their first verdict goes
+        self.mark: tuple[int, int, int] | None = None  # the room made when the first class was held
 
     @contextmanager
     def serving(self, cls: PodClass) -> Iterator[None]:
-        """Serve ``cls`` (the body); then note its held pods, or look again at the room it made."""
+        """Serve ``cls`` (the body); then note its held pods."""
         ctx = self.stage.ctx
-        mark = self._room() if self.classes else None
         before = len(ctx.pending_out)
         yield
-        if mark is not None and self._room() != mark:
-            self._look_again()
         if self._holdable(cls):
             mine = set(cls.pods)
             left = [p.pod for p in ctx.pending_out[before:] if p.pod in mine and p.code not in _PLACED]
             if left:
+                self.mark = self._room() if self.mark is None else self.mark
                 self.classes.append(replace(cls, pods=left, next=0, placed_in={}, settled={}, ceilings={}))
 
     def settle(self) -> None:
-        """Drop the first verdict of each held pod a later look placed (its placement says where)."""
+        """Once every class is served, look again at the room made since a class was held, and drop the
+        first verdict of each held pod the look placed (its placement says where)."""
+        if self.mark is not None and self._room() != self.mark:
+            self._look_again()
         if self.placed:
             ctx = self.stage.ctx
             kept = [p for p in ctx.pending_out if p.pod not in self.placed or p.code in _PLACED]
