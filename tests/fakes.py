@@ -457,7 +457,7 @@ class FakeCluster(Recorder):
         type_ = args[1] if len(args) > 1 else kw.get("type", "Normal")
         self.posted.append(
             {"kind": kind, "name": name, "namespace": namespace, "reason": reason, "message": message,
-             "type": type_, "uid": kw.get("uid")}
+             "type": type_, "uid": kw.get("uid"), "api_version": kw.get("api_version", "v1")}
         )  # fmt: skip
 
     def label_node(self, name: str, labels: Mapping[str, str]) -> bool:

@@ -820,6 +820,55 @@ def test_record_event_about_a_node(server: KubeApiServer, kube: KubeClient) -> N
     assert pod_event["type"] == "Warning"
 
 
+def test_an_event_about_a_capacity_buffer_is_recorded_in_its_namespace_naming_its_version(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """The plan's NotTriggerScaleUp on a CapacityBuffer: the API server takes an Event about a custom
+    resource (it checks only that the Event sits in its object's namespace), and ``kubectl describe
+    capacitybuffer`` finds it by kind, name, namespace and uid."""
+    server.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}})
+    version = "autoscaling.x-k8s.io/v1beta1"
+    kube.record_event(
+        "CapacityBuffer", "headroom", "web", "NotTriggerScaleUp", "capacity buffer 6 fake pods ...",
+        uid="b-1", api_version=version,
+    )  # fmt: skip
+    [event] = server.list("Event")
+    assert event["metadata"]["namespace"] == "web"
+    assert event["involvedObject"] == {
+        "apiVersion": version, "kind": "CapacityBuffer", "name": "headroom", "namespace": "web", "uid": "b-1",
+    }  # fmt: skip
+
+
+def test_an_event_outside_its_objects_namespace_is_refused_as_the_api_server_refuses_it(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """legacyValidateEvent: an Event without eventTime sits in its object's namespace (or, about a
+    cluster-scoped object, in default)."""
+    from kubernetes.client import ApiException
+
+    server.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}})
+    body = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "headroom.1", "namespace": "web"},
+            "involvedObject": {"kind": "CapacityBuffer", "name": "headroom", "namespace": "shop"},
+            "reason": "NotTriggerScaleUp", "message": "m"}  # fmt: skip
+    with pytest.raises(ApiException) as refused:
+        kube._core.create_namespaced_event("web", body)
+    assert refused.value.status == 422 and "involvedObject.namespace" in str(refused.value.body)
+    node = {
+        **body,
+        "metadata": {"name": "n1.1", "namespace": "web"},
+        "involvedObject": {"kind": "Node", "name": "n1"},
+    }
+    with pytest.raises(ApiException):
+        kube._core.create_namespaced_event("web", node)
+    kube._core.create_namespaced_event(
+        "web", {**body, "involvedObject": {**body["involvedObject"], "namespace": "web"}}
+    )
+    kube._core.create_namespaced_event(
+        "default", {**node, "metadata": {"name": "n1.1", "namespace": "default"}}
+    )
+    assert len(server.list("Event")) == 2
+
+
 def test_an_event_about_a_node_named_near_the_limit_is_recorded(
     server: KubeApiServer, kube: KubeClient
 ) -> None:

@@ -278,6 +278,9 @@ def test_an_empty_windows_list_is_refused_naming_the_field(config: dict[str, Any
         PlannerConfig.model_validate(config)
     error = caught.value.errors()[0]
     assert ".".join(str(p) for p in error["loc"]) == where
+    # one rule, said the same way everywhere: why, and how to ask for always there
+    assert error["msg"].startswith("Value error, an empty list could mean never or always: list at least one")
+    assert ("tenant's limits" if "schedule" in where else "leave windows out for always") in error["msg"]
     always = PlannerConfig.model_validate(
         {"buffers": [{"name": "a", "pod": {"cpu": "1"}, "replicas": 1}], "disruption_budgets": [{"nodes": 1}]}
     )

@@ -145,6 +145,9 @@ class LimitSchedule(Windowed):
     limits: dict[str, str] = Field(default_factory=dict)
 
     _limits = field_validator("limits", mode="before")(classmethod(lambda cls, v: _check_limits(v)))
+    _windows = field_validator("windows", mode="before")(
+        classmethod(lambda cls, v: _some_windows(v, SCHEDULE_ALWAYS))
+    )
 
 
 class TenantLimits(Settings):
@@ -213,13 +216,18 @@ class BufferPod(Settings):
         return {k: v for k, v in named.items() if v is not None}
 
 
-def _some_windows(value: Any) -> Any:
-    """``windows`` given is at least one window: an empty list could mean never as well as always (a
-    tenant schedule's entry refuses it too, ``LimitSchedule``); leaving ``windows`` out means always."""
+LEAVE_OUT_FOR_ALWAYS = "or leave windows out for always"
+# a schedule entry has no always: its tenant's base limits are what holds outside every entry
+SCHEDULE_ALWAYS = "(the tenant's limits hold outside them: for always, set those instead of a schedule entry)"
+
+
+def _some_windows(value: Any, always: str = LEAVE_OUT_FOR_ALWAYS) -> Any:
+    """``windows`` given is at least one window, wherever it is read (a configured buffer, a disruption
+    budget, a tenant's schedule entry): an empty list could mean never as well as always. ``always`` says
+    how to ask for always there: leaving ``windows`` out, or a tenant's base limits for a schedule
+    entry, which needs windows."""
     if isinstance(value, list | tuple) and not value:
-        raise ValueError(
-            "an empty list could mean never or always: list at least one window, or leave windows out for always"
-        )
+        raise ValueError(f"an empty list could mean never or always: list at least one window, {always}")
     return value
 
 

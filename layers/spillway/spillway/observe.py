@@ -395,7 +395,9 @@ def capacity_buffers(kube: Cluster) -> Buffers:
     raw, version = _first_served(
         kube, capacity_buffer.GROUP, capacity_buffer.VERSIONS, capacity_buffer.PLURAL
     )
-    objects, refused = capacity_buffer.parse_buffers(raw)
+    # each as the version read through, which the plan's Events name it by (spillway.act.events)
+    served = f"{capacity_buffer.GROUP}/{version}"
+    objects, refused = capacity_buffer.parse_buffers([{**item, "apiVersion": served} for item in raw])
     templates, workloads, scaled = _named(kube, objects)
     for why in refused:
         log.error("%s; the buffer is left out", why)

@@ -10,6 +10,14 @@ As cluster-autoscaler does, every pending pod hears what the plan did for it, on
                        (``no-group-fits``, ``max-size``, ``backed-off``, ``groups-exhausted``,
                        ``expendable``, ``no-managed-groups``, and any newer code)
 
+``NotTriggerScaleUp``  ``capacity buffer 6 fake pods didn't trigger scale-up: <the buffers entry's
+                       reason> (code: max-size)`` - on a CapacityBuffer (involvedObject: the buffer,
+                       by the apiVersion observe read it through) whose chunks the plan leaves short,
+                       as cluster-autoscaler tells a buffer (FakePodsScaleUpStatusProcessor,
+                       processors/capacitybuffer/scale_up_status_processor.go; it posts only in a
+                       loop that scaled nothing up, Spillway in every plan that leaves chunks short,
+                       as it does for pods). A configured buffer is no object: nothing is posted.
+
 Pods whose code says a node already has or will have room for them (``fits-free-room``,
 ``fits-launching``, ``fits-uncordoned``, ``making-room``) get no Event: the scheduler, a launching node,
 this plan's uncordon or a make-room drain will place them. A pod that fits only once kube-scheduler preempts expendable pods
@@ -21,10 +29,11 @@ and rate-limits repeated Events inside one long-running process. A Lambda has no
 
 * per plan, at most ``max_per_plan`` Events; pods that have waited longest go first;
 * across plans, a pod is not told the same thing (same reason, code and target: its *fingerprint*)
-  again within ``window``. The last fingerprint posted per pod lives in the planner state
+  again within ``window``; a buffer, not the same code and number of short chunks (its mark is
+  ``CapacityBuffer:<ns>/<name>``, :func:`buffer_mark`; it comes after the pods in ``max_per_plan``). The last fingerprint posted per pod lives in the planner state
   (``State.events``), committed with the plan in the one versioned transaction, so it survives
   Lambda containers and a planner that loses the commit race posts nothing and records nothing.
-  The ledger keeps only pods still pending, only marks younger than ``window``, and at most
+  The ledger keeps only pods still pending (buffers still short), only marks younger than ``window``, and at most
   ``ledger_size`` of them (the newest).
 
 :func:`plan_events` is pure (``now`` is an argument); :func:`post_events` sends them through the
@@ -42,6 +51,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from spillway.errors import KubeAuthError, KubeUnavailable, SpillwayError
+from spillway.model.buffer import GROUP as BUFFER_GROUP
+from spillway.model.buffer import VERSIONS as BUFFER_VERSIONS
+from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import EventMark
@@ -52,6 +64,7 @@ from spillway.ports import Cluster
 
 TRIGGERED = "TriggeredScaleUp"
 NOT_TRIGGERED = "NotTriggerScaleUp"
+BUFFER_KIND = "CapacityBuffer"
 # pending codes that mean "a node has, or will have, room": no Event (cluster-autoscaler is silent too)
 QUIET_CODES = frozenset({FITS_FREE_ROOM, FITS_LAUNCHING, FITS_UNCORDONED, MAKING_ROOM})
 _FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
@@ -76,6 +89,8 @@ class EventPolicy:
 
 @dataclass(frozen=True, slots=True)
 class PodEvent:
+    """An Event on a pod, or on a CapacityBuffer (``kind``, ``api_version``: the version read through)."""
+
     namespace: str
     name: str
     uid: str | None
@@ -83,10 +98,17 @@ class PodEvent:
     message: str
     fingerprint: str
     type: str = "Normal"
+    kind: str = "Pod"
+    api_version: str = "v1"
 
     @property
     def pod(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def key(self) -> str:
+        """Its object's mark in the ledger: ``<ns>/<pod>``, or ``CapacityBuffer:<ns>/<name>`` (:func:`buffer_mark`)."""
+        return self.pod if self.kind == "Pod" else f"{self.kind}:{self.pod}"
 
     def to_dict(self) -> dict[str, str | None]:
         return {"pod": self.pod, "reason": self.reason, "message": self.message}
@@ -128,6 +150,28 @@ def _split(pod: str) -> tuple[str, str]:
     return (namespace, name) if name else ("default", namespace)
 
 
+def buffer_mark(buffer: BufferInfo) -> str:
+    """A CapacityBuffer's key in the ledger, ``CapacityBuffer:<ns>/<name>``: no pod's key, as a
+    namespace's name (a DNS label) has no ``:``."""
+    return f"{BUFFER_KIND}:{buffer.key}"
+
+
+def _buffer_candidates(
+    plan: ScalingPlan, buffers: Mapping[str, BufferInfo]
+) -> list[tuple[str, str, str, str]]:
+    """(mark, reason, message, fingerprint detail) for every CapacityBuffer the plan leaves chunks of
+    without room, as cluster-autoscaler tells a buffer whose fake pods found none. A configured buffer is
+    no object: its ``buffers`` entry in the plan is all there is."""
+    out: list[tuple[str, str, str, str]] = []
+    for hold in plan.buffers:
+        info = buffers.get(hold.buffer)
+        if info is None or not info.namespace or hold.short <= 0 or hold.code in QUIET_CODES:
+            continue
+        message = f"capacity buffer {hold.short} fake pods didn't trigger scale-up: {hold.reason} (code: {hold.code})"
+        out.append((buffer_mark(info), NOT_TRIGGERED, message, f"{hold.code}|{hold.short}"))
+    return out
+
+
 def _candidates(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[tuple[str, str, str, str]]:
     """(pod, reason, message, fingerprint detail) for every pod the plan has something to say about."""
     max_size = {(g.name, g.region): g.max_size for g in groups}
@@ -162,8 +206,11 @@ def plan_events(
 ) -> EventBatch:
     """The Events a committed ``plan`` should post, and the ledger to commit with it. Pure."""
     pods = {p.key: p for p in cluster.pods}
-    pending = {p.pod for p in plan.pending} | {pod for s in plan.scale_up for pod in s.pods}
-    fresh = {k: m for k, m in ledger.items() if k in pending and now - aware(m.posted_at) < policy.window}
+    buffers = {buffer_mark(b): b for b in cluster.buffers if b.namespace}
+    short = _buffer_candidates(plan, {b.key: b for b in buffers.values()})
+    candidates = _candidates(plan, groups) + short
+    live = _live_marks(plan, short)
+    fresh = {k: m for k, m in ledger.items() if k in live and now - aware(m.posted_at) < policy.window}
 
     def waited(c: tuple[str, str, str, str]) -> tuple[datetime, str]:
         info = pods.get(c[0])
@@ -172,17 +219,17 @@ def plan_events(
 
     wanted: list[PodEvent] = []
     suppressed = 0
-    for pod, reason, message, detail in sorted(_candidates(plan, groups), key=waited):
+    for key, reason, message, detail in sorted(candidates, key=waited):
         fp = fingerprint(reason, detail)
-        mark = fresh.get(pod)
+        mark = fresh.get(key)
         if mark is not None and mark.fingerprint == fp:
             suppressed += 1
             continue
-        wanted.append(_event(pod, pods.get(pod), reason, message, fp))
+        wanted.append(_object_event(key, pods, buffers, (reason, message, fp)))
     chosen = wanted[: policy.max_per_plan]
     new = dict(fresh)
     for e in chosen:
-        new[e.pod] = EventMark(fingerprint=e.fingerprint, posted_at=now)
+        new[e.key] = EventMark(fingerprint=e.fingerprint, posted_at=now)
     return EventBatch(
         events=tuple(chosen),
         ledger=_bounded(new, policy.ledger_size),
@@ -191,11 +238,41 @@ def plan_events(
     )
 
 
+def _live_marks(plan: ScalingPlan, short: Iterable[tuple[str, str, str, str]]) -> set[str]:
+    """The marks the ledger keeps: of pods still pending, and of buffers still short."""
+    pending = {p.pod for p in plan.pending} | {pod for s in plan.scale_up for pod in s.pods}
+    return pending | {c[0] for c in short}
+
+
+def _object_event(
+    key: str, pods: Mapping[str, PodInfo], buffers: Mapping[str, BufferInfo], said: tuple[str, str, str]
+) -> PodEvent:
+    """The Event ``said`` (reason, message, fingerprint) on the object ``key`` marks: a buffer or a pod."""
+    buffer = buffers.get(key)
+    return _event(key, pods.get(key), *said) if buffer is None else _on_buffer(buffer, *said)
+
+
 def _event(pod: str, info: PodInfo | None, reason: str, message: str, fp: str) -> PodEvent:
     if info is None:  # not in the snapshot (the planner only names pods it was given): no uid
         namespace, name = _split(pod)
         return PodEvent(namespace, name, None, reason, message, fp)
     return PodEvent(info.namespace, info.name, info.uid or None, reason, message, fp)
+
+
+def _on_buffer(buffer: BufferInfo, reason: str, message: str, fp: str) -> PodEvent:
+    """On the CapacityBuffer itself, by the apiVersion observe read it through (a snapshot of a build
+    that kept none: the version read first, :data:`~spillway.model.buffer.VERSIONS`)."""
+    version = buffer.api_version or f"{BUFFER_GROUP}/{BUFFER_VERSIONS[0]}"
+    return PodEvent(
+        buffer.namespace,
+        buffer.name,
+        buffer.uid or None,
+        reason,
+        message,
+        fp,
+        kind=BUFFER_KIND,
+        api_version=version,
+    )
 
 
 def _bounded(ledger: Mapping[str, EventMark], size: int) -> dict[str, EventMark]:
@@ -230,7 +307,9 @@ def post_events(
             notes = (*failures[:MAX_ERRORS], f"time budget of {budget_seconds:g}s spent")
             return PostResult(posted, len(failures), len(todo) - i, notes)
         try:
-            api.record_event("Pod", e.name, e.namespace, e.reason, e.message, e.type, uid=e.uid)
+            api.record_event(
+                e.kind, e.name, e.namespace, e.reason, e.message, e.type, uid=e.uid, api_version=e.api_version
+            )
         except SpillwayError as exc:
             failures.append(f"{e.pod}: {type(exc).__name__}: {exc}")
             if isinstance(exc, KubeUnavailable | KubeAuthError):

@@ -133,6 +133,10 @@ class BufferInfo:
     unprioritised: bool = False
     # the template's Pod, until its pod topology is matched against the cluster's pods (spillway.model.templates)
     source: Pod | None = field(default=None, compare=False, repr=False)
+    # a CapacityBuffer's metadata.uid and the apiVersion it was read through: the plan's Events name the
+    # buffer by them (spillway.act.events); "" for a configured buffer, which is no object
+    uid: str = ""
+    api_version: str = ""
 
     @property
     def key(self) -> str:
@@ -169,6 +173,8 @@ class BufferInfo:
             "w": [w.model_dump() for w in self.windows],
             "q": list(self.quota) if self.quota is not None else None,
             "np": 1 if self.unprioritised else None,
+            "u": self.uid,
+            "v": self.api_version,
         }
         out.update({k: v for k, v in optional.items() if v})
         return out
@@ -193,6 +199,8 @@ class BufferInfo:
             ),
             quota=(str(d["q"][0]), str(d["q"][1])) if d.get("q") else None,
             unprioritised=bool(d.get("np")),
+            uid=str(d.get("u", "")),
+            api_version=str(d.get("v", "")),
         )
 
 
@@ -349,7 +357,12 @@ def buffer_info(
     """A CapacityBuffer as the planner needs it, its PodTemplate (or scalable object) resolved."""
     namespace = buffer.metadata.namespace or "default"
     base = BufferInfo(
-        namespace, buffer.metadata.name, 0, strategy=buffer.spec.provisioning_strategy or ACTIVE_CAPACITY
+        namespace,
+        buffer.metadata.name,
+        0,
+        strategy=buffer.spec.provisioning_strategy or ACTIVE_CAPACITY,
+        uid=buffer.metadata.uid,
+        api_version=buffer.api_version,
     )
     source, current, template, generation, problem = _shape(buffer, templates, workloads or {}, scaled or {})
     base = replace(base, template=template, generation=generation)
@@ -719,7 +732,8 @@ def _provisioning(
     into the status either: it leaves ``Provisioning`` as the injection wrote it and, when a scale-up
     left fake pods without room, posts an Event ``NotTriggerScaleUp`` on the buffer ("capacity buffer
     <n> fake pods didn't trigger scale-up: <reasons>"; FakePodsScaleUpStatusProcessor,
-    processors/capacitybuffer/scale_up_status_processor.go). An expendable buffer's pods are injected
+    processors/capacitybuffer/scale_up_status_processor.go), as the plan function does
+    (:mod:`spillway.act.events`). An expendable buffer's pods are injected
     and dropped by cluster-autoscaler (:meth:`BufferInfo.expendable`): the condition is the same, and
     its message says they hold nothing."""
     if info.active_at(now):

@@ -181,6 +181,9 @@ What it serves (JSON only)
 * Event names, by the API an Event is created through (``ValidateEventCreate``): ``events.k8s.io/v1``
   holds ``metadata.name`` to a DNS subdomain of at most 253 characters (422); ``v1`` skips that for
   backwards compatibility and refuses only ``.``, ``..`` and names with ``/`` or ``%`` (any length).
+  An Event without ``eventTime`` sits in its object's namespace (``default`` or none for a
+  cluster-scoped one; else 422 at ``involvedObject.namespace``); its object may be of any kind, a
+  custom resource's too (``legacyValidateEvent``).
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
 * Faults (:class:`Faults`): ``fail_next(n, status, path_prefix, retry_after=...)``, ``delay(seconds, path_prefix)``,

@@ -90,6 +90,29 @@ def event_name_problems(group: str, name: str) -> list[FieldError]:
     ]
 
 
+def event_object_problems(obj: JsonObj) -> list[FieldError]:
+    """What the API server says of a new Event's object reference (``legacyValidateEvent``, kubernetes/
+    kubernetes pkg/apis/core/validation/events.go): an Event without ``eventTime`` (a ``v1`` one, as
+    client-go's recorder and Spillway post) must sit in its object's namespace, or, about a
+    cluster-scoped object, in ``default`` (or none). The object's kind and apiVersion are free: an Event
+    may be about any object, a custom resource's (a CapacityBuffer) as well as a Pod."""
+    if obj.get("eventTime"):
+        return []
+    involved = obj.get("involvedObject") or obj.get("regarding") or {}
+    wanted = str(involved.get("namespace") or "") if isinstance(involved, dict) else ""
+    namespace = str(_meta_of(obj).get("namespace") or "")
+    if namespace == wanted or (not wanted and namespace == "default"):
+        return []
+    return [
+        FieldError("involvedObject.namespace", f'Invalid value: "{wanted}": does not match event.namespace')
+    ]
+
+
+def _meta_of(obj: JsonObj) -> JsonObj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
 def _identity(obj: JsonObj) -> JsonObj:
     return obj
 

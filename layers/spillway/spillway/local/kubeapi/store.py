@@ -590,6 +590,7 @@ class Store:
         problems: list[FieldError] = label_rules.problems(obj)
         if rt.canonical == "Event" and current is None:  # a create through either Events API
             problems += resources.event_name_problems(rt.group, str(_meta(obj).get("name") or ""))
+            problems += resources.event_object_problems(obj)
         if rt.canonical == "PodDisruptionBudget":
             problems += disruption.check_spec(obj.get("spec") or {})
         if rt.canonical == "Pod":  # add() too: the official client cannot parse a pod without containers

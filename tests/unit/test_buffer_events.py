@@ -1,0 +1,112 @@
+"""A CapacityBuffer left without room hears it on the buffer, as cluster-autoscaler's users read it with
+``kubectl describe capacitybuffer``: an Event ``NotTriggerScaleUp`` (type Normal) saying how many of its
+fake pods have no room and why (FakePodsScaleUpStatusProcessor, processors/capacitybuffer/
+scale_up_status_processor.go). Spillway said so only in the plan's ``buffers`` entry."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from plan_world import NOW, World
+from test_planner_buffers import capacity_buffer, pod_template
+from test_pod_events import Rig, events_of, snapshot_of
+
+from spillway.act.events import NOT_TRIGGERED
+from spillway.model.buffer import BufferInfo
+
+UID = "0b0f1a2e-5c1d-4e0a-9d55-cafe00000001"
+
+
+def short_world(*, max_size: int = 1, version: str = "v1beta1") -> World:
+    """A buffer web/headroom of 8 chunks of 3 CPUs (two per m5.2xlarge) and a group of ``max_size``:
+    ``2 * max_size`` chunks launching, the rest short at MaxSize."""
+    w = World(regions=("us-east-1",))
+    w.group("cpu", "m5.2xlarge", max_size=max_size, desired=0)
+    w.namespace("web")
+    pod_template(w, "web")
+    capacity_buffer(w, "headroom", "web", {"podTemplateRef": {"name": "tpl"}, "replicas": 8})
+    w.items[-1]["metadata"]["uid"] = UID
+    w.items[-1]["apiVersion"] = f"autoscaling.x-k8s.io/{version}"
+    return w
+
+
+def test_a_capacity_buffer_left_short_hears_why_on_the_buffer_itself() -> None:
+    [event] = events_of(short_world()).events
+
+    assert (event.kind, event.api_version) == ("CapacityBuffer", "autoscaling.x-k8s.io/v1beta1")
+    assert (event.namespace, event.name, event.uid) == ("web", "headroom", UID)
+    assert (event.reason, event.type) == (NOT_TRIGGERED, "Normal")
+    assert event.message.startswith("capacity buffer 6 fake pods didn't trigger scale-up: 6 of 8 chunk(s)")
+    assert event.message.endswith("(code: max-size)")
+
+
+def test_the_event_names_the_version_the_buffer_was_read_through() -> None:
+    [event] = events_of(short_world(version="v1alpha1")).events
+    assert event.api_version == "autoscaling.x-k8s.io/v1alpha1"
+
+
+def test_a_buffer_with_room_for_every_chunk_and_a_configured_buffer_hear_nothing() -> None:
+    assert events_of(short_world(max_size=4)).events == ()
+
+    w = World(regions=("us-east-1",))
+    w.group("cpu", "m5.2xlarge", max_size=1, desired=0)
+    snapshot, groups, cfg, state = w.parsed(
+        buffers=[{"name": "night", "pod": {"cpu": "3", "memory": "1Gi"}, "replicas": 8}]
+    )
+    from spillway.act.events import EventPolicy, plan_events
+    from spillway.planner import plan
+
+    result = plan(snapshot, groups, cfg, state, NOW)
+    assert result.buffers[0].short == 6  # short, but no object to post on
+    assert plan_events(result, snapshot, groups, {}, EventPolicy(), NOW).events == ()
+
+
+def test_a_buffer_is_told_once_per_window_under_its_own_mark_and_again_when_its_shortfall_changes() -> None:
+    w = short_world()
+    first = events_of(w)
+    [mark] = first.ledger
+    assert mark == "CapacityBuffer:web/headroom"  # no pod's key: a namespace has no ':'
+
+    again = events_of(w, first.ledger, NOW + timedelta(minutes=5))
+    assert again.events == () and again.suppressed == 1 and again.ledger == first.ledger
+
+    fewer = events_of(short_world(max_size=2), first.ledger, NOW + timedelta(minutes=1))
+    assert [e.message.split(":")[0] for e in fewer.events] == [
+        "capacity buffer 4 fake pods didn't trigger scale-up"
+    ]
+    # once it has room, its mark goes as a pod's does when it is no longer pending
+    assert events_of(short_world(max_size=4), first.ledger, NOW + timedelta(minutes=1)).ledger == {}
+
+
+def test_the_snapshot_keeps_the_buffers_uid_and_version() -> None:
+    info = next(b for b in snapshot_of(short_world(version="v1alpha1")).cluster.buffers)
+    assert (info.uid, info.api_version) == (UID, "autoscaling.x-k8s.io/v1alpha1")
+    assert BufferInfo.from_dict(info.to_dict()) == info
+
+
+def test_the_plan_posts_it_on_the_buffer_after_committing() -> None:
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(short_world()))
+
+    outcome = rig.run(ref)
+
+    buffer_events: list[dict[str, Any]] = [e for e in rig.cluster.posted if e["kind"] == "CapacityBuffer"]
+    assert [(e["namespace"], e["name"], e["uid"], e["api_version"], e["reason"]) for e in buffer_events] == [
+        ("web", "headroom", UID, "autoscaling.x-k8s.io/v1beta1", NOT_TRIGGERED)
+    ]
+    assert outcome.events["posted"] == len(rig.cluster.posted)
+    assert "CapacityBuffer:web/headroom" in rig.ledger.stored.state.events
+
+
+def test_observe_keeps_the_version_it_read_the_buffer_through() -> None:
+    """The Event names the version the list was served at, whatever an item says of itself."""
+    from fakes import FakeCluster
+
+    from spillway.observe import capacity_buffers
+
+    w = short_world(version="v1alpha1")
+    kube = FakeCluster(custom=[i for i in w.items if i["kind"] in ("CapacityBuffer", "PodTemplate")])
+
+    [info] = capacity_buffers(kube).infos
+    assert (info.uid, info.api_version) == (UID, "autoscaling.x-k8s.io/v1beta1")  # listed as v1beta1
