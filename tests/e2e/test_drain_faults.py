@@ -484,6 +484,45 @@ def test_a_consolidation_whose_node_is_annotated_do_not_disrupt_while_it_drains_
     assert web is not None and not web["metadata"].get("deletionTimestamp")
 
 
+@pytest.mark.parametrize("by_hand", [False, True], ids=["plans", "by-hand"])
+def test_a_pod_that_comes_after_the_check_keeps_the_node_from_the_terminate_step(
+    cloud: Cloud, by_hand: bool
+) -> None:
+    """The check before terminating found the node empty; then a pod marked never to be disturbed was
+    bound to it by name (spec.nodeName skips the cordon and the taint) before the terminate step ran. The
+    step terminated the instance with the pod on it. Through the real state machine it terminates
+    nothing and the drain goes back to its rounds: a plan's is abandoned (``cancelled``), one by hand
+    waits for the pod to its deadline and fails as a timeout; either way the node is given back,
+    uncordoned, its instance and the pod still there."""
+    cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), _ = nodes_of(cloud, "g")
+    plan = {} if by_hand else {"plan_id": "20261102T100000Z-abc", "reason": "idle 12 min"}
+
+    def arrives() -> None:
+        add_pod(cloud, "train-0", node, annotations={"karpenter.sh/do-not-disrupt": "true"})
+
+    with before_action(cloud, "terminate", arrives):
+        result = cloud.stack.run(
+            "DrainNodeStateMachine",
+            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 5, **plan},
+            timeout=40,
+        )
+
+    if by_hand:
+        assert result["status"] == "FAILED" and result["error"] == "DrainTimeout", result
+        assert "train-0" in result["cause"], result
+    else:
+        assert result["status"] == "SUCCEEDED" and result["output"]["outcome"] == "cancelled", result
+        assert "team-a/train-0" in result["output"]["note"], result
+    [answer] = terminate_results(cloud)
+    assert answer["status"] == "NotTerminated" and answer["ready"] is False, answer
+    assert instance in cloud.instances() and cloud.desired("g") == 2
+    assert marks(cloud.kube.get("Node", node)) == (False, False, False)
+    pod = cloud.kube.get("Pod", "train-0", "team-a")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+
 def test_an_abandoned_drain_whose_give_back_fails_fails_for_the_alarm_instead_of_succeeding(
     cloud: Cloud,
 ) -> None:

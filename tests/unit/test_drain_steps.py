@@ -862,6 +862,7 @@ def test_a_notices_drain_at_min_size_terminates_without_decrementing_so_the_grou
     drain = rig.cordoned(**{**request, "force": force})
     assert drain.terminate is True
     rig.drainer.evict(drain)
+    rig.clock.advance(1)  # the kubelet confirms the eviction: the node is empty, as the check found it
 
     outcome = _terminate_or_compensate(rig, drain)
 
@@ -1478,6 +1479,41 @@ def test_check_sends_the_drain_back_when_a_pod_arrived(rig: Rig) -> None:
     assert rig.drainer.check(drain)["ready"] is True
 
 
+@pytest.mark.parametrize(
+    ("request_", "arrival"),
+    [
+        # a plan's scale-down: a pod that tolerates the cordon and the draining taint, which kube-scheduler
+        # may well put on the emptied node (the least allocated), is work the plan never judged
+        ({"plan_id": "20261102T100000Z-abc", "reason": "idle 12 min"},
+         {"name": "agent-0", "app": "agent", "tolerations": [{"operator": "Exists"}]}),
+        # a drain by hand: a pod marked never to be disturbed, bound by name (spec.nodeName skips the
+        # cordon and the taint), keeps the node
+        ({}, {"name": "train-0", "app": "train", "annotations": {"karpenter.sh/do-not-disrupt": "true"},
+              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}),
+    ],
+)  # fmt: skip
+def test_the_terminate_step_terminates_nothing_for_a_pod_that_came_after_the_check(
+    rig: Rig, request_: dict[str, Any], arrival: dict[str, Any]
+) -> None:
+    """The check before terminating found the node empty, then a pod the drain may not take with the node
+    landed on it before the terminate step ran (that step is retried for throttling for up to a few
+    minutes). The terminate step terminated the instance without a look at the node, and the pod (a
+    do-not-disrupt one, or work no plan judged) died with it. It asks the check's question again, right
+    before TerminateInstanceInAutoScalingGroup: not ready, it terminates nothing and sends the drain back
+    to its eviction rounds (``ready`` false), which abandon it or wait, as after a check not ready."""
+    drain = rig.cordoned(**request_)
+    assert rig.drainer.check(drain)["ready"] is True
+    name = arrival.pop("name")
+    rig.pod(name, **arrival)
+
+    out = run_action(rig.drainer, {"action": "terminate", "drain": drain.model_dump(), "attempt": 0})
+
+    assert rig.cloud.terminated() == [], out
+    assert out["ready"] is False and out["status"] == "NotTerminated", out
+    assert [r["pod"] for r in out["remaining"]] == [f"team-a/{name}"], out
+    assert rig.api.get("Pod", name, "team-a") is not None
+
+
 def test_check_stops_when_the_node_was_replaced(rig: Rig) -> None:
     drain = rig.cordoned()
     rig.api.delete("Node", NODE)
@@ -1739,6 +1775,7 @@ def test_two_spot_drains_at_once_the_second_terminates_without_decrementing_its_
     for drain in (first, second):
         rig.drainer.cordon(drain)
         rig.drainer.evict(drain)
+    rig.clock.advance(1)  # the kubelet confirms the evictions: the nodes are empty, as the checks found them
 
     _terminate_or_compensate(rig, first)
     outcome = _terminate_or_compensate(rig, second)
@@ -2053,8 +2090,12 @@ def test_drain_node_compensates_every_failure_before_termination_and_only_those(
     assert [c["Next"] for c in states["Cordon"]["Catch"]] == ["Compensate"]
     for name in ("Evict", "CheckBeforeTerminating"):  # but a drain another took over (not a failure)
         assert [c["Next"] for c in states[name]["Catch"]] == ["RecordSuperseded", "Compensate"], name
-    # a failed terminate may have terminated all the same: its compensation asks first
-    assert [c["Next"] for c in states["TerminateThroughFunction"]["Catch"]] == ["CompensateTerminate"]
+    # a failed terminate may have terminated all the same: its compensation asks first; its own check
+    # may find the node taken over by another drain, which is no failure either
+    assert [c["Next"] for c in states["TerminateThroughFunction"]["Catch"]] == [
+        "RecordSuperseded",
+        "CompensateTerminate",
+    ]
     assert states["CompensateTerminate"]["Parameters"]["after_terminate"] is True
     gone = states["InstanceGone"]
     assert (gone["Choices"][0]["Next"], gone["Default"]) == ("GoneAnyway", "RecordFailure")
@@ -2282,10 +2323,18 @@ def test_every_terminating_drain_terminates_through_the_drain_function() -> None
         "action": "terminate",
         "drain.$": "$.drain",
         "attempt.$": "$$.State.RetryCount",
+        **EXECUTION,  # its own check stands by for another forced drain, as the check step does
     }
     assert terminate["ResultPath"] == "$.terminated"  # what the record step and Terminated read
     assert any({"AwsThrottled", "AwsUnavailable"} <= set(r["ErrorEquals"]) for r in terminate["Retry"])
-    assert terminate["Next"] == "LeftGroup"  # a Spot warning's instance that left its group: drained
+    # its own check found the node not ready (a pod came since the check): back to the eviction rounds
+    assert terminate["Next"] == "TerminatedNothing"
+    [back] = states["TerminatedNothing"]["Choices"]
+    assert back["Next"] == "WaitForPods"
+    assert {"Variable": "$.terminated.ready", "BooleanEquals": False} in back["And"]
+    assert (
+        states["TerminatedNothing"]["Default"] == "LeftGroup"
+    )  # a Spot warning's instance that left: drained
     [left] = states["LeftGroup"]["Choices"]
     assert left["Next"] == "RecordDrained" and "$.terminated.outside_group" in json.dumps(left)
     assert states["LeftGroup"]["Default"] == "CompleteOwnLifecycleAction"

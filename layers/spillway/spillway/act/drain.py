@@ -220,7 +220,8 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "cordon": frozenset({*_ALWAYS, DrainCancelled, *_KUBE}),
     "evict": frozenset({*_ALWAYS, DrainCancelled, DrainSuperseded, DrainTimeout, *_KUBE}),
     "check": frozenset({*_ALWAYS, DrainCancelled, DrainSuperseded, *_KUBE}),
-    "terminate": frozenset({*_ALWAYS, *_AWS}),
+    # its own check first (a pod that came since the check keeps the node): check's errors too
+    "terminate": frozenset({*_ALWAYS, DrainCancelled, DrainSuperseded, *_KUBE, *_AWS}),
     "complete_lifecycle": frozenset({*_ALWAYS, *_AWS, LifecycleActionPending}),
     "delete_node": frozenset({*_ALWAYS, *_KUBE}),
     "uncordon": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # AWS only after a failed terminate
@@ -2479,7 +2480,9 @@ class Drainer:
 
     # terminate ---------------------------------------------------------------------------------
 
-    def terminate(self, drain: Drain, attempt: int | None = None) -> dict[str, Any]:
+    def terminate(
+        self, drain: Drain, attempt: int | None = None, *, execution: str | None = None
+    ) -> dict[str, Any]:
         """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity: every drain that
         terminates does it here, in any region (the adapter names Auto Scaling's errors, which the state
         machine retries). ``{activity_id, status, description}``, with a ``note`` when it did not
@@ -2497,7 +2500,16 @@ class Drainer:
         ``outside_group`` (EC2 takes the instance back; the node stays cordoned, as when the detach came
         before the validation), any other's is :class:`DrainCancelled` and its compensation gives the
         node back. A drain of an instance in no group (validation never lets one terminate) is refused,
-        touching nothing."""
+        touching nothing.
+
+        Right before the call it asks the check's question again (:meth:`check`, ``execution`` as
+        there): a pod may have come to the node since the check found it ready (one that tolerates the
+        cordon and the draining taint, which kube-scheduler may well put on the emptied node; one bound
+        by ``spec.nodeName``, which skips both), or the node may have been annotated since, and this
+        step runs seconds to minutes after the check (Auto Scaling's throttling is retried here). Not
+        ready, it terminates nothing and answers ``ready`` false (status ``NotTerminated``): the state
+        machine goes back to the eviction rounds, which abandon the drain or wait, as after a check not
+        ready. Before, the instance was terminated with such a pod on it."""
         if drain.group is None:
             raise InvalidDrainRequest(
                 f"instance {drain.instance_id} is in no Auto Scaling group: there is none to terminate it "
@@ -2507,6 +2519,9 @@ class Drainer:
         already = self._not_to_terminate(drain)
         if already is not None:
             return _by_another(already) if attempt == 0 else already
+        again = self.check(drain, execution=execution)
+        if not again["ready"]:
+            return _not_terminated(again)
         try:
             activity, decremented = self._terminate_instance(drain)
         except InstanceNotFound:
@@ -3136,6 +3151,23 @@ def _left_alive(drain: Drain, placement: Placement | None, state: str) -> str:
     )
 
 
+def _not_terminated(check: Mapping[str, Any]) -> dict[str, Any]:
+    """The terminate step's answer when its own check found the node not ready (:meth:`Drainer.terminate`):
+    nothing terminated; ``ready`` false sends the drain back to its eviction rounds."""
+    remaining = list(check.get("remaining") or [])
+    why = str(
+        check.get("note")
+        or f"{len(remaining)} pod(s) came to the node since the check: {_describe_pods(remaining)}"
+    )
+    return {
+        "ready": False,
+        "status": "NotTerminated",
+        "remaining": remaining,
+        "note": f"not terminated: {why}; back to the eviction rounds",
+        **({"standing_by": check["standing_by"]} if "standing_by" in check else {}),
+    }
+
+
 def _keep_leaving(drain: Drain) -> dict[str, Any]:
     """The compensation of a forced drain of a leaving instance (a Spot warning's, a scheduled change's
     within a day): EC2 takes the instance whatever the drain did, so the cordon and the draining taint
@@ -3523,11 +3555,11 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     if action not in ACTIONS:
         raise InvalidDrainRequest(f"unknown action {action!r} (one of: {', '.join(ACTIONS)})", field="action")
     drain = parse_drain(event.get("drain"))
+    execution = event.get("execution") if isinstance(event.get("execution"), str) else None
     if action == "terminate":
-        return drainer.terminate(drain, _attempt(event.get("attempt")))
+        return drainer.terminate(drain, _attempt(event.get("attempt")), execution=execution)
     if action in _DRAIN_STEPS:
         return _DRAIN_STEPS[action](drainer, drain)
-    execution = event.get("execution") if isinstance(event.get("execution"), str) else None
     if action == "check":
         return drainer.check(drain, execution=execution)
     if action == "evict":
