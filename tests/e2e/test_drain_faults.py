@@ -33,7 +33,9 @@ import boto3
 import pytest
 from conftest import CLUSTER, HOME, WEST, Cloud
 
+from spillway.act.drain import DRAIN_COUNTED_KEPT
 from spillway.local import objects
+from spillway.model.drain import MAX_EXECUTION_SECONDS
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 DRAINING = "spillway.io/draining"
@@ -718,8 +720,10 @@ def drain_outcomes(cloud: Cloud, capsys: pytest.CaptureFixture[str], outcome: st
     return emf, sum(point["Sum"] for point in stats["Datapoints"])
 
 
-def counted_mark(cloud: Cloud, execution: str) -> Any:
-    """The value of the mark that ``execution``'s DrainOutcome was counted, None when there is none."""
+def counted_mark(cloud: Cloud, execution: str, *, expires: bool = True) -> Any:
+    """The value of the mark that ``execution``'s DrainOutcome was counted, None when there is none.
+    The mark expires (DynamoDB's TTL) some 15 days on, as the drain function's own mark does, when the
+    validation answered (``expires``): its clock gave the time, which JSONPath has none of."""
     item = (
         cloud.stack.client("dynamodb")
         .get_item(
@@ -728,7 +732,15 @@ def counted_mark(cloud: Cloud, execution: str) -> Any:
         )
         .get("Item")
     )
-    return None if item is None else json.loads(item["value"]["S"])
+    if item is None:
+        return None
+    if not expires:
+        assert "expires_at" not in item, item
+    else:  # validation's clock (real time here, as the drain function's) + the longest execution + 15 days
+        ahead = int(item["expires_at"]["N"]) - time.time()
+        kept = DRAIN_COUNTED_KEPT.total_seconds()
+        assert kept < ahead <= kept + MAX_EXECUTION_SECONDS, item
+    return json.loads(item["value"]["S"])
 
 
 @pytest.mark.parametrize(
@@ -884,7 +896,8 @@ def test_a_failed_drain_whose_record_step_is_throttled_for_good_still_fails_and_
 
     assert result["status"] == "FAILED" and result["error"] == error, result
     assert drain_outcomes(cloud, capsys, outcome) == (0, 1)  # no EMF line: the function never ran
-    assert counted_mark(cloud, result["executionArn"]) == {"by": "DrainNode", "outcome": outcome}
+    mark = counted_mark(cloud, result["executionArn"], expires=outcome != "rejected")  # no validation answer
+    assert mark == {"by": "DrainNode", "outcome": outcome}
     assert marks(cloud.kube.get("Node", node)) == (False, False, False)  # compensated (or never touched)
     assert instance in {i["InstanceId"] for i in cloud.asg("general")["Instances"]}
 

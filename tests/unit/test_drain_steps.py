@@ -20,6 +20,8 @@ from fakes import FakeCloud, FakeLedger
 from spillway.act.drain import (
     ARRIVED,
     CANCELLED_KEYS,
+    COUNTED_EXPIRES_AT,
+    DRAIN_COUNTED_KEPT,
     DRAIN_COUNTED_PARTITION,
     OUTCOME_OF_ERROR,
     RAISES,
@@ -51,7 +53,7 @@ from spillway.errors import (
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.model.cluster import NodeInfo
-from spillway.model.drain import MAX_WAITING_EXECUTION_SECONDS, Drain
+from spillway.model.drain import MAX_EXECUTION_SECONDS, MAX_WAITING_EXECUTION_SECONDS, Drain
 from spillway.model.k8s import ENABLE_DS_EVICTION, Node, Pod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -2187,11 +2189,14 @@ def test_a_drain_answered_waiting_waits_until_not_before_then_validates_the_requ
     assert machine["TimeoutSeconds"] == MAX_WAITING_EXECUTION_SECONDS <= 365 * 86_400
 
 
-def _marked_then_counted(states: dict[str, Any], name: str, outcome: str | None, skip: str) -> dict[str, Any]:
+def _marked_then_counted(
+    states: dict[str, Any], name: str, outcome: str | None, skip: str, *, expires: bool = True
+) -> dict[str, Any]:
     """The state ``name`` marks the execution counted as the drain function does (``Drainer._counter``:
     the item named by the execution's ARN under ``<cluster>#drain-counted``, a claim's attributes), only
     where no mark is: the mark there (a record step's run counted) goes to ``skip``, counting nothing;
-    any other failure counts all the same. Returns the count state it leads to."""
+    any other failure counts all the same. Returns the count state it leads to. The mark expires
+    (``expires_at``, DynamoDB's TTL) when the validation's clock gave its time (``expires``)."""
     mark = states[name]
     assert mark["Resource"] == "arn:aws:states:::dynamodb:putItem", name
     params = mark["Parameters"]
@@ -2203,7 +2208,9 @@ def _marked_then_counted(states: dict[str, Any], name: str, outcome: str | None,
         assert item["value"] == {"S.$": "States.JsonToString($.counted_by)"}
     else:
         assert json.loads(item["value"]["S"]) == {"by": "DrainNode", "outcome": outcome}, name
-    assert set(item) == {"cluster", "item", "value"}
+    if expires:
+        assert item.pop("expires_at") == {"N.$": f"$.{COUNTED_EXPIRES_AT}"}, name
+    assert set(item) == {"cluster", "item", "value"}, name
     assert (params["ConditionExpression"], params["ExpressionAttributeNames"]) == (
         "attribute_not_exists(#i)",
         {"#i": "item"},
@@ -2283,9 +2290,15 @@ def test_a_failed_drain_whose_record_step_fails_for_good_still_counts_its_outcom
         assert shaped["Type"] == "Pass" and shaped["ResultPath"] == "$.counted_by"
         expected = OUTCOME_OF_ERROR[error] if error is not None else "failed"
         assert shaped["Result"] == {"by": "DrainNode", "outcome": expected}, error
-        assert shaped["Next"] == "MarkFailure"
+        assert shaped["Next"] == "FailureMarkExpires"
+    # a mark expires when the validation answered (its clock); RecordRejection's path may come without
+    # that answer (the validation failed), and then writes the mark that is kept until deleted
+    [expiring] = states["FailureMarkExpires"]["Choices"]
+    assert expiring == {"Variable": f"$.{COUNTED_EXPIRES_AT}", "IsPresent": True, "Next": "MarkFailure"}
+    assert states["FailureMarkExpires"]["Default"] == "MarkUnvalidatedFailure"
     count = _marked_then_counted(states, "MarkFailure", None, "FailAsCaught")
-    assert count is states["CountFailure"]
+    kept = _marked_then_counted(states, "MarkUnvalidatedFailure", None, "FailAsCaught", expires=False)
+    assert count is states["CountFailure"] and kept is count
     assert count["Resource"] == "arn:aws:states:::aws-sdk:cloudwatch:putMetricData"
     assert count["Parameters"]["Namespace"] == "Spillway"
     [datum] = count["Parameters"]["MetricData"]
@@ -4418,3 +4431,20 @@ def test_a_record_step_run_again_for_its_execution_leaves_one_event_on_the_node(
     events = [e for e in rig.api.list("Event") if e["involvedObject"]["name"] == NODE]
     assert [e["reason"] for e in events if e["reason"] != "SpillwayDraining"] == ["SpillwayReleased"]
     assert rig.outcomes == ([("released", NODE)] if mark == "written" else [])
+
+
+def test_a_validation_answer_carries_when_a_mark_of_the_execution_may_expire(rig: Rig) -> None:
+    """DrainNode's own count (a record step failed for good) first writes the mark the drain function
+    writes, with Step Functions' DynamoDB PutItem; JSONPath has no clock as a number, so those marks had
+    no ``expires_at`` and DynamoDB's TTL never deleted them. The validation (the drain function, on its
+    clock) answers the epoch seconds the mark may expire at: past the longest the execution runs on
+    from there (MAX_EXECUTION_SECONDS), then DRAIN_COUNTED_KEPT, as the function's own mark is kept."""
+    expected = str(int((T0 + timedelta(seconds=MAX_EXECUTION_SECONDS) + DRAIN_COUNTED_KEPT).timestamp()))
+    request = {"cluster": CLUSTER, "node": NODE}
+
+    answer = run_action(rig.drainer, {"action": "validate", "request": request, "execution": "by-hand-1"})
+    ahead = {**SCHEDULED, "not_before": "2026-11-04T10:00:00Z"}
+    waiting = run_action(rig.drainer, {"action": "validate", "request": ahead, "execution": "by-hand-2"})
+
+    assert "drain" in answer and answer[COUNTED_EXPIRES_AT] == expected  # a string: DynamoDB's N
+    assert "waiting" in waiting and waiting[COUNTED_EXPIRES_AT] == expected

@@ -1376,7 +1376,7 @@ def test_drain_nodes_role_may_put_only_its_counted_marks() -> None:
             "Condition": {
                 "ForAllValues:StringEquals": {
                     "dynamodb:LeadingKeys": [{"Fn::Sub": "${ClusterName}#drain-counted"}],
-                    "dynamodb:Attributes": ["cluster", "item", "value"],
+                    "dynamodb:Attributes": ["cluster", "expires_at", "item", "value"],
                 }
             },
         }

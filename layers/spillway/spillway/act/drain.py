@@ -149,6 +149,7 @@ from spillway.model.drain import (
     LIFECYCLE_CONTINUE,
     LIST_LIMIT,
     MAX_DEADLINE_SECONDS,
+    MAX_EXECUTION_SECONDS,
     MAX_POLL_SECONDS,
     MAX_WAIT_SECONDS,
     WAIT_TIMESTAMP_PATTERN,
@@ -287,6 +288,11 @@ DRAIN_COUNTED_PARTITION = "{cluster}#drain-counted"
 # execution under the same ARN, running a record step again (AWS Step Functions API Reference,
 # RedriveExecution); far above a record step's retries (seconds). One small item per execution.
 DRAIN_COUNTED_KEPT = timedelta(days=15)
+# The key of the validation's answer giving when a mark DrainNode writes itself may expire (epoch
+# seconds, a string as DynamoDB's N takes it): its Mark* states, which count a drain whose record step
+# failed for good, have no clock (JSONPath gives none as a number), the validation has. From there the
+# execution runs at most MAX_EXECUTION_SECONDS, then the mark is kept DRAIN_COUNTED_KEPT.
+COUNTED_EXPIRES_AT = "counted_expires_at"
 # A plan's drain that ends keeping its node and its remaining pods running (failed, timed out, cancelled,
 # rejected, or a make-room drain released: its moved pods evicted, the node uncordoned): later plans stop
 # taking its claim for a drain under way, counting its evictions against the PodDisruptionBudgets and
@@ -2808,7 +2814,8 @@ class Drainer:
         than a drain nobody counted. No ``execution`` (a caller of an older state machine) counts.
         The state machine's own count, when the record step failed for good, first writes the same
         mark where there is none (its ``Mark*`` states: value ``{"by": "DrainNode", "outcome": ...}``,
-        no token, so a later run here finds it and counts nothing) and counts only then."""
+        no token, so a later run here finds it and counts nothing; expiring at the validation's
+        :meth:`counted_expiry`) and counts only then."""
         if execution is None:
             return self.on_outcome
 
@@ -2833,6 +2840,13 @@ class Drainer:
                 self.on_outcome(outcome, who, n)
 
         return count
+
+    def counted_expiry(self) -> dict[str, str]:
+        """What the validation answers beside its answer: when a mark of the execution's count that
+        DrainNode writes itself (its ``Mark*`` states) may expire, :data:`COUNTED_EXPIRES_AT`. A state
+        machine has no clock it can write as a number; this answer gives it this function's."""
+        until = self.clock() + timedelta(seconds=MAX_EXECUTION_SECONDS) + DRAIN_COUNTED_KEPT
+        return {COUNTED_EXPIRES_AT: str(int(aware(until).timestamp()))}
 
     def _note_ended(self, summary: Mapping[str, Any], outcome: str, planned_at: object) -> None:
         """When a plan's drain (``summary`` names its ``plan_id`` and ``node``) ends keeping its node
@@ -3547,7 +3561,7 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     if action == "summarize":
         return summarize(event.get("cluster"), event.get("plan_id"), event.get("results"))
     if action == "validate":
-        return drainer.validate(event.get("request"), event.get("execution"))
+        return {**drainer.validate(event.get("request"), event.get("execution")), **drainer.counted_expiry()}
     if action in _EVENT_ACTIONS:
         return _EVENT_ACTIONS[action](drainer, event)
     if action == "record":
