@@ -212,10 +212,11 @@ def plan_events(
     live = _live_marks(plan, short)
     fresh = {k: m for k, m in ledger.items() if k in live and now - aware(m.posted_at) < policy.window}
 
-    def waited(c: tuple[str, str, str, str]) -> tuple[datetime, str]:
+    def waited(c: tuple[str, str, str, str]) -> tuple[bool, datetime, str]:
+        """Pods first, longest pending first (one of no known time last of them), then buffers."""
         info = pods.get(c[0])
         since = info.pending_since if info is not None and info.pending_since else None
-        return (aware(since) if since else _FAR_FUTURE, c[0])
+        return (c[0] in buffers, aware(since) if since else _FAR_FUTURE, c[0])
 
     wanted: list[PodEvent] = []
     suppressed = 0
