@@ -293,7 +293,7 @@ def post_events(
 
     Stops when ``budget_seconds`` is spent, or at the first sign the API takes no Event at all
     (unreachable, or our role may not create Events): the rest are skipped. Any other refusal (the
-    pod's namespace is gone, the Event is rejected) fails that Event only."""
+    object's namespace is gone or being deleted, the Event is rejected) fails that Event only."""
     todo = list(events)
     if not todo:
         return PostResult()
