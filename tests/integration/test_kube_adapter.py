@@ -869,6 +869,30 @@ def test_an_event_outside_its_objects_namespace_is_refused_as_the_api_server_ref
     assert len(server.list("Event")) == 2
 
 
+def test_an_event_in_a_namespace_being_deleted_fails_alone(server: KubeApiServer, kube: KubeClient) -> None:
+    """NamespaceLifecycle refuses any create in a terminating namespace, an Event's too: 403 with a
+    NamespaceTerminating cause. That is no sign that RBAC refuses every Event: a CapacityBuffer (or pod)
+    of a namespace being deleted fails its own Event, and the plan's others are posted."""
+    from spillway.act.events import PodEvent, post_events
+    from spillway.errors import KubeAuthError, KubeError
+
+    for name in ("gone", "web"):
+        server.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    namespace = server.get("Namespace", "gone")
+    assert namespace is not None
+    server.update("Namespace", {**namespace, "status": {"phase": "Terminating"}})
+    with pytest.raises(KubeError) as refused:
+        kube.record_event("CapacityBuffer", "headroom", "gone", "NotTriggerScaleUp", "m")
+    assert not isinstance(refused.value, KubeAuthError) and "being terminated" in str(refused.value)
+
+    def on(namespace: str) -> PodEvent:
+        return PodEvent(namespace, "headroom", None, "NotTriggerScaleUp", "m", "fp", kind="CapacityBuffer")
+
+    result = post_events(lambda: kube, [on("gone"), on("web")], budget_seconds=60)
+    assert (result.posted, result.failed, result.skipped) == (1, 1, 0)
+    assert [e["metadata"]["namespace"] for e in server.list("Event")] == ["web"]
+
+
 def test_an_event_about_a_node_named_near_the_limit_is_recorded(
     server: KubeApiServer, kube: KubeClient
 ) -> None:

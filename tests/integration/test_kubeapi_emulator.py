@@ -1095,6 +1095,66 @@ def test_an_event_name_is_held_to_the_rules_of_the_api_it_is_created_through(
     events_v1.create_namespaced_event("default", {**strict, "metadata": {"name": "n" * 240 + ".1"}})
 
 
+def test_an_event_with_an_event_time_is_held_to_what_a_new_event_must_say(
+    client: ApiClient, core: CoreV1Api
+) -> None:
+    """legacyValidateEvent, for an Event that sets eventTime (through either API): its object need not
+    share its namespace, but one about a cluster-scoped object sits in default or kube-system; it names
+    its reporting controller (a qualified name) and instance, its action and reason, each of at most
+    128 bytes, and its message at most 1024."""
+    core.create_namespace({"metadata": {"name": "web"}})
+    good = {
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "shop"},
+        "reason": "Drain",
+        "message": "m",
+        "action": "Drain",
+        "reportingComponent": "spillway.io/drain",
+        "reportingInstance": "drain-1",
+    }
+    core.create_namespaced_event("web", {**good, "metadata": {"name": "p.1"}})  # any namespaced object's
+    core.create_namespaced_event(
+        "kube-system", {**good, "metadata": {"name": "n.1"}, "involvedObject": {"kind": "Node", "name": "n"}}
+    )
+
+    def refused(namespace: str, **change: Any) -> list[dict[str, Any]]:
+        body = {**good, "metadata": {"name": "x.1"}, **change}
+        with pytest.raises(ApiException) as caught:
+            core.create_namespaced_event(namespace, {k: v for k, v in body.items() if v is not None})
+        assert caught.value.status == 422
+        causes: list[dict[str, Any]] = error_body(caught.value)["details"]["causes"]
+        return causes
+
+    assert refused("web", involvedObject={"kind": "Node", "name": "n"}) == [
+        {"reason": "FieldValueInvalid", "message": 'Invalid value: "": does not match event.namespace',
+         "field": "involvedObject.namespace"}
+    ]  # fmt: skip
+    causes = refused(
+        "web", reportingComponent=None, reportingInstance=None, action="a" * 129, reason="é" * 65
+    )
+    assert [(c["field"], c["message"]) for c in causes] == [
+        ("reportingController", "Required value"),
+        ("reportingController", 'Invalid value: "": name part must be non-empty'),
+        ("reportingController", 'Invalid value: "": name part must consist of alphanumeric characters, '
+         "'-', '_' or '.', and must start and end with an alphanumeric character"),
+        ("reportingInstance", "Required value"),
+        ("action", 'Invalid value: "": can have at most 128 characters'),
+        ("reason", 'Invalid value: "": can have at most 128 characters'),  # 130 bytes, as Go counts
+    ]  # fmt: skip
+    assert [c["field"] for c in refused("web", reportingComponent="a/b/c", message="m" * 1025)] == [
+        "reportingController",
+        "message",
+    ]
+    events_v1 = EventsV1Api(client)
+    with pytest.raises(ApiException) as caught:
+        events_v1.create_namespaced_event(
+            "web",
+            {"metadata": {"name": "v.1"}, "eventTime": good["eventTime"], "regarding": {"kind": "Pod", "name": "p", "namespace": "web"},
+             "reason": "Drain", "type": "Normal", "action": "Drain", "reportingController": "spillway.io/drain"},
+        )  # fmt: skip
+    assert [c["field"] for c in error_body(caught.value)["details"]["causes"]] == ["reportingInstance"]
+
+
 def test_default_namespaces_exist(core: CoreV1Api) -> None:
     names = {ns.metadata.name for ns in core.list_namespace().items}
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= names

@@ -110,3 +110,42 @@ def test_observe_keeps_the_version_it_read_the_buffer_through() -> None:
 
     [info] = capacity_buffers(kube).infos
     assert (info.uid, info.api_version) == (UID, "autoscaling.x-k8s.io/v1beta1")  # listed as v1beta1
+
+
+def test_the_buffer_comes_after_every_pod_in_the_cap_even_one_the_scheduler_gave_no_time() -> None:
+    """A pending pod whose PodScheduled condition has no lastTransitionTime (optional in the API) has
+    waited an unknown time; it is still a pod, and pods go before buffers in ``max_per_plan``, whatever
+    their namespaces (``web/...`` sorts after ``CapacityBuffer:...``)."""
+    w = short_world()
+    w.pods("job", 1, namespace="web", cpu="100", memory="1Gi")  # no group fits: NotTriggerScaleUp
+    for cond in w.items[-1].get("status", {}).get("conditions", []):
+        cond.pop("lastTransitionTime", None)
+    both = events_of(w)
+    assert sorted(e.kind for e in both.events) == ["CapacityBuffer", "Pod"]
+
+    [first] = events_of(w, max_per_plan=1).events
+    assert (first.kind, first.name) == ("Pod", "job-0")
+
+
+def test_a_snapshot_written_before_buffers_kept_uid_and_version_still_posts_on_the_buffer() -> None:
+    """During a deploy the new planner reads snapshots the old observe wrote: no ``u`` or ``v``. The
+    Event names the buffer by the first version observe tries, and no uid."""
+    from dataclasses import replace
+
+    from spillway.act.events import EventPolicy, plan_events
+    from spillway.planner import plan
+
+    snapshot, groups, cfg, state = short_world(version="v1alpha1").parsed()
+    old = []
+    for b in snapshot.buffers:
+        d = b.to_dict()
+        assert (d.pop("u"), d.pop("v")) == (UID, "autoscaling.x-k8s.io/v1alpha1")
+        old.append(BufferInfo.from_dict(d))
+    snapshot = replace(snapshot, buffers=tuple(old))
+    result = plan(snapshot, groups, cfg, state, NOW)
+    [event] = plan_events(result, snapshot, groups, {}, EventPolicy(), NOW).events
+    assert (event.kind, event.api_version, event.uid) == (
+        "CapacityBuffer",
+        "autoscaling.x-k8s.io/v1beta1",
+        None,
+    )

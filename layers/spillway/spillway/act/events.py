@@ -212,10 +212,11 @@ def plan_events(
     live = _live_marks(plan, short)
     fresh = {k: m for k, m in ledger.items() if k in live and now - aware(m.posted_at) < policy.window}
 
-    def waited(c: tuple[str, str, str, str]) -> tuple[datetime, str]:
+    def waited(c: tuple[str, str, str, str]) -> tuple[bool, datetime, str]:
+        """Pods first, longest pending first (one of no known time last of them), then buffers."""
         info = pods.get(c[0])
         since = info.pending_since if info is not None and info.pending_since else None
-        return (aware(since) if since else _FAR_FUTURE, c[0])
+        return (c[0] in buffers, aware(since) if since else _FAR_FUTURE, c[0])
 
     wanted: list[PodEvent] = []
     suppressed = 0
@@ -292,7 +293,7 @@ def post_events(
 
     Stops when ``budget_seconds`` is spent, or at the first sign the API takes no Event at all
     (unreachable, or our role may not create Events): the rest are skipped. Any other refusal (the
-    pod's namespace is gone, the Event is rejected) fails that Event only."""
+    object's namespace is gone or being deleted, the Event is rejected) fails that Event only."""
     todo = list(events)
     if not todo:
         return PostResult()

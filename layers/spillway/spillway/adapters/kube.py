@@ -391,6 +391,15 @@ def _forbidden_eviction(doc: Mapping[str, Any]) -> type[KubeError] | None:
     return None
 
 
+def _event_answer(exc: ApiException) -> type[KubeError] | None:
+    """An Event create's 403 with a ``NamespaceTerminating`` cause (the NamespaceLifecycle admission
+    plugin refuses every create in a namespace being deleted, an Event's too): that Event fails alone,
+    it is no sign that RBAC refuses Events (``KubeAuthError``)."""
+    if int(exc.status or 0) == 403 and _has_cause(_status_doc(exc), NAMESPACE_TERMINATING_CAUSE):
+        return KubeError
+    return None
+
+
 # the eviction subresource's 504 when its budget's update kept conflicting with other evictions for
 # the budget (pkg/registry/core/pod/storage/eviction.go: NewTimeoutError("couldn't update
 # PodDisruptionBudget %q due to conflicts", 10)): contention, answered at once like a throttling 429
@@ -1393,6 +1402,7 @@ class KubeClient:
             self._request(
                 f"record event {reason} on {kind} {name}",
                 partial(self._core.create_namespaced_event, ns, event, **self._opts()),
+                classify=_event_answer,
             )
 
     # --- machinery ------------------------------------------------------------------------------

@@ -182,7 +182,10 @@ What it serves (JSON only)
   holds ``metadata.name`` to a DNS subdomain of at most 253 characters (422); ``v1`` skips that for
   backwards compatibility and refuses only ``.``, ``..`` and names with ``/`` or ``%`` (any length).
   An Event without ``eventTime`` sits in its object's namespace (``default`` or none for a
-  cluster-scoped one; else 422 at ``involvedObject.namespace``); its object may be of any kind, a
+  cluster-scoped one; else 422 at ``involvedObject.namespace``); one with ``eventTime`` may be about an
+  object of any namespace, one about a cluster-scoped object sits in ``default`` or ``kube-system``, and
+  it names its ``reportingController`` (a qualified name), ``reportingInstance``, ``action`` and
+  ``reason`` (at most 128 bytes each; its message at most 1024). Its object may be of any kind, a
   custom resource's too (``legacyValidateEvent``).
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spillway.local.kubeapi import crds, pods
+from spillway.local.kubeapi import labels as label_rules
 from spillway.local.kubeapi.status import FieldError, KubeApiError, bad_request
 
 JsonObj = dict[str, Any]
@@ -91,21 +92,54 @@ def event_name_problems(group: str, name: str) -> list[FieldError]:
 
 
 def event_object_problems(obj: JsonObj) -> list[FieldError]:
-    """What the API server says of a new Event's object reference (``legacyValidateEvent``, kubernetes/
-    kubernetes pkg/apis/core/validation/events.go): an Event without ``eventTime`` (a ``v1`` one, as
-    client-go's recorder and Spillway post) must sit in its object's namespace, or, about a
-    cluster-scoped object, in ``default`` (or none). The object's kind and apiVersion are free: an Event
-    may be about any object, a custom resource's (a CapacityBuffer) as well as a Pod."""
-    if obj.get("eventTime"):
-        return []
-    involved = obj.get("involvedObject") or obj.get("regarding") or {}
+    """What the API server says of a new Event in its ``v1`` shape, whichever API created it
+    (``legacyValidateEvent``, kubernetes/kubernetes pkg/apis/core/validation/events.go; field paths are
+    the internal type's, ``reportingController`` for ``v1``'s ``reportingComponent``).
+
+    Without ``eventTime`` (an old-style Event, as client-go's recorder and Spillway post) it must sit in
+    its object's namespace, or, about a cluster-scoped object, in ``default`` (or none). With one (a
+    "new" Event), its object's namespace is free, but one about a cluster-scoped object sits in
+    ``default`` or ``kube-system``, and it must name its reporting controller (a qualified name) and
+    instance, its action and its reason, each of at most 128 bytes, with a message of at most 1024. The
+    object's kind and apiVersion are free: an Event may be about any object, a custom resource's (a
+    CapacityBuffer) as well as a Pod."""
+    involved = obj.get("involvedObject")
     wanted = str(involved.get("namespace") or "") if isinstance(involved, dict) else ""
     namespace = str(_meta_of(obj).get("namespace") or "")
-    if namespace == wanted or (not wanted and namespace == "default"):
-        return []
-    return [
-        FieldError("involvedObject.namespace", f'Invalid value: "{wanted}": does not match event.namespace')
+    if not obj.get("eventTime"):
+        fits = namespace == wanted or (not wanted and namespace == "default")
+        return [] if fits else [_not_its_namespace(wanted)]
+    fits = bool(wanted) or namespace in ("default", "kube-system")
+    return ([] if fits else [_not_its_namespace(wanted)]) + _new_event_problems(obj)
+
+
+def _not_its_namespace(wanted: str) -> FieldError:
+    return FieldError(
+        "involvedObject.namespace", f'Invalid value: "{wanted}": does not match event.namespace'
+    )
+
+
+# the fields an Event with eventTime must set, in the order checked, and the most bytes each may have
+_NEW_EVENT_FIELDS = (("reportingInstance", 128), ("action", 128), ("reason", 128))
+
+
+def _new_event_problems(obj: JsonObj) -> list[FieldError]:
+    """``legacyValidateEvent``'s checks of an Event with ``eventTime``, after its namespace's, in order."""
+    controller = str(obj.get("reportingComponent") or "")
+    found = [] if controller else [FieldError("reportingController", "Required value")]
+    found += [
+        FieldError("reportingController", f'Invalid value: "{controller}": {why}')
+        for why in label_rules.key_problems(controller)
     ]
+    for key, most in _NEW_EVENT_FIELDS:
+        value = str(obj.get(key) or "")
+        if not value:
+            found.append(FieldError(key, "Required value"))
+        if len(value.encode()) > most:  # Go's len(): bytes
+            found.append(FieldError(key, f'Invalid value: "": can have at most {most} characters'))
+    if len(str(obj.get("message") or "").encode()) > 1024:
+        found.append(FieldError("message", 'Invalid value: "": can have at most 1024 characters'))
+    return found
 
 
 def _meta_of(obj: JsonObj) -> JsonObj:
