@@ -149,3 +149,26 @@ def test_a_snapshot_written_before_buffers_kept_uid_and_version_still_posts_on_t
         "autoscaling.x-k8s.io/v1beta1",
         None,
     )
+
+
+def test_observe_leaves_out_a_listed_buffer_that_is_no_object_and_keeps_the_others() -> None:
+    """Stamping each listed buffer with the version it was read through spread it as a mapping: an
+    item that is none (a list answer no API server gives, but a proxy or a bug might) raised
+    TypeError and failed the whole observation, where the model refuses such an item and names it."""
+    from fakes import FakeCluster
+
+    from spillway.observe import capacity_buffers
+
+    w = short_world()
+    kube = FakeCluster(custom=[i for i in w.items if i["kind"] in ("CapacityBuffer", "PodTemplate")])
+    real = kube.list_custom
+
+    def with_junk(*args: Any, **kwargs: Any) -> Any:
+        listed = real(*args, **kwargs)
+        if args and "capacitybuffers" in args:
+            return [*listed, "not an object"] if isinstance(listed, list) else listed
+        return listed
+
+    kube.list_custom = with_junk  # type: ignore[method-assign]
+    [info] = capacity_buffers(kube).infos
+    assert (info.namespace, info.name) == ("web", "headroom")

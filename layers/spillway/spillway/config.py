@@ -218,7 +218,7 @@ class BufferPod(Settings):
 
 LEAVE_OUT_FOR_ALWAYS = "or leave windows out for always"
 # a schedule entry has no always: its tenant's base limits are what holds outside every entry
-SCHEDULE_ALWAYS = "(the tenant's limits hold outside them: for always, set those instead of a schedule entry)"
+SCHEDULE_ALWAYS = "the tenant's limits hold outside them: for always, set those instead of a schedule entry"
 
 
 def _some_windows(value: Any, always: str = LEAVE_OUT_FOR_ALWAYS) -> Any:
@@ -227,7 +227,7 @@ def _some_windows(value: Any, always: str = LEAVE_OUT_FOR_ALWAYS) -> Any:
     how to ask for always there: leaving ``windows`` out, or a tenant's base limits for a schedule
     entry, which needs windows."""
     if isinstance(value, list | tuple) and not value:
-        raise ValueError(f"an empty list could mean never or always: list at least one window, {always}")
+        raise ValueError(f"an empty list could mean never or always: list at least one window; {always}")
     return value
 
 

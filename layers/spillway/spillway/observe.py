@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -397,7 +397,9 @@ def capacity_buffers(kube: Cluster) -> Buffers:
     )
     # each as the version read through, which the plan's Events name it by (spillway.act.events)
     served = f"{capacity_buffer.GROUP}/{version}"
-    objects, refused = capacity_buffer.parse_buffers([{**item, "apiVersion": served} for item in raw])
+    objects, refused = capacity_buffer.parse_buffers(
+        [{**item, "apiVersion": served} if isinstance(item, Mapping) else item for item in raw]
+    )
     templates, workloads, scaled = _named(kube, objects)
     for why in refused:
         log.error("%s; the buffer is left out", why)
