@@ -12,7 +12,8 @@ Wire form (state file and state table item)::
     {"nodes": {"<node>": {"idle_since": ISO, "draining_since": ISO (optional)}},
      "groups": {"<region>/<asg>": {"group": "<asg>", "region": "...", "backoff_until": ISO,
                                    "reason": "..."}},
-     "events": {"<ns>/<pod>": {"fingerprint": "...", "posted_at": ISO}},     (only when not empty)
+     "events": {"<ns>/<pod>" | "CapacityBuffer:<ns>/<buffer>": {"fingerprint": "...",
+                "posted_at": ISO}},                                           (only when not empty)
      "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}},
                                                                               (only when not empty)
      "raises": {"<region>/<asg>": {"group": "<asg>", "region": "...", "to": N, "since": ISO}},
