@@ -244,6 +244,39 @@ def test_a_back_off_item_whose_time_cannot_be_read_is_skipped_naming_it_and_the_
     assert ddb.get_item(TableName="state", Key=key)["Item"] == bad
 
 
+@pytest.mark.parametrize(
+    ("key", "fields", "named"),
+    [
+        ("backoff#us-east-1/", {"group": {"S": ""}, "region": {"S": "us-east-1"}}, "group"),
+        ("backoff#", {}, "group"),
+        ("backoff#gpu", {"group": {"S": "gpu"}, "region": {"S": "not a region!"}}, "region"),
+        ("backoff#gpu", {"region": {"S": "US-EAST-1"}}, "region"),
+    ],
+)
+def test_a_back_off_item_naming_no_group_or_no_region_is_skipped_naming_it(
+    store: StateStore,
+    ddb: Any,
+    caplog: pytest.LogCaptureFixture,
+    key: str,
+    fields: dict[str, Any],
+    named: str,
+) -> None:
+    """A back-off item with an empty ``group`` (or key) or a ``region`` that is no AWS region loaded as
+    group keys "" or "not a region!/gpu", backing off a group nobody has, silently. It is now skipped with
+    a warning naming the item and the field, as one whose time cannot be read; the rest load."""
+    commit(store, 0, State(nodes={"n1": NodeState(idle_since=NOW)}))
+    assert store.put_backoff("ml", "cpu", NOW + timedelta(minutes=5), "ICE", region="us-east-1")
+    bad: dict[str, Any] = {"cluster": {"S": "ml"}, "item": {"S": key}, "reason": {"S": "x"},
+                           "backoff_until": {"S": iso(NOW + timedelta(minutes=5))}, **fields}  # fmt: skip
+    ddb.put_item(TableName="state", Item=bad)
+
+    with caplog.at_level(logging.WARNING, logger="spillway.adapters.state_store"):
+        loaded = store.load("ml", NOW)
+
+    assert set(loaded.state.groups) == {"us-east-1/cpu"} and set(loaded.state.pools) == set()
+    assert f"back-off item {key}:" in caplog.text and named in caplog.text
+
+
 def test_a_large_state_is_stored_compressed(store: StateStore, ddb: Any) -> None:
     nodes = {f"ip-10-0-{i // 250}-{i % 250}.ec2.internal": NodeState(idle_since=NOW) for i in range(8000)}
     commit(store, 0, State(nodes=nodes))

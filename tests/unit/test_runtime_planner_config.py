@@ -4,6 +4,8 @@ the key."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from spillway.act.drain import parse_request
@@ -86,6 +88,36 @@ def test_a_bad_planner_config_names_the_variable_and_the_key(value: str, field: 
     with pytest.raises(ConfigurationError) as caught:
         load_runtime_config({**BASE, "PLANNER_CONFIG": value})
     assert caught.value.field == field and words in str(caught.value), str(caught.value)
+
+
+LONG = "k" * 3000
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        # a 3,000-character key gave a 3,000-character field; a segment is cut at 64 with an ellipsis
+        (f'{{"tenants": {{"{LONG}": {{}}, "{LONG}": {{}}}}}}', f"PLANNER_CONFIG tenants.{json.dumps('k' * 63 + '…')}"),
+        # an empty key gave a field ending in a space and a dot
+        ('{"tenants": {"": {}, "": {}}}', 'PLANNER_CONFIG tenants.""'),
+        # a key with a newline put a raw newline in the field, so in the log line (log injection)
+        ('{"tenants": {"a\\nERROR forged": {}, "a\\nERROR forged": {}}}', 'PLANNER_CONFIG tenants."a\\nERROR forged"'),
+        ('{"tenants": {"a b": {}, "a b": {}}}', 'PLANNER_CONFIG tenants."a b"'),
+        # what names need no quotes keeps none
+        ('{"tenants": {"team-a.x/y_1": {}, "team-a.x/y_1": {}}}', "PLANNER_CONFIG tenants.team-a.x/y_1"),
+        # ... and a validation error's key path is shown the same way
+        ('{"tenants": {"a\\nb": {"limits": {"cpu": "lots"}}}}', 'PLANNER_CONFIG tenants."a\\nb".limits'),
+        (f'{{"tenants": {{"{LONG}": {{"limits": {{"cpu": "lots"}}}}}}}}', f"PLANNER_CONFIG tenants.{json.dumps('k' * 63 + '…')}.limits"),
+    ],
+)  # fmt: skip
+def test_a_planner_config_key_in_a_field_is_quoted_and_bounded(value: str, field: str) -> None:
+    """The field named a key path's segments as given: unbounded, an empty one as nothing, a newline raw.
+    A segment of anything but letters, digits and ``_.-/``, or empty, is JSON-quoted, and one longer
+    than 64 characters is cut to 63 and an ellipsis: the field is one bounded line."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, "PLANNER_CONFIG": value})
+    assert caught.value.field == field
+    assert "\n" not in caught.value.field and len(caught.value.field) < 120
 
 
 def test_a_bad_threshold_variable_is_still_named_as_itself() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sim_world import gpu_world
 
+from spillway.sim.bounds import lower_bounds
 from spillway.sim.report import format_table
 from spillway.sim.run import SimConfig, fleet, simulate
 from spillway.sim.trace import Job, read_trace
@@ -226,7 +227,10 @@ def test_the_cost_bound_is_over_the_resources_every_type_offering_them_has_a_pri
     assert result.cost_usd is None and result.unpriced_groups == {"cpu": "m5.24xlarge"}
     assert result.to_dict()["cost_unpriced_groups"] == {"cpu": "m5.24xlarge"}
     table = format_table(report.results, bounds)
-    assert "cost bound over nvidia.com/gpu only: no price for m5.24xlarge (--price TYPE=USD)" in table
+    assert (
+        "cost bound over nvidia.com/gpu only: no price for group cpu (m5.24xlarge) (--price TYPE=USD)"
+        in table
+    )
     assert "static: cost unknown: no price for group cpu (m5.24xlarge) (--price TYPE=USD)" in table
 
 
@@ -237,9 +241,33 @@ def test_with_no_priced_type_for_any_resource_the_cost_bound_is_missing_and_the_
     config = SimConfig(groups=(big,), policies=("static",), packers=False)
     report = simulate(config, read_trace(trace(tmp_path, ["0,3600,40,10,0,1,web,0"])))
     assert report.bounds.step_cost_usd is None and report.bounds.cost_resources == ()
-    assert "no cost bound: no price for m5.24xlarge (--price TYPE=USD)" in format_table(
+    assert "no cost bound: no price for group cpu (m5.24xlarge) (--price TYPE=USD)" in format_table(
         report.results, report.bounds
     )
+
+
+def test_the_cost_note_names_the_unpriced_group_when_another_group_of_its_type_has_a_price(
+    tmp_path: Path,
+) -> None:
+    # Two groups of m5.24xlarge, one with price=, one without: the note said "no price for
+    # m5.24xlarge" though one of them has a price. It names the group without one, and its type.
+    priced = GroupSpec("cpu-a", "us-east-1", "m5.24xlarge", 0, 10, price=4.608)
+    unpriced = GroupSpec("cpu-b", "us-east-1", "m5.24xlarge", 0, 10)
+    config = SimConfig(groups=(priced, unpriced), policies=("static",), packers=False)
+    report = simulate(config, read_trace(trace(tmp_path, ["0,3600,40,10,0,1,web,0"])))
+    bounds = report.bounds
+    assert bounds.step_cost_usd is None and bounds.unpriced == ("m5.24xlarge",)
+    assert bounds.unpriced_groups == {"cpu-b": "m5.24xlarge"}
+    assert bounds.to_dict()["unpriced_groups"] == {"cpu-b": "m5.24xlarge"}
+    assert bounds.cost_note() == "no cost bound: no price for group cpu-b (m5.24xlarge) (--price TYPE=USD)"
+
+
+def test_a_bound_of_a_room_alone_names_no_type_it_does_not_know() -> None:
+    # lower_bounds(jobs, room): a one-type fleet without a name or a price. Its note named the type "".
+    job = Job(0, "j", "web", 0, 3600, 0, ({"cpu": 40_000, "memory": 10 * 2**30 * 1000, "pods": 1000},))
+    bounds = lower_bounds([job], {"cpu": 95_690, "memory": 357 * 2**30 * 1000, "pods": 737_000})
+    assert bounds.step_cost_usd is None and bounds.unpriced == () and bounds.unpriced_groups == {}
+    assert bounds.cost_note() == "no cost bound: the node type has no price"
 
 
 def test_static_holds_every_job_on_its_fleet_empty_not_only_the_peaks_room(tmp_path: Path) -> None:

@@ -66,7 +66,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -374,16 +375,16 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
     except RecursionError:  # no ValueError: json's decoder recurses once per nested array or object
         raise ConfigurationError("not usable JSON: nested too deeply", field=PLANNER_CONFIG_VAR) from None
     if repeats:
-        path, key = _first_repeat(document, repeats)
+        path = _first_repeat(document, repeats)
         raise ConfigurationError(
-            f"key {key!r} is given twice in one object"[:200], field=f"{PLANNER_CONFIG_VAR} {path}"
+            f"key {path[-1]!r} is given twice in one object"[:200], field=_config_field(path)
         )
     if not isinstance(document, dict):
         raise ConfigurationError("expected a JSON object of planner config keys", field=PLANNER_CONFIG_VAR)
     for key, variable in _FROM_VARIABLES.items():
         if key in document:
             raise ConfigurationError(
-                f"{key} comes from {variable}, not from here", field=f"{PLANNER_CONFIG_VAR} {key}"
+                f"{key} comes from {variable}, not from here", field=_config_field((key,))
             )
     return document
 
@@ -403,8 +404,8 @@ def _note_repeats(
     return out
 
 
-def _first_repeat(document: Any, repeats: Mapping[int, tuple[dict[str, Any], str]]) -> tuple[str, str]:
-    """The path (``tenants.team-a.limits.nodes``, a list's items by index) and key of the first repeat
+def _first_repeat(document: Any, repeats: Mapping[int, tuple[dict[str, Any], str]]) -> tuple[str, ...]:
+    """The path (``tenants.team-a.limits.nodes``, a list's items by index), ending in the key, of the first repeat
     :func:`_note_repeats` noted that is still in the document, objects before their members; one in a
     value a repeat dropped is gone with it, and its object's own repeat is found instead. Walked without
     recursion, however deep the document."""
@@ -413,16 +414,14 @@ def _first_repeat(document: Any, repeats: Mapping[int, tuple[dict[str, Any], str
         node, path = stack.pop()
         if isinstance(node, dict):
             if id(node) in repeats:
-                key = repeats[id(node)][1]
-                return ".".join((*path, key)), key
+                return (*path, repeats[id(node)][1])
             items = [(str(k), v) for k, v in node.items()]
         elif isinstance(node, list):
             items = [(str(i), v) for i, v in enumerate(node)]
         else:
             continue
         stack.extend((value, (*path, name)) for name, value in reversed(items))
-    key = next(iter(repeats.values()))[1]  # not reached: the outermost object with a repeat is never dropped
-    return key, key
+    return (next(iter(repeats.values()))[1],)  # not reached: the outermost object with a repeat stays
 
 
 def _planner_variable(loc: list[str], env: Mapping[str, str]) -> str:
@@ -434,7 +433,22 @@ def _planner_variable(loc: list[str], env: Mapping[str, str]) -> str:
             return variable
     if loc and loc[0].upper() in _PLANNER_VARS and _value(env, loc[0].upper()):
         return loc[0].upper()
-    return f"{PLANNER_CONFIG_VAR} {'.'.join(loc)}" if loc else PLANNER_CONFIG_VAR
+    return _config_field(loc)
+
+
+# a key path's segment shown as it is; any other (empty, blanks, a newline, quotes) is JSON-quoted
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_./-]+")
+SEGMENT_LIMIT = 64
+
+
+def _config_field(path: Iterable[str]) -> str:
+    """``PLANNER_CONFIG`` and the key path inside it, as an error's field: one bounded line. A segment
+    longer than :data:`SEGMENT_LIMIT` is cut to it with an ellipsis; one that is then empty or has
+    anything but letters, digits and ``_.-/`` is JSON-quoted (ASCII, a newline as ``\\n``), so a key
+    a user wrote cannot make the field huge, blank-ended, or a second log line."""
+    segments = [s if len(s) <= SEGMENT_LIMIT else s[: SEGMENT_LIMIT - 1] + "…" for s in map(str, path)]
+    shown = ".".join(s if _PLAIN_SEGMENT.fullmatch(s) else json.dumps(s) for s in segments)
+    return f"{PLANNER_CONFIG_VAR} {shown}" if segments else PLANNER_CONFIG_VAR
 
 
 def _runtime_error(exc: ValidationError) -> ConfigurationError:

@@ -57,7 +57,7 @@ new item takes ``<region>/<group>`` for a group name no group has: it ignores it
 Two back-offs of one pool, in the item (:meth:`StateStore.put_backoff`'s condition) as in the merge,
 keep the stronger evidence while it lasts (fewer ``nodes``), else the later
 (:func:`~spillway.model.state.stronger_backoff`). An item whose ``backoff_until`` is missing or no ISO
-time is skipped with a warning naming it and the field (advice nobody can read, as a pool key in no
+time, whose group is empty or whose ``region`` is no AWS region, is skipped with a warning naming it and the field (advice nobody can read, as a pool key in no
 known form), left in the table. A reader that predates pools merges those as a group
 no group is named like: it ignores them; one that predates capacity types in pool keys finds no pool
 under the keys it looks up: it ignores them too; one that predates ``nodes`` ignores the attribute and
@@ -95,6 +95,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -108,6 +109,7 @@ from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanStore
 from spillway.errors import AwsThrottled, SpillwayError, StateConflict, StateCorrupt, StateTooLarge
 from spillway.model.act import PlanRecord, StoredState, iso
+from spillway.model.aws import REGION_FORM
 from spillway.model.groupkey import GroupKey
 from spillway.model.state import (
     DRAIN_ENDED_PREFIX,
@@ -143,6 +145,7 @@ TRANSACTION_CONFLICT = "TransactionConflict"
 # ... or for capacity: nothing was written, the call may be made again (botocore retries neither)
 TRANSACTION_THROTTLED = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 # what a back-off item holds (put_backoff); another attribute is a newer build's, ignored
+_REGION = re.compile(REGION_FORM)  # a back-off item's region, as the rest of the code reads one
 BACKOFF_ATTRIBUTES = frozenset(
     {"cluster", "item", "group", "backoff_until", "reason", "region", "expires_at", "nodes"}
 )
@@ -715,9 +718,17 @@ def _backoff(item: Mapping[str, Any]) -> Backoff:
     region's group of the name (:func:`~spillway.model.state.keyed_by_region`)."""
     key = item["item"]["S"].removeprefix(BACKOFF_PREFIX)
     named = item.get("group", {}).get("S")
+    group = named if named is not None else key
     region = item.get("region", {}).get("S", "")
+    if not group or (region and not _REGION.fullmatch(region)):
+        field = "group" if not group else "region"
+        shown = json.dumps(item.get(field), default=str)[:80]
+        raise StateCorrupt(
+            f"back-off item {item['item']['S'][:200]}: {field} must be "
+            f"{'a group name' if not group else 'an AWS region (us-east-1)'}, got {shown}"
+        )
     return Backoff(
-        group=named if named is not None else key,
+        group=group,
         until=_backoff_until(item),
         reason=item.get("reason", {}).get("S", ""),
         region=region,

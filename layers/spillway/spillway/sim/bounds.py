@@ -42,7 +42,7 @@ caveat holds: a policy that delays jobs can come out under it too).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, Resources
 from spillway.sim.trace import Job
@@ -54,9 +54,10 @@ BOUND_RESOURCES = (NVIDIA_GPU, CPU, MEMORY)
 class NodeType:
     """A node type the fleet may launch: its allocatable room and its price (None: unknown)."""
 
-    name: str
+    name: str  # "" for a room alone (lower_bounds(jobs, room)): no type the notes can name
     allocatable: Resources
     price: float | None = None
+    groups: tuple[str, ...] = ()  # the simulator's groups of this type at this price (run.fleet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +79,19 @@ class Bounds:
     # the resources the cost bounds are over: those whose every offering node type has a price
     cost_resources: tuple[str, ...] = ()
     unpriced: tuple[str, ...] = ()  # node types offering a demanded resource, without a price
+    unpriced_groups: Mapping[str, str] = field(default_factory=dict)  # their groups: group -> type
 
     def cost_note(self) -> str:
-        """Why the cost bound is missing or over some resources only, naming the unpriced types; "" when whole."""
-        if not self.unpriced:
+        """Why the cost bound is missing or over some resources only, naming the unpriced groups (a type
+        may have a price in one group and none in another) or types; "" when whole."""
+        if self.step_cost_usd is not None and not self.unpriced:
             return ""
-        names = ", ".join(self.unpriced)
+        if not self.unpriced:  # a room alone: no type to name
+            return "no cost bound: the node type has no price"
+        names = ", ".join(
+            [f"group {g} ({t})" for g, t in self.unpriced_groups.items()]
+            + [t for t in self.unpriced if t not in self.unpriced_groups.values()]
+        )
         if not self.cost_resources:
             return f"no cost bound: no price for {names} (--price TYPE=USD)"
         return (
@@ -101,6 +109,7 @@ class Bounds:
             "binding_hours": {k: round(v, 3) for k, v in (self.binding_hours or {}).items()},
             "cost_bound_over": list(self.cost_resources),
             "unpriced_types": list(self.unpriced),
+            "unpriced_groups": dict(self.unpriced_groups),
             "hours": round(self.end / 3600, 3),
         }
 
@@ -113,7 +122,7 @@ class _Offer:
     max_cap: int  # the largest room a node type has of it
     single: tuple[int, float] | None  # (room, price) when one node type alone offers it
     usd_per_unit: float | None  # cheapest price per unit; None when a type offering it has no price
-    unpriced: tuple[str, ...] = ()  # the types offering it without a price
+    unpriced: tuple[NodeType, ...] = ()  # the types offering it without a price
 
 
 def _offers(jobs: Sequence[Job], types: Sequence[NodeType]) -> list[_Offer]:
@@ -131,7 +140,7 @@ def _offers(jobs: Sequence[Job], types: Sequence[NodeType]) -> list[_Offer]:
         if len(distinct) == 1 and priced:
             cap, price = next(iter(distinct))
             single = (cap, float(price or 0.0))
-        unpriced = tuple(sorted({t.name for t in offering if t.price is None}))
+        unpriced = tuple(t for t in offering if t.price is None)
         out.append(_Offer(r, max(t.allocatable[r] for t in offering), single, per_unit, unpriced))
     return out
 
@@ -195,7 +204,8 @@ def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> 
         binding_hours={r: s / 3600 for r, s in zip(resources, binding_seconds, strict=True)},
         peak_demand=dict(zip(resources, peaks, strict=True)),
         cost_resources=costed,
-        unpriced=tuple(sorted({name for o in offers for name in o.unpriced})),
+        unpriced=tuple(sorted({t.name for o in offers for t in o.unpriced if t.name})),
+        unpriced_groups=dict(sorted({(g, t.name) for o in offers for t in o.unpriced for g in t.groups})),
     )
 
 

@@ -171,9 +171,11 @@ def fleet(config: SimConfig) -> list[NodeType]:
         if g.max_size <= 0:
             continue
         price = group_price(g, config.prices)
-        if (g.instance_type, price) not in out:
-            template = group_template(g, reserve, "sim")
-            out[(g.instance_type, price)] = NodeType(g.instance_type, template.allocatable, price)
+        key = (g.instance_type, price)
+        if key not in out:
+            out[key] = NodeType(g.instance_type, group_template(g, reserve, "sim").allocatable, price)
+        # the groups it stands for: a note names those without a price (another of the type may have one)
+        out[key] = replace(out[key], groups=(*out[key].groups, g.name))
     return list(out.values())
 
 
