@@ -383,3 +383,18 @@ def test_the_drain_deadline_in_planner_config_is_refused_naming_its_variable() -
         load_runtime_config({**BASE, "PLANNER_CONFIG": '{"drain_deadline_seconds": 60}'})
     assert caught.value.field == "PLANNER_CONFIG drain_deadline_seconds"
     assert "DRAIN_DEADLINE_SECONDS" in str(caught.value)
+
+
+@pytest.mark.parametrize("regions", ["not-a-region", "-", "us-east-1,eu-west", "us-east-1a"])
+def test_regions_that_are_no_aws_region_are_refused_at_start(regions: str) -> None:
+    """REGIONS took any name of lower-case letters, digits and dashes, so ``not-a-region`` started the
+    functions, which then called an endpoint that does not exist on every tick; a zone (``us-east-1a``)
+    passed too. The functions read a region as the rest of the code does (model.aws.REGION_FORM)."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, "REGIONS": regions})
+    assert caught.value.field == "REGIONS"
+
+
+def test_every_kind_of_aws_region_name_is_still_taken() -> None:
+    config = load_runtime_config({**BASE, "REGIONS": "us-east-1,us-gov-west-1,cn-north-1,eusc-de-east-1"})
+    assert config.regions == ("us-east-1", "us-gov-west-1", "cn-north-1", "eusc-de-east-1")

@@ -75,6 +75,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from spillway.config import PlannerConfig
 from spillway.errors import ConfigurationError
+from spillway.model.aws import REGION_FORM
 from spillway.model.drain import (
     DEFAULT_LIFECYCLE_HOOKS,
     HOOK_NAME_PATTERN,
@@ -86,7 +87,7 @@ from spillway.model.history import drain_refusal, gang_refusal, scale_up_refusal
 if TYPE_CHECKING:
     from spillway.observe import ObserveConfig
 
-_REGION_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+_REGION = re.compile(REGION_FORM)  # a region as the rest of the code reads one
 
 # variable → field of RuntimeConfig
 _RUNTIME_VARS: dict[str, str] = {
@@ -231,7 +232,7 @@ class RuntimeConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> RuntimeConfig:
         for region in self.regions:
-            if not region or not set(region) <= _REGION_CHARS:
+            if not _REGION.fullmatch(region):
                 raise ValueError(f"regions: not a region name: {region!r}")
         if len(set(self.regions)) != len(self.regions):
             raise ValueError("regions: a region is listed twice")
