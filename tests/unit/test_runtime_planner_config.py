@@ -398,3 +398,14 @@ def test_regions_that_are_no_aws_region_are_refused_at_start(regions: str) -> No
 def test_every_kind_of_aws_region_name_is_still_taken() -> None:
     config = load_runtime_config({**BASE, "REGIONS": "us-east-1,us-gov-west-1,cn-north-1,eusc-de-east-1"})
     assert config.regions == ("us-east-1", "us-gov-west-1", "cn-north-1", "eusc-de-east-1")
+
+
+def test_a_long_key_given_twice_is_named_in_a_bounded_message_that_still_says_what_is_wrong() -> None:
+    """The message was cut at 200 characters after quoting the key whole, so a key of 3,000 characters
+    left only the key's start: what was wrong ("is given twice") was cut off. The key is now cut as the
+    field cuts it, and the message keeps its end."""
+    key = "k" * 3000
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, "PLANNER_CONFIG": f'{{"{key}": 1, "{key}": 2}}'})
+    assert "is given twice in one object" in str(caught.value)
+    assert "k" * 64 not in str(caught.value)

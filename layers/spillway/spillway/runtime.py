@@ -378,7 +378,7 @@ def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
     if repeats:
         path = _first_repeat(document, repeats)
         raise ConfigurationError(
-            f"key {path[-1]!r} is given twice in one object"[:200], field=_config_field(path)
+            f"key {_bounded(path[-1])!r} is given twice in one object", field=_config_field(path)
         )
     if not isinstance(document, dict):
         raise ConfigurationError("expected a JSON object of planner config keys", field=PLANNER_CONFIG_VAR)
@@ -442,12 +442,17 @@ _PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_./-]+")
 SEGMENT_LIMIT = 64
 
 
+def _bounded(segment: str) -> str:
+    """A key as an error shows it: cut to :data:`SEGMENT_LIMIT` characters with an ellipsis."""
+    return segment if len(segment) <= SEGMENT_LIMIT else segment[: SEGMENT_LIMIT - 1] + "…"
+
+
 def _config_field(path: Iterable[str]) -> str:
     """``PLANNER_CONFIG`` and the key path inside it, as an error's field: one bounded line. A segment
     longer than :data:`SEGMENT_LIMIT` is cut to it with an ellipsis; one that is then empty or has
     anything but letters, digits and ``_.-/`` is JSON-quoted (ASCII, a newline as ``\\n``), so a key
     a user wrote cannot make the field huge, blank-ended, or a second log line."""
-    segments = [s if len(s) <= SEGMENT_LIMIT else s[: SEGMENT_LIMIT - 1] + "…" for s in map(str, path)]
+    segments = [_bounded(s) for s in map(str, path)]
     shown = ".".join(s if _PLAIN_SEGMENT.fullmatch(s) else json.dumps(s) for s in segments)
     return f"{PLANNER_CONFIG_VAR} {shown}" if segments else PLANNER_CONFIG_VAR
 
