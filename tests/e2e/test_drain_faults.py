@@ -93,6 +93,25 @@ def terminate_results(cloud: Cloud) -> list[Any]:
     return [c.result for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "terminate"]
 
 
+def reclaim(cloud: Cloud, node: str, instance: str, region: str) -> None:
+    """Another terminates the instance (EC2's reclaim, another drain of it) and its Node goes."""
+    boto3.client("autoscaling", region_name=region).terminate_instance_in_auto_scaling_group(
+        InstanceId=instance, ShouldDecrementDesiredCapacity=True
+    )
+    boto3.client("ec2", region_name=region).terminate_instances(InstanceIds=[instance])
+    cloud.kube.delete("Node", node)
+
+
+def leaving_drain(cloud: Cloud, node: str) -> dict[str, Any]:
+    """A forced drain of a leaving instance (a Spot warning's) through the real state machine."""
+    return cloud.stack.run(
+        "DrainNodeStateMachine",
+        {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10, "force": True,
+         "leaving": True},
+        timeout=60,
+    )  # fmt: skip
+
+
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -389,20 +408,8 @@ def test_a_leaving_drain_whose_node_goes_ends_gone_not_counted_terminated_again(
     cloud.wait_nodes(2)
     (node, instance), _ = nodes_of(cloud, "g", region)
 
-    def reclaim() -> None:
-        boto3.client("autoscaling", region_name=region).terminate_instance_in_auto_scaling_group(
-            InstanceId=instance, ShouldDecrementDesiredCapacity=True
-        )
-        boto3.client("ec2", region_name=region).terminate_instances(InstanceIds=[instance])
-        cloud.kube.delete("Node", node)
-
-    with before_action(cloud, when, reclaim):
-        result = cloud.stack.run(
-            "DrainNodeStateMachine",
-            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10, "force": True,
-             "leaving": True},
-            timeout=40,
-        )  # fmt: skip
+    with before_action(cloud, when, lambda: reclaim(cloud, node, instance, region)):
+        result = leaving_drain(cloud, node)
 
     assert result["status"] == "SUCCEEDED", result
     assert result["output"]["outcome"] == "gone", result["output"]
@@ -523,6 +530,48 @@ def test_a_pod_that_comes_after_the_check_keeps_the_node_from_the_terminate_step
     assert marks(cloud.kube.get("Node", node)) == (False, False, False)
     pod = cloud.kube.get("Pod", "train-0", "team-a")
     assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+
+def test_a_terminate_step_whose_check_met_an_api_outage_still_tells_an_instance_another_terminated(
+    cloud: Cloud, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The terminate step's own check met the Kubernetes API down (503s) and raised before any
+    TerminateInstanceInAutoScalingGroup; meanwhile EC2 reclaimed the instance (its Node deleted). The state
+    retried the step, whose ``$$.State.RetryCount`` (1) said an earlier attempt of this drain might
+    have terminated it: the drain was recorded ``terminated`` (DrainOutcome counting a termination this
+    drain never made) instead of ``gone``. A check that cannot be made terminates nothing and sends the
+    drain back to its rounds, so the step's retries count only attempts that may have called AWS."""
+    cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), _ = nodes_of(cloud, "g")
+    name = f"{cloud.stack.prefix}-DrainFunction"
+    handler = cloud.stack._handlers[name]
+    fired = [False]
+
+    def api_down_then_reclaimed(event: dict[str, Any], context: Any) -> Any:
+        if event.get("action") != "terminate" or fired[0]:
+            return handler(event, context)
+        fired[0] = True
+        cloud.kube.faults.fail_next(10**6, status=503)
+        try:
+            return handler(event, context)
+        finally:
+            cloud.kube.faults.clear()  # the API is back; EC2 took the instance meanwhile
+            reclaim(cloud, node, instance, HOME)
+
+    cloud.stack._handlers[name] = api_down_then_reclaimed
+    try:
+        result = leaving_drain(cloud, node)
+    finally:
+        cloud.stack._handlers[name] = handler
+
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "gone", result["output"]
+    first, answer = terminate_results(cloud)
+    assert first["status"] == "NotTerminated" and first["ready"] is False, first
+    assert answer["status"] == "AlreadyTerminating" and answer["by_another"] is True, answer
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert [(m["Outcome"], m["DrainOutcome"]) for m in lines if "DrainOutcome" in m] == [("gone", [1.0])]
 
 
 def test_an_abandoned_drain_whose_give_back_fails_fails_for_the_alarm_instead_of_succeeding(

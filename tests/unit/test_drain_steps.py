@@ -1516,6 +1516,35 @@ def test_the_terminate_step_terminates_nothing_for_a_pod_that_came_after_the_che
     assert rig.api.get("Pod", name, "team-a") is not None
 
 
+def test_the_terminate_steps_check_the_api_cannot_answer_terminates_nothing_and_raises_nothing(
+    rig: Rig,
+) -> None:
+    """The terminate step's own check met the API server down. It raised KubeUnavailable, which the state
+    retried: the retry's ``$$.State.RetryCount`` (1) said an earlier attempt may have terminated the
+    instance though none called AWS, so one another terminated meanwhile was recorded ``terminated``
+    rather than ``gone``. Now, with the deadline ahead, it terminates nothing and sends the drain back
+    to its rounds (whose steps retry the API); past it (the rounds would find the node empty and send it
+    back here, with nothing to end the loop) the error stands and the drain fails, terminating nothing.
+    The state machine retries no Kubernetes error on that step."""
+    drain = rig.cordoned()
+    assert rig.drainer.check(drain)["ready"] is True
+    rig.api.faults.fail_next(10**6, 503)
+    event = {"action": "terminate", "drain": drain.model_dump(), "attempt": 0}
+
+    out = run_action(rig.drainer, event)
+
+    assert rig.cloud.terminated() == [], out
+    assert out["ready"] is False and out["status"] == "NotTerminated", out
+    assert "could not be checked (KubeUnavailable" in out["note"], out
+    rig.clock.advance(drain.deadline_seconds)
+    with pytest.raises(KubeUnavailable):
+        run_action(rig.drainer, event)
+    assert rig.cloud.terminated() == []
+    retried = {e for r in _asl("drain_node.asl.json")["States"]["TerminateThroughFunction"]["Retry"]
+               for e in r["ErrorEquals"]}  # fmt: skip
+    assert not retried & {"KubeUnavailable", "KubeConflict"}, retried
+
+
 def test_check_stops_when_the_node_was_replaced(rig: Rig) -> None:
     drain = rig.cordoned()
     rig.api.delete("Node", NODE)

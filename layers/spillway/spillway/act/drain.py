@@ -125,7 +125,9 @@ from spillway.errors import (
     EvictionThrottled,
     InstanceNotFound,
     InvalidDrainRequest,
+    KubeConflict,
     KubeError,
+    KubeUnavailable,
     LifecycleActionNotFound,
     LifecycleActionPending,
     NodeNotFound,
@@ -2515,7 +2517,8 @@ class Drainer:
         step runs seconds to minutes after the check (Auto Scaling's throttling is retried here). Not
         ready, it terminates nothing and answers ``ready`` false (status ``NotTerminated``): the state
         machine goes back to the eviction rounds, which abandon the drain or wait, as after a check not
-        ready. Before, the instance was terminated with such a pod on it."""
+        ready. Before, the instance was terminated with such a pod on it. A check the API server could
+        not answer is not ready either (:meth:`_check_again`)."""
         if drain.group is None:
             raise InvalidDrainRequest(
                 f"instance {drain.instance_id} is in no Auto Scaling group: there is none to terminate it "
@@ -2525,7 +2528,7 @@ class Drainer:
         already = self._not_to_terminate(drain)
         if already is not None:
             return _by_another(already) if attempt == 0 else already
-        again = self.check(drain, execution=execution)
+        again = self._check_again(drain, execution)
         if not again["ready"]:
             return _not_terminated(again)
         try:
@@ -2547,6 +2550,24 @@ class Drainer:
                 "replacement"
             )
         return out
+
+    def _check_again(self, drain: Drain, execution: str | None) -> dict[str, Any]:
+        """:meth:`check` for the terminate step. An API server that cannot answer it now
+        (``KubeUnavailable``, ``KubeConflict``) leaves the node not ready while the deadline is ahead: the
+        drain goes back to its rounds, whose own steps retry the API. Past the deadline the error
+        stands and the drain fails, its compensation giving the node back (the rounds would find the node
+        empty and send it here again, with no deadline left to end the loop). The state machine retries
+        no Kubernetes error on this step: its ``$$.State.RetryCount`` would then tell a retry that an
+        earlier attempt may have terminated the instance when none called AWS, and one that another
+        terminated meanwhile (EC2's reclaim, another drain) was recorded ``terminated``, counted twice,
+        instead of ``gone``."""
+        try:
+            return self.check(drain, execution=execution)
+        except (KubeUnavailable, KubeConflict) as exc:
+            if self.clock() >= drain.deadline:
+                raise
+            note = f"the node could not be checked ({type(exc).__name__}: {str(exc)[:200]})"
+            return {"ready": False, "forced": False, "remaining": [], "note": note}
 
     def _terminate_instance(self, drain: Drain) -> tuple[ScalingActivity, bool]:
         """(the termination, whether it decremented the group). AWS refuses the decrement of a group at
