@@ -12,17 +12,18 @@ from plan_world import NOW, World
 from test_planner_buffers import capacity_buffer, pod_template
 from test_pod_events import Rig, events_of, snapshot_of
 
-from spillway.act.events import NOT_TRIGGERED
+from spillway.act.events import NOT_TRIGGERED, TRIGGERED
 from spillway.model.buffer import BufferInfo
 
 UID = "0b0f1a2e-5c1d-4e0a-9d55-cafe00000001"
 
 
 def short_world(*, max_size: int = 1, version: str = "v1beta1") -> World:
-    """A buffer web/headroom of 8 chunks of 3 CPUs (two per m5.2xlarge) and a group of ``max_size``:
-    ``2 * max_size`` chunks launching, the rest short at MaxSize."""
+    """A buffer web/headroom of 8 chunks of 3 CPUs (two per m5.2xlarge) and a group of ``max_size``
+    already launching that many nodes: ``2 * max_size`` chunks launching, the rest short at MaxSize, and
+    nothing opened for it in the plan (:func:`opening_world` opens them)."""
     w = World(regions=("us-east-1",))
-    w.group("cpu", "m5.2xlarge", max_size=max_size, desired=0)
+    w.group("cpu", "m5.2xlarge", max_size=max_size, desired=max_size)
     w.namespace("web")
     pod_template(w, "web")
     capacity_buffer(w, "headroom", "web", {"podTemplateRef": {"name": "tpl"}, "replicas": 8})
@@ -172,3 +173,63 @@ def test_observe_leaves_out_a_listed_buffer_that_is_no_object_and_keeps_the_othe
     kube.list_custom = with_junk  # type: ignore[method-assign]
     [info] = capacity_buffers(kube).infos
     assert (info.namespace, info.name) == ("web", "headroom")
+
+
+# --- TriggeredScaleUp: a buffer whose chunks open nodes ---------------------------------------------
+
+
+def opening_world(*, max_size: int = 4) -> World:
+    """:func:`short_world`'s buffer, but the group at 0 nodes: the plan opens nodes for its chunks
+    (two per node), ``2 * max_size`` of the 8 of them, the rest short at MaxSize."""
+    w = short_world(max_size=max_size)
+    w.group("cpu", "m5.2xlarge", max_size=max_size, desired=0)
+    return w
+
+
+def test_a_buffer_whose_chunks_open_nodes_hears_which_groups_grow_on_the_buffer() -> None:
+    """cluster-autoscaler's FakePodsScaleUpStatusProcessor posts TriggeredScaleUp on a buffer whose fake
+    pods triggered a scale-up; Spillway told the buffer nothing at all when every chunk had room."""
+    [event] = events_of(opening_world()).events
+
+    assert (event.kind, event.namespace, event.name, event.uid) == ("CapacityBuffer", "web", "headroom", UID)
+    assert (event.reason, event.type) == (TRIGGERED, "Normal")
+    assert (
+        event.message == "capacity buffer 8 fake pods triggered scale-up: [{cpu (us-east-1) 0->4 (max: 4)}]"
+    )
+    assert event.key == "CapacityBuffer:web/headroom"
+
+
+def test_a_buffer_both_opening_nodes_and_short_hears_the_scale_up_once_then_the_shortfall() -> None:
+    """One Event per buffer per plan, under its one mark: a plan that opens nodes for some chunks tells
+    the buffer so (as cluster-autoscaler, which says NotTriggerScaleUp only in a loop that scaled nothing
+    up); the next plan, its nodes launching and the rest still short at MaxSize, tells it why at once."""
+    first = events_of(opening_world(max_size=1))
+    [event] = first.events
+    assert (
+        event.message == "capacity buffer 2 fake pods triggered scale-up: [{cpu (us-east-1) 0->1 (max: 1)}]"
+    )
+
+    [then] = events_of(short_world(max_size=1), first.ledger, NOW + timedelta(minutes=1)).events
+    assert then.reason == NOT_TRIGGERED
+    assert then.message.startswith("capacity buffer 6 fake pods didn't trigger scale-up")
+
+
+def test_a_buffer_is_told_of_the_same_scale_up_once_per_window() -> None:
+    first = events_of(opening_world())
+    again = events_of(opening_world(), first.ledger, NOW + timedelta(minutes=5))
+    assert again.events == () and again.suppressed == 1 and again.ledger == first.ledger
+
+
+def test_a_configured_buffer_that_opens_nodes_hears_nothing() -> None:
+    from spillway.act.events import EventPolicy, plan_events
+    from spillway.planner import plan
+
+    w = World(regions=("us-east-1",))
+    w.group("cpu", "m5.2xlarge", max_size=4, desired=0)
+    snapshot, groups, cfg, state = w.parsed(
+        buffers=[{"name": "night", "pod": {"cpu": "3", "memory": "1Gi"}, "replicas": 8}]
+    )
+    result = plan(snapshot, groups, cfg, state, NOW)
+    [up] = result.scale_up  # it opens nodes, and the plan says so, but it is no object to post on
+    assert (up.to_size, up.to_dict()["buffers"]) == (4, {"config:night": 8})
+    assert plan_events(result, snapshot, groups, {}, EventPolicy(), NOW).events == ()

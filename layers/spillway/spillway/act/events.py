@@ -10,13 +10,18 @@ As cluster-autoscaler does, every pending pod hears what the plan did for it, on
                        (``no-group-fits``, ``max-size``, ``backed-off``, ``groups-exhausted``,
                        ``expendable``, ``no-managed-groups``, and any newer code)
 
+``TriggeredScaleUp``   ``capacity buffer 4 fake pods triggered scale-up: [{cpu (us-east-1) 0->2 (max: 8)}]``
+                       - on a CapacityBuffer (involvedObject: the buffer, by the apiVersion observe
+                       read it through) whose chunks the plan's scale-ups take (each ScaleUp's
+                       ``buffers``): how many, and the groups they go to, named as for a pod
 ``NotTriggerScaleUp``  ``capacity buffer 6 fake pods didn't trigger scale-up: <the buffers entry's
-                       reason> (code: max-size)`` - on a CapacityBuffer (involvedObject: the buffer,
-                       by the apiVersion observe read it through) whose chunks the plan leaves short,
-                       as cluster-autoscaler tells a buffer (FakePodsScaleUpStatusProcessor,
-                       processors/capacitybuffer/scale_up_status_processor.go; it posts only in a
-                       loop that scaled nothing up, Spillway in every plan that leaves chunks short,
-                       as it does for pods). A configured buffer is no object: nothing is posted.
+                       reason> (code: max-size)`` - on a CapacityBuffer whose chunks the plan leaves
+                       short and opens no node for (else it hears the scale-up: one Event a plan).
+                       Both as cluster-autoscaler tells a buffer (FakePodsScaleUpStatusProcessor,
+                       processors/capacitybuffer/scale_up_status_processor.go; it posts the second
+                       only in a loop that scaled nothing up, Spillway in every plan that leaves
+                       chunks short and opens none, as it does for pods). A configured buffer is no
+                       object: nothing is posted.
 
 Pods whose code says a node already has or will have room for them (``fits-free-room``,
 ``fits-launching``, ``fits-uncordoned``, ``making-room``) get no Event: the scheduler, a launching node,
@@ -29,11 +34,12 @@ and rate-limits repeated Events inside one long-running process. A Lambda has no
 
 * per plan, at most ``max_per_plan`` Events; pods that have waited longest go first;
 * across plans, a pod is not told the same thing (same reason, code and target: its *fingerprint*)
-  again within ``window``; a buffer, not the same code and number of short chunks (its mark is
+  again within ``window``; a buffer, not the same code and number of short chunks, nor the same chunks
+  and groups of a scale-up (its mark is
   ``CapacityBuffer:<ns>/<name>``, :func:`buffer_mark`; it comes after the pods in ``max_per_plan``). The last fingerprint posted per pod lives in the planner state
   (``State.events``), committed with the plan in the one versioned transaction, so it survives
   Lambda containers and a planner that loses the commit race posts nothing and records nothing.
-  The ledger keeps only pods still pending (buffers still short), only marks younger than ``window``, and at most
+  The ledger keeps only pods still pending (buffers still short or opening nodes), only marks younger than ``window``, and at most
   ``ledger_size`` of them (the newest).
 
 :func:`plan_events` is pure (``now`` is an argument); :func:`post_events` sends them through the
@@ -58,7 +64,7 @@ from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import EventMark
 from spillway.model.utc import aware
-from spillway.planner import ScalingPlan
+from spillway.planner import ScaleUp, ScalingPlan
 from spillway.planner.codes import FITS_FREE_ROOM, FITS_LAUNCHING, FITS_UNCORDONED, MAKING_ROOM
 from spillway.ports import Cluster
 
@@ -157,37 +163,57 @@ def buffer_mark(buffer: BufferInfo) -> str:
 
 
 def _buffer_candidates(
-    plan: ScalingPlan, buffers: Mapping[str, BufferInfo]
+    plan: ScalingPlan, buffers: Mapping[str, BufferInfo], groups: Sequence[NodeGroup]
 ) -> list[tuple[str, str, str, str]]:
-    """(mark, reason, message, fingerprint detail) for every CapacityBuffer the plan leaves chunks of
-    without room, as cluster-autoscaler tells a buffer whose fake pods found none. A configured buffer is
-    no object: its ``buffers`` entry in the plan is all there is."""
+    """(mark, reason, message, fingerprint detail) for every CapacityBuffer the plan has news for, as
+    cluster-autoscaler tells a buffer: one whose chunks the plan's scale-ups take hears which groups grow
+    (its ``TriggeredScaleUp``, counting those chunks); else one with chunks left without room hears why
+    (its ``NotTriggerScaleUp``, which it posts only in a loop that scaled nothing up). One Event per
+    buffer per plan. A configured buffer is no object: its ``buffers`` entry in the plan is all there is."""
+    opened: dict[str, list[ScaleUp]] = {}
+    for s in plan.scale_up:
+        for key, _ in s.buffers:
+            opened.setdefault(key, []).append(s)
     out: list[tuple[str, str, str, str]] = []
     for hold in plan.buffers:
         info = buffers.get(hold.buffer)
-        if info is None or not info.namespace or hold.short <= 0 or hold.code in QUIET_CODES:
+        if info is None or not info.namespace:
             continue
-        message = f"capacity buffer {hold.short} fake pods didn't trigger scale-up: {hold.reason} (code: {hold.code})"
-        out.append((buffer_mark(info), NOT_TRIGGERED, message, f"{hold.code}|{hold.short}"))
+        ups = opened.get(hold.buffer, [])
+        if ups:
+            chunks = sum(dict(s.buffers)[hold.buffer] for s in ups)
+            infos, detail = _scale_up_infos(ups, groups)
+            message = f"capacity buffer {chunks} fake pods triggered scale-up: {infos}"
+            out.append((buffer_mark(info), TRIGGERED, message, f"{chunks}|{detail}"))
+        elif hold.short > 0 and hold.code not in QUIET_CODES:
+            message = f"capacity buffer {hold.short} fake pods didn't trigger scale-up: {hold.reason} (code: {hold.code})"
+            out.append((buffer_mark(info), NOT_TRIGGERED, message, f"{hold.code}|{hold.short}"))
     return out
+
+
+def _scale_up_infos(ups: Sequence[ScaleUp], groups: Sequence[NodeGroup]) -> tuple[str, str]:
+    """How an Event names the scale-ups ``ups``, ``[{gpu-east (us-east-1) 0->3 (max: 8)}]`` (as
+    cluster-autoscaler prints its ScaleUpInfos, with the region), and the fingerprint detail of them."""
+    max_size = {(g.name, g.region): g.max_size for g in groups}
+    infos = ", ".join(
+        f"{{{s.group} ({s.region}) {s.from_size}->{s.to_size} (max: {max_size.get((s.group, s.region), '?')})}}"
+        for s in ups
+    )
+    return f"[{infos}]", ",".join(f"{s.group}@{s.region}->{s.to_size}" for s in ups)
 
 
 def _candidates(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[tuple[str, str, str, str]]:
     """(pod, reason, message, fingerprint detail) for every pod the plan has something to say about."""
-    max_size = {(g.name, g.region): g.max_size for g in groups}
-    ups: dict[str, list[tuple[str, str, int, int]]] = {}
+    ups: dict[str, list[ScaleUp]] = {}
     for s in plan.scale_up:
         for pod in s.pods:
             if ":" in pod:  # a ProvisioningRequest's pod (<ns>/<request>:<set>:<i>): no object to tell
                 continue
-            ups.setdefault(pod, []).append((s.group, s.region, s.from_size, s.to_size))
+            ups.setdefault(pod, []).append(s)
     out: list[tuple[str, str, str, str]] = []
     for pod, targets in ups.items():
-        infos = ", ".join(
-            f"{{{g} ({r}) {a}->{b} (max: {max_size.get((g, r), '?')})}}" for g, r, a, b in targets
-        )
-        detail = ",".join(f"{g}@{r}->{b}" for g, r, _, b in targets)
-        out.append((pod, TRIGGERED, f"pod triggered scale-up: [{infos}]", detail))
+        infos, detail = _scale_up_infos(targets, groups)
+        out.append((pod, TRIGGERED, f"pod triggered scale-up: {infos}", detail))
     for p in plan.pending:
         if p.code in QUIET_CODES or p.pod in ups:
             continue
@@ -207,9 +233,9 @@ def plan_events(
     """The Events a committed ``plan`` should post, and the ledger to commit with it. Pure."""
     pods = {p.key: p for p in cluster.pods}
     buffers = {buffer_mark(b): b for b in cluster.buffers if b.namespace}
-    short = _buffer_candidates(plan, {b.key: b for b in buffers.values()})
-    candidates = _candidates(plan, groups) + short
-    live = _live_marks(plan, short)
+    told = _buffer_candidates(plan, {b.key: b for b in buffers.values()}, groups)
+    candidates = _candidates(plan, groups) + told
+    live = _live_marks(plan, told)
     fresh = {k: m for k, m in ledger.items() if k in live and now - aware(m.posted_at) < policy.window}
 
     def waited(c: tuple[str, str, str, str]) -> tuple[bool, datetime, str]:
@@ -239,10 +265,10 @@ def plan_events(
     )
 
 
-def _live_marks(plan: ScalingPlan, short: Iterable[tuple[str, str, str, str]]) -> set[str]:
-    """The marks the ledger keeps: of pods still pending, and of buffers still short."""
+def _live_marks(plan: ScalingPlan, buffers: Iterable[tuple[str, str, str, str]]) -> set[str]:
+    """The marks the ledger keeps: of pods still pending, and of buffers still short or opening nodes."""
     pending = {p.pod for p in plan.pending} | {pod for s in plan.scale_up for pod in s.pods}
-    return pending | {c[0] for c in short}
+    return pending | {c[0] for c in buffers}
 
 
 def _object_event(

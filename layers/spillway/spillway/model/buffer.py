@@ -729,9 +729,10 @@ def _provisioning(
     whether a plan holds them (group limits, MaxSize, a group that fits) the plan says, in its
     ``buffers`` entry for the buffer (:class:`~spillway.planner.types.BufferHold`: chunks held,
     launching, short, and the code and reason of those short). cluster-autoscaler writes no shortfall
-    into the status either: it leaves ``Provisioning`` as the injection wrote it and, when a scale-up
-    left fake pods without room, posts an Event ``NotTriggerScaleUp`` on the buffer ("capacity buffer
-    <n> fake pods didn't trigger scale-up: <reasons>"; FakePodsScaleUpStatusProcessor,
+    into the status either: it leaves ``Provisioning`` as the injection wrote it and posts Events on
+    the buffer, ``TriggeredScaleUp`` when its fake pods triggered a scale-up ("capacity buffer <n> fake
+    pods triggered scale-up: <scale-ups>") and, when a loop that scaled nothing up left fake pods without
+    room, ``NotTriggerScaleUp`` ("capacity buffer <n> fake pods didn't trigger scale-up: <reasons>"; FakePodsScaleUpStatusProcessor,
     processors/capacitybuffer/scale_up_status_processor.go), as the plan function does
     (:mod:`spillway.act.events`). An expendable buffer's pods are injected
     and dropped by cluster-autoscaler (:meth:`BufferInfo.expendable`): the condition is the same, and

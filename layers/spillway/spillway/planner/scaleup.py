@@ -2061,6 +2061,7 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
             continue
         placed = ctx.new_pods.get(group.key, [])
         pods = sorted(p for p in placed if p not in ctx.buffer_pods)
+        buffers = _buffers_on(ctx, placed)
         actions.append(
             ScaleUp(
                 group=group.name,
@@ -2068,7 +2069,7 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
                 from_size=group.desired,
                 to_size=group.desired + count,
                 pods=tuple(pods),
-                reason=_scale_up_reason(ctx, group, count, len(pods), _buffers_on(ctx, placed)),
+                reason=_scale_up_reason(ctx, group, count, len(pods), buffers),
                 gangs=tuple(
                     GangLaunch(
                         gang,
@@ -2081,6 +2082,7 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
                     if g == group.key and nodes > 0
                 ),
                 tenants=opened_by(ctx, group.key),
+                buffers=tuple(sorted(buffers.items())),
             )
         )
     return actions

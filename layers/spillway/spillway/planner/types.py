@@ -94,6 +94,8 @@ class ScaleUp:
     gangs: tuple[GangLaunch, ...] = ()  # part of the new nodes, per gang (all or none)
     # new nodes per tenant whose pods opened them (the tenant the limits charge), sorted by tenant
     tenants: tuple[tuple[str, int], ...] = ()
+    # capacity buffers' chunks placed on its new nodes, per buffer (BufferInfo.key), sorted by buffer
+    buffers: tuple[tuple[str, int], ...] = ()
 
     @property
     def key(self) -> GroupKey:
@@ -112,6 +114,8 @@ class ScaleUp:
             out["gangs"] = [g.to_dict() for g in self.gangs]
         if self.tenants:
             out["tenants"] = dict(self.tenants)
+        if self.buffers:
+            out["buffers"] = dict(self.buffers)
         return out
 
 
