@@ -50,7 +50,15 @@ def handle_record(interrupter: Interrupter, record: SQSRecord) -> list[dict[str,
             extra={"message_id": record.message_id, "field": exc.field, "error": str(exc)},
         )
         raise
-    outcomes = interrupter.handle(notice)
+    try:
+        outcomes = interrupter.handle(notice)
+    except NodeNotObserved as exc:
+        # no function error (process_batch): this line is what the log keeps of the wait
+        logger.info(
+            "notice waits for a later snapshot: reported failed, SQS brings it back",
+            extra={"message_id": record.message_id, "kind": notice.kind, "error": str(exc)},
+        )
+        raise
     logger.info("notice handled", extra={"message_id": record.message_id, "outcomes": outcomes})
     return outcomes
 

@@ -1654,7 +1654,9 @@ def load_app() -> Any:
     return app
 
 
-def test_a_notice_waiting_for_observes_next_snapshot_is_retried_without_failing_the_invocation() -> None:
+def test_a_notice_waiting_for_observes_next_snapshot_is_retried_without_failing_the_invocation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A notice whose Node is not in the snapshot yet (a Spot warning or rebalance recommendation of an
     instance that joined since, a lifecycle action of a Node-less instance judged on a snapshot older
     than it) is tried again every visibility timeout (40 s) for up to JOIN_RETRY_SECONDS (240 s): a
@@ -1667,10 +1669,13 @@ def test_a_notice_waiting_for_observes_next_snapshot_is_retried_without_failing_
     from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
     app = load_app()
+    said: list[str] = []
+    monkeypatch.setattr(app.logger, "info", lambda message, **kw: said.append(message))
     rig, doc = joining(WARNED_AT + timedelta(seconds=10))
     response = app.process_batch(rig.interrupter(), sqs_event(body(doc)))
     assert response == {"batchItemFailures": [{"itemIdentifier": "m-0"}]}
     assert rig.workflows.requests == []
+    assert any("waits for a later snapshot" in m for m in said)  # no error's traceback: the log says so
 
     rig, doc = joining(WARNED_AT + timedelta(seconds=10))
     with pytest.raises(BatchProcessingError):  # a real failure among them: the invocation fails
