@@ -1642,3 +1642,41 @@ def test_an_instance_its_warm_pool_takes_back_on_scale_in_with_no_node_is_comple
 
     assert (out["outcome"], out.get("completed")) == ("no_node", True), out
     assert rig.cloud.completed == [("spot-gpu", HOOK, INSTANCE, "CONTINUE")]
+
+
+def load_app() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("interrupt_app_batch", ROOT / "functions/interrupt/app.py")
+    assert spec and spec.loader
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    return app
+
+
+def test_a_notice_waiting_for_observes_next_snapshot_is_retried_without_failing_the_invocation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A notice whose Node is not in the snapshot yet (a Spot warning or rebalance recommendation of an
+    instance that joined since, a lifecycle action of a Node-less instance judged on a snapshot older
+    than it) is tried again every visibility timeout (40 s) for up to JOIN_RETRY_SECONDS (240 s): a
+    wait, by design, not a fault. A lone such record failed the whole batch, so the batch utility
+    raised (BatchProcessingError) and Lambda counted an Error on every try: four to six of them over
+    up to 240 s cross a five-minute boundary most of the time, and interrupt-errors (two of three
+    periods) paged for a routine rebalance of a just-launched node. Now the record is reported in
+    batchItemFailures (SQS brings it back) and the invocation succeeds; a batch whose every record
+    failed for another reason (here, malformed) still raises, as before."""
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+    app = load_app()
+    said: list[str] = []
+    monkeypatch.setattr(app.logger, "info", lambda message, **kw: said.append(message))
+    rig, doc = joining(WARNED_AT + timedelta(seconds=10))
+    response = app.process_batch(rig.interrupter(), sqs_event(body(doc)))
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-0"}]}
+    assert rig.workflows.requests == []
+    assert any("waits for a later snapshot" in m for m in said)  # no error's traceback: the log says so
+
+    rig, doc = joining(WARNED_AT + timedelta(seconds=10))
+    with pytest.raises(BatchProcessingError):  # a real failure among them: the invocation fails
+        app.process_batch(rig.interrupter(), sqs_event(body(doc), "{broken"))
