@@ -88,7 +88,7 @@ def process_batch(interrupter: Interrupter, event: dict[str, Any], context: Any 
     waiting = all(isinstance(exc, NodeNotObserved) for _, exc, _ in failures)
     if failures and len(failures) == len(processor.records) and not waiting:
         raise BatchProcessingError(
-            msg=f"All records failed processing. {len(failures)} individual errors logged separately below.",
+            msg=f"every record of the batch failed ({len(failures)}), not all of them waiting for a snapshot",
             child_exceptions=failures,
         )
     return dict(response)
