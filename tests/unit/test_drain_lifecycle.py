@@ -57,7 +57,8 @@ def request(**kw: Any) -> dict[str, Any]:
         ({"group": None}, "group"),
         ({"consolidation": True, "force": False}, "lifecycle"),
         ({"poll_seconds": 101}, "poll_seconds"),  # a round (and a heartbeat) at least every 100 s of 300
-        ({"deadline_seconds": 30_000}, "deadline_seconds"),  # past 100 heartbeat timeouts
+        # past 100 heartbeat timeouts (in 500 rounds: a poll of 15 s would make too many)
+        ({"deadline_seconds": 30_000, "poll_seconds": 60}, "deadline_seconds"),
     ],
 )
 def test_bad_or_missing_hook_details_are_refused_naming_the_field_and_nothing_changes(

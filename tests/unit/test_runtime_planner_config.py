@@ -293,8 +293,9 @@ def _scale_down_drain(deadline_seconds: float, poll_seconds: float) -> dict[str,
             "43200",
             "15",
             "DRAIN_POLL_SECONDS",
-            "more than 2000 rounds",
+            "more than 800 rounds",
         ),  # 12 hours to checkpoint: 2,880 rounds
+        ("1800", "2", "DRAIN_POLL_SECONDS", "more than 800 rounds"),  # 900 rounds
         ("172800", "600", "DRAIN_DEADLINE_SECONDS", "86400"),
         ("900", "7200", "DRAIN_POLL_SECONDS", "3600"),
         ("900", "0.4", "DRAIN_POLL_SECONDS", "no pause"),  # a Wait's whole seconds: 0
@@ -330,8 +331,8 @@ def test_a_drain_deadline_of_no_whole_second_is_refused_naming_the_variable(dead
 
 @pytest.mark.parametrize(
     "change",
-    [{}, {"DRAIN_DEADLINE_SECONDS": "43200", "DRAIN_POLL_SECONDS": "30"},
-     {"DRAIN_DEADLINE_SECONDS": "86400", "DRAIN_POLL_SECONDS": "60"}, {"DRAIN_DEADLINE_SECONDS": "30"}],
+    [{}, {"DRAIN_DEADLINE_SECONDS": "43200", "DRAIN_POLL_SECONDS": "54"},
+     {"DRAIN_DEADLINE_SECONDS": "86400", "DRAIN_POLL_SECONDS": "108"}, {"DRAIN_DEADLINE_SECONDS": "30"}],
 )  # fmt: skip
 def test_drain_settings_that_fit_are_accepted_and_so_are_their_drains(change: dict[str, str]) -> None:
     config = load_runtime_config({**BASE, **change})

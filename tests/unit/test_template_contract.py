@@ -446,9 +446,42 @@ def test_the_poll_loops_are_the_events_a_turn_spillway_model_history_counts() ->
     assert loop_events("gang_launch.asl.json", ["WaitRunning", "Attach", "Attached?"]) == history.POLL_EVENTS
     up = ["Groups/WaitForLaunch", "Groups/Verify", "Groups/Launched?"]
     assert loop_events("scale_up.asl.json", up) == history.POLL_EVENTS
-    drain = loop_events("drain_node.asl.json", ["Evict", "IsEmpty", "WaitForPods"])
-    assert drain <= history.LOOP_EVENTS / history.MAX_ROUNDS  # about ten a round
+    assert loop_events("drain_node.asl.json", ["Evict", "IsEmpty", "WaitForPods"]) == history.POLL_EVENTS
     assert history.POLL_EVENTS * history.MAX_POLLS <= history.LOOP_EVENTS < history.HISTORY_EVENTS
+
+
+def rounds_through(name: str, start: str) -> list[list[str]]:
+    """Every way from ``start`` back to it that visits no state twice, through Next, Default and the
+    Choices (a Catch leaves the loop for the compensation, which ends the execution)."""
+    states = machine_states(name)
+    found: list[list[str]] = []
+
+    def walk(path: list[str]) -> None:
+        state = states[path[-1]]
+        nexts = {state.get("Next"), state.get("Default")} | {c["Next"] for c in state.get("Choices", [])}
+        for there in sorted(n for n in nexts if n is not None):
+            if there == start:
+                found.append(path)
+            elif there not in path:
+                walk([*path, there])
+
+    walk([start])
+    return found
+
+
+def test_every_way_a_drain_comes_back_to_its_eviction_rounds_fits_the_history_max_rounds_allows() -> None:
+    """A round may end anywhere that leads back to WaitForPods: after Evict (pods left), after the check
+    before terminating (not ready), or after the terminate step's own check (NotTerminated), the
+    longest. A pod that lands on the node between the check and the terminate, round after round, makes
+    every round the longest: MAX_ROUNDS of those must fit the events the loops may use, or the execution
+    hits Step Functions' cap and fails with no Catch, its node left cordoned."""
+    from spillway.model import history
+
+    rounds = rounds_through("drain_node.asl.json", "WaitForPods")
+    assert ["WaitForPods", "Evict", "IsEmpty"] in rounds
+    longest = max(loop_events("drain_node.asl.json", r) for r in rounds)
+    assert history.MAX_ROUNDS * longest <= history.LOOP_EVENTS
+    assert longest == history.DRAIN_ROUND_EVENTS
 
 
 def test_a_scale_up_groups_states_besides_its_checks_are_what_spillway_model_history_counts() -> None:

@@ -14,8 +14,13 @@ succeeded); a retried attempt adds 3 more (scheduled, started, failed). A loop m
 :data:`LOOP_EVENTS`; the rest is for the states around it and their retries.
 
 ``drain_node``
-    an eviction round is Evict → IsEmpty → WaitForPods, 9 events, about ten with the check before
-    terminating: at most :data:`MAX_ROUNDS` rounds (``deadline_seconds / poll_seconds``).
+    an eviction round is WaitForPods → Evict → IsEmpty, 9 events; but a round may go on to
+    CheckBeforeTerminating → IsReady and back (not ready), or on to ShouldTerminate →
+    TerminateThroughFunction → TerminatedNothing and back (the terminate step's own check found a pod
+    that came since: NotTerminated), :data:`DRAIN_ROUND_EVENTS`. A pod landing between the check and the
+    terminate round after round (an agent that tolerates the cordon, evicted by a drain by hand each
+    round) makes every round that long, so the rounds are counted at that: at most :data:`MAX_ROUNDS`
+    (``deadline_seconds / poll_seconds``).
 ``gang_launch``
     a check is WaitReady → Verify → Ready? (fleet mode first WaitRunning → Attach → Attached?), 9 events,
     both loops under one deadline: at most :data:`MAX_POLLS` checks (:func:`poll_count`).
@@ -39,7 +44,10 @@ HISTORY_EVENTS = 25_000  # an execution's history, at most (Step Functions servi
 LOOP_EVENTS = 20_000  # what one execution's poll loops may add; 5,000 left for the rest and retries
 TASK_EVENTS, WAIT_EVENTS, CHOICE_EVENTS, PASS_EVENTS, MAP_ITERATION_EVENTS = 5, 2, 2, 2, 2
 POLL_EVENTS = WAIT_EVENTS + TASK_EVENTS + CHOICE_EVENTS  # one turn of a poll loop: 9
-MAX_ROUNDS = LOOP_EVENTS // 10  # a drain's eviction rounds (about ten events each): 2,000
+# a drain's longest round: WaitForPods, Evict, IsEmpty, CheckBeforeTerminating, IsReady, ShouldTerminate,
+# TerminateThroughFunction, TerminatedNothing (back to WaitForPods): 25
+DRAIN_ROUND_EVENTS = POLL_EVENTS + TASK_EVENTS + CHOICE_EVENTS + CHOICE_EVENTS + TASK_EVENTS + CHOICE_EVENTS
+MAX_ROUNDS = LOOP_EVENTS // DRAIN_ROUND_EVENTS  # a drain's eviction rounds, each counted at its longest: 800
 MAX_POLLS = LOOP_EVENTS // 10  # a gang launch's checks (9 events each, rounded up): 2,000
 MAX_BUSY_DEADLINE_SECONDS = 60  # the longest deadline polled with poll_seconds 0
 MAX_SCALE_UP_GROUPS = 5  # groups one scale-up round maps over
