@@ -17,10 +17,10 @@ import pytest
 from conftest import CLUSTER, Cloud
 from test_drain_faults import wait_for
 
-from spillway.act.drain import WAIT_SLACK_SECONDS
+from spillway.act.drain import COUNTED_EXPIRES_AT, DRAIN_COUNTED_KEPT, WAIT_SLACK_SECONDS
 from spillway.adapters.aws import AwsAdapter
 from spillway.local import objects
-from spillway.model.drain import ScheduledEvent
+from spillway.model.drain import MAX_EXECUTION_SECONDS, ScheduledEvent
 
 CORDONED = "spillway.io/cordoned"
 
@@ -76,7 +76,12 @@ def test_a_forced_drain_not_before_a_later_time_waits_untouched_then_drains_past
     assert not waiting["spec"].get("unschedulable")
     assert CORDONED not in (waiting["metadata"].get("annotations") or {})
     [first] = cloud.stack.calls("DrainFunction")
-    assert first.result == {"waiting": {"until": request["not_before"], "request": request}}
+    assert first.result["waiting"] == {"until": request["not_before"], "request": request}
+    # and, as every validation answers, when a mark of the execution's count may expire (26 h + 15 days on)
+    expires = int(first.result[COUNTED_EXPIRES_AT]) - seen_at.timestamp()
+    assert set(first.result) == {"waiting", COUNTED_EXPIRES_AT}
+    assert MAX_EXECUTION_SECONDS + DRAIN_COUNTED_KEPT.total_seconds() - 60 < expires
+    assert expires <= MAX_EXECUTION_SECONDS + DRAIN_COUNTED_KEPT.total_seconds()
 
     wait_for(
         lambda: bool((cloud.kube.get("Node", node) or {}).get("spec", {}).get("unschedulable")),
