@@ -85,6 +85,38 @@ def test_limits_cap_the_replicas_or_alone_give_as_many_chunks_as_fit() -> None:
     assert buffer_infos([alone], [template])[0].replicas == 4
 
 
+def test_a_template_whose_containers_set_only_limits_requests_its_limits() -> None:
+    """The API server copies a container's limits into its missing requests on a Pod only, never on a
+    stored PodTemplate (kubernetes pkg/apis/core/v1/defaults.go SetDefaults_Pod: "we only want this
+    defaulting semantic to take place on a v1.Pod and not a v1.PodTemplate"). cluster-autoscaler's buffer
+    controller runs that defaulting on the template it copies (capacitybuffer/fakepods/defaulting.go
+    DefaultingResolver, app and init containers alike), so its fake pods request the limits, and
+    ``spec.limits`` counts by them. A guard that Spillway's chunk does the same (it did before this test);
+    a quota scoped ``BestEffort`` does not select it, as it would not select the Pod."""
+    limited = {
+        **TEMPLATE,
+        "template": {
+            "spec": {
+                "containers": [{"name": "c", "resources": {"limits": {"cpu": "2", "memory": "4Gi"}}}],
+                "initContainers": [{"name": "i", "resources": {"limits": {"cpu": "3"}}}],
+            }
+        },
+    }
+    best_effort = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "be", "namespace": "shop"},
+        "spec": {"hard": {"pods": "0"}, "scopes": ["BestEffort"]},
+        "status": {"hard": {"requests.cpu": "0"}, "used": {}},
+    }
+    items = [limited, best_effort, buffer(podTemplateRef={"name": "web"}, limits={"cpu": "10"})]
+    [info] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list({"items": items}).others).buffers
+    assert info.problem == "" and info.pod is not None
+    assert info.pod.requests == {"cpu": 3000, "memory": 4 * 2**30 * 1000}  # the init container's 3 CPUs lead
+    assert info.replicas == 3  # 10 CPUs hold 3 chunks of 3
+    assert info.quota == ("False", "")  # cut by no quota: BestEffort selects no chunk that requests
+
+
 def test_buffers_that_cannot_be_served_say_why() -> None:
     template = PodTemplate.model_validate(TEMPLATE)
     missing = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "nope"}, replicas=1))
