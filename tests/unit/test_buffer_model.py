@@ -237,6 +237,25 @@ def test_another_controllers_condition_is_sent_back_exactly_as_read() -> None:
     assert status["conditions"][0]["type"] == "example.com/Audited"  # its place kept too
 
 
+@pytest.mark.parametrize("strategy", [None, ""])
+def test_an_empty_or_absent_strategy_is_the_active_one_as_the_controller_reads_it(
+    strategy: str | None,
+) -> None:
+    """cluster-autoscaler's strategy filter takes ``""`` as the default strategy (controller.go
+    InitializeAndRunDefaultBufferController: ``{ActiveProvisioningStrategy, ""}``) and writes the default
+    into the status (common.go mapEmptyProvStrategyToDefault). One left out reaches Spillway only from a
+    hand-made ``spillway plan --cluster`` file: both CRDs (cluster-autoscaler's, Karpenter's) default it
+    in their schema. A guard: Spillway served both before this test."""
+    spec: dict[str, Any] = {"podTemplateRef": {"name": "web"}, "replicas": 2}
+    if strategy is not None:
+        spec["provisioningStrategy"] = strategy
+    obj = CapacityBuffer.model_validate(buffer(**spec))
+    [info] = buffer_infos([obj], [PodTemplate.model_validate(TEMPLATE)])
+    assert info.active_at(NOW)
+    status = status_update(obj, info, NOW)
+    assert status is not None and status["provisioningStrategy"] == "buffer.x-k8s.io/active-capacity"
+
+
 def test_a_buffer_of_another_strategy_is_left_to_its_controller() -> None:
     template = PodTemplate.model_validate(TEMPLATE)
     obj = CapacityBuffer.model_validate(
