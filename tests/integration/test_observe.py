@@ -1359,6 +1359,37 @@ def test_a_capacity_buffer_of_a_deployment_takes_its_most_recent_pods_shape(
     assert len([c for c in kube.calls if c[0] == "pods_selected"]) == 1  # not for the Job
 
 
+def test_a_scalable_refs_api_group_decides_what_observe_reads_as_cluster_autoscaler_maps_it(
+    kube: FakeCluster, aws: AwsAdapter
+) -> None:
+    """cluster-autoscaler finds a live pod through the Scale of the ref's group and kind as discovery
+    maps them (capacitybuffer/client GetScaleObject): a ReplicationController named in group ``""``
+    takes its newest pod, one named in ``"core"`` (its template resolver's key) only its template, so
+    observe lists no pod for it. A Deployment named without ``apiGroup`` is in the core group, which
+    serves none: the buffer is not ready, its status naming the field, and no Scale is asked for."""
+    template = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+                "metadata": {"labels": {"app": "web"}}}  # fmt: skip
+    kube.pods.append(web_pod("old-1", "2026-01-02T00:00:00Z", "3", node="n1"))
+    kube.custom.extend([
+        {"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "old", "namespace": "web"},
+         "spec": {"replicas": 4, "selector": {"app": "web"}, "template": template}, "status": {"replicas": 4}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "web"},
+         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": template}},
+        scalable_buffer("as-empty", ("", "ReplicationController", "old"), replicas=1),
+        scalable_buffer("as-core", ("core", "ReplicationController", "old"), replicas=1),
+        scalable_buffer("no-group", ("", "Deployment", "web"), replicas=1),
+    ])  # fmt: skip
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    found = {b.name: b for b in snapshot.cluster.buffers}
+    assert found["as-empty"].pod is not None and found["as-empty"].pod.requests["cpu"] == 3000  # the pod's
+    assert found["as-core"].pod is not None and found["as-core"].pod.requests["cpu"] == 1000  # the template's
+    assert found["no-group"].problem.startswith('spec.scalableRef.apiGroup: "" is the core API group')
+    assert [c for c in kube.calls if c[0] == "pods_selected"] == [("pods_selected", ("web", "app=web"))]
+    assert not [c for c in kube.calls if c[0] == "get_scale"]
+
+
 def test_a_capacity_buffer_of_a_custom_kind_reads_its_scale_and_its_most_recent_pod(
     kube: FakeCluster, aws: AwsAdapter
 ) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from spillway.config import PlannerConfig
 from spillway.inputs import load_cluster
-from spillway.model.buffer import ScaledObject, buffer_infos, parse_buffers, status_update
+from spillway.model.buffer import ScaledObject, buffer_infos, live_pods, parse_buffers, status_update
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.k8s import CapacityBuffer, PodTemplate, iter_kube_list, parse_kube_list
 from spillway.model.snapshot import Snapshot
@@ -83,6 +83,38 @@ def test_limits_cap_the_replicas_or_alone_give_as_many_chunks_as_fit() -> None:
     alone = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, limits={"memory": "16Gi"}))
     assert buffer_infos([capped], [template])[0].replicas == 2
     assert buffer_infos([alone], [template])[0].replicas == 4
+
+
+def test_a_template_whose_containers_set_only_limits_requests_its_limits() -> None:
+    """The API server copies a container's limits into its missing requests on a Pod only, never on a
+    stored PodTemplate (kubernetes pkg/apis/core/v1/defaults.go SetDefaults_Pod: "we only want this
+    defaulting semantic to take place on a v1.Pod and not a v1.PodTemplate"). cluster-autoscaler's buffer
+    controller runs that defaulting on the template it copies (capacitybuffer/fakepods/defaulting.go
+    DefaultingResolver, app and init containers alike), so its fake pods request the limits, and
+    ``spec.limits`` counts by them. A guard that Spillway's chunk does the same (it did before this test);
+    a quota scoped ``BestEffort`` does not select it, as it would not select the Pod."""
+    limited = {
+        **TEMPLATE,
+        "template": {
+            "spec": {
+                "containers": [{"name": "c", "resources": {"limits": {"cpu": "2", "memory": "4Gi"}}}],
+                "initContainers": [{"name": "i", "resources": {"limits": {"cpu": "3"}}}],
+            }
+        },
+    }
+    best_effort = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "be", "namespace": "shop"},
+        "spec": {"hard": {"pods": "0"}, "scopes": ["BestEffort"]},
+        "status": {"hard": {"requests.cpu": "0"}, "used": {}},
+    }
+    items = [limited, best_effort, buffer(podTemplateRef={"name": "web"}, limits={"cpu": "10"})]
+    [info] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list({"items": items}).others).buffers
+    assert info.problem == "" and info.pod is not None
+    assert info.pod.requests == {"cpu": 3000, "memory": 4 * 2**30 * 1000}  # the init container's 3 CPUs lead
+    assert info.replicas == 3  # 10 CPUs hold 3 chunks of 3
+    assert info.quota == ("False", "")  # cut by no quota: BestEffort selects no chunk that requests
 
 
 def test_buffers_that_cannot_be_served_say_why() -> None:
@@ -203,6 +235,25 @@ def test_another_controllers_condition_is_sent_back_exactly_as_read() -> None:
     [sent] = [c for c in status["conditions"] if c["type"] == "example.com/Audited"]
     assert sent == foreign
     assert status["conditions"][0]["type"] == "example.com/Audited"  # its place kept too
+
+
+@pytest.mark.parametrize("strategy", [None, ""])
+def test_an_empty_or_absent_strategy_is_the_active_one_as_the_controller_reads_it(
+    strategy: str | None,
+) -> None:
+    """cluster-autoscaler's strategy filter takes ``""`` as the default strategy (controller.go
+    InitializeAndRunDefaultBufferController: ``{ActiveProvisioningStrategy, ""}``) and writes the default
+    into the status (common.go mapEmptyProvStrategyToDefault). One left out reaches Spillway only from a
+    hand-made ``spillway plan --cluster`` file: both CRDs (cluster-autoscaler's, Karpenter's) default it
+    in their schema. A guard: Spillway served both before this test."""
+    spec: dict[str, Any] = {"podTemplateRef": {"name": "web"}, "replicas": 2}
+    if strategy is not None:
+        spec["provisioningStrategy"] = strategy
+    obj = CapacityBuffer.model_validate(buffer(**spec))
+    [info] = buffer_infos([obj], [PodTemplate.model_validate(TEMPLATE)])
+    assert info.active_at(NOW)
+    status = status_update(obj, info, NOW)
+    assert status is not None and status["provisioningStrategy"] == "buffer.x-k8s.io/active-capacity"
 
 
 def test_a_buffer_of_another_strategy_is_left_to_its_controller() -> None:
@@ -509,6 +560,67 @@ def test_a_scalable_ref_to_a_job_or_a_replication_controller_is_served_as_the_co
     assert (info.problem, info.replicas) == ("", chunks)
     assert info.pod is not None and info.pod.node_selector == (("pool", "serving"),)
     assert info.active_at(NOW)
+
+
+def test_a_replication_controller_named_in_group_core_is_read_by_its_template_never_by_a_live_pod() -> None:
+    """cluster-autoscaler looks for a live pod through the object's scale subresource, found by the REST
+    mapping of the ref's group and kind (capacitybuffer/client/client.go GetScaleObject:
+    ``RESTMapping(GroupKind{Group: apiGroup, Kind: kind})``). Discovery names the core group ``""``, so
+    ``apiGroup: ""`` finds the ReplicationController's Scale and its newest pod; ``"core"``, the key its
+    template resolver is filed under (scalable_object_resolvers.go ``ApiGroupCore``), maps to no group:
+    the live pod is never looked for, and the RC's template and ``spec.replicas`` make the chunk and the
+    count (translators/scalable_objects_translator.go resolveSpecAndReplicas). Two buffers naming the
+    same RC both ways in one namespace each get their own answer."""
+    rc = {**RC, "spec": {**RC["spec"], "selector": {"app": "web"}}, "status": {"replicas": 4}}
+    refs = {
+        group: {"apiGroup": group, "kind": "ReplicationController", "name": "legacy"}
+        for group in ("", "core")
+    }
+    named = [
+        {
+            **buffer(scalableRef=ref, percentage=50),
+            "metadata": {"name": f"by-{group or 'empty'}", "namespace": "shop"},
+        }
+        for group, ref in refs.items()
+    ]
+    live = listed_pod("legacy-1", "2026-03-02T00:00:00Z", "3")
+    doc = {"kind": "List", "items": [live, rc, *named]}
+    infos = {i.name: i for i in ClusterSnapshot.from_objects("c", NOW, iter_kube_list(doc)).buffers}
+    core, empty = infos["by-core"], infos["by-empty"]
+    assert core.problem == "" and core.pod is not None
+    assert (core.pod.requests["cpu"], core.replicas) == (2000, 3)  # the template's 2 CPUs; 50 % of spec 6
+    assert empty.problem == "" and empty.pod is not None
+    assert (empty.pod.requests["cpu"], empty.replicas) == (3000, 2)  # the live pod's; 50 % of status 4
+    # observe asks the API server for no pod on behalf of a "core" ref
+    asked: list[str] = []
+    objects = [CapacityBuffer.model_validate(named[1])]
+    workloads = [o for o in parse_kube_list({"items": [rc]}).others if not isinstance(o, CapacityBuffer)]
+    assert live_pods(objects, workloads, lambda w: asked.append(w.metadata.name) or []) == []  # type: ignore[arg-type]
+    assert asked == []
+
+
+@pytest.mark.parametrize("group", [None, "", "core"])
+def test_an_apps_kind_named_in_the_core_group_is_not_ready_and_the_status_names_the_api_group(
+    group: str | None,
+) -> None:
+    """``apiGroup`` is optional and ``""`` is the core group, as the type documents it; the core group
+    serves no Deployment. cluster-autoscaler leaves such a buffer not ready (its scale lookup maps no
+    kind Deployment in group ``""``, and no template resolver is filed under ``-Deployment`` or
+    ``core-Deployment``); Karpenter's controller reads an empty apiGroup as ``apps``
+    (pkg/utils/apps/resolve.go ResolveScalableRef), so a buffer written for it leaves the field out.
+    Not ready here too, but the status says which field to set, rather than that a scale subresource
+    could not be read (or that only observe reads one)."""
+    ref = {"kind": "Deployment", "name": "web"} | ({} if group is None else {"apiGroup": group})
+    raw = buffer(scalableRef=ref, replicas=2)
+    doc = {"kind": "List", "items": [DEPLOYMENT, raw]}
+    [info] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list(doc).others).buffers
+    assert info.problem == (
+        f'spec.scalableRef.apiGroup: "{group or ""}" is the core API group, which serves no Deployment: '
+        'a Deployment is in API group "apps"'
+    )
+    assert not info.active_at(NOW)
+    status = status_update(CapacityBuffer.model_validate(raw), info, NOW)
+    assert status is not None and conditions(status)["ReadyForProvisioning"] == ("False", "error")
 
 
 ROLLOUT_REF = {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}

@@ -481,6 +481,7 @@ def _scaled_refs(buffers: Iterable[CapacityBuffer]) -> list[tuple[str, str, str,
             for b in buffers
             if (ref := b.spec.scalable_ref) is not None
             and capacity_buffer.scalable_resource(ref.api_group, ref.kind) is None
+            and not capacity_buffer.core_group_problem(ref.api_group, ref.kind)
         }
     )
 

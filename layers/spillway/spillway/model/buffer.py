@@ -7,10 +7,12 @@ CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its 
 first (translators/scalable_objects_translator.go ``resolveSpecAndReplicas``, "try resolving a live
 pod"; scalable_objects/scalable_object_resolvers.go ``ScaleObjectPodResolver``): the most recent pod
 its ``status.selector`` selects is the chunk, the Scale's ``status.replicas`` the count a percentage is
-of (:class:`ScaledObject`). Only with no such pod does it read the pod template of an ``apps/v1``
+of (:class:`ScaledObject`; a ReplicationController named in group ``"core"`` has no Scale it finds,
+:func:`reads_live_pod`). Only with no such pod does it read the pod template of an ``apps/v1``
 Deployment, StatefulSet or ReplicaSet, a core ReplicationController or a ``batch/v1`` Job (which has no
 scale subresource, so always) of its namespace, and their ``spec.replicas`` (a Job's
-``spec.parallelism``); an object of any other kind without a pod is not ready. A live pod is what
+``spec.parallelism``); an object of any other kind without a pod is not ready, and so is an ``apps`` or
+``batch`` kind named in the core group (:func:`core_group_problem`). A live pod is what
 admission made of the template (a LimitRange's default requests, injected sidecars, VPA's requests),
 so the two differ. A built-in kind's pods are those its own ``spec.selector`` selects (what its Scale's
 ``status.selector`` says), found by one mechanism, :func:`live_pods`: observe asks the API server for
@@ -67,7 +69,8 @@ SCALABLE = {
 # a percentage is of a scalable object's count: beside a podTemplateRef it is left out, as cluster-autoscaler
 # leaves it out (translators/replicas.go applies it only when the scalable object's replicas are known)
 IGNORED_PERCENTAGE = "spec.percentage applies only with spec.scalableRef"
-# how a scalableRef names the core group: "" as the API documents it, or "core" as the controller does
+# how a scalableRef names the core group: "" as the API documents it, or "core" as the controller's
+# template resolvers are keyed (scalable_object_resolvers.go ApiGroupCore)
 CORE_GROUPS = ("", "core")
 
 
@@ -77,6 +80,31 @@ def scalable_resource(api_group: str, kind: str) -> tuple[str, str, str] | None:
     if found is None or found[0] != core_group(api_group):
         return None
     return found
+
+
+def core_group_problem(api_group: str, kind: str) -> str:
+    """Why a scalableRef naming an ``apps`` or ``batch`` kind in the core group (``apiGroup`` ``""``, left
+    out, or ``"core"``) names nothing: the core group serves no such kind, so cluster-autoscaler's
+    controller leaves the buffer not ready (no scale mapping, no template resolver filed under that
+    group), though Karpenter's reads an empty apiGroup as ``apps``. "" when the ref is not such a one;
+    observe reads no scale subresource for it."""
+    found = SCALABLE.get(kind)
+    if found is None or not found[0] or core_group(api_group):
+        return ""
+    return (
+        f'spec.scalableRef.apiGroup: "{api_group}" is the core API group, which serves no {kind}: '
+        f'a {kind} is in API group "{found[0]}"'
+    )
+
+
+def reads_live_pod(api_group: str, kind: str) -> bool:
+    """Whether the live pod of the built-in workload a scalableRef names is looked for. The controller
+    finds it through the object's scale subresource, mapped from the ref's group and kind as discovery
+    names them (capacitybuffer/client GetScaleObject: ``RESTMapping(GroupKind{apiGroup, kind})``): the
+    core group is ``""`` there, so a ReplicationController named in group ``"core"`` has no Scale to
+    find, and only its template resolver reads it (template and ``spec.replicas``)."""
+    found = SCALABLE.get(kind)
+    return found is not None and api_group == found[0]
 
 
 Workloads = Mapping[tuple[str, str, str], Scalable]  # (namespace, kind, name)
@@ -282,13 +310,18 @@ def _shape(
     if scalable is None:
         return None, None, "", 0, "neither spec.podTemplateRef nor spec.scalableRef names the chunk's shape"
     what = f"{scalable.kind} {namespace}/{scalable.name}"
+    misgrouped = core_group_problem(scalable.api_group, scalable.kind)
+    if misgrouped:
+        return None, None, "", 0, misgrouped
     if scalable_resource(scalable.api_group, scalable.kind) is None:
         found = scaled.get((namespace, core_group(scalable.api_group), scalable.kind, scalable.name))
         return _through_scale(name, what, scalable.api_group, found)
     workload = workloads.get((namespace, scalable.kind, scalable.name))
     if workload is None:
         return None, None, "", 0, f"{what} not found"
-    live = scaled.get((namespace, core_group(scalable.api_group), scalable.kind, scalable.name))
+    live = scaled.get((namespace, scalable.api_group, scalable.kind, scalable.name))
+    if not reads_live_pod(scalable.api_group, scalable.kind):  # apiGroup "core": the template only
+        live = None
     if live is not None and live.template is not None and not live.problem:
         return _through_scale(name, what, scalable.api_group, live)
     raw = {"metadata": {"name": f"{scalable.kind} {scalable.name}"}, "template": workload.spec.template}
@@ -407,7 +440,7 @@ def live_pods(
     named = {
         (b.metadata.namespace or "default", ref.kind, ref.name)
         for b in buffers
-        if (ref := b.spec.scalable_ref) is not None and scalable_resource(ref.api_group, ref.kind) is not None
+        if (ref := b.spec.scalable_ref) is not None and reads_live_pod(ref.api_group, ref.kind)
     }
     out: list[ScaledObject] = []
     for workload in workloads:
