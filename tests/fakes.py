@@ -330,6 +330,15 @@ class FakeCluster(Recorder):
         self._call("pods_on_node", node)
         return [Pod.model_validate(p) for p in self.pods if p.get("spec", {}).get("nodeName") == node]
 
+    def read_pod(self, namespace: str, name: str) -> Pod | None:
+        self._call("read_pod", namespace, name)
+        found = [
+            p
+            for p in self.pods
+            if (p["metadata"].get("namespace"), p["metadata"]["name"]) == (namespace, name)
+        ]
+        return Pod.model_validate(found[0]) if found else None
+
     def cordon(
         self,
         node: str,

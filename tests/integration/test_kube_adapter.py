@@ -709,6 +709,23 @@ def test_a_pod_under_two_budgets_is_refused_at_once_not_retried_as_an_outage(
         kube.evict("shop", "web-1")
 
 
+def test_read_pod_reads_one_pod_by_name_through_a_list_of_its_namespace(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """A drain reads a pod again before its eviction with the ``list`` on pods its RBAC grants: a list
+    of the pod's namespace whose field selector names it (the API server reads that one key)."""
+    server.add(_web_pod("web-0"))
+    server.add(_web_pod("web-01"))
+    server.add(kobj.pod("web-0", "other", node_name="n1"))
+
+    pod = kube.read_pod("shop", "web-0")
+
+    assert pod is not None and (pod.metadata.namespace, pod.metadata.name) == ("shop", "web-0")
+    assert kube.read_pod("shop", "gone") is None
+    asked = requests_to(server, "/api/v1/namespaces/shop/pods", "GET")
+    assert [r.query.get("fieldSelector") for r in asked] == ["metadata.name=web-0", "metadata.name=gone"]
+
+
 def test_an_eviction_naming_a_uid_leaves_a_pod_made_again_under_the_name(
     server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
 ) -> None:

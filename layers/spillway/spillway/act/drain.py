@@ -1495,6 +1495,21 @@ def dead_node(drain: Drain | DrainRequest, node: Node, now: datetime) -> bool:
     return dead(NodeInfo.from_node(node), now, timedelta(minutes=drain.unready_minutes))
 
 
+def _judge(
+    drain: Drain, node: Node, pods: Sequence[Pod], now: datetime, named: frozenset[str]
+) -> list[PodVerdict]:
+    """What the drain does with each of ``pods`` (the node's, or one read again before its eviction):
+    :func:`classify`, a consolidation evicting only its own pods (:func:`_only_expected`), from the
+    deadline on a pod past its grace leaving (:func:`_grace_over`), on a ``node`` long NotReady a pod
+    that never started going with it (:func:`dead_node`), a pod the plan did not name that tolerates
+    the drain kept (:func:`_unplanned_stays`), a marked DaemonSet pod kept (:func:`_pinned`).
+    ``named``: the pods the plan names and their successors on the node (:func:`_named`)."""
+    planned, dead = _planned(drain, named), dead_node(drain, node, now)
+    verdicts = [classify(p, force=drain.force, now=now, planned=planned, dead_node=dead) for p in pods]
+    verdicts = _unplanned_stays(drain, _only_expected(drain, _grace_over(drain, verdicts, now)), named)
+    return _pinned(drain, pods, verdicts)
+
+
 GRACE_OVER = "terminating, its grace period over: leaving (its kubelet confirms the deletion after it)"
 
 
@@ -1628,16 +1643,24 @@ def _protected_since(drain: Drain, verdicts: Sequence[PodVerdict]) -> PodVerdict
 
 
 def _abandon(
-    drain: Drain, previous: Mapping[str, Any], verdicts: Sequence[PodVerdict], why: str
+    drain: Drain,
+    previous: Mapping[str, Any],
+    verdicts: Sequence[PodVerdict],
+    why: str,
+    evicted_now: Sequence[str] = (),
+    refused: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The round that abandons the drain (:func:`_abandon_why`): nothing more evicted; the state machine
-    gives the node back (GiveBack) and records the drain ``cancelled``, a success."""
+    gives the node back (GiveBack) and records the drain ``cancelled``, a success. ``evicted_now``,
+    ``refused``: what the round did before it stopped, when a pod or the node was marked mid-round
+    (:meth:`Drainer._evict_round`)."""
+    evicted = [*(previous.get("evicted") or []), *evicted_now]
     return {
-        "rounds": int(previous.get("rounds") or 0),
-        "evicted": list(previous.get("evicted") or [])[:LIST_LIMIT],
-        "evicted_count": int(previous.get("evicted_count") or 0),
+        "rounds": int(previous.get("rounds") or 0) + (1 if evicted_now else 0),
+        "evicted": evicted[:LIST_LIMIT],
+        "evicted_count": int(previous.get("evicted_count") or 0) + len(evicted_now),
         "blocked": [],
-        "remaining": _remaining(verdicts, [], {})[:LIST_LIMIT],
+        "remaining": _remaining(verdicts, evicted_now, refused or {})[:LIST_LIMIT],
         "remaining_count": len([v for v in verdicts if v.action != "ignore"]),
         "done": False,
         "forced": False,
@@ -2271,11 +2294,13 @@ class Drainer:
                 return self._gone_round(drain, previous, execution)
         except _StandingBy as standby:
             return _standing_by(previous, standby)
-        before = self._verdicts(drain, node)
+        before, named = self._listing(drain, node)
         why = _abandon_why(drain, node, before)
         if why is not None:
             return _abandon(drain, previous, before, why)
-        evicted_now, refused = self._evict_in_time(drain, before, previous)
+        evicted_now, refused, why = self._evict_in_time(drain, before, previous, named)
+        if why is not None:  # a pod or the node marked since the listing: the round stops there
+            return _abandon(drain, previous, before, why, evicted_now, refused)
         after = self._verdicts(drain, node) if evicted_now else before
         remaining = _remaining(after, evicted_now, refused)
         blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
@@ -2365,8 +2390,12 @@ class Drainer:
         return {"heartbeat_at": iso(now)}
 
     def _evict_in_time(
-        self, drain: Drain, verdicts: Sequence[PodVerdict], previous: Mapping[str, Any]
-    ) -> tuple[list[str], dict[str, str]]:
+        self,
+        drain: Drain,
+        verdicts: Sequence[PodVerdict],
+        previous: Mapping[str, Any],
+        named: frozenset[str],
+    ) -> tuple[list[str], dict[str, str], str | None]:
         """:meth:`_evict_round` with the seconds left. Out of time, a drain without force evicts nothing:
         it is about to fail and give the node back, and a pod evicted now would be stopped for nothing.
         Nor does a drain one of whose ``whole_grace`` pods no longer has its whole grace left
@@ -2376,17 +2405,28 @@ class Drainer:
         if cut is not None:
             raise DrainTimeout(cut)
         if not left and not drain.force:
-            return [], _out_of_time(verdicts, previous)
+            return [], _out_of_time(verdicts, previous), None
         held = _critical_held(verdicts) if left else {}
-        evicted, refused = self._evict_round([v for v in verdicts if v.pod not in held], left)
-        return evicted, {**held, **refused}
+        evicted, refused, why = self._evict_round(
+            drain, [v for v in verdicts if v.pod not in held], left, named
+        )
+        return evicted, {**held, **refused}, why
 
-    def _evict_round(self, verdicts: Sequence[PodVerdict], left: int) -> tuple[list[str], dict[str, str]]:
-        """Evict every pod given, lowest priority first: (evicted, refused pod → why). A pod a
-        budget holds, or more than one budget selects, or whose budget's status forbids evictions, is
-        left for a later round, and so is one whose namespace is being deleted (it goes with the
-        namespace); the round goes on. A throttled eviction ends the round (the server asks to slow
-        down).
+    def _evict_round(
+        self, drain: Drain, verdicts: Sequence[PodVerdict], left: int, named: frozenset[str]
+    ) -> tuple[list[str], dict[str, str], str | None]:
+        """Evict every pod given, lowest priority first: (evicted, refused pod → why, why the drain
+        stops here or None). A pod a budget holds, or more than one budget selects, or whose budget's
+        status forbids evictions, is left for a later round, and so is one whose namespace is being
+        deleted (it goes with the namespace); the round goes on. A throttled eviction ends the round
+        (the server asks to slow down).
+
+        Each pod is read again right before its eviction, with the node, and judged as the round judged
+        the listing (:meth:`_judged_again`): one gone is passed over; one that may no longer be evicted
+        (marked never to be disturbed since the listing) is not evicted, kept as the round's start would
+        keep it; and where the round's start would abandon the drain (a plan's pod so marked, a node
+        annotated since), the round stops there and says why, evicting nothing more. A node gone ends
+        the round: the next says what that means for the drain.
 
         Each eviction gives the pod its ``terminationGracePeriodSeconds``, but never more than the
         ``left`` seconds before the drain's deadline, so that it is gone by then: Karpenter clamps a
@@ -2402,6 +2442,16 @@ class Drainer:
         for verdict in sorted(
             (v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod)
         ):
+            try:
+                fresh, stop = self._judged_again(drain, named, verdict)
+            except NodeNotFound:
+                break
+            if fresh is not None and fresh.action != "evict":
+                refused[verdict.pod] = fresh.reason
+            if stop is not None:
+                return evicted, refused, stop
+            if fresh is None or fresh.action != "evict":
+                continue
             why = self._try_evict(verdict.pod, min(verdict.grace, left), verdict.uid)
             if why is None:
                 evicted.append(verdict.pod)
@@ -2409,7 +2459,7 @@ class Drainer:
                 refused[verdict.pod] = why
                 if why == THROTTLED:
                     break
-        return evicted, refused
+        return evicted, refused, None
 
     def _try_evict(self, pod: str, grace: int, uid: str) -> str | None:
         """Evict one pod, giving it ``grace`` seconds to stop: None when the API took it,
@@ -2434,16 +2484,41 @@ class Drainer:
         return None
 
     def _verdicts(self, drain: Drain, node: Node) -> list[PodVerdict]:
-        """What to do with each pod on the node now (a consolidation evicts only its own pods; from
-        the deadline on, a pod past its grace is leaving: :func:`_grace_over`; on a ``node`` long
-        NotReady, a pod that never started goes with it: :func:`dead_node`)."""
+        """What to do with each pod on the node now (:func:`_judge`)."""
+        return self._listing(drain, node)[0]
+
+    def _listing(self, drain: Drain, node: Node) -> tuple[list[PodVerdict], frozenset[str]]:
+        """The node's pods listed now and judged (:func:`_judge`), with the pods the plan names among
+        them (:func:`_named`), by which a pod read again before its eviction is judged the same way
+        (:meth:`_judged_again`)."""
         now = self.clock()
         pods = self.kube.pods_on_node(drain.node)
         named = _named(drain, pods)
-        planned, dead = _planned(drain, named), dead_node(drain, node, now)
-        verdicts = [classify(p, force=drain.force, now=now, planned=planned, dead_node=dead) for p in pods]
-        verdicts = _unplanned_stays(drain, _only_expected(drain, _grace_over(drain, verdicts, now)), named)
-        return _pinned(drain, pods, verdicts)
+        return _judge(drain, node, pods, now, named), named
+
+    def _judged_again(
+        self, drain: Drain, named: frozenset[str], listed: PodVerdict
+    ) -> tuple[PodVerdict | None, str | None]:
+        """The pod the round listed, read again right before its eviction and judged by the round's own
+        predicate (:func:`_judge`, with the node read again too), and why the drain stops there
+        (:func:`_abandon_why`), else None. The pod is None when it is gone, or another was made under
+        its name since (not evicted: the one listed is gone). A round lists the pods once and evicts
+        them one by one, seconds or minutes apart (each eviction may wait on its budget's update), so a
+        pod or node marked never to be disturbed meanwhile was evicted. A ``resourceVersion``
+        precondition on the eviction would not do: the API server spends the pod's budget
+        (``disruptionsAllowed``, ``disruptedPods``) before the deletion checks the preconditions
+        (pkg/registry/core/pod/storage/eviction.go: ``checkAndDecrement``, then
+        ``addConditionAndDeletePod``), so each conflict, a kubelet's status write included, would hold
+        the budget two minutes for nothing. A forced drain evicts marked pods anyway and reads nothing
+        again. Raises ``NodeNotFound`` when the node is gone."""
+        if drain.force:
+            return listed, None
+        pod = self.kube.read_pod(*_split(listed.pod))
+        if pod is None or (listed.uid and pod.metadata.uid != listed.uid):
+            return None, None  # as the eviction's uid precondition would answer (none without a uid)
+        node = self.kube.get_node(drain.node)
+        [fresh] = _judge(drain, node, [pod], self.clock(), named)
+        return fresh, _abandon_why(drain, node, [fresh])
 
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True)."""

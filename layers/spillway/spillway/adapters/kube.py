@@ -926,14 +926,28 @@ class KubeClient:
 
     def pods_selected(self, namespace: str, label_selector: str) -> list[Pod]:
         """The pods of ``namespace`` a label selector (its string form) selects, all pages."""
-        call = partial(self._core.list_namespaced_pod, namespace)
-        rule = _listing("", "pods")
-        return self._whole(
-            "pods",
-            lambda: list(
-                self._paged("pods", call, _parse_page(_PodPage), rule=rule, label_selector=label_selector)
-            ),
+        return self._namespace_pods(namespace, label_selector=label_selector)
+
+    def read_pod(self, namespace: str, name: str) -> Pod | None:
+        """The pod ``namespace/name`` as the API server holds it now, or None when there is none. Asked as
+        a list of the namespace's pods whose field selector names it (``metadata.name``): the API server
+        reads that one key, as a get would (k8s.io/apiserver pkg/registry/generic/registry/store.go,
+        ``ListPredicate``: a selector that ``MatchesSingle`` name reads only that object), and a drain
+        needs no rule beyond the ``list`` on pods it has (deploy/rbac.yaml)."""
+        found = self._namespace_pods(namespace, field_selector=f"metadata.name={name}")
+        return found[0] if found else None
+
+    def _namespace_pods(
+        self, namespace: str, *, label_selector: str | None = None, field_selector: str | None = None
+    ) -> list[Pod]:
+        call = partial(
+            self._core.list_namespaced_pod,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
         )
+        rule = _listing("", "pods")
+        return self._whole("pods", lambda: list(self._paged("pods", call, _parse_page(_PodPage), rule=rule)))
 
     def get_scale(self, api_group: str, kind: str, namespace: str, name: str) -> RawObject:
         """The ``autoscaling/v1`` Scale of a namespaced object of any kind with a scale subresource, its
