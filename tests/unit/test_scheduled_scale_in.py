@@ -166,6 +166,24 @@ def test_a_cut_whose_instances_are_all_protected_from_scale_in_is_listed() -> No
     )
 
 
+def test_a_cut_past_its_unprotected_instances_leaves_the_protected_ones_above_the_desired_capacity() -> None:
+    """Four instances, three protected; DesiredCapacity 2 takes two. Auto Scaling terminates the one it
+    may (its pod at risk), and the group keeps one protected instance above the desired capacity the
+    run sets: the reason says both."""
+    world, nodes = web(4)
+    for instance in instances(world)[:3]:
+        instance["ProtectedFromScaleIn"] = True
+    pods = pods_by_instance(world, nodes)
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == (pods[instances(world)[3]["InstanceId"]],)
+    assert "1 more of its instances go undrained when it runs" in shrink.reason
+    assert "; 1 of its instances above it are protected from scale-in: Auto Scaling terminates none" in (
+        shrink.reason
+    )
+
+
 def test_a_group_protecting_every_instance_it_launches_loses_none_to_the_run() -> None:
     """A group that protects the instances it launches (NewInstancesProtectedFromScaleIn, the way
     cluster-autoscaler users keep Auto Scaling from choosing): Spillway still drains its nodes as any,

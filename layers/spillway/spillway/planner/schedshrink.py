@@ -318,7 +318,8 @@ class ScheduledShrinks:
         left, size = self.left(group), ceiling.min_size
         remaining = self.remaining(group)
         exempt = frozenset(group.protected_instances) | frozenset(group.shielded_instances)
-        taken = _taken(left, size, len(exempt & set(remaining)))
+        free = len(set(remaining) - exempt)
+        taken = _taken(left, size, len(remaining) - free)
         held = left - size - taken
         picks = self._picks(group, remaining, exempt, taken)
         at_risk: tuple[str, ...] = ()
@@ -334,7 +335,7 @@ class ScheduledShrinks:
             )
         what = f"drains {len(drained)} node(s) ahead of it" if drained else "drains none ahead of it"
         if taken > 0:
-            what += self._undrained(taken, refused, len(at_risk), picks, len(remaining) - len(exempt))
+            what += self._undrained(taken, refused, len(at_risk), picks, free)
         if held > 0:
             what += (
                 f"; {held} of its instances above it are protected from scale-in: Auto Scaling terminates "
