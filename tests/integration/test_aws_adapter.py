@@ -167,6 +167,36 @@ def test_capacity_rebalancing_protection_and_standby_reach_the_group_through_mot
     assert general.instance_ids == (first,) and general.desired == 1
 
 
+def test_termination_policies_and_a_protect_all_groups_protections_reach_the_group_through_moto(
+    adapter: AwsAdapter, two_regions: dict[str, Any]
+) -> None:
+    """The group's TerminationPolicies, and of a group that protects every instance it launches, the
+    instances protected from scale-in (which protected_instances leaves out: Spillway chooses among them
+    itself, but a scheduled action's scale-in takes none of them)."""
+    from moto.autoscaling.models import autoscaling_backends
+
+    client = boto3.client("autoscaling", region_name="us-east-1")
+    policies = ["OldestLaunchTemplate", "Default"]
+    client.update_auto_scaling_group(AutoScalingGroupName="general", NewInstancesProtectedFromScaleIn=True)
+    # moto's UpdateAutoScalingGroup does not take TerminationPolicies (AWS's does): set it on its model
+    autoscaling_backends["123456789012"]["us-east-1"].autoscaling_groups[
+        "general"
+    ].termination_policies = policies
+    instances = client.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])["AutoScalingGroups"][
+        0
+    ]["Instances"]
+    first = sorted(i["InstanceId"] for i in instances)[0]
+    client.set_instance_protection(
+        InstanceIds=[first], AutoScalingGroupName="general", ProtectedFromScaleIn=True
+    )
+
+    general = next(g for g in adapter.node_groups(RESERVE, NOW) if g.name == "general")
+
+    assert general.termination_policies == tuple(policies)
+    assert general.shielded_instances == (first,) and general.protected_instances == ()
+    assert general.mixed_policy is False
+
+
 def test_tag_filters_are_applied_by_aws_not_after_the_fact(
     adapter: AwsAdapter, clients: AwsClients, two_regions: dict[str, Any]
 ) -> None:

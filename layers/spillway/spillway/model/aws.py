@@ -319,6 +319,11 @@ class AutoScalingGroup(AwsModel):
     # whether the instances the group launches are protected from its own scale-in ("Use instance
     # scale-in protection"); each instance's own setting is its ProtectedFromScaleIn
     NewInstancesProtectedFromScaleIn: bool | None = None
+    # the order in which the group's own scale-in picks instances, each policy deciding among those the
+    # one before left tied ("Configure termination policies"): predefined names (Default, OldestInstance,
+    # NewestInstance, OldestLaunchTemplate, OldestLaunchConfiguration, ClosestToNextInstanceHour,
+    # AllocationStrategy) or, first, a Lambda function's ARN (a custom policy); none listed: Default
+    TerminationPolicies: list[str] = Field(default_factory=list)
     # Spillway's, not DescribeAutoScalingGroups': the instance type its launch template version (or
     # launch configuration) names, read by the adapter for a group without overrides: what every instance
     # it launches now gets, whatever type its running instances have (spillway.model.nodegroup

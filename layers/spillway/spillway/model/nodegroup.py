@@ -107,6 +107,7 @@ LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InServic
 # Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle"): Terminating, and Terminating:Wait
 # and Terminating:Proceed around a terminate lifecycle hook (not the warm pool's Warmed:Terminating*)
 TERMINATING = "Terminating"
+DEFAULT_POLICY = "Default"  # the termination policy of a group that names none
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # The labels EKS gives every node of a managed node group beside the node group's own (the node group's
 # name and capacity type, as real nodes carry them, e.g. kubectl's view of an EKS node:
@@ -252,6 +253,16 @@ class NodeGroup:
     reuse_on_scale_in: bool = False
     # live instances protected from scale-in on their own (see scale_in_protected)
     protected_instances: tuple[str, ...] = ()
+    # of a group that protects every instance it launches (NewInstancesProtectedFromScaleIn), its live
+    # instances protected from scale-in (ProtectedFromScaleIn): Auto Scaling's own scale-in (a scheduled
+    # action's) terminates none of them, though Spillway drains them as any (protected_instances leaves
+    # them out: see scale_in_protected)
+    shielded_instances: tuple[str, ...] = ()
+    # its TerminationPolicies when they are not Default alone (empty: Default), and whether it has a
+    # mixed instances policy (its scale-in first chooses between Spot and On-Demand instances): how Auto
+    # Scaling picks the instances a scheduled action scales in (spillway.planner.scalein)
+    termination_policies: tuple[str, ...] = ()
+    mixed_policy: bool = False
     # instances the group is terminating (Terminating, Terminating:Wait, Terminating:Proceed): their
     # nodes go with them, whatever their Ready condition says
     terminating_instances: tuple[str, ...] = ()
@@ -489,6 +500,10 @@ class NodeGroup:
             reuse_on_scale_in=d.get("reuse_on_scale_in") is True,
             # absent from snapshots stored before it was read: none protected, as they were planned
             protected_instances=tuple(d.get("protected_instances", ())),
+            # absent from snapshots stored before they were read: none known, Default, not mixed
+            shielded_instances=tuple(d.get("shielded_instances", ())),
+            termination_policies=tuple(str(p) for p in d.get("termination_policies", ())),
+            mixed_policy=d.get("mixed_policy") is True,
             # absent from snapshots stored before it was read: none known, as they were planned
             terminating_instances=tuple(d.get("terminating_instances", ())),
             # absent from snapshots stored before it was read: none known
@@ -552,6 +567,9 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("drain_hooks", lambda g: list(g.drain_hooks) or None),
     ("reuse_on_scale_in", lambda g: True if g.reuse_on_scale_in else None),
     ("protected_instances", lambda g: list(g.protected_instances) or None),
+    ("shielded_instances", lambda g: list(g.shielded_instances) or None),
+    ("termination_policies", lambda g: list(g.termination_policies) or None),
+    ("mixed_policy", lambda g: True if g.mixed_policy else None),
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
     ("held_instances", lambda g: list(g.held_instances) or None),
     ("zone_ids", lambda g: dict(g.zone_ids) or None),
@@ -1755,6 +1773,8 @@ def node_group(
         zone_rebalance=bool(rebalance),
         drain_hooks=tuple(asg.DrainHooks or ()),
         reuse_on_scale_in=_reuses_on_scale_in(asg, warm),
+        termination_policies=termination_policies(asg),
+        mixed_policy=asg.MixedInstancesPolicy is not None,
         **_instance_facts(asg, standing),
     )
 
@@ -1778,8 +1798,8 @@ def _reuses_on_scale_in(asg: AutoScalingGroup, warm: WarmPool | None) -> bool:
 def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str, Any]:
     """What the planner reads of the group's instances (NodeGroup's fields of the same names): the live
     ones, those of a type that does not stand for the template (``standing``), what each was launched
-    from, those protected from scale-in on their own, those the group is terminating, and the others it
-    holds out of service."""
+    from, those protected from scale-in on their own (and, of a group protecting all it launches, those
+    protected all the same), those the group is terminating, and the others it holds out of service."""
     live = [i for i in asg.Instances if i.LifecycleState in LIVE_STATES]
     return {
         "instance_ids": tuple(sorted(i.InstanceId for i in live)),
@@ -1787,6 +1807,7 @@ def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str
         "other_type_instances": tuple(sorted(i.InstanceId for i in live if i.InstanceType not in standing)),
         "instance_sources": tuple(sorted((i.InstanceId, i.launch_source) for i in live if i.launch_source)),
         "protected_instances": scale_in_protected(asg),
+        "shielded_instances": shielded(asg, live),
         "terminating_instances": tuple(
             sorted(i.InstanceId for i in asg.Instances if i.LifecycleState.startswith(TERMINATING))
         ),
@@ -1806,6 +1827,22 @@ def _instance_places(asg: AutoScalingGroup, live: Sequence[AsgInstance]) -> tupl
     if len(set(asg.AvailabilityZones)) < 2 and asg.MixedInstancesPolicy is None:
         return ()
     return tuple(sorted((i.InstanceId, i.AvailabilityZone or "", i.InstanceType or "") for i in live))
+
+
+def termination_policies(asg: AutoScalingGroup) -> tuple[str, ...]:
+    """The group's TerminationPolicies as read, or none when they are Default alone (or not listed)."""
+    policies = tuple(asg.TerminationPolicies)
+    return () if policies in ((), (DEFAULT_POLICY,)) else policies
+
+
+def shielded(asg: AutoScalingGroup, live: Sequence[AsgInstance]) -> tuple[str, ...]:
+    """Of a group protecting every instance it launches, the ``live`` instances protected from scale-in
+    (:attr:`NodeGroup.shielded_instances`): Auto Scaling's own scale-in takes none of them ("Use
+    instance scale-in protection"), though :func:`scale_in_protected` lists none of them. None of
+    another group, whose protected instances that lists."""
+    if not asg.NewInstancesProtectedFromScaleIn:
+        return ()
+    return tuple(sorted(i.InstanceId for i in live if i.ProtectedFromScaleIn))
 
 
 def scale_in_protected(asg: AutoScalingGroup) -> tuple[str, ...]:

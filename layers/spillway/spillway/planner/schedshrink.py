@@ -20,7 +20,10 @@ decrement, and when the action runs Auto Scaling has nothing left to terminate:
   the disruption budgets and PodDisruptionBudgets.
 
 What it cannot drain is reported (:class:`~spillway.planner.types.GroupShrink`): the action, when it
-runs, and the pods on the nodes left above its size. A group with one of Spillway's terminate lifecycle
+runs, and the pods on the nodes left above its size that Auto Scaling may pick
+(:mod:`spillway.planner.scalein`: its zones first, then its termination policies), and the instances it
+cannot take, protected from scale-in, which the run leaves above the desired capacity it sets (such an
+action is reported even when that is all it does). A group with one of Spillway's terminate lifecycle
 hooks needs no drain ahead: the hook holds each instance Auto Scaling terminates until Spillway drained
 its node. A group whose Terminate process is suspended loses nothing (Auto Scaling terminates none).
 So does a group whose warm pool reuses instances on scale-in (``InstanceReusePolicy.ReuseOnScaleIn``,
@@ -49,6 +52,7 @@ from spillway.planner.scaledown import (
     _scale_in_protected,
     controllers_of_staying,
 )
+from spillway.planner.scalein import ScaleIn, scale_in
 from spillway.planner.types import Drain, GroupShrink
 
 if TYPE_CHECKING:
@@ -92,12 +96,14 @@ class ScheduledShrinks:
     def run(self) -> list[GroupShrink]:
         for group in self.ctx.groups:
             ceiling = group_ceiling(self.ctx, group)
-            if (
-                ceiling is not None
-                and group.suspension(TERMINATE) is None
-                and self.excess(group, ceiling) > 0
-            ):
+            if ceiling is None or group.suspension(TERMINATE) is not None:
+                continue
+            if self.excess(group, ceiling) > 0:
                 self.shrink(group, ceiling)
+            elif self.left(group) > ceiling.min_size and not group.drain_hooks:
+                # every instance above its size is protected: the run terminates none, but leaves them
+                # above the group's desired capacity
+                self.report(group, ceiling, self._drained(group), Counter())
         drained = {d.node for d in self.stage.drains}
         self.stage.kept = [k for k in self.stage.kept if k.node not in drained]
         return self.reports
@@ -157,13 +163,30 @@ class ScheduledShrinks:
                 del self.kept[node.info.name]
             else:
                 refused[why] += 1
-        # with this plan's other drains that terminate a node of the group: they go before the action too
-        drained = [
-            d.node
-            for d in self.stage.drains
-            if d.terminate and (d.group, d.region) == (group.name, group.region)
-        ]
-        self.report(group, ceiling, drained, refused)
+        self.report(group, ceiling, self._drained(group), refused)
+
+    def _drains(self, group: NodeGroup) -> list[Drain]:
+        """This plan's drains that terminate a node of the group (its ordinary ones too: they go before
+        the action as well)."""
+        key = (group.name, group.region)
+        return [d for d in self.stage.drains if d.terminate and (d.group, d.region) == key]
+
+    def _drained(self, group: NodeGroup) -> list[str]:
+        return [d.node for d in self._drains(group)]
+
+    def remaining(self, group: NodeGroup) -> list[str]:
+        """The group's live instances still in it when the action runs: not this plan's drains, nor
+        those of drains under way (a make-room drain's node stays)."""
+        going = {d.instance_id for d in self._drains(group)}
+        going.update(
+            n.info.instance_id or ""
+            for n in self.ctx.nodes.values()
+            if n.group is not None
+            and n.group.key == group.key
+            and self.stage.drain_under_way(n)
+            and n.info.name not in self.ctx.state.rooms
+        )
+        return [i for i in group.instance_ids if i not in going]
 
     def drain(self, node: WorkNode, group: NodeGroup, ceiling: Floor) -> str | None:
         """Drain ``node`` ahead of the action when nothing but what the action overrides keeps it; else
@@ -288,32 +311,76 @@ class ScheduledShrinks:
         )
 
     def report(self, group: NodeGroup, ceiling: Floor, drained: list[str], refused: Counter[str]) -> None:
-        excess = self.excess(group, ceiling)
+        """The action's entry: the drains ahead, then what its run does to the instances left above its
+        size. Auto Scaling terminates, undrained, as many as it can (:func:`_taken`), picked as
+        :func:`~spillway.planner.scalein.scale_in` tells, and the pods on the nodes it may pick are at
+        risk; the rest are protected from scale-in and stay above the desired capacity the run sets."""
+        left, size = self.left(group), ceiling.min_size
+        remaining = self.remaining(group)
+        exempt = frozenset(group.protected_instances) | frozenset(group.shielded_instances)
+        free = len(set(remaining) - exempt)
+        taken = _taken(left, size, len(remaining) - free)
+        held = left - size - taken
+        picks = self._picks(group, remaining, exempt, taken)
         at_risk: tuple[str, ...] = ()
-        if excess > 0:
-            protected = set(group.protected_instances)
+        if taken > 0:
             at_risk = tuple(
                 sorted(
                     p.key
                     for n in self.nodes(group)
-                    if n.info.instance_id not in protected
+                    if n.info.instance_id not in exempt
+                    and (n.info.instance_id in picks.instances or n.info.instance_id not in remaining)
                     for p in self.stage.consolidation().on_node.get(n.info.name, ())
                 )
             )
         what = f"drains {len(drained)} node(s) ahead of it" if drained else "drains none ahead of it"
-        if excess > 0:
-            why = ", ".join(f"{code} on {n} node(s)" for code, n in sorted(refused.items()))
+        if taken > 0:
+            what += self._undrained(taken, refused, len(at_risk), picks, free)
+        if held > 0:
             what += (
-                f"; {excess} more of its instances go undrained when it runs (its other nodes are kept: "
-                f"{why or 'none is a node yet'}), with {len(at_risk)} pod(s) at risk on them"
+                f"; {held} of its instances above it are protected from scale-in: Auto Scaling terminates "
+                "none of them when it runs, and the group keeps them above the desired capacity it sets "
+                "until their protection is removed, when Auto Scaling terminates them, undrained"
             )
         self.reports.append(
             GroupShrink(
                 group.name,
                 group.region,
-                ceiling.min_size,
+                size,
                 f"{ceiling.describe()}: {what}",
                 tuple(drained),
                 at_risk,
             )
         )
+
+    def _picks(self, group: NodeGroup, remaining: list[str], exempt: frozenset[str], taken: int) -> ScaleIn:
+        """The instances Auto Scaling may take when the action runs (:func:`~spillway.planner.scalein.
+        scale_in`); every unprotected one when the instances Spillway sees are not those the group
+        counts (some still launching, or above its desired capacity)."""
+        picks = scale_in(group, remaining, exempt, taken)
+        if len(remaining) != self.left(group) and not picks.custom:
+            return ScaleIn(frozenset(i for i in remaining if i not in exempt), "")
+        return picks
+
+    @staticmethod
+    def _undrained(taken: int, refused: Counter[str], pods: int, picks: ScaleIn, free: int) -> str:
+        why = ", ".join(f"{code} on {n} node(s)" for code, n in sorted(refused.items()))
+        when = "when its custom termination policy lets them go" if picks.custom else "when it runs"
+        out = (
+            f"; {taken} more of its instances go undrained {when} (its other nodes are kept: "
+            f"{why or 'none is a node yet'}), with {pods} pod(s) at risk on them"
+        )
+        if picks.custom:
+            return out + f"; {picks.how}"
+        if picks.how and len(picks.instances) < free:
+            return out + (
+                f": Auto Scaling picks them {picks.how}, so {len(picks.instances)} of its {free} unprotected "
+                "instances may be picked"
+            )
+        return out
+
+
+def _taken(left: int, size: int, exempt: int) -> int:
+    """How many of the ``left`` instances the run terminates to bring the group to ``size``: all above
+    it but those protected from scale-in (``exempt``)."""
+    return max(0, min(left - size, left - exempt))

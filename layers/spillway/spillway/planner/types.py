@@ -387,7 +387,9 @@ class GroupShrink:
     size: int  # the DesiredCapacity or MaxSize the action sets
     reason: str
     drains: tuple[str, ...] = ()  # nodes this plan drains ahead of the action
-    at_risk: tuple[str, ...] = ()  # pods on the nodes left above the size, none of which could go first
+    # pods on the nodes left above the size that Auto Scaling may pick (spillway.planner.scalein), none
+    # of which could go first
+    at_risk: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {

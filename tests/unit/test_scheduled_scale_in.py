@@ -1,0 +1,264 @@
+"""Which instances a scheduled action's run takes, and the ones it cannot.
+
+When an action lowers a group below the instances it keeps, Auto Scaling terminates the instances above
+its size itself (EC2 Auto Scaling User Guide, "Configure termination policies"): it evens the group's
+Availability Zones out first ("Maintaining Zonal balance takes precedence over the termination
+policy"), then follows the group's ``TerminationPolicies`` in order (``Default``: instances of a launch
+configuration, then of another launch template, then of the oldest version of the group's template,
+then the one closest to the next billing hour, then at random). A custom policy (a Lambda function)
+chooses which instances go, and when ("Create a custom termination policy with Lambda"). It never takes
+an instance protected from scale-in; if those are all it has above the size, the desired capacity
+still drops and they stay above it until their protection is removed ("Use instance scale-in
+protection")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plan_world import World
+from test_scheduled_shrink import EVENING, PINNED, SOON, planned, replica
+
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.schedule import ScheduledFloor
+from spillway.planner.scalein import scale_in
+
+LAMBDA = "arn:aws:lambda:us-east-1:123456789012:function:ready-to-go:prod"
+
+
+def web(nodes: int, zones: tuple[str, ...] = ("us-east-1a",), **kwargs: Any) -> tuple[World, list[str]]:
+    """A group of ``nodes`` nodes over ``zones`` (its instances round-robin over them, as Auto Scaling
+    spreads them), each node running one pod that must not be disturbed (nothing drains ahead)."""
+    world = World(regions=("us-east-1",))
+    names = sorted(world.group("web", "m5.2xlarge", nodes=nodes, zones=list(zones), **kwargs))
+    return world, names
+
+
+def pods_by_instance(world: World, nodes: list[str]) -> dict[str, str]:
+    """One pinned pod on each node, keyed by the node's instance id."""
+    snapshot, _, _, _ = world.parsed()
+    instance = {n.name: n.instance_id for n in snapshot.nodes}
+    return {str(instance[node]): replica(world, node, f"p{i}", PINNED) for i, node in enumerate(nodes)}
+
+
+def instances(world: World) -> list[dict[str, Any]]:
+    return list(world.groups["web"]["Instances"])
+
+
+def test_the_pods_at_risk_are_those_in_the_zone_auto_scaling_takes_from() -> None:
+    """Five instances over two zones (three in a, two in b); DesiredCapacity 4 takes one. Auto Scaling
+    evens the zones out before any termination policy applies, so it takes one of zone a's three: the
+    pods on zone b's nodes are not at risk. The plan listed all five nodes' pods."""
+    world, nodes = web(5, zones=("us-east-1a", "us-east-1b"))
+    pods = pods_by_instance(world, nodes)
+    in_a = sorted(pods[i["InstanceId"]] for i in instances(world) if i["AvailabilityZone"] == "us-east-1a")
+    result = planned(world, {"scheduled": (ScheduledFloor("evening", desired=4, start=SOON),)})
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == tuple(in_a) and len(in_a) == 3
+    assert "with 3 pod(s) at risk on them: Auto Scaling picks them from us-east-1a" in shrink.reason
+
+
+def test_the_zones_are_counted_after_the_drains_ahead() -> None:
+    """Five instances over two zones (three in a, two in b); DesiredCapacity 3. One node of zone b is
+    idle and is drained ahead; the four others run pods that must not be disturbed. When the action
+    runs, zone a has three instances and b one: Auto Scaling takes its one from a, so zone b's last pod
+    is not at risk."""
+    world, nodes = web(5, zones=("us-east-1a", "us-east-1b"))
+    snapshot, _, _, _ = world.parsed()
+    node_of = {n.instance_id: n.name for n in snapshot.nodes}
+    zone_b = [node_of[i["InstanceId"]] for i in instances(world) if i["AvailabilityZone"] == "us-east-1b"]
+    world.idle_since(zone_b[0], 2)
+    pods = {node: replica(world, node, f"p{i}", PINNED) for i, node in enumerate(nodes) if node != zone_b[0]}
+    result = planned(world, {"scheduled": (ScheduledFloor("evening", desired=3, start=SOON),)})
+
+    (shrink,) = result.shrinks
+    assert shrink.drains == (zone_b[0],)
+    assert shrink.at_risk == tuple(sorted(p for node, p in pods.items() if node not in zone_b))
+
+
+def test_the_default_policy_takes_the_oldest_launch_template_version_first() -> None:
+    """One zone, four instances: two launched from version 1 of the group's template, two from version 2,
+    which the group launches now. The Default policy takes instances of the oldest version of the
+    current template first, so a cut of two takes the two of version 1: only their pods are at risk."""
+    world, nodes = web(4)
+    world.groups["web"]["LaunchTemplate"]["Version"] = "2"
+    for instance in instances(world)[2:]:
+        instance["LaunchTemplate"]["Version"] = "2"
+    pods = pods_by_instance(world, nodes)
+    old = sorted(pods[i["InstanceId"]] for i in instances(world)[:2])
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == tuple(old)
+    assert shrink.reason.endswith(
+        "with 2 pod(s) at risk on them: Auto Scaling picks them by its termination policy Default (a launch "
+        "configuration's instances, another launch template's, then older versions first), so 2 of its 4 "
+        "unprotected instances may be picked"
+    )
+
+
+def test_a_policy_ordering_by_launch_time_leaves_every_instance_of_the_zone_at_risk() -> None:
+    """OldestInstance orders by launch time, which DescribeAutoScalingGroups does not give: within the
+    zone Auto Scaling takes from, every pod stays at risk, and the reason says why."""
+    world, nodes = web(5, zones=("us-east-1a", "us-east-1b"))
+    world.groups["web"]["TerminationPolicies"] = ["OldestInstance", "Default"]
+    pods = pods_by_instance(world, nodes)
+    in_a = sorted(pods[i["InstanceId"]] for i in instances(world) if i["AvailabilityZone"] == "us-east-1a")
+    result = planned(world, {"scheduled": (ScheduledFloor("evening", desired=4, start=SOON),)})
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == tuple(in_a)
+    assert (
+        "by its termination policy OldestInstance then Default, whose order by launch time" in shrink.reason
+    )
+
+
+def test_a_custom_lambda_termination_policy_is_not_predicted_and_the_plan_says_so() -> None:
+    """A Lambda function first in TerminationPolicies chooses which instances go, and when: it may hold
+    them until they are ready, and Auto Scaling asks again as long as the group is above its desired
+    capacity. Spillway cannot predict it: every pod stays at risk (the zones do not narrow it, the
+    function may return any instance), and the reason names the function rather than claim the
+    instances go at the action's run."""
+    world, nodes = web(5, zones=("us-east-1a", "us-east-1b"))
+    world.groups["web"]["TerminationPolicies"] = [LAMBDA, "OldestInstance"]
+    pods = pods_by_instance(world, nodes)
+    result = planned(world, {"scheduled": (ScheduledFloor("evening", desired=4, start=SOON),)})
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == tuple(sorted(pods.values()))
+    assert "1 more of its instances go undrained when its custom termination policy lets them go" in (
+        shrink.reason
+    )
+    assert f"its termination policy is the Lambda function {LAMBDA}" in shrink.reason
+    assert "Spillway cannot predict it" in shrink.reason
+
+
+def test_a_mixed_instances_group_is_not_narrowed_by_zone() -> None:
+    """A mixed instances policy makes Auto Scaling choose between Spot and On-Demand instances before the
+    zones, and DescribeAutoScalingGroups does not say which instance is which: every pod stays at risk."""
+    world, nodes = web(5, zones=("us-east-1a", "us-east-1b"), mixed=True)
+    pods = pods_by_instance(world, nodes)
+    result = planned(world, {"scheduled": (ScheduledFloor("evening", desired=4, start=SOON),)})
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == tuple(sorted(pods.values()))
+    assert "Auto Scaling picks them" not in shrink.reason
+
+
+def test_a_cut_whose_instances_are_all_protected_from_scale_in_is_listed() -> None:
+    """Four instances, each protected from scale-in; DesiredCapacity 2. Auto Scaling terminates none at
+    the run, but lowers the desired capacity, and terminates two, undrained, as soon as their protection
+    is removed. The plan listed nothing for the action: its shrinks were silent about a group left two
+    above its desired capacity."""
+    world, nodes = web(4)
+    for instance in instances(world):
+        instance["ProtectedFromScaleIn"] = True
+    pods_by_instance(world, nodes)
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    assert result.drain == ()
+    (shrink,) = result.shrinks
+    assert (shrink.size, shrink.drains, shrink.at_risk) == (2, (), ())
+    assert shrink.reason.endswith(
+        "drains none ahead of it; 2 of its instances above it are protected from scale-in: Auto Scaling "
+        "terminates none of them when it runs, and the group keeps them above the desired capacity it sets "
+        "until their protection is removed, when Auto Scaling terminates them, undrained"
+    )
+
+
+def test_a_cut_past_its_unprotected_instances_leaves_the_protected_ones_above_the_desired_capacity() -> None:
+    """Four instances, three protected; DesiredCapacity 2 takes two. Auto Scaling terminates the one it
+    may (its pod at risk), and the group keeps one protected instance above the desired capacity the
+    run sets: the reason says both."""
+    world, nodes = web(4)
+    for instance in instances(world)[:3]:
+        instance["ProtectedFromScaleIn"] = True
+    pods = pods_by_instance(world, nodes)
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == (pods[instances(world)[3]["InstanceId"]],)
+    assert "1 more of its instances go undrained when it runs" in shrink.reason
+    assert "; 1 of its instances above it are protected from scale-in: Auto Scaling terminates none" in (
+        shrink.reason
+    )
+
+
+def test_a_group_protecting_every_instance_it_launches_loses_none_to_the_run() -> None:
+    """A group that protects the instances it launches (NewInstancesProtectedFromScaleIn, the way
+    cluster-autoscaler users keep Auto Scaling from choosing): Spillway still drains its nodes as any,
+    and drains idle ones ahead of the action as before; but the run itself terminates none of them, so
+    the pods on the nodes left are not at risk then. The plan said two instances go undrained at the
+    run, with every pod at risk."""
+    world, nodes = web(4)
+    world.groups["web"]["NewInstancesProtectedFromScaleIn"] = True
+    for instance in instances(world):
+        instance["ProtectedFromScaleIn"] = True
+    pods_by_instance(world, nodes)
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == ()
+    assert "go undrained" not in shrink.reason
+    assert "2 of its instances above it are protected from scale-in" in shrink.reason
+
+    idle, idle_nodes = web(4)
+    idle.groups["web"]["NewInstancesProtectedFromScaleIn"] = True
+    for instance in instances(idle):
+        instance["ProtectedFromScaleIn"] = True
+    for node in idle_nodes:
+        idle.idle_since(node, 2)
+    assert len(planned(idle, {"scheduled": (EVENING,)}).drain) == 2  # drained ahead, as before
+
+
+def group(zones: dict[str, str], **facts: Any) -> NodeGroup:
+    """A group of the instances ``zones`` names (id -> zone)."""
+    facts.setdefault("instance_places", tuple((i, z, "m5.large") for i, z in sorted(zones.items())))
+    return NodeGroup(
+        "g", "us-east-1", 0, 10, len(zones), "m5.large", None, zones=tuple(sorted(set(zones.values()))),
+        instance_ids=tuple(sorted(zones)), **facts,
+    )  # fmt: skip
+
+
+def test_the_fullest_zones_lose_one_each_before_any_lower_zone_and_a_tie_keeps_all_tied_zones() -> None:
+    zones = {"a1": "a", "a2": "a", "a3": "a", "b1": "b", "b2": "b", "b3": "b", "c1": "c"}
+    g = group(zones)
+    left = sorted(zones)
+    # one goes: a and b tie at three, either may lose it
+    assert scale_in(g, left, frozenset(), 1).instances == {"a1", "a2", "a3", "b1", "b2", "b3"}
+    # five go: a and b go down to c's one first, then the three tie and one of them loses the fifth
+    assert scale_in(g, left, frozenset(), 5).instances == set(zones)
+    # a zone whose instances are all protected still counts, but loses none: b takes the cut
+    picked = scale_in(g, left, frozenset({"a1", "a2", "a3"}), 1)
+    assert picked.instances == {"b1", "b2", "b3"}
+    # an instance whose zone is not known: no zone is ruled out
+    unknown = group(zones, instance_places=tuple((i, "", "m5.large") for i in sorted(zones)))
+    assert scale_in(unknown, left, frozenset(), 1).instances == set(zones)
+
+
+def test_a_zone_the_fullest_is_brought_down_to_before_the_others_lose_any() -> None:
+    zones = {"a1": "a", "a2": "a", "a3": "a", "a4": "a", "b1": "b", "b2": "b"}
+    # two go: both from a (4 -> 2), none from b
+    assert scale_in(group(zones), sorted(zones), frozenset(), 2).instances == {"a1", "a2", "a3", "a4"}
+
+
+def test_termination_policies_are_read_from_describe_auto_scaling_groups() -> None:
+    """What the plan reads: TerminationPolicies (none stored for Default alone), the mixed instances
+    policy, and of a group protecting all it launches, its protected instances; each kept in the
+    snapshot form and read back."""
+    world, _ = web(3, zones=("us-east-1a", "us-east-1b"), mixed=True)
+    world.groups["web"]["TerminationPolicies"] = [LAMBDA, "OldestInstance"]
+    world.groups["web"]["NewInstancesProtectedFromScaleIn"] = True
+    for instance in instances(world)[:2]:
+        instance["ProtectedFromScaleIn"] = True
+    _, (built,), _, _ = world.parsed()
+    assert built.termination_policies == (LAMBDA, "OldestInstance")
+    assert built.mixed_policy is True
+    assert built.shielded_instances == tuple(sorted(i["InstanceId"] for i in instances(world)[:2]))
+    assert built.protected_instances == ()  # Spillway still chooses among them itself
+    assert NodeGroup.from_dict(built.to_dict()) == built
+
+    plain, _ = web(2)
+    _, (default,), _, _ = plain.parsed()
+    assert (default.termination_policies, default.mixed_policy, default.shielded_instances) == ((), False, ())
+    assert not {"termination_policies", "mixed_policy", "shielded_instances"} & set(default.to_dict())
