@@ -127,7 +127,9 @@ def raise_once(
 
     :class:`AsgLimitExceeded` (nothing raised) when the live value + count is above MaxSize. When the
     answer is lost and :func:`_landed` cannot tell, the marker is kept and marked unsettled, and the
-    error goes on: the step's retry finds the marker and raises nothing."""
+    error goes on: the step's retry finds the marker and raises nothing. The adapter says lost
+    (:class:`AwsUnavailable`) also for a refusal that followed a try whose answer was lost, which may have
+    applied; and says when no try reached AWS (``unsent``): the marker then goes, and the retry raises."""
     where = owner.where
     asg = aws.describe_group(owner.region, owner.group)
     before, after = asg.DesiredCapacity, asg.DesiredCapacity + count
@@ -149,7 +151,10 @@ def raise_once(
         )
     try:
         aws.set_desired_capacity(owner.region, owner.group, after)
-    except AwsUnavailable:
+    except AwsUnavailable as exc:
+        if exc.unsent:  # it never reached AWS: not raised, the retry raises
+            owner.ledger.release(owner.cluster, item)
+            raise
         landed = _landed(aws, owner, before, after, now)
         if landed:  # AWS applied it; only the answer was lost
             _mark_asked(owner, now)
@@ -441,8 +446,10 @@ def give_back_undelivered(
         return None
     try:
         aws.set_desired_capacity(owner.region, owner.group, target)
-    except AwsUnavailable:
-        raise  # it may have applied: kept, never given back twice
+    except AwsUnavailable as exc:
+        if exc.unsent:  # it never reached AWS: the retry gives it back
+            owner.ledger.release(owner.cluster, item)
+        raise  # else it may have applied: kept, never given back twice
     except SpillwayError:
         owner.ledger.release(owner.cluster, item)  # refused: nothing given back, the retry gives it back
         raise
