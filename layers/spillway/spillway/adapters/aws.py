@@ -1167,7 +1167,7 @@ def _set_refusal(exc: ClientError | BotoCoreError, what: str, tries: _Tries) -> 
     if isinstance(exc, BotoCoreError):
         return AwsUnavailable(str(mapped), unsent=True) if tries.unsent else mapped
     message = str(exc.response.get("Error", {}).get("Message", ""))
-    if "not found" in message.lower():
+    if "not found" in message.lower() or "pending delete" in message.lower():  # gone, or going
         return AsgNotFound(f"{what}: {message}")
     if _out_of_bounds(message):
         return AsgLimitExceeded(f"{what}: {message}")
