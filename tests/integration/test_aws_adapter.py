@@ -456,6 +456,20 @@ def test_a_set_desired_capacity_out_of_bounds_in_aws_own_words_is_asg_limit_exce
         adapter.set_desired_capacity("us-east-1", "general", desired)
 
 
+def test_a_set_desired_capacity_of_a_group_pending_delete_is_asg_not_found(
+    adapter: AwsAdapter, clients: AwsClients, two_regions: Any
+) -> None:
+    """Auto Scaling refuses any change to a group being deleted with a ValidationError (HTTP 400) "The
+    AutoScaling group may not be modified while it is pending delete". It was a plain AwsError, which the
+    scale-up took for a raise AWS refused for good and backed the group off for (the state machine's
+    Errored): the group is going away, which the state machine's Refused (a re-plan) answers."""
+    answer_invalid(clients.autoscaling("us-east-1"), "SetDesiredCapacity",
+                   "The AutoScaling group may not be modified while it is pending delete")  # fmt: skip
+
+    with pytest.raises(AsgNotFound, match="pending delete"):
+        adapter.set_desired_capacity("us-east-1", "general", 3)
+
+
 def test_a_raise_refused_with_resource_contention_is_raised_again_by_the_retry(
     adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
 ) -> None:

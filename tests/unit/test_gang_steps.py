@@ -161,6 +161,18 @@ def test_a_rollback_gang_is_refused_on_a_group_whose_launch_process_is_suspended
     assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1
 
 
+def test_a_gang_is_refused_on_a_group_being_deleted() -> None:
+    """A group being deleted (``Status`` set while DeleteAutoScalingGroup runs) takes no raise and no
+    AttachInstances: refused before anything launches, as for a suspended Launch."""
+    cloud, _, steps = world(mode="fleet")
+    cloud.groups[("us-east-1", "gpu")]["Status"] = "Delete in progress"
+
+    with pytest.raises(AsgLimitExceeded, match="is being deleted"):
+        steps.prepare(REQUEST)
+
+    assert cloud.fleets == []
+
+
 def test_a_rollback_gang_is_refused_on_a_group_whose_terminate_process_is_suspended() -> None:
     """Auto Scaling terminates none of a group's InService instances while its Terminate process is
     suspended (EC2 Auto Scaling User Guide, "Considerations for suspending processes"), so a give-back

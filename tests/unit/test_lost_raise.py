@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_shared_group import GANG, NOW, UP, World
 
-from spillway.act.claims import RAISE_PREFIX, Owner
+from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, Owner, give_back_undelivered
 from spillway.errors import AwsUnavailable
 from spillway.local import objects as o
 
@@ -379,3 +379,59 @@ def test_a_scheduled_cut_that_leaves_the_raise_standing_does_not_end_its_wait() 
     scheduled_cut(w, NOW + timedelta(seconds=20), (4, 2))  # now below the raise's 3: taken back
     w.now = NOW + timedelta(seconds=20)
     assert w.up.verify({**UP, "prep": up})["status"] == "resized"
+
+
+# --- a marker's PutItem that botocore sent again after its answer was lost ---------------------------
+
+
+def resend_put(w: World, prefix: str) -> list[str]:
+    """The first claim of an item starting with ``prefix`` is applied by DynamoDB and its answer lost;
+    botocore sends the PutItem again, whose condition (``attribute_not_exists``) then fails on the item it
+    wrote itself: StateStore.claim reads the item back and answers it with ``created`` False (as its
+    docstring says, a caller tells its own claim by the value)."""
+    real = w.ledger.claim
+    resent: list[str] = []
+
+    def claim(
+        cluster: str, item: str, value: Any, *, expires: Any, now: Any = None
+    ) -> tuple[dict[str, object], bool]:
+        stored, created = real(cluster, item, value, expires=expires)
+        if item.startswith(prefix) and created and not resent:
+            resent.append(item)
+            return stored, False
+        return stored, created
+
+    w.ledger.claim = claim  # type: ignore[method-assign]
+    return resent
+
+
+def test_a_raise_whose_marker_put_was_sent_again_by_the_sdk_is_raised() -> None:
+    """A gang raised the group a moment before (its marker in the window). The scale-up's marker PutItem
+    landed, its answer was lost, and botocore's second try found the item: ``created`` False. raise_once
+    took its own marker for an earlier try's, could not tell whether that raise applied (the gang's marker
+    in its window), kept it unsettled and answered "raised" without ever calling SetDesiredCapacity: the
+    scale-up waited out its deadline, its pods on for a raise nobody made."""
+    w = World()  # desired 1
+    up, gprep = w.up.prepare(UP), w.gang.prepare(GANG)
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 1 -> 4
+    resent = resend_put(w, f"{RAISE_PREFIX}{UP_OWNER}")
+
+    out = w.up.set_desired({**UP, "prep": up})
+
+    assert resent == [RAISE_PREFIX + UP_OWNER]
+    assert (out["again"], w.desired) == (False, 6)
+    assert not up_owner(w).unsettled()
+
+
+def test_a_give_back_whose_marker_put_was_sent_again_by_the_sdk_is_given_back() -> None:
+    """The same for a give-back's once-only marker (``giveback#<owner>``): its put sent again answered
+    ``created`` False, and give_back_undelivered returned as if a try before had given the capacity back,
+    leaving Auto Scaling to launch, for nobody, the capacity the raise never delivered."""
+    w = World()  # desired 1
+    up = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": up})  # 1 -> 3, nothing launches
+    resend_put(w, GIVEBACK_PREFIX)
+
+    lowered = give_back_undelivered(w.cloud, up_owner(w), 2, NOW)
+
+    assert (lowered, w.desired) == (1, 1)

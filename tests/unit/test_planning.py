@@ -740,6 +740,26 @@ def test_prepare_refuses_to_raise_a_group_whose_launch_process_is_suspended() ->
     assert steps(cloud).prepare({"group": {**GROUP, "grow": False}})["set"] is False
 
 
+def test_prepare_refuses_to_raise_a_group_being_deleted() -> None:
+    """DeleteAutoScalingGroup with ForceDelete deletes the group asynchronously, terminating its instances;
+    meanwhile DescribeAutoScalingGroups still lists it with ``Status`` set ("The current state of the
+    group when the DeleteAutoScalingGroup operation is in progress", EC2 Auto Scaling API Reference,
+    AutoScalingGroup), and Auto Scaling refuses every change ("ValidationError: The AutoScaling group may
+    not be modified while it is pending delete"). The plans leave such a group out; a scale-up planned
+    before the delete raised it anyway, AWS refused, and the plain AwsError ended the group in ``error``:
+    backed off as a failed launch (GroupsBackedOff, and the scale function's error alarm) for an
+    operator's delete. Refused now, as for a suspended Launch: the re-plan sends the pods elsewhere."""
+    cloud = gpu_cloud(1)
+    cloud.groups[("us-east-1", "gpu")]["Status"] = "Delete in progress"
+
+    with pytest.raises(
+        AsgLimitExceeded, match=r"us-east-1/gpu is being deleted \(Status 'Delete in progress'\)"
+    ):
+        steps(cloud).prepare({"group": GROUP})
+
+    assert writes(cloud) == []
+
+
 def test_prepare_says_what_to_set_and_verify_sees_a_capacity_failure_since_then() -> None:
     cloud = gpu_cloud(1)
     asg = cloud.groups[("us-east-1", "gpu")]

@@ -136,7 +136,15 @@ class AwsThrottled(AwsError):
 
 
 class AwsUnavailable(AwsError):
-    """An AWS endpoint did not answer (connection errors, timeouts, 5xx after the SDK's retries)."""
+    """An AWS endpoint did not answer (connection errors, timeouts, 5xx after the SDK's retries).
+
+    ``unsent``: no try of the call reached AWS (its endpoint could not be reached or connected to, or
+    the call was never asked), so a write that failed so certainly applied nothing; else a write may
+    have been applied and its answer lost. Read by the caller only: a state machine matches the name."""
+
+    def __init__(self, message: str, *, unsent: bool = False) -> None:
+        super().__init__(message)
+        self.unsent = unsent
 
 
 class AsgNotFound(AwsError):

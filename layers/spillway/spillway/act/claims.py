@@ -53,6 +53,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import uuid4
 
 from spillway.errors import AsgLimitExceeded, AwsUnavailable, SpillwayError
 from spillway.model.cluster import format_time, parse_time
@@ -127,19 +128,24 @@ def raise_once(
 
     :class:`AsgLimitExceeded` (nothing raised) when the live value + count is above MaxSize. When the
     answer is lost and :func:`_landed` cannot tell, the marker is kept and marked unsettled, and the
-    error goes on: the step's retry finds the marker and raises nothing."""
+    error goes on: the step's retry finds the marker and raises nothing. The adapter says lost
+    (:class:`AwsUnavailable`) also for a refusal that followed a try whose answer was lost, which may have
+    applied; and says when no try reached AWS (``unsent``): the marker then goes, and the retry raises."""
     where = owner.where
     asg = aws.describe_group(owner.region, owner.group)
     before, after = asg.DesiredCapacity, asg.DesiredCapacity + count
     item = RAISE_PREFIX + owner.owner
+    # ``token`` tells this call's own marker from an earlier try's: a PutItem whose answer was lost is
+    # sent again by botocore and finds the item it wrote itself (the claim answers not ``created``)
     value: dict[str, Any] = {"before": before, "after": after, "count": count, "group": where,
-                             "at": format_time(now)}  # fmt: skip
+                             "at": format_time(now), "token": uuid4().hex}  # fmt: skip
     if existing is not None:
         value["existing"] = sorted(set(existing))
     marker, created = owner.ledger.claim(owner.cluster, item, value, expires=now + KEEP)
-    if not created:  # a retry: never twice
+    if not created and marker.get("token") != value["token"]:  # a retry: never twice
         if _asked(owner) or not _never_applied(aws, owner, marker, now):
-            return {"status": "raised", "again": True, **{k: v for k, v in marker.items() if k != "existing"}}
+            said = {k: v for k, v in marker.items() if k not in ("existing", "token")}
+            return {"status": "raised", "again": True, **said}
         owner.ledger.release(owner.cluster, item)  # marked, but the raise was never asked: raise now
         return raise_once(aws, owner, count, now, existing)
     if after > asg.MaxSize:
@@ -149,7 +155,10 @@ def raise_once(
         )
     try:
         aws.set_desired_capacity(owner.region, owner.group, after)
-    except AwsUnavailable:
+    except AwsUnavailable as exc:
+        if exc.unsent:  # it never reached AWS: not raised, the retry raises
+            owner.ledger.release(owner.cluster, item)
+            raise
         landed = _landed(aws, owner, before, after, now)
         if landed:  # AWS applied it; only the answer was lost
             _mark_asked(owner, now)
@@ -435,14 +444,17 @@ def give_back_undelivered(
     # later call failed) would take the same capacity off the live value again, another owner's
     item = GIVEBACK_PREFIX + owner.owner
     now = now or datetime.now(UTC)
-    _, created = owner.ledger.claim(owner.cluster, item, {"group": owner.where, "before": asg.DesiredCapacity,
-                                    "after": target, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
-    if not created:
+    mine = {"group": owner.where, "before": asg.DesiredCapacity, "after": target, "at": format_time(now),
+            "token": uuid4().hex}  # fmt: skip
+    stored, created = owner.ledger.claim(owner.cluster, item, mine, expires=now + KEEP)
+    if not created and stored.get("token") != mine["token"]:  # not its own put sent again: a try before
         return None
     try:
         aws.set_desired_capacity(owner.region, owner.group, target)
-    except AwsUnavailable:
-        raise  # it may have applied: kept, never given back twice
+    except AwsUnavailable as exc:
+        if exc.unsent:  # it never reached AWS: the retry gives it back
+            owner.ledger.release(owner.cluster, item)
+        raise  # else it may have applied: kept, never given back twice
     except SpillwayError:
         owner.ledger.release(owner.cluster, item)  # refused: nothing given back, the retry gives it back
         raise

@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -153,6 +154,62 @@ LAUNCH_VERSIONS_BATCH = 10  # version numbers of one template per DescribeLaunch
 LAUNCH_CONFIGURATIONS_BATCH = 50  # the API's limit for LaunchConfigurationNames per call
 DESCRIBE_INSTANCE_TYPES_BATCH = 100  # the API's limit for InstanceTypes per call
 _INVALID_TYPES = re.compile(r"\[([^\]]*)\]")
+
+
+#: what botocore raises for a try that never reached AWS: the endpoint could not be resolved or reached, or
+#: the connection was not made in time. Every other failed try (a read timeout, a connection reset, an
+#: answer that broke off, a 5xx) may follow a request AWS applied
+_UNSENT = (EndpointConnectionError, ConnectTimeoutError)
+# the tries of the call under way in this thread (:class:`_Tries`), which botocore reports as they end
+_TRIES = threading.local()
+
+
+@dataclass(slots=True)
+class _Tries:
+    """What became of each try botocore made of one call: ``lost`` when its answer was lost (AWS may have
+    applied it), ``unsent`` when it never reached AWS, else ``answered``."""
+
+    outcomes: list[str] = field(default_factory=list)
+
+    @property
+    def lost(self) -> bool:
+        return "lost" in self.outcomes
+
+    @property
+    def unsent(self) -> bool:
+        return bool(self.outcomes) and all(o == "unsent" for o in self.outcomes)
+
+
+def _note_try(caught_exception: BaseException | None = None, response: Any = None, **_: Any) -> None:
+    """botocore's ``needs-retry`` event, emitted once a try ends (the last one too): note what became of
+    it for the call under way in this thread (:func:`_watching_tries`). Decides no retry (returns None)."""
+    tries: _Tries | None = getattr(_TRIES, "current", None)
+    if tries is None:
+        return None
+    if caught_exception is not None:
+        tries.outcomes.append("unsent" if isinstance(caught_exception, _UNSENT) else "lost")
+        return None
+    status = int(getattr(response[0], "status_code", 0) or 0) if response else 0
+    code = str(((response[1] if response else {}) or {}).get("Error", {}).get("Code", ""))
+    # a 5xx may follow a request AWS applied; ResourceContention (500) is a refusal, nothing applied
+    lost = status >= 500 and code not in REFUSED_FOR_NOW_CODES
+    tries.outcomes.append("lost" if lost else "answered")
+    return None
+
+
+@contextmanager
+def _watching_tries(client: Any, operation: str) -> Iterator[_Tries]:
+    """Note what becomes of each try botocore makes of ``operation`` on ``client`` within the block: its
+    retries send a request again after an answer was lost, and the call then ends with the last try's
+    answer alone, which says nothing of a try before it that AWS applied."""
+    client.meta.events.register(f"needs-retry.{client.meta.service_model.service_id.hyphenize()}.{operation}",
+                                _note_try, unique_id="spillway-note-try")  # fmt: skip
+    tries = _Tries()
+    _TRIES.current = tries
+    try:
+        yield tries
+    finally:
+        _TRIES.current = None
 
 
 def _out_of_bounds(message: str) -> bool:
@@ -744,28 +801,28 @@ class AwsAdapter:
         """Set the group's desired capacity; returns the previous one.
 
         Refuses (:class:`AsgLimitExceeded`, without calling SetDesiredCapacity) a value outside
-        ``[MinSize, MaxSize]``, as AWS would.
+        ``[MinSize, MaxSize]``, as AWS would. :class:`AwsUnavailable` whenever AWS may have applied the
+        value: an answer lost, and a refusal of a try that botocore sent after one whose answer was lost
+        (the earlier one may have applied); ``unsent`` when it certainly did not (the group could not be
+        read first, or no try reached AWS).
         """
-        asg = self.describe_group(region, group)
+        try:
+            asg = self.describe_group(region, group)
+        except AwsUnavailable as exc:
+            raise AwsUnavailable(f"{exc}; SetDesiredCapacity not asked", unsent=True) from exc
         if not asg.MinSize <= desired <= asg.MaxSize:
             raise AsgLimitExceeded(
                 f"{region}/{group}: desired capacity {desired} outside [{asg.MinSize}, {asg.MaxSize}]"
             )
         client = self._clients.autoscaling(region)
         what = f"SetDesiredCapacity({region}, {group}, {desired})"
-        try:
-            client.set_desired_capacity(
-                AutoScalingGroupName=group, DesiredCapacity=desired, HonorCooldown=False
-            )
-        except ClientError as exc:
-            message = str(exc.response.get("Error", {}).get("Message", ""))
-            if "not found" in message.lower():
-                raise AsgNotFound(f"{what}: {message}") from exc
-            if _out_of_bounds(message):
-                raise AsgLimitExceeded(f"{what}: {message}") from exc
-            raise map_aws_error(exc, what) from exc
-        except BotoCoreError as exc:
-            raise map_aws_error(exc, what) from exc
+        with _watching_tries(client, "SetDesiredCapacity") as tries:
+            try:
+                client.set_desired_capacity(
+                    AutoScalingGroupName=group, DesiredCapacity=desired, HonorCooldown=False
+                )
+            except (ClientError, BotoCoreError) as exc:
+                raise _set_refusal(exc, what, tries) from exc
         return asg.DesiredCapacity
 
     def placement(self, region: str, instance_id: str) -> Placement | None:
@@ -1100,6 +1157,21 @@ class AwsAdapter:
 
 
 # --- launch settings: what a group's launch template version or configuration says ---------------
+
+
+def _set_refusal(exc: ClientError | BotoCoreError, what: str, tries: _Tries) -> AwsError:
+    """A failed SetDesiredCapacity as one of ours, read with what became of each of its ``tries``."""
+    mapped = map_aws_error(exc, what)
+    if tries.lost and not isinstance(mapped, AwsUnavailable):
+        return AwsUnavailable(f"{mapped}; after a try whose answer was lost, which may have applied")
+    if isinstance(exc, BotoCoreError):
+        return AwsUnavailable(str(mapped), unsent=True) if tries.unsent else mapped
+    message = str(exc.response.get("Error", {}).get("Message", ""))
+    if "not found" in message.lower() or "pending delete" in message.lower():  # gone, or going
+        return AsgNotFound(f"{what}: {message}")
+    if _out_of_bounds(message):
+        return AsgLimitExceeded(f"{what}: {message}")
+    return mapped
 
 
 def _reads_launch_settings(asg: AutoScalingGroup) -> bool:

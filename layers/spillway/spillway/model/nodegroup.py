@@ -854,9 +854,17 @@ def spot_allocation_strategy(asg: AutoScalingGroup) -> str | None:
 
 
 def launch_refusal(asg: AutoScalingGroup) -> str:
-    """Why a raise of the group's desired capacity would launch nothing ("" when it would launch): its
-    :data:`LAUNCH` process is suspended, by its owner or by Auto Scaling after a day of failed launches.
-    Spillway never resumes a process: that is the owner's choice."""
+    """Why a raise of the group's desired capacity would launch nothing ("" when it would launch): the
+    group is being deleted (``Status`` is set while DeleteAutoScalingGroup runs, which a forced delete
+    does asynchronously, terminating its instances; Auto Scaling refuses any change to it then, "may not
+    be modified while it is pending delete"), or its :data:`LAUNCH` process is suspended, by its owner or
+    by Auto Scaling after a day of failed launches. Spillway never resumes a process: that is the
+    owner's choice."""
+    if asg.Status:
+        return (
+            f"{asg.region}/{asg.AutoScalingGroupName} is being deleted (Status {asg.Status[:64]!r}): Auto "
+            "Scaling takes no change to it"
+        )
     return _suspended(asg, LAUNCH, "Auto Scaling launches nothing there until it is resumed")
 
 

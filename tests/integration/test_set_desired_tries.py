@@ -1,0 +1,192 @@
+"""What SetDesiredCapacity's tries tell a raise (act/claims.py raise_once) through the real adapter.
+
+botocore tries a call up to ``max_attempts`` times before it answers: a try whose answer is lost (a read
+timeout, a connection reset, a 5xx: EC2 Auto Scaling may have applied it) is tried again, and the call
+ends with the last try's answer. SetDesiredCapacity sets an absolute value, so a try sent again is
+harmless, but a refusal of the last try (``ResourceContention`` "You already have a pending update",
+HTTP 500, or ``ScalingActivityInProgress``: EC2 Auto Scaling API Reference, SetDesiredCapacity, Errors;
+``Throttling``) says nothing of an earlier try that was applied. And a call none of whose tries reached
+AWS (the endpoint could not be reached or connected to: botocore's EndpointConnectionError,
+ConnectTimeoutError) certainly applied nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from fakes import FakeLedger
+
+from spillway.act.claims import Owner, raise_once
+from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.errors import AwsThrottled, AwsUnavailable
+from spillway.model.cluster import format_time
+
+NOW = datetime.now(UTC)
+URL = "https://autoscaling.us-east-1.amazonaws.com"
+UP = "up-p1-1-us-east-1-gpu"
+
+
+class _Body:
+    """An HTTP body as botocore's parser reads it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.content = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.content
+
+
+def refusal(code: str, status: int) -> AWSResponse:
+    """Auto Scaling's XML error answer (the Query protocol), as the service sends it."""
+    body = (
+        f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{code} (injected)</Message>"
+        "</Error><RequestId>r-1</RequestId></ErrorResponse>"
+    ).encode()
+    return AWSResponse(URL, status, {}, _Body(body))  # type: ignore[arg-type]
+
+
+def tries(client: Any, operation: str, answer: Callable[[int], AWSResponse | None]) -> list[int]:
+    """Each try of ``operation`` on ``client`` is answered by ``answer(n)`` (n from 1): a response, which
+    moto then never sees (nothing applied), or None to let moto answer; ``answer`` may raise what botocore
+    raises for a try (a timeout), before moto sees it."""
+    seen: list[int] = []
+
+    def send(request: Any, **_: Any) -> AWSResponse | None:
+        seen.append(len(seen) + 1)
+        response = answer(len(seen))
+        if response is not None:
+            request.url = "https://example.invalid/"  # moto answers only its own endpoints
+        return response
+
+    client.meta.events.register_first(f"before-send.auto-scaling.{operation}", send)
+    return seen
+
+
+@pytest.fixture
+def clients(moto_aws: None) -> AwsClients:
+    return AwsClients(
+        ("us-east-1",), boto3.Session(), AwsSettings(max_attempts=3, connect_timeout=1, read_timeout=2)
+    )
+
+
+@pytest.fixture
+def adapter(clients: AwsClients, make_asg: Callable[..., Any]) -> AwsAdapter:
+    make_asg("us-east-1", "gpu", instance_type="g5.xlarge", desired=0, max_size=8)
+    return AwsAdapter(clients, "prod")
+
+
+def as_the_state_machine_runs_it(adapter: AwsAdapter, owner: Owner, count: int) -> None:
+    """SetDesired as scale_up.asl.json runs it: AwsThrottled and AwsUnavailable are retried, up to 6 tries."""
+    for _ in range(6):
+        try:
+            raise_once(adapter, owner, count, NOW)
+            return
+        except (AwsThrottled, AwsUnavailable):
+            continue
+
+
+def test_a_raise_whose_first_try_applied_unanswered_and_whose_last_was_refused_is_raised_once(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """The first try reaches AWS, which applies it (desired 0 -> 2), and its answer is lost (a read
+    timeout); botocore tries again, and Auto Scaling refuses the tries after it with ResourceContention
+    (the first try's update still pending). The call ended in AwsThrottled, which raise_once took for "not
+    raised" (a refusal): it gave its marker back, and the state machine's retry raised 2 more on the live
+    value, 2: desired 4, two GPU instances nobody asked for."""
+    other = boto3.client("autoscaling", region_name="us-east-1")
+
+    def answer(n: int) -> AWSResponse | None:
+        if n == 1:
+            other.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=2)  # applied...
+            raise ReadTimeoutError(endpoint_url=URL)  # ...its answer lost
+        return refusal("ResourceContention", 500) if n <= 3 else None  # the first call's other tries
+
+    tries(clients.autoscaling("us-east-1"), "SetDesiredCapacity", answer)
+
+    as_the_state_machine_runs_it(adapter, Owner(FakeLedger(), "prod", "us-east-1", "gpu", UP), 2)
+
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
+
+
+def test_a_refusal_after_a_try_whose_answer_was_lost_is_aws_unavailable(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """The adapter's own word: a call whose last try was refused after an earlier try's answer was lost may
+    have applied (AwsUnavailable, as a lost answer), whatever the refusal; the same refusals alone are
+    AwsThrottled, retried as before."""
+    answers = iter([None, "lost", "refused", "refused"])
+
+    def answer(n: int) -> AWSResponse | None:
+        what = next(answers)
+        if what == "lost":
+            raise ReadTimeoutError(endpoint_url=URL)
+        return refusal("ScalingActivityInProgress", 400) if what == "refused" else None
+
+    tries(clients.autoscaling("us-east-1"), "SetDesiredCapacity", answer)
+    adapter.set_desired_capacity("us-east-1", "gpu", 1)  # the first call: answered at once
+
+    with pytest.raises(AwsUnavailable, match=r"ScalingActivityInProgress.*may have applied"):
+        adapter.set_desired_capacity("us-east-1", "gpu", 2)
+
+
+def test_a_raise_none_of_whose_tries_reached_aws_is_raised_by_the_retry_beside_another_raise(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """The Auto Scaling endpoint cannot be reached for every try of the call (EndpointConnectionError: no
+    try was sent), a minute after a gang raised the same group. raise_once read the failure as a lost
+    answer, found the gang's marker in its window, could not tell and kept its own as unsettled: the
+    state machine's retry found it and raised nothing, and the scale-up waited out its launch deadline
+    and ended "unsettled", the pods waiting on for a raise AWS never heard of."""
+    ledger = FakeLedger()
+    ledger.claimed[("prod", "raise#gang-a1")] = {"before": 0, "after": 0, "count": 0, "group": "us-east-1/gpu",
+                                                 "at": format_time(NOW - timedelta(minutes=1))}  # fmt: skip
+    down = {"on": True}
+
+    def answer(n: int) -> None:
+        if down["on"]:
+            raise EndpointConnectionError(endpoint_url=URL)
+        return None
+
+    tries(clients.autoscaling("us-east-1"), "SetDesiredCapacity", answer)
+    owner = Owner(ledger, "prod", "us-east-1", "gpu", UP)
+    with pytest.raises(AwsUnavailable):
+        raise_once(adapter, owner, 2, NOW)
+    down["on"] = False  # the endpoint is back
+
+    as_the_state_machine_runs_it(adapter, owner, 2)
+
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
+    assert not owner.unsettled()
+
+
+def test_a_raise_whose_group_could_not_be_read_before_it_was_asked_is_raised_by_the_retry(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """The adapter reads the group before SetDesiredCapacity (to refuse a value outside its bounds before
+    asking AWS). When that read timed out on every try, SetDesiredCapacity was never asked; raise_once took
+    the AwsUnavailable for a lost answer of the raise and, beside another owner's marker, kept it
+    unsettled: never raised."""
+    ledger = FakeLedger()
+    ledger.claimed[("prod", "raise#gang-a1")] = {"before": 0, "after": 0, "count": 0, "group": "us-east-1/gpu",
+                                                 "at": format_time(NOW - timedelta(minutes=1))}  # fmt: skip
+    calls = {"describe": 0}
+    original = AwsAdapter.describe_group
+
+    def describe(self: AwsAdapter, region: str, group: str) -> Any:
+        calls["describe"] += 1
+        if calls["describe"] == 2:  # raise_once's own read, then the adapter's before the call
+            raise AwsUnavailable(f"DescribeAutoScalingGroups({region}, {group}): Read timeout")
+        return original(self, region, group)
+
+    adapter.describe_group = describe.__get__(adapter)  # type: ignore[method-assign]
+    owner = Owner(ledger, "prod", "us-east-1", "gpu", UP)
+
+    as_the_state_machine_runs_it(adapter, owner, 2)
+
+    assert original(adapter, "us-east-1", "gpu").DesiredCapacity == 2
+    assert not owner.unsettled()
