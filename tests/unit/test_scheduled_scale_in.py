@@ -301,3 +301,34 @@ def test_a_group_read_now_carries_its_termination_policies_default_included() ->
     assert built.termination_policies == ("Default",)
     assert built.to_dict()["termination_policies"] == ["Default"]
     assert NodeGroup.from_dict(built.to_dict()) == built
+
+
+def test_a_group_holding_an_instance_in_standby_is_not_narrowed_by_zone() -> None:
+    """Six instances over two zones, one of zone b's in Standby (out of the desired capacity of 5): where
+    Auto Scaling counts it in its zone's balance is not known, so zone b's pods stay at risk of a cut to
+    4, though the live instances alone (three in a, two in b) would have it take from zone a."""
+    world, nodes = web(6, zones=("us-east-1a", "us-east-1b"), desired=5)
+    pods = pods_by_instance(world, nodes)
+    standby = next(i for i in instances(world) if i["AvailabilityZone"] == "us-east-1b")
+    standby["LifecycleState"] = "Standby"
+    live_b = [
+        pods[i["InstanceId"]]
+        for i in instances(world)
+        if i["AvailabilityZone"] == "us-east-1b" and i is not standby
+    ]
+    result = planned(world, {"scheduled": (ScheduledFloor("evening", desired=4, start=SOON),)})
+
+    (shrink,) = result.shrinks
+    assert set(live_b) <= set(shrink.at_risk) and len(live_b) == 2
+
+
+def test_a_group_counting_an_instance_its_answer_does_not_list_is_not_narrowed_by_zone() -> None:
+    """Five instances listed over two zones (three in a, two in b) but a desired capacity of 6: the sixth,
+    still launching, goes where it evens the zones out (zone b), and then a cut to 5 may take from either
+    zone. Spillway does not know its zone: every pod stays at risk."""
+    world, nodes = web(5, zones=("us-east-1a", "us-east-1b"), desired=6)
+    pods = pods_by_instance(world, nodes)
+    result = planned(world, {"scheduled": (ScheduledFloor("evening", desired=5, start=SOON),)})
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == tuple(sorted(pods.values()))
