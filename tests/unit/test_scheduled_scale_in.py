@@ -13,13 +13,15 @@ protection")."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from plan_world import World
+from plan_world import NOW, World
 from test_scheduled_shrink import EVENING, PINNED, SOON, planned, replica
 
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.schedule import ScheduledFloor
+from spillway.planner import plan
 from spillway.planner.scalein import scale_in
 
 LAMBDA = "arn:aws:lambda:us-east-1:123456789012:function:ready-to-go:prod"
@@ -214,6 +216,7 @@ def test_a_group_protecting_every_instance_it_launches_loses_none_to_the_run() -
 def group(zones: dict[str, str], **facts: Any) -> NodeGroup:
     """A group of the instances ``zones`` names (id -> zone)."""
     facts.setdefault("instance_places", tuple((i, z, "m5.large") for i, z in sorted(zones.items())))
+    facts.setdefault("termination_policies", ("Default",))
     return NodeGroup(
         "g", "us-east-1", 0, 10, len(zones), "m5.large", None, zones=tuple(sorted(set(zones.values()))),
         instance_ids=tuple(sorted(zones)), **facts,
@@ -243,7 +246,8 @@ def test_a_zone_the_fullest_is_brought_down_to_before_the_others_lose_any() -> N
 
 
 def test_termination_policies_are_read_from_describe_auto_scaling_groups() -> None:
-    """What the plan reads: TerminationPolicies (none stored for Default alone), the mixed instances
+    """What the plan reads: TerminationPolicies (Default stored too: see
+    test_a_group_read_now_carries_its_termination_policies_default_included), the mixed instances
     policy, and of a group protecting all it launches, its protected instances; each kept in the
     snapshot form and read back."""
     world, _ = web(3, zones=("us-east-1a", "us-east-1b"), mixed=True)
@@ -260,5 +264,71 @@ def test_termination_policies_are_read_from_describe_auto_scaling_groups() -> No
 
     plain, _ = web(2)
     _, (default,), _, _ = plain.parsed()
-    assert (default.termination_policies, default.mixed_policy, default.shielded_instances) == ((), False, ())
-    assert not {"termination_policies", "mixed_policy", "shielded_instances"} & set(default.to_dict())
+    assert (default.termination_policies, default.mixed_policy, default.shielded_instances) == (
+        ("Default",),
+        False,
+        (),
+    )
+    assert not {"mixed_policy", "shielded_instances"} & set(default.to_dict())
+
+
+def test_a_group_from_an_older_snapshot_is_not_narrowed_by_what_that_snapshot_did_not_read() -> None:
+    """A snapshot stored before TerminationPolicies, the mixed instances policy and a protect-all group's
+    protections were read carries none of them: its group may have a Lambda termination policy or a
+    mixed instances policy, which the zones do not narrow. Every pod on its unprotected nodes stays at
+    risk, as that snapshot was planned before. The plan read it as Default and not mixed: it took zone
+    b's pods off the list although such a group's run may take any instance."""
+    world, nodes = web(5, zones=("us-east-1a", "us-east-1b"), mixed=True)
+    world.groups["web"]["TerminationPolicies"] = [LAMBDA]
+    pods = pods_by_instance(world, nodes)
+    snapshot, groups, cfg, state = world.parsed()
+    new_keys = ("termination_policies", "mixed_policy", "shielded_instances")
+    older = [NodeGroup.from_dict({k: v for k, v in g.to_dict().items() if k not in new_keys}) for g in groups]
+    floors = (ScheduledFloor("evening", desired=4, start=SOON),)
+    result = plan(snapshot, [replace(g, scheduled=floors) for g in older], cfg, state, NOW)
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == tuple(sorted(pods.values()))
+    assert "Auto Scaling picks them" not in shrink.reason
+
+
+def test_a_group_read_now_carries_its_termination_policies_default_included() -> None:
+    """DescribeAutoScalingGroups names a group's policies (Default when it lists none): the snapshot keeps
+    them, so a group read now is told from one of an older snapshot, which has none."""
+    world, _ = web(2)
+    del world.groups["web"]["TerminationPolicies"]
+    _, (built,), _, _ = world.parsed()
+    assert built.termination_policies == ("Default",)
+    assert built.to_dict()["termination_policies"] == ["Default"]
+    assert NodeGroup.from_dict(built.to_dict()) == built
+
+
+def test_a_group_holding_an_instance_in_standby_is_not_narrowed_by_zone() -> None:
+    """Six instances over two zones, one of zone b's in Standby (out of the desired capacity of 5): where
+    Auto Scaling counts it in its zone's balance is not known, so zone b's pods stay at risk of a cut to
+    4, though the live instances alone (three in a, two in b) would have it take from zone a."""
+    world, nodes = web(6, zones=("us-east-1a", "us-east-1b"), desired=5)
+    pods = pods_by_instance(world, nodes)
+    standby = next(i for i in instances(world) if i["AvailabilityZone"] == "us-east-1b")
+    standby["LifecycleState"] = "Standby"
+    live_b = [
+        pods[i["InstanceId"]]
+        for i in instances(world)
+        if i["AvailabilityZone"] == "us-east-1b" and i is not standby
+    ]
+    result = planned(world, {"scheduled": (ScheduledFloor("evening", desired=4, start=SOON),)})
+
+    (shrink,) = result.shrinks
+    assert set(live_b) <= set(shrink.at_risk) and len(live_b) == 2
+
+
+def test_a_group_counting_an_instance_its_answer_does_not_list_is_not_narrowed_by_zone() -> None:
+    """Five instances listed over two zones (three in a, two in b) but a desired capacity of 6: the sixth,
+    still launching, goes where it evens the zones out (zone b), and then a cut to 5 may take from either
+    zone. Spillway does not know its zone: every pod stays at risk."""
+    world, nodes = web(5, zones=("us-east-1a", "us-east-1b"), desired=6)
+    pods = pods_by_instance(world, nodes)
+    result = planned(world, {"scheduled": (ScheduledFloor("evening", desired=5, start=SOON),)})
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == tuple(sorted(pods.values()))

@@ -258,9 +258,11 @@ class NodeGroup:
     # action's) terminates none of them, though Spillway drains them as any (protected_instances leaves
     # them out: see scale_in_protected)
     shielded_instances: tuple[str, ...] = ()
-    # its TerminationPolicies when they are not Default alone (empty: Default), and whether it has a
-    # mixed instances policy (its scale-in first chooses between Spot and On-Demand instances): how Auto
-    # Scaling picks the instances a scheduled action scales in (spillway.planner.scalein)
+    # its TerminationPolicies as read (Default when the group lists none), and whether it has a mixed
+    # instances policy (its scale-in first chooses between Spot and On-Demand instances): how Auto
+    # Scaling picks the instances a scheduled action scales in (spillway.planner.scalein); no policies:
+    # not read (a snapshot stored before they were), and neither was the mixed instances policy, so
+    # nothing narrows which instances it may pick
     termination_policies: tuple[str, ...] = ()
     mixed_policy: bool = False
     # instances the group is terminating (Terminating, Terminating:Wait, Terminating:Proceed): their
@@ -500,7 +502,8 @@ class NodeGroup:
             reuse_on_scale_in=d.get("reuse_on_scale_in") is True,
             # absent from snapshots stored before it was read: none protected, as they were planned
             protected_instances=tuple(d.get("protected_instances", ())),
-            # absent from snapshots stored before they were read: none known, Default, not mixed
+            # absent from snapshots stored before they were read: none known, and no policies, which
+            # says they were not read (spillway.planner.scalein then narrows nothing), mixed or not
             shielded_instances=tuple(d.get("shielded_instances", ())),
             termination_policies=tuple(str(p) for p in d.get("termination_policies", ())),
             mixed_policy=d.get("mixed_policy") is True,
@@ -1838,9 +1841,9 @@ def _instance_places(asg: AutoScalingGroup, live: Sequence[AsgInstance]) -> tupl
 
 
 def termination_policies(asg: AutoScalingGroup) -> tuple[str, ...]:
-    """The group's TerminationPolicies as read, or none when they are Default alone (or not listed)."""
-    policies = tuple(asg.TerminationPolicies)
-    return () if policies in ((), (DEFAULT_POLICY,)) else policies
+    """The group's TerminationPolicies as read, ``Default`` when it lists none: never empty, so that a
+    group read now is told from one of a snapshot stored before they were read (which has none)."""
+    return tuple(asg.TerminationPolicies) or (DEFAULT_POLICY,)
 
 
 def shielded(asg: AutoScalingGroup, live: Sequence[AsgInstance]) -> tuple[str, ...]:

@@ -24,8 +24,9 @@ policies"):
   termination policy with Lambda"); a group with a mixed instances policy first chooses between its
   Spot and On-Demand instances, which DescribeAutoScalingGroups does not tell apart ("Default
   termination policy and mixed instances groups"); a group whose instances' zones are not all known,
-  one that runs an instance outside its zones, or holds some out of service (Standby). Every
-  unprotected instance may go then, and the answer says why.
+  one that runs an instance outside its zones, or holds some out of service (Standby), and a group
+  read from a snapshot stored before its termination policies (and mixed instances policy) were read.
+  Every unprotected instance may go then, and the answer says why.
 
 Pure: the group as observe read it, the instances left when the action runs, and how many go.
 """
@@ -77,7 +78,9 @@ def scale_in(group: NodeGroup, left: Sequence[str], exempt: frozenset[str], coun
     when it terminates ``count`` of them; those in ``exempt`` (protected from scale-in) it never takes,
     though they count in their zone's balance."""
     free = [i for i in left if i not in exempt]
-    policies = group.termination_policies or (DEFAULT,)
+    policies = group.termination_policies
+    if not policies:  # a snapshot stored before they were read: nor was the mixed instances policy
+        return ScaleIn(frozenset(free), "any unprotected one may go: its termination policies were not read")
     custom = next((p for p in policies if is_custom(p)), "")
     if custom:
         how = (
