@@ -18,12 +18,12 @@ from typing import Any
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
-from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import EndpointConnectionError, FlexibleChecksumError, ReadTimeoutError
 from fakes import FakeLedger
 
 from spillway.act.claims import Owner, raise_once
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
-from spillway.errors import AwsThrottled, AwsUnavailable
+from spillway.errors import AwsError, AwsThrottled, AwsUnavailable
 from spillway.model.cluster import format_time
 
 NOW = datetime.now(UTC)
@@ -190,3 +190,37 @@ def test_a_raise_whose_group_could_not_be_read_before_it_was_asked_is_raised_by_
 
     assert original(adapter, "us-east-1", "gpu").DesiredCapacity == 2
     assert not owner.unsettled()
+
+
+def test_a_try_that_reached_aws_after_tries_that_did_not_is_never_unsent(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """The first try cannot connect (EndpointConnectionError, noted ``unsent``); the second reaches Auto
+    Scaling, which applies it, and its answer then fails in botocore after it was received (a
+    BotoCoreError raised while the answer is read, past the point botocore reports the try:
+    endpoint.py ``_do_get_response`` verifies a response checksum, FlexibleChecksumError, after its
+    ``try``, so no ``needs-retry`` is emitted for that try). Every try *noted* was unsent, and the call
+    was said ``unsent``: raise_once gave its marker back, and the state machine's retry raised again on
+    the live value, 2: desired 4."""
+    fail_read = {"on": True}
+
+    def answer(n: int) -> None:
+        if n == 1:
+            raise EndpointConnectionError(endpoint_url=URL)
+        return None  # moto answers, and applies it
+
+    def read(**_: Any) -> None:
+        if fail_read["on"]:
+            fail_read["on"] = False
+            raise FlexibleChecksumError(error_msg="Expected checksum did not match (injected)")
+
+    client = clients.autoscaling("us-east-1")
+    tries(client, "SetDesiredCapacity", answer)
+    client.meta.events.register("before-parse.auto-scaling.SetDesiredCapacity", read)
+    owner = Owner(FakeLedger(), "prod", "us-east-1", "gpu", UP)
+
+    with pytest.raises(AwsError) as failed:
+        raise_once(adapter, owner, 2, NOW)
+
+    assert not getattr(failed.value, "unsent", False)
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2

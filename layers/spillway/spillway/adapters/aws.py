@@ -1165,7 +1165,10 @@ def _set_refusal(exc: ClientError | BotoCoreError, what: str, tries: _Tries) -> 
     if tries.lost and not isinstance(mapped, AwsUnavailable):
         return AwsUnavailable(f"{mapped}; after a try whose answer was lost, which may have applied")
     if isinstance(exc, BotoCoreError):
-        return AwsUnavailable(str(mapped), unsent=True) if tries.unsent else mapped
+        # unsent only when the call itself failed so: a try that reached AWS and failed after botocore
+        # received its answer (a response checksum) is noted by no needs-retry, and may have applied
+        unsent = isinstance(exc, _UNSENT) and tries.unsent
+        return AwsUnavailable(str(mapped), unsent=True) if unsent else mapped
     message = str(exc.response.get("Error", {}).get("Message", ""))
     if "not found" in message.lower() or "pending delete" in message.lower():  # gone, or going
         return AsgNotFound(f"{what}: {message}")
