@@ -22,7 +22,7 @@ from botocore.exceptions import EndpointConnectionError, FlexibleChecksumError, 
 from fakes import FakeLedger
 
 from spillway.act.claims import Owner, raise_once
-from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings, _watching_tries
 from spillway.errors import AwsError, AwsThrottled, AwsUnavailable
 from spillway.model.cluster import format_time
 
@@ -224,3 +224,35 @@ def test_a_try_that_reached_aws_after_tries_that_did_not_is_never_unsent(
 
     assert not getattr(failed.value, "unsent", False)
     assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
+
+
+def test_tries_are_watched_for_each_operation_watched_on_one_client(clients: AwsClients) -> None:
+    """The handler is registered once per client and operation: botocore ignores a second registration
+    under a unique_id it has seen (hooks.py ``_register_section``), whatever its event, so a second
+    operation watched on the same client would note no try."""
+    client = clients.autoscaling("us-east-1")
+    with _watching_tries(client, "SetDesiredCapacity"):
+        pass
+
+    def unreachable(n: int) -> None:
+        raise EndpointConnectionError(endpoint_url=URL)
+
+    tries(client, "UpdateAutoScalingGroup", unreachable)
+    with _watching_tries(client, "UpdateAutoScalingGroup") as watched, pytest.raises(EndpointConnectionError):
+        client.update_auto_scaling_group(AutoScalingGroupName="gpu", MaxSize=9)
+
+    assert watched.outcomes == ["unsent"] * 3
+
+
+def test_a_watch_within_a_watch_leaves_the_outer_one_watching(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """Leaving a watch restores the one it was opened within, rather than none: the outer call's tries
+    after it are still noted."""
+    client = clients.autoscaling("us-east-1")
+    with _watching_tries(client, "SetDesiredCapacity") as outer:
+        with _watching_tries(client, "UpdateAutoScalingGroup"):
+            pass
+        client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=1)
+
+    assert outer.outcomes == ["answered"]

@@ -202,14 +202,15 @@ def _watching_tries(client: Any, operation: str) -> Iterator[_Tries]:
     """Note what becomes of each try botocore makes of ``operation`` on ``client`` within the block: its
     retries send a request again after an answer was lost, and the call then ends with the last try's
     answer alone, which says nothing of a try before it that AWS applied."""
+    # one unique_id per operation: botocore ignores a registration under an id it has seen, whatever its event
     client.meta.events.register(f"needs-retry.{client.meta.service_model.service_id.hyphenize()}.{operation}",
-                                _note_try, unique_id="spillway-note-try")  # fmt: skip
-    tries = _Tries()
+                                _note_try, unique_id=f"spillway-note-try-{operation}")  # fmt: skip
+    tries, outer = _Tries(), getattr(_TRIES, "current", None)
     _TRIES.current = tries
     try:
         yield tries
     finally:
-        _TRIES.current = None
+        _TRIES.current = outer
 
 
 def _out_of_bounds(message: str) -> bool:
