@@ -18,12 +18,12 @@ from typing import Any
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
-from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import EndpointConnectionError, FlexibleChecksumError, ReadTimeoutError
 from fakes import FakeLedger
 
 from spillway.act.claims import Owner, raise_once
-from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
-from spillway.errors import AwsThrottled, AwsUnavailable
+from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings, _watching_tries
+from spillway.errors import AwsError, AwsThrottled, AwsUnavailable
 from spillway.model.cluster import format_time
 
 NOW = datetime.now(UTC)
@@ -190,3 +190,69 @@ def test_a_raise_whose_group_could_not_be_read_before_it_was_asked_is_raised_by_
 
     assert original(adapter, "us-east-1", "gpu").DesiredCapacity == 2
     assert not owner.unsettled()
+
+
+def test_a_try_that_reached_aws_after_tries_that_did_not_is_never_unsent(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """The first try cannot connect (EndpointConnectionError, noted ``unsent``); the second reaches Auto
+    Scaling, which applies it, and its answer then fails in botocore after it was received (a
+    BotoCoreError raised while the answer is read, past the point botocore reports the try:
+    endpoint.py ``_do_get_response`` verifies a response checksum, FlexibleChecksumError, after its
+    ``try``, so no ``needs-retry`` is emitted for that try). Every try *noted* was unsent, and the call
+    was said ``unsent``: raise_once gave its marker back, and the state machine's retry raised again on
+    the live value, 2: desired 4."""
+    fail_read = {"on": True}
+
+    def answer(n: int) -> None:
+        if n == 1:
+            raise EndpointConnectionError(endpoint_url=URL)
+        return None  # moto answers, and applies it
+
+    def read(**_: Any) -> None:
+        if fail_read["on"]:
+            fail_read["on"] = False
+            raise FlexibleChecksumError(error_msg="Expected checksum did not match (injected)")
+
+    client = clients.autoscaling("us-east-1")
+    tries(client, "SetDesiredCapacity", answer)
+    client.meta.events.register("before-parse.auto-scaling.SetDesiredCapacity", read)
+    owner = Owner(FakeLedger(), "prod", "us-east-1", "gpu", UP)
+
+    with pytest.raises(AwsError) as failed:
+        raise_once(adapter, owner, 2, NOW)
+
+    assert not getattr(failed.value, "unsent", False)
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
+
+
+def test_tries_are_watched_for_each_operation_watched_on_one_client(clients: AwsClients) -> None:
+    """The handler is registered once per client and operation: botocore ignores a second registration
+    under a unique_id it has seen (hooks.py ``_register_section``), whatever its event, so a second
+    operation watched on the same client would note no try."""
+    client = clients.autoscaling("us-east-1")
+    with _watching_tries(client, "SetDesiredCapacity"):
+        pass
+
+    def unreachable(n: int) -> None:
+        raise EndpointConnectionError(endpoint_url=URL)
+
+    tries(client, "UpdateAutoScalingGroup", unreachable)
+    with _watching_tries(client, "UpdateAutoScalingGroup") as watched, pytest.raises(EndpointConnectionError):
+        client.update_auto_scaling_group(AutoScalingGroupName="gpu", MaxSize=9)
+
+    assert watched.outcomes == ["unsent"] * 3
+
+
+def test_a_watch_within_a_watch_leaves_the_outer_one_watching(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """Leaving a watch restores the one it was opened within, rather than none: the outer call's tries
+    after it are still noted."""
+    client = clients.autoscaling("us-east-1")
+    with _watching_tries(client, "SetDesiredCapacity") as outer:
+        with _watching_tries(client, "UpdateAutoScalingGroup"):
+            pass
+        client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=1)
+
+    assert outer.outcomes == ["answered"]

@@ -202,14 +202,15 @@ def _watching_tries(client: Any, operation: str) -> Iterator[_Tries]:
     """Note what becomes of each try botocore makes of ``operation`` on ``client`` within the block: its
     retries send a request again after an answer was lost, and the call then ends with the last try's
     answer alone, which says nothing of a try before it that AWS applied."""
+    # one unique_id per operation: botocore ignores a registration under an id it has seen, whatever its event
     client.meta.events.register(f"needs-retry.{client.meta.service_model.service_id.hyphenize()}.{operation}",
-                                _note_try, unique_id="spillway-note-try")  # fmt: skip
-    tries = _Tries()
+                                _note_try, unique_id=f"spillway-note-try-{operation}")  # fmt: skip
+    tries, outer = _Tries(), getattr(_TRIES, "current", None)
     _TRIES.current = tries
     try:
         yield tries
     finally:
-        _TRIES.current = None
+        _TRIES.current = outer
 
 
 def _out_of_bounds(message: str) -> bool:
@@ -1165,7 +1166,10 @@ def _set_refusal(exc: ClientError | BotoCoreError, what: str, tries: _Tries) -> 
     if tries.lost and not isinstance(mapped, AwsUnavailable):
         return AwsUnavailable(f"{mapped}; after a try whose answer was lost, which may have applied")
     if isinstance(exc, BotoCoreError):
-        return AwsUnavailable(str(mapped), unsent=True) if tries.unsent else mapped
+        # unsent only when the call itself failed so: a try that reached AWS and failed after botocore
+        # received its answer (a response checksum) is noted by no needs-retry, and may have applied
+        unsent = isinstance(exc, _UNSENT) and tries.unsent
+        return AwsUnavailable(str(mapped), unsent=True) if unsent else mapped
     message = str(exc.response.get("Error", {}).get("Message", ""))
     if "not found" in message.lower() or "pending delete" in message.lower():  # gone, or going
         return AsgNotFound(f"{what}: {message}")
