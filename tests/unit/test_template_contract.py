@@ -1157,6 +1157,16 @@ def longest_run_seconds(state: dict[str, Any], timeout: float) -> float:
     return total
 
 
+def test_an_eviction_round_stops_within_half_the_drain_functions_timeout() -> None:
+    """An eviction round starts no eviction after ``ROUND_SECONDS`` (spillway.act.drain): the rest of
+    the function's time is for the eviction under way (three calls, each retried by the adapter), the
+    listing after it and a lifecycle heartbeat. A round the timeout cuts is lost whole (Evict's Catch
+    compensates), its pods evicted for nothing."""
+    from spillway.act.drain import ROUND_SECONDS
+
+    assert 0 < ROUND_SECONDS * 2 <= float(FUNCTIONS["DrainFunction"]["Timeout"])
+
+
 def test_a_give_backs_cordon_is_its_own_longer_than_its_state_can_run() -> None:
     """The planner leaves a node with a give-back's cordon alone for GIVE_BACK_LEASE_MINUTES, then takes
     the cordon for an orphan (restores or drains the node): by then GiveBack or BackOff, retries and all,

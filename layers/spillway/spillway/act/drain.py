@@ -1786,6 +1786,15 @@ NAMESPACE_TERMINATING = (
     "controller deletes the pod; waited for"
 )
 _GONE_ALREADY = ""  # _try_evict: the pod was gone before the eviction
+# A round starts no eviction once it has run this long (:meth:`Drainer._evict_round`): the drain
+# function times out at 120 s (template.yaml, DrainFunction; tests/unit/test_template_contract.py holds
+# this to under half of it), and an eviction without force costs three calls, each of which may be
+# retried. A round cut there is lost whole: Step Functions catches the timeout and compensates.
+ROUND_SECONDS = 60
+ROUND_SPENT = (
+    f"not evicted yet: the round ran {ROUND_SECONDS} s, the most one may (the drain function's time), "
+    "before it came to this pod; the next round evicts it"
+)
 
 
 def _server_words(exc: KubeError) -> str:
@@ -2428,6 +2437,12 @@ class Drainer:
         annotated since), the round stops there and says why, evicting nothing more. A node gone ends
         the round: the next says what that means for the drain.
 
+        A round that has run :data:`ROUND_SECONDS` starts no more evictions: the pods left are the next
+        round's (:data:`ROUND_SPENT`). Each eviction costs up to three calls, one after another, and a
+        node of a few hundred pods behind a slow API server (500 pods at 80 ms a call) ran past the
+        drain function's 120 s, where the round is lost whole: Step Functions catches the timeout and
+        compensates, the pods evicted so far stopped for nothing.
+
         Each eviction gives the pod its ``terminationGracePeriodSeconds``, but never more than the
         ``left`` seconds before the drain's deadline, so that it is gone by then: Karpenter clamps a
         pod's grace period to the time left before its node must go (kubernetes-sigs/karpenter
@@ -2439,9 +2454,12 @@ class Drainer:
         nothing. 0 (deleted at once) only when no time is left, which only a forced drain evicts in."""
         evicted: list[str] = []
         refused: dict[str, str] = {}
-        for verdict in sorted(
-            (v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod)
-        ):
+        queue = sorted((v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod))
+        started = self.clock()
+        for at, verdict in enumerate(queue):
+            if (self.clock() - started).total_seconds() >= ROUND_SECONDS:
+                refused.update(dict.fromkeys((v.pod for v in queue[at:]), ROUND_SPENT))
+                break
             try:
                 fresh, stop = self._judged_again(drain, named, verdict)
             except NodeNotFound:
