@@ -1374,7 +1374,10 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert statement["Action"] == "sqs:SendMessage"
     assert {a["Fn::GetAtt"][0] for a in statement["Condition"]["ArnEquals"]["aws:SourceArn"]} == set(rules)
     fn = res["InterruptFunction"]["Properties"]
-    assert fn["Events"]["Notices"]["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    mapping = res["InterruptFunctionNotices"]["Properties"]
+    assert mapping["FunctionName"] == {"Ref": "InterruptFunction"}
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["InterruptQueue", "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     statements = [
         s for p in fn["Policies"] if isinstance(p, dict) and "Statement" in p for s in p["Statement"]
     ]
@@ -1391,6 +1394,8 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
             "autoscaling:DescribeAutoScalingInstances",
             "autoscaling:DescribeAutoScalingGroups",
         ],
+        # what Lambda's poller does with its queue, on that queue alone
+        "PollTheInterruptQueueOnly": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
     }
     marks = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [{"Fn::Sub": "${ClusterName}#started"}]}}
     by_sid = {s["Sid"]: s for s in statements}
