@@ -1370,9 +1370,11 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
         "Fn::GetAtt": ["InterruptDeadLetterQueue", "Arn"]
     }
-    [statement] = res["InterruptQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
-    assert statement["Action"] == "sqs:SendMessage"
+    # the rules may send; everyone else is refused (test_template_contract: an explicit Deny)
+    statement, refusal = res["InterruptQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == refusal["Action"] == "sqs:SendMessage"
     assert {a["Fn::GetAtt"][0] for a in statement["Condition"]["ArnEquals"]["aws:SourceArn"]} == set(rules)
+    assert {a["Fn::GetAtt"][0] for a in refusal["Condition"]["ArnNotEquals"]["aws:SourceArn"]} == set(rules)
     fn = res["InterruptFunction"]["Properties"]
     mapping = res["InterruptFunctionNotices"]["Properties"]
     assert mapping["FunctionName"] == {"Ref": "InterruptFunction"}

@@ -1523,3 +1523,53 @@ def test_the_mappings_keep_what_the_functions_were_fed() -> None:
     notices = mappings["InterruptFunctionNotices"]
     assert (notices["BatchSize"], notices["MaximumBatchingWindowInSeconds"]) == (10, 0)
     assert notices["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def _queue_policy_allows(
+    statements: list[dict[str, Any]], *, principal: dict[str, str] | str, source: str | None, identity: bool
+) -> bool:
+    """IAM's answer to a SendMessage on the queue within its account: an explicit Deny of the queue
+    policy refuses it; else the identity's own policy (``identity``) or the queue policy allowing it
+    lets it through (IAM User Guide, "Policy evaluation for requests within a single account"). A
+    condition key the request lacks fails ArnEquals and passes ArnNotEquals (same guide, "Condition
+    operators")."""
+
+    def applies(statement: dict[str, Any]) -> bool:
+        if statement["Principal"] != "*" and statement["Principal"] != principal:
+            return False
+        for operator, keys in (statement.get("Condition") or {}).items():
+            [(key, wanted)] = keys.items()
+            assert key == "aws:SourceArn", key
+            present = source is not None and source in [sub_text(w) for w in as_list(wanted)]
+            if (operator == "ArnEquals") != present:
+                return False
+        return "sqs:SendMessage" in as_list(statement["Action"])
+
+    if any(s["Effect"] == "Deny" and applies(s) for s in statements):
+        return False
+    return identity or any(s["Effect"] == "Allow" and applies(s) for s in statements)
+
+
+def test_only_spillways_rules_can_put_a_notice_in_the_interrupt_queue() -> None:
+    """The interrupt function force-drains and terminates the node a Spot warning names. The queue
+    policy only allowed the four rules, and within one account an identity policy's Allow is enough
+    without the resource's: any role granted sqs:SendMessage on "*" (a CI or admin role) could post a
+    forged warning and have Spillway evict and terminate a node it may not touch itself. An explicit
+    Deny refuses every SendMessage that none of the rules sends."""
+    statements = EXPANDED["InterruptQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    rules = sorted(
+        k
+        for k, v in EXPANDED.items()
+        if v.get("Type") == "AWS::Events::Rule"
+        and {"Fn::GetAtt": ["InterruptQueue", "Arn"]} in [t["Arn"] for t in v["Properties"]["Targets"]]
+    )
+    assert len(rules) == 4
+    events = {"Service": "events.amazonaws.com"}
+    for rule in rules:
+        rule_arn = "${" + rule + ".Arn}"
+        assert _queue_policy_allows(statements, principal=events, source=rule_arn, identity=False), rule
+    role = {"AWS": "arn:aws:iam::123456789012:role/ci"}
+    assert not _queue_policy_allows(statements, principal=role, source=None, identity=True)
+    other_rule = "arn:aws:events:us-east-1:123456789012:rule/someone-elses"
+    assert not _queue_policy_allows(statements, principal=events, source=other_rule, identity=False)
+    assert not _queue_policy_allows(statements, principal=events, source=other_rule, identity=True)
