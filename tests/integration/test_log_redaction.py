@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import secrets
+import threading
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
@@ -230,3 +231,124 @@ def test_an_aws_refusal_that_quotes_the_signed_request_carries_no_session_token_
     error = map_aws_error(raised.value, "SetDesiredCapacity(gpu, 3)")
     assert "SignatureDoesNotMatch" in str(error) and "x-amz-security-token" in str(error)
     assert SESSION_TOKEN not in str(error)
+
+
+class _IdentityProvider:
+    """An OIDC provider on localhost: its discovery document, and a token endpoint that answers a
+    refresh-token grant with new tokens (RFC 6749 section 6; the ID token of OpenID Connect Core 12.2)."""
+
+    def __init__(self, tokens: dict[str, str]) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # http.server's name
+                self._answer({"issuer": provider.url, "token_endpoint": provider.url + "/token"})
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._answer({"token_type": "Bearer", "expires_in": 3600, **tokens})
+
+            def _answer(self, body: dict[str, object]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> _IdentityProvider:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _jwt(claims: dict[str, object]) -> str:
+    def part(value: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none'})}.{part(claims)}.{secrets.token_hex(8)}"
+
+
+def test_an_oidc_refresh_of_a_kubeconfig_user_leaves_none_of_its_credentials_in_a_log(
+    server: KubeApiServer,
+    debug_log: io.StringIO,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kubeconfig user of the oidc auth-provider whose id-token has expired: the kubernetes client
+    refreshes it at the provider's token endpoint (requests-oauthlib's OAuth2Session.refresh_token),
+    which logs at DEBUG the client secret it adds, the request body (refresh_token=...&client_secret=...)
+    and the answer (access_token, id_token, refresh_token). The redaction knew the kubeconfig's
+    hyphenated keys after a colon only, so every one of these reached the log."""
+    monkeypatch.setenv("OAUTHLIB_INSECURE_TRANSPORT", "1")  # the provider is plain http on localhost
+    client_secret, refresh_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    issued = {
+        "access_token": secrets.token_urlsafe(24),
+        "refresh_token": secrets.token_urlsafe(24),
+        "id_token": _jwt({"sub": "spillway", "exp": 4102444800}),
+    }
+    with _IdentityProvider(issued) as idp:
+        user = {"auth-provider": {"name": "oidc", "config": {
+            "client-id": "kubernetes", "client-secret": client_secret, "idp-issuer-url": idp.url,
+            "id-token": _jwt({"sub": "spillway", "exp": 1}), "refresh-token": refresh_token}}}  # fmt: skip
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+            "users": [{"name": "u", "user": user}],
+            "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "ctx",
+        }
+        server.require_token = issued["id_token"]
+        kube = KubeClient.from_kubeconfig(kubeconfig)
+        try:
+            assert [n.metadata.name for n in kube.list_nodes()] == ["n1"]
+        finally:
+            kube.close()
+
+    assert server.requests[-1].token == issued["id_token"]  # refreshed, and used
+    logged = debug_log.getvalue()
+    assert "refresh" in logged  # requests-oauthlib logged the refresh ...
+    out, err = capfd.readouterr()
+    for where in (logged, out, err):
+        for value in (client_secret, refresh_token, *issued.values()):
+            assert value not in where  # ... and none of the credentials it handled
+
+
+def test_an_exec_plugin_that_fails_quoting_its_credentials_leaves_none_in_a_log(
+    server: KubeApiServer, debug_log: io.StringIO, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """An exec plugin that fails: the kubernetes client logs its exit code and stderr at ERROR, and a
+    plugin that echoes what it was given (an API key from its env, a token from its args) puts that in
+    the line, with no key the patterns could know it by."""
+    api_key = "key-" + secrets.token_urlsafe(24)
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+        "users": [{"name": "u", "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "sh",
+            "args": ["-c", 'echo "refused $API_KEY" >&2; exit 1'],
+            "env": [{"name": "API_KEY", "value": api_key}]}}}],
+        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "ctx",
+    }  # fmt: skip
+    KubeClient.from_kubeconfig(kubeconfig).close()
+
+    logged = debug_log.getvalue()
+    assert "exec: process returned 1" in logged  # the client logged the plugin's failure ...
+    out, err = capfd.readouterr()
+    for where in (logged, out, err):
+        assert api_key not in where  # ... without the key it echoed

@@ -67,7 +67,7 @@ TEMPLATE = ROOT / "template.yaml"
 REGION = "us-east-1"
 CLUSTER = "ml"
 OTHER = "other"
-BATCH_SIZE = 10  # template.yaml: the Snapshots event's BatchSize
+BATCH_SIZE = 10  # template.yaml: PlanFunctionSnapshots' BatchSize
 MAX_AGE = 180  # MAX_SNAPSHOT_AGE_SECONDS
 TABLES = {
     "SnapshotsTable": "spillway-snapshots",

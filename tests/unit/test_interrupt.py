@@ -1370,11 +1370,16 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
         "Fn::GetAtt": ["InterruptDeadLetterQueue", "Arn"]
     }
-    [statement] = res["InterruptQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
-    assert statement["Action"] == "sqs:SendMessage"
+    # the rules may send; everyone else is refused (test_template_contract: an explicit Deny)
+    statement, refusal = res["InterruptQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == refusal["Action"] == "sqs:SendMessage"
     assert {a["Fn::GetAtt"][0] for a in statement["Condition"]["ArnEquals"]["aws:SourceArn"]} == set(rules)
+    assert {a["Fn::GetAtt"][0] for a in refusal["Condition"]["ArnNotEquals"]["aws:SourceArn"]} == set(rules)
     fn = res["InterruptFunction"]["Properties"]
-    assert fn["Events"]["Notices"]["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    mapping = res["InterruptFunctionNotices"]["Properties"]
+    assert mapping["FunctionName"] == {"Ref": "InterruptFunction"}
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["InterruptQueue", "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     statements = [
         s for p in fn["Policies"] if isinstance(p, dict) and "Statement" in p for s in p["Statement"]
     ]
@@ -1391,6 +1396,8 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
             "autoscaling:DescribeAutoScalingInstances",
             "autoscaling:DescribeAutoScalingGroups",
         ],
+        # what Lambda's poller does with its queue, on that queue alone
+        "PollTheInterruptQueueOnly": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
     }
     marks = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [{"Fn::Sub": "${ClusterName}#started"}]}}
     by_sid = {s["Sid"]: s for s in statements}

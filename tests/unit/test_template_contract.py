@@ -261,7 +261,8 @@ def test_every_dynamodb_action_a_statement_grants_is_one_the_code_calls() -> Non
     """Least privilege: a DynamoDB action no code calls is not granted (BatchWriteItem, for one, may
     delete any item). A transaction's Put is authorised as PutItem (DynamoDB Developer Guide, "Using
     IAM with DynamoDB transactions")."""
-    granted = {a for s in all_statements() for a in actions(s) if a.startswith("dynamodb:")}
+    stream = POLLER_ACTIONS["AWS::DynamoDB::Table"]  # Lambda's poller's, on a stream: checked below
+    granted = {a for s in all_statements() for a in actions(s) if a.startswith("dynamodb:")} - stream
     assert granted
     called = {a for a in granted if f".{snake(a)}(" in CODE + POWERTOOLS_IDEMPOTENCY}
     if ".transact_write_items(" in CODE:
@@ -272,11 +273,13 @@ def test_every_dynamodb_action_a_statement_grants_is_one_the_code_calls() -> Non
 def table_actions(function: str) -> dict[str, set[str]]:
     """A function's DynamoDB actions per table, from its explicit statements (policy templates apart)
     that grant any: another service's statement beside them (eks:DescribeNodegroup's node group ARN
-    names ClusterName) names no table."""
+    names ClusterName) names no table. The reads of a table's stream, Lambda's poller's, are not the
+    table's (test_each_function_fed_by_a_mapping_may_read_its_own_source_and_nothing_else)."""
     out: dict[str, set[str]] = {}
+    stream = POLLER_ACTIONS["AWS::DynamoDB::Table"]
     for policy in FUNCTIONS[function].get("Policies") or []:
         for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
-            granted = {a for a in actions(statement) if a.startswith("dynamodb:")}
+            granted = {a for a in actions(statement) if a.startswith("dynamodb:")} - stream
             for table in references(statement.get("Resource")) if granted else ():
                 out.setdefault(table, set()).update(granted)
     return out
@@ -1424,3 +1427,159 @@ def test_drain_nodes_role_may_put_only_its_counted_marks() -> None:
             },
         }
     ]
+
+
+# --- what SAM grants on its own, and who may feed the interrupt queue -------------------------------
+#
+# SAM attaches to the role it makes for a function one AWS managed policy per pull event source of the
+# function's Events (samtranslator/model/eventsources/pull.py, get_policy_arn), none of which the
+# Policies above show. Each grants its actions on every resource of the account: AWSLambdaSQSQueueExecution
+# Role sqs:ReceiveMessage, sqs:DeleteMessage and sqs:GetQueueAttributes on "*" (every queue: read and
+# delete any other application's messages), AWSLambdaDynamoDBExecutionRole dynamodb:GetRecords and the
+# other stream reads on "*" (every change to every table with a stream in the account), as the AWS
+# Managed Policy Reference prints them. Both actions take a resource: the queue's ARN, the table's
+# stream (DynamoDB Developer Guide, "IAM policy to allow an AWS Lambda function to access DynamoDB stream
+# records": the four stream actions on arn:...:table/<table>/stream/*).
+SAM_PULL_EVENT_POLICIES = {
+    "SQS": "AWSLambdaSQSQueueExecutionRole",
+    "DynamoDB": "AWSLambdaDynamoDBExecutionRole",
+    "Kinesis": "AWSLambdaKinesisExecutionRole",
+    "MSK": "AWSLambdaMSKExecutionRole",
+}
+# What Lambda's poller calls with the function's role, per kind of source (Lambda Developer Guide,
+# "Execution role permissions" of its SQS and DynamoDB event sources).
+POLLER_ACTIONS = {
+    "AWS::SQS::Queue": {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
+    "AWS::DynamoDB::Table": {
+        "dynamodb:DescribeStream",
+        "dynamodb:GetRecords",
+        "dynamodb:GetShardIterator",
+        "dynamodb:ListStreams",
+    },
+}
+
+
+def test_no_function_event_makes_sam_grant_a_managed_policy_on_every_resource() -> None:
+    """The plan function's stream event and the interrupt function's queue event made SAM attach
+    AWSLambdaDynamoDBExecutionRole and AWSLambdaSQSQueueExecutionRole: the plan role could read every
+    stream of the account, the interrupt role receive and delete any queue's messages."""
+    attached = {
+        f"{function}.{name}": SAM_PULL_EVENT_POLICIES[event["Type"]]
+        for function, props in FUNCTIONS.items()
+        for name, event in (props.get("Events") or {}).items()
+        if event.get("Type") in SAM_PULL_EVENT_POLICIES
+    }
+    assert attached == {}
+
+
+def event_source_mappings() -> dict[str, dict[str, Any]]:
+    return {
+        k: v["Properties"] for k, v in EXPANDED.items() if v.get("Type") == "AWS::Lambda::EventSourceMapping"
+    }
+
+
+def poller_grants(function: str) -> list[dict[str, Any]]:
+    """The statements of a function's role that grant any action Lambda's poller calls."""
+    every = set().union(*POLLER_ACTIONS.values())
+    return [s for s in role_statements(function) if actions(s) & every]
+
+
+def test_each_function_fed_by_a_mapping_may_read_its_own_source_and_nothing_else() -> None:
+    """The stream of snapshots feeds the plan function, the interrupt queue the interrupt function,
+    each through an event source mapping of the template's own (named as SAM named the one it made, so
+    that CloudFormation keeps it: a new stream mapping would start at LATEST again). Each role may do
+    what Lambda's poller does, on that one source; no other role may do any of it."""
+    mappings = event_source_mappings()
+    fed = {}
+    for logical, props in mappings.items():
+        [function] = references(props["FunctionName"])
+        [source] = references(props["EventSourceArn"])
+        fed[function] = (logical, source, props["EventSourceArn"])
+    assert {f: (m, s) for f, (m, s, _) in fed.items()} == {
+        "PlanFunction": ("PlanFunctionSnapshots", "SnapshotsTable"),
+        "InterruptFunction": ("InterruptFunctionNotices", "InterruptQueue"),
+    }
+    for function, (_, source, arn) in fed.items():
+        kind = EXPANDED[source]["Type"]
+        if kind == "AWS::DynamoDB::Table":
+            assert arn == {"Fn::GetAtt": [source, "StreamArn"]}
+            where = {"Fn::Sub": "${" + source + ".Arn}/stream/*"}
+        else:
+            assert arn == {"Fn::GetAtt": [source, "Arn"]}
+            where = arn
+        grants = poller_grants(function)
+        assert [(actions(s), s["Resource"], s["Effect"]) for s in grants] == [
+            (POLLER_ACTIONS[kind], where, "Allow")
+        ], function
+    others = {f: poller_grants(f) for f in FUNCTIONS if f not in fed}
+    assert others == {f: [] for f in others}
+
+
+def test_the_mappings_keep_what_the_functions_were_fed() -> None:
+    """The settings the functions' events had: the plan takes complete snapshots only (chunks never
+    reach it), ten records a batch, and reports failed records; the interrupt function ten messages a
+    batch, at once, reporting failed ones."""
+    mappings = event_source_mappings()
+    plan = mappings["PlanFunctionSnapshots"]
+    assert plan["StartingPosition"] == "LATEST"
+    retries = (plan["MaximumRetryAttempts"], plan["MaximumRecordAgeInSeconds"])
+    assert (plan["BatchSize"], retries) == (10, (3, 300))
+    assert plan["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    [pattern] = plan["FilterCriteria"]["Filters"]
+    assert json.loads(pattern["Pattern"]) == {
+        "eventName": ["INSERT"],
+        "dynamodb": {"NewImage": {"kind": {"S": ["snapshot"]}}},
+    }
+    notices = mappings["InterruptFunctionNotices"]
+    assert (notices["BatchSize"], notices["MaximumBatchingWindowInSeconds"]) == (10, 0)
+    assert notices["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def _queue_policy_allows(
+    statements: list[dict[str, Any]], *, principal: dict[str, str] | str, source: str | None, identity: bool
+) -> bool:
+    """IAM's answer to a SendMessage on the queue within its account: an explicit Deny of the queue
+    policy refuses it; else the identity's own policy (``identity``) or the queue policy allowing it
+    lets it through (IAM User Guide, "Policy evaluation for requests within a single account"). A
+    condition key the request lacks fails ArnEquals and passes ArnNotEquals (same guide, "Condition
+    operators")."""
+
+    def applies(statement: dict[str, Any]) -> bool:
+        if statement["Principal"] != "*" and statement["Principal"] != principal:
+            return False
+        for operator, keys in (statement.get("Condition") or {}).items():
+            [(key, wanted)] = keys.items()
+            assert key == "aws:SourceArn", key
+            present = source is not None and source in [sub_text(w) for w in as_list(wanted)]
+            if (operator == "ArnEquals") != present:
+                return False
+        return "sqs:SendMessage" in as_list(statement["Action"])
+
+    if any(s["Effect"] == "Deny" and applies(s) for s in statements):
+        return False
+    return identity or any(s["Effect"] == "Allow" and applies(s) for s in statements)
+
+
+def test_only_spillways_rules_can_put_a_notice_in_the_interrupt_queue() -> None:
+    """The interrupt function force-drains and terminates the node a Spot warning names. The queue
+    policy only allowed the four rules, and within one account an identity policy's Allow is enough
+    without the resource's: any role granted sqs:SendMessage on "*" (a CI or admin role) could post a
+    forged warning and have Spillway evict and terminate a node it may not touch itself. An explicit
+    Deny refuses every SendMessage that none of the rules sends."""
+    statements = EXPANDED["InterruptQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    rules = sorted(
+        k
+        for k, v in EXPANDED.items()
+        if v.get("Type") == "AWS::Events::Rule"
+        and {"Fn::GetAtt": ["InterruptQueue", "Arn"]} in [t["Arn"] for t in v["Properties"]["Targets"]]
+    )
+    assert len(rules) == 4
+    events = {"Service": "events.amazonaws.com"}
+    for rule in rules:
+        rule_arn = "${" + rule + ".Arn}"
+        assert _queue_policy_allows(statements, principal=events, source=rule_arn, identity=False), rule
+    role = {"AWS": "arn:aws:iam::123456789012:role/ci"}
+    assert not _queue_policy_allows(statements, principal=role, source=None, identity=True)
+    other_rule = "arn:aws:events:us-east-1:123456789012:rule/someone-elses"
+    assert not _queue_policy_allows(statements, principal=events, source=other_rule, identity=False)
+    assert not _queue_policy_allows(statements, principal=events, source=other_rule, identity=True)

@@ -18,8 +18,10 @@ client at DEBUG are covered, and handlers added later too) and again on the root
 handlers (for ``extra`` fields, which are set after creation). It blanks EKS bearer tokens
 (``k8s-aws-v1.…``), ``Authorization`` header values, SigV4 signatures and session tokens (which would
 let anyone rebuild the presigned URL a token encodes), and a kubeconfig's ``token``/``password``/
-``client-key-data`` values, and the whole value of a Secrets Manager secret (``SecretString``,
-``SecretBinary``: from the key to the end of the text).
+``client-key-data`` values, OAuth and OpenID Connect credentials (``client_secret``, ``access_token``,
+``refresh_token``, ``id_token``, with ``_`` or ``-``, after ``:`` or ``=``), the whole value of a Secrets
+Manager secret (``SecretString``, ``SecretBinary``: from the key to the end of the text), and, wherever
+they appear, the values :func:`add_secret_values` was given (a kubeconfig's credentials).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
@@ -99,11 +102,42 @@ _SECRETS = (
         r"(?i)((?<![a-z_-])(?:token|password|client-key-data|id-token|refresh-token)\\*['\"]?\s*:\s*\\*['\"]?)"
         + _VALUE
     ),
+    # OAuth 2.0 and OpenID Connect credentials (RFC 6749's client_secret, access_token, refresh_token;
+    # OIDC's id_token), as a kubeconfig's auth-provider names them (client-secret, ...) and as an OIDC
+    # refresh sends and answers them (requests-oauthlib logs at DEBUG the form body
+    # "...&client_secret=x&refresh_token=y", the keyword dict and the JSON answer).
+    re.compile(
+        r"(?i)((?<![a-z0-9])(?:client[-_]secret|(?:access|refresh|id)[-_]token)\\*['\"]?\s*[:=]\s*\\*['\"]?)"
+        + _VALUE
+    ),
 )
+# Secrets known by value (a kubeconfig's credentials, :func:`add_secret_values`): blanked wherever they
+# appear, with or without a key (requests-oauthlib logs its auth tuple, ('<client id>', '<secret>')).
+_known: frozenset[str] = frozenset()
+_known_pattern: re.Pattern[str] | None = None
+_known_lock = threading.Lock()
+# A shorter value is too likely to be a common word to blank everywhere (and too weak to be a secret).
+MIN_KNOWN_SECRET = 8
+
+
+def add_secret_values(values: Iterable[str]) -> None:
+    """Blank these values in every record from now on, wherever they appear."""
+    global _known, _known_pattern
+    with _known_lock:
+        new = {v for v in values if len(v) >= MIN_KNOWN_SECRET} - _known
+        if not new:
+            return
+        _known = _known | new
+        longest_first = sorted(_known, key=len, reverse=True)
+        _known_pattern = re.compile("|".join(re.escape(v) for v in longest_first))
 
 
 def redact(text: str) -> str:
-    """``text`` with every credential :data:`_SECRETS` knows replaced by ``<redacted>``."""
+    """``text`` with every secret :func:`add_secret_values` named and every credential :data:`_SECRETS`
+    knows replaced by ``<redacted>``."""
+    known = _known_pattern
+    if known is not None:
+        text = known.sub(REDACTED, text)
     for pattern in _SECRETS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text

@@ -181,6 +181,7 @@ from spillway.model.k8s import (
     XGBoostJob,
 )
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
+from spillway.observability import add_secret_values, redact
 
 log = logging.getLogger(__name__)
 
@@ -502,6 +503,35 @@ def _name_of(node: str | Node) -> str:
     return name
 
 
+# A kubeconfig user's credentials, under the keys kubectl reads them from (a token, basic auth's password,
+# a client certificate's key, an auth-provider's client secret and tokens); an exec plugin's env values
+# are taken whole (API keys, AWS keys).
+CREDENTIAL_KEYS = frozenset(
+    {"token", "password", "client-key-data", "client-secret", "id-token", "refresh-token", "access-token"}
+)
+
+
+def kubeconfig_secrets(doc: Mapping[str, Any]) -> list[str]:
+    """The credential values of a kubeconfig's users (:data:`CREDENTIAL_KEYS`, exec env values)."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, Mapping):
+            for key, value in node.items():
+                if key in CREDENTIAL_KEYS and isinstance(value, str):
+                    found.append(value)
+                elif key == "env" and isinstance(value, list):
+                    found.extend(str(e["value"]) for e in value if isinstance(e, Mapping) and "value" in e)
+                else:
+                    walk(value)
+
+    walk(doc.get("users"))
+    return found
+
+
 def _use_bearer(cfg: Configuration, token: str | Callable[[], str]) -> None:
     """Send ``Authorization: Bearer <token>``; a callable is asked again before every request."""
     cfg.api_key_prefix["BearerToken"] = "Bearer"
@@ -662,14 +692,17 @@ class KubeClient:
                 raise ConfigurationError(f"kubeconfig is not valid YAML{where}") from None
         if not isinstance(doc, Mapping):
             raise ConfigurationError("kubeconfig: expected a mapping at the top level")
+        # before the loader runs: it may log them (an oidc refresh's client secret, at DEBUG)
+        add_secret_values(kubeconfig_secrets(doc))
         cfg = Configuration()
         try:
             load_kube_config_from_dict(  # type: ignore[no-untyped-call]
                 dict(doc), context=context, client_configuration=cfg, persist_config=False
             )
         except ConfigException as exc:
-            # The loader's messages name keys and entries (context, cluster, user), never their values.
-            raise ConfigurationError(f"kubeconfig: {str(exc)[:300]}") from None
+            # The loader's messages name keys and entries (context, cluster, user), but an exec plugin's
+            # or cmd-path's failure quotes its command line and its stderr.
+            raise ConfigurationError(f"kubeconfig: {redact(str(exc))[:300]}") from None
         except Exception as exc:
             raise ConfigurationError(f"kubeconfig cannot be used ({type(exc).__name__})") from None
         return cls.from_configuration(cfg, **options)
