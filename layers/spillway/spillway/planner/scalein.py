@@ -32,7 +32,8 @@ policies"):
   not (an eviction slow or stuck, a failed drain that gives its node back) still counts in its zone,
   and the cut is larger by one, its drain not having decremented the desired capacity yet. The answer
   holds the instances left that are taken when every such drain has finished and those taken when
-  none has (a brute-force check over small groups found every partial case within the two).
+  none has (every partial case falls within the two: tests/unit/test_scheduled_scale_in.py checks it
+  against an exhaustive model of Auto Scaling's choice over small random groups).
 
 Pure: the group as observe read it, the instances left when the action runs, those whose drains may not
 have finished by then, and how many go.
