@@ -175,8 +175,9 @@ class ScheduledShrinks:
         return [d.node for d in self._drains(group)]
 
     def remaining(self, group: NodeGroup) -> list[str]:
-        """The group's live instances still in it when the action runs: not this plan's drains, nor
-        those of drains under way (a make-room drain's node stays)."""
+        """The group's live instances still in it when the action runs once the drains ahead of it have
+        finished: not this plan's drains, nor those of drains under way (a make-room drain's node stays).
+        The others still count when those drains have not finished (:meth:`_picks`)."""
         going = {d.instance_id for d in self._drains(group)}
         going.update(
             n.info.instance_id or ""
@@ -355,9 +356,12 @@ class ScheduledShrinks:
 
     def _picks(self, group: NodeGroup, remaining: list[str], exempt: frozenset[str], taken: int) -> ScaleIn:
         """The instances Auto Scaling may take when the action runs (:func:`~spillway.planner.scalein.
-        scale_in`); every unprotected one when the instances Spillway sees are not those the group
-        counts (some still launching, or above its desired capacity)."""
-        picks = scale_in(group, remaining, exempt, taken)
+        scale_in`), whether the drains ahead of it and under way have finished by then or not (those that
+        have not leave their instances in their zones, and the cut larger); every unprotected one when
+        the instances Spillway sees are not those the group counts (some still launching, or above its
+        desired capacity)."""
+        unfinished = [i for i in group.instance_ids if i not in remaining]
+        picks = scale_in(group, remaining, exempt, taken, unfinished)
         if len(remaining) != self.left(group) and not picks.custom:
             return ScaleIn(frozenset(i for i in remaining if i not in exempt), "")
         return picks
