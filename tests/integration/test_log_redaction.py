@@ -327,6 +327,22 @@ def test_an_oidc_refresh_of_a_kubeconfig_user_leaves_none_of_its_credentials_in_
             assert value not in where  # ... and none of the credentials it handled
 
 
+def _failing_exec_kubeconfig(server: KubeApiServer, env: dict[str, str], echoed: str) -> dict[str, object]:
+    """A kubeconfig whose user's exec plugin, given ``env``, prints the variable ``echoed`` to its stderr
+    and fails."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+        "users": [{"name": "u", "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "sh",
+            "args": ["-c", f'echo "refused ${echoed}" >&2; exit 1'],
+            "env": [{"name": k, "value": v} for k, v in env.items()]}}}],
+        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "ctx",
+    }  # fmt: skip
+
+
 def test_an_exec_plugin_that_fails_quoting_its_credentials_leaves_none_in_a_log(
     server: KubeApiServer, debug_log: io.StringIO, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -334,21 +350,34 @@ def test_an_exec_plugin_that_fails_quoting_its_credentials_leaves_none_in_a_log(
     plugin that echoes what it was given (an API key from its env, a token from its args) puts that in
     the line, with no key the patterns could know it by."""
     api_key = "key-" + secrets.token_urlsafe(24)
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": server.url}}],
-        "users": [{"name": "u", "user": {"exec": {
-            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "sh",
-            "args": ["-c", 'echo "refused $API_KEY" >&2; exit 1'],
-            "env": [{"name": "API_KEY", "value": api_key}]}}}],
-        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "ctx",
-    }  # fmt: skip
-    KubeClient.from_kubeconfig(kubeconfig).close()
+    KubeClient.from_kubeconfig(_failing_exec_kubeconfig(server, {"API_KEY": api_key}, "API_KEY")).close()
 
     logged = debug_log.getvalue()
     assert "exec: process returned 1" in logged  # the client logged the plugin's failure ...
     out, err = capfd.readouterr()
     for where in (logged, out, err):
         assert api_key not in where  # ... without the key it echoed
+
+
+def test_an_exec_plugins_aws_settings_are_not_blanked_from_every_line(
+    server: KubeApiServer,
+    debug_log: io.StringIO,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An aws-iam-authenticator user as eksctl writes it sets the plugin's AWS_STS_REGIONAL_ENDPOINTS
+    (regional) and AWS_DEFAULT_REGION, and often AWS_PROFILE: settings, not credentials (AWS SDKs and
+    Tools Reference Guide). Taken as secrets by value, every later line lost its region ("scaled gpu-a in
+    <redacted>", an ARN, an AZ), for the life of the container. A credential beside them still goes."""
+    monkeypatch.setattr(observability, "_known", frozenset())  # values added here stay here
+    monkeypatch.setattr(observability, "_known_pattern", None)
+    secret_key = secrets.token_urlsafe(30)
+    settings = {"AWS_STS_REGIONAL_ENDPOINTS": "regional", "AWS_DEFAULT_REGION": "ap-southeast-2",
+                "AWS_PROFILE": "production", "AWS_SECRET_ACCESS_KEY": secret_key}  # fmt: skip
+    KubeClient.from_kubeconfig(_failing_exec_kubeconfig(server, settings, "AWS_SECRET_ACCESS_KEY")).close()
+
+    line = "raised gpu-a in ap-southeast-2 (ap-southeast-2a), regional STS, profile production"
+    assert observability.redact(line) == line
+    out, err = capfd.readouterr()
+    for where in (debug_log.getvalue(), out, err):
+        assert secret_key not in where

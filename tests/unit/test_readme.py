@@ -671,6 +671,8 @@ OTHER_PROGRAMS = {
     "NO_EXECUTE": "EKS (Taint.effect, DescribeNodegroup)",
     "PREFER_NO_SCHEDULE": "EKS (Taint.effect, DescribeNodegroup)",
     "ENABLE_POD_ENI": "the VPC CNI (an environment variable of its aws-node DaemonSet)",
+    "AWS_DEFAULT_REGION": "the AWS SDKs and CLI (a kubeconfig exec plugin's env, as eksctl writes it)",
+    "AWS_STS_REGIONAL_ENDPOINTS": "the AWS SDKs and CLI (a kubeconfig exec plugin's env, as eksctl writes it)",
 }
 
 

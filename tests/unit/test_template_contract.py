@@ -1457,6 +1457,27 @@ POLLER_ACTIONS = {
         "dynamodb:ListStreams",
     },
 }
+# Actions the Service Authorization Reference lists with no resource type: a statement may grant them on
+# "*" only, and one that names an ARN grants nothing for them ("If there is no value for this column, you
+# must specify all resources"). dynamodb:ListStreams is one (aws-cdk#9511, #10631 moved its grant to "*"),
+# though the DynamoDB Developer Guide's stream policy example lists it on table/<table>/stream/*.
+UNSCOPED_ACTIONS = frozenset({"dynamodb:ListStreams"})
+
+
+def test_no_statement_grants_an_action_that_takes_no_resource_on_an_arn() -> None:
+    """A grant of such an action on an ARN is a grant of nothing: the plan role's dynamodb:ListStreams,
+    on the snapshots table's stream/*, left Lambda's poller without an action the Lambda Developer Guide
+    lists among those its DynamoDB event source needs (AWSLambdaDynamoDBExecutionRole grants it on "*")."""
+    scoped = [
+        (statement.get("Sid"), sorted(actions(statement) & UNSCOPED_ACTIONS))
+        for statement in all_statements()
+        if statement.get("Effect") == "Allow"
+        and actions(statement) & UNSCOPED_ACTIONS
+        and statement.get("Resource") != "*"
+    ]
+    assert scoped == []
+    plan = {a for s in role_statements("PlanFunction") if s.get("Resource") == "*" for a in actions(s)}
+    assert "dynamodb:ListStreams" in plan
 
 
 def test_no_function_event_makes_sam_grant_a_managed_policy_on_every_resource() -> None:
@@ -1488,7 +1509,8 @@ def test_each_function_fed_by_a_mapping_may_read_its_own_source_and_nothing_else
     """The stream of snapshots feeds the plan function, the interrupt queue the interrupt function,
     each through an event source mapping of the template's own (named as SAM named the one it made, so
     that CloudFormation keeps it: a new stream mapping would start at LATEST again). Each role may do
-    what Lambda's poller does, on that one source; no other role may do any of it."""
+    what Lambda's poller does, on that one source (an action that takes no resource on "*"); no other role
+    may do any of it."""
     mappings = event_source_mappings()
     fed = {}
     for logical, props in mappings.items():
@@ -1508,9 +1530,11 @@ def test_each_function_fed_by_a_mapping_may_read_its_own_source_and_nothing_else
             assert arn == {"Fn::GetAtt": [source, "Arn"]}
             where = arn
         grants = poller_grants(function)
-        assert [(actions(s), s["Resource"], s["Effect"]) for s in grants] == [
-            (POLLER_ACTIONS[kind], where, "Allow")
-        ], function
+        unscoped = POLLER_ACTIONS[kind] & UNSCOPED_ACTIONS
+        expected = [(POLLER_ACTIONS[kind] - unscoped, where, "Allow")] + [(unscoped, "*", "Allow")] * bool(
+            unscoped
+        )
+        assert [(actions(s), s["Resource"], s["Effect"]) for s in grants] == expected, function
     others = {f: poller_grants(f) for f in FUNCTIONS if f not in fed}
     assert others == {f: [] for f in others}
 

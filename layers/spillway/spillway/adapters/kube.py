@@ -505,14 +505,42 @@ def _name_of(node: str | Node) -> str:
 
 # A kubeconfig user's credentials, under the keys kubectl reads them from (a token, basic auth's password,
 # a client certificate's key, an auth-provider's client secret and tokens); an exec plugin's env values
-# are taken whole (API keys, AWS keys).
+# are taken whole (API keys, AWS keys), but for AWS_SETTINGS.
 CREDENTIAL_KEYS = frozenset(
     {"token", "password", "client-key-data", "client-secret", "id-token", "refresh-token", "access-token"}
+)
+# The AWS SDKs' and CLI's settings an exec plugin (aws eks get-token, aws-iam-authenticator) is given in
+# its env, as eksctl writes AWS_STS_REGIONAL_ENDPOINTS=regional and AWS_DEFAULT_REGION: a region, a
+# profile's name, an endpoint mode, a file's path, a role's ARN (AWS SDKs and Tools Reference Guide,
+# "Environment variables list"), none of them a credential, and each a word every line may hold: blanked by
+# value, a region would leave every line that names it, an ARN, an AZ. AWS_ACCESS_KEY_ID,
+# AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN are not here: they are blanked.
+AWS_SETTINGS = frozenset(
+    {
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_STS_REGIONAL_ENDPOINTS",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_SDK_LOAD_CONFIG",
+        "AWS_ROLE_ARN",
+        "AWS_ROLE_SESSION_NAME",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CA_BUNDLE",
+        "AWS_RETRY_MODE",
+        "AWS_MAX_ATTEMPTS",
+        "AWS_USE_FIPS_ENDPOINT",
+        "AWS_USE_DUALSTACK_ENDPOINT",
+        "AWS_DEFAULT_OUTPUT",
+    }
 )
 
 
 def kubeconfig_secrets(doc: Mapping[str, Any]) -> list[str]:
-    """The credential values of a kubeconfig's users (:data:`CREDENTIAL_KEYS`, exec env values)."""
+    """The credential values of a kubeconfig's users (:data:`CREDENTIAL_KEYS`, exec env values but those of
+    :data:`AWS_SETTINGS`)."""
     found: list[str] = []
 
     def walk(node: Any) -> None:
@@ -524,7 +552,11 @@ def kubeconfig_secrets(doc: Mapping[str, Any]) -> list[str]:
                 if key in CREDENTIAL_KEYS and isinstance(value, str):
                     found.append(value)
                 elif key == "env" and isinstance(value, list):
-                    found.extend(str(e["value"]) for e in value if isinstance(e, Mapping) and "value" in e)
+                    found.extend(
+                        str(e["value"])
+                        for e in value
+                        if isinstance(e, Mapping) and "value" in e and e.get("name") not in AWS_SETTINGS
+                    )
                 else:
                     walk(value)
 
