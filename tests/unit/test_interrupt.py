@@ -463,10 +463,11 @@ def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_ty
 
 
 def test_a_spot_warning_handled_late_gives_the_store_its_clock_to_judge_its_back_off_over() -> None:
-    """A warning redriven from the dead-letter queue (the runbook's fix) backs its pool off until its
-    time + 15 minutes, over by now: without the clock the store took it for EC2 having none and let it
-    replace a gang's live back-off of the pool (fewer nodes: "stronger"), sending big gangs back into
-    a pool that had just refused them. Every back-off it writes carries ``now``."""
+    """A warning handled late (the queue keeps a notice for a day while the function fails or its mapping
+    is off; a redrive from the dead-letter queue is refused, the runbook drains by hand) backs its pool
+    off until its time + 15 minutes, over by now: without the clock the store took it for EC2 having
+    none and let it replace a gang's live back-off of the pool (fewer nodes: "stronger"), sending big
+    gangs back into a pool that had just refused them. Every back-off it writes carries ``now``."""
     rig = Rig(world(), now=WARNED_AT + timedelta(hours=1))
     rig.handle(sample("interrupt-spot-warning.json"))
     assert len(rig.ledger.backoffs) == 3
