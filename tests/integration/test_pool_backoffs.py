@@ -147,9 +147,10 @@ def test_the_state_and_an_item_for_one_pool_merge_as_the_store_does() -> None:
 
 
 def test_a_back_off_over_already_does_not_replace_a_live_one(store: StateStore) -> None:
-    """A Spot warning redriven from the dead-letter queue late (the runbook's fix) backs its pool off
-    until the warning's time + 15 minutes, over by then: EC2 had none then, which says nothing now. Its
-    fewer nodes made it the "stronger" item, so it replaced a 64-node gang's live back-off, and the next
+    """A Spot warning handled late (the queue keeps a notice for a day while the function fails or its
+    mapping is off; a redrive from the dead-letter queue is refused, the runbook drains by hand) backs
+    its pool off until the warning's time + 15 minutes, over by then: EC2 had none then, which says
+    nothing now. Its fewer nodes made it the "stronger" item, so it replaced a 64-node gang's live back-off, and the next
     64-node gang was sent into the pool EC2 had just refused it. One over by ``now`` gives way
     (:func:`~spillway.model.state.stronger_backoff`): it is not written."""
     assert store.put_backoff("ml", GANG_POOL, NOW + timedelta(minutes=15), "gang", nodes=64, now=NOW)

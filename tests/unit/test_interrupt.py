@@ -463,10 +463,11 @@ def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_ty
 
 
 def test_a_spot_warning_handled_late_gives_the_store_its_clock_to_judge_its_back_off_over() -> None:
-    """A warning redriven from the dead-letter queue (the runbook's fix) backs its pool off until its
-    time + 15 minutes, over by now: without the clock the store took it for EC2 having none and let it
-    replace a gang's live back-off of the pool (fewer nodes: "stronger"), sending big gangs back into
-    a pool that had just refused them. Every back-off it writes carries ``now``."""
+    """A warning handled late (the queue keeps a notice for a day while the function fails or its mapping
+    is off; a redrive from the dead-letter queue is refused, the runbook drains by hand) backs its pool
+    off until its time + 15 minutes, over by now: without the clock the store took it for EC2 having
+    none and let it replace a gang's live back-off of the pool (fewer nodes: "stronger"), sending big
+    gangs back into a pool that had just refused them. Every back-off it writes carries ``now``."""
     rig = Rig(world(), now=WARNED_AT + timedelta(hours=1))
     rig.handle(sample("interrupt-spot-warning.json"))
     assert len(rig.ledger.backoffs) == 3
@@ -1349,6 +1350,15 @@ def test_every_rule_takes_only_the_stacks_own_accounts_events(template: str) -> 
         assert rule["Properties"]["EventPattern"]["account"] == [{"Ref": "AWS::AccountId"}], name
 
 
+def role_policies(res: dict[str, Any], function: str) -> list[Any]:
+    """The policies of the role the template writes for a function: the managed ones it attaches, then
+    each inline policy's document (a SAM function's Policies, as it were)."""
+    role = res[f"{function}Role"]["Properties"]
+    return list(role.get("ManagedPolicyArns") or []) + [
+        p["PolicyDocument"] for p in role.get("Policies") or []
+    ]
+
+
 def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_may_write() -> None:
     from spillway.local.cfn import load_template
 
@@ -1375,14 +1385,12 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert statement["Action"] == refusal["Action"] == "sqs:SendMessage"
     assert {a["Fn::GetAtt"][0] for a in statement["Condition"]["ArnEquals"]["aws:SourceArn"]} == set(rules)
     assert {a["Fn::GetAtt"][0] for a in refusal["Condition"]["ArnNotEquals"]["aws:SourceArn"]} == set(rules)
-    fn = res["InterruptFunction"]["Properties"]
+    policies = role_policies(res, "InterruptFunction")
     mapping = res["InterruptFunctionNotices"]["Properties"]
     assert mapping["FunctionName"] == {"Ref": "InterruptFunction"}
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["InterruptQueue", "Arn"]}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    statements = [
-        s for p in fn["Policies"] if isinstance(p, dict) and "Statement" in p for s in p["Statement"]
-    ]
+    statements = [s for p in policies if isinstance(p, dict) and "Statement" in p for s in p["Statement"]]
     assert {s["Sid"]: s["Action"] for s in statements} == {
         "ReadSnapshots": ["dynamodb:GetItem", "dynamodb:Query"],  # the latest snapshot: is the Node ours?
         "PutItemsOfBackoffAttributesOnly": "dynamodb:PutItem",
@@ -1398,6 +1406,7 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
         ],
         # what Lambda's poller does with its queue, on that queue alone
         "PollTheInterruptQueueOnly": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
+        "WriteItsLogGroupOnly": ["logs:CreateLogStream", "logs:PutLogEvents"],  # its own log group alone
     }
     marks = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [{"Fn::Sub": "${ClusterName}#started"}]}}
     by_sid = {s["Sid"]: s for s in statements}
@@ -1407,7 +1416,7 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
         **marks["ForAllValues:StringEquals"],
         "dynamodb:Attributes": ["cluster", "expires_at", "item", "value"],
     }
-    assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
+    assert "ClusterAccessPolicy" not in json.dumps(policies)  # no Kubernetes access
     alarm = res["InterruptDeadLetterAlarm"]["Properties"]
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["InterruptDeadLetterQueue", "QueueName"]}
 
@@ -1517,7 +1526,7 @@ def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has()
     }
 
     res = load_template(ROOT / "template.yaml")["Resources"]
-    policies = res["InterruptFunction"]["Properties"]["Policies"]
+    policies = role_policies(res, "InterruptFunction")
     [statement] = [
         s
         for p in policies
@@ -1551,7 +1560,7 @@ def test_the_interrupt_role_may_put_every_backoff_a_spot_warning_writes() -> Non
     res = load_template(ROOT / "template.yaml")["Resources"]
     [statement] = [
         s
-        for p in res["InterruptFunction"]["Properties"]["Policies"]
+        for p in role_policies(res, "InterruptFunction")
         if isinstance(p, dict)
         for s in p.get("Statement", [])
         if s.get("Sid") == "PutItemsOfBackoffAttributesOnly"
@@ -1605,7 +1614,7 @@ def test_only_the_drain_and_interrupt_functions_complete_lifecycle_actions_on_th
     }
     drain_reads = [
         a
-        for p in res["DrainFunction"]["Properties"]["Policies"]
+        for p in role_policies(res, "DrainFunction")
         if isinstance(p, dict)
         for s in p.get("Statement", [])
         for a in s["Action"]

@@ -37,6 +37,17 @@ FUNCTIONS = of_type("AWS::Serverless::Function")
 STATE_MACHINES = of_type("AWS::Serverless::StateMachine")
 
 
+def function_policies(function: str) -> list[Any]:
+    """A function's policies as a SAM function's Policies lists them, read from the role the template
+    writes for it (<Function>Role, which the function names as its Role): the managed policies it
+    attaches, then each inline policy's document."""
+    assert FUNCTIONS[function]["Role"] == {"Fn::GetAtt": [f"{function}Role", "Arn"]}, function
+    role = RESOURCES[f"{function}Role"]["Properties"]
+    return list(role.get("ManagedPolicyArns") or []) + [
+        p["PolicyDocument"] for p in role.get("Policies") or []
+    ]
+
+
 def references(value: Any) -> set[str]:
     """Logical ids a template value points at (Ref, GetAtt, ${X} / ${X.Attr} in Sub)."""
     found: set[str] = set()
@@ -176,6 +187,8 @@ def all_statements() -> list[dict[str, Any]]:
         for policy in (resource.get("Properties") or {}).get("Policies") or []:
             if isinstance(policy, dict) and "Statement" in policy:
                 found += policy["Statement"]
+            if resource.get("Type") == "AWS::IAM::Role":
+                found += policy["PolicyDocument"]["Statement"]
     return found
 
 
@@ -277,7 +290,7 @@ def table_actions(function: str) -> dict[str, set[str]]:
     table's (test_each_function_fed_by_a_mapping_may_read_its_own_source_and_nothing_else)."""
     out: dict[str, set[str]] = {}
     stream = POLLER_ACTIONS["AWS::DynamoDB::Table"]
-    for policy in FUNCTIONS[function].get("Policies") or []:
+    for policy in function_policies(function):
         for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
             granted = {a for a in actions(statement) if a.startswith("dynamodb:")} - stream
             for table in references(statement.get("Resource")) if granted else ():
@@ -286,7 +299,7 @@ def table_actions(function: str) -> dict[str, set[str]]:
 
 
 def crud_tables(function: str) -> set[str]:
-    policies = FUNCTIONS[function].get("Policies") or []
+    policies = function_policies(function)
     return {next(iter(references(p["DynamoDBCrudPolicy"]))) for p in policies if "DynamoDBCrudPolicy" in p}
 
 
@@ -355,8 +368,8 @@ def test_the_snapshots_table_is_read_only_as_its_store_reads_it() -> None:
     those two on the table alone."""
     templated = sorted(
         name
-        for name, function in FUNCTIONS.items()
-        for policy in function.get("Policies") or []
+        for name in FUNCTIONS
+        for policy in function_policies(name)
         if isinstance(policy, dict) and "DynamoDBReadPolicy" in policy
     )
     assert templated == []
@@ -700,7 +713,7 @@ def function_actions(function: str) -> set[str]:
     """Every action a function's role is granted: its inline statements and the managed policies it
     names."""
     granted: set[str] = set()
-    for policy in EXPANDED[function]["Properties"].get("Policies") or []:
+    for policy in function_policies(function):
         if isinstance(policy, dict) and "Statement" in policy:
             granted |= {a for s in policy["Statement"] for a in actions(s)}
         for logical in references(policy) if isinstance(policy, dict) else set():
@@ -731,7 +744,7 @@ def test_the_functions_that_read_groups_may_read_their_launch_settings_and_no_ot
 def function_statements(function: str) -> list[dict[str, Any]]:
     """Every statement a function's role is granted: inline, and in the managed policies it names."""
     found: list[dict[str, Any]] = []
-    for policy in EXPANDED[function]["Properties"].get("Policies") or []:
+    for policy in function_policies(function):
         if isinstance(policy, dict) and "Statement" in policy:
             found += policy["Statement"]
         for logical in references(policy) if isinstance(policy, dict) else set():
@@ -1011,7 +1024,13 @@ def role_statements(function: str) -> list[dict[str, Any]]:
 def granted_cloud_actions(function: str) -> set[str]:
     """What the role may do on Auto Scaling, EC2 and EKS (eks:DescribeCluster apart: the Kubernetes
     client's, ClusterAccessPolicy) and iam:CreateServiceLinkedRole."""
-    granted = {a for s in role_statements(function) if s.get("Effect") == "Allow" for a in actions(s)}
+    lambdas = statements(EXPANDED["FunctionNetworkInterfacesPolicy"])  # Lambda's calls for a VPC function
+    granted = {
+        a
+        for s in role_statements(function)
+        if s.get("Effect") == "Allow" and s not in lambdas
+        for a in actions(s)
+    }
     return {a for a in granted if a.startswith(CLOUD_PREFIXES)} - {"eks:DescribeCluster"}
 
 
@@ -1607,3 +1626,116 @@ def test_only_spillways_rules_can_put_a_notice_in_the_interrupt_queue() -> None:
     other_rule = "arn:aws:events:us-east-1:123456789012:rule/someone-elses"
     assert not _queue_policy_allows(statements, principal=events, source=other_rule, identity=False)
     assert not _queue_policy_allows(statements, principal=events, source=other_rule, identity=True)
+
+
+# --- the AWS managed policies SAM attaches to the roles it makes ------------------------------------
+#
+# samtranslator (1.115, model/sam_resources.py SamFunction._construct_role) gives the role it makes for a
+# function, besides the Policies: AWSLambdaBasicExecutionRole always, AWSXrayWriteOnlyAccess when Tracing
+# is set and not Disabled, and AWSLambdaVPCAccessExecutionRole whenever VpcConfig is set at all: the
+# Globals' `!If [InVpc, ..., !Ref AWS::NoValue]` is set even when it comes to no value (SAM tests the
+# property as written, not what CloudFormation resolves). For a state machine
+# (model/stepfunctions/generators.py) only AWSXrayWriteOnlyAccess, when Tracing is Enabled. It makes no
+# role, and attaches nothing, for a resource that names its own Role. As the AWS Managed Policy
+# Reference prints them, AWSLambdaBasicExecutionRole grants logs:CreateLogGroup, logs:CreateLogStream and
+# logs:PutLogEvents on "*" (every log group of the account), AWSLambdaVPCAccessExecutionRole the same
+# and ec2:CreateNetworkInterface, DeleteNetworkInterface, DescribeNetworkInterfaces, DescribeSubnets,
+# AssignPrivateIpAddresses and UnassignPrivateIpAddresses on "*".
+SAM_FUNCTION_GLOBALS: dict[str, Any] = (TEMPLATE.get("Globals") or {}).get("Function") or {}
+# The AWS managed policies a role may hold, and why: X-Ray's write actions (PutTraceSegments,
+# PutTelemetryRecords, GetSampling*) take no resource type (Service Authorization Reference, AWS X-Ray),
+# so "*" grants no more than they are; the functions and state machines trace (Tracing).
+ALLOWED_AWS_MANAGED = {"AWSXrayWriteOnlyAccess"}
+AWS_MANAGED = re.compile(r"^arn:(?:aws|\$\{AWS::Partition\}):iam::aws:policy/(?:service-role/)?(.+)$")
+
+
+def sam_attached(logical: str) -> set[str]:
+    """The AWS managed policies SAM attaches to the role it makes for a function or state machine."""
+    resource = EXPANDED[logical]
+    if resource["Type"] == "AWS::Serverless::StateMachine":
+        props = resource["Properties"]
+        traced = (props.get("Tracing") or {}).get("Enabled") is True
+        return {"AWSXrayWriteOnlyAccess"} if traced and "Role" not in props else set()
+    props = {**SAM_FUNCTION_GLOBALS, **resource["Properties"]}
+    if "Role" in props:
+        return set()
+    attached = {"AWSLambdaBasicExecutionRole"}
+    if props.get("Tracing") and props["Tracing"] != "Disabled":
+        attached.add("AWSXrayWriteOnlyAccess")
+    if props.get("VpcConfig"):
+        attached.add("AWSLambdaVPCAccessExecutionRole")
+    events = (props.get("Events") or {}).values()
+    return attached | {
+        SAM_PULL_EVENT_POLICIES[e["Type"]] for e in events if e["Type"] in SAM_PULL_EVENT_POLICIES
+    }
+
+
+def aws_managed_held(logical: str) -> set[str]:
+    """What a role holds of AWS's managed policies: SAM's, and those the template's own role names."""
+    role = EXPANDED.get(f"{logical}Role") or {}
+    named = set()
+    for arn in (role.get("Properties") or {}).get("ManagedPolicyArns") or []:
+        match = AWS_MANAGED.match(sub_text(arn)) if isinstance(arn, str) or "Fn::Sub" in arn else None
+        named |= {match.group(1)} if match else set()
+    return sam_attached(logical) | named
+
+
+@pytest.mark.parametrize("logical", sorted({*FUNCTIONS, *STATE_MACHINES}))
+def test_no_role_holds_an_aws_managed_policy_granting_on_every_resource_what_takes_a_resource(
+    logical: str,
+) -> None:
+    """SAM gave each function's role AWSLambdaBasicExecutionRole, logs on every log group of the
+    account, though each function logs to its own group only; and AWSLambdaVPCAccessExecutionRole,
+    ENI actions on "*", even with no SubnetIds, the functions out of any VPC."""
+    assert aws_managed_held(logical) == ALLOWED_AWS_MANAGED
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_a_functions_role_may_write_its_own_log_group_and_no_other(function: str) -> None:
+    """Lambda writes a function's logs to the group its LoggingConfig names with the function's role:
+    streams and events there alone (the group's Arn ends in :*, its streams). The template creates the
+    group, so the role needs no logs:CreateLogGroup; SAM's AWSLambdaBasicExecutionRole granted all
+    three on every log group of the account."""
+    group = FUNCTIONS[function]["LoggingConfig"]["LogGroup"]["Ref"]
+    assert EXPANDED[group]["Type"] == "AWS::Logs::LogGroup"
+    logs = [
+        (actions(s), s["Resource"], s["Effect"])
+        for s in role_statements(function)
+        if any(a.startswith("logs:") for a in actions(s))
+    ]
+    assert logs == [({"logs:CreateLogStream", "logs:PutLogEvents"}, {"Fn::GetAtt": [group, "Arn"]}, "Allow")]
+
+
+# What Lambda calls with a VPC function's role to give it network interfaces in its subnets (Lambda
+# Developer Guide, "Giving Lambda functions access to resources in an Amazon VPC"): the ec2 actions of
+# AWSLambdaVPCAccessExecutionRole, as the AWS Managed Policy Reference prints it.
+VPC_FUNCTION_ACTIONS = {
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+}
+
+
+def test_the_functions_may_manage_network_interfaces_exactly_when_they_run_in_a_vpc() -> None:
+    """With SubnetIds the functions run in the VPC, and Lambda refuses to create one whose role may not
+    create its network interfaces; without, no role may touch a network interface (SAM's
+    AWSLambdaVPCAccessExecutionRole granted it whatever SubnetIds was)."""
+    [condition, _, absent] = SAM_FUNCTION_GLOBALS["VpcConfig"]["Fn::If"]
+    assert absent == {"Ref": "AWS::NoValue"}
+    policy = EXPANDED["FunctionNetworkInterfacesPolicy"]
+    assert policy["Condition"] == condition
+    assert [(actions(s), s["Resource"], s["Effect"]) for s in statements(policy)] == [
+        (VPC_FUNCTION_ACTIONS, "*", "Allow")
+    ]
+    attached = {"Fn::If": [condition, {"Ref": "FunctionNetworkInterfacesPolicy"}, {"Ref": "AWS::NoValue"}]}
+    for function in FUNCTIONS:
+        assert "VpcConfig" not in FUNCTIONS[function], function  # the Globals' own, as the condition says
+        arns = function_policies(function)
+        assert attached in arns, function
+        # none of the interface actions otherwise (the scale function's gang launch reads subnets' zones)
+        interfaces = VPC_FUNCTION_ACTIONS - {"ec2:DescribeSubnets"}
+        others = [s for s in role_statements(function) if actions(s) & interfaces]
+        assert others == statements(policy), function
