@@ -186,6 +186,53 @@ def test_paging_returns_every_pod_exactly_once_from_one_snapshot(api: KubeApiSer
     assert int(fresh.metadata.resource_version) > int(versions.pop())
 
 
+def _raw(answer: Any) -> dict[str, Any]:
+    """The JSON an official client call asked with ``_preload_content=False`` was answered."""
+    doc: dict[str, Any] = json.loads(answer.data)
+    return doc
+
+
+def test_the_items_of_a_built_in_kinds_list_carry_no_kind_or_api_version(
+    api: KubeApiServer, client: ApiClient, core: CoreV1Api
+) -> None:
+    """The API server encodes a built-in kind's list with its items' TypeMeta empty: ``apiVersion`` and
+    ``kind`` are on the list alone (kubernetes/kubernetes#3030, #63676; the python client's items read
+    ``kind`` None, kubernetes-client/python#745). A get, and every write, answers them. A custom
+    resource's items are unstructured objects and keep both, as the version listed names them."""
+    api.add(node("n1"))
+    api.add(pod("p1", node="n1"))
+    api.add({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {}}})
+    lists = {
+        "NodeList": core.list_node(_preload_content=False),
+        "PodList": core.list_pod_for_all_namespaces(_preload_content=False),
+        "NamespaceList": core.list_namespace(_preload_content=False),
+        "PriorityClassList": CustomObjectsApi(client).list_cluster_custom_object(
+            "scheduling.k8s.io", "v1", "priorityclasses", _preload_content=False
+        ),
+        "JobList": CustomObjectsApi(client).list_cluster_custom_object(
+            "batch", "v1", "jobs", _preload_content=False
+        ),
+    }
+    for list_kind, answer in lists.items():
+        doc = _raw(answer)
+        assert doc["kind"] == list_kind and doc["apiVersion"]
+        assert doc["items"], list_kind
+        assert all(not {"apiVersion", "kind"} & set(item) for item in doc["items"]), list_kind
+    got = _raw(core.read_node("n1", _preload_content=False))
+    assert (got["apiVersion"], got["kind"]) == ("v1", "Node")
+    custom = CustomObjectsApi(client)
+    custom.create_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", "default", "podgroups",
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "g"},
+         "spec": {"minMember": 2}},
+    )  # fmt: skip
+    listed = _raw(custom.list_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", "default", "podgroups", _preload_content=False
+    ))  # fmt: skip
+    typed = [(i["apiVersion"], i["kind"]) for i in listed["items"]]
+    assert typed == [("scheduling.x-k8s.io/v1alpha1", "PodGroup")]
+
+
 def test_an_expired_continue_token_answers_410(api: KubeApiServer, core: CoreV1Api) -> None:
     for i in range(30):
         api.add(pod(f"p-{i}"))

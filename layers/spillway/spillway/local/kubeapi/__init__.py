@@ -94,7 +94,9 @@ What it serves (JSON only)
   server, ``Node.spec.taints`` is an *atomic* list: a strategic merge patch carrying taints replaces
   the whole list (read, modify, and send the full list with the ``resourceVersion`` to be safe).
   Server-side apply answers 415.
-* Lists: ``limit``/``continue`` paging over a snapshot taken when the list started (every page reports
+* Lists: a built-in kind's items carry no ``apiVersion`` and ``kind`` (the list does), as the API server
+  encodes them; a custom resource's items keep both. ``limit``/``continue`` paging over a snapshot taken
+  when the list started (every page reports
   that snapshot's resourceVersion; ``remainingItemCount`` when no selector was given); the token is
   opaque, snapshots (one per paged list) are kept in a bounded LRU (``max_snapshots``), and a token whose snapshot is gone
   or that :meth:`Faults.expire_continue_tokens` expired answers 410 ``Expired``. ``labelSelector``

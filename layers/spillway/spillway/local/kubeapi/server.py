@@ -326,8 +326,10 @@ class _Router:
         if result.remaining is not None:
             meta["remainingItemCount"] = result.remaining
         head = dumps({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta})
-        # the items are serialised once per object and joined, not re-serialised per page
-        text = head[:-1] + ',"items":[' + ",".join(e.text() for e in result.items) + "]}"
+        # the items are serialised once per object and joined, not re-serialised per page; a built-in
+        # kind's items carry no apiVersion and kind (Entry.item_text)
+        items = ",".join(e.item_text(rt.custom) for e in result.items)
+        text = head[:-1] + ',"items":[' + items + "]}"
         return _Response(200, text)
 
     def _item(

@@ -91,12 +91,15 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_TYPE_META = ("apiVersion", "kind")
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
 class Entry:
-    """A stored object and its JSON text, serialised once on first need."""
+    """A stored object and its JSON text as an item of a list, serialised once on first need."""
 
     __slots__ = ("_text", "obj")
 
@@ -104,9 +107,14 @@ class Entry:
         self.obj = obj
         self._text: str | None = None
 
-    def text(self) -> str:
+    def item_text(self, typed: bool) -> str:
+        """The object as a list's item. A built-in kind's list is encoded with its items' TypeMeta
+        empty: ``apiVersion`` and ``kind`` only on the list (kubernetes/kubernetes#3030); a custom
+        resource's items are unstructured objects and keep both (``typed``). An entry is only ever
+        listed one way (its kind's), so one text is kept."""
         if self._text is None:
-            self._text = dumps(self.obj)
+            shown = self.obj if typed else {k: v for k, v in self.obj.items() if k not in _TYPE_META}
+            self._text = dumps(shown)
         return self._text
 
 
