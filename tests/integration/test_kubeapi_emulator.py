@@ -264,17 +264,33 @@ def test_fail_next_answers_two_500s_then_succeeds(api: KubeApiServer, core: Core
     assert [r.status for r in api.requests if r.path == "/api/v1/nodes"] == [500, 500, 200]
 
 
-def test_injected_429_carries_retry_after_and_only_hits_its_prefix(
+def test_injected_429_is_priority_and_fairness_refusal_and_only_hits_its_prefix(
     api: KubeApiServer, core: CoreV1Api
 ) -> None:
+    """API Priority and Fairness (and the max-in-flight limiter) refuse a request before any handler
+    runs: ``http.Error`` with plain text, ``Retry-After`` and the matched flow schema's and priority
+    level's UIDs (k8s.io/apiserver pkg/server/filters priority-and-fairness.go ``setResponseHeaders``,
+    ``tooManyRequests``), no Status body."""
     api.faults.fail_next(1, status=429, path_prefix="/api/v1/nodes")
     assert core.list_namespaced_pod("default").items == []  # other paths are untouched
     with pytest.raises(ApiException) as caught:
         core.create_node(node("n1"))
     assert caught.value.status == 429
-    assert caught.value.headers["Retry-After"] == "1"
-    assert error_body(caught.value)["reason"] == "TooManyRequests"
+    headers = caught.value.headers
+    assert headers["Retry-After"] == "1"
+    assert headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["X-Kubernetes-PF-FlowSchema-UID"] and headers["X-Kubernetes-PF-PriorityLevel-UID"]
+    body = caught.value.body
+    text = body.decode() if isinstance(body, bytes) else body
+    assert text == "Too many requests, please try again later.\n"
     assert api.get("Node", "n1") is None
+    # a 429 the API's own handlers write (given its words) is a Status, as any error of theirs
+    api.faults.fail_next(1, status=429, path_prefix="/api/v1/nodes", message="storage is (re)initializing")
+    with pytest.raises(ApiException) as caught:
+        core.create_node(node("n1"))
+    assert error_body(caught.value)["reason"] == "TooManyRequests"
+    assert caught.value.headers["Retry-After"] == "1"
     # urllib3 under the official client retries a GET answered 429 with Retry-After by itself
     api.faults.fail_next(1, status=429, path_prefix="/api/v1/nodes")
     assert core.list_node().items == []

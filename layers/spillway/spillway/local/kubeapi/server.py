@@ -78,10 +78,14 @@ class Faults:
         message: str | None = None,
     ) -> None:
         """The next ``n`` requests whose path starts with ``path_prefix`` (and whose method is ``method``,
-        when given) are answered ``status`` with a Status body; 429 also carries ``Retry-After: 1``.
-        ``retry_after``: the Status's ``details.retryAfterSeconds`` and the ``Retry-After`` header, as the
-        API server writes them for any status that carries one (a 500 ``ServerTimeout``, a 504).
-        ``message``: the Status's message instead of the injected fault's own words."""
+        when given) are answered ``status`` with a Status body. A 429 without ``message`` is API
+        Priority and Fairness refusing the request: a plain-text body, no Status, ``Retry-After`` (1, or
+        ``retry_after``) and the ``X-Kubernetes-PF-*`` headers; with ``message`` it is a Status, as the
+        API's own handlers write one (the cacher's "storage is (re)initializing"), with
+        ``Retry-After: 1``. ``retry_after``: the Status's ``details.retryAfterSeconds`` and the
+        ``Retry-After`` header, as the API server writes them for any status that carries one (a 500
+        ``ServerTimeout``, a 504). ``message``: the Status's message instead of the injected fault's
+        own words."""
         if n > 0:
             verb = method.upper() if method else None
             with self._lock:
@@ -145,6 +149,25 @@ def _page_not_found() -> KubeApiError:
 
 def _method_not_allowed() -> KubeApiError:
     return KubeApiError(405, "the server does not allow this method on the requested resource")
+
+
+# the UIDs of the FlowSchema and PriorityLevelConfiguration API Priority and Fairness classified a request
+# by (a cluster's own; these stand for the suggested ``global-default`` ones)
+_PF_HEADERS = {
+    "X-Kubernetes-PF-FlowSchema-UID": "5a3b4c1e-0f6d-4c5e-9b1a-6f1d2e3c4b5a",
+    "X-Kubernetes-PF-PriorityLevel-UID": "8c2d7e9f-1a3b-4c5d-8e6f-7a8b9c0d1e2f",
+}
+
+
+def _throttled(retry_after: int | None) -> _Response:
+    """API Priority and Fairness refusing a request before any handler runs (k8s.io/apiserver
+    pkg/server/filters priority-and-fairness.go: ``setResponseHeaders``, then ``tooManyRequests``, which
+    writes ``Retry-After`` and ``http.Error``'s plain text): no Status body, as the max-in-flight limiter
+    answers too."""
+    headers = {"Retry-After": str(retry_after or 1), "X-Content-Type-Options": "nosniff", **_PF_HEADERS}
+    return _Response(
+        429, "Too many requests, please try again later.\n", "text/plain; charset=utf-8", headers=headers
+    )
 
 
 class _Router:
@@ -654,6 +677,8 @@ class KubeApiServer:
             time.sleep(pause)
         try:
             injected = self.faults._take_failure(method, path)
+            if injected is not None and injected[0] == 429 and injected[2] is None:
+                return _throttled(injected[1])
             if injected is not None:
                 raise fault(*injected)
             if self.require_token is not None and token != self.require_token:
