@@ -3710,6 +3710,50 @@ def test_an_evictions_uid_precondition_is_checked_at_the_deletion_after_the_budg
     assert kept is not None and "deletionTimestamp" not in kept["metadata"]
 
 
+def test_an_eviction_refused_by_its_precondition_still_spends_its_budget_for_two_minutes() -> None:
+    """checkAndDecrement records the pod in the budget's ``status.disruptedPods`` before the deletion
+    checks the preconditions (pkg/registry/core/pod/storage/eviction.go), and the disruption controller
+    counts a pod recorded there, not being deleted, as unhealthy until ``DeletionTimeout`` (2 minutes)
+    has passed (pkg/controller/disruption/disruption.go ``countHealthyPods``, ``buildDisruptedPodMap``).
+    So an eviction answered 409 for a stale uid leaves its budget spent that long. A pod evicted is
+    dropped from the record once it is being deleted; a dry run records nothing."""
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    with KubeApiServer(clock=lambda: now[0]) as api, api.api_client() as client:
+        core, policy = CoreV1Api(client), PolicyV1Api(client)
+        api.kubelet_exit_delay = 3600  # evicted pods stay listed, terminating
+        owner = workload(api, "ReplicaSet", "web-5d9c", 3, {"app": "web"})
+        for i in range(3):
+            running_ready(api, f"web-{i}", owner)
+        api.add(pdb("web", {"app": "web"}, minAvailable=2))
+
+        def budget() -> tuple[int, int, dict[str, Any]]:
+            status = policy.read_namespaced_pod_disruption_budget("web", "default").status
+            return status.current_healthy, status.disruptions_allowed, dict(status.disrupted_pods or {})
+
+        assert budget() == (3, 1, {})
+        core.create_namespaced_pod_eviction(  # a dry run spends nothing
+            "web-2", "default", {"apiVersion": "policy/v1", "kind": "Eviction",
+                                  "metadata": {"name": "web-2"}, "deleteOptions": {"dryRun": ["All"]}},
+        )  # fmt: skip
+        assert budget() == (3, 1, {})
+        stale = V1DeleteOptions(preconditions=V1Preconditions(uid="the-pod-listed-before"))
+        with pytest.raises(ApiException) as replaced:
+            evict_with(core, "web-0", stale)
+        assert replaced.value.status == 409
+        healthy, allowed, recorded = budget()
+        assert (healthy, allowed, list(recorded)) == (2, 0, ["web-0"])
+        with pytest.raises(ApiException) as held:
+            evict_with(core, "web-1")
+        assert held.value.status == 429
+        now[0] += timedelta(seconds=119)
+        assert budget()[:2] == (2, 0)
+        now[0] += timedelta(seconds=2)  # DeletionTimeout has passed: the controller drops the record
+        assert budget() == (3, 1, {})
+        evict_with(core, "web-1")
+        assert terminating(api, "web-1")
+        assert budget() == (2, 0, {})  # web-1 is being deleted: unhealthy, and no longer recorded
+
+
 # --- labels ----------------------------------------------------------------------------------------
 
 LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"

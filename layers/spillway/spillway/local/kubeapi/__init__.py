@@ -119,7 +119,10 @@ What it serves (JSON only)
   ``DisruptionAllowed`` condition) is computed on every read from the pods (healthy: Ready and not
   terminating) and, for ``maxUnavailable`` or a percentage ``minAvailable``, from the scale
   (``spec.replicas``) of the pods' controllers, a custom kind's through its scale subresource (a
-  PyTorchJob counts its Worker replicas); see :mod:`.disruption` for the arithmetic.
+  PyTorchJob counts its Worker replicas); see :mod:`.disruption` for the arithmetic. An eviction a
+  budget lets go records the pod in its ``disruptedPods`` before the deletion checks the preconditions:
+  a pod recorded there and not being deleted (the deletion failed: 409) is not healthy for two minutes
+  (the disruption controller's ``DeletionTimeout``), so such an eviction keeps its budget spent that long.
 * Graceful deletion of Pods (see :mod:`.deletion`): deleting (or evicting) a scheduled pod that is not
   ``Succeeded``/``Failed`` sets ``deletionTimestamp`` (now plus the grace period) and
   ``deletionGracePeriodSeconds`` (the DeleteOptions', else ``terminationGracePeriodSeconds``, 30 by
@@ -210,10 +213,8 @@ RBAC, finalizers and garbage collection (deleting a Node leaves its pods), ``res
 run: no pods are created or replaced; the disruption controller's arithmetic is computed on read, but
 not its ``UnmanagedPods`` and ``NotDeleted`` events nor its last good numbers after a failed sync), the
 kubelet beyond two steps (pods run only when you ``bind`` them or write their status; a terminating
-pod is removed after ``kubelet_exit_delay``, whatever its node), the ``disruptedPods`` the eviction
-subresource records in PDB status (a budget's numbers come from the pods alone, and a terminating pod
-already counts as not healthy), the stale ``DisruptionTarget`` condition the disruption controller
-resets, and ``observedGeneration`` lagging behind a budget's ``generation`` (the eviction's "still
+pod is removed after ``kubelet_exit_delay``, whatever its node), the stale ``DisruptionTarget``
+condition the disruption controller resets, and ``observedGeneration`` lagging behind a budget's ``generation`` (the eviction's "still
 being processed" 429).
 """
 
