@@ -300,6 +300,54 @@ def test_injected_429_is_priority_and_fairness_refusal_and_only_hits_its_prefix(
     ]
 
 
+@pytest.mark.parametrize(
+    ("call", "message", "details"),
+    [
+        (
+            lambda core: core.list_pod_for_all_namespaces(),
+            'pods is forbidden: User "spillway" cannot list resource "pods" in API group "" at the cluster '
+            "scope",
+            {"kind": "pods"},
+        ),
+        (
+            lambda core: evict(core, "web-0", "shop"),
+            'pods "web-0" is forbidden: User "spillway" cannot create resource "pods/eviction" in API group '
+            '"" in the namespace "shop"',
+            {"name": "web-0", "kind": "pods"},
+        ),
+        (
+            lambda core: core.patch_node("n1", {"spec": {"unschedulable": True}}),
+            'nodes "n1" is forbidden: User "spillway" cannot patch resource "nodes" in API group "" at the '
+            "cluster scope",
+            {"name": "n1", "kind": "nodes"},
+        ),
+        (
+            lambda core: CustomObjectsApi(core.api_client).list_namespaced_custom_object(
+                "autoscaling.x-k8s.io", "v1beta1", "ml", "capacitybuffers"
+            ),
+            'capacitybuffers.autoscaling.x-k8s.io is forbidden: User "spillway" cannot list resource '
+            '"capacitybuffers" in API group "autoscaling.x-k8s.io" in the namespace "ml"',
+            {"group": "autoscaling.x-k8s.io", "kind": "capacitybuffers"},
+        ),
+    ],
+    ids=["list", "eviction", "patch", "custom-list"],
+)
+def test_an_injected_403_is_rbacs_refusal_of_the_request(
+    api: KubeApiServer, core: CoreV1Api, call: Any, message: str, details: dict[str, str]
+) -> None:
+    """RBAC's refusal (k8s.io/apiserver pkg/endpoints/handlers/responsewriters errors.go ``Forbidden``,
+    ``forbiddenMessage``): a Forbidden Status naming the user, the verb, the resource (and subresource),
+    its API group and the namespace or cluster scope; ``details`` name the resource (no subresource),
+    its group and the object, as ``errors.NewForbidden`` writes them."""
+    api.faults.fail_next(1, status=403)
+    with pytest.raises(ApiException) as caught:
+        call(core)
+    assert caught.value.status == 403
+    assert caught.value.headers["X-Content-Type-Options"] == "nosniff"
+    body = error_body(caught.value)
+    assert (body["reason"], body["message"], body["details"]) == ("Forbidden", message, details)
+
+
 def test_delay_slows_only_its_prefix_until_cleared(api: KubeApiServer, core: CoreV1Api) -> None:
     api.faults.delay(0.5, path_prefix="/api/v1/nodes")
     started = time.monotonic()

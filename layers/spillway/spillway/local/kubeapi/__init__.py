@@ -196,7 +196,9 @@ What it serves (JSON only)
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
 * Faults (:class:`Faults`): ``fail_next(n, status, path_prefix, retry_after=...)``, ``delay(seconds, path_prefix)``,
   ``expire_continue_tokens()``; :attr:`KubeApiServer.requests` logs method, path, query, status, token.
-  An injected 429 is API Priority and Fairness's refusal: plain text, no Status, ``Retry-After``.
+  An injected 429 is API Priority and Fairness's refusal: plain text, no Status, ``Retry-After``; an
+  injected 403 is RBAC's, naming the user ``spillway``, the request's verb, resource, group and scope.
+  Either given a ``message`` is a plain Status with those words.
 
 Not modelled
 ------------

@@ -20,7 +20,7 @@ from spillway.local.kubeapi import resources
 from spillway.local.kubeapi.patch import clone
 from spillway.local.kubeapi.resources import PODS, ResourceType
 from spillway.local.kubeapi.selectors import parse_field_selector, parse_label_selector
-from spillway.local.kubeapi.status import KubeApiError, bad_request, fault, status_object
+from spillway.local.kubeapi.status import KubeApiError, bad_request, fault, forbidden, status_object
 from spillway.local.kubeapi.store import Store, dumps
 
 if TYPE_CHECKING:
@@ -84,8 +84,9 @@ class Faults:
         API's own handlers write one (the cacher's "storage is (re)initializing"), with
         ``Retry-After: 1``. ``retry_after``: the Status's ``details.retryAfterSeconds`` and the
         ``Retry-After`` header, as the API server writes them for any status that carries one (a 500
-        ``ServerTimeout``, a 504). ``message``: the Status's message instead of the injected fault's
-        own words."""
+        ``ServerTimeout``, a 504). A 403 without ``message`` is RBAC refusing the request: the
+        Forbidden Status ``responsewriters.Forbidden`` writes for it, naming :data:`RBAC_USER`.
+        ``message``: the Status's message instead of the injected fault's own words."""
         if n > 0:
             verb = method.upper() if method else None
             with self._lock:
@@ -168,6 +169,66 @@ def _throttled(retry_after: int | None) -> _Response:
     return _Response(
         429, "Too many requests, please try again later.\n", "text/plain; charset=utf-8", headers=headers
     )
+
+
+#: the user an injected 403 names (a cluster names the one its authenticator mapped the credentials to)
+RBAC_USER = "spillway"
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+@dataclass(frozen=True)
+class _Attributes:
+    """What the authorizer is asked of a request (k8s.io/apiserver pkg/endpoints/request
+    requestinfo.go ``NewRequestInfo``)."""
+
+    verb: str
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+
+    @classmethod
+    def of(cls, method: str, path: str, query: Mapping[str, str]) -> _Attributes | None:
+        """The request's attributes; None for a path that names no resource (``/apis``, ``/version``)."""
+        parts = [unquote(p) for p in path.strip("/").split("/")]
+        if parts[:1] == ["api"] and len(parts) >= 3:
+            group, rest = "", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 4:
+            group, rest = parts[1], parts[3:]
+        else:
+            return None
+        namespace = ""
+        if rest[0] == "namespaces" and len(rest) > 1:
+            namespace = rest[1]
+            if len(rest) > 2 and rest[2] not in ("status", "finalize"):
+                rest = rest[2:]
+        name = rest[1] if len(rest) > 1 else ""
+        verb = _VERBS.get(method, method.lower())
+        if not name and verb == "get":
+            verb = "watch" if query.get("watch") in ("true", "1") else "list"
+        if not name and verb == "delete":
+            verb = "deletecollection"
+        return cls(verb, group, rest[0], rest[2] if len(rest) > 2 else "", namespace, name)
+
+
+def _rbac_refusal(method: str, path: str, query: Mapping[str, str]) -> KubeApiError:
+    """RBAC refusing the request (k8s.io/apiserver pkg/endpoints/handlers/responsewriters errors.go
+    ``Forbidden`` and ``forbiddenMessage``, then ``errors.NewForbidden``): the user, the verb, the
+    resource with its subresource, its API group, the namespace or the cluster scope; the details name the
+    resource (without its subresource), its group and the object."""
+    found = _Attributes.of(method, path, query)
+    if found is None:
+        why = f'User "{RBAC_USER}" cannot {_VERBS.get(method, method.lower())} path "{path}"'
+        error = KubeApiError(403, f"forbidden: {why}", empty_details=True)
+    else:
+        resource = f"{found.resource}/{found.subresource}" if found.subresource else found.resource
+        scope = f'in the namespace "{found.namespace}"' if found.namespace else "at the cluster scope"
+        why = f'User "{RBAC_USER}" cannot {found.verb} resource "{resource}" in API group "{found.group}" {scope}'
+        qualified = f"{found.resource}.{found.group}" if found.group else found.resource
+        error = forbidden(qualified, found.name, why)
+    error.extra_headers["X-Content-Type-Options"] = "nosniff"
+    return error
 
 
 class _Router:
@@ -679,6 +740,8 @@ class KubeApiServer:
             injected = self.faults._take_failure(method, path)
             if injected is not None and injected[0] == 429 and injected[2] is None:
                 return _throttled(injected[1])
+            if injected is not None and injected[0] == 403 and injected[2] is None:
+                raise _rbac_refusal(method, path, query)
             if injected is not None:
                 raise fault(*injected)
             if self.require_token is not None and token != self.require_token:
