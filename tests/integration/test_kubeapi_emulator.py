@@ -186,6 +186,53 @@ def test_paging_returns_every_pod_exactly_once_from_one_snapshot(api: KubeApiSer
     assert int(fresh.metadata.resource_version) > int(versions.pop())
 
 
+def _raw(answer: Any) -> dict[str, Any]:
+    """The JSON an official client call asked with ``_preload_content=False`` was answered."""
+    doc: dict[str, Any] = json.loads(answer.data)
+    return doc
+
+
+def test_the_items_of_a_built_in_kinds_list_carry_no_kind_or_api_version(
+    api: KubeApiServer, client: ApiClient, core: CoreV1Api
+) -> None:
+    """The API server encodes a built-in kind's list with its items' TypeMeta empty: ``apiVersion`` and
+    ``kind`` are on the list alone (kubernetes/kubernetes#3030, #63676; the python client's items read
+    ``kind`` None, kubernetes-client/python#745). A get, and every write, answers them. A custom
+    resource's items are unstructured objects and keep both, as the version listed names them."""
+    api.add(node("n1"))
+    api.add(pod("p1", node="n1"))
+    api.add({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {}}})
+    lists = {
+        "NodeList": core.list_node(_preload_content=False),
+        "PodList": core.list_pod_for_all_namespaces(_preload_content=False),
+        "NamespaceList": core.list_namespace(_preload_content=False),
+        "PriorityClassList": CustomObjectsApi(client).list_cluster_custom_object(
+            "scheduling.k8s.io", "v1", "priorityclasses", _preload_content=False
+        ),
+        "JobList": CustomObjectsApi(client).list_cluster_custom_object(
+            "batch", "v1", "jobs", _preload_content=False
+        ),
+    }
+    for list_kind, answer in lists.items():
+        doc = _raw(answer)
+        assert doc["kind"] == list_kind and doc["apiVersion"]
+        assert doc["items"], list_kind
+        assert all(not {"apiVersion", "kind"} & set(item) for item in doc["items"]), list_kind
+    got = _raw(core.read_node("n1", _preload_content=False))
+    assert (got["apiVersion"], got["kind"]) == ("v1", "Node")
+    custom = CustomObjectsApi(client)
+    custom.create_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", "default", "podgroups",
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "g"},
+         "spec": {"minMember": 2}},
+    )  # fmt: skip
+    listed = _raw(custom.list_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", "default", "podgroups", _preload_content=False
+    ))  # fmt: skip
+    typed = [(i["apiVersion"], i["kind"]) for i in listed["items"]]
+    assert typed == [("scheduling.x-k8s.io/v1alpha1", "PodGroup")]
+
+
 def test_an_expired_continue_token_answers_410(api: KubeApiServer, core: CoreV1Api) -> None:
     for i in range(30):
         api.add(pod(f"p-{i}"))
@@ -217,17 +264,33 @@ def test_fail_next_answers_two_500s_then_succeeds(api: KubeApiServer, core: Core
     assert [r.status for r in api.requests if r.path == "/api/v1/nodes"] == [500, 500, 200]
 
 
-def test_injected_429_carries_retry_after_and_only_hits_its_prefix(
+def test_injected_429_is_priority_and_fairness_refusal_and_only_hits_its_prefix(
     api: KubeApiServer, core: CoreV1Api
 ) -> None:
+    """API Priority and Fairness (and the max-in-flight limiter) refuse a request before any handler
+    runs: ``http.Error`` with plain text, ``Retry-After`` and the matched flow schema's and priority
+    level's UIDs (k8s.io/apiserver pkg/server/filters priority-and-fairness.go ``setResponseHeaders``,
+    ``tooManyRequests``), no Status body."""
     api.faults.fail_next(1, status=429, path_prefix="/api/v1/nodes")
     assert core.list_namespaced_pod("default").items == []  # other paths are untouched
     with pytest.raises(ApiException) as caught:
         core.create_node(node("n1"))
     assert caught.value.status == 429
-    assert caught.value.headers["Retry-After"] == "1"
-    assert error_body(caught.value)["reason"] == "TooManyRequests"
+    headers = caught.value.headers
+    assert headers["Retry-After"] == "1"
+    assert headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["X-Kubernetes-PF-FlowSchema-UID"] and headers["X-Kubernetes-PF-PriorityLevel-UID"]
+    body = caught.value.body
+    text = body.decode() if isinstance(body, bytes) else body
+    assert text == "Too many requests, please try again later.\n"
     assert api.get("Node", "n1") is None
+    # a 429 the API's own handlers write (given its words) is a Status, as any error of theirs
+    api.faults.fail_next(1, status=429, path_prefix="/api/v1/nodes", message="storage is (re)initializing")
+    with pytest.raises(ApiException) as caught:
+        core.create_node(node("n1"))
+    assert error_body(caught.value)["reason"] == "TooManyRequests"
+    assert caught.value.headers["Retry-After"] == "1"
     # urllib3 under the official client retries a GET answered 429 with Retry-After by itself
     api.faults.fail_next(1, status=429, path_prefix="/api/v1/nodes")
     assert core.list_node().items == []
@@ -235,6 +298,54 @@ def test_injected_429_carries_retry_after_and_only_hits_its_prefix(
         ("GET", 429),
         ("GET", 200),
     ]
+
+
+@pytest.mark.parametrize(
+    ("call", "message", "details"),
+    [
+        (
+            lambda core: core.list_pod_for_all_namespaces(),
+            'pods is forbidden: User "spillway" cannot list resource "pods" in API group "" at the cluster '
+            "scope",
+            {"kind": "pods"},
+        ),
+        (
+            lambda core: evict(core, "web-0", "shop"),
+            'pods "web-0" is forbidden: User "spillway" cannot create resource "pods/eviction" in API group '
+            '"" in the namespace "shop"',
+            {"name": "web-0", "kind": "pods"},
+        ),
+        (
+            lambda core: core.patch_node("n1", {"spec": {"unschedulable": True}}),
+            'nodes "n1" is forbidden: User "spillway" cannot patch resource "nodes" in API group "" at the '
+            "cluster scope",
+            {"name": "n1", "kind": "nodes"},
+        ),
+        (
+            lambda core: CustomObjectsApi(core.api_client).list_namespaced_custom_object(
+                "autoscaling.x-k8s.io", "v1beta1", "ml", "capacitybuffers"
+            ),
+            'capacitybuffers.autoscaling.x-k8s.io is forbidden: User "spillway" cannot list resource '
+            '"capacitybuffers" in API group "autoscaling.x-k8s.io" in the namespace "ml"',
+            {"group": "autoscaling.x-k8s.io", "kind": "capacitybuffers"},
+        ),
+    ],
+    ids=["list", "eviction", "patch", "custom-list"],
+)
+def test_an_injected_403_is_rbacs_refusal_of_the_request(
+    api: KubeApiServer, core: CoreV1Api, call: Any, message: str, details: dict[str, str]
+) -> None:
+    """RBAC's refusal (k8s.io/apiserver pkg/endpoints/handlers/responsewriters errors.go ``Forbidden``,
+    ``forbiddenMessage``): a Forbidden Status naming the user, the verb, the resource (and subresource),
+    its API group and the namespace or cluster scope; ``details`` name the resource (no subresource),
+    its group and the object, as ``errors.NewForbidden`` writes them."""
+    api.faults.fail_next(1, status=403)
+    with pytest.raises(ApiException) as caught:
+        call(core)
+    assert caught.value.status == 403
+    assert caught.value.headers["X-Content-Type-Options"] == "nosniff"
+    body = error_body(caught.value)
+    assert (body["reason"], body["message"], body["details"]) == ("Forbidden", message, details)
 
 
 def test_delay_slows_only_its_prefix_until_cleared(api: KubeApiServer, core: CoreV1Api) -> None:
@@ -3645,6 +3756,50 @@ def test_an_evictions_uid_precondition_is_checked_at_the_deletion_after_the_budg
     assert replaced.value.status == 409 and "UID in precondition" in error_body(replaced.value)["message"]
     kept = api.get("Pod", "web-0")
     assert kept is not None and "deletionTimestamp" not in kept["metadata"]
+
+
+def test_an_eviction_refused_by_its_precondition_still_spends_its_budget_for_two_minutes() -> None:
+    """checkAndDecrement records the pod in the budget's ``status.disruptedPods`` before the deletion
+    checks the preconditions (pkg/registry/core/pod/storage/eviction.go), and the disruption controller
+    counts a pod recorded there, not being deleted, as unhealthy until ``DeletionTimeout`` (2 minutes)
+    has passed (pkg/controller/disruption/disruption.go ``countHealthyPods``, ``buildDisruptedPodMap``).
+    So an eviction answered 409 for a stale uid leaves its budget spent that long. A pod evicted is
+    dropped from the record once it is being deleted; a dry run records nothing."""
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    with KubeApiServer(clock=lambda: now[0]) as api, api.api_client() as client:
+        core, policy = CoreV1Api(client), PolicyV1Api(client)
+        api.kubelet_exit_delay = 3600  # evicted pods stay listed, terminating
+        owner = workload(api, "ReplicaSet", "web-5d9c", 3, {"app": "web"})
+        for i in range(3):
+            running_ready(api, f"web-{i}", owner)
+        api.add(pdb("web", {"app": "web"}, minAvailable=2))
+
+        def budget() -> tuple[int, int, dict[str, Any]]:
+            status = policy.read_namespaced_pod_disruption_budget("web", "default").status
+            return status.current_healthy, status.disruptions_allowed, dict(status.disrupted_pods or {})
+
+        assert budget() == (3, 1, {})
+        core.create_namespaced_pod_eviction(  # a dry run spends nothing
+            "web-2", "default", {"apiVersion": "policy/v1", "kind": "Eviction",
+                                  "metadata": {"name": "web-2"}, "deleteOptions": {"dryRun": ["All"]}},
+        )  # fmt: skip
+        assert budget() == (3, 1, {})
+        stale = V1DeleteOptions(preconditions=V1Preconditions(uid="the-pod-listed-before"))
+        with pytest.raises(ApiException) as replaced:
+            evict_with(core, "web-0", stale)
+        assert replaced.value.status == 409
+        healthy, allowed, recorded = budget()
+        assert (healthy, allowed, list(recorded)) == (2, 0, ["web-0"])
+        with pytest.raises(ApiException) as held:
+            evict_with(core, "web-1")
+        assert held.value.status == 429
+        now[0] += timedelta(seconds=119)
+        assert budget()[:2] == (2, 0)
+        now[0] += timedelta(seconds=2)  # DeletionTimeout has passed: the controller drops the record
+        assert budget() == (3, 1, {})
+        evict_with(core, "web-1")
+        assert terminating(api, "web-1")
+        assert budget() == (2, 0, {})  # web-1 is being deleted: unhealthy, and no longer recorded
 
 
 # --- labels ----------------------------------------------------------------------------------------

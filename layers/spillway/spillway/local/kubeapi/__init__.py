@@ -94,7 +94,9 @@ What it serves (JSON only)
   server, ``Node.spec.taints`` is an *atomic* list: a strategic merge patch carrying taints replaces
   the whole list (read, modify, and send the full list with the ``resourceVersion`` to be safe).
   Server-side apply answers 415.
-* Lists: ``limit``/``continue`` paging over a snapshot taken when the list started (every page reports
+* Lists: a built-in kind's items carry no ``apiVersion`` and ``kind`` (the list does), as the API server
+  encodes them; a custom resource's items keep both. ``limit``/``continue`` paging over a snapshot taken
+  when the list started (every page reports
   that snapshot's resourceVersion; ``remainingItemCount`` when no selector was given); the token is
   opaque, snapshots (one per paged list) are kept in a bounded LRU (``max_snapshots``), and a token whose snapshot is gone
   or that :meth:`Faults.expire_continue_tokens` expired answers 410 ``Expired``. ``labelSelector``
@@ -117,7 +119,10 @@ What it serves (JSON only)
   ``DisruptionAllowed`` condition) is computed on every read from the pods (healthy: Ready and not
   terminating) and, for ``maxUnavailable`` or a percentage ``minAvailable``, from the scale
   (``spec.replicas``) of the pods' controllers, a custom kind's through its scale subresource (a
-  PyTorchJob counts its Worker replicas); see :mod:`.disruption` for the arithmetic.
+  PyTorchJob counts its Worker replicas); see :mod:`.disruption` for the arithmetic. An eviction a
+  budget lets go records the pod in its ``disruptedPods`` before the deletion checks the preconditions:
+  a pod recorded there and not being deleted (the deletion failed: 409) is not healthy for two minutes
+  (the disruption controller's ``DeletionTimeout``), so such an eviction keeps its budget spent that long.
 * Graceful deletion of Pods (see :mod:`.deletion`): deleting (or evicting) a scheduled pod that is not
   ``Succeeded``/``Failed`` sets ``deletionTimestamp`` (now plus the grace period) and
   ``deletionGracePeriodSeconds`` (the DeleteOptions', else ``terminationGracePeriodSeconds``, 30 by
@@ -191,6 +196,9 @@ What it serves (JSON only)
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
 * Faults (:class:`Faults`): ``fail_next(n, status, path_prefix, retry_after=...)``, ``delay(seconds, path_prefix)``,
   ``expire_continue_tokens()``; :attr:`KubeApiServer.requests` logs method, path, query, status, token.
+  An injected 429 is API Priority and Fairness's refusal: plain text, no Status, ``Retry-After``; an
+  injected 403 is RBAC's, naming the user ``spillway``, the request's verb, resource, group and scope.
+  Either given a ``message`` is a plain Status with those words.
 
 Not modelled
 ------------
@@ -207,10 +215,8 @@ RBAC, finalizers and garbage collection (deleting a Node leaves its pods), ``res
 run: no pods are created or replaced; the disruption controller's arithmetic is computed on read, but
 not its ``UnmanagedPods`` and ``NotDeleted`` events nor its last good numbers after a failed sync), the
 kubelet beyond two steps (pods run only when you ``bind`` them or write their status; a terminating
-pod is removed after ``kubelet_exit_delay``, whatever its node), the ``disruptedPods`` the eviction
-subresource records in PDB status (a budget's numbers come from the pods alone, and a terminating pod
-already counts as not healthy), the stale ``DisruptionTarget`` condition the disruption controller
-resets, and ``observedGeneration`` lagging behind a budget's ``generation`` (the eviction's "still
+pod is removed after ``kubelet_exit_delay``, whatever its node), the stale ``DisruptionTarget``
+condition the disruption controller resets, and ``observedGeneration`` lagging behind a budget's ``generation`` (the eviction's "still
 being processed" 429).
 """
 

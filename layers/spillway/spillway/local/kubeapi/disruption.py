@@ -22,6 +22,11 @@
   ``maxUnavailable``: ``desiredHealthy = expectedPods - maxUnavailable`` (a percentage, rounded up).
   Neither set: nothing may be disrupted.
 * ``disruptionsAllowed = max(0, currentHealthy - desiredHealthy)``, and 0 when ``expectedPods`` is 0.
+* ``disruptedPods``: the pods the eviction subresource let go (``checkAndDecrement`` records each before
+  the deletion, which may still fail: a precondition not met) that are not being deleted, for
+  :data:`DELETION_TIMEOUT` after their eviction (``buildDisruptedPodMap``); such a pod is not healthy
+  meanwhile (``countHealthyPods``), so an eviction whose deletion failed keeps its budget spent that
+  long. The store keeps the record and says which entries stand (:func:`budget`'s ``disrupted``).
 * A status written through the ``status`` subresource (or by a test's hand) stands for what another
   writer put there, and its fields win over the computed ones: that is how a budget gets the statuses the
   eviction subresource refuses with 403 Forbidden (``disruptionsAllowed`` negative, ``disruptedPods``
@@ -33,7 +38,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from spillway.local.kubeapi.selectors import label_selector_matches
@@ -44,6 +50,9 @@ _PERCENT = re.compile(r"^(\d+)%$", re.ASCII)  # intstr: strconv.Atoi
 # pkg/registry/core/pod/storage/eviction.go MaxDisruptedPodSize: past it the eviction subresource
 # refuses every pod of the budget until the disruption controller confirms the evictions it approved
 MAX_DISRUPTED_PODS = 2000
+# pkg/controller/disruption/disruption.go DeletionTimeout: how long a pod the eviction subresource let go
+# stays in ``disruptedPods``, not healthy, when it is not deleted meanwhile
+DELETION_TIMEOUT = timedelta(minutes=2)
 
 
 def _conditions(pod: Mapping[str, Any]) -> list[JsonObj]:
@@ -113,6 +122,8 @@ class Budget:
     allowed: int
     #: why the disruption controller's sync failed (its ``failSafe`` status), or None
     failure: str | None = None
+    #: ``status.disruptedPods``: pod name -> when the eviction subresource let it go
+    disrupted: Mapping[str, str] = field(default_factory=dict)
 
 
 class ScaleUnknown(Exception):
@@ -169,20 +180,31 @@ def _expected_and_desired(
 
 
 def budget(
-    pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], find: ScaleFinder = _no_scales
+    pdb: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    find: ScaleFinder = _no_scales,
+    disrupted: Mapping[str, str] | None = None,
 ) -> Budget:
-    """The budget's numbers given the pods of its namespace (others are ignored) and a way to read their
-    controllers' scale."""
+    """The budget's numbers given the pods of its namespace (others are ignored), a way to read their
+    controllers' scale, and the evictions it let go that stand (pod name -> when: each such pod is not
+    healthy, ``countHealthyPods``)."""
+    disrupted = dict(disrupted or {})
     mine = [p for p in pods if selects(pdb, p)]
-    current = sum(1 for p in mine if pod_is_healthy(p))
+    current = sum(1 for p in mine if pod_is_healthy(p) and _name(p) not in disrupted)
     try:
         expected, desired = _expected_and_desired(pdb.get("spec") or {}, mine, find)
     except ScaleUnknown as exc:
-        return Budget(expected=0, desired=0, current=current, allowed=0, failure=str(exc))
+        return Budget(
+            expected=0, desired=0, current=current, allowed=0, failure=str(exc), disrupted=disrupted
+        )
     allowed = current - desired
     if expected <= 0 or allowed <= 0:
         allowed = 0
-    return Budget(expected=expected, desired=desired, current=current, allowed=allowed)
+    return Budget(expected=expected, desired=desired, current=current, allowed=allowed, disrupted=disrupted)
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name") or "")
 
 
 def with_status(pdb: JsonObj, numbers: Budget) -> JsonObj:
@@ -195,6 +217,8 @@ def with_status(pdb: JsonObj, numbers: Budget) -> JsonObj:
         reason = "SyncFailed"
     status: JsonObj = {
         "observedGeneration": generation,
+        # omitempty; the type's field order
+        **({"disruptedPods": dict(sorted(numbers.disrupted.items()))} if numbers.disrupted else {}),
         "disruptionsAllowed": numbers.allowed,
         "currentHealthy": numbers.current,
         "desiredHealthy": numbers.desired,

@@ -20,7 +20,7 @@ from spillway.local.kubeapi import resources
 from spillway.local.kubeapi.patch import clone
 from spillway.local.kubeapi.resources import PODS, ResourceType
 from spillway.local.kubeapi.selectors import parse_field_selector, parse_label_selector
-from spillway.local.kubeapi.status import KubeApiError, bad_request, fault, status_object
+from spillway.local.kubeapi.status import KubeApiError, bad_request, fault, forbidden, status_object
 from spillway.local.kubeapi.store import Store, dumps
 
 if TYPE_CHECKING:
@@ -78,9 +78,14 @@ class Faults:
         message: str | None = None,
     ) -> None:
         """The next ``n`` requests whose path starts with ``path_prefix`` (and whose method is ``method``,
-        when given) are answered ``status`` with a Status body; 429 also carries ``Retry-After: 1``.
-        ``retry_after``: the Status's ``details.retryAfterSeconds`` and the ``Retry-After`` header, as the
-        API server writes them for any status that carries one (a 500 ``ServerTimeout``, a 504).
+        when given) are answered ``status`` with a Status body. A 429 without ``message`` is API
+        Priority and Fairness refusing the request: a plain-text body, no Status, ``Retry-After`` (1, or
+        ``retry_after``) and the ``X-Kubernetes-PF-*`` headers; with ``message`` it is a Status, as the
+        API's own handlers write one (the cacher's "storage is (re)initializing"), with
+        ``Retry-After: 1``. ``retry_after``: the Status's ``details.retryAfterSeconds`` and the
+        ``Retry-After`` header, as the API server writes them for any status that carries one (a 500
+        ``ServerTimeout``, a 504). A 403 without ``message`` is RBAC refusing the request: the
+        Forbidden Status ``responsewriters.Forbidden`` writes for it, naming :data:`RBAC_USER`.
         ``message``: the Status's message instead of the injected fault's own words."""
         if n > 0:
             verb = method.upper() if method else None
@@ -145,6 +150,85 @@ def _page_not_found() -> KubeApiError:
 
 def _method_not_allowed() -> KubeApiError:
     return KubeApiError(405, "the server does not allow this method on the requested resource")
+
+
+# the UIDs of the FlowSchema and PriorityLevelConfiguration API Priority and Fairness classified a request
+# by (a cluster's own; these stand for the suggested ``global-default`` ones)
+_PF_HEADERS = {
+    "X-Kubernetes-PF-FlowSchema-UID": "5a3b4c1e-0f6d-4c5e-9b1a-6f1d2e3c4b5a",
+    "X-Kubernetes-PF-PriorityLevel-UID": "8c2d7e9f-1a3b-4c5d-8e6f-7a8b9c0d1e2f",
+}
+
+
+def _throttled(retry_after: int | None) -> _Response:
+    """API Priority and Fairness refusing a request before any handler runs (k8s.io/apiserver
+    pkg/server/filters priority-and-fairness.go: ``setResponseHeaders``, then ``tooManyRequests``, which
+    writes ``Retry-After`` and ``http.Error``'s plain text): no Status body, as the max-in-flight limiter
+    answers too."""
+    headers = {"Retry-After": str(retry_after or 1), "X-Content-Type-Options": "nosniff", **_PF_HEADERS}
+    return _Response(
+        429, "Too many requests, please try again later.\n", "text/plain; charset=utf-8", headers=headers
+    )
+
+
+#: the user an injected 403 names (a cluster names the one its authenticator mapped the credentials to)
+RBAC_USER = "spillway"
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+@dataclass(frozen=True)
+class _Attributes:
+    """What the authorizer is asked of a request (k8s.io/apiserver pkg/endpoints/request
+    requestinfo.go ``NewRequestInfo``)."""
+
+    verb: str
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+
+    @classmethod
+    def of(cls, method: str, path: str, query: Mapping[str, str]) -> _Attributes | None:
+        """The request's attributes; None for a path that names no resource (``/apis``, ``/version``)."""
+        parts = [unquote(p) for p in path.strip("/").split("/")]
+        if parts[:1] == ["api"] and len(parts) >= 3:
+            group, rest = "", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 4:
+            group, rest = parts[1], parts[3:]
+        else:
+            return None
+        namespace = ""
+        if rest[0] == "namespaces" and len(rest) > 1:
+            namespace = rest[1]
+            if len(rest) > 2 and rest[2] not in ("status", "finalize"):
+                rest = rest[2:]
+        name = rest[1] if len(rest) > 1 else ""
+        verb = _VERBS.get(method, method.lower())
+        if not name and verb == "get":
+            verb = "watch" if query.get("watch") in ("true", "1") else "list"
+        if not name and verb == "delete":
+            verb = "deletecollection"
+        return cls(verb, group, rest[0], rest[2] if len(rest) > 2 else "", namespace, name)
+
+
+def _rbac_refusal(method: str, path: str, query: Mapping[str, str]) -> KubeApiError:
+    """RBAC refusing the request (k8s.io/apiserver pkg/endpoints/handlers/responsewriters errors.go
+    ``Forbidden`` and ``forbiddenMessage``, then ``errors.NewForbidden``): the user, the verb, the
+    resource with its subresource, its API group, the namespace or the cluster scope; the details name the
+    resource (without its subresource), its group and the object."""
+    found = _Attributes.of(method, path, query)
+    if found is None:
+        why = f'User "{RBAC_USER}" cannot {_VERBS.get(method, method.lower())} path "{path}"'
+        error = KubeApiError(403, f"forbidden: {why}", empty_details=True)
+    else:
+        resource = f"{found.resource}/{found.subresource}" if found.subresource else found.resource
+        scope = f'in the namespace "{found.namespace}"' if found.namespace else "at the cluster scope"
+        why = f'User "{RBAC_USER}" cannot {found.verb} resource "{resource}" in API group "{found.group}" {scope}'
+        qualified = f"{found.resource}.{found.group}" if found.group else found.resource
+        error = forbidden(qualified, found.name, why)
+    error.extra_headers["X-Content-Type-Options"] = "nosniff"
+    return error
 
 
 class _Router:
@@ -326,8 +410,10 @@ class _Router:
         if result.remaining is not None:
             meta["remainingItemCount"] = result.remaining
         head = dumps({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta})
-        # the items are serialised once per object and joined, not re-serialised per page
-        text = head[:-1] + ',"items":[' + ",".join(e.text() for e in result.items) + "]}"
+        # the items are serialised once per object and joined, not re-serialised per page; a built-in
+        # kind's items carry no apiVersion and kind (Entry.item_text)
+        items = ",".join(e.item_text(rt.custom) for e in result.items)
+        text = head[:-1] + ',"items":[' + items + "]}"
         return _Response(200, text)
 
     def _item(
@@ -652,6 +738,10 @@ class KubeApiServer:
             time.sleep(pause)
         try:
             injected = self.faults._take_failure(method, path)
+            if injected is not None and injected[0] == 429 and injected[2] is None:
+                return _throttled(injected[1])
+            if injected is not None and injected[0] == 403 and injected[2] is None:
+                raise _rbac_refusal(method, path, query)
             if injected is not None:
                 raise fault(*injected)
             if self.require_token is not None and token != self.require_token:

@@ -185,12 +185,16 @@ def expired_continue() -> KubeApiError:
 
 
 def forbidden(qualified: str, name: str, why: str, causes: list[JsonObj] | None = None) -> KubeApiError:
-    """403 as ``errors.NewForbidden`` writes it: ``<resource> "<name>" is forbidden: <why>``, the details
-    naming the resource (kind is its plural), and any causes an admission plugin adds."""
+    """403 as ``errors.NewForbidden`` writes it: ``<resource> "<name>" is forbidden: <why>`` (``<resource>
+    is forbidden: <why>`` for a request naming no object, a list), the details naming the resource (kind
+    is its plural) and the object, and any causes an admission plugin adds."""
     details = _details(qualified, name)
+    if not name:
+        del details["name"]
     if causes:
         details["causes"] = causes
-    return KubeApiError(403, f'{qualified} "{name}" is forbidden: {why}', details=details)
+    subject = f'{qualified} "{name}"' if name else qualified
+    return KubeApiError(403, f"{subject} is forbidden: {why}", details=details)
 
 
 def fault(code: int, retry_after: int | None = None, message: str | None = None) -> KubeApiError:

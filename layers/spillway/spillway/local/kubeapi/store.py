@@ -91,12 +91,15 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_TYPE_META = ("apiVersion", "kind")
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
 class Entry:
-    """A stored object and its JSON text, serialised once on first need."""
+    """A stored object and its JSON text as an item of a list, serialised once on first need."""
 
     __slots__ = ("_text", "obj")
 
@@ -104,9 +107,14 @@ class Entry:
         self.obj = obj
         self._text: str | None = None
 
-    def text(self) -> str:
+    def item_text(self, typed: bool) -> str:
+        """The object as a list's item. A built-in kind's list is encoded with its items' TypeMeta
+        empty: ``apiVersion`` and ``kind`` only on the list (kubernetes/kubernetes#3030); a custom
+        resource's items are unstructured objects and keep both (``typed``). An entry is only ever
+        listed one way (its kind's), so one text is kept."""
         if self._text is None:
-            self._text = dumps(self.obj)
+            shown = self.obj if typed else {k: v for k, v in self.obj.items() if k not in _TYPE_META}
+            self._text = dumps(shown)
         return self._text
 
 
@@ -255,6 +263,9 @@ class Store:
         self.kubelet_confirm_delay: float = 0.0
         #: pods deleted gracefully through the API: key -> (when, grace period, uid)
         self._terminating: dict[Key, tuple[datetime, int, str]] = {}
+        #: the evictions each budget let go (its ``status.disruptedPods``): budget uid -> (namespace,
+        #: {pod name: when}); the disruption controller drops a pod once it is being deleted or gone
+        self._disrupted: dict[str, tuple[str, dict[str, datetime]]] = {}
         #: seconds after a Node's change before the node lifecycle controller's NoSchedule tainting pass
         #: reaches it (:mod:`.nodelifecycle`): its worker reads the Node from an informer, so its taint
         #: follows the write that called for it; 0 by default (the next read or write sees it)
@@ -283,7 +294,32 @@ class Store:
         with self.lock:
             self._reap()
             self._taint_nodes()
+            self._forget_disruptions()
             yield
+
+    def _forget_disruptions(self) -> None:
+        """The disruption controller's ``buildDisruptedPodMap`` as it resyncs on each pod's change: a pod
+        being deleted, or gone, or recorded ``DeletionTimeout`` ago, leaves its budget's record (so a pod
+        made again under its name later is not held by an eviction of its predecessor)."""
+        if not self._disrupted:
+            return
+        now = self._clock()
+        budgets = {_meta(e.obj).get("uid") for e in self._objects["PodDisruptionBudget"].values()}
+        for uid, (namespace, record) in list(self._disrupted.items()):
+            if uid not in budgets:  # the budget is gone, its status with it
+                record.clear()
+            for name, since in list(record.items()):
+                entry = self._objects["Pod"].get((namespace, name))
+                leaving = entry is None or bool(_meta(entry.obj).get("deletionTimestamp"))
+                if leaving or since + disruption.DELETION_TIMEOUT <= now:
+                    del record[name]
+            if not record:
+                del self._disrupted[uid]
+
+    def _disruptions(self, pdb: Mapping[str, Any]) -> dict[str, str]:
+        """The budget's ``status.disruptedPods`` that stand (pod name -> when, RFC 3339)."""
+        found = self._disrupted.get(str(_meta(pdb).get("uid") or ""))
+        return {name: iso(since) for name, since in sorted(found[1].items())} if found else {}
 
     def _taint_nodes(self) -> None:
         """The node lifecycle controller's NoSchedule tainting pass (:mod:`.nodelifecycle`) over each
@@ -375,7 +411,8 @@ class Store:
         if rt.canonical == "PodDisruptionBudget":
             namespace = _meta(obj).get("namespace", "")
             in_namespace = (pods if pods is not None else self._pods_by_namespace()).get(namespace, [])
-            obj = disruption.with_status(obj, disruption.budget(obj, in_namespace, self._find_scale))
+            numbers = disruption.budget(obj, in_namespace, self._find_scale, self._disruptions(obj))
+            obj = disruption.with_status(obj, numbers)
         return rt.to_external(obj)
 
     def _controller(self, kind: str, namespace: str, ref: Mapping[str, Any]) -> JsonObj | None:
@@ -1054,7 +1091,7 @@ class Store:
             self._refuse_if_terminating(PODS.qualified, namespace, name)  # admission runs first
             pod = self._entry(PODS, namespace, name).obj
             if not _can_ignore_budgets(pod):
-                self._check_budgets(namespace, pod)
+                self._check_budgets(namespace, pod, dry_run=dry_run)
             # the preconditions are the deletion's, checked after the budget (addConditionAndDeletePod)
             self._check_preconditions(PODS, pod, options)
             key = self.key(PODS, namespace, name)
@@ -1065,7 +1102,7 @@ class Store:
             self._delete_pod(key, pod, options, dry_run=dry_run)
             return status_object(201, status="Success")
 
-    def _check_budgets(self, namespace: str, pod: JsonObj) -> None:
+    def _check_budgets(self, namespace: str, pod: JsonObj, *, dry_run: bool) -> None:
         """The budget part of an eviction: 500 for a pod more than one budget selects, else the one
         budget's verdict (:meth:`_check_budget`)."""
         budgets = [
@@ -1081,7 +1118,7 @@ class Store:
             )
         if budgets:
             pods = [e.obj for k, e in self._objects["Pod"].items() if k[0] == namespace]
-            self._check_budget(budgets[0], pod, pods)
+            self._check_budget(budgets[0], pod, pods, dry_run=dry_run)
 
     def _refuse_if_terminating(self, qualified: str, namespace: str, name: str | None) -> None:
         """The NamespaceLifecycle admission plugin: no create (an eviction is one) in a namespace that
@@ -1102,8 +1139,11 @@ class Store:
             ],
         )
 
-    def _check_budget(self, pdb: JsonObj, pod: JsonObj, pods: list[JsonObj]) -> None:
-        numbers = disruption.budget(pdb, pods, self._find_scale)
+    def _check_budget(self, pdb: JsonObj, pod: JsonObj, pods: list[JsonObj], *, dry_run: bool) -> None:
+        """The one budget's verdict (``checkAndDecrement``): an unready pod its unhealthy pod eviction
+        policy lets go, 403 for a status that refuses every eviction, 429 when it allows none; else the
+        pod is recorded in ``disruptedPods`` (not for a dry run), before any precondition is checked."""
+        numbers = disruption.budget(pdb, pods, self._find_scale, self._disruptions(pdb))
         status = disruption.with_status(pdb, numbers)["status"]
         current, desired = status["currentHealthy"], status["desiredHealthy"]
         if not disruption.pod_is_ready(pod):  # eviction.go: IsPodReady, the same test as the budget's
@@ -1114,6 +1154,10 @@ class Store:
         if why is not None:
             raise forbidden("poddisruptionbudget.policy", _meta(pdb).get("name", ""), why)
         if status["disruptionsAllowed"] > 0:
+            if not dry_run:
+                namespace = str(_meta(pdb).get("namespace") or "")
+                record = self._disrupted.setdefault(str(_meta(pdb).get("uid") or ""), (namespace, {}))[1]
+                record[str(_meta(pod).get("name") or "")] = self._clock()
             return
         raise KubeApiError(
             429,
