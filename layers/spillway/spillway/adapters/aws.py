@@ -70,6 +70,7 @@ from spillway.model.aws import (
     wanted_nodegroups,
     with_managed_nodegroups,
 )
+from spillway.model.calltime import worst_call_seconds
 from spillway.model.drain import (
     DEFAULT_LIFECYCLE_HOOKS,
     LifecycleHook,
@@ -229,11 +230,18 @@ def _out_of_bounds(message: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class AwsSettings:
-    """SDK behaviour: adaptive retries (client-side rate limiting on throttles) and short timeouts."""
+    """SDK behaviour: adaptive retries (client-side rate limiting on throttles) and short timeouts: one call
+    takes 49 s at most with these (:meth:`worst_call_seconds`), so that a scale step has the time for two
+    (:mod:`spillway.model.calltime`)."""
 
-    max_attempts: int = 5
+    max_attempts: int = 3
     connect_timeout: float = 3.0
-    read_timeout: float = 10.0
+    read_timeout: float = 7.0
+
+    def worst_call_seconds(self) -> float:
+        """The longest one call of a client built with these settings may take
+        (:func:`spillway.model.calltime.worst_call_seconds`)."""
+        return worst_call_seconds(self.max_attempts, self.connect_timeout, self.read_timeout)
 
     def botocore_config(self) -> Config:
         return Config(
