@@ -968,7 +968,10 @@ ENTRIES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 ENTRY_CALLS = {
     "DrainFunction": ["run_action("],
-    "ScaleFunction": [".scale_steps(add_count).run(", ".gang_steps(add_count).run("],
+    "ScaleFunction": [
+        ".scale_steps(add_count, remaining_ms).run(",
+        ".gang_steps(add_count, remaining_ms).run(",
+    ],
     "InterruptFunction": ["interrupter.handle("],
     "ObserveFunction": ["run_observe("],
     "PlanFunction": ["run_plan(", "snapshot_ref("],
