@@ -76,6 +76,7 @@ from spillway.model.state import (
     merge_ended_drains,
     merge_scale_down_failures,
 )
+from spillway.ports import BeforeCall
 
 
 @dataclass
@@ -646,7 +647,13 @@ class FakeCloud(Recorder):
         self._call("private_dns_names", region, tuple(instance_ids))
         return {i: self.dns[i] for i in instance_ids if i in self.dns}
 
-    def set_desired_capacity(self, region: str, group: str, desired: int) -> int:
+    def set_desired_capacity(
+        self, region: str, group: str, desired: int, before_call: BeforeCall | None = None
+    ) -> int:
+        """As the adapter: ``before_call`` before its read of the group and before SetDesiredCapacity."""
+        if before_call is not None:
+            before_call(f"DescribeAutoScalingGroups({region}, {group})")
+            before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
         self._call("set_desired_capacity", region, group, desired)
         raw = self._group(region, group)
         if not raw["MinSize"] <= desired <= raw["MaxSize"]:
@@ -793,14 +800,19 @@ class FakeCloud(Recorder):
         self.fleet_tokens[(region, request.client_token)] = (request, result)
         return result
 
-    def attach_instances(self, region: str, group: str, instance_ids: Sequence[str]) -> int:
-        """As AWS: at most 20 ids a call, each running, desired + attached within MaxSize."""
+    def attach_instances(
+        self, region: str, group: str, instance_ids: Sequence[str], before_call: BeforeCall | None = None
+    ) -> int:
+        """As AWS: at most 20 ids a call, each running, desired + attached within MaxSize; as the adapter,
+        ``before_call`` before each call."""
         self._call("attach_instances", region, group, tuple(instance_ids))
         raw = self._group(region, group)
         ids = list(instance_ids)
         calls = 0
         for start in range(0, len(ids), 20):
             batch = ids[start : start + 20]
+            if before_call is not None:
+                before_call(f"AttachInstances({region}, {group}, {len(batch)} instance(s))")
             if raw["DesiredCapacity"] + len(batch) > raw["MaxSize"]:
                 raise AsgLimitExceeded(f"{region}/{group}: attaching {len(batch)} would exceed the max size")
             for iid in batch:

@@ -3,7 +3,8 @@
 ``prepare`` (uncordon, read the live group), ``set_desired`` (groups outside the state machine's own
 region), ``verify`` (launch done, failed or timed out), ``backoff`` (back off, set back to what runs) and
 ``next_round`` (re-plan for overflow); and the GangLaunch state machine's ``gang_*`` steps
-(:class:`spillway.act.gang.GangSteps`: prepare, launch, raise, attach, verify, give_back). Thin: the work is :class:`spillway.act.scale.ScaleSteps`; errors
+(:class:`spillway.act.gang.GangSteps`: prepare, launch, raise, attach, verify, give_back), within the
+invocation's remaining time (:mod:`spillway.act.deadline`). Thin: the work is :class:`spillway.act.scale.ScaleSteps`; errors
 are Spillway's named errors (``AwsThrottled``, ``AsgLimitExceeded``, ``KubeUnavailable`` ...), whose
 class names the state machine's Retry/Catch match.
 
@@ -12,6 +13,7 @@ Metrics (EMF): AnsweredErrors (an error the state machine retries or catches by 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from spillway.clients import Clients, get_clients
@@ -19,13 +21,15 @@ from spillway.errors import STEP_ANSWERS
 from spillway.observability import add_count, counting_answers, logger, metrics, set_cluster, tracer
 
 
-def scale_step(clients: Clients, event: dict[str, Any]) -> dict[str, Any]:
+def scale_step(
+    clients: Clients, event: dict[str, Any], remaining_ms: Callable[[], int] | None = None
+) -> dict[str, Any]:
     action = str(event.get("action", "")) if isinstance(event, dict) else ""  # the steps refuse a non-object
     if action.startswith("gang_"):
-        result = clients.gang_steps(add_count).run(event)
+        result = clients.gang_steps(add_count, remaining_ms).run(event)
         group = event.get("group") or (event.get("state") or {}).get("group")
     else:
-        result = clients.scale_steps(add_count).run(event)
+        result = clients.scale_steps(add_count, remaining_ms).run(event)
         group = (event.get("group") or {}).get("group")
     logger.info("scale step", extra={"action": event.get("action"), "group": group, "result": result})
     return result
@@ -39,4 +43,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     with counting_answers("scale", STEP_ANSWERS["scale"]):
         clients = get_clients()
         set_cluster(clients.config.cluster_name)
-        return scale_step(clients, event)
+        # the steps ask AWS nothing they could not finish before the function's timeout
+        return scale_step(clients, event, getattr(context, "get_remaining_time_in_millis", None))

@@ -22,6 +22,7 @@ from botocore.exceptions import EndpointConnectionError, FlexibleChecksumError, 
 from fakes import FakeLedger
 
 from spillway.act.claims import Owner, raise_once
+from spillway.act.deadline import Deadline
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings, _watching_tries
 from spillway.errors import AwsError, AwsThrottled, AwsUnavailable
 from spillway.model.cluster import format_time
@@ -256,3 +257,43 @@ def test_a_watch_within_a_watch_leaves_the_outer_one_watching(
         client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=1)
 
     assert outer.outcomes == ["answered"]
+
+
+def test_the_adapter_asks_before_each_call_it_makes_and_makes_none_it_is_refused(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """``before_call`` is called with the read of the group, then SetDesiredCapacity, each before it is
+    made; what it raises is raised, and that call is not made: no try reaches Auto Scaling."""
+    sent = tries(clients.autoscaling("us-east-1"), "SetDesiredCapacity", lambda n: None)
+    seen: list[str] = []
+    adapter.set_desired_capacity("us-east-1", "gpu", 1, before_call=seen.append)
+    assert seen == ["DescribeAutoScalingGroups(us-east-1, gpu)", "SetDesiredCapacity(us-east-1, gpu, 1)"]
+    assert sent == [1]
+
+    def no_time(what: str) -> None:
+        if what.startswith("SetDesiredCapacity"):
+            raise AwsUnavailable(f"{what} not started", unsent=True)
+
+    with pytest.raises(AwsUnavailable):
+        adapter.set_desired_capacity("us-east-1", "gpu", 2, before_call=no_time)
+    assert sent == [1] and adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 1
+
+
+def test_a_raise_with_no_time_left_for_set_desired_capacity_sends_nothing_and_gives_its_marker_back(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """The step's deadline (spillway.act.deadline) leaves time for the marker and the read of the group,
+    not then for SetDesiredCapacity and the marker's release: nothing is sent, the marker goes, and the
+    retry raises once."""
+    sent = tries(clients.autoscaling("us-east-1"), "SetDesiredCapacity", lambda n: None)
+    left = [120.0, 120.0, 120.0, 60.0]  # at each check: the read, the marker, the adapter's read, the set
+    owner = Owner(FakeLedger(), "prod", "us-east-1", "gpu", UP)
+
+    with pytest.raises(AwsUnavailable) as refused:
+        raise_once(
+            adapter, owner, 2, NOW, deadline=Deadline(lambda: left.pop(0) if len(left) > 1 else left[0], 49)
+        )
+
+    assert refused.value.unsent and sent == [] and owner.raised() == 0
+    raise_once(adapter, owner, 2, NOW, deadline=Deadline(lambda: 120.0, 49))
+    assert sent == [1] and adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2

@@ -30,7 +30,7 @@ def lose_first_call(w: World, *, landed: bool, meanwhile: Callable[[], object] =
     real = w.cloud.set_desired_capacity
     calls: list[int] = []
 
-    def lost(region: str, group: str, desired: int) -> int:
+    def lost(region: str, group: str, desired: int, before_call: object = None) -> int:
         calls.append(desired)
         if len(calls) == 1:
             if landed:
@@ -76,7 +76,7 @@ def test_a_fleet_gangs_attach_writes_a_raise_marker_before_attaching() -> None:
     attaching: list[dict[str, object]] = []
     real = w.cloud.attach_instances
 
-    def attach(region: str, group: str, ids: list[str]) -> int:
+    def attach(region: str, group: str, ids: list[str], before_call: object = None) -> int:
         attaching.extend(w.ledger.claims("prod", RAISE_PREFIX).values())
         return real(region, group, ids)
 
@@ -168,7 +168,7 @@ def test_a_landed_raise_is_not_applied_again_for_a_kept_marker_whose_raise_never
     real_set = w.cloud.set_desired_capacity
     calls: list[int] = []
 
-    def set_desired(region: str, group: str, desired: int) -> int:
+    def set_desired(region: str, group: str, desired: int, before_call: object = None) -> int:
         calls.append(desired)
         if len(calls) == 1:  # the scale-up's 1 -> 3: applied, its answer lost
             real_set(region, group, desired)

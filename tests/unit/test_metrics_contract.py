@@ -409,7 +409,7 @@ def scale_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     ledger = FakeLedger()
     settings = PlanSettings(planner=PlannerConfig(cluster=CLUSTER, regions=(REGION,)))
 
-    def scale_steps(metric: Callable[[str, float], None]) -> ScaleSteps:
+    def scale_steps(metric: Callable[[str, float], None], remaining_ms: object = None) -> ScaleSteps:
         return ScaleSteps(kube=kube, aws=cloud, ledger=ledger, snapshots=FakeSnapshots(), settings=settings,
                           metric=metric)  # fmt: skip
 
@@ -438,7 +438,7 @@ def scale_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     replan_cloud = FakeCloud(cluster=CLUSTER)
     replan_cloud.node_groups_by_region = {REGION: list(snapshot.groups)}  # the live groups, as observed
 
-    def replan_steps(metric: Callable[[str, float], None]) -> ScaleSteps:
+    def replan_steps(metric: Callable[[str, float], None], remaining_ms: object = None) -> ScaleSteps:
         return ScaleSteps(kube=FakeCluster(), aws=replan_cloud, ledger=FakeLedger(), snapshots=replan_snapshots,
                           settings=settings, metric=metric, clock=lambda: PLAN_NOW + timedelta(seconds=20))  # fmt: skip
 

@@ -361,7 +361,8 @@ def test_a_duration_no_clock_or_socket_can_hold_is_refused_naming_its_variable(
 
 def test_long_durations_that_fit_are_accepted_and_usable() -> None:
     config = load_runtime_config({**BASE, "PLAN_TTL_DAYS": "3650", "SNAPSHOT_TTL_HOURS": "8760",
-                                  "ACTIVITY_WINDOW_MINUTES": "60480", "AWS_READ_TIMEOUT": "900"})  # fmt: skip
+                                  "ACTIVITY_WINDOW_MINUTES": "60480", "AWS_MAX_ATTEMPTS": "1",
+                                  "AWS_READ_TIMEOUT": "45"})  # fmt: skip
     assert config.plan_ttl.days == 3650 and config.snapshot_ttl.days == 365
     assert config.activity_window.days == 42
 
@@ -410,3 +411,29 @@ def test_a_long_key_given_twice_is_named_in_a_bounded_message_that_still_says_wh
         load_runtime_config({**BASE, "PLANNER_CONFIG": f'{{"{key}": 1, "{key}": 2}}'})
     assert "is given twice in one object" in str(caught.value)
     assert "k" * 64 not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "variable"),
+    [({"AWS_READ_TIMEOUT": "10"}, "AWS_READ_TIMEOUT"), ({"AWS_MAX_ATTEMPTS": "5"}, "AWS_MAX_ATTEMPTS"),
+     ({"AWS_CONNECT_TIMEOUT": "10"}, "AWS_CONNECT_TIMEOUT"),
+     ({"AWS_CONNECT_TIMEOUT": "10", "AWS_MAX_ATTEMPTS": "3"}, "AWS_MAX_ATTEMPTS")],
+)  # fmt: skip
+def test_sdk_settings_whose_call_cannot_fit_twice_in_a_scale_step_are_refused_naming_a_variable_set(
+    change: dict[str, str], variable: str
+) -> None:
+    """A scale step writes a raise marker only with time to ask the raise or give the marker back, each
+    call at its longest (spillway.model.calltime): settings under which that never fits in the scale
+    function's 120 s would refuse every raise, so the functions refuse them when they start. The
+    variable named is the first set of AWS_MAX_ATTEMPTS, AWS_READ_TIMEOUT, AWS_CONNECT_TIMEOUT."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, **change})
+    assert caught.value.field == variable, str(caught.value)
+    assert "the scale function's Timeout, 120 s" in str(caught.value)
+
+
+def test_the_default_sdk_settings_fit_and_so_do_fewer_attempts_of_a_longer_read() -> None:
+    config = load_runtime_config(BASE)
+    assert (config.aws_max_attempts, config.aws_connect_timeout, config.aws_read_timeout) == (3, 3, 7)
+    longer = load_runtime_config({**BASE, "AWS_MAX_ATTEMPTS": "2", "AWS_READ_TIMEOUT": "15"})
+    assert longer.aws_read_timeout == 15

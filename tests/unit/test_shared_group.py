@@ -180,7 +180,7 @@ def _answer_lost(w: World, *, landed: bool) -> list[int]:
     real = w.cloud.set_desired_capacity
     calls: list[int] = []
 
-    def answer_lost(region: str, group: str, desired: int) -> int:
+    def answer_lost(region: str, group: str, desired: int, before_call: object = None) -> int:
         calls.append(desired)
         if len(calls) == 1:
             if landed:
@@ -236,7 +236,7 @@ def test_a_raise_whose_answer_was_lost_is_not_released_when_the_group_moved_up_o
     real = w.cloud.set_desired_capacity
     calls: list[int] = []
 
-    def answer_lost(region: str, group: str, desired: int) -> int:
+    def answer_lost(region: str, group: str, desired: int, before_call: object = None) -> int:
         calls.append(desired)
         previous = real(region, group, desired)
         if len(calls) == 1:
@@ -270,7 +270,7 @@ def test_a_raise_that_did_not_land_is_not_taken_for_another_owners_raise() -> No
     real = w.cloud.set_desired_capacity
     calls: list[int] = []
 
-    def lost_unapplied(region: str, group: str, desired: int) -> int:
+    def lost_unapplied(region: str, group: str, desired: int, before_call: object = None) -> int:
         calls.append(desired)
         if len(calls) == 1:  # the scale-up's 1 -> 3: not applied; the gang raises meanwhile
             w.gang.raise_desired({**GANG, "prep": gang})  # live 1 -> 4
@@ -500,7 +500,7 @@ def test_a_retried_back_off_gives_back_the_undelivered_capacity_once() -> None:
     real = w.cloud.set_desired_capacity
     lost: list[int] = []
 
-    def answer_lost(region: str, group: str, desired: int) -> int:
+    def answer_lost(region: str, group: str, desired: int, before_call: object = None) -> int:
         previous = real(region, group, desired)
         if not lost:
             lost.append(desired)

@@ -981,7 +981,10 @@ ENTRIES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 ENTRY_CALLS = {
     "DrainFunction": ["run_action("],
-    "ScaleFunction": [".scale_steps(add_count).run(", ".gang_steps(add_count).run("],
+    "ScaleFunction": [
+        ".scale_steps(add_count, remaining_ms).run(",
+        ".gang_steps(add_count, remaining_ms).run(",
+    ],
     "InterruptFunction": ["interrupter.handle("],
     "ObserveFunction": ["run_observe("],
     "PlanFunction": ["run_plan(", "snapshot_ref("],
@@ -1187,6 +1190,34 @@ def test_an_eviction_round_stops_within_half_the_drain_functions_timeout() -> No
     from spillway.act.drain import ROUND_SECONDS
 
     assert 0 < ROUND_SECONDS * 2 <= float(FUNCTIONS["DrainFunction"]["Timeout"])
+
+
+def test_a_scale_step_has_the_time_for_a_call_after_its_marker_and_the_markers_release() -> None:
+    """A raise (or give-back) marker is written, and each call after it started, only when that call and
+    the marker's release fit in what is left of the invocation (spillway.act.deadline), each call at
+    its longest with the SDK settings the clients are built with: the default settings leave that room
+    in the scale function's Timeout, which spillway.model.calltime (and the configuration's refusal of
+    settings that would not) takes to be the template's."""
+    from spillway.adapters.aws import AwsSettings
+    from spillway.model.calltime import (
+        MARKED_CALLS,
+        SCALE_FUNCTION_TIMEOUT_SECONDS,
+        STEP_MARGIN_SECONDS,
+        STEP_ROOM_SECONDS,
+        step_refusal,
+    )
+    from spillway.runtime import RuntimeConfig
+
+    timeout = float(FUNCTIONS["ScaleFunction"]["Timeout"])
+    assert timeout == SCALE_FUNCTION_TIMEOUT_SECONDS
+    defaults = {n: f.default for n, f in RuntimeConfig.model_fields.items() if n.startswith("aws_")}
+    settings = AwsSettings(
+        defaults["aws_max_attempts"], defaults["aws_connect_timeout"], defaults["aws_read_timeout"]
+    )
+    assert settings == AwsSettings()  # the clients' own defaults are the configuration's
+    needed = MARKED_CALLS * settings.worst_call_seconds() + STEP_MARGIN_SECONDS + STEP_ROOM_SECONDS
+    assert needed <= timeout and not step_refusal(settings.max_attempts, settings.connect_timeout,
+                                                  settings.read_timeout)  # fmt: skip
 
 
 def test_a_give_backs_cordon_is_its_own_longer_than_its_state_can_run() -> None:

@@ -15,12 +15,14 @@ API emulator of the demo and the tests).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import boto3
 
+from spillway.act.deadline import Deadline
 from spillway.act.drain import DaemonSetEviction, Drainer, OutcomeHook
 from spillway.act.events import EventPolicy
 from spillway.act.gang import GangSteps
@@ -113,8 +115,9 @@ class Clients:
             executions=self.executions.status,
         )
 
-    def scale_steps(self, metric: Metric) -> ScaleSteps:
-        """The scale-up steps on this container's clients (cheap: made per invocation)."""
+    def scale_steps(self, metric: Metric, remaining_ms: Callable[[], int] | None = None) -> ScaleSteps:
+        """The scale-up steps on this container's clients (cheap: made per invocation), within the
+        invocation's time (``remaining_ms``: the Lambda context's ``get_remaining_time_in_millis``)."""
         return ScaleSteps(
             kube=self.kube,
             aws=self.aws,
@@ -122,10 +125,12 @@ class Clients:
             snapshots=self.snapshots,
             settings=self.plan_settings(),
             metric=metric,
+            deadline=self.deadline(remaining_ms),
         )
 
-    def gang_steps(self, metric: Metric) -> GangSteps:
-        """The gang-launch steps on this container's clients (cheap: made per invocation)."""
+    def gang_steps(self, metric: Metric, remaining_ms: Callable[[], int] | None = None) -> GangSteps:
+        """The gang-launch steps on this container's clients (cheap: made per invocation), within the
+        invocation's time as :meth:`scale_steps`."""
         return GangSteps(
             kube=self.kube,
             aws=self.aws,
@@ -133,7 +138,13 @@ class Clients:
             cluster=self.config.cluster_name,
             backoff_minutes=self.config.planner.launch_failure_backoff_minutes,
             metric=metric,
+            deadline=self.deadline(remaining_ms),
         )
+
+    def deadline(self, remaining_ms: Callable[[], int] | None) -> Deadline:
+        """An invocation's deadline, each AWS call taken at its longest with the settings the clients were
+        built with (None: no end)."""
+        return Deadline.of_invocation(remaining_ms, self.aws_clients.settings.worst_call_seconds())
 
     def interrupter(self, metric: Metric) -> Interrupter:
         """The interrupt function's notice handling (made per invocation: it reads the snapshot once)."""

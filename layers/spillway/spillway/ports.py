@@ -22,7 +22,7 @@ raise each of them and checks that a step raises nothing its ``RAISES`` does not
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -193,6 +193,9 @@ class Cluster(Protocol):
     def label_node(self, name: str, labels: Mapping[str, str]) -> bool: ...
 
 
+BeforeCall = Callable[[str], None]
+
+
 class Cloud(Protocol):
     """EC2 Auto Scaling and EC2 in every configured region."""
 
@@ -213,7 +216,11 @@ class Cloud(Protocol):
     def placement(self, region: str, instance_id: str) -> Placement | None: ...
     def scheduled_events(self, region: str, instance_id: str) -> list[ScheduledEvent]: ...
     def private_dns_names(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]: ...
-    def set_desired_capacity(self, region: str, group: str, desired: int) -> int: ...
+    # ``before_call`` (an AWS call's name) is called before each call it makes, and may raise: that call
+    # is then not made (a step's deadline: spillway.act.deadline)
+    def set_desired_capacity(
+        self, region: str, group: str, desired: int, before_call: BeforeCall | None = None
+    ) -> int: ...
     def terminate_instance(
         self, region: str, instance_id: str, decrement: bool = True
     ) -> ScalingActivity: ...
@@ -233,7 +240,9 @@ class Cloud(Protocol):
     ) -> None: ...
     # Gang launches (act/gang.py): EC2 instant fleets, attached to the group or terminated whole.
     def create_fleet_instant(self, region: str, request: FleetRequest) -> CreateFleetResult: ...
-    def attach_instances(self, region: str, group: str, instance_ids: Sequence[str]) -> int: ...
+    def attach_instances(
+        self, region: str, group: str, instance_ids: Sequence[str], before_call: BeforeCall | None = None
+    ) -> int: ...
     def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> list[str]: ...
     def instance_states(
         self, region: str, instance_ids: Sequence[str] = (), tag: tuple[str, str] | None = None

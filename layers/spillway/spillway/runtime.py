@@ -48,8 +48,10 @@ variable                               meaning (default)
 ``SNAPSHOT_CODEC``                     ``zlib`` or ``lzma`` (``zlib``)
 ``ACTIVITY_WINDOW_MINUTES``            scaling activities read back this far (30; at most 60,480: the six
                                        weeks AWS keeps them)
-``AWS_MAX_ATTEMPTS``                   SDK attempts, adaptive retry mode (5)
-``AWS_CONNECT_TIMEOUT`` / ``AWS_READ_TIMEOUT``   SDK timeouts in seconds (3 / 10; at most 900)
+``AWS_MAX_ATTEMPTS``                   SDK attempts, adaptive retry mode (3)
+``AWS_CONNECT_TIMEOUT`` / ``AWS_READ_TIMEOUT``   SDK timeouts in seconds (3 / 7; at most 900); with
+                                       the attempts, one call at its longest must fit twice in a
+                                       scale step (:mod:`spillway.model.calltime`)
 ``PLANNER_CONFIG``                     the planner configuration as a JSON object, the keys of
                                        ``spillway plan --config`` (tenants, cluster totals, ...) (``{}``)
 ``SCALE_DOWN_IDLE_MINUTES`` ...        planner keys, upper-cased (``_PLANNER_FIELDS``: the stack's
@@ -76,6 +78,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from spillway.config import PlannerConfig
 from spillway.errors import ConfigurationError
 from spillway.model.aws import REGION_FORM
+from spillway.model.calltime import step_refusal
 from spillway.model.drain import (
     DEFAULT_LIFECYCLE_HOOKS,
     HOOK_NAME_PATTERN,
@@ -224,9 +227,10 @@ class RuntimeConfig(BaseModel):
     snapshot_ttl_hours: float = Field(default=24, gt=0, le=MAX_TTL_DAYS * 24)
     snapshot_codec: Literal["zlib", "lzma"] = "zlib"
     activity_window_minutes: float = Field(default=30, gt=0, le=MAX_ACTIVITY_WINDOW_MINUTES)
-    aws_max_attempts: int = Field(default=5, ge=1, le=20)
+    # one call at its longest fits twice in a scale step (spillway.model.calltime.step_refusal)
+    aws_max_attempts: int = Field(default=3, ge=1, le=20)
     aws_connect_timeout: float = Field(default=3, gt=0, le=MAX_AWS_TIMEOUT_SECONDS)
-    aws_read_timeout: float = Field(default=10, gt=0, le=MAX_AWS_TIMEOUT_SECONDS)
+    aws_read_timeout: float = Field(default=7, gt=0, le=MAX_AWS_TIMEOUT_SECONDS)
     planner: PlannerConfig = Field(default_factory=PlannerConfig)
 
     @model_validator(mode="after")
@@ -241,6 +245,7 @@ class RuntimeConfig(BaseModel):
         if self.cluster_access == "url" and not self.kube_url:
             raise ValueError("kube_url: required when CLUSTER_ACCESS is url")
         self._check_poll_loops()
+        self._check_call_time()
         if self.heartbeat_minutes * 60 + self.observe_interval_seconds > PLAN_PERIOD_SECONDS:
             raise ValueError(
                 f"heartbeat_minutes: {self.heartbeat_minutes:g} minutes plus one observation "
@@ -248,6 +253,16 @@ class RuntimeConfig(BaseModel):
                 "comes only per heartbeat, and the held-by-limits alarm needs one in every 10-minute period"
             )
         return self
+
+    def _check_call_time(self) -> None:
+        """One AWS call at its longest, with the SDK settings, fits twice in a scale step: a raise marker
+        is written only with time to ask the raise or give the marker back (spillway.act.deadline).
+        The variable named is the first of the three that was set (AWS_MAX_ATTEMPTS when none was)."""
+        refusal = step_refusal(self.aws_max_attempts, self.aws_connect_timeout, self.aws_read_timeout)
+        if refusal:
+            names = ("aws_max_attempts", "aws_read_timeout", "aws_connect_timeout")
+            field = next((n for n in names if n in self.model_fields_set), names[0])
+            raise ValueError(f"{field}: {refusal}")
 
     def _check_poll_loops(self) -> None:
         """The scale-up's, the gang launch's and the scale-down's drains' poll loops fit an execution's

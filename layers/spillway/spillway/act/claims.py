@@ -55,7 +55,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
 
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.errors import AsgLimitExceeded, AwsUnavailable, SpillwayError
+from spillway.model.calltime import MARKED_CALLS
 from spillway.model.cluster import format_time, parse_time
 from spillway.model.nodegroup import LIVE_STATES
 from spillway.model.utc import aware
@@ -120,7 +122,12 @@ class Owner:
 
 
 def raise_once(
-    aws: Cloud, owner: Owner, count: int, now: datetime, existing: Iterable[str] | None = None
+    aws: Cloud,
+    owner: Owner,
+    count: int,
+    now: datetime,
+    existing: Iterable[str] | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> dict[str, Any]:
     """Raise ``owner.group`` by ``count`` relative to its live desired capacity, once per owner.
     ``existing``: the instances that are not new to this owner (its ``prepare``'s ``before``), kept in the
@@ -130,8 +137,15 @@ def raise_once(
     answer is lost and :func:`_landed` cannot tell, the marker is kept and marked unsettled, and the
     error goes on: the step's retry finds the marker and raises nothing. The adapter says lost
     (:class:`AwsUnavailable`) also for a refusal that followed a try whose answer was lost, which may have
-    applied; and says when no try reached AWS (``unsent``): the marker then goes, and the retry raises."""
+    applied; and says when no try reached AWS (``unsent``): the marker then goes, and the retry raises.
+
+    Within the step's ``deadline``, every call up to SetDesiredCapacity starts only when it ends in time,
+    and, once the marker is written, with time left to give the marker back
+    (:data:`~spillway.model.calltime.MARKED_CALLS`): a raise not asked for want of time is ``unsent``
+    (:class:`AwsUnavailable`), its marker given back, and the retry raises; never a marker left by a
+    step the function's timeout stopped before it asked."""
     where = owner.where
+    deadline.require(1, f"DescribeAutoScalingGroups({where})")
     asg = aws.describe_group(owner.region, owner.group)
     before, after = asg.DesiredCapacity, asg.DesiredCapacity + count
     item = RAISE_PREFIX + owner.owner
@@ -141,20 +155,21 @@ def raise_once(
                              "at": format_time(now), "token": uuid4().hex}  # fmt: skip
     if existing is not None:
         value["existing"] = sorted(set(existing))
+    deadline.require(MARKED_CALLS, f"the raise marker of {where}")  # written only with time to give it back
     marker, created = owner.ledger.claim(owner.cluster, item, value, expires=now + KEEP)
     if not created and marker.get("token") != value["token"]:  # a retry: never twice
         if _asked(owner) or not _never_applied(aws, owner, marker, now):
             said = {k: v for k, v in marker.items() if k not in ("existing", "token")}
             return {"status": "raised", "again": True, **said}
         owner.ledger.release(owner.cluster, item)  # marked, but the raise was never asked: raise now
-        return raise_once(aws, owner, count, now, existing)
+        return raise_once(aws, owner, count, now, existing, deadline)
     if after > asg.MaxSize:
         owner.ledger.release(owner.cluster, item)
         raise AsgLimitExceeded(
             f"{where}: desired capacity {before} + {count} is above MaxSize {asg.MaxSize}; not raised"
         )
     try:
-        aws.set_desired_capacity(owner.region, owner.group, after)
+        aws.set_desired_capacity(owner.region, owner.group, after, before_call=deadline.before(MARKED_CALLS))
     except AwsUnavailable as exc:
         if exc.unsent:  # it never reached AWS: not raised, the retry raises
             owner.ledger.release(owner.cluster, item)
@@ -426,15 +441,22 @@ def _awaited(owner: Owner, claimed: Mapping[str, str]) -> int:
 
 
 def give_back_undelivered(
-    aws: Cloud, owner: Owner, undelivered: int, now: datetime | None = None
+    aws: Cloud,
+    owner: Owner,
+    undelivered: int,
+    now: datetime | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> int | None:
     """Lower the desired capacity by ``undelivered`` relative to the live value (never below MinSize
     nor below the instances running). Returns the new desired capacity, or None when left as it was.
     Right while the group's Terminate process is suspended too: never below the instances running, the
     decrement asks Auto Scaling to terminate nothing, only to launch less. Once per owner: a retry
-    gives back nothing more once a give-back was asked (``giveback#<owner>``), even if its answer was lost."""
+    gives back nothing more once a give-back was asked (``giveback#<owner>``), even if its answer was lost.
+    Within the step's ``deadline`` as a raise is (:func:`raise_once`): a give-back not asked for want of
+    time gives its marker back, and the retry gives back."""
     if undelivered <= 0:
         return None
+    deadline.require(1, f"DescribeAutoScalingGroups({owner.where})")
     asg = aws.describe_group(owner.region, owner.group)
     live = sum(1 for i in asg.Instances if i.LifecycleState in LIVE_STATES)
     target = max(asg.MinSize, live, asg.DesiredCapacity - undelivered)
@@ -446,11 +468,12 @@ def give_back_undelivered(
     now = now or datetime.now(UTC)
     mine = {"group": owner.where, "before": asg.DesiredCapacity, "after": target, "at": format_time(now),
             "token": uuid4().hex}  # fmt: skip
+    deadline.require(MARKED_CALLS, f"the give-back marker of {owner.where}")
     stored, created = owner.ledger.claim(owner.cluster, item, mine, expires=now + KEEP)
     if not created and stored.get("token") != mine["token"]:  # not its own put sent again: a try before
         return None
     try:
-        aws.set_desired_capacity(owner.region, owner.group, target)
+        aws.set_desired_capacity(owner.region, owner.group, target, before_call=deadline.before(MARKED_CALLS))
     except AwsUnavailable as exc:
         if exc.unsent:  # it never reached AWS: the retry gives it back
             owner.ledger.release(owner.cluster, item)

@@ -88,6 +88,7 @@ from pydantic import BaseModel
 
 from spillway.act.backoff import Pool, back_off, failed_pool, fleet_pools, needs_subnet_zones
 from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.instances import (
     Terminated,
     give_back_in_group,
@@ -373,6 +374,8 @@ class GangSteps:
     backoff_minutes: float = 15.0
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     metric: Metric = _no_metric
+    # the invocation's deadline: a raise, attach or give-back asks nothing it could not finish before it
+    deadline: Deadline = NO_DEADLINE
 
     def _request(self, event: Mapping[str, Any]) -> GangRequest:
         return GangRequest.parse(event, self.aws.regions)
@@ -497,8 +500,11 @@ class GangSteps:
         member = {i.InstanceId for i in asg.Instances}
         todo = [i for i in ids if i not in member]
         if todo:  # attaching raises the desired capacity: marked as a raise is, before it happens
+            # and only with time to attach after it: a retry finds the marker and attaches (no release)
+            self.deadline.require(2, f"the attach marker of {req.region}/{req.group}")
             mark_attach(owner, asg.DesiredCapacity, len(todo), now)
-        calls = self.aws.attach_instances(req.region, req.group, todo) if todo else 0
+        # each AttachInstances only if it ends in time: the retry attaches what this one did not
+        calls = self.aws.attach_instances(req.region, req.group, todo, self.deadline.before(1)) if todo else 0
         return {"status": "attached", "attached": len(todo), "calls": calls}
 
     def _not_running(
@@ -529,7 +535,7 @@ class GangSteps:
         attempt's marker and raises nothing more: :func:`spillway.act.claims.raise_once`)."""
         req, prep = self._request(event), _prep(event)
         raised = raise_once(self.aws, self._owner(req, prep), int(prep["count"]), self.clock(),
-                            existing=[str(i) for i in prep.get("before") or []])  # fmt: skip
+                            existing=[str(i) for i in prep.get("before") or []], deadline=self.deadline)  # fmt: skip
         # its own keys only: the result is Verify's and GiveBack's $.launch, which they check closed
         # (spillway.model.gang.LaunchResult), and a retry's carries the raise marker's
         return {"status": "raised", "again": bool(raised["again"]), "before": raised["before"],
@@ -647,7 +653,8 @@ class GangSteps:
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
             # every instance it ever claimed, also those a first try of this step terminated (decremented)
             delivered = max(len(members & in_group), owner.held())
-            desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered, self.clock())
+            desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered, self.clock(),
+                                            self.deadline)  # fmt: skip
         now = self.clock()
         until = now + timedelta(minutes=self.backoff_minutes)
         # the group, and each pool EC2 named short of capacity, as scale-up's backoff does; a fleet's

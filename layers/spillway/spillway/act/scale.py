@@ -78,6 +78,7 @@ from pydantic import BaseModel
 
 from spillway.act.backoff import Pool, back_off, failed_pool
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.instances import give_back_in_group, judged_for_give_back, ready_nodes
 from spillway.act.planning import (
     PlanSettings,
@@ -207,6 +208,8 @@ class ScaleSteps:
     settings: PlanSettings
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     metric: Metric = _no_metric
+    # the invocation's deadline: a raise or give-back asks nothing it could not finish before it
+    deadline: Deadline = NO_DEADLINE
 
     # --- prepare ---------------------------------------------------------------------------------
 
@@ -314,7 +317,7 @@ class ScaleSteps:
         group, prep = _field(event, "group"), _field(event, "prep")
         name, region = str(group["group"]), str(group["region"])
         raised = raise_once(self.aws, self._owner(event, prep), int(prep.get("count", 0)), self.clock(),
-                            existing=[str(i) for i in prep.get("before", [])])  # fmt: skip
+                            existing=[str(i) for i in prep.get("before", [])], deadline=self.deadline)  # fmt: skip
         return {"group": name, "region": region, "desired": raised["after"], "previous": raised["before"],
                 "raised": raised["count"], "again": raised["again"]}  # fmt: skip
 
@@ -492,7 +495,7 @@ class ScaleSteps:
         # delivered: every instance it ever claimed, also those a first try of this step terminated
         # (decrementing the desired capacity already); unsettled: it may have added none
         undelivered = 0 if owner.unsettled() else raised - max(len(new), owner.held())
-        lowered = give_back_undelivered(self.aws, owner, undelivered, now)
+        lowered = give_back_undelivered(self.aws, owner, undelivered, now, self.deadline)
         after = self.aws.describe_group(region, name)
         desired = lowered if lowered is not None else after.DesiredCapacity
         self.metric("GroupsBackedOff", 1)

@@ -70,6 +70,7 @@ from spillway.model.aws import (
     wanted_nodegroups,
     with_managed_nodegroups,
 )
+from spillway.model.calltime import worst_call_seconds
 from spillway.model.drain import (
     DEFAULT_LIFECYCLE_HOOKS,
     LifecycleHook,
@@ -213,6 +214,11 @@ def _watching_tries(client: Any, operation: str) -> Iterator[_Tries]:
         _TRIES.current = outer
 
 
+def _any_call(what: str) -> None:
+    """A ``before_call`` that lets every call be made."""
+    return None
+
+
 def _out_of_bounds(message: str) -> bool:
     """Whether a refused SetDesiredCapacity says the value is outside the group's bounds. AWS words it
     "New SetDesiredCapacity value N is above max value M" (or "below min value": EC2 Auto Scaling API
@@ -229,11 +235,18 @@ def _out_of_bounds(message: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class AwsSettings:
-    """SDK behaviour: adaptive retries (client-side rate limiting on throttles) and short timeouts."""
+    """SDK behaviour: adaptive retries (client-side rate limiting on throttles) and short timeouts: one call
+    takes 49 s at most with these (:meth:`worst_call_seconds`), so that a scale step has the time for two
+    (:mod:`spillway.model.calltime`)."""
 
-    max_attempts: int = 5
+    max_attempts: int = 3
     connect_timeout: float = 3.0
-    read_timeout: float = 10.0
+    read_timeout: float = 7.0
+
+    def worst_call_seconds(self) -> float:
+        """The longest one call of a client built with these settings may take
+        (:func:`spillway.model.calltime.worst_call_seconds`)."""
+        return worst_call_seconds(self.max_attempts, self.connect_timeout, self.read_timeout)
 
     def botocore_config(self) -> Config:
         return Config(
@@ -798,15 +811,20 @@ class AwsAdapter:
         observe reads it for the plan."""
         return self._with_launch_settings(region, [self.describe_group(region, group)])[0]
 
-    def set_desired_capacity(self, region: str, group: str, desired: int) -> int:
+    def set_desired_capacity(
+        self, region: str, group: str, desired: int, before_call: Callable[[str], None] | None = None
+    ) -> int:
         """Set the group's desired capacity; returns the previous one.
 
         Refuses (:class:`AsgLimitExceeded`, without calling SetDesiredCapacity) a value outside
         ``[MinSize, MaxSize]``, as AWS would. :class:`AwsUnavailable` whenever AWS may have applied the
         value: an answer lost, and a refusal of a try that botocore sent after one whose answer was lost
         (the earlier one may have applied); ``unsent`` when it certainly did not (the group could not be
-        read first, or no try reached AWS).
+        read first, or no try reached AWS). ``before_call`` is called with each call's name before it is
+        made (the read, then SetDesiredCapacity); what it raises is raised, that call not made.
         """
+        ready = before_call or _any_call
+        ready(f"DescribeAutoScalingGroups({region}, {group})")
         try:
             asg = self.describe_group(region, group)
         except AwsUnavailable as exc:
@@ -817,6 +835,7 @@ class AwsAdapter:
             )
         client = self._clients.autoscaling(region)
         what = f"SetDesiredCapacity({region}, {group}, {desired})"
+        ready(what)
         with _watching_tries(client, "SetDesiredCapacity") as tries:
             try:
                 client.set_desired_capacity(
@@ -1014,15 +1033,23 @@ class AwsAdapter:
                 raise LaunchMisconfigured(str(exc)) from cause
             raise
 
-    def attach_instances(self, region: str, group: str, instance_ids: Sequence[str]) -> int:
+    def attach_instances(
+        self,
+        region: str,
+        group: str,
+        instance_ids: Sequence[str],
+        before_call: Callable[[str], None] | None = None,
+    ) -> int:
         """AttachInstances in batches of 20 (the API's limit); each raises the desired capacity by its
-        size. Over MaxSize AWS refuses the batch: :class:`AsgLimitExceeded`. Returns the calls made."""
+        size. Over MaxSize AWS refuses the batch: :class:`AsgLimitExceeded`. Returns the calls made.
+        ``before_call`` is called before each batch, as by :meth:`set_desired_capacity`."""
         client = self._clients.autoscaling(region)
         ids = list(instance_ids)
         calls = 0
         for start in range(0, len(ids), ATTACH_BATCH):
             batch = ids[start : start + ATTACH_BATCH]
             what = f"AttachInstances({region}, {group}, {len(batch)} instance(s))"
+            (before_call or _any_call)(what)
             try:
                 client.attach_instances(AutoScalingGroupName=group, InstanceIds=batch)
             except ClientError as exc:

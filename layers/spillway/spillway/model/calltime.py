@@ -1,0 +1,69 @@
+"""How long one AWS call can take with the SDK settings the functions build their clients with, and
+whether a scale step's calls around a raise marker fit in the scale function's time.
+
+botocore tries a call up to ``total_max_attempts`` times (``AWS_MAX_ATTEMPTS``, adaptive mode:
+``botocore/retries/standard.py`` and ``adaptive.py``). One call takes at most, from its settings:
+
+* each try: up to ``connect_timeout`` to connect and ``read_timeout`` for each read of the answer
+  (``AWS_CONNECT_TIMEOUT``, ``AWS_READ_TIMEOUT``); before it, adaptive mode may wait for a send token,
+  which its bucket refills at no less than 0.5 a second (``bucket.TokenBucket._MIN_RATE``): up to
+  :data:`TOKEN_WAIT_SECONDS`;
+* between tries: ``ExponentialBackoff.delay_amount``, rand(0, 1) x min(base x 2^i, 20 s) before the
+  try after try i (0-based), base 1 s for a throttle and less for anything else, and up to
+  :data:`RETRY_AFTER_SECONDS` more when the answer asks for a later retry (``x-amz-retry-after``).
+
+:func:`worst_call_seconds` adds these up at their largest. The name's resolution and an answer whose
+reads each come just within the read timeout are not bounded by the settings: :data:`STEP_MARGIN_SECONDS`
+is kept back for them.
+
+A scale step that writes a raise (or give-back) marker must either ask the raise or give the marker
+back before the function stops at its Timeout (``Sandbox.Timedout``, which SetDesired, RaiseDesired,
+BackOff and GiveBack do not retry): each call it starts after the marker must leave room for the
+marker's release, :data:`MARKED_CALLS` calls in all (:class:`spillway.act.deadline.Deadline`). The
+settings are refused (:func:`step_refusal`) where that cannot fit in the scale function's
+:data:`SCALE_FUNCTION_TIMEOUT_SECONDS` with :data:`STEP_ROOM_SECONDS` for the step's reads before it.
+"""
+
+from __future__ import annotations
+
+TOKEN_WAIT_SECONDS = 2.0  # adaptive mode's send token at its lowest refill rate, 0.5 a second
+RETRY_AFTER_SECONDS = 5.0  # botocore honours x-amz-retry-after up to this beyond its own back-off
+MAX_BACKOFF_SECONDS = 20.0  # ExponentialBackoff._MAX_BACKOFF
+THROTTLE_BASE_SECONDS = 1.0  # ExponentialBackoff's base for a throttle, the largest it uses
+
+# The scale function's Timeout (template.yaml, ScaleFunction; tests/unit/test_template_contract.py holds
+# them equal), what a step keeps back of its remaining time, and the room the step's reads before its
+# marker have when AWS answers at once.
+SCALE_FUNCTION_TIMEOUT_SECONDS = 120
+STEP_MARGIN_SECONDS = 5.0
+STEP_ROOM_SECONDS = 10.0
+MARKED_CALLS = 2  # a call started after a marker, and the marker's release should it not be asked
+
+
+def backoff_seconds(attempts: int) -> float:
+    """The longest botocore waits between ``attempts`` tries of one call, all told."""
+    return sum(
+        min(THROTTLE_BASE_SECONDS * (1 << i), MAX_BACKOFF_SECONDS) + RETRY_AFTER_SECONDS
+        for i in range(max(0, attempts - 1))
+    )
+
+
+def worst_call_seconds(attempts: int, connect_timeout: float, read_timeout: float) -> float:
+    """The longest one AWS call takes with these settings: every try to its timeouts, after its wait for a
+    send token, and the longest back-off between them."""
+    return attempts * (connect_timeout + read_timeout + TOKEN_WAIT_SECONDS) + backoff_seconds(attempts)
+
+
+def step_refusal(attempts: int, connect_timeout: float, read_timeout: float) -> str:
+    """Why these SDK settings leave a scale step no time to ask a raise it marked ("" when they do)."""
+    call = worst_call_seconds(attempts, connect_timeout, read_timeout)
+    needed = MARKED_CALLS * call + STEP_MARGIN_SECONDS + STEP_ROOM_SECONDS
+    if needed <= SCALE_FUNCTION_TIMEOUT_SECONDS:
+        return ""
+    return (
+        f"one AWS call may take {call:g} s ({attempts} attempt(s) of {connect_timeout:g} s to connect and "
+        f"{read_timeout:g} s to read, with back-off); a scale step makes a call after its raise marker only "
+        f"with time left to give the marker back, {MARKED_CALLS} calls, and keeps "
+        f"{STEP_MARGIN_SECONDS + STEP_ROOM_SECONDS:g} s for its reads and its end: {needed:g} s, more than "
+        f"the scale function's Timeout, {SCALE_FUNCTION_TIMEOUT_SECONDS} s"
+    )
