@@ -1675,8 +1675,10 @@ def test_only_spillways_rules_can_put_a_notice_in_the_interrupt_queue() -> None:
 SAM_FUNCTION_GLOBALS: dict[str, Any] = (TEMPLATE.get("Globals") or {}).get("Function") or {}
 # The AWS managed policies a role may hold, and why: X-Ray's write actions (PutTraceSegments,
 # PutTelemetryRecords, GetSampling*) take no resource type (Service Authorization Reference, AWS X-Ray),
-# so "*" grants no more than they are; the functions and state machines trace (Tracing).
-ALLOWED_AWS_MANAGED = {"AWSXrayWriteOnlyAccess"}
+# so "*" grants no more than they are; the functions and state machines trace (Tracing). One of X-Ray's
+# two names of that policy: the functions' roles name the one of every partition (below), SAM the other
+# for the state machines' in the aws partition.
+ALLOWED_AWS_MANAGED = ({"AWSXRayDaemonWriteAccess"}, {"AWSXrayWriteOnlyAccess"})
 AWS_MANAGED = re.compile(r"^arn:(?:aws|\$\{AWS::Partition\}):iam::aws:policy/(?:service-role/)?(.+)$")
 
 
@@ -1701,14 +1703,19 @@ def sam_attached(logical: str) -> set[str]:
     }
 
 
-def aws_managed_held(logical: str) -> set[str]:
-    """What a role holds of AWS's managed policies: SAM's, and those the template's own role names."""
+def aws_managed_named(logical: str) -> set[str]:
+    """The AWS managed policies the template's own role for a function or state machine names."""
     role = EXPANDED.get(f"{logical}Role") or {}
     named = set()
     for arn in (role.get("Properties") or {}).get("ManagedPolicyArns") or []:
         match = AWS_MANAGED.match(sub_text(arn)) if isinstance(arn, str) or "Fn::Sub" in arn else None
         named |= {match.group(1)} if match else set()
-    return sam_attached(logical) | named
+    return named
+
+
+def aws_managed_held(logical: str) -> set[str]:
+    """What a role holds of AWS's managed policies: SAM's, and those the template's own role names."""
+    return sam_attached(logical) | aws_managed_named(logical)
 
 
 @pytest.mark.parametrize("logical", sorted({*FUNCTIONS, *STATE_MACHINES}))
@@ -1718,7 +1725,7 @@ def test_no_role_holds_an_aws_managed_policy_granting_on_every_resource_what_tak
     """SAM gave each function's role AWSLambdaBasicExecutionRole, logs on every log group of the
     account, though each function logs to its own group only; and AWSLambdaVPCAccessExecutionRole,
     ENI actions on "*", even with no SubnetIds, the functions out of any VPC."""
-    assert aws_managed_held(logical) == ALLOWED_AWS_MANAGED
+    assert aws_managed_held(logical) in ALLOWED_AWS_MANAGED
 
 
 @pytest.mark.parametrize("function", sorted(FUNCTIONS))
@@ -1770,3 +1777,18 @@ def test_the_functions_may_manage_network_interfaces_exactly_when_they_run_in_a_
         interfaces = VPC_FUNCTION_ACTIONS - {"ec2:DescribeSubnets"}
         others = [s for s in role_statements(function) if actions(s) & interfaces]
         assert others == statements(policy), function
+
+
+# X-Ray's write policy under the name that exists in every partition. AWSXrayWriteOnlyAccess, the older
+# name, is missing from aws-cn and aws-us-gov: samtranslator (model/xray_utils.py,
+# get_xray_managed_policy_name; serverless-application-model#1767) names it in the aws partition alone
+# and AWSXRayDaemonWriteAccess elsewhere, and IAM refuses a role naming a policy that does not exist. The
+# AWS Managed Policy Reference prints the same document for both (the X-Ray write actions on "*").
+XRAY_IN_EVERY_PARTITION = "AWSXRayDaemonWriteAccess"
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_a_functions_role_names_an_x_ray_policy_that_exists_in_every_partition(function: str) -> None:
+    """The template's roles name their managed policies under ${AWS::Partition}, and so must name one
+    that exists in each: with AWSXrayWriteOnlyAccess the stack failed to create in China and GovCloud."""
+    assert aws_managed_named(function) == {XRAY_IN_EVERY_PARTITION}
