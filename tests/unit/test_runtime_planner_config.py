@@ -417,7 +417,7 @@ def test_a_long_key_given_twice_is_named_in_a_bounded_message_that_still_says_wh
     ("change", "variable"),
     [({"AWS_READ_TIMEOUT": "10"}, "AWS_READ_TIMEOUT"), ({"AWS_MAX_ATTEMPTS": "5"}, "AWS_MAX_ATTEMPTS"),
      ({"AWS_CONNECT_TIMEOUT": "10"}, "AWS_CONNECT_TIMEOUT"),
-     ({"AWS_CONNECT_TIMEOUT": "10", "AWS_MAX_ATTEMPTS": "3"}, "AWS_MAX_ATTEMPTS")],
+     ({"AWS_CONNECT_TIMEOUT": "10", "AWS_MAX_ATTEMPTS": "3"}, "AWS_CONNECT_TIMEOUT")],
 )  # fmt: skip
 def test_sdk_settings_whose_call_cannot_fit_twice_in_a_scale_step_are_refused_naming_a_variable_set(
     change: dict[str, str], variable: str
@@ -425,7 +425,8 @@ def test_sdk_settings_whose_call_cannot_fit_twice_in_a_scale_step_are_refused_na
     """A scale step writes a raise marker only with time to ask the raise or give the marker back, each
     call at its longest (spillway.model.calltime): settings under which that never fits in the scale
     function's 120 s would refuse every raise, so the functions refuse them when they start. The
-    variable named is the first set of AWS_MAX_ATTEMPTS, AWS_READ_TIMEOUT, AWS_CONNECT_TIMEOUT."""
+    variable named is the first set above its default of AWS_MAX_ATTEMPTS, AWS_READ_TIMEOUT,
+    AWS_CONNECT_TIMEOUT, else the first set."""
     with pytest.raises(ConfigurationError) as caught:
         load_runtime_config({**BASE, **change})
     assert caught.value.field == variable, str(caught.value)
@@ -437,3 +438,22 @@ def test_the_default_sdk_settings_fit_and_so_do_fewer_attempts_of_a_longer_read(
     assert (config.aws_max_attempts, config.aws_connect_timeout, config.aws_read_timeout) == (3, 3, 7)
     longer = load_runtime_config({**BASE, "AWS_MAX_ATTEMPTS": "2", "AWS_READ_TIMEOUT": "15"})
     assert longer.aws_read_timeout == 15
+
+
+@pytest.mark.parametrize(
+    ("change", "variable", "fits"),
+    [({"AWS_MAX_ATTEMPTS": "5"}, "AWS_MAX_ATTEMPTS", "AWS_MAX_ATTEMPTS at most 3"),
+     ({"AWS_MAX_ATTEMPTS": "3", "AWS_READ_TIMEOUT": "30"}, "AWS_READ_TIMEOUT", "AWS_MAX_ATTEMPTS at most 1"),
+     ({"AWS_READ_TIMEOUT": "10"}, "AWS_READ_TIMEOUT", "AWS_MAX_ATTEMPTS at most 2"),
+     ({"AWS_CONNECT_TIMEOUT": "3", "AWS_READ_TIMEOUT": "60"}, "AWS_READ_TIMEOUT", "no AWS_MAX_ATTEMPTS fits")],
+)  # fmt: skip
+def test_a_refused_sdk_setting_names_the_variable_raised_and_says_what_fits(
+    change: dict[str, str], variable: str, fits: str
+) -> None:
+    """A user who kept a value the old build allowed (AWS_MAX_ATTEMPTS 5, AWS_READ_TIMEOUT 10) finds every
+    function refusing to start: the error names the variable set above its default, not one set to the
+    default beside it, and says how many attempts fit with the timeouts given, so the fix is plain."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, **change})
+    assert caught.value.field == variable, str(caught.value)
+    assert fits in str(caught.value)

@@ -78,7 +78,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from spillway.config import PlannerConfig
 from spillway.errors import ConfigurationError
 from spillway.model.aws import REGION_FORM
-from spillway.model.calltime import step_refusal
+from spillway.model.calltime import MAX_ATTEMPTS, step_refusal
 from spillway.model.drain import (
     DEFAULT_LIFECYCLE_HOOKS,
     HOOK_NAME_PATTERN,
@@ -228,7 +228,7 @@ class RuntimeConfig(BaseModel):
     snapshot_codec: Literal["zlib", "lzma"] = "zlib"
     activity_window_minutes: float = Field(default=30, gt=0, le=MAX_ACTIVITY_WINDOW_MINUTES)
     # one call at its longest fits twice in a scale step (spillway.model.calltime.step_refusal)
-    aws_max_attempts: int = Field(default=3, ge=1, le=20)
+    aws_max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS)
     aws_connect_timeout: float = Field(default=3, gt=0, le=MAX_AWS_TIMEOUT_SECONDS)
     aws_read_timeout: float = Field(default=7, gt=0, le=MAX_AWS_TIMEOUT_SECONDS)
     planner: PlannerConfig = Field(default_factory=PlannerConfig)
@@ -257,11 +257,15 @@ class RuntimeConfig(BaseModel):
     def _check_call_time(self) -> None:
         """One AWS call at its longest, with the SDK settings, fits twice in a scale step: a raise marker
         is written only with time to ask the raise or give the marker back (spillway.act.deadline).
-        The variable named is the first of the three that was set (AWS_MAX_ATTEMPTS when none was)."""
+        The variable named is the first of the three set above its default, else the first set
+        (AWS_MAX_ATTEMPTS when none was)."""
         refusal = step_refusal(self.aws_max_attempts, self.aws_connect_timeout, self.aws_read_timeout)
         if refusal:
             names = ("aws_max_attempts", "aws_read_timeout", "aws_connect_timeout")
-            field = next((n for n in names if n in self.model_fields_set), names[0])
+            fields = type(self).model_fields
+            set_ = [n for n in names if n in self.model_fields_set]
+            raised = [n for n in set_ if getattr(self, n) > fields[n].default]  # what made it longer
+            field = next(iter(raised or set_), names[0])
             raise ValueError(f"{field}: {refusal}")
 
     def _check_poll_loops(self) -> None:

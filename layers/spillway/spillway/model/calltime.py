@@ -38,6 +38,7 @@ SCALE_FUNCTION_TIMEOUT_SECONDS = 120
 STEP_MARGIN_SECONDS = 5.0
 STEP_ROOM_SECONDS = 10.0
 MARKED_CALLS = 2  # a call started after a marker, and the marker's release should it not be asked
+MAX_ATTEMPTS = 20  # the most AWS_MAX_ATTEMPTS the configuration takes (spillway.runtime)
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -54,16 +55,37 @@ def worst_call_seconds(attempts: int, connect_timeout: float, read_timeout: floa
     return attempts * (connect_timeout + read_timeout + TOKEN_WAIT_SECONDS) + backoff_seconds(attempts)
 
 
-def step_refusal(attempts: int, connect_timeout: float, read_timeout: float) -> str:
-    """Why these SDK settings leave a scale step no time to ask a raise it marked ("" when they do)."""
+def _step_seconds(attempts: int, connect_timeout: float, read_timeout: float) -> float:
+    """What a scale step needs with these settings: the calls around its marker and its room."""
     call = worst_call_seconds(attempts, connect_timeout, read_timeout)
-    needed = MARKED_CALLS * call + STEP_MARGIN_SECONDS + STEP_ROOM_SECONDS
+    return MARKED_CALLS * call + STEP_MARGIN_SECONDS + STEP_ROOM_SECONDS
+
+
+def most_attempts(connect_timeout: float, read_timeout: float) -> int:
+    """The most attempts that fit a scale step with these timeouts (0: not even one)."""
+    fit = 0
+    while (
+        fit < MAX_ATTEMPTS
+        and _step_seconds(fit + 1, connect_timeout, read_timeout) <= SCALE_FUNCTION_TIMEOUT_SECONDS
+    ):
+        fit += 1
+    return fit
+
+
+def step_refusal(attempts: int, connect_timeout: float, read_timeout: float) -> str:
+    """Why these SDK settings leave a scale step no time to ask a raise it marked ("" when they do), and
+    what would fit."""
+    needed = _step_seconds(attempts, connect_timeout, read_timeout)
     if needed <= SCALE_FUNCTION_TIMEOUT_SECONDS:
         return ""
+    call = worst_call_seconds(attempts, connect_timeout, read_timeout)
+    fit = most_attempts(connect_timeout, read_timeout)
+    hint = (f"with these timeouts AWS_MAX_ATTEMPTS at most {fit} fits" if fit
+            else "no AWS_MAX_ATTEMPTS fits with these timeouts: lower AWS_READ_TIMEOUT or AWS_CONNECT_TIMEOUT")  # fmt: skip
     return (
         f"one AWS call may take {call:g} s ({attempts} attempt(s) of {connect_timeout:g} s to connect and "
         f"{read_timeout:g} s to read, with back-off); a scale step makes a call after its raise marker only "
         f"with time left to give the marker back, {MARKED_CALLS} calls, and keeps "
         f"{STEP_MARGIN_SECONDS + STEP_ROOM_SECONDS:g} s for its reads and its end: {needed:g} s, more than "
-        f"the scale function's Timeout, {SCALE_FUNCTION_TIMEOUT_SECONDS} s"
+        f"the scale function's Timeout, {SCALE_FUNCTION_TIMEOUT_SECONDS} s; {hint}"
     )
