@@ -1335,6 +1335,34 @@ def test_the_forwarder_stacks_names_hold_for_every_cluster_name_and_region_it_ta
     assert all("RoleName" not in r["Properties"] for r in resources if r["Type"] == "AWS::IAM::Role")
 
 
+def test_eventbridge_may_assume_the_forwarders_role_for_the_stacks_own_rules_only() -> None:
+    """Confused deputy (EventBridge User Guide, "Cross-service confused deputy prevention in Amazon
+    EventBridge": for an event bus rule's target, aws:SourceArn is the rule's ARN): the forwarder's role
+    trusted events.amazonaws.com for any rule of the account (aws:SourceAccount alone), so any rule
+    anyone made in the account could name it and put events on the home bus, where the interrupt rules
+    drain the node a forged Spot warning names. Its trust now names the ARNs of the four rules that use
+    it (built from their names: a GetAtt of the rules, which name the role, would be a cycle), a rule on
+    the default bus being arn:...:rule/<name>."""
+    forwarder = load_template(ROOT / "deploy" / "spot-forwarder.yaml")
+    resources = forwarder["Resources"]
+    for cluster in cluster_names():
+        users = sorted(
+            "arn:{}:events:{}:{}:rule/{}".format(
+                PSEUDO["AWS::Partition"], PSEUDO["AWS::Region"], PSEUDO["AWS::AccountId"],
+                resolved(r["Properties"]["Name"], cluster),
+            )
+            for r in resources.values()
+            if r["Type"] == "AWS::Events::Rule"
+            and any(t.get("RoleArn") == {"Fn::GetAtt": ["ForwardRole", "Arn"]} for t in r["Properties"]["Targets"])
+        )  # fmt: skip
+        assert len(users) == 4
+        [trust] = resources["ForwardRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert trust["Principal"] == {"Service": "events.amazonaws.com"}
+        condition = trust["Condition"]
+        assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+        assert sorted(resolved(arn, cluster) for arn in condition["ArnEquals"]["aws:SourceArn"]) == users
+
+
 def joins(node: Any) -> Iterator[Any]:
     """The arguments of every Fn::Join under ``node``."""
     if isinstance(node, dict):
