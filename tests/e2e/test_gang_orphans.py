@@ -16,6 +16,7 @@ from conftest import CLUSTER, HOME, Cloud, running
 
 from spillway import runtime
 from spillway.act import planning
+from spillway.act.gangsweep import SWEEP_PARTITION
 from spillway.local import objects as o
 from spillway.model.fleet import TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
 from spillway.planner.types import GangOrphan
@@ -75,7 +76,9 @@ def test_an_idle_orphan_is_terminated_and_one_running_work_is_left(cloud: Cloud)
     assert execution["status"] == "SUCCEEDED", execution
     (line,) = execution["output"]["drains"]
     assert (line["instance_id"], line["outcome"]) == (idle, "gang-orphan-terminated"), line
-    assert cloud.state_item(f"gangsweep#{HOME}#{idle}") is None  # its sweep's claim, released
+    assert (
+        cloud.state_item(f"gangsweep#{HOME}#{idle}", SWEEP_PARTITION) is None
+    )  # its sweep's claim, released
     now = states([idle, busy])
     assert now[idle] in ("shutting-down", "terminated") and now[busy] == "running", now
     assert busy_node in {n["metadata"]["name"] for n in cloud.kube.list("Node")}

@@ -381,3 +381,32 @@ def test_an_exec_plugins_aws_settings_are_not_blanked_from_every_line(
     out, err = capfd.readouterr()
     for where in (debug_log.getvalue(), out, err):
         assert secret_key not in where
+
+
+def test_an_exec_plugin_that_fails_quoting_a_secret_of_its_arguments_leaves_it_in_no_log(
+    server: KubeApiServer,
+    debug_log: io.StringIO,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Azure's kubelogin takes a service principal's secret as ``--client-secret <secret>``,
+    int128/kubelogin as ``--oidc-client-secret=<secret>``: a plugin that fails and echoes its command line
+    puts the secret in the line the kubernetes client logs. Its other arguments (a region, a cluster's
+    name) are no secret and stay readable in every line."""
+    monkeypatch.setattr(observability, "_known", frozenset())  # values added here stay here
+    monkeypatch.setattr(observability, "_known_pattern", None)
+    secret, oidc_secret = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    kubeconfig = _failing_exec_kubeconfig(server, {}, "")
+    kubeconfig["users"][0]["user"]["exec"]["args"] = [  # type: ignore[index]
+        "-c", 'echo "kubelogin $* refused" >&2; exit 1', "kubelogin", "get-token", "--client-secret", secret,
+        f"--oidc-client-secret={oidc_secret}", "--region", "ap-southeast-2", "--cluster-name", "ml-training",
+    ]  # fmt: skip
+    KubeClient.from_kubeconfig(kubeconfig).close()
+
+    logged = debug_log.getvalue()
+    assert "exec: process returned 1" in logged and "--client-secret" in logged
+    out, err = capfd.readouterr()
+    for where in (logged, out, err):
+        assert secret not in where and oidc_secret not in where
+    line = "raised gpu-a of ml-training in ap-southeast-2"
+    assert observability.redact(line) == line

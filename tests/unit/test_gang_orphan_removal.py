@@ -15,7 +15,7 @@ from moto import mock_aws
 from plan_world import NOW
 
 from spillway.act.drain import Drainer, cordon_reason, run_action, summarize
-from spillway.act.gangsweep import HOLD
+from spillway.act.gangsweep import HOLD, SWEEP_PARTITION
 from spillway.act.planning import PlanSettings, execution_requests
 from spillway.adapters.kube import KubeClient
 from spillway.adapters.state_store import StateStore
@@ -564,7 +564,9 @@ def test_two_sweeps_of_one_idle_orphan_terminate_it_once(rig: Rig, monkeypatch: 
     assert node not in {n["metadata"]["name"] for n in rig.api.list("nodes")}
 
 
-CLAIM = ("prod", f"gangsweep#us-east-1#{ORPHAN}")
+CLAIM = (SWEEP_PARTITION.format(cluster=CLUSTER), f"gangsweep#us-east-1#{ORPHAN}")
+# where a build before SWEEP_PARTITION claimed it: the cluster's own partition
+OLDER_CLAIM = (CLUSTER, CLAIM[1])
 
 
 def test_a_sweep_claims_the_instance_before_its_cordon_and_names_its_plan(
@@ -660,6 +662,45 @@ def test_a_claim_past_its_hold_is_a_dead_sweeps_and_is_taken_over(rig: Rig) -> N
     assert CLAIM not in rig.ledger.claimed
 
 
+def test_the_claim_is_in_a_partition_of_its_own_not_the_clusters() -> None:
+    """The drain function's role may delete items of the sweep partition alone (dynamodb:LeadingKeys),
+    not the planner's state, back-offs and markers of the cluster's own partition."""
+    assert CLAIM[0] == "prod#gangsweep" and CLAIM[0] != CLUSTER
+
+
+def test_an_older_builds_live_claim_holds_the_sweep_and_its_own_claim_is_let_go(rig: Rig) -> None:
+    """An older build's sweep, still running while the function was updated, claimed the instance in the
+    cluster's own partition: this sweep does nothing (held), and gives its own claim back at once."""
+    node = rig.node()
+    older = {"plan": "p-0", "at": "2026-11-02T11:59:30Z", "sweep": "older"}
+    rig.ledger.claim(*OLDER_CLAIM, older, expires=NOW + HOLD)
+    rig.api.clear_requests()
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    assert line["outcome"] == "gang-orphan-held" and "plan p-0" in line["note"]
+    assert rig.cloud.calls == [] and rig.api.requests == []
+    assert CLAIM not in rig.ledger.claimed and rig.ledger.claimed[OLDER_CLAIM] == older
+    assert rig.ledger.called("release") == [CLAIM]
+
+
+def test_an_older_builds_claim_past_its_hold_holds_nothing(rig: Rig) -> None:
+    node = rig.node()
+    rig.ledger.claim(*OLDER_CLAIM, {"plan": "p-0", "at": "2026-11-02T11:45:00Z"}, expires=NOW)
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "gang-orphan-terminated"
+    assert CLAIM not in rig.ledger.claimed
+
+
+def test_an_older_builds_claim_that_cannot_be_read_counts_as_held(rig: Rig) -> None:
+    rig.ledger.fail("claims", AwsThrottled("Rate exceeded"), times=1)
+
+    line = rig.drainer.remove_gang_orphan(rig.request())
+
+    assert line["outcome"] == "gang-orphan-held" and _terminated(rig) == []
+    assert CLAIM not in rig.ledger.claimed
+
+
 def test_a_claim_taken_over_while_the_sweep_ran_is_left_to_its_new_holder(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -717,7 +758,7 @@ def test_a_sweep_whose_claims_answer_was_lost_knows_the_claim_for_its_own(rig: R
         assert lost == [1]
         assert line["outcome"] == "gang-orphan-terminated", line
         assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
-        assert StateStore(client, "state").claims(CLUSTER, "gangsweep#") == {}  # released
+        assert StateStore(client, "state").claims(CLAIM[0], "gangsweep#") == {}  # released
 
 
 def _dead_node_with_a_pod_that_never_started(

@@ -343,11 +343,12 @@ def test_the_drain_function_may_claim_a_gang_sweep_and_nothing_more_on_the_state
     """remove_gang_orphan claims its instance (spillway.act.gangsweep: StateStore.claim as a lease, its
     holder read back with GetItem, released with DeleteItem); the drain function reads no snapshot and
     writes no plan. Its puts may carry only the attributes a claim has, keys and condition included
-    (dynamodb:Attributes, every top-level attribute of the request): not a planner state, a back-off."""
+    (dynamodb:Attributes, every top-level attribute of the request): not a planner state, a back-off. It
+    queries for an older build's sweep claim (which partitions: test_the_drain_and_scale_roles_touch_only_...)."""
     from spillway.adapters.state_store import StateStore
 
     assert table_actions("DrainFunction") == {
-        "StateTable": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem"}
+        "StateTable": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:Query"}
     }
     client = _RecordingDynamoDB()
     at = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -357,7 +358,7 @@ def test_the_drain_function_may_claim_a_gang_sweep_and_nothing_more_on_the_state
     [request] = client.puts
     written = set(request["Item"]) | set(request["ExpressionAttributeNames"].values())
     [put] = [s for s in function_statements("DrainFunction") if "dynamodb:PutItem" in actions(s)]
-    assert put["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:Attributes": sorted(written)}}
+    assert put["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"] == sorted(written)
 
 
 def test_the_snapshots_table_is_read_only_as_its_store_reads_it() -> None:
@@ -1335,6 +1336,34 @@ def test_the_forwarder_stacks_names_hold_for_every_cluster_name_and_region_it_ta
     assert all("RoleName" not in r["Properties"] for r in resources if r["Type"] == "AWS::IAM::Role")
 
 
+def test_eventbridge_may_assume_the_forwarders_role_for_the_stacks_own_rules_only() -> None:
+    """Confused deputy (EventBridge User Guide, "Cross-service confused deputy prevention in Amazon
+    EventBridge": for an event bus rule's target, aws:SourceArn is the rule's ARN): the forwarder's role
+    trusted events.amazonaws.com for any rule of the account (aws:SourceAccount alone), so any rule
+    anyone made in the account could name it and put events on the home bus, where the interrupt rules
+    drain the node a forged Spot warning names. Its trust now names the ARNs of the four rules that use
+    it (built from their names: a GetAtt of the rules, which name the role, would be a cycle), a rule on
+    the default bus being arn:...:rule/<name>."""
+    forwarder = load_template(ROOT / "deploy" / "spot-forwarder.yaml")
+    resources = forwarder["Resources"]
+    for cluster in cluster_names():
+        users = sorted(
+            "arn:{}:events:{}:{}:rule/{}".format(
+                PSEUDO["AWS::Partition"], PSEUDO["AWS::Region"], PSEUDO["AWS::AccountId"],
+                resolved(r["Properties"]["Name"], cluster),
+            )
+            for r in resources.values()
+            if r["Type"] == "AWS::Events::Rule"
+            and any(t.get("RoleArn") == {"Fn::GetAtt": ["ForwardRole", "Arn"]} for t in r["Properties"]["Targets"])
+        )  # fmt: skip
+        assert len(users) == 4
+        [trust] = resources["ForwardRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert trust["Principal"] == {"Service": "events.amazonaws.com"}
+        condition = trust["Condition"]
+        assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+        assert sorted(resolved(arn, cluster) for arn in condition["ArnEquals"]["aws:SourceArn"]) == users
+
+
 def joins(node: Any) -> Iterator[Any]:
     """The arguments of every Fn::Join under ``node``."""
     if isinstance(node, dict):
@@ -1449,6 +1478,114 @@ def test_a_function_that_reads_a_plan_record_may_get_it_from_the_plans_table(fun
         assert function != "ScaleFunction", "the derivation no longer finds the re-plan's read"
         return
     assert "dynamodb:GetItem" in table_actions(function).get("PlansTable", set())
+
+
+# What each StateStore (Ledger) method asks DynamoDB, and the partition it asks it in is its first argument:
+# the cluster's own (``cluster``), or one of the partitions beside it, a ``*_PARTITION`` template formatted
+# with the cluster (``STARTED_PARTITION.format(cluster=...)``). A claim that finds its item reads it back.
+LEDGER_ACTIONS = {
+    "claim": {"dynamodb:PutItem", "dynamodb:GetItem"},
+    "release": {"dynamodb:DeleteItem"},
+    "claims": {"dynamodb:Query"},
+    "load": {"dynamodb:Query"},
+    "backoffs": {"dynamodb:Query"},
+    "put_backoff": {"dynamodb:PutItem"},
+    "commit": {"dynamodb:PutItem"},
+}
+OWN_PARTITION = "{cluster}"
+
+
+def partition_templates() -> dict[str, str]:
+    """Every ``*_PARTITION`` constant of the act and adapter modules: name -> template."""
+    import pkgutil
+
+    import spillway.act
+    import spillway.adapters
+
+    found: dict[str, str] = {}
+    for package in (spillway.act, spillway.adapters):
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            found.update(
+                {k: v for k, v in vars(module).items() if k.endswith("_PARTITION") and isinstance(v, str)}
+            )
+    assert "STARTED_PARTITION" in found
+    return found
+
+
+def _ledger_receiver(node: ast.expr) -> bool:
+    """``ledger.x``, ``store.x``, ``self.ledger.x``, ``owner.ledger.x``."""
+    if isinstance(node, ast.Name):
+        return node.id in ("ledger", "store")
+    return isinstance(node, ast.Attribute) and node.attr == "ledger"
+
+
+def state_partitions(function: str) -> dict[str, set[str]]:
+    """The state table's partitions a function's code may ask each DynamoDB action in, derived from its
+    ledger calls (their first argument) reachable from its entries."""
+    templates = partition_templates()
+    out: dict[str, set[str]] = {}
+    for node in reachable(*ENTRIES[function]):
+        for call in ast.walk(node):
+            if not (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr in LEDGER_ACTIONS
+                and _ledger_receiver(call.func.value)
+            ):
+                continue
+            first = call.args[0]
+            if (
+                isinstance(first, ast.Call)
+                and isinstance(first.func, ast.Attribute)
+                and first.func.attr == "format"
+            ):
+                assert isinstance(first.func.value, ast.Name), ast.unparse(first)
+                partition = templates[first.func.value.id]
+            else:  # the cluster itself; a partition handed on in a variable the walk could not tell
+                assert ast.unparse(first).split(".")[-1] == "cluster", ast.unparse(call)
+                partition = OWN_PARTITION
+            for action in LEDGER_ACTIONS[call.func.attr]:
+                out.setdefault(action, set()).add(partition)
+    return out
+
+
+def granted_state_partitions(function: str) -> dict[str, set[str]]:
+    """The partitions a function's role lets each action touch on the state table (dynamodb:LeadingKeys,
+    which must be there: a statement without it grants every item)."""
+    out: dict[str, set[str]] = {}
+    for statement in function_statements(function):
+        granted = {a for a in actions(statement) if a.startswith("dynamodb:")}
+        if not granted or "StateTable" not in references(statement.get("Resource")):
+            continue
+        condition = statement.get("Condition", {}).get("ForAllValues:StringEquals", {})
+        assert "dynamodb:LeadingKeys" in condition, (function, statement.get("Sid"), sorted(granted))
+        keys = {sub_text(k).replace("${ClusterName}", "{cluster}") for k in condition["dynamodb:LeadingKeys"]}
+        for action in granted:
+            out.setdefault(action, set()).update(keys)
+    return out
+
+
+def test_the_derivation_finds_the_partitions_the_code_plainly_uses() -> None:
+    """Not a tautology: the drain's DrainOutcome marks (DRAIN_COUNTED_PARTITION) and gang sweep leases
+    (SWEEP_PARTITION), the scale steps' claims in the cluster's own partition."""
+    drain = state_partitions("DrainFunction")
+    assert drain["dynamodb:DeleteItem"] == {"{cluster}#gangsweep"}
+    assert drain["dynamodb:PutItem"] == {"{cluster}", "{cluster}#gangsweep", "{cluster}#drain-counted"}
+    assert state_partitions("ScaleFunction")["dynamodb:DeleteItem"] == {OWN_PARTITION}
+
+
+@pytest.mark.parametrize("function", ["DrainFunction", "ScaleFunction"])
+def test_the_drain_and_scale_roles_touch_only_the_partitions_their_code_writes(function: str) -> None:
+    """dynamodb:LeadingKeys, the partition key of every item a request names (DynamoDB Developer Guide,
+    "Using IAM policy conditions for fine-grained access control": the partition key only, with
+    ForAllValues; GetItem, PutItem, DeleteItem and Query take it, Service Authorization Reference). The
+    drain and scale roles could delete any item of the state table: the drain function the planner's
+    state (a plan then starts over from an empty one), the scale function the drains' marks. Each now
+    touches, per action, exactly the partitions its code asks it in: the drain deletes gang sweep
+    leases alone, which have a partition of their own. A partition the code starts writing in fails
+    here until the role may, and a grant the code no longer needs fails too."""
+    assert granted_state_partitions(function) == state_partitions(function)
 
 
 def test_drain_nodes_role_may_put_only_its_counted_marks() -> None:

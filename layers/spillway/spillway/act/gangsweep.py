@@ -29,7 +29,8 @@ not tell them apart (:meth:`Cluster.cordon` answers True to both, the Node carry
 already), so one that found the Node busy took its cordon off while the other, which had looked at the pods
 before, terminated the instance under the pod kube-scheduler had just bound; two idle sweeps both terminated
 it, counted twice. So the step first claims the instance in the state table
-(``gangsweep#<region>#<instance>``, a conditional put: first wins), before anything is read, and releases the
+(``gangsweep#<region>#<instance>`` in the partition :data:`SWEEP_PARTITION`, a conditional put: first wins),
+before anything is read, and releases the
 claim when it ends, whatever the outcome, a failure too, and only while it is still its own (a conditional
 delete: one taken over after it lapsed is the new holder's). The claim names its sweep (a random token): a put
 whose answer was lost is sent again by botocore and finds the claim it wrote, which is its own. A sweep that
@@ -38,6 +39,13 @@ finds the claim held does nothing: ``held``, and the next plan's sweep tries aga
 out) without releasing it, and the next sweep takes it over (until then, a Step Functions retry of that step,
 or the next plans' sweeps, are ``held``; a cordon the dead sweep made stays on the Node until a sweep runs, on
 a Node busy by then until its work ends and the sweep of the idle Node terminates it).
+
+The claims have a partition of their own so that the drain function's role may delete them and nothing
+else of the state table (``dynamodb:LeadingKeys``: IAM has no condition on a sort key). Builds before it
+claimed in the cluster's own partition: a sweep also honours such a claim while its lease lasts (an older
+build's sweep still running while ``sam deploy`` switches the function over), and is ``held``. A build
+rolled back to one before reads no claim of this partition: for the length of the invocations running
+then, two sweeps of one orphan may overlap, as before the claims.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ from pydantic import Field
 from spillway.act.instances import nodes_on
 from spillway.act.unregistered import InstanceRequest, parse_instance_request
 from spillway.errors import NodeNotFound, SpillwayError, StateConflict
-from spillway.model.cluster import NodeInfo, PodInfo, format_time, instance_id_from_provider_id
+from spillway.model.cluster import NodeInfo, PodInfo, format_time, instance_id_from_provider_id, parse_time
 from spillway.planner.disruption import dead, keeps_node_busy
 from spillway.ports import Cloud, Cluster, Ledger
 
@@ -63,6 +71,8 @@ log = logging.getLogger(__name__)
 Sweep = Literal["terminated", "gone", "attached", "busy", "held"]
 NAMED_PODS = 3
 SWEEP_PREFIX = "gangsweep#"  # the claim on one instance's sweep: gangsweep#<region>#<instance>
+# ... in this partition of the state table, beside the cluster's own (whose items no sweep may delete)
+SWEEP_PARTITION = "{cluster}#gangsweep"
 # The words every sweep's cordon begins with (``gang orphan <instance> (plan <id>)``): the one cordon of
 # Spillway's a sweep takes over (a dead sweep's); any other (a drain's, a give-back's) it leaves as it is.
 ORPHAN_CORDON = "gang orphan "
@@ -120,10 +130,15 @@ def _claimed_sweep(
     token = uuid4().hex
     mine = {"plan": request.plan_id or "-", "at": format_time(now), "sweep": token}
     try:
-        holder, created = ledger.claim(cluster, item, mine, expires=now + HOLD, now=now)
+        holder, created = ledger.claim(
+            SWEEP_PARTITION.format(cluster=cluster), item, mine, expires=now + HOLD, now=now
+        )
     except StateConflict:  # released between its put and its read: that sweep has just ended
         holder, created = {}, False
     ours = created or holder.get("sweep") == token
+    if ours and (older := _older_builds_claim(ledger, cluster, item, now)) is not None:
+        _let_go(ledger, cluster, item, mine)
+        holder, ours = older, False
     if not ours:
         by = f"plan {holder.get('plan')}'s, since {holder.get('at')}" if holder else "one that just ended"
         return "held", request.node, f"another sweep of {iid} holds it ({by}): left to it, for the next plan"
@@ -133,13 +148,31 @@ def _claimed_sweep(
         _let_go(ledger, cluster, item, mine)
 
 
+def _older_builds_claim(ledger: Ledger, cluster: str, item: str, now: datetime) -> dict[str, object] | None:
+    """The claim a build before :data:`SWEEP_PARTITION` holds on the instance in the cluster's own
+    partition, while its lease lasts (its ``at`` plus :data:`HOLD`); None when there is none, or it has
+    no time. One that cannot be read counts as held: the sweep is ``held``, and the next plan's tries
+    again."""
+    try:
+        held = ledger.claims(cluster, item).get(item)
+    except SpillwayError as exc:
+        return {"plan": "unknown", "at": f"unknown: an older build's claim could not be read ({exc})"[:300]}
+    if held is None:
+        return None
+    try:
+        at = parse_time(str(held.get("at") or ""))
+    except ValueError:  # no time: not a claim of a sweep's (every build's names its time), not a lease
+        at = None
+    return held if at is not None and at + HOLD > now else None
+
+
 def _let_go(ledger: Ledger, cluster: str, item: str, mine: Mapping[str, object]) -> None:
     """Release the sweep's claim, only while it is still this sweep's (``mine``): one that lapsed while
     this sweep ran may have been taken over, and deleting the new holder's claim would let a third
     sweep overlap it. Best effort: the step's outcome stands (a retry would find the claim and do
     nothing), and the claim lapses after :data:`HOLD`."""
     try:
-        if not ledger.release(cluster, item, held_as=mine):
+        if not ledger.release(SWEEP_PARTITION.format(cluster=cluster), item, held_as=mine):
             log.info("gang sweep: claim %s is no longer this sweep's (taken over or gone): left", item)
     except SpillwayError as exc:
         log.warning("gang sweep: claim %s not released (it lapses in %s): %s", item, HOLD, exc)

@@ -538,9 +538,42 @@ AWS_SETTINGS = frozenset(
 )
 
 
+# The last word of a command-line flag's name that says its value is a credential: kubelogin's
+# --client-secret and --client-certificate-password, int128/kubelogin's --oidc-client-secret=..., a
+# --token, --api-key or --password. A flag whose name ends in another word takes no secret (--token-cache-dir,
+# --password-stdin, --key-file: a path, a switch), nor does an argument that is no flag (the word "token",
+# aws-iam-authenticator's subcommand).
+SECRET_FLAG_WORDS = frozenset({"token", "secret", "password", "passwd", "passphrase", "key", "apikey"})
+_FLAG = re.compile(r"^--?([A-Za-z0-9][A-Za-z0-9_.-]*)(?:=(.*))?$", re.DOTALL)
+
+
+def secret_arguments(args: Sequence[str]) -> list[str]:
+    """The values ``args`` give to flags whose name ends in a :data:`SECRET_FLAG_WORDS` word, as
+    ``--flag value`` (a next argument that is no flag) or ``--flag=value``."""
+    found: list[str] = []
+    for i, arg in enumerate(args):
+        flag = _FLAG.match(arg)
+        if flag is None or re.split(r"[-_.]", flag.group(1).lower())[-1] not in SECRET_FLAG_WORDS:
+            continue
+        if flag.group(2) is not None:
+            found.append(flag.group(2))
+        elif i + 1 < len(args) and not args[i + 1].startswith("-"):
+            found.append(args[i + 1])
+    return [value for value in found if value]
+
+
+def _argument_list(key: str, value: Any) -> list[str]:
+    """An exec plugin's ``args`` (a list), an auth-provider's ``cmd-args`` (one string); else none."""
+    if key == "args" and isinstance(value, list):
+        return [str(a) for a in value]
+    if key == "cmd-args" and isinstance(value, str):
+        return value.split()
+    return []
+
+
 def kubeconfig_secrets(doc: Mapping[str, Any]) -> list[str]:
     """The credential values of a kubeconfig's users (:data:`CREDENTIAL_KEYS`, exec env values but those of
-    :data:`AWS_SETTINGS`)."""
+    :data:`AWS_SETTINGS`, what a command's arguments give to a secret's flag: :func:`secret_arguments`)."""
     found: list[str] = []
 
     def walk(node: Any) -> None:
@@ -551,6 +584,8 @@ def kubeconfig_secrets(doc: Mapping[str, Any]) -> list[str]:
             for key, value in node.items():
                 if key in CREDENTIAL_KEYS and isinstance(value, str):
                     found.append(value)
+                elif arguments := _argument_list(key, value):
+                    found.extend(secret_arguments(arguments))
                 elif key == "env" and isinstance(value, list):
                     found.extend(
                         str(e["value"])

@@ -21,7 +21,9 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
     claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
                       "unsettled#<owner>",
                       "owner#<region>#<id>",
-                      "gangsweep#<region>#<id>",
+                      "gangsweep#<region>#<id>" (in the partition <cluster>#gangsweep: its own, so
+                                                 that the drain function may delete it and nothing of
+                                                 the cluster's partition; builds before wrote it there),
                       "scaledown-failed#<drain>" (value {"at", "node"}: a plan's scale-down drain that
                                                  failed, merged into State.scale_down["failed"] at load),
                       "drain-ended#<plan>#<node>" (value {"at", "node", "planned_at"}: a plan's drain

@@ -336,10 +336,12 @@ class Rig:
     def plans(self) -> list[dict[str, Any]]:
         return list(self.stack.client("dynamodb").scan(TableName=self.stack.tables["PlansTable"])["Items"])
 
-    def state_item(self, item: str) -> dict[str, Any] | None:
+    def state_item(self, item: str, partition: str = "{cluster}") -> dict[str, Any] | None:
+        """The state table's ``item`` of the cluster's partition (``partition``: a template such as
+        ``{cluster}#gangsweep``, formatted with the cluster)."""
         got = self.stack.client("dynamodb").get_item(
             TableName=self.stack.tables["StateTable"],
-            Key={"cluster": {"S": self.cluster}, "item": {"S": item}},
+            Key={"cluster": {"S": partition.format(cluster=self.cluster)}, "item": {"S": item}},
         )
         found: dict[str, Any] | None = got.get("Item")
         return found

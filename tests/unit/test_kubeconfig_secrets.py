@@ -1,0 +1,72 @@
+"""The credentials of a kubeconfig's users that logs are kept clear of by value
+(:func:`spillway.adapters.kube.kubeconfig_secrets`): an exec plugin's arguments carry some (Azure's
+kubelogin ``--client-secret``, int128/kubelogin's ``--oidc-client-secret=...``) beside settings every line
+may name (a region, a cluster's name, a role's ARN), which must stay readable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spillway.adapters.kube import kubeconfig_secrets
+
+
+def _exec_user(args: list[str], command: str = "kubelogin") -> dict[str, Any]:
+    return {
+        "users": [
+            {
+                "name": "u",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": command,
+                        "args": args,
+                    }
+                },
+            }
+        ]
+    }
+
+
+def test_a_secret_an_exec_plugin_is_given_as_a_flags_next_argument_is_a_secret() -> None:
+    """Azure kubelogin's service principal login, as `kubelogin convert-kubeconfig -l spn` writes it."""
+    secret = "Qx8Q~kS0mEcl1entSecretValue.abc"
+    args = ["get-token", "--login", "spn", "--environment", "AzurePublicCloud",
+            "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630",
+            "--client-id", "0b5c1e1c-1111-2222-3333-444455556666",
+            "--client-secret", secret, "--tenant-id", "72f988bf-86f1-41af-91ab-2d7cd011db47"]  # fmt: skip
+    assert kubeconfig_secrets(_exec_user(args)) == [secret]
+
+
+def test_a_secret_given_as_flag_equals_value_is_a_secret() -> None:
+    """int128/kubelogin (kubectl oidc-login), as its setup prints the user."""
+    secret = "YAeeM2ptWNAa5aKqhbZKJg"
+    token = "ghp_" + "x" * 36
+    args = ["oidc-login", "get-token", "--oidc-issuer-url=https://accounts.google.com",
+            "--oidc-client-id=32934980234312.apps.googleusercontent.com",
+            f"--oidc-client-secret={secret}", f"-token={token}", "--token-cache-dir=/tmp/kube/cache"]  # fmt: skip
+    assert kubeconfig_secrets(_exec_user(args, "kubectl")) == [secret, token]
+
+
+def test_the_aws_and_gke_plugins_arguments_hold_no_secret() -> None:
+    """`aws eks update-kubeconfig` (aws eks get-token), eksctl's aws-iam-authenticator user (whose
+    subcommand is the word ``token``: no flag, so the next argument is not taken), gke-gcloud-auth-plugin
+    and kubelogin's boolean ``--token-only``-like flags: a region, a cluster's name, a role's ARN, a path
+    are no secret, and blanking one by value would blank it from every line."""
+    aws_cli = ["--region", "eu-west-1", "eks", "get-token", "--cluster-name", "ml-training",
+               "--output", "json", "--role-arn", "arn:aws:iam::123456789012:role/eks-admin"]  # fmt: skip
+    authenticator = ["token", "-i", "ml-training", "--region", "eu-west-1",
+                     "-r", "arn:aws:iam::123456789012:role/eks-admin"]  # fmt: skip
+    gke = ["--use_application_default_credentials"]
+    kubelogin = ["get-token", "--use-azurerm-env-vars", "--token-cache-dir", "/home/u/.kube/cache/kubelogin",
+                 "--login", "workloadidentity", "--password-stdin", "--server-id", "6dae42f8"]  # fmt: skip
+    for args in (aws_cli, authenticator, gke, kubelogin):
+        assert kubeconfig_secrets(_exec_user(args)) == [], args
+
+
+def test_an_auth_providers_command_arguments_are_read_as_well() -> None:
+    """The gcp auth-provider's ``cmd-args`` is one string of arguments."""
+    token = "ya29.a0AfH6SMBx" + "y" * 20
+    doc = {"users": [{"name": "g", "user": {"auth-provider": {"name": "gcp", "config": {
+        "cmd-path": "/usr/bin/helper", "cmd-args": f"config config-helper --format=json --access-token {token}",
+    }}}}]}  # fmt: skip
+    assert kubeconfig_secrets(doc) == [token]
