@@ -4,7 +4,9 @@ snapshot whenever demand changed (or as a heartbeat). Thin: the work is ``spillw
 Clients come from :mod:`spillway.clients`, the one wiring of every function (built once per container,
 on the first invocation: importing this module is cheap and needs no environment). Metrics (EMF): PendingPods, UnschedulablePods, Nodes, NotReadyNodes,
 LongestNotReadySeconds (alarmed on), SnapshotBytes, ObserveSeconds, OldestPendingSeconds (alarmed on), SnapshotsWritten, ObservationFailures,
-GangInstanceReadsFailed (alarmed on: the regions whose gang-instance read failed, named in the log line).
+GangInstanceReadsFailed (alarmed on: the regions whose gang-instance read failed, named in the log line),
+RegionReadsFailed (alarmed on: the regions whose Auto Scaling read failed, their groups not scaled; named
+in the log line).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def record(observation: Observation, planner: PlannerConfig | None = None) -> No
     # the regions the gang sweep is blind in this observation (0 too: its alarm takes each period's least)
     unread = list(observation.snapshot.cluster.fleet_unread)
     add_count("GangInstanceReadsFailed", len(unread))
+    # the regions whose groups no plan scales this time (0 too: region-unread takes each period's least)
+    regions = observation.snapshot.cluster.unread_region_names
+    add_count("RegionReadsFailed", len(regions))
     if observation.save is not None:
         add_bytes("SnapshotBytes", observation.save.size)
     logger.info(
@@ -57,6 +62,7 @@ def record(observation: Observation, planner: PlannerConfig | None = None) -> No
             "bytes": observation.save.size if observation.save else None,
             "chunks": observation.save.chunks if observation.save else None,
             "gang_reads_failed": unread,
+            "region_reads_failed": regions,
         },
     )
 

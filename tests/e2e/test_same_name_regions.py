@@ -5,8 +5,13 @@ alike: a group's name is unique only in its region). Each is planned, raised and
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from conftest import HOME, WEST, Cloud
+
+from spillway.adapters.aws import AwsAdapter
+from spillway.errors import AwsThrottled
 
 
 def twins(cloud: Cloud, pods: int, east_max: int = 8) -> None:
@@ -67,3 +72,39 @@ def test_no_capacity_for_the_primarys_gpu_backs_off_that_group_only_and_the_othe
         [(HOME, "backed_off")],
         [(WEST, "ready")],
     ]
+
+
+def observed_with_unread(cloud: Cloud, monkeypatch: pytest.MonkeyPatch, region: str) -> str:
+    """A snapshot observed while ``region``'s Auto Scaling reads are throttled past the SDK's retries
+    (as the adapter raises it), stored; its key."""
+    read = AwsAdapter.node_groups_in
+
+    def throttled(self: AwsAdapter, where: str, reserve: Any, now: Any = None) -> Any:
+        if where == region:
+            raise AwsThrottled(f"DescribeAutoScalingGroups({where}): Throttling: Rate exceeded")
+        return read(self, where, reserve, now)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(AwsAdapter, "node_groups_in", throttled)
+        return cloud.snapshot()
+
+
+@pytest.mark.parametrize(("unread", "grown"), [(WEST, HOME), (HOME, WEST)])
+def test_one_region_unread_leaves_the_other_scaling(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch, unread: str, grown: str
+) -> None:
+    """One region's Auto Scaling read fails when observed: that failed the whole observation, so nothing
+    was planned anywhere. Now the snapshot is stored with the region unread, the plan names it among its
+    problems, and the pods' nodes come from the other region's ``gpu`` (the primary's when the overflow
+    region is unread; the overflow's when the primary is), through SetDesiredCapacity there only."""
+    twins(cloud, 2)
+
+    cloud.plan(cloud.stream_event(observed_with_unread(cloud, monkeypatch, unread)))
+
+    [execution] = cloud.wait_all()
+    assert execution["status"] == "SUCCEEDED", execution
+    [plan] = [json.loads(p["plan"]["S"]) for p in cloud.plans() if p["kind"]["S"] == "plan"]
+    assert [(s["region"], s["group"], s["from"], s["to"]) for s in plan["scale_up"]] == [(grown, "gpu", 0, 2)]
+    assert [(p["kind"], p["object"]) for p in plan["problems"]] == [("RegionUnread", f"region {unread}")]
+    assert [c.desired for c in cloud.sim.calls_for("gpu", grown)] == [2]
+    assert cloud.sim.calls_for("gpu", unread) == []

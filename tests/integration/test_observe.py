@@ -295,6 +295,30 @@ def test_aws_failure_stores_nothing(kube: FakeCluster, store: SnapshotStore) -> 
     assert stored_items(store) == []
 
 
+def test_one_regions_failed_group_read_stores_the_other_regions(
+    kube: FakeCluster, store: SnapshotStore
+) -> None:
+    """A throttled secondary region failed the whole observation: nothing stored, so the primary
+    region's scale-ups and scale-downs stopped too. Now the snapshot is stored with the healthy region's
+    groups (the failed one marked unread: tests/unit/test_region_unread.py)."""
+    time = FakeTime()
+    cloud = FakeCloud(("us-east-1", "us-west-2"))
+    cloud.node_groups_by_region = {"us-east-1": [], "us-west-2": []}
+    read = cloud.node_groups_in
+
+    def throttled_in_oregon(region: str, reserve: Any, now: Any = None) -> Any:
+        if region == "us-west-2":
+            raise AwsThrottled("DescribeAutoScalingGroups(us-west-2): Throttling: Rate exceeded")
+        return read(region, reserve, now)
+
+    cloud.node_groups_in = throttled_in_oregon  # type: ignore[method-assign]
+
+    run = run_observe(kube, cloud, store, CONFIG, time.clock, time.sleep, T0)
+
+    assert [o.written for o in run.observations] == [True]
+    assert len(stored_items(store)) > 0
+
+
 # --- a run of observations --------------------------------------------------------------------------
 
 

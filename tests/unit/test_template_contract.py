@@ -807,6 +807,40 @@ def test_overflow_alarms_only_when_it_lasts_not_for_one_burst() -> None:
     assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
 
 
+def observe_read_alarm(metric: str, name: str, periods: int) -> None:
+    """The alarm on ``metric``, a count observe emits every observation (0 too) of the regions a read
+    failed in: named ``name``, firing when the least count of each of ``periods`` 5-minute periods is
+    above 0 (every observation failed then), on the stack's series, to the alarm topic."""
+    [(logical, resource)] = [
+        (k, v)
+        for k, v in EXPANDED.items()
+        if v.get("Type") == "AWS::CloudWatch::Alarm" and v["Properties"].get("MetricName") == metric
+    ]
+    alarm = resource["Properties"]
+    assert alarm["AlarmName"] == {"Fn::Sub": f"spillway-${{ClusterName}}-{name}"}, logical
+    assert alarm["Namespace"] == "Spillway"
+    assert alarm["Dimensions"] == [
+        {"Name": "service", "Value": "spillway"},
+        {"Name": "Cluster", "Value": {"Ref": "ClusterName"}},
+    ]
+    assert (alarm["Statistic"], alarm["Period"]) == ("Minimum", 300)
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (periods, periods)
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    # observe not running at all is its own alarm's business (observe-errors), not a failed read
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+    # the alarm topic's key lets CloudWatch publish for it
+    assert f"alarm:spillway-${{ClusterName}}-{name}" in json.dumps(EXPANDED)
+
+
+def test_a_region_whose_groups_observe_keeps_failing_to_read_raises_an_alarm() -> None:
+    """A region whose Auto Scaling read fails no longer fails the observation while another region is
+    read: its groups are carried, not scaled, and left out after max_node_provision_minutes. Observe
+    counts such regions in every observation (RegionReadsFailed); the alarm fires once a region was
+    unread in every observation for 10 minutes."""
+    observe_read_alarm("RegionReadsFailed", "region-unread", 2)
+
+
 def test_a_region_whose_gang_instances_observe_keeps_failing_to_read_raises_an_alarm() -> None:
     """A region whose DescribeInstances of the gang attempts fails is left out of the snapshot and fails
     no observation (README "Atomic gang launch"); it was only logged, so a region refused for good (a
@@ -815,25 +849,7 @@ def test_a_region_whose_gang_instances_observe_keeps_failing_to_read_raises_an_a
     least count of each of three 5-minute periods is above 0: every observation (one each 20 s, about
     45) failed for 15 minutes, which no throttling burst the SDK's retries ride out does, and well
     within the hour (``gang_orphan_minutes``) an orphan waits before the sweep would end it."""
-    [(logical, resource)] = [
-        (k, v)
-        for k, v in EXPANDED.items()
-        if v.get("Type") == "AWS::CloudWatch::Alarm"
-        and v["Properties"].get("MetricName") == "GangInstanceReadsFailed"
-    ]
-    alarm = resource["Properties"]
-    assert alarm["AlarmName"] == {"Fn::Sub": "spillway-${ClusterName}-gang-sweep-blind"}, logical
-    assert alarm["Namespace"] == "Spillway"
-    assert alarm["Dimensions"] == [
-        {"Name": "service", "Value": "spillway"},
-        {"Name": "Cluster", "Value": {"Ref": "ClusterName"}},
-    ]
-    assert (alarm["Statistic"], alarm["Period"]) == ("Minimum", 300)
-    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (3, 3)
-    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
-    # observe not running at all is its own alarm's business (observe-errors), not a blind sweep
-    assert alarm["TreatMissingData"] == "notBreaching"
-    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+    observe_read_alarm("GangInstanceReadsFailed", "gang-sweep-blind", 3)
 
 
 def test_the_drain_function_may_terminate_with_ec2_only_this_clusters_gang_attempt_instances() -> None:

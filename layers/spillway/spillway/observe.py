@@ -10,7 +10,9 @@ each group's zones (``NodeGroup.zone_ids``, from DescribeAvailabilityZones).
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
 ``PodInfo`` as it arrives (memory stays bounded by one page of API objects plus the compact records).
 Any failure raises :class:`~spillway.errors.ObservationFailed` (with the cause chained): there is never a
-partial snapshot, but for the gang attempts' EC2 instances (``fleet_instances``): a region whose read
+partial snapshot, but for a region whose Auto Scaling read failed while another's answered: it is marked
+unread and its groups carried from their last read for a while (:func:`carried_groups`), so that one
+region's outage does not stop every plan; for the gang attempts' EC2 instances (``fleet_instances``): a region whose read
 failed is left out of them, logged and named (``fleet_unread``, counted by the observe function), for
 the gang sweep only misses it for a tick; and for the zone ids: a region whose read failed leaves its
 groups without them, warned, and the planner reads a zone's id from the nodes there instead. That holds for every kind read, whether the cluster must serve it or not: a kind
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -57,6 +59,7 @@ from spillway.model.cluster import (
     PdbInfo,
     PdbMatcher,
     PodInfo,
+    RegionUnread,
     SucceededMembers,
     TopologyMatcher,
     VolcanoNormalPods,
@@ -87,11 +90,16 @@ from spillway.model.resources import Resources
 from spillway.model.shared import NODES, QuotaInfo
 from spillway.model.snapshot import Snapshot, SnapshotCounts
 from spillway.model.templates import with_topology
+from spillway.model.utc import aware
+from spillway.observability import redact
 from spillway.ports import Cloud, Cluster, Snapshots
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+Before = Callable[[], "Snapshot | None"]  # the last snapshot, read only when a region's groups were not
+#: how much of a failed region read's error a snapshot keeps (class and message)
+UNREAD_ERROR_CHARS = 500
 #: passes of one observation whose lists' continue tokens keep expiring before it fails
 OBSERVE_PASSES = 3
 #: scheduler-plugins' PodGroup: served, coscheduling may run (ClusterSnapshot.coscheduling_served)
@@ -119,6 +127,10 @@ class ObserveConfig(BaseModel):
     # the planner's expendable_priority_cutoff: a CapacityBuffer of pods below it holds nothing, and its
     # status says so (spillway.model.buffer.status_update)
     expendable_priority_cutoff: int = -10
+    # the planner's max_node_provision_minutes: how long a region whose Auto Scaling read fails has its
+    # groups carried from their last read (a launch no Node joined within it counts as failed anyway,
+    # so what was launching then is no capacity coming any more); after that they are left out
+    carry_unread_minutes: float = Field(default=15, gt=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,14 +157,17 @@ class ObserveRun:
         return [o for o in self.observations if o.written]
 
 
-def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> Snapshot:
-    """One snapshot of the cluster and its groups; :class:`ObservationFailed` when any part fails. An
-    observation a list's expired continue token cut short is taken again from the start (module
-    docstring)."""
+def observe_once(
+    kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock, before: Before | None = None
+) -> Snapshot:
+    """One snapshot of the cluster and its groups; :class:`ObservationFailed` when any part fails but
+    some regions' Auto Scaling reads (:func:`carried_groups`: ``before`` gives the last snapshot, asked
+    only then). An observation a list's expired continue token cut short is taken again from the start
+    (module docstring)."""
     passes = 1
     while True:
         try:
-            return _observe(kube, aws, config, clock)
+            return _observe(kube, aws, config, clock, before)
         except ListExpired as exc:
             if passes >= OBSERVE_PASSES:
                 raise ObservationFailed(
@@ -162,7 +177,9 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
             log.warning("observing %s: %s; observing again from the start", config.cluster, exc)
 
 
-def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> Snapshot:
+def _observe(
+    kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock, before: Before | None
+) -> Snapshot:
     started = time.perf_counter()
     taken_at = clock()
     reserve = config.node_reserve.reserve()
@@ -221,8 +238,11 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         priorities, priorities_problem = _priorities(priorities_future.result())
         daemonsets = daemonset_future.result()
         buffers = buffer_future.result()
-        groups = [group for future in futures for group in future.result()]
-        fleet, fleet_unread = _fleet(config.cluster, regions, fleet_futures)
+        groups, failed = _group_reads(config.cluster, regions, futures)
+        regions_unread, carried = carried_groups(
+            failed, before() if failed and before is not None else None, taken_at, config.carry_unread_minutes
+        )
+        fleet, fleet_unread = _fleet(config.cluster, regions, fleet_futures, failed)
         zone_ids = _zone_ids(config.cluster, regions, zone_futures)
     except ListExpired:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -236,7 +256,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
     for volume in volume_objects:
         volumes.add(volume)
     nodes = volumes.with_attach_limits(nodes)  # CSI drivers' attach limits (CSINodes): a group's too
-    groups = with_live_templates(with_zone_ids(groups, zone_ids), nodes)  # here groups and nodes first meet
+    groups = with_live_templates(with_zone_ids([*groups, *carried], zone_ids), nodes)  # groups meet nodes
     groups = with_warm_node_problems(groups, nodes)  # a warm-pool instance's Ready Node is misconfigured
     pods, buffer_infos, provreqs = with_topology(
         topology,
@@ -268,6 +288,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         coscheduling_served=COSCHEDULING_PODGROUPS in served,
         fleet_instances=fleet,
         fleet_unread=fleet_unread,
+        regions_unread=regions_unread,
     )
     cluster = update_quota_status(kube, cluster, v1alpha1)
     update_buffer_status(kube, buffers, taken_at, config.expendable_priority_cutoff)
@@ -550,20 +571,79 @@ def update_buffer_status(
                         type(exc).__name__, exc)  # fmt: skip
 
 
+def _group_reads(
+    cluster: str, regions: Sequence[str], futures: Iterable[Future[list[NodeGroup]]]
+) -> tuple[list[NodeGroup], dict[str, AwsError]]:
+    """The groups of every region whose Auto Scaling read answered, and the error of each region whose
+    read failed (throttled, unavailable, refused), logged. Such a region fails no observation while
+    another was read (:func:`carried_groups`): a failed observation stops every plan, so an outage of
+    the overflow region stopped the primary region's scale-ups too. When every region failed, the first
+    error is raised: the observation fails, as nothing of AWS was read."""
+    out: list[NodeGroup] = []
+    failed: dict[str, AwsError] = {}
+    for region, future in zip(regions, futures, strict=True):
+        try:
+            out.extend(future.result())
+        except AwsError as exc:
+            failed[region] = exc
+            log.error("observing %s: the Auto Scaling groups of %s were not read (%s: %s); no plan scales "
+                      "them", cluster, region, type(exc).__name__, exc)  # fmt: skip
+    if failed and len(failed) == len(regions):
+        raise failed[regions[0]]
+    return out, failed
+
+
+def carried_groups(
+    failed: Mapping[str, AwsError], before: Snapshot | None, now: datetime, carry_minutes: float
+) -> tuple[tuple[RegionUnread, ...], list[NodeGroup]]:
+    """Each region whose read ``failed``, marked unread (since when: carried from ``before``, the last
+    snapshot, when it was unread there already; the error's class and message, redacted), and its groups
+    as ``before`` holds them, each flagged with when it was read (:attr:`NodeGroup.read_at`), while that
+    read is younger than ``carry_minutes`` (``max_node_provision_minutes``). The planner counts what
+    such a group launches, so the pods it was raised for are not launched for again in another region,
+    and neither grows nor shrinks it; after the bound a launch of it counts as failed anyway, and its
+    groups are left out (their nodes, in no group, are never drained)."""
+    if not failed:
+        return (), []
+    was = {r.region: r.since for r in before.cluster.regions_unread} if before is not None else {}
+    marks = tuple(
+        RegionUnread(
+            region, was.get(region, now), redact(f"{type(exc).__name__}: {exc}")[:UNREAD_ERROR_CHARS]
+        )
+        for region, exc in sorted(failed.items())
+    )
+    carried: list[NodeGroup] = []
+    bound = timedelta(minutes=carry_minutes)
+    for group in before.groups if before is not None else ():
+        read_at = aware(group.read_at or before.taken_at) if before is not None else now
+        if group.region in failed and aware(now) - read_at < bound:
+            carried.append(replace(group, read_at=read_at))
+    return marks, carried
+
+
 def _fleet(
-    cluster: str, regions: Iterable[str], futures: Iterable[Future[list[FleetInstance]]]
+    cluster: str,
+    regions: Iterable[str],
+    futures: Iterable[Future[list[FleetInstance]]],
+    groups_unread: Collection[str] = (),
 ) -> tuple[tuple[FleetInstance, ...], tuple[str, ...]]:
     """The gang attempts' instances of every region whose DescribeInstances answered, and the regions
     whose call failed (throttled, refused). Such a region is left out of this snapshot, logged, and
     fails no observation: the gang sweep is its only reader, and an orphan it misses once is found on a
     later tick, while a failed observation would stop every scale-up and scale-down. The snapshot names
     it (``fleet_unread``), which the observe function counts (``GangInstanceReadsFailed``): a region
-    whose read keeps failing leaves the sweep blind there, and only an alarm tells."""
+    whose read keeps failing leaves the sweep blind there, and only an alarm tells. A region whose groups
+    were not read (``groups_unread``) is left out the same way: its groups' members are an older list,
+    in which an instance attached since would look like an orphan to the sweep."""
     out: list[FleetInstance] = []
     unread: list[str] = []
     for region, future in zip(regions, futures, strict=True):
         try:
-            out.extend(future.result())
+            found = future.result()
+            if region in groups_unread:
+                unread.append(region)
+                continue
+            out.extend(found)
         except AwsError as exc:
             unread.append(region)
             log.error("observing %s: the gang attempts' instances of %s were not read (%s: %s); this "
@@ -704,9 +784,14 @@ def run_observe(
     last_fingerprint = previous.fingerprint if previous else None
     last_written_at = previous.taken_at if previous else None
     run = ObserveRun()
+
+    def before() -> Snapshot | None:
+        """The last snapshot: this run's last observation, stored or not, else the store's latest."""
+        return run.observations[-1].snapshot if run.observations else store.latest(config.cluster)
+
     while True:
         started = clock()
-        snapshot = observe_once(kube, aws, config, clock)
+        snapshot = observe_once(kube, aws, config, clock, before)
         reason = write_reason(snapshot, last_fingerprint, last_written_at, heartbeat)
         key: str | None = None
         saved: SaveResult | None = None

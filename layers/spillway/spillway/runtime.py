@@ -321,6 +321,7 @@ class RuntimeConfig(BaseModel):
             heartbeat_minutes=self.heartbeat_minutes,
             node_reserve=self.planner.node_reserve,
             expendable_priority_cutoff=self.planner.expendable_priority_cutoff,
+            carry_unread_minutes=self.planner.max_node_provision_minutes,
         )
 
 

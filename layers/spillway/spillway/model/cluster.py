@@ -1169,6 +1169,31 @@ class PdbInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class RegionUnread:
+    """A region whose Auto Scaling read failed (its groups, launch templates or configurations, scaling
+    activities, scheduled actions, warm pools, lifecycle hooks or EKS node groups): since when, in the
+    observations one after another, and the error's class and message (redacted)."""
+
+    region: str
+    since: datetime
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"region": self.region, "since": format_time(self.since), "error": self.error}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RegionUnread:
+        since = parse_time(d.get("since"))
+        if since is None:
+            raise ValueError("regions_unread[].since: missing")
+        return cls(region=str(d["region"]), since=since, error=str(d.get("error", "")))
+
+    @classmethod
+    def all_from(cls, stored: Iterable[Mapping[str, Any]]) -> tuple[RegionUnread, ...]:
+        return tuple(cls.from_dict(d) for d in stored)
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     """What Kubernetes looked like at ``taken_at``.
 
@@ -1216,9 +1241,19 @@ class ClusterSnapshot:
     # the regions whose read of those instances failed (observe fails no observation for it): the gang
     # sweep is blind there in this snapshot (the GangInstanceReadsFailed metric counts them)
     fleet_unread: tuple[str, ...] = ()
+    # the regions whose Auto Scaling read failed (observe fails no observation for it while another
+    # region was read): their groups are carried from the last read, flagged (NodeGroup.read_at), or
+    # left out once that read is older than max_node_provision_minutes; the plan scales none of them
+    # and names the region (the RegionReadsFailed metric counts them). None in a snapshot stored before
+    regions_unread: tuple[RegionUnread, ...] = ()
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
+
+    @property
+    def unread_region_names(self) -> list[str]:
+        """The regions whose Auto Scaling read failed (:attr:`regions_unread`), by name."""
+        return [r.region for r in self.regions_unread]
 
     def jobs_by_key(self) -> dict[str, JobInfo]:
         return {job.key: job for job in self.jobs}
@@ -1379,6 +1414,7 @@ class ClusterSnapshot:
             ("buffers", self.buffers),
             ("daemonsets", self.daemonsets),
             ("fleet_instances", self.fleet_instances),
+            ("regions_unread", self.regions_unread),
         )
         for key, items in optional:  # only what the cluster has: older snapshots read the same
             if items:
@@ -1426,6 +1462,7 @@ class ClusterSnapshot:
             coscheduling_served=bool(d.get("cosched")),
             fleet_instances=tuple(FleetInstance.from_dict(x) for x in d.get("fleet_instances", ())),
             fleet_unread=tuple(map(str, d.get("fleet_unread", ()))),
+            regions_unread=RegionUnread.all_from(d.get("regions_unread", ())),
         )
 
 

@@ -281,6 +281,11 @@ class NodeGroup:
     # Instances[].AvailabilityZone and InstanceType), by instance id. An instance that has no Node yet
     # comes up there, though the template names neither (spillway.planner.scaleup)
     instance_places: tuple[tuple[str, str, str], ...] = ()
+    # None: read by the observation of its snapshot. Else its region's read failed (the snapshot's
+    # ClusterSnapshot.regions_unread names it) and this is the group as the last read of it saw it, at
+    # this time, carried by observe while that read is younger than max_node_provision_minutes: the plan
+    # neither grows nor shrinks it, and counts what it still launches (:attr:`unread`)
+    read_at: datetime | None = None
     # (region, name), made once: the plan asks for it millions of times a replay (see key)
     _key: GroupKey = field(init=False, repr=False, compare=False)
 
@@ -291,6 +296,12 @@ class NodeGroup:
     def key(self) -> GroupKey:
         """The group's identity: (region, name) (:mod:`spillway.model.groupkey`)."""
         return self._key
+
+    @property
+    def unread(self) -> bool:
+        """Whether its region's read failed this time: the group is carried from an earlier read
+        (:attr:`read_at`), and nothing may be asked of it on a picture that old."""
+        return self.read_at is not None
 
     def zone_id(self, zone: str) -> str | None:
         """The id EC2 gave the group's ``zone`` (``use1-az4``), or None when it gave none."""
@@ -525,6 +536,8 @@ class NodeGroup:
             last_raised=parse_time(d["last_raised"]) if d.get("last_raised") else None,
             # absent from snapshots stored before it was read: no cut known, as they were planned
             scheduled_cuts=_stored_cuts(d.get("scheduled_cuts", ())),
+            # absent from snapshots stored before regions could be unread, and from a group read now
+            read_at=parse_time(d.get("read_at")),
         )
 
 
@@ -580,6 +593,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("last_launched", lambda g: format_time(g.last_launched) if g.last_launched is not None else None),
     ("last_raised", lambda g: format_time(g.last_raised) if g.last_raised is not None else None),
     ("scheduled_cuts", lambda g: [{"at": format_time(at), "to": to} for at, to in g.scheduled_cuts] or None),
+    ("read_at", lambda g: format_time(g.read_at) if g.read_at is not None else None),
 )
 
 

@@ -190,6 +190,8 @@ def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
     doc |= _shared_entries(cluster)
     if cluster.fleet_instances:  # a fleet gang's instances outside the groups (absent: older ones stand)
         doc["fleet"] = sorted((i.instance_id, i.state, i.group or "") for i in cluster.fleet_instances)
+    if cluster.regions_unread:  # their groups are scaled by no plan (the error's words change nothing)
+        doc["regions_unread"] = sorted(cluster.unread_region_names)
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -51,6 +51,9 @@ VOLUME_UNBOUND = "volume-unbound"
 # it claims devices through dynamic resource allocation (spec.resourceClaims), which the planner does not
 # model: which nodes hold them is the DRA drivers' ResourceSlices, not the node's allocatable
 DYNAMIC_RESOURCES = "dynamic-resources"
+# the groups that fit are in regions whose Auto Scaling read failed (planner.unread): not grown; as a
+# kept code, its node is of such a group, or of such a region and in no group
+REGION_UNREAD = "region-unread"
 
 # -- why a node is not drained (KeptNode.code) --
 UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods
@@ -142,6 +145,7 @@ PENDING_CODES = (
     PROVISIONING_REQUEST,
     VOLUME_UNBOUND,
     DYNAMIC_RESOURCES,
+    REGION_UNREAD,
 )
 NODE_DO_NOT_DISRUPT = "node-do-not-disrupt"  # its node is annotated karpenter.sh/do-not-disrupt=true
 KEPT_CODES = (
@@ -180,6 +184,7 @@ KEPT_CODES = (
     UNDERUTILIZED_NOT_LONG_ENOUGH,
     BUFFER,
     MIN_RESOURCES,
+    REGION_UNREAD,
 )
 
 # -- may a pod be disturbed (Disruption.code, spillway.planner.disruption) --

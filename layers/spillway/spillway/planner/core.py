@@ -70,6 +70,7 @@ from spillway.planner.types import (
     ScalingPlan,
     Uncordon,
 )
+from spillway.planner.unread import unread_problems
 
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
 
@@ -185,6 +186,7 @@ def plan(
             *_problems(snapshot, config),
             *unknown_group_names(config, every_group),
             *drain_deadline_problem(config, groups),
+            *unread_problems(snapshot),
         ),
     )
 

@@ -17,6 +17,9 @@ registration timeout):
   launches a replacement, as after a failed health check). The removal step checks first that no Node
   runs on the instance by now. Not while the group's Terminate process is suspended (Auto Scaling
   would not terminate it): it is only no longer capacity coming, and the back-off's reason says so.
+  Nor while the group is carried from an earlier read (its region's read failed:
+  :mod:`spillway.planner.unread`): it is only no longer capacity coming, and nothing backs off on a
+  picture that old.
 
 An instance in a warm pool is remembered too, with the time of the last plan that saw it there. One
 drawn into service may have a Node from its warm-up (a bootstrap that does not check its lifecycle
@@ -163,6 +166,9 @@ def watch_joins(
             since = aware(previous.since) if previous is not None else now
             out.joining[iid] = Since(since=since)
             if now - since < limit:
+                continue
+            if group.unread:  # carried from an earlier read: no capacity coming, nothing asked of AWS
+                out.stale[group.key] = out.stale.get(group.key, 0) + 1
                 continue
             kept = group.suspension(TERMINATE)  # Auto Scaling would not terminate it: left, not counted
             decrement = removable > 0 and kept is None

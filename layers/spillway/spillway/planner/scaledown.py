@@ -69,6 +69,7 @@ from spillway.planner.minresources import spends
 from spillway.planner.placement import Bin
 from spillway.planner.startup import uninitialized
 from spillway.planner.types import Drain, GroupShrink, KeptNode, Uncordon
+from spillway.planner.unread import unread_verdict
 
 Verdict = tuple[str, str] | None  # (code, reason) when the node is kept
 Check = Callable[[Context, WorkNode], Verdict]
@@ -98,6 +99,13 @@ def _unmanaged(ctx: Context, node: WorkNode) -> Verdict:
             "warm-pool instances)"
         )
     return codes.UNMANAGED, "not in a managed node group"
+
+
+def _unread(ctx: Context, node: WorkNode) -> Verdict:
+    """Its group was carried from an earlier read (its region's read failed), or it is in no group
+    while its region was not read: nothing is removed on a picture that old (spillway.planner.unread).
+    In use, so no idle time is kept: timers start again once the region is read."""
+    return unread_verdict(ctx, node)
 
 
 def _cluster_unhealthy(ctx: Context, node: WorkNode) -> Verdict:
@@ -295,6 +303,7 @@ def _holds_buffer(ctx: Context, node: WorkNode) -> Verdict:
 # time is kept for them); PROTECTIONS apply to idle nodes.
 IN_USE: tuple[Check, ...] = (
     _uncordoned,
+    _unread,
     _unmanaged,
     _cluster_unhealthy,
     _not_ready,

@@ -77,6 +77,7 @@ from spillway.planner.predicates import why_not_placeable
 from spillway.planner.preemption import VictimPool, place_by_preemption, victim_pools
 from spillway.planner.topology import Spot
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
+from spillway.planner.unread import unread_reason
 
 REGION_LABEL = "topology.kubernetes.io/region"
 NO_GROUP = GroupKey("", "")  # ScaleUpStage.group naming no group: new nodes nowhere
@@ -120,7 +121,10 @@ class ScaleUpStage:
         self.new_bins: dict[tuple[GroupKey, str | None], list[Bin]] = {(g.key, None): [] for g in ctx.groups}
         # MaxSize, or the lower size a scheduled action sets within the idle threshold: a node launched
         # above it now is one Auto Scaling terminates, with its pods, when the action runs
-        self.room: dict[GroupKey, int] = {g.key: max(0, _top(ctx, g) - g.desired) for g in ctx.groups}
+        # (none in a group carried from an earlier read: spillway.planner.unread)
+        self.room: dict[GroupKey, int] = {
+            g.key: 0 if g.unread else max(0, _top(ctx, g) - g.desired) for g in ctx.groups
+        }
         self.backoff: dict[GroupKey, str | None] = {g.key: backoff_reason(ctx, g) for g in ctx.groups}
         self.limits = Limits(ctx)
         # Ready, initialized nodes on their way out: named when a pod they would take gets a new node
@@ -643,6 +647,8 @@ class ScaleUpStage:
         return backoff
 
     def _why_skip(self, group: NodeGroup) -> Skip | None:
+        if group.unread:
+            return Skip(codes.REGION_UNREAD, unread_reason(self.ctx, group))
         backoff = self._backoff(group)
         if backoff:
             return Skip(codes.BACKED_OFF, backoff)

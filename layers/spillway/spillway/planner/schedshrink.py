@@ -95,8 +95,8 @@ class ScheduledShrinks:
 
     def run(self) -> list[GroupShrink]:
         for group in self.ctx.groups:
-            ceiling = group_ceiling(self.ctx, group)
-            if ceiling is None or group.suspension(TERMINATE) is not None:
+            ceiling = group_ceiling(self.ctx, group)  # carried, unread: its nodes are kept (planner.unread)
+            if ceiling is None or group.unread or group.suspension(TERMINATE) is not None:
                 continue
             if self.excess(group, ceiling) > 0:
                 self.shrink(group, ceiling)

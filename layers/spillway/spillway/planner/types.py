@@ -362,6 +362,9 @@ UNKNOWN_GROUP_NAMES = "UnknownGroupNames"
 # consolidates when-underutilized (spillway.planner.core.drain_deadline_problem)
 DRAIN_DEADLINE_TOO_SHORT = "DrainDeadlineTooShort"
 PROBLEM_KINDS = (PRIORITY_CONFIGMAP_INVALID, UNKNOWN_GROUP_NAMES, DRAIN_DEADLINE_TOO_SHORT)
+# a region whose Auto Scaling read failed (spillway.planner.unread): counted by observe, which saw it
+# (RegionReadsFailed), not per plan
+REGION_UNREAD = "RegionUnread"
 
 
 @dataclass(frozen=True, slots=True)

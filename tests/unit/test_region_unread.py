@@ -1,0 +1,375 @@
+"""One region's failed Auto Scaling read must not stop scaling in the others.
+
+observe reads every region's groups in parallel. A region whose read failed (throttled, unavailable,
+refused) failed the whole observation: nothing was stored, so a throttled or broken secondary region
+stopped every scale-up and scale-down of the primary one, the opposite of spilling over. Now the
+region is marked unread in the snapshot (since when, and why), its groups are carried from the last
+snapshot that read them, flagged, while that read is younger than ``max_node_provision_minutes``
+(after which a launch counts as failed anyway), and the planner neither grows nor shrinks a carried
+group while counting what it still launches. Only when every region fails does the observation fail.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fakes import FakeCloud, FakeCluster, FakeSnapshots
+from plan_world import NOW, World, kept_reasons, pending_codes, pending_reasons, scale_up
+
+from spillway.errors import AwsThrottled, AwsUnavailable, ObservationFailed
+from spillway.local import objects as o
+from spillway.model.cluster import ClusterSnapshot, RegionUnread
+from spillway.model.fleet import FleetInstance
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.schedule import ScheduledFloor
+from spillway.model.snapshot import Snapshot
+from spillway.model.state import State
+from spillway.observe import ObserveConfig, observe_once, run_observe
+from spillway.planner import codes, plan
+from spillway.planner.types import REGION_UNREAD
+
+T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
+CLUSTER = "ml"
+EAST, WEST = "us-east-1", "us-west-2"
+CONFIG = ObserveConfig(cluster=CLUSTER, interval_seconds=20, heartbeat_minutes=5, carry_unread_minutes=15)
+THROTTLED = "DescribeAutoScalingGroups(us-west-2): Throttling: Rate exceeded"
+
+
+class Failing(FakeCloud):
+    """A cloud whose group read fails in ``failing`` regions, as the adapter raises it."""
+
+    def __init__(self, *failing: str) -> None:
+        super().__init__(regions=(EAST, WEST), cluster=CLUSTER)
+        self.failing = set(failing)
+        self.node_groups_by_region = {
+            EAST: [NodeGroup("east", EAST, 0, 10, 1, "m5.2xlarge", None, instance_ids=("i-0e",))],
+            WEST: [NodeGroup("west", WEST, 0, 10, 3, "m5.2xlarge", None, instance_ids=("i-0w",))],
+        }
+
+    def node_groups_in(self, region: str, reserve: Any, now: datetime | None = None) -> list[NodeGroup]:
+        if region in self.failing:
+            raise AwsThrottled(f"DescribeAutoScalingGroups({region}): Throttling: Rate exceeded")
+        return super().node_groups_in(region, reserve, now)
+
+
+class Clock:
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def kube() -> FakeCluster:
+    return FakeCluster([o.node("ip-10-0-1-10.ec2.internal", instance="i-0e", zone="us-east-1a")], [])
+
+
+def previous(store: FakeSnapshots, taken_at: datetime, unread: tuple[RegionUnread, ...] = ()) -> Snapshot:
+    """A stored snapshot that read both regions at ``taken_at`` (or carried what ``unread`` names)."""
+    cloud = Failing()
+    snap = observe_once(kube(), cloud, CONFIG, lambda: taken_at)
+    if unread:
+        snap = Snapshot.build(replace(snap.cluster, regions_unread=unread), snap.groups, taken_at)
+    store.add(snap)
+    return snap
+
+
+def observe(cloud: FakeCloud, store: FakeSnapshots, now: datetime = T0) -> Snapshot:
+    clock = Clock(now)
+    run = run_observe(kube(), cloud, store, CONFIG, clock, clock.sleep, now)  # one observation
+    (observation,) = run.observations
+    return observation.snapshot
+
+
+# --- observe -------------------------------------------------------------------------------------------
+
+
+def test_a_region_whose_groups_cannot_be_read_is_stored_unread_with_its_groups_carried() -> None:
+    store = FakeSnapshots()
+    before = previous(store, T0 - timedelta(minutes=2))
+
+    snap = observe(Failing(WEST), store)
+
+    assert store.items[(CLUSTER, max(k for _, k in store.items))] is snap  # stored, not failed
+    (unread,) = snap.cluster.regions_unread
+    assert (unread.region, unread.since) == (WEST, T0)
+    assert unread.error == f"AwsThrottled: {THROTTLED}"
+    groups = {g.name: g for g in snap.groups}
+    assert groups["east"].read_at is None  # read now
+    assert groups["west"].read_at == before.taken_at  # carried, flagged with when it was read
+    assert groups["west"].desired == 3 and groups["west"].instance_ids == ("i-0w",)
+
+
+def test_the_unread_time_and_the_read_time_are_carried_from_snapshot_to_snapshot() -> None:
+    store = FakeSnapshots()
+    first = T0 - timedelta(minutes=1)
+    previous(store, T0 - timedelta(minutes=10))  # the last read of us-west-2
+    carried = observe(Failing(WEST), store, first)
+    assert carried.cluster.regions_unread[0].since == first
+
+    snap = observe(Failing(WEST), store)
+
+    assert snap.cluster.regions_unread[0].since == first
+    assert {g.name: g.read_at for g in snap.groups} == {"east": None, "west": T0 - timedelta(minutes=10)}
+
+
+def test_a_regions_groups_last_read_longer_ago_than_the_bound_are_left_out() -> None:
+    store = FakeSnapshots()
+    previous(store, T0 - timedelta(minutes=15))  # max_node_provision_minutes ago: a launch failed by now
+
+    snap = observe(Failing(WEST), store)
+
+    assert [g.name for g in snap.groups] == ["east"]
+    assert [u.region for u in snap.cluster.regions_unread] == [WEST]
+
+
+def test_a_region_unread_with_nothing_stored_before_carries_no_group() -> None:
+    snap = observe(Failing(WEST), FakeSnapshots())
+
+    assert [g.name for g in snap.groups] == ["east"]
+    assert [u.region for u in snap.cluster.regions_unread] == [WEST]
+
+
+def test_every_region_failing_still_fails_the_observation_and_stores_nothing() -> None:
+    store = FakeSnapshots()
+    previous(store, T0 - timedelta(minutes=1))
+    stored = dict(store.items)
+
+    with pytest.raises(ObservationFailed) as caught:
+        observe(Failing(EAST, WEST), store)
+
+    assert isinstance(caught.value.__cause__, AwsThrottled)
+    assert store.items == stored
+
+
+def test_a_region_read_again_is_read_and_no_longer_unread() -> None:
+    store = FakeSnapshots()
+    previous(store, T0 - timedelta(minutes=3), (RegionUnread(WEST, T0 - timedelta(minutes=5), "x"),))
+
+    snap = observe(Failing(), store)
+
+    assert snap.cluster.regions_unread == ()
+    assert all(g.read_at is None for g in snap.groups)
+
+
+def test_the_gang_instances_of_an_unread_region_are_left_out_of_the_sweep() -> None:
+    """Its groups' members are a carried, older list: an instance attached since would look like an
+    orphan to the gang sweep, which would terminate it."""
+    cloud = Failing(WEST)
+    cloud.fleet_instances = lambda region, ids=(): [  # type: ignore[method-assign]
+        FleetInstance("i-0f", region, T0, "running", "a1", "train")
+    ]
+    snap = observe(cloud, FakeSnapshots())
+
+    assert [i.region for i in snap.cluster.fleet_instances] == [EAST]
+    assert snap.cluster.fleet_unread == (WEST,)
+
+
+def test_a_kubernetes_failure_still_fails_the_observation() -> None:
+    failing = kube()
+    failing.fail("iter_nodes", AwsUnavailable("x"))  # any error: the Kubernetes side is unchanged
+    clock = Clock()
+    with pytest.raises(ObservationFailed):
+        run_observe(failing, Failing(WEST), FakeSnapshots(), CONFIG, clock, clock.sleep, T0)
+
+
+def test_the_unread_marks_survive_the_store_and_older_snapshots_read_as_all_read() -> None:
+    store = FakeSnapshots()
+    previous(store, T0 - timedelta(minutes=2))
+    snap = observe(Failing(WEST), store)
+
+    back = Snapshot.from_dict(json.loads("".join(snap.iter_json())))  # as the store writes it
+
+    assert back.cluster.regions_unread == snap.cluster.regions_unread
+    assert [g.read_at for g in back.groups] == [g.read_at for g in snap.groups]
+    old = snap.to_dict()
+    old["cluster"].pop("regions_unread")
+    for g in old["groups"]:
+        g.pop("read_at", None)
+    older = Snapshot.from_dict(old)
+    assert older.cluster.regions_unread == () and all(g.read_at is None for g in older.groups)
+
+
+def test_an_unread_region_changes_the_fingerprint() -> None:
+    store = FakeSnapshots()
+    read = previous(store, T0 - timedelta(minutes=2))
+    snap = observe(Failing(WEST), store)
+
+    assert snap.fingerprint != read.fingerprint
+
+
+# --- the planner -----------------------------------------------------------------------------------------
+
+
+def world() -> World:
+    """Primary us-east-1 (group ``east``), overflow us-west-2 (group ``west``), both m5.2xlarge."""
+    w = World(cluster=CLUSTER, regions=(EAST, WEST))
+    w.group("east", "m5.2xlarge", region=EAST, nodes=1)
+    w.group("west", "m5.2xlarge", region=WEST, nodes=1)
+    for node in list(w.items):
+        w.items.append(o.pod(f"busy-{node['metadata']['name']}", "default", cpu="7", memory="1Gi",
+                             node_name=node["metadata"]["name"], phase="Running"))  # fmt: skip
+    return w
+
+
+def unread_plan(w: World, region: str, *, carried: bool = True, **config: Any) -> Any:
+    """Plan with ``region`` unread since 3 minutes ago: its groups carried (read 4 minutes ago) or left
+    out."""
+    snapshot, groups, cfg, state = w.parsed(**config)
+    mark = RegionUnread(
+        region, NOW - timedelta(minutes=3), f"AwsThrottled: DescribeAutoScalingGroups({region})"
+    )
+    snapshot = replace(snapshot, regions_unread=(mark,))
+    read_at = NOW - timedelta(minutes=4)
+    groups = [
+        replace(g, read_at=read_at) if g.region == region else g
+        for g in groups
+        if carried or g.region != region
+    ]
+    return plan(snapshot, groups, cfg, state, NOW)
+
+
+def test_pods_spill_over_to_the_healthy_region_when_the_primary_is_unread() -> None:
+    w = world()
+    pods = w.pods("web", 2, cpu="3")
+
+    result = unread_plan(w, EAST)
+
+    assert set(scale_up(result)) == {"west"}
+    assert sorted(scale_up(result)["west"][2]) == sorted(pods)
+
+
+def test_an_unread_group_is_never_scaled_up_and_the_pod_says_why() -> None:
+    w = world()
+    (pod,) = w.pods("only-east", 1, cpu="3", node_selector={"topology.kubernetes.io/region": EAST})
+
+    result = unread_plan(w, EAST)
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[pod] == codes.REGION_UNREAD
+    assert "us-east-1" in pending_reasons(result)[pod] and "not read" in pending_reasons(result)[pod]
+
+
+def test_capacity_an_unread_group_launches_holds_its_pods_and_nothing_launches_twice() -> None:
+    w = world()
+    w.add_instance("east", register=False)  # desired 2, one instance booting: one node coming
+    (pod,) = w.pods("web", 1, cpu="3")
+
+    result = unread_plan(w, EAST)
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
+
+
+def test_a_launch_of_an_unread_group_no_node_joined_is_not_removed_nor_backed_off_nor_counted() -> None:
+    """Past max_node_provision_minutes such a launch is no capacity coming, as for a group read; but
+    the plan removes nothing and backs nothing off on a carried picture."""
+    w = world()
+    iid = w.add_instance("east", register=False)
+    w.state["joining"] = {iid: {"since": (NOW - timedelta(minutes=20)).isoformat()}}
+    (pod,) = w.pods("web", 1, cpu="3")
+    read = w.plan()
+    assert [u.instance_id for u in read.unregistered] == [iid]  # read, it is removed
+
+    result = unread_plan(w, EAST)
+
+    assert result.unregistered == ()
+    assert "us-east-1/east" not in result.state.groups and "east" not in result.state.groups
+    assert scale_up(result)["west"][2] == [pod]  # not held by the launch that never joined
+
+
+def test_an_idle_node_of_an_unread_group_is_never_drained() -> None:
+    w = world()
+    node = w.group("spare", "m5.xlarge", region=EAST, nodes=1)[0]
+    w.idle_since(node, 600)
+    assert [d.node for d in w.plan().drain] == [node]  # read, it would go
+
+    result = unread_plan(w, EAST)
+
+    assert result.drain == ()
+    kept = {k.node: k for k in result.kept}[node]
+    assert kept.code == codes.REGION_UNREAD
+    assert "us-east-1" in kept.reason
+
+
+def test_a_node_of_an_unread_region_whose_group_is_left_out_is_never_drained() -> None:
+    w = world()
+    node = w.group("spare", "m5.xlarge", region=EAST, nodes=1)[0]
+    w.idle_since(node, 600)
+
+    result = unread_plan(w, EAST, carried=False)
+
+    assert result.drain == ()
+    assert kept_reasons(result)[node]
+
+
+def test_the_plan_names_the_unread_region_as_a_problem() -> None:
+    result = unread_plan(world(), WEST)
+
+    (problem,) = [p for p in result.problems if p.kind == REGION_UNREAD]
+    assert problem.object == f"region {WEST}"
+    assert "AwsThrottled" in problem.reason and "not scaled" in problem.reason
+
+
+def test_a_snapshot_without_unread_regions_plans_as_before() -> None:
+    w = world()
+    pods = w.pods("web", 2, cpu="3")
+    snapshot, groups, cfg, state = w.parsed()
+    result = plan(snapshot, groups, cfg, state, NOW)
+
+    assert set(scale_up(result)) == {"east"} and sorted(scale_up(result)["east"][2]) == sorted(pods)
+    assert not [p for p in result.problems if p.kind == REGION_UNREAD]
+    assert isinstance(snapshot, ClusterSnapshot) and isinstance(state, State)
+
+
+def test_no_node_of_an_unread_group_is_drained_ahead_of_a_scheduled_action() -> None:
+    """A scheduled action lowering the group in five minutes: read, the plan drains two nodes ahead of
+    it; carried, Auto Scaling's own run is all that happens (the plan cannot tell it has not run)."""
+    w = World(cluster=CLUSTER, regions=(EAST, WEST))
+    nodes = w.group("east", "m5.2xlarge", region=EAST, nodes=4)
+    for node in nodes:
+        w.idle_since(node, 2)
+    evening = ScheduledFloor("evening", desired=2, start=NOW + timedelta(minutes=5))
+    snapshot, groups, cfg, state = w.parsed()
+    read = [replace(g, scheduled=(evening,)) for g in groups]
+    assert len(plan(snapshot, read, cfg, state, NOW).drain) == 2
+
+    carried = [replace(g, read_at=NOW - timedelta(minutes=4)) for g in read]
+    result = plan(snapshot, carried, cfg, state, NOW)
+
+    assert result.drain == () and result.shrinks == ()
+    assert {k.code for k in result.kept} == {codes.REGION_UNREAD}
+
+
+# --- the observe function ---------------------------------------------------------------------------------
+
+
+def test_the_observe_function_counts_the_unread_regions_and_names_them(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from test_observe_gang_reads import metric_values, run_handler
+
+    caplog.set_level(logging.INFO)
+    docs = run_handler(monkeypatch, Failing(WEST))
+
+    assert metric_values(docs, "RegionReadsFailed") == [1]
+    assert metric_values(docs, "SnapshotsWritten") == [1]
+    observed = [r for r in caplog.records if r.getMessage() == "observed"]
+    assert [getattr(r, "region_reads_failed", None) for r in observed] == [[WEST]]
+    failed = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any(WEST in m and "Rate exceeded" in m for m in failed), failed
+
+
+def test_an_observation_that_read_every_region_counts_zero_unread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """0, not nothing: the alarm takes the least count of each period."""
+    from test_observe_gang_reads import metric_values, run_handler
+
+    assert metric_values(run_handler(monkeypatch, Failing()), "RegionReadsFailed") == [0]
