@@ -269,3 +269,57 @@ def test_a_failed_drains_event_names_the_pods_it_evicted(rig: Rig) -> None:
     assert event["reason"] == "SpillwayDrainTimeout"
     message = event["message"]
     assert "after evicting 2 pod(s)" in message and "team-a/web-1" in message, message
+
+
+# 3. A mark put between the last read and the eviction ---------------------------------------------
+
+
+def _marked_right_after_its_read(rig: Rig, name: str, key: str, value: str) -> None:
+    """Mark the pod ``name`` right after the drain reads it again, before its eviction: the window no
+    read can close (a resourceVersion precondition would spend its budget: eviction.go)."""
+    read = rig.kube.read_pod
+
+    def read_then_mark(namespace: str, pod: str) -> Any:
+        found = read(namespace, pod)
+        if pod == name:
+            obj = rig.api.get("Pod", name, namespace)
+            assert obj is not None
+            obj["metadata"].setdefault("annotations", {})[key] = value
+            rig.api.update("Pod", obj)
+        return found
+
+    rig.kube.read_pod = read_then_mark  # type: ignore[method-assign]
+
+
+def test_a_pod_marked_between_its_last_read_and_its_eviction_is_reported_as_evicted_marked(rig: Rig) -> None:
+    """It is evicted (nothing can tell before the API server does), but the round's listing after its
+    evictions finds the mark on it: the round names it and an Event on the Node says so, where before
+    nothing did and the pod was simply counted evicted."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=300)
+    _marked_right_after_its_read(rig, "web-1", "karpenter.sh/do-not-disrupt", "true")
+
+    first = rig.drainer.evict(drain)
+
+    assert sorted(first["evicted"]) == ["team-a/web-0", "team-a/web-1"]
+    assert first["evicted_marked"] == [
+        {"pod": "team-a/web-1", "mark": "annotated karpenter.sh/do-not-disrupt=true"}
+    ], first
+    event = rig.api.list("Event")[-1]
+    assert event["reason"] == "SpillwayEvictedMarked" and event["type"] == "Warning"
+    assert "team-a/web-1" in event["message"] and "team-a/web-0" not in event["message"], event["message"]
+
+
+def test_a_forced_drain_reports_no_marked_pod_it_evicted(rig: Rig) -> None:
+    """force evicts marked pods on purpose: nothing to report."""
+    rig.pod("web-0")
+    pod = rig.api.get("Pod", "web-0", "team-a")
+    assert pod is not None
+    pod["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = "true"
+    rig.api.update("Pod", pod)
+    drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=300)
+
+    first = rig.drainer.evict(drain)
+
+    assert first["evicted"] == ["team-a/web-0"] and "evicted_marked" not in first

@@ -1829,6 +1829,34 @@ class _Evictions:
     interrupted: str | None = None
 
 
+def _marked_as_evicted(drain: Drain, pods: Sequence[Pod], evicted: Collection[str]) -> list[dict[str, str]]:
+    """The pods of ``evicted`` that the listing after their eviction finds marked never to be disturbed
+    (:func:`~spillway.planner.disruption.marked_never`), each with its mark. The round read each pod
+    again right before its eviction and evicted none so marked, so the mark came after that read: in
+    the moment before the eviction, which no read can close (a ``resourceVersion`` precondition spends
+    the pod's budget before the API server checks it: :meth:`Drainer._judged_again`), or on the pod
+    already leaving. Either way whoever marked it should hear that it was evicted. None of a forced
+    drain, which evicts marked pods on purpose; a pod already gone from the listing is not seen."""
+    if drain.force:
+        return []
+    marked = []
+    for pod in pods:
+        info = PodInfo.from_pod(pod)
+        mark = marked_never(info) if info.key in evicted else None
+        if mark is not None:
+            marked.append({"pod": info.key, "mark": mark[1]})
+    return marked
+
+
+def _marked_message(marked: Sequence[Mapping[str, str]]) -> str:
+    named = "; ".join(f"{m['pod']} ({m['mark']})" for m in marked[:EVENT_PODS])
+    more = f" and {len(marked) - EVENT_PODS} more" if len(marked) > EVENT_PODS else ""
+    return (
+        f"Evicted pod(s) marked never to be disturbed as they were evicted: {named}{more}. The drain read "
+        "each again right before its eviction, unmarked; the mark came after that read"
+    )
+
+
 def _server_words(exc: KubeError) -> str:
     """What the API server said, without our operation's prefix."""
     return str(exc).rpartition(" Forbidden: ")[2][:300]
@@ -2335,7 +2363,7 @@ class Drainer:
                 return self._gone_round(drain, previous, execution)
         except _StandingBy as standby:
             return _standing_by(previous, standby)
-        before, named = self._listing(drain, node)
+        before, named, _ = self._listing(drain, node)
         why = _abandon_why(drain, node, before)
         if why is not None:
             return _abandon(drain, previous, before, why)
@@ -2343,8 +2371,7 @@ class Drainer:
         evicted_now, refused = done.pods, done.refused
         if done.stop is not None:  # a pod or the node marked since the listing: the round stops there
             return _abandon(drain, previous, before, done.stop, evicted_now, refused)
-        # a round the API server failed reports what it did without asking it more
-        after = self._verdicts(drain, node) if evicted_now and not done.interrupted else before
+        after, marked = self._after(drain, node, before, done)
         remaining = _remaining(after, evicted_now, refused)
         blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
         forced = self._forced_at_deadline(drain, remaining, evicted_now)
@@ -2361,6 +2388,7 @@ class Drainer:
             "done": not remaining or forced,
             "forced": forced,
             **({"interrupted": done.interrupted} if done.interrupted else {}),
+            **({"evicted_marked": marked[:LIST_LIMIT]} if marked else {}),
         }
         return out | self._daemonsets(drain, previous, out, named)
 
@@ -2590,14 +2618,30 @@ class Drainer:
         """What to do with each pod on the node now (:func:`_judge`)."""
         return self._listing(drain, node)[0]
 
-    def _listing(self, drain: Drain, node: Node) -> tuple[list[PodVerdict], frozenset[str]]:
+    def _listing(self, drain: Drain, node: Node) -> tuple[list[PodVerdict], frozenset[str], list[Pod]]:
         """The node's pods listed now and judged (:func:`_judge`), with the pods the plan names among
         them (:func:`_named`), by which a pod read again before its eviction is judged the same way
-        (:meth:`_judged_again`)."""
+        (:meth:`_judged_again`), and the pods as listed."""
         now = self.clock()
         pods = self.kube.pods_on_node(drain.node)
         named = _named(drain, pods)
-        return _judge(drain, node, pods, now, named), named
+        return _judge(drain, node, pods, now, named), named, pods
+
+    def _after(
+        self, drain: Drain, node: Node, before: list[PodVerdict], done: _Evictions
+    ) -> tuple[list[PodVerdict], list[dict[str, str]]]:
+        """The node's pods judged again after the round's evictions (``before`` when it evicted none, or
+        when the API server failed it: it reports what it did without asking more), and the pods it
+        evicted that now carry a mark never to be disturbed (:func:`_marked_as_evicted`), which an Event
+        on the Node names."""
+        if not done.pods or done.interrupted:
+            return before, []
+        after, _, pods = self._listing(drain, node)
+        marked = _marked_as_evicted(drain, pods, done.pods)
+        if marked:
+            log.warning("evicted pods marked never to be disturbed as they were evicted: %s", marked)
+            self._event(drain, "SpillwayEvictedMarked", _marked_message(marked), "Warning")
+        return after, marked
 
     def _judged_again(
         self,
