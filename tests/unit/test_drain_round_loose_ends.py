@@ -18,13 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from test_drain_marked_mid_round import NODE_MARKS, Mark, _mark_pod
 from test_drain_steps import NODE, PLAN, Rig, _lambda_error, rig  # noqa: F401 (the fixture)
 
 from spillway.errors import DrainTimeout, KubeUnavailable
 from spillway.local import objects
 from spillway.model.k8s import ENABLE_DS_EVICTION
-
-Mark = Callable[[Rig], None]
 
 
 def _evictions(rig: Rig, namespace: str) -> list[str]:
@@ -44,35 +43,12 @@ def _agents(rig: Rig, *names: str) -> None:
         rig.api.add(pod)
 
 
-def _mark_agent(field: str, key: str, value: str) -> Mark:
-    def mark(rig: Rig) -> None:
-        pod = rig.api.get("Pod", "agent-b", "kube-system")
-        assert pod is not None
-        pod["metadata"].setdefault(field, {})[key] = value
-        rig.api.update("Pod", pod)
-
-    mark.__name__ = f"{key}={value}"
-    return mark
-
-
-def _mark_node(key: str) -> Mark:
-    def mark(rig: Rig) -> None:
-        node = rig.node()
-        node["metadata"].setdefault("annotations", {})[key] = "true"
-        rig.api.update("Node", node)
-
-    mark.__name__ = f"node {key}=true"
-    return mark
-
-
 AGENT_MARKS = [
-    _mark_agent("annotations", "karpenter.sh/do-not-disrupt", "true"),
-    _mark_agent("annotations", "cluster-autoscaler.kubernetes.io/safe-to-evict", "false"),
-    _mark_agent("annotations", "openai/do-not-drain", "true"),
-]
-NODE_MARKS = [
-    _mark_node("karpenter.sh/do-not-disrupt"),
-    _mark_node("cluster-autoscaler.kubernetes.io/scale-down-disabled"),
+    _mark_pod("annotations", "karpenter.sh/do-not-disrupt", "true", "agent-b", "kube-system"),
+    _mark_pod(
+        "annotations", "cluster-autoscaler.kubernetes.io/safe-to-evict", "false", "agent-b", "kube-system"
+    ),
+    _mark_pod("annotations", "openai/do-not-drain", "true", "agent-b", "kube-system"),
 ]
 
 
