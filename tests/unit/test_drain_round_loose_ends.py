@@ -227,6 +227,32 @@ def test_a_round_that_runs_past_the_deadline_reports_its_evictions_and_the_next_
     assert _running(rig, "db-0", "team-a")
 
 
+def test_a_forced_drain_past_its_deadline_whose_round_the_api_server_fails_tries_the_rest_again(
+    rig: Rig,
+) -> None:
+    """A forced drain past its deadline is done whatever is left (it terminates with it); a round of it
+    that the API server cut off is not: the next round evicts the pods it did not reach."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=30)
+    rig.clock.advance(31)
+    evict = rig.kube.evict
+
+    def down(*_: Any, **__: Any) -> None:
+        raise KubeUnavailable("evict: the API server did not answer")
+
+    _after_eviction_of(rig, "web-0", lambda: setattr(rig.kube, "evict", down))
+
+    first = rig.drainer.evict(drain)
+
+    assert first["evicted"] == ["team-a/web-0"] and first["interrupted"], first
+    assert first["done"] is False and first["forced"] is False, first
+    rig.kube.evict = evict  # type: ignore[method-assign]
+    rig.clock.advance(drain.poll_seconds)
+    second = rig.drainer.evict(drain, first)
+    assert second["evicted"] == ["team-a/web-0", "team-a/web-1"] and second["done"], second
+
+
 def test_a_failed_drains_event_names_the_pods_it_evicted(rig: Rig) -> None:
     """A drain that fails after evicting gives its node back with those pods stopped: its Event said
     only the error, so `kubectl describe node` did not tell which pods the drain had stopped."""

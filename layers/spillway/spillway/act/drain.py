@@ -2374,7 +2374,7 @@ class Drainer:
         after, marked = self._after(drain, node, before, done)
         remaining = _remaining(after, evicted_now, refused)
         blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
-        forced = self._forced_at_deadline(drain, remaining, evicted_now)
+        forced = self._forced_at_deadline(drain, remaining, done)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
         heartbeat = self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
         out = {
@@ -2679,16 +2679,18 @@ class Drainer:
         return fresh, _abandon_why(drain, node, [fresh])
 
     def _forced_at_deadline(
-        self, drain: Drain, remaining: Sequence[Mapping[str, str]], evicted_now: Sequence[str] = ()
+        self, drain: Drain, remaining: Sequence[Mapping[str, str]], done: _Evictions
     ) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True). Not yet in
         a round that evicted pods (it began before the deadline and ran past it): raised there, the error
         took those pods with it, named by no output, record or Event; the round reports them and the
         next, which evicts nothing past the deadline, raises for the pods still there then (those just
-        evicted, given no grace past the deadline, are leaving by then: :func:`_grace_over`)."""
+        evicted, given no grace past the deadline, are leaving by then: :func:`_grace_over`). Nor, with
+        ``force``, in a round the API server cut off (``interrupted``): the next evicts the pods it did
+        not reach."""
         if not remaining or self.clock() < drain.deadline:
             return False
-        if evicted_now and not drain.force:
+        if done.interrupted or (done.pods and not drain.force):
             return False
         if not drain.force:
             raise DrainTimeout(
