@@ -323,6 +323,35 @@ def test_api_down_during_the_compensation_leaves_marks_the_next_plan_reconciles(
     assert_reconciled(cloud, node, instance, busy=busy)
 
 
+def test_a_drain_the_api_server_fails_after_an_eviction_names_the_pod_it_evicted(cloud: Cloud) -> None:
+    """The API server answers a-0's eviction, then refuses b-0's for good (503 past the client's
+    retries). The round raised KubeUnavailable and took a-0 with it: the failed drain's record and its
+    Event named no pod, though a-0 was stopped and the node given back. Through the real state machine
+    the round reports a-0, the next round fails before evicting anything (Retry, then Catch:
+    Compensate, RecordFailure), and the record and the Event name a-0."""
+    cloud.group("general", instance_type="m5.large", desired=1, gpu=False)
+    cloud.wait_nodes(1)
+    [(node, instance)] = nodes_of(cloud, "general")
+    add_pod(cloud, "a-0", node)
+    add_pod(cloud, "b-0", node)
+    cloud.kube.faults.fail_next(10**6, status=503, path_prefix="/api/v1/namespaces/team-a/pods/b-0/eviction")
+
+    result = cloud.stack.run(
+        "DrainNodeStateMachine",
+        {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 120},
+        timeout=90,
+    )
+    cloud.kube.faults.clear()
+
+    assert result["status"] == "FAILED" and result["error"] == "KubeUnavailable", result
+    pod = cloud.kube.get("Pod", "b-0", "team-a")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+    assert marks(cloud.kube.get("Node", node)) == (False, False, False)  # given back
+    assert cloud.desired("general") == 1 and instance in cloud.instances()
+    [failed] = [e for e in events_for(cloud, node) if e.get("reason") == "SpillwayDrainFailed"]
+    assert "after evicting 1 pod(s) (team-a/a-0)" in failed["message"], failed["message"]
+
+
 @pytest.mark.parametrize("busy", [True, False], ids=["busy-restored", "idle-finished"])
 def test_a_drain_stopped_between_eviction_rounds_is_reconciled_by_the_next_plan(
     cloud: Cloud, busy: bool

@@ -22,9 +22,9 @@ def evictions(rig: Rig, name: str) -> list[Any]:
     return [r for r in rig.api.requests if r.method == "POST" and r.path.endswith(f"/pods/{name}/eviction")]
 
 
-def _mark_pod(field: str, key: str, value: str) -> Mark:
+def _mark_pod(field: str, key: str, value: str, name: str = "web-1", namespace: str = "team-a") -> Mark:
     def mark(rig: Rig) -> None:
-        pod = rig.api.get("Pod", "web-1", "team-a")
+        pod = rig.api.get("Pod", name, namespace)
         assert pod is not None
         pod["metadata"].setdefault(field, {})[key] = value
         rig.api.update("Pod", pod)

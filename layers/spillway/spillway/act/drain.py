@@ -100,7 +100,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -324,6 +324,19 @@ class DaemonSetEviction:
 
     empty: bool = False
     occupied: bool = True
+
+
+def _evicted_as_listed(pod: Pod) -> PodVerdict:
+    """A pod the drain evicts as it was listed (a DaemonSet pod :func:`daemonsets_to_evict` chose)."""
+    grace = pod.spec.termination_grace_period_seconds
+    return PodVerdict(
+        f"{pod.metadata.namespace}/{pod.metadata.name}",
+        "evict",
+        "",
+        PodInfo.from_pod(pod).priority,
+        DEFAULT_GRACE_SECONDS if grace is None else grace,
+        uid=pod.metadata.uid or "",
+    )
 
 
 def daemonsets_to_evict(pods: Sequence[Pod], by_default: bool, *, force: bool = False) -> list[Pod]:
@@ -1797,6 +1810,53 @@ ROUND_SPENT = (
 )
 
 
+INTERRUPTED = (
+    "not evicted yet: the round stopped at an error of the API server after it had evicted others "
+    "({error}); the next round evicts it"
+)
+
+
+@dataclass(slots=True)
+class _Evictions:
+    """What a round's evictions did (:meth:`Drainer._evict_round`): the pods evicted, in order; those
+    not evicted, each with why; why the drain stops here (a pod or the node marked since the listing:
+    :func:`_abandon_why`), else None; the error of the API server that ended the round after it had
+    evicted pods (:data:`INTERRUPTED`), else None."""
+
+    pods: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    stop: str | None = None
+    interrupted: str | None = None
+
+
+def _marked_as_evicted(drain: Drain, pods: Sequence[Pod], evicted: Collection[str]) -> list[dict[str, str]]:
+    """The pods of ``evicted`` that the listing after their eviction finds marked never to be disturbed
+    (:func:`~spillway.planner.disruption.marked_never`), each with its mark. The round read each pod
+    again right before its eviction and evicted none so marked, so the mark came after that read: in
+    the moment before the eviction, which no read can close (a ``resourceVersion`` precondition spends
+    the pod's budget before the API server checks it: :meth:`Drainer._judged_again`), or on the pod
+    already leaving. Either way whoever marked it should hear that it was evicted. None of a forced
+    drain, which evicts marked pods on purpose; a pod already gone from the listing is not seen."""
+    if drain.force:
+        return []
+    marked = []
+    for pod in pods:
+        info = PodInfo.from_pod(pod)
+        mark = marked_never(info) if info.key in evicted else None
+        if mark is not None:
+            marked.append({"pod": info.key, "mark": mark[1]})
+    return marked
+
+
+def _marked_message(marked: Sequence[Mapping[str, str]]) -> str:
+    named = "; ".join(f"{m['pod']} ({m['mark']})" for m in marked[:EVENT_PODS])
+    more = f" and {len(marked) - EVENT_PODS} more" if len(marked) > EVENT_PODS else ""
+    return (
+        f"Evicted pod(s) marked never to be disturbed as they were evicted: {named}{more}. The drain read "
+        "each again right before its eviction, unmarked; the mark came after that read"
+    )
+
+
 def _server_words(exc: KubeError) -> str:
     """What the API server said, without our operation's prefix."""
     return str(exc).rpartition(" Forbidden: ")[2][:300]
@@ -2303,17 +2363,18 @@ class Drainer:
                 return self._gone_round(drain, previous, execution)
         except _StandingBy as standby:
             return _standing_by(previous, standby)
-        before, named = self._listing(drain, node)
+        before, named, _ = self._listing(drain, node)
         why = _abandon_why(drain, node, before)
         if why is not None:
             return _abandon(drain, previous, before, why)
-        evicted_now, refused, why = self._evict_in_time(drain, before, previous, named)
-        if why is not None:  # a pod or the node marked since the listing: the round stops there
-            return _abandon(drain, previous, before, why, evicted_now, refused)
-        after = self._verdicts(drain, node) if evicted_now else before
+        done = self._evict_in_time(drain, before, previous, named)
+        evicted_now, refused = done.pods, done.refused
+        if done.stop is not None:  # a pod or the node marked since the listing: the round stops there
+            return _abandon(drain, previous, before, done.stop, evicted_now, refused)
+        after, marked = self._after(drain, node, before, done)
         remaining = _remaining(after, evicted_now, refused)
         blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
-        forced = self._forced_at_deadline(drain, remaining)
+        forced = self._forced_at_deadline(drain, remaining, done)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
         heartbeat = self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
         out = {
@@ -2326,8 +2387,10 @@ class Drainer:
             "remaining_count": len(remaining),
             "done": not remaining or forced,
             "forced": forced,
+            **({"interrupted": done.interrupted} if done.interrupted else {}),
+            **({"evicted_marked": marked[:LIST_LIMIT]} if marked else {}),
         }
-        return out | self._daemonsets(drain, previous, out)
+        return out | self._daemonsets(drain, previous, out, named)
 
     def _gone_round(self, drain: Drain, previous: Mapping[str, Any], execution: str | None) -> dict[str, Any]:
         """A leaving instance's Node is gone: the round is done (:func:`_gone_round`). But a drain that
@@ -2340,7 +2403,7 @@ class Drainer:
         return _gone_round(previous)
 
     def _daemonsets(
-        self, drain: Drain, previous: Mapping[str, Any], round_: Mapping[str, Any]
+        self, drain: Drain, previous: Mapping[str, Any], round_: Mapping[str, Any], named: frozenset[str]
     ) -> dict[str, Any]:
         """The round that finds the node empty of every other pod (``done``, not ``forced``) of a drain
         that terminates its node as cluster-autoscaler would (:func:`_terminates_as_autoscaler`) evicts
@@ -2353,7 +2416,16 @@ class Drainer:
         else every one when the drain evicted pods (``occupied``, or a plan's consolidation) and none
         when it evicted none (``empty``), cluster-autoscaler's defaults (:class:`DaemonSetEviction`).
         Best effort, as there: a refusal (a budget, RBAC, the API down) is noted and the drain goes on,
-        and nothing waits for them (their controller may put them straight back on the cordoned node)."""
+        and nothing waits for them (their controller may put them straight back on the cordoned node).
+
+        They are evicted as the round's other pods are (:meth:`_evict_round`): each read again right
+        before its eviction, with the node, so that one marked never to be disturbed since the listing
+        is not evicted (it goes with the instance, as one found marked does), and a node annotated
+        ``do-not-disrupt`` or ``scale-down-disabled`` meanwhile, or a plan's DaemonSet pod annotated
+        ``do-not-disrupt`` (:func:`_pinned`), stops them there and abandons the drain (``abandon``), as
+        it would at the next round's start. cluster-autoscaler evicts them from the node's snapshot,
+        reading none again, and Karpenter from each reconcile's listing of the node's pods
+        (terminator.go, ``Drain``: ``IsEvictable``); neither evicts one it found so marked."""
         if "daemonsets" in previous:
             return {"daemonsets": previous["daemonsets"]}
         if not round_["done"] or round_["forced"] or not _terminates_as_autoscaler(drain):
@@ -2361,18 +2433,24 @@ class Drainer:
         left = seconds_left(drain, self.clock())
         occupied = drain.consolidation or int(round_["evicted_count"]) > 0
         by_default = self.daemonset_eviction.occupied if occupied else self.daemonset_eviction.empty
-        evicted: list[str] = []
+
+        def chosen(pod: Pod) -> bool:
+            return bool(daemonsets_to_evict([pod], by_default, force=drain.force))
+
         try:
             pods = self.kube.pods_on_node(drain.node) if left else []
-            for pod in daemonsets_to_evict(pods, by_default, force=drain.force):
-                grace = pod.spec.termination_grace_period_seconds
-                grace = DEFAULT_GRACE_SECONDS if grace is None else grace
-                key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-                if self._try_evict(key, min(grace, left), pod.metadata.uid or "") is None:
-                    evicted.append(key)
+            agents = [
+                _evicted_as_listed(pod) for pod in daemonsets_to_evict(pods, by_default, force=drain.force)
+            ]
+            done = self._evict_round(drain, agents, left, named, chosen)
         except KubeError as exc:
-            return {"daemonsets": evicted[:LIST_LIMIT], "daemonsets_error": str(exc)[:300]}
-        return {"daemonsets": evicted[:LIST_LIMIT]}
+            return {"daemonsets": [], "daemonsets_error": str(exc)[:300]}
+        out: dict[str, Any] = {"daemonsets": done.pods[:LIST_LIMIT]}
+        if done.interrupted:
+            out["daemonsets_error"] = done.interrupted
+        if done.stop is not None:
+            out.update(abandon=done.stop, done=False)
+        return out
 
     def _heartbeat(self, drain: Drain, previous: Mapping[str, Any]) -> dict[str, Any]:
         """Keep the lifecycle action waiting while pods leave: RecordLifecycleActionHeartbeat once half
@@ -2404,7 +2482,7 @@ class Drainer:
         verdicts: Sequence[PodVerdict],
         previous: Mapping[str, Any],
         named: frozenset[str],
-    ) -> tuple[list[str], dict[str, str], str | None]:
+    ) -> _Evictions:
         """:meth:`_evict_round` with the seconds left. Out of time, a drain without force evicts nothing:
         it is about to fail and give the node back, and a pod evicted now would be stopped for nothing.
         Nor does a drain one of whose ``whole_grace`` pods no longer has its whole grace left
@@ -2414,34 +2492,46 @@ class Drainer:
         if cut is not None:
             raise DrainTimeout(cut)
         if not left and not drain.force:
-            return [], _out_of_time(verdicts, previous), None
+            return _Evictions(refused=_out_of_time(verdicts, previous))
         held = _critical_held(verdicts) if left else {}
-        evicted, refused, why = self._evict_round(
-            drain, [v for v in verdicts if v.pod not in held], left, named
-        )
-        return evicted, {**held, **refused}, why
+        done = self._evict_round(drain, [v for v in verdicts if v.pod not in held], left, named)
+        done.refused = {**held, **done.refused}
+        return done
 
     def _evict_round(
-        self, drain: Drain, verdicts: Sequence[PodVerdict], left: int, named: frozenset[str]
-    ) -> tuple[list[str], dict[str, str], str | None]:
-        """Evict every pod given, lowest priority first: (evicted, refused pod → why, why the drain
-        stops here or None). A pod a budget holds, or more than one budget selects, or whose budget's
-        status forbids evictions, is left for a later round, and so is one whose namespace is being
-        deleted (it goes with the namespace); the round goes on. A throttled eviction ends the round
-        (the server asks to slow down).
+        self,
+        drain: Drain,
+        verdicts: Sequence[PodVerdict],
+        left: int,
+        named: frozenset[str],
+        chosen: Callable[[Pod], bool] | None = None,
+    ) -> _Evictions:
+        """Evict every pod given, lowest priority first (:class:`_Evictions`: the pods evicted, those
+        refused and why, why the drain stops here, the error that ended the round). A pod a budget
+        holds, or more than one budget selects, or whose budget's status forbids evictions, is left for
+        a later round, and so is one whose namespace is being deleted (it goes with the namespace); the
+        round goes on. A throttled eviction ends the round (the server asks to slow down).
 
         Each pod is read again right before its eviction, with the node, and judged as the round judged
-        the listing (:meth:`_judged_again`): one gone is passed over; one that may no longer be evicted
-        (marked never to be disturbed since the listing) is not evicted, kept as the round's start would
-        keep it; and where the round's start would abandon the drain (a plan's pod so marked, a node
-        annotated since), the round stops there and says why, evicting nothing more. A node gone ends
-        the round: the next says what that means for the drain.
+        the listing (:meth:`_judged_again`; ``chosen``: the DaemonSet pods' choice on top of it): one
+        gone is passed over; one that may no longer be evicted (marked never to be disturbed since the
+        listing) is not evicted, kept as the round's start would keep it; and where the round's start
+        would abandon the drain (a plan's pod so marked, a node annotated since), the round stops there
+        and says why, evicting nothing more. A node gone ends the round: the next says what that means
+        for the drain.
 
         A round that has run :data:`ROUND_SECONDS` starts no more evictions: the pods left are the next
         round's (:data:`ROUND_SPENT`). Each eviction costs up to three calls, one after another, and a
         node of a few hundred pods behind a slow API server (500 pods at 80 ms a call) ran past the
         drain function's 120 s, where the round is lost whole: Step Functions catches the timeout and
         compensates, the pods evicted so far stopped for nothing.
+
+        A call that fails (the API server gone, a timeout past the client's retries, RBAC) once the
+        round has evicted a pod ends the round there, the error named (:data:`INTERRUPTED`): raised, it
+        took with it the pods evicted so far, which no output, record or Event then named (a Lambda's
+        error carries only its message, and a Retry runs the step again on the round's input). The
+        next round meets the error again before it evicts anything, and raises it. Before the first
+        eviction the error is raised at once, for the state machine's Retry.
 
         Each eviction gives the pod its ``terminationGracePeriodSeconds``, but never more than the
         ``left`` seconds before the drain's deadline, so that it is gone by then: Karpenter clamps a
@@ -2452,32 +2542,55 @@ class Drainer:
         (deletionTimestamp = now + that grace). Without the cap a pod whose grace outlasts the deadline
         was still terminating then: the drain failed and gave the node back, its pod stopped for
         nothing. 0 (deleted at once) only when no time is left, which only a forced drain evicts in."""
-        evicted: list[str] = []
-        refused: dict[str, str] = {}
+        done = _Evictions()
         queue = sorted((v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod))
         started = self.clock()
         for at, verdict in enumerate(queue):
             if (self.clock() - started).total_seconds() >= ROUND_SECONDS:
-                refused.update(dict.fromkeys((v.pod for v in queue[at:]), ROUND_SPENT))
+                done.refused.update(dict.fromkeys((v.pod for v in queue[at:]), ROUND_SPENT))
                 break
             try:
-                fresh, stop = self._judged_again(drain, named, verdict)
-            except NodeNotFound:
-                break
-            if fresh is not None and fresh.action != "evict":
-                refused[verdict.pod] = fresh.reason
-            if stop is not None:
-                return evicted, refused, stop
-            if fresh is None or fresh.action != "evict":
-                continue
-            why = self._try_evict(verdict.pod, min(verdict.grace, left), verdict.uid)
-            if why is None:
-                evicted.append(verdict.pod)
-            elif why != _GONE_ALREADY:
-                refused[verdict.pod] = why
-                if why == THROTTLED:
+                if not self._evict_one(drain, named, verdict, left, chosen, done):
                     break
-        return evicted, refused, None
+            except KubeError as exc:
+                if not done.pods:
+                    raise
+                done.interrupted = f"{type(exc).__name__}: {exc}"[:300]
+                why = INTERRUPTED.format(error=done.interrupted)
+                done.refused.update(dict.fromkeys((v.pod for v in queue[at:]), why))
+                break
+        return done
+
+    def _evict_one(
+        self,
+        drain: Drain,
+        named: frozenset[str],
+        verdict: PodVerdict,
+        left: int,
+        chosen: Callable[[Pod], bool] | None,
+        done: _Evictions,
+    ) -> bool:
+        """One pod of :meth:`_evict_round`: read again and judged, then evicted if it still may be,
+        noted in ``done``. False when the round ends here (the drain stops, the node is gone, the
+        server throttles)."""
+        try:
+            fresh, stop = self._judged_again(drain, named, verdict, chosen)
+        except NodeNotFound:
+            return False
+        if fresh is not None and fresh.action != "evict":
+            done.refused[verdict.pod] = fresh.reason
+        if stop is not None:
+            done.stop = stop
+            return False
+        if fresh is None or fresh.action != "evict":
+            return True
+        why = self._try_evict(verdict.pod, min(verdict.grace, left), verdict.uid)
+        if why is None:
+            done.pods.append(verdict.pod)
+        elif why != _GONE_ALREADY:
+            done.refused[verdict.pod] = why
+            return why != THROTTLED
+        return True
 
     def _try_evict(self, pod: str, grace: int, uid: str) -> str | None:
         """Evict one pod, giving it ``grace`` seconds to stop: None when the API took it,
@@ -2505,17 +2618,37 @@ class Drainer:
         """What to do with each pod on the node now (:func:`_judge`)."""
         return self._listing(drain, node)[0]
 
-    def _listing(self, drain: Drain, node: Node) -> tuple[list[PodVerdict], frozenset[str]]:
+    def _listing(self, drain: Drain, node: Node) -> tuple[list[PodVerdict], frozenset[str], list[Pod]]:
         """The node's pods listed now and judged (:func:`_judge`), with the pods the plan names among
         them (:func:`_named`), by which a pod read again before its eviction is judged the same way
-        (:meth:`_judged_again`)."""
+        (:meth:`_judged_again`), and the pods as listed."""
         now = self.clock()
         pods = self.kube.pods_on_node(drain.node)
         named = _named(drain, pods)
-        return _judge(drain, node, pods, now, named), named
+        return _judge(drain, node, pods, now, named), named, pods
+
+    def _after(
+        self, drain: Drain, node: Node, before: list[PodVerdict], done: _Evictions
+    ) -> tuple[list[PodVerdict], list[dict[str, str]]]:
+        """The node's pods judged again after the round's evictions (``before`` when it evicted none, or
+        when the API server failed it: it reports what it did without asking more), and the pods it
+        evicted that now carry a mark never to be disturbed (:func:`_marked_as_evicted`), which an Event
+        on the Node names."""
+        if not done.pods or done.interrupted:
+            return before, []
+        after, _, pods = self._listing(drain, node)
+        marked = _marked_as_evicted(drain, pods, done.pods)
+        if marked:
+            log.warning("evicted pods marked never to be disturbed as they were evicted: %s", marked)
+            self._event(drain, "SpillwayEvictedMarked", _marked_message(marked), "Warning")
+        return after, marked
 
     def _judged_again(
-        self, drain: Drain, named: frozenset[str], listed: PodVerdict
+        self,
+        drain: Drain,
+        named: frozenset[str],
+        listed: PodVerdict,
+        chosen: Callable[[Pod], bool] | None = None,
     ) -> tuple[PodVerdict | None, str | None]:
         """The pod the round listed, read again right before its eviction and judged by the round's own
         predicate (:func:`_judge`, with the node read again too), and why the drain stops there
@@ -2528,7 +2661,12 @@ class Drainer:
         (pkg/registry/core/pod/storage/eviction.go: ``checkAndDecrement``, then
         ``addConditionAndDeletePod``), so each conflict, a kubelet's status write included, would hold
         the budget two minutes for nothing. A forced drain evicts marked pods anyway and reads nothing
-        again. Raises ``NodeNotFound`` when the node is gone."""
+        again. Raises ``NodeNotFound`` when the node is gone.
+
+        ``chosen``: a DaemonSet pod the drain evicts once the rest is gone (:meth:`_daemonsets`), which
+        the round's predicate ignores (it keeps no node busy) unless it keeps it (:func:`_pinned`): it is
+        evicted only if it is still chosen (:func:`daemonsets_to_evict`: not marked never to be disturbed
+        since, not terminating, still opted in), and the node's marks stop the drain as for any pod."""
         if drain.force:
             return listed, None
         pod = self.kube.read_pod(*_split(listed.pod))
@@ -2536,11 +2674,23 @@ class Drainer:
             return None, None  # as the eviction's uid precondition would answer (none without a uid)
         node = self.kube.get_node(drain.node)
         [fresh] = _judge(drain, node, [pod], self.clock(), named)
+        if chosen is not None and fresh.action == "ignore" and chosen(pod):
+            fresh = listed
         return fresh, _abandon_why(drain, node, [fresh])
 
-    def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
-        """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True)."""
+    def _forced_at_deadline(
+        self, drain: Drain, remaining: Sequence[Mapping[str, str]], done: _Evictions
+    ) -> bool:
+        """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True). Not yet in
+        a round that evicted pods (it began before the deadline and ran past it): raised there, the error
+        took those pods with it, named by no output, record or Event; the round reports them and the
+        next, which evicts nothing past the deadline, raises for the pods still there then (those just
+        evicted, given no grace past the deadline, are leaving by then: :func:`_grace_over`). Nor, with
+        ``force``, in a round the API server cut off (``interrupted``): the next evicts the pods it did
+        not reach."""
         if not remaining or self.clock() < drain.deadline:
+            return False
+        if done.interrupted or (done.pods and not drain.force):
             return False
         if not drain.force:
             raise DrainTimeout(
@@ -3517,7 +3667,21 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
     reason = {"timeout": "SpillwayDrainTimeout", "cancelled": "SpillwayDrainCancelled"}.get(
         outcome, "SpillwayDrainFailed"
     )
-    return (reason, f"{summary.get('error')}: {summary.get('cause')}", "Warning")
+    return (reason, f"{summary.get('error')}{_evicted_before(summary)}: {summary.get('cause')}", "Warning")
+
+
+EVENT_PODS = 10  # pods a failed drain's Event names (its message is cut at 1024 characters)
+
+
+def _evicted_before(summary: Mapping[str, Any]) -> str:
+    """The pods a failed drain evicted, named in its Event before the cause (which may be long): the
+    node is given back with those pods stopped, and ``kubectl describe node`` should say which."""
+    count = int(summary.get("evicted_count") or 0)
+    if not count:
+        return ""
+    names = [str(p) for p in summary.get("evicted") or []][:EVENT_PODS]
+    more = f" and {count - len(names)} more" if count > len(names) else ""
+    return f" after evicting {count} pod(s) ({', '.join(names)}{more})"
 
 
 def summarize(cluster: Any, plan_id: Any, results: Any) -> dict[str, Any]:
