@@ -22,11 +22,15 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
+    ChecksumError,
     ClientError,
     ConnectTimeoutError,
     EndpointConnectionError,
+    FlexibleChecksumError,
     HTTPClientError,
+    IncompleteReadError,
 )
+from botocore.parsers import ResponseParserError
 from pydantic import ValidationError
 
 from spillway.adapters.launch_cache import (
@@ -161,6 +165,13 @@ _INVALID_TYPES = re.compile(r"\[([^\]]*)\]")
 #: the connection was not made in time. Every other failed try (a read timeout, a connection reset, an
 #: answer that broke off, a 5xx) may follow a request AWS applied
 _UNSENT = (EndpointConnectionError, ConnectTimeoutError)
+#: what botocore raises once AWS answered, when the answer cannot be read: a body its parser cannot read
+#: (parsers.py ResponseParserError: an ``Exception``, not a BotoCoreError, raised outside botocore's retry
+#: loop, so no other try follows), a checksum that does not match, a body shorter than its Content-Length.
+#: A call so answered may have applied
+_UNREAD_ANSWER = (ResponseParserError, FlexibleChecksumError, ChecksumError, IncompleteReadError)
+#: every error a call of a client may raise: ResponseParserError is not among botocore's own
+SDK_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
 # the tries of the call under way in this thread (:class:`_Tries`), which botocore reports as they end
 _TRIES = threading.local()
 
@@ -335,6 +346,8 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
     # (a CreateFleet under its ClientToken), never as a refusal with nothing done.
     if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | HTTPClientError):
         return AwsUnavailable(f"{what}: {exc}")
+    if isinstance(exc, _UNREAD_ANSWER):  # AWS answered, and the call may have applied: lost, as above
+        return AwsUnavailable(f"{what}: the answer could not be read: {redact(str(exc))[:300]}")
     if isinstance(exc, BotoCoreError):
         return AwsError(f"{what}: {exc}")
     if isinstance(exc, ValidationError):
@@ -347,7 +360,7 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
 def _call(what: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
-    except (ClientError, BotoCoreError, ValidationError) as exc:
+    except (*SDK_ERRORS, ValidationError) as exc:
         raise map_aws_error(exc, what) from exc
 
 
@@ -681,7 +694,7 @@ class AwsAdapter:
             problem = f"{what}: {code}: {message}: {NODEGROUP_UNREAD_EFFECT}"
             log.warning("%s: %s", region, problem)
             return problem
-        except (BotoCoreError, ValidationError) as exc:
+        except (BotoCoreError, ResponseParserError, ValidationError) as exc:
             raise map_aws_error(exc, what) from exc
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
@@ -720,7 +733,7 @@ class AwsAdapter:
             try:
                 out.update(self._describe_known_types(client, batch))
                 answered.extend(batch)
-            except (ClientError, BotoCoreError, ValidationError) as exc:
+            except (*SDK_ERRORS, ValidationError) as exc:
                 log.warning("DescribeInstanceTypes failed, using the bundled catalogue: %s", exc)
         return out, answered
 
@@ -841,7 +854,7 @@ class AwsAdapter:
                 client.set_desired_capacity(
                     AutoScalingGroupName=group, DesiredCapacity=desired, HonorCooldown=False
                 )
-            except (ClientError, BotoCoreError) as exc:
+            except SDK_ERRORS as exc:
                 raise _set_refusal(exc, what, tries) from exc
         return asg.DesiredCapacity
 
@@ -923,7 +936,6 @@ class AwsAdapter:
             resp = client.terminate_instance_in_auto_scaling_group(
                 InstanceId=instance_id, ShouldDecrementDesiredCapacity=decrement
             )
-            return ScalingActivity.model_validate(resp["Activity"])
         except ClientError as exc:
             message = str(exc.response.get("Error", {}).get("Message", ""))
             lowered = message.lower()
@@ -932,8 +944,13 @@ class AwsAdapter:
             if "min size" in lowered or "minsize" in lowered:
                 raise AsgLimitExceeded(f"{what}: {message}") from exc
             raise map_aws_error(exc, what) from exc
-        except (BotoCoreError, ValidationError, KeyError) as exc:
+        except (BotoCoreError, ResponseParserError) as exc:
             raise map_aws_error(exc, what) from exc
+        try:
+            return ScalingActivity.model_validate(resp["Activity"])
+        except (ValidationError, KeyError) as exc:  # answered, so applied: read as lost, and the retry
+            # finds the instance terminating (a refusal would fail the drain, uncordoning its node)
+            raise AwsUnavailable(f"{what}: the answer could not be read: {exc!r}"[:500]) from exc
 
     # --- terminate lifecycle hooks (act/drain.py) -----------------------------------------------
 
@@ -1007,7 +1024,7 @@ class AwsAdapter:
                 # "No active Lifecycle Action found with instance ID i-…" / "… with token …"
                 raise LifecycleActionNotFound(f"{what}: {message}") from exc
             raise map_aws_error(exc, what) from exc
-        except BotoCoreError as exc:
+        except (BotoCoreError, ResponseParserError) as exc:
             raise map_aws_error(exc, what) from exc
 
     # --- gang launches (act/gang.py) ------------------------------------------------------------
@@ -1060,7 +1077,7 @@ class AwsAdapter:
                 if err.get("Code") == "ValidationError" and "not found" in lowered and group in message:
                     raise AsgNotFound(f"{what}: {message}") from exc
                 raise map_aws_error(exc, what) from exc
-            except BotoCoreError as exc:
+            except (BotoCoreError, ResponseParserError) as exc:
                 raise map_aws_error(exc, what) from exc
             calls += 1
         return calls
@@ -1187,14 +1204,15 @@ class AwsAdapter:
 # --- launch settings: what a group's launch template version or configuration says ---------------
 
 
-def _set_refusal(exc: ClientError | BotoCoreError, what: str, tries: _Tries) -> AwsError:
+def _set_refusal(exc: Exception, what: str, tries: _Tries) -> AwsError:
     """A failed SetDesiredCapacity as one of ours, read with what became of each of its ``tries``."""
     mapped = map_aws_error(exc, what)
     if tries.lost and not isinstance(mapped, AwsUnavailable):
         return AwsUnavailable(f"{mapped}; after a try whose answer was lost, which may have applied")
-    if isinstance(exc, BotoCoreError):
+    if not isinstance(exc, ClientError):
         # unsent only when the call itself failed so: a try that reached AWS and failed after botocore
-        # received its answer (a response checksum) is noted by no needs-retry, and may have applied
+        # received its answer (a response checksum, a body it cannot parse) is noted by no needs-retry,
+        # and may have applied (AwsUnavailable: map_aws_error)
         unsent = isinstance(exc, _UNSENT) and tries.unsent
         return AwsUnavailable(str(mapped), unsent=True) if unsent else mapped
     message = str(exc.response.get("Error", {}).get("Message", ""))
@@ -1268,7 +1286,7 @@ def _asked(what: str, call: Callable[..., Any], kwargs: Mapping[str, Any]) -> An
         if code in TEMPLATE_NOT_FOUND:
             raise _Absent(code) from exc
         raise map_aws_error(exc, what) from exc
-    except BotoCoreError as exc:
+    except (BotoCoreError, ResponseParserError) as exc:
         raise map_aws_error(exc, what) from exc
 
 
