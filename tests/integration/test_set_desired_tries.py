@@ -389,3 +389,35 @@ def test_a_termination_that_applied_and_whose_answer_cannot_be_read_is_lost(
 
     with pytest.raises(AwsUnavailable):
         adapter.terminate_instance("us-east-1", iid["InstanceId"], decrement=True)
+
+
+# --- a throttled try applied nothing ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", ["Throttling", "RequestLimitExceeded", "SlowDown"])
+def test_a_raise_throttled_as_a_5xx_and_then_refused_is_refused_and_raised_by_the_retry(
+    adapter: AwsAdapter, clients: AwsClients, code: str
+) -> None:
+    """The first try is throttled with a 503 (a throttle is never applied; botocore retries it, a
+    throttling code and a transient status), the next two are refused (ScalingActivityInProgress). The
+    503 was noted as an answer lost, so the refusal read as "may have applied": beside a gang's raise of
+    the window the raise was kept unsettled, the retry raised nothing, and the pods waited out the launch
+    deadline for a raise AWS never applied."""
+    ledger = FakeLedger()
+    ledger.claimed[("prod", "raise#gang-a1")] = {"before": 0, "after": 0, "count": 0, "group": "us-east-1/gpu",
+                                                 "at": format_time(NOW - timedelta(minutes=1))}  # fmt: skip
+
+    def answer(n: int) -> AWSResponse | None:
+        if n == 1:
+            return refusal(code, 503)
+        return refusal("ScalingActivityInProgress", 400) if n <= 3 else None
+
+    tries(clients.autoscaling("us-east-1"), "SetDesiredCapacity", answer)
+    owner = Owner(ledger, "prod", "us-east-1", "gpu", UP)
+
+    with pytest.raises(AwsThrottled):
+        raise_once(adapter, owner, 2, NOW)
+    as_the_state_machine_runs_it(adapter, owner, 2)
+
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
+    assert not owner.unsettled()

@@ -202,10 +202,12 @@ def _note_try(caught_exception: BaseException | None = None, response: Any = Non
         tries.outcomes.append("unsent" if isinstance(caught_exception, _UNSENT) else "lost")
         return None
     status = int(getattr(response[0], "status_code", 0) or 0) if response else 0
-    code = str(((response[1] if response else {}) or {}).get("Error", {}).get("Code", ""))
-    # a 5xx may follow a request AWS applied; ResourceContention (500) is a refusal, nothing applied
-    lost = status >= 500 and code not in REFUSED_FOR_NOW_CODES
-    tries.outcomes.append("lost" if lost else "answered")
+    error = ((response[1] if response else {}) or {}).get("Error", {})
+    # read as a call's own answer is (map_aws_error): a 5xx may follow a request AWS applied, but a
+    # throttle (a 503 Throttling, RequestLimitExceeded, SlowDown...) or ResourceContention (500) is a
+    # refusal, nothing applied
+    answer = _answer_error(str(error.get("Code", "")), str(error.get("Message", "")), status, "")
+    tries.outcomes.append("lost" if isinstance(answer, AwsUnavailable) else "answered")
     return None
 
 
@@ -326,21 +328,7 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
         code = str(err.get("Code", ""))
         message = redact(str(err.get("Message", "")))
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        text = f"{what}: {code}: {message}"
-        if code in THROTTLING_CODES or "rate exceeded" in message.lower():
-            return AwsThrottled(text)
-        if code in REFUSED_FOR_NOW_CODES:  # before the 5xx rule: ResourceContention is a 500
-            return AwsThrottled(text)
-        # the one classification of launch errors (spillway.model.launcherror), before the 5xx rule: EC2
-        # answers its capacity codes (InsufficientInstanceCapacity...) as server errors, HTTP 500
-        kind = code_kind(code)
-        if kind == "capacity":
-            return CapacityUnavailable(text)
-        if kind == "quota":
-            return QuotaExceeded(text)
-        if code in UNAVAILABLE_CODES or status >= 500:
-            return AwsUnavailable(text)
-        return AwsError(text)
+        return _answer_error(code, message, status, f"{what}: {code}: {message}")
     # An answer that broke off (HTTPClientError: ReadTimeoutError, ConnectionClosedError,
     # ResponseStreamingError...) may follow a call AWS applied: the caller must read it as lost and retry
     # (a CreateFleet under its ClientToken), never as a refusal with nothing done.
@@ -355,6 +343,25 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
         where = ".".join(str(p) for p in first["loc"])
         return AwsError(f"{what}: unexpected response: {where}: {first['msg']}")
     return AwsError(f"{what}: {exc}")
+
+
+def _answer_error(code: str, message: str, status: int, text: str) -> AwsError:
+    """AWS's error answer (``code``, ``message``, HTTP ``status``) as one of ours, saying ``text``; an
+    :class:`AwsUnavailable` is an answer after which the request may have applied."""
+    if code in THROTTLING_CODES or "rate exceeded" in message.lower():
+        return AwsThrottled(text)
+    if code in REFUSED_FOR_NOW_CODES:  # before the 5xx rule: ResourceContention is a 500
+        return AwsThrottled(text)
+    # the one classification of launch errors (spillway.model.launcherror), before the 5xx rule: EC2
+    # answers its capacity codes (InsufficientInstanceCapacity...) as server errors, HTTP 500
+    kind = code_kind(code)
+    if kind == "capacity":
+        return CapacityUnavailable(text)
+    if kind == "quota":
+        return QuotaExceeded(text)
+    if code in UNAVAILABLE_CODES or status >= 500:
+        return AwsUnavailable(text)
+    return AwsError(text)
 
 
 def _call(what: str, fn: Callable[[], T]) -> T:
