@@ -421,3 +421,73 @@ def test_a_raise_throttled_as_a_5xx_and_then_refused_is_refused_and_raised_by_th
 
     assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
     assert not owner.unsettled()
+
+
+# --- AttachInstances and TerminateInstanceInAutoScalingGroup: the same lost tries --------------------
+
+
+def refused_saying(code: str, status: int, message: str) -> AWSResponse:
+    body = (
+        f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message>"
+        "</Error><RequestId>r-1</RequestId></ErrorResponse>"
+    ).encode()
+    return AWSResponse(URL, status, {}, _Body(body))  # type: ignore[arg-type]
+
+
+def test_a_termination_refused_at_min_size_after_a_lost_try_that_applied_is_lost(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    """The first try terminates the instance with the decrement (2 -> 1, the group's MinSize) and its
+    answer is lost; botocore tries again, and Auto Scaling refuses the decrement of a group at its
+    MinSize. That read as AsgLimitExceeded: "nothing done", and a drain of a node that must not go
+    without its decrement failed, its compensation uncordoning the node of an instance on its way out.
+    After a lost try it is AwsUnavailable: retried, and the retry finds the instance terminating."""
+    make_asg("us-east-1", "web", desired=2, min_size=1, max_size=4)
+    other = boto3.client("autoscaling", region_name="us-east-1")
+    iid = other.describe_auto_scaling_groups(AutoScalingGroupNames=["web"])["AutoScalingGroups"][0][
+        "Instances"
+    ][0]
+
+    def answer(n: int) -> AWSResponse:
+        if n == 1:
+            other.terminate_instance_in_auto_scaling_group(
+                InstanceId=iid["InstanceId"], ShouldDecrementDesiredCapacity=True
+            )
+            raise ReadTimeoutError(endpoint_url=URL)
+        return refused_saying("ValidationError", 400, "Currently, desired capacity is at min size.")
+
+    tries(clients.autoscaling("us-east-1"), "TerminateInstanceInAutoScalingGroup", answer)
+
+    with pytest.raises(AwsUnavailable, match="may have applied"):
+        adapter.terminate_instance("us-east-1", iid["InstanceId"], decrement=True)
+    assert adapter.describe_group("us-east-1", "web").DesiredCapacity == 1  # decremented once
+
+
+def test_an_attach_refused_above_max_size_after_a_lost_try_that_applied_is_lost(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """The first try attaches the gang's instances (0 -> 2, the group's MaxSize here) and its answer is
+    lost; the next tries are refused above MaxSize. That read as AsgLimitExceeded, and the gang gave
+    back a launch that had joined its group; after a lost try it is AwsUnavailable, retried, and the
+    retry finds them members."""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    image = ec2.describe_images()["Images"][0]["ImageId"]
+    ids = [i["InstanceId"] for i in ec2.run_instances(ImageId=image, MinCount=2, MaxCount=2)["Instances"]]
+    other = boto3.client("autoscaling", region_name="us-east-1")
+    other.update_auto_scaling_group(AutoScalingGroupName="gpu", MaxSize=2)
+
+    def answer(n: int) -> AWSResponse:
+        if n == 1:
+            other.attach_instances(AutoScalingGroupName="gpu", InstanceIds=ids)
+            raise ReadTimeoutError(endpoint_url=URL)
+        return refused_saying(
+            "ValidationError",
+            400,
+            "Desired capacity:4 must be between the specified min size:0 and max size:2",
+        )
+
+    tries(clients.autoscaling("us-east-1"), "AttachInstances", answer)
+
+    with pytest.raises(AwsUnavailable, match="may have applied"):
+        adapter.attach_instances("us-east-1", "gpu", ids)
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2

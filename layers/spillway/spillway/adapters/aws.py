@@ -856,13 +856,10 @@ class AwsAdapter:
         client = self._clients.autoscaling(region)
         what = f"SetDesiredCapacity({region}, {group}, {desired})"
         ready(what)
-        with _watching_tries(client, "SetDesiredCapacity") as tries:
-            try:
-                client.set_desired_capacity(
-                    AutoScalingGroupName=group, DesiredCapacity=desired, HonorCooldown=False
-                )
-            except SDK_ERRORS as exc:
-                raise _set_refusal(exc, what, tries) from exc
+        with _tried(client, "SetDesiredCapacity", what, _set_refused):
+            client.set_desired_capacity(
+                AutoScalingGroupName=group, DesiredCapacity=desired, HonorCooldown=False
+            )
         return asg.DesiredCapacity
 
     def placement(self, region: str, instance_id: str) -> Placement | None:
@@ -936,23 +933,15 @@ class AwsAdapter:
         return _call(f"DescribeInstances({region})", fetch)
 
     def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
-        """TerminateInstanceInAutoScalingGroup; with ``decrement`` the group does not replace it."""
+        """TerminateInstanceInAutoScalingGroup; with ``decrement`` the group does not replace it. A refusal
+        after a try whose answer was lost (which may have terminated it) is :class:`AwsUnavailable`, as
+        for :meth:`set_desired_capacity`: the retry reads where the instance is first."""
         client = self._clients.autoscaling(region)
         what = f"TerminateInstanceInAutoScalingGroup({region}, {instance_id})"
-        try:
+        with _tried(client, "TerminateInstanceInAutoScalingGroup", what, _terminate_refused):
             resp = client.terminate_instance_in_auto_scaling_group(
                 InstanceId=instance_id, ShouldDecrementDesiredCapacity=decrement
             )
-        except ClientError as exc:
-            message = str(exc.response.get("Error", {}).get("Message", ""))
-            lowered = message.lower()
-            if "not found" in lowered or "no managed instance" in lowered:
-                raise InstanceNotFound(f"{what}: {message}") from exc
-            if "min size" in lowered or "minsize" in lowered:
-                raise AsgLimitExceeded(f"{what}: {message}") from exc
-            raise map_aws_error(exc, what) from exc
-        except (BotoCoreError, ResponseParserError) as exc:
-            raise map_aws_error(exc, what) from exc
         try:
             return ScalingActivity.model_validate(resp["Activity"])
         except (ValidationError, KeyError) as exc:  # answered, so applied: read as lost, and the retry
@@ -1065,8 +1054,10 @@ class AwsAdapter:
         before_call: Callable[[str], None] | None = None,
     ) -> int:
         """AttachInstances in batches of 20 (the API's limit); each raises the desired capacity by its
-        size. Over MaxSize AWS refuses the batch: :class:`AsgLimitExceeded`. Returns the calls made.
-        ``before_call`` is called before each batch, as by :meth:`set_desired_capacity`."""
+        size. Over MaxSize AWS refuses the batch: :class:`AsgLimitExceeded`, unless a try before the
+        refusal lost its answer (it may have attached them): :class:`AwsUnavailable`, as for
+        :meth:`set_desired_capacity`. Returns the calls made. ``before_call`` is called before each batch,
+        as by :meth:`set_desired_capacity`."""
         client = self._clients.autoscaling(region)
         ids = list(instance_ids)
         calls = 0
@@ -1074,18 +1065,8 @@ class AwsAdapter:
             batch = ids[start : start + ATTACH_BATCH]
             what = f"AttachInstances({region}, {group}, {len(batch)} instance(s))"
             (before_call or _any_call)(what)
-            try:
+            with _tried(client, "AttachInstances", what, functools.partial(_attach_refused, group)):
                 client.attach_instances(AutoScalingGroupName=group, InstanceIds=batch)
-            except ClientError as exc:
-                err = exc.response.get("Error", {})
-                message, lowered = str(err.get("Message", "")), str(err.get("Message", "")).lower()
-                if err.get("Code") == "ValidationError" and "max" in lowered and "size" in lowered:
-                    raise AsgLimitExceeded(f"{what}: {message}") from exc
-                if err.get("Code") == "ValidationError" and "not found" in lowered and group in message:
-                    raise AsgNotFound(f"{what}: {message}") from exc
-                raise map_aws_error(exc, what) from exc
-            except (BotoCoreError, ResponseParserError) as exc:
-                raise map_aws_error(exc, what) from exc
             calls += 1
         return calls
 
@@ -1211,8 +1192,25 @@ class AwsAdapter:
 # --- launch settings: what a group's launch template version or configuration says ---------------
 
 
-def _set_refusal(exc: Exception, what: str, tries: _Tries) -> AwsError:
-    """A failed SetDesiredCapacity as one of ours, read with what became of each of its ``tries``."""
+@contextmanager
+def _tried(
+    client: Any, operation: str, what: str, refused: Callable[[str, str, str], AwsError | None]
+) -> Iterator[None]:
+    """Make, within the block, a call of ``operation`` that changes something, and raise its failure as
+    one of ours read with what became of each of its tries (:func:`_watching_tries`): a refusal that
+    followed a try whose answer was lost is :class:`AwsUnavailable` (that try may have applied); a call
+    none of whose tries reached AWS is ``unsent``; else AWS's refusal as ``refused(what, code,
+    message)`` names it, or :func:`map_aws_error`."""
+    with _watching_tries(client, operation) as tries:
+        try:
+            yield
+        except SDK_ERRORS as exc:
+            raise _tried_error(exc, what, tries, refused) from exc
+
+
+def _tried_error(
+    exc: Exception, what: str, tries: _Tries, refused: Callable[[str, str, str], AwsError | None]
+) -> AwsError:
     mapped = map_aws_error(exc, what)
     if tries.lost and not isinstance(mapped, AwsUnavailable):
         return AwsUnavailable(f"{mapped}; after a try whose answer was lost, which may have applied")
@@ -1222,12 +1220,38 @@ def _set_refusal(exc: Exception, what: str, tries: _Tries) -> AwsError:
         # and may have applied (AwsUnavailable: map_aws_error)
         unsent = isinstance(exc, _UNSENT) and tries.unsent
         return AwsUnavailable(str(mapped), unsent=True) if unsent else mapped
-    message = str(exc.response.get("Error", {}).get("Message", ""))
+    err = exc.response.get("Error", {})
+    return refused(what, str(err.get("Code", "")), str(err.get("Message", ""))) or mapped
+
+
+def _set_refused(what: str, code: str, message: str) -> AwsError | None:
+    """SetDesiredCapacity refused for the group (gone, or going) or for its bounds."""
     if "not found" in message.lower() or "pending delete" in message.lower():  # gone, or going
         return AsgNotFound(f"{what}: {message}")
     if _out_of_bounds(message):
         return AsgLimitExceeded(f"{what}: {message}")
-    return mapped
+    return None
+
+
+def _terminate_refused(what: str, code: str, message: str) -> AwsError | None:
+    """TerminateInstanceInAutoScalingGroup refused: the instance in no group ("No managed instance
+    found"), or the decrement of a group at its MinSize."""
+    lowered = message.lower()
+    if "not found" in lowered or "no managed instance" in lowered:
+        return InstanceNotFound(f"{what}: {message}")
+    if "min size" in lowered or "minsize" in lowered:
+        return AsgLimitExceeded(f"{what}: {message}")
+    return None
+
+
+def _attach_refused(group: str, what: str, code: str, message: str) -> AwsError | None:
+    """AttachInstances refused above the group's MaxSize, or for a group that does not exist."""
+    lowered = message.lower()
+    if code == "ValidationError" and "max" in lowered and "size" in lowered:
+        return AsgLimitExceeded(f"{what}: {message}")
+    if code == "ValidationError" and "not found" in lowered and group in message:
+        return AsgNotFound(f"{what}: {message}")
+    return None
 
 
 def _reads_launch_settings(asg: AutoScalingGroup) -> bool:
