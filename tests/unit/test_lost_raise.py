@@ -17,6 +17,7 @@ import pytest
 from test_shared_group import GANG, NOW, UP, World
 
 from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, Owner, give_back_undelivered
+from spillway.act.deadline import Deadline
 from spillway.errors import AwsUnavailable
 from spillway.local import objects as o
 
@@ -515,3 +516,35 @@ def test_a_kept_marker_whose_raise_landed_read_back_stale_by_the_retry_is_not_ra
     w.up.set_desired({**UP, "prep": up})
 
     assert w.desired == 3
+
+
+def test_a_lost_raise_with_no_time_left_to_ask_again_is_asked_again_by_the_retry() -> None:
+    """The lost answer took most of the invocation (a read timeout on every try): asking again would not
+    end in time, so it is not sent (spillway.act.deadline). That said nothing of the raise, but kept it
+    unsettled: never asked again, and the pods waited out the launch deadline for a raise that never
+    applied. The marker is left as it was, and the step's retry asks again with a whole invocation."""
+    w = World()
+    up = w.up.prepare(UP)
+    clock = {"left": 200.0}
+    w.up.deadline = Deadline(lambda: clock["left"], 49)
+    real = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
+        if before_call is not None:
+            before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
+        calls.append(desired)
+        if len(calls) == 1:  # not applied; its tries took most of the invocation
+            clock["left"] = 60.0
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): Read timeout")
+        return real(region, group, desired)
+
+    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+
+    with pytest.raises(AwsUnavailable):
+        w.up.set_desired({**UP, "prep": up})
+    assert calls == [3] and not up_owner(w).unsettled()
+    clock["left"] = 200.0  # Step Functions' retry: a new invocation
+    w.up.set_desired({**UP, "prep": up})
+
+    assert (w.desired, calls) == (3, [3, 3]) and not up_owner(w).unsettled()

@@ -189,7 +189,9 @@ def _ask(
     marker is read first); one whose marker, read and set all fall between that read and the ask again
     is Auto Scaling's own window (no compare-and-set, as between any two raises). An ask again that
     fails, as any other ambiguity, keeps the marker unsettled. A first ask refused, or none of whose
-    tries reached AWS, applied nothing: its marker goes."""
+    tries reached AWS, applied nothing: its marker goes; an ask again none of whose tries reached AWS
+    (one the step had no time left for, typically after a lost answer that spent its tries' timeouts)
+    leaves the marker as it was, for the step's retry to settle (:func:`_retried`)."""
     before, after, count = raise_
     raised = {"status": "raised", "again": False, "before": before, "after": after, "count": count}
     try:
@@ -198,7 +200,9 @@ def _ask(
         if exc.unsent and not again:  # it never reached AWS: not raised, the retry raises
             owner.ledger.release(owner.cluster, RAISE_PREFIX + owner.owner)
             raise
-        landed = None if exc.unsent else _landed(aws, owner, before, after, now)
+        if exc.unsent:  # the ask again never reached AWS (no time left for it): the retry asks again
+            raise
+        landed = _landed(aws, owner, before, after, now)
         if landed:  # AWS applied it; only the answer was lost
             _mark_asked(owner, now)
             return raised
