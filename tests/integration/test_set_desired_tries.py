@@ -24,7 +24,7 @@ from fakes import FakeLedger
 from spillway.act.claims import Owner, raise_once
 from spillway.act.deadline import Deadline
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings, _watching_tries
-from spillway.errors import AwsError, AwsThrottled, AwsUnavailable
+from spillway.errors import AwsThrottled, AwsUnavailable
 from spillway.model.cluster import format_time
 
 NOW = datetime.now(UTC)
@@ -220,10 +220,9 @@ def test_a_try_that_reached_aws_after_tries_that_did_not_is_never_unsent(
     client.meta.events.register("before-parse.auto-scaling.SetDesiredCapacity", read)
     owner = Owner(FakeLedger(), "prod", "us-east-1", "gpu", UP)
 
-    with pytest.raises(AwsError) as failed:
-        raise_once(adapter, owner, 2, NOW)
+    raised = raise_once(adapter, owner, 2, NOW)  # lost, not unsent: read back, and it landed
 
-    assert not getattr(failed.value, "unsent", False)
+    assert raised["status"] == "raised" and not owner.unsettled()
     assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
 
 
@@ -297,3 +296,198 @@ def test_a_raise_with_no_time_left_for_set_desired_capacity_sends_nothing_and_gi
     assert refused.value.unsent and sent == [] and owner.raised() == 0
     raise_once(adapter, owner, 2, NOW, deadline=Deadline(lambda: 120.0, 49))
     assert sent == [1] and adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
+
+
+# --- an answer that came but cannot be read ---------------------------------------------------------
+
+
+def unreadable(status: int = 200) -> AWSResponse:
+    """An answer botocore's Query parser cannot read (parsers.py ``_parse_xml_string_to_dom`` raises
+    ResponseParserError for XML that does not parse): a body cut short."""
+    return AWSResponse(URL, status, {}, _Body(b"<SetDesiredCapacityResponse><ResponseMeta"))  # type: ignore[arg-type]
+
+
+def test_a_raise_that_applied_and_whose_answer_cannot_be_parsed_is_lost_and_raised_once(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """Auto Scaling applies the raise (0 -> 2) and its answer cannot be parsed. botocore raises
+    ResponseParserError (parsers.py: an ``Exception``, not a BotoCoreError) from outside its retry loop
+    (endpoint.py parses after ``_do_get_response``'s ``try``), so no other try is made. The adapter caught
+    ClientError and BotoCoreError alone: the error left raise_once unmapped, its marker neither settled nor
+    given back, and the step failed with an error name no state machine retries."""
+    other = boto3.client("autoscaling", region_name="us-east-1")
+
+    def answer(n: int) -> AWSResponse | None:
+        if n == 1:
+            other.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=2)  # applied...
+            return unreadable()  # ...its answer unreadable
+        return None
+
+    tries(clients.autoscaling("us-east-1"), "SetDesiredCapacity", answer)
+    owner = Owner(FakeLedger(), "prod", "us-east-1", "gpu", UP)
+
+    as_the_state_machine_runs_it(adapter, owner, 2)
+
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
+    assert owner.raised() == 2 and not owner.unsettled()
+
+
+def test_a_raise_whose_answer_fails_its_checksum_is_lost_not_refused(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """A response checksum that does not match (FlexibleChecksumError, raised after the answer came): the
+    raise may have applied, so it is AwsUnavailable (lost), not an AwsError, which raise_once reads as
+    a refusal, gives its marker back for, and the retry raises again on the live value."""
+    client = clients.autoscaling("us-east-1")
+
+    def read(**_: Any) -> None:
+        raise FlexibleChecksumError(error_msg="Expected checksum did not match (injected)")
+
+    client.meta.events.register("before-parse.auto-scaling.SetDesiredCapacity", read)
+
+    with pytest.raises(AwsUnavailable) as lost:
+        adapter.set_desired_capacity("us-east-1", "gpu", 2)
+
+    assert not lost.value.unsent
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
+
+
+def test_a_read_whose_answer_cannot_be_parsed_is_aws_unavailable(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """A read whose answer cannot be parsed is retried (botocore: "Further retries may succeed"), as
+    AwsUnavailable, rather than escaping as ResponseParserError."""
+    tries(clients.autoscaling("us-east-1"), "DescribeAutoScalingGroups", lambda n: unreadable())
+
+    with pytest.raises(AwsUnavailable, match="could not be read"):
+        adapter.describe_group("us-east-1", "gpu")
+
+
+def test_a_termination_that_applied_and_whose_answer_cannot_be_read_is_lost(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """TerminateInstanceInAutoScalingGroup answered without the Activity it returns: the instance is
+    terminating. An AwsError (read as a refusal) failed the drain and its compensation uncordoned the node
+    of an instance on its way out; AwsUnavailable is retried, and the retry finds it terminating."""
+    other = boto3.client("autoscaling", region_name="us-east-1")
+    other.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=1)
+    iid = other.describe_auto_scaling_groups(AutoScalingGroupNames=["gpu"])["AutoScalingGroups"][0][
+        "Instances"
+    ][0]
+    empty = (
+        b"<TerminateInstanceInAutoScalingGroupResponse><TerminateInstanceInAutoScalingGroupResult/>"
+        b"<ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></TerminateInstanceInAutoScalingGroupResponse>"
+    )
+
+    def answer(n: int) -> AWSResponse:
+        other.terminate_instance_in_auto_scaling_group(
+            InstanceId=iid["InstanceId"], ShouldDecrementDesiredCapacity=True
+        )
+        return AWSResponse(URL, 200, {}, _Body(empty))  # type: ignore[arg-type]
+
+    tries(clients.autoscaling("us-east-1"), "TerminateInstanceInAutoScalingGroup", answer)
+
+    with pytest.raises(AwsUnavailable):
+        adapter.terminate_instance("us-east-1", iid["InstanceId"], decrement=True)
+
+
+# --- a throttled try applied nothing ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", ["Throttling", "RequestLimitExceeded", "SlowDown"])
+def test_a_raise_throttled_as_a_5xx_and_then_refused_is_refused_and_raised_by_the_retry(
+    adapter: AwsAdapter, clients: AwsClients, code: str
+) -> None:
+    """The first try is throttled with a 503 (a throttle is never applied; botocore retries it, a
+    throttling code and a transient status), the next two are refused (ScalingActivityInProgress). The
+    503 was noted as an answer lost, so the refusal read as "may have applied": beside a gang's raise of
+    the window the raise was kept unsettled, the retry raised nothing, and the pods waited out the launch
+    deadline for a raise AWS never applied."""
+    ledger = FakeLedger()
+    ledger.claimed[("prod", "raise#gang-a1")] = {"before": 0, "after": 0, "count": 0, "group": "us-east-1/gpu",
+                                                 "at": format_time(NOW - timedelta(minutes=1))}  # fmt: skip
+
+    def answer(n: int) -> AWSResponse | None:
+        if n == 1:
+            return refusal(code, 503)
+        return refusal("ScalingActivityInProgress", 400) if n <= 3 else None
+
+    tries(clients.autoscaling("us-east-1"), "SetDesiredCapacity", answer)
+    owner = Owner(ledger, "prod", "us-east-1", "gpu", UP)
+
+    with pytest.raises(AwsThrottled):
+        raise_once(adapter, owner, 2, NOW)
+    as_the_state_machine_runs_it(adapter, owner, 2)
+
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
+    assert not owner.unsettled()
+
+
+# --- AttachInstances and TerminateInstanceInAutoScalingGroup: the same lost tries --------------------
+
+
+def refused_saying(code: str, status: int, message: str) -> AWSResponse:
+    body = (
+        f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message>"
+        "</Error><RequestId>r-1</RequestId></ErrorResponse>"
+    ).encode()
+    return AWSResponse(URL, status, {}, _Body(body))  # type: ignore[arg-type]
+
+
+def test_a_termination_refused_at_min_size_after_a_lost_try_that_applied_is_lost(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    """The first try terminates the instance with the decrement (2 -> 1, the group's MinSize) and its
+    answer is lost; botocore tries again, and Auto Scaling refuses the decrement of a group at its
+    MinSize. That read as AsgLimitExceeded: "nothing done", and a drain of a node that must not go
+    without its decrement failed, its compensation uncordoning the node of an instance on its way out.
+    After a lost try it is AwsUnavailable: retried, and the retry finds the instance terminating."""
+    make_asg("us-east-1", "web", desired=2, min_size=1, max_size=4)
+    other = boto3.client("autoscaling", region_name="us-east-1")
+    iid = other.describe_auto_scaling_groups(AutoScalingGroupNames=["web"])["AutoScalingGroups"][0][
+        "Instances"
+    ][0]
+
+    def answer(n: int) -> AWSResponse:
+        if n == 1:
+            other.terminate_instance_in_auto_scaling_group(
+                InstanceId=iid["InstanceId"], ShouldDecrementDesiredCapacity=True
+            )
+            raise ReadTimeoutError(endpoint_url=URL)
+        return refused_saying("ValidationError", 400, "Currently, desired capacity is at min size.")
+
+    tries(clients.autoscaling("us-east-1"), "TerminateInstanceInAutoScalingGroup", answer)
+
+    with pytest.raises(AwsUnavailable, match="may have applied"):
+        adapter.terminate_instance("us-east-1", iid["InstanceId"], decrement=True)
+    assert adapter.describe_group("us-east-1", "web").DesiredCapacity == 1  # decremented once
+
+
+def test_an_attach_refused_above_max_size_after_a_lost_try_that_applied_is_lost(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """The first try attaches the gang's instances (0 -> 2, the group's MaxSize here) and its answer is
+    lost; the next tries are refused above MaxSize. That read as AsgLimitExceeded, and the gang gave
+    back a launch that had joined its group; after a lost try it is AwsUnavailable, retried, and the
+    retry finds them members."""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    image = ec2.describe_images()["Images"][0]["ImageId"]
+    ids = [i["InstanceId"] for i in ec2.run_instances(ImageId=image, MinCount=2, MaxCount=2)["Instances"]]
+    other = boto3.client("autoscaling", region_name="us-east-1")
+    other.update_auto_scaling_group(AutoScalingGroupName="gpu", MaxSize=2)
+
+    def answer(n: int) -> AWSResponse:
+        if n == 1:
+            other.attach_instances(AutoScalingGroupName="gpu", InstanceIds=ids)
+            raise ReadTimeoutError(endpoint_url=URL)
+        return refused_saying(
+            "ValidationError",
+            400,
+            "Desired capacity:4 must be between the specified min size:0 and max size:2",
+        )
+
+    tries(clients.autoscaling("us-east-1"), "AttachInstances", answer)
+
+    with pytest.raises(AwsUnavailable, match="may have applied"):
+        adapter.attach_instances("us-east-1", "gpu", ids)
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2

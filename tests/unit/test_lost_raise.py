@@ -17,6 +17,7 @@ import pytest
 from test_shared_group import GANG, NOW, UP, World
 
 from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, Owner, give_back_undelivered
+from spillway.act.deadline import Deadline
 from spillway.errors import AwsUnavailable
 from spillway.local import objects as o
 
@@ -190,14 +191,36 @@ def test_a_landed_raise_is_not_applied_again_for_a_kept_marker_whose_raise_never
 # --- the rule when no other owner raised the group ---------------------------------------------------
 
 
-def test_a_lost_raise_alone_that_left_the_group_as_it_was_is_raised_on_the_retry() -> None:
+def test_a_lost_raise_alone_that_left_the_group_as_it_was_is_asked_again_at_its_own_value() -> None:
+    """Read back where it started, the raise is asked again at once, at the same (absolute) value: a read
+    older than the raise would say the same of one that applied."""
     w = World()
     up = w.up.prepare(UP)
     calls = lose_first_call(w, landed=False)
 
-    settle(w, up)
+    w.up.set_desired({**UP, "prep": up})
 
     assert w.desired == 3 and calls == [3, 3] and not up_owner(w).unsettled()
+
+
+def test_a_lost_raise_asked_again_and_lost_again_is_kept_unsettled() -> None:
+    """Asked again and lost again (still read where it started): nobody can tell; kept, never raised by
+    the retry."""
+    w = World()
+    up = w.up.prepare(UP)
+    calls: list[int] = []
+
+    def lost(region: str, group: str, desired: int, before_call: object = None) -> int:
+        calls.append(desired)
+        raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): connection reset")
+
+    w.cloud.set_desired_capacity = lost  # type: ignore[method-assign]
+
+    with pytest.raises(AwsUnavailable):
+        w.up.set_desired({**UP, "prep": up})
+    w.up.set_desired({**UP, "prep": up})  # Step Functions' retry: nothing more
+
+    assert calls == [3, 3] and up_owner(w).unsettled()
 
 
 def test_a_lost_raise_alone_whose_group_moved_otherwise_is_kept_not_raised_twice() -> None:
@@ -435,3 +458,93 @@ def test_a_give_back_whose_marker_put_was_sent_again_by_the_sdk_is_given_back() 
     lowered = give_back_undelivered(w.cloud, up_owner(w), 2, NOW)
 
     assert (lowered, w.desired) == (1, 1)
+
+
+# --- a read older than the raise (DescribeAutoScalingGroups is eventually consistent) -----------------
+
+
+def stale_reads(w: World, reads: int, was: int) -> None:
+    """The next ``reads`` DescribeAutoScalingGroups answer the group at the desired capacity it had
+    before the raise applied (``was``): a read served from a copy the update has not reached yet."""
+    real = w.cloud.describe_group
+    left = [reads]
+
+    def describe(region: str, group: str) -> Any:
+        asg = real(region, group)
+        if left[0] > 0:
+            left[0] -= 1
+            return asg.model_copy(update={"DesiredCapacity": was})
+        return asg
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+
+
+def test_a_lost_raise_that_landed_read_back_stale_is_not_raised_twice() -> None:
+    """The raise (1 -> 3) applies and its answer is lost; the read-back right after it is served before the
+    update reached it and still says 1. That was taken for "not raised": the marker went, and the retry,
+    reading 3 by then, raised 3 -> 5."""
+    w = World()
+    up = w.up.prepare(UP)
+    lose_first_call(w, landed=True, meanwhile=lambda: stale_reads(w, 1, was=1))
+
+    try:
+        w.up.set_desired({**UP, "prep": up})
+    except AwsUnavailable:
+        w.up.set_desired({**UP, "prep": up})  # Step Functions' retry
+
+    assert w.desired == 3
+
+
+def test_a_kept_marker_whose_raise_landed_read_back_stale_by_the_retry_is_not_raised_twice() -> None:
+    """A step asked its raise (1 -> 3, applied) and failed before it recorded the answer (its marker
+    alone is left, as when the function stops). The retry's read-back of the group is stale (1): the
+    marker went and the retry raised on the live value, 3 -> 5."""
+    w = World()
+    up = w.up.prepare(UP)
+    real_set = w.cloud.set_desired_capacity
+
+    def set_then_stop(region: str, group: str, desired: int, before_call: object = None) -> int:
+        real_set(region, group, desired)
+        raise RuntimeError("Sandbox.Timedout")  # the step stops once AWS applied the raise
+
+    w.cloud.set_desired_capacity = set_then_stop  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        w.up.set_desired({**UP, "prep": up})
+    w.cloud.set_desired_capacity = real_set  # type: ignore[method-assign]
+    stale_reads(w, 2, was=1)  # the retry's own read, and its read-back
+
+    w.up.set_desired({**UP, "prep": up})
+
+    assert w.desired == 3
+
+
+def test_a_lost_raise_with_no_time_left_to_ask_again_is_asked_again_by_the_retry() -> None:
+    """The lost answer took most of the invocation (a read timeout on every try): asking again would not
+    end in time, so it is not sent (spillway.act.deadline). That said nothing of the raise, but kept it
+    unsettled: never asked again, and the pods waited out the launch deadline for a raise that never
+    applied. The marker is left as it was, and the step's retry asks again with a whole invocation."""
+    w = World()
+    up = w.up.prepare(UP)
+    clock = {"left": 200.0}
+    w.up.deadline = Deadline(lambda: clock["left"], 49)
+    real = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
+        if before_call is not None:
+            before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
+        calls.append(desired)
+        if len(calls) == 1:  # not applied; its tries took most of the invocation
+            clock["left"] = 60.0
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): Read timeout")
+        return real(region, group, desired)
+
+    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+
+    with pytest.raises(AwsUnavailable):
+        w.up.set_desired({**UP, "prep": up})
+    assert calls == [3] and not up_owner(w).unsettled()
+    clock["left"] = 200.0  # Step Functions' retry: a new invocation
+    w.up.set_desired({**UP, "prep": up})
+
+    assert (w.desired, calls) == (3, [3, 3]) and not up_owner(w).unsettled()

@@ -14,7 +14,9 @@ capacity and give back only its own, whatever the order of their steps:
   A fleet-mode gang raises by AttachInstances (Auto Scaling adds the instances attached to the desired
   capacity) and writes its marker too, before attaching (:func:`mark_attach`).
 * A raise whose answer was lost (a timeout, a 5xx: AWS may have applied it) is settled at once only when
-  that is unambiguous (:func:`_landed`); otherwise its marker is kept and marked unsettled
+  that is unambiguous (:func:`_landed`; a group read back where it started may be a read older than the
+  raise, so the raise is asked again at its own value: :func:`_ask`); otherwise its marker is kept and
+  marked unsettled
   (``unsettled#<owner>``): never raised twice, and what follows is safe. An unsettled owner claims only
   instances no other owner of its window still waits for (:func:`own_instances`), gives back no capacity
   (it may never have added any), and a scale-up that ends short of its count is not a launch failure
@@ -158,42 +160,99 @@ def raise_once(
     deadline.require(MARKED_CALLS, f"the raise marker of {where}")  # written only with time to give it back
     marker, created = owner.ledger.claim(owner.cluster, item, value, expires=now + KEEP)
     if not created and marker.get("token") != value["token"]:  # a retry: never twice
-        if _asked(owner) or not _never_applied(aws, owner, marker, now):
-            said = {k: v for k, v in marker.items() if k not in ("existing", "token")}
-            return {"status": "raised", "again": True, **said}
-        owner.ledger.release(owner.cluster, item)  # marked, but the raise was never asked: raise now
-        return raise_once(aws, owner, count, now, existing, deadline)
+        return _retried(aws, owner, marker, now, deadline)
     if after > asg.MaxSize:
         owner.ledger.release(owner.cluster, item)
         raise AsgLimitExceeded(
             f"{where}: desired capacity {before} + {count} is above MaxSize {asg.MaxSize}; not raised"
         )
+    return _ask(aws, owner, (before, after, count), now, deadline)
+
+
+def _ask(
+    aws: Cloud,
+    owner: Owner,
+    raise_: tuple[int, int, int],
+    now: datetime,
+    deadline: Deadline,
+    again: bool = False,
+) -> dict[str, Any]:
+    """Ask SetDesiredCapacity for the marked raise (``before``, ``after``, ``count``), ``again`` when an
+    ask of it before may have applied; settle the marker by what AWS answers.
+
+    A lost answer (:class:`AwsUnavailable`) read back at the raise's value landed. Read back where it
+    started, it proves nothing: DescribeAutoScalingGroups may answer from before the update (AWS
+    documents its EC2 API as eventually consistent, and states no bound for Auto Scaling's reads), so the
+    raise is asked once more, at the same value: SetDesiredCapacity sets an absolute value, which asked
+    again after it applied changes nothing (releasing the marker instead let the retry raise on a fresh
+    read, a second time). Another owner's raise in the window makes it ambiguous before that (its
+    marker is read first); one whose marker, read and set all fall between that read and the ask again
+    is Auto Scaling's own window (no compare-and-set, as between any two raises). An ask again that
+    fails, as any other ambiguity, keeps the marker unsettled. A first ask refused, or none of whose
+    tries reached AWS, applied nothing: its marker goes; an ask again none of whose tries reached AWS
+    (one the step had no time left for, typically after a lost answer that spent its tries' timeouts)
+    leaves the marker as it was, for the step's retry to settle (:func:`_retried`)."""
+    before, after, count = raise_
+    raised = {"status": "raised", "again": False, "before": before, "after": after, "count": count}
     try:
         aws.set_desired_capacity(owner.region, owner.group, after, before_call=deadline.before(MARKED_CALLS))
     except AwsUnavailable as exc:
-        if exc.unsent:  # it never reached AWS: not raised, the retry raises
-            owner.ledger.release(owner.cluster, item)
+        if exc.unsent and not again:  # it never reached AWS: not raised, the retry raises
+            owner.ledger.release(owner.cluster, RAISE_PREFIX + owner.owner)
+            raise
+        if exc.unsent:  # the ask again never reached AWS (no time left for it): the retry asks again
             raise
         landed = _landed(aws, owner, before, after, now)
         if landed:  # AWS applied it; only the answer was lost
             _mark_asked(owner, now)
-            return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
-        if landed is False:  # not raised: the retry raises on the live value
-            owner.ledger.release(owner.cluster, item)
-        else:  # applied or not, nobody can tell: kept (never twice), and said so
-            owner.ledger.claim(owner.cluster, UNSETTLED_PREFIX + owner.owner,
-                               {"group": where, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
+            return raised
+        if landed is False and not again:  # still where it started, as far as this read can tell
+            return _ask(aws, owner, raise_, now, deadline, again=True)
+        _keep_unsettled(owner, now)  # applied or not, nobody can tell: kept (never twice), and said so
         raise
     except SpillwayError:
-        owner.ledger.release(owner.cluster, item)  # not raised: the retry must raise
+        if again:  # refused now, but the ask before may have applied
+            _keep_unsettled(owner, now)
+        else:  # not raised: the retry must raise
+            owner.ledger.release(owner.cluster, RAISE_PREFIX + owner.owner)
         raise
     _mark_asked(owner, now)
-    return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
+    return raised
+
+
+def _retried(
+    aws: Cloud, owner: Owner, marker: Mapping[str, object], now: datetime, deadline: Deadline
+) -> dict[str, Any]:
+    """A retried step that found ``owner``'s raise marker written by a try before it. Answered, settled or
+    kept unsettled: nothing more. Else (the marker's write, or the step, failed before or while the raise
+    was asked) it is settled as a lost answer is (:func:`_landed`): landed, recorded as asked; still where
+    it started (which a stale read may say of a raise that applied), asked again at the marker's own
+    value (:func:`_ask`), never on a fresh read of the group; ambiguous, kept unsettled."""
+    said = {k: v for k, v in marker.items() if k not in ("existing", "token")}
+    if _asked(owner):
+        return {"status": "raised", "again": True, **said}
+    raw = marker.get("at")
+    at = parse_time(raw) if isinstance(raw, str) and raw else None
+    before, after = int(str(marker.get("before"))), int(str(marker.get("after")))
+    landed = _landed(aws, owner, before, after, at or now)
+    if landed is False:
+        return _ask(aws, owner, (before, after, int(str(marker.get("count")))), now, deadline, again=True)
+    if landed:
+        _mark_asked(owner, now)
+    else:
+        _keep_unsettled(owner, now)
+    return {"status": "raised", "again": True, **said}
+
+
+def _keep_unsettled(owner: Owner, now: datetime) -> None:
+    """Mark ``owner``'s raise unsettled: kept, never raised again, and no capacity given back for it."""
+    owner.ledger.claim(owner.cluster, UNSETTLED_PREFIX + owner.owner,
+                       {"group": owner.where, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
 
 
 def _mark_asked(owner: Owner, now: datetime) -> None:
     """Record that ``owner``'s raise was answered (or settled as landed). Best effort: without it a retry
-    settles the marker as a lost answer (:func:`_never_applied`), never raising twice."""
+    settles the marker as a lost answer (:func:`_retried`), never raising twice."""
     with suppress(SpillwayError):
         owner.ledger.claim(owner.cluster, SET_PREFIX + owner.owner, {"group": owner.where,
                            "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
@@ -205,21 +264,6 @@ def _asked(owner: Owner) -> bool:
     # gpu-a beside gpu in one plan) is another's, so the item is looked up exactly
     item = SET_PREFIX + owner.owner
     return item in owner.ledger.claims(owner.cluster, item) or owner.unsettled()
-
-
-def _never_applied(aws: Cloud, owner: Owner, marker: Mapping[str, object], now: datetime) -> bool:
-    """Whether the raise ``marker`` records, found by a retry with no word of its answer (the marker's
-    write, or the step, failed before or while it was asked), certainly never applied (:func:`_landed`).
-    Landed: recorded as asked. Ambiguous: kept unsettled, as a lost answer is (never raised twice)."""
-    raw = marker.get("at")
-    at = parse_time(raw) if isinstance(raw, str) and raw else None
-    landed = _landed(aws, owner, int(str(marker.get("before"))), int(str(marker.get("after"))), at or now)
-    if landed:
-        _mark_asked(owner, now)
-    elif landed is None:
-        owner.ledger.claim(owner.cluster, UNSETTLED_PREFIX + owner.owner,
-                           {"group": owner.where, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
-    return landed is False
 
 
 def mark_attach(owner: Owner, desired: int, count: int, now: datetime) -> None:
@@ -243,8 +287,9 @@ def _landed(aws: Cloud, owner: Owner, before: int, after: int, at: datetime) -> 
     (before or after it), the outcome is ambiguous: that owner may have raised on a value with or without
     this raise, and its own raise may or may not have applied (a marker is written before its raise, and
     one whose outcome is unknown is kept), so no arithmetic on the two values tells them apart. Alone in
-    the window, the raise landed when the group is at ``after`` and did not when it is still at
-    ``before``; any other value (the group moved by something that writes no marker: a drain's
+    the window, the raise landed when the group is at ``after``, and False when it reads ``before``:
+    no proof that it did not land, as the read may be older than the raise (:func:`_ask` asks it
+    again at its own value rather than raise anew); any other value (the group moved by something that writes no marker: a drain's
     terminate with decrement, a give-back, a hand) is ambiguous too. A group or markers that cannot be
     read are ambiguous."""
     try:

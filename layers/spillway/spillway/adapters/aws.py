@@ -22,11 +22,15 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
+    ChecksumError,
     ClientError,
     ConnectTimeoutError,
     EndpointConnectionError,
+    FlexibleChecksumError,
     HTTPClientError,
+    IncompleteReadError,
 )
+from botocore.parsers import ResponseParserError
 from pydantic import ValidationError
 
 from spillway.adapters.launch_cache import (
@@ -161,6 +165,13 @@ _INVALID_TYPES = re.compile(r"\[([^\]]*)\]")
 #: the connection was not made in time. Every other failed try (a read timeout, a connection reset, an
 #: answer that broke off, a 5xx) may follow a request AWS applied
 _UNSENT = (EndpointConnectionError, ConnectTimeoutError)
+#: what botocore raises once AWS answered, when the answer cannot be read: a body its parser cannot read
+#: (parsers.py ResponseParserError: an ``Exception``, not a BotoCoreError, raised outside botocore's retry
+#: loop, so no other try follows), a checksum that does not match, a body shorter than its Content-Length.
+#: A call so answered may have applied
+_UNREAD_ANSWER = (ResponseParserError, FlexibleChecksumError, ChecksumError, IncompleteReadError)
+#: every error a call of a client may raise: ResponseParserError is not among botocore's own
+SDK_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
 # the tries of the call under way in this thread (:class:`_Tries`), which botocore reports as they end
 _TRIES = threading.local()
 
@@ -191,10 +202,12 @@ def _note_try(caught_exception: BaseException | None = None, response: Any = Non
         tries.outcomes.append("unsent" if isinstance(caught_exception, _UNSENT) else "lost")
         return None
     status = int(getattr(response[0], "status_code", 0) or 0) if response else 0
-    code = str(((response[1] if response else {}) or {}).get("Error", {}).get("Code", ""))
-    # a 5xx may follow a request AWS applied; ResourceContention (500) is a refusal, nothing applied
-    lost = status >= 500 and code not in REFUSED_FOR_NOW_CODES
-    tries.outcomes.append("lost" if lost else "answered")
+    error = ((response[1] if response else {}) or {}).get("Error", {})
+    # read as a call's own answer is (map_aws_error): a 5xx may follow a request AWS applied, but a
+    # throttle (a 503 Throttling, RequestLimitExceeded, SlowDown...) or ResourceContention (500) is a
+    # refusal, nothing applied
+    answer = _answer_error(str(error.get("Code", "")), str(error.get("Message", "")), status, "")
+    tries.outcomes.append("lost" if isinstance(answer, AwsUnavailable) else "answered")
     return None
 
 
@@ -315,26 +328,14 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
         code = str(err.get("Code", ""))
         message = redact(str(err.get("Message", "")))
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        text = f"{what}: {code}: {message}"
-        if code in THROTTLING_CODES or "rate exceeded" in message.lower():
-            return AwsThrottled(text)
-        if code in REFUSED_FOR_NOW_CODES:  # before the 5xx rule: ResourceContention is a 500
-            return AwsThrottled(text)
-        # the one classification of launch errors (spillway.model.launcherror), before the 5xx rule: EC2
-        # answers its capacity codes (InsufficientInstanceCapacity...) as server errors, HTTP 500
-        kind = code_kind(code)
-        if kind == "capacity":
-            return CapacityUnavailable(text)
-        if kind == "quota":
-            return QuotaExceeded(text)
-        if code in UNAVAILABLE_CODES or status >= 500:
-            return AwsUnavailable(text)
-        return AwsError(text)
+        return _answer_error(code, message, status, f"{what}: {code}: {message}")
     # An answer that broke off (HTTPClientError: ReadTimeoutError, ConnectionClosedError,
     # ResponseStreamingError...) may follow a call AWS applied: the caller must read it as lost and retry
     # (a CreateFleet under its ClientToken), never as a refusal with nothing done.
     if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | HTTPClientError):
         return AwsUnavailable(f"{what}: {exc}")
+    if isinstance(exc, _UNREAD_ANSWER):  # AWS answered, and the call may have applied: lost, as above
+        return AwsUnavailable(f"{what}: the answer could not be read: {redact(str(exc))[:300]}")
     if isinstance(exc, BotoCoreError):
         return AwsError(f"{what}: {exc}")
     if isinstance(exc, ValidationError):
@@ -344,10 +345,29 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
     return AwsError(f"{what}: {exc}")
 
 
+def _answer_error(code: str, message: str, status: int, text: str) -> AwsError:
+    """AWS's error answer (``code``, ``message``, HTTP ``status``) as one of ours, saying ``text``; an
+    :class:`AwsUnavailable` is an answer after which the request may have applied."""
+    if code in THROTTLING_CODES or "rate exceeded" in message.lower():
+        return AwsThrottled(text)
+    if code in REFUSED_FOR_NOW_CODES:  # before the 5xx rule: ResourceContention is a 500
+        return AwsThrottled(text)
+    # the one classification of launch errors (spillway.model.launcherror), before the 5xx rule: EC2
+    # answers its capacity codes (InsufficientInstanceCapacity...) as server errors, HTTP 500
+    kind = code_kind(code)
+    if kind == "capacity":
+        return CapacityUnavailable(text)
+    if kind == "quota":
+        return QuotaExceeded(text)
+    if code in UNAVAILABLE_CODES or status >= 500:
+        return AwsUnavailable(text)
+    return AwsError(text)
+
+
 def _call(what: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
-    except (ClientError, BotoCoreError, ValidationError) as exc:
+    except (*SDK_ERRORS, ValidationError) as exc:
         raise map_aws_error(exc, what) from exc
 
 
@@ -681,7 +701,7 @@ class AwsAdapter:
             problem = f"{what}: {code}: {message}: {NODEGROUP_UNREAD_EFFECT}"
             log.warning("%s: %s", region, problem)
             return problem
-        except (BotoCoreError, ValidationError) as exc:
+        except (BotoCoreError, ResponseParserError, ValidationError) as exc:
             raise map_aws_error(exc, what) from exc
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
@@ -720,7 +740,7 @@ class AwsAdapter:
             try:
                 out.update(self._describe_known_types(client, batch))
                 answered.extend(batch)
-            except (ClientError, BotoCoreError, ValidationError) as exc:
+            except (*SDK_ERRORS, ValidationError) as exc:
                 log.warning("DescribeInstanceTypes failed, using the bundled catalogue: %s", exc)
         return out, answered
 
@@ -836,13 +856,10 @@ class AwsAdapter:
         client = self._clients.autoscaling(region)
         what = f"SetDesiredCapacity({region}, {group}, {desired})"
         ready(what)
-        with _watching_tries(client, "SetDesiredCapacity") as tries:
-            try:
-                client.set_desired_capacity(
-                    AutoScalingGroupName=group, DesiredCapacity=desired, HonorCooldown=False
-                )
-            except (ClientError, BotoCoreError) as exc:
-                raise _set_refusal(exc, what, tries) from exc
+        with _tried(client, "SetDesiredCapacity", what, _set_refused):
+            client.set_desired_capacity(
+                AutoScalingGroupName=group, DesiredCapacity=desired, HonorCooldown=False
+            )
         return asg.DesiredCapacity
 
     def placement(self, region: str, instance_id: str) -> Placement | None:
@@ -916,24 +933,20 @@ class AwsAdapter:
         return _call(f"DescribeInstances({region})", fetch)
 
     def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
-        """TerminateInstanceInAutoScalingGroup; with ``decrement`` the group does not replace it."""
+        """TerminateInstanceInAutoScalingGroup; with ``decrement`` the group does not replace it. A refusal
+        after a try whose answer was lost (which may have terminated it) is :class:`AwsUnavailable`, as
+        for :meth:`set_desired_capacity`: the retry reads where the instance is first."""
         client = self._clients.autoscaling(region)
         what = f"TerminateInstanceInAutoScalingGroup({region}, {instance_id})"
-        try:
+        with _tried(client, "TerminateInstanceInAutoScalingGroup", what, _terminate_refused):
             resp = client.terminate_instance_in_auto_scaling_group(
                 InstanceId=instance_id, ShouldDecrementDesiredCapacity=decrement
             )
+        try:
             return ScalingActivity.model_validate(resp["Activity"])
-        except ClientError as exc:
-            message = str(exc.response.get("Error", {}).get("Message", ""))
-            lowered = message.lower()
-            if "not found" in lowered or "no managed instance" in lowered:
-                raise InstanceNotFound(f"{what}: {message}") from exc
-            if "min size" in lowered or "minsize" in lowered:
-                raise AsgLimitExceeded(f"{what}: {message}") from exc
-            raise map_aws_error(exc, what) from exc
-        except (BotoCoreError, ValidationError, KeyError) as exc:
-            raise map_aws_error(exc, what) from exc
+        except (ValidationError, KeyError) as exc:  # answered, so applied: read as lost, and the retry
+            # finds the instance terminating (a refusal would fail the drain, uncordoning its node)
+            raise AwsUnavailable(f"{what}: the answer could not be read: {exc!r}"[:500]) from exc
 
     # --- terminate lifecycle hooks (act/drain.py) -----------------------------------------------
 
@@ -1007,7 +1020,7 @@ class AwsAdapter:
                 # "No active Lifecycle Action found with instance ID i-…" / "… with token …"
                 raise LifecycleActionNotFound(f"{what}: {message}") from exc
             raise map_aws_error(exc, what) from exc
-        except BotoCoreError as exc:
+        except (BotoCoreError, ResponseParserError) as exc:
             raise map_aws_error(exc, what) from exc
 
     # --- gang launches (act/gang.py) ------------------------------------------------------------
@@ -1041,8 +1054,10 @@ class AwsAdapter:
         before_call: Callable[[str], None] | None = None,
     ) -> int:
         """AttachInstances in batches of 20 (the API's limit); each raises the desired capacity by its
-        size. Over MaxSize AWS refuses the batch: :class:`AsgLimitExceeded`. Returns the calls made.
-        ``before_call`` is called before each batch, as by :meth:`set_desired_capacity`."""
+        size. Over MaxSize AWS refuses the batch: :class:`AsgLimitExceeded`, unless a try before the
+        refusal lost its answer (it may have attached them): :class:`AwsUnavailable`, as for
+        :meth:`set_desired_capacity`. Returns the calls made. ``before_call`` is called before each batch,
+        as by :meth:`set_desired_capacity`."""
         client = self._clients.autoscaling(region)
         ids = list(instance_ids)
         calls = 0
@@ -1050,18 +1065,8 @@ class AwsAdapter:
             batch = ids[start : start + ATTACH_BATCH]
             what = f"AttachInstances({region}, {group}, {len(batch)} instance(s))"
             (before_call or _any_call)(what)
-            try:
+            with _tried(client, "AttachInstances", what, functools.partial(_attach_refused, group)):
                 client.attach_instances(AutoScalingGroupName=group, InstanceIds=batch)
-            except ClientError as exc:
-                err = exc.response.get("Error", {})
-                message, lowered = str(err.get("Message", "")), str(err.get("Message", "")).lower()
-                if err.get("Code") == "ValidationError" and "max" in lowered and "size" in lowered:
-                    raise AsgLimitExceeded(f"{what}: {message}") from exc
-                if err.get("Code") == "ValidationError" and "not found" in lowered and group in message:
-                    raise AsgNotFound(f"{what}: {message}") from exc
-                raise map_aws_error(exc, what) from exc
-            except BotoCoreError as exc:
-                raise map_aws_error(exc, what) from exc
             calls += 1
         return calls
 
@@ -1187,22 +1192,66 @@ class AwsAdapter:
 # --- launch settings: what a group's launch template version or configuration says ---------------
 
 
-def _set_refusal(exc: ClientError | BotoCoreError, what: str, tries: _Tries) -> AwsError:
-    """A failed SetDesiredCapacity as one of ours, read with what became of each of its ``tries``."""
+@contextmanager
+def _tried(
+    client: Any, operation: str, what: str, refused: Callable[[str, str, str], AwsError | None]
+) -> Iterator[None]:
+    """Make, within the block, a call of ``operation`` that changes something, and raise its failure as
+    one of ours read with what became of each of its tries (:func:`_watching_tries`): a refusal that
+    followed a try whose answer was lost is :class:`AwsUnavailable` (that try may have applied); a call
+    none of whose tries reached AWS is ``unsent``; else AWS's refusal as ``refused(what, code,
+    message)`` names it, or :func:`map_aws_error`."""
+    with _watching_tries(client, operation) as tries:
+        try:
+            yield
+        except SDK_ERRORS as exc:
+            raise _tried_error(exc, what, tries, refused) from exc
+
+
+def _tried_error(
+    exc: Exception, what: str, tries: _Tries, refused: Callable[[str, str, str], AwsError | None]
+) -> AwsError:
     mapped = map_aws_error(exc, what)
     if tries.lost and not isinstance(mapped, AwsUnavailable):
         return AwsUnavailable(f"{mapped}; after a try whose answer was lost, which may have applied")
-    if isinstance(exc, BotoCoreError):
+    if not isinstance(exc, ClientError):
         # unsent only when the call itself failed so: a try that reached AWS and failed after botocore
-        # received its answer (a response checksum) is noted by no needs-retry, and may have applied
+        # received its answer (a response checksum, a body it cannot parse) is noted by no needs-retry,
+        # and may have applied (AwsUnavailable: map_aws_error)
         unsent = isinstance(exc, _UNSENT) and tries.unsent
         return AwsUnavailable(str(mapped), unsent=True) if unsent else mapped
-    message = str(exc.response.get("Error", {}).get("Message", ""))
+    err = exc.response.get("Error", {})
+    return refused(what, str(err.get("Code", "")), str(err.get("Message", ""))) or mapped
+
+
+def _set_refused(what: str, code: str, message: str) -> AwsError | None:
+    """SetDesiredCapacity refused for the group (gone, or going) or for its bounds."""
     if "not found" in message.lower() or "pending delete" in message.lower():  # gone, or going
         return AsgNotFound(f"{what}: {message}")
     if _out_of_bounds(message):
         return AsgLimitExceeded(f"{what}: {message}")
-    return mapped
+    return None
+
+
+def _terminate_refused(what: str, code: str, message: str) -> AwsError | None:
+    """TerminateInstanceInAutoScalingGroup refused: the instance in no group ("No managed instance
+    found"), or the decrement of a group at its MinSize."""
+    lowered = message.lower()
+    if "not found" in lowered or "no managed instance" in lowered:
+        return InstanceNotFound(f"{what}: {message}")
+    if "min size" in lowered or "minsize" in lowered:
+        return AsgLimitExceeded(f"{what}: {message}")
+    return None
+
+
+def _attach_refused(group: str, what: str, code: str, message: str) -> AwsError | None:
+    """AttachInstances refused above the group's MaxSize, or for a group that does not exist."""
+    lowered = message.lower()
+    if code == "ValidationError" and "max" in lowered and "size" in lowered:
+        return AsgLimitExceeded(f"{what}: {message}")
+    if code == "ValidationError" and "not found" in lowered and group in message:
+        return AsgNotFound(f"{what}: {message}")
+    return None
 
 
 def _reads_launch_settings(asg: AutoScalingGroup) -> bool:
@@ -1268,7 +1317,7 @@ def _asked(what: str, call: Callable[..., Any], kwargs: Mapping[str, Any]) -> An
         if code in TEMPLATE_NOT_FOUND:
             raise _Absent(code) from exc
         raise map_aws_error(exc, what) from exc
-    except BotoCoreError as exc:
+    except (BotoCoreError, ResponseParserError) as exc:
         raise map_aws_error(exc, what) from exc
 
 
