@@ -343,22 +343,27 @@ def test_the_drain_function_may_claim_a_gang_sweep_and_nothing_more_on_the_state
     """remove_gang_orphan claims its instance (spillway.act.gangsweep: StateStore.claim as a lease, its
     holder read back with GetItem, released with DeleteItem); the drain function reads no snapshot and
     writes no plan. Its puts may carry only the attributes a claim has, keys and condition included
-    (dynamodb:Attributes, every top-level attribute of the request): not a planner state, a back-off. It
-    queries for an older build's sweep claim (which partitions: test_the_drain_and_scale_roles_touch_only_...)."""
+    (dynamodb:Attributes, every top-level attribute of the request): not a planner state, a back-off (which
+    partitions: test_the_drain_and_scale_roles_touch_only_...)."""
     from spillway.adapters.state_store import StateStore
 
     assert table_actions("DrainFunction") == {
-        "StateTable": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:Query"}
+        "StateTable": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem"}
     }
     client = _RecordingDynamoDB()
     at = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
     StateStore(client, "state").claim(  # type: ignore[arg-type]
         "ml", "gangsweep#us-east-1#i-1", {"plan": "p1"}, expires=at, now=at
     )
-    [request] = client.puts
-    written = set(request["Item"]) | set(request["ExpressionAttributeNames"].values())
+    # the sweep's mark taken over (a put conditional on the value it replaces)
+    StateStore(client, "state").claim(  # type: ignore[arg-type]
+        "ml", "gangsweep#us-east-1#i-1", {"plan": "p2"}, expires=at, now=at, replacing={"plan": "p1"}
+    )
+    lease, takeover = client.puts
+    written = set(lease["Item"]) | set(lease["ExpressionAttributeNames"].values())
     [put] = [s for s in function_statements("DrainFunction") if "dynamodb:PutItem" in actions(s)]
     assert put["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"] == sorted(written)
+    assert set(takeover["Item"]) | set(takeover["ExpressionAttributeNames"].values()) == written
 
 
 def test_the_snapshots_table_is_read_only_as_its_store_reads_it() -> None:
