@@ -905,9 +905,10 @@ def source(name: str) -> SourceModule:
     return _SOURCES[name]
 
 
-def _edges(module: str, qualname: str, node: Any) -> Iterator[tuple[str, str]]:
+def _edges(module: str, qualname: str, node: Any, imported: bool = False) -> Iterator[tuple[str, str]]:
     """What a definition may call or hand on: names it uses (local or imported from spillway), methods of
-    its own class (self.x), and methods of any class of its module named as an attribute (reader.read)."""
+    its own class (self.x), and methods of any class of its module named as an attribute (reader.read);
+    with ``imported``, of the classes it imports too (:func:`_imported_methods`)."""
     mod, cls = source(module), qualname.split(".")[0] if "." in qualname else None
     for inner in ast.walk(node):
         if isinstance(inner, ast.Name):
@@ -921,10 +922,23 @@ def _edges(module: str, qualname: str, node: Any) -> Iterator[tuple[str, str]]:
             yield from (
                 (module, f"{c}.{inner.attr}") for c, names in mod.methods.items() if inner.attr in names
             )
+            if imported:
+                yield from _imported_methods(mod, inner.attr)
 
 
-def reachable(*entries: tuple[str, str]) -> list[Any]:
-    """The AST nodes of every definition reachable from the entries (a class: its __init__)."""
+def _imported_methods(mod: SourceModule, attr: str) -> Iterator[tuple[str, str]]:
+    """Methods named ``attr`` of the classes a module imports from spillway by name (``owner.raised()``
+    on an ``Owner`` made from claims.py's class). Wider than a call can reach (any attribute of that name,
+    a snapshot's field named as a Cloud method too): the state partitions' walk only, whose calls are
+    told by their receiver as well."""
+    for module, name in mod.imports.values():
+        if attr in source(module).methods.get(name, ()):
+            yield module, f"{name}.{attr}"
+
+
+def reachable(*entries: tuple[str, str], imported: bool = False) -> list[Any]:
+    """The AST nodes of every definition reachable from the entries (a class: its __init__); with
+    ``imported``, through methods of imported classes too (:func:`_edges`)."""
     seen: set[tuple[str, str]] = set()
     todo, nodes = list(entries), []
     while todo:
@@ -937,7 +951,7 @@ def reachable(*entries: tuple[str, str]) -> list[Any]:
             todo.append((module, f"{qualname}.__init__"))
             continue
         nodes.append(node)
-        todo.extend(_edges(module, qualname, node))
+        todo.extend(_edges(module, qualname, node, imported))
     return nodes
 
 
@@ -1595,7 +1609,7 @@ def state_partitions(function: str) -> dict[str, set[str]]:
     ledger calls (their first argument) reachable from its entries."""
     templates = partition_templates()
     out: dict[str, set[str]] = {}
-    for node in reachable(*ENTRIES[function]):
+    for node in reachable(*ENTRIES[function], imported=True):
         for call in ast.walk(node):
             if not (
                 isinstance(call, ast.Call)
@@ -1649,6 +1663,10 @@ def test_the_derivation_finds_the_partitions_the_code_plainly_uses() -> None:
     assert drain["dynamodb:DeleteItem"] == {"{cluster}#gangsweep"}
     assert drain["dynamodb:PutItem"] == {"{cluster}", "{cluster}#gangsweep", "{cluster}#drain-counted"}
     assert state_partitions("ScaleFunction")["dynamodb:DeleteItem"] == {OWN_PARTITION}
+    # claims.py's Owner.raised (a Query), which scale.py reaches only as owner.raised() on its instance
+    raised = source("spillway.act.claims").defs["Owner.raised"]
+    assert any(node is raised for node in reachable(*ENTRIES["ScaleFunction"], imported=True))
+    assert not any(node is raised for node in reachable(*ENTRIES["ScaleFunction"]))
 
 
 @pytest.mark.parametrize("function", ["DrainFunction", "ScaleFunction"])
