@@ -1072,12 +1072,15 @@ class FakeLedger(Recorder):
         *,
         expires: datetime,
         now: datetime | None = None,
+        replacing: Mapping[str, object] | None = None,
     ) -> tuple[dict[str, object], bool]:
-        """As StateStore.claim: with ``now``, a claim expired by then counts as none (a lease)."""
+        """As StateStore.claim: with ``now``, a claim expired by then counts as none (a lease); with
+        ``replacing``, one holding that value too."""
         self._call("claim", cluster, item)
         key = (cluster, item)
         lapsed = now is not None and key in self.expiries and self.expiries[key] <= now
-        if key in self.claimed and not lapsed:
+        replaced = replacing is not None and self.claimed.get(key) == dict(replacing)
+        if key in self.claimed and not (lapsed or replaced):
             return dict(self.claimed[key]), False
         self.claimed[key] = dict(value)
         self.expiries[key] = expires

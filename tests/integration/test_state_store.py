@@ -433,6 +433,23 @@ def test_a_holders_release_deletes_only_its_own_claim(store: StateStore) -> None
     assert store.release("ml", item, held_as=theirs) is False  # gone already (a resent delete)
 
 
+def test_a_claim_replacing_a_value_takes_over_a_live_claim_holding_it_and_no_other(store: StateStore) -> None:
+    """The gang sweep's mark in the cluster's partition, which its role may not delete: a later sweep
+    takes over the live mark an earlier one left (its value, as it was stored), never another claim."""
+    item = "gangsweep#us-east-1#i-1"
+    left = {"plan": "p1", "sweep": "a", "claimed_in": "ml#gangsweep"}
+    store.claim("ml", item, left, expires=NOW + timedelta(minutes=15), now=NOW)
+    later = NOW + timedelta(minutes=5)
+    mine = {"plan": "p2", "sweep": "b", "claimed_in": "ml#gangsweep"}
+    other = {"plan": "p0", "sweep": "c"}
+
+    refused = store.claim("ml", item, mine, expires=later + timedelta(minutes=15), now=later, replacing=other)
+    taken = store.claim("ml", item, mine, expires=later + timedelta(minutes=15), now=later, replacing=left)
+
+    assert refused == (left, False) and taken == (mine, True)
+    assert store.claims("ml", "gangsweep#") == {item: mine}
+
+
 def test_a_state_over_dynamodbs_item_limit_even_compressed_is_refused_naming_its_size_and_parts(
     store: StateStore, ddb: Any
 ) -> None:

@@ -70,3 +70,29 @@ def test_an_auth_providers_command_arguments_are_read_as_well() -> None:
         "cmd-path": "/usr/bin/helper", "cmd-args": f"config config-helper --format=json --access-token {token}",
     }}}}]}  # fmt: skip
     assert kubeconfig_secrets(doc) == [token]
+
+
+def test_a_camel_case_flags_secret_is_a_secret() -> None:
+    """Flags spelled in camelCase (Go's flag package takes any spelling: ``-clientSecret``, ``--apiKey``,
+    ``--accessToken=``) end in the same words, as ``-client-secret`` does."""
+    secret, key, token = "Qx8Q~camelCaseSecret.abc", "AIzaSyCamelCaseApiKey0123", "eyJhbGciOiJSUzI1NiJ9.camel"
+    args = ["get-token", "-clientSecret", secret, f"--apiKey={key}", "--accessToken", token,
+            "--clientId", "0b5c1e1c-1111-2222-3333-444455556666", "--tokenCacheDir", "/home/u/.kube/cache"]  # fmt: skip
+    assert kubeconfig_secrets(_exec_user(args)) == [secret, key, token]
+
+
+def test_a_secret_in_a_shell_command_line_is_a_secret() -> None:
+    """A plugin run through a shell (``command: sh``, ``args: [-c, "kubelogin get-token ... --client-secret
+    <secret>"]``) gives its whole command line as one argument: its words are read as arguments too."""
+    secret = "Qx8Q~kS0mEcl1entSecretValue.abc"
+    script = f"exec kubelogin get-token --login spn --server-id 6dae42f8 --client-secret '{secret}' --region eu-west-1"
+    assert kubeconfig_secrets(_exec_user(["-c", script], "sh")) == [secret]
+
+
+def test_a_secret_given_as_a_key_value_argument_is_a_secret() -> None:
+    """``vault login -method=userpass username=ml password=<secret>``: Vault's auth methods take their
+    fields as ``key=value`` arguments; a key ending in a secret's word gives a secret, another does not."""
+    password = "correct-horse-battery-staple"
+    args = ["login", "-method=userpass", "-address=https://vault.example.com:8200", "username=ml-training",
+            f"password={password}", "-field=token"]  # fmt: skip
+    assert kubeconfig_secrets(_exec_user(args, "vault")) == [password]

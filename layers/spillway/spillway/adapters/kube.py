@@ -79,6 +79,7 @@ import json
 import logging
 import random
 import re
+import shlex
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -540,25 +541,53 @@ AWS_SETTINGS = frozenset(
 
 # The last word of a command-line flag's name that says its value is a credential: kubelogin's
 # --client-secret and --client-certificate-password, int128/kubelogin's --oidc-client-secret=..., a
-# --token, --api-key or --password. A flag whose name ends in another word takes no secret (--token-cache-dir,
-# --password-stdin, --key-file: a path, a switch), nor does an argument that is no flag (the word "token",
-# aws-iam-authenticator's subcommand).
+# --token, --api-key or --password, spelled with '-', '_', '.' or in camelCase (-clientSecret, --apiKey:
+# Go's flag package takes any spelling). A flag whose name ends in another word takes no secret
+# (--token-cache-dir, --password-stdin, --key-file: a path, a switch), nor does an argument that is no
+# flag (the word "token", aws-iam-authenticator's subcommand) but a ``key=value`` one whose key ends so
+# (Vault's auth methods: ``vault login -method=userpass password=<secret>``).
 SECRET_FLAG_WORDS = frozenset({"token", "secret", "password", "passwd", "passphrase", "key", "apikey"})
 _FLAG = re.compile(r"^--?([A-Za-z0-9][A-Za-z0-9_.-]*)(?:=(.*))?$", re.DOTALL)
+_KEY_VALUE = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
+_NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
+
+
+def _names_a_secret(name: str) -> bool:
+    """Whether a flag's or a key's name ends in a :data:`SECRET_FLAG_WORDS` word."""
+    words = _NAME_WORDS.findall(name)
+    return bool(words) and words[-1].lower() in SECRET_FLAG_WORDS
+
+
+def _command_words(line: str) -> list[str]:
+    """A shell command line's words (``sh -c "<line>"``), as the shell splits them."""
+    try:
+        return shlex.split(line)
+    except ValueError:  # unbalanced quotes: the words as they stand
+        return line.split()
+
+
+def _secrets_of(arg: str, following: str | None) -> list[str]:
+    """What one argument (``following``: the next one) gives to a secret's name; a command line's words."""
+    if not arg.startswith("-") and any(c.isspace() for c in arg):
+        return secret_arguments(_command_words(arg))
+    flag = _FLAG.match(arg)
+    if flag is None:
+        pair = _KEY_VALUE.match(arg)
+        return [pair.group(2)] if pair is not None and _names_a_secret(pair.group(1)) else []
+    if not _names_a_secret(flag.group(1)):
+        return []
+    if flag.group(2) is not None:
+        return [flag.group(2)]
+    return [following] if following is not None and not following.startswith("-") else []
 
 
 def secret_arguments(args: Sequence[str]) -> list[str]:
-    """The values ``args`` give to flags whose name ends in a :data:`SECRET_FLAG_WORDS` word, as
-    ``--flag value`` (a next argument that is no flag) or ``--flag=value``."""
+    """The values ``args`` give to flags or keys whose name ends in a :data:`SECRET_FLAG_WORDS` word, as
+    ``--flag value`` (a next argument that is no flag), ``--flag=value`` or ``key=value``, and those of a
+    shell command line given as one argument."""
     found: list[str] = []
     for i, arg in enumerate(args):
-        flag = _FLAG.match(arg)
-        if flag is None or re.split(r"[-_.]", flag.group(1).lower())[-1] not in SECRET_FLAG_WORDS:
-            continue
-        if flag.group(2) is not None:
-            found.append(flag.group(2))
-        elif i + 1 < len(args) and not args[i + 1].startswith("-"):
-            found.append(args[i + 1])
+        found.extend(_secrets_of(arg, args[i + 1] if i + 1 < len(args) else None))
     return [value for value in found if value]
 
 

@@ -23,7 +23,8 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                       "owner#<region>#<id>",
                       "gangsweep#<region>#<id>" (in the partition <cluster>#gangsweep: its own, so
                                                  that the drain function may delete it and nothing of
-                                                 the cluster's partition; builds before wrote it there),
+                                                 the cluster's partition; builds before wrote it there,
+                                                 where a sweep marks it too, value {..., "claimed_in"}),
                       "scaledown-failed#<drain>" (value {"at", "node"}: a plan's scale-down drain that
                                                  failed, merged into State.scale_down["failed"] at load),
                       "drain-ended#<plan>#<node>" (value {"at", "node", "planned_at"}: a plan's drain
@@ -486,6 +487,7 @@ class StateStore:
         *,
         expires: datetime,
         now: datetime | None = None,
+        replacing: Mapping[str, object] | None = None,
     ) -> tuple[dict[str, object], bool]:
         """Write ``value`` under ``item`` unless the item exists. Returns the stored value and whether
         this call wrote it (False: an earlier claim stands, returned as it was stored). False too when
@@ -494,7 +496,9 @@ class StateStore:
 
         With ``now`` the claim is a lease: one whose ``expires`` is at or before ``now`` counts as none
         and is overwritten (its holder is gone; DynamoDB's TTL deletes an expired item only some time
-        later, often days). Without it a claim stands until it is released or deleted."""
+        later, often days). Without it a claim stands until it is released or deleted. With
+        ``replacing``, a claim holding that value is overwritten too (taken over: a caller that may not
+        delete it, the gang sweep's mark, :mod:`spillway.act.gangsweep`)."""
         what = f"claim {cluster}/{item}"
         record = {
             "cluster": {"S": cluster},
@@ -502,18 +506,8 @@ class StateStore:
             "value": {"S": _claim_json(value)},
             "expires_at": {"N": str(_epoch(expires))},
         }
-        condition: dict[str, Any] = {
-            "ConditionExpression": "attribute_not_exists(#i)",
-            "ExpressionAttributeNames": {"#i": "item"},
-        }
-        if now is not None:
-            condition = {
-                "ConditionExpression": "attribute_not_exists(#i) OR #e <= :now",
-                "ExpressionAttributeNames": {"#i": "item", "#e": "expires_at"},
-                "ExpressionAttributeValues": {":now": {"N": str(_epoch(now))}},
-            }
         try:
-            self.client.put_item(TableName=self.table, Item=record, **condition)
+            self.client.put_item(TableName=self.table, Item=record, **_claim_condition(now, replacing))
             return dict(value), True
         except ClientError as exc:
             if not _condition_failed(exc):
@@ -597,6 +591,26 @@ def _ended(item: Mapping[str, Any]) -> list[tuple[str, datetime]]:
         "ended drain item %s skipped: value.node or value.planned_at unreadable", str(item["item"]["S"])[:200]
     )
     return []
+
+
+def _claim_condition(now: datetime | None, replacing: Mapping[str, object] | None) -> dict[str, Any]:
+    """A claim's put condition: no item; with ``now``, or one expired by then; with ``replacing``, or one
+    holding that value."""
+    terms = ["attribute_not_exists(#i)"]
+    names = {"#i": "item"}
+    values: dict[str, Any] = {}
+    if now is not None:
+        terms.append("#e <= :now")
+        names["#e"] = "expires_at"
+        values[":now"] = {"N": str(_epoch(now))}
+    if replacing is not None:
+        terms.append("#v = :old")
+        names["#v"] = "value"
+        values[":old"] = {"S": _claim_json(replacing)}
+    condition: dict[str, Any] = {"ConditionExpression": " OR ".join(terms), "ExpressionAttributeNames": names}
+    if values:
+        condition["ExpressionAttributeValues"] = values
+    return condition
 
 
 def _claim_json(value: Mapping[str, object]) -> str:
