@@ -220,15 +220,21 @@ def world() -> World:
     return w
 
 
-def unread_plan(w: World, region: str, *, carried: bool = True, **config: Any) -> Any:
-    """Plan with ``region`` unread since 3 minutes ago: its groups carried (read 4 minutes ago) or left
-    out."""
+def unread_plan(
+    w: World,
+    region: str,
+    *,
+    carried: bool = True,
+    read_at: datetime = NOW - timedelta(minutes=4),
+    **config: Any,
+) -> Any:
+    """Plan with ``region`` unread since 3 minutes ago: its groups carried (read at ``read_at``, 4 minutes
+    ago unless given) or left out."""
     snapshot, groups, cfg, state = w.parsed(**config)
     mark = RegionUnread(
         region, NOW - timedelta(minutes=3), f"AwsThrottled: DescribeAutoScalingGroups({region})"
     )
     snapshot = replace(snapshot, regions_unread=(mark,))
-    read_at = NOW - timedelta(minutes=4)
     groups = [
         replace(g, read_at=read_at) if g.region == region else g
         for g in groups
@@ -373,3 +379,27 @@ def test_an_observation_that_read_every_region_counts_zero_unread(monkeypatch: p
     from test_observe_gang_reads import metric_values, run_handler
 
     assert metric_values(run_handler(monkeypatch, Failing()), "RegionReadsFailed") == [0]
+
+
+def test_a_raise_planned_after_the_carried_read_holds_its_pods_past_the_claim_window() -> None:
+    """The plan of the last snapshot that read us-east-1 raised east (desired 1 as read) to 2 for a pod;
+    then the region's reads failed. A read group's snapshot shows the raise once it lands, and its
+    launching node holds the pod until it joins (or max_node_provision_minutes pass); the carried read
+    never can show it. The raise's entry ended with scale_up_claim_minutes (5), while the group is
+    carried for 15: the pod got a second node in us-west-2 with the first still booting. Now a raise the
+    carried read could not show counts while the group is carried."""
+    w = world()
+    (pod,) = w.pods("web", 1, cpu="3")
+    raised = NOW - timedelta(minutes=6)
+    w.state["raises"] = {
+        "us-east-1/east": {"to": 2, "since": raised.isoformat(), "group": "east", "region": EAST}
+    }
+
+    result = unread_plan(w, EAST, read_at=raised - timedelta(seconds=30))
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
+    assert result.state.raises["us-east-1/east"].to == 2  # kept while the group is carried
+    # one the read saw past its window (it never landed) ends as for a group read: the pod goes west
+    stale = unread_plan(w, EAST, read_at=raised + timedelta(minutes=5))
+    assert scale_up(stale)["west"][2] == [pod] and "us-east-1/east" not in stale.state.raises

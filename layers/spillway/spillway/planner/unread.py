@@ -9,8 +9,9 @@ left out after that. The plan asks nothing of such a group on a picture that old
   spill over to the groups read, as for a group that cannot launch);
 * no drain of its nodes, idle, unready, consolidated or ahead of a scheduled action
   (:func:`unread_verdict`), nor of a node of the region whose group was left out;
-* its desired capacity not yet joined still counts as launching for the pods it was raised for, exactly
-  as for a group read: the other regions do not launch for them again.
+* its desired capacity not yet joined still counts as launching for the pods it was raised for, as for
+  a group read: the other regions do not launch for them again. A raise planned after its read, which
+  the carried read cannot show, counts for as long as the group is carried (spillway.planner.raises).
 
 A spot interruption or rebalance notice is not the plan's (spillway.act.interrupt) and drains as before.
 The plan names each such region among its ``problems``.
