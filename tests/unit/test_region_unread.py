@@ -403,3 +403,29 @@ def test_a_raise_planned_after_the_carried_read_holds_its_pods_past_the_claim_wi
     # one the read saw past its window (it never landed) ends as for a group read: the pod goes west
     stale = unread_plan(w, EAST, read_at=raised + timedelta(minutes=5))
     assert scale_up(stale)["west"][2] == [pod] and "us-east-1/east" not in stale.state.raises
+
+
+def test_a_node_a_raise_after_the_carried_read_brought_is_no_longer_counted_as_coming() -> None:
+    """east was read at desired 1; the plan after that read raised it to 2 (State.raises, counted while
+    east is carried), and that node has joined and runs a pod. The carried read does not list its
+    instance, so the Node is in no group, and east's launching capacity (desired 2 less 1 Ready node
+    of it) still counted it as coming: a pod that needs a new node waited on it, launched nowhere,
+    until the region was read again or the carry ended. A Ready node of the region in no group that
+    registered after the read, of a type the group launches, is now that launch joined."""
+    w = world()
+    name = w.add_instance("east", register=True)  # the raise's node, joined a minute ago
+    w.items.append(o.pod("busy-new", "default", cpu="7", memory="1Gi", node_name=name, phase="Running"))
+    (pod,) = w.pods("web", 1, cpu="7")  # needs a new node
+    iid = w.groups["east"]["Instances"][-1]["InstanceId"]
+    w.groups["east"]["Instances"].pop()  # as the carried read (4 minutes ago) listed them: desired 1
+    w.groups["east"]["DesiredCapacity"] -= 1
+    raised = NOW - timedelta(minutes=3, seconds=50)
+    w.state["raises"] = {
+        "us-east-1/east": {"to": 2, "since": raised.isoformat(), "group": "east", "region": EAST}
+    }
+
+    result = unread_plan(w, EAST)
+
+    assert scale_up(result) == {"west": (1, 2, [pod])}
+    assert {k.node: k.code for k in result.kept}[name] == codes.REGION_UNREAD  # in no group: not drained
+    assert iid not in {u.instance_id for u in result.unregistered}
