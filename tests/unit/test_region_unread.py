@@ -27,7 +27,7 @@ from spillway.model.cluster import ClusterSnapshot, RegionUnread
 from spillway.model.fleet import FleetInstance
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.schedule import ScheduledFloor
-from spillway.model.snapshot import Snapshot
+from spillway.model.snapshot import Snapshot, fingerprint
 from spillway.model.state import State
 from spillway.observe import ObserveConfig, observe_once, run_observe
 from spillway.planner import codes, plan
@@ -206,6 +206,20 @@ def test_an_unread_region_changes_the_fingerprint() -> None:
     assert snap.fingerprint != read.fingerprint
 
 
+def test_an_unread_mark_alone_changes_the_fingerprint_and_its_words_do_not() -> None:
+    """A region with no group to carry (none managed there, or none read within the bound) looks the
+    same read and unread but for the mark: the plan must see it (RegionUnread); the error's words and
+    since when change no decision."""
+    snap = observe(Failing(), FakeSnapshots())
+    unread = replace(snap.cluster, regions_unread=(RegionUnread(WEST, T0, "AwsThrottled: a"),))
+    again = replace(
+        snap.cluster, regions_unread=(RegionUnread(WEST, T0 + timedelta(minutes=1), "AwsError: b"),)
+    )
+
+    assert fingerprint(unread, snap.groups) != fingerprint(snap.cluster, snap.groups)
+    assert fingerprint(again, snap.groups) == fingerprint(unread, snap.groups)
+
+
 # --- the planner -----------------------------------------------------------------------------------------
 
 
@@ -314,7 +328,8 @@ def test_a_node_of_an_unread_region_whose_group_is_left_out_is_never_drained() -
     result = unread_plan(w, EAST, carried=False)
 
     assert result.drain == ()
-    assert kept_reasons(result)[node]
+    assert {k.node: k.code for k in result.kept}[node] == codes.REGION_UNREAD  # not just "unmanaged"
+    assert "us-east-1 were not read" in kept_reasons(result)[node]
 
 
 def test_the_plan_names_the_unread_region_as_a_problem() -> None:
