@@ -444,3 +444,33 @@ def test_a_node_a_raise_after_the_carried_read_brought_is_no_longer_counted_as_c
     assert scale_up(result) == {"west": (1, 2, [pod])}
     assert {k.node: k.code for k in result.kept}[name] == codes.REGION_UNREAD  # in no group: not drained
     assert iid not in {u.instance_id for u in result.unregistered}
+
+
+def test_a_node_of_a_refused_group_is_not_taken_for_a_carried_groups_launch() -> None:
+    """A Node of an instance some group lists (here one Spillway refuses to scale, carried too) is that
+    group's, whatever its type and age: it is no launch of another carried group, whose raise still
+    counts as coming and holds the pod it was made for."""
+    w = world()
+    (pod,) = w.pods("web", 1, cpu="3")
+    w.group("odd", "m5.2xlarge", region=EAST, nodes=0)
+    name = w.add_instance("odd", register=True)  # registered a minute ago, after the carried read
+    w.items.append(o.pod("busy-odd", "default", cpu="7", memory="1Gi", node_name=name, phase="Running"))
+    raised = NOW - timedelta(minutes=3, seconds=50)
+    w.state["raises"] = {
+        "us-east-1/east": {"to": 2, "since": raised.isoformat(), "group": "east", "region": EAST}
+    }
+    snapshot, groups, cfg, state = w.parsed()
+    mark = RegionUnread(EAST, NOW - timedelta(minutes=3), "AwsThrottled: x")
+    groups = [
+        replace(
+            g, read_at=NOW - timedelta(minutes=4), refusal="not scaled: a test" if g.name == "odd" else ""
+        )
+        if g.region == EAST
+        else g
+        for g in groups
+    ]
+
+    result = plan(replace(snapshot, regions_unread=(mark,)), groups, cfg, state, NOW)
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[pod] == codes.FITS_LAUNCHING

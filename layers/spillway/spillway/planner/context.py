@@ -8,7 +8,7 @@ durations and instants the same way.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -243,8 +243,9 @@ class Context:
         # group -> its Ready nodes its own replacements are for (NodeGroup.coming)
         self.replaced_in_group: dict[GroupKey, int] = _replaced_per_group(self.nodes.values())
         # + of a group carried from an earlier read, the nodes that joined since it (planner.unread)
+        listed = self.refused_by_instance.keys() | self.pooled_by_instance.keys()  # in a group all the same
         self.ready_in_group = _joined_since_read(
-            self.nodes.values(), self.groups, self.ready_in_group, self.replaced_in_group
+            self.nodes.values(), self.groups, self.ready_in_group, self.replaced_in_group, listed
         )
         self.stale: Mapping[GroupKey, int] = (
             stale or {}
@@ -734,11 +735,13 @@ def _joined_since_read(
     groups: Iterable[NodeGroup],
     ready: Mapping[GroupKey, int],
     replaced: Mapping[GroupKey, int],
+    listed: Collection[str],
 ) -> dict[GroupKey, int]:
     """``ready`` with, for each group carried from an earlier read (its region's read failed:
     :mod:`spillway.planner.unread`), the Ready nodes it launched since that read, which the read cannot
-    list: Ready and started, in no group, of its region, registered after the read and of a type it
-    launches, each counted for the first such group (by key) that still has nodes coming. Without
+    list: Ready and started, in no group (nor of an instance ``listed`` by a refused group or a warm
+    pool), of its region, registered after the read and of a type it launches, each counted for the
+    first such group (by key) that still has nodes coming. Without
     them a raise made after the read (counted while the group is carried: :mod:`spillway.planner.raises`)
     stayed capacity coming once its nodes had joined, and pods waited on it."""
     carried = sorted((g for g in groups if g.read_at is not None), key=attrgetter("key"))
@@ -747,6 +750,8 @@ def _joined_since_read(
     out = dict(ready)
     for node in nodes:
         if node.group is not None or not node.info.ready or node.starting is not None:
+            continue
+        if (node.info.instance_id or "") in listed:
             continue
         for group in carried:
             if _launched_since_read(group, node.info) and group.coming(replaced.get(group.key, 0)) > out.get(
