@@ -18,8 +18,9 @@ from moto.autoscaling.exceptions import AutoscalingClientError
 from moto.autoscaling.models import AutoScalingBackend, autoscaling_backends
 from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT_ID
 
+from spillway.adapters.aws import AwsAdapter
 from spillway.adapters.state_store import StateStore
-from spillway.errors import StaleSnapshot, StateConflict
+from spillway.errors import AwsThrottled, StaleSnapshot, StateConflict
 from spillway.local import cloud as cloud_module
 from spillway.local import objects as o
 from spillway.local.demo import schedule
@@ -191,6 +192,49 @@ def test_a_raise_refused_at_prepare_launches_what_the_lowered_max_size_allows(cl
     assert (cloud.desired("gpu-east"), cloud.desired("gpu-west", WEST)) == (3, 1)
     state = json.loads(cloud.state_item("state")["state"]["S"])  # type: ignore[index]
     assert state["raises"]["us-east-1/gpu-east"]["to"] == 3, state["raises"]
+
+
+def test_the_overflow_replan_goes_on_when_the_backed_off_groups_region_cannot_be_read(cloud: Cloud) -> None:
+    """gpu-east has no capacity: round 1 backs it off, and its re-plan reads every region's groups again.
+    us-east-1's Auto Scaling reads are throttled past the SDK's retries by then: the re-plan failed
+    (``ReplanFailed``), and the pods waited for the next plan though us-west-2 could take them. Now the
+    re-plan carries us-east-1's groups from the snapshot, as observe would, and raises gpu-west."""
+    gpu_cluster(cloud)
+    cloud.sim.capacity_outage("gpu-east", HOME)
+    name = f"{cloud.stack.prefix}-ScaleFunction"
+    handler, replanning = cloud.stack._handlers[name], threading.Event()
+    read = AwsAdapter.node_groups_in
+
+    def replan_with_home_throttled(event: dict[str, Any], context: Any) -> Any:
+        if event.get("action") != "next_round":
+            return handler(event, context)
+        replanning.set()
+        try:
+            return handler(event, context)
+        finally:
+            replanning.clear()
+
+    def throttled_at_home(self: AwsAdapter, region: str, reserve: Any, now: Any = None) -> Any:
+        if region == HOME and replanning.is_set():
+            raise AwsThrottled(f"DescribeAutoScalingGroups({region}): Throttling: Rate exceeded")
+        return read(self, region, reserve, now)
+
+    cloud.stack._handlers[name] = replan_with_home_throttled
+    try:
+        with mock.patch.object(AwsAdapter, "node_groups_in", throttled_at_home):
+            cloud.plan(cloud.stream_event(cloud.snapshot()))
+            [execution] = cloud.wait_all()
+    finally:
+        cloud.stack._handlers[name] = handler
+
+    assert execution["status"] == "SUCCEEDED", execution
+    rounds = execution["output"]["rounds"]
+    assert [[(g["group"], g["outcome"]) for g in r["groups"]] for r in rounds] == [
+        [("gpu-east", "backed_off")],
+        [("gpu-west", "ready")],
+    ], execution["output"]
+    assert [c.desired for c in cloud.sim.calls_for("gpu-west", WEST)] == [4]
+    assert [c.desired for c in cloud.sim.calls_for("gpu-east")] == [4, 0]  # raised, given back: no more
 
 
 def test_an_overflow_raise_throttled_past_its_retries_is_raised_again_in_the_next_round() -> None:

@@ -27,7 +27,7 @@ from spillway.model.cluster import ClusterSnapshot, RegionUnread
 from spillway.model.fleet import FleetInstance
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.schedule import ScheduledFloor
-from spillway.model.snapshot import Snapshot
+from spillway.model.snapshot import Snapshot, fingerprint
 from spillway.model.state import State
 from spillway.observe import ObserveConfig, observe_once, run_observe
 from spillway.planner import codes, plan
@@ -206,6 +206,20 @@ def test_an_unread_region_changes_the_fingerprint() -> None:
     assert snap.fingerprint != read.fingerprint
 
 
+def test_an_unread_mark_alone_changes_the_fingerprint_and_its_words_do_not() -> None:
+    """A region with no group to carry (none managed there, or none read within the bound) looks the
+    same read and unread but for the mark: the plan must see it (RegionUnread); the error's words and
+    since when change no decision."""
+    snap = observe(Failing(), FakeSnapshots())
+    unread = replace(snap.cluster, regions_unread=(RegionUnread(WEST, T0, "AwsThrottled: a"),))
+    again = replace(
+        snap.cluster, regions_unread=(RegionUnread(WEST, T0 + timedelta(minutes=1), "AwsError: b"),)
+    )
+
+    assert fingerprint(unread, snap.groups) != fingerprint(snap.cluster, snap.groups)
+    assert fingerprint(again, snap.groups) == fingerprint(unread, snap.groups)
+
+
 # --- the planner -----------------------------------------------------------------------------------------
 
 
@@ -220,15 +234,21 @@ def world() -> World:
     return w
 
 
-def unread_plan(w: World, region: str, *, carried: bool = True, **config: Any) -> Any:
-    """Plan with ``region`` unread since 3 minutes ago: its groups carried (read 4 minutes ago) or left
-    out."""
+def unread_plan(
+    w: World,
+    region: str,
+    *,
+    carried: bool = True,
+    read_at: datetime = NOW - timedelta(minutes=4),
+    **config: Any,
+) -> Any:
+    """Plan with ``region`` unread since 3 minutes ago: its groups carried (read at ``read_at``, 4 minutes
+    ago unless given) or left out."""
     snapshot, groups, cfg, state = w.parsed(**config)
     mark = RegionUnread(
         region, NOW - timedelta(minutes=3), f"AwsThrottled: DescribeAutoScalingGroups({region})"
     )
     snapshot = replace(snapshot, regions_unread=(mark,))
-    read_at = NOW - timedelta(minutes=4)
     groups = [
         replace(g, read_at=read_at) if g.region == region else g
         for g in groups
@@ -308,7 +328,8 @@ def test_a_node_of_an_unread_region_whose_group_is_left_out_is_never_drained() -
     result = unread_plan(w, EAST, carried=False)
 
     assert result.drain == ()
-    assert kept_reasons(result)[node]
+    assert {k.node: k.code for k in result.kept}[node] == codes.REGION_UNREAD  # not just "unmanaged"
+    assert "us-east-1 were not read" in kept_reasons(result)[node]
 
 
 def test_the_plan_names_the_unread_region_as_a_problem() -> None:
@@ -373,3 +394,83 @@ def test_an_observation_that_read_every_region_counts_zero_unread(monkeypatch: p
     from test_observe_gang_reads import metric_values, run_handler
 
     assert metric_values(run_handler(monkeypatch, Failing()), "RegionReadsFailed") == [0]
+
+
+def test_a_raise_planned_after_the_carried_read_holds_its_pods_past_the_claim_window() -> None:
+    """The plan of the last snapshot that read us-east-1 raised east (desired 1 as read) to 2 for a pod;
+    then the region's reads failed. A read group's snapshot shows the raise once it lands, and its
+    launching node holds the pod until it joins (or max_node_provision_minutes pass); the carried read
+    never can show it. The raise's entry ended with scale_up_claim_minutes (5), while the group is
+    carried for 15: the pod got a second node in us-west-2 with the first still booting. Now a raise the
+    carried read could not show counts while the group is carried."""
+    w = world()
+    (pod,) = w.pods("web", 1, cpu="3")
+    raised = NOW - timedelta(minutes=6)
+    w.state["raises"] = {
+        "us-east-1/east": {"to": 2, "since": raised.isoformat(), "group": "east", "region": EAST}
+    }
+
+    result = unread_plan(w, EAST, read_at=raised - timedelta(seconds=30))
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
+    assert result.state.raises["us-east-1/east"].to == 2  # kept while the group is carried
+    # one the read saw past its window (it never landed) ends as for a group read: the pod goes west
+    stale = unread_plan(w, EAST, read_at=raised + timedelta(minutes=5))
+    assert scale_up(stale)["west"][2] == [pod] and "us-east-1/east" not in stale.state.raises
+
+
+def test_a_node_a_raise_after_the_carried_read_brought_is_no_longer_counted_as_coming() -> None:
+    """east was read at desired 1; the plan after that read raised it to 2 (State.raises, counted while
+    east is carried), and that node has joined and runs a pod. The carried read does not list its
+    instance, so the Node is in no group, and east's launching capacity (desired 2 less 1 Ready node
+    of it) still counted it as coming: a pod that needs a new node waited on it, launched nowhere,
+    until the region was read again or the carry ended. A Ready node of the region in no group that
+    registered after the read, of a type the group launches, is now that launch joined."""
+    w = world()
+    name = w.add_instance("east", register=True)  # the raise's node, joined a minute ago
+    w.items.append(o.pod("busy-new", "default", cpu="7", memory="1Gi", node_name=name, phase="Running"))
+    (pod,) = w.pods("web", 1, cpu="7")  # needs a new node
+    iid = w.groups["east"]["Instances"][-1]["InstanceId"]
+    w.groups["east"]["Instances"].pop()  # as the carried read (4 minutes ago) listed them: desired 1
+    w.groups["east"]["DesiredCapacity"] -= 1
+    raised = NOW - timedelta(minutes=3, seconds=50)
+    w.state["raises"] = {
+        "us-east-1/east": {"to": 2, "since": raised.isoformat(), "group": "east", "region": EAST}
+    }
+
+    result = unread_plan(w, EAST)
+
+    assert scale_up(result) == {"west": (1, 2, [pod])}
+    assert {k.node: k.code for k in result.kept}[name] == codes.REGION_UNREAD  # in no group: not drained
+    assert iid not in {u.instance_id for u in result.unregistered}
+
+
+def test_a_node_of_a_refused_group_is_not_taken_for_a_carried_groups_launch() -> None:
+    """A Node of an instance some group lists (here one Spillway refuses to scale, carried too) is that
+    group's, whatever its type and age: it is no launch of another carried group, whose raise still
+    counts as coming and holds the pod it was made for."""
+    w = world()
+    (pod,) = w.pods("web", 1, cpu="3")
+    w.group("odd", "m5.2xlarge", region=EAST, nodes=0)
+    name = w.add_instance("odd", register=True)  # registered a minute ago, after the carried read
+    w.items.append(o.pod("busy-odd", "default", cpu="7", memory="1Gi", node_name=name, phase="Running"))
+    raised = NOW - timedelta(minutes=3, seconds=50)
+    w.state["raises"] = {
+        "us-east-1/east": {"to": 2, "since": raised.isoformat(), "group": "east", "region": EAST}
+    }
+    snapshot, groups, cfg, state = w.parsed()
+    mark = RegionUnread(EAST, NOW - timedelta(minutes=3), "AwsThrottled: x")
+    groups = [
+        replace(
+            g, read_at=NOW - timedelta(minutes=4), refusal="not scaled: a test" if g.name == "odd" else ""
+        )
+        if g.region == EAST
+        else g
+        for g in groups
+    ]
+
+    result = plan(replace(snapshot, regions_unread=(mark,)), groups, cfg, state, NOW)
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[pod] == codes.FITS_LAUNCHING

@@ -44,6 +44,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -86,6 +87,7 @@ from spillway.model.livetemplate import with_live_templates
 from spillway.model.nodegroup import NodeGroup, with_warm_node_problems, with_zone_ids
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities
 from spillway.model.provreq import ProvisioningRequestInfo
+from spillway.model.reserve import ReserveLike
 from spillway.model.resources import Resources
 from spillway.model.shared import NODES, QuotaInfo
 from spillway.model.snapshot import Snapshot, SnapshotCounts
@@ -238,7 +240,7 @@ def _observe(
         priorities, priorities_problem = _priorities(priorities_future.result())
         daemonsets = daemonset_future.result()
         buffers = buffer_future.result()
-        groups, failed = _group_reads(config.cluster, regions, futures)
+        groups, failed = _group_reads(config.cluster, regions, [future.result for future in futures])
         regions_unread, carried = carried_groups(
             failed, before() if failed and before is not None else None, taken_at, config.carry_unread_minutes
         )
@@ -572,7 +574,7 @@ def update_buffer_status(
 
 
 def _group_reads(
-    cluster: str, regions: Sequence[str], futures: Iterable[Future[list[NodeGroup]]]
+    cluster: str, regions: Sequence[str], reads: Iterable[Callable[[], list[NodeGroup]]]
 ) -> tuple[list[NodeGroup], dict[str, AwsError]]:
     """The groups of every region whose Auto Scaling read answered, and the error of each region whose
     read failed (throttled, unavailable, refused), logged. Such a region fails no observation while
@@ -581,9 +583,9 @@ def _group_reads(
     error is raised: the observation fails, as nothing of AWS was read."""
     out: list[NodeGroup] = []
     failed: dict[str, AwsError] = {}
-    for region, future in zip(regions, futures, strict=True):
+    for region, read in zip(regions, reads, strict=True):
         try:
-            out.extend(future.result())
+            out.extend(read())
         except AwsError as exc:
             failed[region] = exc
             log.error("observing %s: the Auto Scaling groups of %s were not read (%s: %s); no plan scales "
@@ -591,6 +593,21 @@ def _group_reads(
     if failed and len(failed) == len(regions):
         raise failed[regions[0]]
     return out, failed
+
+
+def groups_read(
+    aws: Cloud, reserve: ReserveLike, now: datetime, before: Snapshot, carry_minutes: float, cluster: str
+) -> tuple[list[NodeGroup], tuple[RegionUnread, ...]]:
+    """Every region's groups read now, region after region, by observe's rule for a step that reads them
+    again after observe (the scale-up's re-plan, spillway.act.scale): a region whose read fails is
+    marked unread and its groups carried from ``before``, the snapshot planned on
+    (:func:`carried_groups`); every region failing raises the first error. Sorted by (region, name),
+    as :meth:`Cloud.node_groups` reads them."""
+    regions = aws.regions
+    reads = [partial(aws.node_groups_in, region, reserve, now) for region in regions]
+    groups, failed = _group_reads(cluster, regions, reads)
+    marks, carried = carried_groups(failed, before, now, carry_minutes)
+    return sorted([*groups, *carried], key=lambda g: (g.region, g.name)), marks
 
 
 def carried_groups(

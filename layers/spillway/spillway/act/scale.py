@@ -47,8 +47,9 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  group keeps its own.
 
 After all groups, ``next_round``: when a group backed off (or was refused, or failed), re-plan with the
-same pure planner on the latest snapshot, the groups as AWS has them now and the state with the new
-back-off, which sends the pods left unplaced to the next group or region; the execution then maps over
+same pure planner on the latest snapshot, the groups as AWS has them now (a region whose read fails
+unread, its groups carried from the snapshot as observe carries them:
+:func:`spillway.observe.groups_read`) and the state with the new back-off, which sends the pods left unplaced to the next group or region; the execution then maps over
 the new groups (at most :data:`~spillway.model.history.MAX_SCALE_UP_GROUPS`: the others' pods wait for the
 next plan). At most ``max_rounds`` rounds. A re-plan that raises groups records its raises in the
 state (``State.raises``) as a plan does, committed with its plan record on the state's version
@@ -135,6 +136,7 @@ from spillway.model.snapshot import Snapshot
 from spillway.model.state import RaiseState, State, keyed_by_region
 from spillway.model.stepinput import step_input
 from spillway.model.utc import aware
+from spillway.observe import groups_read
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
 from spillway.planner.context import first_regions
@@ -539,14 +541,18 @@ class ScaleSteps:
         if snapshot is None or unplannable:  # it ends here, as at the last round
             self._forget_unraised(cluster, unraised, now)
             return {**base, "done": True, "result": unplannable}
-        live = self.aws.node_groups(self.settings.planner.node_reserve.reserve(), now)
+        planner = self.settings.planner
+        # a region whose read fails is unread, its groups carried from the snapshot, as observe has it
+        live, unread = groups_read(self.aws, planner.node_reserve.reserve(), now, snapshot,
+                                   planner.max_node_provision_minutes, cluster)  # fmt: skip
         # the zone ids observe read from EC2 (an account's never change), which a live read does not give
         live = with_zone_ids(live, zone_ids_of(snapshot.groups))
         stored = self.ledger.load(cluster, now)
         # entries a build that keyed groups by name stored, under their groups' keys as the plan reads them
         state = keyed_by_region(stored.state, first_regions(self.settings.planner, live))
         stored = dataclasses.replace(stored, state=without_unraised(state, unraised, live))
-        result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
+        seen = dataclasses.replace(snapshot.cluster, regions_unread=unread)  # the regions read now
+        result = run_planner(seen, live, planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))
         summary = summarize(result, self.settings.primary_region)
         record = _replan_record(event, cluster, snapshot, result, summary, now, round_, groups)

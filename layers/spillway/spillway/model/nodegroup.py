@@ -62,6 +62,7 @@ CONSOLIDATION_MODES = ("off", "when-empty", "when-underutilized")
 AtomicLaunch = Literal["fleet", "rollback", "off"]
 ATOMIC_LAUNCH_MODES: tuple[AtomicLaunch, ...] = ("fleet", "rollback", "off")
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+REGION_LABEL = "topology.kubernetes.io/region"
 # Spot or on-demand: what the mixed instances policy, else the launch template or configuration, launches;
 # where Spillway cannot see that, its own tag first, then the capacity-type labels a node template
 # declares (Karpenter's and EKS managed node groups'). See capacity_type.

@@ -8,7 +8,7 @@ durations and instants the same way.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -21,7 +21,7 @@ from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.k8s import DRAINING_TAINT, GIVE_BACK_LEASE_MINUTES
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, REGION_LABEL, NodeGroup
 from spillway.model.priorities import priority_of
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, add_room, attach_limit_key, room_less
@@ -242,6 +242,11 @@ class Context:
         self.ready_in_group: dict[GroupKey, int] = _ready_per_group(self.nodes.values())
         # group -> its Ready nodes its own replacements are for (NodeGroup.coming)
         self.replaced_in_group: dict[GroupKey, int] = _replaced_per_group(self.nodes.values())
+        # + of a group carried from an earlier read, the nodes that joined since it (planner.unread)
+        listed = self.refused_by_instance.keys() | self.pooled_by_instance.keys()  # in a group all the same
+        self.ready_in_group = _joined_since_read(
+            self.nodes.values(), self.groups, self.ready_in_group, self.replaced_in_group, listed
+        )
         self.stale: Mapping[GroupKey, int] = (
             stale or {}
         )  # group -> instances not capacity coming (planner.joins)
@@ -723,6 +728,51 @@ def _replaced_per_group(nodes: Iterable[WorkNode]) -> dict[GroupKey, int]:
         if info.unschedulable and info.cordoned_by_spillway and info.cordon_replaced:
             out[group.key] = out.get(group.key, 0) + 1
     return out
+
+
+def _joined_since_read(
+    nodes: Iterable[WorkNode],
+    groups: Iterable[NodeGroup],
+    ready: Mapping[GroupKey, int],
+    replaced: Mapping[GroupKey, int],
+    listed: Collection[str],
+) -> dict[GroupKey, int]:
+    """``ready`` with, for each group carried from an earlier read (its region's read failed:
+    :mod:`spillway.planner.unread`), the Ready nodes it launched since that read, which the read cannot
+    list: Ready and started, in no group (nor of an instance ``listed`` by a refused group or a warm
+    pool), of its region, registered after the read and of a type it launches, each counted for the
+    first such group (by key) that still has nodes coming. Without
+    them a raise made after the read (counted while the group is carried: :mod:`spillway.planner.raises`)
+    stayed capacity coming once its nodes had joined, and pods waited on it."""
+    carried = sorted((g for g in groups if g.read_at is not None), key=attrgetter("key"))
+    if not carried:
+        return dict(ready)
+    out = dict(ready)
+    for node in nodes:
+        if node.group is not None or not node.info.ready or node.starting is not None:
+            continue
+        if (node.info.instance_id or "") in listed:
+            continue
+        for group in carried:
+            if _launched_since_read(group, node.info) and group.coming(replaced.get(group.key, 0)) > out.get(
+                group.key, 0
+            ):
+                out[group.key] = out.get(group.key, 0) + 1
+                break
+    return out
+
+
+def _launched_since_read(group: NodeGroup, info: NodeInfo) -> bool:
+    """Whether ``info`` may be a launch of ``group`` (carried) its read did not see: of its region and
+    a type it launches, registered after the read."""
+    created, read = info.created_at, group.read_at
+    return (
+        created is not None
+        and read is not None
+        and aware(created) > aware(read)
+        and info.labels.get(REGION_LABEL) == group.region
+        and info.labels.get(INSTANCE_TYPE_LABEL) in group.launch_types()
+    )
 
 
 def _ready_per_group(nodes: Iterable[WorkNode]) -> dict[GroupKey, int]:

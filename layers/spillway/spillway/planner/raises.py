@@ -12,6 +12,11 @@ when a scheduled action that sets the group's DesiredCapacity or MaxSize ran sin
 Scaling set the group's size then, over the raise, so the snapshot's desired capacity is what holds and
 the nodes the raise asked for beyond it are not coming. A one-time action is no longer listed once it
 ran; the scaling activities of the instances its run scaled in still name it.
+
+A group carried from an earlier read (its region's read failed: :mod:`spillway.planner.unread`) can
+show no raise made after that read: the window is judged at the read (``NodeGroup.read_at``), so such a
+raise counts for as long as the group is carried (at most ``max_node_provision_minutes``), and its
+pods are not launched for again in another region.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from spillway.planner.types import ScaleUp
 def _live(entry: RaiseState, group: NodeGroup | None, state: State, now: datetime, minutes: float) -> bool:
     if group is None or group.desired >= entry.to:
         return False  # gone, or the snapshot shows the raise
-    if now - aware(entry.since) >= timedelta(minutes=minutes):
+    seen = aware(group.read_at) if group.read_at is not None else now  # carried: as its last read saw it
+    if seen - aware(entry.since) >= timedelta(minutes=minutes):
         return False
     if _resized_since(group, aware(entry.since), now, entry.to):
         return False

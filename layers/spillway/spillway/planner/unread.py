@@ -9,8 +9,11 @@ left out after that. The plan asks nothing of such a group on a picture that old
   spill over to the groups read, as for a group that cannot launch);
 * no drain of its nodes, idle, unready, consolidated or ahead of a scheduled action
   (:func:`unread_verdict`), nor of a node of the region whose group was left out;
-* its desired capacity not yet joined still counts as launching for the pods it was raised for, exactly
-  as for a group read: the other regions do not launch for them again.
+* its desired capacity not yet joined still counts as launching for the pods it was raised for, as for
+  a group read: the other regions do not launch for them again. A raise planned after its read, which
+  the carried read cannot show, counts for as long as the group is carried (spillway.planner.raises);
+  a Ready node in no group, of the region and a type the group launches, registered after the read, is
+  such a launch that joined, no longer coming (spillway.planner.context).
 
 A spot interruption or rebalance notice is not the plan's (spillway.act.interrupt) and drains as before.
 The plan names each such region among its ``problems``.
@@ -19,7 +22,7 @@ The plan names each such region among its ``problems``.
 from __future__ import annotations
 
 from spillway.model.cluster import ClusterSnapshot, RegionUnread
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import REGION_LABEL, NodeGroup
 from spillway.planner import codes
 from spillway.planner.context import Context, WorkNode, aware, iso
 from spillway.planner.types import REGION_UNREAD, ConfigProblem
@@ -51,7 +54,7 @@ def unread_verdict(ctx: Context, node: WorkNode) -> tuple[str, str] | None:
         return (codes.REGION_UNREAD, unread_reason(ctx, group)) if group.unread else None
     if not ctx.snapshot.regions_unread:
         return None
-    region = node.info.labels.get("topology.kubernetes.io/region")
+    region = node.info.labels.get(REGION_LABEL)
     mark = _mark(ctx.snapshot, region)
     if mark is None:
         return None
