@@ -2669,10 +2669,15 @@ class Drainer:
         """The node's pods judged again after the round's evictions (``before`` when it evicted none, or
         when the API server failed it: it reports what it did without asking more), and the pods it
         evicted that now carry a mark never to be disturbed (:func:`_marked_as_evicted`), which an Event
-        on the Node names."""
+        on the Node names. A listing that fails ends the round as any call after an eviction does
+        (``interrupted``: :meth:`_evict_round`), not to take the round's evictions with it."""
         if not done.pods or done.interrupted:
             return before, []
-        after, _, pods = self._listing(drain, node)
+        try:
+            after, _, pods = self._listing(drain, node)
+        except KubeError as exc:
+            done.interrupted = f"{type(exc).__name__}: {exc}"[:300]
+            return before, []
         marked = _marked_as_evicted(drain, pods, done.pods)
         if marked:
             log.warning("evicted pods marked never to be disturbed as they were evicted: %s", marked)
