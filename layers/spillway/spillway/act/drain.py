@@ -1821,12 +1821,36 @@ class _Evictions:
     """What a round's evictions did (:meth:`Drainer._evict_round`): the pods evicted, in order; those
     not evicted, each with why; why the drain stops here (a pod or the node marked since the listing:
     :func:`_abandon_why`), else None; the error of the API server that ended the round after it had
-    evicted pods (:data:`INTERRUPTED`), else None."""
+    evicted pods (:data:`INTERRUPTED`), else None; the pods it left for the next round for its own
+    sake (its time spent, the server throttling), the one throttled and every one after it; when it
+    began, which bounds the DaemonSet evictions after it too (:meth:`Drainer._daemonsets`)."""
 
     pods: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
     stop: str | None = None
     interrupted: str | None = None
+    later: list[str] = field(default_factory=list)
+    started: datetime | None = None
+
+
+def _agents(pods: Sequence[Pod], untried: Any) -> list[PodVerdict]:
+    """The DaemonSet pods a round evicts (:meth:`Drainer._daemonsets`): those chosen, and when a round
+    before left some (``untried``, their names), only those."""
+    agents = [_evicted_as_listed(pod) for pod in pods]
+    return [a for a in agents if a.pod in untried] if isinstance(untried, list) else agents
+
+
+def _daemonsets_out(before: Sequence[str], done: _Evictions) -> dict[str, Any]:
+    """A round's DaemonSet evictions (:meth:`Drainer._daemonsets`) as its output: ``before``, those of
+    the rounds before it."""
+    out: dict[str, Any] = {"daemonsets": [*before, *done.pods][:LIST_LIMIT]}
+    if done.interrupted:
+        out["daemonsets_error"] = done.interrupted
+    if done.stop is not None:
+        out.update(abandon=done.stop, done=False)
+    elif done.later:
+        out.update(daemonsets_left=done.later[:LIST_LIMIT], done=False)
+    return out
 
 
 def _marked_as_evicted(drain: Drain, pods: Sequence[Pod], evicted: Collection[str]) -> list[dict[str, str]]:
@@ -2390,7 +2414,7 @@ class Drainer:
             **({"interrupted": done.interrupted} if done.interrupted else {}),
             **({"evicted_marked": marked[:LIST_LIMIT]} if marked else {}),
         }
-        return out | self._daemonsets(drain, previous, out, named)
+        return out | self._daemonsets(drain, previous, out, named, done.started)
 
     def _gone_round(self, drain: Drain, previous: Mapping[str, Any], execution: str | None) -> dict[str, Any]:
         """A leaving instance's Node is gone: the round is done (:func:`_gone_round`). But a drain that
@@ -2403,7 +2427,12 @@ class Drainer:
         return _gone_round(previous)
 
     def _daemonsets(
-        self, drain: Drain, previous: Mapping[str, Any], round_: Mapping[str, Any], named: frozenset[str]
+        self,
+        drain: Drain,
+        previous: Mapping[str, Any],
+        round_: Mapping[str, Any],
+        named: frozenset[str],
+        started: datetime | None = None,
     ) -> dict[str, Any]:
         """The round that finds the node empty of every other pod (``done``, not ``forced``) of a drain
         that terminates its node as cluster-autoscaler would (:func:`_terminates_as_autoscaler`) evicts
@@ -2425,32 +2454,35 @@ class Drainer:
         ``do-not-disrupt`` (:func:`_pinned`), stops them there and abandons the drain (``abandon``), as
         it would at the next round's start. cluster-autoscaler evicts them from the node's snapshot,
         reading none again, and Karpenter from each reconcile's listing of the node's pods
-        (terminator.go, ``Drain``: ``IsEvictable``); neither evicts one it found so marked."""
-        if "daemonsets" in previous:
+        (terminator.go, ``Drain``: ``IsEvictable``); neither evicts one it found so marked.
+
+        Within the round's time (``started``: the drain function's timeout bounds the whole
+        invocation), and those the round leaves for its own sake (its time spent, the server
+        throttling: :attr:`_Evictions.later`) are the next round's, by name (``daemonsets_left``; a
+        pod their DaemonSet made since has another), the round not ``done`` until then: that round was
+        the last, and they went with the instance untried. cluster-autoscaler retries each until its
+        MaxPodEvictionTime (``evictPod``) and Karpenter queues every one (terminator.go, ``Evict``)."""
+        if "daemonsets" in previous and not previous.get("daemonsets_left"):
             return {"daemonsets": previous["daemonsets"]}
+        carried = {k: previous[k] for k in ("daemonsets", "daemonsets_left") if k in previous}
         if not round_["done"] or round_["forced"] or not _terminates_as_autoscaler(drain):
-            return {}
+            return carried
         left = seconds_left(drain, self.clock())
         occupied = drain.consolidation or int(round_["evicted_count"]) > 0
         by_default = self.daemonset_eviction.occupied if occupied else self.daemonset_eviction.empty
+        untried = previous.get("daemonsets_left")
+        before = list(previous.get("daemonsets") or [])
 
         def chosen(pod: Pod) -> bool:
             return bool(daemonsets_to_evict([pod], by_default, force=drain.force))
 
         try:
             pods = self.kube.pods_on_node(drain.node) if left else []
-            agents = [
-                _evicted_as_listed(pod) for pod in daemonsets_to_evict(pods, by_default, force=drain.force)
-            ]
-            done = self._evict_round(drain, agents, left, named, chosen)
+            agents = _agents(daemonsets_to_evict(pods, by_default, force=drain.force), untried)
+            done = self._evict_round(drain, agents, left, named, chosen, started)
         except KubeError as exc:
-            return {"daemonsets": [], "daemonsets_error": str(exc)[:300]}
-        out: dict[str, Any] = {"daemonsets": done.pods[:LIST_LIMIT]}
-        if done.interrupted:
-            out["daemonsets_error"] = done.interrupted
-        if done.stop is not None:
-            out.update(abandon=done.stop, done=False)
-        return out
+            return {"daemonsets": before[:LIST_LIMIT], "daemonsets_error": str(exc)[:300]}
+        return _daemonsets_out(before, done)
 
     def _heartbeat(self, drain: Drain, previous: Mapping[str, Any]) -> dict[str, Any]:
         """Keep the lifecycle action waiting while pods leave: RecordLifecycleActionHeartbeat once half
@@ -2505,6 +2537,7 @@ class Drainer:
         left: int,
         named: frozenset[str],
         chosen: Callable[[Pod], bool] | None = None,
+        started: datetime | None = None,
     ) -> _Evictions:
         """Evict every pod given, lowest priority first (:class:`_Evictions`: the pods evicted, those
         refused and why, why the drain stops here, the error that ended the round). A pod a budget
@@ -2520,11 +2553,11 @@ class Drainer:
         and says why, evicting nothing more. A node gone ends the round: the next says what that means
         for the drain.
 
-        A round that has run :data:`ROUND_SECONDS` starts no more evictions: the pods left are the next
-        round's (:data:`ROUND_SPENT`). Each eviction costs up to three calls, one after another, and a
-        node of a few hundred pods behind a slow API server (500 pods at 80 ms a call) ran past the
-        drain function's 120 s, where the round is lost whole: Step Functions catches the timeout and
-        compensates, the pods evicted so far stopped for nothing.
+        A round that has run :data:`ROUND_SECONDS` (since ``started``, else since it began) starts no
+        more evictions: the pods left are the next round's (:data:`ROUND_SPENT`). Each eviction costs up
+        to three calls, one after another, and a node of a few hundred pods behind a slow API server
+        (500 pods at 80 ms a call) ran past the drain function's 120 s, where the round is lost whole:
+        Step Functions catches the timeout and compensates, the pods evicted so far stopped for nothing.
 
         A call that fails (the API server gone, a timeout past the client's retries, RBAC) once the
         round has evicted a pod ends the round there, the error named (:data:`INTERRUPTED`): raised, it
@@ -2542,15 +2575,18 @@ class Drainer:
         (deletionTimestamp = now + that grace). Without the cap a pod whose grace outlasts the deadline
         was still terminating then: the drain failed and gave the node back, its pod stopped for
         nothing. 0 (deleted at once) only when no time is left, which only a forced drain evicts in."""
-        done = _Evictions()
+        began = self.clock() if started is None else started
+        done = _Evictions(started=began)
         queue = sorted((v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod))
-        started = self.clock()
         for at, verdict in enumerate(queue):
-            if (self.clock() - started).total_seconds() >= ROUND_SECONDS:
+            if (self.clock() - began).total_seconds() >= ROUND_SECONDS:
                 done.refused.update(dict.fromkeys((v.pod for v in queue[at:]), ROUND_SPENT))
+                done.later = [v.pod for v in queue[at:]]
                 break
             try:
                 if not self._evict_one(drain, named, verdict, left, chosen, done):
+                    if done.refused.get(verdict.pod) == THROTTLED:
+                        done.later = [v.pod for v in queue[at:]]
                     break
             except KubeError as exc:
                 if not done.pods:
@@ -2633,10 +2669,15 @@ class Drainer:
         """The node's pods judged again after the round's evictions (``before`` when it evicted none, or
         when the API server failed it: it reports what it did without asking more), and the pods it
         evicted that now carry a mark never to be disturbed (:func:`_marked_as_evicted`), which an Event
-        on the Node names."""
+        on the Node names. A listing that fails ends the round as any call after an eviction does
+        (``interrupted``: :meth:`_evict_round`), not to take the round's evictions with it."""
         if not done.pods or done.interrupted:
             return before, []
-        after, _, pods = self._listing(drain, node)
+        try:
+            after, _, pods = self._listing(drain, node)
+        except KubeError as exc:
+            done.interrupted = f"{type(exc).__name__}: {exc}"[:300]
+            return before, []
         marked = _marked_as_evicted(drain, pods, done.pods)
         if marked:
             log.warning("evicted pods marked never to be disturbed as they were evicted: %s", marked)
