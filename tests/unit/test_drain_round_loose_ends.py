@@ -273,6 +273,26 @@ def test_a_failed_drains_event_names_the_pods_it_evicted(rig: Rig) -> None:
     assert "after evicting 2 pod(s)" in message and "team-a/web-1" in message, message
 
 
+def test_a_failed_drains_event_keeps_its_cause_however_long_the_evicted_pods_names(rig: Rig) -> None:
+    """The evicted pods are named before the cause, and an Event's message is cut at 1024 characters:
+    ten pods of long names (a namespace and a pod name may each be 63 and 253 characters) pushed the
+    cause out of it, so the Event no longer said why the drain failed."""
+    drain = rig.cordoned()
+    names = [f"{'n' * 63}/{'p' * 200}-{i}" for i in range(12)]
+    state = {
+        "drain": drain.model_dump(),
+        "round": {"rounds": 2, "evicted": names, "evicted_count": len(names)},
+        "error": _lambda_error("DrainTimeout", "Node 'x': 1 pod(s) still there at the deadline"),
+        "compensation": {"untainted": True, "uncordoned": True},
+    }
+
+    rig.drainer.record(state)
+
+    message = rig.api.list("Event")[-1]["message"]
+    assert "1 pod(s) still there at the deadline" in message, message
+    assert f"after evicting {len(names)} pod(s) ({names[0]}" in message and "more)" in message, message
+
+
 # 3. A mark put between the last read and the eviction ---------------------------------------------
 
 

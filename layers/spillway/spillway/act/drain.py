@@ -3712,15 +3712,21 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
 
 
 EVENT_PODS = 10  # pods a failed drain's Event names (its message is cut at 1024 characters)
+EVENT_PODS_CHARS = 400  # of those 1024, at most this much for their names: the cause comes after them
 
 
 def _evicted_before(summary: Mapping[str, Any]) -> str:
     """The pods a failed drain evicted, named in its Event before the cause (which may be long): the
-    node is given back with those pods stopped, and ``kubectl describe node`` should say which."""
+    node is given back with those pods stopped, and ``kubectl describe node`` should say which. As many
+    names as fit in ``EVENT_PODS_CHARS`` (at least one), so that long names leave the cause its room."""
     count = int(summary.get("evicted_count") or 0)
     if not count:
         return ""
-    names = [str(p) for p in summary.get("evicted") or []][:EVENT_PODS]
+    names: list[str] = []
+    for pod in [str(p) for p in summary.get("evicted") or []][:EVENT_PODS]:
+        if names and len(", ".join([*names, pod])) > EVENT_PODS_CHARS:
+            break
+        names.append(pod[:EVENT_PODS_CHARS])
     more = f" and {count - len(names)} more" if count > len(names) else ""
     return f" after evicting {count} pod(s) ({', '.join(names)}{more})"
 
