@@ -1401,6 +1401,40 @@ def test_eventbridge_may_assume_the_forwarders_role_for_the_stacks_own_rules_onl
         assert sorted(resolved(arn, cluster) for arn in condition["ArnEquals"]["aws:SourceArn"]) == users
 
 
+def test_eventbridge_scheduler_may_assume_the_observe_schedules_role_only_for_the_stacks_schedule_group() -> (
+    None
+):
+    """SAM (samtranslator 1.115, model/eventsources/scheduler.py _construct_execution_role) gives a
+    ScheduleV2 event without ``RoleArn`` a role whose trust (IAMRolePolicies.scheduler_assume_role_policy)
+    lets scheduler.amazonaws.com assume it with no condition: any schedule, of any account, naming the
+    role could invoke observe. The EventBridge Scheduler User Guide ("Confused deputy prevention", "Set
+    up the execution role") asks for aws:SourceAccount and aws:SourceArn, and the ARN must be a schedule
+    group's, not a schedule's. So the schedule is in a group of the stack's own, and the template gives
+    the event its own role: trusted for that group alone, allowed to invoke the observe function alone."""
+    [event] = RESOURCES["ObserveFunction"]["Properties"]["Events"].values()
+    assert event["Type"] == "ScheduleV2"
+    props = event["Properties"]
+    assert props["GroupName"] == {"Ref": "ObserveScheduleGroup"}
+    assert RESOURCES["ObserveScheduleGroup"]["Type"] == "AWS::Scheduler::ScheduleGroup"
+    assert props["RoleArn"] == {"Fn::GetAtt": ["ObserveScheduleRole", "Arn"]}
+    role = RESOURCES["ObserveScheduleRole"]["Properties"]
+    [trust] = role["AssumeRolePolicyDocument"]["Statement"]
+    assert (
+        trust["Principal"] == {"Service": "scheduler.amazonaws.com"} and trust["Action"] == "sts:AssumeRole"
+    )
+    assert trust["Condition"] == {
+        "StringEquals": {
+            "aws:SourceAccount": {"Ref": "AWS::AccountId"},
+            "aws:SourceArn": {"Fn::GetAtt": ["ObserveScheduleGroup", "Arn"]},
+        }
+    }
+    granted = [s for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]]
+    assert [(actions(s), s["Resource"]) for s in granted] == [
+        ({"lambda:InvokeFunction"}, {"Fn::GetAtt": ["ObserveFunction", "Arn"]})
+    ]
+    assert not role.get("ManagedPolicyArns")
+
+
 def joins(node: Any) -> Iterator[Any]:
     """The arguments of every Fn::Join under ``node``."""
     if isinstance(node, dict):
