@@ -71,6 +71,7 @@ from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import (
     DRAIN_ENDED_PREFIX,
+    DRAINS_PARTITION,
     SCALE_DOWN_FAILED_PREFIX,
     State,
     merge_ended_drains,
@@ -989,15 +990,17 @@ class FakeLedger(Recorder):
     def load(self, cluster: str, now: datetime | None = None) -> StoredState:
         """As StateStore.load: the back-off items and failed scale-down drains merged into the state."""
         self._call("load", cluster)
+        # in their partition, and a build before's in the cluster's own
+        partitions = (cluster, DRAINS_PARTITION.format(cluster=cluster))
         failed = [
             datetime.fromisoformat(str(value["at"]).replace("Z", "+00:00"))
             for (c, item), value in self.claimed.items()
-            if c == cluster and item.startswith(SCALE_DOWN_FAILED_PREFIX)
+            if c in partitions and item.startswith(SCALE_DOWN_FAILED_PREFIX)
         ]
         ended = [
             (str(value["node"]), datetime.fromisoformat(str(value["planned_at"]).replace("Z", "+00:00")))
             for (c, item), value in self.claimed.items()
-            if c == cluster and item.startswith(DRAIN_ENDED_PREFIX)
+            if c in partitions and item.startswith(DRAIN_ENDED_PREFIX)
         ]
         state = merge_ended_drains(merge_scale_down_failures(self.stored.state, failed), ended)
         if not self.backoffs:
@@ -1072,15 +1075,12 @@ class FakeLedger(Recorder):
         *,
         expires: datetime,
         now: datetime | None = None,
-        replacing: Mapping[str, object] | None = None,
     ) -> tuple[dict[str, object], bool]:
-        """As StateStore.claim: with ``now``, a claim expired by then counts as none (a lease); with
-        ``replacing``, one holding that value too."""
+        """As StateStore.claim: with ``now``, a claim expired by then counts as none (a lease)."""
         self._call("claim", cluster, item)
         key = (cluster, item)
         lapsed = now is not None and key in self.expiries and self.expiries[key] <= now
-        replaced = replacing is not None and self.claimed.get(key) == dict(replacing)
-        if key in self.claimed and not (lapsed or replaced):
+        if key in self.claimed and not lapsed:
             return dict(self.claimed[key]), False
         self.claimed[key] = dict(value)
         self.expiries[key] = expires

@@ -433,23 +433,6 @@ def test_a_holders_release_deletes_only_its_own_claim(store: StateStore) -> None
     assert store.release("ml", item, held_as=theirs) is False  # gone already (a resent delete)
 
 
-def test_a_claim_replacing_a_value_takes_over_a_live_claim_holding_it_and_no_other(store: StateStore) -> None:
-    """The gang sweep's mark in the cluster's partition, which its role may not delete: a later sweep
-    takes over the live mark an earlier one left (its value, as it was stored), never another claim."""
-    item = "gangsweep#us-east-1#i-1"
-    left = {"plan": "p1", "sweep": "a", "claimed_in": "ml#gangsweep"}
-    store.claim("ml", item, left, expires=NOW + timedelta(minutes=15), now=NOW)
-    later = NOW + timedelta(minutes=5)
-    mine = {"plan": "p2", "sweep": "b", "claimed_in": "ml#gangsweep"}
-    other = {"plan": "p0", "sweep": "c"}
-
-    refused = store.claim("ml", item, mine, expires=later + timedelta(minutes=15), now=later, replacing=other)
-    taken = store.claim("ml", item, mine, expires=later + timedelta(minutes=15), now=later, replacing=left)
-
-    assert refused == (left, False) and taken == (mine, True)
-    assert store.claims("ml", "gangsweep#") == {item: mine}
-
-
 def test_a_state_over_dynamodbs_item_limit_even_compressed_is_refused_naming_its_size_and_parts(
     store: StateStore, ddb: Any
 ) -> None:
@@ -695,6 +678,38 @@ def test_ended_drains_merge_into_the_state_per_node_the_latest_winning(
     }
     assert "drain-ended#p3#ip-c" in caplog.text and "drain-ended#p4#ip-d" in caplog.text
     assert loaded.state.scale_down == {}  # an ended drain is no failure to wait after
+
+
+def test_the_drains_records_load_from_their_partition_and_an_older_builds_from_the_clusters(
+    store: StateStore,
+) -> None:
+    """The drain function writes its records in ``<cluster>#drains`` (so that its role may write
+    nothing of the cluster's own partition, the planner's state item's); a build before wrote them in
+    the cluster's own, where they last a day: both are merged. Nothing else is read from the drains'
+    partition: an item there named as the state is not the state."""
+    commit(store, 0, State())
+    day = NOW + timedelta(days=1)
+    planned = iso(NOW - timedelta(minutes=4))
+    store.claim("ml#drains", "scaledown-failed#dn-new", {"at": iso(NOW - timedelta(minutes=2))}, expires=day)
+    store.claim("ml", "scaledown-failed#dn-old", {"at": iso(NOW - timedelta(minutes=9))}, expires=day)
+    store.claim(
+        "ml#drains",
+        "drain-ended#p2#ip-a",
+        {"at": iso(NOW), "node": "ip-a", "planned_at": planned},
+        expires=day,
+    )
+    older = {"at": iso(NOW), "node": "ip-b", "planned_at": iso(NOW - timedelta(minutes=6))}
+    store.claim("ml", "drain-ended#p1#ip-b", older, expires=day)
+    store.claim("ml#drains", "state", {"at": iso(NOW)}, expires=day)
+
+    loaded = store.load("ml", NOW)
+
+    assert loaded.version == 1
+    assert loaded.state.scale_down == {"failed": Since(since=NOW - timedelta(minutes=2))}
+    assert loaded.state.ended_drains == {
+        "ip-a": Since(since=NOW - timedelta(minutes=4)),
+        "ip-b": Since(since=NOW - timedelta(minutes=6)),
+    }
 
 
 FAR = "9999-12-31T23:59:59Z"  # reads as a time; the planner adds its delays to it

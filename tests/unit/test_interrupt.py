@@ -1536,7 +1536,7 @@ def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has()
     ]
     assert statement["Action"] == "dynamodb:PutItem"
     assert statement["Resource"] == {"Fn::GetAtt": ["StateTable", "Arn"]}
-    assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:Attributes": sorted(written)}}
+    assert statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"] == sorted(written)
 
 
 def test_the_interrupt_role_may_put_every_backoff_a_spot_warning_writes() -> None:

@@ -343,27 +343,22 @@ def test_the_drain_function_may_claim_a_gang_sweep_and_nothing_more_on_the_state
     """remove_gang_orphan claims its instance (spillway.act.gangsweep: StateStore.claim as a lease, its
     holder read back with GetItem, released with DeleteItem); the drain function reads no snapshot and
     writes no plan. Its puts may carry only the attributes a claim has, keys and condition included
-    (dynamodb:Attributes, every top-level attribute of the request): not a planner state, a back-off (which
-    partitions: test_the_drain_and_scale_roles_touch_only_...)."""
+    (dynamodb:Attributes, every top-level attribute of the request): not a planner state, a back-off. It
+    queries for an older build's sweep claim (which partitions: test_the_drain_and_scale_roles_touch_only_...)."""
     from spillway.adapters.state_store import StateStore
 
     assert table_actions("DrainFunction") == {
-        "StateTable": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem"}
+        "StateTable": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:Query"}
     }
     client = _RecordingDynamoDB()
     at = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
     StateStore(client, "state").claim(  # type: ignore[arg-type]
         "ml", "gangsweep#us-east-1#i-1", {"plan": "p1"}, expires=at, now=at
     )
-    # the sweep's mark taken over (a put conditional on the value it replaces)
-    StateStore(client, "state").claim(  # type: ignore[arg-type]
-        "ml", "gangsweep#us-east-1#i-1", {"plan": "p2"}, expires=at, now=at, replacing={"plan": "p1"}
-    )
-    lease, takeover = client.puts
-    written = set(lease["Item"]) | set(lease["ExpressionAttributeNames"].values())
+    [request] = client.puts
+    written = set(request["Item"]) | set(request["ExpressionAttributeNames"].values())
     [put] = [s for s in function_statements("DrainFunction") if "dynamodb:PutItem" in actions(s)]
     assert put["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"] == sorted(written)
-    assert set(takeover["Item"]) | set(takeover["ExpressionAttributeNames"].values()) == written
 
 
 def test_the_snapshots_table_is_read_only_as_its_store_reads_it() -> None:
@@ -1406,6 +1401,40 @@ def test_eventbridge_may_assume_the_forwarders_role_for_the_stacks_own_rules_onl
         assert sorted(resolved(arn, cluster) for arn in condition["ArnEquals"]["aws:SourceArn"]) == users
 
 
+def test_eventbridge_scheduler_may_assume_the_observe_schedules_role_only_for_the_stacks_schedule_group() -> (
+    None
+):
+    """SAM (samtranslator 1.115, model/eventsources/scheduler.py _construct_execution_role) gives a
+    ScheduleV2 event without ``RoleArn`` a role whose trust (IAMRolePolicies.scheduler_assume_role_policy)
+    lets scheduler.amazonaws.com assume it with no condition: any schedule, of any account, naming the
+    role could invoke observe. The EventBridge Scheduler User Guide ("Confused deputy prevention", "Set
+    up the execution role") asks for aws:SourceAccount and aws:SourceArn, and the ARN must be a schedule
+    group's, not a schedule's. So the schedule is in a group of the stack's own, and the template gives
+    the event its own role: trusted for that group alone, allowed to invoke the observe function alone."""
+    [event] = RESOURCES["ObserveFunction"]["Properties"]["Events"].values()
+    assert event["Type"] == "ScheduleV2"
+    props = event["Properties"]
+    assert props["GroupName"] == {"Ref": "ObserveScheduleGroup"}
+    assert RESOURCES["ObserveScheduleGroup"]["Type"] == "AWS::Scheduler::ScheduleGroup"
+    assert props["RoleArn"] == {"Fn::GetAtt": ["ObserveScheduleRole", "Arn"]}
+    role = RESOURCES["ObserveScheduleRole"]["Properties"]
+    [trust] = role["AssumeRolePolicyDocument"]["Statement"]
+    assert (
+        trust["Principal"] == {"Service": "scheduler.amazonaws.com"} and trust["Action"] == "sts:AssumeRole"
+    )
+    assert trust["Condition"] == {
+        "StringEquals": {
+            "aws:SourceAccount": {"Ref": "AWS::AccountId"},
+            "aws:SourceArn": {"Fn::GetAtt": ["ObserveScheduleGroup", "Arn"]},
+        }
+    }
+    granted = [s for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]]
+    assert [(actions(s), s["Resource"]) for s in granted] == [
+        ({"lambda:InvokeFunction"}, {"Fn::GetAtt": ["ObserveFunction", "Arn"]})
+    ]
+    assert not role.get("ManagedPolicyArns")
+
+
 def joins(node: Any) -> Iterator[Any]:
     """The arguments of every Fn::Join under ``node``."""
     if isinstance(node, dict):
@@ -1549,15 +1578,23 @@ TRANSACTION_ITEMS = {
 NOT_A_LEDGER = frozenset({"json", "yaml"})
 
 
-def _store_calls(node: Any) -> tuple[set[str], set[str]]:
-    """The IAM actions of the DynamoDB client calls a StateStore method makes itself (self.client.x), and
-    the StateStore methods it calls (self.x)."""
+def _store_calls(node: Any) -> tuple[set[str], set[str], set[str]]:
+    """The IAM actions of the DynamoDB client calls a StateStore method makes itself (self.client.x), the
+    StateStore methods it calls (self.x), and the partitions beside the caller's it names itself (a
+    ``*_PARTITION`` template it formats: ``load`` reads the drains' records in theirs)."""
     asked: set[str] = set()
     called: set[str] = set()
+    named: set[str] = set()
     for call in ast.walk(node):
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
             continue
         receiver = call.func.value
+        if (
+            call.func.attr == "format"
+            and isinstance(receiver, ast.Name)
+            and receiver.id.endswith("_PARTITION")
+        ):
+            named.add(receiver.id)
         if isinstance(receiver, ast.Attribute) and receiver.attr == "client":
             operation = "".join(word.title() for word in call.func.attr.split("_"))
             if operation == "TransactWriteItems":
@@ -1567,21 +1604,31 @@ def _store_calls(node: Any) -> tuple[set[str], set[str]]:
                 asked.add(f"dynamodb:{operation}")
         elif isinstance(receiver, ast.Name) and receiver.id == "self":
             called.add(call.func.attr)
-    return asked, called
+    return asked, called, named
 
 
-def store_actions() -> dict[str, set[str]]:
-    """What each public StateStore method asks DynamoDB, derived from its code: its own client calls and
-    those of the StateStore methods it calls (self._items)."""
+def _store_derived(which: int) -> dict[str, set[str]]:
+    """For each public StateStore method, part ``which`` of :func:`_store_calls` (0: the actions, 2: the
+    partitions it names), its own and that of the StateStore methods it calls (self._items)."""
     module = source("spillway.adapters.state_store")
     calls = {m: _store_calls(module.defs[f"StateStore.{m}"]) for m in module.methods["StateStore"]}
 
     def of(method: str, seen: frozenset[str] = frozenset()) -> set[str]:
-        asked, called = calls[method]
+        own, called = calls[method][which], calls[method][1]
         inner = called & set(calls) - seen - {method}
-        return asked.union(*(of(m, seen | {method}) for m in inner))
+        return own.union(*(of(m, seen | {method}) for m in inner))
 
     return {m: of(m) for m in calls if not m.startswith("_")}
+
+
+def store_actions() -> dict[str, set[str]]:
+    """What each public StateStore method asks DynamoDB, derived from its code."""
+    return _store_derived(0)
+
+
+def store_partitions() -> dict[str, set[str]]:
+    """The ``*_PARTITION`` templates each public StateStore method asks in besides its caller's."""
+    return _store_derived(2)
 
 
 def test_the_ledger_actions_are_what_the_store_asks_dynamodb() -> None:
@@ -1596,14 +1643,15 @@ def test_the_ledger_actions_are_what_the_store_asks_dynamodb() -> None:
 
 
 def partition_templates() -> dict[str, str]:
-    """Every ``*_PARTITION`` constant of the act and adapter modules: name -> template."""
+    """Every ``*_PARTITION`` constant of the act, adapter and model modules: name -> template."""
     import pkgutil
 
     import spillway.act
     import spillway.adapters
+    import spillway.model
 
     found: dict[str, str] = {}
-    for package in (spillway.act, spillway.adapters):
+    for package in (spillway.act, spillway.adapters, spillway.model):
         for info in pkgutil.iter_modules(package.__path__):
             module = importlib.import_module(f"{package.__name__}.{info.name}")
             found.update(
@@ -1620,12 +1668,43 @@ def _ledger_receiver(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "ledger"
 
 
+def wired_start_mark() -> tuple[str, str]:
+    """What the Workflows port's ``start`` calls on the state table: the ``first`` that clients.py builds
+    its Executions with (``first_start``, the start's mark in STARTED_PARTITION)."""
+    clients = source("spillway.clients")
+    [call] = [
+        c
+        for c in ast.walk(clients.defs["build_clients"])
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "Executions"
+    ]
+    [first] = [k.value for k in call.keywords if k.arg == "first"]
+    assert isinstance(first, ast.Call) and isinstance(first.func, ast.Name), ast.unparse(first)
+    return clients.imports[first.func.id]
+
+
+def _starts_executions(nodes: list[Any]) -> bool:
+    """Whether the code calls the Workflows port's ``start`` (``executions.start``, ``self.workflows.start``)."""
+    return any(
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "start"
+        and ast.unparse(call.func.value).split(".")[-1] in ("executions", "workflows")
+        for node in nodes
+        for call in ast.walk(node)
+    )
+
+
 def state_partitions(function: str) -> dict[str, set[str]]:
     """The state table's partitions a function's code may ask each DynamoDB action in, derived from its
-    ledger calls (their first argument) reachable from its entries."""
+    ledger calls (their first argument, and any partition the store method names itself) reachable
+    from its entries, and from the start's mark when it starts executions (:func:`wired_start_mark`)."""
     templates = partition_templates()
+    named = store_partitions()
     out: dict[str, set[str]] = {}
-    for node in reachable(*ENTRIES[function], imported=True):
+    nodes = reachable(*ENTRIES[function], imported=True)
+    if _starts_executions(nodes):
+        nodes += reachable(wired_start_mark(), imported=True)
+    for node in nodes:
         for call in ast.walk(node):
             if not (
                 isinstance(call, ast.Call)
@@ -1649,17 +1728,20 @@ def state_partitions(function: str) -> dict[str, set[str]]:
             else:  # the cluster itself; a partition handed on in a variable the walk could not tell
                 assert ast.unparse(first).split(".")[-1] == "cluster", ast.unparse(call)
                 partition = OWN_PARTITION
+            beside = {templates[name] for name in named[call.func.attr]}
             for action in LEDGER_ACTIONS[call.func.attr]:
-                out.setdefault(action, set()).add(partition)
+                out.setdefault(action, set()).update({partition, *beside})
     return out
 
 
 def granted_state_partitions(function: str) -> dict[str, set[str]]:
     """The partitions a function's role lets each action touch on the state table (dynamodb:LeadingKeys,
-    which must be there: a statement without it grants every item)."""
+    which must be there: a statement without it grants every item). The streams' reads, Lambda's
+    poller's, touch no item (ListStreams takes no resource: "*")."""
     out: dict[str, set[str]] = {}
+    stream = POLLER_ACTIONS["AWS::DynamoDB::Table"]
     for statement in role_statements(function):
-        granted = {a for a in actions(statement) if a.startswith("dynamodb:")}
+        granted = {a for a in actions(statement) if a.startswith("dynamodb:")} - stream
         resource = statement.get("Resource")
         wildcard = any(isinstance(r, str) and "*" in r for r in as_list(resource))
         if not granted or not (wildcard or "StateTable" in references(resource)):
@@ -1673,29 +1755,56 @@ def granted_state_partitions(function: str) -> dict[str, set[str]]:
 
 
 def test_the_derivation_finds_the_partitions_the_code_plainly_uses() -> None:
-    """Not a tautology: the drain's DrainOutcome marks (DRAIN_COUNTED_PARTITION) and gang sweep leases
-    (SWEEP_PARTITION), the scale steps' claims in the cluster's own partition."""
+    """Not a tautology: the drain's DrainOutcome marks (DRAIN_COUNTED_PARTITION), gang sweep leases
+    (SWEEP_PARTITION) and drains' records (DRAINS_PARTITION), the scale steps' claims in the cluster's
+    own partition; the plan's load reads the drains' records (a partition StateStore.load names
+    itself), and the plan and interrupt functions mark the executions they start (first_start, the
+    ``first`` clients.py gives Executions)."""
     drain = state_partitions("DrainFunction")
     assert drain["dynamodb:DeleteItem"] == {"{cluster}#gangsweep"}
-    assert drain["dynamodb:PutItem"] == {"{cluster}", "{cluster}#gangsweep", "{cluster}#drain-counted"}
+    assert drain["dynamodb:PutItem"] == {"{cluster}#drains", "{cluster}#gangsweep", "{cluster}#drain-counted"}
     assert state_partitions("ScaleFunction")["dynamodb:DeleteItem"] == {OWN_PARTITION}
+    assert store_partitions()["load"] == {"DRAINS_PARTITION"}
+    plan = state_partitions("PlanFunction")
+    assert plan["dynamodb:Query"] == {OWN_PARTITION, "{cluster}#drains"}
+    assert wired_start_mark() == ("spillway.adapters.state_store", "first_start")
+    for function in ("PlanFunction", "InterruptFunction"):
+        assert state_partitions(function)["dynamodb:GetItem"] == {"{cluster}#started"}
     # claims.py's Owner.raised (a Query), which scale.py reaches only as owner.raised() on its instance
     raised = source("spillway.act.claims").defs["Owner.raised"]
     assert any(node is raised for node in reachable(*ENTRIES["ScaleFunction"], imported=True))
     assert not any(node is raised for node in reachable(*ENTRIES["ScaleFunction"]))
 
 
-@pytest.mark.parametrize("function", ["DrainFunction", "ScaleFunction"])
-def test_the_drain_and_scale_roles_touch_only_the_partitions_their_code_writes(function: str) -> None:
+STATE_TABLE_USERS = ["DrainFunction", "ScaleFunction", "PlanFunction", "InterruptFunction"]
+
+
+def test_the_functions_whose_roles_touch_the_state_table_are_those_checked_below() -> None:
+    assert sorted(f for f in FUNCTIONS if "StateTable" in table_actions(f)) == sorted(STATE_TABLE_USERS)
+    assert all(state_partitions(f) for f in STATE_TABLE_USERS)
+
+
+@pytest.mark.parametrize("function", STATE_TABLE_USERS)
+def test_each_role_touches_only_the_state_partitions_its_code_asks_in(function: str) -> None:
     """dynamodb:LeadingKeys, the partition key of every item a request names (DynamoDB Developer Guide,
     "Using IAM policy conditions for fine-grained access control": the partition key only, with
     ForAllValues; GetItem, PutItem, DeleteItem and Query take it, Service Authorization Reference). The
     drain and scale roles could delete any item of the state table: the drain function the planner's
-    state (a plan then starts over from an empty one), the scale function the drains' marks. Each now
+    state (a plan then starts over from an empty one), the scale function the drains' marks; the plan
+    and interrupt roles could write any partition (the sweep leases, the drains' records). Each now
     touches, per action, exactly the partitions its code asks it in: the drain deletes gang sweep
     leases alone, which have a partition of their own. A partition the code starts writing in fails
     here until the role may, and a grant the code no longer needs fails too."""
     assert granted_state_partitions(function) == state_partitions(function)
+
+
+def test_the_drain_function_writes_nothing_in_the_clusters_own_partition() -> None:
+    """The planner's state item is in the cluster's own partition, and IAM cannot limit a sort key: a
+    put there, even of a claim's attributes only, could replace it (a plan then starts from an empty
+    state). The drains' records have a partition of their own (DRAINS_PARTITION), which plans load."""
+    granted = granted_state_partitions("DrainFunction")
+    assert OWN_PARTITION not in granted["dynamodb:PutItem"] | granted.get("dynamodb:DeleteItem", set())
+    assert "dynamodb:UpdateItem" not in granted
 
 
 def test_drain_nodes_role_may_put_only_its_counted_marks() -> None:

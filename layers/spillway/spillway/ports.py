@@ -308,7 +308,6 @@ class Ledger(Protocol):
         *,
         expires: datetime,
         now: datetime | None = None,  # a lease: a claim expired by ``now`` is overwritten
-        replacing: Mapping[str, object] | None = None,  # and one holding this value (taken over)
     ) -> tuple[dict[str, object], bool]: ...
     # with ``held_as``, only while the claim holds that value (a lease's holder letting go of its own)
     def release(self, cluster: str, item: str, *, held_as: Mapping[str, object] | None = None) -> bool: ...

@@ -187,7 +187,7 @@ from spillway.model.nodegroup import (
     is_managed,
     scale_in_protected,
 )
-from spillway.model.state import DRAIN_ENDED_PREFIX, SCALE_DOWN_FAILED_PREFIX
+from spillway.model.state import DRAIN_ENDED_PREFIX, DRAINS_PARTITION, SCALE_DOWN_FAILED_PREFIX
 from spillway.model.utc import aware
 from spillway.planner.disruption import TOLERATES_DRAIN, assess, comes_back, dead, marked_never
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
@@ -3160,8 +3160,8 @@ class Drainer:
         their PodDisruptionBudgets, nor the node's pods as leaving (a released make room's too: the plan
         forgot its room, and its claim took every worker on the node off its elastic job)
         (:meth:`spillway.planner.scaledown.ScaleDownStage.claim_ended`): an
-        item of the state table per plan and node (a claim, so the step run again writes it once),
-        which the state store merges into ``State.ended_drains`` at load. A write throttled or unanswered
+        item of the state table per plan and node (a claim, so the step run again writes it once, in
+        :data:`~spillway.model.state.DRAINS_PARTITION`), which the state store merges into ``State.ended_drains`` at load. A write throttled or unanswered
         past botocore's retries (:class:`AwsThrottled`, :class:`AwsUnavailable`) fails the record step,
         whose Retry runs it again, nothing counted yet (the count comes last, and once:
         :meth:`_counter`; its Event, put before, is named by the execution, so the run again puts none
@@ -3185,7 +3185,7 @@ class Drainer:
         now = self.clock()
         try:
             self.ledger.claim(
-                self.cluster,
+                DRAINS_PARTITION.format(cluster=self.cluster),
                 f"{DRAIN_ENDED_PREFIX}{plan_id}#{node}",
                 {"at": iso(now), "node": node, "planned_at": iso(claimed)},
                 expires=now + SCALE_DOWN_FAILURE_KEPT,
@@ -3199,7 +3199,8 @@ class Drainer:
         """When ``outcome`` is a plan's scale-down drain failing (:data:`SCALE_DOWN_FAILURES`,
         :func:`_scales_down`), tell later plans, so that they wait
         ``scale_down_delay_after_failure_minutes`` (cluster-autoscaler's ``lastScaleDownFailTime``): an
-        item of the state table per drain (a claim, so the step run again writes it once), which the
+        item of the state table per drain (a claim, so the step run again writes it once, in
+        :data:`~spillway.model.state.DRAINS_PARTITION`), which the
         state store merges into ``State.scale_down`` at load. Best effort, as the Event: the outcome
         stands, and a write that fails only costs the wait."""
         if outcome not in SCALE_DOWN_FAILURES or not _scales_down(drain):
@@ -3208,7 +3209,7 @@ class Drainer:
         item = f"{SCALE_DOWN_FAILED_PREFIX}{drain.name or f'{drain.node}@{drain.started_at}'}"
         try:
             self.ledger.claim(
-                self.cluster,
+                DRAINS_PARTITION.format(cluster=self.cluster),
                 item,
                 {"at": iso(now), "node": drain.node},
                 expires=now + SCALE_DOWN_FAILURE_KEPT,

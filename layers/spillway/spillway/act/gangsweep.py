@@ -42,13 +42,10 @@ a Node busy by then until its work ends and the sweep of the idle Node terminate
 
 The claims have a partition of their own so that the drain function's role may delete them and nothing
 else of the state table (``dynamodb:LeadingKeys``: IAM has no condition on a sort key). Builds before it
-claimed in the cluster's own partition, and read no claim of this one: so a sweep, once it holds its
-claim, also marks the instance there (the same item, a lease as long as its claim, written on the same
-condition), which it cannot delete. An older build's sweep, one still running while ``sam deploy``
-switches the function over or one of a build rolled back to, finds the mark while it lasts and is
-``held``; a sweep that finds an older build's live claim there is ``held`` (and gives its own claim
-back). The mark outlasts its sweep: a later sweep of this build takes it over (a put conditional on the
-mark's value), its own lease from then.
+claimed in the cluster's own partition: a sweep also honours such a claim while its lease lasts (an older
+build's sweep still running while ``sam deploy`` switches the function over), and is ``held``. A build
+rolled back to one before reads no claim of this partition: for the length of the invocations running
+then, two sweeps of one orphan may overlap, as before the claims.
 """
 
 from __future__ import annotations
@@ -65,7 +62,7 @@ from pydantic import Field
 from spillway.act.instances import nodes_on
 from spillway.act.unregistered import InstanceRequest, parse_instance_request
 from spillway.errors import NodeNotFound, SpillwayError, StateConflict
-from spillway.model.cluster import NodeInfo, PodInfo, format_time, instance_id_from_provider_id
+from spillway.model.cluster import NodeInfo, PodInfo, format_time, instance_id_from_provider_id, parse_time
 from spillway.planner.disruption import dead, keeps_node_busy
 from spillway.ports import Cloud, Cluster, Ledger
 
@@ -76,9 +73,6 @@ NAMED_PODS = 3
 SWEEP_PREFIX = "gangsweep#"  # the claim on one instance's sweep: gangsweep#<region>#<instance>
 # ... in this partition of the state table, beside the cluster's own (whose items no sweep may delete)
 SWEEP_PARTITION = "{cluster}#gangsweep"
-# What tells a sweep's mark in the cluster's own partition (its claim's value and this key, naming the
-# partition of the claims) from the claim an older build's sweep makes there
-MARK_KEY = "claimed_in"
 # The words every sweep's cordon begins with (``gang orphan <instance> (plan <id>)``): the one cordon of
 # Spillway's a sweep takes over (a dead sweep's); any other (a drain's, a give-back's) it leaves as it is.
 ORPHAN_CORDON = "gang orphan "
@@ -142,7 +136,7 @@ def _claimed_sweep(
     except StateConflict:  # released between its put and its read: that sweep has just ended
         holder, created = {}, False
     ours = created or holder.get("sweep") == token
-    if ours and (older := _mark_for_older_builds(ledger, cluster, item, mine, now)) is not None:
+    if ours and (older := _older_builds_claim(ledger, cluster, item, now)) is not None:
         _let_go(ledger, cluster, item, mine)
         holder, ours = older, False
     if not ours:
@@ -154,32 +148,22 @@ def _claimed_sweep(
         _let_go(ledger, cluster, item, mine)
 
 
-def _mark_for_older_builds(
-    ledger: Ledger, cluster: str, item: str, mine: Mapping[str, object], now: datetime
-) -> dict[str, object] | None:
-    """Mark the instance claimed in the cluster's own partition, where builds before
-    :data:`SWEEP_PARTITION` claim it (see the module docstring): a lease for :data:`HOLD`, over none,
-    a lapsed one or a mark an earlier sweep of this build left (taken over). None once the mark is this
-    sweep's; else what holds the sweep back: an older build's live claim, or (``unknown``) a mark that
-    could not be written, or an item that went away as it was read (an older build's sweep that just
-    ended): the sweep is ``held``, and the next plan's tries again."""
-    mark = {**mine, MARK_KEY: SWEEP_PARTITION.format(cluster=cluster)}
-    replacing: dict[str, object] | None = None
-    for _ in range(2):  # a mark of this build's found: taken over once
-        try:
-            stored, _created = ledger.claim(
-                cluster, item, mark, expires=now + HOLD, now=now, replacing=replacing
-            )
-        except StateConflict:
-            return {}
-        except SpillwayError as exc:
-            return {"plan": "unknown", "at": f"unknown: the instance could not be marked ({exc})"[:300]}
-        if stored.get("sweep") == mine["sweep"]:
-            return None
-        if MARK_KEY not in stored:  # an older build's live claim
-            return stored
-        replacing = stored
-    return stored
+def _older_builds_claim(ledger: Ledger, cluster: str, item: str, now: datetime) -> dict[str, object] | None:
+    """The claim a build before :data:`SWEEP_PARTITION` holds on the instance in the cluster's own
+    partition, while its lease lasts (its ``at`` plus :data:`HOLD`); None when there is none, or it has
+    no time. One that cannot be read counts as held: the sweep is ``held``, and the next plan's tries
+    again."""
+    try:
+        held = ledger.claims(cluster, item).get(item)
+    except SpillwayError as exc:
+        return {"plan": "unknown", "at": f"unknown: an older build's claim could not be read ({exc})"[:300]}
+    if held is None:
+        return None
+    try:
+        at = parse_time(str(held.get("at") or ""))
+    except ValueError:  # no time: not a claim of a sweep's (every build's names its time), not a lease
+        at = None
+    return held if at is not None and at + HOLD > now else None
 
 
 def _let_go(ledger: Ledger, cluster: str, item: str, mine: Mapping[str, object]) -> None:

@@ -23,13 +23,15 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                       "owner#<region>#<id>",
                       "gangsweep#<region>#<id>" (in the partition <cluster>#gangsweep: its own, so
                                                  that the drain function may delete it and nothing of
-                                                 the cluster's partition; builds before wrote it there,
-                                                 where a sweep marks it too, value {..., "claimed_in"}),
+                                                 the cluster's partition; builds before wrote it there),
                       "scaledown-failed#<drain>" (value {"at", "node"}: a plan's scale-down drain that
                                                  failed, merged into State.scale_down["failed"] at load),
                       "drain-ended#<plan>#<node>" (value {"at", "node", "planned_at"}: a plan's drain
                                                  that ended keeping its node, merged into
-                                                 State.ended_drains at load)
+                                                 State.ended_drains at load; these two in the
+                                                 partition <cluster>#drains, so that the drain function
+                                                 may write nothing of the cluster's partition; builds
+                                                 before wrote them there, where load still reads them)
 
 **Claims** (:meth:`StateStore.claim`) are written once and never overwritten (``attribute_not_exists``):
 a raise marker makes an execution's relative capacity raise happen once however often Step Functions
@@ -92,6 +94,12 @@ the newer one ran, and what is lost is at most work done again or later:
 * ``scale_down``: scale-down does not wait after a removal (a failure item is merged in again at load).
 * ``ended_drains``: a copy of the ``drain-ended#`` items, merged in again at every load; a build before
   it reads none of them, and an ended drain's claim spends PodDisruptionBudget allowance until it lapses.
+
+The drains' records (``scaledown-failed#``, ``drain-ended#``) moved from the cluster's own partition to
+``<cluster>#drains``; :meth:`StateStore.load` reads both, so the records a build before wrote count for
+their day. A build rolled back to one before reads only the cluster's own partition: a drain that failed
+or ended after the upgrade is unknown to it, with the cost above (no wait after that failure, an ended
+drain's claim spending until it lapses).
 """
 
 from __future__ import annotations
@@ -116,6 +124,7 @@ from spillway.model.aws import REGION_FORM
 from spillway.model.groupkey import GroupKey
 from spillway.model.state import (
     DRAIN_ENDED_PREFIX,
+    DRAINS_PARTITION,
     LATEST_TIME,
     POOL_PREFIX,
     SCALE_DOWN_FAILED_PREFIX,
@@ -263,19 +272,15 @@ class StateStore:
         """The state with every back-off merged in (consistent read); an empty state at version 0.
         ``now``: a pool's back-off over by then gives way to one still lasting (:func:`merge_backoffs`)."""
         items = self._items(cluster)
+        # the drains' records in their partition, and those a build before wrote in the cluster's own
+        failures, ended = _drain_records([*self._items(DRAINS_PARTITION.format(cluster=cluster)), *items])
         stored = StoredState()
         backoffs: list[Backoff] = []
-        failures: list[datetime] = []  # failed scale-down drains (State.scale_down)
-        ended: list[tuple[str, datetime]] = []  # plan's drains that ended keeping their node
         unknown: list[str] = []  # back-off attributes a newer build added: ignored, named once
         for item in items:
             name = item["item"]["S"]
             if name == STATE_ITEM:
                 stored = _stored(item)
-            elif name.startswith(SCALE_DOWN_FAILED_PREFIX):
-                failures.extend(_failed_at(item))
-            elif name.startswith(DRAIN_ENDED_PREFIX):
-                ended.extend(_ended(item))
             elif name.startswith(BACKOFF_PREFIX):
                 try:
                     backoffs.append(_backoff(item))
@@ -487,7 +492,6 @@ class StateStore:
         *,
         expires: datetime,
         now: datetime | None = None,
-        replacing: Mapping[str, object] | None = None,
     ) -> tuple[dict[str, object], bool]:
         """Write ``value`` under ``item`` unless the item exists. Returns the stored value and whether
         this call wrote it (False: an earlier claim stands, returned as it was stored). False too when
@@ -496,9 +500,7 @@ class StateStore:
 
         With ``now`` the claim is a lease: one whose ``expires`` is at or before ``now`` counts as none
         and is overwritten (its holder is gone; DynamoDB's TTL deletes an expired item only some time
-        later, often days). Without it a claim stands until it is released or deleted. With
-        ``replacing``, a claim holding that value is overwritten too (taken over: a caller that may not
-        delete it, the gang sweep's mark, :mod:`spillway.act.gangsweep`)."""
+        later, often days). Without it a claim stands until it is released or deleted."""
         what = f"claim {cluster}/{item}"
         record = {
             "cluster": {"S": cluster},
@@ -506,8 +508,18 @@ class StateStore:
             "value": {"S": _claim_json(value)},
             "expires_at": {"N": str(_epoch(expires))},
         }
+        condition: dict[str, Any] = {
+            "ConditionExpression": "attribute_not_exists(#i)",
+            "ExpressionAttributeNames": {"#i": "item"},
+        }
+        if now is not None:
+            condition = {
+                "ConditionExpression": "attribute_not_exists(#i) OR #e <= :now",
+                "ExpressionAttributeNames": {"#i": "item", "#e": "expires_at"},
+                "ExpressionAttributeValues": {":now": {"N": str(_epoch(now))}},
+            }
         try:
-            self.client.put_item(TableName=self.table, Item=record, **_claim_condition(now, replacing))
+            self.client.put_item(TableName=self.table, Item=record, **condition)
             return dict(value), True
         except ClientError as exc:
             if not _condition_failed(exc):
@@ -593,24 +605,18 @@ def _ended(item: Mapping[str, Any]) -> list[tuple[str, datetime]]:
     return []
 
 
-def _claim_condition(now: datetime | None, replacing: Mapping[str, object] | None) -> dict[str, Any]:
-    """A claim's put condition: no item; with ``now``, or one expired by then; with ``replacing``, or one
-    holding that value."""
-    terms = ["attribute_not_exists(#i)"]
-    names = {"#i": "item"}
-    values: dict[str, Any] = {}
-    if now is not None:
-        terms.append("#e <= :now")
-        names["#e"] = "expires_at"
-        values[":now"] = {"N": str(_epoch(now))}
-    if replacing is not None:
-        terms.append("#v = :old")
-        names["#v"] = "value"
-        values[":old"] = {"S": _claim_json(replacing)}
-    condition: dict[str, Any] = {"ConditionExpression": " OR ".join(terms), "ExpressionAttributeNames": names}
-    if values:
-        condition["ExpressionAttributeValues"] = values
-    return condition
+def _drain_records(items: Sequence[Mapping[str, Any]]) -> tuple[list[datetime], list[tuple[str, datetime]]]:
+    """The times of the failed scale-down drains (State.scale_down) and the plans' drains that ended
+    keeping their node (State.ended_drains) among ``items``; any other item is not theirs."""
+    failures: list[datetime] = []
+    ended: list[tuple[str, datetime]] = []
+    for item in items:
+        name = item["item"]["S"]
+        if name.startswith(SCALE_DOWN_FAILED_PREFIX):
+            failures.extend(_failed_at(item))
+        elif name.startswith(DRAIN_ENDED_PREFIX):
+            ended.extend(_ended(item))
+    return failures, ended
 
 
 def _claim_json(value: Mapping[str, object]) -> str:

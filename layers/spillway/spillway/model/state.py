@@ -34,7 +34,8 @@ Wire form (state file and state table item)::
 cancelled or rejected: the node given back uncordoned, its remaining pods running; or a make-room drain
 released, its moved pods evicted, the node uncordoned and kept), each with the time
 of the plan whose claim that drain was (its ``planned_at``, whole seconds), not the time it ended. The
-drain writes an item of the state table per plan and node (:data:`DRAIN_ENDED_PREFIX`), which the state
+drain writes an item of the state table per plan and node (:data:`DRAIN_ENDED_PREFIX`, in
+:data:`DRAINS_PARTITION`), which the state
 store merges in at load (:func:`merge_ended_drains`, the latest plan per node); the planner never
 writes it back (a step that commits the state it loaded, the scale function's, may; the items are
 merged in again at every load). A node's claim (``draining_since``) made by that plan, the same time
@@ -268,6 +269,11 @@ SCALE_DOWN_FAILED_PREFIX = "scaledown-failed#"
 # a claim whose value holds ``node``, ``planned_at``, the plan's time, and ``at``, when it ended), merged
 # into ``State.ended_drains`` at load
 DRAIN_ENDED_PREFIX = "drain-ended#"
+# ... both in this partition of the state table, beside the cluster's own, so that the drain function's
+# role may write them and nothing of the cluster's partition (the planner's state item: IAM has no
+# condition on a sort key). Builds before wrote them in the cluster's own partition, where the state
+# store still reads them (one such build's, rolled back to, too); they expire a day after they were written.
+DRAINS_PARTITION = "{cluster}#drains"
 
 
 class Since(BaseModel):
