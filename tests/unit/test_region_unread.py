@@ -131,6 +131,35 @@ def test_a_regions_groups_last_read_longer_ago_than_the_bound_are_left_out() -> 
     assert [u.region for u in snap.cluster.regions_unread] == [WEST]
 
 
+def test_a_group_is_carried_for_its_own_node_provision_time() -> None:
+    """A group's ``maxnodeprovisiontime`` autoscaling-options tag is its max_node_provision_minutes: the
+    plans count a launch of it as coming that long. Carried for the configuration's 15 minutes only, a
+    GPU group tagged 30 was left out while its launch still booted, within its time, and the pods it was
+    raised for were launched for in another region; one tagged 5 was carried, its raise counted, long
+    after a launch of it had failed. Each is now carried for its own time."""
+    store = FakeSnapshots()
+    cloud = Failing()
+    west = cloud.node_groups_by_region[WEST][0]
+    cloud.node_groups_by_region[WEST] = [
+        replace(west, options=(("max_node_provision_minutes", 30.0),)),
+        replace(west, name="west-quick", options=(("max_node_provision_minutes", 5.0),)),
+        replace(west, name="west-plain"),
+    ]
+    store.add(observe_once(kube(), cloud, CONFIG, lambda: T0 - timedelta(minutes=20)))
+    cloud.failing = {WEST}
+
+    snap = observe(cloud, store)
+
+    assert [g.name for g in snap.groups] == ["east", "west"]  # 20 minutes after the read: only the 30's
+
+    store = FakeSnapshots()
+    cloud.failing = set()
+    store.add(observe_once(kube(), cloud, CONFIG, lambda: T0 - timedelta(minutes=6)))
+    cloud.failing = {WEST}
+
+    assert [g.name for g in observe(cloud, store).groups] == ["east", "west", "west-plain"]
+
+
 def test_a_region_unread_with_nothing_stored_before_carries_no_group() -> None:
     snap = observe(Failing(WEST), FakeSnapshots())
 
