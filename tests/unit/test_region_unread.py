@@ -131,6 +131,35 @@ def test_a_regions_groups_last_read_longer_ago_than_the_bound_are_left_out() -> 
     assert [u.region for u in snap.cluster.regions_unread] == [WEST]
 
 
+def test_a_group_is_carried_for_its_own_node_provision_time() -> None:
+    """A group's ``maxnodeprovisiontime`` autoscaling-options tag is its max_node_provision_minutes: the
+    plans count a launch of it as coming that long. Carried for the configuration's 15 minutes only, a
+    GPU group tagged 30 was left out while its launch still booted, within its time, and the pods it was
+    raised for were launched for in another region; one tagged 5 was carried, its raise counted, long
+    after a launch of it had failed. Each is now carried for its own time."""
+    store = FakeSnapshots()
+    cloud = Failing()
+    west = cloud.node_groups_by_region[WEST][0]
+    cloud.node_groups_by_region[WEST] = [
+        replace(west, options=(("max_node_provision_minutes", 30.0),)),
+        replace(west, name="west-quick", options=(("max_node_provision_minutes", 5.0),)),
+        replace(west, name="west-plain"),
+    ]
+    store.add(observe_once(kube(), cloud, CONFIG, lambda: T0 - timedelta(minutes=20)))
+    cloud.failing = {WEST}
+
+    snap = observe(cloud, store)
+
+    assert [g.name for g in snap.groups] == ["east", "west"]  # 20 minutes after the read: only the 30's
+
+    store = FakeSnapshots()
+    cloud.failing = set()
+    store.add(observe_once(kube(), cloud, CONFIG, lambda: T0 - timedelta(minutes=6)))
+    cloud.failing = {WEST}
+
+    assert [g.name for g in observe(cloud, store).groups] == ["east", "west", "west-plain"]
+
+
 def test_a_region_unread_with_nothing_stored_before_carries_no_group() -> None:
     snap = observe(Failing(WEST), FakeSnapshots())
 
@@ -474,3 +503,65 @@ def test_a_node_of_a_refused_group_is_not_taken_for_a_carried_groups_launch() ->
 
     assert scale_up(result) == {}
     assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
+
+
+def _raised_east_and_a_stranger_joined(labels: dict[str, str], zone: str = "us-east-1a") -> tuple[World, str]:
+    """east (us-east-1a only) was read at desired 1 and raised to 2 after that read for ``web-0``; a busy
+    m5.2xlarge Node in no group, of us-east-1 (in ``zone``, with ``labels``), registered a minute ago."""
+    w = world()
+    (pod,) = w.pods("web", 1, cpu="3")
+    iid = o.instance_id("stranger")
+    name = o.node_name_for(iid)
+    w.items.append(o.node(name, instance=iid, zone=zone, labels=labels, created=NOW - timedelta(minutes=1)))
+    w.items.append(o.pod("busy-stranger", "default", cpu="7", memory="1Gi", node_name=name, phase="Running"))
+    raised = NOW - timedelta(minutes=3, seconds=50)
+    w.state["raises"] = {
+        "us-east-1/east": {"to": 2, "since": raised.isoformat(), "group": "east", "region": EAST}
+    }
+    return w, pod
+
+
+@pytest.mark.parametrize(
+    ("labels", "zone"),
+    [
+        ({"karpenter.sh/nodepool": "default"}, "us-east-1a"),  # Karpenter's: it launches in no group
+        ({"karpenter.sh/provisioner-name": "default"}, "us-east-1a"),  # ... before v1beta1
+        ({"eks.amazonaws.com/nodegroup": "system"}, "us-east-1a"),  # another EKS managed node group's
+        ({}, "us-east-1b"),  # a zone east does not launch in
+    ],
+    ids=["karpenter", "karpenter-provisioner", "other-eks-nodegroup", "other-zone"],
+)
+def test_a_node_no_launch_of_the_carried_group_can_be_is_not_taken_for_its_raise_joined(
+    labels: dict[str, str], zone: str
+) -> None:
+    """The raise east's carried read cannot show still boots. A Node in no group of its region and type,
+    registered since the read, was taken for that launch joined, so the pod it was raised for got a
+    second node in us-west-2; but a Node Karpenter launched (``karpenter.sh/nodepool``, Karpenter's own
+    label: it launches by CreateFleet, into no Auto Scaling group), one of another EKS managed node group
+    (``eks.amazonaws.com/nodegroup``, which EKS puts on its nodes), or one in a zone the group does not
+    span (Auto Scaling launches only in the group's AvailabilityZones) is no launch of east's."""
+    w, pod = _raised_east_and_a_stranger_joined(labels, zone)
+
+    result = unread_plan(w, EAST)
+
+    assert scale_up(result) == {}
+    assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
+
+
+def test_a_node_of_the_carried_eks_node_group_is_taken_for_its_launch_joined() -> None:
+    """The same Node labelled as east's own EKS managed node group (its template carries the label) is
+    east's launch joined: the pod needs a new node, which goes west."""
+    w, pod = _raised_east_and_a_stranger_joined({"eks.amazonaws.com/nodegroup": "east-ng"})
+    w.groups["east"]["Tags"].append(
+        {
+            "ResourceId": "east",
+            "ResourceType": "auto-scaling-group",
+            "Key": "k8s.io/cluster-autoscaler/node-template/label/eks.amazonaws.com/nodegroup",
+            "Value": "east-ng",
+            "PropagateAtLaunch": True,
+        }
+    )
+
+    result = unread_plan(w, EAST)
+
+    assert scale_up(result) == {"west": (1, 2, [pod])}

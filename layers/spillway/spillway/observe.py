@@ -131,7 +131,8 @@ class ObserveConfig(BaseModel):
     expendable_priority_cutoff: int = -10
     # the planner's max_node_provision_minutes: how long a region whose Auto Scaling read fails has its
     # groups carried from their last read (a launch no Node joined within it counts as failed anyway,
-    # so what was launching then is no capacity coming any more); after that they are left out
+    # so what was launching then is no capacity coming any more); after that they are left out. A group
+    # whose maxnodeprovisiontime tag sets its own is carried for that (carried_groups)
     carry_unread_minutes: float = Field(default=15, gt=0)
 
 
@@ -616,7 +617,8 @@ def carried_groups(
     """Each region whose read ``failed``, marked unread (since when: carried from ``before``, the last
     snapshot, when it was unread there already; the error's class and message, redacted), and its groups
     as ``before`` holds them, each flagged with when it was read (:attr:`NodeGroup.read_at`), while that
-    read is younger than ``carry_minutes`` (``max_node_provision_minutes``). The planner counts what
+    read is younger than ``carry_minutes`` (``max_node_provision_minutes``; the group's own where its
+    autoscaling-options tag sets one: :func:`_carry_bound`). The planner counts what
     such a group launches, so the pods it was raised for are not launched for again in another region,
     and neither grows nor shrinks it; after the bound a launch of it counts as failed anyway, and its
     groups are left out (their nodes, in no group, are never drained)."""
@@ -630,12 +632,19 @@ def carried_groups(
         for region, exc in sorted(failed.items())
     )
     carried: list[NodeGroup] = []
-    bound = timedelta(minutes=carry_minutes)
     for group in before.groups if before is not None else ():
         read_at = aware(group.read_at or before.taken_at) if before is not None else now
-        if group.region in failed and aware(now) - read_at < bound:
+        if group.region in failed and aware(now) - read_at < _carry_bound(group, carry_minutes):
             carried.append(replace(group, read_at=read_at))
     return marks, carried
+
+
+def _carry_bound(group: NodeGroup, carry_minutes: float) -> timedelta:
+    """How long ``group`` is carried: its own max_node_provision_minutes (its ``maxnodeprovisiontime``
+    autoscaling-options tag, :mod:`spillway.model.options`), as the plans count a launch of it, else
+    ``carry_minutes``, the configuration's."""
+    own = dict(group.options).get("max_node_provision_minutes")
+    return timedelta(minutes=carry_minutes if own is None or isinstance(own, bool) else float(own))
 
 
 def _fleet(

@@ -115,6 +115,9 @@ _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # eks.amazonaws.com/nodegroup=<name>, eks.amazonaws.com/capacityType=ON_DEMAND)
 EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
+# Karpenter labels every node it launches with its NodePool (its Provisioner before v1beta1); it launches
+# by CreateFleet, into no Auto Scaling group
+KARPENTER_NODE_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
 # EKS API taint effects (EKS API Reference, ``Taint``) as Kubernetes spells them
 EKS_TAINT_EFFECTS = {
     "NO_SCHEDULE": "NoSchedule",

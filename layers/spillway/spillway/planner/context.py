@@ -17,11 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from spillway.config import PlannerConfig
 from spillway.model.buffer import BufferInfo
-from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
+from spillway.model.cluster import ZONE_LABEL, ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.k8s import DRAINING_TAINT, GIVE_BACK_LEASE_MINUTES
-from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, REGION_LABEL, NodeGroup
+from spillway.model.nodegroup import (
+    EKS_NODEGROUP_LABEL,
+    INSTANCE_TYPE_LABEL,
+    KARPENTER_NODE_LABELS,
+    REGION_LABEL,
+    NodeGroup,
+)
 from spillway.model.priorities import priority_of
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, add_room, attach_limit_key, room_less
@@ -740,8 +746,9 @@ def _joined_since_read(
     """``ready`` with, for each group carried from an earlier read (its region's read failed:
     :mod:`spillway.planner.unread`), the Ready nodes it launched since that read, which the read cannot
     list: Ready and started, in no group (nor of an instance ``listed`` by a refused group or a warm
-    pool), of its region, registered after the read and of a type it launches, each counted for the
-    first such group (by key) that still has nodes coming. Without
+    pool), of its region, a zone and a type it launches, registered after the read and not Karpenter's
+    nor another EKS node group's (:func:`_launched_since_read`), each counted for the first such group
+    (by key) that still has nodes coming. Without
     them a raise made after the read (counted while the group is carried: :mod:`spillway.planner.raises`)
     stayed capacity coming once its nodes had joined, and pods waited on it."""
     carried = sorted((g for g in groups if g.read_at is not None), key=attrgetter("key"))
@@ -763,16 +770,31 @@ def _joined_since_read(
 
 
 def _launched_since_read(group: NodeGroup, info: NodeInfo) -> bool:
-    """Whether ``info`` may be a launch of ``group`` (carried) its read did not see: of its region and
-    a type it launches, registered after the read."""
+    """Whether ``info`` may be a launch of ``group`` (carried) its read did not see: of its region, in a
+    zone of it (Auto Scaling launches only in the group's AvailabilityZones) and a type it launches,
+    registered after the read, and no other launcher's node (:func:`_launched_elsewhere`)."""
     created, read = info.created_at, group.read_at
+    zone = info.labels.get(ZONE_LABEL)
     return (
         created is not None
         and read is not None
         and aware(created) > aware(read)
         and info.labels.get(REGION_LABEL) == group.region
+        and (zone is None or not group.zones or zone in group.zones)
         and info.labels.get(INSTANCE_TYPE_LABEL) in group.launch_types()
+        and not _launched_elsewhere(group, info.labels)
     )
+
+
+def _launched_elsewhere(group: NodeGroup, labels: Mapping[str, str]) -> bool:
+    """Whether a node's ``labels`` name a launcher other than ``group``: Karpenter's NodePool (Karpenter
+    launches into no Auto Scaling group), or an EKS managed node group ``group`` is not (EKS labels its
+    nodes with their node group's name, as the template of such a group carries it)."""
+    if any(key in labels for key in KARPENTER_NODE_LABELS):
+        return True
+    eks = labels.get(EKS_NODEGROUP_LABEL)
+    own = group.template.labels.get(EKS_NODEGROUP_LABEL) if group.template is not None else None
+    return eks is not None and eks != own
 
 
 def _ready_per_group(nodes: Iterable[WorkNode]) -> dict[GroupKey, int]:

@@ -57,7 +57,7 @@ from typing import Any
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
 from spillway.model.cluster import EBS_ZONE_LABEL, ZONE_ID_LABEL, ZONE_LABEL, NodeInfo
 from spillway.model.groupkey import GroupKey
-from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
+from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, KARPENTER_NODE_LABELS, NodeGroup
 from spillway.model.quantity import format_milli
 from spillway.model.resources import CPU, MEMORY, PODS, Resources, add_into, is_attach_limit
 from spillway.model.shared import NODES, LabelRequirement, QuotaInfo, selector_matches
@@ -522,9 +522,9 @@ NewLabels = tuple[Mapping[str, str], frozenset[str]]
 # (a group of such a zone is not held back under another zone's quota)
 UNKNOWN_ZONE_ID = "?"
 REGION_LABEL = "topology.kubernetes.io/region"
-# Karpenter labels its own nodes with the zone id whatever the cloud provider's version, and they run
-# what its NodePools say: they tell nothing of what an Auto Scaling group's next node carries
-KARPENTER_NODE_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
+# Karpenter labels its own nodes (KARPENTER_NODE_LABELS) with the zone id whatever the cloud provider's
+# version, and they run what its NodePools say: they tell nothing of what an Auto Scaling group's next
+# node carries
 
 
 @dataclass(frozen=True, slots=True)
