@@ -621,3 +621,32 @@ def test_a_gang_raise_never_asked_again_that_had_applied_is_given_back() -> None
     out = w.gang.give_back({"state": {**GANG, "prep": gprep, "error": RAISE_FAILED}})
 
     assert w.desired == 1 and out["desired"] == 1
+
+
+def test_a_lost_raise_whose_ask_again_is_throttled_is_asked_again_by_the_retry() -> None:
+    """The raise (1 -> 3) is lost unapplied and read back at 1; its ask again is refused for now
+    (ResourceContention, a throttle: nothing applied, the adapter's AwsThrottled, which no lost try of it
+    preceded). That kept the raise unsettled: the retry asked nothing, and the pods waited out the launch
+    deadline for a raise never made, as for an ask again never sent. The marker is left as it was, and
+    the retry reads the group again and asks again."""
+    w = World()
+    up = w.up.prepare(UP)
+    real = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
+        calls.append(desired)
+        what = f"SetDesiredCapacity({region}, {group}, {desired})"
+        if len(calls) == 1:
+            raise AwsUnavailable(f"{what}: Read timeout")  # not applied
+        if len(calls) == 2:
+            raise AwsThrottled(f"{what}: ResourceContention: You already have a pending update")
+        return real(region, group, desired)
+
+    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+    with pytest.raises(AwsThrottled):
+        w.up.set_desired({**UP, "prep": up})
+
+    w.up.set_desired({**UP, "prep": up})  # Step Functions' retry
+
+    assert (w.desired, calls) == (3, [3, 3, 3]) and not up_owner(w).unsettled()

@@ -58,7 +58,7 @@ from typing import Any
 from uuid import uuid4
 
 from spillway.act.deadline import NO_DEADLINE, Deadline
-from spillway.errors import AsgLimitExceeded, AwsUnavailable, SpillwayError
+from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, SpillwayError
 from spillway.model.calltime import MARKED_CALLS
 from spillway.model.cluster import format_time, parse_time
 from spillway.model.nodegroup import LIVE_STATES
@@ -190,8 +190,10 @@ def _ask(
     is Auto Scaling's own window (no compare-and-set, as between any two raises). An ask again that
     fails, as any other ambiguity, keeps the marker unsettled. A first ask refused, or none of whose
     tries reached AWS, applied nothing: its marker goes; an ask again none of whose tries reached AWS
-    (one the step had no time left for, typically after a lost answer that spent its tries' timeouts)
-    leaves the marker as it was, for the step's retry to settle (:func:`_retried`)."""
+    (one the step had no time left for, typically after a lost answer that spent its tries' timeouts),
+    or refused for now (:class:`AwsThrottled`: a throttle, ResourceContention, a scaling activity in
+    progress; none of its tries lost), applied nothing either and leaves the marker as it was, for the
+    step's retry to settle (:func:`_retried`): kept unsettled, the raise was never made."""
     before, after, count = raise_
     raised = {"status": "raised", "again": False, "before": before, "after": after, "count": count}
     try:
@@ -210,8 +212,12 @@ def _ask(
             return _ask(aws, owner, raise_, now, deadline, again=True)
         _keep_unsettled(owner, now)  # applied or not, nobody can tell: kept (never twice), and said so
         raise
+    except AwsThrottled:  # refused for now, nothing applied: as an ask again never sent, the retry asks
+        if not again:  # (the first ask: not raised, the retry raises)
+            owner.ledger.release(owner.cluster, RAISE_PREFIX + owner.owner)
+        raise
     except SpillwayError:
-        if again:  # refused now, but the ask before may have applied
+        if again:  # refused, but the ask before may have applied
             _keep_unsettled(owner, now)
         else:  # not raised: the retry must raise
             owner.ledger.release(owner.cluster, RAISE_PREFIX + owner.owner)
