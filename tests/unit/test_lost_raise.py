@@ -18,7 +18,7 @@ from test_shared_group import GANG, NOW, UP, World
 
 from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, Owner, give_back_undelivered
 from spillway.act.deadline import Deadline
-from spillway.errors import AwsUnavailable
+from spillway.errors import AwsThrottled, AwsUnavailable
 from spillway.local import objects as o
 
 FLEET = {**GANG, "mode": "fleet", "execution": "gang-fleet-1"}
@@ -548,3 +548,105 @@ def test_a_lost_raise_with_no_time_left_to_ask_again_is_asked_again_by_the_retry
     w.up.set_desired({**UP, "prep": up})
 
     assert (w.desired, calls) == (3, [3, 3]) and not up_owner(w).unsettled()
+
+
+def gang_raise_left_unasked(w: World, applied: bool) -> dict[str, Any]:
+    """The gang's raise (1 -> 4) is lost, ``applied`` or not, and read back at 1 (a stale read when it
+    applied); its ask again is not sent (the lost tries took the invocation's time), leaving the marker
+    for the retry; a scale-up raises meanwhile when it did not apply (1 -> 3, its instances still to
+    launch); the step's six retries are throttled reading the group, before they reach the marker. The
+    gang's prep is returned, for its GiveBack."""
+    gprep = w.gang.prepare(GANG)
+    clock = {"left": 200.0}
+    w.gang.deadline = Deadline(lambda: clock["left"], 49)
+    real_set, real_describe = w.cloud.set_desired_capacity, w.cloud.describe_group
+    calls: list[int] = []
+
+    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
+        if before_call is not None:
+            before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
+        calls.append(desired)
+        if len(calls) > 1:
+            return real_set(region, group, desired)
+        if applied:
+            real_set(region, group, desired)
+            stale_reads(w, 1, was=1)
+        clock["left"] = 60.0  # its tries took most of the invocation
+        raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): Read timeout")
+
+    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        w.gang.raise_desired({**GANG, "prep": gprep})
+    assert calls == [4] and not Owner(w.ledger, "prod", "us-east-1", "gpu", str(gprep["attempt"])).unsettled()
+    if not applied:
+        uprep = w.up.prepare(UP)
+        w.up.set_desired({**UP, "prep": uprep})
+    clock["left"] = 200.0
+
+    def throttled(region: str, group: str) -> Any:
+        raise AwsThrottled(f"DescribeAutoScalingGroups({region}, {group}): Rate exceeded")
+
+    w.cloud.describe_group = throttled  # type: ignore[method-assign]
+    for _ in range(6):  # RaiseDesired's retries, then its Catch: GiveBack
+        with pytest.raises(AwsThrottled):
+            w.gang.raise_desired({**GANG, "prep": gprep})
+    w.cloud.describe_group = real_describe  # type: ignore[method-assign]
+    return gprep
+
+
+RAISE_FAILED = {"Error": "AwsThrottled", "Cause": "DescribeAutoScalingGroups: Rate exceeded"}
+
+
+def test_a_gang_raise_never_asked_again_gives_back_no_capacity_it_may_never_have_added() -> None:
+    """The gang's GiveBack read the marker its failed RaiseDesired left as a raise made and took the
+    gang's 3 off the live value: the scale-up's 2, raised after it, went with them (main gave the marker
+    back after the read-back, and GiveBack gave back nothing). It is settled first: read back at 3, with
+    the scale-up's marker in its window, it is kept unsettled and nothing is given back."""
+    w = World()
+    gprep = gang_raise_left_unasked(w, applied=False)
+    assert w.desired == 3
+
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "error": RAISE_FAILED}})
+
+    assert w.desired == 3 and out["desired"] == 3  # the scale-up's raise stands
+
+
+def test_a_gang_raise_never_asked_again_that_had_applied_is_given_back() -> None:
+    """The same marker, of a raise that did apply (its read-back was stale): settled in GiveBack by a
+    read at the raise's value, landed, and its capacity is given back."""
+    w = World()
+    gprep = gang_raise_left_unasked(w, applied=True)
+    assert w.desired == 4
+
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "error": RAISE_FAILED}})
+
+    assert w.desired == 1 and out["desired"] == 1
+
+
+def test_a_lost_raise_whose_ask_again_is_throttled_is_asked_again_by_the_retry() -> None:
+    """The raise (1 -> 3) is lost unapplied and read back at 1; its ask again is refused for now
+    (ResourceContention, a throttle: nothing applied, the adapter's AwsThrottled, which no lost try of it
+    preceded). That kept the raise unsettled: the retry asked nothing, and the pods waited out the launch
+    deadline for a raise never made, as for an ask again never sent. The marker is left as it was, and
+    the retry reads the group again and asks again."""
+    w = World()
+    up = w.up.prepare(UP)
+    real = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
+        calls.append(desired)
+        what = f"SetDesiredCapacity({region}, {group}, {desired})"
+        if len(calls) == 1:
+            raise AwsUnavailable(f"{what}: Read timeout")  # not applied
+        if len(calls) == 2:
+            raise AwsThrottled(f"{what}: ResourceContention: You already have a pending update")
+        return real(region, group, desired)
+
+    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+    with pytest.raises(AwsThrottled):
+        w.up.set_desired({**UP, "prep": up})
+
+    w.up.set_desired({**UP, "prep": up})  # Step Functions' retry
+
+    assert (w.desired, calls) == (3, [3, 3, 3]) and not up_owner(w).unsettled()

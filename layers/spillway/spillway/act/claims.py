@@ -58,7 +58,7 @@ from typing import Any
 from uuid import uuid4
 
 from spillway.act.deadline import NO_DEADLINE, Deadline
-from spillway.errors import AsgLimitExceeded, AwsUnavailable, SpillwayError
+from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, SpillwayError
 from spillway.model.calltime import MARKED_CALLS
 from spillway.model.cluster import format_time, parse_time
 from spillway.model.nodegroup import LIVE_STATES
@@ -190,8 +190,10 @@ def _ask(
     is Auto Scaling's own window (no compare-and-set, as between any two raises). An ask again that
     fails, as any other ambiguity, keeps the marker unsettled. A first ask refused, or none of whose
     tries reached AWS, applied nothing: its marker goes; an ask again none of whose tries reached AWS
-    (one the step had no time left for, typically after a lost answer that spent its tries' timeouts)
-    leaves the marker as it was, for the step's retry to settle (:func:`_retried`)."""
+    (one the step had no time left for, typically after a lost answer that spent its tries' timeouts),
+    or refused for now (:class:`AwsThrottled`: a throttle, ResourceContention, a scaling activity in
+    progress; none of its tries lost), applied nothing either and leaves the marker as it was, for the
+    step's retry to settle (:func:`_retried`): kept unsettled, the raise was never made."""
     before, after, count = raise_
     raised = {"status": "raised", "again": False, "before": before, "after": after, "count": count}
     try:
@@ -210,8 +212,12 @@ def _ask(
             return _ask(aws, owner, raise_, now, deadline, again=True)
         _keep_unsettled(owner, now)  # applied or not, nobody can tell: kept (never twice), and said so
         raise
+    except AwsThrottled:  # refused for now, nothing applied: as an ask again never sent, the retry asks
+        if not again:  # (the first ask: not raised, the retry raises)
+            owner.ledger.release(owner.cluster, RAISE_PREFIX + owner.owner)
+        raise
     except SpillwayError:
-        if again:  # refused now, but the ask before may have applied
+        if again:  # refused, but the ask before may have applied
             _keep_unsettled(owner, now)
         else:  # not raised: the retry must raise
             owner.ledger.release(owner.cluster, RAISE_PREFIX + owner.owner)
@@ -231,17 +237,45 @@ def _retried(
     said = {k: v for k, v in marker.items() if k not in ("existing", "token")}
     if _asked(owner):
         return {"status": "raised", "again": True, **said}
-    raw = marker.get("at")
-    at = parse_time(raw) if isinstance(raw, str) and raw else None
-    before, after = int(str(marker.get("before"))), int(str(marker.get("after")))
-    landed = _landed(aws, owner, before, after, at or now)
+    landed = _marker_landed(aws, owner, marker, now)
     if landed is False:
-        return _ask(aws, owner, (before, after, int(str(marker.get("count")))), now, deadline, again=True)
+        raise_ = (
+            int(str(marker.get("before"))),
+            int(str(marker.get("after"))),
+            int(str(marker.get("count"))),
+        )
+        return _ask(aws, owner, raise_, now, deadline, again=True)
     if landed:
         _mark_asked(owner, now)
     else:
         _keep_unsettled(owner, now)
     return {"status": "raised", "again": True, **said}
+
+
+def _marker_landed(aws: Cloud, owner: Owner, marker: Mapping[str, object], now: datetime) -> bool | None:
+    """:func:`_landed` for the raise ``marker`` records (dated by it, else ``now``)."""
+    raw = marker.get("at")
+    at = parse_time(raw) if isinstance(raw, str) and raw else None
+    before, after = int(str(marker.get("before"))), int(str(marker.get("after")))
+    return _landed(aws, owner, before, after, at or now)
+
+
+def settle_unanswered(aws: Cloud, owner: Owner, now: datetime) -> None:
+    """Settle, before a give-back reads it, ``owner``'s raise marker that no step answered, settled or
+    kept unsettled: one left for the step's retry to ask again (an ask again none of whose tries
+    reached AWS: :func:`_ask`) when every retry failed before it reached the marker (the group could
+    not be read). Its raise may never have applied: read as made, its count given back came off the
+    live value, another owner's capacity. Landed (:func:`_landed`), it is recorded as asked (and given
+    back); else it is kept unsettled, and nothing of it is given back. An attach's marker
+    (:func:`mark_attach`) is left as it is."""
+    item = RAISE_PREFIX + owner.owner
+    marker = owner.ledger.claims(owner.cluster, item).get(item)
+    if not marker or marker.get("by") or _asked(owner):
+        return
+    if _marker_landed(aws, owner, marker, now):
+        _mark_asked(owner, now)
+    else:
+        _keep_unsettled(owner, now)
 
 
 def _keep_unsettled(owner: Owner, now: datetime) -> None:

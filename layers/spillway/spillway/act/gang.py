@@ -87,7 +87,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from spillway.act.backoff import Pool, back_off, failed_pool, fleet_pools, needs_subnet_zones
-from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
+from spillway.act.claims import (
+    Owner,
+    give_back_undelivered,
+    mark_attach,
+    own_instances,
+    raise_once,
+    settle_unanswered,
+)
 from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.instances import (
     Terminated,
@@ -542,6 +549,18 @@ class GangSteps:
                 "after": raised["after"], "count": raised["count"], "desired": raised["after"],
                 "previous": raised["before"], "instances": []}  # fmt: skip
 
+    def _settle_failed_raise(
+        self, state: Mapping[str, Any], req: GangRequest, prep: Mapping[str, Any]
+    ) -> None:
+        """A rollback attempt whose RaiseDesired did not answer (no ``$.launch`` of it: its retries all
+        failed) may leave its raise marker unsettled by any step: settled here, before anything of it is
+        given back (:func:`spillway.act.claims.settle_unanswered`). One that answered settled it."""
+        launch = state.get("launch")
+        if prep["mode"] == "rollback" and not (
+            isinstance(launch, Mapping) and launch.get("status") == "raised"
+        ):
+            settle_unanswered(self.aws, self._owner(req, prep), self.clock())
+
     def _owner(self, req: GangRequest, prep: Mapping[str, Any]) -> Owner:
         return Owner(self.ledger, self.cluster, req.region, req.group, str(prep["attempt"]))
 
@@ -627,6 +646,7 @@ class GangSteps:
         if not isinstance(state, Mapping):
             raise InputError("required: the execution's state", field="state")
         req, prep = self._request(state), _prep(state)
+        self._settle_failed_raise(state, req, prep)  # before this step's terminations move the group
         error, cause = _why(state, f"{req.region}/{req.group}")
         # EC2's own words (before the cause names kept members' pods): it fails until somebody fixes it
         misconfigured = error == "LaunchMisconfigured" and names_settings(cause)
