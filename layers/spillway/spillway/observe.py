@@ -25,6 +25,15 @@ planner keeps the last good snapshot until ``max_snapshot_age_seconds``, and the
 errors alarm fires. A snapshot without the CapacityQuotas it could not read would be planned on as a
 cluster without quotas.
 
+Each list reads the cluster at its own resourceVersion (a paged list at its first page's): no two
+kinds' lists are one picture. The pods' owners (namespaces, pod groups, Workloads, the jobs; the
+shared objects) are listed only once the pods' first page has come, never before. An owner is made
+before its pods, so every listed pod finds its owner (unless it was deleted since), and what an owner
+counts of its pods (a Job's ``status.failed``) is at least as new as the pods. Read before, as it
+could be when the two ran side by side, a Job made (or a failure it counted) between the two reads was
+missing while its pod was there: a job the snapshot lacks says nothing, so its pod moved as any
+opted-in pod, and the drain takes the plan's word on it (it reads no job again).
+
 A list whose continue token expired after part of it was read (:class:`~spillway.errors.ListExpired`)
 cannot be finished consistently: the observation drops everything it read and starts again, at most
 ``OBSERVE_PASSES`` times in all, then fails. Two passes are never merged: a pod replaced between them
@@ -45,7 +54,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -112,6 +121,7 @@ QUOTA_API_V1ALPHA1 = (AUTOSCALING_GROUP, "v1alpha1", "capacityquotas")
 #: the version cluster-autoscaler's CapacityQuota CRD served alone before v1beta1 came
 QUOTA_V1ALPHA1 = f"{AUTOSCALING_GROUP}/v1alpha1"
 WriteReason = Literal["first", "changed", "heartbeat", "unchanged"]
+T = TypeVar("T")
 
 
 class ObserveConfig(BaseModel):
@@ -188,8 +198,9 @@ def _observe(
     reserve = config.node_reserve.reserve()
     regions = aws.regions
     # AWS regions, nodes and PDBs in worker threads (mostly waiting on the network); the pods, the
-    # bulk of the data, in this thread.
-    pool = ThreadPoolExecutor(max_workers=3 * len(regions) + 5, thread_name_prefix="observe")
+    # bulk of the data, in this thread; a worker for every read, so the owners' list, submitted last
+    # (once the pods' first page came), starts at once.
+    pool = ThreadPoolExecutor(max_workers=3 * len(regions) + 8, thread_name_prefix="observe")
     futures: list[Future[list[NodeGroup]]] = [
         pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
     ]
@@ -206,13 +217,22 @@ def _observe(
     namespaces: dict[str, dict[str, str]] = {}
     served: set[str] = set()  # the optional kinds the server lists: is coscheduling's PodGroup one?
     v1alpha1: set[str] = set()  # CapacityQuotas read through v1alpha1: their status is written through it
-    shared_future = pool.submit(
-        lambda: ClusterSnapshot.from_objects(
-            config.cluster,
-            taken_at,
-            _noting_namespaces(kube.iter_shared_objects(served), namespaces, v1alpha1),
+    # the pods' owners (jobs, pod groups, Workloads, namespaces) are listed once the pods' first page has
+    # come, never before: a pod's owner is made before it, so every listed pod's owner is in the list
+    # (unless deleted since), where a job missing from it would say nothing of its pod (module docstring)
+    shared_futures: list[Future[ClusterSnapshot]] = []
+
+    def list_owners() -> None:
+        shared_futures.append(
+            pool.submit(
+                lambda: ClusterSnapshot.from_objects(
+                    config.cluster,
+                    taken_at,
+                    _noting_namespaces(kube.iter_shared_objects(served), namespaces, v1alpha1),
+                )
+            )
         )
-    )
+
     provreq_future = pool.submit(provisioning_requests, kube)
     # claims and volumes (zones), CSINodes (attach limits)
     volume_future = pool.submit(lambda: list(kube.iter_volume_objects()))
@@ -227,7 +247,7 @@ def _observe(
     try:
         pod_list = list(
             _pod_infos(
-                kube.iter_pods(),
+                _after_first(kube.iter_pods(), list_owners),
                 (budgets, topology, volumes, normal),
                 succeeded,
                 keep_terminal=config.keep_terminal_pods,
@@ -235,7 +255,7 @@ def _observe(
         )
         nodes = node_future.result()
         raw_pdbs = pdb_future.result()
-        shared = shared_future.result()
+        shared = shared_futures[0].result()
         provreqs = provreq_future.result()
         volume_objects = volume_future.result()
         priorities, priorities_problem = _priorities(priorities_future.result())
@@ -742,6 +762,20 @@ def _pod_infos(
             matcher.remember(index, pod)
         index += 1
         yield info
+
+
+def _after_first(items: Iterator[T], then: Callable[[], None]) -> Iterator[T]:
+    """``items`` as they come, calling ``then`` once, when the first has come (or the list ended with
+    none): a paged list's first page fixes the resourceVersion its later pages are read at, so what
+    ``then`` reads from then on is at least as new as every item."""
+    first = True
+    for item in items:
+        if first:
+            first = False
+            then()
+        yield item
+    if first:
+        then()
 
 
 def _usable(obj: Pod | Node) -> bool:
