@@ -1435,6 +1435,20 @@ def test_eventbridge_scheduler_may_assume_the_observe_schedules_role_only_for_th
     assert not role.get("ManagedPolicyArns")
 
 
+def test_moving_the_observe_schedule_into_its_group_replaces_it_on_a_stack_update() -> None:
+    """SAM names a ScheduleV2 event's schedule after the function and the event (samtranslator,
+    model/eventsources/scheduler.py: ``Name = self.Name or self.logical_id``), and stacks made before
+    the schedule group have ``ObserveFunctionEvery`` in the ``default`` group. AWS::Scheduler::Schedule's
+    resource schema makes ``Name`` its only create-only property: a changed ``GroupName`` alone is an
+    update, whose handler looks the schedule up by name in the new group and fails NotFound
+    (aws-cdk#34216, cloudformation-coverage-roadmap#1726): the stack update rolls back. A name of its
+    own makes the move a replacement, which creates the schedule in the group, then deletes the old one."""
+    events = RESOURCES["ObserveFunction"]["Properties"]["Events"]
+    [(event, props)] = [(k, v["Properties"]) for k, v in events.items()]
+    assert props.get("Name") not in (None, f"ObserveFunction{event}", "ObserveFunctionEvery")
+    assert not props.get("OmitName")
+
+
 def joins(node: Any) -> Iterator[Any]:
     """The arguments of every Fn::Join under ``node``."""
     if isinstance(node, dict):
