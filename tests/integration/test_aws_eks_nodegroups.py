@@ -20,6 +20,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from fakes import FakeCluster
 
@@ -27,7 +28,7 @@ from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.adapters.nodegroup_cache import DEFAULT_TTL_SECONDS, NodegroupCache
 from spillway.cli import main
 from spillway.config import PlannerConfig
-from spillway.errors import AwsThrottled
+from spillway.errors import AwsError, AwsThrottled
 from spillway.local import objects as o
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
@@ -427,3 +428,21 @@ def test_a_node_group_deleted_and_made_again_is_read_again_not_served_the_old_on
     clock.now += 60
     the_group(adapter)
     assert len(seen) == 2  # the new node group's answer is kept as any other
+
+
+def test_a_describe_nodegroup_answer_without_its_nodegroup_fails_the_regions_read_naming_it(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    """An answer (HTTP 200) that carries no ``nodegroup`` (EKS API Reference, DescribeNodegroup: the one
+    member of its response) is an unexpected response, as one that fails validation is: the region's read
+    fails with our error naming the call and the member, not a KeyError that no caller maps."""
+    eks_node_group()
+    managed_group(make_asg)
+
+    def answer_without_nodegroup(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        return AWSResponse("https://eks", 200, {}, None), {"ResponseMetadata": {"HTTPStatusCode": 200}}
+
+    clients.eks(REGION).meta.events.register("before-call.eks.DescribeNodegroup", answer_without_nodegroup)
+
+    with pytest.raises(AwsError, match=r"DescribeNodegroup\(prod, batch-ng\).*nodegroup"):
+        the_group(adapter)

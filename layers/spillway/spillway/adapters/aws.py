@@ -692,7 +692,6 @@ class AwsAdapter:
             answer = self._clients.eks(region).describe_nodegroup(
                 clusterName=cluster, nodegroupName=nodegroup
             )
-            return EksNodegroup.model_validate(answer["nodegroup"])
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             if code not in NODEGROUP_UNREAD:
@@ -701,7 +700,13 @@ class AwsAdapter:
             problem = f"{what}: {code}: {message}: {NODEGROUP_UNREAD_EFFECT}"
             log.warning("%s: %s", region, problem)
             return problem
-        except (BotoCoreError, ResponseParserError, ValidationError) as exc:
+        except (BotoCoreError, ResponseParserError) as exc:
+            raise map_aws_error(exc, what) from exc
+        if not isinstance(answer.get("nodegroup"), Mapping):  # its one member: an unexpected response
+            raise AwsError(f"{what}: unexpected response: no nodegroup")
+        try:
+            return EksNodegroup.model_validate(answer["nodegroup"])
+        except ValidationError as exc:
             raise map_aws_error(exc, what) from exc
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:

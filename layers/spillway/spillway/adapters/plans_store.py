@@ -27,9 +27,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from spillway.adapters.aws import map_aws_error
+from spillway.adapters.aws import SDK_ERRORS, map_aws_error
 from spillway.model.act import PlanRecord
 from spillway.model.cluster import format_time, parse_time
 from spillway.model.utc import aware
@@ -89,7 +87,7 @@ class PlanStore:
         what = f"PutItem plan {record.cluster}/{record.key}"
         try:
             self.client.put_item(TableName=self.table, Item=self.item(record))
-        except (ClientError, BotoCoreError) as exc:
+        except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
 
     def get(self, cluster: str, key: str) -> PlanRecord | None:
@@ -100,7 +98,7 @@ class PlanStore:
                 Key={"cluster": {"S": cluster}, "planned_at": {"S": key}},
                 ConsistentRead=True,
             )
-        except (ClientError, BotoCoreError) as exc:
+        except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
         item = resp.get("Item")
         return _record(item) if item else None
@@ -118,7 +116,7 @@ class PlanStore:
         }
         try:
             resp = self.client.query(**kwargs)
-        except (ClientError, BotoCoreError) as exc:
+        except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
         return [_record(i) for i in resp.get("Items", [])]
 

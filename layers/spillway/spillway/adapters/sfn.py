@@ -27,9 +27,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from spillway.adapters.aws import map_aws_error
+from spillway.adapters.aws import SDK_ERRORS, map_aws_error
 from spillway.errors import InputError
 from spillway.model.act import ExecutionRequest, StartedExecution, execution_arn
 
@@ -87,7 +87,7 @@ class Executions:
                     request.kind, name, execution_arn(request.state_machine_arn, name), started=False
                 )
             raise map_aws_error(exc, what) from exc
-        except BotoCoreError as exc:
+        except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
         started = resp.get("startDate")
         arn = str(resp["executionArn"])
@@ -106,7 +106,7 @@ class Executions:
             if exc.response.get("Error", {}).get("Code") == MISSING_EXECUTION:
                 return "MISSING"
             raise map_aws_error(exc, what) from exc
-        except BotoCoreError as exc:
+        except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
         return str(resp["status"])
 

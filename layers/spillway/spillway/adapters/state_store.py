@@ -114,9 +114,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from spillway.adapters.aws import map_aws_error
+from spillway.adapters.aws import SDK_ERRORS, map_aws_error
 from spillway.adapters.plans_store import PlanStore
 from spillway.errors import AwsThrottled, SpillwayError, StateConflict, StateCorrupt, StateTooLarge
 from spillway.model.act import PlanRecord, StoredState, iso
@@ -319,7 +319,7 @@ class StateStore:
         while True:
             try:
                 resp = self.client.query(**kwargs)
-            except (ClientError, BotoCoreError) as exc:
+            except SDK_ERRORS as exc:
                 raise map_aws_error(exc, f"Query state of {cluster}") from exc
             out.extend(resp.get("Items", []))
             last = resp.get("LastEvaluatedKey")
@@ -385,7 +385,7 @@ class StateStore:
             if cancelled & TRANSACTION_THROTTLED:
                 raise AwsThrottled(f"{what}: TransactionCanceledException: {sorted(cancelled)}") from exc
             raise map_aws_error(exc, what) from exc
-        except BotoCoreError as exc:
+        except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
         return version
 
@@ -478,7 +478,7 @@ class StateStore:
             if _condition_failed(exc):
                 return False
             raise map_aws_error(exc, f"PutItem back-off of {cluster}/{group}") from exc
-        except BotoCoreError as exc:
+        except SDK_ERRORS as exc:
             raise map_aws_error(exc, f"PutItem back-off of {cluster}/{group}") from exc
         return True
 
@@ -524,7 +524,7 @@ class StateStore:
         except ClientError as exc:
             if not _condition_failed(exc):
                 raise map_aws_error(exc, what) from exc
-        except BotoCoreError as exc:
+        except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
         try:
             got = self.client.get_item(
@@ -532,7 +532,7 @@ class StateStore:
                 Key={"cluster": {"S": cluster}, "item": {"S": item}},
                 ConsistentRead=True,
             )
-        except (ClientError, BotoCoreError) as exc:
+        except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
         if "Item" not in got:  # released between the put and the read: the caller tries again
             raise StateConflict(f"{what}: the claim went away while it was read")
@@ -561,7 +561,7 @@ class StateStore:
             if held_as is not None and _condition_failed(exc):
                 return False
             raise map_aws_error(exc, what) from exc
-        except BotoCoreError as exc:
+        except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
         return True
 

@@ -44,9 +44,9 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from spillway.adapters.aws import map_aws_error
+from spillway.adapters.aws import SDK_ERRORS, map_aws_error
 from spillway.errors import AwsThrottled, AwsUnavailable, InputError, SnapshotError, SnapshotNotFound
 from spillway.model.act import (
     CLUSTER_PATTERN,
@@ -331,7 +331,7 @@ class SnapshotStore:
     def _guard(what: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
-        except (ClientError, BotoCoreError) as exc:
+        except SDK_ERRORS as exc:
             # Throttling and an unanswering endpoint are named as by every other store and adapter
             # (AwsThrottled, AwsUnavailable: transient); anything else is this store's SnapshotError.
             mapped = map_aws_error(exc, what)
