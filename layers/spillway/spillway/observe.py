@@ -72,6 +72,7 @@ from spillway.model.cluster import (
     RegionUnread,
     SucceededMembers,
     TopologyMatcher,
+    UncountedFailures,
     VolcanoNormalPods,
     VolumeMatcher,
     daemonset_infos,
@@ -242,6 +243,7 @@ def _observe(
     topology = TopologyMatcher()  # which anti-affinity terms and spread constraints select which pods
     volumes = VolumeMatcher()  # where each pod's persistent volumes let it run
     succeeded = SucceededMembers()  # how many of each gang's members Succeeded
+    uncounted = UncountedFailures()  # each batch/v1 Job's failed pods its controller has not counted yet
     normal = VolcanoNormalPods()  # the pods a Volcano PodGroup was made for that do not name it yet
     buffer_future = pool.submit(capacity_buffers, kube)
     try:
@@ -249,7 +251,7 @@ def _observe(
             _pod_infos(
                 _after_first(kube.iter_pods(), list_owners),
                 (budgets, topology, volumes, normal),
-                succeeded,
+                (succeeded, uncounted),
                 keep_terminal=config.keep_terminal_pods,
             )
         )
@@ -302,7 +304,7 @@ def _observe(
         gangs=shared.gangs,
         quotas=shared.quotas,
         provreqs=provreqs,
-        jobs=shared.jobs,
+        jobs=uncounted.apply(shared.jobs),
         buffers=buffer_infos,
         expander_priorities=priorities,
         expander_problem=priorities_problem,
@@ -743,19 +745,22 @@ def _noting_namespaces(
 def _pod_infos(
     pods: Iterator[Pod],
     matchers: tuple[PdbMatcher, TopologyMatcher, VolumeMatcher, VolcanoNormalPods],
-    succeeded: SucceededMembers,
+    tallies: tuple[SucceededMembers, UncountedFailures],
     *,
     keep_terminal: bool,
 ) -> Iterator[PodInfo]:
     """Each API pod becomes a compact record as soon as its page arrives; the model is dropped (the
     labels the matchers need are kept until every pod and PodDisruptionBudget is known). A finished pod
-    is dropped unless asked, once ``succeeded`` has counted it for its gang."""
+    is dropped unless asked, once ``tallies`` have counted it: a Succeeded member for its gang, a failed
+    pod its batch/v1 Job has not counted yet for that Job."""
+    succeeded, uncounted = tallies
     index = 0
     for pod in pods:
         if not _usable(pod):
             continue
         info = PodInfo.from_pod(pod)
         succeeded.note(info)
+        uncounted.note(pod, info)
         if info.terminal and not info.daemonset and not keep_terminal:
             continue
         for matcher in matchers:

@@ -1326,6 +1326,7 @@ class ClusterSnapshot:
         resource_quotas: list[ResourceQuota] = []  # they cut the buffers, as observe's
         daemonsets: list[DaemonSet] = []
         succeeded = SucceededMembers()
+        uncounted = UncountedFailures()  # failed pods their Job has not counted yet
         normal = VolcanoNormalPods()
         from spillway.model.buffer import NewestPods  # it reads PodInfo from here
 
@@ -1335,6 +1336,7 @@ class ClusterSnapshot:
                 live.note(obj)
                 pods.append(PodInfo.from_pod(obj))
                 succeeded.note(pods[-1])
+                uncounted.note(obj, pods[-1])
                 budgets.remember(len(pods) - 1, obj)
                 topology.remember(len(pods) - 1, obj)
                 volumes.remember(len(pods) - 1, obj)
@@ -1387,7 +1389,7 @@ class ClusterSnapshot:
             tuple(sorted(gang_priorities(gangs, classes), key=lambda g: g.key)),
             tuple(sorted(quotas, key=lambda q: q.name)),
             provreqs=requests,
-            jobs=tuple(sorted(jobs, key=lambda j: j.key)),
+            jobs=uncounted.apply(sorted(jobs, key=lambda j: j.key)),
             buffers=buffer_infos,
             expander_priorities=priorities,
             expander_problem=priorities_problem,
@@ -2082,6 +2084,45 @@ class SucceededMembers:
             for gang, tasks in sorted(self._counts.items())
             if gang in self._live
         }
+
+
+class UncountedFailures:
+    """The failed pods of each batch/v1 Job that its controller has not counted yet, noted as the pods
+    stream by (a finished pod is then dropped), and taken off the Job's ``evictions_left``.
+
+    The job controller keeps its ``batch.kubernetes.io/job-tracking`` finalizer on a pod until it has
+    counted it. Each sync it adds the failed pods that still carry it and whose uid is not in
+    ``status.uncountedTerminatedPods`` (``getNewFinishedPods``) to ``status.failed`` and that list's
+    failed uids before comparing with ``spec.backoffLimit`` (``exceedsBackoffLimit``), then records
+    their uids there and only then removes the finalizer (kubernetes pkg/controller/job/
+    job_controller.go, ``syncJob``, ``trackJobStatusAndRemoveFinalizers``). So a Failed pod with the finalizer is a failure the Job
+    status may not show yet: one fewer eviction is left, unless its uid is in the Job's
+    ``uncountedTerminatedPods.failed`` (``JobInfo.uncounted_failed``, counted already). A Succeeded pod
+    is a completion; a podFailurePolicy ``Ignore`` rule the pod matches is not read (the failure is
+    counted all the same: fewer evictions, never more)."""
+
+    def __init__(self) -> None:
+        self._uids: dict[str, set[str]] = {}
+
+    def note(self, pod: Pod, info: PodInfo) -> None:
+        if info.phase != "Failed" or JOB_TRACKING_FINALIZER not in pod.metadata.finalizers:
+            return
+        name = info.batch_job or (info.owner_name if info.batch_owned else None)
+        if name:
+            uid = pod.metadata.uid or f"{info.namespace}/{info.name}"
+            self._uids.setdefault(job_key("Job", info.namespace, name), set()).add(uid)
+
+    def apply(self, jobs: Iterable[JobInfo]) -> tuple[JobInfo, ...]:
+        """``jobs``, each counting Job's ``evictions_left`` less its failed pods not counted yet."""
+        out = []
+        for job in jobs:
+            uids = self._uids.get(job.key)
+            if uids and job.evictions_left is not None:
+                job = replace(
+                    job, evictions_left=max(0, job.evictions_left - len(uids - job.uncounted_failed))
+                )
+            out.append(job)
+        return tuple(out)
 
 
 class VolcanoNormalPods:

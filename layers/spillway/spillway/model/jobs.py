@@ -149,7 +149,8 @@ class JobInfo:
     PaddleJob's, TFJob's, XGBoostJob's or JAXJob's (:func:`_failing_roles`);
     ``evictions_left``: a running ``batch/v1`` Job that counts an evicted pod as failed: how many more
     failed pods it survives (``spec.backoffLimit`` less ``status.failed`` and the failed pods not yet
-    counted), None for any other job; ``eviction_fails``: the ``podFailurePolicy`` action (FailJob,
+    counted: in ``uncountedTerminatedPods``, or Failed with the tracking finalizer still on, which observe
+    takes off, :class:`spillway.model.cluster.UncountedFailures`), None for any other job; ``eviction_fails``: the ``podFailurePolicy`` action (FailJob,
     FailIndex) that an eviction may match first, which fails the Job (or its index) at once
     (:func:`_counted_evictions`); ``per_index_limit``: such a Job's ``spec.backoffLimitPerIndex``: a pod
     whose index failed that many times already (``PodInfo.index_failures``) fails its index when
@@ -169,6 +170,9 @@ class JobInfo:
     eviction_fails: str = ""
     per_index_limit: int | None = None
     finished: bool = False
+    # the uids in a counting Job's status.uncountedTerminatedPods.failed: its failed pods already in
+    # evictions_left, for observe's UncountedFailures to take no pod off twice; not stored
+    uncounted_failed: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def eviction_action(self, task: str | None) -> str:
         """What the job's controller does when a pod of ``task`` is evicted (``SyncJob`` when not known)."""
@@ -348,6 +352,7 @@ def _batch_job(job: BatchJob) -> JobInfo | None:
     if not tolerates and deadline is None and left is None and not fails:
         return None
     key = job_key("Job", job.metadata.namespace or "default", job.metadata.name)
+    uncounted = job.status.uncounted_terminated_pods
     return JobInfo(
         key,
         tolerates_disruption=tolerates,
@@ -356,6 +361,7 @@ def _batch_job(job: BatchJob) -> JobInfo | None:
         evictions_left=left,
         eviction_fails=fails,
         per_index_limit=job.spec.backoff_limit_per_index if left is not None else None,
+        uncounted_failed=frozenset(uncounted.failed) if uncounted and left is not None else frozenset(),
     )
 
 
