@@ -5,7 +5,9 @@ The state machine maps over the plan's groups; for each group it calls, in order
 ``prepare``      uncordon the planned nodes and lift Spillway's draining taint, in one patch and only
                  while the node still carries the cordon the plan saw (``cordons``: a drain that took
                  it over since keeps it); the Event on each says the plan's reason: reused for pending
-                 pods, or an orphaned drain restored; read the live group;
+                 pods, or an orphaned drain restored; read the live group (not one carried from an
+                 earlier read, ``carried``: its nodes only uncordoned, nothing asked of Auto Scaling,
+                 and ``verify`` answers ``ready``: :meth:`ScaleSteps._carried_prep`);
                  refuse a raise of ``to - from`` above MaxSize, or of a group whose Launch process is
                  suspended (nothing would launch: :func:`~spillway.model.nodegroup.launch_refusal`), with
                  :class:`AsgLimitExceeded` (the state machine's ``Refused``, then a re-plan on the live
@@ -187,6 +189,11 @@ def _cut_since(
 _CARRIED = ("cluster", "plan_id", "snapshot_key", "poll_seconds", "launch_timeout_seconds")
 
 
+def _owner_id(event: Mapping[str, Any], region: str, name: str) -> str:
+    """The execution's owner id in the group (:class:`~spillway.act.claims.Owner`), per round."""
+    return f"up-{event.get('plan_id', '?')}-{event.get('round', 1)}-{region}-{name}"[:200]
+
+
 def _no_metric(name: str, value: float) -> None:
     return None
 
@@ -220,6 +227,8 @@ class ScaleSteps:
         name, region = str(group["group"]), str(group["region"])
         to, grow = int(group["to"]), bool(group.get("grow", True))
         uncordoned, gone = self._uncordon_planned(event, group)
+        if group.get("carried"):
+            return self._carried_prep(event, group, uncordoned, gone)
         asg = self.aws.describe_group(region, name)
         timeout, poll = self._launch_window(event, asg)
         count = max(0, to - int(group.get("from", to))) if grow else 0
@@ -234,11 +243,10 @@ class ScaleSteps:
         # every instance already in the group, whatever its state: one back from Standby later (ExitStandby
         # adds it to the desired capacity itself) or a Terminating one is not one this raise launched
         before = sorted(i.InstanceId for i in asg.Instances)
-        owner = f"up-{event.get('plan_id', '?')}-{event.get('round', 1)}-{region}-{name}"
         return {
             "set": count > 0,
             "count": count,
-            "owner": owner[:200],
+            "owner": _owner_id(event, region, name),
             "target": to if grow else asg.DesiredCapacity,
             "live_desired": asg.DesiredCapacity,
             "max_size": asg.MaxSize,
@@ -246,6 +254,31 @@ class ScaleSteps:
             "since": iso(now - timedelta(seconds=5)),  # activities may be stamped a little early
             "deadline": iso(now + timedelta(seconds=timeout)),
             "poll_seconds": poll,
+            "uncordoned": uncordoned,
+            "gone": gone,
+        }
+
+    def _carried_prep(
+        self, event: Mapping[str, Any], group: Mapping[str, Any], uncordoned: list[str], gone: list[str]
+    ) -> dict[str, Any]:
+        """Prepare's answer for a group carried from an earlier read (``carried``: its region's Auto
+        Scaling read failed, :mod:`spillway.planner.unread`), once its nodes are uncordoned: nothing to
+        raise, and nothing asked of Auto Scaling. Its region's read fails: asked, it spent the step's
+        retries, and a refusal (``AwsError``) was taken for a raise refused for good and backed the
+        group off (:meth:`_back_off_errors`), a back-off the plans honour after the region reads
+        again. Verify asks nothing of it either (:meth:`verify`)."""
+        now = self.clock()
+        poll = event.get("poll_seconds")
+        return {
+            "set": False,
+            "count": 0,
+            "owner": _owner_id(event, str(group["region"]), str(group["group"])),
+            "target": int(group["to"]),
+            "carried": True,
+            "before": [],
+            "since": iso(now - timedelta(seconds=5)),
+            "deadline": iso(now),
+            "poll_seconds": max(1, round(self.settings.poll_seconds)) if poll is None else int(poll),
             "uncordoned": uncordoned,
             "gone": gone,
         }
@@ -334,6 +367,10 @@ class ScaleSteps:
     def verify(self, event: Mapping[str, Any]) -> dict[str, Any]:
         group, prep = _field(event, "group"), _field(event, "prep")
         name, region = str(group["group"]), str(group["region"])
+        if group.get("carried"):  # its region's read failed: nothing raised, nothing asked (_carried_prep)
+            return {"status": "ready", "ready": 0, "wanted": 0,
+                    "reason": f"{region}/{name}: carried from an earlier read: its nodes uncordoned, nothing "
+                    "asked of Auto Scaling"}  # fmt: skip
         now = self.clock()
         since = _parse(prep["since"])
         activities = self.aws.describe_activities(region, name, now)
