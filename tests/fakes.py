@@ -19,6 +19,7 @@ from spillway.errors import (
     AsgLimitExceeded,
     AsgNotFound,
     AwsError,
+    AwsThrottled,
     AwsUnavailable,
     InstanceNotFound,
     KubeConflict,
@@ -892,6 +893,34 @@ class FakeCloud(Recorder):
         if (region, group) not in self.groups:
             raise AsgNotFound(f"{region}/{group}: no such Auto Scaling group")
         return self.groups[(region, group)]
+
+
+class UnreadableCloud(FakeCloud):
+    """A cloud whose group reads (DescribeAutoScalingGroups) fail in ``failing`` regions, throttled past
+    the SDK's retries as the adapter raises it."""
+
+    def __init__(self, *failing: str, regions: Sequence[str] = ("us-east-1", "us-west-2")) -> None:
+        super().__init__(regions=regions, cluster="ml")
+        self.failing = set(failing)
+
+    def _refuse(self, region: str) -> None:
+        if region in self.failing:
+            raise AwsThrottled(f"DescribeAutoScalingGroups({region}): Throttling: Rate exceeded")
+
+    def node_groups_in(
+        self, region: str, reserve: Mapping[str, int], now: datetime | None = None
+    ) -> list[NodeGroup]:
+        self._refuse(region)
+        return super().node_groups_in(region, reserve, now)
+
+    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
+        self._refuse(region)
+        return super().describe_group(region, group)
+
+    def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]:
+        """As the adapter reads every region: region by region (spillway.adapters.aws.AwsAdapter)."""
+        groups = [g for region in self.regions for g in self.node_groups_in(region, reserve, now)]
+        return sorted(groups, key=lambda g: (g.region, g.name))
 
 
 def unschedulable_at_terminate(cloud: FakeCloud, kube: FakeCluster) -> dict[str, bool]:

@@ -4,6 +4,7 @@ the scale function in-process, Auto Scaling made AWS-like by CloudSim, Nodes by 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT_ID
 
 from spillway.adapters.aws import AwsAdapter
 from spillway.adapters.state_store import StateStore
-from spillway.errors import AwsThrottled, StaleSnapshot, StateConflict
+from spillway.errors import AwsError, AwsThrottled, StaleSnapshot, StateConflict
 from spillway.local import cloud as cloud_module
 from spillway.local import objects as o
 from spillway.local.demo import schedule
@@ -577,17 +578,7 @@ def test_a_node_its_drain_cordoned_is_uncordoned_for_a_pending_pod_and_nothing_i
     and once uncordoned the controller takes the taint off, so kube-scheduler may place the pod there."""
     cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
     [drained] = cloud.wait_nodes(1)
-    node = cloud.kube.get("Node", drained)
-    assert node is not None
-    node["metadata"].setdefault("annotations", {})[CORDONED_BY_SPILLWAY] = (
-        "2026-12-01T08:00:00Z drain dn-1: idle"
-    )
-    node["spec"]["unschedulable"] = True
-    node["spec"]["taints"] = [
-        *(node["spec"].get("taints") or []),
-        {"key": DRAINING_TAINT, "effect": "NoSchedule"},
-    ]
-    cloud.kube.update("Node", node)  # what the drain's cordon step wrote
+    cordon_as_a_drain(cloud, drained)
     assert UNSCHEDULABLE in taint_keys(cloud, drained)
     cloud.kube.add(o.pod("train-0", "ml", cpu="3", memory="12Gi"))
 
@@ -604,6 +595,71 @@ def test_a_node_its_drain_cordoned_is_uncordoned_for_a_pending_pod_and_nothing_i
     assert uncordoned is not None and not uncordoned["spec"].get("unschedulable")
     assert CORDONED_BY_SPILLWAY not in uncordoned["metadata"].get("annotations", {})
     assert taint_keys(cloud, drained) == []
+
+
+def test_a_node_of_a_group_whose_region_cannot_be_read_is_uncordoned_and_nothing_is_backed_off(
+    cloud: Cloud,
+) -> None:
+    """As above, but us-east-1's DescribeAutoScalingGroups is refused (AccessDenied) since the last
+    observation that read it: the snapshot has the region unread and ``general`` carried from that read,
+    and the plan reuses its cordoned node. The execution's prepare uncordoned it, then read ``general``
+    in us-east-1 for a raise there is none of: refused, the iteration ended Errored, and the next round
+    backed ``general`` off (as a raise refused for good) and re-planned the same uncordon, round after
+    round. Now it uncordons and asks Auto Scaling nothing of a carried group: one round, nothing backed
+    off."""
+    cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+    [drained] = cloud.wait_nodes(1)
+    cloud.snapshot()  # the last read of us-east-1's groups
+    cordon_as_a_drain(cloud, drained)
+    cloud.kube.add(o.pod("train-0", "ml", cpu="3", memory="12Gi"))
+    # as the adapter says it
+    refused = AwsError(f"DescribeAutoScalingGroups({HOME}): AccessDenied: not authorized")
+    reads = {
+        name: getattr(AwsAdapter, name)
+        for name in ("node_groups_in", "describe_group", "describe_activities")
+    }
+
+    def refusing(name: str) -> Callable[..., Any]:
+        def read(self: AwsAdapter, region: str, *args: Any, **kwargs: Any) -> Any:
+            if region == HOME:
+                raise refused
+            return reads[name](self, region, *args, **kwargs)
+
+        return read
+
+    with contextlib.ExitStack() as patches:
+        for name in reads:
+            patches.enter_context(mock.patch.object(AwsAdapter, name, refusing(name)))
+        cloud.plan(cloud.stream_event(cloud.snapshot()))
+        [execution] = cloud.wait_all()
+
+    plan = latest_plan(cloud)
+    assert [(p["kind"], p["object"]) for p in plan["problems"]] == [("RegionUnread", f"region {HOME}")], plan
+    assert [u["node"] for u in plan["uncordon"]] == [drained] and plan["scale_up"] == [], plan
+    assert execution["status"] == "SUCCEEDED", execution
+    assert execution["output"]["result"] == "launched", execution["output"]
+    rounds = execution["output"]["rounds"]
+    assert [[(g["group"], g["outcome"]) for g in r["groups"]] for r in rounds] == [[("general", "ready")]]
+    assert history_errors(cloud, execution["executionArn"]) == []
+    assert cloud.state_item("backoff#us-east-1/general") is None
+    uncordoned = cloud.kube.get("Node", drained)
+    assert uncordoned is not None and not uncordoned["spec"].get("unschedulable")
+    assert cloud.desired("general") == 1
+
+
+def cordon_as_a_drain(cloud: Cloud, name: str) -> None:
+    """Cordon and taint the Node as the drain's cordon step writes it."""
+    node = cloud.kube.get("Node", name)
+    assert node is not None
+    node["metadata"].setdefault("annotations", {})[CORDONED_BY_SPILLWAY] = (
+        "2026-12-01T08:00:00Z drain dn-1: idle"
+    )
+    node["spec"]["unschedulable"] = True
+    node["spec"]["taints"] = [
+        *(node["spec"].get("taints") or []),
+        {"key": DRAINING_TAINT, "effect": "NoSchedule"},
+    ]
+    cloud.kube.update("Node", node)
 
 
 def taint_keys(cloud: Cloud, node: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots
+from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, UnreadableCloud
 from plan_world import NOW, World
 
 from spillway.act.claims import RAISE_PREFIX
@@ -68,7 +68,7 @@ def test_a_refused_raise_is_no_capacity_launching_for_the_replan() -> None:
 
 
 def _overflow_round_two(
-    *, raised_marker: bool, round_: int = 2, snapshot: str = "fresh"
+    *, raised_marker: bool, round_: int = 2, snapshot: str = "fresh", unread: tuple[str, ...] = ()
 ) -> tuple[dict[str, object], FakeLedger]:
     """Round 2 of a scale-up whose round 1 backed ``gpu-east`` (us-east-1) off for capacity: the re-plan
     of round 1 raised ``gpu-west`` (us-west-2) 0 -> 2 for two pending pods (``State.raises``: to 2) and
@@ -76,7 +76,8 @@ def _overflow_round_two(
     (``AwsThrottled``). ``raised_marker``: whether the raise marker of round 2's owner is in the state
     table (``raise_once`` keeps it when the raise landed or may have; it gives it back when AWS refused
     the call, as a throttle is). ``snapshot``: the latest snapshot ``fresh``, ``missing`` (none stored)
-    or ``stale`` (older than ``max_snapshot_age_seconds`` when the step runs)."""
+    or ``stale`` (older than ``max_snapshot_age_seconds`` when the step runs). ``unread``: the regions
+    whose Auto Scaling groups cannot be read since (throttled past the SDK's retries)."""
     w = World(regions=("us-east-1", "us-west-2"))
     w.group("gpu-east", "g5.xlarge", region="us-east-1")
     w.group("gpu-west", "g5.xlarge", region="us-west-2")
@@ -86,7 +87,7 @@ def _overflow_round_two(
     ref = snapshots.add(Snapshot.build(cluster, groups, NOW))
     if snapshot == "missing":
         snapshots = FakeSnapshots()
-    cloud = FakeCloud(cluster="ml")
+    cloud = UnreadableCloud(*unread)
     cloud.node_groups_by_region = {
         "us-east-1": [g for g in groups if g.region == "us-east-1"],
         "us-west-2": [g for g in groups if g.region == "us-west-2"],
@@ -182,3 +183,50 @@ def test_a_give_up_for_want_of_a_snapshot_leaves_no_raise_auto_scaling_never_too
     out, ledger = _overflow_round_two(raised_marker=True, snapshot=snapshot)
     assert out["done"] is True and result in str(out["result"]), out
     assert ledger.stored.state.raises["us-west-2/gpu-west"].to == 2
+
+
+@pytest.mark.parametrize(
+    ("round_", "snapshot", "result"),
+    [
+        (2, "fresh", "re-plan found nothing more to launch"),
+        (3, "fresh", "gave up after 3 round(s)"),
+        (2, "stale", "is stale"),
+    ],
+)
+def test_a_raise_never_taken_in_a_region_that_cannot_be_read_is_not_left_for_the_plans(
+    round_: int, snapshot: str, result: str
+) -> None:
+    """The same errored raise, with us-west-2's groups unreadable since. The give-up (the last round, or
+    a snapshot too old to re-plan on) read gpu-west's desired capacity to tell whether the state's
+    entry was wholly that raise; the read failed and the step kept every entry. The re-plan carried
+    gpu-west (desired 0, as the snapshot read it), took the raise off the state it planned on, found
+    nothing to launch (gpu-east backed off, gpu-west carried: never grown) and wrote the plan record
+    alone, so the state kept the entry too. Either way the plans after it counted two nodes launching
+    in gpu-west for as long as it was carried, and launched nothing for the pods elsewhere. Now the
+    entry goes, judged on the desired capacity the plans see (the snapshot's, which observe carries
+    while the region is unread); the re-plan writes the state without it."""
+    out, ledger = _overflow_round_two(
+        raised_marker=False, round_=round_, snapshot=snapshot, unread=("us-west-2",)
+    )
+
+    assert out["done"] is True and result in str(out["result"]), out
+    assert "us-west-2/gpu-west" not in ledger.stored.state.raises, ledger.stored.state.raises
+    assert "us-east-1/gpu-east" in ledger.stored.state.groups  # the back-off stays
+
+
+def test_a_raise_never_taken_stays_when_nothing_says_what_its_group_holds() -> None:
+    """No snapshot, and us-west-2 unreadable: nothing tells whether the entry is wholly that raise (a
+    later plan may have built on it), so it stays, as before; a raise that may have landed stays too."""
+    for marker in (False, True):
+        out, ledger = _overflow_round_two(raised_marker=marker, snapshot="missing", unread=("us-west-2",))
+        assert out["done"] is True and "no snapshot" in str(out["result"]), out
+        assert ledger.stored.state.raises["us-west-2/gpu-west"].to == 2
+
+
+def test_a_raise_that_may_have_landed_stays_though_its_region_cannot_be_read() -> None:
+    """The raise's marker is there (it landed, or may have): its nodes are launching, whatever the
+    region's read says, at the last round as at a re-plan."""
+    for round_ in (2, 3):
+        out, ledger = _overflow_round_two(raised_marker=True, round_=round_, unread=("us-west-2",))
+        assert out["done"] is True, out
+        assert ledger.stored.state.raises["us-west-2/gpu-west"].to == 2

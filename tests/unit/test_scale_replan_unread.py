@@ -10,11 +10,11 @@ re-plan now reads the groups the same way, from the snapshot it plans on.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots
+from fakes import FakeCluster, FakeLedger, FakeSnapshots, UnreadableCloud
 from plan_world import NOW, World
 
 from spillway.act.planning import PlanSettings
@@ -23,7 +23,6 @@ from spillway.config import PlannerConfig
 from spillway.errors import AwsThrottled
 from spillway.model.act import StoredState
 from spillway.model.cluster import RegionUnread
-from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import GroupState, State
 from spillway.planner import codes
@@ -31,24 +30,6 @@ from spillway.planner.context import iso
 
 EAST, WEST = "us-east-1", "us-west-2"
 REGION = "topology.kubernetes.io/region"
-
-
-class Unreadable(FakeCloud):
-    """A cloud whose group read fails in ``failing`` regions, as the adapter raises it."""
-
-    def __init__(self, *failing: str) -> None:
-        super().__init__(regions=(EAST, WEST), cluster="ml")
-        self.failing = set(failing)
-
-    def node_groups_in(self, region: str, reserve: Any, now: datetime | None = None) -> list[NodeGroup]:
-        if region in self.failing:
-            raise AwsThrottled(f"DescribeAutoScalingGroups({region}): Throttling: Rate exceeded")
-        return super().node_groups_in(region, reserve, now)
-
-    def node_groups(self, reserve: Any, now: datetime | None = None) -> list[NodeGroup]:
-        """As the adapter reads every region: region by region (spillway.adapters.aws.AwsAdapter)."""
-        groups = [g for region in self.regions for g in self.node_groups_in(region, reserve, now)]
-        return sorted(groups, key=lambda g: (g.region, g.name))
 
 
 def replan(*failing: str, carried: timedelta | None = None) -> tuple[dict[str, Any], FakeLedger]:
@@ -68,7 +49,7 @@ def replan(*failing: str, carried: timedelta | None = None) -> tuple[dict[str, A
         groups = [replace(g, read_at=now - carried) if g.region == EAST else g for g in groups]
     snapshots = FakeSnapshots()
     ref = snapshots.add(Snapshot.build(cluster, groups, NOW))
-    cloud = Unreadable(*failing)
+    cloud = UnreadableCloud(*failing)
     cloud.node_groups_by_region = {
         r: [replace(g, read_at=None) for g in groups if g.region == r] for r in (EAST, WEST)
     }

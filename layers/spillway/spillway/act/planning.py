@@ -239,8 +239,11 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
     ``to`` is the absolute desired capacity (setting it twice is harmless); ``grow`` is False for a
     group whose nodes are only uncordoned; ``reasons`` is the plan's reason per uncordoned node (the
     Event ``prepare`` posts says it: reused for pending pods, or an orphaned drain restored);
-    ``cordons`` which cordon the plan saw on each (``prepare`` takes off that one only). Pod names
-    stay in the plan record: the execution input must stay far below Step Functions' 256 KB.
+    ``cordons`` which cordon the plan saw on each (``prepare`` takes off that one only); ``carried``
+    (True, else absent) that the group is carried from an earlier read (its region's read failed:
+    :mod:`spillway.planner.unread`): the plan only uncordons nodes of it, and the execution asks Auto
+    Scaling nothing of it. Pod names stay in the plan record: the execution input must stay far below
+    Step Functions' 256 KB.
 
     The nodes of gangs launched atomically (:func:`atomic_gangs`) are not in ``to``: their gang-launch
     executions add them. A group left with nothing to grow or uncordon has no entry.
@@ -284,6 +287,10 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
         entry["reasons"][u.node] = u.reason
         if u.cordon is not None:  # only then: a scale function older than the key refuses it
             entry.setdefault("cordons", {})[u.node] = u.cordon
+    for key, entry in items.items():
+        group = by_key.get(key)
+        if group is not None and group.unread:
+            entry["carried"] = True  # only then, as ``cordons``
     return list(items.values())
 
 

@@ -5,7 +5,9 @@ The state machine maps over the plan's groups; for each group it calls, in order
 ``prepare``      uncordon the planned nodes and lift Spillway's draining taint, in one patch and only
                  while the node still carries the cordon the plan saw (``cordons``: a drain that took
                  it over since keeps it); the Event on each says the plan's reason: reused for pending
-                 pods, or an orphaned drain restored; read the live group;
+                 pods, or an orphaned drain restored; read the live group (not one carried from an
+                 earlier read, ``carried``: its nodes only uncordoned, nothing asked of Auto Scaling,
+                 and ``verify`` answers ``ready``: :meth:`ScaleSteps._carried_prep`);
                  refuse a raise of ``to - from`` above MaxSize, or of a group whose Launch process is
                  suspended (nothing would launch: :func:`~spillway.model.nodegroup.launch_refusal`), with
                  :class:`AsgLimitExceeded` (the state machine's ``Refused``, then a re-plan on the live
@@ -91,6 +93,7 @@ from spillway.act.planning import (
 )
 from spillway.errors import (
     AsgLimitExceeded,
+    AwsError,
     InputError,
     KubeError,
     NodeNotFound,
@@ -187,6 +190,11 @@ def _cut_since(
 _CARRIED = ("cluster", "plan_id", "snapshot_key", "poll_seconds", "launch_timeout_seconds")
 
 
+def _owner_id(event: Mapping[str, Any], region: str, name: str) -> str:
+    """The execution's owner id in the group (:class:`~spillway.act.claims.Owner`), per round."""
+    return f"up-{event.get('plan_id', '?')}-{event.get('round', 1)}-{region}-{name}"[:200]
+
+
 def _no_metric(name: str, value: float) -> None:
     return None
 
@@ -220,6 +228,8 @@ class ScaleSteps:
         name, region = str(group["group"]), str(group["region"])
         to, grow = int(group["to"]), bool(group.get("grow", True))
         uncordoned, gone = self._uncordon_planned(event, group)
+        if group.get("carried"):
+            return self._carried_prep(event, group, uncordoned, gone)
         asg = self.aws.describe_group(region, name)
         timeout, poll = self._launch_window(event, asg)
         count = max(0, to - int(group.get("from", to))) if grow else 0
@@ -234,11 +244,10 @@ class ScaleSteps:
         # every instance already in the group, whatever its state: one back from Standby later (ExitStandby
         # adds it to the desired capacity itself) or a Terminating one is not one this raise launched
         before = sorted(i.InstanceId for i in asg.Instances)
-        owner = f"up-{event.get('plan_id', '?')}-{event.get('round', 1)}-{region}-{name}"
         return {
             "set": count > 0,
             "count": count,
-            "owner": owner[:200],
+            "owner": _owner_id(event, region, name),
             "target": to if grow else asg.DesiredCapacity,
             "live_desired": asg.DesiredCapacity,
             "max_size": asg.MaxSize,
@@ -246,6 +255,31 @@ class ScaleSteps:
             "since": iso(now - timedelta(seconds=5)),  # activities may be stamped a little early
             "deadline": iso(now + timedelta(seconds=timeout)),
             "poll_seconds": poll,
+            "uncordoned": uncordoned,
+            "gone": gone,
+        }
+
+    def _carried_prep(
+        self, event: Mapping[str, Any], group: Mapping[str, Any], uncordoned: list[str], gone: list[str]
+    ) -> dict[str, Any]:
+        """Prepare's answer for a group carried from an earlier read (``carried``: its region's Auto
+        Scaling read failed, :mod:`spillway.planner.unread`), once its nodes are uncordoned: nothing to
+        raise, and nothing asked of Auto Scaling. Its region's read fails: asked, it spent the step's
+        retries, and a refusal (``AwsError``) was taken for a raise refused for good and backed the
+        group off (:meth:`_back_off_errors`), a back-off the plans honour after the region reads
+        again. Verify asks nothing of it either (:meth:`verify`)."""
+        now = self.clock()
+        poll = event.get("poll_seconds")
+        return {
+            "set": False,
+            "count": 0,
+            "owner": _owner_id(event, str(group["region"]), str(group["group"])),
+            "target": int(group["to"]),
+            "carried": True,
+            "before": [],
+            "since": iso(now - timedelta(seconds=5)),
+            "deadline": iso(now),
+            "poll_seconds": max(1, round(self.settings.poll_seconds)) if poll is None else int(poll),
             "uncordoned": uncordoned,
             "gone": gone,
         }
@@ -334,6 +368,10 @@ class ScaleSteps:
     def verify(self, event: Mapping[str, Any]) -> dict[str, Any]:
         group, prep = _field(event, "group"), _field(event, "prep")
         name, region = str(group["group"]), str(group["region"])
+        if group.get("carried"):  # its region's read failed: nothing raised, nothing asked (_carried_prep)
+            return {"status": "ready", "ready": 0, "wanted": 0,
+                    "reason": f"{region}/{name}: carried from an earlier read: its nodes uncordoned, nothing "
+                    "asked of Auto Scaling"}  # fmt: skip
         now = self.clock()
         since = _parse(prep["since"])
         activities = self.aws.describe_activities(region, name, now)
@@ -531,7 +569,7 @@ class ScaleSteps:
         unraised = self._never_raised(cluster, event, round_, results)
         self._back_off_errors(cluster, unraised, now)
         if round_ >= max_rounds:
-            self._forget_unraised(cluster, unraised, now)
+            self._forget_unraised(cluster, unraised, now, lambda: self.snapshots.latest(cluster))
             return {**base, "done": True, "result": f"gave up after {round_} round(s)"}
         landed = self._landed_replan(event, cluster, round_)
         if landed is not None:  # a retry of this step whose first try committed: its round, not another
@@ -539,7 +577,7 @@ class ScaleSteps:
         snapshot = self.snapshots.latest(cluster)
         unplannable = self._unplannable(snapshot, now)
         if snapshot is None or unplannable:  # it ends here, as at the last round
-            self._forget_unraised(cluster, unraised, now)
+            self._forget_unraised(cluster, unraised, now, lambda: snapshot)
             return {**base, "done": True, "result": unplannable}
         planner = self.settings.planner
         # a region whose read fails is unread, its groups carried from the snapshot, as observe has it
@@ -551,13 +589,14 @@ class ScaleSteps:
         # entries a build that keyed groups by name stored, under their groups' keys as the plan reads them
         state = keyed_by_region(stored.state, first_regions(self.settings.planner, live))
         stored = dataclasses.replace(stored, state=without_unraised(state, unraised, live))
+        forgot = stored.state.raises != state.raises
         seen = dataclasses.replace(snapshot.cluster, regions_unread=unread)  # the regions read now
         result = run_planner(seen, live, planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))
         summary = summarize(result, self.settings.primary_region)
         record = _replan_record(event, cluster, snapshot, result, summary, now, round_, groups)
         raises = _without(execution_raises(result, live, stored.state.raises), left, stored.state.raises)
-        self._record_replan(stored, record, raises, groups)
+        self._record_replan(stored, record, raises, groups, forgot)
         self._emit_plan_metrics(summary)
         if not groups:
             return {**base, "done": True, "result": "re-plan found nothing more to launch",
@@ -595,15 +634,21 @@ class ScaleSteps:
             out.append(result)
         return out
 
-    def _forget_unraised(self, cluster: str, unraised: Sequence[Mapping[str, Any]], now: datetime) -> None:
+    def _forget_unraised(
+        self,
+        cluster: str,
+        unraised: Sequence[Mapping[str, Any]],
+        now: datetime,
+        latest: Callable[[], Snapshot | None],
+    ) -> None:
         """When the execution gives up (its last round, or no snapshot fresh enough to re-plan on), take
         off the state the raises of its last round that Auto Scaling
         never took (:meth:`_never_raised`), as a re-plan would (:func:`without_unraised`): left there,
         the plans after it counted their nodes as launching for ``scale_up_claim_minutes`` and launched
         nothing for their pods. Only an entry that is wholly that raise goes (its ``to`` less the nodes
-        it was to add is no more than the live desired capacity), so a retry of this step, or a later
-        plan's raise built on it, takes off nothing more. Best effort: the execution's end does not hang
-        on it (a plan committed meanwhile, the state or the group unreadable), logged."""
+        it was to add is no more than the group's desired capacity: :meth:`_desired_for_forget`), so a
+        retry of this step, or a later plan's raise built on it, takes off nothing more. Best effort: the
+        execution's end does not hang on it (a plan committed meanwhile, the state unreadable), logged."""
         if not unraised:
             return
         try:
@@ -615,7 +660,8 @@ class ScaleSteps:
                 entry = raises.get(key)
                 if entry is None or count <= 0:
                     continue
-                if entry.to - count <= self.aws.describe_group(region, name).DesiredCapacity:
+                desired = self._desired_for_forget(GroupKey(region, name), latest)
+                if desired is not None and entry.to - count <= desired:
                     del raises[key]
             if raises == stored.state.raises:
                 return
@@ -632,6 +678,24 @@ class ScaleSteps:
             log.warning(
                 "scale-up gave up; its raises Auto Scaling never took were left in the state: %s", exc
             )
+
+    def _desired_for_forget(self, key: GroupKey, latest: Callable[[], Snapshot | None]) -> int | None:
+        """The group's desired capacity, to judge a raise entry by (:meth:`_forget_unraised`): as Auto
+        Scaling has it now, else, when the group cannot be read (its region's read failing, as when
+        its prepare failed), as the latest snapshot has it (``latest``): the value the plans count the
+        entry against, and while the region stays unread the one observe carries on
+        (:func:`spillway.observe.carried_groups`). None when neither tells (no snapshot, the group not
+        in it): the entry stays."""
+        try:
+            return self.aws.describe_group(key.region, key.name).DesiredCapacity
+        except AwsError as exc:
+            log.info("the raise entry of %s judged on the latest snapshot: %s", key.stored, exc)
+        try:
+            snapshot = latest()
+        except SpillwayError:
+            return None
+        found = [g.desired for g in snapshot.groups if g.key == key] if snapshot is not None else []
+        return found[0] if found else None
 
     def _landed_replan(self, event: Mapping[str, Any], cluster: str, round_: int) -> dict[str, Any] | None:
         """What this round's re-plan answered, when a try of this step before wrote its record (the
@@ -695,18 +759,23 @@ class ScaleSteps:
         record: PlanRecord,
         raises: Mapping[str, RaiseState],
         groups: Sequence[Mapping[str, Any]],
+        forgot: bool = False,
     ) -> None:
         """Record the re-plan beside the plan it continues; when it raises groups, its raises go into the
         state (``State.raises``) as a plan's do: committed with the record in one transaction, on the
         condition that the state's version is still the one loaded (:class:`StateConflict`, retried,
         when a plan committed meanwhile). Without them the plans until the raise shows in a snapshot
-        saw the re-plan's pods with nothing launching for them and launched them again. The state's
+        saw the re-plan's pods with nothing launching for them and launched them again. So are they
+        when the re-plan took off the state a raise Auto Scaling never took (``forgot``:
+        :func:`without_unraised`) though it raises nothing: else the entry stayed for the plans, which
+        counted its nodes as launching (for as long as the group is carried, in a region whose read
+        fails: its pods go nowhere else meanwhile). The state's
         snapshot, plan id and executions stay the last plan's, so that plan still resumes. It is the
         re-plan's last step that can fail: a retry of the step re-plans only when nothing was written.
         A commit that landed but whose answer was lost after the SDK's own retries left the record
         with the round's ``groups``: the retry finds it and maps over them (:meth:`_landed_replan`)."""
-        if not any(g.get("grow") for g in groups):
-            self.ledger.save_plan(record)  # nothing raised: the state is left to the plans
+        if not forgot and not any(g.get("grow") for g in groups):
+            self.ledger.save_plan(record)  # nothing raised nor forgotten: the state is left to the plans
             return
         state = stored.state.model_copy(update={"raises": dict(raises)})
         self.ledger.commit(

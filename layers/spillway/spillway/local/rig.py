@@ -298,7 +298,9 @@ class Rig:
         return self.plan({"Records": records}) if records else None
 
     def snapshot(self, age: timedelta = timedelta(0)) -> str:
-        """Observe now (dated ``age`` ago) with the real observe code and store it; returns its key."""
+        """Observe now (dated ``age`` ago) with the real observe code and store it; returns its key. A
+        region whose groups cannot be read carries them from the latest snapshot stored, as the observe
+        function does (:func:`spillway.observe.carried_groups`)."""
         import boto3
 
         from spillway.adapters.aws import AwsAdapter, AwsClients
@@ -307,16 +309,17 @@ class Rig:
         from spillway.observe import ObserveConfig, observe_once
 
         taken_at = datetime.now(UTC) - age
+        ddb = boto3.client("dynamodb", region_name=self.home)
+        store = SnapshotStore(ddb, self.stack.tables["SnapshotsTable"])
         kube = KubeClient.for_url(self.kube.url)
         try:
             snap = observe_once(
                 kube, AwsAdapter(AwsClients(self.regions), self.cluster), ObserveConfig(cluster=self.cluster),
-                lambda: taken_at,
+                lambda: taken_at, lambda: store.latest(self.cluster),
             )  # fmt: skip
         finally:
             kube.close()
-        ddb = boto3.client("dynamodb", region_name=self.home)
-        return SnapshotStore(ddb, self.stack.tables["SnapshotsTable"]).save(snap)
+        return store.save(snap)
 
     def stream_event(self, key: str) -> dict[str, Any]:
         """The Lambda event the snapshots stream delivers for that snapshot's INSERT."""

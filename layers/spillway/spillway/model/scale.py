@@ -82,6 +82,9 @@ class ScaleGroup(BaseModel):
     # which of Spillway's cordons the plan saw on each node it uncordons (NodeInfo.cordon_digest); a
     # node without an entry (a plan from a snapshot that did not keep it) is uncordoned as before
     cordons: dict[NodeName, CordonDigest] = Field(default_factory=dict, max_length=MAX_NAMES)
+    # the group is carried from an earlier read (its region's Auto Scaling read failed): its nodes are
+    # only uncordoned, and nothing is asked of Auto Scaling; absent from a plan's entry for a group read
+    carried: bool = False
 
     @field_validator("to")
     @classmethod
@@ -90,6 +93,13 @@ class ScaleGroup(BaseModel):
         if low is not None and to < low:
             raise ValueError(f"{to} is below from {low}: a scale-up never lowers a group")
         return to
+
+    @field_validator("carried")
+    @classmethod
+    def _carried_not_grown(cls, carried: bool, info: ValidationInfo) -> bool:
+        if carried and info.data.get("grow"):
+            raise ValueError("a group carried from an earlier read is never grown")
+        return carried
 
 
 class Prep(BaseModel):
@@ -101,8 +111,10 @@ class Prep(BaseModel):
     count: Capacity
     owner: str = Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")
     target: Capacity
-    live_desired: Capacity
-    max_size: Capacity
+    # a group carried from an earlier read (ScaleGroup.carried): not read, so no live_desired nor max_size
+    carried: bool = False
+    live_desired: Capacity | None = Field(default=None, validate_default=True)
+    max_size: Capacity | None = Field(default=None, validate_default=True)
     before: list[InstanceId] = Field(max_length=MAX_INSTANCES)
     since: Time
     deadline: Time
@@ -116,6 +128,13 @@ class Prep(BaseModel):
     @classmethod
     def _exists(cls, value: str) -> str:
         return _real_time(value)
+
+    @field_validator("live_desired", "max_size")
+    @classmethod
+    def _read_unless_carried(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is None and not info.data.get("carried"):
+            raise ValueError("required for a group prepare read (not carried)")
+        return value
 
 
 class Launch(BaseModel):
