@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from spillway.config import PlannerConfig
 from spillway.model.act import StoredState
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import GroupState, RaiseState, State
+from spillway.planner import plan as run_planner
 
 
 def test_a_refused_raise_is_no_capacity_launching_for_the_replan() -> None:
@@ -230,3 +232,71 @@ def test_a_raise_that_may_have_landed_stays_though_its_region_cannot_be_read() -
         out, ledger = _overflow_round_two(raised_marker=True, round_=round_, unread=("us-west-2",))
         assert out["done"] is True, out
         assert ledger.stored.state.raises["us-west-2/gpu-west"].to == 2
+
+
+@pytest.mark.parametrize(
+    ("unread", "result"),
+    [(("us-west-2",), "re-plan found nothing more to launch"), ((), "raises gpu-west again")],
+)
+def test_a_replan_that_writes_the_state_keeps_the_entries_of_raises_only_its_live_read_shows(
+    unread: tuple[str, ...], result: str
+) -> None:
+    """The re-plan of the errored gpu-west raise forgets that raise and writes the state: with us-west-2
+    unreadable since (gpu-west carried, so the re-plan grows nothing), or raising gpu-west again. Another plan raised ``web``
+    (us-east-1) 0 -> 2 for two pending pods; the raise landed after the snapshot was taken, so the live
+    read the re-plan plans on shows desired 2, the snapshot 0. The plans end a raise's entry when their
+    snapshot shows it (spillway.planner.raises); the re-plan, planning on live reads, ended it on the
+    live read and wrote the state without it, so a plan of that snapshot (or any taken before the raise
+    landed) saw web at 0 with nothing launching and raised it again for the same pods: two nodes
+    launched twice. The entry stays for the plans to end on a snapshot."""
+    w = World(regions=("us-east-1", "us-west-2"))
+    w.group("gpu-east", "g5.xlarge", region="us-east-1")
+    w.group("gpu-west", "g5.xlarge", region="us-west-2")
+    w.group("web", "m5.xlarge", region="us-east-1")
+    w.gpu_pods("train", 2, gpus=1, cpu="2", memory="8Gi")
+    w.pods("web", 2, cpu="3", memory="8Gi")
+    cluster, groups, _, _ = w.parsed()
+    snapshots = FakeSnapshots()
+    snapshot = Snapshot.build(cluster, groups, NOW)
+    ref = snapshots.add(snapshot)
+    cloud = UnreadableCloud(*unread)
+    cloud.node_groups_by_region = {
+        "us-east-1": [
+            replace(g, desired=2) if g.name == "web" else g for g in groups if g.region == "us-east-1"
+        ],
+        "us-west-2": [g for g in groups if g.region == "us-west-2"],
+    }  # live: the raise of web landed (desired 2, no node joined yet)
+    ledger = FakeLedger()
+    east_off = GroupState(group="gpu-east", region="us-east-1", backoff_until=NOW + timedelta(minutes=5),
+                          reason="us-east-1/gpu-east: We currently do not have sufficient g5.xlarge capacity")  # fmt: skip
+    web = RaiseState(to=2, since=NOW, group="web", region="us-east-1")
+    ledger.stored = StoredState(
+        state=State(
+            groups={"us-east-1/gpu-east": east_off},
+            raises={
+                "us-west-2/gpu-west": RaiseState(to=2, since=NOW, group="gpu-west", region="us-west-2"),
+                "us-east-1/web": web,
+            },
+        ),
+        version=2,
+        snapshot_key=ref.key,
+        plan_id="p1",
+    )
+    planner = PlannerConfig(cluster="ml", regions=("us-east-1", "us-west-2"))
+    later = NOW + timedelta(seconds=90)
+    steps = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=ledger, snapshots=snapshots,
+                       settings=PlanSettings(planner=planner, poll_seconds=1), clock=lambda: later)  # fmt: skip
+    errored = {"group": "gpu-west", "region": "us-west-2", "outcome": "error", "error": "AwsThrottled",
+               "cause": "us-west-2/gpu-west: SetDesiredCapacity: Rate exceeded", "new_nodes": 2}  # fmt: skip
+
+    out = steps.next_round({"action": "next_round", "cluster": "ml", "plan_id": "p1", "snapshot_key": ref.key,
+                            "round": 2, "max_rounds": 3, "rounds": [], "results": [errored]})  # fmt: skip
+
+    grown = [g["group"] for g in out["groups"] if g.get("grow", True)]
+    assert (grown == ["gpu-west"]) == bool(result.startswith("raises")), out
+    assert out.get("result", result) == result, out
+    raises = ledger.stored.state.raises
+    assert raises.get("us-west-2/gpu-west") is None or grown, raises
+    assert raises.get("us-east-1/web") == web, raises
+    plan = run_planner(snapshot.cluster, snapshot.groups, planner, ledger.stored.state, later)
+    assert [s.group for s in plan.scale_up if s.group == "web"] == [], plan.scale_up

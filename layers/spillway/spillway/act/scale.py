@@ -56,7 +56,9 @@ the new groups (at most :data:`~spillway.model.history.MAX_SCALE_UP_GROUPS`: the
 next plan). At most ``max_rounds`` rounds. A re-plan that raises groups records its raises in the
 state (``State.raises``) as a plan does, committed with its plan record on the state's version
 (:class:`StateConflict` when a plan committed meanwhile: the step is retried and re-plans on the new
-state), so the plans that follow count those nodes as launching until a snapshot shows them.
+state), so the plans that follow count those nodes as launching until a snapshot shows them; so does one
+that took off the state a raise Auto Scaling never took. Either keeps the entries its live reads
+already show, for the plans to end on their snapshots (:func:`_ended_on_snapshots`).
 
 Each step's input is checked first against what the state machine passes it
 (:mod:`spillway.model.scale`, :func:`parse_step`): anything else is an :class:`InputError` naming the
@@ -596,6 +598,7 @@ class ScaleSteps:
         summary = summarize(result, self.settings.primary_region)
         record = _replan_record(event, cluster, snapshot, result, summary, now, round_, groups)
         raises = _without(execution_raises(result, live, stored.state.raises), left, stored.state.raises)
+        raises = _ended_on_snapshots(stored.state.raises, raises)
         self._record_replan(stored, record, raises, groups, forgot)
         self._emit_plan_metrics(summary)
         if not groups:
@@ -888,6 +891,17 @@ def _without(
     out = {name: r for name, r in raises.items() if name not in left}
     out.update({name: before[name] for name in left if name in before})
     return dict(sorted(out.items()))
+
+
+def _ended_on_snapshots(
+    before: Mapping[str, RaiseState], raises: Mapping[str, RaiseState]
+) -> dict[str, RaiseState]:
+    """The re-plan's raises to commit: its own, and every entry of the state it planned on that it did not
+    replace. The re-plan plans on live group reads, newer than any snapshot, and ends an entry whose
+    live desired capacity shows the raise (:func:`spillway.planner.raises.pending_raises`); written so,
+    a plan of a snapshot taken before the raise landed saw the group below it with nothing launching
+    and raised it again for the same pods. The plans end each entry on their own snapshot."""
+    return dict(sorted({**before, **raises}.items()))
 
 
 def _made_good_in(pool: Pool, asg: AutoScalingGroup, mine: Collection[str]) -> bool:
