@@ -565,3 +565,32 @@ def test_a_node_of_the_carried_eks_node_group_is_taken_for_its_launch_joined() -
     result = unread_plan(w, EAST)
 
     assert scale_up(result) == {"west": (1, 2, [pod])}
+
+
+def _label_easts_nodes(w: World, labels: dict[str, str]) -> None:
+    """Put ``labels`` on east's own Nodes (as eksctl's self-managed node groups' kubelets register them)."""
+    own = {i["InstanceId"] for i in w.groups["east"]["Instances"]}
+    for item in w.items:
+        if item["kind"] == "Node" and item["spec"]["providerID"].rsplit("/", 1)[-1] in own:
+            item["metadata"]["labels"].update(labels)
+
+
+@pytest.mark.parametrize(("stranger", "east_launched"), [("legacy", False), ("east-ng", True)])
+def test_a_node_whose_labels_contradict_the_carried_groups_is_not_taken_for_its_launch(
+    stranger: str, east_launched: bool
+) -> None:
+    """east's Nodes all carry ``alpha.eksctl.io/nodegroup-name: east-ng`` (its template takes it from
+    them). A Node in no group of its region, zone and type, registered since the read, labelled as
+    another self-managed node group's (``legacy``: an Auto Scaling group Spillway does not manage, whose
+    instances no read lists) was taken for east's raise joined, and the pod the raise was for got a
+    second node in us-west-2 with the raise still booting. A Node labelled as east's own still is."""
+    w, pod = _raised_east_and_a_stranger_joined({"alpha.eksctl.io/nodegroup-name": stranger})
+    _label_easts_nodes(w, {"alpha.eksctl.io/nodegroup-name": "east-ng"})
+
+    result = unread_plan(w, EAST)
+
+    if east_launched:
+        assert scale_up(result) == {"west": (1, 2, [pod])}
+    else:
+        assert scale_up(result) == {}
+        assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
