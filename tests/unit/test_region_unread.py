@@ -594,3 +594,31 @@ def test_a_node_whose_labels_contradict_the_carried_groups_is_not_taken_for_its_
     else:
         assert scale_up(result) == {}
         assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
+
+
+def test_an_unsettled_raise_of_a_carried_group_holds_its_pods_only_for_the_claim_window() -> None:
+    """As above, east raised to 2 six minutes ago after its read, then the region's reads failed; but the
+    scale-up kept that raise unsettled (SetDesiredCapacity's answer lost, AWS may never have applied it:
+    spillway.act.claims), which the state store reads from the ledger into ``RaiseState.unsettled``. A
+    read group's snapshot would show within scale_up_claim_minutes (5) whether it landed; the carried read
+    cannot, and the pod waited on a raise that may not exist for as long as east was carried (15). It is
+    judged as a read group's now: past the claim window, the pod is launched for in us-west-2. Within it,
+    the raise still holds the pod, so a raise that did land is not launched for twice meanwhile."""
+    w = world()
+    (pod,) = w.pods("web", 1, cpu="3")
+    for minutes, held in ((6, False), (4, True)):
+        raised = NOW - timedelta(minutes=minutes)
+        w.state["raises"] = {
+            "us-east-1/east": {
+                "to": 2, "since": raised.isoformat(), "group": "east", "region": EAST, "unsettled": True,
+            }
+        }  # fmt: skip
+
+        result = unread_plan(w, EAST, read_at=raised - timedelta(seconds=30))
+
+        if held:
+            assert scale_up(result) == {}
+            assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
+        else:
+            assert scale_up(result)["west"][2] == [pod]
+            assert "us-east-1/east" not in result.state.raises
