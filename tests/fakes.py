@@ -73,10 +73,13 @@ from spillway.model.snapshot import Snapshot
 from spillway.model.state import (
     DRAIN_ENDED_PREFIX,
     DRAINS_PARTITION,
+    OWNER_PREFIX,
     SCALE_DOWN_FAILED_PREFIX,
+    UNSETTLED_PREFIX,
     State,
     merge_ended_drains,
     merge_scale_down_failures,
+    merge_unsettled_raises,
 )
 from spillway.ports import BeforeCall
 
@@ -1032,8 +1035,11 @@ class FakeLedger(Recorder):
             if c in partitions and item.startswith(DRAIN_ENDED_PREFIX)
         ]
         state = merge_ended_drains(merge_scale_down_failures(self.stored.state, failed), ended)
+        state = merge_unsettled_raises(state, self._unsettled(cluster))
         if not self.backoffs:
-            return dataclasses.replace(self.stored, state=state) if failed or ended else self.stored
+            return (
+                self.stored if state is self.stored.state else dataclasses.replace(self.stored, state=state)
+            )
         sizes = self.backoff_nodes + [1] * (len(self.backoffs) - len(self.backoff_nodes))  # set by hand
         regions = self.backoff_regions + [""] * (len(self.backoffs) - len(self.backoff_regions))
         merged = merge_backoffs(
@@ -1045,6 +1051,16 @@ class FakeLedger(Recorder):
             now,
         )
         return dataclasses.replace(self.stored, state=merged)
+
+    def _unsettled(self, cluster: str) -> list[tuple[str, datetime]]:
+        """As StateStore.load reads them: the raises kept unsettled whose owner claimed no instance."""
+        mine = {item: value for (c, item), value in self.claimed.items() if c == cluster}
+        holders = {value.get("owner") for item, value in mine.items() if item.startswith(OWNER_PREFIX)}
+        return [
+            (str(value["group"]), datetime.fromisoformat(str(value["at"]).replace("Z", "+00:00")))
+            for item, value in sorted(mine.items())
+            if item.startswith(UNSETTLED_PREFIX) and item.removeprefix(UNSETTLED_PREFIX) not in holders
+        ]
 
     def commit(self, cluster: str, state: State, **kw: Any) -> int:
         """As StateStore.commit: ``expected_version``, ``snapshot_key``, ``plan_id``, ``executions``, ``plan``."""

@@ -746,3 +746,40 @@ def test_an_item_whose_time_no_delay_can_be_added_to_is_skipped_naming_it(
         assert item in warned, item
     # and the plan goes on (it overflowed in planner.cooldown before)
     plan(ClusterSnapshot(cluster="ml", taken_at=NOW, nodes=(), pods=()), [], PlannerConfig(), state, NOW)
+
+
+def test_a_raise_the_scale_up_kept_unsettled_loads_marked_unless_an_instance_was_claimed_for_it(
+    store: StateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """spillway.act.claims keeps a raise whose answer was lost, and which it cannot settle, as
+    ``unsettled#<owner>`` (the group's key, when); the instances its verify finds launched for it are
+    ``owner#<region>#<instance>`` claims naming the owner. Each load marks the state's raise entry of
+    that group ``unsettled`` (the planner then judges a carried group's raise as a read group's) when
+    such a raise was kept at or after the entry's time and its owner claimed no instance (one claimed
+    says it applied). An older one, another group's or one that cannot be read marks nothing."""
+    raised = NOW - timedelta(minutes=3)
+    entry = {"to": 2, "since": raised.isoformat(), "group": "east", "region": "us-east-1"}
+    commit(
+        store,
+        0,
+        State.model_validate({"raises": {"us-east-1/east": entry, "us-east-1/west": {**entry, "group": "west"},
+                                         "us-east-1/gpu": {**entry, "group": "gpu"}}}),
+    )  # fmt: skip
+    expires = NOW + timedelta(days=2)
+    store.claim("ml", "unsettled#up-1-east", {"group": "us-east-1/east", "at": iso(NOW)}, expires=expires)
+    store.claim("ml", "unsettled#up-0-west", {"group": "us-east-1/west", "at": iso(raised - timedelta(minutes=1))},
+                expires=expires)  # fmt: skip
+    store.claim("ml", "unsettled#up-1-gpu", {"group": "us-east-1/gpu", "at": iso(NOW)}, expires=expires)
+    store.claim("ml", "owner#us-east-1#i-0123", {"owner": "up-1-gpu"}, expires=expires)  # it applied
+    store.claim("ml", "unsettled#up-2-east", {"group": "us-east-1/east"}, expires=expires)
+
+    with caplog.at_level(logging.WARNING, logger="spillway.adapters.state_store"):
+        loaded = store.load("ml", NOW)
+
+    assert {k: v.unsettled for k, v in loaded.state.raises.items()} == {
+        "us-east-1/east": True,
+        "us-east-1/gpu": False,
+        "us-east-1/west": False,
+    }
+    assert "unsettled#up-2-east" in caplog.text
+    assert "unsettled" not in json.dumps(loaded.state.to_wire())  # never stored

@@ -109,3 +109,103 @@ def test_succeeded_pods_and_counted_failed_pods_take_nothing() -> None:
     for snap in (from_objects(*items), observed(*items)):
         assert snap.jobs == (JobInfo(KEY, evictions_left=1),)
         assert movable(snap)[0]
+
+
+# -- what the controller does not count (kubernetes pkg/controller/job/job_controller.go,
+# nonIgnoredFailedPodsCount, getValidPodsWithFilter, trackJobStatusAndRemoveFinalizers; pod_failure_policy.go,
+# matchPodFailurePolicy): a failed pod the first matching podFailurePolicy rule Ignores, and a failed pod of
+# an Indexed Job whose completion index is missing or not below spec.completions
+
+
+def with_policy(raw: dict[str, Any], *rules: dict[str, Any]) -> dict[str, Any]:
+    raw["spec"]["podFailurePolicy"] = {"rules": list(rules)}
+    return raw
+
+
+def failed_with(
+    name: str, *, exit_code: int | None = None, conditions: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A Failed pod of Job etl still tracked, its container terminated with ``exit_code`` (a terminated
+    state without one when None) and holding ``conditions`` (type, status True)."""
+    raw = job_pod(name, phase="Failed")
+    terminated: dict[str, Any] = {"reason": "Error"}
+    if exit_code is not None:
+        terminated["exitCode"] = exit_code
+    raw["status"]["containerStatuses"] = [{"name": "c", "state": {"terminated": terminated}}]
+    raw["status"]["conditions"] = [{"type": t, "status": "True"} for t in conditions]
+    return raw
+
+
+IGNORE_42 = {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [42]}}
+
+
+def test_a_failed_pod_an_ignore_rule_matches_spends_no_failure_of_its_job() -> None:
+    """backoffLimit 1, an Ignore rule on exit code 42 (the Job still counts evictions): a pod that exited
+    42 is not counted by the controller, so one failure is still left; one that exited 1 is counted."""
+    ignored = (with_policy(job(1), IGNORE_42), job_pod("etl-run"), failed_with("etl-failed", exit_code=42))
+    for snap in (from_objects(*ignored), observed(*ignored)):
+        assert snap.jobs == (JobInfo(KEY, evictions_left=1),)
+        assert movable(snap) == (True, codes.POD_EXPENDABLE)
+    counted = (with_policy(job(1), IGNORE_42), job_pod("etl-run"), failed_with("etl-failed", exit_code=1))
+    for snap in (from_objects(*counted), observed(*counted)):
+        assert snap.jobs == (JobInfo(KEY, evictions_left=0),)
+
+
+def test_an_ignore_rule_on_a_pod_condition_is_read_as_the_controller_reads_it() -> None:
+    """``onPodConditions`` matches a condition of that type and status on the failed pod: shown, the
+    failure is ignored; not shown, it is counted."""
+    rule = {"action": "Ignore", "onPodConditions": [{"type": "ConfigIssue", "status": "True"}]}
+    for conditions, left in (("ConfigIssue",), 1), ((), 0):
+        items = (
+            with_policy(job(1), rule),
+            job_pod("etl-run"),
+            failed_with("etl-failed", conditions=conditions),
+        )
+        for snap in (from_objects(*items), observed(*items)):
+            assert snap.jobs == (JobInfo(KEY, evictions_left=left),), conditions
+
+
+def test_the_first_matching_rule_decides_and_an_unreadable_one_keeps_the_failure_counted() -> None:
+    """A Count rule before the Ignore rule that both match counts the failure; an exit-code rule met by
+    a terminated container without its exit code cannot be judged, and the failure stays counted."""
+    count_42 = {"action": "Count", "onExitCodes": {"operator": "In", "values": [42]}}
+    for rules, exit_code in (((count_42, IGNORE_42), 42), ((IGNORE_42,), None)):
+        items = (
+            with_policy(job(1), *rules),
+            job_pod("etl-run"),
+            failed_with("etl-failed", exit_code=exit_code),
+        )
+        for snap in (from_objects(*items), observed(*items)):
+            assert snap.jobs == (JobInfo(KEY, evictions_left=0),), rules
+
+
+def indexed(raw: dict[str, Any], completions: int) -> dict[str, Any]:
+    raw["spec"].update(completionMode="Indexed", completions=completions)
+    return raw
+
+
+def test_a_failed_pod_of_an_invalid_completion_index_spends_no_failure() -> None:
+    """An Indexed Job of 2 completions: a failed pod of index 5, or of none, or one Go's Atoi refuses, is
+    not counted; one of index 1 is."""
+    for index, left in (("5", 1), (None, 1), ("1_0", 1), ("1", 0)):
+        failed = job_pod("etl-failed", phase="Failed")
+        if index is not None:
+            failed["metadata"].setdefault("annotations", {})["batch.kubernetes.io/job-completion-index"] = (
+                index
+            )
+        items = (indexed(job(1), 2), job_pod("etl-run"), failed)
+        for snap in (from_objects(*items), observed(*items)):
+            assert snap.jobs == (JobInfo(KEY, evictions_left=left),), index
+
+
+def test_a_terminating_pod_already_in_uncounted_terminated_pods_is_taken_off_once() -> None:
+    """Its uid in ``uncountedTerminatedPods.failed`` (in ``evictions_left`` already) while its finalizer is
+    still on: the eviction room does not take it off a second time. One not in it still is."""
+    from spillway.planner.disruption import eviction_room
+
+    for uncounted, room in ((["uid-etl-going"], 1), ([], 1)):
+        going = job_pod("etl-going")
+        going["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+        items = (job(2, uncounted=uncounted), job_pod("etl-run"), going)
+        for snap in (from_objects(*items), observed(*items)):
+            assert eviction_room(snap.pods, snap.jobs_by_key(), set())[KEY] == room, uncounted

@@ -565,3 +565,60 @@ def test_a_node_of_the_carried_eks_node_group_is_taken_for_its_launch_joined() -
     result = unread_plan(w, EAST)
 
     assert scale_up(result) == {"west": (1, 2, [pod])}
+
+
+def _label_easts_nodes(w: World, labels: dict[str, str]) -> None:
+    """Put ``labels`` on east's own Nodes (as eksctl's self-managed node groups' kubelets register them)."""
+    own = {i["InstanceId"] for i in w.groups["east"]["Instances"]}
+    for item in w.items:
+        if item["kind"] == "Node" and item["spec"]["providerID"].rsplit("/", 1)[-1] in own:
+            item["metadata"]["labels"].update(labels)
+
+
+@pytest.mark.parametrize(("stranger", "east_launched"), [("legacy", False), ("east-ng", True)])
+def test_a_node_whose_labels_contradict_the_carried_groups_is_not_taken_for_its_launch(
+    stranger: str, east_launched: bool
+) -> None:
+    """east's Nodes all carry ``alpha.eksctl.io/nodegroup-name: east-ng`` (its template takes it from
+    them). A Node in no group of its region, zone and type, registered since the read, labelled as
+    another self-managed node group's (``legacy``: an Auto Scaling group Spillway does not manage, whose
+    instances no read lists) was taken for east's raise joined, and the pod the raise was for got a
+    second node in us-west-2 with the raise still booting. A Node labelled as east's own still is."""
+    w, pod = _raised_east_and_a_stranger_joined({"alpha.eksctl.io/nodegroup-name": stranger})
+    _label_easts_nodes(w, {"alpha.eksctl.io/nodegroup-name": "east-ng"})
+
+    result = unread_plan(w, EAST)
+
+    if east_launched:
+        assert scale_up(result) == {"west": (1, 2, [pod])}
+    else:
+        assert scale_up(result) == {}
+        assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
+
+
+def test_an_unsettled_raise_of_a_carried_group_holds_its_pods_only_for_the_claim_window() -> None:
+    """As above, east raised to 2 six minutes ago after its read, then the region's reads failed; but the
+    scale-up kept that raise unsettled (SetDesiredCapacity's answer lost, AWS may never have applied it:
+    spillway.act.claims), which the state store reads from the ledger into ``RaiseState.unsettled``. A
+    read group's snapshot would show within scale_up_claim_minutes (5) whether it landed; the carried read
+    cannot, and the pod waited on a raise that may not exist for as long as east was carried (15). It is
+    judged as a read group's now: past the claim window, the pod is launched for in us-west-2. Within it,
+    the raise still holds the pod, so a raise that did land is not launched for twice meanwhile."""
+    w = world()
+    (pod,) = w.pods("web", 1, cpu="3")
+    for minutes, held in ((6, False), (4, True)):
+        raised = NOW - timedelta(minutes=minutes)
+        w.state["raises"] = {
+            "us-east-1/east": {
+                "to": 2, "since": raised.isoformat(), "group": "east", "region": EAST, "unsettled": True,
+            }
+        }  # fmt: skip
+
+        result = unread_plan(w, EAST, read_at=raised - timedelta(seconds=30))
+
+        if held:
+            assert scale_up(result) == {}
+            assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
+        else:
+            assert scale_up(result)["west"][2] == [pod]
+            assert "us-east-1/east" not in result.state.raises

@@ -285,7 +285,15 @@ def _observe(
     groups = with_warm_node_problems(groups, nodes)  # a warm-pool instance's Ready Node is misconfigured
     pods, buffer_infos, provreqs = with_topology(
         topology,
-        list(volumes.apply(list(budgets.apply(normal.apply(pod_list, shared.gangs, succeeded))))),
+        list(
+            volumes.apply(
+                list(
+                    budgets.apply(
+                        normal.apply(uncounted.mark_counted(pod_list, shared.jobs), shared.gangs, succeeded)
+                    )
+                )
+            )
+        ),
         namespaces or None,
         buffers.infos,
         provreqs,

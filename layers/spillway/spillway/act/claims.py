@@ -62,13 +62,12 @@ from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, Spil
 from spillway.model.calltime import MARKED_CALLS
 from spillway.model.cluster import format_time, parse_time
 from spillway.model.nodegroup import LIVE_STATES
+from spillway.model.state import OWNER_PREFIX, UNSETTLED_PREFIX  # the plan's load reads them too
 from spillway.model.utc import aware
 from spillway.ports import Cloud, Ledger
 
 RAISE_PREFIX = "raise#"
-UNSETTLED_PREFIX = "unsettled#"
 SET_PREFIX = "set#"  # the raise was answered by Auto Scaling (or settled as landed): not only marked
-OWNER_PREFIX = "owner#"
 REPLACES = "replaces"  # an instance claim's flag: claimed in place of one of the owner's own it lost
 # an instance a step found the group launched as a replacement (``replacement#<region>#<instance>``): its
 # launch activity drops out of the activities read (the newest ended ones of a window) long before it ends

@@ -126,13 +126,16 @@ from spillway.model.state import (
     DRAIN_ENDED_PREFIX,
     DRAINS_PARTITION,
     LATEST_TIME,
+    OWNER_PREFIX,
     POOL_PREFIX,
     SCALE_DOWN_FAILED_PREFIX,
+    UNSETTLED_PREFIX,
     GroupState,
     PoolState,
     State,
     merge_ended_drains,
     merge_scale_down_failures,
+    merge_unsettled_raises,
     normalize_pool_key,
     stronger_backoff,
     usable_time,
@@ -290,7 +293,7 @@ class StateStore:
                 unknown.extend(f"{name}.{a}" for a in sorted(set(item) - BACKOFF_ATTRIBUTES))
         warn_unknown(f"back-off items of {cluster}", unknown, log.warning)
         state = merge_scale_down_failures(merge_backoffs(stored.state, backoffs, now), failures)
-        state = merge_ended_drains(state, ended)
+        state = merge_unsettled_raises(merge_ended_drains(state, ended), _unsettled_raises(items))
         return StoredState(
             state=state,
             version=stored.version,
@@ -603,6 +606,33 @@ def _ended(item: Mapping[str, Any]) -> list[tuple[str, datetime]]:
         "ended drain item %s skipped: value.node or value.planned_at unreadable", str(item["item"]["S"])[:200]
     )
     return []
+
+
+def _unsettled_raises(items: Sequence[Mapping[str, Any]]) -> list[tuple[str, datetime]]:
+    """The raises a scale-up kept unsettled (``unsettled#<owner>``: the group's key and when) whose owner
+    claimed no instance of its group (``owner#<region>#<instance>``): an instance claimed for it says the
+    raise applied. A value that cannot be read is skipped with a warning (the raise counts as before)."""
+    kept: dict[str, tuple[str, datetime]] = {}
+    holders: set[object] = set()
+    for item in items:
+        name = item["item"]["S"]
+        try:
+            if name.startswith(OWNER_PREFIX):
+                holders.add(_claim_value(item).get("owner"))
+            elif name.startswith(UNSETTLED_PREFIX):
+                kept[name.removeprefix(UNSETTLED_PREFIX)] = _kept_unsettled(item)
+        except (StateCorrupt, ValueError) as exc:
+            log.warning("raise ledger item %s skipped: %s", str(name)[:200], exc)
+    return [raised for owner, raised in sorted(kept.items()) if owner not in holders]
+
+
+def _kept_unsettled(item: Mapping[str, Any]) -> tuple[str, datetime]:
+    """An ``unsettled#<owner>`` item's group key and time; ValueError when they cannot be read."""
+    value = _claim_value(item)
+    group, at = value.get("group"), value.get("at")
+    if not isinstance(group, str) or not isinstance(at, str):
+        raise ValueError("value.group or value.at unreadable")
+    return group, aware(_parse(at))
 
 
 def _drain_records(items: Sequence[Mapping[str, Any]]) -> tuple[list[datetime], list[tuple[str, datetime]]]:

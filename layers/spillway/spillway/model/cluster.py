@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 from spillway.model.fleet import FleetInstance
 from spillway.model.jobs import (
     JOB_TRACKING_FINALIZER,
+    FailedPod,
     JobInfo,
+    counts_failure,
     do_not_drain,
     flag,
     job_key,
@@ -260,7 +262,8 @@ class PodInfo:
     batch_owned: bool = False
     # being deleted, of a batch/v1 Job, and without the Job's batch.kubernetes.io/job-tracking
     # finalizer: the job controller counted it as failed already (status.failed, or
-    # uncountedTerminatedPods), and removes the finalizer only once it has (spillway.model.jobs)
+    # uncountedTerminatedPods), and removes the finalizer only once it has (spillway.model.jobs); or
+    # with it still on while its uid is in the Job's uncountedTerminatedPods.failed (UncountedFailures)
     job_counted: bool = False
     # batch.kubernetes.io/job-index-failure-count: the failures of its index so far, which the job
     # controller writes on an Indexed Job's pods under backoffLimitPerIndex (JobInfo.per_index_limit)
@@ -1373,7 +1376,11 @@ class ClusterSnapshot:
             live,
             resource_quotas,
             topology,
-            list(volumes.apply(list(budgets.apply(normal.apply(pods, gangs, succeeded))))),
+            list(
+                volumes.apply(
+                    list(budgets.apply(normal.apply(uncounted.mark_counted(pods, jobs), gangs, succeeded)))
+                )
+            ),
             namespaces,
             provreqs,
             volumes,
@@ -2095,34 +2102,58 @@ class UncountedFailures:
     ``status.uncountedTerminatedPods`` (``getNewFinishedPods``) to ``status.failed`` and that list's
     failed uids before comparing with ``spec.backoffLimit`` (``exceedsBackoffLimit``), then records
     their uids there and only then removes the finalizer (kubernetes pkg/controller/job/
-    job_controller.go, ``syncJob``, ``trackJobStatusAndRemoveFinalizers``). So a Failed pod with the finalizer is a failure the Job
-    status may not show yet: one fewer eviction is left, unless its uid is in the Job's
-    ``uncountedTerminatedPods.failed`` (``JobInfo.uncounted_failed``, counted already). A Succeeded pod
-    is a completion; a podFailurePolicy ``Ignore`` rule the pod matches is not read (the failure is
-    counted all the same: fewer evictions, never more)."""
+    job_controller.go, ``syncJob``, ``trackJobStatusAndRemoveFinalizers``). So a Failed pod with the
+    finalizer is a failure the Job status may not show yet: one fewer eviction is left, unless its uid
+    is in the Job's ``uncountedTerminatedPods.failed`` (``JobInfo.uncounted_failed``, counted already),
+    or the controller does not count it at all (:func:`spillway.model.jobs.counts_failure`: a
+    ``podFailurePolicy`` ``Ignore`` rule it matches first, an Indexed Job's invalid completion index). A
+    Succeeded pod is a completion.
+
+    A pod being deleted that still has the finalizer while its uid is in ``uncountedTerminatedPods.failed``
+    (the status written, the finalizer not removed yet) is counted already too: :meth:`mark_counted`
+    marks it ``PodInfo.job_counted``, so the eviction room does not take it off again."""
 
     def __init__(self) -> None:
-        self._uids: dict[str, set[str]] = {}
+        self._failed: dict[str, list[FailedPod]] = {}
+        self._terminating: dict[str, dict[str, str]] = {}  # Job key -> pod uid -> pod key
 
     def note(self, pod: Pod, info: PodInfo) -> None:
-        if info.phase != "Failed" or JOB_TRACKING_FINALIZER not in pod.metadata.finalizers:
+        if JOB_TRACKING_FINALIZER not in pod.metadata.finalizers:
             return
         name = info.batch_job or (info.owner_name if info.batch_owned else None)
-        if name:
-            uid = pod.metadata.uid or f"{info.namespace}/{info.name}"
-            self._uids.setdefault(job_key("Job", info.namespace, name), set()).add(uid)
+        if not name:
+            return
+        key = job_key("Job", info.namespace, name)
+        uid = pod.metadata.uid or info.key
+        if info.phase == "Failed":
+            self._failed.setdefault(key, []).append(FailedPod.of(pod, uid))
+        elif pod.metadata.deletion_timestamp is not None and not info.terminal and pod.metadata.uid:
+            self._terminating.setdefault(key, {})[pod.metadata.uid] = info.key
 
     def apply(self, jobs: Iterable[JobInfo]) -> tuple[JobInfo, ...]:
         """``jobs``, each counting Job's ``evictions_left`` less its failed pods not counted yet."""
         out = []
         for job in jobs:
-            uids = self._uids.get(job.key)
-            if uids and job.evictions_left is not None:
-                job = replace(
-                    job, evictions_left=max(0, job.evictions_left - len(uids - job.uncounted_failed))
-                )
+            failed = self._failed.get(job.key)
+            if failed and job.evictions_left is not None:
+                new = sum(1 for p in failed if p.uid not in job.uncounted_failed and counts_failure(job, p))
+                job = replace(job, evictions_left=max(0, job.evictions_left - new))
             out.append(job)
         return tuple(out)
+
+    def mark_counted(self, pods: list[PodInfo], jobs: Iterable[JobInfo]) -> list[PodInfo]:
+        """``pods``, those being deleted whose uid their counting Job lists in
+        ``uncountedTerminatedPods.failed`` marked ``job_counted``."""
+        counted = {
+            pod
+            for job in jobs
+            if job.evictions_left is not None
+            for uid, pod in self._terminating.get(job.key, {}).items()
+            if uid in job.uncounted_failed
+        }
+        if not counted:
+            return pods
+        return [replace(p, job_counted=True) if p.key in counted else p for p in pods]
 
 
 class VolcanoNormalPods:

@@ -173,6 +173,10 @@ class JobInfo:
     # the uids in a counting Job's status.uncountedTerminatedPods.failed: its failed pods already in
     # evictions_left, for observe's UncountedFailures to take no pod off twice; not stored
     uncounted_failed: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    # what decides whether the controller counts a counting Job's failed pod (:func:`counts_failure`):
+    # its podFailurePolicy rules, and an Indexed Job's spec.completions; not stored
+    failure_rules: tuple[PodFailurePolicyRule, ...] = field(default=(), compare=False, repr=False)
+    indexed_completions: int | None = field(default=None, compare=False, repr=False)
 
     def eviction_action(self, task: str | None) -> str:
         """What the job's controller does when a pod of ``task`` is evicted (``SyncJob`` when not known)."""
@@ -353,6 +357,7 @@ def _batch_job(job: BatchJob) -> JobInfo | None:
         return None
     key = job_key("Job", job.metadata.namespace or "default", job.metadata.name)
     uncounted = job.status.uncounted_terminated_pods
+    policy = job.spec.pod_failure_policy
     return JobInfo(
         key,
         tolerates_disruption=tolerates,
@@ -362,7 +367,104 @@ def _batch_job(job: BatchJob) -> JobInfo | None:
         eviction_fails=fails,
         per_index_limit=job.spec.backoff_limit_per_index if left is not None else None,
         uncounted_failed=frozenset(uncounted.failed) if uncounted and left is not None else frozenset(),
+        failure_rules=tuple(policy.rules) if policy else (),
+        indexed_completions=_indexed_completions(job),
     )
+
+
+def _indexed_completions(job: BatchJob) -> int | None:
+    """An Indexed Job's ``spec.completions`` (0 when unset, which the API server refuses for Indexed:
+    no index is then valid), None for a NonIndexed one."""
+    if job.spec.completion_mode != "Indexed":
+        return None
+    return job.spec.completions or 0
+
+
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation on an Indexed Job's pods
+_GO_ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi reads (no spaces, no underscores)
+
+
+@dataclass(frozen=True, slots=True)
+class FailedPod:
+    """What the job controller reads of a Failed pod of its Job to decide whether to count it against
+    ``backoffLimit`` (:func:`counts_failure`): ``exits``, each terminated container's (containers, then
+    init containers) name and exit code (None: a terminated state without a readable one);
+    ``conditions``, its status conditions' (type, status); ``index``, its completion index (None: no
+    annotation, or one Go's ``strconv.Atoi`` refuses, or negative: ``getCompletionIndex``)."""
+
+    uid: str
+    exits: tuple[tuple[str, int | None], ...] = ()
+    conditions: frozenset[tuple[str, str]] = frozenset()
+    index: int | None = None
+
+    @classmethod
+    def of(cls, pod: Pod, uid: str) -> FailedPod:
+        status = pod.status
+        exits = tuple(
+            (c.name, _exit_code(c.state.terminated))
+            for c in (*status.container_statuses, *status.init_container_statuses)
+            if c.state.terminated is not None
+        )
+        raw = pod.metadata.annotations.get(JOB_COMPLETION_INDEX)
+        index = int(raw) if raw is not None and _GO_ATOI.fullmatch(raw) else None
+        return cls(
+            uid,
+            exits,
+            frozenset((c.type, c.status) for c in status.conditions),
+            index if index is not None and index >= 0 else None,
+        )
+
+
+def _exit_code(terminated: Mapping[str, Any]) -> int | None:
+    code = terminated.get("exitCode")
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def counts_failure(job: JobInfo, pod: FailedPod) -> bool:
+    """Whether the job controller counts ``pod`` (Failed, of ``job``) against its ``backoffLimit``.
+
+    It does not count a failed pod of an Indexed Job whose completion index is unknown or not below
+    ``spec.completions`` (``getValidPodsWithFilter``, ``trackJobStatusAndRemoveFinalizers``), nor one
+    whose first matching ``podFailurePolicy`` rule is ``Ignore`` (``nonIgnoredFailedPodsCount``,
+    ``matchPodFailurePolicy``: the rules in order, the first that matches decides; none: counted)
+    (kubernetes pkg/controller/job/job_controller.go, pod_failure_policy.go). A rule that cannot be
+    judged (an exit-code rule before any match, on a terminated container without its exit code), or a
+    matching rule of an action not known here, keeps the failure counted: fewer evictions, never more."""
+    limit = job.indexed_completions
+    if limit is not None and (pod.index is None or pod.index >= limit):
+        return False
+    for rule in job.failure_rules:
+        matched = _rule_matches(rule, pod)
+        if matched is None:
+            return True
+        if matched:
+            return rule.action != "Ignore"
+    return True
+
+
+def _rule_matches(rule: PodFailurePolicyRule, pod: FailedPod) -> bool | None:
+    """``matchOnExitCodes``/``matchOnPodConditions``: a terminated container of the rule's name (any
+    when unset) whose exit code, other than 0, the operator (In, NotIn) accepts; or a condition of the
+    pod with a pattern's type and status. None when only an unreadable exit code could match."""
+    codes = rule.on_exit_codes
+    if codes is None:
+        return any((p.type, p.status) in pod.conditions for p in rule.on_pod_conditions)
+    unknown = False
+    for name, code in pod.exits:
+        if codes.container_name is not None and codes.container_name != name:
+            continue
+        if code is None:
+            unknown = True
+        elif code != 0 and _operator_accepts(codes.operator, code, codes.values):
+            return True
+    return None if unknown else False
+
+
+def _operator_accepts(operator: str, code: int, values: list[int]) -> bool:
+    """``isOnExitCodesOperatorMatching``: In, the code listed; NotIn, not listed; any other, no match."""
+    if operator == "In":
+        return code in values
+    return operator == "NotIn" and code not in values
 
 
 # the conditions of a Job that is over, or that its controller is ending (its pods are being deleted)

@@ -1079,6 +1079,10 @@ class JobSpec(KubeModel):
     # (a positive integer); a suspended Job's timer is stopped, and reset when it resumes
     active_deadline_seconds: int | None = Field(default=None, gt=0, le=INT64_MAX, strict=True)
     suspend: bool = False
+    # Indexed or NonIndexed (the default); an Indexed Job's pods carry their completion index, which the
+    # controller counts only below spec.completions (required for Indexed)
+    completion_mode: str | None = None
+    completions: int | None = None
 
 
 class UncountedTerminatedPods(KubeModel):
@@ -1094,7 +1098,8 @@ class JobStatus(KubeModel):
 
 class BatchJob(KubeModel):
     """Kubernetes ``Job`` (``batch/v1``): ``spec.podFailurePolicy``, ``spec.activeDeadlineSeconds``,
-    ``spec.suspend``, ``spec.backoffLimit`` (and ``backoffLimitPerIndex``), ``status.startTime``,
+    ``spec.suspend``, ``spec.backoffLimit`` (and ``backoffLimitPerIndex``), ``spec.completionMode`` and
+    ``spec.completions``, ``status.startTime``,
     ``status.failed``, ``status.uncountedTerminatedPods`` and ``status.conditions`` are read."""
 
     kind: Literal["Job"] = "Job"

@@ -258,6 +258,9 @@ class RaiseState(BaseModel):
     since: IsoTime
     group: str = ""  # the group's name and region; "" for an entry keyed by name alone (keyed_by_region)
     region: str = ""
+    # the scale-up kept this raise unsettled (its answer lost, AWS may never have applied it) and no
+    # instance was claimed for it: read from the ledger at load (merge_unsettled_raises), never stored
+    unsettled: bool = False
 
 
 # State.scale_down's keys: a plan removed a node; a plan's scale-down drain failed
@@ -269,6 +272,11 @@ SCALE_DOWN_FAILED_PREFIX = "scaledown-failed#"
 # a claim whose value holds ``node``, ``planned_at``, the plan's time, and ``at``, when it ended), merged
 # into ``State.ended_drains`` at load
 DRAIN_ENDED_PREFIX = "drain-ended#"
+# The ledger's items of a scale-up's raise kept unsettled (``unsettled#<owner>``, its claim value's ``group``
+# the group's key and ``at`` when) and of the instances each owner claimed (``owner#<region>#<instance>``,
+# the value's ``owner``), written by spillway.act.claims; read at load into ``RaiseState.unsettled``
+UNSETTLED_PREFIX = "unsettled#"
+OWNER_PREFIX = "owner#"
 # ... both in this partition of the state table, beside the cluster's own, so that the drain function's
 # role may write them and nothing of the cluster's partition (the planner's state item: IAM has no
 # condition on a sort key). Builds before wrote them in the cluster's own partition, where the state
@@ -534,6 +542,20 @@ def merge_scale_down_failures(state: State, times: Iterable[datetime]) -> State:
         return state
     marks: dict[ScaleDownMark, Since] = {**state.scale_down, "failed": Since(since=latest)}
     return state.model_copy(update={"scale_down": dict(sorted(marks.items()))})
+
+
+def merge_unsettled_raises(state: State, unsettled: Iterable[tuple[str, datetime]]) -> State:
+    """``state`` with each raise entry marked ``unsettled`` when ``unsettled`` (a group's key, the time a
+    scale-up kept a raise of it unsettled, with no instance claimed for it) names its group at or after
+    the entry's ``since``: that raise is the entry's, or a later one of the same group."""
+    raises = dict(state.raises)
+    for key, at in unsettled:
+        entry = raises.get(key)
+        if entry is not None and not entry.unsettled and aware(at) >= aware(entry.since):
+            raises[key] = entry.model_copy(update={"unsettled": True})
+    if raises == state.raises:
+        return state
+    return state.model_copy(update={"raises": raises})
 
 
 def merge_ended_drains(state: State, ended: Iterable[tuple[str, datetime]]) -> State:

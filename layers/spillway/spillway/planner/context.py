@@ -21,6 +21,7 @@ from spillway.model.cluster import ZONE_LABEL, ClusterSnapshot, NodeInfo, PodInf
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.k8s import DRAINING_TAINT, GIVE_BACK_LEASE_MINUTES
+from spillway.model.livetemplate import OS_KEYS
 from spillway.model.nodegroup import (
     EKS_NODEGROUP_LABEL,
     INSTANCE_TYPE_LABEL,
@@ -747,7 +748,7 @@ def _joined_since_read(
     :mod:`spillway.planner.unread`), the Ready nodes it launched since that read, which the read cannot
     list: Ready and started, in no group (nor of an instance ``listed`` by a refused group or a warm
     pool), of its region, a zone and a type it launches, registered after the read and not Karpenter's
-    nor another EKS node group's (:func:`_launched_since_read`), each counted for the first such group
+    nor another EKS node group's nor labelled against the group's template (:func:`_launched_since_read`), each counted for the first such group
     (by key) that still has nodes coming. Without
     them a raise made after the read (counted while the group is carried: :mod:`spillway.planner.raises`)
     stayed capacity coming once its nodes had joined, and pods waited on it."""
@@ -788,13 +789,23 @@ def _launched_since_read(group: NodeGroup, info: NodeInfo) -> bool:
 
 def _launched_elsewhere(group: NodeGroup, labels: Mapping[str, str]) -> bool:
     """Whether a node's ``labels`` name a launcher other than ``group``: Karpenter's NodePool (Karpenter
-    launches into no Auto Scaling group), or an EKS managed node group ``group`` is not (EKS labels its
-    nodes with their node group's name, as the template of such a group carries it)."""
+    launches into no Auto Scaling group), an EKS managed node group ``group`` is not (EKS labels its
+    nodes with their node group's name, as the template of such a group carries it), or any label the
+    group's template holds with another value. That template is what the group's next node registers
+    with: its node-template tags, its EKS node group's labels, and the labels every Ready node of its own
+    carried with one value at the read, but those of one node (spillway.model.livetemplate): a node of
+    an Auto Scaling group Spillway does not manage (an eksctl self-managed node group's
+    ``alpha.eksctl.io/nodegroup-name``, a kubelet ``--node-labels`` role) says so by a value of its own.
+    The operating system is left out: a template without nodes only guesses ``linux``."""
     if any(key in labels for key in KARPENTER_NODE_LABELS):
         return True
+    template = group.template.labels if group.template is not None else {}
     eks = labels.get(EKS_NODEGROUP_LABEL)
-    own = group.template.labels.get(EKS_NODEGROUP_LABEL) if group.template is not None else None
-    return eks is not None and eks != own
+    if eks is not None and eks != template.get(EKS_NODEGROUP_LABEL):
+        return True
+    return any(
+        key in labels and labels[key] != value for key, value in template.items() if key not in OS_KEYS
+    )
 
 
 def _ready_per_group(nodes: Iterable[WorkNode]) -> dict[GroupKey, int]:

@@ -16,7 +16,10 @@ ran; the scaling activities of the instances its run scaled in still name it.
 A group carried from an earlier read (its region's read failed: :mod:`spillway.planner.unread`) can
 show no raise made after that read: the window is judged at the read (``NodeGroup.read_at``), so such a
 raise counts for as long as the group is carried (at most ``max_node_provision_minutes``), and its
-pods are not launched for again in another region.
+pods are not launched for again in another region. Not a raise the scale-up kept unsettled (its answer
+lost, AWS may never have applied it) and claimed no instance for (``RaiseState.unsettled``, read from the
+ledger at load): its window is judged at ``now``, as a read group's, so its pods are planned again after
+``scale_up_claim_minutes`` rather than held on a raise that may not exist.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ from spillway.planner.types import ScaleUp
 def _live(entry: RaiseState, group: NodeGroup | None, state: State, now: datetime, minutes: float) -> bool:
     if group is None or group.desired >= entry.to:
         return False  # gone, or the snapshot shows the raise
-    seen = aware(group.read_at) if group.read_at is not None else now  # carried: as its last read saw it
+    # carried: as its last read saw it, unless the raise is unsettled (it may never have applied: judged
+    # as a read group's, whose snapshot would show it by the window's end)
+    seen = aware(group.read_at) if group.read_at is not None and not entry.unsettled else now
     if seen - aware(entry.since) >= timedelta(minutes=minutes):
         return False
     if _resized_since(group, aware(entry.since), now, entry.to):

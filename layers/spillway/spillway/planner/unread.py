@@ -13,7 +13,8 @@ left out after that. The plan asks nothing of such a group on a picture that old
   a group read: the other regions do not launch for them again. A raise planned after its read, which
   the carried read cannot show, counts for as long as the group is carried (spillway.planner.raises);
   a Ready node in no group, of the region, a zone and a type the group launches, registered after the
-  read and not Karpenter's nor another EKS node group's, is such a launch that joined, no longer coming
+  read and not Karpenter's nor another EKS node group's nor labelled against the group's template, is
+  such a launch that joined, no longer coming
   (spillway.planner.context).
 
 A spot interruption or rebalance notice is not the plan's (spillway.act.interrupt) and drains as before.
