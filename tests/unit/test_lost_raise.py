@@ -650,3 +650,148 @@ def test_a_lost_raise_whose_ask_again_is_throttled_is_asked_again_by_the_retry()
     w.up.set_desired({**UP, "prep": up})  # Step Functions' retry
 
     assert (w.desired, calls) == (3, [3, 3, 3]) and not up_owner(w).unsettled()
+
+
+def scale_up_every_ask_again_throttled(w: World, applied: bool) -> dict[str, Any]:
+    """The scale-up's raise (1 -> 3) is lost, ``applied`` or not, and read back at 1 (a stale read when it
+    applied); every ask again, that invocation's and each of SetDesired's six retries', is refused for
+    now (ResourceContention: nothing applied), so the step ends in the state machine's Errored, its
+    marker left for a retry that never comes. Its prep is returned."""
+    up = w.up.prepare(UP)
+    real_set = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
+        calls.append(desired)
+        what = f"SetDesiredCapacity({region}, {group}, {desired})"
+        if len(calls) > 1:
+            raise AwsThrottled(f"{what}: ResourceContention: You already have a pending update")
+        if applied:
+            real_set(region, group, desired)
+        raise AwsUnavailable(f"{what}: Read timeout")
+
+    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+    if applied:
+        stale_reads(w, 14, was=1)  # every read of the step and its retries answers from before it
+    for _ in range(7):
+        with pytest.raises(AwsThrottled):
+            w.up.set_desired({**UP, "prep": up})
+    w.cloud.set_desired_capacity = real_set  # type: ignore[method-assign]
+    assert not up_owner(w).unsettled()  # the marker is bare: neither answered nor kept unsettled
+    return up
+
+
+SET_FAILED = {"group": "gpu", "region": "us-east-1", "outcome": "error", "error": "AwsThrottled",
+              "cause": "SetDesiredCapacity(us-east-1, gpu, 3): ResourceContention", "new_nodes": 2}  # fmt: skip
+
+
+def next_round_after(w: World, *results: dict[str, Any]) -> dict[str, Any]:
+    return w.up.next_round({"cluster": "prod", "plan_id": "p-1", "snapshot_key": "k", "round": 1,
+                            "max_rounds": 3, "poll_seconds": 1, "launch_timeout_seconds": 60,
+                            "rounds": [], "results": list(results)})  # fmt: skip
+
+
+def test_a_raise_whose_every_ask_again_was_refused_is_settled_when_its_group_ends_in_error() -> None:
+    """The scale-up's raise was never made (every ask again refused for now) and its iteration ended in
+    Errored with the marker bare. A bare marker is a settled owner still waiting for its 2 instances to
+    every other owner of its window for 15 minutes: a gang whose raise was lost and applied meanwhile
+    (kept unsettled, the bare marker in its window) claimed only 1 of its 3 new instances, leaving 2 to
+    the scale-up that never raised, and was given back at its deadline with its whole gang running.
+    next_round settles the marker from what is known: the group read where the raise started (its ask
+    again applied nothing), it is kept unsettled (never raised, and no longer awaited)."""
+    w = World()
+    scale_up_every_ask_again_throttled(w, applied=False)
+    assert w.desired == 1
+
+    next_round_after(w, SET_FAILED)
+
+    assert up_owner(w).unsettled()
+    w.now = NOW + timedelta(seconds=30)
+    gprep = w.gang.prepare(GANG)
+    lose_first_call(w, landed=True)  # the gang's 1 -> 4 applies, its answer lost: kept unsettled
+    with pytest.raises(AwsUnavailable):
+        w.gang.raise_desired({**GANG, "prep": gprep})
+    w.gang.raise_desired({**GANG, "prep": gprep})  # the retry finds it kept
+    assert w.desired == 4
+    w.asg_launches(3)
+
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "ready"
+
+
+def test_a_raise_whose_every_ask_again_was_refused_but_that_landed_is_settled_as_raised() -> None:
+    """The same bare marker, of a raise that did apply (every read-back in the step was stale): next_round
+    reads the group at the raise's value and records it raised, and the raise stays launching (taken
+    for one never made, its pods would be raised for again)."""
+    w = World()
+    scale_up_every_ask_again_throttled(w, applied=True)
+    assert w.desired == 3
+
+    next_round_after(w, SET_FAILED)
+
+    assert not up_owner(w).unsettled() and up_owner(w).raised() == 2
+    assert w.desired == 3
+
+
+def test_a_lost_raise_is_read_back_only_when_the_read_ends_before_the_invocation() -> None:
+    """The raise (1 -> 3) applies and its answer is lost after its tries took most of the invocation: 30 s
+    are left, and one call may take 49 s. Its ask again was held to the step's deadline, but not its
+    read-back: DescribeAutoScalingGroups and the raise markers were read with no time for them, and
+    Lambda stops a function at its Timeout mid-call (Sandbox.Timedout, which SetDesired does not
+    retry). Nothing is started after the lost answer that would not end in time: the step fails
+    AwsUnavailable with the marker as it was, and its retry, with a whole invocation, settles it."""
+    w = World()
+    up = w.up.prepare(UP)
+    clock = {"left": 200.0}
+    w.up.deadline = Deadline(lambda: clock["left"], 49)
+    real_set, real_describe = w.cloud.set_desired_capacity, w.cloud.describe_group
+    late: list[str] = []
+
+    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
+        if before_call is not None:
+            before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
+        real_set(region, group, desired)
+        if clock["left"] == 200.0:  # the first ask: applied, its answer lost after every try timed out
+            clock["left"] = 30.0
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): Read timeout")
+        return 1
+
+    def describe(region: str, group: str) -> Any:
+        if clock["left"] < 49 + 5:
+            late.append(f"DescribeAutoScalingGroups({region}, {group})")
+        return real_describe(region, group)
+
+    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+
+    with pytest.raises(AwsUnavailable) as failed:
+        w.up.set_desired({**UP, "prep": up})
+
+    assert late == [] and not failed.value.unsent, failed.value
+    assert not up_owner(w).unsettled() and up_owner(w).raised() == 2  # the marker kept as it was
+    clock["left"] = 200.0  # Step Functions' retry: a new invocation
+    again = w.up.set_desired({**UP, "prep": up})
+    assert again["again"] and w.desired == 3 and not up_owner(w).unsettled()
+
+
+def test_a_raise_settled_after_its_step_failed_is_read_back_only_in_time() -> None:
+    """next_round settles a scale-up's bare marker (above) with the same deadline: it reads nothing it
+    could not finish, and fails AwsUnavailable (NextRound's Retry) with the marker left as it was."""
+    w = World()
+    scale_up_every_ask_again_throttled(w, applied=False)
+    w.up.deadline = Deadline(lambda: 30.0, 49)
+    reads: list[str] = []
+    real_describe = w.cloud.describe_group
+
+    def describe(region: str, group: str) -> Any:
+        reads.append(group)
+        return real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+
+    with pytest.raises(AwsUnavailable):
+        next_round_after(w, SET_FAILED)
+
+    assert reads == [] and not up_owner(w).unsettled()
+    w.up.deadline = Deadline(lambda: 200.0, 49)
+    next_round_after(w, SET_FAILED)
+    assert up_owner(w).unsettled()

@@ -559,7 +559,7 @@ class GangSteps:
         if prep["mode"] == "rollback" and not (
             isinstance(launch, Mapping) and launch.get("status") == "raised"
         ):
-            settle_unanswered(self.aws, self._owner(req, prep), self.clock())
+            settle_unanswered(self.aws, self._owner(req, prep), self.clock(), self.deadline)
 
     def _owner(self, req: GangRequest, prep: Mapping[str, Any]) -> Owner:
         return Owner(self.ledger, self.cluster, req.region, req.group, str(prep["attempt"]))
