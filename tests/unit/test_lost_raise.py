@@ -518,6 +518,20 @@ def test_a_kept_marker_whose_raise_landed_read_back_stale_by_the_retry_is_not_ra
     assert w.desired == 3
 
 
+def timed(steps: Any) -> dict[str, float]:
+    """Hold ``steps`` to a deadline of one Lambda invocation, whose time left the test sets (``left``), of
+    calls that take 49 s at most (the default SDK settings)."""
+    clock = {"left": 200.0}
+    steps.deadline = Deadline(lambda: clock["left"], 49)
+    return clock
+
+
+def ask(before_call: Any, region: str, group: str, desired: int) -> None:
+    """What the adapter does before it sends SetDesiredCapacity: the step's ``before_call`` check."""
+    if before_call is not None:
+        before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
+
+
 def test_a_lost_raise_with_no_time_left_to_ask_again_is_asked_again_by_the_retry() -> None:
     """The lost answer took most of the invocation (a read timeout on every try): asking again would not
     end in time, so it is not sent (spillway.act.deadline). That said nothing of the raise, but kept it
@@ -525,14 +539,12 @@ def test_a_lost_raise_with_no_time_left_to_ask_again_is_asked_again_by_the_retry
     applied. The marker is left as it was, and the step's retry asks again with a whole invocation."""
     w = World()
     up = w.up.prepare(UP)
-    clock = {"left": 200.0}
-    w.up.deadline = Deadline(lambda: clock["left"], 49)
+    clock = timed(w.up)
     real = w.cloud.set_desired_capacity
     calls: list[int] = []
 
     def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
-        if before_call is not None:
-            before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
+        ask(before_call, region, group, desired)
         calls.append(desired)
         if len(calls) == 1:  # not applied; its tries took most of the invocation
             clock["left"] = 60.0
@@ -557,14 +569,12 @@ def gang_raise_left_unasked(w: World, applied: bool) -> dict[str, Any]:
     launch); the step's six retries are throttled reading the group, before they reach the marker. The
     gang's prep is returned, for its GiveBack."""
     gprep = w.gang.prepare(GANG)
-    clock = {"left": 200.0}
-    w.gang.deadline = Deadline(lambda: clock["left"], 49)
+    clock = timed(w.gang)
     real_set, real_describe = w.cloud.set_desired_capacity, w.cloud.describe_group
     calls: list[int] = []
 
     def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
-        if before_call is not None:
-            before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
+        ask(before_call, region, group, desired)
         calls.append(desired)
         if len(calls) > 1:
             return real_set(region, group, desired)
@@ -623,6 +633,32 @@ def test_a_gang_raise_never_asked_again_that_had_applied_is_given_back() -> None
     assert w.desired == 1 and out["desired"] == 1
 
 
+def answering(w: World, *answers: str, lost: Callable[[], object] = lambda: None) -> list[int]:
+    """SetDesiredCapacity answers each call in turn (the last answer repeats): ``applied``; ``lost`` (not
+    applied) or ``lost applied``, a read timeout, after ``lost`` ran (the tries' time passing); ``busy``,
+    refused for now (ResourceContention: nothing applied, the adapter's AwsThrottled). Each is asked only
+    as the adapter asks it, once the step's ``before_call`` let it. The values asked are returned."""
+    real = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
+        ask(before_call, region, group, desired)
+        answer = answers[min(len(calls), len(answers) - 1)]
+        calls.append(desired)
+        what = f"SetDesiredCapacity({region}, {group}, {desired})"
+        if answer == "busy":
+            raise AwsThrottled(f"{what}: ResourceContention: You already have a pending update")
+        if answer != "lost":
+            real(region, group, desired)
+        if answer.startswith("lost"):
+            lost()
+            raise AwsUnavailable(f"{what}: Read timeout")
+        return desired
+
+    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+    return calls
+
+
 def test_a_lost_raise_whose_ask_again_is_throttled_is_asked_again_by_the_retry() -> None:
     """The raise (1 -> 3) is lost unapplied and read back at 1; its ask again is refused for now
     (ResourceContention, a throttle: nothing applied, the adapter's AwsThrottled, which no lost try of it
@@ -631,19 +667,7 @@ def test_a_lost_raise_whose_ask_again_is_throttled_is_asked_again_by_the_retry()
     the retry reads the group again and asks again."""
     w = World()
     up = w.up.prepare(UP)
-    real = w.cloud.set_desired_capacity
-    calls: list[int] = []
-
-    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
-        calls.append(desired)
-        what = f"SetDesiredCapacity({region}, {group}, {desired})"
-        if len(calls) == 1:
-            raise AwsUnavailable(f"{what}: Read timeout")  # not applied
-        if len(calls) == 2:
-            raise AwsThrottled(f"{what}: ResourceContention: You already have a pending update")
-        return real(region, group, desired)
-
-    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+    calls = answering(w, "lost", "busy", "applied")  # the first not applied
     with pytest.raises(AwsThrottled):
         w.up.set_desired({**UP, "prep": up})
 
@@ -659,18 +683,7 @@ def scale_up_every_ask_again_throttled(w: World, applied: bool) -> dict[str, Any
     marker left for a retry that never comes. Its prep is returned."""
     up = w.up.prepare(UP)
     real_set = w.cloud.set_desired_capacity
-    calls: list[int] = []
-
-    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
-        calls.append(desired)
-        what = f"SetDesiredCapacity({region}, {group}, {desired})"
-        if len(calls) > 1:
-            raise AwsThrottled(f"{what}: ResourceContention: You already have a pending update")
-        if applied:
-            real_set(region, group, desired)
-        raise AwsUnavailable(f"{what}: Read timeout")
-
-    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+    answering(w, "lost applied" if applied else "lost", "busy")
     if applied:
         stale_reads(w, 14, was=1)  # every read of the step and its retries answers from before it
     for _ in range(7):
@@ -741,26 +754,17 @@ def test_a_lost_raise_is_read_back_only_when_the_read_ends_before_the_invocation
     AwsUnavailable with the marker as it was, and its retry, with a whole invocation, settles it."""
     w = World()
     up = w.up.prepare(UP)
-    clock = {"left": 200.0}
-    w.up.deadline = Deadline(lambda: clock["left"], 49)
-    real_set, real_describe = w.cloud.set_desired_capacity, w.cloud.describe_group
+    clock = timed(w.up)
+    # the first ask applies, and its answer is lost after every try timed out
+    answering(w, "lost applied", "applied", lost=lambda: clock.update(left=30.0))
+    real_describe = w.cloud.describe_group
     late: list[str] = []
-
-    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
-        if before_call is not None:
-            before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
-        real_set(region, group, desired)
-        if clock["left"] == 200.0:  # the first ask: applied, its answer lost after every try timed out
-            clock["left"] = 30.0
-            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): Read timeout")
-        return 1
 
     def describe(region: str, group: str) -> Any:
         if clock["left"] < 49 + 5:
             late.append(f"DescribeAutoScalingGroups({region}, {group})")
         return real_describe(region, group)
 
-    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
     w.cloud.describe_group = describe  # type: ignore[method-assign]
 
     with pytest.raises(AwsUnavailable) as failed:
