@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_shared_group import GANG, NOW, UP, World
+from test_shared_group import GANG, NOW, OLD, UP, World
 
 from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, Owner, give_back_undelivered
 from spillway.act.deadline import Deadline
@@ -799,3 +799,40 @@ def test_a_raise_settled_after_its_step_failed_is_read_back_only_in_time() -> No
     w.up.deadline = Deadline(lambda: 200.0, 49)
     next_round_after(w, SET_FAILED)
     assert up_owner(w).unsettled()
+
+
+def test_a_fleet_attach_sent_again_on_a_stale_read_after_a_lost_answer_is_not_given_back() -> None:
+    """The fleet's AttachInstances (1 -> 4, MaxSize 5) applies and its answer is lost; the step's retry
+    reads the group from before the attach (no instance of the fleet in it) and attaches the same three
+    again, which AWS refuses: with them counted already, 4 + 3 is above MaxSize. The refusal gave the
+    gang back, its three instances attached and running, and backed the group off. The refusal is
+    judged by the group read again: every instance in it, the retry answers attached."""
+    w = World()
+    w.raw["MaxSize"] = 5
+    fprep = w.gang.prepare(FLEET)
+    launch = w.gang.launch({**FLEET, "prep": fprep})
+    real_attach, real_describe = w.cloud.attach_instances, w.cloud.describe_group
+
+    def attach_lost(region: str, group: str, ids: list[str], before_call: object = None) -> int:
+        real_attach(region, group, ids)
+        raise AwsUnavailable(f"AttachInstances({region}, {group}): Read timeout")
+
+    w.cloud.attach_instances = attach_lost  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        w.gang.attach({**FLEET, "prep": fprep, "launch": launch})
+    w.cloud.attach_instances = real_attach  # type: ignore[method-assign]
+    before = real_describe("us-east-1", "gpu").model_copy(
+        update={"DesiredCapacity": 1, "Instances": [i for i in real_describe("us-east-1", "gpu").Instances
+                                                    if i.InstanceId == OLD]}
+    )  # fmt: skip
+    reads = [before]  # the retry's read answers from before the attach, once
+
+    def describe(region: str, group: str) -> Any:
+        return reads.pop() if reads else real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+
+    out = w.gang.attach({**FLEET, "prep": fprep, "launch": launch})  # Step Functions' retry
+
+    assert out["status"] == "attached", out
+    assert w.desired == 4 and len(w.instances) == 4  # attached once
