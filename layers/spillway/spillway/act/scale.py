@@ -120,7 +120,7 @@ from spillway.model.cluster import format_time
 from spillway.model.groupkey import GroupKey
 from spillway.model.history import MAX_SCALE_UP_GROUPS, stretched_poll
 from spillway.model.k8s import BACKOFF_GIVE_BACK
-from spillway.model.launcherror import ERROR_NAMES, names_settings
+from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
     NodeGroup,
@@ -167,9 +167,6 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     ),
 }
 RETRY_OUTCOMES = frozenset({"backed_off", "refused", "error"})
-# the errors of a group's iteration that are a launch failure (spillway.model.launcherror's kinds), the
-# only ones next_round backs its group off for (ScaleSteps._back_off_errors)
-_LAUNCH_ERRORS = frozenset(ERROR_NAMES.values())
 
 
 def _cut_since(
@@ -762,34 +759,27 @@ class ScaleSteps:
         return {"round": round_ + 1, "groups": groups, "done": False}
 
     def _back_off_errors(self, cluster: str, unraised: Sequence[Mapping[str, Any]], now: datetime) -> None:
-        """A group whose raise failed with an error the adapter reads as a launch failure (EC2's capacity
-        or quota codes, the launch's own settings: :data:`_LAUNCH_ERRORS`, by
-        :func:`~spillway.model.launcherror.code_kind`), at prepare or at the raise (among ``unraised``,
-        :meth:`_never_raised`), is backed off as verify's failed launch is, so the re-plan and the plans
-        after it send its pods elsewhere. No other error says anything of the group's capacity: a
-        permission refused (AccessDenied, a region not enabled for the role), a read that failed or
-        timed out, a validation error. Auto Scaling answers SetDesiredCapacity before it launches
-        anything and reports a launch's failure in the group's scaling activities (EC2 Auto Scaling API
-        Reference, SetDesiredCapacity: its errors are ResourceContention and ScalingActivityInProgress,
-        beside the common ones), which verify reads. Such an error fails the group's iteration, which
-        the scale function's errors report, and its raise is taken off the state (:func:`without_unraised`),
-        so the pods are planned again; backing the group off for it sent them to another region for
-        ``launch_failure_backoff_minutes`` as if its capacity had run out. An error after the raise
-        landed (its marker kept) backs nothing off either: the raise is launching. cluster-autoscaler
-        likewise takes a group whose scaling activities it cannot read as available
-        (auto_scaling_groups.go, isNodeGroupAvailable)."""
+        """A group whose raise AWS refused for good (``AwsError``: AccessDenied, a validation error, at
+        prepare or at the raise: among ``unraised``, :meth:`_never_raised`) is backed off as a failed
+        launch is, so the re-plan and the plans after it send its pods elsewhere (another group, the
+        overflow region) while the error lasts; without it the plan's raise still counted as launching
+        there, and nothing overflowed. Other errors say nothing about the group (the Kubernetes API
+        down while verifying, AWS unavailable when the raise may have landed), and neither does an
+        ``AwsError`` after the raise landed (its marker kept: verify's or backoff's read refused to a
+        role missing a permission): the raise is launching, and a back-off then would launch the same
+        pods twice, once in each region. cluster-autoscaler likewise takes a group whose scaling
+        activities it cannot read as available (auto_scaling_groups.go, isNodeGroupAvailable)."""
         until = now + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
         for result in unraised:
-            if result.get("outcome") != "error" or result.get("error") not in _LAUNCH_ERRORS:
+            if result.get("outcome") != "error" or result.get("error") != "AwsError":
                 continue
-            name, region, error, cause = (
+            name, region, cause = (
                 str(result.get("group")),
                 str(result.get("region")),
-                str(result.get("error")),
                 str(result.get("cause")),
             )
             self.ledger.put_backoff(
-                cluster, name, until, f"{region}/{name}: {error}: {cause[:300]}", region=region
+                cluster, name, until, f"{region}/{name}: AwsError: {cause[:300]}", region=region
             )
             self.metric("GroupsBackedOff", 1)
 
