@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_shared_group import GANG, NOW, UP, World
+from test_shared_group import GANG, NOW, OLD, UP, World
 
 from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, Owner, give_back_undelivered
 from spillway.act.deadline import Deadline
@@ -518,6 +518,20 @@ def test_a_kept_marker_whose_raise_landed_read_back_stale_by_the_retry_is_not_ra
     assert w.desired == 3
 
 
+def timed(steps: Any) -> dict[str, float]:
+    """Hold ``steps`` to a deadline of one Lambda invocation, whose time left the test sets (``left``), of
+    calls that take 49 s at most (the default SDK settings)."""
+    clock = {"left": 200.0}
+    steps.deadline = Deadline(lambda: clock["left"], 49)
+    return clock
+
+
+def ask(before_call: Any, region: str, group: str, desired: int) -> None:
+    """What the adapter does before it sends SetDesiredCapacity: the step's ``before_call`` check."""
+    if before_call is not None:
+        before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
+
+
 def test_a_lost_raise_with_no_time_left_to_ask_again_is_asked_again_by_the_retry() -> None:
     """The lost answer took most of the invocation (a read timeout on every try): asking again would not
     end in time, so it is not sent (spillway.act.deadline). That said nothing of the raise, but kept it
@@ -525,14 +539,12 @@ def test_a_lost_raise_with_no_time_left_to_ask_again_is_asked_again_by_the_retry
     applied. The marker is left as it was, and the step's retry asks again with a whole invocation."""
     w = World()
     up = w.up.prepare(UP)
-    clock = {"left": 200.0}
-    w.up.deadline = Deadline(lambda: clock["left"], 49)
+    clock = timed(w.up)
     real = w.cloud.set_desired_capacity
     calls: list[int] = []
 
     def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
-        if before_call is not None:
-            before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
+        ask(before_call, region, group, desired)
         calls.append(desired)
         if len(calls) == 1:  # not applied; its tries took most of the invocation
             clock["left"] = 60.0
@@ -557,14 +569,12 @@ def gang_raise_left_unasked(w: World, applied: bool) -> dict[str, Any]:
     launch); the step's six retries are throttled reading the group, before they reach the marker. The
     gang's prep is returned, for its GiveBack."""
     gprep = w.gang.prepare(GANG)
-    clock = {"left": 200.0}
-    w.gang.deadline = Deadline(lambda: clock["left"], 49)
+    clock = timed(w.gang)
     real_set, real_describe = w.cloud.set_desired_capacity, w.cloud.describe_group
     calls: list[int] = []
 
     def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
-        if before_call is not None:
-            before_call(f"SetDesiredCapacity({region}, {group}, {desired})")
+        ask(before_call, region, group, desired)
         calls.append(desired)
         if len(calls) > 1:
             return real_set(region, group, desired)
@@ -623,6 +633,32 @@ def test_a_gang_raise_never_asked_again_that_had_applied_is_given_back() -> None
     assert w.desired == 1 and out["desired"] == 1
 
 
+def answering(w: World, *answers: str, lost: Callable[[], object] = lambda: None) -> list[int]:
+    """SetDesiredCapacity answers each call in turn (the last answer repeats): ``applied``; ``lost`` (not
+    applied) or ``lost applied``, a read timeout, after ``lost`` ran (the tries' time passing); ``busy``,
+    refused for now (ResourceContention: nothing applied, the adapter's AwsThrottled). Each is asked only
+    as the adapter asks it, once the step's ``before_call`` let it. The values asked are returned."""
+    real = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
+        ask(before_call, region, group, desired)
+        answer = answers[min(len(calls), len(answers) - 1)]
+        calls.append(desired)
+        what = f"SetDesiredCapacity({region}, {group}, {desired})"
+        if answer == "busy":
+            raise AwsThrottled(f"{what}: ResourceContention: You already have a pending update")
+        if answer != "lost":
+            real(region, group, desired)
+        if answer.startswith("lost"):
+            lost()
+            raise AwsUnavailable(f"{what}: Read timeout")
+        return desired
+
+    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+    return calls
+
+
 def test_a_lost_raise_whose_ask_again_is_throttled_is_asked_again_by_the_retry() -> None:
     """The raise (1 -> 3) is lost unapplied and read back at 1; its ask again is refused for now
     (ResourceContention, a throttle: nothing applied, the adapter's AwsThrottled, which no lost try of it
@@ -631,22 +667,172 @@ def test_a_lost_raise_whose_ask_again_is_throttled_is_asked_again_by_the_retry()
     the retry reads the group again and asks again."""
     w = World()
     up = w.up.prepare(UP)
-    real = w.cloud.set_desired_capacity
-    calls: list[int] = []
-
-    def set_desired(region: str, group: str, desired: int, before_call: Any = None) -> int:
-        calls.append(desired)
-        what = f"SetDesiredCapacity({region}, {group}, {desired})"
-        if len(calls) == 1:
-            raise AwsUnavailable(f"{what}: Read timeout")  # not applied
-        if len(calls) == 2:
-            raise AwsThrottled(f"{what}: ResourceContention: You already have a pending update")
-        return real(region, group, desired)
-
-    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+    calls = answering(w, "lost", "busy", "applied")  # the first not applied
     with pytest.raises(AwsThrottled):
         w.up.set_desired({**UP, "prep": up})
 
     w.up.set_desired({**UP, "prep": up})  # Step Functions' retry
 
     assert (w.desired, calls) == (3, [3, 3, 3]) and not up_owner(w).unsettled()
+
+
+def scale_up_every_ask_again_throttled(w: World, applied: bool) -> dict[str, Any]:
+    """The scale-up's raise (1 -> 3) is lost, ``applied`` or not, and read back at 1 (a stale read when it
+    applied); every ask again, that invocation's and each of SetDesired's six retries', is refused for
+    now (ResourceContention: nothing applied), so the step ends in the state machine's Errored, its
+    marker left for a retry that never comes. Its prep is returned."""
+    up = w.up.prepare(UP)
+    real_set = w.cloud.set_desired_capacity
+    answering(w, "lost applied" if applied else "lost", "busy")
+    if applied:
+        stale_reads(w, 14, was=1)  # every read of the step and its retries answers from before it
+    for _ in range(7):
+        with pytest.raises(AwsThrottled):
+            w.up.set_desired({**UP, "prep": up})
+    w.cloud.set_desired_capacity = real_set  # type: ignore[method-assign]
+    assert not up_owner(w).unsettled()  # the marker is bare: neither answered nor kept unsettled
+    return up
+
+
+SET_FAILED = {"group": "gpu", "region": "us-east-1", "outcome": "error", "error": "AwsThrottled",
+              "cause": "SetDesiredCapacity(us-east-1, gpu, 3): ResourceContention", "new_nodes": 2}  # fmt: skip
+
+
+def next_round_after(w: World, *results: dict[str, Any]) -> dict[str, Any]:
+    return w.up.next_round({"cluster": "prod", "plan_id": "p-1", "snapshot_key": "k", "round": 1,
+                            "max_rounds": 3, "poll_seconds": 1, "launch_timeout_seconds": 60,
+                            "rounds": [], "results": list(results)})  # fmt: skip
+
+
+def test_a_raise_whose_every_ask_again_was_refused_is_settled_when_its_group_ends_in_error() -> None:
+    """The scale-up's raise was never made (every ask again refused for now) and its iteration ended in
+    Errored with the marker bare. A bare marker is a settled owner still waiting for its 2 instances to
+    every other owner of its window for 15 minutes: a gang whose raise was lost and applied meanwhile
+    (kept unsettled, the bare marker in its window) claimed only 1 of its 3 new instances, leaving 2 to
+    the scale-up that never raised, and was given back at its deadline with its whole gang running.
+    next_round settles the marker from what is known: the group read where the raise started (its ask
+    again applied nothing), it is kept unsettled (never raised, and no longer awaited)."""
+    w = World()
+    scale_up_every_ask_again_throttled(w, applied=False)
+    assert w.desired == 1
+
+    next_round_after(w, SET_FAILED)
+
+    assert up_owner(w).unsettled()
+    w.now = NOW + timedelta(seconds=30)
+    gprep = w.gang.prepare(GANG)
+    lose_first_call(w, landed=True)  # the gang's 1 -> 4 applies, its answer lost: kept unsettled
+    with pytest.raises(AwsUnavailable):
+        w.gang.raise_desired({**GANG, "prep": gprep})
+    w.gang.raise_desired({**GANG, "prep": gprep})  # the retry finds it kept
+    assert w.desired == 4
+    w.asg_launches(3)
+
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "ready"
+
+
+def test_a_raise_whose_every_ask_again_was_refused_but_that_landed_is_settled_as_raised() -> None:
+    """The same bare marker, of a raise that did apply (every read-back in the step was stale): next_round
+    reads the group at the raise's value and records it raised, and the raise stays launching (taken
+    for one never made, its pods would be raised for again)."""
+    w = World()
+    scale_up_every_ask_again_throttled(w, applied=True)
+    assert w.desired == 3
+
+    next_round_after(w, SET_FAILED)
+
+    assert not up_owner(w).unsettled() and up_owner(w).raised() == 2
+    assert w.desired == 3
+
+
+def test_a_lost_raise_is_read_back_only_when_the_read_ends_before_the_invocation() -> None:
+    """The raise (1 -> 3) applies and its answer is lost after its tries took most of the invocation: 30 s
+    are left, and one call may take 49 s. Its ask again was held to the step's deadline, but not its
+    read-back: DescribeAutoScalingGroups and the raise markers were read with no time for them, and
+    Lambda stops a function at its Timeout mid-call (Sandbox.Timedout, which SetDesired does not
+    retry). Nothing is started after the lost answer that would not end in time: the step fails
+    AwsUnavailable with the marker as it was, and its retry, with a whole invocation, settles it."""
+    w = World()
+    up = w.up.prepare(UP)
+    clock = timed(w.up)
+    # the first ask applies, and its answer is lost after every try timed out
+    answering(w, "lost applied", "applied", lost=lambda: clock.update(left=30.0))
+    real_describe = w.cloud.describe_group
+    late: list[str] = []
+
+    def describe(region: str, group: str) -> Any:
+        if clock["left"] < 49 + 5:
+            late.append(f"DescribeAutoScalingGroups({region}, {group})")
+        return real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+
+    with pytest.raises(AwsUnavailable) as failed:
+        w.up.set_desired({**UP, "prep": up})
+
+    assert late == [] and not failed.value.unsent, failed.value
+    assert not up_owner(w).unsettled() and up_owner(w).raised() == 2  # the marker kept as it was
+    clock["left"] = 200.0  # Step Functions' retry: a new invocation
+    again = w.up.set_desired({**UP, "prep": up})
+    assert again["again"] and w.desired == 3 and not up_owner(w).unsettled()
+
+
+def test_a_raise_settled_after_its_step_failed_is_read_back_only_in_time() -> None:
+    """next_round settles a scale-up's bare marker (above) with the same deadline: it reads nothing it
+    could not finish, and fails AwsUnavailable (NextRound's Retry) with the marker left as it was."""
+    w = World()
+    scale_up_every_ask_again_throttled(w, applied=False)
+    w.up.deadline = Deadline(lambda: 30.0, 49)
+    reads: list[str] = []
+    real_describe = w.cloud.describe_group
+
+    def describe(region: str, group: str) -> Any:
+        reads.append(group)
+        return real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+
+    with pytest.raises(AwsUnavailable):
+        next_round_after(w, SET_FAILED)
+
+    assert reads == [] and not up_owner(w).unsettled()
+    w.up.deadline = Deadline(lambda: 200.0, 49)
+    next_round_after(w, SET_FAILED)
+    assert up_owner(w).unsettled()
+
+
+def test_a_fleet_attach_sent_again_on_a_stale_read_after_a_lost_answer_is_not_given_back() -> None:
+    """The fleet's AttachInstances (1 -> 4, MaxSize 5) applies and its answer is lost; the step's retry
+    reads the group from before the attach (no instance of the fleet in it) and attaches the same three
+    again, which AWS refuses: with them counted already, 4 + 3 is above MaxSize. The refusal gave the
+    gang back, its three instances attached and running, and backed the group off. The refusal is
+    judged by the group read again: every instance in it, the retry answers attached."""
+    w = World()
+    w.raw["MaxSize"] = 5
+    fprep = w.gang.prepare(FLEET)
+    launch = w.gang.launch({**FLEET, "prep": fprep})
+    real_attach, real_describe = w.cloud.attach_instances, w.cloud.describe_group
+
+    def attach_lost(region: str, group: str, ids: list[str], before_call: object = None) -> int:
+        real_attach(region, group, ids)
+        raise AwsUnavailable(f"AttachInstances({region}, {group}): Read timeout")
+
+    w.cloud.attach_instances = attach_lost  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        w.gang.attach({**FLEET, "prep": fprep, "launch": launch})
+    w.cloud.attach_instances = real_attach  # type: ignore[method-assign]
+    before = real_describe("us-east-1", "gpu").model_copy(
+        update={"DesiredCapacity": 1, "Instances": [i for i in real_describe("us-east-1", "gpu").Instances
+                                                    if i.InstanceId == OLD]}
+    )  # fmt: skip
+    reads = [before]  # the retry's read answers from before the attach, once
+
+    def describe(region: str, group: str) -> Any:
+        return reads.pop() if reads else real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+
+    out = w.gang.attach({**FLEET, "prep": fprep, "launch": launch})  # Step Functions' retry
+
+    assert out["status"] == "attached", out
+    assert w.desired == 4 and len(w.instances) == 4  # attached once

@@ -203,13 +203,13 @@ def _ask(
             raise
         if exc.unsent:  # the ask again never reached AWS (no time left for it): the retry asks again
             raise
-        landed = _landed(aws, owner, before, after, now)
+        landed = _landed(aws, owner, before, after, now, deadline)
         if landed:  # AWS applied it; only the answer was lost
             _mark_asked(owner, now)
             return raised
         if landed is False and not again:  # still where it started, as far as this read can tell
             return _ask(aws, owner, raise_, now, deadline, again=True)
-        _keep_unsettled(owner, now)  # applied or not, nobody can tell: kept (never twice), and said so
+        _keep_unsettled(owner, now, deadline)  # applied or not, nobody can tell: kept (never twice)
         raise
     except AwsThrottled:  # refused for now, nothing applied: as an ask again never sent, the retry asks
         if not again:  # (the first ask: not raised, the retry raises)
@@ -217,7 +217,7 @@ def _ask(
         raise
     except SpillwayError:
         if again:  # refused, but the ask before may have applied
-            _keep_unsettled(owner, now)
+            _keep_unsettled(owner, now, deadline)
         else:  # not raised: the retry must raise
             owner.ledger.release(owner.cluster, RAISE_PREFIX + owner.owner)
         raise
@@ -236,7 +236,7 @@ def _retried(
     said = {k: v for k, v in marker.items() if k not in ("existing", "token")}
     if _asked(owner):
         return {"status": "raised", "again": True, **said}
-    landed = _marker_landed(aws, owner, marker, now)
+    landed = _marker_landed(aws, owner, marker, now, deadline)
     if landed is False:
         raise_ = (
             int(str(marker.get("before"))),
@@ -247,38 +247,45 @@ def _retried(
     if landed:
         _mark_asked(owner, now)
     else:
-        _keep_unsettled(owner, now)
+        _keep_unsettled(owner, now, deadline)
     return {"status": "raised", "again": True, **said}
 
 
-def _marker_landed(aws: Cloud, owner: Owner, marker: Mapping[str, object], now: datetime) -> bool | None:
+def _marker_landed(
+    aws: Cloud, owner: Owner, marker: Mapping[str, object], now: datetime, deadline: Deadline
+) -> bool | None:
     """:func:`_landed` for the raise ``marker`` records (dated by it, else ``now``)."""
     raw = marker.get("at")
     at = parse_time(raw) if isinstance(raw, str) and raw else None
     before, after = int(str(marker.get("before"))), int(str(marker.get("after")))
-    return _landed(aws, owner, before, after, at or now)
+    return _landed(aws, owner, before, after, at or now, deadline)
 
 
-def settle_unanswered(aws: Cloud, owner: Owner, now: datetime) -> None:
+def settle_unanswered(aws: Cloud, owner: Owner, now: datetime, deadline: Deadline = NO_DEADLINE) -> None:
     """Settle, before a give-back reads it, ``owner``'s raise marker that no step answered, settled or
     kept unsettled: one left for the step's retry to ask again (an ask again none of whose tries
     reached AWS: :func:`_ask`) when every retry failed before it reached the marker (the group could
     not be read). Its raise may never have applied: read as made, its count given back came off the
     live value, another owner's capacity. Landed (:func:`_landed`), it is recorded as asked (and given
     back); else it is kept unsettled, and nothing of it is given back. An attach's marker
-    (:func:`mark_attach`) is left as it is."""
+    (:func:`mark_attach`) is left as it is. Also a scale-up's whose SetDesired ended in error
+    (:meth:`spillway.act.scale.ScaleSteps.next_round`): bare, it read as a settled owner's raise still
+    waiting for its instances. Its calls are made within ``deadline`` as the raise's are."""
     item = RAISE_PREFIX + owner.owner
     marker = owner.ledger.claims(owner.cluster, item).get(item)
     if not marker or marker.get("by") or _asked(owner):
         return
-    if _marker_landed(aws, owner, marker, now):
+    if _marker_landed(aws, owner, marker, now, deadline):
         _mark_asked(owner, now)
     else:
-        _keep_unsettled(owner, now)
+        _keep_unsettled(owner, now, deadline)
 
 
-def _keep_unsettled(owner: Owner, now: datetime) -> None:
-    """Mark ``owner``'s raise unsettled: kept, never raised again, and no capacity given back for it."""
+def _keep_unsettled(owner: Owner, now: datetime, deadline: Deadline) -> None:
+    """Mark ``owner``'s raise unsettled: kept, never raised again, and no capacity given back for it. Only
+    when the write ends within ``deadline`` (:func:`_after_lost`): else the marker is left bare, which
+    the step's retry (or, when none comes, :func:`settle_unanswered`) settles."""
+    _after_lost(deadline, 1, f"the unsettled mark of {owner.where}")
     owner.ledger.claim(owner.cluster, UNSETTLED_PREFIX + owner.owner,
                        {"group": owner.where, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
 
@@ -312,7 +319,20 @@ def mark_attach(owner: Owner, desired: int, count: int, now: datetime) -> None:
     )  # fmt: skip
 
 
-def _landed(aws: Cloud, owner: Owner, before: int, after: int, at: datetime) -> bool | None:
+def _after_lost(deadline: Deadline, calls: int, what: str) -> None:
+    """:meth:`Deadline.require` for a call made after a raise whose answer was lost (its read-back, its
+    settling write): :class:`AwsUnavailable`, never ``unsent`` (the raise did reach AWS, and its marker
+    stays, for the step's retry to settle), when it would not end before the invocation does. Lambda
+    stops a function at its Timeout mid-call, which these steps do not retry (``Sandbox.Timedout``)."""
+    try:
+        deadline.require(calls, what)
+    except AwsUnavailable as exc:
+        raise AwsUnavailable(f"{exc}; the raise's answer was lost and its marker is kept") from exc
+
+
+def _landed(
+    aws: Cloud, owner: Owner, before: int, after: int, at: datetime, deadline: Deadline = NO_DEADLINE
+) -> bool | None:
     """Whether the raise from ``before`` to ``after`` whose marker is dated ``at``, and whose answer was
     lost, landed: True or False only when that is unambiguous, else None (the marker is kept).
 
@@ -324,7 +344,9 @@ def _landed(aws: Cloud, owner: Owner, before: int, after: int, at: datetime) -> 
     no proof that it did not land, as the read may be older than the raise (:func:`_ask` asks it
     again at its own value rather than raise anew); any other value (the group moved by something that writes no marker: a drain's
     terminate with decrement, a give-back, a hand) is ambiguous too. A group or markers that cannot be
-    read are ambiguous."""
+    read are ambiguous. Both reads are made only when they end within the step's ``deadline``, as its
+    first ask (:func:`_after_lost`): no time left is no ambiguity, and the marker is left as it is."""
+    _after_lost(deadline, 2, f"DescribeAutoScalingGroups({owner.where}) and its raise markers, read back")
     try:
         desired = aws.describe_group(owner.region, owner.group).DesiredCapacity
         markers = owner.ledger.claims(owner.cluster, RAISE_PREFIX)

@@ -79,6 +79,7 @@ with its own count (:mod:`spillway.act.scale`).
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -105,6 +106,8 @@ from spillway.act.instances import (
 from spillway.errors import (
     AsgLimitExceeded,
     AwsError,
+    AwsThrottled,
+    AwsUnavailable,
     CapacityUnavailable,
     InputError,
     LaunchMisconfigured,
@@ -149,6 +152,8 @@ from spillway.model.stepinput import step_input
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 Metric = Callable[[str, float], None]
+
+log = logging.getLogger(__name__)
 
 MODES = ("fleet", "rollback")
 EC2_ALIVE = frozenset({"pending", "running"})
@@ -511,8 +516,30 @@ class GangSteps:
             self.deadline.require(2, f"the attach marker of {req.region}/{req.group}")
             mark_attach(owner, asg.DesiredCapacity, len(todo), now)
         # each AttachInstances only if it ends in time: the retry attaches what this one did not
-        calls = self.aws.attach_instances(req.region, req.group, todo, self.deadline.before(1)) if todo else 0
+        calls = self._attach(req, todo) if todo else 0
         return {"status": "attached", "attached": len(todo), "calls": calls}
+
+    def _attach(self, req: GangRequest, todo: Sequence[str]) -> int:
+        """AttachInstances of ``todo``, the instances the step's read did not show in the group. A retry
+        after a try whose answer was lost reads the group first, and a read older than that try's attach
+        sends the same instances again: AWS refuses them (above MaxSize, the group's desired capacity
+        already counting them: "If the number of instances being attached plus the desired capacity of
+        the group exceeds the maximum size of the group, the operation fails", AttachInstances; or as
+        members already), and the refusal gave the gang back with every instance attached and running,
+        and backed its group off. A refusal is so judged by the group read again (within the step's
+        deadline): every instance in it, they were attached; else the refusal stands."""
+        try:
+            return self.aws.attach_instances(req.region, req.group, todo, self.deadline.before(1))
+        except (AwsThrottled, AwsUnavailable):
+            raise
+        except AwsError as refused:
+            self.deadline.require(1, f"DescribeAutoScalingGroups({req.region}/{req.group}), read again")
+            members = {i.InstanceId for i in self.aws.describe_group(req.region, req.group).Instances}
+            if not set(todo) <= members:
+                raise
+            log.info("%s/%s: AttachInstances refused (%s), every instance already in the group: attached",
+                     req.region, req.group, refused)  # fmt: skip
+            return 0
 
     def _not_running(
         self, req: GangRequest, prep: Mapping[str, Any], ids: Sequence[str]
@@ -559,7 +586,7 @@ class GangSteps:
         if prep["mode"] == "rollback" and not (
             isinstance(launch, Mapping) and launch.get("status") == "raised"
         ):
-            settle_unanswered(self.aws, self._owner(req, prep), self.clock())
+            settle_unanswered(self.aws, self._owner(req, prep), self.clock(), self.deadline)
 
     def _owner(self, req: GangRequest, prep: Mapping[str, Any]) -> Owner:
         return Owner(self.ledger, self.cluster, req.region, req.group, str(prep["attempt"]))

@@ -82,7 +82,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from spillway.act.backoff import Pool, back_off, failed_pool
-from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
+from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once, settle_unanswered
 from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.instances import give_back_in_group, judged_for_give_back, ready_nodes
 from spillway.act.planning import (
@@ -568,6 +568,7 @@ class ScaleSteps:
         if not any(r.get("outcome") in RETRY_OUTCOMES for r in results):
             return {**base, "done": True, "result": "launched"}
         now = self.clock()
+        self._settle_errored_raises(cluster, event, round_, results, now)
         unraised = self._never_raised(cluster, event, round_, results)
         self._back_off_errors(cluster, unraised, now)
         if round_ >= max_rounds:
@@ -624,18 +625,44 @@ class ScaleSteps:
         :func:`~spillway.act.claims.raise_once` gives the marker back then, and keeps it when the raise
         landed or may have). An error after a raise (verify, backoff) keeps the marker: its nodes are
         launching and are never raised twice."""
-        plan_id = event.get("plan_id", "?")
         out: list[Mapping[str, Any]] = []
         for result in results:
             outcome, region, name = result.get("outcome"), str(result.get("region")), str(result.get("group"))
             if outcome == "error":
-                owner = f"up-{plan_id}-{round_}-{region}-{name}"[:200]
+                owner = _owner_id({**event, "round": round_}, region, name)
                 if Owner(self.ledger, cluster, region, name, owner).raised():
                     continue
             elif outcome != "refused":
                 continue
             out.append(result)
         return out
+
+    def _settle_errored_raises(
+        self,
+        cluster: str,
+        event: Mapping[str, Any],
+        round_: int,
+        results: Sequence[Mapping[str, Any]],
+        now: datetime,
+    ) -> None:
+        """Settle the raise marker of each group of this round whose iteration ended in ``error`` with its
+        marker left for a retry that never came: a lost raise whose every ask again was refused for now
+        (a throttle, ResourceContention, ScalingActivityInProgress) or never sent (no time left), through
+        SetDesired's last retry (:func:`spillway.act.claims.settle_unanswered`, as a gang's GiveBack
+        does). Bare, the marker read to every other owner of its window as a settled raise still
+        waiting for its instances for 15 minutes (:func:`spillway.act.claims.own_instances`), though
+        nothing may ever launch for it. Read at the raise's value now, it landed and is recorded as
+        asked (its nodes are coming: the marker keeps it off :meth:`_never_raised`, so its pods are not
+        raised for again); else it is kept unsettled, never raised, and no longer awaited. An
+        iteration whose raise was answered or settled is left as it is."""
+        for result in results:
+            if result.get("outcome") != "error":
+                continue
+            region, name = str(result.get("region")), str(result.get("group"))
+            owner = Owner(
+                self.ledger, cluster, region, name, _owner_id({**event, "round": round_}, region, name)
+            )
+            settle_unanswered(self.aws, owner, now, self.deadline)
 
     def _forget_unraised(
         self,
