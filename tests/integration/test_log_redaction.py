@@ -410,3 +410,34 @@ def test_an_exec_plugin_that_fails_quoting_a_secret_of_its_arguments_leaves_it_i
         assert secret not in where and oidc_secret not in where
     line = "raised gpu-a of ml-training in ap-southeast-2"
     assert observability.redact(line) == line
+
+
+def test_an_exec_plugin_that_fails_quoting_a_short_secret_or_a_short_flags_leaves_neither_in_a_log(
+    server: KubeApiServer,
+    debug_log: io.StringIO,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """doctl takes its API token as ``-t <token>`` (its ``--access-token``), and a password may be short
+    (``--password`` of 6 characters, under the length a value is blanked inside other words at): a
+    plugin that fails and echoes its command line leaves neither in a line. A short secret stays in a
+    longer word, a region or an ARN that holds its letters; Azure kubelogin's ``-t``, a tenant's id, stays."""
+    monkeypatch.setattr(observability, "_known", frozenset())  # values added here stay here
+    monkeypatch.setattr(observability, "_known_pattern", None)
+    monkeypatch.setattr(observability, "_words", frozenset(), raising=False)
+    monkeypatch.setattr(observability, "_words_pattern", None, raising=False)
+    token, password = "dop_v1_" + secrets.token_hex(32), "w" + secrets.token_hex(2) + "q"
+    kubeconfig = _failing_exec_kubeconfig(server, {}, "")
+    kubeconfig["users"][0]["user"]["exec"]["args"] = [  # type: ignore[index]
+        "-c", 'echo "doctl $* refused" >&2; exit 1', "doctl", "kubernetes", "cluster", "kubeconfig",
+        "exec-credential", "-t", token, "--password", password, "--region", "ap-southeast-2",
+    ]  # fmt: skip
+    KubeClient.from_kubeconfig(kubeconfig).close()
+
+    logged = debug_log.getvalue()
+    assert "exec: process returned 1" in logged and "exec-credential -t <redacted>" in logged
+    out, err = capfd.readouterr()
+    for where in (logged, out, err):
+        assert token not in where and f" {password} " not in where
+    line = f"raised gpu-a in ap-southeast-2 ({password}x, arn:aws:iam::1:role/{password}), tenant -t 72f988bf"
+    assert observability.redact(line) == line
