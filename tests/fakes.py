@@ -71,6 +71,7 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import (
+    BACKOFFS_PARTITION,
     DRAIN_ENDED_PREFIX,
     DRAINS_PARTITION,
     OWNER_PREFIX,
@@ -1007,6 +1008,8 @@ class FakeLedger(Recorder):
     backoff_now: list[datetime | None] = field(default_factory=list)  # ... and its ``now``
     # ... and its ``region`` (a back-off set by hand has none: keyed by name alone, as older builds wrote)
     backoff_regions: list[str] = field(default_factory=list)
+    # ... and its partition (one set by hand has none: read as the cluster's own, an older build's)
+    backoff_partitions: list[str | None] = field(default_factory=list)
     before_commit: Callable[[], None] | None = None  # e.g. another planner committing meanwhile
     commits: int = 0  # commits that succeeded
     claimed: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)  # (cluster, item)
@@ -1042,11 +1045,15 @@ class FakeLedger(Recorder):
             )
         sizes = self.backoff_nodes + [1] * (len(self.backoffs) - len(self.backoff_nodes))  # set by hand
         regions = self.backoff_regions + [""] * (len(self.backoffs) - len(self.backoff_regions))
+        # in their partition, and a build before's in the cluster's own: no other cluster's
+        read = (None, cluster, BACKOFFS_PARTITION.format(cluster=cluster))
+        kept = self.backoff_partitions + [None] * (len(self.backoffs) - len(self.backoff_partitions))
         merged = merge_backoffs(
             state,
             [
                 Backoff(g, until, why, region=r, nodes=n)
-                for (g, until, why), n, r in zip(self.backoffs, sizes, regions, strict=True)
+                for (g, until, why), n, r, p in zip(self.backoffs, sizes, regions, kept, strict=True)
+                if p in read
             ],
             now,
         )
@@ -1097,7 +1104,9 @@ class FakeLedger(Recorder):
         self._call("put_backoff", cluster, group)
         self.backoff_nodes += [1] * (len(self.backoffs) - len(self.backoff_nodes))  # set by hand
         self.backoff_regions += [""] * (len(self.backoffs) - len(self.backoff_regions))
+        self.backoff_partitions += [None] * (len(self.backoffs) - len(self.backoff_partitions))
         self.backoffs.append((group, until, reason))
+        self.backoff_partitions.append(cluster)
         self.backoff_regions.append(region)
         self.backoff_nodes.append(nodes)
         self.backoff_now.append(now)

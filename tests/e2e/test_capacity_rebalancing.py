@@ -218,7 +218,7 @@ def test_a_rebalance_recommendation_drains_the_node_and_leaves_the_replacement_a
     assert states[instance] == "InService" and cloud.desired("spot") == 2
     assert cloud.sim.set_desired_calls == []
     # a recommendation is no interruption: nothing backed off (README, Spot and scheduled interruptions)
-    assert cloud.state_item(POOL) is None and cloud.state_item("backoff#us-east-1/spot") is None
+    assert cloud.backoff_item(POOL) is None and cloud.backoff_item("backoff#us-east-1/spot") is None
 
     # The crawler's ReplicaSet makes a new pod; the scheduler finds no room for it (the at-risk node is
     # cordoned, the other has 0.9 CPU left).
@@ -291,7 +291,7 @@ def test_a_spot_warning_drains_inside_the_deadline_without_terminating_and_backs
     assert states[instance] == "InService" and cloud.desired("spot") == 2
     assert cloud.sim.set_desired_calls == []
     # the Spot pool of m5.large in us-east-1a is backed off, and the group that launches only from it
-    pool, group = cloud.state_item(POOL), cloud.state_item("backoff#us-east-1/spot")
+    pool, group = cloud.backoff_item(POOL), cloud.backoff_item("backoff#us-east-1/spot")
     assert pool is not None and "spot interruption of m5.large in us-east-1a" in pool["reason"]["S"]
     assert group is not None and group["backoff_until"] == pool["backoff_until"]
 
@@ -337,7 +337,7 @@ def test_only_a_group_with_capacity_rebalancing_is_left_to_replace_and_terminate
     assert cloud.desired("spot-plain") == 1 and cloud.kube.get("Node", plain) is None
     assert terminate_calls(cloud) == [plain_id]
     # only a Spot warning backs off the pool, whichever the group
-    backed_off = cloud.state_item(POOL) is not None
+    backed_off = cloud.backoff_item(POOL) is not None
     assert backed_off is (detail_type == WARNING)
 
 
@@ -433,4 +433,4 @@ def test_a_scale_up_that_fails_while_the_group_replaces_an_at_risk_node_leaves_t
     # the group's replacement and the at-risk instance are still there, for the group to swap
     states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("spot")["Instances"]}
     assert states.get(replacement) == "Pending" and states.get(instance) == "InService", states
-    assert cloud.state_item("backoff#us-east-1/spot") is not None  # the failed launch backed the group off
+    assert cloud.backoff_item("backoff#us-east-1/spot") is not None  # the failed launch backed the group off

@@ -139,12 +139,12 @@ def test_a_partial_fleet_is_given_back_whole_and_ends_as_a_shortage_not_a_failur
     assert "InsufficientInstanceCapacity" in out["cause"]
     assert len(out["terminated"]) == 2 and out["kept"] == [], out
     assert cloud.sim.attach_calls == [] and cloud.desired("gang") == 0
-    backoff = cloud.state_item("backoff#us-east-1/gang")
+    backoff = cloud.backoff_item("backoff#us-east-1/gang")
     assert backoff is not None and "InsufficientInstanceCapacity" in backoff["reason"]["S"]
     assert int(backoff["expires_at"]["N"]) > int(cloud.started_at.timestamp())
     # and the pool EC2 named short (its error's override: the type in the group's one zone), as a failed
     # scale-up backs it off: other groups of g5.xlarge on-demand in us-east-1a skip it too
-    pool = cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge")
+    pool = cloud.backoff_item("backoff#pool#on-demand/us-east-1a/g5.xlarge")
     assert pool is not None and {k: pool[k] for k in ("backoff_until", "reason", "expires_at")} == {
         k: backoff[k] for k in ("backoff_until", "reason", "expires_at")
     }
@@ -169,9 +169,9 @@ def test_a_fleet_refused_for_its_settings_fails_named_so_and_is_given_back_whole
     assert execution["error"] == "LaunchMisconfigured"
     assert "Client.InvalidKMSKey.InvalidState: The KMS key provided" in execution["cause"]
     assert "will not heal by waiting" in execution["cause"]
-    backoff = cloud.state_item("backoff#us-east-1/gang")
+    backoff = cloud.backoff_item("backoff#us-east-1/gang")
     assert backoff is not None and "InvalidKMSKey" in backoff["reason"]["S"]
-    assert cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge") is None  # the group's fault
+    assert cloud.backoff_item("backoff#pool#on-demand/us-east-1a/g5.xlarge") is None  # the group's fault
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
@@ -218,7 +218,7 @@ def test_a_launch_whose_answer_is_lost_is_given_back_whole_before_ec2_shows_its_
     attempt = [i for r in ec2.describe_instances(Filters=[{"Name": "tag-key", "Values": [TAG_ATTEMPT]}])["Reservations"]
                for i in r["Instances"]]  # fmt: skip
     assert len(attempt) == 3  # one fleet: the second CreateFleet launched nothing
-    assert cloud.sim.attach_calls == [] and cloud.state_item("backoff#us-east-1/gang") is not None
+    assert cloud.sim.attach_calls == [] and cloud.backoff_item("backoff#us-east-1/gang") is not None
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
@@ -246,7 +246,7 @@ def test_a_fleet_gang_whose_nodes_never_turn_ready_is_detached_and_terminated_at
     assert "0 of the gang's 3 node(s) Ready by the deadline (3 instance(s) InService)" in execution["cause"]
     assert [len(ids) for _, _, ids in cloud.sim.attach_calls] == [3]  # they had joined the group
     assert cloud.desired("gang") == 0  # each terminated with a decrement
-    assert cloud.state_item("backoff#us-east-1/gang") is not None
+    assert cloud.backoff_item("backoff#us-east-1/gang") is not None
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
@@ -357,8 +357,8 @@ def test_a_rollback_gang_without_capacity_backs_off_the_group_and_the_pool_ec2_n
     assert execution["output"]["outcome"] == "given_back", execution
     assert execution["output"]["error"] == "CapacityUnavailable", execution
     assert cloud.desired("gang") == 0
-    backoff = cloud.state_item("backoff#us-east-1/gang")
-    pool = cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge")
+    backoff = cloud.backoff_item("backoff#us-east-1/gang")
+    pool = cloud.backoff_item("backoff#pool#on-demand/us-east-1a/g5.xlarge")
     assert backoff is not None and "do not have sufficient g5.xlarge capacity" in backoff["reason"]["S"]
     assert (
         pool is not None
@@ -382,7 +382,7 @@ def test_rollback_past_the_deadline_gives_all_of_it_back_restores_desired_and_ba
     assert "0 of the gang's 3 node(s) Ready by the deadline (0 instance(s) InService)" in execution["cause"]
     assert [c.desired for c in cloud.sim.calls_for("gang")] == [3]  # raised once; given back by terminations
     assert cloud.desired("gang") == 0
-    assert cloud.state_item("backoff#us-east-1/gang") is not None
+    assert cloud.backoff_item("backoff#us-east-1/gang") is not None
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
@@ -412,7 +412,7 @@ def test_a_gang_above_max_size_is_refused_before_anything_launches(cloud: Cloud,
 
     assert execution["status"] == "FAILED" and execution["error"] == "AsgLimitExceeded", execution
     assert "above MaxSize 2; nothing launched" in execution["cause"]
-    assert cloud.state_item("backoff#us-east-1/gang") is None
+    assert cloud.backoff_item("backoff#us-east-1/gang") is None
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
@@ -432,7 +432,7 @@ def test_a_fleet_gang_is_refused_on_a_group_whose_terminate_process_is_suspended
     assert execution["status"] == "FAILED" and execution["error"] == "AsgLimitExceeded", execution
     assert "its Terminate process is suspended" in execution["cause"]
     assert "nothing launched" in execution["cause"]
-    assert cloud.state_item("backoff#us-east-1/gang") is None
+    assert cloud.backoff_item("backoff#us-east-1/gang") is None
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 

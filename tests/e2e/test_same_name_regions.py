@@ -64,9 +64,9 @@ def test_no_capacity_for_the_primarys_gpu_backs_off_that_group_only_and_the_othe
     assert [c.desired for c in cloud.sim.calls_for("gpu", HOME)] == [4, 0]
     assert [c.desired for c in cloud.sim.calls_for("gpu", WEST)] == [4]
     assert (cloud.desired("gpu", HOME), cloud.desired("gpu", WEST)) == (0, 4)
-    backoff = cloud.state_item(f"backoff#{HOME}/gpu")
+    backoff = cloud.backoff_item(f"backoff#{HOME}/gpu")
     assert backoff is not None and (backoff["group"]["S"], backoff["region"]["S"]) == ("gpu", HOME)
-    assert cloud.state_item(f"backoff#{WEST}/gpu") is None
+    assert cloud.backoff_item(f"backoff#{WEST}/gpu") is None
     rounds = execution["output"]["rounds"]
     assert [[(g["region"], g["outcome"]) for g in r["groups"]] for r in rounds] == [
         [(HOME, "backed_off")],

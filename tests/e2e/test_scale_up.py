@@ -100,7 +100,7 @@ def test_no_capacity_in_the_primary_region_backs_off_and_overflows_in_the_same_e
     # The primary group: asked for 4, got nothing, set back to what runs (0), backed off.
     assert [c.desired for c in cloud.sim.calls_for("gpu-east")] == [4, 0]
     assert cloud.desired("gpu-east") == 0
-    backoff = cloud.state_item("backoff#us-east-1/gpu-east")
+    backoff = cloud.backoff_item("backoff#us-east-1/gpu-east")
     assert backoff is not None and "do not have sufficient g5.xlarge capacity" in backoff["reason"]["S"]
     assert int(backoff["expires_at"]["N"]) > int(cloud.started_at.timestamp())
     # The secondary region took the burst (through the scale function: another region).
@@ -143,7 +143,7 @@ def test_a_launch_short_in_one_zone_keeps_the_other_zones_instance_and_its_pod_l
         assert east["terminated"] == []
         # raised once by two; the launch never started in us-east-1a given back, nothing launched again
         assert [c.desired for c in cloud.sim.calls_for("gpu-east")] == [2, 1]
-        assert cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge") is not None
+        assert cloud.backoff_item("backoff#pool#on-demand/us-east-1a/g5.xlarge") is not None
         assert [g["outcome"] for g in second["groups"]] == ["ready"]
         assert [c.desired for c in cloud.sim.calls_for("gpu-west", WEST)] == [1]
 
@@ -313,7 +313,7 @@ def test_a_launch_that_never_becomes_ready_times_out_is_given_back_and_overflows
     assert "0 of 4 new node(s) Ready by the launch deadline" in east["reason"]
     # The four instances that never became nodes were terminated (desired 4 -> 0), nothing else.
     assert cloud.desired("gpu-east") == 0 and cloud.desired("general") == 1
-    assert cloud.state_item("backoff#us-east-1/gpu-east") is not None
+    assert cloud.backoff_item("backoff#us-east-1/gpu-east") is not None
     assert [g["outcome"] for g in second["groups"]] == ["ready"]
     assert cloud.desired("gpu-west", WEST) == 4
 
@@ -641,7 +641,7 @@ def test_a_node_of_a_group_whose_region_cannot_be_read_is_uncordoned_and_nothing
     rounds = execution["output"]["rounds"]
     assert [[(g["group"], g["outcome"]) for g in r["groups"]] for r in rounds] == [[("general", "ready")]]
     assert history_errors(cloud, execution["executionArn"]) == []
-    assert cloud.state_item("backoff#us-east-1/general") is None
+    assert cloud.backoff_item("backoff#us-east-1/general") is None
     uncordoned = cloud.kube.get("Node", drained)
     assert uncordoned is not None and not uncordoned["spec"].get("unschedulable")
     assert cloud.desired("general") == 1

@@ -123,9 +123,9 @@ def test_a_spot_warning_drains_its_node_inside_the_deadline_and_backs_off_the_ty
     assert elapsed < 90  # inside the deadline the warning left
     assert instance not in {i["InstanceId"] for i in cloud.asg("spot")["Instances"]}
     assert cloud.kube.get("Node", node) is None
-    backoff = cloud.state_item("backoff#us-east-1/spot")
+    backoff = cloud.backoff_item("backoff#us-east-1/spot")
     assert backoff is not None and "m5.large in us-east-1a" in backoff["reason"]["S"]
-    pool = cloud.state_item("backoff#pool#spot/us-east-1a/m5.large")  # the Spot pool (State.pools)
+    pool = cloud.backoff_item("backoff#pool#spot/us-east-1a/m5.large")  # the Spot pool (State.pools)
     assert pool is not None and pool["backoff_until"] == backoff["backoff_until"]
 
     # The same message again (SQS delivers at least once): nothing new starts.

@@ -383,6 +383,20 @@ def test_an_exec_plugins_aws_settings_are_not_blanked_from_every_line(
         assert secret_key not in where
 
 
+def _logs_of_echoing_plugin(
+    server: KubeApiServer, debug_log: io.StringIO, capfd: pytest.CaptureFixture[str], command: list[str]
+) -> tuple[str, str, str]:
+    """What is logged, and written to stdout and stderr, when a kubeconfig's exec plugin runs ``command``
+    (its first word named as the shell's ``$0``) and fails, echoing it to its stderr."""
+    kubeconfig = _failing_exec_kubeconfig(server, {}, "")
+    kubeconfig["users"][0]["user"]["exec"]["args"] = [  # type: ignore[index]
+        "-c", f'echo "{command[0]} $* refused" >&2; exit 1', *command,
+    ]  # fmt: skip
+    KubeClient.from_kubeconfig(kubeconfig).close()
+    out, err = capfd.readouterr()
+    return debug_log.getvalue(), out, err
+
+
 def test_an_exec_plugin_that_fails_quoting_a_secret_of_its_arguments_leaves_it_in_no_log(
     server: KubeApiServer,
     debug_log: io.StringIO,
@@ -396,17 +410,40 @@ def test_an_exec_plugin_that_fails_quoting_a_secret_of_its_arguments_leaves_it_i
     monkeypatch.setattr(observability, "_known", frozenset())  # values added here stay here
     monkeypatch.setattr(observability, "_known_pattern", None)
     secret, oidc_secret = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-    kubeconfig = _failing_exec_kubeconfig(server, {}, "")
-    kubeconfig["users"][0]["user"]["exec"]["args"] = [  # type: ignore[index]
-        "-c", 'echo "kubelogin $* refused" >&2; exit 1', "kubelogin", "get-token", "--client-secret", secret,
+    logged, out, err = _logs_of_echoing_plugin(server, debug_log, capfd, [
+        "kubelogin", "get-token", "--client-secret", secret,
         f"--oidc-client-secret={oidc_secret}", "--region", "ap-southeast-2", "--cluster-name", "ml-training",
-    ]  # fmt: skip
-    KubeClient.from_kubeconfig(kubeconfig).close()
+    ])  # fmt: skip
 
-    logged = debug_log.getvalue()
     assert "exec: process returned 1" in logged and "--client-secret" in logged
-    out, err = capfd.readouterr()
     for where in (logged, out, err):
         assert secret not in where and oidc_secret not in where
     line = "raised gpu-a of ml-training in ap-southeast-2"
+    assert observability.redact(line) == line
+
+
+def test_an_exec_plugin_that_fails_quoting_a_short_secret_or_a_short_flags_leaves_neither_in_a_log(
+    server: KubeApiServer,
+    debug_log: io.StringIO,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """doctl takes its API token as ``-t <token>`` (its ``--access-token``), and a password may be short
+    (``--password`` of 6 characters, under the length a value is blanked inside other words at): a
+    plugin that fails and echoes its command line leaves neither in a line. A short secret stays in a
+    longer word, a region or an ARN that holds its letters; Azure kubelogin's ``-t``, a tenant's id, stays."""
+    monkeypatch.setattr(observability, "_known", frozenset())  # values added here stay here
+    monkeypatch.setattr(observability, "_known_pattern", None)
+    monkeypatch.setattr(observability, "_words", frozenset(), raising=False)
+    monkeypatch.setattr(observability, "_words_pattern", None, raising=False)
+    token, password = "dop_v1_" + secrets.token_hex(32), "w" + secrets.token_hex(2) + "q"
+    logged, out, err = _logs_of_echoing_plugin(server, debug_log, capfd, [
+        "doctl", "kubernetes", "cluster", "kubeconfig", "exec-credential", "-t", token, "--password", password,
+        "--region", "ap-southeast-2",
+    ])  # fmt: skip
+
+    assert "exec: process returned 1" in logged and "exec-credential -t <redacted>" in logged
+    for where in (logged, out, err):
+        assert token not in where and f" {password} " not in where
+    line = f"raised gpu-a in ap-southeast-2 ({password}x, arn:aws:iam::1:role/{password}), tenant -t 72f988bf"
     assert observability.redact(line) == line

@@ -15,6 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from spillway.act.backoff import back_off
 from spillway.adapters.plans_store import PlanStore
 from spillway.adapters.sfn import Executions
 from spillway.adapters.state_store import PLAIN_STATE_LIMIT, StateStore, first_start
@@ -710,6 +711,37 @@ def test_the_drains_records_load_from_their_partition_and_an_older_builds_from_t
         "ip-a": Since(since=NOW - timedelta(minutes=4)),
         "ip-b": Since(since=NOW - timedelta(minutes=6)),
     }
+
+
+def test_back_offs_go_to_their_own_partition_and_an_older_builds_still_load(
+    store: StateStore, ddb: Any
+) -> None:
+    """Back-offs (a scale-up's, a gang's, a Spot notice's: ``back_off``) are written in
+    ``<cluster>#backoffs``, so that the interrupt function's role may write nothing in the cluster's own
+    partition, where a put on the state item's key would replace the planner's state (IAM cannot limit
+    a sort key). A build before wrote them in the cluster's own: both are merged while they last, and
+    nothing but back-offs is read from the new partition."""
+    commit(store, 0, State())
+    later = NOW + timedelta(minutes=15)
+    names = back_off(store, "ml", "gpu", later, "InsufficientInstanceCapacity", region="us-east-1",
+                     pools=[("spot", "us-east-1a", "g5.xlarge")])  # fmt: skip
+    store.put_backoff("ml", "cpu", NOW + timedelta(minutes=9), "an older build's", region="us-east-1")
+    ddb.put_item(TableName="state", Item={"cluster": {"S": "ml#backoffs"}, "item": {"S": "state"},
+                                          "version": {"N": "7"}, "state": {"S": "{}"}})  # fmt: skip
+
+    own = ddb.query(TableName="state", KeyConditionExpression="#c = :c", ExpressionAttributeNames={"#c": "cluster"},
+                    ExpressionAttributeValues={":c": {"S": "ml"}})["Items"]  # fmt: skip
+    loaded = store.load("ml", NOW)
+
+    assert names == ["gpu", "pool#spot/us-east-1a/g5.xlarge"]
+    assert sorted(i["item"]["S"] for i in own) == ["backoff#us-east-1/cpu", "state"]
+    assert loaded.version == 1
+    assert sorted(loaded.state.groups) == ["us-east-1/cpu", "us-east-1/gpu"]
+    assert loaded.state.groups["us-east-1/gpu"].backoff_until == later
+    assert sorted(loaded.state.pools) == ["spot/us-east-1a/g5.xlarge"]
+    assert sorted((b.region, b.group) for b in store.backoffs("ml")) == [
+        ("us-east-1", "cpu"), ("us-east-1", "gpu"), ("us-east-1", "pool#spot/us-east-1a/g5.xlarge")
+    ]  # fmt: skip
 
 
 FAR = "9999-12-31T23:59:59Z"  # reads as a time; the planner adds its delays to it

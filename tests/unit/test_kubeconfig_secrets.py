@@ -96,3 +96,43 @@ def test_a_secret_given_as_a_key_value_argument_is_a_secret() -> None:
     args = ["login", "-method=userpass", "-address=https://vault.example.com:8200", "username=ml-training",
             f"password={password}", "-field=token"]  # fmt: skip
     assert kubeconfig_secrets(_exec_user(args, "vault")) == [password]
+
+
+def test_a_short_flag_is_a_secret_only_for_the_plugin_whose_flag_takes_one() -> None:
+    """doctl's global ``-t`` is ``--access-token`` (DigitalOcean's doctl reference, Global Flags), given
+    apart or joined as pflag reads a shorthand (``-t<value>``, ``-t=<value>``); it is read so in a shell
+    line running doctl too. Azure kubelogin's ``-t`` is ``--tenant-id`` (and ``-l`` ``--login``, ``-e``
+    ``--environment``), aws-iam-authenticator's ``-i`` ``--cluster-id`` and ``-r`` ``--role``: no secret."""
+    token = "dop_v1_" + "a1" * 32
+    doctl = ["kubernetes", "cluster", "kubeconfig", "exec-credential", "--version=v1beta1", "-t", token,
+             "--context=default", "8d2bd1b8-0c1a-4a0b-9a38-ef9a1b5c6d7e"]  # fmt: skip
+    assert kubeconfig_secrets(_exec_user(doctl, "/usr/local/bin/doctl")) == [token]
+    assert kubeconfig_secrets(_exec_user(["kubernetes", "cluster", f"-t{token}"], "doctl")) == [token]
+    assert kubeconfig_secrets(_exec_user(["kubernetes", "cluster", f"-t={token}"], "doctl")) == [token]
+    script = f"exec doctl kubernetes cluster kubeconfig exec-credential -t {token} --context=default"
+    assert kubeconfig_secrets(_exec_user(["-c", script], "sh")) == [token]
+    kubelogin = ["get-token", "-l", "spn", "-e", "AzurePublicCloud", "-t", "72f988bf-86f1-41af-91ab-2d7cd011db47",
+                 "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630"]  # fmt: skip
+    authenticator = ["token", "-i", "ml-training", "-r", "arn:aws:iam::123456789012:role/eks-admin"]
+    assert kubeconfig_secrets(_exec_user(kubelogin, "kubelogin")) == []
+    assert kubeconfig_secrets(_exec_user(authenticator, "aws-iam-authenticator")) == []
+
+
+def test_an_arguments_short_secret_is_blanked_where_it_stands_as_a_word_and_nowhere_else() -> None:
+    """A secret a flag names is blanked whatever its length (``--password hunter2``: 7 characters, under
+    the length below which a value is no longer blanked inside other words), but only where it stands
+    as a word of its own: inside a region, an ARN or a longer word it is left, so lines stay readable."""
+    from spillway import observability
+    from spillway.adapters.kube import kubeconfig_argument_secrets
+
+    before = (observability._known, observability._known_pattern, observability._words_pattern)
+    try:
+        found = kubeconfig_argument_secrets(_exec_user(["get-token", "--password", "east", "-x"]))
+        assert found == ["east"]
+        observability.add_secret_words(found)
+        assert observability.redact("login --password east refused") == "login --password <redacted> refused"
+        assert observability.redact('{"password":"east"}') == '{"password":"<redacted>"}'
+        line = "raised gpu-a in us-east-1 (arn:aws:autoscaling:us-east-1:1:group/east-1), eastern, beast"
+        assert observability.redact(line) == line
+    finally:
+        observability._known, observability._known_pattern, observability._words_pattern = before

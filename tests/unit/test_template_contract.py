@@ -1771,16 +1771,21 @@ def granted_state_partitions(function: str) -> dict[str, set[str]]:
 def test_the_derivation_finds_the_partitions_the_code_plainly_uses() -> None:
     """Not a tautology: the drain's DrainOutcome marks (DRAIN_COUNTED_PARTITION), gang sweep leases
     (SWEEP_PARTITION) and drains' records (DRAINS_PARTITION), the scale steps' claims in the cluster's
-    own partition; the plan's load reads the drains' records (a partition StateStore.load names
-    itself), and the plan and interrupt functions mark the executions they start (first_start, the
+    own partition, the back-offs in theirs (BACKOFFS_PARTITION); the plan's load reads the drains'
+    records and the back-offs (partitions StateStore.load names itself), and the plan and interrupt functions mark the executions they start (first_start, the
     ``first`` clients.py gives Executions)."""
     drain = state_partitions("DrainFunction")
     assert drain["dynamodb:DeleteItem"] == {"{cluster}#gangsweep"}
     assert drain["dynamodb:PutItem"] == {"{cluster}#drains", "{cluster}#gangsweep", "{cluster}#drain-counted"}
     assert state_partitions("ScaleFunction")["dynamodb:DeleteItem"] == {OWN_PARTITION}
-    assert store_partitions()["load"] == {"DRAINS_PARTITION"}
+    assert store_partitions()["load"] == {"DRAINS_PARTITION", "BACKOFFS_PARTITION"}
     plan = state_partitions("PlanFunction")
-    assert plan["dynamodb:Query"] == {OWN_PARTITION, "{cluster}#drains"}
+    assert plan["dynamodb:Query"] == {OWN_PARTITION, "{cluster}#drains", "{cluster}#backoffs"}
+    # back-offs (back_off, which every writer calls) in their partition, not the state's
+    assert state_partitions("InterruptFunction")["dynamodb:PutItem"] == {
+        "{cluster}#backoffs",
+        "{cluster}#started",
+    }
     assert wired_start_mark() == ("spillway.adapters.state_store", "first_start")
     for function in ("PlanFunction", "InterruptFunction"):
         assert state_partitions(function)["dynamodb:GetItem"] == {"{cluster}#started"}
@@ -1819,6 +1824,28 @@ def test_the_drain_function_writes_nothing_in_the_clusters_own_partition() -> No
     granted = granted_state_partitions("DrainFunction")
     assert OWN_PARTITION not in granted["dynamodb:PutItem"] | granted.get("dynamodb:DeleteItem", set())
     assert "dynamodb:UpdateItem" not in granted
+
+
+# The functions that commit the planner's state (a plan; the scale-up's re-plan), whose item is in the
+# cluster's own partition: the only ones that may write there at all
+STATE_WRITERS = frozenset({"PlanFunction", "ScaleFunction"})
+WRITES = frozenset({"dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"})
+
+
+@pytest.mark.parametrize("function", STATE_TABLE_USERS)
+def test_only_the_functions_that_commit_the_state_write_in_the_clusters_own_partition(function: str) -> None:
+    """The planner's state item is in the cluster's own partition, and IAM cannot limit a sort key: a
+    role that may put there, even of a back-off's or a claim's attributes only (dynamodb:Attributes),
+    may replace the state item (a plan then finds it corrupt, or starts over from an empty state). So a
+    function that does not commit the state writes nothing there, neither in its code nor in its role:
+    the drain's records and the back-offs (the interrupt function's, after a Spot notice) have
+    partitions of their own."""
+    derived = {a for a, partitions in state_partitions(function).items() if OWN_PARTITION in partitions}
+    granted = {
+        a for a, partitions in granted_state_partitions(function).items() if OWN_PARTITION in partitions
+    }
+    writes = (derived | granted) & WRITES
+    assert bool(writes) == (function in STATE_WRITERS), (function, sorted(writes))
 
 
 def test_drain_nodes_role_may_put_only_its_counted_marks() -> None:

@@ -21,7 +21,9 @@ let anyone rebuild the presigned URL a token encodes), and a kubeconfig's ``toke
 ``client-key-data`` values, OAuth and OpenID Connect credentials (``client_secret``, ``access_token``,
 ``refresh_token``, ``id_token``, with ``_`` or ``-``, after ``:`` or ``=``), the whole value of a Secrets
 Manager secret (``SecretString``, ``SecretBinary``: from the key to the end of the text), and, wherever
-they appear, the values :func:`add_secret_values` was given (a kubeconfig's credentials).
+they appear, the values :func:`add_secret_values` was given (a kubeconfig's credentials), and, of any
+length, where one stands as a word, those :func:`add_secret_words` was given (what an exec plugin's
+arguments give to a secret's flag).
 """
 
 from __future__ import annotations
@@ -132,12 +134,39 @@ def add_secret_values(values: Iterable[str]) -> None:
         _known_pattern = re.compile("|".join(re.escape(v) for v in longest_first))
 
 
+# Secrets a flag named (an exec plugin's ``--password <value>``, :func:`add_secret_words`), of any length:
+# blanked where one stands as a word of its own, not inside another (a region, an ARN, a longer word), so
+# a short one does not blank every line that happens to hold its letters.
+_words: frozenset[str] = frozenset()
+_words_pattern: re.Pattern[str] | None = None
+# what may touch a word on either side and still leave it a word of its own: not a letter, digit or any
+# of the characters a name, a region, an ARN, a path or a URL joins its parts with
+_JOINED = r"\w./:@\-"
+
+
+def add_secret_words(values: Iterable[str]) -> None:
+    """Blank these values from now on, whatever their length, where each stands as a word of its own
+    (one of :data:`MIN_KNOWN_SECRET` or more characters is blanked everywhere too: :func:`add_secret_values`)."""
+    global _words, _words_pattern
+    values = [v for v in values if v.strip()]
+    add_secret_values(values)
+    with _known_lock:
+        new = set(values) - _words
+        if not new:
+            return
+        _words = _words | new
+        longest_first = "|".join(re.escape(v) for v in sorted(_words, key=len, reverse=True))
+        _words_pattern = re.compile(f"(?<![{_JOINED}])(?:{longest_first})(?![{_JOINED}])")
+
+
 def redact(text: str) -> str:
-    """``text`` with every secret :func:`add_secret_values` named and every credential :data:`_SECRETS`
-    knows replaced by ``<redacted>``."""
-    known = _known_pattern
+    """``text`` with every secret :func:`add_secret_values` and :func:`add_secret_words` named and every
+    credential :data:`_SECRETS` knows replaced by ``<redacted>``."""
+    known, words = _known_pattern, _words_pattern
     if known is not None:
         text = known.sub(REDACTED, text)
+    if words is not None:
+        text = words.sub(REDACTED, text)
     for pattern in _SECRETS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text

@@ -1040,8 +1040,9 @@ class Interrupter:
         names = back_off(self.ledger, self.cluster, None, until, reason, region=region, pools=pools, now=now)
         groups = backoff_groups(self.snapshot(), region, zone, instance_type)
         for group in groups:
-            self.ledger.put_backoff(self.cluster, group.name, until, reason, region=group.region, now=now)
-            names.append(group.name)
+            names += back_off(
+                self.ledger, self.cluster, group.name, until, reason, region=group.region, now=now
+            )
         if groups:
             # not GroupsBackedOff: that one is alarmed, and a Spot interruption is routine, nothing to fix
             self.metric("SpotGroupsBackedOff", len(groups))

@@ -778,8 +778,8 @@ class ScaleSteps:
                 str(result.get("region")),
                 str(result.get("cause")),
             )
-            self.ledger.put_backoff(
-                cluster, name, until, f"{region}/{name}: AwsError: {cause[:300]}", region=region
+            back_off(
+                self.ledger, cluster, name, until, f"{region}/{name}: AwsError: {cause[:300]}", region=region
             )
             self.metric("GroupsBackedOff", 1)
 

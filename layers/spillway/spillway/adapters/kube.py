@@ -182,7 +182,7 @@ from spillway.model.k8s import (
     XGBoostJob,
 )
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
-from spillway.observability import add_secret_values, redact
+from spillway.observability import add_secret_values, add_secret_words, redact
 
 log = logging.getLogger(__name__)
 
@@ -566,28 +566,58 @@ def _command_words(line: str) -> list[str]:
         return line.split()
 
 
-def _secrets_of(arg: str, following: str | None) -> list[str]:
-    """What one argument (``following``: the next one) gives to a secret's name; a command line's words."""
+# The short flags (one letter) that take a credential, per exec plugin, by the name of its command: read
+# from each plugin's own flags. doctl's global -t is --access-token (DigitalOcean's doctl reference,
+# "Global Flags"). The others take none: Azure kubelogin's -t is --tenant-id, -l --login, -e
+# --environment (pkg/internal/token/options.go); aws-iam-authenticator's -i is --cluster-id, -r --role, a
+# role's ARN (cmd/aws-iam-authenticator); aws eks get-token and gke-gcloud-auth-plugin have long flags only.
+# So a one-letter flag is no secret's but for its plugin (kubelogin's -t given a tenant's id stays).
+SECRET_SHORT_FLAGS: Mapping[str, frozenset[str]] = {"doctl": frozenset({"t"})}
+
+
+def _short_flags(words: Sequence[str]) -> frozenset[str]:
+    """The :data:`SECRET_SHORT_FLAGS` of every plugin named among ``words`` (a command, its arguments)."""
+    return frozenset().union(*(SECRET_SHORT_FLAGS.get(w.rsplit("/", 1)[-1], frozenset()) for w in words))
+
+
+def _following(following: str | None) -> list[str]:
+    """A flag's value given as the next argument: one that is no flag."""
+    return [following] if following is not None and not following.startswith("-") else []
+
+
+def _short_secret(arg: str, following: str | None, short: frozenset[str]) -> list[str]:
+    """What ``arg``, when one of the ``short`` flags, gives it: ``-t <value>``, or, as pflag reads a
+    shorthand, ``-t<value>`` or ``-t=<value>``."""
+    if arg.startswith("--") or len(arg) < 2 or arg[1] not in short:
+        return []
+    return [arg[2:].removeprefix("=")] if len(arg) > 2 else _following(following)
+
+
+def _secrets_of(arg: str, following: str | None, short: frozenset[str]) -> list[str]:
+    """What one argument (``following``: the next one) gives to a secret's name, or to one of the
+    ``short`` flags; a command line's words."""
     if not arg.startswith("-") and any(c.isspace() for c in arg):
-        return secret_arguments(_command_words(arg))
+        return secret_arguments(_command_words(arg), short)
     flag = _FLAG.match(arg)
     if flag is None:
         pair = _KEY_VALUE.match(arg)
         return [pair.group(2)] if pair is not None and _names_a_secret(pair.group(1)) else []
     if not _names_a_secret(flag.group(1)):
-        return []
+        return _short_secret(arg, following, short)
     if flag.group(2) is not None:
         return [flag.group(2)]
-    return [following] if following is not None and not following.startswith("-") else []
+    return _following(following)
 
 
-def secret_arguments(args: Sequence[str]) -> list[str]:
+def secret_arguments(args: Sequence[str], short: frozenset[str] = frozenset()) -> list[str]:
     """The values ``args`` give to flags or keys whose name ends in a :data:`SECRET_FLAG_WORDS` word, as
     ``--flag value`` (a next argument that is no flag), ``--flag=value`` or ``key=value``, and those of a
-    shell command line given as one argument."""
+    shell command line given as one argument; and to the one-letter flags a plugin named among them
+    takes a credential with (:data:`SECRET_SHORT_FLAGS`), or ``short``: its command's."""
     found: list[str] = []
+    short = short | _short_flags([w for arg in args for w in arg.split()])
     for i, arg in enumerate(args):
-        found.extend(_secrets_of(arg, args[i + 1] if i + 1 < len(args) else None))
+        found.extend(_secrets_of(arg, args[i + 1] if i + 1 < len(args) else None, short))
     return [value for value in found if value]
 
 
@@ -600,10 +630,9 @@ def _argument_list(key: str, value: Any) -> list[str]:
     return []
 
 
-def kubeconfig_secrets(doc: Mapping[str, Any]) -> list[str]:
-    """The credential values of a kubeconfig's users (:data:`CREDENTIAL_KEYS`, exec env values but those of
-    :data:`AWS_SETTINGS`, what a command's arguments give to a secret's flag: :func:`secret_arguments`)."""
-    found: list[str] = []
+def _credentials(doc: Mapping[str, Any]) -> list[tuple[str, bool]]:
+    """Each credential value of a kubeconfig's users, and whether a command's argument gave it."""
+    found: list[tuple[str, bool]] = []
 
     def walk(node: Any) -> None:
         if isinstance(node, list):
@@ -612,12 +641,14 @@ def kubeconfig_secrets(doc: Mapping[str, Any]) -> list[str]:
         elif isinstance(node, Mapping):
             for key, value in node.items():
                 if key in CREDENTIAL_KEYS and isinstance(value, str):
-                    found.append(value)
+                    found.append((value, False))
                 elif arguments := _argument_list(key, value):
-                    found.extend(secret_arguments(arguments))
+                    command = node.get("command") or node.get("cmd-path")
+                    short = _short_flags([command]) if isinstance(command, str) else frozenset()
+                    found.extend((v, True) for v in secret_arguments(arguments, short))
                 elif key == "env" and isinstance(value, list):
                     found.extend(
-                        str(e["value"])
+                        (str(e["value"]), False)
                         for e in value
                         if isinstance(e, Mapping) and "value" in e and e.get("name") not in AWS_SETTINGS
                     )
@@ -626,6 +657,18 @@ def kubeconfig_secrets(doc: Mapping[str, Any]) -> list[str]:
 
     walk(doc.get("users"))
     return found
+
+
+def kubeconfig_secrets(doc: Mapping[str, Any]) -> list[str]:
+    """The credential values of a kubeconfig's users (:data:`CREDENTIAL_KEYS`, exec env values but those of
+    :data:`AWS_SETTINGS`, what a command's arguments give to a secret's flag: :func:`secret_arguments`)."""
+    return [value for value, _ in _credentials(doc)]
+
+
+def kubeconfig_argument_secrets(doc: Mapping[str, Any]) -> list[str]:
+    """Those of :func:`kubeconfig_secrets` a command's arguments give to a secret's flag: a flag says it
+    is one, so it is blanked whatever its length (:func:`~spillway.observability.add_secret_words`)."""
+    return [value for value, argument in _credentials(doc) if argument]
 
 
 def _use_bearer(cfg: Configuration, token: str | Callable[[], str]) -> None:
@@ -790,6 +833,7 @@ class KubeClient:
             raise ConfigurationError("kubeconfig: expected a mapping at the top level")
         # before the loader runs: it may log them (an oidc refresh's client secret, at DEBUG)
         add_secret_values(kubeconfig_secrets(doc))
+        add_secret_words(kubeconfig_argument_secrets(doc))
         cfg = Configuration()
         try:
             load_kube_config_from_dict(  # type: ignore[no-untyped-call]

@@ -17,7 +17,11 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                                                  for capacity the pool that had none), and nodes (N,
                                                  only when over 1: a gang's fleet refused that many
                                                  at once; without it EC2 had none); an older
-                                                 "backoff#pool#<zone>/<type>" is the spot pool
+                                                 "backoff#pool#<zone>/<type>" is the spot pool;
+                                                 both in the partition <cluster>#backoffs, so that
+                                                 the interrupt function may write nothing of the
+                                                 cluster's partition; builds before wrote them
+                                                 there, where load still reads them
     claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
                       "unsettled#<owner>",
                       "owner#<region>#<id>",
@@ -48,8 +52,9 @@ loser gets :class:`~spillway.errors.StateConflict` and must start nothing. The i
 snapshot was planned and which executions that plan starts, so a planner that failed after committing
 can resume (start the same, deterministically named, executions again) instead of planning twice.
 
-**Back-offs** are separate items written by the scale-up execution (not by the planner), so a back-off
-never races the planner's version. Each expires (TTL) when its window ends. :meth:`load` merges them
+**Back-offs** are separate items written by the scale-up execution and the Spot notices (not by the
+planner), in their own partition (:data:`~spillway.model.state.BACKOFFS_PARTITION`), so a back-off never
+races the planner's version, and a role that writes them cannot replace the planner's state. Each expires (TTL) when its window ends. :meth:`load` merges them
 into ``State.groups`` (the later ``backoff_until`` wins), or ``State.pools`` for a ``pool#`` name (an
 older key without a capacity type is the spot pool: :func:`~spillway.model.state.normalize_pool_key`).
 A group's item is keyed by its region and name (an Auto Scaling group's name is unique only in its
@@ -96,10 +101,11 @@ the newer one ran, and what is lost is at most work done again or later:
   it reads none of them, and an ended drain's claim spends PodDisruptionBudget allowance until it lapses.
 
 The drains' records (``scaledown-failed#``, ``drain-ended#``) moved from the cluster's own partition to
-``<cluster>#drains``; :meth:`StateStore.load` reads both, so the records a build before wrote count for
-their day. A build rolled back to one before reads only the cluster's own partition: a drain that failed
-or ended after the upgrade is unknown to it, with the cost above (no wait after that failure, an ended
-drain's claim spending until it lapses).
+``<cluster>#drains``, the back-offs to ``<cluster>#backoffs``; :meth:`StateStore.load` reads both
+partitions of each, so the items a build before wrote count while they last. A build rolled back to
+one before reads only the cluster's own partition: a drain that failed or ended after the upgrade is
+unknown to it, with the cost above (no wait after that failure, an ended drain's claim spending until it
+lapses), and so is a back-off written after it (a launch may be tried once more where one just failed).
 """
 
 from __future__ import annotations
@@ -123,6 +129,7 @@ from spillway.model.act import PlanRecord, StoredState, iso
 from spillway.model.aws import REGION_FORM
 from spillway.model.groupkey import GroupKey
 from spillway.model.state import (
+    BACKOFFS_PARTITION,
     DRAIN_ENDED_PREFIX,
     DRAINS_PARTITION,
     LATEST_TIME,
@@ -275,16 +282,16 @@ class StateStore:
         """The state with every back-off merged in (consistent read); an empty state at version 0.
         ``now``: a pool's back-off over by then gives way to one still lasting (:func:`merge_backoffs`)."""
         items = self._items(cluster)
-        # the drains' records in their partition, and those a build before wrote in the cluster's own
+        # the drains' records and the back-offs in their partitions, and those a build before wrote in
+        # the cluster's own
         failures, ended = _drain_records([*self._items(DRAINS_PARTITION.format(cluster=cluster)), *items])
-        stored = StoredState()
+        backoff_items = self._items(BACKOFFS_PARTITION.format(cluster=cluster), prefix=BACKOFF_PREFIX)
+        stored = next((_stored(i) for i in items if i["item"]["S"] == STATE_ITEM), StoredState())
         backoffs: list[Backoff] = []
         unknown: list[str] = []  # back-off attributes a newer build added: ignored, named once
-        for item in items:
+        for item in [*backoff_items, *items]:
             name = item["item"]["S"]
-            if name == STATE_ITEM:
-                stored = _stored(item)
-            elif name.startswith(BACKOFF_PREFIX):
+            if name.startswith(BACKOFF_PREFIX):
                 try:
                     backoffs.append(_backoff(item))
                 except StateCorrupt as exc:  # advice nobody can read: skipped, as merge_backoffs does
@@ -303,7 +310,9 @@ class StateStore:
         )
 
     def backoffs(self, cluster: str) -> list[Backoff]:
-        items = self._items(cluster, prefix=BACKOFF_PREFIX)
+        """The back-off items, in their partition and those a build before wrote in the cluster's own."""
+        partition = BACKOFFS_PARTITION.format(cluster=cluster)
+        items = [*self._items(partition, prefix=BACKOFF_PREFIX), *self._items(cluster, prefix=BACKOFF_PREFIX)]
         return [_backoff(i) for i in items]
 
     def _items(self, cluster: str, prefix: str | None = None) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from typing import Any
 from spillway.local.cloud import CloudSim, NodeRegistrar
 from spillway.local.kubeapi import KubeApiServer
 from spillway.local.stack import LocalStack
+from spillway.model.state import BACKOFFS_PARTITION
 
 CLUSTER = "ml"
 HOME = "us-east-1"
@@ -348,6 +349,10 @@ class Rig:
         )
         found: dict[str, Any] | None = got.get("Item")
         return found
+
+    def backoff_item(self, item: str) -> dict[str, Any] | None:
+        """The back-off ``item`` (``backoff#...``), in the back-offs' partition."""
+        return self.state_item(item, BACKOFFS_PARTITION)
 
     # --- executions -------------------------------------------------------------------------------
 

@@ -282,6 +282,11 @@ OWNER_PREFIX = "owner#"
 # condition on a sort key). Builds before wrote them in the cluster's own partition, where the state
 # store still reads them (one such build's, rolled back to, too); they expire a day after they were written.
 DRAINS_PARTITION = "{cluster}#drains"
+# The back-offs' items (``backoff#...``: a scale-up's, a gang's, a Spot notice's), in this partition beside
+# the cluster's own, so that the interrupt function's role, which writes them, may write nothing of the
+# cluster's partition (a put on the state item's key would replace the planner's state). Builds before
+# wrote them in the cluster's own, where the state store still reads them while they last.
+BACKOFFS_PARTITION = "{cluster}#backoffs"
 
 
 class Since(BaseModel):
