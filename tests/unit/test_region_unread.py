@@ -622,3 +622,36 @@ def test_an_unsettled_raise_of_a_carried_group_holds_its_pods_only_for_the_claim
         else:
             assert scale_up(result)["west"][2] == [pod]
             assert "us-east-1/east" not in result.state.raises
+
+
+@pytest.mark.parametrize(
+    ("key", "read", "joined"),
+    [
+        # gpu-feature-discovery writes the time it labelled the node (unless --no-timestamp)
+        ("nvidia.com/gfd.timestamp", "1764930000", "1765100000"),
+        # node-feature-discovery's kernel, after the launch template's AMI moved on
+        (
+            "feature.node.kubernetes.io/kernel-version.full",
+            "6.1.141-155.222.amzn2023.x86_64",
+            "6.1.147-172.266.amzn2023.x86_64",
+        ),
+        ("eks.amazonaws.com/nodegroup-image", "ami-0aaa1111", "ami-0bbb2222"),  # the AMI a bootstrap labels
+        ("node.kubernetes.io/lifecycle", "normal", "spot"),  # read from IMDS at boot: a mixed group's varies
+    ],
+    ids=["gfd-timestamp", "nfd-kernel", "nodegroup-image", "lifecycle"],
+)
+def test_a_label_that_describes_one_node_does_not_keep_the_groups_launch_from_being_taken(
+    key: str, read: str, joined: str
+) -> None:
+    """east had one Node at its read, so its template holds every label of that Node but those naming
+    one node; some of them describe what the node runs or how it was bought, not who launched it: a
+    discovery agent's (GFD's labelling time, NFD's kernel), the AMI, the purchase option. east's raise's
+    Node joined with another value of such a label: it is east's launch all the same, taken for it
+    joined, as a Node carrying none of them is; it was refused, and east's raise stayed capacity coming
+    beside the Node that holds it for as long as east is carried."""
+    w, pod = _raised_east_and_a_stranger_joined({key: joined})
+    _label_easts_nodes(w, {key: read})
+
+    result = unread_plan(w, EAST)
+
+    assert scale_up(result) == {"west": (1, 2, [pod])}

@@ -93,6 +93,23 @@ TYPE_KEYS = frozenset(
     {INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type", "kubernetes.io/arch", "beta.kubernetes.io/arch"}
 )
 
+# labels that say what one node runs or how its instance was bought, not which group launched it: a
+# discovery agent's (node-feature-discovery's feature.node.kubernetes.io/ and its sub-namespaces, NVIDIA
+# gpu-feature-discovery's nvidia.com/, whose gfd.timestamp is the time it labelled that node), the AMI a
+# bootstrap labels (eks.amazonaws.com/nodegroup-image) and the purchase option a boot script reads from
+# the instance metadata (node.kubernetes.io/lifecycle). Two launches of one group differ in them once its
+# launch template's AMI moves on, or between a mixed group's types and purchase options: a node of the
+# group's launch may carry another value than the nodes of its last read (spillway.planner.context)
+NODE_DETAIL_LABELS = frozenset({"eks.amazonaws.com/nodegroup-image", "node.kubernetes.io/lifecycle"})
+NODE_DETAIL_PREFIXES = ("nvidia.com/", "feature.node.kubernetes.io/")
+NFD_SUBDOMAIN = ".feature.node.kubernetes.io/"
+
+
+def node_detail(key: str) -> bool:
+    """Whether a label of ``key`` describes one node rather than its launcher (:data:`NODE_DETAIL_LABELS`)."""
+    return key in NODE_DETAIL_LABELS or key.startswith(NODE_DETAIL_PREFIXES) or NFD_SUBDOMAIN in key
+
+
 # the operating system a template can only guess (linux: the catalogue says nothing of the AMI); the
 # nodes of the group say which, as they do for cluster-autoscaler's template read from a node
 OS_KEYS = frozenset({"kubernetes.io/os", "beta.kubernetes.io/os"})

@@ -21,7 +21,7 @@ from spillway.model.cluster import ZONE_LABEL, ClusterSnapshot, NodeInfo, PodInf
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
 from spillway.model.k8s import DRAINING_TAINT, GIVE_BACK_LEASE_MINUTES
-from spillway.model.livetemplate import OS_KEYS
+from spillway.model.livetemplate import OS_KEYS, node_detail
 from spillway.model.nodegroup import (
     EKS_NODEGROUP_LABEL,
     INSTANCE_TYPE_LABEL,
@@ -796,7 +796,9 @@ def _launched_elsewhere(group: NodeGroup, labels: Mapping[str, str]) -> bool:
     carried with one value at the read, but those of one node (spillway.model.livetemplate): a node of
     an Auto Scaling group Spillway does not manage (an eksctl self-managed node group's
     ``alpha.eksctl.io/nodegroup-name``, a kubelet ``--node-labels`` role) says so by a value of its own.
-    The operating system is left out: a template without nodes only guesses ``linux``."""
+    The operating system is left out: a template without nodes only guesses ``linux``; so are the labels
+    that describe what one node runs or how it was bought (:func:`spillway.model.livetemplate.node_detail`:
+    a discovery agent's, the AMI, the purchase option), which two launches of the group may differ in."""
     if any(key in labels for key in KARPENTER_NODE_LABELS):
         return True
     template = group.template.labels if group.template is not None else {}
@@ -804,7 +806,9 @@ def _launched_elsewhere(group: NodeGroup, labels: Mapping[str, str]) -> bool:
     if eks is not None and eks != template.get(EKS_NODEGROUP_LABEL):
         return True
     return any(
-        key in labels and labels[key] != value for key, value in template.items() if key not in OS_KEYS
+        key in labels and labels[key] != value
+        for key, value in template.items()
+        if key not in OS_KEYS and not node_detail(key)
     )
 
 
