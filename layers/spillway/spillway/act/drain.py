@@ -2398,7 +2398,7 @@ class Drainer:
         after, marked = self._after(drain, node, before, done)
         remaining = _remaining(after, evicted_now, refused)
         blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
-        forced = self._forced_at_deadline(drain, remaining, done)
+        forced = self._forced_at_deadline(drain, remaining, done, previous)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
         heartbeat = self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
         out = {
@@ -2720,7 +2720,11 @@ class Drainer:
         return fresh, _abandon_why(drain, node, [fresh])
 
     def _forced_at_deadline(
-        self, drain: Drain, remaining: Sequence[Mapping[str, str]], done: _Evictions
+        self,
+        drain: Drain,
+        remaining: Sequence[Mapping[str, str]],
+        done: _Evictions,
+        previous: Mapping[str, Any],
     ) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True). Not yet in
         a round that evicted pods (it began before the deadline and ran past it): raised there, the error
@@ -2728,10 +2732,16 @@ class Drainer:
         next, which evicts nothing past the deadline, raises for the pods still there then (those just
         evicted, given no grace past the deadline, are leaving by then: :func:`_grace_over`). Nor, with
         ``force``, in a round the API server cut off (``interrupted``): the next evicts the pods it did
-        not reach."""
+        not reach. But only the next: a forced drain whose round before was cut off too goes on, the
+        pods left going with the instance. Each cut-off round evicted a pod (else it raised), and a pod
+        that tolerates the cordon comes back to be evicted the next round: a forced drain whose other
+        eviction failed every round was never done, and polled until its execution's history ran out
+        (25,000 events), its node cordoned and its instance running."""
         if not remaining or self.clock() < drain.deadline:
             return False
-        if done.interrupted or (done.pods and not drain.force):
+        if done.pods and not drain.force:
+            return False
+        if done.interrupted and not previous.get("interrupted"):
             return False
         if not drain.force:
             raise DrainTimeout(
