@@ -52,3 +52,59 @@ def test_a_forced_drain_past_its_deadline_cut_short_every_round_ends_and_goes_on
     assert "team-a/web-1" in {r["pod"] for r in last["remaining"]}, last
     check = rig.drainer.check(drain)
     assert check["ready"] is True and check["forced"] is True, check
+
+
+# 2. The DaemonSet pods a drain evicted are in its record ------------------------------------------
+
+
+def _events(rig: Rig) -> list[str]:
+    return [e["message"] for e in rig.api.list("Event")]
+
+
+def test_a_terminated_drains_record_and_event_name_the_daemonset_pods_it_evicted(rig: Rig) -> None:
+    drain = rig.cordoned()
+    state = {
+        "drain": drain.model_dump(),
+        "round": {"rounds": 2, "evicted": ["team-a/web-0"], "evicted_count": 1,
+                  "daemonsets": ["kube-system/agent-a", "kube-system/agent-b"]},  # fmt: skip
+        "terminated": {"activity_id": "a-1", "status": "InProgress"},
+    }
+
+    out = rig.drainer.record(state, "terminated")
+
+    assert out["daemonsets"] == ["kube-system/agent-a", "kube-system/agent-b"], out
+    assert "evicted 1 pod(s) and 2 DaemonSet pod(s)" in _events(rig)[-1], _events(rig)
+
+
+def test_a_failed_drains_event_names_the_daemonset_pods_it_evicted(rig: Rig) -> None:
+    drain = rig.cordoned()
+    state = {
+        "drain": drain.model_dump(),
+        "round": {"rounds": 3, "evicted": ["team-a/web-0"], "evicted_count": 1,
+                  "daemonsets": ["kube-system/agent-a"]},  # fmt: skip
+        "error": {"Error": "DrainTimeout", "Cause": "Node 'x': 1 pod(s) still there at the deadline"},
+        "compensation": {"untainted": True, "uncordoned": True},
+    }
+
+    out = rig.drainer.record(state)
+
+    assert out["outcome"] == "timeout" and out["daemonsets"] == ["kube-system/agent-a"], out
+    message = _events(rig)[-1]
+    assert "after evicting 2 pod(s) (team-a/web-0, kube-system/agent-a)" in message, message
+
+
+def test_a_round_that_abandons_after_the_daemonset_evictions_keeps_them_for_the_record(rig: Rig) -> None:
+    """The DaemonSet round was done, a pod came to the node before the terminate step, and the next
+    round abandoned the plan's drain: its output dropped the DaemonSet pods evicted, and the record of
+    the cancelled drain named none of them."""
+    drain = rig.cordoned(plan_id="plan-1", planned_at="2026-01-01T00:00:00Z")  # a node it saw idle
+    previous = {"rounds": 1, "evicted": [], "evicted_count": 0, "daemonsets": ["kube-system/agent-a"]}
+    rig.pod("late-0", app="late")  # work the plan did not see
+
+    out = rig.drainer.evict(drain, previous)
+
+    assert out.get("abandon") and out["daemonsets"] == ["kube-system/agent-a"], out
+    record = rig.drainer.record({"drain": drain.model_dump(), "round": out,
+                                 "compensation": {"uncordoned": True}}, "cancelled")  # fmt: skip
+    assert record["daemonsets"] == ["kube-system/agent-a"], record
+    assert "evicting 0 pod(s) and 1 DaemonSet pod(s)" in _events(rig)[-1], _events(rig)

@@ -1219,7 +1219,16 @@ class _StandingBy(Exception):  # not an error: caught by evict and check alone
 def _gone_round(previous: Mapping[str, Any]) -> dict[str, Any]:
     """The eviction round of a leaving instance whose Node is gone: done, nothing left to evict."""
     return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
-            "evicted_count": int(previous.get("evicted_count") or 0)}  # fmt: skip
+            "evicted_count": int(previous.get("evicted_count") or 0),
+            **_daemonsets_before(previous, "daemonsets")}  # fmt: skip
+
+
+def _daemonsets_before(previous: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    """What the rounds before evicted of the node's DaemonSet pods (``daemonsets``) and left to the next
+    (``daemonsets_left``), of ``keys``, carried by a round that does not come to them itself (it stands by,
+    abandons the drain, finds the Node gone): the drain's record lists those pods with the others it
+    evicted, and dropped here they were in no record or Event."""
+    return {key: previous[key] for key in keys if key in previous}
 
 
 def _standing_by(previous: Mapping[str, Any], standby: _StandingBy) -> dict[str, Any]:
@@ -1236,6 +1245,7 @@ def _standing_by(previous: Mapping[str, Any], standby: _StandingBy) -> dict[str,
         "forced": False,
         "standing_by": standby.holder[:200],
         "note": standby.note(),
+        **_daemonsets_before(previous, "daemonsets", "daemonsets_left"),
     }
 
 
@@ -1678,6 +1688,7 @@ def _abandon(
         "done": False,
         "forced": False,
         "abandon": why,
+        **_daemonsets_before(previous, "daemonsets"),
     }
 
 
@@ -3094,11 +3105,8 @@ class Drainer:
             if drain is not None
             else _request_identity(_request_of(state), self.cluster)
         )
-        rounds = _mapping(state.get("round"))
         if drain is not None:
-            summary["evicted"] = list(rounds.get("evicted") or [])
-            summary["evicted_count"] = int(rounds.get("evicted_count") or 0)
-            summary["rounds"] = int(rounds.get("rounds") or 0)
+            summary.update(_evicted_by(_mapping(state.get("round"))))
         if error is not None:
             summary.update(self._failure(drain, state, error))
         elif outcome == "superseded":
@@ -3270,9 +3278,7 @@ class Drainer:
         rounds = _mapping(state.get("round"))
         summary: dict[str, Any] = {
             **self._identity(drain),
-            "evicted": list(rounds.get("evicted") or []),
-            "evicted_count": int(rounds.get("evicted_count") or 0),
-            "rounds": int(rounds.get("rounds") or 0),
+            **_evicted_by(rounds),
             "outcome": "cancelled",
             "note": (str(rounds.get("abandon") or "abandoned") + self._compensation_note(drain, state))[
                 :2000
@@ -3283,7 +3289,7 @@ class Drainer:
         self._event(
             drain,
             "SpillwayDrainCancelled",
-            f"Cancelled ({drain.reason}) after evicting {summary['evicted_count']} pod(s): {summary['note']}",
+            f"Cancelled ({drain.reason}) after evicting {_evicted_words(summary)}: {summary['note']}",
             "Normal",
             key=key,
         )
@@ -3673,12 +3679,32 @@ def _superseded(caught: Mapping[str, Any]) -> dict[str, Any]:
     return {"outcome": "superseded", "note": f"{why}; nothing was undone"[:2000]}
 
 
+def _evicted_by(rounds: Mapping[str, Any]) -> dict[str, Any]:
+    """What a drain's rounds evicted, for its record (``rounds``: its last round's output): the pods of its
+    rounds (``evicted``, ``evicted_count``), the rounds, and the DaemonSet pods evicted once the rest was
+    gone (``daemonsets``, when any: :meth:`Drainer._daemonsets`), which go in no ``evicted``."""
+    daemonsets = [str(pod) for pod in rounds.get("daemonsets") or []]
+    return {
+        "evicted": list(rounds.get("evicted") or []),
+        "evicted_count": int(rounds.get("evicted_count") or 0),
+        "rounds": int(rounds.get("rounds") or 0),
+        **({"daemonsets": daemonsets} if daemonsets else {}),
+    }
+
+
+def _evicted_words(summary: Mapping[str, Any]) -> str:
+    """How many pods a drain evicted, as its Event says it: its rounds' and its DaemonSet pods."""
+    agents = len(summary.get("daemonsets") or [])
+    also = f" and {agents} DaemonSet pod(s)" if agents else ""
+    return f"{int(summary.get('evicted_count') or 0)} pod(s){also}"
+
+
 def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]:
-    evicted = summary.get("evicted_count", 0)
+    evicted = _evicted_words(summary)
     if outcome == "terminated":
         return (
             "SpillwayDrained",
-            f"Drained ({summary.get('reason')}): evicted {evicted} pod(s), terminated "
+            f"Drained ({summary.get('reason')}): evicted {evicted}, terminated "
             f"{summary.get('instance_id')} ({summary.get('group')}, {summary.get('region')}) and "
             "removed the Node",
             "Normal",
@@ -3686,7 +3712,7 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
     if outcome == "gone":
         return (
             "SpillwayDrained",
-            f"Drained ({summary.get('reason')}): evicted {evicted} pod(s); {summary.get('instance_id')} "
+            f"Drained ({summary.get('reason')}): evicted {evicted}; {summary.get('instance_id')} "
             "was already terminating, terminated by another, not by this drain",
             "Normal",
         )
@@ -3696,13 +3722,13 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
             why = "; the node stays cordoned, yours now: `kubectl uncordon` gives it back"
         return (
             "SpillwayDrained",
-            f"Drained ({summary.get('reason')}): evicted {evicted} pod(s){why}",
+            f"Drained ({summary.get('reason')}): evicted {evicted}{why}",
             "Normal",
         )
     if outcome == "superseded":
         return (
             "SpillwayDrainSuperseded",
-            f"Superseded ({summary.get('reason')}) after evicting {evicted} pod(s): {summary.get('note')}",
+            f"Superseded ({summary.get('reason')}) after evicting {evicted}: {summary.get('note')}",
             "Normal",
         )
     if outcome == "released":
@@ -3713,7 +3739,7 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
         )
         return (
             "SpillwayReleased",
-            f"Released ({summary.get('reason')}): evicted {evicted} pod(s), {undone}",
+            f"Released ({summary.get('reason')}): evicted {evicted}, {undone}",
             "Normal",
         )
     reason = {"timeout": "SpillwayDrainTimeout", "cancelled": "SpillwayDrainCancelled"}.get(
@@ -3730,11 +3756,12 @@ def _evicted_before(summary: Mapping[str, Any]) -> str:
     """The pods a failed drain evicted, named in its Event before the cause (which may be long): the
     node is given back with those pods stopped, and ``kubectl describe node`` should say which. As many
     names as fit in ``EVENT_PODS_CHARS`` (at least one), so that long names leave the cause its room."""
-    count = int(summary.get("evicted_count") or 0)
+    evicted, agents = summary.get("evicted") or [], summary.get("daemonsets") or []
+    count = int(summary.get("evicted_count") or 0) + len(agents)
     if not count:
         return ""
     names: list[str] = []
-    for pod in [str(p) for p in summary.get("evicted") or []][:EVENT_PODS]:
+    for pod in [str(p) for p in [*evicted, *agents]][:EVENT_PODS]:
         if names and len(", ".join([*names, pod])) > EVENT_PODS_CHARS:
             break
         names.append(pod[:EVENT_PODS_CHARS])
