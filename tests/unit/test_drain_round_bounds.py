@@ -108,3 +108,37 @@ def test_a_round_that_abandons_after_the_daemonset_evictions_keeps_them_for_the_
                                  "compensation": {"uncordoned": True}}, "cancelled")  # fmt: skip
     assert record["daemonsets"] == ["kube-system/agent-a"], record
     assert "evicting 0 pod(s) and 1 DaemonSet pod(s)" in _events(rig)[-1], _events(rig)
+
+
+# 3. evicted_marked: the pod evicted, by uid ------------------------------------------------------
+
+
+def test_a_pod_made_again_under_the_name_of_one_evicted_is_not_reported_as_evicted_marked(rig: Rig) -> None:
+    """web-1 is evicted and gone at once; its controller makes web-1 again (a StatefulSet's ordinal
+    name) on the node, which it tolerates, its template marked do-not-disrupt since. The listing after
+    the evictions matched by name and reported the new pod, never evicted, as evicted while marked (a
+    Warning Event on the Node); it is another pod (another uid), and nothing evicted is marked."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=300)
+    evict = rig.kube.evict
+
+    def evict_then_made_again(
+        namespace: str, name: str, grace_period_seconds: int | None = None, *, uid: str = ""
+    ) -> None:
+        evict(namespace, name, grace_period_seconds, uid=uid)
+        if name == "web-1":
+            rig.api.delete("Pod", name, namespace)
+            rig.pod(name, annotations={"karpenter.sh/do-not-disrupt": "true"})
+            again = rig.api.get("Pod", name, namespace)
+            assert again is not None
+            again["metadata"]["uid"] = "made-again-0001"
+            rig.api.update("Pod", again)
+
+    rig.kube.evict = evict_then_made_again  # type: ignore[method-assign]
+
+    first = rig.drainer.evict(drain)
+
+    assert sorted(first["evicted"]) == ["team-a/web-0", "team-a/web-1"], first
+    assert "evicted_marked" not in first, first["evicted_marked"]
+    assert not [e for e in rig.api.list("Event") if e["reason"] == "SpillwayEvictedMarked"]

@@ -1834,7 +1834,10 @@ class _Evictions:
     :func:`_abandon_why`), else None; the error of the API server that ended the round after it had
     evicted pods (:data:`INTERRUPTED`), else None; the pods it left for the next round for its own
     sake (its time spent, the server throttling), the one throttled and every one after it; when it
-    began, which bounds the DaemonSet evictions after it too (:meth:`Drainer._daemonsets`)."""
+    began, which bounds the DaemonSet evictions after it too (:meth:`Drainer._daemonsets`); the
+    ``metadata.uid`` of each pod evicted, by its name ("" when the listing gave none), by which the
+    listing after the evictions tells that pod from another made under its name since
+    (:func:`_marked_as_evicted`)."""
 
     pods: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
@@ -1842,6 +1845,7 @@ class _Evictions:
     interrupted: str | None = None
     later: list[str] = field(default_factory=list)
     started: datetime | None = None
+    uids: dict[str, str] = field(default_factory=dict)
 
 
 def _agents(pods: Sequence[Pod], untried: Any) -> list[PodVerdict]:
@@ -1864,20 +1868,29 @@ def _daemonsets_out(before: Sequence[str], done: _Evictions) -> dict[str, Any]:
     return out
 
 
-def _marked_as_evicted(drain: Drain, pods: Sequence[Pod], evicted: Collection[str]) -> list[dict[str, str]]:
-    """The pods of ``evicted`` that the listing after their eviction finds marked never to be disturbed
-    (:func:`~spillway.planner.disruption.marked_never`), each with its mark. The round read each pod
-    again right before its eviction and evicted none so marked, so the mark came after that read: in
-    the moment before the eviction, which no read can close (a ``resourceVersion`` precondition spends
-    the pod's budget before the API server checks it: :meth:`Drainer._judged_again`), or on the pod
-    already leaving. Either way whoever marked it should hear that it was evicted. None of a forced
-    drain, which evicts marked pods on purpose; a pod already gone from the listing is not seen."""
+def _marked_as_evicted(drain: Drain, pods: Sequence[Pod], evicted: Mapping[str, str]) -> list[dict[str, str]]:
+    """The pods of ``evicted`` (name → the ``metadata.uid`` evicted) that the listing after their
+    eviction finds marked never to be disturbed (:func:`~spillway.planner.disruption.marked_never`),
+    each with its mark. The round read each pod again right before its eviction and evicted none so
+    marked, so the mark came after that read: in the moment before the eviction, which no read can
+    close (a ``resourceVersion`` precondition spends the pod's budget before the API server checks it:
+    :meth:`Drainer._judged_again`), or on the pod already leaving. Either way whoever marked it should
+    hear that it was evicted. None of a forced drain, which evicts marked pods on purpose.
+
+    A pod is matched by its uid: one made again under the name of a pod evicted (a StatefulSet's
+    ordinal, a training operator's ``<job>-worker-0``, back on the node it tolerates) is another pod,
+    never evicted, whose mark (its template's, say) says nothing of the eviction; by name only when the
+    listing gave the evicted pod no uid. What it cannot see: a pod already deleted by that listing (a
+    grace of 0, a quick shutdown) is gone from the API with its metadata, and the eviction's answer is a
+    Status, not the pod, so a mark put on it in that moment is known to nobody but its kubelet."""
     if drain.force:
         return []
     marked = []
     for pod in pods:
         info = PodInfo.from_pod(pod)
-        mark = marked_never(info) if info.key in evicted else None
+        uid = evicted.get(info.key)
+        same = uid is not None and (not uid or uid == pod.metadata.uid)
+        mark = marked_never(info) if same else None
         if mark is not None:
             marked.append({"pod": info.key, "mark": mark[1]})
     return marked
@@ -2634,6 +2647,7 @@ class Drainer:
         why = self._try_evict(verdict.pod, min(verdict.grace, left), verdict.uid)
         if why is None:
             done.pods.append(verdict.pod)
+            done.uids[verdict.pod] = verdict.uid
         elif why != _GONE_ALREADY:
             done.refused[verdict.pod] = why
             return why != THROTTLED
@@ -2689,7 +2703,7 @@ class Drainer:
         except KubeError as exc:
             done.interrupted = f"{type(exc).__name__}: {exc}"[:300]
             return before, []
-        marked = _marked_as_evicted(drain, pods, done.pods)
+        marked = _marked_as_evicted(drain, pods, done.uids)
         if marked:
             log.warning("evicted pods marked never to be disturbed as they were evicted: %s", marked)
             self._event(drain, "SpillwayEvictedMarked", _marked_message(marked), "Warning")
