@@ -65,8 +65,12 @@ def test_a_terminated_drains_record_and_event_name_the_daemonset_pods_it_evicted
     drain = rig.cordoned()
     state = {
         "drain": drain.model_dump(),
-        "round": {"rounds": 2, "evicted": ["team-a/web-0"], "evicted_count": 1,
-                  "daemonsets": ["kube-system/agent-a", "kube-system/agent-b"]},  # fmt: skip
+        "round": {
+            "rounds": 2,
+            "evicted": ["team-a/web-0"],
+            "evicted_count": 1,
+            "daemonsets": ["kube-system/agent-a", "kube-system/agent-b"],
+        },
         "terminated": {"activity_id": "a-1", "status": "InProgress"},
     }
 
@@ -80,8 +84,12 @@ def test_a_failed_drains_event_names_the_daemonset_pods_it_evicted(rig: Rig) -> 
     drain = rig.cordoned()
     state = {
         "drain": drain.model_dump(),
-        "round": {"rounds": 3, "evicted": ["team-a/web-0"], "evicted_count": 1,
-                  "daemonsets": ["kube-system/agent-a"]},  # fmt: skip
+        "round": {
+            "rounds": 3,
+            "evicted": ["team-a/web-0"],
+            "evicted_count": 1,
+            "daemonsets": ["kube-system/agent-a"],
+        },
         "error": {"Error": "DrainTimeout", "Cause": "Node 'x': 1 pod(s) still there at the deadline"},
         "compensation": {"untainted": True, "uncordoned": True},
     }
