@@ -6,16 +6,30 @@
    was never done: an interrupted round is not forced, so it polled on until the execution's history
    ran out, the node cordoned and the instance left running. It gets one more round to reach the pods
    it did not, then goes on to terminate as a forced drain past its deadline does.
+2. The DaemonSet pods a drain evicted once the rest was gone were in no record, Event or failure
+   note, and a round that abandoned the drain after them dropped them from its output.
+3. ``evicted_marked`` matched the listing after the evictions by name: a pod made again under the
+   name of one evicted (a StatefulSet's) was reported as evicted while marked.
+4. A round whose call hangs (a slow API server, the client's retries and timeouts) ran the drain
+   function into its timeout, where Lambda stops it and the round's evictions are in no output: every
+   Kubernetes call of a step now ends by the invocation's time left, less what the step needs after.
 
 On the rig of test_drain_steps (the Kubernetes API emulator and a fake Auto Scaling)."""
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
 from typing import Any
 
-from test_drain_steps import Rig, rig  # noqa: F401 (the fixture)
+import pytest
+from test_drain_steps import CLUSTER, Rig, rig  # noqa: F401 (the fixture)
 
+from spillway.adapters.kube import KubeClient
+from spillway.clients import Clients
+from spillway.config import PlannerConfig
 from spillway.errors import KubeUnavailable
+from spillway.model.calltime import STEP_MARGIN_SECONDS
 
 
 def test_a_forced_drain_past_its_deadline_cut_short_every_round_ends_and_goes_on_to_terminate(
@@ -150,3 +164,69 @@ def test_a_pod_made_again_under_the_name_of_one_evicted_is_not_reported_as_evict
     assert sorted(first["evicted"]) == ["team-a/web-0", "team-a/web-1"], first
     assert "evicted_marked" not in first, first["evicted_marked"]
     assert not [e for e in rig.api.list("Event") if e["reason"] == "SpillwayEvictedMarked"]
+
+
+# 4. A round ends, and says what it evicted, within its invocation's time ---------------------------
+
+SLOW = 8.0  # seconds the API server takes to answer the slow call: more than the invocation has left
+
+
+def _invocation_ending_in(seconds: float) -> Any:
+    """A Lambda context's get_remaining_time_in_millis, ``seconds`` from now."""
+    end = time.monotonic() + seconds
+    return lambda: max(0, int((end - time.monotonic()) * 1000))
+
+
+def _drainer_of_invocation(rig: Rig, remaining_ms: Any) -> Any:
+    """The drain steps as the drain function builds them for one invocation (Clients.drainer)."""
+    config = SimpleNamespace(cluster_name=CLUSTER, regions=("us-east-1", "us-west-2"),
+                             lifecycle_hook_names=(), planner=PlannerConfig())  # fmt: skip
+    aws_clients = SimpleNamespace(settings=SimpleNamespace(worst_call_seconds=lambda: 49.0))
+    executions = SimpleNamespace(status=lambda arn: "RUNNING")
+    clients = Clients(
+        config, None, aws_clients, rig.cloud, None, None, None, None, executions, _kube=rig.kube
+    )  # type: ignore[arg-type]
+    drainer = clients.drainer(lambda *_: None, remaining_ms)
+    drainer.clock = rig.clock
+    drainer.ledger = rig.drainer.ledger
+    return drainer
+
+
+def test_a_round_whose_eviction_hangs_ends_within_the_invocation_and_names_the_pods_it_evicted(
+    rig: Rig,
+) -> None:
+    """web-1's eviction is answered after 8 s (the API server slow; the client would wait up to 21 s
+    for it, then try again three times). The invocation has 3 s left after its margin: Lambda would
+    stop it in the call, and web-0, evicted already, would be in no output, record or Event. Now the
+    call ends with the invocation's time (less the margin), and the round reports web-0."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=300)
+    rig.api.faults.delay(SLOW, "/api/v1/namespaces/team-a/pods/web-1/eviction")
+    invocation = STEP_MARGIN_SECONDS + 3
+    drainer = _drainer_of_invocation(rig, _invocation_ending_in(invocation))
+
+    began = time.monotonic()
+    first = drainer.evict(drain)
+    took = time.monotonic() - began
+
+    assert took < invocation - STEP_MARGIN_SECONDS + 1, took
+    assert first["evicted"] == ["team-a/web-0"] and first["done"] is False, first
+    assert "KubeUnavailable: evict pod team-a/web-1" in first["interrupted"], first
+    rig.api.faults.delay(0)
+
+
+def test_a_bound_client_starts_no_attempt_and_no_wait_past_the_time_left(rig: Rig) -> None:
+    """The adapter alone: four attempts of a slow read, and the waits between them, end by the time left."""
+    kube = KubeClient.for_url(rig.api.url, max_attempts=4, request_timeout=10, max_retry_after=30)
+    rig.api.faults.delay(SLOW, "/api/v1/nodes")
+    end = time.monotonic() + 2.0
+    bound = kube.within(lambda: end - time.monotonic())
+
+    began = time.monotonic()
+    with pytest.raises(KubeUnavailable, match="left"):
+        bound.get_node("ip-10-0-1-10.ec2.internal")
+    assert time.monotonic() - began < 3.0
+    rig.api.faults.delay(0)
+    assert kube.get_node("ip-10-0-1-10.ec2.internal").metadata.name == "ip-10-0-1-10.ec2.internal"
+    kube.close()

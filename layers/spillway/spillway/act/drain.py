@@ -106,6 +106,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.gangsweep import remove_gang_orphan
 from spillway.act.instances import where_gone
 from spillway.act.unregistered import remove_unregistered
@@ -1813,7 +1814,9 @@ _GONE_ALREADY = ""  # _try_evict: the pod was gone before the eviction
 # A round starts no eviction once it has run this long (:meth:`Drainer._evict_round`): the drain
 # function times out at 120 s (template.yaml, DrainFunction; tests/unit/test_template_contract.py holds
 # this to under half of it), and an eviction without force costs three calls, each of which may be
-# retried. A round cut there is lost whole: Step Functions catches the timeout and compensates.
+# retried. A round cut there is lost whole (Step Functions catches the timeout and compensates), so each
+# of those calls also ends by the invocation's time left (KubeClient.within, wired by Clients.drainer),
+# and one cut there ends the round as any API error does, reporting the pods it evicted.
 ROUND_SECONDS = 60
 ROUND_SPENT = (
     f"not evicted yet: the round ran {ROUND_SECONDS} s, the most one may (the drain function's time), "
@@ -2048,6 +2051,7 @@ class Drainer:
         lifecycle_hooks: Sequence[str] = DEFAULT_LIFECYCLE_HOOKS,
         daemonset_eviction: DaemonSetEviction | None = None,
         executions: Callable[[str], str] | None = None,
+        deadline: Deadline = NO_DEADLINE,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -2061,6 +2065,9 @@ class Drainer:
         # an execution's status by its ARN (DescribeExecution: spillway.adapters.sfn.Executions.status),
         # read by a forced drain standing by for another (_superseded); None: it never stands by
         self.executions = executions
+        # the invocation's time (spillway.clients.Clients.drainer, which bounds the kube calls by it too):
+        # a lifecycle heartbeat is started only when one AWS call fits in it
+        self.deadline = deadline
 
     # validate ----------------------------------------------------------------------------------
 
@@ -2523,6 +2530,7 @@ class Drainer:
         ):
             return {k: previous[k] for k in ("heartbeat_at", "lifecycle_gone") if k in previous}
         try:
+            self.deadline.require(1, "RecordLifecycleActionHeartbeat")
             self.cloud.record_heartbeat(
                 drain.region, drain.group, drain.lifecycle.hook, drain.instance_id, drain.lifecycle.token
             )
