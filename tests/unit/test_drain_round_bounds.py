@@ -23,6 +23,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from test_drain_round_loose_ends import _after_eviction_of
 from test_drain_steps import CLUSTER, Rig, rig  # noqa: F401 (the fixture)
 
 from spillway.adapters.kube import KubeClient
@@ -75,18 +76,16 @@ def _events(rig: Rig) -> list[str]:
     return [e["message"] for e in rig.api.list("Event")]
 
 
+def _ended(drain: Any, rounds: int, agents: list[str], **state: Any) -> dict[str, Any]:
+    """A drain's state at its record step: its last round evicted web-0 and the DaemonSet pods ``agents``."""
+    evicted = {"rounds": rounds, "evicted": ["team-a/web-0"], "evicted_count": 1, "daemonsets": agents}
+    return {"drain": drain.model_dump(), "round": evicted, **state}
+
+
 def test_a_terminated_drains_record_and_event_name_the_daemonset_pods_it_evicted(rig: Rig) -> None:
     drain = rig.cordoned()
-    state = {
-        "drain": drain.model_dump(),
-        "round": {
-            "rounds": 2,
-            "evicted": ["team-a/web-0"],
-            "evicted_count": 1,
-            "daemonsets": ["kube-system/agent-a", "kube-system/agent-b"],
-        },
-        "terminated": {"activity_id": "a-1", "status": "InProgress"},
-    }
+    agents = ["kube-system/agent-a", "kube-system/agent-b"]
+    state = _ended(drain, 2, agents, terminated={"activity_id": "a-1", "status": "InProgress"})
 
     out = rig.drainer.record(state, "terminated")
 
@@ -96,17 +95,13 @@ def test_a_terminated_drains_record_and_event_name_the_daemonset_pods_it_evicted
 
 def test_a_failed_drains_event_names_the_daemonset_pods_it_evicted(rig: Rig) -> None:
     drain = rig.cordoned()
-    state = {
-        "drain": drain.model_dump(),
-        "round": {
-            "rounds": 3,
-            "evicted": ["team-a/web-0"],
-            "evicted_count": 1,
-            "daemonsets": ["kube-system/agent-a"],
-        },
-        "error": {"Error": "DrainTimeout", "Cause": "Node 'x': 1 pod(s) still there at the deadline"},
-        "compensation": {"untainted": True, "uncordoned": True},
-    }
+    state = _ended(
+        drain,
+        3,
+        ["kube-system/agent-a"],
+        error={"Error": "DrainTimeout", "Cause": "Node 'x': 1 pod(s) still there at the deadline"},
+        compensation={"untainted": True, "uncordoned": True},
+    )
 
     out = rig.drainer.record(state)
 
@@ -143,21 +138,16 @@ def test_a_pod_made_again_under_the_name_of_one_evicted_is_not_reported_as_evict
     rig.pod("web-0")
     rig.pod("web-1")
     drain = rig.cordoned(poll_seconds=5, deadline_seconds=300)
-    evict = rig.kube.evict
 
-    def evict_then_made_again(
-        namespace: str, name: str, grace_period_seconds: int | None = None, *, uid: str = ""
-    ) -> None:
-        evict(namespace, name, grace_period_seconds, uid=uid)
-        if name == "web-1":
-            rig.api.delete("Pod", name, namespace)
-            rig.pod(name, annotations={"karpenter.sh/do-not-disrupt": "true"})
-            again = rig.api.get("Pod", name, namespace)
-            assert again is not None
-            again["metadata"]["uid"] = "made-again-0001"
-            rig.api.update("Pod", again)
+    def made_again() -> None:
+        rig.api.delete("Pod", "web-1", "team-a")
+        rig.pod("web-1", annotations={"karpenter.sh/do-not-disrupt": "true"})
+        again = rig.api.get("Pod", "web-1", "team-a")
+        assert again is not None
+        again["metadata"]["uid"] = "made-again-0001"
+        rig.api.update("Pod", again)
 
-    rig.kube.evict = evict_then_made_again  # type: ignore[method-assign]
+    _after_eviction_of(rig, "web-1", made_again)
 
     first = rig.drainer.evict(drain)
 
