@@ -16,7 +16,7 @@ still ran until its plan's claim lapsed) adds them under that outcome; ``Answere
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -55,11 +55,11 @@ def emit_outcome(outcome: str, who: Mapping[str, Any] | None, count: int = 1, /)
     )
 
 
-def handle(event: Any, clients: Clients) -> dict[str, Any]:
+def handle(event: Any, clients: Clients, remaining_ms: Callable[[], int] | None = None) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise InvalidDrainRequest("the drain function takes a JSON object with an action", field="action")
     logger.append_keys(action=event.get("action"))
-    return run_action(clients.drainer(emit_outcome), event)
+    return run_action(clients.drainer(emit_outcome, remaining_ms), event)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -69,4 +69,4 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     with counting_answers("drain", STEP_ANSWERS["drain"]):
         clients = get_clients()
         set_cluster(clients.config.cluster_name)
-        return handle(event, clients)
+        return handle(event, clients, getattr(context, "get_remaining_time_in_millis", None))

@@ -433,3 +433,25 @@ def test_a_scale_down_that_terminated_its_node_records_terminated_beside_a_late_
     summary = rig.drainer.record({"drain": scale_down.model_dump(), "terminated": terminated})
     assert summary["outcome"] == "terminated"
     assert rig.drainer.complete_lifecycle(late)["hooks"][0]["result"] is None  # nothing waited: noted
+
+
+def test_a_heartbeat_is_not_started_without_time_for_one_aws_call(rig: Rig) -> None:
+    """A round at the end of its invocation (its Kubernetes calls slow) started the heartbeat anyway:
+    one AWS call may take 49 s with the default settings, and Lambda would stop the invocation in it,
+    the round lost. Not started, it is the next round's (``heartbeat_error``)."""
+    from spillway.act.deadline import Deadline
+
+    held(rig)
+    rig.pod("solo", bare=True)
+    drain = Drain.model_validate(rig.drainer.validate(request(force=False, deadline_seconds=900))["drain"])
+    rig.drainer.cordon(drain)
+    round1 = rig.drainer.evict(drain)
+    rig.clock.advance(160)
+    rig.drainer.deadline = Deadline(remaining=lambda: 30.0, call_seconds=49.0)
+
+    round2 = rig.drainer.evict(drain, round1)
+
+    assert rig.cloud.heartbeats == [] and "not started" in round2["heartbeat_error"], round2
+    rig.drainer.deadline = Deadline(remaining=lambda: 110.0, call_seconds=49.0)
+    rig.drainer.evict(drain, round2)
+    assert rig.cloud.heartbeats == [("general", HOOK, INSTANCE)]

@@ -462,7 +462,7 @@ def drain_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
 
     app = load_app("drain")
 
-    def drainer(hook: Any) -> Drainer:
+    def drainer(hook: Any, remaining_ms: Any = None) -> Drainer:  # Clients.drainer's signature
         return Drainer(
             FakeCluster(),
             FakeCloud(cluster=CLUSTER),
@@ -1511,7 +1511,9 @@ def test_an_error_the_state_machine_answers_by_name_pages_nobody_but_an_unexpect
         """The AnsweredErrors the handler printed for one invocation that raised ``error``."""
         with pytest.MonkeyPatch.context() as env:
             env.setattr(app, step, _raising(error))
-            clients = SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER), drainer=lambda hook: None)
+            clients = SimpleNamespace(
+                config=SimpleNamespace(cluster_name=CLUSTER), drainer=lambda hook, remaining_ms=None: None
+            )
             env.setattr(app, "get_clients", lambda: clients)
             try:
                 out = invoke(app, event, function, raises=type(error))

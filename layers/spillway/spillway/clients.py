@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
-from spillway.act.deadline import Deadline
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.drain import DaemonSetEviction, Drainer, OutcomeHook
 from spillway.act.events import EventPolicy
 from spillway.act.gang import GangSteps
@@ -97,11 +97,17 @@ class Clients:
     def observe_config(self) -> ObserveConfig:
         return self.config.observe_config()
 
-    def drainer(self, on_outcome: OutcomeHook) -> Drainer:
-        """The drain steps on this container's clients (cheap: made per invocation)."""
+    def drainer(self, on_outcome: OutcomeHook, remaining_ms: Callable[[], int] | None = None) -> Drainer:
+        """The drain steps on this container's clients (cheap: made per invocation), within the
+        invocation's time (``remaining_ms``: the Lambda context's ``get_remaining_time_in_millis``;
+        None: no end): every Kubernetes call ends by :meth:`Deadline.left` (``KubeClient.within``),
+        so that a step whose calls hang (a slow API server, the client's retries) ends and reports
+        what it did before Lambda stops it, and the lifecycle heartbeat is not started without time
+        for it."""
         c = self.config
+        deadline = self.deadline(remaining_ms) if remaining_ms is not None else NO_DEADLINE
         return Drainer(
-            self.kube,
+            self.kube.within(deadline.left) if remaining_ms is not None else self.kube,
             self.aws,
             ledger=self.state,
             cluster=c.cluster_name,
@@ -113,6 +119,7 @@ class Clients:
                 occupied=c.planner.daemonset_eviction_for_occupied_nodes,
             ),
             executions=self.executions.status,
+            deadline=deadline,
         )
 
     def scale_steps(self, metric: Metric, remaining_ms: Callable[[], int] | None = None) -> ScaleSteps:

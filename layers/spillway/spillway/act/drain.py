@@ -106,6 +106,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.gangsweep import remove_gang_orphan
 from spillway.act.instances import where_gone
 from spillway.act.unregistered import remove_unregistered
@@ -1219,7 +1220,16 @@ class _StandingBy(Exception):  # not an error: caught by evict and check alone
 def _gone_round(previous: Mapping[str, Any]) -> dict[str, Any]:
     """The eviction round of a leaving instance whose Node is gone: done, nothing left to evict."""
     return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
-            "evicted_count": int(previous.get("evicted_count") or 0)}  # fmt: skip
+            "evicted_count": int(previous.get("evicted_count") or 0),
+            **_daemonsets_before(previous, "daemonsets")}  # fmt: skip
+
+
+def _daemonsets_before(previous: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    """What the rounds before evicted of the node's DaemonSet pods (``daemonsets``) and left to the next
+    (``daemonsets_left``), of ``keys``, carried by a round that does not come to them itself (it stands by,
+    abandons the drain, finds the Node gone): the drain's record lists those pods with the others it
+    evicted, and dropped here they were in no record or Event."""
+    return {key: previous[key] for key in keys if key in previous}
 
 
 def _standing_by(previous: Mapping[str, Any], standby: _StandingBy) -> dict[str, Any]:
@@ -1236,6 +1246,7 @@ def _standing_by(previous: Mapping[str, Any], standby: _StandingBy) -> dict[str,
         "forced": False,
         "standing_by": standby.holder[:200],
         "note": standby.note(),
+        **_daemonsets_before(previous, "daemonsets", "daemonsets_left"),
     }
 
 
@@ -1678,6 +1689,7 @@ def _abandon(
         "done": False,
         "forced": False,
         "abandon": why,
+        **_daemonsets_before(previous, "daemonsets"),
     }
 
 
@@ -1802,7 +1814,9 @@ _GONE_ALREADY = ""  # _try_evict: the pod was gone before the eviction
 # A round starts no eviction once it has run this long (:meth:`Drainer._evict_round`): the drain
 # function times out at 120 s (template.yaml, DrainFunction; tests/unit/test_template_contract.py holds
 # this to under half of it), and an eviction without force costs three calls, each of which may be
-# retried. A round cut there is lost whole: Step Functions catches the timeout and compensates.
+# retried. A round cut there is lost whole (Step Functions catches the timeout and compensates), so each
+# of those calls also ends by the invocation's time left (KubeClient.within, wired by Clients.drainer),
+# and one cut there ends the round as any API error does, reporting the pods it evicted.
 ROUND_SECONDS = 60
 ROUND_SPENT = (
     f"not evicted yet: the round ran {ROUND_SECONDS} s, the most one may (the drain function's time), "
@@ -1823,7 +1837,10 @@ class _Evictions:
     :func:`_abandon_why`), else None; the error of the API server that ended the round after it had
     evicted pods (:data:`INTERRUPTED`), else None; the pods it left for the next round for its own
     sake (its time spent, the server throttling), the one throttled and every one after it; when it
-    began, which bounds the DaemonSet evictions after it too (:meth:`Drainer._daemonsets`)."""
+    began, which bounds the DaemonSet evictions after it too (:meth:`Drainer._daemonsets`); the
+    ``metadata.uid`` of each pod evicted, by its name ("" when the listing gave none), by which the
+    listing after the evictions tells that pod from another made under its name since
+    (:func:`_marked_as_evicted`)."""
 
     pods: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
@@ -1831,6 +1848,7 @@ class _Evictions:
     interrupted: str | None = None
     later: list[str] = field(default_factory=list)
     started: datetime | None = None
+    uids: dict[str, str] = field(default_factory=dict)
 
 
 def _agents(pods: Sequence[Pod], untried: Any) -> list[PodVerdict]:
@@ -1853,20 +1871,29 @@ def _daemonsets_out(before: Sequence[str], done: _Evictions) -> dict[str, Any]:
     return out
 
 
-def _marked_as_evicted(drain: Drain, pods: Sequence[Pod], evicted: Collection[str]) -> list[dict[str, str]]:
-    """The pods of ``evicted`` that the listing after their eviction finds marked never to be disturbed
-    (:func:`~spillway.planner.disruption.marked_never`), each with its mark. The round read each pod
-    again right before its eviction and evicted none so marked, so the mark came after that read: in
-    the moment before the eviction, which no read can close (a ``resourceVersion`` precondition spends
-    the pod's budget before the API server checks it: :meth:`Drainer._judged_again`), or on the pod
-    already leaving. Either way whoever marked it should hear that it was evicted. None of a forced
-    drain, which evicts marked pods on purpose; a pod already gone from the listing is not seen."""
+def _marked_as_evicted(drain: Drain, pods: Sequence[Pod], evicted: Mapping[str, str]) -> list[dict[str, str]]:
+    """The pods of ``evicted`` (name → the ``metadata.uid`` evicted) that the listing after their
+    eviction finds marked never to be disturbed (:func:`~spillway.planner.disruption.marked_never`),
+    each with its mark. The round read each pod again right before its eviction and evicted none so
+    marked, so the mark came after that read: in the moment before the eviction, which no read can
+    close (a ``resourceVersion`` precondition spends the pod's budget before the API server checks it:
+    :meth:`Drainer._judged_again`), or on the pod already leaving. Either way whoever marked it should
+    hear that it was evicted. None of a forced drain, which evicts marked pods on purpose.
+
+    A pod is matched by its uid: one made again under the name of a pod evicted (a StatefulSet's
+    ordinal, a training operator's ``<job>-worker-0``, back on the node it tolerates) is another pod,
+    never evicted, whose mark (its template's, say) says nothing of the eviction; by name only when the
+    listing gave the evicted pod no uid. What it cannot see: a pod already deleted by that listing (a
+    grace of 0, a quick shutdown) is gone from the API with its metadata, and the eviction's answer is a
+    Status, not the pod, so a mark put on it in that moment is known to nobody but its kubelet."""
     if drain.force:
         return []
     marked = []
     for pod in pods:
         info = PodInfo.from_pod(pod)
-        mark = marked_never(info) if info.key in evicted else None
+        uid = evicted.get(info.key)
+        same = uid is not None and (not uid or uid == pod.metadata.uid)
+        mark = marked_never(info) if same else None
         if mark is not None:
             marked.append({"pod": info.key, "mark": mark[1]})
     return marked
@@ -2024,6 +2051,7 @@ class Drainer:
         lifecycle_hooks: Sequence[str] = DEFAULT_LIFECYCLE_HOOKS,
         daemonset_eviction: DaemonSetEviction | None = None,
         executions: Callable[[str], str] | None = None,
+        deadline: Deadline = NO_DEADLINE,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -2037,6 +2065,9 @@ class Drainer:
         # an execution's status by its ARN (DescribeExecution: spillway.adapters.sfn.Executions.status),
         # read by a forced drain standing by for another (_superseded); None: it never stands by
         self.executions = executions
+        # the invocation's time (spillway.clients.Clients.drainer, which bounds the kube calls by it too):
+        # a lifecycle heartbeat is started only when one AWS call fits in it
+        self.deadline = deadline
 
     # validate ----------------------------------------------------------------------------------
 
@@ -2398,7 +2429,7 @@ class Drainer:
         after, marked = self._after(drain, node, before, done)
         remaining = _remaining(after, evicted_now, refused)
         blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
-        forced = self._forced_at_deadline(drain, remaining, done)
+        forced = self._forced_at_deadline(drain, remaining, done, previous)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
         heartbeat = self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
         out = {
@@ -2499,6 +2530,7 @@ class Drainer:
         ):
             return {k: previous[k] for k in ("heartbeat_at", "lifecycle_gone") if k in previous}
         try:
+            self.deadline.require(1, "RecordLifecycleActionHeartbeat")
             self.cloud.record_heartbeat(
                 drain.region, drain.group, drain.lifecycle.hook, drain.instance_id, drain.lifecycle.token
             )
@@ -2623,6 +2655,7 @@ class Drainer:
         why = self._try_evict(verdict.pod, min(verdict.grace, left), verdict.uid)
         if why is None:
             done.pods.append(verdict.pod)
+            done.uids[verdict.pod] = verdict.uid
         elif why != _GONE_ALREADY:
             done.refused[verdict.pod] = why
             return why != THROTTLED
@@ -2678,7 +2711,7 @@ class Drainer:
         except KubeError as exc:
             done.interrupted = f"{type(exc).__name__}: {exc}"[:300]
             return before, []
-        marked = _marked_as_evicted(drain, pods, done.pods)
+        marked = _marked_as_evicted(drain, pods, done.uids)
         if marked:
             log.warning("evicted pods marked never to be disturbed as they were evicted: %s", marked)
             self._event(drain, "SpillwayEvictedMarked", _marked_message(marked), "Warning")
@@ -2720,7 +2753,11 @@ class Drainer:
         return fresh, _abandon_why(drain, node, [fresh])
 
     def _forced_at_deadline(
-        self, drain: Drain, remaining: Sequence[Mapping[str, str]], done: _Evictions
+        self,
+        drain: Drain,
+        remaining: Sequence[Mapping[str, str]],
+        done: _Evictions,
+        previous: Mapping[str, Any],
     ) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True). Not yet in
         a round that evicted pods (it began before the deadline and ran past it): raised there, the error
@@ -2728,10 +2765,16 @@ class Drainer:
         next, which evicts nothing past the deadline, raises for the pods still there then (those just
         evicted, given no grace past the deadline, are leaving by then: :func:`_grace_over`). Nor, with
         ``force``, in a round the API server cut off (``interrupted``): the next evicts the pods it did
-        not reach."""
+        not reach. But only the next: a forced drain whose round before was cut off too goes on, the
+        pods left going with the instance. Each cut-off round evicted a pod (else it raised), and a pod
+        that tolerates the cordon comes back to be evicted the next round: a forced drain whose other
+        eviction failed every round was never done, and polled until its execution's history ran out
+        (25,000 events), its node cordoned and its instance running."""
         if not remaining or self.clock() < drain.deadline:
             return False
-        if done.interrupted or (done.pods and not drain.force):
+        if done.pods and not drain.force:
+            return False
+        if done.interrupted and not previous.get("interrupted"):
             return False
         if not drain.force:
             raise DrainTimeout(
@@ -3084,11 +3127,8 @@ class Drainer:
             if drain is not None
             else _request_identity(_request_of(state), self.cluster)
         )
-        rounds = _mapping(state.get("round"))
         if drain is not None:
-            summary["evicted"] = list(rounds.get("evicted") or [])
-            summary["evicted_count"] = int(rounds.get("evicted_count") or 0)
-            summary["rounds"] = int(rounds.get("rounds") or 0)
+            summary.update(_evicted_by(_mapping(state.get("round"))))
         if error is not None:
             summary.update(self._failure(drain, state, error))
         elif outcome == "superseded":
@@ -3260,9 +3300,7 @@ class Drainer:
         rounds = _mapping(state.get("round"))
         summary: dict[str, Any] = {
             **self._identity(drain),
-            "evicted": list(rounds.get("evicted") or []),
-            "evicted_count": int(rounds.get("evicted_count") or 0),
-            "rounds": int(rounds.get("rounds") or 0),
+            **_evicted_by(rounds),
             "outcome": "cancelled",
             "note": (str(rounds.get("abandon") or "abandoned") + self._compensation_note(drain, state))[
                 :2000
@@ -3273,7 +3311,7 @@ class Drainer:
         self._event(
             drain,
             "SpillwayDrainCancelled",
-            f"Cancelled ({drain.reason}) after evicting {summary['evicted_count']} pod(s): {summary['note']}",
+            f"Cancelled ({drain.reason}) after evicting {_evicted_words(summary)}: {summary['note']}",
             "Normal",
             key=key,
         )
@@ -3663,12 +3701,32 @@ def _superseded(caught: Mapping[str, Any]) -> dict[str, Any]:
     return {"outcome": "superseded", "note": f"{why}; nothing was undone"[:2000]}
 
 
+def _evicted_by(rounds: Mapping[str, Any]) -> dict[str, Any]:
+    """What a drain's rounds evicted, for its record (``rounds``: its last round's output): the pods of its
+    rounds (``evicted``, ``evicted_count``), the rounds, and the DaemonSet pods evicted once the rest was
+    gone (``daemonsets``, when any: :meth:`Drainer._daemonsets`), which go in no ``evicted``."""
+    daemonsets = [str(pod) for pod in rounds.get("daemonsets") or []]
+    return {
+        "evicted": list(rounds.get("evicted") or []),
+        "evicted_count": int(rounds.get("evicted_count") or 0),
+        "rounds": int(rounds.get("rounds") or 0),
+        **({"daemonsets": daemonsets} if daemonsets else {}),
+    }
+
+
+def _evicted_words(summary: Mapping[str, Any]) -> str:
+    """How many pods a drain evicted, as its Event says it: its rounds' and its DaemonSet pods."""
+    agents = len(summary.get("daemonsets") or [])
+    also = f" and {agents} DaemonSet pod(s)" if agents else ""
+    return f"{int(summary.get('evicted_count') or 0)} pod(s){also}"
+
+
 def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]:
-    evicted = summary.get("evicted_count", 0)
+    evicted = _evicted_words(summary)
     if outcome == "terminated":
         return (
             "SpillwayDrained",
-            f"Drained ({summary.get('reason')}): evicted {evicted} pod(s), terminated "
+            f"Drained ({summary.get('reason')}): evicted {evicted}, terminated "
             f"{summary.get('instance_id')} ({summary.get('group')}, {summary.get('region')}) and "
             "removed the Node",
             "Normal",
@@ -3676,7 +3734,7 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
     if outcome == "gone":
         return (
             "SpillwayDrained",
-            f"Drained ({summary.get('reason')}): evicted {evicted} pod(s); {summary.get('instance_id')} "
+            f"Drained ({summary.get('reason')}): evicted {evicted}; {summary.get('instance_id')} "
             "was already terminating, terminated by another, not by this drain",
             "Normal",
         )
@@ -3686,13 +3744,13 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
             why = "; the node stays cordoned, yours now: `kubectl uncordon` gives it back"
         return (
             "SpillwayDrained",
-            f"Drained ({summary.get('reason')}): evicted {evicted} pod(s){why}",
+            f"Drained ({summary.get('reason')}): evicted {evicted}{why}",
             "Normal",
         )
     if outcome == "superseded":
         return (
             "SpillwayDrainSuperseded",
-            f"Superseded ({summary.get('reason')}) after evicting {evicted} pod(s): {summary.get('note')}",
+            f"Superseded ({summary.get('reason')}) after evicting {evicted}: {summary.get('note')}",
             "Normal",
         )
     if outcome == "released":
@@ -3703,7 +3761,7 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
         )
         return (
             "SpillwayReleased",
-            f"Released ({summary.get('reason')}): evicted {evicted} pod(s), {undone}",
+            f"Released ({summary.get('reason')}): evicted {evicted}, {undone}",
             "Normal",
         )
     reason = {"timeout": "SpillwayDrainTimeout", "cancelled": "SpillwayDrainCancelled"}.get(
@@ -3720,11 +3778,12 @@ def _evicted_before(summary: Mapping[str, Any]) -> str:
     """The pods a failed drain evicted, named in its Event before the cause (which may be long): the
     node is given back with those pods stopped, and ``kubectl describe node`` should say which. As many
     names as fit in ``EVENT_PODS_CHARS`` (at least one), so that long names leave the cause its room."""
-    count = int(summary.get("evicted_count") or 0)
+    evicted, agents = summary.get("evicted") or [], summary.get("daemonsets") or []
+    count = int(summary.get("evicted_count") or 0) + len(agents)
     if not count:
         return ""
     names: list[str] = []
-    for pod in [str(p) for p in summary.get("evicted") or []][:EVENT_PODS]:
+    for pod in [str(p) for p in [*evicted, *agents]][:EVENT_PODS]:
         if names and len(", ".join([*names, pod])) > EVENT_PODS_CHARS:
             break
         names.append(pod[:EVENT_PODS_CHARS])

@@ -74,6 +74,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -194,6 +195,9 @@ CONFLICT_ATTEMPTS = 5
 # how long the eviction subresource retries a conflict before it answers 409 (EvictionsRetry: 20 steps
 # of 0.5 s, 10 % jitter), which a uid precondition no longer met makes it do every time
 EVICTION_CONFLICT_RETRY_SECONDS = 11.0
+# a client bound to an invocation's time (KubeClient.within) starts no attempt with less than this left
+LEAST_ATTEMPT_SECONDS = 1.0
+BODY_CHUNK = 64 * 1024  # bytes read at a time of a bound client's answer, the time left checked between
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 # the whole body of a 422 for a JSON patch that does not apply to the object (apiserver endpoints/
@@ -351,13 +355,44 @@ def _retry_after(exc: ApiException) -> float | None:
         return None  # an HTTP date: the API server never sends one, so ignore it
 
 
-def _body(resp: Any) -> bytes:
-    """The response's bytes; its connection goes back to the pool either way."""
+def _body(resp: Any, time_left: Callable[[], float] | None = None) -> bytes:
+    """The response's bytes; its connection goes back to the pool either way. ``time_left``: the seconds
+    the call may still take (:meth:`KubeClient.within`), else None."""
     try:
-        data: bytes = resp.data
+        if time_left is None:
+            data: bytes = resp.data
+        else:
+            data = _read_within(resp, time_left)
     finally:
         resp.release_conn()
     return data
+
+
+class _OutOfTime(Exception):
+    """A bound client's answer still being read when its time ran out."""
+
+
+def _read_within(resp: Any, time_left: Callable[[], float]) -> bytes:
+    """Read the answer in chunks, each socket read given no more than the time left (urllib3's read
+    timeout bounds each read of the socket, not the answer: a server that sends a little at a time
+    keeps one request going for as long as it likes). Out of time, the connection is closed, not
+    handed back half read."""
+    chunks: list[bytes] = []
+    try:
+        while True:
+            left = time_left()
+            if left <= 0:
+                raise _OutOfTime
+            sock = getattr(getattr(resp, "connection", None), "sock", None)
+            if sock is not None and (sock.gettimeout() is None or sock.gettimeout() > left):
+                sock.settimeout(left)
+            chunk = resp.read(BODY_CHUNK)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    except BaseException:
+        resp.close()
+        raise
 
 
 # the eviction subresource's words for a pod more than one budget selects (pkg/registry/core/pod/
@@ -721,8 +756,9 @@ class KubeClient:
     Options (keyword arguments of every factory too): ``request_timeout`` seconds per HTTP request,
     ``page_size`` objects per list page, ``max_attempts`` per call, ``backoff_base``/``backoff_cap`` of
     the exponential backoff, ``max_retry_after`` (the longest ``Retry-After`` obeyed), ``sleep`` and
-    ``rng`` (inject no-op/seeded ones in tests), ``clock`` (timestamps of cordons and events), and
-    ``reauth`` (called once on a 401 before a single retry: forget the cached token).
+    ``rng`` (inject no-op/seeded ones in tests), ``clock`` (timestamps of cordons and events),
+    ``reauth`` (called once on a 401 before a single retry: forget the cached token), and ``time_left``
+    (the seconds its calls may still take, read before each attempt: :meth:`within`).
     """
 
     def __init__(
@@ -739,6 +775,7 @@ class KubeClient:
         rng: random.Random | None = None,
         clock: Callable[[], datetime] = _utcnow,
         reauth: Callable[[], None] | None = None,
+        time_left: Callable[[], float] | None = None,
     ) -> None:
         if request_timeout <= 0 or page_size <= 0 or max_attempts <= 0:
             raise ValueError("request_timeout, page_size and max_attempts must be positive")
@@ -753,6 +790,7 @@ class KubeClient:
         self._rng = rng or random.Random()
         self._clock = clock
         self._reauth = reauth
+        self._time_left = time_left
         self._core = CoreV1Api(api_client)
         self._policy = PolicyV1Api(api_client)
         # storage.k8s.io and apps/v1 are listed through CustomObjectsApi too (the same GET, read as raw
@@ -761,6 +799,22 @@ class KubeClient:
         self._custom = CustomObjectsApi(api_client)
         self._apis = ApisApi(api_client)
         self._not_served_logged: set[str] = set()  # kinds whose absence was logged at info already
+
+    def within(self, time_left: Callable[[], float]) -> KubeClient:
+        """This client (its connections, token and options shared) with every call ended by the time
+        ``time_left()`` says is left: a Lambda invocation's remaining time, less what the step needs
+        after its calls (:meth:`spillway.act.deadline.Deadline.left`). What bounds a call otherwise is
+        ``max_attempts`` attempts of up to ``request_timeout`` each (more for an eviction with a uid),
+        the waits between them (a ``Retry-After`` up to ``max_retry_after``), and urllib3's read timeout,
+        which bounds each read of the socket, not the answer: four attempts of an eviction and their
+        waits pass a drain function's 120 s, and Lambda then stops the invocation wherever it stands,
+        its work in no output. Bound, no attempt starts with less than
+        :data:`LEAST_ATTEMPT_SECONDS` left, each is given no more than the time left, no wait runs past
+        it, and an answer still being read when it runs out is dropped: the call raises
+        ``KubeUnavailable`` (the name the state machines retry) with time left to say what was done."""
+        bound = copy.copy(self)
+        bound._time_left = time_left
+        return bound
 
     # --- factories ------------------------------------------------------------------------------
 
@@ -1625,7 +1679,7 @@ class KubeClient:
             attempt += 1
             retry_after: float | None = None
             try:
-                return _body(send())
+                return _body(self._in_time(op, send, last), self._time_left)
             except ApiException as exc:
                 if not reauthed and self._reauth_for(exc, special):
                     reauthed = True  # a token signed anew may pass (clock skew, early expiry)
@@ -1634,9 +1688,25 @@ class KubeClient:
                 last, retry_after = _retry_or_raise(op, exc, special, classify, rule)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 last = f"{type(exc).__name__}"
+            except _OutOfTime:
+                last = "its answer still coming when the time ran out"
             if attempt < self.max_attempts:
                 self._wait(op, attempt, last, retry_after)
         raise KubeUnavailable(f"{op}: no useful answer after {self.max_attempts} attempts (last: {last})")
+
+    def _in_time(self, op: str, send: Callable[..., Any], last: str) -> Any:
+        """``send()``, within the time left of a bound client (:meth:`within`): its request timeout cut
+        to that time, or ``KubeUnavailable`` when too little is left to start it."""
+        if self._time_left is None:
+            return send()
+        left = self._time_left()
+        if left < LEAST_ATTEMPT_SECONDS:
+            raise KubeUnavailable(
+                f"{op}: not sent, {max(0.0, left):.1f} s left of the invocation's time for its calls "
+                f"(last: {last})"
+            )
+        own = send.keywords.get("_request_timeout") if isinstance(send, partial) else None
+        return send(_request_timeout=min(float(own or self.request_timeout), left))
 
     def _reauth_for(self, exc: ApiException, special: Mapping[int, type[KubeError]]) -> bool:
         """On a 401 the caller does not handle itself, forget the token (once per call) and say so."""
@@ -1647,6 +1717,11 @@ class KubeClient:
 
     def _wait(self, op: str, attempt: int, last: str, retry_after: float | None) -> None:
         delay = self._backoff(attempt, retry_after)
+        if self._time_left is not None and self._time_left() - delay < LEAST_ATTEMPT_SECONDS:
+            raise KubeUnavailable(
+                f"{op}: no useful answer after {attempt} attempt(s), and no time left of the invocation's "
+                f"for another after a {delay:.1f} s wait (last: {last})"
+            )
         log.warning(
             "kube %s: attempt %d/%d failed (%s); retrying in %.2fs",
             op,
