@@ -18,7 +18,7 @@ from test_shared_group import GANG, NOW, OLD, UP, World
 
 from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, Owner, give_back_undelivered
 from spillway.act.deadline import Deadline
-from spillway.errors import AwsThrottled, AwsUnavailable
+from spillway.errors import AwsError, AwsThrottled, AwsUnavailable
 from spillway.local import objects as o
 
 FLEET = {**GANG, "mode": "fleet", "execution": "gang-fleet-1"}
@@ -836,3 +836,60 @@ def test_a_fleet_attach_sent_again_on_a_stale_read_after_a_lost_answer_is_not_gi
 
     assert out["status"] == "attached", out
     assert w.desired == 4 and len(w.instances) == 4  # attached once
+
+
+def test_a_fleet_attach_of_many_batches_sent_again_on_a_stale_read_attaches_what_is_left() -> None:
+    """A fleet of 25 is attached 20 a call (AttachInstances' limit). The first call applies and its answer
+    is lost, so the step fails before the second. The retry reads the group from before the first call
+    and sends the 25 again: AWS refuses the first 20 (already counted: 21 + 20 is above MaxSize 30). The
+    group read again holds those 20 but not the other 5: the refusal was taken to stand, and the gang was
+    given back with 20 of its instances attached and the last 5 never sent. What the read again shows
+    attached is done; the 5 it does not are attached."""
+    w = World()
+    w.raw["MaxSize"] = 30
+    fleet = {**FLEET, "count": 25}
+    fprep = w.gang.prepare(fleet)
+    launch = w.gang.launch({**fleet, "prep": fprep})
+    assert len(launch["instances"]) == 25
+    real_attach, real_describe = w.cloud.attach_instances, w.cloud.describe_group
+
+    def first_batch_lost(region: str, group: str, ids: list[str], before_call: object = None) -> int:
+        real_attach(region, group, ids[:20])
+        raise AwsUnavailable(f"AttachInstances({region}, {group}, 20 instance(s)): Read timeout")
+
+    w.cloud.attach_instances = first_batch_lost  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        w.gang.attach({**fleet, "prep": fprep, "launch": launch})
+    w.cloud.attach_instances = real_attach  # type: ignore[method-assign]
+    assert w.desired == 21
+    now = real_describe("us-east-1", "gpu")
+    old = [i for i in now.Instances if i.InstanceId == OLD]
+    reads = [now.model_copy(update={"DesiredCapacity": 1, "Instances": old})]  # from before the attach, once
+
+    def describe(region: str, group: str) -> Any:
+        return reads.pop() if reads else real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+
+    out = w.gang.attach({**fleet, "prep": fprep, "launch": launch})  # Step Functions' retry
+
+    assert out["status"] == "attached", out
+    assert w.desired == 26 and w.instances == sorted([OLD, *launch["instances"]])  # each attached once
+
+
+def test_a_fleet_attach_refused_for_instances_in_no_such_group_stands() -> None:
+    """AttachInstances refuses an instance that is a member of another Auto Scaling group (the user guide's
+    conditions for an attach). The group read again does not hold it: the refusal stands, and the gang
+    goes to its GiveBack, rather than answering attached with nothing attached."""
+    w = World()
+    fprep = w.gang.prepare(FLEET)
+    launch = w.gang.launch({**FLEET, "prep": fprep})
+
+    def elsewhere(region: str, group: str, ids: list[str], before_call: object = None) -> int:
+        raise AwsError(f"AttachInstances({region}, {group}): ValidationError: {ids[0]} is in another group")
+
+    w.cloud.attach_instances = elsewhere  # type: ignore[method-assign]
+
+    with pytest.raises(AwsError, match="another group"):
+        w.gang.attach({**FLEET, "prep": fprep, "launch": launch})
+    assert w.desired == 1 and w.instances == [OLD]
