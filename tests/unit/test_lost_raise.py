@@ -893,3 +893,46 @@ def test_a_fleet_attach_refused_for_instances_in_no_such_group_stands() -> None:
     with pytest.raises(AwsError, match="another group"):
         w.gang.attach({**FLEET, "prep": fprep, "launch": launch})
     assert w.desired == 1 and w.instances == [OLD]
+
+
+def late_writes(w: World, clock: dict[str, float]) -> list[str]:
+    """The ledger items written when the step had no time left for one call (49 s, and the 5 s margin)."""
+    real_claim = w.ledger.claim
+    late: list[str] = []
+
+    def claim(cluster: str, item: str, value: Any, **kw: Any) -> Any:
+        if clock["left"] < 49 + 5:
+            late.append(item)
+        return real_claim(cluster, item, value, **kw)
+
+    w.ledger.claim = claim  # type: ignore[method-assign]
+    return late
+
+
+def test_a_lost_raise_read_back_landed_is_recorded_only_when_the_write_ends_in_time() -> None:
+    """The raise (1 -> 3) applies and its answer is lost; its read-back, held to the deadline, shows it
+    landed, but took the time: 30 s are left, and one call may take 49 s. The write that records it
+    asked (set#) was started anyway, which Lambda's timeout could cut (Sandbox.Timedout: SetDesired
+    does not retry it, and the group's launch went unverified). Not started: that record is best effort
+    (a marker without it is settled by whoever reads it next, never raised twice), and the step answers
+    raised, for Verify."""
+    w = World()
+    up = w.up.prepare(UP)
+    clock = timed(w.up)
+    answering(w, "lost applied", "applied")
+    real_describe = w.cloud.describe_group
+    reads: list[int] = []
+
+    def describe(region: str, group: str) -> Any:
+        reads.append(1)
+        if len(reads) == 2:  # the read-back after the lost answer: it answers after most of the invocation
+            clock["left"] = 30.0
+        return real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+    late = late_writes(w, clock)
+
+    out = w.up.set_desired({**UP, "prep": up})
+
+    assert late == [] and out["desired"] == 3 and w.desired == 3
+    assert not up_owner(w).unsettled() and up_owner(w).raised() == 2
