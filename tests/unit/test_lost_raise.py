@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_shared_group import GANG, NOW, OLD, UP, World
 
-from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, Owner, give_back_undelivered
+from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, SET_PREFIX, Owner, give_back_undelivered
 from spillway.act.deadline import Deadline
 from spillway.errors import AwsError, AwsThrottled, AwsUnavailable
 from spillway.local import objects as o
@@ -743,6 +743,8 @@ def test_a_raise_whose_every_ask_again_was_refused_but_that_landed_is_settled_as
 
     assert not up_owner(w).unsettled() and up_owner(w).raised() == 2
     assert w.desired == 3
+    item = SET_PREFIX + UP_OWNER
+    assert item in w.ledger.claims("prod", item)  # recorded asked: settled, not left bare
 
 
 def test_a_lost_raise_is_read_back_only_when_the_read_ends_before_the_invocation() -> None:
