@@ -938,3 +938,62 @@ def test_a_lost_raise_read_back_landed_is_recorded_only_when_the_write_ends_in_t
 
     assert late == [] and out["desired"] == 3 and w.desired == 3
     assert not up_owner(w).unsettled() and up_owner(w).raised() == 2
+
+
+def test_a_lost_raise_read_back_ambiguous_is_kept_unsettled_only_when_the_write_ends_in_time() -> None:
+    """The raise (1 -> 3) is lost unapplied, and its read-back cannot tell (the group's read fails after
+    taking most of the invocation: 30 s left, one call may take 49 s). The unsettled mark is a write
+    that settles the raise for good: not started when it would not end in time. The step fails
+    AwsUnavailable (not ``unsent``: the raise reached AWS) with the marker bare, and its retry, with a
+    whole invocation, reads the group at 1 and asks again."""
+    w = World()
+    up = w.up.prepare(UP)
+    clock = timed(w.up)
+    calls = answering(w, "lost", "applied")
+    real_describe = w.cloud.describe_group
+    reads: list[int] = []
+
+    def describe(region: str, group: str) -> Any:
+        reads.append(1)
+        if len(reads) == 2:  # the read-back: its tries time out
+            clock["left"] = 30.0
+            raise AwsUnavailable(f"DescribeAutoScalingGroups({region}, {group}): Read timeout")
+        return real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+    late = late_writes(w, clock)
+
+    with pytest.raises(AwsUnavailable) as failed:
+        w.up.set_desired({**UP, "prep": up})
+
+    assert late == [] and not failed.value.unsent, failed.value
+    assert not up_owner(w).unsettled() and up_owner(w).raised() == 2 and w.desired == 1
+    clock["left"] = 200.0  # Step Functions' retry
+    w.up.set_desired({**UP, "prep": up})
+    assert calls == [3, 3] and w.desired == 3 and not up_owner(w).unsettled()
+
+
+def test_a_gang_give_back_settles_a_raise_left_unasked_only_in_time() -> None:
+    """GiveBack settles the marker its failed RaiseDesired left bare with the step's deadline too: with no
+    time for the read-back it reads nothing and fails AwsUnavailable (GiveBack's Retry), giving back
+    nothing; its retry settles it (the scale-up's raise in its window: kept unsettled) and gives back
+    nothing of it."""
+    w = World()
+    gprep = gang_raise_left_unasked(w, applied=False)
+    w.gang.deadline = Deadline(lambda: 30.0, 49)
+    real_describe = w.cloud.describe_group
+    reads: list[str] = []
+
+    def describe(region: str, group: str) -> Any:
+        reads.append(group)
+        return real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+    state = {"state": {**GANG, "prep": gprep, "error": RAISE_FAILED}}
+
+    with pytest.raises(AwsUnavailable):
+        w.gang.give_back(state)
+
+    assert reads == [] and w.desired == 3
+    w.gang.deadline = Deadline(lambda: 200.0, 49)
+    assert w.gang.give_back(state)["desired"] == 3 and w.desired == 3
