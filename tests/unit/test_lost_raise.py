@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from test_shared_group import GANG, NOW, OLD, UP, World
 
-from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, Owner, give_back_undelivered
+from spillway.act.claims import GIVEBACK_PREFIX, RAISE_PREFIX, SET_PREFIX, Owner, give_back_undelivered
 from spillway.act.deadline import Deadline
-from spillway.errors import AwsThrottled, AwsUnavailable
+from spillway.errors import AwsError, AwsThrottled, AwsUnavailable
 from spillway.local import objects as o
 
 FLEET = {**GANG, "mode": "fleet", "execution": "gang-fleet-1"}
@@ -743,6 +743,8 @@ def test_a_raise_whose_every_ask_again_was_refused_but_that_landed_is_settled_as
 
     assert not up_owner(w).unsettled() and up_owner(w).raised() == 2
     assert w.desired == 3
+    item = SET_PREFIX + UP_OWNER
+    assert item in w.ledger.claims("prod", item)  # recorded asked: settled, not left bare
 
 
 def test_a_lost_raise_is_read_back_only_when_the_read_ends_before_the_invocation() -> None:
@@ -836,3 +838,162 @@ def test_a_fleet_attach_sent_again_on_a_stale_read_after_a_lost_answer_is_not_gi
 
     assert out["status"] == "attached", out
     assert w.desired == 4 and len(w.instances) == 4  # attached once
+
+
+def test_a_fleet_attach_of_many_batches_sent_again_on_a_stale_read_attaches_what_is_left() -> None:
+    """A fleet of 25 is attached 20 a call (AttachInstances' limit). The first call applies and its answer
+    is lost, so the step fails before the second. The retry reads the group from before the first call
+    and sends the 25 again: AWS refuses the first 20 (already counted: 21 + 20 is above MaxSize 30). The
+    group read again holds those 20 but not the other 5: the refusal was taken to stand, and the gang was
+    given back with 20 of its instances attached and the last 5 never sent. What the read again shows
+    attached is done; the 5 it does not are attached."""
+    w = World()
+    w.raw["MaxSize"] = 30
+    fleet = {**FLEET, "count": 25}
+    fprep = w.gang.prepare(fleet)
+    launch = w.gang.launch({**fleet, "prep": fprep})
+    assert len(launch["instances"]) == 25
+    real_attach, real_describe = w.cloud.attach_instances, w.cloud.describe_group
+
+    def first_batch_lost(region: str, group: str, ids: list[str], before_call: object = None) -> int:
+        real_attach(region, group, ids[:20])
+        raise AwsUnavailable(f"AttachInstances({region}, {group}, 20 instance(s)): Read timeout")
+
+    w.cloud.attach_instances = first_batch_lost  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        w.gang.attach({**fleet, "prep": fprep, "launch": launch})
+    w.cloud.attach_instances = real_attach  # type: ignore[method-assign]
+    assert w.desired == 21
+    now = real_describe("us-east-1", "gpu")
+    old = [i for i in now.Instances if i.InstanceId == OLD]
+    reads = [now.model_copy(update={"DesiredCapacity": 1, "Instances": old})]  # from before the attach, once
+
+    def describe(region: str, group: str) -> Any:
+        return reads.pop() if reads else real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+
+    out = w.gang.attach({**fleet, "prep": fprep, "launch": launch})  # Step Functions' retry
+
+    assert out["status"] == "attached", out
+    assert w.desired == 26 and w.instances == sorted([OLD, *launch["instances"]])  # each attached once
+
+
+def test_a_fleet_attach_refused_for_instances_in_no_such_group_stands() -> None:
+    """AttachInstances refuses an instance that is a member of another Auto Scaling group (the user guide's
+    conditions for an attach). The group read again does not hold it: the refusal stands, and the gang
+    goes to its GiveBack, rather than answering attached with nothing attached."""
+    w = World()
+    fprep = w.gang.prepare(FLEET)
+    launch = w.gang.launch({**FLEET, "prep": fprep})
+
+    def elsewhere(region: str, group: str, ids: list[str], before_call: object = None) -> int:
+        raise AwsError(f"AttachInstances({region}, {group}): ValidationError: {ids[0]} is in another group")
+
+    w.cloud.attach_instances = elsewhere  # type: ignore[method-assign]
+
+    with pytest.raises(AwsError, match="another group"):
+        w.gang.attach({**FLEET, "prep": fprep, "launch": launch})
+    assert w.desired == 1 and w.instances == [OLD]
+
+
+def late_writes(w: World, clock: dict[str, float]) -> list[str]:
+    """The ledger items written when the step had no time left for one call (49 s, and the 5 s margin)."""
+    real_claim = w.ledger.claim
+    late: list[str] = []
+
+    def claim(cluster: str, item: str, value: Any, **kw: Any) -> Any:
+        if clock["left"] < 49 + 5:
+            late.append(item)
+        return real_claim(cluster, item, value, **kw)
+
+    w.ledger.claim = claim  # type: ignore[method-assign]
+    return late
+
+
+def test_a_lost_raise_read_back_landed_is_recorded_only_when_the_write_ends_in_time() -> None:
+    """The raise (1 -> 3) applies and its answer is lost; its read-back, held to the deadline, shows it
+    landed, but took the time: 30 s are left, and one call may take 49 s. The write that records it
+    asked (set#) was started anyway, which Lambda's timeout could cut (Sandbox.Timedout: SetDesired
+    does not retry it, and the group's launch went unverified). Not started: that record is best effort
+    (a marker without it is settled by whoever reads it next, never raised twice), and the step answers
+    raised, for Verify."""
+    w = World()
+    up = w.up.prepare(UP)
+    clock = timed(w.up)
+    answering(w, "lost applied", "applied")
+    real_describe = w.cloud.describe_group
+    reads: list[int] = []
+
+    def describe(region: str, group: str) -> Any:
+        reads.append(1)
+        if len(reads) == 2:  # the read-back after the lost answer: it answers after most of the invocation
+            clock["left"] = 30.0
+        return real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+    late = late_writes(w, clock)
+
+    out = w.up.set_desired({**UP, "prep": up})
+
+    assert late == [] and out["desired"] == 3 and w.desired == 3
+    assert not up_owner(w).unsettled() and up_owner(w).raised() == 2
+
+
+def test_a_lost_raise_read_back_ambiguous_is_kept_unsettled_only_when_the_write_ends_in_time() -> None:
+    """The raise (1 -> 3) is lost unapplied, and its read-back cannot tell (the group's read fails after
+    taking most of the invocation: 30 s left, one call may take 49 s). The unsettled mark is a write
+    that settles the raise for good: not started when it would not end in time. The step fails
+    AwsUnavailable (not ``unsent``: the raise reached AWS) with the marker bare, and its retry, with a
+    whole invocation, reads the group at 1 and asks again."""
+    w = World()
+    up = w.up.prepare(UP)
+    clock = timed(w.up)
+    calls = answering(w, "lost", "applied")
+    real_describe = w.cloud.describe_group
+    reads: list[int] = []
+
+    def describe(region: str, group: str) -> Any:
+        reads.append(1)
+        if len(reads) == 2:  # the read-back: its tries time out
+            clock["left"] = 30.0
+            raise AwsUnavailable(f"DescribeAutoScalingGroups({region}, {group}): Read timeout")
+        return real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+    late = late_writes(w, clock)
+
+    with pytest.raises(AwsUnavailable) as failed:
+        w.up.set_desired({**UP, "prep": up})
+
+    assert late == [] and not failed.value.unsent, failed.value
+    assert not up_owner(w).unsettled() and up_owner(w).raised() == 2 and w.desired == 1
+    clock["left"] = 200.0  # Step Functions' retry
+    w.up.set_desired({**UP, "prep": up})
+    assert calls == [3, 3] and w.desired == 3 and not up_owner(w).unsettled()
+
+
+def test_a_gang_give_back_settles_a_raise_left_unasked_only_in_time() -> None:
+    """GiveBack settles the marker its failed RaiseDesired left bare with the step's deadline too: with no
+    time for the read-back it reads nothing and fails AwsUnavailable (GiveBack's Retry), giving back
+    nothing; its retry settles it (the scale-up's raise in its window: kept unsettled) and gives back
+    nothing of it."""
+    w = World()
+    gprep = gang_raise_left_unasked(w, applied=False)
+    w.gang.deadline = Deadline(lambda: 30.0, 49)
+    real_describe = w.cloud.describe_group
+    reads: list[str] = []
+
+    def describe(region: str, group: str) -> Any:
+        reads.append(group)
+        return real_describe(region, group)
+
+    w.cloud.describe_group = describe  # type: ignore[method-assign]
+    state = {"state": {**GANG, "prep": gprep, "error": RAISE_FAILED}}
+
+    with pytest.raises(AwsUnavailable):
+        w.gang.give_back(state)
+
+    assert reads == [] and w.desired == 3
+    w.gang.deadline = Deadline(lambda: 200.0, 49)
+    assert w.gang.give_back(state)["desired"] == 3 and w.desired == 3

@@ -49,6 +49,7 @@ whose describe and set interleave within milliseconds can still lose one increme
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from contextlib import suppress
@@ -65,6 +66,8 @@ from spillway.model.nodegroup import LIVE_STATES
 from spillway.model.state import OWNER_PREFIX, UNSETTLED_PREFIX  # the plan's load reads them too
 from spillway.model.utc import aware
 from spillway.ports import Cloud, Ledger
+
+log = logging.getLogger(__name__)
 
 RAISE_PREFIX = "raise#"
 SET_PREFIX = "set#"  # the raise was answered by Auto Scaling (or settled as landed): not only marked
@@ -205,7 +208,7 @@ def _ask(
             raise
         landed = _landed(aws, owner, before, after, now, deadline)
         if landed:  # AWS applied it; only the answer was lost
-            _mark_asked(owner, now)
+            _mark_asked(owner, now, deadline)
             return raised
         if landed is False and not again:  # still where it started, as far as this read can tell
             return _ask(aws, owner, raise_, now, deadline, again=True)
@@ -221,7 +224,7 @@ def _ask(
         else:  # not raised: the retry must raise
             owner.ledger.release(owner.cluster, RAISE_PREFIX + owner.owner)
         raise
-    _mark_asked(owner, now)
+    _mark_asked(owner, now, deadline)
     return raised
 
 
@@ -245,7 +248,7 @@ def _retried(
         )
         return _ask(aws, owner, raise_, now, deadline, again=True)
     if landed:
-        _mark_asked(owner, now)
+        _mark_asked(owner, now, deadline)
     else:
         _keep_unsettled(owner, now, deadline)
     return {"status": "raised", "again": True, **said}
@@ -276,7 +279,7 @@ def settle_unanswered(aws: Cloud, owner: Owner, now: datetime, deadline: Deadlin
     if not marker or marker.get("by") or _asked(owner):
         return
     if _marker_landed(aws, owner, marker, now, deadline):
-        _mark_asked(owner, now)
+        _mark_asked(owner, now, deadline)
     else:
         _keep_unsettled(owner, now, deadline)
 
@@ -290,9 +293,16 @@ def _keep_unsettled(owner: Owner, now: datetime, deadline: Deadline) -> None:
                        {"group": owner.where, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
 
 
-def _mark_asked(owner: Owner, now: datetime) -> None:
+def _mark_asked(owner: Owner, now: datetime, deadline: Deadline) -> None:
     """Record that ``owner``'s raise was answered (or settled as landed). Best effort: without it a retry
-    settles the marker as a lost answer (:func:`_retried`), never raising twice."""
+    settles the marker as a lost answer (:func:`_retried`), never raising twice. So it is not written
+    when the write would not end within ``deadline``: after a lost answer, the read-back (held to two
+    calls, :func:`_landed`) may leave less than one, and a write Lambda's timeout cut failed the step
+    ``Sandbox.Timedout``, which its state machine does not retry."""
+    if not deadline.fits(1):
+        log.info("%s: the record that raise %s was asked is not written: no time left for it", owner.where,
+                 owner.owner)  # fmt: skip
+        return
     with suppress(SpillwayError):
         owner.ledger.claim(owner.cluster, SET_PREFIX + owner.owner, {"group": owner.where,
                            "at": format_time(now)}, expires=now + KEEP)  # fmt: skip

@@ -519,7 +519,7 @@ class GangSteps:
         calls = self._attach(req, todo) if todo else 0
         return {"status": "attached", "attached": len(todo), "calls": calls}
 
-    def _attach(self, req: GangRequest, todo: Sequence[str]) -> int:
+    def _attach(self, req: GangRequest, todo: Sequence[str], again: bool = False) -> int:
         """AttachInstances of ``todo``, the instances the step's read did not show in the group. A retry
         after a try whose answer was lost reads the group first, and a read older than that try's attach
         sends the same instances again: AWS refuses them (above MaxSize, the group's desired capacity
@@ -527,19 +527,25 @@ class GangSteps:
         the group exceeds the maximum size of the group, the operation fails", AttachInstances; or as
         members already), and the refusal gave the gang back with every instance attached and running,
         and backed its group off. A refusal is so judged by the group read again (within the step's
-        deadline): every instance in it, they were attached; else the refusal stands."""
+        deadline): every instance in it, they were attached; none, the refusal stands; some (the lost
+        try attached the first batches of 20, and the step failed before the others were sent), those
+        not in it are attached, ``again``: a refusal of them stands."""
         try:
             return self.aws.attach_instances(req.region, req.group, todo, self.deadline.before(1))
         except (AwsThrottled, AwsUnavailable):
             raise
         except AwsError as refused:
+            if again:
+                raise
             self.deadline.require(1, f"DescribeAutoScalingGroups({req.region}/{req.group}), read again")
             members = {i.InstanceId for i in self.aws.describe_group(req.region, req.group).Instances}
-            if not set(todo) <= members:
+            left = [i for i in todo if i not in members]
+            if len(left) == len(todo):
                 raise
-            log.info("%s/%s: AttachInstances refused (%s), every instance already in the group: attached",
-                     req.region, req.group, refused)  # fmt: skip
-            return 0
+            log.info("%s/%s: AttachInstances refused (%s), %d of its %d instance(s) already in the group: "
+                     "attached, %d left to attach", req.region, req.group, refused, len(todo) - len(left),
+                     len(todo), len(left))  # fmt: skip
+            return self._attach(req, left, again=True) if left else 0
 
     def _not_running(
         self, req: GangRequest, prep: Mapping[str, Any], ids: Sequence[str]
