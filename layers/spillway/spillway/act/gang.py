@@ -36,7 +36,9 @@ it is left running, ``kept``, for scale-down to judge once idle; each Node is co
 are read, and uncordoned again unless its member is terminated:
 :func:`spillway.act.instances.judged_for_give_back`), each tried whatever
 becomes of the others (those in the group with ``ShouldDecrementDesiredCapacity``, or without it where a
-MinSize raised meanwhile refuses the decrement; those not yet attached with EC2 ``TerminateInstances``;
+MinSize raised meanwhile refuses the decrement; those not yet attached with EC2 ``TerminateInstances``,
+but one the group read does not list once the attach marker is written is asked of Auto Scaling first:
+the read may be older than the attach, :meth:`GangSteps._unlisted`;
 a launch whose answer was lost is asked again under its ClientToken, and the attempt's tag finds its
 instances too once EC2 shows them); in rollback mode the capacity the attempt raised but never
 launched is given back relative to the live desired capacity
