@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.adapters.state_store import StateStore
 from spillway.errors import InputError
 from spillway.local.cfn import create_tables
+from spillway.local.cloud import terminate_refuses_unmanaged
 from spillway.local.rig import create_group
 from spillway.model.nodegroup import TAG_ATOMIC_LAUNCH
 
@@ -86,7 +88,15 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def moto_world(module_moto: None) -> World:
+def aws_answers(module_moto: None) -> Iterator[None]:
+    """moto's TerminateInstanceInAutoScalingGroup of an instance in no group answers as AWS does (a fleet
+    instance outside the group, of an attempt whose attach marker is written, is asked of Auto Scaling)."""
+    with terminate_refuses_unmanaged():
+        yield
+
+
+@pytest.fixture(scope="module")
+def moto_world(aws_answers: None) -> World:
     """Group ``gang`` (one zone, desired 1, MaxSize 8) tagged for ``prod`` and fleet launches; the state
     table from template.yaml. Each step's unbroken input is made from what the steps really return."""
     create_group("gang", region=REGION, instance_type="g5.xlarge", desired=1, max_size=8, cluster="prod",

@@ -36,7 +36,9 @@ it is left running, ``kept``, for scale-down to judge once idle; each Node is co
 are read, and uncordoned again unless its member is terminated:
 :func:`spillway.act.instances.judged_for_give_back`), each tried whatever
 becomes of the others (those in the group with ``ShouldDecrementDesiredCapacity``, or without it where a
-MinSize raised meanwhile refuses the decrement; those not yet attached with EC2 ``TerminateInstances``;
+MinSize raised meanwhile refuses the decrement; those not yet attached with EC2 ``TerminateInstances``,
+but one the group read does not list once the attach marker is written is asked of Auto Scaling first:
+the read may be older than the attach, :meth:`GangSteps._unlisted`;
 a launch whose answer was lost is asked again under its ClientToken, and the attempt's tag finds its
 instances too once EC2 shows them); in rollback mode the capacity the attempt raised but never
 launched is given back relative to the live desired capacity
@@ -696,7 +698,7 @@ class GangSteps:
         with judged_for_give_back(
             self.kube, self.aws, req.region, members - leaving, self.clock(), why
         ) as judged:
-            gone = self._terminate(asg, set(judged.idle(members - leaving)), in_group)
+            gone = self._terminate(asg, set(judged.idle(members - leaving)), in_group, self._owner(req, prep))
             judged.terminated(gone.terminated)
             gone.raise_first()
         busy = judged.working
@@ -795,21 +797,39 @@ class GangSteps:
         except FLEET_REFUSED:  # EC2 refused the call whole: nothing runs under the token
             return set()
 
-    def _terminate(self, asg: AutoScalingGroup, members: set[str], in_group: set[str]) -> Terminated:
+    def _terminate(
+        self, asg: AutoScalingGroup, members: set[str], in_group: set[str], owner: Owner
+    ) -> Terminated:
         """Every instance of ``members``, best-effort: one refused does not stop the others. In the group:
         :func:`~spillway.act.instances.give_back_in_group` (the decrement, and without it where AWS
         refuses it for the MinSize; none for an InService one while the group's Terminate process is
         suspended: ``held``). Outside the group (not attached yet, or gone from it): EC2
-        TerminateInstances. Errors are recorded, not raised: the caller raises the first
+        TerminateInstances. A member the group read (``in_group``) does not list, of an attempt that may
+        have sent AttachInstances (its attach marker: :func:`~spillway.act.claims.mark_attach`, written
+        before the first), is asked of Auto Scaling first (:meth:`_unlisted`), and only one it answers
+        is in no group goes to EC2. Errors are recorded, not raised: the caller raises the first
         (:meth:`~spillway.act.instances.Terminated.raise_first`) once it knows what was terminated."""
         region = asg.region
-        gone = give_back_in_group(self.aws, asg, sorted(members & in_group))
-        outside = sorted((members - in_group) | set(gone.not_found))
+        unlisted = self._unlisted(members - in_group, owner)
+        gone = give_back_in_group(self.aws, asg, sorted((members & in_group) | unlisted), unlisted)
+        outside = sorted((members - in_group - unlisted) | set(gone.not_found))
         try:
             self._terminate_outside(region, outside, gone.terminated)
         except SpillwayError as exc:
             gone.errors.append((outside, exc))
         return gone
+
+    @staticmethod
+    def _unlisted(missing: set[str], owner: Owner) -> set[str]:
+        """Those of ``missing`` (members the give-back's group read does not list) that may be in the group
+        all the same: all of them once the attempt's attach marker is written, none before. The read is
+        DescribeAutoScalingGroups, eventually consistent with no bound AWS documents: right after an
+        AttachInstances (its answer lost, or just returned) it may not list the instances attached yet.
+        Terminated through EC2 without the decrement, they kept the desired capacity they added, and
+        Auto Scaling launched replacements nobody asked for. TerminateInstanceInAutoScalingGroup answers
+        one in no group with a ValidationError ("No managed instance found for instance ID":
+        ``InstanceNotFound``), which EC2 then terminates."""
+        return set(missing) if missing and owner.raised() else set()
 
     def _terminate_outside(self, region: str, outside: Sequence[str], terminated: list[str]) -> None:
         """EC2 TerminateInstances of those still alive or stopped, and of those EC2 does not show yet;

@@ -318,7 +318,9 @@ class Terminated:
         return said
 
 
-def give_back_in_group(cloud: Cloud, asg: AutoScalingGroup, instance_ids: Sequence[str]) -> Terminated:
+def give_back_in_group(
+    cloud: Cloud, asg: AutoScalingGroup, instance_ids: Sequence[str], unlisted: Collection[str] = ()
+) -> Terminated:
     """Terminate instances of the Auto Scaling group ``asg`` (as read now) that a launch did not
     deliver, best-effort: one refused does not stop the others. While the group's Terminate process is
     suspended its InService instances are not asked for (``held``): Auto Scaling terminates none of them
@@ -327,7 +329,10 @@ def give_back_in_group(cloud: Cloud, asg: AutoScalingGroup, instance_ids: Sequen
     TerminateInstanceInAutoScalingGroup names no error that would say so, and a decrement applied
     without the termination would leave the group above its desired capacity, to be scaled in by its
     termination policy (any node, undrained) once Terminate is resumed. They keep their capacity, and
-    the caller says so (:meth:`Terminated.kept`). Spillway resumes no process. TerminateInstanceInAutoScalingGroup with the decrement first; where
+    the caller says so (:meth:`Terminated.kept`). Spillway resumes no process. ``unlisted``: those of
+    ``instance_ids`` the read may be too old to list (just attached); their lifecycle state is not
+    known, so while Terminate is suspended they are held too (one in no group after all is left to the
+    gang sweep). TerminateInstanceInAutoScalingGroup with the decrement first; where
     AWS refuses the decrement (the MinSize, raised meanwhile or reached: ``AsgLimitExceeded``), once
     the others were tried, without it, as AWS's refusal offers: the group keeps the capacity its
     MinSize asks for and launches a replacement, an ordinary node. (DetachInstances first would gain
@@ -337,7 +342,7 @@ def give_back_in_group(cloud: Cloud, asg: AutoScalingGroup, instance_ids: Sequen
     gone = Terminated()
     region = asg.region
     if asg.suspended(TERMINATE):
-        in_service = {i.InstanceId for i in asg.Instances if i.LifecycleState == "InService"}
+        in_service = {i.InstanceId for i in asg.Instances if i.LifecycleState == "InService"} | set(unlisted)
         gone.held = sorted(i for i in instance_ids if i in in_service)
     todo = [iid for iid in instance_ids if iid not in gone.held]
     refused = [iid for iid in todo if _terminate_one(cloud, region, iid, True, gone) == "refused"]

@@ -6,7 +6,9 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
 
 * ``SetDesiredCapacity`` outside ``[MinSize, MaxSize]`` refused with AWS's ``ValidationError``, and so
   is ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` that would take the
-  group below its MinSize (without the decrement the group launches a replacement);
+  group below its MinSize (without the decrement the group launches a replacement), and of an instance
+  in no group (moto raises StopIteration out of the client: :func:`terminate_refuses_unmanaged` does only
+  that);
 * scaling activities, answered by ``DescribeScalingActivities``: a ``Successful`` "Launching a new EC2
   instance" per launch, ``Terminating EC2 instance`` per termination, ``Detaching EC2 instance`` per
   instance ``DetachInstances`` takes out of its group; listed as AWS lists them, those in progress (a
@@ -304,19 +306,7 @@ class CloudSim:
             original_backend_set(self, group_name, desired_capacity)
 
         def terminate(self: Any, instance_id: str, should_decrement: bool) -> Any:
-            owner = next(
-                (
-                    g
-                    for g in self.autoscaling_groups.values()
-                    for s in g.instance_states
-                    if s.instance.id == instance_id
-                ),
-                None,
-            )
-            if owner is None:
-                raise ValidationError(
-                    f"Instance Id not found - No managed instance found for instance ID: {instance_id}"
-                )
+            owner = managed_group(self, instance_id)
             state = next(s for s in owner.instance_states if s.instance.id == instance_id)
             live = state.lifecycle_state in ("InService", "Pending")
             if should_decrement and live and int(owner.desired_capacity or 0) - 1 < owner.min_size:
@@ -725,6 +715,36 @@ class CloudSim:
         if group is not None:
             group.instance_states = [s for s in group.instance_states if s.instance.id != iid]
         backend.ec2_backend.terminate_instances([iid])
+
+
+def managed_group(backend: Any, instance_id: str) -> Any:
+    """The group of moto's autoscaling ``backend`` holding ``instance_id``, or AWS's answer for one in
+    none: TerminateInstanceInAutoScalingGroup's ``ValidationError`` "Instance Id not found - No managed
+    instance found for instance ID". (moto's own lookup raises StopIteration out of the client.)"""
+    from moto.autoscaling.exceptions import ValidationError
+
+    for group in backend.autoscaling_groups.values():
+        if any(s.instance.id == instance_id for s in group.instance_states):
+            return group
+    raise ValidationError(f"Instance Id not found - No managed instance found for instance ID: {instance_id}")
+
+
+@contextmanager
+def terminate_refuses_unmanaged() -> Iterator[None]:
+    """Only the part of :class:`CloudSim` that makes moto's TerminateInstanceInAutoScalingGroup of an
+    instance in no group answer as AWS does (:func:`managed_group`), for a rig that needs no more."""
+    from unittest import mock
+
+    from moto.autoscaling import models
+
+    original = models.AutoScalingBackend.terminate_instance
+
+    def terminate(self: Any, instance_id: str, should_decrement: bool) -> Any:
+        managed_group(self, instance_id)
+        return original(self, instance_id, should_decrement)
+
+    with mock.patch.object(models.AutoScalingBackend, "terminate_instance", terminate):
+        yield
 
 
 def _warm_instances(group: Any, pool: Any) -> list[dict[str, Any]]:
