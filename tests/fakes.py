@@ -1008,7 +1008,8 @@ class FakeLedger(Recorder):
     backoff_now: list[datetime | None] = field(default_factory=list)  # ... and its ``now``
     # ... and its ``region`` (a back-off set by hand has none: keyed by name alone, as older builds wrote)
     backoff_regions: list[str] = field(default_factory=list)
-    # ... and its partition (one set by hand has none: read as the cluster's own, an older build's)
+    # ... and its partition, always the back-offs' (one set by hand has none: an older build's, in the
+    # cluster's own)
     backoff_partitions: list[str | None] = field(default_factory=list)
     before_commit: Callable[[], None] | None = None  # e.g. another planner committing meanwhile
     commits: int = 0  # commits that succeeded
@@ -1102,11 +1103,13 @@ class FakeLedger(Recorder):
         now: datetime | None = None,
     ) -> bool:
         self._call("put_backoff", cluster, group)
+        if not cluster or "#" in cluster:  # as StateStore.put_backoff, which names the partition itself
+            raise ValueError(f"put_backoff: cluster must be the cluster's name, got {cluster!r}")
         self.backoff_nodes += [1] * (len(self.backoffs) - len(self.backoff_nodes))  # set by hand
         self.backoff_regions += [""] * (len(self.backoffs) - len(self.backoff_regions))
         self.backoff_partitions += [None] * (len(self.backoffs) - len(self.backoff_partitions))
         self.backoffs.append((group, until, reason))
-        self.backoff_partitions.append(cluster)
+        self.backoff_partitions.append(BACKOFFS_PARTITION.format(cluster=cluster))
         self.backoff_regions.append(region)
         self.backoff_nodes.append(nodes)
         self.backoff_now.append(now)

@@ -174,9 +174,9 @@ def test_backoffs_merge_into_the_state_and_only_ever_extend(store: StateStore, d
         backoff_until=until, reason="InsufficientInstanceCapacity", group="gpu", region="us-east-1"
     )
     assert loaded.state.groups["us-east-1/cpu"].reason == "timeout"
-    item = ddb.get_item(TableName="state", Key={"cluster": {"S": "ml"}, "item": {"S": f"backoff#{key}"}})[
-        "Item"
-    ]
+    item = ddb.get_item(
+        TableName="state", Key={"cluster": {"S": "ml#backoffs"}, "item": {"S": f"backoff#{key}"}}
+    )["Item"]
     assert int(item["expires_at"]["N"]) == int(until.timestamp())  # TTL: gone when the window ends
     assert (item["group"]["S"], item["region"]["S"]) == ("gpu", "us-east-1")
     assert [(b.region, b.group) for b in store.backoffs("ml")] == [("us-east-1", "cpu"), ("us-east-1", "gpu")]
@@ -713,6 +713,21 @@ def test_the_drains_records_load_from_their_partition_and_an_older_builds_from_t
     }
 
 
+def _older_builds_backoff(ddb: Any, item: str, until: datetime, reason: str, **extra: dict[str, str]) -> None:
+    """A back-off item as builds before this partition wrote it: in the cluster's own partition."""
+    ddb.put_item(TableName="state", Item={
+        "cluster": {"S": "ml"}, "item": {"S": item}, "backoff_until": {"S": iso(until)},
+        "reason": {"S": reason}, "region": {"S": "us-east-1"}, "expires_at": {"N": str(int(until.timestamp()))},
+        **extra,
+    })  # fmt: skip
+
+
+def _partitions_of_backoffs(ddb: Any) -> dict[str, str]:
+    """Every back-off item of the table (a scan: any partition), and the partition it is in."""
+    items = ddb.scan(TableName="state")["Items"]
+    return {i["item"]["S"]: i["cluster"]["S"] for i in items if i["item"]["S"].startswith("backoff#")}
+
+
 def test_back_offs_go_to_their_own_partition_and_an_older_builds_still_load(
     store: StateStore, ddb: Any
 ) -> None:
@@ -725,7 +740,8 @@ def test_back_offs_go_to_their_own_partition_and_an_older_builds_still_load(
     later = NOW + timedelta(minutes=15)
     names = back_off(store, "ml", "gpu", later, "InsufficientInstanceCapacity", region="us-east-1",
                      pools=[("spot", "us-east-1a", "g5.xlarge")])  # fmt: skip
-    store.put_backoff("ml", "cpu", NOW + timedelta(minutes=9), "an older build's", region="us-east-1")
+    _older_builds_backoff(ddb, "backoff#us-east-1/cpu", NOW + timedelta(minutes=9), "an older build's",
+                          group={"S": "cpu"})  # fmt: skip
     ddb.put_item(TableName="state", Item={"cluster": {"S": "ml#backoffs"}, "item": {"S": "state"},
                                           "version": {"N": "7"}, "state": {"S": "{}"}})  # fmt: skip
 
@@ -742,6 +758,61 @@ def test_back_offs_go_to_their_own_partition_and_an_older_builds_still_load(
     assert sorted((b.region, b.group) for b in store.backoffs("ml")) == [
         ("us-east-1", "cpu"), ("us-east-1", "gpu"), ("us-east-1", "pool#spot/us-east-1a/g5.xlarge")
     ]  # fmt: skip
+
+
+def test_the_store_writes_every_back_off_in_the_back_offs_partition_whoever_calls_it(
+    store: StateStore, ddb: Any
+) -> None:
+    """The store, given the cluster, puts a back-off in ``<cluster>#backoffs`` itself: a caller that
+    hands it the cluster (as every caller does) cannot write one in the cluster's own partition, where
+    the interrupt function's role may not write and a put on the state item's key would replace the
+    planner's state. A partition handed to it instead of the cluster is refused, naming the field:
+    the item would land in a partition no load reads."""
+    until = NOW + timedelta(minutes=15)
+    assert store.put_backoff("ml", "gpu", until, "InsufficientInstanceCapacity", region="us-east-1")
+    assert store.put_backoff("ml", "pool#spot/us-east-1a/g5.xlarge", until, "interrupted", region="us-east-1")
+    back_off(store, "ml", "cpu", until, "AwsError", region="us-west-2",
+             pools=[("on-demand", "us-west-2a", "m5.large")])  # fmt: skip
+
+    for partition in ("ml#backoffs", "", "ml#drains"):
+        with pytest.raises(ValueError, match="cluster"):
+            store.put_backoff(partition, "gpu", until, "misrouted", region="us-east-1")
+
+    assert _partitions_of_backoffs(ddb) == {
+        "backoff#us-east-1/gpu": "ml#backoffs",
+        "backoff#pool#spot/us-east-1a/g5.xlarge": "ml#backoffs",
+        "backoff#us-west-2/cpu": "ml#backoffs",
+        "backoff#pool#on-demand/us-west-2a/m5.large": "ml#backoffs",
+    }
+    assert sorted(store.load("ml", NOW).state.groups) == ["us-east-1/gpu", "us-west-2/cpu"]
+
+
+def test_a_back_off_in_either_partition_is_not_shortened_or_weakened_by_one_in_the_other(
+    store: StateStore, ddb: Any
+) -> None:
+    """An older build's back-off (in the cluster's own partition) and a new one of the same group or pool
+    (in ``<cluster>#backoffs``) are two items: the put's condition sees only its own partition, so the
+    load keeps what the condition keeps within one. Of a group's two, the later ``backoff_until`` wins
+    whichever partition holds it; of a pool's, the stronger (fewer ``nodes``) while it lasts."""
+    longer, shorter = NOW + timedelta(minutes=15), NOW + timedelta(minutes=5)
+    _older_builds_backoff(ddb, "backoff#us-east-1/gpu", longer, "older build, longer", group={"S": "gpu"})
+    _older_builds_backoff(ddb, "backoff#us-east-1/cpu", shorter, "older build, shorter", group={"S": "cpu"})
+    _older_builds_backoff(ddb, "backoff#pool#spot/us-east-1a/g5.xlarge", shorter, "EC2 had none")
+    assert store.put_backoff("ml", "gpu", shorter, "new, shorter", region="us-east-1", now=NOW)
+    assert store.put_backoff("ml", "cpu", longer, "new, longer", region="us-east-1", now=NOW)
+    assert store.put_backoff("ml", "pool#spot/us-east-1a/g5.xlarge", longer, "gang of 8", region="us-east-1",
+                             nodes=8, now=NOW)  # fmt: skip
+
+    state = store.load("ml", NOW).state
+    assert {k: (g.backoff_until, g.reason) for k, g in state.groups.items()} == {
+        "us-east-1/cpu": (longer, "new, longer"),
+        "us-east-1/gpu": (longer, "older build, longer"),
+    }
+    pool = state.pools["spot/us-east-1a/g5.xlarge"]
+    assert (pool.nodes, pool.backoff_until) == (1, shorter)
+    # once the stronger one is over, the weaker one still lasting holds
+    later = store.load("ml", shorter + timedelta(seconds=1)).state.pools["spot/us-east-1a/g5.xlarge"]
+    assert (later.nodes, later.backoff_until) == (8, longer)
 
 
 FAR = "9999-12-31T23:59:59Z"  # reads as a time; the planner adds its delays to it

@@ -1499,13 +1499,18 @@ class RecordingDynamoDB:
         return {}
 
 
-def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has() -> None:
+@pytest.mark.parametrize("function", ["InterruptFunction", "ScaleFunction"])
+def test_the_roles_that_put_back_offs_may_put_only_items_of_the_attributes_a_backoff_has(
+    function: str,
+) -> None:
     """Every item of the state table has the cluster's partition key, so dynamodb:LeadingKeys pinned to the
     cluster restricts nothing, and IAM has no condition key on a sort key's value (DynamoDB Developer
     Guide, "Using IAM policy conditions for fine-grained access control"): which items the role may write
     cannot be limited. What it writes can: dynamodb:Attributes, every top-level attribute of the request,
     limited to those of a back-off as the store writes it, keys and condition included. It cannot write a
-    planner state, a claim or a raise marker; it can still replace any item with a back-off's attributes."""
+    planner state, a claim or a raise marker; it can still replace any item with a back-off's attributes.
+    So the store puts them in their own partition, ``<cluster>#backoffs``, the only one that statement
+    grants, in the interrupt function's role and in the scale function's (a scale-up's, a gang's)."""
     from spillway.adapters.state_store import StateStore
     from spillway.local.cfn import load_template
 
@@ -1526,7 +1531,7 @@ def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has()
     }
 
     res = load_template(ROOT / "template.yaml")["Resources"]
-    policies = role_policies(res, "InterruptFunction")
+    policies = role_policies(res, function)
     [statement] = [
         s
         for p in policies
@@ -1537,6 +1542,10 @@ def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has()
     assert statement["Action"] == "dynamodb:PutItem"
     assert statement["Resource"] == {"Fn::GetAtt": ["StateTable", "Arn"]}
     assert statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"] == sorted(written)
+    assert statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"] == [
+        {"Fn::Sub": "${ClusterName}#backoffs"}
+    ]
+    assert {request["Item"]["cluster"]["S"] for request in client.puts} == {"ml#backoffs"}
 
 
 def test_the_interrupt_role_may_put_every_backoff_a_spot_warning_writes() -> None:

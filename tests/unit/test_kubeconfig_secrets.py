@@ -27,6 +27,17 @@ def _exec_user(args: list[str], command: str = "kubelogin") -> dict[str, Any]:
     }
 
 
+def _words_only(monkeypatch: Any) -> Any:
+    """observability with no secret known yet; what a test adds is gone after it."""
+    from spillway import observability
+
+    monkeypatch.setattr(observability, "_known", frozenset())
+    monkeypatch.setattr(observability, "_known_pattern", None)
+    monkeypatch.setattr(observability, "_words", frozenset())
+    monkeypatch.setattr(observability, "_words_pattern", None)
+    return observability
+
+
 def test_a_secret_an_exec_plugin_is_given_as_a_flags_next_argument_is_a_secret() -> None:
     """Azure kubelogin's service principal login, as `kubelogin convert-kubeconfig -l spn` writes it."""
     secret = "Qx8Q~kS0mEcl1entSecretValue.abc"
@@ -118,21 +129,68 @@ def test_a_short_flag_is_a_secret_only_for_the_plugin_whose_flag_takes_one() -> 
     assert kubeconfig_secrets(_exec_user(authenticator, "aws-iam-authenticator")) == []
 
 
-def test_an_arguments_short_secret_is_blanked_where_it_stands_as_a_word_and_nowhere_else() -> None:
+def test_an_arguments_short_secret_is_blanked_where_it_stands_as_a_word_and_nowhere_else(
+    monkeypatch: Any,
+) -> None:
     """A secret a flag names is blanked whatever its length (``--password hunter2``: 7 characters, under
     the length below which a value is no longer blanked inside other words), but only where it stands
     as a word of its own: inside a region, an ARN or a longer word it is left, so lines stay readable."""
-    from spillway import observability
     from spillway.adapters.kube import kubeconfig_argument_secrets
 
-    before = (observability._known, observability._known_pattern, observability._words_pattern)
-    try:
-        found = kubeconfig_argument_secrets(_exec_user(["get-token", "--password", "east", "-x"]))
-        assert found == ["east"]
-        observability.add_secret_words(found)
-        assert observability.redact("login --password east refused") == "login --password <redacted> refused"
-        assert observability.redact('{"password":"east"}') == '{"password":"<redacted>"}'
-        line = "raised gpu-a in us-east-1 (arn:aws:autoscaling:us-east-1:1:group/east-1), eastern, beast"
+    observability = _words_only(monkeypatch)  # _words too: a word left there is blanked in later tests
+    found = kubeconfig_argument_secrets(_exec_user(["get-token", "--password", "east", "-x"]))
+    assert found == ["east"]
+    observability.add_secret_words(found)
+    assert observability.redact("login --password east refused") == "login --password <redacted> refused"
+    assert observability.redact('{"password":"east"}') == '{"password":"<redacted>"}'
+    line = "raised gpu-a in us-east-1 (arn:aws:autoscaling:us-east-1:1:group/east-1), eastern, beast"
+    assert observability.redact(line) == line
+
+
+def test_a_short_secret_ending_a_sentence_or_a_clause_is_blanked_still(monkeypatch: Any) -> None:
+    """A plugin's error text (the kubernetes client logs its stderr whole: ``exec: process returned 1.
+    <stderr>``) puts a full stop, a colon or a comma after a word as readily as a space: the word stands
+    alone all the same and is blanked, as one a repr or JSON escapes a line break before (``\\npw1``).
+    Followed by more of a name (``pw1.example.com``, ``pw1:8080``, ``pw1-2``) it is part of that name."""
+    observability = _words_only(monkeypatch)
+    observability.add_secret_words(["pw1"])
+
+    for line in ("password pw1.", "password pw1. Try again", "token pw1: rejected", "got pw1;", "x pw1-",
+                 "'refused\\npw1 for ml'", '"refused\\tpw1"'):  # fmt: skip
+        assert "pw1" not in observability.redact(line), line
+    for line in ("pw1.example.com", "host pw1:8080", "pw1-2 raised", "arn:aws:iam::1:role/pw1", "us-pw1-1"):
         assert observability.redact(line) == line
-    finally:
-        observability._known, observability._known_pattern, observability._words_pattern = before
+
+
+def test_a_switchs_value_or_stdins_dash_is_no_secret(monkeypatch: Any) -> None:
+    """int128/kubelogin's ``--oidc-use-access-token`` is a switch (a pflag bool: its value is one Go's
+    strconv.ParseBool reads, ``true``, ``1``, ``t``...), and ``-`` is a value read from stdin (Vault's
+    ``token=-``): none is a credential, and blanking one wherever it stands as a word would take every
+    ``true``, ``1`` or `` - `` out of the logs (``raised gpu-a from 1 to 3``)."""
+    observability = _words_only(monkeypatch)
+    for value in ("true", "True", "FALSE", "1", "0", "t", "f"):
+        args = [
+            "get-token",
+            "--oidc-issuer-url=https://issuer.example.com",
+            f"--oidc-use-access-token={value}",
+        ]
+        assert kubeconfig_secrets(_exec_user(args, "kubectl-oidc_login")) == [], value
+    assert kubeconfig_secrets(_exec_user(["login", "-method=token", "token=-"], "vault")) == []
+    assert kubeconfig_secrets(_exec_user(["--password", "truest1"])) == ["truest1"]  # a word, not a switch's
+
+    from spillway.adapters.kube import kubeconfig_argument_secrets
+
+    observability.add_secret_words(
+        kubeconfig_argument_secrets(_exec_user(["get-token", "--oidc-use-access-token=1", "--password=-"]))
+    )
+    line = "raised gpu-a from 1 to 3 - done: true"
+    assert observability.redact(line) == line
+
+
+def test_a_short_flags_joined_value_is_read_whatever_characters_it_holds() -> None:
+    """pflag reads ``-t<value>`` as ``-t`` given the rest of the argument, whatever characters it holds
+    (a token may carry ``+``, ``/``, ``=``, ``~``, which no flag's name does)."""
+    token = "ab+c/d~e=="
+    assert kubeconfig_secrets(_exec_user(["kubernetes", "cluster", f"-t{token}"], "doctl")) == [token]
+    script = f"/usr/local/bin/doctl kubernetes cluster kubeconfig exec-credential -t{token} ml"
+    assert kubeconfig_secrets(_exec_user(["-c", script], "sh")) == [token]

@@ -1299,10 +1299,10 @@ def test_a_failed_launch_the_raise_made_good_elsewhere_is_no_failed_raise() -> N
     cloud, group, prep, other = partly_failed("Successful", count=1)
     kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=False)])
 
-    assert steps(cloud, kube).verify({"group": group, "prep": prep})["status"] == "launching"
+    assert steps(cloud, kube).verify({"cluster": "ml", "group": group, "prep": prep})["status"] == "launching"
 
     kube = FakeCluster([o.node(f"node-{other}", instance=other, ready=True)])
-    ready = steps(cloud, kube).verify({"group": group, "prep": prep})
+    ready = steps(cloud, kube).verify({"cluster": "ml", "group": group, "prep": prep})
     assert ready["status"] == "ready" and ready["nodes"] == [f"node-{other}"]
 
 

@@ -1567,7 +1567,9 @@ def test_a_function_that_reads_a_plan_record_may_get_it_from_the_plans_table(fun
 
 # What each StateStore (Ledger) method asks DynamoDB, and the partition it asks it in is its first argument:
 # the cluster's own (``cluster``), or one of the partitions beside it, a ``*_PARTITION`` template formatted
-# with the cluster (``STARTED_PARTITION.format(cluster=...)``). A claim that finds its item reads it back.
+# with the cluster (``STARTED_PARTITION.format(cluster=...)``), unless the method names its partition
+# itself from the cluster (put_backoff: BACKOFFS_PARTITION; :func:`store_callers_partition`). A claim that
+# finds its item reads it back.
 LEDGER_ACTIONS = {
     "claim": {"dynamodb:PutItem", "dynamodb:GetItem"},
     "release": {"dynamodb:DeleteItem"},
@@ -1645,6 +1647,45 @@ def store_partitions() -> dict[str, set[str]]:
     return _store_derived(2)
 
 
+def _keys_on(node: Any, param: str) -> tuple[bool, set[str]]:
+    """Whether a StateStore method's code puts ``param`` (its first parameter) in a request itself, as an
+    attribute's value (``{"S": cluster}``: an item's or a key's partition), and the methods it hands it
+    on to as their first argument (``self._items(cluster)``)."""
+    keyed, handed = False, set()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Dict):
+            keyed |= any(
+                isinstance(k, ast.Constant) and k.value == "S" and isinstance(v, ast.Name) and v.id == param
+                for k, v in zip(inner.keys, inner.values, strict=True)
+            )
+        elif (
+            isinstance(inner, ast.Call)
+            and isinstance(inner.func, ast.Attribute)
+            and ast.unparse(inner.func.value) == "self"
+            and inner.args
+            and isinstance(inner.args[0], ast.Name)
+            and inner.args[0].id == param
+        ):
+            handed.add(inner.func.attr)
+    return keyed, handed
+
+
+def store_callers_partition() -> dict[str, bool]:
+    """For each public StateStore method, whether it asks in the partition its caller hands it (its first
+    argument put in a request as it is, by the method or one it hands it on to), derived from its code.
+    One that does not asks only in the partitions it names itself (:func:`store_partitions`): given the
+    cluster, put_backoff writes in BACKOFFS_PARTITION and nowhere else."""
+    module = source("spillway.adapters.state_store")
+    defs = {m: module.defs[f"StateStore.{m}"] for m in module.methods["StateStore"]}
+    calls = {m: _keys_on(node, node.args.args[1].arg) for m, node in defs.items() if len(node.args.args) > 1}
+
+    def asks(method: str, seen: frozenset[str] = frozenset()) -> bool:
+        keyed, handed = calls.get(method, (False, set()))
+        return keyed or any(asks(m, seen | {method}) for m in handed & set(calls) - seen - {method})
+
+    return {m: asks(m) for m in defs if not m.startswith("_")}
+
+
 def test_the_ledger_actions_are_what_the_store_asks_dynamodb() -> None:
     """LEDGER_ACTIONS, which the partitions' derivation below reads, is StateStore's code: a method that
     starts asking DynamoDB another action (an UpdateItem, a BatchWriteItem), or a new method (which could
@@ -1708,12 +1749,14 @@ def _starts_executions(nodes: list[Any]) -> bool:
     )
 
 
-def state_partitions(function: str) -> dict[str, set[str]]:
+def state_partitions(function: str, only: frozenset[str] | None = None) -> dict[str, set[str]]:
     """The state table's partitions a function's code may ask each DynamoDB action in, derived from its
     ledger calls (their first argument, and any partition the store method names itself) reachable
-    from its entries, and from the start's mark when it starts executions (:func:`wired_start_mark`)."""
+    from its entries, and from the start's mark when it starts executions (:func:`wired_start_mark`);
+    with ``only``, from the calls of those ledger methods alone."""
     templates = partition_templates()
     named = store_partitions()
+    callers = store_callers_partition()
     out: dict[str, set[str]] = {}
     nodes = reachable(*ENTRIES[function], imported=True)
     if _starts_executions(nodes):
@@ -1724,6 +1767,7 @@ def state_partitions(function: str) -> dict[str, set[str]]:
                 isinstance(call, ast.Call)
                 and isinstance(call.func, ast.Attribute)
                 and call.func.attr in LEDGER_ACTIONS
+                and (only is None or call.func.attr in only)
             ):
                 continue
             receiver = call.func.value
@@ -1742,9 +1786,12 @@ def state_partitions(function: str) -> dict[str, set[str]]:
             else:  # the cluster itself; a partition handed on in a variable the walk could not tell
                 assert ast.unparse(first).split(".")[-1] == "cluster", ast.unparse(call)
                 partition = OWN_PARTITION
+            # a method that names its partition from the cluster is handed the cluster, nothing else
+            assert callers[call.func.attr] or partition == OWN_PARTITION, (function, ast.unparse(call))
+            asked = {partition} if callers[call.func.attr] else set()
             beside = {templates[name] for name in named[call.func.attr]}
             for action in LEDGER_ACTIONS[call.func.attr]:
-                out.setdefault(action, set()).update({partition, *beside})
+                out.setdefault(action, set()).update({*asked, *beside})
     return out
 
 
@@ -1779,6 +1826,14 @@ def test_the_derivation_finds_the_partitions_the_code_plainly_uses() -> None:
     assert drain["dynamodb:PutItem"] == {"{cluster}#drains", "{cluster}#gangsweep", "{cluster}#drain-counted"}
     assert state_partitions("ScaleFunction")["dynamodb:DeleteItem"] == {OWN_PARTITION}
     assert store_partitions()["load"] == {"DRAINS_PARTITION", "BACKOFFS_PARTITION"}
+    # the store names the back-offs' partition from the cluster its callers give it, and asks in no other
+    assert store_partitions()["put_backoff"] == {"BACKOFFS_PARTITION"}
+    callers = store_callers_partition()
+    assert not callers["put_backoff"]
+    assert all(callers[m] for m in ("load", "backoffs", "claim", "release", "claims", "commit"))
+    for function in ("ScaleFunction", "InterruptFunction"):  # a scale-up's, a gang's; a Spot notice's
+        put = state_partitions(function, only=frozenset({"put_backoff"}))
+        assert put == {"dynamodb:PutItem": {"{cluster}#backoffs"}}, (function, put)
     plan = state_partitions("PlanFunction")
     assert plan["dynamodb:Query"] == {OWN_PARTITION, "{cluster}#drains", "{cluster}#backoffs"}
     # back-offs (back_off, which every writer calls) in their partition, not the state's

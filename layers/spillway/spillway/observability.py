@@ -140,8 +140,12 @@ def add_secret_values(values: Iterable[str]) -> None:
 _words: frozenset[str] = frozenset()
 _words_pattern: re.Pattern[str] | None = None
 # what may touch a word on either side and still leave it a word of its own: not a letter, digit or any
-# of the characters a name, a region, an ARN, a path or a URL joins its parts with
+# of the characters a name, a region, an ARN, a path or a URL joins its parts with; but after it such a
+# character that no more of a name follows (a sentence's full stop, a clause's colon: "token pw1: bad"),
+# and before it a line break or tab a repr or JSON escapes ("...\\npw1")
 _JOINED = r"\w./:@\-"
+_WORD_BEFORE = rf"(?:(?<=\\[nrt])|(?<![{_JOINED}]))"
+_WORD_AFTER = rf"(?!\w|[{_JOINED}]\w)"
 
 
 def add_secret_words(values: Iterable[str]) -> None:
@@ -156,7 +160,7 @@ def add_secret_words(values: Iterable[str]) -> None:
             return
         _words = _words | new
         longest_first = "|".join(re.escape(v) for v in sorted(_words, key=len, reverse=True))
-        _words_pattern = re.compile(f"(?<![{_JOINED}])(?:{longest_first})(?![{_JOINED}])")
+        _words_pattern = re.compile(f"{_WORD_BEFORE}(?:{longest_first}){_WORD_AFTER}")
 
 
 def redact(text: str) -> str:

@@ -283,7 +283,9 @@ class Ledger(Protocol):
         now: datetime,
         plan: PlanRecord | None = None,
     ) -> int: ...
-    # a pool's ``nodes``: how many EC2 refused at once; ``now``: a stored back-off over by then gives way
+    # a pool's ``nodes``: how many EC2 refused at once; ``now``: a stored back-off over by then gives way.
+    # ``cluster`` is the cluster's name: the store puts the item in its back-offs' partition itself
+    # (BACKOFFS_PARTITION), never in the cluster's own; a partition given instead is a ValueError
     def put_backoff(
         self,
         cluster: str,

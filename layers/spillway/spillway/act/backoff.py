@@ -28,7 +28,7 @@ from datetime import datetime
 from spillway.model.aws import INSTANCE_TYPE_FORM, ZONE_FORM, AutoScalingGroup, CreateFleetError, FleetRequest
 from spillway.model.launcherror import launch_error_kind
 from spillway.model.nodegroup import CapacityType, override_types, resolve_instance_type
-from spillway.model.state import BACKOFFS_PARTITION, POOL_PREFIX, pool_key
+from spillway.model.state import POOL_PREFIX, pool_key
 from spillway.ports import Ledger
 
 #: (capacity type, zone, instance type): one pool, as :func:`~spillway.model.state.pool_key` keys it
@@ -135,21 +135,13 @@ def back_off(
     pools' ``nodes``: how many nodes EC2 refused at once (a gang's instant fleet: its size; 1, EC2 had
     none: a group's failed launch, a Spot interruption); the group's own back-off has none. A stronger
     or later back-off already stored is kept, but for one over by ``now``
-    (:meth:`~spillway.ports.Ledger.put_backoff`). The items go to the cluster's back-offs' partition
-    (:data:`~spillway.model.state.BACKOFFS_PARTITION`), which the state's load reads beside its own."""
+    (:meth:`~spillway.ports.Ledger.put_backoff`, which writes them in the cluster's back-offs'
+    partition, :data:`~spillway.model.state.BACKOFFS_PARTITION`, read by the state's load beside its own)."""
     names = [group] if group is not None else []
     sizes = [1] * len(names)
     for pool in pools:
         names.append(POOL_PREFIX + pool_key(*pool))
         sizes.append(nodes)
     for name, size in zip(names, sizes, strict=True):
-        ledger.put_backoff(
-            BACKOFFS_PARTITION.format(cluster=cluster),
-            name,
-            until,
-            reason,
-            region=region,
-            nodes=size,
-            now=now,
-        )
+        ledger.put_backoff(cluster, name, until, reason, region=region, nodes=size, now=now)
     return names

@@ -608,6 +608,13 @@ def _command_words(line: str) -> list[str]:
 # role's ARN (cmd/aws-iam-authenticator); aws eks get-token and gke-gcloud-auth-plugin have long flags only.
 # So a one-letter flag is no secret's but for its plugin (kubelogin's -t given a tenant's id stays).
 SECRET_SHORT_FLAGS: Mapping[str, frozenset[str]] = {"doctl": frozenset({"t"})}
+# What a flag named as a secret's may be given that is none: a switch's value, as Go's strconv.ParseBool
+# (which pflag's bool flags use) reads one (int128/kubelogin's --oidc-use-access-token=true), and "-",
+# a value read from stdin (Vault's token=-). Blanked as words, they would take every "true", "1" or
+# " - " out of the logs.
+NO_SECRET_VALUES = frozenset(
+    {"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False", "-"}
+)
 
 
 def _short_flags(words: Sequence[str]) -> frozenset[str]:
@@ -620,11 +627,12 @@ def _following(following: str | None) -> list[str]:
     return [following] if following is not None and not following.startswith("-") else []
 
 
-def _short_secret(arg: str, following: str | None, short: frozenset[str]) -> list[str]:
+def _short_secret(arg: str, following: str | None, short: frozenset[str]) -> list[str] | None:
     """What ``arg``, when one of the ``short`` flags, gives it: ``-t <value>``, or, as pflag reads a
-    shorthand, ``-t<value>`` or ``-t=<value>``."""
+    shorthand, ``-t<value>`` or ``-t=<value>`` (the rest of the argument, whatever it holds); None when
+    it is none of them."""
     if arg.startswith("--") or len(arg) < 2 or arg[1] not in short:
-        return []
+        return None
     return [arg[2:].removeprefix("=")] if len(arg) > 2 else _following(following)
 
 
@@ -633,12 +641,15 @@ def _secrets_of(arg: str, following: str | None, short: frozenset[str]) -> list[
     ``short`` flags; a command line's words."""
     if not arg.startswith("-") and any(c.isspace() for c in arg):
         return secret_arguments(_command_words(arg), short)
+    given = _short_secret(arg, following, short)
+    if given is not None:
+        return given
     flag = _FLAG.match(arg)
     if flag is None:
         pair = _KEY_VALUE.match(arg)
         return [pair.group(2)] if pair is not None and _names_a_secret(pair.group(1)) else []
     if not _names_a_secret(flag.group(1)):
-        return _short_secret(arg, following, short)
+        return []
     if flag.group(2) is not None:
         return [flag.group(2)]
     return _following(following)
@@ -653,7 +664,7 @@ def secret_arguments(args: Sequence[str], short: frozenset[str] = frozenset()) -
     short = short | _short_flags([w for arg in args for w in arg.split()])
     for i, arg in enumerate(args):
         found.extend(_secrets_of(arg, args[i + 1] if i + 1 < len(args) else None, short))
-    return [value for value in found if value]
+    return [value for value in found if value and value not in NO_SECRET_VALUES]
 
 
 def _argument_list(key: str, value: Any) -> list[str]:

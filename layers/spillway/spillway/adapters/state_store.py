@@ -469,12 +469,23 @@ class StateStore:
         ``now`` (:func:`~spillway.model.state.stronger_backoff`, as a condition: one item per pool).
         One over by ``now`` already (a notice handled late) is no evidence: not written, as
         :func:`~spillway.model.state.stronger_backoff` keeps a live one over it (the condition, which
-        prefers fewer nodes whatever their expiry, would let it replace a gang's live back-off)."""
+        prefers fewer nodes whatever their expiry, would let it replace a gang's live back-off).
+
+        The item goes to the cluster's back-offs' partition (:data:`~spillway.model.state.BACKOFFS_PARTITION`),
+        which the store names itself from ``cluster``: no caller can put one in the cluster's own
+        partition (the state item's) or in another. ``ValueError`` naming ``cluster`` when it is no
+        cluster's name (empty, or a partition already: one with ``#``), as no load would read the item."""
+        if not cluster or "#" in cluster:
+            raise ValueError(
+                f"put_backoff: cluster must be the cluster's name (its back-offs' partition is named from it), "
+                f"got {cluster[:80]!r}"
+            )
         if now is not None and aware(until) <= aware(now):
             return False
         pool = group.startswith(POOL_PREFIX)
+        partition = BACKOFFS_PARTITION.format(cluster=cluster)
         item = {
-            "cluster": {"S": cluster},
+            "cluster": {"S": partition},
             "item": {"S": BACKOFF_PREFIX + (group if pool else GroupKey(region, group).stored)},
             **({} if pool else {"group": {"S": group}}),
             "backoff_until": {"S": iso(until)},
