@@ -2418,6 +2418,7 @@ class Drainer:
                 return self._gone_round(drain, previous, execution)
         except _StandingBy as standby:
             return _standing_by(previous, standby)
+        beat = self._beat(drain, previous)
         before, named, _ = self._listing(drain, node)
         why = _abandon_why(drain, node, before)
         if why is not None:
@@ -2431,7 +2432,7 @@ class Drainer:
         blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
         forced = self._forced_at_deadline(drain, remaining, done, previous)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
-        heartbeat = self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
+        heartbeat = self._beat(drain, {**previous, **beat})
         out = {
             **heartbeat,
             "rounds": int(previous.get("rounds") or 0) + 1,
@@ -2514,6 +2515,16 @@ class Drainer:
         except KubeError as exc:
             return {"daemonsets": before[:LIST_LIMIT], "daemonsets_error": str(exc)[:300]}
         return _daemonsets_out(before, done)
+
+    def _beat(self, drain: Drain, previous: Mapping[str, Any]) -> dict[str, Any]:
+        """A lifecycle drain's heartbeat when owed (:meth:`_heartbeat`), else nothing. A round asks it
+        twice: at its start, before its Kubernetes calls, when the invocation has its time, and at its
+        end, for one owed by then (a round that ran long), if one AWS call still fits. At the end alone,
+        a round whose calls ran long (a slow API server: they may run to the invocation's end) left no
+        time for it (:class:`~spillway.act.deadline.Deadline`) and skipped it, and the next round, up to
+        a third of the HeartbeatTimeout later, could come after the hook lapsed: Auto Scaling then
+        terminates the instance with its pods."""
+        return self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
 
     def _heartbeat(self, drain: Drain, previous: Mapping[str, Any]) -> dict[str, Any]:
         """Keep the lifecycle action waiting while pods leave: RecordLifecycleActionHeartbeat once half
