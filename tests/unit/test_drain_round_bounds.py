@@ -71,6 +71,36 @@ def test_a_forced_drain_past_its_deadline_cut_short_every_round_ends_and_goes_on
     assert check["ready"] is True and check["forced"] is True, check
 
 
+def test_a_forced_drain_cut_short_before_its_deadline_gets_one_more_round_past_it(rig: Rig) -> None:
+    """A round cut short before the deadline is no round past it: the first round past the deadline cut
+    short too went on to terminate at once, its pods not reached going with the instance, where the
+    drain promises one more round to evict them (a flaky API server cuts the rounds before the deadline
+    as well as after it)."""
+    rig.pod("a-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=30)
+    evict = rig.kube.evict
+    made = [0]
+
+    def flaky(namespace: str, name: str, grace_period_seconds: int | None = None, *, uid: str = "") -> None:
+        if name == "web-1":
+            raise KubeUnavailable(f"evict pod {namespace}/{name}: no useful answer after 4 attempts")
+        evict(namespace, name, grace_period_seconds, uid=uid)
+        made[0] += 1
+        rig.pod(f"a-{made[0]}")
+
+    rig.kube.evict = flaky  # type: ignore[method-assign]
+    before = rig.drainer.evict(drain)
+    assert before["interrupted"] and before["done"] is False, before
+    rig.clock.advance(31)
+
+    first_past = rig.drainer.evict(drain, before)
+    assert first_past["interrupted"] and first_past["done"] is False, first_past
+    rig.clock.advance(drain.poll_seconds)
+    second_past = rig.drainer.evict(drain, first_past)
+    assert second_past["done"] is True and second_past["forced"] is True, second_past
+
+
 # 2. The DaemonSet pods a drain evicted are in its record ------------------------------------------
 
 

@@ -2443,7 +2443,7 @@ class Drainer:
             "remaining_count": len(remaining),
             "done": not remaining or forced,
             "forced": forced,
-            **({"interrupted": done.interrupted} if done.interrupted else {}),
+            **self._interruption(drain, done),
             **({"evicted_marked": marked[:LIST_LIMIT]} if marked else {}),
         }
         return out | self._daemonsets(drain, previous, out, named, done.started)
@@ -2763,6 +2763,17 @@ class Drainer:
             fresh = listed
         return fresh, _abandon_why(drain, node, [fresh])
 
+    def _interruption(self, drain: Drain, done: _Evictions) -> dict[str, Any]:
+        """The round's ``interrupted`` (:data:`INTERRUPTED`), and ``interrupted_past_deadline`` for a
+        forced drain's round cut short past its deadline, the one after which a round cut short too goes
+        on to terminate (:meth:`_forced_at_deadline`): one cut short before the deadline is no round past
+        it, and counted as one, the first round past it cut short terminated at once, its pods not
+        reached going with the instance untried."""
+        if not done.interrupted:
+            return {}
+        past = drain.force and self.clock() >= drain.deadline
+        return {"interrupted": done.interrupted, **({"interrupted_past_deadline": True} if past else {})}
+
     def _forced_at_deadline(
         self,
         drain: Drain,
@@ -2776,8 +2787,9 @@ class Drainer:
         next, which evicts nothing past the deadline, raises for the pods still there then (those just
         evicted, given no grace past the deadline, are leaving by then: :func:`_grace_over`). Nor, with
         ``force``, in a round the API server cut off (``interrupted``): the next evicts the pods it did
-        not reach. But only the next: a forced drain whose round before was cut off too goes on, the
-        pods left going with the instance. Each cut-off round evicted a pod (else it raised), and a pod
+        not reach. But only the next: a forced drain whose round before was cut off too past the
+        deadline (``interrupted_past_deadline``: :meth:`_interruption`) goes on, the pods left going
+        with the instance. Each cut-off round evicted a pod (else it raised), and a pod
         that tolerates the cordon comes back to be evicted the next round: a forced drain whose other
         eviction failed every round was never done, and polled until its execution's history ran out
         (25,000 events), its node cordoned and its instance running."""
@@ -2785,7 +2797,7 @@ class Drainer:
             return False
         if done.pods and not drain.force:
             return False
-        if done.interrupted and not previous.get("interrupted"):
+        if done.interrupted and not previous.get("interrupted_past_deadline"):
             return False
         if not drain.force:
             raise DrainTimeout(
