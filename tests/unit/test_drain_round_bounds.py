@@ -35,13 +35,9 @@ from spillway.errors import KubeUnavailable
 from spillway.model.calltime import STEP_MARGIN_SECONDS
 
 
-def test_a_forced_drain_past_its_deadline_cut_short_every_round_ends_and_goes_on_to_terminate(
-    rig: Rig,
-) -> None:
-    rig.pod("a-0")  # a replica that tolerates the cordon: its ReplicaSet puts one back each round
-    rig.pod("web-1")  # its eviction fails every time (a webhook on pods/eviction answering 5xx)
-    drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=30)
-    rig.clock.advance(31)
+def _every_round_cut_short(rig: Rig) -> None:
+    """web-1's eviction fails every time (a webhook on pods/eviction answering 5xx), and each other pod
+    evicted is put back (a replica that tolerates the cordon): every round evicts a pod, then is cut."""
     evict = rig.kube.evict
     made = [0]
 
@@ -53,6 +49,16 @@ def test_a_forced_drain_past_its_deadline_cut_short_every_round_ends_and_goes_on
         rig.pod(f"a-{made[0]}")
 
     rig.kube.evict = flaky  # type: ignore[method-assign]
+
+
+def test_a_forced_drain_past_its_deadline_cut_short_every_round_ends_and_goes_on_to_terminate(
+    rig: Rig,
+) -> None:
+    rig.pod("a-0")  # a replica that tolerates the cordon: its ReplicaSet puts one back each round
+    rig.pod("web-1")  # its eviction fails every time (a webhook on pods/eviction answering 5xx)
+    drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=30)
+    rig.clock.advance(31)
+    _every_round_cut_short(rig)
     rounds: list[dict[str, Any]] = []
     previous: dict[str, Any] | None = None
     for _ in range(6):
@@ -79,17 +85,7 @@ def test_a_forced_drain_cut_short_before_its_deadline_gets_one_more_round_past_i
     rig.pod("a-0")
     rig.pod("web-1")
     drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=30)
-    evict = rig.kube.evict
-    made = [0]
-
-    def flaky(namespace: str, name: str, grace_period_seconds: int | None = None, *, uid: str = "") -> None:
-        if name == "web-1":
-            raise KubeUnavailable(f"evict pod {namespace}/{name}: no useful answer after 4 attempts")
-        evict(namespace, name, grace_period_seconds, uid=uid)
-        made[0] += 1
-        rig.pod(f"a-{made[0]}")
-
-    rig.kube.evict = flaky  # type: ignore[method-assign]
+    _every_round_cut_short(rig)
     before = rig.drainer.evict(drain)
     assert before["interrupted"] and before["done"] is False, before
     rig.clock.advance(31)
