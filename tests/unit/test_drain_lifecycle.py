@@ -455,3 +455,33 @@ def test_a_heartbeat_is_not_started_without_time_for_one_aws_call(rig: Rig) -> N
     rig.drainer.deadline = Deadline(remaining=lambda: 110.0, call_seconds=49.0)
     rig.drainer.evict(drain, round2)
     assert rig.cloud.heartbeats == [("general", HOOK, INSTANCE)]
+
+
+def test_a_round_whose_calls_run_long_still_sends_the_heartbeat_it_owes(rig: Rig) -> None:
+    """The heartbeat went at the end of a round, and since fix61a only with time left for one AWS call
+    (49 s at the defaults): a round whose Kubernetes calls ran long (a slow API server: they now run up
+    to the invocation's end) skipped the heartbeat it owed, and with a HeartbeatTimeout of 300 s and a
+    poll of up to 100 s the next round could come after the hook lapsed, Auto Scaling then terminating
+    the instance with its pods. It goes at the round's start, when the invocation has its time."""
+    from spillway.act.deadline import Deadline
+
+    held(rig)
+    rig.pod("solo", bare=True)  # kept until the deadline (no controller), so the drain lasts
+    drain = Drain.model_validate(rig.drainer.validate(request(force=False, deadline_seconds=900))["drain"])
+    rig.drainer.cordon(drain)
+    round1 = rig.drainer.evict(drain)
+    rig.clock.advance(160)  # the heartbeat is owed: half the 300 s HeartbeatTimeout has passed
+    left = [110.0]
+    rig.drainer.deadline = Deadline(remaining=lambda: left[0], call_seconds=49.0)
+    listed = rig.kube.pods_on_node
+
+    def slow(node: str) -> Any:
+        left[0] = 30.0  # the API server slow: the round's calls spend the invocation's time
+        return listed(node)
+
+    rig.kube.pods_on_node = slow  # type: ignore[method-assign]
+
+    round2 = rig.drainer.evict(drain, round1)
+
+    assert rig.cloud.heartbeats == [("general", HOOK, INSTANCE)], round2
+    assert round2["heartbeat_at"] == "2026-11-02T10:02:40Z" and "heartbeat_error" not in round2, round2

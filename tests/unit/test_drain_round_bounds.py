@@ -18,6 +18,8 @@ On the rig of test_drain_steps (the Kubernetes API emulator and a fake Auto Scal
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -33,13 +35,9 @@ from spillway.errors import KubeUnavailable
 from spillway.model.calltime import STEP_MARGIN_SECONDS
 
 
-def test_a_forced_drain_past_its_deadline_cut_short_every_round_ends_and_goes_on_to_terminate(
-    rig: Rig,
-) -> None:
-    rig.pod("a-0")  # a replica that tolerates the cordon: its ReplicaSet puts one back each round
-    rig.pod("web-1")  # its eviction fails every time (a webhook on pods/eviction answering 5xx)
-    drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=30)
-    rig.clock.advance(31)
+def _every_round_cut_short(rig: Rig) -> None:
+    """web-1's eviction fails every time (a webhook on pods/eviction answering 5xx), and each other pod
+    evicted is put back (a replica that tolerates the cordon): every round evicts a pod, then is cut."""
     evict = rig.kube.evict
     made = [0]
 
@@ -51,6 +49,16 @@ def test_a_forced_drain_past_its_deadline_cut_short_every_round_ends_and_goes_on
         rig.pod(f"a-{made[0]}")
 
     rig.kube.evict = flaky  # type: ignore[method-assign]
+
+
+def test_a_forced_drain_past_its_deadline_cut_short_every_round_ends_and_goes_on_to_terminate(
+    rig: Rig,
+) -> None:
+    rig.pod("a-0")  # a replica that tolerates the cordon: its ReplicaSet puts one back each round
+    rig.pod("web-1")  # its eviction fails every time (a webhook on pods/eviction answering 5xx)
+    drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=30)
+    rig.clock.advance(31)
+    _every_round_cut_short(rig)
     rounds: list[dict[str, Any]] = []
     previous: dict[str, Any] | None = None
     for _ in range(6):
@@ -67,6 +75,26 @@ def test_a_forced_drain_past_its_deadline_cut_short_every_round_ends_and_goes_on
     assert "team-a/web-1" in {r["pod"] for r in last["remaining"]}, last
     check = rig.drainer.check(drain)
     assert check["ready"] is True and check["forced"] is True, check
+
+
+def test_a_forced_drain_cut_short_before_its_deadline_gets_one_more_round_past_it(rig: Rig) -> None:
+    """A round cut short before the deadline is no round past it: the first round past the deadline cut
+    short too went on to terminate at once, its pods not reached going with the instance, where the
+    drain promises one more round to evict them (a flaky API server cuts the rounds before the deadline
+    as well as after it)."""
+    rig.pod("a-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=30)
+    _every_round_cut_short(rig)
+    before = rig.drainer.evict(drain)
+    assert before["interrupted"] and before["done"] is False, before
+    rig.clock.advance(31)
+
+    first_past = rig.drainer.evict(drain, before)
+    assert first_past["interrupted"] and first_past["done"] is False, first_past
+    rig.clock.advance(drain.poll_seconds)
+    second_past = rig.drainer.evict(drain, first_past)
+    assert second_past["done"] is True and second_past["forced"] is True, second_past
 
 
 # 2. The DaemonSet pods a drain evicted are in its record ------------------------------------------
@@ -220,3 +248,53 @@ def test_a_bound_client_starts_no_attempt_and_no_wait_past_the_time_left(rig: Ri
     rig.api.faults.delay(0)
     assert kube.get_node("ip-10-0-1-10.ec2.internal").metadata.name == "ip-10-0-1-10.ec2.internal"
     kube.close()
+
+
+def _trickling_server(body: bytes, every: float) -> tuple[str, Any]:
+    """An HTTP server answering any request 200 with ``body`` (its whole Content-Length announced), one
+    byte every ``every`` seconds: a server (or a proxy before it) that is slow within the answer."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            conn.sendall(head.encode())
+            for byte in body:
+                if stop.wait(every):
+                    return
+                with contextlib.suppress(OSError):
+                    conn.sendall(bytes([byte]))
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    def close() -> None:
+        stop.set()
+        listener.close()
+
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", close
+
+
+def test_a_bound_clients_answer_trickling_in_within_one_chunk_is_dropped_at_the_time_left() -> None:
+    """The answer is read a chunk at a time and the time left checked between, but one read of 64 KiB
+    waits for 64 KiB or the answer's end, each socket read given the whole time left: a Node of 60
+    bytes sent a byte every 0.2 s held a call with 1.5 s left for 12 s. Each read now takes what one
+    socket read has (urllib3's read1), so the call ends by the time left."""
+    body = json.dumps({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "ip-10-0-1-10"}}).encode()
+    url, close = _trickling_server(body, every=0.2)
+    kube = KubeClient.for_url(url, max_attempts=1, request_timeout=10)
+    end = time.monotonic() + 1.5
+    began = time.monotonic()
+    try:
+        with pytest.raises(KubeUnavailable):
+            kube.within(lambda: end - time.monotonic()).get_node("ip-10-0-1-10")
+        took = time.monotonic() - began
+    finally:
+        close()
+        kube.close()
+    assert took < 2.5, took

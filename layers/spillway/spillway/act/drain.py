@@ -2418,6 +2418,7 @@ class Drainer:
                 return self._gone_round(drain, previous, execution)
         except _StandingBy as standby:
             return _standing_by(previous, standby)
+        beat = self._beat(drain, previous)
         before, named, _ = self._listing(drain, node)
         why = _abandon_why(drain, node, before)
         if why is not None:
@@ -2431,7 +2432,7 @@ class Drainer:
         blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
         forced = self._forced_at_deadline(drain, remaining, done, previous)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
-        heartbeat = self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
+        heartbeat = self._beat(drain, {**previous, **beat})
         out = {
             **heartbeat,
             "rounds": int(previous.get("rounds") or 0) + 1,
@@ -2442,7 +2443,7 @@ class Drainer:
             "remaining_count": len(remaining),
             "done": not remaining or forced,
             "forced": forced,
-            **({"interrupted": done.interrupted} if done.interrupted else {}),
+            **self._interruption(drain, done),
             **({"evicted_marked": marked[:LIST_LIMIT]} if marked else {}),
         }
         return out | self._daemonsets(drain, previous, out, named, done.started)
@@ -2514,6 +2515,16 @@ class Drainer:
         except KubeError as exc:
             return {"daemonsets": before[:LIST_LIMIT], "daemonsets_error": str(exc)[:300]}
         return _daemonsets_out(before, done)
+
+    def _beat(self, drain: Drain, previous: Mapping[str, Any]) -> dict[str, Any]:
+        """A lifecycle drain's heartbeat when owed (:meth:`_heartbeat`), else nothing. A round asks it
+        twice: at its start, before its Kubernetes calls, when the invocation has its time, and at its
+        end, for one owed by then (a round that ran long), if one AWS call still fits. At the end alone,
+        a round whose calls ran long (a slow API server: they may run to the invocation's end) left no
+        time for it (:class:`~spillway.act.deadline.Deadline`) and skipped it, and the next round, up to
+        a third of the HeartbeatTimeout later, could come after the hook lapsed: Auto Scaling then
+        terminates the instance with its pods."""
+        return self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
 
     def _heartbeat(self, drain: Drain, previous: Mapping[str, Any]) -> dict[str, Any]:
         """Keep the lifecycle action waiting while pods leave: RecordLifecycleActionHeartbeat once half
@@ -2752,6 +2763,17 @@ class Drainer:
             fresh = listed
         return fresh, _abandon_why(drain, node, [fresh])
 
+    def _interruption(self, drain: Drain, done: _Evictions) -> dict[str, Any]:
+        """The round's ``interrupted`` (:data:`INTERRUPTED`), and ``interrupted_past_deadline`` for a
+        forced drain's round cut short past its deadline, the one after which a round cut short too goes
+        on to terminate (:meth:`_forced_at_deadline`): one cut short before the deadline is no round past
+        it, and counted as one, the first round past it cut short terminated at once, its pods not
+        reached going with the instance untried."""
+        if not done.interrupted:
+            return {}
+        past = drain.force and self.clock() >= drain.deadline
+        return {"interrupted": done.interrupted, **({"interrupted_past_deadline": True} if past else {})}
+
     def _forced_at_deadline(
         self,
         drain: Drain,
@@ -2765,8 +2787,9 @@ class Drainer:
         next, which evicts nothing past the deadline, raises for the pods still there then (those just
         evicted, given no grace past the deadline, are leaving by then: :func:`_grace_over`). Nor, with
         ``force``, in a round the API server cut off (``interrupted``): the next evicts the pods it did
-        not reach. But only the next: a forced drain whose round before was cut off too goes on, the
-        pods left going with the instance. Each cut-off round evicted a pod (else it raised), and a pod
+        not reach. But only the next: a forced drain whose round before was cut off too past the
+        deadline (``interrupted_past_deadline``: :meth:`_interruption`) goes on, the pods left going
+        with the instance. Each cut-off round evicted a pod (else it raised), and a pod
         that tolerates the cordon comes back to be evicted the next round: a forced drain whose other
         eviction failed every round was never done, and polled until its execution's history ran out
         (25,000 events), its node cordoned and its instance running."""
@@ -2774,7 +2797,7 @@ class Drainer:
             return False
         if done.pods and not drain.force:
             return False
-        if done.interrupted and not previous.get("interrupted"):
+        if done.interrupted and not previous.get("interrupted_past_deadline"):
             return False
         if not drain.force:
             raise DrainTimeout(

@@ -375,9 +375,13 @@ class _OutOfTime(Exception):
 def _read_within(resp: Any, time_left: Callable[[], float]) -> bytes:
     """Read the answer in chunks, each socket read given no more than the time left (urllib3's read
     timeout bounds each read of the socket, not the answer: a server that sends a little at a time
-    keeps one request going for as long as it likes). Out of time, the connection is closed, not
-    handed back half read."""
+    keeps one request going for as long as it likes). A chunk is what one socket read gives
+    (``read1``: ``read(n)`` reads until it has ``n`` bytes or the answer ends, each socket read given
+    the whole timeout, so an answer trickling in under 64 KiB ran on past the time left); urllib3 1.x
+    has no ``read1``, and reads whole chunks. Out of time, the connection is closed, not handed back
+    half read."""
     chunks: list[bytes] = []
+    read = getattr(resp, "read1", None) or resp.read
     try:
         while True:
             left = time_left()
@@ -386,7 +390,7 @@ def _read_within(resp: Any, time_left: Callable[[], float]) -> bytes:
             sock = getattr(getattr(resp, "connection", None), "sock", None)
             if sock is not None and (sock.gettimeout() is None or sock.gettimeout() > left):
                 sock.settimeout(left)
-            chunk = resp.read(BODY_CHUNK)
+            chunk = read(BODY_CHUNK)
             if not chunk:
                 return b"".join(chunks)
             chunks.append(chunk)
