@@ -40,7 +40,7 @@ from spillway.errors import (
     NodeNotFound,
     SpillwayError,
 )
-from spillway.model.aws import AutoScalingGroup
+from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import NodeInfo, PodInfo, instance_id_from_provider_id
 from spillway.model.drain import Placement
 from spillway.model.k8s import GIVE_BACK_LEASE_MINUTES, Node
@@ -316,6 +316,25 @@ class Terminated:
                 f"it or terminate them by hand ({', '.join(self.held[:5])})"
             )
         return said
+
+
+def terminate_in_group(
+    cloud: Cloud, region: str, instance_id: str, *, decrement: bool = True, fall_back: bool = True
+) -> tuple[ScalingActivity, bool]:
+    """TerminateInstanceInAutoScalingGroup of one instance: (the termination, whether it decremented the
+    group). With ``decrement`` it is asked with ShouldDecrementDesiredCapacity; AWS refuses that of a group
+    whose live desired capacity is at its MinSize (a ValidationError, ``AsgLimitExceeded``) and does
+    nothing, and with ``fall_back`` the instance is then terminated without it, as the refusal offers: the
+    group launches a replacement. Without ``fall_back`` the refusal is raised. Whether AWS will refuse is
+    never judged from a group read: DescribeAutoScalingGroups is eventually consistent, and the desired
+    capacity and MinSize move after it (another terminate, a scale-up, a person)."""
+    if decrement:
+        try:
+            return cloud.terminate_instance(region, instance_id, decrement=True), True
+        except AsgLimitExceeded:
+            if not fall_back:
+                raise
+    return cloud.terminate_instance(region, instance_id, decrement=False), False
 
 
 def give_back_in_group(
