@@ -31,6 +31,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.errors import (
     AsgLimitExceeded,
     AwsThrottled,
@@ -338,7 +339,11 @@ def terminate_in_group(
 
 
 def give_back_in_group(
-    cloud: Cloud, asg: AutoScalingGroup, instance_ids: Sequence[str], unlisted: Collection[str] = ()
+    cloud: Cloud,
+    asg: AutoScalingGroup,
+    instance_ids: Sequence[str],
+    unlisted: Collection[str] = (),
+    deadline: Deadline = NO_DEADLINE,
 ) -> Terminated:
     """Terminate instances of the Auto Scaling group ``asg`` (as read now) that a launch did not
     deliver, best-effort: one refused does not stop the others. While the group's Terminate process is
@@ -356,23 +361,29 @@ def give_back_in_group(
     the others were tried, without it, as AWS's refusal offers: the group keeps the capacity its
     MinSize asks for and launches a replacement, an ordinary node. (DetachInstances first would gain
     nothing: without its decrement the group replaces the instance the same way, with it the desired
-    capacity would go below the MinSize, and it needs one more permission.) Errors are recorded, not
-    raised: the caller raises them (:meth:`Terminated.raise_first`) once it did the rest."""
+    capacity would go below the MinSize, and it needs one more permission.) No call is started that may
+    not end before the step's ``deadline`` (:class:`~spillway.act.deadline.Deadline`): one not started is
+    an error, ``AwsUnavailable`` (unsent), for the step's retry. Errors are recorded, not raised: the
+    caller raises them (:meth:`Terminated.raise_first`) once it did the rest."""
     gone = Terminated()
     region = asg.region
     if asg.suspended(TERMINATE):
         in_service = {i.InstanceId for i in asg.Instances if i.LifecycleState == "InService"} | set(unlisted)
         gone.held = sorted(i for i in instance_ids if i in in_service)
     todo = [iid for iid in instance_ids if iid not in gone.held]
-    refused = [iid for iid in todo if _terminate_one(cloud, region, iid, True, gone) == "refused"]
+    refused = [iid for iid in todo if _terminate_one(cloud, region, iid, True, gone, deadline) == "refused"]
     for iid in refused:
-        _terminate_one(cloud, region, iid, False, gone)
+        _terminate_one(cloud, region, iid, False, gone, deadline)
     return gone
 
 
-def _terminate_one(cloud: Cloud, region: str, iid: str, decrement: bool, gone: Terminated) -> str:
-    """One TerminateInstanceInAutoScalingGroup; what became of it is recorded in ``gone``."""
+def _terminate_one(
+    cloud: Cloud, region: str, iid: str, decrement: bool, gone: Terminated, deadline: Deadline
+) -> str:
+    """One TerminateInstanceInAutoScalingGroup, if it ends in time; what became of it is recorded in
+    ``gone``."""
     try:
+        deadline.require(1, f"TerminateInstanceInAutoScalingGroup({region}, {iid})")
         cloud.terminate_instance(region, iid, decrement=decrement)
     except InstanceNotFound:
         gone.not_found.append(iid)
