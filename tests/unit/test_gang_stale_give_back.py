@@ -19,8 +19,10 @@ from test_lost_raise import FLEET
 from test_shared_group import OLD, World
 
 from spillway.act.claims import RAISE_PREFIX
-from spillway.errors import AsgLimitExceeded
+from spillway.act.deadline import Deadline
+from spillway.errors import AsgLimitExceeded, AwsUnavailable
 from spillway.model.aws import AutoScalingGroup, SuspendedProcess
+from spillway.model.calltime import STEP_MARGIN_SECONDS
 from spillway.model.nodegroup import TERMINATE
 
 GIVE_UP = {
@@ -141,3 +143,52 @@ def test_a_member_a_stale_read_does_not_list_is_held_while_terminate_is_suspende
     assert w.cloud.terminated() == [] and w.cloud.called("terminate_instances") == []
     assert out["held"] == sorted(launch["instances"]) and out["terminated"] == []
     assert w.desired == 4 and "left running in the group" in out["cause"]
+
+
+def test_the_attach_marker_read_is_held_to_the_steps_deadline() -> None:
+    """No time left for a call: the marker is not read and nothing is terminated; GiveBack's Retry
+    (AwsUnavailable) asks again with a new invocation's time (act/deadline.py)."""
+    w = World()
+    prep, launch, before = attached(w)
+    stale_once(w, before)
+    w.gang.deadline = Deadline(lambda: 30.0, 49)
+    real_claims, read = w.ledger.claims, []
+
+    def claims(cluster: str, prefix: str) -> Any:
+        read.append(prefix)
+        return real_claims(cluster, prefix)
+
+    w.ledger.claims = claims  # type: ignore[method-assign]
+
+    with pytest.raises(AwsUnavailable, match="not started"):
+        w.gang.give_back({"state": {**FLEET, "prep": prep, "launch": launch, "verify": GIVE_UP}})
+
+    assert not any(p.startswith(RAISE_PREFIX) for p in read)
+    assert w.cloud.terminated() == [] and w.cloud.called("terminate_instances") == [] and w.desired == 4
+
+
+def test_each_auto_scaling_terminate_of_the_give_back_is_held_to_the_steps_deadline() -> None:
+    """Time for two calls: two members are terminated (with the decrement), the third is not started,
+    and the step fails AwsUnavailable; its retry terminates the third, and none goes through EC2."""
+    w = World()
+    prep, launch, before = attached(w)
+    stale_once(w, before)
+    left = {"s": STEP_MARGIN_SECONDS + 49 * 2}
+    w.gang.deadline = Deadline(lambda: left["s"], 49)
+    real = w.cloud.terminate_instance
+
+    def terminate(region: str, instance_id: str, decrement: bool = True) -> Any:
+        left["s"] -= 49  # each call as long as it may be
+        return real(region, instance_id, decrement=decrement)
+
+    w.cloud.terminate_instance = terminate  # type: ignore[method-assign]
+    state = {"state": {**FLEET, "prep": prep, "launch": launch, "verify": GIVE_UP}}
+
+    with pytest.raises(AwsUnavailable, match="not started"):
+        w.gang.give_back(state)
+
+    assert [c[1] for c in w.cloud.terminated()] == sorted(launch["instances"])[:2] and w.desired == 2
+    w.gang.deadline = Deadline()
+    out = w.gang.give_back(state)
+    assert w.desired == 1 and w.instances == [OLD] and w.cloud.running() == []
+    assert w.cloud.called("terminate_instances") == [] and out["replaced"] == []

@@ -139,8 +139,47 @@ def test_at_its_min_size_the_group_replaces_the_instance(rig: Rig) -> None:
     line = rig.drainer.remove_unregistered(rig.request())  # the plan saw it above MinSize: live wins
 
     assert line["outcome"] == "replaced" and "MinSize 2" in line["note"]
-    assert rig.cloud.terminated() == [("us-east-1", LOST, False)]
+    assert "AWS refused the decrement" in line["note"]
+    # the decrement asked first, refused (nothing done), then the termination without it
+    assert rig.cloud.terminated() == [("us-east-1", LOST, True), ("us-east-1", LOST, False)]
     assert _desired(rig) == 2
+
+
+def _read_as(rig: Rig, **stale: int) -> None:
+    """The step's DescribeAutoScalingGroups answers the group with ``stale`` fields (eventually consistent:
+    an older picture of its sizes, or one a terminate or a scale-up moved since); AWS judges the live."""
+    real = rig.cloud.describe_group
+
+    def describe(region: str, group: str) -> Any:
+        return real(region, group).model_copy(update=stale)
+
+    rig.cloud.describe_group = describe  # type: ignore[method-assign]
+
+
+def test_a_read_above_the_min_size_that_aws_finds_at_it_terminates_without_the_decrement(rig: Rig) -> None:
+    """The read says desired 2 above MinSize 0; the live group is at its MinSize 2 (raised meanwhile). AWS
+    refuses the decrement and does nothing: the instance is terminated without it, not left running
+    until a later plan (the refusal failed the step)."""
+    rig.cloud.groups[("us-east-1", "gpu")]["MinSize"] = 2
+    _read_as(rig, MinSize=0)
+
+    line = rig.drainer.remove_unregistered(rig.request())
+
+    assert line["outcome"] == "replaced" and "the group launches a replacement" in line["note"]
+    assert rig.cloud.terminated() == [("us-east-1", LOST, True), ("us-east-1", LOST, False)]
+    assert _desired(rig) == 2 and rig.outcomes == ["unregistered-replaced"]
+
+
+def test_a_read_at_the_min_size_that_the_group_is_above_by_now_decrements_it(rig: Rig) -> None:
+    """The read says desired 2 at MinSize 2; the live group's MinSize is 0 (lowered meanwhile). Terminated
+    without the decrement on the read's word, the instance's capacity stayed and the group launched a
+    replacement nobody asked for (which may not join either)."""
+    _read_as(rig, MinSize=2)
+
+    line = rig.drainer.remove_unregistered(rig.request())
+
+    assert line["outcome"] == "removed"
+    assert rig.cloud.terminated() == [("us-east-1", LOST, True)] and _desired(rig) == 1
 
 
 def test_a_plan_that_says_not_to_decrement_is_obeyed(rig: Rig) -> None:

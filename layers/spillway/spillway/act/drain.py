@@ -108,10 +108,9 @@ from pydantic import ValidationError
 
 from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.gangsweep import remove_gang_orphan
-from spillway.act.instances import where_gone
+from spillway.act.instances import terminate_in_group, where_gone
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
-    AsgLimitExceeded,
     AsgNotFound,
     AwsError,
     AwsThrottled,
@@ -2926,12 +2925,7 @@ class Drainer:
         of a pool at once, each drain judged MinSize from the group as it was before the others'
         terminates; a scheduled change's drain terminates at MinSize: :func:`_terminates`), so its drain
         terminates it without the decrement and the group replaces it."""
-        try:
-            return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=True), True
-        except AsgLimitExceeded:
-            if not drain.leaving:
-                raise
-        return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=False), False
+        return terminate_in_group(self.cloud, drain.region, drain.instance_id, fall_back=drain.leaving)
 
     def _not_to_terminate(self, drain: Drain) -> dict[str, Any] | None:
         """The terminate step's result without a TerminateInstanceInAutoScalingGroup, else None: the

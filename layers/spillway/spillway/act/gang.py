@@ -811,7 +811,9 @@ class GangSteps:
         (:meth:`~spillway.act.instances.Terminated.raise_first`) once it knows what was terminated."""
         region = asg.region
         unlisted = self._unlisted(members - in_group, owner)
-        gone = give_back_in_group(self.aws, asg, sorted((members & in_group) | unlisted), unlisted)
+        gone = give_back_in_group(
+            self.aws, asg, sorted((members & in_group) | unlisted), unlisted, self.deadline
+        )
         outside = sorted((members - in_group - unlisted) | set(gone.not_found))
         try:
             self._terminate_outside(region, outside, gone.terminated)
@@ -819,8 +821,7 @@ class GangSteps:
             gone.errors.append((outside, exc))
         return gone
 
-    @staticmethod
-    def _unlisted(missing: set[str], owner: Owner) -> set[str]:
+    def _unlisted(self, missing: set[str], owner: Owner) -> set[str]:
         """Those of ``missing`` (members the give-back's group read does not list) that may be in the group
         all the same: all of them once the attempt's attach marker is written, none before. The read is
         DescribeAutoScalingGroups, eventually consistent with no bound AWS documents: right after an
@@ -828,8 +829,12 @@ class GangSteps:
         Terminated through EC2 without the decrement, they kept the desired capacity they added, and
         Auto Scaling launched replacements nobody asked for. TerminateInstanceInAutoScalingGroup answers
         one in no group with a ValidationError ("No managed instance found for instance ID":
-        ``InstanceNotFound``), which EC2 then terminates."""
-        return set(missing) if missing and owner.raised() else set()
+        ``InstanceNotFound``), which EC2 then terminates. The marker is read only in time for it, and each
+        TerminateInstanceInAutoScalingGroup is started so too (the step's deadline)."""
+        if not missing:
+            return set()
+        self.deadline.require(1, f"the attach marker read of {owner.where}")
+        return set(missing) if owner.raised() else set()
 
     def _terminate_outside(self, region: str, outside: Sequence[str], terminated: list[str]) -> None:
         """EC2 TerminateInstances of those still alive or stopped, and of those EC2 does not show yet;

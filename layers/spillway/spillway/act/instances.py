@@ -31,6 +31,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.errors import (
     AsgLimitExceeded,
     AwsThrottled,
@@ -40,7 +41,7 @@ from spillway.errors import (
     NodeNotFound,
     SpillwayError,
 )
-from spillway.model.aws import AutoScalingGroup
+from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import NodeInfo, PodInfo, instance_id_from_provider_id
 from spillway.model.drain import Placement
 from spillway.model.k8s import GIVE_BACK_LEASE_MINUTES, Node
@@ -318,8 +319,31 @@ class Terminated:
         return said
 
 
+def terminate_in_group(
+    cloud: Cloud, region: str, instance_id: str, *, decrement: bool = True, fall_back: bool = True
+) -> tuple[ScalingActivity, bool]:
+    """TerminateInstanceInAutoScalingGroup of one instance: (the termination, whether it decremented the
+    group). With ``decrement`` it is asked with ShouldDecrementDesiredCapacity; AWS refuses that of a group
+    whose live desired capacity is at its MinSize (a ValidationError, ``AsgLimitExceeded``) and does
+    nothing, and with ``fall_back`` the instance is then terminated without it, as the refusal offers: the
+    group launches a replacement. Without ``fall_back`` the refusal is raised. Whether AWS will refuse is
+    never judged from a group read: DescribeAutoScalingGroups is eventually consistent, and the desired
+    capacity and MinSize move after it (another terminate, a scale-up, a person)."""
+    if decrement:
+        try:
+            return cloud.terminate_instance(region, instance_id, decrement=True), True
+        except AsgLimitExceeded:
+            if not fall_back:
+                raise
+    return cloud.terminate_instance(region, instance_id, decrement=False), False
+
+
 def give_back_in_group(
-    cloud: Cloud, asg: AutoScalingGroup, instance_ids: Sequence[str], unlisted: Collection[str] = ()
+    cloud: Cloud,
+    asg: AutoScalingGroup,
+    instance_ids: Sequence[str],
+    unlisted: Collection[str] = (),
+    deadline: Deadline = NO_DEADLINE,
 ) -> Terminated:
     """Terminate instances of the Auto Scaling group ``asg`` (as read now) that a launch did not
     deliver, best-effort: one refused does not stop the others. While the group's Terminate process is
@@ -337,23 +361,29 @@ def give_back_in_group(
     the others were tried, without it, as AWS's refusal offers: the group keeps the capacity its
     MinSize asks for and launches a replacement, an ordinary node. (DetachInstances first would gain
     nothing: without its decrement the group replaces the instance the same way, with it the desired
-    capacity would go below the MinSize, and it needs one more permission.) Errors are recorded, not
-    raised: the caller raises them (:meth:`Terminated.raise_first`) once it did the rest."""
+    capacity would go below the MinSize, and it needs one more permission.) No call is started that may
+    not end before the step's ``deadline`` (:class:`~spillway.act.deadline.Deadline`): one not started is
+    an error, ``AwsUnavailable`` (unsent), for the step's retry. Errors are recorded, not raised: the
+    caller raises them (:meth:`Terminated.raise_first`) once it did the rest."""
     gone = Terminated()
     region = asg.region
     if asg.suspended(TERMINATE):
         in_service = {i.InstanceId for i in asg.Instances if i.LifecycleState == "InService"} | set(unlisted)
         gone.held = sorted(i for i in instance_ids if i in in_service)
     todo = [iid for iid in instance_ids if iid not in gone.held]
-    refused = [iid for iid in todo if _terminate_one(cloud, region, iid, True, gone) == "refused"]
+    refused = [iid for iid in todo if _terminate_one(cloud, region, iid, True, gone, deadline) == "refused"]
     for iid in refused:
-        _terminate_one(cloud, region, iid, False, gone)
+        _terminate_one(cloud, region, iid, False, gone, deadline)
     return gone
 
 
-def _terminate_one(cloud: Cloud, region: str, iid: str, decrement: bool, gone: Terminated) -> str:
-    """One TerminateInstanceInAutoScalingGroup; what became of it is recorded in ``gone``."""
+def _terminate_one(
+    cloud: Cloud, region: str, iid: str, decrement: bool, gone: Terminated, deadline: Deadline
+) -> str:
+    """One TerminateInstanceInAutoScalingGroup, if it ends in time; what became of it is recorded in
+    ``gone``."""
     try:
+        deadline.require(1, f"TerminateInstanceInAutoScalingGroup({region}, {iid})")
         cloud.terminate_instance(region, iid, decrement=decrement)
     except InstanceNotFound:
         gone.not_found.append(iid)

@@ -10,8 +10,10 @@ step checks the world again before it terminates anything, because the plan's sn
   ``spec.providerID`` names another instance does not count): ``joined``, nothing done;
 * the group is a group of another cluster or no managed group: refused (:class:`InvalidDrainRequest`);
 * else TerminateInstanceInAutoScalingGroup, decrementing the desired capacity (``removed``), unless
-  the plan said not to or the group's live desired capacity is at its MinSize (AWS refuses to
-  decrement below it): then without, and the group launches a replacement (``replaced``).
+  the plan said not to or AWS refuses the decrement, the group's live desired capacity being at its
+  MinSize (asked, not judged from the step's group read, which may be older:
+  :func:`~spillway.act.instances.terminate_in_group`): then without, and the group launches a
+  replacement (``replaced``).
 
 Idempotent: a retry after the terminate finds the instance terminating (``gone``). A removal that fails
 is retried by the next plan, which still finds the instance overdue.
@@ -24,7 +26,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from spillway.act.instances import nodes_on, where_gone
+from spillway.act.instances import nodes_on, terminate_in_group, where_gone
 from spillway.errors import InstanceNotFound, InvalidDrainRequest
 from spillway.model.nodegroup import is_managed
 from spillway.ports import Cloud, Cluster
@@ -109,20 +111,20 @@ def _remove(kube: Cluster, cloud: Cloud, cluster: str, request: RemovalRequest) 
             f"Auto Scaling group {group} ({region}) is not a managed group of cluster {cluster!r}",
             field="group",
         )
-    decrement = request.decrement and asg.DesiredCapacity > asg.MinSize
-    try:
-        activity = cloud.terminate_instance(region, iid, decrement=decrement)
+    try:  # with the decrement unless the plan said not to; without it where AWS refuses it (MinSize)
+        activity, decremented = terminate_in_group(cloud, region, iid, decrement=request.decrement)
     except InstanceNotFound:
         gone = _gone(cloud, request)
         if gone is None:
             raise
         return "gone", gone
-    if decrement:
+    if decremented:
         return "removed", f"terminated {iid} ({activity.StatusCode}): {request.reason}"[:1024]
+    why = "AWS refused the decrement" if request.decrement else "the plan found the group at it"
     return (
         "replaced",
-        f"terminated {iid} ({activity.StatusCode}) without decrementing {group} (desired "
-        f"{asg.DesiredCapacity}, MinSize {asg.MinSize}): the group launches a replacement",
+        f"terminated {iid} ({activity.StatusCode}) without decrementing {group} (MinSize {asg.MinSize} "
+        f"when read; {why}): the group launches a replacement",
     )
 
 
