@@ -583,12 +583,16 @@ class ScaleSteps:
             self._forget_unraised(cluster, unraised, now, lambda: snapshot)
             return {**base, "done": True, "result": unplannable}
         planner = self.settings.planner
-        # a region whose read fails is unread, its groups carried from the snapshot, as observe has it
+        # read before the groups, so that after them only the commit is left (its version is the check)
+        self.deadline.require(2, f"the state of {cluster}, read before its commit")
+        stored = self.ledger.load(cluster, now)
+        # a region whose read fails, or does not end while the commit still fits, is unread, its groups
+        # carried from the snapshot, as observe has it
         live, unread = groups_read(self.aws, planner.node_reserve.reserve(), now, snapshot,
-                                   planner.max_node_provision_minutes, cluster)  # fmt: skip
+                                   planner.max_node_provision_minutes, cluster,
+                                   self.deadline.reading(1))  # fmt: skip
         # the zone ids observe read from EC2 (an account's never change), which a live read does not give
         live = with_zone_ids(live, zone_ids_of(snapshot.groups))
-        stored = self.ledger.load(cluster, now)
         # entries a build that keyed groups by name stored, under their groups' keys as the plan reads them
         state = keyed_by_region(stored.state, first_regions(self.settings.planner, live))
         stored = dataclasses.replace(stored, state=without_unraised(state, unraised, live))
@@ -778,6 +782,7 @@ class ScaleSteps:
                 str(result.get("region")),
                 str(result.get("cause")),
             )
+            self.deadline.require(1, f"the back-off of {region}/{name}")
             back_off(
                 self.ledger, cluster, name, until, f"{region}/{name}: AwsError: {cause[:300]}", region=region
             )
@@ -804,6 +809,7 @@ class ScaleSteps:
         re-plan's last step that can fail: a retry of the step re-plans only when nothing was written.
         A commit that landed but whose answer was lost after the SDK's own retries left the record
         with the round's ``groups``: the retry finds it and maps over them (:meth:`_landed_replan`)."""
+        self.deadline.require(1, f"the re-plan's record of {record.cluster}")  # never cut by Lambda's Timeout
         if not forgot and not any(g.get("grow") for g in groups):
             self.ledger.save_plan(record)  # nothing raised nor forgotten: the state is left to the plans
             return
