@@ -51,7 +51,10 @@ The state machine maps over the plan's groups; for each group it calls, in order
 After all groups, ``next_round``: when a group backed off (or was refused, or failed), re-plan with the
 same pure planner on the latest snapshot, the groups as AWS has them now (a region whose read fails
 unread, its groups carried from the snapshot as observe carries them:
-:func:`spillway.observe.groups_read`) and the state with the new back-off, which sends the pods left unplaced to the next group or region; the execution then maps over
+:func:`spillway.observe.groups_read`; so is one not read while the step's commit still fits in the
+invocation's time, :meth:`Deadline.reading`, and no back-off, state read or commit starts without time
+for it: ``AwsUnavailable``, which NextRound retries, where Lambda's Timeout, ``Sandbox.Timedout``,
+ended the execution ReplanFailed) and the state with the new back-off, which sends the pods left unplaced to the next group or region; the execution then maps over
 the new groups (at most :data:`~spillway.model.history.MAX_SCALE_UP_GROUPS`: the others' pods wait for the
 next plan). At most ``max_rounds`` rounds. A re-plan that raises groups records its raises in the
 state (``State.raises``) as a plan does, committed with its plan record on the state's version
