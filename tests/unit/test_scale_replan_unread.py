@@ -10,13 +10,14 @@ re-plan now reads the groups the same way, from the snapshot it plans on.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from fakes import FakeCluster, FakeLedger, FakeSnapshots, UnreadableCloud
 from plan_world import NOW, World
 
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.planning import PlanSettings
 from spillway.act.scale import ScaleSteps
 from spillway.config import PlannerConfig
@@ -27,6 +28,7 @@ from spillway.model.snapshot import Snapshot
 from spillway.model.state import GroupState, State
 from spillway.planner import codes
 from spillway.planner.context import iso
+from spillway.ports import Cloud
 
 EAST, WEST = "us-east-1", "us-west-2"
 REGION = "topology.kubernetes.io/region"
@@ -53,19 +55,28 @@ def replan(*failing: str, carried: timedelta | None = None) -> tuple[dict[str, A
     cloud.node_groups_by_region = {
         r: [replace(g, read_at=None) for g in groups if g.region == r] for r in (EAST, WEST)
     }
-    ledger = FakeLedger()
-    east_off = GroupState(group="gpu-east", region=EAST, backoff_until=now + timedelta(minutes=5),
-                          reason="us-east-1/gpu-east: We currently do not have sufficient g5.xlarge capacity")  # fmt: skip
-    ledger.stored = StoredState(
-        state=State(groups={"us-east-1/gpu-east": east_off}), version=2, snapshot_key=ref.key, plan_id="p1"
-    )
-    settings = PlanSettings(planner=PlannerConfig(cluster="ml", regions=(EAST, WEST)), poll_seconds=1)
-    steps = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=ledger, snapshots=snapshots, settings=settings,
-                       clock=lambda: now)  # fmt: skip
+    steps, ledger = east_backed_off(cloud, snapshots, ref.key, now)
     backed_off = {"group": "gpu-east", "region": EAST, "outcome": "backed_off", "new_nodes": 3}
     out = steps.next_round({"action": "next_round", "cluster": "ml", "plan_id": "p1", "snapshot_key": ref.key,
                             "round": 1, "max_rounds": 3, "rounds": [], "results": [backed_off]})  # fmt: skip
     return out, ledger
+
+
+def east_backed_off(
+    cloud: Cloud, snapshots: FakeSnapshots, key: str, now: datetime, deadline: Deadline = NO_DEADLINE
+) -> tuple[ScaleSteps, FakeLedger]:
+    """The scale steps of a re-plan at ``now``, and their ledger: the state (version 2) has gpu-east backed
+    off for capacity, and the plan's snapshot is ``key``."""
+    ledger = FakeLedger()
+    east_off = GroupState(group="gpu-east", region=EAST, backoff_until=now + timedelta(minutes=5),
+                          reason="us-east-1/gpu-east: We currently do not have sufficient g5.xlarge capacity")  # fmt: skip
+    ledger.stored = StoredState(
+        state=State(groups={"us-east-1/gpu-east": east_off}), version=2, snapshot_key=key, plan_id="p1"
+    )
+    settings = PlanSettings(planner=PlannerConfig(cluster="ml", regions=(EAST, WEST)), poll_seconds=1)
+    steps = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=ledger, snapshots=snapshots, settings=settings,
+                       clock=lambda: now, deadline=deadline)  # fmt: skip
+    return steps, ledger
 
 
 def pending(ledger: FakeLedger) -> dict[str, tuple[str, str]]:

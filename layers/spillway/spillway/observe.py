@@ -59,7 +59,14 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from spillway.config import NodeReserve
-from spillway.errors import AwsError, KubeError, KubeUnavailable, ListExpired, ObservationFailed
+from spillway.errors import (
+    AwsError,
+    AwsUnavailable,
+    KubeError,
+    KubeUnavailable,
+    ListExpired,
+    ObservationFailed,
+)
 from spillway.model import buffer as capacity_buffer
 from spillway.model import provreq
 from spillway.model.act import SaveResult
@@ -627,18 +634,59 @@ def _group_reads(
 
 
 def groups_read(
-    aws: Cloud, reserve: ReserveLike, now: datetime, before: Snapshot, carry_minutes: float, cluster: str
+    aws: Cloud,
+    reserve: ReserveLike,
+    now: datetime,
+    before: Snapshot,
+    carry_minutes: float,
+    cluster: str,
+    time_left: Callable[[], float] | None = None,
 ) -> tuple[list[NodeGroup], tuple[RegionUnread, ...]]:
-    """Every region's groups read now, region after region, by observe's rule for a step that reads them
-    again after observe (the scale-up's re-plan, spillway.act.scale): a region whose read fails is
-    marked unread and its groups carried from ``before``, the snapshot planned on
-    (:func:`carried_groups`); every region failing raises the first error. Sorted by (region, name),
-    as :meth:`Cloud.node_groups` reads them."""
+    """Every region's groups read now, by observe's rule for a step that reads them again after observe
+    (the scale-up's re-plan, spillway.act.scale): a region whose read fails is marked unread and its
+    groups carried from ``before``, the snapshot planned on (:func:`carried_groups`); every region
+    failing raises the first error. Sorted by (region, name), as :meth:`Cloud.node_groups` reads them.
+    Region after region, or, given ``time_left`` (the seconds the reads may still take, read live: a
+    Lambda step's time less what it does after them), all at once, a region whose read has not ended
+    when that runs out failing as unread (:func:`_in_time`)."""
     regions = aws.regions
-    reads = [partial(aws.node_groups_in, region, reserve, now) for region in regions]
+    reads: list[Callable[[], list[NodeGroup]]] = [
+        partial(aws.node_groups_in, region, reserve, now) for region in regions
+    ]
+    if time_left is not None:
+        reads = _in_time(regions, reads, time_left)
     groups, failed = _group_reads(cluster, regions, reads)
     marks, carried = carried_groups(failed, before, now, carry_minutes)
     return sorted([*groups, *carried], key=lambda g: (g.region, g.name)), marks
+
+
+def _in_time(
+    regions: Sequence[str], reads: Sequence[Callable[[], list[NodeGroup]]], time_left: Callable[[], float]
+) -> list[Callable[[], list[NodeGroup]]]:
+    """The region reads, each started at once in a thread of its own and its answer awaited only while
+    ``time_left()`` is above nothing: one not ended by then raises :class:`AwsUnavailable` (it fails as
+    unread). A region's read is many calls (its groups' pages, then per group its activities, warm pool,
+    launch template...), each of which may take its SDK settings' worst case: read one after another,
+    a slow region's ran past the scale function's Timeout and Lambda stopped the step (``Sandbox.Timedout``,
+    which NextRound does not retry), and a slow region read first left a fast one no time. A read left
+    behind ends on its own (it only reads); its answer is dropped."""
+    pool = ThreadPoolExecutor(max_workers=len(regions), thread_name_prefix="groups-read")
+    futures = [pool.submit(read) for read in reads]
+    pool.shutdown(wait=False)
+
+    def awaited(region: str, future: Future[list[NodeGroup]]) -> Callable[[], list[NodeGroup]]:
+        def result() -> list[NodeGroup]:
+            try:
+                return future.result(timeout=max(0.0, time_left()))
+            except TimeoutError:
+                raise AwsUnavailable(
+                    f"the Auto Scaling groups of {region} not read in time: the step has no time left to "
+                    "wait for them and still commit its plan"
+                ) from None
+
+        return result
+
+    return [awaited(region, future) for region, future in zip(regions, futures, strict=True)]
 
 
 def carried_groups(

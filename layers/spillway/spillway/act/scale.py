@@ -51,7 +51,10 @@ The state machine maps over the plan's groups; for each group it calls, in order
 After all groups, ``next_round``: when a group backed off (or was refused, or failed), re-plan with the
 same pure planner on the latest snapshot, the groups as AWS has them now (a region whose read fails
 unread, its groups carried from the snapshot as observe carries them:
-:func:`spillway.observe.groups_read`) and the state with the new back-off, which sends the pods left unplaced to the next group or region; the execution then maps over
+:func:`spillway.observe.groups_read`; so is one not read while the step's commit still fits in the
+invocation's time, :meth:`Deadline.reading`, and no back-off, state read or commit starts without time
+for it: ``AwsUnavailable``, which NextRound retries, where Lambda's Timeout, ``Sandbox.Timedout``,
+ended the execution ReplanFailed) and the state with the new back-off, which sends the pods left unplaced to the next group or region; the execution then maps over
 the new groups (at most :data:`~spillway.model.history.MAX_SCALE_UP_GROUPS`: the others' pods wait for the
 next plan). At most ``max_rounds`` rounds. A re-plan that raises groups records its raises in the
 state (``State.raises``) as a plan does, committed with its plan record on the state's version
@@ -583,12 +586,16 @@ class ScaleSteps:
             self._forget_unraised(cluster, unraised, now, lambda: snapshot)
             return {**base, "done": True, "result": unplannable}
         planner = self.settings.planner
-        # a region whose read fails is unread, its groups carried from the snapshot, as observe has it
+        # read before the groups, so that after them only the commit is left (its version is the check)
+        self.deadline.require(2, f"the state of {cluster}, read before its commit")
+        stored = self.ledger.load(cluster, now)
+        # a region whose read fails, or does not end while the commit still fits, is unread, its groups
+        # carried from the snapshot, as observe has it
         live, unread = groups_read(self.aws, planner.node_reserve.reserve(), now, snapshot,
-                                   planner.max_node_provision_minutes, cluster)  # fmt: skip
+                                   planner.max_node_provision_minutes, cluster,
+                                   self.deadline.reading(1))  # fmt: skip
         # the zone ids observe read from EC2 (an account's never change), which a live read does not give
         live = with_zone_ids(live, zone_ids_of(snapshot.groups))
-        stored = self.ledger.load(cluster, now)
         # entries a build that keyed groups by name stored, under their groups' keys as the plan reads them
         state = keyed_by_region(stored.state, first_regions(self.settings.planner, live))
         stored = dataclasses.replace(stored, state=without_unraised(state, unraised, live))
@@ -778,6 +785,7 @@ class ScaleSteps:
                 str(result.get("region")),
                 str(result.get("cause")),
             )
+            self.deadline.require(1, f"the back-off of {region}/{name}")
             back_off(
                 self.ledger, cluster, name, until, f"{region}/{name}: AwsError: {cause[:300]}", region=region
             )
@@ -804,6 +812,7 @@ class ScaleSteps:
         re-plan's last step that can fail: a retry of the step re-plans only when nothing was written.
         A commit that landed but whose answer was lost after the SDK's own retries left the record
         with the round's ``groups``: the retry finds it and maps over them (:meth:`_landed_replan`)."""
+        self.deadline.require(1, f"the re-plan's record of {record.cluster}")  # never cut by Lambda's Timeout
         if not forgot and not any(g.get("grow") for g in groups):
             self.ledger.save_plan(record)  # nothing raised nor forgotten: the state is left to the plans
             return
