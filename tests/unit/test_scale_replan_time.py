@@ -192,3 +192,15 @@ def test_a_region_not_read_in_time_leaves_the_replan_time_to_plan_and_commit(
     (record,) = ledger.plans.values()
     assert record.plan["scale_up"] == [], record.plan  # gpu-west, carried, is not grown
     assert out["done"] is True and out["groups"] == [], out
+
+
+def test_no_state_read_is_started_without_time_for_it_and_the_commit(cloud: SlowCloud) -> None:
+    """The state is read before the groups, only with time for it and the commit after it: the step
+    fails with AwsUnavailable (retried, fresh) before reading anything, where a read cut by Lambda's
+    Timeout ended the execution."""
+    steps, ledger, key = steps_for(cloud, Clock(STEP_MARGIN_SECONDS + 1.5 * CALL))
+
+    with pytest.raises(AwsUnavailable, match="the state of ml, read before its commit not started"):
+        steps.next_round(event(key))
+
+    assert ledger.loads == 0 and cloud.called("node_groups_in") == [] and ledger.plans == {}
