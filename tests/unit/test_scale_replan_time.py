@@ -183,7 +183,7 @@ def test_a_region_not_read_in_time_leaves_the_replan_time_to_plan_and_commit(
     (AwsUnavailable, and every retry of NextRound the same while the region hangs: ReplanFailed)."""
     cloud.slow = {WEST}
     monkeypatch.setattr(scale, "REPLAN_ROOM_SECONDS", 1.0, raising=False)  # the plan's room, in this test
-    remaining = LiveClock(STEP_MARGIN_SECONDS + 2 * CALL + 1.0 + CALL)  # the state's read, CALL s to read in
+    remaining = LiveClock(STEP_MARGIN_SECONDS + 2 * CALL + 1.0)  # the state's read, its room, CALL s to read
     steps, ledger, key = steps_for(cloud, remaining)
     remaining.started = time.monotonic()
 
