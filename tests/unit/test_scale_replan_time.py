@@ -26,7 +26,7 @@ from spillway.act import scale
 from spillway.act.deadline import Deadline
 from spillway.act.scale import ScaleSteps
 from spillway.errors import AwsUnavailable
-from spillway.model.calltime import STEP_MARGIN_SECONDS
+from spillway.model.calltime import REPLAN_ROOM_SECONDS, STEP_MARGIN_SECONDS
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
 from spillway.planner import plan as run_planner
@@ -98,7 +98,8 @@ def test_a_region_not_read_in_time_is_unread_and_the_replan_goes_on(
     """us-west-2 hangs: the step waits for it no longer than its time less its commit, and plans with
     us-west-2 unread (its groups carried from the snapshot, not grown), committing in time."""
     cloud.slow = {WEST}
-    remaining = Clock(STEP_MARGIN_SECONDS + 2 * CALL)  # the state's read, then CALL s to read in
+    # the state's read, the plan's room, then CALL s to read in
+    remaining = Clock(STEP_MARGIN_SECONDS + 2 * CALL + REPLAN_ROOM_SECONDS)
     steps, ledger, key = steps_for(cloud, remaining)
 
     started = time.monotonic()
@@ -114,7 +115,7 @@ def test_a_region_not_read_in_time_is_unread_and_the_replan_goes_on(
 
 def test_every_region_not_read_in_time_fails_the_step_before_any_write(cloud: SlowCloud) -> None:
     cloud.slow = {EAST, WEST}
-    steps, ledger, key = steps_for(cloud, Clock(STEP_MARGIN_SECONDS + 2 * CALL))
+    steps, ledger, key = steps_for(cloud, Clock(STEP_MARGIN_SECONDS + 2 * CALL + REPLAN_ROOM_SECONDS))
 
     with pytest.raises(AwsUnavailable, match="not read in time"):
         steps.next_round(event(key))
@@ -160,3 +161,46 @@ def test_no_back_off_is_written_without_time_for_it(cloud: SlowCloud) -> None:
         steps.next_round(event(key, refused))
 
     assert ledger.backoffs == [] and ledger.plans == {} and ledger.stored.version == 2
+
+
+class LiveClock(Clock):
+    """The invocation's remaining seconds running down as the step runs, as Lambda's context has them."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self.started = time.monotonic()
+
+    def __call__(self) -> float:
+        return self.seconds - (time.monotonic() - self.started)
+
+
+def test_a_region_not_read_in_time_leaves_the_replan_time_to_plan_and_commit(
+    cloud: SlowCloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The invocation's time runs on while the step waits for a hung region: the wait ends with the
+    plan's room left as well as its commit's, and the re-plan goes on with us-west-2 unread, where a
+    wait to the last moment the commit fits left the commit no time once the step had planned
+    (AwsUnavailable, and every retry of NextRound the same while the region hangs: ReplanFailed)."""
+    cloud.slow = {WEST}
+    monkeypatch.setattr(scale, "REPLAN_ROOM_SECONDS", 1.0, raising=False)  # the plan's room, in this test
+    remaining = LiveClock(STEP_MARGIN_SECONDS + 2 * CALL + 1.0)  # the state's read, its room, CALL s to read
+    steps, ledger, key = steps_for(cloud, remaining)
+    remaining.started = time.monotonic()
+
+    out = steps.next_round(event(key))
+
+    (record,) = ledger.plans.values()
+    assert record.plan["scale_up"] == [], record.plan  # gpu-west, carried, is not grown
+    assert out["done"] is True and out["groups"] == [], out
+
+
+def test_no_state_read_is_started_without_time_for_it_and_the_commit(cloud: SlowCloud) -> None:
+    """The state is read before the groups, only with time for it and the commit after it: the step
+    fails with AwsUnavailable (retried, fresh) before reading anything, where a read cut by Lambda's
+    Timeout ended the execution."""
+    steps, ledger, key = steps_for(cloud, Clock(STEP_MARGIN_SECONDS + 1.5 * CALL))
+
+    with pytest.raises(AwsUnavailable, match="the state of ml, read before its commit not started"):
+        steps.next_round(event(key))
+
+    assert ledger.loads == 0 and cloud.called("node_groups_in") == [] and ledger.plans == {}

@@ -60,13 +60,13 @@ class Deadline:
             unsent=True,
         )
 
-    def reading(self, calls_after: int) -> Callable[[], float] | None:
-        """The seconds reads may still take (read live), with ``calls_after`` AWS calls to make after them
-        at their longest: what the step waits for a read it cannot bound call by call
-        (:func:`spillway.observe.groups_read`). None when the step has no end."""
+    def reading(self, calls_after: int, room: float = 0.0) -> Callable[[], float] | None:
+        """The seconds reads may still take (read live), with ``room`` seconds of work and then
+        ``calls_after`` AWS calls at their longest to do after them: what the step waits for a read it
+        cannot bound call by call (:func:`spillway.observe.groups_read`). None when the step has no end."""
         if math.isinf(self.left()):
             return None
-        return lambda: self.left() - calls_after * self.call_seconds
+        return lambda: self.left() - room - calls_after * self.call_seconds
 
     def before(self, calls: int) -> Callable[[str], None]:
         """What an adapter calls before each AWS call it makes (``before_call``): that call and

@@ -51,7 +51,8 @@ The state machine maps over the plan's groups; for each group it calls, in order
 After all groups, ``next_round``: when a group backed off (or was refused, or failed), re-plan with the
 same pure planner on the latest snapshot, the groups as AWS has them now (a region whose read fails
 unread, its groups carried from the snapshot as observe carries them:
-:func:`spillway.observe.groups_read`; so is one not read while the step's commit still fits in the
+:func:`spillway.observe.groups_read`; so is one not read while the step's plan (its room,
+:data:`~spillway.model.calltime.REPLAN_ROOM_SECONDS`) and commit still fit in the
 invocation's time, :meth:`Deadline.reading`, and no back-off, state read or commit starts without time
 for it: ``AwsUnavailable``, which NextRound retries, where Lambda's Timeout, ``Sandbox.Timedout``,
 ended the execution ReplanFailed) and the state with the new back-off, which sends the pods left unplaced to the next group or region; the execution then maps over
@@ -119,6 +120,7 @@ from spillway.model.act import (
     replan_key,
 )
 from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.model.calltime import REPLAN_ROOM_SECONDS
 from spillway.model.cluster import format_time
 from spillway.model.groupkey import GroupKey
 from spillway.model.history import MAX_SCALE_UP_GROUPS, stretched_poll
@@ -589,11 +591,11 @@ class ScaleSteps:
         # read before the groups, so that after them only the commit is left (its version is the check)
         self.deadline.require(2, f"the state of {cluster}, read before its commit")
         stored = self.ledger.load(cluster, now)
-        # a region whose read fails, or does not end while the commit still fits, is unread, its groups
-        # carried from the snapshot, as observe has it
+        # a region whose read fails, or does not end while the plan and its commit still fit, is unread,
+        # its groups carried from the snapshot, as observe has it
         live, unread = groups_read(self.aws, planner.node_reserve.reserve(), now, snapshot,
                                    planner.max_node_provision_minutes, cluster,
-                                   self.deadline.reading(1))  # fmt: skip
+                                   self.deadline.reading(1, REPLAN_ROOM_SECONDS))  # fmt: skip
         # the zone ids observe read from EC2 (an account's never change), which a live read does not give
         live = with_zone_ids(live, zone_ids_of(snapshot.groups))
         # entries a build that keyed groups by name stored, under their groups' keys as the plan reads them

@@ -37,6 +37,10 @@ THROTTLE_BASE_SECONDS = 1.0  # ExponentialBackoff's base for a throttle, the lar
 SCALE_FUNCTION_TIMEOUT_SECONDS = 120
 STEP_MARGIN_SECONDS = 5.0
 STEP_ROOM_SECONDS = 10.0
+# What the scale-up's re-plan keeps, after its wait for the regions' reads, to plan on them before its
+# commit (spillway.act.scale, next_round): the planner took 2 s at 10,000 nodes, 9 s with expendable pods
+# (README, bench/planner.py). A wait to the last moment the commit fits left it no time to plan, every try.
+REPLAN_ROOM_SECONDS = 15.0
 MARKED_CALLS = 2  # a call started after a marker, and the marker's release should it not be asked
 MAX_ATTEMPTS = 20  # the most AWS_MAX_ATTEMPTS the configuration takes (spillway.runtime)
 
