@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from test_drain_round_bounds import _drainer_of_invocation, _invocation_ending_in
 from test_drain_steps import Rig, rig  # noqa: F401 (the fixture)
 
@@ -190,3 +191,28 @@ def test_a_bound_clients_eviction_cut_at_the_time_left_and_applied_is_counted_by
 
     assert second["evicted"] == ["team-a/web-0", "team-a/web-1"] and second["evicted_count"] == 2, second
     assert not [r.path for r in rig.api.requests if r.path == path], "evicted again"
+
+
+def test_an_eviction_that_fails_for_good_is_raised_at_its_second_try(rig: Rig) -> None:
+    """web-1's evictions fail every time, never applied (a webhook on pods/eviction answering 503 past
+    the retries). The first round reports it unconfirmed; the next finds it running and, its eviction
+    failing again with nothing evicted, raises for the Retry and Catch as before, instead of reporting
+    it again each round until the deadline."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=300)
+    evict = rig.kube.evict
+
+    def refused(namespace: str, pod: str, grace_period_seconds: int | None = None, *, uid: str = "") -> None:
+        if pod == "web-1":
+            raise KubeUnavailable(
+                f"evict pod {namespace}/{pod}: no useful answer after 4 attempts (last: 503)"
+            )
+        evict(namespace, pod, grace_period_seconds, uid=uid)
+
+    rig.kube.evict = refused  # type: ignore[method-assign]
+    [first] = _rounds(rig, drain, 1)
+    assert [u["pod"] for u in first["unconfirmed"]] == ["team-a/web-1"], first
+
+    with pytest.raises(KubeUnavailable):
+        rig.drainer.evict(drain, first)

@@ -1854,6 +1854,24 @@ def _still_running(sent: Mapping[str, Any], running: Sequence[tuple[str, str | N
     )
 
 
+def _not_landed(previous: Mapping[str, Any], pods: Sequence[Pod]) -> frozenset[str]:
+    """The pods of ``previous``'s ``unconfirmed`` found running (the same uid, not terminating) among the
+    node's ``pods``: their evictions never landed, and this round evicts them again
+    (:meth:`Drainer._evict_round`, its ``again``)."""
+    sent = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
+    running = _running(pods)
+    return frozenset(str(u.get("pod")) for u in sent if _still_running(u, running))
+
+
+def _running(pods: Sequence[Pod] | None) -> list[tuple[str, str | None]]:
+    """Name and uid of each of ``pods`` not terminating."""
+    return [
+        (f"{p.metadata.namespace}/{p.metadata.name}", p.metadata.uid)
+        for p in pods or []
+        if p.metadata.deletion_timestamp is None
+    ]
+
+
 def _confirmed(previous: Mapping[str, Any], pods: Sequence[Pod] | None) -> dict[str, Any]:
     """``previous`` with the pods of its ``unconfirmed`` (:data:`UNCONFIRMED`) that landed counted among
     those it evicted, judged by the node's pods listed now (``pods``; None: the Node is gone, and every
@@ -1867,11 +1885,7 @@ def _confirmed(previous: Mapping[str, Any], pods: Sequence[Pod] | None) -> dict[
     sent = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
     if not sent:
         return dict(previous)
-    running = [
-        (f"{p.metadata.namespace}/{p.metadata.name}", p.metadata.uid)
-        for p in pods or []
-        if p.metadata.deletion_timestamp is None
-    ]
+    running = _running(pods)
     landed = [str(u.get("pod")) for u in sent if not _still_running(u, running)]
     out = {k: v for k, v in previous.items() if k != "unconfirmed"}
     out["evicted"] = [*(previous.get("evicted") or []), *landed][:LIST_LIMIT]
@@ -2471,11 +2485,12 @@ class Drainer:
             return _standing_by(previous, standby)
         beat = self._beat(drain, previous)
         before, named, pods = self._listing(drain, node)
+        again = _not_landed(previous, pods)
         previous = _confirmed(previous, pods)
         why = _abandon_why(drain, node, before)
         if why is not None:
             return _abandon(drain, previous, before, why)
-        done = self._evict_in_time(drain, before, previous, named)
+        done = self._evict_in_time(drain, before, previous, named, again)
         evicted_now, refused = done.pods, done.refused
         if done.stop is not None:  # a pod or the node marked since the listing: the round stops there
             return _abandon(drain, previous, before, done.stop, evicted_now, refused)
@@ -2610,8 +2625,9 @@ class Drainer:
         verdicts: Sequence[PodVerdict],
         previous: Mapping[str, Any],
         named: frozenset[str],
+        again: frozenset[str] = frozenset(),
     ) -> _Evictions:
-        """:meth:`_evict_round` with the seconds left. Out of time, a drain without force evicts nothing:
+        """:meth:`_evict_round` with the seconds left (``again``: as there). Out of time, a drain without force evicts nothing:
         it is about to fail and give the node back, and a pod evicted now would be stopped for nothing.
         Nor does a drain one of whose ``whole_grace`` pods no longer has its whole grace left
         (:func:`_grace_cut`): it gives up, as at its deadline."""
@@ -2622,7 +2638,7 @@ class Drainer:
         if not left and not drain.force:
             return _Evictions(refused=_out_of_time(verdicts, previous))
         held = _critical_held(verdicts) if left else {}
-        done = self._evict_round(drain, [v for v in verdicts if v.pod not in held], left, named)
+        done = self._evict_round(drain, [v for v in verdicts if v.pod not in held], left, named, again=again)
         done.refused = {**held, **done.refused}
         return done
 
@@ -2634,6 +2650,7 @@ class Drainer:
         named: frozenset[str],
         chosen: Callable[[Pod], bool] | None = None,
         started: datetime | None = None,
+        again: frozenset[str] = frozenset(),
     ) -> _Evictions:
         """Evict every pod given, lowest priority first (:class:`_Evictions`: the pods evicted, those
         refused and why, why the drain stops here, the error that ended the round). A pod a budget
@@ -2664,7 +2681,12 @@ class Drainer:
         eviction whose answer was lost (``KubeUnavailable`` from the eviction itself: a timeout, a call
         cut at the invocation's time left), which the API server may have applied: the round ends as
         above, the pod in ``unconfirmed`` (:func:`_unconfirmed`), and the next round counts it evicted
-        or evicts it, as it finds the pod (:func:`_confirmed`). A repeated eviction of a pod already
+        or evicts it, as it finds the pod (:func:`_confirmed`). But not for a pod of ``again``, whose
+        lost answer the round before reported and which this round found running (:func:`_not_landed`):
+        an eviction that fails for good (a 503 past the retries) is raised at its second try, for the
+        Retry and Catch, as any error met before an eviction, instead of a round reported each
+        ``poll_seconds`` until the deadline. The Retry runs on the round before's output, which still
+        names the pod, so a second eviction that landed after all is counted there. A repeated eviction of a pod already
         terminating deletes it without a look at its budget (eviction.go ``canIgnorePDB``), so the
         client's own retry of a lost answer charges no budget twice.
 
@@ -2691,7 +2713,7 @@ class Drainer:
                         done.later = [v.pod for v in queue[at:]]
                     break
             except KubeError as exc:
-                if not done.pods and not done.unconfirmed:
+                if not done.pods and not set(done.unconfirmed) - again:
                     raise
                 done.interrupted = f"{type(exc).__name__}: {exc}"[:300]
                 why = INTERRUPTED.format(error=done.interrupted)
