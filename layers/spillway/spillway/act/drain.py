@@ -1246,6 +1246,7 @@ def _standing_by(previous: Mapping[str, Any], standby: _StandingBy) -> dict[str,
         "standing_by": standby.holder[:200],
         "note": standby.note(),
         **_daemonsets_before(previous, "daemonsets", "daemonsets_left"),
+        **_unconfirmed(_Evictions(), previous),
     }
 
 
@@ -1827,6 +1828,68 @@ INTERRUPTED = (
     "not evicted yet: the round stopped at an error of the API server after it had evicted others "
     "({error}); the next round evicts it"
 )
+UNCONFIRMED = (
+    "its eviction was sent and its answer lost ({error}): the API server may have applied it; the next "
+    "round counts it evicted if the pod is terminating or gone, and evicts it if it is still running"
+)
+
+
+def _unconfirmed(done: _Evictions, previous: Mapping[str, Any]) -> dict[str, Any]:
+    """A round's ``unconfirmed``: the pods whose eviction was sent and whose answer was lost
+    (:data:`UNCONFIRMED`), each with the uid it was sent for, and those a round before left unresolved
+    (one that stood by lists no pods: :func:`_standing_by`). At most one a round (the lost answer
+    ends it), so the list stays short; capped all the same."""
+    carried = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
+    now = [{"pod": pod, "uid": uid} for pod, uid in done.unconfirmed.items()]
+    both = [*carried, *now][:LIST_LIMIT]
+    return {"unconfirmed": both} if both else {}
+
+
+def _still_running(sent: Mapping[str, Any], running: Sequence[tuple[str, str | None]]) -> bool:
+    """The pod an eviction was sent for (``sent``: its name and uid) is among the ``running`` pods (name,
+    uid; not terminating): the eviction never landed. By name alone when it was sent with no uid."""
+    return any(
+        key == sent.get("pod") and (not sent.get("uid") or uid == sent.get("uid")) for key, uid in running
+    )
+
+
+def _not_landed(previous: Mapping[str, Any], pods: Sequence[Pod]) -> frozenset[str]:
+    """The pods of ``previous``'s ``unconfirmed`` found running (the same uid, not terminating) among the
+    node's ``pods``: their evictions never landed, and this round evicts them again
+    (:meth:`Drainer._evict_round`, its ``again``)."""
+    sent = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
+    running = _running(pods)
+    return frozenset(str(u.get("pod")) for u in sent if _still_running(u, running))
+
+
+def _running(pods: Sequence[Pod] | None) -> list[tuple[str, str | None]]:
+    """Name and uid of each of ``pods`` not terminating."""
+    return [
+        (f"{p.metadata.namespace}/{p.metadata.name}", p.metadata.uid)
+        for p in pods or []
+        if p.metadata.deletion_timestamp is None
+    ]
+
+
+def _confirmed(previous: Mapping[str, Any], pods: Sequence[Pod] | None) -> dict[str, Any]:
+    """``previous`` with the pods of its ``unconfirmed`` (:data:`UNCONFIRMED`) that landed counted among
+    those it evicted, judged by the node's pods listed now (``pods``; None: the Node is gone, and every
+    pod with it). The pod of the uid sent is terminating or gone: the eviction landed (the answer was
+    lost after the API server applied it), and counted here it is named in the drain's record and Event
+    as the pods it evicted are; it is evicted no more (the round's listing finds it terminating), so its
+    budget is not charged twice. Found running, the eviction never landed: dropped here, it is the
+    round's to evict as any pod. A pod made again under its name (another uid) is another pod: the one
+    sent for is gone. A pod deleted by another hand in that moment is counted too: nothing tells them
+    apart once it is gone."""
+    sent = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
+    if not sent:
+        return dict(previous)
+    running = _running(pods)
+    landed = [str(u.get("pod")) for u in sent if not _still_running(u, running)]
+    out = {k: v for k, v in previous.items() if k != "unconfirmed"}
+    out["evicted"] = [*(previous.get("evicted") or []), *landed][:LIST_LIMIT]
+    out["evicted_count"] = int(previous.get("evicted_count") or 0) + len(landed)
+    return out
 
 
 @dataclass(slots=True)
@@ -1839,7 +1902,8 @@ class _Evictions:
     began, which bounds the DaemonSet evictions after it too (:meth:`Drainer._daemonsets`); the
     ``metadata.uid`` of each pod evicted, by its name ("" when the listing gave none), by which the
     listing after the evictions tells that pod from another made under its name since
-    (:func:`_marked_as_evicted`)."""
+    (:func:`_marked_as_evicted`); the pod whose eviction was sent and whose answer was lost, with the
+    uid it was sent for (:data:`UNCONFIRMED`: the next round tells by the pod whether it landed)."""
 
     pods: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
@@ -1848,6 +1912,7 @@ class _Evictions:
     later: list[str] = field(default_factory=list)
     started: datetime | None = None
     uids: dict[str, str] = field(default_factory=dict)
+    unconfirmed: dict[str, str] = field(default_factory=dict)
 
 
 def _agents(pods: Sequence[Pod], untried: Any) -> list[PodVerdict]:
@@ -2414,15 +2479,17 @@ class Drainer:
         try:
             node = self._present(drain, execution=execution)
             if node is None:
-                return self._gone_round(drain, previous, execution)
+                return self._gone_round(drain, _confirmed(previous, None), execution)
         except _StandingBy as standby:
             return _standing_by(previous, standby)
         beat = self._beat(drain, previous)
-        before, named, _ = self._listing(drain, node)
+        before, named, pods = self._listing(drain, node)
+        again = _not_landed(previous, pods)
+        previous = _confirmed(previous, pods)
         why = _abandon_why(drain, node, before)
         if why is not None:
             return _abandon(drain, previous, before, why)
-        done = self._evict_in_time(drain, before, previous, named)
+        done = self._evict_in_time(drain, before, previous, named, again)
         evicted_now, refused = done.pods, done.refused
         if done.stop is not None:  # a pod or the node marked since the listing: the round stops there
             return _abandon(drain, previous, before, done.stop, evicted_now, refused)
@@ -2443,6 +2510,7 @@ class Drainer:
             "done": not remaining or forced,
             "forced": forced,
             **self._interruption(drain, done),
+            **_unconfirmed(done, previous),
             **({"evicted_marked": marked[:LIST_LIMIT]} if marked else {}),
         }
         return out | self._daemonsets(drain, previous, out, named, done.started)
@@ -2556,8 +2624,9 @@ class Drainer:
         verdicts: Sequence[PodVerdict],
         previous: Mapping[str, Any],
         named: frozenset[str],
+        again: frozenset[str] = frozenset(),
     ) -> _Evictions:
-        """:meth:`_evict_round` with the seconds left. Out of time, a drain without force evicts nothing:
+        """:meth:`_evict_round` with the seconds left (``again``: as there). Out of time, a drain without force evicts nothing:
         it is about to fail and give the node back, and a pod evicted now would be stopped for nothing.
         Nor does a drain one of whose ``whole_grace`` pods no longer has its whole grace left
         (:func:`_grace_cut`): it gives up, as at its deadline."""
@@ -2568,7 +2637,7 @@ class Drainer:
         if not left and not drain.force:
             return _Evictions(refused=_out_of_time(verdicts, previous))
         held = _critical_held(verdicts) if left else {}
-        done = self._evict_round(drain, [v for v in verdicts if v.pod not in held], left, named)
+        done = self._evict_round(drain, [v for v in verdicts if v.pod not in held], left, named, again=again)
         done.refused = {**held, **done.refused}
         return done
 
@@ -2580,6 +2649,7 @@ class Drainer:
         named: frozenset[str],
         chosen: Callable[[Pod], bool] | None = None,
         started: datetime | None = None,
+        again: frozenset[str] = frozenset(),
     ) -> _Evictions:
         """Evict every pod given, lowest priority first (:class:`_Evictions`: the pods evicted, those
         refused and why, why the drain stops here, the error that ended the round). A pod a budget
@@ -2606,7 +2676,18 @@ class Drainer:
         took with it the pods evicted so far, which no output, record or Event then named (a Lambda's
         error carries only its message, and a Retry runs the step again on the round's input). The
         next round meets the error again before it evicts anything, and raises it. Before the first
-        eviction the error is raised at once, for the state machine's Retry.
+        eviction the error is raised at once, for the state machine's Retry, unless it is that of an
+        eviction whose answer was lost (``KubeUnavailable`` from the eviction itself: a timeout, a call
+        cut at the invocation's time left), which the API server may have applied: the round ends as
+        above, the pod in ``unconfirmed`` (:func:`_unconfirmed`), and the next round counts it evicted
+        or evicts it, as it finds the pod (:func:`_confirmed`). But not for a pod of ``again``, whose
+        lost answer the round before reported and which this round found running (:func:`_not_landed`):
+        an eviction that fails for good (a 503 past the retries) is raised at its second try, for the
+        Retry and Catch, as any error met before an eviction, instead of a round reported each
+        ``poll_seconds`` until the deadline. The Retry runs on the round before's output, which still
+        names the pod, so a second eviction that landed after all is counted there. A repeated eviction of a pod already
+        terminating deletes it without a look at its budget (eviction.go ``canIgnorePDB``), so the
+        client's own retry of a lost answer charges no budget twice.
 
         Each eviction gives the pod its ``terminationGracePeriodSeconds``, but never more than the
         ``left`` seconds before the drain's deadline, so that it is gone by then: Karpenter clamps a
@@ -2631,11 +2712,13 @@ class Drainer:
                         done.later = [v.pod for v in queue[at:]]
                     break
             except KubeError as exc:
-                if not done.pods:
+                if not done.pods and not set(done.unconfirmed) - again:
                     raise
                 done.interrupted = f"{type(exc).__name__}: {exc}"[:300]
                 why = INTERRUPTED.format(error=done.interrupted)
                 done.refused.update(dict.fromkeys((v.pod for v in queue[at:]), why))
+                lost = UNCONFIRMED.format(error=done.interrupted)
+                done.refused.update(dict.fromkeys(done.unconfirmed, lost))
                 break
         return done
 
@@ -2662,7 +2745,11 @@ class Drainer:
             return False
         if fresh is None or fresh.action != "evict":
             return True
-        why = self._try_evict(verdict.pod, min(verdict.grace, left), verdict.uid)
+        try:
+            why = self._try_evict(verdict.pod, min(verdict.grace, left), verdict.uid)
+        except KubeUnavailable:
+            done.unconfirmed[verdict.pod] = verdict.uid  # sent, its answer lost: it may have landed
+            raise
         if why is None:
             done.pods.append(verdict.pod)
             done.uids[verdict.pod] = verdict.uid
@@ -3721,13 +3808,17 @@ def _superseded(caught: Mapping[str, Any]) -> dict[str, Any]:
 def _evicted_by(rounds: Mapping[str, Any]) -> dict[str, Any]:
     """What a drain's rounds evicted, for its record (``rounds``: its last round's output): the pods of its
     rounds (``evicted``, ``evicted_count``), the rounds, and the DaemonSet pods evicted once the rest was
-    gone (``daemonsets``, when any: :meth:`Drainer._daemonsets`), which go in no ``evicted``."""
+    gone (``daemonsets``, when any: :meth:`Drainer._daemonsets`), which go in no ``evicted``; and the pods
+    whose eviction was sent and whose answer was lost, which no round after looked at (``unconfirmed``,
+    when any: :data:`UNCONFIRMED`): the drain ended first, and the pod may have been stopped by it."""
     daemonsets = [str(pod) for pod in rounds.get("daemonsets") or []]
+    lost = [str(u.get("pod")) for u in rounds.get("unconfirmed") or [] if isinstance(u, Mapping)]
     return {
         "evicted": list(rounds.get("evicted") or []),
         "evicted_count": int(rounds.get("evicted_count") or 0),
         "rounds": int(rounds.get("rounds") or 0),
         **({"daemonsets": daemonsets} if daemonsets else {}),
+        **({"unconfirmed": lost} if lost else {}),
     }
 
 
@@ -3797,15 +3888,27 @@ def _evicted_before(summary: Mapping[str, Any]) -> str:
     names as fit in ``EVENT_PODS_CHARS`` (at least one), so that long names leave the cause its room."""
     evicted, agents = summary.get("evicted") or [], summary.get("daemonsets") or []
     count = int(summary.get("evicted_count") or 0) + len(agents)
+    lost = _lost_answers(summary)
     if not count:
-        return ""
+        return f" after {lost}" if lost else ""
     names: list[str] = []
     for pod in [str(p) for p in [*evicted, *agents]][:EVENT_PODS]:
         if names and len(", ".join([*names, pod])) > EVENT_PODS_CHARS:
             break
         names.append(pod[:EVENT_PODS_CHARS])
     more = f" and {count - len(names)} more" if count > len(names) else ""
-    return f" after evicting {count} pod(s) ({', '.join(names)}{more})"
+    also = f", and {lost}" if lost else ""
+    return f" after evicting {count} pod(s) ({', '.join(names)}{more}){also}"
+
+
+def _lost_answers(summary: Mapping[str, Any]) -> str:
+    """The evictions a failed drain sent whose answer was lost and which no round after looked at
+    (``unconfirmed``): they may have stopped their pods, so its Event names them after those evicted."""
+    lost = [str(pod)[:120] for pod in summary.get("unconfirmed") or []]
+    if not lost:
+        return ""
+    more = f" and {len(lost) - 2} more" if len(lost) > 2 else ""
+    return f"{len(lost)} eviction(s) whose answer was lost ({', '.join(lost[:2])}{more})"
 
 
 def summarize(cluster: Any, plan_id: Any, results: Any) -> dict[str, Any]:

@@ -1,0 +1,218 @@
+# ruff: noqa: F811  (the rig fixture of test_drain_steps is imported and taken by name)
+"""An eviction the API server applied whose answer the client lost (fix61f).
+
+The answer of an eviction may be cut (the invocation's time left ran out: ``KubeClient.within``) or lost
+(a timeout past the client's retries) after the API server applied it. The round ended ``interrupted``
+and named the pod nowhere; the next round found it terminating and, rightly, evicted it no more, so it
+was in no ``evicted`` list, record or Event of the drain. Now the round carries such a pod (name and
+uid) as ``unconfirmed``, and the next round counts it evicted when the pod of that uid is terminating or
+gone, and evicts it as any pod when it is found running (the eviction never landed).
+
+On the rig of test_drain_steps (the Kubernetes API emulator and a fake Auto Scaling)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from test_drain_round_bounds import _drainer_of_invocation, _invocation_ending_in
+from test_drain_steps import Rig, rig  # noqa: F401 (the fixture)
+
+from spillway.errors import KubeUnavailable
+from spillway.local import objects
+from spillway.model.calltime import STEP_MARGIN_SECONDS
+
+SLOW = 3.0  # seconds the API server takes over web-1's eviction before it applies it
+
+
+def _answer_lost(rig: Rig, name: str, *, applied: bool = True) -> None:
+    """The eviction of pod ``name`` is applied by the API server (unless not ``applied``: lost on the
+    way there) and its answer is lost: the client raises as a bound client out of time does."""
+    evict = rig.kube.evict
+    lost = [False]
+
+    def cut(namespace: str, pod: str, grace_period_seconds: int | None = None, *, uid: str = "") -> None:
+        if pod != name or lost[0]:
+            return evict(namespace, pod, grace_period_seconds, uid=uid)
+        lost[0] = True
+        if applied:
+            evict(namespace, pod, grace_period_seconds, uid=uid)
+        raise KubeUnavailable(
+            f"evict pod {namespace}/{pod}: no useful answer after 1 attempts "
+            "(last: its answer still coming when the time ran out)"
+        )
+
+    rig.kube.evict = cut  # type: ignore[method-assign]
+
+
+def _terminating(rig: Rig, name: str) -> bool:
+    pod = rig.api.get("Pod", name, "team-a")
+    return pod is not None and "deletionTimestamp" in pod["metadata"]
+
+
+def _rounds(rig: Rig, drain: Any, n: int, previous: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    out = []
+    for _ in range(n):
+        previous = rig.drainer.evict(drain, previous)
+        out.append(previous)
+        rig.clock.advance(drain.poll_seconds)
+    return out
+
+
+def test_an_eviction_applied_whose_answer_was_lost_is_counted_evicted_by_the_next_round(rig: Rig) -> None:
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned()
+    _answer_lost(rig, "web-1")
+
+    first, second = _rounds(rig, drain, 2)
+
+    assert first["interrupted"], first
+    assert first["evicted"] == ["team-a/web-0"], first
+    assert [u["pod"] for u in first["unconfirmed"]] == ["team-a/web-1"], first
+    assert second["evicted"] == ["team-a/web-0", "team-a/web-1"], second
+    assert second["evicted_count"] == 2 and "unconfirmed" not in second, second
+    evictions = [r.path for r in rig.api.requests if r.path.endswith("/eviction")]
+    # not evicted again: its budget is not charged twice
+    assert sum("web-1" in p for p in evictions) == 1, evictions
+
+
+def test_a_first_eviction_whose_answer_was_lost_is_reported_not_raised(rig: Rig) -> None:
+    """Before, a round whose first eviction failed raised for the Retry: a lost answer may have evicted
+    the pod, and raised it was in no output. Now the round reports it and the next counts it."""
+    rig.pod("web-0")
+    drain = rig.cordoned()
+    _answer_lost(rig, "web-0")
+
+    first, second = _rounds(rig, drain, 2)
+
+    assert first["interrupted"] and first["evicted"] == [] and first["evicted_count"] == 0, first
+    assert [u["pod"] for u in first["unconfirmed"]] == ["team-a/web-0"], first
+    assert second["evicted"] == ["team-a/web-0"] and second["evicted_count"] == 1, second
+
+
+def test_a_pod_gone_since_its_lost_answer_is_counted_evicted(rig: Rig) -> None:
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned()
+    _answer_lost(rig, "web-1")
+    [first] = _rounds(rig, drain, 1)
+    rig.api.delete("Pod", "web-1", "team-a")  # its kubelet confirmed the deletion
+
+    [second] = _rounds(rig, drain, 1, first)
+
+    assert "team-a/web-1" in second["evicted"] and second["evicted_count"] == 2, second
+
+
+def test_a_pod_found_running_after_a_lost_eviction_is_evicted_again_and_counted_once(rig: Rig) -> None:
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned()
+    _answer_lost(rig, "web-1", applied=False)
+
+    first, second = _rounds(rig, drain, 2)
+
+    assert first["interrupted"] and not _terminating(rig, "web-1"), first
+    assert second["evicted"] == ["team-a/web-0", "team-a/web-1"] and second["evicted_count"] == 2, second
+    assert "unconfirmed" not in second, second
+
+
+def test_a_pod_made_again_under_the_name_is_another_pod(rig: Rig) -> None:
+    """The pod of the lost answer is gone and its controller made another under its name on the node:
+    the one evicted is counted, the new one is evicted as any pod, and counted too."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned()
+    _answer_lost(rig, "web-1")
+    [first] = _rounds(rig, drain, 1)
+    rig.api.delete("Pod", "web-1", "team-a")
+    again = objects.pod(
+        "web-1", "team-a", node_name=drain.node, labels={"app": "web"}, owner=("ReplicaSet", "web-5d9c")
+    )
+    again["metadata"]["uid"] = "made-again"
+    rig.api.add(again)
+
+    [second] = _rounds(rig, drain, 1, first)
+
+    assert second["evicted"] == ["team-a/web-0", "team-a/web-1", "team-a/web-1"], second
+    assert second["evicted_count"] == 3, second
+
+
+def test_a_drain_that_fails_before_a_round_looks_names_the_lost_answers_in_its_record_and_event(
+    rig: Rig,
+) -> None:
+    """The drain fails before any round could look at the pod (its deadline, the API server down): its
+    record and Event name the eviction whose answer was lost, which may have stopped the pod."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned()
+    _answer_lost(rig, "web-1")
+    [last] = _rounds(rig, drain, 1)
+    state = {
+        "drain": drain.model_dump(),
+        "round": last,
+        "error": {"Error": "KubeUnavailable", "Cause": "list pods: no useful answer after 4 attempts"},
+        "compensation": {"untainted": True, "uncordoned": True},
+    }
+
+    out = rig.drainer.record(state)
+
+    assert out["evicted"] == ["team-a/web-0"] and out["unconfirmed"] == ["team-a/web-1"], out
+    message = [e["message"] for e in rig.api.list("Event")][-1]
+    assert "after evicting 1 pod(s) (team-a/web-0)" in message, message
+    assert "1 eviction(s) whose answer was lost (team-a/web-1)" in message, message
+
+
+def test_a_bound_clients_eviction_cut_at_the_time_left_and_applied_is_counted_by_the_next_round(
+    rig: Rig,
+) -> None:
+    """The real path: the drain function's client, bound by the invocation's time (Clients.drainer),
+    gives up on web-1's eviction while the API server still works on it; the server applies it after
+    the client left. The next round, in the next invocation, counts it evicted and evicts it no more."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=300)
+    path = "/api/v1/namespaces/team-a/pods/web-1/eviction"
+    rig.api.faults.delay(SLOW, path)
+    drainer = _drainer_of_invocation(rig, _invocation_ending_in(STEP_MARGIN_SECONDS + 2))
+
+    first = drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"] and "KubeUnavailable" in first["interrupted"], first
+    assert [u["pod"] for u in first["unconfirmed"]] == ["team-a/web-1"], first
+    landed = time.monotonic() + SLOW + 5
+    while not _terminating(rig, "web-1") and time.monotonic() < landed:
+        time.sleep(0.1)  # the server applies the eviction after its delay, the client long gone
+    assert _terminating(rig, "web-1")
+    rig.api.faults.delay(0)
+    rig.api.clear_requests()
+
+    second = _drainer_of_invocation(rig, _invocation_ending_in(60)).evict(drain, first)
+
+    assert second["evicted"] == ["team-a/web-0", "team-a/web-1"] and second["evicted_count"] == 2, second
+    assert not [r.path for r in rig.api.requests if r.path == path], "evicted again"
+
+
+def test_an_eviction_that_fails_for_good_is_raised_at_its_second_try(rig: Rig) -> None:
+    """web-1's evictions fail every time, never applied (a webhook on pods/eviction answering 503 past
+    the retries). The first round reports it unconfirmed; the next finds it running and, its eviction
+    failing again with nothing evicted, raises for the Retry and Catch as before, instead of reporting
+    it again each round until the deadline."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=300)
+    evict = rig.kube.evict
+
+    def refused(namespace: str, pod: str, grace_period_seconds: int | None = None, *, uid: str = "") -> None:
+        if pod == "web-1":
+            raise KubeUnavailable(
+                f"evict pod {namespace}/{pod}: no useful answer after 4 attempts (last: 503)"
+            )
+        evict(namespace, pod, grace_period_seconds, uid=uid)
+
+    rig.kube.evict = refused  # type: ignore[method-assign]
+    [first] = _rounds(rig, drain, 1)
+    assert [u["pod"] for u in first["unconfirmed"]] == ["team-a/web-1"], first
+
+    with pytest.raises(KubeUnavailable):
+        rig.drainer.evict(drain, first)
