@@ -216,3 +216,54 @@ def test_an_eviction_that_fails_for_good_is_raised_at_its_second_try(rig: Rig) -
 
     with pytest.raises(KubeUnavailable):
         rig.drainer.evict(drain, first)
+
+
+def _not_sent_for(rig: Rig, name: str) -> None:
+    """The drain's client bound by an invocation's time (``KubeClient.within``) that runs out right
+    before pod ``name``'s eviction: the pod and node reads before it pass, the eviction then has less
+    than ``LEAST_ATTEMPT_SECONDS`` to start and is not sent at all."""
+    left = [60.0]
+    bound = rig.kube.within(lambda: left[0])
+    read_pod, get_node = bound.read_pod, bound.get_node
+    armed = [False]
+
+    def read(namespace: str, pod: str) -> Any:
+        armed[0] = pod == name
+        return read_pod(namespace, pod)
+
+    def node(node_name: str) -> Any:
+        answer = get_node(node_name)
+        if armed[0]:
+            left[0] = 0.5  # the invocation's time for calls all but spent: the eviction is not sent
+        return answer
+
+    bound.read_pod, bound.get_node = read, node  # type: ignore[method-assign]
+    rig.drainer.kube = bound
+
+
+def test_an_eviction_not_sent_for_lack_of_time_is_not_reported_as_a_lost_answer(rig: Rig) -> None:
+    """An eviction the bound client never sent (too little of the invocation's time to start it) cannot
+    have been applied: the pod is not evicted yet (``interrupted``), not named as an eviction whose answer
+    was lost (in ``unconfirmed``, then in a failed drain's record and Event)."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=300)
+    _not_sent_for(rig, "web-1")
+
+    first = rig.drainer.evict(drain)
+
+    assert first["evicted"] == ["team-a/web-0"] and "not sent" in first["interrupted"], first
+    assert "unconfirmed" not in first, first
+    [why] = [r["reason"] for r in first["remaining"] if r["pod"] == "team-a/web-1"]
+    assert why.startswith("not evicted yet"), why
+
+
+def test_a_first_eviction_not_sent_for_lack_of_time_is_raised_for_the_retry(rig: Rig) -> None:
+    """Nothing evicted and nothing sent: nothing to report, and a Retry (a new invocation, its whole time)
+    does better than a round each ``poll_seconds``; raised as before fix61f."""
+    rig.pod("web-0")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=300)
+    _not_sent_for(rig, "web-0")
+
+    with pytest.raises(KubeUnavailable, match="not sent"):
+        rig.drainer.evict(drain)

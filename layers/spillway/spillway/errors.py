@@ -55,7 +55,13 @@ class KubeError(SpillwayError):
 
 
 class KubeUnavailable(KubeError):
-    """The API server did not answer usefully (connection errors, timeouts, 5xx after retries)."""
+    """The API server did not answer usefully (connection errors, timeouts, 5xx after retries).
+    ``sent``: False when no attempt of the call can have been applied: a client bound by an invocation's
+    time had too little left to start its first (``KubeClient.within``), or was answered before that."""
+
+    def __init__(self, *args: object, sent: bool = True) -> None:
+        super().__init__(*args)
+        self.sent = sent
 
 
 class ListExpired(KubeUnavailable):

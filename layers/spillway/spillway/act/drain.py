@@ -2747,8 +2747,9 @@ class Drainer:
             return True
         try:
             why = self._try_evict(verdict.pod, min(verdict.grace, left), verdict.uid)
-        except KubeUnavailable:
-            done.unconfirmed[verdict.pod] = verdict.uid  # sent, its answer lost: it may have landed
+        except KubeUnavailable as exc:
+            if exc.sent:  # sent, its answer lost: it may have landed (one not sent did not)
+                done.unconfirmed[verdict.pod] = verdict.uid
             raise
         if why is None:
             done.pods.append(verdict.pod)
@@ -2875,7 +2876,8 @@ class Drainer:
         ``force``, in a round the API server cut off (``interrupted``): the next evicts the pods it did
         not reach. But only the next: a forced drain whose round before was cut off too past the
         deadline (``interrupted_past_deadline``: :meth:`_interruption`) goes on, the pods left going
-        with the instance. Each cut-off round evicted a pod (else it raised), and a pod
+        with the instance. Each cut-off round evicted a pod or sent one whose answer was lost (else it
+        raised; the next raises when that pod is still running), and a pod
         that tolerates the cordon comes back to be evicted the next round: a forced drain whose other
         eviction failed every round was never done, and polled until its execution's history ran out
         (25,000 events), its node cordoned and its instance running."""

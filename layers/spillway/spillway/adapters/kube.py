@@ -197,6 +197,8 @@ CONFLICT_ATTEMPTS = 5
 EVICTION_CONFLICT_RETRY_SECONDS = 11.0
 # a client bound to an invocation's time (KubeClient.within) starts no attempt with less than this left
 LEAST_ATTEMPT_SECONDS = 1.0
+# A call's ``last`` before its first attempt (:meth:`KubeClient._request`): none of it was sent yet.
+NO_ATTEMPT = "no attempt"
 BODY_CHUNK = 64 * 1024  # bytes read at a time of a bound client's answer, the time left checked between
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -1688,7 +1690,7 @@ class KubeClient:
         ``rule``, what RBAC must grant (a 403 names it)."""
         special = on_status or {}
         reauthed = False
-        last = "no attempt"
+        last = NO_ATTEMPT
         attempt = 0
         while attempt < self.max_attempts:
             attempt += 1
@@ -1718,7 +1720,8 @@ class KubeClient:
         if left < LEAST_ATTEMPT_SECONDS:
             raise KubeUnavailable(
                 f"{op}: not sent, {max(0.0, left):.1f} s left of the invocation's time for its calls "
-                f"(last: {last})"
+                f"(last: {last})",
+                sent=last != NO_ATTEMPT,
             )
         own = send.keywords.get("_request_timeout") if isinstance(send, partial) else None
         return send(_request_timeout=min(float(own or self.request_timeout), left))
