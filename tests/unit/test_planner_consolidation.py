@@ -928,7 +928,7 @@ def test_consolidation_moves_only_movable_pods_into_room_that_exists_within_ever
     assert json.dumps(again.to_dict()) == json.dumps(result.to_dict())
 
 
-def test_only_nodes_at_or_below_the_utilization_threshold_are_candidates() -> None:
+def test_only_nodes_below_the_utilization_threshold_are_candidates() -> None:
     # two nodes at 5 of 7.9 CPU (63 %): with cluster-autoscaler's default threshold, 0.5, neither is
     # underutilized; at 38 % (3 CPU) each is, and one is consolidated onto the other
     w, (a, b) = half_full(cpu="2500m")
@@ -1843,3 +1843,25 @@ def test_a_time_written_without_an_offset_is_taken_as_utc_not_a_crash() -> None:
 
     assert result.drain == () and kept(result)[a][0] == codes.POD_NEVER
     assert "terminating until 2026-11-02T13:00:00+00:00" in kept(result)[a][1]
+
+
+def test_a_node_used_exactly_at_the_utilization_threshold_is_not_underutilized() -> None:
+    """cluster-autoscaler takes a node as underutilized only below its threshold: ``Utilization >=
+    threshold`` is ``NotUnderutilized`` (core/scaledown/eligibility/eligibility.go,
+    ``isNodeBelowUtilizationThreshold``). Two 4-GPU nodes each run one movable 2-GPU pod: half their
+    GPUs, exactly the default 0.5. Read as "at most", each was a candidate and one was consolidated onto
+    the other, where cluster-autoscaler (and its flag's word, "below which") keeps both."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("gpu", "g5.12xlarge", nodes=2, max_size=10, gpu_taint=True))
+    for i, node in enumerate((a, b)):
+        w.gpu_pods(f"train{i}", 1, 2, cpu="2", memory="8Gi", node_name=node, owner=("ReplicaSet", f"train{i}"),
+                   annotations=MOVABLE)  # fmt: skip
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized")
+
+    assert result.drain == ()
+    assert {k.node: k.code for k in result.kept} == {a: codes.UTILIZED, b: codes.UTILIZED}
+    why = "requests use 50% of its nvidia.com/gpu, at or above consolidation_utilization_threshold (0.5)"
+    assert why in kept_reasons(result)[a]
+    # just below it, each is a candidate, and one moves onto the other
+    assert len(w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized",
+                      consolidation_utilization_threshold=0.51).drain) == 1  # fmt: skip

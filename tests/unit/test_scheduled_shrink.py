@@ -564,3 +564,48 @@ def test_expendable_volcano_gang_members_drained_ahead_are_counted_toward_min_me
     (shrink,) = result.shrinks
     assert "pod-never on 3 node(s)" in shrink.reason, shrink.reason  # c: its pinned pod
     assert {p for p in shrink.at_risk if "/train-" in p} == {f"default/train-{i}" for i in range(4)}
+
+
+def test_an_idle_node_that_receives_a_consolidations_moved_pods_is_not_drained_ahead() -> None:
+    """Of four nodes of a group that consolidates, one runs a small movable replica, one is idle (for two
+    minutes) and two are full of pods that must not be disturbed; an action sets DesiredCapacity 2 in
+    five minutes. Consolidation drains the first node and moves its replica onto the idle one. That node
+    receives moved pods now (README "Consolidation": "A node that receives moved pods is not drained in
+    the same plan"): the drain ahead did not see it, took it for an idle node and drained it too, so the
+    replica was evicted towards a node being cordoned, and the idle drain would cancel on the replica
+    that arrived there."""
+    world, (small, idle, *full) = web()
+    moved = replica(world, small, "m0")
+    world.idle_since(idle, 2)
+    for i, node in enumerate(full):
+        world.pods(f"pin{i}", 1, cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", f"pin{i}"),
+                   annotations=PINNED)  # fmt: skip
+    result = planned(world, {"scheduled": (EVENING,)}, consolidation="when-underutilized")
+
+    (drain,) = result.drain
+    assert (drain.node, drain.code, drain.pods) == (small, codes.CONSOLIDATION, (moved,))
+    assert f"fit on {idle}" in drain.reason
+    assert idle in {k.node for k in result.kept}
+    (shrink,) = result.shrinks
+    assert shrink.drains == (small,)
+    assert "receives-moved-pods on 1 node(s)" in shrink.reason
+
+
+def test_an_idle_node_another_groups_drain_ahead_moves_pods_onto_is_not_drained_ahead_of_its_own() -> None:
+    """Two groups of two nodes, an action taking each to one: group a's movable replica is moved ahead of
+    its action onto group b's idle node; b's own drain ahead took that node for idle and drained it."""
+    world = World(regions=("us-east-1",))
+    small, pinned_a = sorted(world.group("a", "m5.2xlarge", nodes=2))
+    idle, pinned_b = sorted(world.group("b", "m5.2xlarge", nodes=2))
+    moved = replica(world, small, "m0")
+    world.idle_since(idle, 2)
+    for name, node in (("pa", pinned_a), ("pb", pinned_b)):
+        world.pods(name, 1, cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", name),
+                   annotations=PINNED)  # fmt: skip
+    snapshot, groups, cfg, state = world.parsed()
+    action = replace(EVENING, desired=1)
+    result = plan(snapshot, [replace(g, scheduled=(action,)) for g in groups], cfg, state, NOW)
+
+    (drain,) = result.drain
+    assert (drain.node, drain.pods) == (small, (moved,)) and f"fit on {idle}" in drain.reason
+    assert "receives-moved-pods on 1 node(s)" in result.shrinks[1].reason

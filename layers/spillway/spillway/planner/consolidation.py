@@ -5,8 +5,9 @@ tag). Every busy node of such a group that nothing else keeps (managed, Ready, n
 ``scale-down-disabled``, not freshly launched, no pending pod planned onto it) is judged; the first
 refusal keeps it, with its code:
 
-* ``utilized``: its pods' requests use more than ``consolidation_utilization_threshold`` (0.5, as
-  cluster-autoscaler's ``--scale-down-utilization-threshold``) of its dominant resource: moving them
+* ``utilized``: its pods' requests use ``consolidation_utilization_threshold`` (0.5, as
+  cluster-autoscaler's ``--scale-down-utilization-threshold``) of its dominant resource or more (a node
+  is underutilized only below it, as there): moving them
   costs more restarts than an underutilized node's, and kube-scheduler's packing fills it anyway;
 * ``launching-this-plan``: this plan grows its group, or another group of its instance type (never
   free capacity the same plan is launching);
@@ -569,11 +570,13 @@ class Consolidation:
                 config.consolidation_utilization_threshold,
             )
             setting = "consolidation_utilization_threshold"
-        if share <= threshold:
+        # below the threshold only: cluster-autoscaler's ``Utilization >= threshold`` is NotUnderutilized
+        # (core/scaledown/eligibility/eligibility.go, isNodeBelowUtilizationThreshold)
+        if share < threshold:
             return None
         return (
             codes.UTILIZED,
-            f"requests use {100 * share:.0f}% of its {resource}, above {setting} ({threshold:g})",
+            f"requests use {100 * share:.0f}% of its {resource}, at or above {setting} ({threshold:g})",
         )
 
     def _elastic_min(self, elastic: Mapping[str, int]) -> Verdict:

@@ -15,9 +15,10 @@ decrement, and when the action runs Auto Scaling has nothing left to terminate:
   because the drain's deadline would cut its grace short (``grace-past-deadline``) may move here, as
   the action gives it no grace at all, and the nodes of such pods go after the others;
 * never a node a protection keeps for good (scale-in protection, ``scale-down-disabled``,
-  ``do-not-disrupt``, a cordon, a drain under way) nor one with a pod that must not be disturbed, nor
-  below the group's MinSize (TerminateInstanceInAutoScalingGroup's decrement cannot go there), nor past
-  the disruption budgets and PodDisruptionBudgets.
+  ``do-not-disrupt``, a cordon, a drain under way), nor one this plan's consolidation or an earlier
+  drain ahead moves pods onto (judged idle before they were), nor one with a pod that must not be
+  disturbed, nor below the group's MinSize (TerminateInstanceInAutoScalingGroup's decrement cannot go
+  there), nor past the disruption budgets and PodDisruptionBudgets.
 
 What it cannot drain is reported (:class:`~spillway.planner.types.GroupShrink`): the action, when it
 runs, and the pods on the nodes left above its size that Auto Scaling may pick
@@ -193,6 +194,8 @@ class ScheduledShrinks:
         """Drain ``node`` ahead of the action when nothing but what the action overrides keeps it; else
         the code of what keeps it."""
         kept = self.kept[node.info.name]
+        if node.info.name in self.stage.receiving():  # kept as "idle" before consolidation moved pods there
+            return codes.RECEIVES_MOVED_PODS
         if self.left(group) <= group.min_size:
             return codes.MIN_SIZE
         refused = self.stage.floors.refusal(node.info, group)  # a cluster total's minimum
