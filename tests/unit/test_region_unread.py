@@ -608,20 +608,31 @@ def test_an_unsettled_raise_of_a_carried_group_holds_its_pods_only_for_the_claim
     (pod,) = w.pods("web", 1, cpu="3")
     for minutes, held in ((6, False), (4, True)):
         raised = NOW - timedelta(minutes=minutes)
-        w.state["raises"] = {
-            "us-east-1/east": {
-                "to": 2, "since": raised.isoformat(), "group": "east", "region": EAST, "unsettled": True,
-            }
-        }  # fmt: skip
+        _raised_unsettled(w, raised)
 
         result = unread_plan(w, EAST, read_at=raised - timedelta(seconds=30))
 
-        if held:
-            assert scale_up(result) == {}
-            assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
-        else:
-            assert scale_up(result)["west"][2] == [pod]
-            assert "us-east-1/east" not in result.state.raises
+        _held_or_sent_west(result, pod, held)
+
+
+def _raised_unsettled(w: World, raised: datetime) -> None:
+    """east raised to 2 at ``raised``, the raise kept unsettled (``RaiseState.unsettled``)."""
+    w.state["raises"] = {
+        "us-east-1/east": {
+            "to": 2, "since": raised.isoformat(), "group": "east", "region": EAST, "unsettled": True,
+        }
+    }  # fmt: skip
+
+
+def _held_or_sent_west(result: Any, pod: str, held: bool) -> None:
+    """``pod`` waits on east's raise (still counted), or goes to a new node in us-west-2 (the raise ended)."""
+    if held:
+        assert scale_up(result) == {}
+        assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
+        assert result.state.raises["us-east-1/east"].to == 2
+    else:
+        assert scale_up(result)["west"][2] == [pod]
+        assert "us-east-1/east" not in result.state.raises
 
 
 @pytest.mark.parametrize(
@@ -648,21 +659,11 @@ def test_an_unsettled_raise_whose_node_registered_holds_its_pods_while_the_group
         w.items.append(
             o.node(o.node_name_for(iid), instance=iid, ready=False, created=raised + registered_after_raise)
         )
-    w.state["raises"] = {
-        "us-east-1/east": {
-            "to": 2, "since": raised.isoformat(), "group": "east", "region": EAST, "unsettled": True,
-        }
-    }  # fmt: skip
+    _raised_unsettled(w, raised)
 
     result = unread_plan(w, EAST, read_at=raised - timedelta(seconds=30))
 
-    if held:
-        assert scale_up(result) == {}
-        assert pending_codes(result)[pod] == codes.FITS_LAUNCHING
-        assert result.state.raises["us-east-1/east"].to == 2
-    else:
-        assert scale_up(result)["west"][2] == [pod]
-        assert "us-east-1/east" not in result.state.raises
+    _held_or_sent_west(result, pod, held)
 
 
 @pytest.mark.parametrize(
