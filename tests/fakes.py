@@ -1060,12 +1060,16 @@ class FakeLedger(Recorder):
         )
         return dataclasses.replace(self.stored, state=merged)
 
-    def _unsettled(self, cluster: str) -> list[tuple[str, datetime]]:
+    def _unsettled(self, cluster: str) -> list[tuple[str, str, datetime]]:
         """As StateStore.load reads them: the raises kept unsettled whose owner claimed no instance."""
         mine = {item: value for (c, item), value in self.claimed.items() if c == cluster}
         holders = {value.get("owner") for item, value in mine.items() if item.startswith(OWNER_PREFIX)}
         return [
-            (str(value["group"]), datetime.fromisoformat(str(value["at"]).replace("Z", "+00:00")))
+            (
+                item.removeprefix(UNSETTLED_PREFIX),
+                str(value["group"]),
+                datetime.fromisoformat(str(value["at"]).replace("Z", "+00:00")),
+            )
             for item, value in sorted(mine.items())
             if item.startswith(UNSETTLED_PREFIX) and item.removeprefix(UNSETTLED_PREFIX) not in holders
         ]

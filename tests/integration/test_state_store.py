@@ -886,3 +886,35 @@ def test_a_raise_the_scale_up_kept_unsettled_loads_marked_unless_an_instance_was
     }
     assert "unsettled#up-2-east" in caplog.text
     assert "unsettled" not in json.dumps(loaded.state.to_wire())  # never stored
+
+
+def test_a_raise_entry_naming_its_owner_is_marked_unsettled_by_that_owners_raise_alone(
+    store: StateStore,
+) -> None:
+    """An entry that names its scale-up's owner (``RaiseState.owner``, written with the state) is marked
+    ``unsettled`` by that owner's ``unsettled#<owner>`` alone: another scale-up's raise of the group kept
+    unsettled after the entry's time (an earlier plan's round, retried late) is not its raise. A gang's
+    (its owner an attempt, which no entry names) still marks it by time."""
+    raised = NOW - timedelta(minutes=3)
+    entry = {"to": 2, "since": raised.isoformat(), "region": "us-east-1"}
+    own = {"cpu": "up-p2-1-us-east-1-cpu", "gpu": "up-p2-1-us-east-1-gpu", "mem": "up-p2-1-us-east-1-mem"}
+    commit(store, 0, State.model_validate(
+        {"raises": {f"us-east-1/{g}": {**entry, "group": g, "owner": o} for g, o in own.items()}}
+    ))  # fmt: skip
+    expires = NOW + timedelta(days=2)
+    store.claim(
+        "ml", "unsettled#up-p1-2-us-east-1-cpu", {"group": "us-east-1/cpu", "at": iso(NOW)}, expires=expires
+    )
+    store.claim(
+        "ml", "unsettled#up-p2-1-us-east-1-gpu", {"group": "us-east-1/gpu", "at": iso(NOW)}, expires=expires
+    )
+    store.claim("ml", "unsettled#spillway-0a1b", {"group": "us-east-1/mem", "at": iso(NOW)}, expires=expires)
+
+    loaded = store.load("ml", NOW)
+
+    assert {k: v.unsettled for k, v in loaded.state.raises.items()} == {
+        "us-east-1/cpu": False,
+        "us-east-1/gpu": True,
+        "us-east-1/mem": True,
+    }
+    assert loaded.state.raises["us-east-1/cpu"].owner == "up-p2-1-us-east-1-cpu"  # stored and read back

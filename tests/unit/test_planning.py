@@ -32,7 +32,7 @@ from spillway.act.planning import (
     run_plan,
     summarize,
 )
-from spillway.act.scale import ScaleSteps, parse_step
+from spillway.act.scale import ScaleSteps, _owner_id, parse_step
 from spillway.adapters.kube import KubeClient
 from spillway.adapters.sfn import NAME_PATTERN
 from spillway.adapters.store import snapshot_inserts
@@ -2525,3 +2525,51 @@ def test_finishing_the_previous_plan_logs_an_execution_found_there_as_started_be
 
     assert "up-p1 started before (running or ended)" in caplog.text
     assert "up-p1-2 started now" in caplog.text
+
+
+def test_a_raise_entry_is_marked_unsettled_only_by_its_own_scale_ups_raise() -> None:
+    """The plan raised gpu-east; its scale-up (owner ``up-<plan>-1-us-east-1-gpu-east``) raises it. The
+    load marks the entry ``unsettled`` (a carried group's raise then holds its pods only for the claim
+    window) from the ledger's ``unsettled#<owner>`` items; it matched them by group and time, so another
+    owner's raise of gpu-east kept unsettled after the plan (an earlier plan's re-plan round whose answer
+    was lost, retried past this plan) marked this plan's raise, which AWS had answered. The plan now
+    records its scale-up's owner in the entry, and only that owner's mark marks it."""
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world(), NOW))
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    later = NOW + timedelta(minutes=1)
+    expires = NOW + timedelta(days=1)
+    rig.ledger.claim(
+        "ml", "unsettled#up-20260302T085800000000Z-0a1b2c3d-2-us-east-1-gpu-east",
+        {"group": "us-east-1/gpu-east", "at": later.isoformat()}, expires=expires,
+    )  # fmt: skip
+
+    assert rig.ledger.load("ml", later).state.raises["us-east-1/gpu-east"].unsettled is False
+
+    own = f"up-{plan.plan_id}-1-us-east-1-gpu-east"
+    rig.ledger.claim("ml", f"unsettled#{own}", {"group": "us-east-1/gpu-east", "at": later.isoformat()},
+                     expires=expires)  # fmt: skip
+
+    assert rig.ledger.load("ml", later).state.raises["us-east-1/gpu-east"].unsettled is True
+
+
+def test_a_raise_entry_names_the_owner_its_scale_up_rounds_prepare_names() -> None:
+    """The owner a raise entry names is the one the scale-up's own steps raise under (``prepare``'s
+    ``owner``, :func:`spillway.act.scale._owner_id`): the plan's entry, its first round's; an overflow
+    re-plan's, the next round's (the map it starts)."""
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world(), NOW))
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    scale, event = overflow(rig, ref, plan.plan_id, NOW + timedelta(seconds=30))
+    first = rig.executions.requests[0].input
+
+    assert rig.ledger.stored.state.raises["us-east-1/gpu-east"].owner == _owner_id(
+        first, "us-east-1", "gpu-east"
+    )
+
+    out = scale.next_round(event)
+
+    assert rig.ledger.stored.state.raises["us-west-2/gpu-west"].owner == _owner_id(
+        out, "us-west-2", "gpu-west"
+    )
+    assert out["round"] == 2 and _owner_id(out, "us-west-2", "gpu-west").startswith(f"up-{plan.plan_id}-2-")

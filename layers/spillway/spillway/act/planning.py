@@ -42,7 +42,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -82,7 +82,7 @@ from spillway.model.groupkey import GroupKey
 from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import RaiseState, State
+from spillway.model.state import RaiseState, State, scale_up_owner
 from spillway.model.utc import aware
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
@@ -322,6 +322,29 @@ def execution_raises(
         else:
             raises.pop(key, None)
     return dict(sorted(raises.items()))
+
+
+def owned_raises(
+    raises: Mapping[str, RaiseState],
+    grown: Iterable[Mapping[str, Any]],
+    plan_id: str,
+    round_: int,
+    now: datetime,
+) -> dict[str, RaiseState]:
+    """``raises`` with each entry made at ``now`` (by the plan or re-plan whose scale-up round ``round_``
+    grows the groups ``grown``: :func:`scale_up_groups`' entries) naming the scale-up's owner in its group
+    (``RaiseState.owner``), so that the load marks it unsettled for that owner's raise alone
+    (:func:`spillway.model.state.merge_unsettled_raises`)."""
+    out = dict(raises)
+    for item in grown:
+        if not item.get("grow"):
+            continue
+        region, name = str(item["region"]), str(item["group"])
+        key = GroupKey(region, name).stored
+        entry = out.get(key)
+        if entry is not None and aware(entry.since) == aware(now):
+            out[key] = entry.model_copy(update={"owner": scale_up_owner(plan_id, round_, region, name)})
+    return out
 
 
 def gang_requests(
@@ -709,6 +732,8 @@ def run_plan(
     # the pod Events to post after the commit; their ledger goes into the state committed
     batch = plan_events(result, snapshot.cluster, snapshot.groups, stored.state.events, settings.events, now)
     state = result.state.model_copy(update={"events": batch.ledger}) if cluster else result.state
+    raises = owned_raises(state.raises, scale_up_groups(result, snapshot.groups), pid, 1, now)
+    state = state.model_copy(update={"raises": raises})
     summary = dataclasses.replace(
         summarize(result, settings.primary_region),
         oldest_unheld_pending_seconds=oldest_unheld_pending_seconds(result, snapshot, settings.planner),

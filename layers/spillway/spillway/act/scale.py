@@ -92,6 +92,7 @@ from spillway.act.instances import give_back_in_group, judged_for_give_back, rea
 from spillway.act.planning import (
     PlanSettings,
     execution_raises,
+    owned_raises,
     plan_id_for,
     scale_up_groups,
     snapshot_age,
@@ -143,7 +144,7 @@ from spillway.model.nodegroup import (
 from spillway.model.options import parse_options
 from spillway.model.scale import MAX_SECONDS, STEP_INPUTS
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import RaiseState, State, keyed_by_region
+from spillway.model.state import RaiseState, State, keyed_by_region, scale_up_owner
 from spillway.model.stepinput import step_input
 from spillway.model.utc import aware
 from spillway.observe import groups_read
@@ -199,7 +200,7 @@ _CARRIED = ("cluster", "plan_id", "snapshot_key", "poll_seconds", "launch_timeou
 
 def _owner_id(event: Mapping[str, Any], region: str, name: str) -> str:
     """The execution's owner id in the group (:class:`~spillway.act.claims.Owner`), per round."""
-    return f"up-{event.get('plan_id', '?')}-{event.get('round', 1)}-{region}-{name}"[:200]
+    return scale_up_owner(event.get("plan_id", "?"), event.get("round", 1), region, name)
 
 
 def _no_metric(name: str, value: float) -> None:
@@ -609,6 +610,7 @@ class ScaleSteps:
         record = _replan_record(event, cluster, snapshot, result, summary, now, round_, groups)
         raises = _without(execution_raises(result, live, stored.state.raises), left, stored.state.raises)
         raises = _ended_on_snapshots(stored.state.raises, raises)
+        raises = owned_raises(raises, groups, str(event.get("plan_id", "?")), round_ + 1, now)
         self._record_replan(stored, record, raises, groups, forgot)
         self._emit_plan_metrics(summary)
         if not groups:

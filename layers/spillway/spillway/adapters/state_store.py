@@ -628,10 +628,11 @@ def _ended(item: Mapping[str, Any]) -> list[tuple[str, datetime]]:
     return []
 
 
-def _unsettled_raises(items: Sequence[Mapping[str, Any]]) -> list[tuple[str, datetime]]:
-    """The raises a scale-up kept unsettled (``unsettled#<owner>``: the group's key and when) whose owner
-    claimed no instance of its group (``owner#<region>#<instance>``): an instance claimed for it says the
-    raise applied. A value that cannot be read is skipped with a warning (the raise counts as before)."""
+def _unsettled_raises(items: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, datetime]]:
+    """The raises a scale-up kept unsettled (``unsettled#<owner>``: the owner, the group's key and when)
+    whose owner claimed no instance of its group (``owner#<region>#<instance>``): an instance claimed for
+    it says the raise applied. A value that cannot be read is skipped with a warning (the raise counts as
+    before)."""
     kept: dict[str, tuple[str, datetime]] = {}
     holders: set[object] = set()
     for item in items:
@@ -643,7 +644,7 @@ def _unsettled_raises(items: Sequence[Mapping[str, Any]]) -> list[tuple[str, dat
                 kept[name.removeprefix(UNSETTLED_PREFIX)] = _kept_unsettled(item)
         except (StateCorrupt, ValueError) as exc:
             log.warning("raise ledger item %s skipped: %s", str(name)[:200], exc)
-    return [raised for owner, raised in sorted(kept.items()) if owner not in holders]
+    return [(owner, *raised) for owner, raised in sorted(kept.items()) if owner not in holders]
 
 
 def _kept_unsettled(item: Mapping[str, Any]) -> tuple[str, datetime]:

@@ -16,7 +16,8 @@ Wire form (state file and state table item)::
                 "posted_at": ISO}},                                           (only when not empty)
      "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}},
                                                                               (only when not empty)
-     "raises": {"<region>/<asg>": {"group": "<asg>", "region": "...", "to": N, "since": ISO}},
+     "raises": {"<region>/<asg>": {"group": "<asg>", "region": "...", "to": N, "since": ISO,
+                                   "owner": "up-<plan>-<round>-<region>-<asg>" (optional)}},
                                                                               (only when not empty)
      "pools": {"<capacity type>/<zone>/<instance type>": {"backoff_until": ISO, "reason": "...",
                                                           "nodes": N (only when over 1)}},
@@ -67,7 +68,8 @@ the same group); a later plan whose snapshot was taken before that raise landed 
 same pods with nothing launching and add them again. While an entry is younger than
 ``scale_up_claim_minutes``, its group is not backed off and the snapshot shows a lower desired capacity,
 the planner takes the group's desired capacity to be the entry's (the difference is capacity launching).
-States without it load unchanged.
+States without it load unchanged. ``owner`` names the scale-up that raises the group for the entry (the
+plan's or re-plan's act writes it): the load marks the entry unsettled for that owner's lost raise alone.
 
 ``bookings`` are the nodes each ProvisioningRequest's capacity was booked on when it became
 ``Provisioned=True`` (the request's ``metadata.uid`` tells a request made again under the name from the
@@ -261,6 +263,9 @@ class RaiseState(BaseModel):
     # the scale-up kept this raise unsettled (its answer lost, AWS may never have applied it) and no
     # instance was claimed for it: read from the ledger at load (merge_unsettled_raises), never stored
     unsettled: bool = False
+    # the ledger owner of the scale-up that raises the group for this entry (:func:`scale_up_owner`), which
+    # the plan (or re-plan) that made it names; "" when none does (an older entry, a gang's raise alone)
+    owner: str = ""
 
 
 # State.scale_down's keys: a plan removed a node; a plan's scale-down drain failed
@@ -277,6 +282,7 @@ DRAIN_ENDED_PREFIX = "drain-ended#"
 # the value's ``owner``), written by spillway.act.claims; read at load into ``RaiseState.unsettled``
 UNSETTLED_PREFIX = "unsettled#"
 OWNER_PREFIX = "owner#"
+SCALE_UP_OWNER_PREFIX = "up-"  # a scale-up's owner (scale_up_owner); a gang's is its attempt, "spillway-..."
 # ... both in this partition of the state table, beside the cluster's own, so that the drain function's
 # role may write them and nothing of the cluster's partition (the planner's state item: IAM has no
 # condition on a sort key). Builds before wrote them in the cluster's own partition, where the state
@@ -420,8 +426,8 @@ class State(BaseModel):
         def pool(v: PoolState) -> dict[str, Any]:  # ``nodes`` only when it says more than "none"
             return backoff(v) | ({"nodes": v.nodes} if v.nodes > 1 else {})
 
-        def raised(v: RaiseState) -> dict[str, Any]:
-            return {"to": v.to, "since": iso(v.since)} | named(v)
+        def raised(v: RaiseState) -> dict[str, Any]:  # ``owner`` only when named
+            return {"to": v.to, "since": iso(v.since)} | named(v) | ({"owner": v.owner} if v.owner else {})
 
         def room(v: RoomState) -> dict[str, Any]:  # ``moved`` only when recorded
             return {"pods": list(v.pods), "since": iso(v.since)} | (
@@ -549,14 +555,29 @@ def merge_scale_down_failures(state: State, times: Iterable[datetime]) -> State:
     return state.model_copy(update={"scale_down": dict(sorted(marks.items()))})
 
 
-def merge_unsettled_raises(state: State, unsettled: Iterable[tuple[str, datetime]]) -> State:
-    """``state`` with each raise entry marked ``unsettled`` when ``unsettled`` (a group's key, the time a
-    scale-up kept a raise of it unsettled, with no instance claimed for it) names its group at or after
-    the entry's ``since``: that raise is the entry's, or a later one of the same group."""
+def scale_up_owner(plan_id: object, round_: object, region: str, group: str) -> str:
+    """The ledger owner of a scale-up's raise of one group in one round (spillway.act.claims.Owner), as
+    the scale-up names it: ``up-<plan>-<round>-<region>-<group>``, at most 200 characters."""
+    return f"{SCALE_UP_OWNER_PREFIX}{plan_id}-{round_}-{region}-{group}"[:200]
+
+
+def _kept_for(entry: RaiseState, owner: str, at: datetime) -> bool:
+    """Whether ``owner``'s raise kept unsettled at ``at`` (of the entry's group) is ``entry``'s: its own
+    owner when the entry names one and ``owner`` is a scale-up's (another scale-up's raise of the group,
+    an earlier plan's or round's, is not the entry's); else one kept at or after the entry's ``since``."""
+    if entry.owner and owner.startswith(SCALE_UP_OWNER_PREFIX):
+        return owner == entry.owner
+    return aware(at) >= aware(entry.since)
+
+
+def merge_unsettled_raises(state: State, unsettled: Iterable[tuple[str, str, datetime]]) -> State:
+    """``state`` with each raise entry marked ``unsettled`` when ``unsettled`` (the owner, the group's key
+    and the time of a raise kept unsettled with no instance claimed for it) holds the entry's raise
+    (:func:`_kept_for`)."""
     raises = dict(state.raises)
-    for key, at in unsettled:
+    for owner, key, at in unsettled:
         entry = raises.get(key)
-        if entry is not None and not entry.unsettled and aware(at) >= aware(entry.since):
+        if entry is not None and not entry.unsettled and _kept_for(entry, owner, at):
             raises[key] = entry.model_copy(update={"unsettled": True})
     if raises == state.raises:
         return state

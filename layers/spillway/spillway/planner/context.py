@@ -748,7 +748,7 @@ def _joined_since_read(
     :mod:`spillway.planner.unread`), the Ready nodes it launched since that read, which the read cannot
     list: Ready and started, in no group (nor of an instance ``listed`` by a refused group or a warm
     pool), of its region, a zone and a type it launches, registered after the read and not Karpenter's
-    nor another EKS node group's nor labelled against the group's template (:func:`_launched_since_read`), each counted for the first such group
+    nor another EKS node group's nor labelled against the group's template (:func:`launched_since_read`), each counted for the first such group
     (by key) that still has nodes coming. Without
     them a raise made after the read (counted while the group is carried: :mod:`spillway.planner.raises`)
     stayed capacity coming once its nodes had joined, and pods waited on it."""
@@ -762,7 +762,7 @@ def _joined_since_read(
         if (node.info.instance_id or "") in listed:
             continue
         for group in carried:
-            if _launched_since_read(group, node.info) and group.coming(replaced.get(group.key, 0)) > out.get(
+            if launched_since_read(group, node.info) and group.coming(replaced.get(group.key, 0)) > out.get(
                 group.key, 0
             ):
                 out[group.key] = out.get(group.key, 0) + 1
@@ -770,7 +770,7 @@ def _joined_since_read(
     return out
 
 
-def _launched_since_read(group: NodeGroup, info: NodeInfo) -> bool:
+def launched_since_read(group: NodeGroup, info: NodeInfo) -> bool:
     """Whether ``info`` may be a launch of ``group`` (carried) its read did not see: of its region, in a
     zone of it (Auto Scaling launches only in the group's AvailabilityZones) and a type it launches,
     registered after the read, and no other launcher's node (:func:`_launched_elsewhere`)."""

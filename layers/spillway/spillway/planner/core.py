@@ -105,7 +105,7 @@ def plan(
     orphans = sweep_gang_orphans(snapshot, every_group, config, now, unhealthy=health.cluster is not None)
     starting = starting_nodes(snapshot.nodes, groups, config, now)  # Ready, not initialized: launching
     state = joins.backed_off(state)  # a group whose launch never joined backs off from this plan on
-    raises = pending_raises(groups, state, now, config.scale_up_claim_minutes)
+    raises = pending_raises(groups, state, now, config.scale_up_claim_minutes, snapshot.nodes, every_group)
     groups = with_raises(joins.shrunk(groups), raises)
     ctx = Context(
         snapshot, groups, config, state, now, stale=joins.stale, unhealthy=health.report(), starting=starting,

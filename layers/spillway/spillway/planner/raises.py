@@ -19,7 +19,12 @@ raise counts for as long as the group is carried (at most ``max_node_provision_m
 pods are not launched for again in another region. Not a raise the scale-up kept unsettled (its answer
 lost, AWS may never have applied it) and claimed no instance for (``RaiseState.unsettled``, read from the
 ledger at load): its window is judged at ``now``, as a read group's, so its pods are planned again after
-``scale_up_claim_minutes`` rather than held on a raise that may not exist.
+``scale_up_claim_minutes`` rather than held on a raise that may not exist; unless a Node registered since
+the raise, Ready or not, may be the group's launch (in no group, of its region, a zone and a type it
+launches: :func:`spillway.planner.context.launched_since_read`): the raise landed, and counts as a settled
+one does. cluster-autoscaler counts a scale-up as upcoming until ``max-node-provision-time`` and a Node
+registered but not started among a group's upcoming nodes (clusterstate ``GetUpcomingNodes``); without
+that Node, a raise whose Node has not registered within the window is launched for again elsewhere.
 """
 
 from __future__ import annotations
@@ -28,19 +33,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from spillway.model.cluster import NodeInfo
 from spillway.model.nodegroup import SCHEDULED_ACTIONS, NodeGroup
 from spillway.model.schedule import ceiling_of, size_refusal
 from spillway.model.state import RaiseState, State
-from spillway.planner.context import aware
+from spillway.planner.context import aware, launched_since_read
 from spillway.planner.types import ScaleUp
 
 
-def _live(entry: RaiseState, group: NodeGroup | None, state: State, now: datetime, minutes: float) -> bool:
+def _live(
+    entry: RaiseState, group: NodeGroup | None, state: State, now: datetime, minutes: float, landed: bool
+) -> bool:
     if group is None or group.desired >= entry.to:
         return False  # gone, or the snapshot shows the raise
-    # carried: as its last read saw it, unless the raise is unsettled (it may never have applied: judged
-    # as a read group's, whose snapshot would show it by the window's end)
-    seen = aware(group.read_at) if group.read_at is not None and not entry.unsettled else now
+    # carried: as its last read saw it, unless the raise is unsettled and no Node says it landed (it may
+    # never have applied: judged as a read group's, whose snapshot would show it by the window's end)
+    seen = aware(group.read_at) if group.read_at is not None and (landed or not entry.unsettled) else now
     if seen - aware(entry.since) >= timedelta(minutes=minutes):
         return False
     if _resized_since(group, aware(entry.since), now, entry.to):
@@ -78,16 +86,47 @@ def _resized_since(group: NodeGroup, since: datetime, now: datetime, to: int) ->
     return False
 
 
+def _registered_since(
+    entry: RaiseState, group: NodeGroup, nodes: Sequence[NodeInfo], listed: set[str]
+) -> bool:
+    """Whether a Node in no group (no instance ``listed``), registered after ``entry``'s raise, Ready or
+    not, may be a launch of ``group`` (carried) its read did not see: the raise landed."""
+    since = aware(entry.since)
+    return any(
+        info.created_at is not None
+        and aware(info.created_at) > since
+        and (info.instance_id or "") not in listed
+        and launched_since_read(group, info)
+        for info in nodes
+    )
+
+
 def pending_raises(
-    groups: Sequence[NodeGroup], state: State, now: datetime, minutes: float
+    groups: Sequence[NodeGroup],
+    state: State,
+    now: datetime,
+    minutes: float,
+    nodes: Sequence[NodeInfo] = (),
+    every_group: Sequence[NodeGroup] = (),
 ) -> dict[str, RaiseState]:
-    """The raises still under way and not yet in the snapshot, by group (:attr:`GroupKey.stored`)."""
+    """The raises still under way and not yet in the snapshot, by group (:attr:`GroupKey.stored`).
+    ``nodes``: the snapshot's, read for a Node that says a carried group's unsettled raise landed;
+    ``every_group``: every group, refused ones too, whose instances (warm pools' too) such a Node is not
+    (``groups`` when not given)."""
     by_key = {g.key.stored: g for g in groups}
-    return {
-        key: entry
-        for key, entry in sorted(state.raises.items())
-        if _live(entry, by_key.get(key), state, now, minutes)
-    }
+    listed = {iid for g in every_group or groups for iid in (*g.instance_ids, *g.pooled_instances)}
+    out: dict[str, RaiseState] = {}
+    for key, entry in sorted(state.raises.items()):
+        group = by_key.get(key)
+        landed = (
+            entry.unsettled
+            and group is not None
+            and group.read_at is not None
+            and _registered_since(entry, group, nodes, listed)
+        )
+        if _live(entry, group, state, now, minutes, landed):
+            out[key] = entry
+    return out
 
 
 def with_raises(groups: Sequence[NodeGroup], raises: Mapping[str, RaiseState]) -> list[NodeGroup]:
