@@ -447,3 +447,28 @@ def test_an_exec_plugin_that_fails_quoting_a_short_secret_or_a_short_flags_leave
         assert token not in where and f" {password} " not in where
     line = f"raised gpu-a in ap-southeast-2 ({password}x, arn:aws:iam::1:role/{password}), tenant -t 72f988bf"
     assert observability.redact(line) == line
+
+
+def test_an_exception_logged_through_the_powertools_logger_carries_no_credential() -> None:
+    """Powertools' formatter writes a record's exception from its ``exc_info`` itself (``exception``: the
+    traceback, ``stack_trace``: the exception's value and frames), not from the ``exc_text`` the filter
+    redacted, so a module of ours logging an error with ``exc_info`` (``spillway.*`` loggers propagate
+    to the Powertools logger) would print what the exception quotes: an ApiException's headers, say."""
+    secret = "k8s-aws-v1." + secrets.token_urlsafe(40)
+    handler = observability.logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    buffer = io.StringIO()
+    stdout = handler.setStream(buffer)  # the Lambda's own handler, its filter and formatter, into a buffer
+    try:
+        raise RuntimeError(f"HTTP response headers: {{'Authorization': 'Bearer {secret}'}}")
+    except RuntimeError:
+        observability.logger.exception("read failed")
+        logging.getLogger("spillway.adapters.test").warning("read failed again", exc_info=True)
+    finally:
+        handler.setStream(stdout)
+    out = buffer.getvalue()
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line["message"] for line in lines] == ["read failed", "read failed again"]
+    assert all("'Bearer <redacted>'" in line["exception"] for line in lines)
+    assert all("RuntimeError" in line["exception"] for line in lines)  # the traceback stays
+    assert secret not in out

@@ -15,7 +15,8 @@ tracer is a stand-in whose decorators do nothing, so handlers are the same every
 Credentials never reach a log: importing this module installs :class:`RedactSecrets` on every record
 of every logger (at creation, through the log record factory, so botocore, urllib3 and the kubernetes
 client at DEBUG are covered, and handlers added later too) and again on the root and Powertools
-handlers (for ``extra`` fields, which are set after creation). It blanks EKS bearer tokens
+handlers (for ``extra`` fields, which are set after creation), and Powertools' JSON lines once more as
+written (:class:`RedactingFormatter`: it formats a record's exception itself). It blanks EKS bearer tokens
 (``k8s-aws-v1.…``), ``Authorization`` header values, SigV4 signatures and session tokens (which would
 let anyone rebuild the presigned URL a token encodes), and a kubeconfig's ``token``/``password``/
 ``client-key-data`` values, OAuth and OpenID Connect credentials (``client_secret``, ``access_token``,
@@ -38,6 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
 
 SERVICE = "spillway"
@@ -235,7 +237,16 @@ def install_redaction(*loggers: logging.Logger) -> None:
                 handler.addFilter(_REDACTOR)
 
 
-logger = Logger(service=SERVICE)
+class RedactingFormatter(LambdaPowertoolsFormatter):
+    """Powertools' JSON lines, redacted whole: its formatter writes a record's exception from the record's
+    ``exc_info`` itself (``exception``, ``stack_trace``: the exception's value), not from the ``exc_text``
+    :class:`RedactSecrets` cleaned, and the keys appended to the logger are no record's fields."""
+
+    def serialize(self, log: Any) -> str:
+        return redact(super().serialize(log))
+
+
+logger = Logger(service=SERVICE, logger_formatter=RedactingFormatter())
 tracer = _make_tracer()
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 install_redaction(logger._logger)
