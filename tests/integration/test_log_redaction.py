@@ -469,6 +469,24 @@ def test_an_exception_logged_through_the_powertools_logger_carries_no_credential
     out = buffer.getvalue()
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["message"] for line in lines] == ["read failed", "read failed again"]
-    assert all("'Bearer <redacted>'" in line["exception"] for line in lines)
-    assert all("RuntimeError" in line["exception"] for line in lines)  # the traceback stays
+    for line in lines:
+        assert "'Bearer <redacted>'" in line["exception"]
+        assert "RuntimeError" in line["exception"]  # the traceback stays
+        assert line["stack_trace"]["value"].endswith("'Bearer <redacted>'}")
     assert secret not in out
+
+
+def test_a_powertools_line_whose_message_holds_a_secrets_manager_value_stays_json() -> None:
+    """A Secrets Manager value is blanked to the end of its text, which, redacting a written line, would
+    take the line's closing fields and brace too: each field is redacted, and the line is still JSON."""
+    handler = observability.logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    buffer = io.StringIO()
+    stdout = handler.setStream(buffer)
+    try:
+        observability.logger.info('Response body: {"SecretString": "token: abc"}', extra={"after": "kept"})
+    finally:
+        handler.setStream(stdout)
+    line = json.loads(buffer.getvalue())
+    assert line["message"] == 'Response body: {"SecretString": <redacted>'
+    assert line["after"] == "kept"

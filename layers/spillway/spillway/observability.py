@@ -237,13 +237,27 @@ def install_redaction(*loggers: logging.Logger) -> None:
                 handler.addFilter(_REDACTOR)
 
 
+def _redacted_fields(value: Any) -> Any:
+    """A log line's fields, each value redacted as the text it is written as (an object as its ``str``, as
+    Powertools' JSON encoder writes one); numbers, booleans and nulls as they are."""
+    if isinstance(value, dict):
+        return {k: _redacted_fields(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted_fields(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return redact(value if isinstance(value, str) else str(value))
+
+
 class RedactingFormatter(LambdaPowertoolsFormatter):
-    """Powertools' JSON lines, redacted whole: its formatter writes a record's exception from the record's
-    ``exc_info`` itself (``exception``, ``stack_trace``: the exception's value), not from the ``exc_text``
-    :class:`RedactSecrets` cleaned, and the keys appended to the logger are no record's fields."""
+    """Powertools' JSON lines with every field redacted before it is written: its formatter writes a
+    record's exception from the record's ``exc_info`` itself (``exception``; ``stack_trace``, the
+    exception's value), not from the ``exc_text`` :class:`RedactSecrets` cleaned, and the keys appended
+    to the logger are no record's fields. Field by field, not the line's text, so the line stays JSON (a
+    Secrets Manager value is blanked to the end of its text: of the field, not of the line)."""
 
     def serialize(self, log: Any) -> str:
-        return redact(super().serialize(log))
+        return super().serialize(_redacted_fields(log))
 
 
 logger = Logger(service=SERVICE, logger_formatter=RedactingFormatter())
