@@ -216,7 +216,7 @@ def test_a_short_secret_flag_combined_after_switches_is_read_as_pflag_reads_the_
         assert kubeconfig_secrets(_exec_user(["kubernetes", "cluster", *args, "ml"], "doctl")) == [], args
 
 
-def test_a_secret_flag_takes_the_next_argument_even_one_starting_with_a_dash() -> None:
+def test_a_secret_flag_takes_the_next_argument_even_one_starting_with_a_dash(monkeypatch: Any) -> None:
     """pflag (and Go's flag package) gives a flag that is no switch the next argument whatever it holds
     (parseLongArg, parseSingleShortArg: ``value = args[0]``), so a secret starting with ``-`` is the
     flag's value; a switch whose name ends in a secret's word (int128/kubelogin's
@@ -231,6 +231,14 @@ def test_a_secret_flag_takes_the_next_argument_even_one_starting_with_a_dash() -
     switch = ["oidc-login", "get-token", "--oidc-use-access-token", "--oidc-issuer-url=https://issuer.example.com",
               "--oidc-client-id=kubernetes"]  # fmt: skip
     assert kubeconfig_secrets(_exec_user(switch, "kubectl")) == []
+
+    from spillway.adapters.kube import kubeconfig_argument_secrets
+
+    observability = _words_only(monkeypatch)  # a short one is blanked where it stands as a word
+    observability.add_secret_words(
+        kubeconfig_argument_secrets(_exec_user(["get-token", "--password", "-pw1"]))
+    )
+    assert observability.redact("login --password -pw1 refused") == "login --password <redacted> refused"
 
 
 def test_a_plugins_word_that_is_no_flag_gives_no_short_flag_a_secret() -> None:
