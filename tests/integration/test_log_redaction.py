@@ -10,6 +10,7 @@ import json
 import logging
 import secrets
 import threading
+import traceback
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
@@ -490,3 +491,39 @@ def test_a_powertools_line_whose_message_holds_a_secrets_manager_value_stays_jso
     line = json.loads(buffer.getvalue())
     assert line["message"] == 'Response body: {"SecretString": <redacted>'
     assert line["after"] == "kept"
+
+
+def test_an_exception_a_handler_formats_from_exc_info_itself_carries_no_credential() -> None:
+    """The Lambda runtime's JSON log format (awslambdaric's JsonFormatter, on the root logger) writes a
+    record's ``errorType`` as ``exc_info[0].__name__``, ``errorMessage`` as ``str(exc_info[1])`` and the
+    frames from ``exc_info[2]``, not the ``exc_text`` the filter cleaned: the exception a record carries
+    is one whose text is redacted, of the same name, and with the same traceback."""
+    secret = "k8s-aws-v1." + secrets.token_urlsafe(40)
+    written: list[tuple[str, str, str, str]] = []
+
+    class RuntimeJson(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            assert record.exc_info is not None and record.exc_info[0] is not None
+            kind, value, tb = record.exc_info
+            frames = "".join(traceback.format_tb(tb))
+            text = "".join(traceback.format_exception(kind, value, tb))
+            written.append((kind.__name__, str(value), frames, text))
+
+    class Refused(Exception):
+        pass
+
+    handler = RuntimeJson()
+    library = logging.getLogger("some.library.client")
+    library.addHandler(handler)
+    try:
+        try:
+            raise Refused(f"Authorization: Bearer {secret}")
+        except Refused:
+            library.error("call failed", exc_info=True)
+    finally:
+        library.removeHandler(handler)
+    [(name, message, frames, text)] = written
+    assert (name, message) == ("Refused", "Authorization: Bearer <redacted>")
+    assert "in test_an_exception_a_handler_formats_from_exc_info_itself_carries_no_credential" in frames
+    assert text.rstrip().endswith("Refused: Authorization: Bearer <redacted>")
+    assert secret not in text
