@@ -10,6 +10,7 @@ import json
 import logging
 import secrets
 import threading
+import traceback
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
@@ -447,3 +448,82 @@ def test_an_exec_plugin_that_fails_quoting_a_short_secret_or_a_short_flags_leave
         assert token not in where and f" {password} " not in where
     line = f"raised gpu-a in ap-southeast-2 ({password}x, arn:aws:iam::1:role/{password}), tenant -t 72f988bf"
     assert observability.redact(line) == line
+
+
+def test_an_exception_logged_through_the_powertools_logger_carries_no_credential() -> None:
+    """Powertools' formatter writes a record's exception from its ``exc_info`` itself (``exception``: the
+    traceback, ``stack_trace``: the exception's value and frames), not from the ``exc_text`` the filter
+    redacted, so a module of ours logging an error with ``exc_info`` (``spillway.*`` loggers propagate
+    to the Powertools logger) would print what the exception quotes: an ApiException's headers, say."""
+    secret = "k8s-aws-v1." + secrets.token_urlsafe(40)
+    handler = observability.logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    buffer = io.StringIO()
+    stdout = handler.setStream(buffer)  # the Lambda's own handler, its filter and formatter, into a buffer
+    try:
+        raise RuntimeError(f"HTTP response headers: {{'Authorization': 'Bearer {secret}'}}")
+    except RuntimeError:
+        observability.logger.exception("read failed")
+        logging.getLogger("spillway.adapters.test").warning("read failed again", exc_info=True)
+    finally:
+        handler.setStream(stdout)
+    out = buffer.getvalue()
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line["message"] for line in lines] == ["read failed", "read failed again"]
+    for line in lines:
+        assert "'Bearer <redacted>'" in line["exception"]
+        assert "RuntimeError" in line["exception"]  # the traceback stays
+        assert line["stack_trace"]["value"].endswith("'Bearer <redacted>'}")
+    assert secret not in out
+
+
+def test_a_powertools_line_whose_message_holds_a_secrets_manager_value_stays_json() -> None:
+    """A Secrets Manager value is blanked to the end of its text, which, redacting a written line, would
+    take the line's closing fields and brace too: each field is redacted, and the line is still JSON."""
+    handler = observability.logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    buffer = io.StringIO()
+    stdout = handler.setStream(buffer)
+    try:
+        observability.logger.info('Response body: {"SecretString": "token: abc"}', extra={"after": "kept"})
+    finally:
+        handler.setStream(stdout)
+    line = json.loads(buffer.getvalue())
+    assert line["message"] == 'Response body: {"SecretString": <redacted>'
+    assert line["after"] == "kept"
+
+
+def test_an_exception_a_handler_formats_from_exc_info_itself_carries_no_credential() -> None:
+    """The Lambda runtime's JSON log format (awslambdaric's JsonFormatter, on the root logger) writes a
+    record's ``errorType`` as ``exc_info[0].__name__``, ``errorMessage`` as ``str(exc_info[1])`` and the
+    frames from ``exc_info[2]``, not the ``exc_text`` the filter cleaned: the exception a record carries
+    is one whose text is redacted, of the same name, and with the same traceback."""
+    secret = "k8s-aws-v1." + secrets.token_urlsafe(40)
+    written: list[tuple[str, str, str, str]] = []
+
+    class RuntimeJson(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            assert record.exc_info is not None and record.exc_info[0] is not None
+            kind, value, tb = record.exc_info
+            frames = "".join(traceback.format_tb(tb))
+            text = "".join(traceback.format_exception(kind, value, tb))
+            written.append((kind.__name__, str(value), frames, text))
+
+    class Refused(Exception):
+        pass
+
+    handler = RuntimeJson()
+    library = logging.getLogger("some.library.client")
+    library.addHandler(handler)
+    try:
+        try:
+            raise Refused(f"Authorization: Bearer {secret}")
+        except Refused:
+            library.error("call failed", exc_info=True)
+    finally:
+        library.removeHandler(handler)
+    [(name, message, frames, text)] = written
+    assert (name, message) == ("Refused", "Authorization: Bearer <redacted>")
+    assert "in test_an_exception_a_handler_formats_from_exc_info_itself_carries_no_credential" in frames
+    assert text.rstrip().endswith("Refused: Authorization: Bearer <redacted>")
+    assert secret not in text

@@ -194,3 +194,58 @@ def test_a_short_flags_joined_value_is_read_whatever_characters_it_holds() -> No
     assert kubeconfig_secrets(_exec_user(["kubernetes", "cluster", f"-t{token}"], "doctl")) == [token]
     script = f"/usr/local/bin/doctl kubernetes cluster kubeconfig exec-credential -t{token} ml"
     assert kubeconfig_secrets(_exec_user(["-c", script], "sh")) == [token]
+
+
+def test_a_short_secret_flag_combined_after_switches_is_read_as_pflag_reads_the_group() -> None:
+    """pflag reads ``-vt <value>`` and ``-vt<value>`` as ``-v`` (doctl's ``--verbose``, a switch) then
+    ``-t`` given the next argument or the rest of the group (parseShortArg walks the letters of one
+    argument; a letter with a value, ``-o`` ``--output``, ``-c`` ``--config``, ``-u`` ``--api-url``,
+    takes the rest for its own, so the letters after it are no flags)."""
+    token = "dop_v1_" + "c3" * 32
+    for args in (["-vt", token], [f"-vt{token}"], [f"-vt={token}"], ["-hvt", token]):
+        assert kubeconfig_secrets(_exec_user(["kubernetes", "cluster", *args], "doctl")) == [token], args
+    script = f"exec doctl kubernetes cluster kubeconfig exec-credential -vt {token} ml"
+    assert kubeconfig_secrets(_exec_user(["-c", script], "sh")) == [token]
+    # -o's value is "text", -c's a path, -u's a URL: no t among their letters is a flag
+    for args in (
+        ["-otext"],
+        ["-c/home/u/.config/doctl/config.yaml"],
+        ["-uhttps://api.example.test"],
+        ["-v=true"],
+    ):
+        assert kubeconfig_secrets(_exec_user(["kubernetes", "cluster", *args, "ml"], "doctl")) == [], args
+
+
+def test_a_secret_flag_takes_the_next_argument_even_one_starting_with_a_dash(monkeypatch: Any) -> None:
+    """pflag (and Go's flag package) gives a flag that is no switch the next argument whatever it holds
+    (parseLongArg, parseSingleShortArg: ``value = args[0]``), so a secret starting with ``-`` is the
+    flag's value; a switch whose name ends in a secret's word (int128/kubelogin's
+    ``--oidc-use-access-token``, a BoolVar) takes none, and the flag after it is no secret."""
+    secret = "-Qx8Q~leadingDashSecret.abc"
+    token = "-dop_v1_" + "d4" * 32
+    spn = ["get-token", "--client-secret", secret, "--login", "spn"]
+    assert kubeconfig_secrets(_exec_user(spn)) == [secret]
+    assert kubeconfig_secrets(_exec_user(["get-token", "-clientSecret", secret])) == [secret]
+    assert kubeconfig_secrets(_exec_user(["kubernetes", "cluster", "-t", token, "ml"], "doctl")) == [token]
+    assert kubeconfig_secrets(_exec_user(["kubernetes", "cluster", "-vt", token, "ml"], "doctl")) == [token]
+    switch = ["oidc-login", "get-token", "--oidc-use-access-token", "--oidc-issuer-url=https://issuer.example.com",
+              "--oidc-client-id=kubernetes"]  # fmt: skip
+    assert kubeconfig_secrets(_exec_user(switch, "kubectl")) == []
+
+    from spillway.adapters.kube import kubeconfig_argument_secrets
+
+    observability = _words_only(monkeypatch)  # a short one is blanked where it stands as a word
+    observability.add_secret_words(
+        kubeconfig_argument_secrets(_exec_user(["get-token", "--password", "-pw1"]))
+    )
+    assert observability.redact("login --password -pw1 refused") == "login --password <redacted> refused"
+
+
+def test_a_plugins_word_that_is_no_flag_gives_no_short_flag_a_secret() -> None:
+    """Only an argument starting with ``-`` is a group of one-letter flags (pflag's parseArgs): doctl's
+    cluster named ``staging`` or ``streaming-prod`` is an argument, not ``-t`` given ``aging`` (blanked
+    as a word from every line) or ``reaming-prod`` (blanked inside the cluster's name wherever a line
+    names it)."""
+    for cluster in ("staging", "streaming-prod", "ctl"):
+        args = ["kubernetes", "cluster", "kubeconfig", "exec-credential", "--version=v1beta1", cluster]
+        assert kubeconfig_secrets(_exec_user(args, "doctl")) == [], cluster

@@ -15,7 +15,9 @@ tracer is a stand-in whose decorators do nothing, so handlers are the same every
 Credentials never reach a log: importing this module installs :class:`RedactSecrets` on every record
 of every logger (at creation, through the log record factory, so botocore, urllib3 and the kubernetes
 client at DEBUG are covered, and handlers added later too) and again on the root and Powertools
-handlers (for ``extra`` fields, which are set after creation). It blanks EKS bearer tokens
+handlers (for ``extra`` fields, which are set after creation), and each field of Powertools' JSON lines
+once more as written (:class:`RedactingFormatter`: it formats a record's exception itself); a record's
+exception is one whose text is redacted, for any formatter that writes it itself. It blanks EKS bearer tokens
 (``k8s-aws-v1.…``), ``Authorization`` header values, SigV4 signatures and session tokens (which would
 let anyone rebuild the presigned URL a token encodes), and a kubeconfig's ``token``/``password``/
 ``client-key-data`` values, OAuth and OpenID Connect credentials (``client_secret``, ``access_token``,
@@ -38,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
 
 SERVICE = "spillway"
@@ -188,6 +191,27 @@ def _redact_value(value: Any) -> Any:
     return value
 
 
+ExcInfo = tuple[type[BaseException], BaseException, Any]
+
+
+def _redacted_exc_info(exc_info: ExcInfo) -> ExcInfo:
+    """``exc_info`` with, when its exception's text holds a secret, an exception of the same name and
+    module whose text is redacted, on the same traceback: for a formatter that writes the exception
+    itself (the Lambda runtime's JSON log format: ``str(exc_info[1])``), not the ``exc_text`` redacted.
+    Its causes are left out (they may quote the secret too); ``exc_text`` keeps them, redacted."""
+    kind, value, tb = exc_info
+    try:
+        text = str(value)
+    except Exception:  # an exception that cannot say itself: nothing to redact in it
+        return exc_info
+    cleaned = redact(text)
+    if cleaned == text:
+        return exc_info
+    names = {"__module__": kind.__module__, "__qualname__": kind.__qualname__, "__str__": lambda _: cleaned}
+    standin = type(kind.__name__, (Exception,), names)(cleaned)
+    return kind, standin.with_traceback(tb), tb
+
+
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
@@ -207,6 +231,8 @@ class RedactSecrets(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = redact(record.exc_text)
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_info = _redacted_exc_info(cast(ExcInfo, record.exc_info))
         for key, value in list(record.__dict__.items()):
             if key not in _STANDARD:
                 record.__dict__[key] = _redact_value(value)
@@ -235,7 +261,30 @@ def install_redaction(*loggers: logging.Logger) -> None:
                 handler.addFilter(_REDACTOR)
 
 
-logger = Logger(service=SERVICE)
+def _redacted_fields(value: Any) -> Any:
+    """A log line's fields, each value redacted as the text it is written as (an object as its ``str``, as
+    Powertools' JSON encoder writes one); numbers, booleans and nulls as they are."""
+    if isinstance(value, dict):
+        return {k: _redacted_fields(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted_fields(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return redact(value if isinstance(value, str) else str(value))
+
+
+class RedactingFormatter(LambdaPowertoolsFormatter):
+    """Powertools' JSON lines with every field redacted before it is written: its formatter writes a
+    record's exception from the record's ``exc_info`` itself (``exception``; ``stack_trace``, the
+    exception's value), not from the ``exc_text`` :class:`RedactSecrets` cleaned, and the keys appended
+    to the logger are no record's fields. Field by field, not the line's text, so the line stays JSON (a
+    Secrets Manager value is blanked to the end of its text: of the field, not of the line)."""
+
+    def serialize(self, log: Any) -> str:
+        return super().serialize(_redacted_fields(log))
+
+
+logger = Logger(service=SERVICE, logger_formatter=RedactingFormatter())
 tracer = _make_tracer()
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 install_redaction(logger._logger)

@@ -607,13 +607,39 @@ def _command_words(line: str) -> list[str]:
         return line.split()
 
 
-# The short flags (one letter) that take a credential, per exec plugin, by the name of its command: read
-# from each plugin's own flags. doctl's global -t is --access-token (DigitalOcean's doctl reference,
-# "Global Flags"). The others take none: Azure kubelogin's -t is --tenant-id, -l --login, -e
-# --environment (pkg/internal/token/options.go); aws-iam-authenticator's -i is --cluster-id, -r --role, a
-# role's ARN (cmd/aws-iam-authenticator); aws eks get-token and gke-gcloud-auth-plugin have long flags only.
-# So a one-letter flag is no secret's but for its plugin (kubelogin's -t given a tenant's id stays).
-SECRET_SHORT_FLAGS: Mapping[str, frozenset[str]] = {"doctl": frozenset({"t"})}
+# The one-letter flags of an exec plugin that matter to reading its arguments as pflag does, per plugin, by
+# the name of its command: read from each plugin's own flags. doctl's global -t is --access-token
+# (DigitalOcean's doctl reference, "Global Flags"); its -c (--config), -u (--api-url) and -o (--output)
+# take a value that is no secret, and -v (--verbose) and -h (--help) are switches (commands/doit.go). pflag
+# reads one argument's letters as flags one by one (parseShortArg): a switch, and the next letter is a
+# flag again ("-vt <token>"); a flag with a value takes "=<value>", or the rest of the argument
+# ("-vt<token>", "-otext": "text" is -o's), or, with nothing left, the next argument. The others take no
+# credential: Azure kubelogin's -t is --tenant-id, -l --login, -e --environment
+# (pkg/internal/token/options.go); aws-iam-authenticator's -i is --cluster-id, -r --role, a role's ARN
+# (cmd/aws-iam-authenticator); aws eks get-token and gke-gcloud-auth-plugin have long flags only. So a
+# one-letter flag is no secret's but for its plugin (kubelogin's -t given a tenant's id stays).
+
+
+@dataclass(frozen=True)
+class Shorthands:
+    """One-letter flags: those that take a credential, and those that take a value that is none (where a
+    group of letters ends); any other letter is read as a switch, so a secret after it is not missed."""
+
+    secret: frozenset[str] = frozenset()
+    valued: frozenset[str] = frozenset()
+
+    def __or__(self, other: Shorthands) -> Shorthands:
+        secret = self.secret | other.secret
+        return Shorthands(secret, (self.valued | other.valued) - secret)
+
+
+NO_SHORTHANDS = Shorthands()
+SECRET_SHORT_FLAGS: Mapping[str, Shorthands] = {"doctl": Shorthands(frozenset("t"), frozenset("cuo"))}
+# Flags whose name ends in a secret's word that are switches (pflag bools: no value unless "=<value>"):
+# int128/kubelogin's --oidc-use-access-token (pkg/cmd/get_token.go, a BoolVar). Any other flag named so
+# takes the next argument as its value, whatever it holds (pflag's parseLongArg and Go's flag package
+# give a flag that is no switch args[0] even when it starts with '-').
+SECRET_NAMED_SWITCHES = frozenset({"oidc-use-access-token"})
 # What a flag named as a secret's may be given that is none: a switch's value, as Go's strconv.ParseBool
 # (which pflag's bool flags use) reads one (int128/kubelogin's --oidc-use-access-token=true), and "-",
 # a value read from stdin (Vault's token=-). Blanked as words, they would take every "true", "1" or
@@ -621,55 +647,74 @@ SECRET_SHORT_FLAGS: Mapping[str, frozenset[str]] = {"doctl": frozenset({"t"})}
 NO_SECRET_VALUES = frozenset(
     {"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False", "-"}
 )
+# What one argument gives: its values, and whether it took the next argument as its value.
+_Given = tuple[list[str], bool]
+_NOTHING: _Given = ([], False)
 
 
-def _short_flags(words: Sequence[str]) -> frozenset[str]:
+def _short_flags(words: Sequence[str]) -> Shorthands:
     """The :data:`SECRET_SHORT_FLAGS` of every plugin named among ``words`` (a command, its arguments)."""
-    return frozenset().union(*(SECRET_SHORT_FLAGS.get(w.rsplit("/", 1)[-1], frozenset()) for w in words))
+    found = NO_SHORTHANDS
+    for word in words:
+        found = found | SECRET_SHORT_FLAGS.get(word.rsplit("/", 1)[-1], NO_SHORTHANDS)
+    return found
 
 
-def _following(following: str | None) -> list[str]:
-    """A flag's value given as the next argument: one that is no flag."""
-    return [following] if following is not None and not following.startswith("-") else []
+def _following(following: str | None) -> _Given:
+    """A flag's value given as the next argument: whatever it holds, as pflag takes it; none at the end."""
+    return ([following], True) if following is not None else _NOTHING
 
 
-def _short_secret(arg: str, following: str | None, short: frozenset[str]) -> list[str] | None:
-    """What ``arg``, when one of the ``short`` flags, gives it: ``-t <value>``, or, as pflag reads a
-    shorthand, ``-t<value>`` or ``-t=<value>`` (the rest of the argument, whatever it holds); None when
-    it is none of them."""
-    if arg.startswith("--") or len(arg) < 2 or arg[1] not in short:
+def _short_secret(arg: str, following: str | None, short: Shorthands) -> _Given | None:
+    """What ``arg``, a group of one-letter flags, gives one of the ``short`` ones that takes a secret, as
+    pflag reads it: the letters before it switches, then ``=<value>``, the rest of the argument (whatever
+    it holds) or the next argument; None when no such flag is in it (a letter with a value of its own,
+    ``=`` or a character no flag is named by ends the group first; an argument not starting with one
+    ``-`` is none)."""
+    if not arg.startswith("-") or arg.startswith("--") or not short.secret:
         return None
-    return [arg[2:].removeprefix("=")] if len(arg) > 2 else _following(following)
+    for i in range(1, len(arg)):
+        letter, rest = arg[i], arg[i + 1 :]
+        if letter in short.secret:
+            return ([rest.removeprefix("=")], False) if rest else _following(following)
+        if letter in short.valued or rest.startswith("=") or not letter.isascii() or not letter.isalpha():
+            return None
+    return None
 
 
-def _secrets_of(arg: str, following: str | None, short: frozenset[str]) -> list[str]:
+def _secrets_of(arg: str, following: str | None, short: Shorthands) -> _Given:
     """What one argument (``following``: the next one) gives to a secret's name, or to one of the
     ``short`` flags; a command line's words."""
     if not arg.startswith("-") and any(c.isspace() for c in arg):
-        return secret_arguments(_command_words(arg), short)
+        return secret_arguments(_command_words(arg), short), False
     given = _short_secret(arg, following, short)
     if given is not None:
         return given
     flag = _FLAG.match(arg)
     if flag is None:
         pair = _KEY_VALUE.match(arg)
-        return [pair.group(2)] if pair is not None and _names_a_secret(pair.group(1)) else []
+        return ([pair.group(2)], False) if pair is not None and _names_a_secret(pair.group(1)) else _NOTHING
     if not _names_a_secret(flag.group(1)):
-        return []
+        return _NOTHING
     if flag.group(2) is not None:
-        return [flag.group(2)]
-    return _following(following)
+        return [flag.group(2)], False
+    return _NOTHING if flag.group(1) in SECRET_NAMED_SWITCHES else _following(following)
 
 
-def secret_arguments(args: Sequence[str], short: frozenset[str] = frozenset()) -> list[str]:
+def secret_arguments(args: Sequence[str], short: Shorthands = NO_SHORTHANDS) -> list[str]:
     """The values ``args`` give to flags or keys whose name ends in a :data:`SECRET_FLAG_WORDS` word, as
-    ``--flag value`` (a next argument that is no flag), ``--flag=value`` or ``key=value``, and those of a
-    shell command line given as one argument; and to the one-letter flags a plugin named among them
-    takes a credential with (:data:`SECRET_SHORT_FLAGS`), or ``short``: its command's."""
+    ``--flag value`` (the next argument, whatever it holds, unless the flag is a switch:
+    :data:`SECRET_NAMED_SWITCHES`), ``--flag=value`` or ``key=value``, and those of a shell command line
+    given as one argument; and to the one-letter flags a plugin named among them takes a credential with
+    (:data:`SECRET_SHORT_FLAGS`), or ``short``: its command's. An argument a flag took as its value is
+    read as no flag."""
     found: list[str] = []
     short = short | _short_flags([w for arg in args for w in arg.split()])
-    for i, arg in enumerate(args):
-        found.extend(_secrets_of(arg, args[i + 1] if i + 1 < len(args) else None, short))
+    i = 0
+    while i < len(args):
+        values, took_next = _secrets_of(args[i], args[i + 1] if i + 1 < len(args) else None, short)
+        found.extend(values)
+        i += 2 if took_next else 1
     return [value for value in found if value and value not in NO_SECRET_VALUES]
 
 
@@ -696,7 +741,7 @@ def _credentials(doc: Mapping[str, Any]) -> list[tuple[str, bool]]:
                     found.append((value, False))
                 elif arguments := _argument_list(key, value):
                     command = node.get("command") or node.get("cmd-path")
-                    short = _short_flags([command]) if isinstance(command, str) else frozenset()
+                    short = _short_flags([command]) if isinstance(command, str) else NO_SHORTHANDS
                     found.extend((v, True) for v in secret_arguments(arguments, short))
                 elif key == "env" and isinstance(value, list):
                     found.extend(
