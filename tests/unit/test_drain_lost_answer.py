@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 from test_drain_round_bounds import _drainer_of_invocation, _invocation_ending_in
-from test_drain_steps import Rig, rig  # noqa: F401 (the fixture)
+from test_drain_steps import NODE, Rig, rig  # noqa: F401 (the fixture)
 
+from spillway.act.drain import ENABLE_DS_EVICTION
 from spillway.errors import KubeUnavailable
 from spillway.local import objects
 from spillway.model.calltime import STEP_MARGIN_SECONDS
@@ -267,3 +268,71 @@ def test_a_first_eviction_not_sent_for_lack_of_time_is_raised_for_the_retry(rig:
 
     with pytest.raises(KubeUnavailable, match="not sent"):
         rig.drainer.evict(drain)
+
+
+def _agents(rig: Rig, *names: str) -> None:
+    """DaemonSet pods that opt in to the eviction (enable-ds-eviction "true") on the drained node."""
+    for name in names:
+        pod = objects.daemonset_pod(name, NODE, ds=name)
+        pod["metadata"].setdefault("annotations", {})[ENABLE_DS_EVICTION] = "true"
+        rig.api.add(pod)
+
+
+def _agent_terminating(rig: Rig, name: str) -> bool:
+    pod = rig.api.get("Pod", name, "kube-system")
+    return pod is not None and "deletionTimestamp" in pod["metadata"]
+
+
+def test_a_daemonset_eviction_whose_answer_was_lost_is_counted_by_the_next_round(rig: Rig) -> None:
+    """agent-a's eviction is applied and its answer lost. Before, the round named it nowhere: not in
+    ``daemonsets``, not in ``unconfirmed``, and the drain, done, went on to terminate: no round looked
+    at it again, and no record named it. Now it is unconfirmed, the drain not done until the next round,
+    which finds it terminating and counts it among the DaemonSet pods evicted, evicting it no more."""
+    _agents(rig, "agent-a", "agent-b")
+    drain = rig.cordoned(reason="by hand", poll_seconds=5, deadline_seconds=300)
+    _answer_lost(rig, "agent-a")
+
+    first = rig.drainer.evict(drain)
+
+    assert first["done"] is False, "the drain went on with the lost answer never looked at"
+    assert [u["pod"] for u in first["unconfirmed"]] == ["kube-system/agent-a"], first
+    assert _agent_terminating(rig, "agent-a")
+    rig.clock.advance(drain.poll_seconds)
+    second = rig.drainer.evict(drain, first)
+    assert second["done"] and "unconfirmed" not in second, second
+    assert sorted(second["daemonsets"]) == ["kube-system/agent-a", "kube-system/agent-b"], second
+    evictions = [r.path for r in rig.api.requests if r.path.endswith("/eviction")]
+    assert sum("agent-a" in p for p in evictions) == 1, evictions
+
+
+def test_a_daemonset_eviction_lost_and_never_applied_is_sent_again(rig: Rig) -> None:
+    _agents(rig, "agent-a")
+    drain = rig.cordoned(reason="by hand", poll_seconds=5, deadline_seconds=300)
+    _answer_lost(rig, "agent-a", applied=False)
+
+    first = rig.drainer.evict(drain)
+    assert first["done"] is False and not _agent_terminating(rig, "agent-a"), first
+    rig.clock.advance(drain.poll_seconds)
+    second = rig.drainer.evict(drain, first)
+
+    assert second["done"] and second["daemonsets"] == ["kube-system/agent-a"], second
+    assert "unconfirmed" not in second and _agent_terminating(rig, "agent-a"), second
+
+
+def test_a_failed_drain_names_a_daemonset_eviction_whose_answer_was_lost(rig: Rig) -> None:
+    _agents(rig, "agent-a")
+    drain = rig.cordoned(reason="by hand", poll_seconds=5, deadline_seconds=300)
+    _answer_lost(rig, "agent-a")
+    last = rig.drainer.evict(drain)
+    state = {
+        "drain": drain.model_dump(),
+        "round": last,
+        "error": {"Error": "KubeUnavailable", "Cause": "list pods: no useful answer after 4 attempts"},
+        "compensation": {"untainted": True, "uncordoned": True},
+    }
+
+    out = rig.drainer.record(state)
+
+    assert out["unconfirmed"] == ["kube-system/agent-a"], out
+    message = [e["message"] for e in rig.api.list("Event")][-1]
+    assert "1 eviction(s) whose answer was lost (kube-system/agent-a)" in message, message

@@ -1828,6 +1828,7 @@ INTERRUPTED = (
     "not evicted yet: the round stopped at an error of the API server after it had evicted others "
     "({error}); the next round evicts it"
 )
+INTERRUPTED_START = INTERRUPTED.partition("{")[0]
 UNCONFIRMED = (
     "its eviction was sent and its answer lost ({error}): the API server may have applied it; the next "
     "round counts it evicted if the pod is terminating or gone, and evicts it if it is still running"
@@ -1840,9 +1841,16 @@ def _unconfirmed(done: _Evictions, previous: Mapping[str, Any]) -> dict[str, Any
     (one that stood by lists no pods: :func:`_standing_by`). At most one a round (the lost answer
     ends it), so the list stays short; capped all the same."""
     carried = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
-    now = [{"pod": pod, "uid": uid} for pod, uid in done.unconfirmed.items()]
-    both = [*carried, *now][:LIST_LIMIT]
+    both = [*carried, *_sent_unanswered(done)][:LIST_LIMIT]
     return {"unconfirmed": both} if both else {}
+
+
+def _sent_unanswered(done: _Evictions, *, daemonsets: bool = False) -> list[dict[str, Any]]:
+    """The entries of ``unconfirmed`` for the evictions of ``done`` whose answer was lost: the pod and
+    the uid it was sent for, and ``daemonset`` for a DaemonSet pod evicted once the rest was gone
+    (:meth:`Drainer._daemonsets`), which the next round counts among ``daemonsets`` if it landed."""
+    flag = {"daemonset": True} if daemonsets else {}
+    return [{"pod": pod, "uid": uid, **flag} for pod, uid in done.unconfirmed.items()]
 
 
 def _still_running(sent: Mapping[str, Any], running: Sequence[tuple[str, str | None]]) -> bool:
@@ -1885,10 +1893,14 @@ def _confirmed(previous: Mapping[str, Any], pods: Sequence[Pod] | None) -> dict[
     if not sent:
         return dict(previous)
     running = _running(pods)
-    landed = [str(u.get("pod")) for u in sent if not _still_running(u, running)]
+    landed = [u for u in sent if not _still_running(u, running)]
+    pods_ = [str(u.get("pod")) for u in landed if not u.get("daemonset")]
+    agents = [str(u.get("pod")) for u in landed if u.get("daemonset")]
     out = {k: v for k, v in previous.items() if k != "unconfirmed"}
-    out["evicted"] = [*(previous.get("evicted") or []), *landed][:LIST_LIMIT]
-    out["evicted_count"] = int(previous.get("evicted_count") or 0) + len(landed)
+    out["evicted"] = [*(previous.get("evicted") or []), *pods_][:LIST_LIMIT]
+    out["evicted_count"] = int(previous.get("evicted_count") or 0) + len(pods_)
+    if agents:  # a DaemonSet pod evicted once the rest was gone (:meth:`Drainer._daemonsets`)
+        out["daemonsets"] = [*(previous.get("daemonsets") or []), *agents][:LIST_LIMIT]
     return out
 
 
@@ -1922,12 +1934,22 @@ def _agents(pods: Sequence[Pod], untried: Any) -> list[PodVerdict]:
     return [a for a in agents if a.pod in untried] if isinstance(untried, list) else agents
 
 
-def _daemonsets_out(before: Sequence[str], done: _Evictions) -> dict[str, Any]:
+def _daemonsets_out(before: Sequence[str], done: _Evictions, round_: Mapping[str, Any]) -> dict[str, Any]:
     """A round's DaemonSet evictions (:meth:`Drainer._daemonsets`) as its output: ``before``, those of
-    the rounds before it."""
+    the rounds before it; ``round_``, the round's output so far. A DaemonSet pod whose eviction was sent
+    and whose answer was lost is ``unconfirmed``, and the next round's (``daemonsets_left``, the drain not
+    done), with those the error left untried: that round counts it evicted if it finds it terminating
+    or gone (:func:`_confirmed`), else evicts it again (a second failure is raised, the DaemonSet
+    evictions best effort as ever). Before, it was in no list: never looked at again, nor named in a
+    failed drain's record."""
     out: dict[str, Any] = {"daemonsets": [*before, *done.pods][:LIST_LIMIT]}
     if done.interrupted:
         out["daemonsets_error"] = done.interrupted
+    lost = _sent_unanswered(done, daemonsets=True)
+    if lost:
+        out["unconfirmed"] = [*(round_.get("unconfirmed") or []), *lost][:LIST_LIMIT]
+        untried = [p for p, why in done.refused.items() if why.startswith(INTERRUPTED_START)]
+        done.later = [*done.unconfirmed, *untried, *done.later]
     if done.stop is not None:
         out.update(abandon=done.stop, done=False)
     elif done.later:
@@ -2513,7 +2535,7 @@ class Drainer:
             **_unconfirmed(done, previous),
             **({"evicted_marked": marked[:LIST_LIMIT]} if marked else {}),
         }
-        return out | self._daemonsets(drain, previous, out, named, done.started)
+        return out | self._daemonsets(drain, previous, out, named, done.started, again)
 
     def _gone_round(self, drain: Drain, previous: Mapping[str, Any], execution: str | None) -> dict[str, Any]:
         """A leaving instance's Node is gone: the round is done (:func:`_gone_round`). But a drain that
@@ -2532,6 +2554,7 @@ class Drainer:
         round_: Mapping[str, Any],
         named: frozenset[str],
         started: datetime | None = None,
+        again: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         """The round that finds the node empty of every other pod (``done``, not ``forced``) of a drain
         that terminates its node as cluster-autoscaler would (:func:`_terminates_as_autoscaler`) evicts
@@ -2560,7 +2583,10 @@ class Drainer:
         throttling: :attr:`_Evictions.later`) are the next round's, by name (``daemonsets_left``; a
         pod their DaemonSet made since has another), the round not ``done`` until then: that round was
         the last, and they went with the instance untried. cluster-autoscaler retries each until its
-        MaxPodEvictionTime (``evictPod``) and Karpenter queues every one (terminator.go, ``Evict``)."""
+        MaxPodEvictionTime (``evictPod``) and Karpenter queues every one (terminator.go, ``Evict``).
+        One whose eviction's answer was lost is the next round's too (:func:`_daemonsets_out`), and
+        ``again`` (:func:`_not_landed`) names those a round before lost and this one found running: a
+        second failure of such an eviction ends the DaemonSet evictions here, best effort."""
         if "daemonsets" in previous and not previous.get("daemonsets_left"):
             return {"daemonsets": previous["daemonsets"]}
         carried = {k: previous[k] for k in ("daemonsets", "daemonsets_left") if k in previous}
@@ -2578,10 +2604,10 @@ class Drainer:
         try:
             pods = self.kube.pods_on_node(drain.node) if left else []
             agents = _agents(daemonsets_to_evict(pods, by_default, force=drain.force), untried)
-            done = self._evict_round(drain, agents, left, named, chosen, started)
+            done = self._evict_round(drain, agents, left, named, chosen, started, again)
         except KubeError as exc:
             return {"daemonsets": before[:LIST_LIMIT], "daemonsets_error": str(exc)[:300]}
-        return _daemonsets_out(before, done)
+        return _daemonsets_out(before, done, round_)
 
     def _beat(self, drain: Drain, previous: Mapping[str, Any]) -> dict[str, Any]:
         """A lifecycle drain's heartbeat when owed (:meth:`_heartbeat`), else nothing. A round asks it
