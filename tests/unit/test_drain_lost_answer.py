@@ -20,7 +20,7 @@ from test_drain_round_bounds import _drainer_of_invocation, _invocation_ending_i
 from test_drain_steps import NODE, Rig, rig  # noqa: F401 (the fixture)
 
 from spillway.act.drain import ENABLE_DS_EVICTION
-from spillway.errors import KubeUnavailable
+from spillway.errors import DrainTimeout, KubeUnavailable
 from spillway.local import objects
 from spillway.model.calltime import STEP_MARGIN_SECONDS
 
@@ -336,3 +336,67 @@ def test_a_failed_drain_names_a_daemonset_eviction_whose_answer_was_lost(rig: Ri
     assert out["unconfirmed"] == ["kube-system/agent-a"], out
     message = [e["message"] for e in rig.api.list("Event")][-1]
     assert "1 eviction(s) whose answer was lost (kube-system/agent-a)" in message, message
+
+
+def _held_and_lost(rig: Rig) -> Any:
+    """db-0, which a budget holds, and web-1, whose eviction is applied and its answer lost: the first
+    round blocks the one and leaves the other unconfirmed."""
+    rig.pod("db-0", app="db")
+    rig.api.add(objects.pdb("db", "team-a", {"app": "db"}, min_available=1))
+    rig.pod("web-1")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=30)
+    _answer_lost(rig, "web-1")
+    first = rig.drainer.evict(drain)
+    assert [u["pod"] for u in first["unconfirmed"]] == ["team-a/web-1"], first
+    return drain, first
+
+
+def test_a_round_at_the_deadline_that_learns_a_lost_answer_landed_reports_it_before_timing_out(
+    rig: Rig,
+) -> None:
+    """The round after the lost answer comes past the deadline with db-0 still held: it raised
+    DrainTimeout, and what it had learnt (web-1 evicted) died with its output: the record, reading the
+    round before, named web-1 an eviction whose answer was lost. Now that round reports web-1 evicted,
+    and the next one times out, so the record counts it."""
+    drain, first = _held_and_lost(rig)
+    rig.clock.advance(31)
+
+    second = rig.drainer.evict(drain, first)
+
+    assert second["evicted"] == ["team-a/web-1"] and "unconfirmed" not in second, second
+    assert second["done"] is False, second
+    rig.clock.advance(drain.poll_seconds)
+    with pytest.raises(DrainTimeout, match="team-a/db-0") as caught:
+        rig.drainer.evict(drain, second)
+    state = {
+        "drain": drain.model_dump(),
+        "round": second,
+        "error": {"Error": "DrainTimeout", "Cause": str(caught.value)},
+        "compensation": {"untainted": True, "uncordoned": True},
+    }
+    out = rig.drainer.record(state)
+    assert out["evicted"] == ["team-a/web-1"] and "unconfirmed" not in out, out
+
+
+def test_a_round_that_learns_a_lost_answer_landed_reports_it_before_an_api_error(rig: Rig) -> None:
+    """The same before the deadline, db-0's eviction now failing (the API server down): the round,
+    having evicted nothing itself, raised the error and took web-1's confirmation with it; now it ends
+    ``interrupted``, reporting web-1, and the next round raises the error if it is still there."""
+    drain, first = _held_and_lost(rig)
+    evict = rig.kube.evict
+
+    def down(namespace: str, pod: str, grace_period_seconds: int | None = None, *, uid: str = "") -> None:
+        if pod == "db-0":
+            raise KubeUnavailable("evict pod team-a/db-0: connection refused", sent=False)
+        evict(namespace, pod, grace_period_seconds, uid=uid)
+
+    rig.kube.evict = down  # type: ignore[method-assign]
+    rig.clock.advance(drain.poll_seconds)
+
+    second = rig.drainer.evict(drain, first)
+
+    assert second["evicted"] == ["team-a/web-1"] and "unconfirmed" not in second, second
+    assert "connection refused" in second["interrupted"] and second["done"] is False, second
+    rig.clock.advance(drain.poll_seconds)
+    with pytest.raises(KubeUnavailable, match="connection refused"):
+        rig.drainer.evict(drain, second)

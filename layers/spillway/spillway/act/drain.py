@@ -1870,6 +1870,15 @@ def _not_landed(previous: Mapping[str, Any], pods: Sequence[Pod]) -> frozenset[s
     return frozenset(str(u.get("pod")) for u in sent if _still_running(u, running))
 
 
+def _landed_before(previous: Mapping[str, Any], again: frozenset[str]) -> bool:
+    """Whether an eviction of ``previous``'s ``unconfirmed`` landed: its pod is not among those found
+    running (``again``: :func:`_not_landed`). The round that learns it counts it (:func:`_confirmed`)
+    in its output, which a raise would drop: the Catch keeps the round before's, which named the pod
+    an eviction whose answer was lost. So that round reports, and the error is the next round's."""
+    sent = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
+    return any(str(u.get("pod")) not in again for u in sent)
+
+
 def _running(pods: Sequence[Pod] | None) -> list[tuple[str, str | None]]:
     """Name and uid of each of ``pods`` not terminating."""
     return [
@@ -1915,7 +1924,9 @@ class _Evictions:
     ``metadata.uid`` of each pod evicted, by its name ("" when the listing gave none), by which the
     listing after the evictions tells that pod from another made under its name since
     (:func:`_marked_as_evicted`); the pod whose eviction was sent and whose answer was lost, with the
-    uid it was sent for (:data:`UNCONFIRMED`: the next round tells by the pod whether it landed)."""
+    uid it was sent for (:data:`UNCONFIRMED`: the next round tells by the pod whether it landed); and
+    whether the round learnt that an eviction a round before lost the answer of landed
+    (:func:`_landed_before`), which it reports rather than raise an error that would drop it."""
 
     pods: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
@@ -1925,6 +1936,7 @@ class _Evictions:
     started: datetime | None = None
     uids: dict[str, str] = field(default_factory=dict)
     unconfirmed: dict[str, str] = field(default_factory=dict)
+    learnt: bool = False
 
 
 def _agents(pods: Sequence[Pod], untried: Any) -> list[PodVerdict]:
@@ -2043,15 +2055,22 @@ def _critical_held(verdicts: Sequence[PodVerdict]) -> dict[str, str]:
 OUT_OF_TIME = "not evicted: the deadline has come"
 
 
-def _out_of_time(verdicts: Sequence[PodVerdict], previous: Mapping[str, Any]) -> dict[str, str]:
+GRACE_CUT_NEXT = "not evicted: the next round gives the drain up ({cut})"
+
+
+def _out_of_time(
+    verdicts: Sequence[PodVerdict], previous: Mapping[str, Any], cut: str | None = None
+) -> dict[str, str]:
     """Why each pod a drain without force no longer evicts at its deadline is still there: what the
-    round before said of it (a budget held it...), else that the time is up."""
+    round before said of it (a budget held it...), else that the time is up (``cut``: that a pod's
+    whole grace no longer fits, :func:`_grace_cut`)."""
     earlier = {
         entry.get("pod"): entry.get("reason")
         for entry in previous.get("remaining") or []
         if isinstance(entry, Mapping)
     }
-    return {v.pod: str(earlier.get(v.pod) or OUT_OF_TIME) for v in verdicts if v.action == "evict"}
+    why = OUT_OF_TIME if cut is None else GRACE_CUT_NEXT.format(cut=cut[:300])
+    return {v.pod: str(earlier.get(v.pod) or why) for v in verdicts if v.action == "evict"}
 
 
 def _grace_cut(
@@ -2507,11 +2526,12 @@ class Drainer:
         beat = self._beat(drain, previous)
         before, named, pods = self._listing(drain, node)
         again = _not_landed(previous, pods)
+        learnt = _landed_before(previous, again)
         previous = _confirmed(previous, pods)
         why = _abandon_why(drain, node, before)
         if why is not None:
             return _abandon(drain, previous, before, why)
-        done = self._evict_in_time(drain, before, previous, named, again)
+        done = self._evict_in_time(drain, before, previous, named, again, learnt)
         evicted_now, refused = done.pods, done.refused
         if done.stop is not None:  # a pod or the node marked since the listing: the round stops there
             return _abandon(drain, previous, before, done.stop, evicted_now, refused)
@@ -2651,19 +2671,24 @@ class Drainer:
         previous: Mapping[str, Any],
         named: frozenset[str],
         again: frozenset[str] = frozenset(),
+        learnt: bool = False,
     ) -> _Evictions:
         """:meth:`_evict_round` with the seconds left (``again``: as there). Out of time, a drain without force evicts nothing:
         it is about to fail and give the node back, and a pod evicted now would be stopped for nothing.
         Nor does a drain one of whose ``whole_grace`` pods no longer has its whole grace left
-        (:func:`_grace_cut`): it gives up, as at its deadline."""
+        (:func:`_grace_cut`): it gives up, as at its deadline. ``learnt``: the round found an eviction
+        whose answer a round before lost landed (:func:`_landed_before`); it reports that, evicting
+        nothing more, where it would raise (the grace cut, an error before its first eviction), and
+        the next round raises (:meth:`_forced_at_deadline` likewise waits a round)."""
         left = seconds_left(drain, self.clock())
         cut = _grace_cut(drain, verdicts, left, previous)
-        if cut is not None:
+        if cut is not None and not learnt:
             raise DrainTimeout(cut)
-        if not left and not drain.force:
-            return _Evictions(refused=_out_of_time(verdicts, previous))
+        if cut is not None or (not left and not drain.force):
+            return _Evictions(refused=_out_of_time(verdicts, previous, cut), learnt=learnt)
         held = _critical_held(verdicts) if left else {}
-        done = self._evict_round(drain, [v for v in verdicts if v.pod not in held], left, named, again=again)
+        evicting = [v for v in verdicts if v.pod not in held]
+        done = self._evict_round(drain, evicting, left, named, again=again, learnt=learnt)
         done.refused = {**held, **done.refused}
         return done
 
@@ -2676,6 +2701,7 @@ class Drainer:
         chosen: Callable[[Pod], bool] | None = None,
         started: datetime | None = None,
         again: frozenset[str] = frozenset(),
+        learnt: bool = False,
     ) -> _Evictions:
         """Evict every pod given, lowest priority first (:class:`_Evictions`: the pods evicted, those
         refused and why, why the drain stops here, the error that ended the round). A pod a budget
@@ -2711,7 +2737,9 @@ class Drainer:
         an eviction that fails for good (a 503 past the retries) is raised at its second try, for the
         Retry and Catch, as any error met before an eviction, instead of a round reported each
         ``poll_seconds`` until the deadline. The Retry runs on the round before's output, which still
-        names the pod, so a second eviction that landed after all is counted there. A repeated eviction of a pod already
+        names the pod, so a second eviction that landed after all is counted there. Nor when the
+        round ``learnt`` that a lost answer's eviction landed (:func:`_landed_before`): raised, the error
+        took that with it. A repeated eviction of a pod already
         terminating deletes it without a look at its budget (eviction.go ``canIgnorePDB``), so the
         client's own retry of a lost answer charges no budget twice.
 
@@ -2725,7 +2753,7 @@ class Drainer:
         was still terminating then: the drain failed and gave the node back, its pod stopped for
         nothing. 0 (deleted at once) only when no time is left, which only a forced drain evicts in."""
         began = self.clock() if started is None else started
-        done = _Evictions(started=began)
+        done = _Evictions(started=began, learnt=learnt)
         queue = sorted((v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod))
         for at, verdict in enumerate(queue):
             if (self.clock() - began).total_seconds() >= ROUND_SECONDS:
@@ -2738,7 +2766,7 @@ class Drainer:
                         done.later = [v.pod for v in queue[at:]]
                     break
             except KubeError as exc:
-                if not done.pods and not set(done.unconfirmed) - again:
+                if not done.pods and not done.learnt and not set(done.unconfirmed) - again:
                     raise
                 done.interrupted = f"{type(exc).__name__}: {exc}"[:300]
                 why = INTERRUPTED.format(error=done.interrupted)
@@ -2902,14 +2930,15 @@ class Drainer:
         ``force``, in a round the API server cut off (``interrupted``): the next evicts the pods it did
         not reach. But only the next: a forced drain whose round before was cut off too past the
         deadline (``interrupted_past_deadline``: :meth:`_interruption`) goes on, the pods left going
-        with the instance. Each cut-off round evicted a pod or sent one whose answer was lost (else it
+        with the instance. Nor in a round that learnt a lost answer's eviction landed (``learnt``:
+        :func:`_landed_before`), which it counts in its output. Each cut-off round evicted a pod or sent one whose answer was lost (else it
         raised; the next raises when that pod is still running), and a pod
         that tolerates the cordon comes back to be evicted the next round: a forced drain whose other
         eviction failed every round was never done, and polled until its execution's history ran out
         (25,000 events), its node cordoned and its instance running."""
         if not remaining or self.clock() < drain.deadline:
             return False
-        if done.pods and not drain.force:
+        if (done.pods or done.learnt) and not drain.force:
             return False
         if done.interrupted and not previous.get("interrupted_past_deadline"):
             return False
