@@ -400,3 +400,25 @@ def test_a_round_that_learns_a_lost_answer_landed_reports_it_before_an_api_error
     rig.clock.advance(drain.poll_seconds)
     with pytest.raises(KubeUnavailable, match="connection refused"):
         rig.drainer.evict(drain, second)
+
+
+def test_a_forced_drains_success_event_names_an_eviction_whose_answer_was_lost(rig: Rig) -> None:
+    """A forced drain past its deadline whose rounds were cut short twice goes on to terminate with a
+    pod still unconfirmed: its record named it, its Event ("evicted 1 pod(s), terminated ...") did not,
+    so `kubectl describe node` said nothing of a pod the drain may have stopped."""
+    drain = rig.cordoned(force=True)
+    last = {
+        "rounds": 2,
+        "evicted": ["team-a/web-0"],
+        "evicted_count": 1,
+        "done": True,
+        "forced": True,
+        "unconfirmed": [{"pod": "team-a/web-2", "uid": "u-2"}],
+    }
+    state = {"drain": drain.model_dump(), "round": last, "terminated": {"activity_id": "a-1"}}
+
+    out = rig.drainer.record(state, "terminated")
+
+    assert out["unconfirmed"] == ["team-a/web-2"], out
+    message = [e["message"] for e in rig.api.list("Event")][-1]
+    assert "evicted 1 pod(s), and 1 eviction(s) whose answer was lost (team-a/web-2)" in message, message

@@ -3880,10 +3880,13 @@ def _evicted_by(rounds: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _evicted_words(summary: Mapping[str, Any]) -> str:
-    """How many pods a drain evicted, as its Event says it: its rounds' and its DaemonSet pods."""
+    """How many pods a drain evicted, as its Event says it: its rounds' and its DaemonSet pods, and the
+    evictions whose answer was lost that no round looked at again (:func:`_lost_answers`: a forced
+    drain that went on past its deadline), which may have stopped their pods."""
     agents = len(summary.get("daemonsets") or [])
     also = f" and {agents} DaemonSet pod(s)" if agents else ""
-    return f"{int(summary.get('evicted_count') or 0)} pod(s){also}"
+    lost = _lost_answers(summary)
+    return f"{int(summary.get('evicted_count') or 0)} pod(s){also}" + (f", and {lost}" if lost else "")
 
 
 def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -3959,8 +3962,9 @@ def _evicted_before(summary: Mapping[str, Any]) -> str:
 
 
 def _lost_answers(summary: Mapping[str, Any]) -> str:
-    """The evictions a failed drain sent whose answer was lost and which no round after looked at
-    (``unconfirmed``): they may have stopped their pods, so its Event names them after those evicted."""
+    """The evictions a drain sent whose answer was lost and which no round after looked at
+    (``unconfirmed``: a failed drain's, a forced drain's that went on to terminate): they may have
+    stopped their pods, so its Event names them after those evicted."""
     lost = [str(pod)[:120] for pod in summary.get("unconfirmed") or []]
     if not lost:
         return ""
