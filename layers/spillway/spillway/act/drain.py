@@ -1220,14 +1220,15 @@ def _gone_round(previous: Mapping[str, Any]) -> dict[str, Any]:
     """The eviction round of a leaving instance whose Node is gone: done, nothing left to evict."""
     return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
             "evicted_count": int(previous.get("evicted_count") or 0),
-            **_daemonsets_before(previous, "daemonsets")}  # fmt: skip
+            **_carried(previous, "daemonsets", EVICTED_OR_DELETED)}  # fmt: skip
 
 
-def _daemonsets_before(previous: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+def _carried(previous: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     """What the rounds before evicted of the node's DaemonSet pods (``daemonsets``) and left to the next
-    (``daemonsets_left``), of ``keys``, carried by a round that does not come to them itself (it stands by,
-    abandons the drain, finds the Node gone): the drain's record lists those pods with the others it
-    evicted, and dropped here they were in no record or Event."""
+    (``daemonsets_left``), and the pods whose lost eviction answer found them gone or deleted otherwise
+    (``evicted_or_deleted``: :func:`_confirmed`), of ``keys``, carried by a round that does not come to
+    them itself (it stands by, abandons the drain, finds the Node gone): the drain's record lists those
+    pods with the others it evicted, and dropped here they were in no record or Event."""
     return {key: previous[key] for key in keys if key in previous}
 
 
@@ -1245,7 +1246,7 @@ def _standing_by(previous: Mapping[str, Any], standby: _StandingBy) -> dict[str,
         "forced": False,
         "standing_by": standby.holder[:200],
         "note": standby.note(),
-        **_daemonsets_before(previous, "daemonsets", "daemonsets_left"),
+        **_carried(previous, "daemonsets", "daemonsets_left", EVICTED_OR_DELETED),
         **_unconfirmed(_Evictions(), previous),
     }
 
@@ -1689,7 +1690,7 @@ def _abandon(
         "done": False,
         "forced": False,
         "abandon": why,
-        **_daemonsets_before(previous, "daemonsets"),
+        **_carried(previous, "daemonsets", EVICTED_OR_DELETED),
     }
 
 
@@ -1853,6 +1854,28 @@ def _sent_unanswered(done: _Evictions, *, daemonsets: bool = False) -> list[dict
     return [{"pod": pod, "uid": uid, **flag} for pod, uid in done.unconfirmed.items()]
 
 
+# A round's (and a drain record's) pods whose eviction's answer was lost and which the next round found
+# gone, or terminating with no sign of an eviction (:func:`_evicted_by_api`): this drain's eviction may
+# have stopped them, or another hand deleted them; nothing tells which (:func:`_confirmed`).
+EVICTED_OR_DELETED = "evicted_or_deleted"
+# The pod condition the API server writes on a pod right before an eviction deletes it
+# (pkg/registry/core/pod/storage/eviction.go, addConditionAndDeletePod; the PodDisruptionConditions
+# feature, on by default since Kubernetes 1.26 and GA in 1.31), and its reason for an eviction.
+DISRUPTION_TARGET, BY_EVICTION_API = "DisruptionTarget", "EvictionByEvictionAPI"
+
+
+def _evicted_by_api(pod: Pod) -> bool:
+    """The pod carries ``DisruptionTarget=True`` of reason ``EvictionByEvictionAPI``: an eviction was
+    applied to it (the API server writes it before the eviction's deletion, whether the pod was running
+    or already terminating). A deletion by another hand (``kubectl delete``, its controller scaling
+    down, the namespace going) writes none, and the other disruptions their own reasons
+    (``DeletionByTaintManager``, ``PreemptionByScheduler``, ``DeletionByPodGC``, ``TerminationByKubelet``)."""
+    return any(
+        c.type == DISRUPTION_TARGET and c.status == "True" and c.reason == BY_EVICTION_API
+        for c in pod.status.conditions
+    )
+
+
 def _still_running(sent: Mapping[str, Any], running: Sequence[tuple[str, str | None]]) -> bool:
     """The pod an eviction was sent for (``sent``: its name and uid) is among the ``running`` pods (name,
     uid; not terminating): the eviction never landed. By name alone when it was sent with no uid."""
@@ -1891,26 +1914,55 @@ def _running(pods: Sequence[Pod] | None) -> list[tuple[str, str | None]]:
 def _confirmed(previous: Mapping[str, Any], pods: Sequence[Pod] | None) -> dict[str, Any]:
     """``previous`` with the pods of its ``unconfirmed`` (:data:`UNCONFIRMED`) that landed counted among
     those it evicted, judged by the node's pods listed now (``pods``; None: the Node is gone, and every
-    pod with it). The pod of the uid sent is terminating or gone: the eviction landed (the answer was
-    lost after the API server applied it), and counted here it is named in the drain's record and Event
-    as the pods it evicted are; it is evicted no more (the round's listing finds it terminating), so its
-    budget is not charged twice. Found running, the eviction never landed: dropped here, it is the
-    round's to evict as any pod. A pod made again under its name (another uid) is another pod: the one
-    sent for is gone. A pod deleted by another hand in that moment is counted too: nothing tells them
-    apart once it is gone."""
+    pod with it). The pod of the uid sent is terminating with the mark the API server writes before an
+    eviction deletes a pod (:func:`_evicted_by_api`): the eviction landed (the answer was lost after the
+    API server applied it), and counted here it is named in the drain's record and Event as the pods it
+    evicted are; it is evicted no more (the round's listing finds it terminating), so its budget is not
+    charged twice. Terminating without that mark, or gone: this eviction may have stopped it, or another
+    hand deleted it in that moment (``kubectl delete``, its controller); once it is gone its conditions
+    went with it, and a cluster with the PodDisruptionConditions feature off (before 1.31) marks no
+    eviction, so it is named apart (``evicted_or_deleted``), not counted evicted. Found running, the
+    eviction never landed: dropped here, it is the round's to evict as any pod. A pod made again under
+    its name (another uid) is another pod: the one sent for is gone."""
     sent = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
     if not sent:
         return dict(previous)
-    running = _running(pods)
-    landed = [u for u in sent if not _still_running(u, running)]
+    landed, unsure = _judged_sent(sent, pods)
     pods_ = [str(u.get("pod")) for u in landed if not u.get("daemonset")]
     agents = [str(u.get("pod")) for u in landed if u.get("daemonset")]
     out = {k: v for k, v in previous.items() if k != "unconfirmed"}
     out["evicted"] = [*(previous.get("evicted") or []), *pods_][:LIST_LIMIT]
     out["evicted_count"] = int(previous.get("evicted_count") or 0) + len(pods_)
-    if agents:  # a DaemonSet pod evicted once the rest was gone (:meth:`Drainer._daemonsets`)
-        out["daemonsets"] = [*(previous.get("daemonsets") or []), *agents][:LIST_LIMIT]
-    return out
+    # a DaemonSet pod evicted once the rest was gone (:meth:`Drainer._daemonsets`)
+    return out | _appended(previous, "daemonsets", agents) | _appended(previous, EVICTED_OR_DELETED, unsure)
+
+
+def _appended(previous: Mapping[str, Any], key: str, more: Sequence[str]) -> dict[str, Any]:
+    """``previous``'s list ``key`` with ``more`` after it, when there are more."""
+    return {key: [*(previous.get(key) or []), *more][:LIST_LIMIT]} if more else {}
+
+
+def _judged_sent(
+    sent: Sequence[Mapping[str, Any]], pods: Sequence[Pod] | None
+) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """Of the evictions ``sent`` whose answer was lost, those whose pod is terminating with an eviction's
+    mark (:func:`_marked_evicted`), and the names of those whose pod is neither that nor running:
+    gone, or deleted otherwise (:func:`_confirmed`)."""
+    running, evicted = _running(pods), _marked_evicted(pods)
+    landed = [u for u in sent if (str(u.get("pod")), u.get("uid") or None) in evicted]
+    unsure = [str(u.get("pod")) for u in sent if u not in landed and not _still_running(u, running)]
+    return landed, unsure
+
+
+def _marked_evicted(pods: Sequence[Pod] | None) -> set[tuple[str, str | None]]:
+    """Name and uid (and name alone: an eviction sent without a uid) of each of ``pods`` terminating with
+    the mark of an eviction (:func:`_evicted_by_api`)."""
+    keys: set[tuple[str, str | None]] = set()
+    for p in pods or []:
+        if p.metadata.deletion_timestamp is not None and _evicted_by_api(p):
+            name = f"{p.metadata.namespace}/{p.metadata.name}"
+            keys.update({(name, p.metadata.uid), (name, None)})
+    return keys
 
 
 @dataclass(slots=True)
@@ -1937,6 +1989,12 @@ class _Evictions:
     uids: dict[str, str] = field(default_factory=dict)
     unconfirmed: dict[str, str] = field(default_factory=dict)
     learnt: bool = False
+
+    def has_news(self, again: frozenset[str]) -> bool:
+        """Whether the round has anything to report that an error raised now would drop: pods it
+        evicted, an eviction whose answer it lost (not one of ``again``: :meth:`Drainer._evict_round`),
+        or a lost answer of a round before that it found landed (``learnt``)."""
+        return bool(self.pods or self.learnt or set(self.unconfirmed) - again)
 
 
 def _agents(pods: Sequence[Pod], untried: Any) -> list[PodVerdict]:
@@ -2553,6 +2611,7 @@ class Drainer:
             "forced": forced,
             **self._interruption(drain, done),
             **_unconfirmed(done, previous),
+            **_carried(previous, EVICTED_OR_DELETED),
             **({"evicted_marked": marked[:LIST_LIMIT]} if marked else {}),
         }
         return out | self._daemonsets(drain, previous, out, named, done.started, again)
@@ -2766,7 +2825,7 @@ class Drainer:
                         done.later = [v.pod for v in queue[at:]]
                     break
             except KubeError as exc:
-                if not done.pods and not done.learnt and not set(done.unconfirmed) - again:
+                if not done.has_news(again):
                     raise
                 done.interrupted = f"{type(exc).__name__}: {exc}"[:300]
                 why = INTERRUPTED.format(error=done.interrupted)
@@ -3867,15 +3926,18 @@ def _evicted_by(rounds: Mapping[str, Any]) -> dict[str, Any]:
     rounds (``evicted``, ``evicted_count``), the rounds, and the DaemonSet pods evicted once the rest was
     gone (``daemonsets``, when any: :meth:`Drainer._daemonsets`), which go in no ``evicted``; and the pods
     whose eviction was sent and whose answer was lost, which no round after looked at (``unconfirmed``,
-    when any: :data:`UNCONFIRMED`): the drain ended first, and the pod may have been stopped by it."""
+    when any: :data:`UNCONFIRMED`): the drain ended first, and the pod may have been stopped by it; and
+    those a round after found gone or deleted otherwise (``evicted_or_deleted``: :func:`_confirmed`)."""
     daemonsets = [str(pod) for pod in rounds.get("daemonsets") or []]
     lost = [str(u.get("pod")) for u in rounds.get("unconfirmed") or [] if isinstance(u, Mapping)]
+    unsure = [str(pod) for pod in rounds.get(EVICTED_OR_DELETED) or []]
     return {
         "evicted": list(rounds.get("evicted") or []),
         "evicted_count": int(rounds.get("evicted_count") or 0),
         "rounds": int(rounds.get("rounds") or 0),
         **({"daemonsets": daemonsets} if daemonsets else {}),
         **({"unconfirmed": lost} if lost else {}),
+        **({EVICTED_OR_DELETED: unsure} if unsure else {}),
     }
 
 
@@ -3963,13 +4025,22 @@ def _evicted_before(summary: Mapping[str, Any]) -> str:
 
 def _lost_answers(summary: Mapping[str, Any]) -> str:
     """The evictions a drain sent whose answer was lost and which no round after looked at
-    (``unconfirmed``: a failed drain's, a forced drain's that went on to terminate): they may have
-    stopped their pods, so its Event names them after those evicted."""
-    lost = [str(pod)[:120] for pod in summary.get("unconfirmed") or []]
-    if not lost:
+    (``unconfirmed``: a failed drain's, a forced drain's that went on to terminate), and those whose
+    pod a round after found gone or deleted otherwise (``evicted_or_deleted``: nothing tells whether
+    the eviction or another hand stopped it): they may have stopped their pods, so its Event names
+    them after those evicted."""
+    lost = _two_named(summary.get("unconfirmed"), "eviction(s) whose answer was lost")
+    unsure = _two_named(summary.get(EVICTED_OR_DELETED), "pod(s) evicted or deleted by another hand")
+    return ", and ".join(part for part in (lost, unsure) if part)
+
+
+def _two_named(pods: Any, what: str) -> str:
+    """``pods`` counted as ``what``, the first two named."""
+    names = [str(pod)[:120] for pod in pods or []]
+    if not names:
         return ""
-    more = f" and {len(lost) - 2} more" if len(lost) > 2 else ""
-    return f"{len(lost)} eviction(s) whose answer was lost ({', '.join(lost[:2])}{more})"
+    more = f" and {len(names) - 2} more" if len(names) > 2 else ""
+    return f"{len(names)} {what} ({', '.join(names[:2])}{more})"
 
 
 def summarize(cluster: Any, plan_id: Any, results: Any) -> dict[str, Any]:
