@@ -465,3 +465,19 @@ def test_a_forced_drains_success_event_names_an_eviction_whose_answer_was_lost(r
     assert out["unconfirmed"] == ["team-a/web-2"], out
     message = [e["message"] for e in rig.api.list("Event")][-1]
     assert "evicted 1 pod(s), and 1 eviction(s) whose answer was lost (team-a/web-2)" in message, message
+
+
+def test_an_eviction_the_api_server_refused_503_is_not_taken_for_a_lost_answer(rig: Rig) -> None:
+    """The API server answered web-1's eviction 503 "apiserver is shutting down" on every attempt: it
+    served none (it writes that answer before any handler runs), so the pod is not evicted yet, not
+    ``unconfirmed`` (which a failed drain's record names as possibly stopped)."""
+    rig.pod("web-0")
+    rig.pod("web-1")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=300)
+    path = "/api/v1/namespaces/team-a/pods/web-1/eviction"
+    rig.api.faults.fail_next(1, 503, path, message="apiserver is shutting down")
+
+    first = rig.drainer.evict(drain)
+
+    assert first["evicted"] == ["team-a/web-0"] and "503" in first["interrupted"], first
+    assert "unconfirmed" not in first, first
