@@ -11,6 +11,8 @@ applied, as does any timeout or cut answer."""
 
 from __future__ import annotations
 
+import socket
+import time
 from functools import partial
 from typing import Any
 
@@ -65,3 +67,28 @@ def test_a_503_without_a_status_may_have_been_applied(api: Any) -> None:
         kube._request("evict pod team-a/web-0", partial(_proxy_503))
 
     assert caught.value.sent is True, caught.value
+
+
+def test_a_bound_call_is_not_held_past_its_time_by_a_resolver_that_hangs(
+    api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """urllib3 resolves the API server's name in its connect (``socket.getaddrinfo``), which no timeout
+    bounds: a call with 2 s left took the resolver's 4 s. It now gives up by its time, nothing sent."""
+    resolve = socket.getaddrinfo
+
+    def hanging(host: Any, *args: Any, **kw: Any) -> Any:
+        if host == "localhost":
+            time.sleep(4.0)
+        return resolve(host, *args, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+    port = api.url.rsplit(":", 1)[1]
+    kube = KubeClient.for_url(f"http://localhost:{port}", max_attempts=1, sleep=lambda _: None)
+    deadline = time.monotonic() + 2.0
+    bound = kube.within(lambda: deadline - time.monotonic())
+    began = time.monotonic()
+
+    with pytest.raises(KubeUnavailable, match="not resolved") as caught:
+        bound.get_node("n1")
+
+    assert time.monotonic() - began < 2.0 and caught.value.sent is False
