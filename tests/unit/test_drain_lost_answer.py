@@ -180,6 +180,16 @@ def test_a_pod_made_again_under_the_name_is_another_pod(rig: Rig) -> None:
     assert second["evicted_or_deleted"] == ["team-a/web-1"], second  # the one sent for, gone
 
 
+def _failed_with_api_down(drain: Any, last: dict[str, Any]) -> dict[str, Any]:
+    """A drain's state at its record step: the API server down after its round ``last``."""
+    return {
+        "drain": drain.model_dump(),
+        "round": last,
+        "error": {"Error": "KubeUnavailable", "Cause": "list pods: no useful answer after 4 attempts"},
+        "compensation": {"untainted": True, "uncordoned": True},
+    }
+
+
 def test_a_drain_that_fails_before_a_round_looks_names_the_lost_answers_in_its_record_and_event(
     rig: Rig,
 ) -> None:
@@ -190,14 +200,7 @@ def test_a_drain_that_fails_before_a_round_looks_names_the_lost_answers_in_its_r
     drain = rig.cordoned()
     _answer_lost(rig, "web-1")
     [last] = _rounds(rig, drain, 1)
-    state = {
-        "drain": drain.model_dump(),
-        "round": last,
-        "error": {"Error": "KubeUnavailable", "Cause": "list pods: no useful answer after 4 attempts"},
-        "compensation": {"untainted": True, "uncordoned": True},
-    }
-
-    out = rig.drainer.record(state)
+    out = rig.drainer.record(_failed_with_api_down(drain, last))
 
     assert out["evicted"] == ["team-a/web-0"] and out["unconfirmed"] == ["team-a/web-1"], out
     message = [e["message"] for e in rig.api.list("Event")][-1]
@@ -364,14 +367,7 @@ def test_a_failed_drain_names_a_daemonset_eviction_whose_answer_was_lost(rig: Ri
     drain = rig.cordoned(reason="by hand", poll_seconds=5, deadline_seconds=300)
     _answer_lost(rig, "agent-a")
     last = rig.drainer.evict(drain)
-    state = {
-        "drain": drain.model_dump(),
-        "round": last,
-        "error": {"Error": "KubeUnavailable", "Cause": "list pods: no useful answer after 4 attempts"},
-        "compensation": {"untainted": True, "uncordoned": True},
-    }
-
-    out = rig.drainer.record(state)
+    out = rig.drainer.record(_failed_with_api_down(drain, last))
 
     assert out["unconfirmed"] == ["kube-system/agent-a"], out
     message = [e["message"] for e in rig.api.list("Event")][-1]
