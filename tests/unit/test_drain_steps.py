@@ -4081,7 +4081,11 @@ def test_a_daemonset_eviction_the_api_refuses_does_not_fail_the_drain(rig: Rig) 
     drain = rig.cordoned(reason="idle 12 min")
     rig.drainer.kube = _RefusingEvictions(rig.kube)  # type: ignore[assignment]
 
-    done = rig.drainer.evict(drain)
+    first = rig.drainer.evict(drain)
+    # its answer lost (it may have been applied): the next round looks, and a second failure ends it
+    assert first["done"] is False and [u["pod"] for u in first["unconfirmed"]] == ["kube-system/shipper"]
+    rig.clock.advance(drain.poll_seconds)
+    done = rig.drainer.evict(drain, first)
 
     assert done["done"] and done["daemonsets"] == [] and "API server down" in done["daemonsets_error"]
 

@@ -1220,14 +1220,15 @@ def _gone_round(previous: Mapping[str, Any]) -> dict[str, Any]:
     """The eviction round of a leaving instance whose Node is gone: done, nothing left to evict."""
     return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
             "evicted_count": int(previous.get("evicted_count") or 0),
-            **_daemonsets_before(previous, "daemonsets")}  # fmt: skip
+            **_carried(previous, "daemonsets", EVICTED_OR_DELETED)}  # fmt: skip
 
 
-def _daemonsets_before(previous: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+def _carried(previous: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     """What the rounds before evicted of the node's DaemonSet pods (``daemonsets``) and left to the next
-    (``daemonsets_left``), of ``keys``, carried by a round that does not come to them itself (it stands by,
-    abandons the drain, finds the Node gone): the drain's record lists those pods with the others it
-    evicted, and dropped here they were in no record or Event."""
+    (``daemonsets_left``), and the pods whose lost eviction answer found them gone or deleted otherwise
+    (``evicted_or_deleted``: :func:`_confirmed`), of ``keys``, carried by a round that does not come to
+    them itself (it stands by, abandons the drain, finds the Node gone): the drain's record lists those
+    pods with the others it evicted, and dropped here they were in no record or Event."""
     return {key: previous[key] for key in keys if key in previous}
 
 
@@ -1245,7 +1246,7 @@ def _standing_by(previous: Mapping[str, Any], standby: _StandingBy) -> dict[str,
         "forced": False,
         "standing_by": standby.holder[:200],
         "note": standby.note(),
-        **_daemonsets_before(previous, "daemonsets", "daemonsets_left"),
+        **_carried(previous, "daemonsets", "daemonsets_left", EVICTED_OR_DELETED),
         **_unconfirmed(_Evictions(), previous),
     }
 
@@ -1689,7 +1690,7 @@ def _abandon(
         "done": False,
         "forced": False,
         "abandon": why,
-        **_daemonsets_before(previous, "daemonsets"),
+        **_carried(previous, "daemonsets", EVICTED_OR_DELETED),
     }
 
 
@@ -1828,6 +1829,7 @@ INTERRUPTED = (
     "not evicted yet: the round stopped at an error of the API server after it had evicted others "
     "({error}); the next round evicts it"
 )
+INTERRUPTED_START = INTERRUPTED.partition("{")[0]
 UNCONFIRMED = (
     "its eviction was sent and its answer lost ({error}): the API server may have applied it; the next "
     "round counts it evicted if the pod is terminating or gone, and evicts it if it is still running"
@@ -1840,9 +1842,38 @@ def _unconfirmed(done: _Evictions, previous: Mapping[str, Any]) -> dict[str, Any
     (one that stood by lists no pods: :func:`_standing_by`). At most one a round (the lost answer
     ends it), so the list stays short; capped all the same."""
     carried = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
-    now = [{"pod": pod, "uid": uid} for pod, uid in done.unconfirmed.items()]
-    both = [*carried, *now][:LIST_LIMIT]
+    both = [*carried, *_sent_unanswered(done)][:LIST_LIMIT]
     return {"unconfirmed": both} if both else {}
+
+
+def _sent_unanswered(done: _Evictions, *, daemonsets: bool = False) -> list[dict[str, Any]]:
+    """The entries of ``unconfirmed`` for the evictions of ``done`` whose answer was lost: the pod and
+    the uid it was sent for, and ``daemonset`` for a DaemonSet pod evicted once the rest was gone
+    (:meth:`Drainer._daemonsets`), which the next round counts among ``daemonsets`` if it landed."""
+    flag = {"daemonset": True} if daemonsets else {}
+    return [{"pod": pod, "uid": uid, **flag} for pod, uid in done.unconfirmed.items()]
+
+
+# A round's (and a drain record's) pods whose eviction's answer was lost and which the next round found
+# gone, or terminating with no sign of an eviction (:func:`_evicted_by_api`): this drain's eviction may
+# have stopped them, or another hand deleted them; nothing tells which (:func:`_confirmed`).
+EVICTED_OR_DELETED = "evicted_or_deleted"
+# The pod condition the API server writes on a pod right before an eviction deletes it
+# (pkg/registry/core/pod/storage/eviction.go, addConditionAndDeletePod; the PodDisruptionConditions
+# feature, on by default since Kubernetes 1.26 and GA in 1.31), and its reason for an eviction.
+DISRUPTION_TARGET, BY_EVICTION_API = "DisruptionTarget", "EvictionByEvictionAPI"
+
+
+def _evicted_by_api(pod: Pod) -> bool:
+    """The pod carries ``DisruptionTarget=True`` of reason ``EvictionByEvictionAPI``: an eviction was
+    applied to it (the API server writes it before the eviction's deletion, whether the pod was running
+    or already terminating). A deletion by another hand (``kubectl delete``, its controller scaling
+    down, the namespace going) writes none, and the other disruptions their own reasons
+    (``DeletionByTaintManager``, ``PreemptionByScheduler``, ``DeletionByPodGC``, ``TerminationByKubelet``)."""
+    return any(
+        c.type == DISRUPTION_TARGET and c.status == "True" and c.reason == BY_EVICTION_API
+        for c in pod.status.conditions
+    )
 
 
 def _still_running(sent: Mapping[str, Any], running: Sequence[tuple[str, str | None]]) -> bool:
@@ -1862,6 +1893,15 @@ def _not_landed(previous: Mapping[str, Any], pods: Sequence[Pod]) -> frozenset[s
     return frozenset(str(u.get("pod")) for u in sent if _still_running(u, running))
 
 
+def _landed_before(previous: Mapping[str, Any], again: frozenset[str]) -> bool:
+    """Whether an eviction of ``previous``'s ``unconfirmed`` landed: its pod is not among those found
+    running (``again``: :func:`_not_landed`). The round that learns it counts it (:func:`_confirmed`)
+    in its output, which a raise would drop: the Catch keeps the round before's, which named the pod
+    an eviction whose answer was lost. So that round reports, and the error is the next round's."""
+    sent = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
+    return any(str(u.get("pod")) not in again for u in sent)
+
+
 def _running(pods: Sequence[Pod] | None) -> list[tuple[str, str | None]]:
     """Name and uid of each of ``pods`` not terminating."""
     return [
@@ -1874,22 +1914,55 @@ def _running(pods: Sequence[Pod] | None) -> list[tuple[str, str | None]]:
 def _confirmed(previous: Mapping[str, Any], pods: Sequence[Pod] | None) -> dict[str, Any]:
     """``previous`` with the pods of its ``unconfirmed`` (:data:`UNCONFIRMED`) that landed counted among
     those it evicted, judged by the node's pods listed now (``pods``; None: the Node is gone, and every
-    pod with it). The pod of the uid sent is terminating or gone: the eviction landed (the answer was
-    lost after the API server applied it), and counted here it is named in the drain's record and Event
-    as the pods it evicted are; it is evicted no more (the round's listing finds it terminating), so its
-    budget is not charged twice. Found running, the eviction never landed: dropped here, it is the
-    round's to evict as any pod. A pod made again under its name (another uid) is another pod: the one
-    sent for is gone. A pod deleted by another hand in that moment is counted too: nothing tells them
-    apart once it is gone."""
+    pod with it). The pod of the uid sent is terminating with the mark the API server writes before an
+    eviction deletes a pod (:func:`_evicted_by_api`): the eviction landed (the answer was lost after the
+    API server applied it), and counted here it is named in the drain's record and Event as the pods it
+    evicted are; it is evicted no more (the round's listing finds it terminating), so its budget is not
+    charged twice. Terminating without that mark, or gone: this eviction may have stopped it, or another
+    hand deleted it in that moment (``kubectl delete``, its controller); once it is gone its conditions
+    went with it, and a cluster with the PodDisruptionConditions feature off (before 1.31) marks no
+    eviction, so it is named apart (``evicted_or_deleted``), not counted evicted. Found running, the
+    eviction never landed: dropped here, it is the round's to evict as any pod. A pod made again under
+    its name (another uid) is another pod: the one sent for is gone."""
     sent = [u for u in previous.get("unconfirmed") or [] if isinstance(u, Mapping)]
     if not sent:
         return dict(previous)
-    running = _running(pods)
-    landed = [str(u.get("pod")) for u in sent if not _still_running(u, running)]
+    landed, unsure = _judged_sent(sent, pods)
+    pods_ = [str(u.get("pod")) for u in landed if not u.get("daemonset")]
+    agents = [str(u.get("pod")) for u in landed if u.get("daemonset")]
     out = {k: v for k, v in previous.items() if k != "unconfirmed"}
-    out["evicted"] = [*(previous.get("evicted") or []), *landed][:LIST_LIMIT]
-    out["evicted_count"] = int(previous.get("evicted_count") or 0) + len(landed)
-    return out
+    out["evicted"] = [*(previous.get("evicted") or []), *pods_][:LIST_LIMIT]
+    out["evicted_count"] = int(previous.get("evicted_count") or 0) + len(pods_)
+    # a DaemonSet pod evicted once the rest was gone (:meth:`Drainer._daemonsets`)
+    return out | _appended(previous, "daemonsets", agents) | _appended(previous, EVICTED_OR_DELETED, unsure)
+
+
+def _appended(previous: Mapping[str, Any], key: str, more: Sequence[str]) -> dict[str, Any]:
+    """``previous``'s list ``key`` with ``more`` after it, when there are more."""
+    return {key: [*(previous.get(key) or []), *more][:LIST_LIMIT]} if more else {}
+
+
+def _judged_sent(
+    sent: Sequence[Mapping[str, Any]], pods: Sequence[Pod] | None
+) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """Of the evictions ``sent`` whose answer was lost, those whose pod is terminating with an eviction's
+    mark (:func:`_marked_evicted`), and the names of those whose pod is neither that nor running:
+    gone, or deleted otherwise (:func:`_confirmed`)."""
+    running, evicted = _running(pods), _marked_evicted(pods)
+    landed = [u for u in sent if (str(u.get("pod")), u.get("uid") or None) in evicted]
+    unsure = [str(u.get("pod")) for u in sent if u not in landed and not _still_running(u, running)]
+    return landed, unsure
+
+
+def _marked_evicted(pods: Sequence[Pod] | None) -> set[tuple[str, str | None]]:
+    """Name and uid (and name alone: an eviction sent without a uid) of each of ``pods`` terminating with
+    the mark of an eviction (:func:`_evicted_by_api`)."""
+    keys: set[tuple[str, str | None]] = set()
+    for p in pods or []:
+        if p.metadata.deletion_timestamp is not None and _evicted_by_api(p):
+            name = f"{p.metadata.namespace}/{p.metadata.name}"
+            keys.update({(name, p.metadata.uid), (name, None)})
+    return keys
 
 
 @dataclass(slots=True)
@@ -1903,7 +1976,9 @@ class _Evictions:
     ``metadata.uid`` of each pod evicted, by its name ("" when the listing gave none), by which the
     listing after the evictions tells that pod from another made under its name since
     (:func:`_marked_as_evicted`); the pod whose eviction was sent and whose answer was lost, with the
-    uid it was sent for (:data:`UNCONFIRMED`: the next round tells by the pod whether it landed)."""
+    uid it was sent for (:data:`UNCONFIRMED`: the next round tells by the pod whether it landed); and
+    whether the round learnt that an eviction a round before lost the answer of landed
+    (:func:`_landed_before`), which it reports rather than raise an error that would drop it."""
 
     pods: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
@@ -1913,6 +1988,13 @@ class _Evictions:
     started: datetime | None = None
     uids: dict[str, str] = field(default_factory=dict)
     unconfirmed: dict[str, str] = field(default_factory=dict)
+    learnt: bool = False
+
+    def has_news(self, again: frozenset[str]) -> bool:
+        """Whether the round has anything to report that an error raised now would drop: pods it
+        evicted, an eviction whose answer it lost (not one of ``again``: :meth:`Drainer._evict_round`),
+        or a lost answer of a round before that it found landed (``learnt``)."""
+        return bool(self.pods or self.learnt or set(self.unconfirmed) - again)
 
 
 def _agents(pods: Sequence[Pod], untried: Any) -> list[PodVerdict]:
@@ -1922,12 +2004,22 @@ def _agents(pods: Sequence[Pod], untried: Any) -> list[PodVerdict]:
     return [a for a in agents if a.pod in untried] if isinstance(untried, list) else agents
 
 
-def _daemonsets_out(before: Sequence[str], done: _Evictions) -> dict[str, Any]:
+def _daemonsets_out(before: Sequence[str], done: _Evictions, round_: Mapping[str, Any]) -> dict[str, Any]:
     """A round's DaemonSet evictions (:meth:`Drainer._daemonsets`) as its output: ``before``, those of
-    the rounds before it."""
+    the rounds before it; ``round_``, the round's output so far. A DaemonSet pod whose eviction was sent
+    and whose answer was lost is ``unconfirmed``, and the next round's (``daemonsets_left``, the drain not
+    done), with those the error left untried: that round counts it evicted if it finds it terminating
+    or gone (:func:`_confirmed`), else evicts it again (a second failure is raised, the DaemonSet
+    evictions best effort as ever). Before, it was in no list: never looked at again, nor named in a
+    failed drain's record."""
     out: dict[str, Any] = {"daemonsets": [*before, *done.pods][:LIST_LIMIT]}
     if done.interrupted:
         out["daemonsets_error"] = done.interrupted
+    lost = _sent_unanswered(done, daemonsets=True)
+    if lost:
+        out["unconfirmed"] = [*(round_.get("unconfirmed") or []), *lost][:LIST_LIMIT]
+        untried = [p for p, why in done.refused.items() if why.startswith(INTERRUPTED_START)]
+        done.later = [*done.unconfirmed, *untried, *done.later]
     if done.stop is not None:
         out.update(abandon=done.stop, done=False)
     elif done.later:
@@ -2021,15 +2113,22 @@ def _critical_held(verdicts: Sequence[PodVerdict]) -> dict[str, str]:
 OUT_OF_TIME = "not evicted: the deadline has come"
 
 
-def _out_of_time(verdicts: Sequence[PodVerdict], previous: Mapping[str, Any]) -> dict[str, str]:
+GRACE_CUT_NEXT = "not evicted: the next round gives the drain up ({cut})"
+
+
+def _out_of_time(
+    verdicts: Sequence[PodVerdict], previous: Mapping[str, Any], cut: str | None = None
+) -> dict[str, str]:
     """Why each pod a drain without force no longer evicts at its deadline is still there: what the
-    round before said of it (a budget held it...), else that the time is up."""
+    round before said of it (a budget held it...), else that the time is up (``cut``: that a pod's
+    whole grace no longer fits, :func:`_grace_cut`)."""
     earlier = {
         entry.get("pod"): entry.get("reason")
         for entry in previous.get("remaining") or []
         if isinstance(entry, Mapping)
     }
-    return {v.pod: str(earlier.get(v.pod) or OUT_OF_TIME) for v in verdicts if v.action == "evict"}
+    why = OUT_OF_TIME if cut is None else GRACE_CUT_NEXT.format(cut=cut[:300])
+    return {v.pod: str(earlier.get(v.pod) or why) for v in verdicts if v.action == "evict"}
 
 
 def _grace_cut(
@@ -2485,11 +2584,12 @@ class Drainer:
         beat = self._beat(drain, previous)
         before, named, pods = self._listing(drain, node)
         again = _not_landed(previous, pods)
+        learnt = _landed_before(previous, again)
         previous = _confirmed(previous, pods)
         why = _abandon_why(drain, node, before)
         if why is not None:
             return _abandon(drain, previous, before, why)
-        done = self._evict_in_time(drain, before, previous, named, again)
+        done = self._evict_in_time(drain, before, previous, named, again, learnt)
         evicted_now, refused = done.pods, done.refused
         if done.stop is not None:  # a pod or the node marked since the listing: the round stops there
             return _abandon(drain, previous, before, done.stop, evicted_now, refused)
@@ -2511,9 +2611,10 @@ class Drainer:
             "forced": forced,
             **self._interruption(drain, done),
             **_unconfirmed(done, previous),
+            **_carried(previous, EVICTED_OR_DELETED),
             **({"evicted_marked": marked[:LIST_LIMIT]} if marked else {}),
         }
-        return out | self._daemonsets(drain, previous, out, named, done.started)
+        return out | self._daemonsets(drain, previous, out, named, done.started, again)
 
     def _gone_round(self, drain: Drain, previous: Mapping[str, Any], execution: str | None) -> dict[str, Any]:
         """A leaving instance's Node is gone: the round is done (:func:`_gone_round`). But a drain that
@@ -2532,6 +2633,7 @@ class Drainer:
         round_: Mapping[str, Any],
         named: frozenset[str],
         started: datetime | None = None,
+        again: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         """The round that finds the node empty of every other pod (``done``, not ``forced``) of a drain
         that terminates its node as cluster-autoscaler would (:func:`_terminates_as_autoscaler`) evicts
@@ -2560,7 +2662,10 @@ class Drainer:
         throttling: :attr:`_Evictions.later`) are the next round's, by name (``daemonsets_left``; a
         pod their DaemonSet made since has another), the round not ``done`` until then: that round was
         the last, and they went with the instance untried. cluster-autoscaler retries each until its
-        MaxPodEvictionTime (``evictPod``) and Karpenter queues every one (terminator.go, ``Evict``)."""
+        MaxPodEvictionTime (``evictPod``) and Karpenter queues every one (terminator.go, ``Evict``).
+        One whose eviction's answer was lost is the next round's too (:func:`_daemonsets_out`), and
+        ``again`` (:func:`_not_landed`) names those a round before lost and this one found running: a
+        second failure of such an eviction ends the DaemonSet evictions here, best effort."""
         if "daemonsets" in previous and not previous.get("daemonsets_left"):
             return {"daemonsets": previous["daemonsets"]}
         carried = {k: previous[k] for k in ("daemonsets", "daemonsets_left") if k in previous}
@@ -2578,10 +2683,10 @@ class Drainer:
         try:
             pods = self.kube.pods_on_node(drain.node) if left else []
             agents = _agents(daemonsets_to_evict(pods, by_default, force=drain.force), untried)
-            done = self._evict_round(drain, agents, left, named, chosen, started)
+            done = self._evict_round(drain, agents, left, named, chosen, started, again)
         except KubeError as exc:
             return {"daemonsets": before[:LIST_LIMIT], "daemonsets_error": str(exc)[:300]}
-        return _daemonsets_out(before, done)
+        return _daemonsets_out(before, done, round_)
 
     def _beat(self, drain: Drain, previous: Mapping[str, Any]) -> dict[str, Any]:
         """A lifecycle drain's heartbeat when owed (:meth:`_heartbeat`), else nothing. A round asks it
@@ -2625,19 +2730,24 @@ class Drainer:
         previous: Mapping[str, Any],
         named: frozenset[str],
         again: frozenset[str] = frozenset(),
+        learnt: bool = False,
     ) -> _Evictions:
         """:meth:`_evict_round` with the seconds left (``again``: as there). Out of time, a drain without force evicts nothing:
         it is about to fail and give the node back, and a pod evicted now would be stopped for nothing.
         Nor does a drain one of whose ``whole_grace`` pods no longer has its whole grace left
-        (:func:`_grace_cut`): it gives up, as at its deadline."""
+        (:func:`_grace_cut`): it gives up, as at its deadline. ``learnt``: the round found an eviction
+        whose answer a round before lost landed (:func:`_landed_before`); it reports that, evicting
+        nothing more, where it would raise (the grace cut, an error before its first eviction), and
+        the next round raises (:meth:`_forced_at_deadline` likewise waits a round)."""
         left = seconds_left(drain, self.clock())
         cut = _grace_cut(drain, verdicts, left, previous)
-        if cut is not None:
+        if cut is not None and not learnt:
             raise DrainTimeout(cut)
-        if not left and not drain.force:
-            return _Evictions(refused=_out_of_time(verdicts, previous))
+        if cut is not None or (not left and not drain.force):
+            return _Evictions(refused=_out_of_time(verdicts, previous, cut), learnt=learnt)
         held = _critical_held(verdicts) if left else {}
-        done = self._evict_round(drain, [v for v in verdicts if v.pod not in held], left, named, again=again)
+        evicting = [v for v in verdicts if v.pod not in held]
+        done = self._evict_round(drain, evicting, left, named, again=again, learnt=learnt)
         done.refused = {**held, **done.refused}
         return done
 
@@ -2650,6 +2760,7 @@ class Drainer:
         chosen: Callable[[Pod], bool] | None = None,
         started: datetime | None = None,
         again: frozenset[str] = frozenset(),
+        learnt: bool = False,
     ) -> _Evictions:
         """Evict every pod given, lowest priority first (:class:`_Evictions`: the pods evicted, those
         refused and why, why the drain stops here, the error that ended the round). A pod a budget
@@ -2685,7 +2796,9 @@ class Drainer:
         an eviction that fails for good (a 503 past the retries) is raised at its second try, for the
         Retry and Catch, as any error met before an eviction, instead of a round reported each
         ``poll_seconds`` until the deadline. The Retry runs on the round before's output, which still
-        names the pod, so a second eviction that landed after all is counted there. A repeated eviction of a pod already
+        names the pod, so a second eviction that landed after all is counted there. Nor when the
+        round ``learnt`` that a lost answer's eviction landed (:func:`_landed_before`): raised, the error
+        took that with it. A repeated eviction of a pod already
         terminating deletes it without a look at its budget (eviction.go ``canIgnorePDB``), so the
         client's own retry of a lost answer charges no budget twice.
 
@@ -2699,7 +2812,7 @@ class Drainer:
         was still terminating then: the drain failed and gave the node back, its pod stopped for
         nothing. 0 (deleted at once) only when no time is left, which only a forced drain evicts in."""
         began = self.clock() if started is None else started
-        done = _Evictions(started=began)
+        done = _Evictions(started=began, learnt=learnt)
         queue = sorted((v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod))
         for at, verdict in enumerate(queue):
             if (self.clock() - began).total_seconds() >= ROUND_SECONDS:
@@ -2712,7 +2825,7 @@ class Drainer:
                         done.later = [v.pod for v in queue[at:]]
                     break
             except KubeError as exc:
-                if not done.pods and not set(done.unconfirmed) - again:
+                if not done.has_news(again):
                     raise
                 done.interrupted = f"{type(exc).__name__}: {exc}"[:300]
                 why = INTERRUPTED.format(error=done.interrupted)
@@ -2876,14 +2989,15 @@ class Drainer:
         ``force``, in a round the API server cut off (``interrupted``): the next evicts the pods it did
         not reach. But only the next: a forced drain whose round before was cut off too past the
         deadline (``interrupted_past_deadline``: :meth:`_interruption`) goes on, the pods left going
-        with the instance. Each cut-off round evicted a pod or sent one whose answer was lost (else it
+        with the instance. Nor in a round that learnt a lost answer's eviction landed (``learnt``:
+        :func:`_landed_before`), which it counts in its output. Each cut-off round evicted a pod or sent one whose answer was lost (else it
         raised; the next raises when that pod is still running), and a pod
         that tolerates the cordon comes back to be evicted the next round: a forced drain whose other
         eviction failed every round was never done, and polled until its execution's history ran out
         (25,000 events), its node cordoned and its instance running."""
         if not remaining or self.clock() < drain.deadline:
             return False
-        if done.pods and not drain.force:
+        if (done.pods or done.learnt) and not drain.force:
             return False
         if done.interrupted and not previous.get("interrupted_past_deadline"):
             return False
@@ -3812,23 +3926,29 @@ def _evicted_by(rounds: Mapping[str, Any]) -> dict[str, Any]:
     rounds (``evicted``, ``evicted_count``), the rounds, and the DaemonSet pods evicted once the rest was
     gone (``daemonsets``, when any: :meth:`Drainer._daemonsets`), which go in no ``evicted``; and the pods
     whose eviction was sent and whose answer was lost, which no round after looked at (``unconfirmed``,
-    when any: :data:`UNCONFIRMED`): the drain ended first, and the pod may have been stopped by it."""
+    when any: :data:`UNCONFIRMED`): the drain ended first, and the pod may have been stopped by it; and
+    those a round after found gone or deleted otherwise (``evicted_or_deleted``: :func:`_confirmed`)."""
     daemonsets = [str(pod) for pod in rounds.get("daemonsets") or []]
     lost = [str(u.get("pod")) for u in rounds.get("unconfirmed") or [] if isinstance(u, Mapping)]
+    unsure = [str(pod) for pod in rounds.get(EVICTED_OR_DELETED) or []]
     return {
         "evicted": list(rounds.get("evicted") or []),
         "evicted_count": int(rounds.get("evicted_count") or 0),
         "rounds": int(rounds.get("rounds") or 0),
         **({"daemonsets": daemonsets} if daemonsets else {}),
         **({"unconfirmed": lost} if lost else {}),
+        **({EVICTED_OR_DELETED: unsure} if unsure else {}),
     }
 
 
 def _evicted_words(summary: Mapping[str, Any]) -> str:
-    """How many pods a drain evicted, as its Event says it: its rounds' and its DaemonSet pods."""
+    """How many pods a drain evicted, as its Event says it: its rounds' and its DaemonSet pods, and the
+    evictions whose answer was lost that no round looked at again (:func:`_lost_answers`: a forced
+    drain that went on past its deadline), which may have stopped their pods."""
     agents = len(summary.get("daemonsets") or [])
     also = f" and {agents} DaemonSet pod(s)" if agents else ""
-    return f"{int(summary.get('evicted_count') or 0)} pod(s){also}"
+    lost = _lost_answers(summary)
+    return f"{int(summary.get('evicted_count') or 0)} pod(s){also}" + (f", and {lost}" if lost else "")
 
 
 def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -3904,13 +4024,23 @@ def _evicted_before(summary: Mapping[str, Any]) -> str:
 
 
 def _lost_answers(summary: Mapping[str, Any]) -> str:
-    """The evictions a failed drain sent whose answer was lost and which no round after looked at
-    (``unconfirmed``): they may have stopped their pods, so its Event names them after those evicted."""
-    lost = [str(pod)[:120] for pod in summary.get("unconfirmed") or []]
-    if not lost:
+    """The evictions a drain sent whose answer was lost and which no round after looked at
+    (``unconfirmed``: a failed drain's, a forced drain's that went on to terminate), and those whose
+    pod a round after found gone or deleted otherwise (``evicted_or_deleted``: nothing tells whether
+    the eviction or another hand stopped it): they may have stopped their pods, so its Event names
+    them after those evicted."""
+    lost = _two_named(summary.get("unconfirmed"), "eviction(s) whose answer was lost")
+    unsure = _two_named(summary.get(EVICTED_OR_DELETED), "pod(s) evicted or deleted by another hand")
+    return ", and ".join(part for part in (lost, unsure) if part)
+
+
+def _two_named(pods: Any, what: str) -> str:
+    """``pods`` counted as ``what``, the first two named."""
+    names = [str(pod)[:120] for pod in pods or []]
+    if not names:
         return ""
-    more = f" and {len(lost) - 2} more" if len(lost) > 2 else ""
-    return f"{len(lost)} eviction(s) whose answer was lost ({', '.join(lost[:2])}{more})"
+    more = f" and {len(names) - 2} more" if len(names) > 2 else ""
+    return f"{len(names)} {what} ({', '.join(names[:2])}{more})"
 
 
 def summarize(cluster: Any, plan_id: Any, results: Any) -> dict[str, Any]:

@@ -81,6 +81,8 @@ import logging
 import random
 import re
 import shlex
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -518,6 +520,26 @@ def _final_error(
     if status == 0 or status == 429 or status >= 500:
         return None
     return KubeError(f"{op}: {_status_message(exc)}")  # 404 and the other 4xx
+
+
+def _is_address(host: str) -> bool:
+    """``host`` is an IP address (nothing to resolve)."""
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+    except OSError:
+        return False
+    return True
+
+
+def _refused_unserved(exc: ApiException) -> bool:
+    """A retried answer that says the request was not applied: a 503 carrying a Kubernetes Status. The
+    API server writes one before any handler runs (k8s.io/apiserver pkg/server/filters/waitgroup.go:
+    "apiserver is shutting down" to a request it will not serve), and an admission webhook's rejection,
+    which may carry a 503, comes before storage. A 503 without a Status is a proxy's in front of the
+    API server, which may have forwarded the request before it failed; a 500, 502 or 504 (the
+    server's timeout: its handler may still finish), a timeout or a cut answer may each have been
+    applied."""
+    return int(exc.status or 0) == 503 and _status_doc(exc).get("kind") == "Status"
 
 
 def _retry_or_raise(
@@ -1736,29 +1758,34 @@ class KubeClient:
         special = on_status or {}
         reauthed = False
         last = NO_ATTEMPT
+        applied = False  # whether an attempt so far may have been applied (KubeUnavailable.sent)
         attempt = 0
         while attempt < self.max_attempts:
             attempt += 1
             retry_after: float | None = None
             try:
-                return _body(self._in_time(op, send, last), self._time_left)
+                return _body(self._in_time(op, send, last, applied), self._time_left)
             except ApiException as exc:
                 if not reauthed and self._reauth_for(exc, special):
                     reauthed = True  # a token signed anew may pass (clock skew, early expiry)
                     attempt -= 1
                     continue
                 last, retry_after = _retry_or_raise(op, exc, special, classify, rule)
+                applied = applied or not _refused_unserved(exc)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                last = f"{type(exc).__name__}"
+                last, applied = f"{type(exc).__name__}", True
             except _OutOfTime:
-                last = "its answer still coming when the time ran out"
+                last, applied = "its answer still coming when the time ran out", True
             if attempt < self.max_attempts:
-                self._wait(op, attempt, last, retry_after)
-        raise KubeUnavailable(f"{op}: no useful answer after {self.max_attempts} attempts (last: {last})")
+                self._wait(op, attempt, last, retry_after, applied)
+        raise KubeUnavailable(
+            f"{op}: no useful answer after {self.max_attempts} attempts (last: {last})", sent=applied
+        )
 
-    def _in_time(self, op: str, send: Callable[..., Any], last: str) -> Any:
+    def _in_time(self, op: str, send: Callable[..., Any], last: str, applied: bool = False) -> Any:
         """``send()``, within the time left of a bound client (:meth:`within`): its request timeout cut
-        to that time, or ``KubeUnavailable`` when too little is left to start it."""
+        to that time, or ``KubeUnavailable`` when too little is left to start it (``sent``: whether an
+        attempt before may have been applied, ``applied``)."""
         if self._time_left is None:
             return send()
         left = self._time_left()
@@ -1766,10 +1793,40 @@ class KubeClient:
             raise KubeUnavailable(
                 f"{op}: not sent, {max(0.0, left):.1f} s left of the invocation's time for its calls "
                 f"(last: {last})",
-                sent=last != NO_ATTEMPT,
+                sent=applied,
+            )
+        if not self._resolved_within(left) or self._time_left() < LEAST_ATTEMPT_SECONDS:
+            raise KubeUnavailable(
+                f"{op}: not sent, the API server's name not resolved within the {left:.1f} s left of the "
+                f"invocation's time for its calls, less a second to send (last: {last})",
+                sent=applied,
             )
         own = send.keywords.get("_request_timeout") if isinstance(send, partial) else None
-        return send(_request_timeout=min(float(own or self.request_timeout), left))
+        return send(_request_timeout=min(float(own or self.request_timeout), self._time_left()))
+
+    def _resolved_within(self, left: float) -> bool:
+        """Whether the API server's name resolves within ``left`` seconds (True for an address, or with
+        a proxy, which resolves it). urllib3 resolves it in the connect (``socket.getaddrinfo``), which
+        no timeout bounds: a resolver that hangs held a bound call past its time (measured: 4.0 s with
+        2.0 s left). So a bound client asks first, in a thread of its own, and waits no longer than the
+        time left; given up on, the lookup sends nothing to the API server. Resolved, urllib3 asks again,
+        which the resolver answers at once as a rule (its cache); one that answers the first and hangs
+        on the second is not bounded."""
+        cfg = self.api_client.configuration
+        parts = urlsplit(str(cfg.host))
+        host = parts.hostname
+        if not host or getattr(cfg, "proxy", None) or _is_address(host):
+            return True
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        done = threading.Event()
+
+        def lookup() -> None:
+            with contextlib.suppress(OSError):  # a name that does not resolve fails in the connect
+                socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            done.set()
+
+        threading.Thread(target=lookup, name="kube-resolve", daemon=True).start()
+        return done.wait(max(0.0, left - LEAST_ATTEMPT_SECONDS))
 
     def _reauth_for(self, exc: ApiException, special: Mapping[int, type[KubeError]]) -> bool:
         """On a 401 the caller does not handle itself, forget the token (once per call) and say so."""
@@ -1778,12 +1835,15 @@ class KubeClient:
         self._reauth()
         return True
 
-    def _wait(self, op: str, attempt: int, last: str, retry_after: float | None) -> None:
+    def _wait(
+        self, op: str, attempt: int, last: str, retry_after: float | None, applied: bool = True
+    ) -> None:
         delay = self._backoff(attempt, retry_after)
         if self._time_left is not None and self._time_left() - delay < LEAST_ATTEMPT_SECONDS:
             raise KubeUnavailable(
                 f"{op}: no useful answer after {attempt} attempt(s), and no time left of the invocation's "
-                f"for another after a {delay:.1f} s wait (last: {last})"
+                f"for another after a {delay:.1f} s wait (last: {last})",
+                sent=applied,
             )
         log.warning(
             "kube %s: attempt %d/%d failed (%s); retrying in %.2fs",
