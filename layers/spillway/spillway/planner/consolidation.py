@@ -552,14 +552,17 @@ class Consolidation:
         # expendable pods leave with the node, and cluster-autoscaler judges utilization on a snapshot
         # without them (core/static_autoscaler.go, FilterOutExpendablePods)
         used, alloc = subtract(node.used, node.expendable_used), node.info.allocatable
+        gpus = alloc.get(NVIDIA_GPU, 0)
         if config.ignore_daemonsets_utilization:
-            used = subtract(used, node.daemon_used)
+            # out of both sides: cluster-autoscaler divides the other pods' requests by the allocatable
+            # less the DaemonSet pods' (simulator/utilization, CalculateUtilizationOfResource)
+            used, alloc = subtract(used, node.daemon_used), subtract(alloc, node.daemon_used)
         # requests, not pod slots: many tiny pods fill a node's max-pods with its cpu and memory idle,
         # and cluster-autoscaler's utilization never reads the count (simulator/utilization, Calculate)
         used = {name: value for name, value in used.items() if name != PODS}
-        gpus = alloc.get(NVIDIA_GPU, 0)
         if gpus and config.consolidation_gpu_utilization_threshold is not None:
-            resource, share = NVIDIA_GPU, used.get(NVIDIA_GPU, 0) / gpus
+            left = alloc.get(NVIDIA_GPU, 0)  # a node whose DaemonSets take every GPU uses none of them
+            resource, share = NVIDIA_GPU, used.get(NVIDIA_GPU, 0) / left if left > 0 else 0.0
             threshold, setting = (
                 config.consolidation_gpu_utilization_threshold,
                 "consolidation_gpu_utilization_threshold",
