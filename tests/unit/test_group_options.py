@@ -165,6 +165,29 @@ def test_daemonset_requests_count_unless_the_group_ignores_them() -> None:
             assert kept(result)[a][0] == expected
 
 
+def test_ignored_daemonset_requests_leave_the_allocatable_too() -> None:
+    """cluster-autoscaler's ``--ignore-daemonsets-utilization`` takes DaemonSet pods' requests out of
+    both sides: out of the pods' requests and out of the node's allocatable
+    (simulator/utilization/info.go, CalculateUtilizationOfResource: requests / (allocatable - DaemonSet
+    requests); kubernetes/autoscaler#3641). A pod of 3.5 CPU beside a 1.5-CPU agent on a node of 7.91:
+    3.5 / 6.41 = 55 %, not underutilized; counted against the whole node (44 %) it was consolidated."""
+    config = {"consolidation": "when-underutilized", "max_scale_in_fraction": 1.0}
+    w = World(regions=("us-east-1",))
+    a, _ = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    replicas(w, a, "web", 1, cpu="3500m")
+    agent = o.daemonset_pod("agent-a", a)
+    agent["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1500m", "memory": "1Gi"}}
+    w.items.append(agent)
+    tag(w, "cpu", TAG_OPTIONS + "ignoredaemonsetsutilization", "true")
+    result = w.plan(**config)
+
+    assert result.drain == ()
+    code, reason = kept(result)[a]
+    assert code == codes.UTILIZED and "requests use 55% of its cpu" in reason, reason
+    # at 0.6 it is underutilized, and moves
+    assert [d.node for d in w.plan(**config, consolidation_utilization_threshold=0.6).drain] == [a]
+
+
 def test_a_gpu_node_is_judged_by_its_gpus_when_the_group_says_how() -> None:
     """A p4d whose CPU is mostly requested (dominant share above 0.5) runs 2 of 8 GPUs: by the GPU
     threshold it is underutilized."""

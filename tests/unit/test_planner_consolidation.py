@@ -1814,7 +1814,8 @@ def test_a_pod_whose_grace_is_longer_than_the_drain_deadline_is_not_moved_to_sav
         (840, 0): ([a], ""),
         (900, 0): ([b], codes.POD_NEVER),
         (3600, 0): ([b], codes.POD_NEVER),  # the other node goes, its replicas moved beside these
-        (3600, -20): ([b], codes.IDLE_BELOW_THRESHOLD),  # expendable pods keep no node: a is idle
+        # expendable pods keep no node: a is idle, and kept because b's replicas move onto it
+        (3600, -20): ([b], codes.RECEIVES_MOVED_PODS),
     }, outcomes
     w, (a, b) = half_full()
     for key in ("default/web0-0", "default/web1-0"):
@@ -1865,3 +1866,23 @@ def test_a_node_used_exactly_at_the_utilization_threshold_is_not_underutilized()
     # just below it, each is a candidate, and one moves onto the other
     assert len(w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized",
                       consolidation_utilization_threshold=0.51).drain) == 1  # fmt: skip
+
+
+def test_an_idle_node_a_consolidation_moves_pods_onto_is_kept_as_receiving_them() -> None:
+    """Consolidation moves a node's movable replica onto an idle node its idle timer keeps (two of the
+    ten minutes). That node is kept because it receives the pods, as make room's receiving nodes are
+    (``receives-moved-pods``): its record said ``idle-below-threshold`` ("idle for 2m of the 10m
+    needed") for a node this plan fills, while a scheduled shrink's report of the same plan counted it
+    as receiving them."""
+    w = World(regions=("us-east-1",))
+    small, idle = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    replicas(w, small, "web", 1)
+    w.idle_since(idle, 2)
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized")
+
+    (drain,) = result.drain
+    assert (drain.node, drain.code) == (small, codes.CONSOLIDATION) and f"fit on {idle}" in drain.reason
+    assert kept(result)[idle] == (
+        codes.RECEIVES_MOVED_PODS,
+        "consolidation moves another node's pods onto it",
+    )

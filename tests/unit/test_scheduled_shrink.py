@@ -485,7 +485,9 @@ def test_an_idle_node_holding_only_a_buffers_room_is_drained_ahead_rather_than_a
     instance = world.node(idle)["spec"]["providerID"].rsplit("/", 1)[1]
     protected = planned(world, {**action, "protected_instances": (instance,)}, buffers=[ROOM])
     assert len(protected.drain) == 1 and protected.drain[0].node != idle
-    assert {k.node: k.code for k in protected.kept}[idle] == codes.BUFFER
+    # the busy node's replicas move into the room the buffer held: the node is kept receiving them
+    assert {k.node: k.code for k in protected.kept}[idle] == codes.RECEIVES_MOVED_PODS
+    assert f"fit on {idle}" in protected.drain[0].reason
 
 
 def test_a_busy_node_holding_a_buffers_room_is_drained_ahead_when_its_pods_may_move() -> None:
@@ -566,6 +568,20 @@ def test_expendable_volcano_gang_members_drained_ahead_are_counted_toward_min_me
     assert {p for p in shrink.at_risk if "/train-" in p} == {f"default/train-{i}" for i in range(4)}
 
 
+def _moved_onto_the_idle_node() -> tuple[str, str, str, ScalingPlan]:
+    """Four nodes of a group that consolidates: one runs a small movable replica, one is idle (for two
+    minutes), two are full of pods that must not be disturbed; an action sets DesiredCapacity 2 in five
+    minutes. (the first node, the idle one, the replica, the plan)"""
+    world, (small, idle, *full) = web()
+    moved = replica(world, small, "m0")
+    world.idle_since(idle, 2)
+    for i, node in enumerate(full):
+        world.pods(f"pin{i}", 1, cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", f"pin{i}"),
+                   annotations=PINNED)  # fmt: skip
+    result = planned(world, {"scheduled": (EVENING,)}, consolidation="when-underutilized")
+    return small, idle, moved, result
+
+
 def test_an_idle_node_that_receives_a_consolidations_moved_pods_is_not_drained_ahead() -> None:
     """Of four nodes of a group that consolidates, one runs a small movable replica, one is idle (for two
     minutes) and two are full of pods that must not be disturbed; an action sets DesiredCapacity 2 in
@@ -574,21 +590,26 @@ def test_an_idle_node_that_receives_a_consolidations_moved_pods_is_not_drained_a
     the same plan"): the drain ahead did not see it, took it for an idle node and drained it too, so the
     replica was evicted towards a node being cordoned, and the idle drain would cancel on the replica
     that arrived there."""
-    world, (small, idle, *full) = web()
-    moved = replica(world, small, "m0")
-    world.idle_since(idle, 2)
-    for i, node in enumerate(full):
-        world.pods(f"pin{i}", 1, cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", f"pin{i}"),
-                   annotations=PINNED)  # fmt: skip
-    result = planned(world, {"scheduled": (EVENING,)}, consolidation="when-underutilized")
+    small, idle, moved, result = _moved_onto_the_idle_node()
 
     (drain,) = result.drain
     assert (drain.node, drain.code, drain.pods) == (small, codes.CONSOLIDATION, (moved,))
     assert f"fit on {idle}" in drain.reason
-    assert idle in {k.node for k in result.kept}
+    assert {k.node: k.code for k in result.kept}[idle] == codes.RECEIVES_MOVED_PODS
     (shrink,) = result.shrinks
     assert shrink.drains == (small,)
     assert "receives-moved-pods on 1 node(s)" in shrink.reason
+
+
+def test_a_pod_moved_onto_a_node_the_action_may_terminate_is_at_risk() -> None:
+    """The plan above: the replica consolidation moves runs, when the action comes, on the idle node it
+    moved onto, one of the three Auto Scaling may terminate undrained; the report named the pods those
+    nodes ran when the plan was made, the two pinned ones, and not the replica that will be there."""
+    _, _, moved, result = _moved_onto_the_idle_node()
+
+    (shrink,) = result.shrinks
+    assert shrink.at_risk == (moved, "default/pin0-0", "default/pin1-0")
+    assert "with 3 pod(s) at risk on them" in shrink.reason, shrink.reason
 
 
 def test_an_idle_node_another_groups_drain_ahead_moves_pods_onto_is_not_drained_ahead_of_its_own() -> None:

@@ -105,7 +105,7 @@ POD_NEVER = "pod-never"  # runs a pod that must not be disturbed
 ELASTIC_MIN = "elastic-min"  # moving its pods would shrink an elastic job below its minimum
 DOES_NOT_FIT = "does-not-fit"  # the rest of the cluster's free room does not hold its pods
 SAVING_TOO_SMALL = "saving-too-small"  # the node-time saved does not outlast the moved pods' restart cost
-# its requests use more than consolidation_utilization_threshold of it: not underutilized
+# its requests use consolidation_utilization_threshold of it or more: not underutilized (strictly below is)
 UTILIZED = "utilized"
 LAUNCHING_THIS_PLAN = "launching-this-plan"  # this plan grows its group (or its instance type)
 RECEIVES_MOVED_PODS = "receives-moved-pods"  # this plan moves another node's pods onto it

@@ -98,7 +98,8 @@ OFF = "off"
 Verdict = tuple[str, str] | None
 # a fit of a candidate's pods: the launching capacity left, the nodes they went to, the plan's placements,
 # the elastic workers re-placed (the others are given up)
-Trial = tuple[dict[GroupKey, list[Bin]], set[str], Planned, set[str]]
+# launching room left, destinations, placements, elastic workers re-placed, node -> pods moved onto it
+Trial = tuple[dict[GroupKey, list[Bin]], set[str], Planned, set[str], dict[str, list[str]]]
 
 
 def mode(ctx: Context, group: NodeGroup | None) -> str:
@@ -394,6 +395,7 @@ class Consolidation:
         self.gang_left = stage.gang_left()  # shared so with the idle drains' expendable members
         self.evictions_left = stage.evictions_left()  # shared with the idle drains: both spend it
         self.receiving: set[str] = set()
+        self.arrivals: dict[str, list[str]] = {}  # existing node -> the pods this plan moves onto it
         self.room: dict[str, WorkNode] = {}
         self.launching: dict[GroupKey, list[Bin]] = _copy_bins(stage.launching)
         self.backed_off = {g.key for g in self.ctx.groups if backoff_reason(self.ctx, g)}
@@ -552,14 +554,17 @@ class Consolidation:
         # expendable pods leave with the node, and cluster-autoscaler judges utilization on a snapshot
         # without them (core/static_autoscaler.go, FilterOutExpendablePods)
         used, alloc = subtract(node.used, node.expendable_used), node.info.allocatable
+        gpus = alloc.get(NVIDIA_GPU, 0)
         if config.ignore_daemonsets_utilization:
-            used = subtract(used, node.daemon_used)
+            # out of both sides: cluster-autoscaler divides the other pods' requests by the allocatable
+            # less the DaemonSet pods' (simulator/utilization, CalculateUtilizationOfResource)
+            used, alloc = subtract(used, node.daemon_used), subtract(alloc, node.daemon_used)
         # requests, not pod slots: many tiny pods fill a node's max-pods with its cpu and memory idle,
         # and cluster-autoscaler's utilization never reads the count (simulator/utilization, Calculate)
         used = {name: value for name, value in used.items() if name != PODS}
-        gpus = alloc.get(NVIDIA_GPU, 0)
         if gpus and config.consolidation_gpu_utilization_threshold is not None:
-            resource, share = NVIDIA_GPU, used.get(NVIDIA_GPU, 0) / gpus
+            left = alloc.get(NVIDIA_GPU, 0)  # a node whose DaemonSets take every GPU uses none of them
+            resource, share = NVIDIA_GPU, used.get(NVIDIA_GPU, 0) / left if left > 0 else 0.0
             threshold, setting = (
                 config.consolidation_gpu_utilization_threshold,
                 "consolidation_gpu_utilization_threshold",
@@ -722,12 +727,14 @@ class Consolidation:
             return codes.DOES_NOT_FIT, _no_room(candidate)
         trial = self._fit(candidate, make_room=make_room)
         if trial is None and anyway:
-            trial = (self.launching, set(), self.ctx.planned, set())
+            trial = (self.launching, set(), self.ctx.planned, set(), {})
         if trial is None:
             return codes.DOES_NOT_FIT, self._not_home or _no_room(candidate)
         self._room_bound = None  # the moved pods take room
-        self.launching, destinations, self.ctx.planned, moved = trial
+        self.launching, destinations, self.ctx.planned, moved, arrived = trial
         self.receiving |= destinations
+        for name, keys in arrived.items():
+            self.arrivals.setdefault(name, []).extend(keys)
         self.stage.pod_budgets.spend(candidate.pods)
         for job, workers in candidate.workers_taken().items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
@@ -790,7 +797,7 @@ class Consolidation:
                     moved.update(cls.pods[: cls.next])  # the placed ones come first
         for pod in candidate.pods:
             trial.planned.left(pod, candidate.node.spot)
-        return launching, set(trial.placed) | on_launching, trial.planned, moved
+        return launching, set(trial.placed) | on_launching, trial.planned, moved, trial.arrived
 
     def _fit_class(
         self,

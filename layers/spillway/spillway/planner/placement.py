@@ -332,6 +332,7 @@ class TrialFit:
         self.ctx = ctx
         self.planned = ctx.planned.copy()
         self.placed: dict[str, int] = {}  # node -> pods placed there
+        self.arrived: dict[str, list[str]] = {}  # node -> the keys of the pods placed there
         self.preempted = 0  # expendable pods the trial's pods take the room of (preempt)
         self._before: dict[str, tuple[WorkNode, Resources, Marks, list[Victim]]] = {}
         # the volumes the trial put on nodes (node, volumes, pods) and took off them (pods 0)
@@ -351,7 +352,7 @@ class TrialFit:
         if cls.volumes:
             self.ctx.note_volumes(name, cls.volumes, count)
             self._volumes.append((name, cls.volumes, count))
-        cls.take(count)
+        self.arrived.setdefault(name, []).extend(cls.take(count))
         self.placed[name] = self.placed.get(name, 0) + count
         self.planned.record(cls.domains, node.spot, count)
 

@@ -418,7 +418,19 @@ class ScaleDownStage:
         from spillway.planner.schedshrink import ScheduledShrinks  # it builds on this module
 
         self.shrinks = ScheduledShrinks(self).run()  # ahead of scheduled actions that lower groups
+        receiving = self.receiving()
+        self.kept = [self._receiving(k) if k.node in receiving else k for k in self.kept]
         return self.drains, self.kept, self.idle_state
+
+    def _receiving(self, kept: KeptNode) -> KeptNode:
+        """``kept``, a node this plan moves pods onto: an idle one, judged before consolidation (or a drain
+        ahead of a scheduled action) moved them, is kept for receiving them, as make room's receiving
+        nodes are (:meth:`judge`); a busy one keeps what its consolidation said."""
+        if kept.code == codes.RECEIVES_MOVED_PODS or self.ctx.nodes[kept.node].workload:
+            return kept
+        return KeptNode(
+            kept.node, "consolidation moves another node's pods onto it", codes.RECEIVES_MOVED_PODS
+        )
 
     def _reasoned(self, kept: KeptNode) -> KeptNode:
         """``kept``, a busy node consolidation left without a reason (it gives every one it judges one)

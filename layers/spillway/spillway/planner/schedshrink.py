@@ -330,11 +330,11 @@ class ScheduledShrinks:
         if taken > 0:
             at_risk = tuple(
                 sorted(
-                    p.key
+                    key
                     for n in self.nodes(group)
                     if n.info.instance_id not in exempt
                     and (n.info.instance_id in picks.instances or n.info.instance_id not in remaining)
-                    for p in self.stage.consolidation().on_node.get(n.info.name, ())
+                    for key in self._on(n.info.name)
                 )
             )
         what = f"drains {len(drained)} node(s) ahead of it" if drained else "drains none ahead of it"
@@ -356,6 +356,13 @@ class ScheduledShrinks:
                 at_risk,
             )
         )
+
+    def _on(self, node: str) -> list[str]:
+        """The keys of the pods ``node`` runs when the action comes: those it runs now, and those this
+        plan's drains move onto it (a node that receives them is not drained ahead, and may be one
+        Auto Scaling terminates)."""
+        consolidation = self.stage.consolidation()
+        return [p.key for p in consolidation.on_node.get(node, ())] + consolidation.arrivals.get(node, [])
 
     def _picks(self, group: NodeGroup, remaining: list[str], exempt: frozenset[str], taken: int) -> ScaleIn:
         """The instances Auto Scaling may take when the action runs (:func:`~spillway.planner.scalein.
