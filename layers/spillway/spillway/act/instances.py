@@ -319,6 +319,21 @@ class Terminated:
         return said
 
 
+def terminate_held(asg: AutoScalingGroup, lifecycle_state: str | None) -> bool:
+    """Whether Auto Scaling would not terminate an instance of ``asg`` in ``lifecycle_state`` (None: not
+    known): the group's Terminate process is suspended, and the instance is InService. The suspension
+    "applies only to instances that are currently in the InService state. It does not prevent the
+    termination of instances in other states, such as Pending" (EC2 Auto Scaling User Guide,
+    "Considerations for suspending processes"); an instance whose state is not known is taken as
+    InService. TerminateInstanceInAutoScalingGroup's reference names no error that would say the
+    instance was kept, so such an instance is not asked for (a decrement applied without its termination
+    would leave the group above its desired capacity, scaled in by its termination policy, any node,
+    once Terminate resumes). One rule for every caller: a drain's validation
+    (:func:`spillway.act.drain._terminate_suspended`), a give-back (:func:`give_back_in_group`) and the
+    removal of an instance that never joined (:mod:`spillway.act.unregistered`)."""
+    return asg.suspended(TERMINATE) and lifecycle_state in (None, "InService")
+
+
 def terminate_in_group(
     cloud: Cloud, region: str, instance_id: str, *, decrement: bool = True, fall_back: bool = True
 ) -> tuple[ScalingActivity, bool]:
@@ -367,9 +382,9 @@ def give_back_in_group(
     caller raises them (:meth:`Terminated.raise_first`) once it did the rest."""
     gone = Terminated()
     region = asg.region
-    if asg.suspended(TERMINATE):
-        in_service = {i.InstanceId for i in asg.Instances if i.LifecycleState == "InService"} | set(unlisted)
-        gone.held = sorted(i for i in instance_ids if i in in_service)
+    states: dict[str, str | None] = {i.InstanceId: i.LifecycleState for i in asg.Instances}
+    states.update(dict.fromkeys(unlisted))  # listed by no read: their state is not known
+    gone.held = sorted(i for i in instance_ids if terminate_held(asg, states.get(i, "")))
     todo = [iid for iid in instance_ids if iid not in gone.held]
     refused = [iid for iid in todo if _terminate_one(cloud, region, iid, True, gone, deadline) == "refused"]
     for iid in refused:
