@@ -9,8 +9,8 @@ import pytest
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, UnreadableCloud
 from plan_world import NOW, World
 
-from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.claims import RAISE_PREFIX
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.planning import PlanSettings
 from spillway.act.scale import ScaleSteps
 from spillway.config import PlannerConfig
