@@ -4486,3 +4486,15 @@ def test_a_validation_answer_carries_when_a_mark_of_the_execution_may_expire(rig
 
     assert "drain" in answer and answer[COUNTED_EXPIRES_AT] == expected  # a string: DynamoDB's N
     assert "waiting" in waiting and waiting[COUNTED_EXPIRES_AT] == expected
+
+
+def test_with_terminate_suspended_a_drain_of_a_pending_instance_still_terminates(rig: Rig) -> None:
+    """The suspension "applies only to instances that are currently in the InService state. It does not
+    prevent the termination of instances in other states, such as Pending" (EC2 Auto Scaling User Guide,
+    "Considerations for suspending processes"): a Node whose instance still waits in Pending:Wait (a
+    launch lifecycle hook) is drained and terminated, as a give-back and an unregistered instance's
+    removal terminate one (act.instances.terminate_held: one rule)."""
+    _terminate_suspended(rig)
+    rig.cloud.groups[("us-east-1", "general")]["Instances"][0]["LifecycleState"] = "Pending:Wait"
+
+    assert rig.validated(force=True).terminate is True

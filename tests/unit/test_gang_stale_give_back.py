@@ -142,7 +142,7 @@ def test_a_member_a_stale_read_does_not_list_is_held_while_terminate_is_suspende
 
     assert w.cloud.terminated() == [] and w.cloud.called("terminate_instances") == []
     assert out["held"] == sorted(launch["instances"]) and out["terminated"] == []
-    assert w.desired == 4 and "left running in the group" in out["cause"]
+    assert w.desired == 4 and "left running that the group's read did not list" in out["cause"]
 
 
 def test_the_attach_marker_read_is_held_to_the_steps_deadline() -> None:
@@ -192,3 +192,23 @@ def test_each_auto_scaling_terminate_of_the_give_back_is_held_to_the_steps_deadl
     out = w.gang.give_back(state)
     assert w.desired == 1 and w.instances == [OLD] and w.cloud.running() == []
     assert w.cloud.called("terminate_instances") == [] and out["replaced"] == []
+
+
+def test_held_members_the_read_does_not_list_are_not_said_to_be_in_the_group() -> None:
+    """The attach marker is written but AWS refused the attach (above MaxSize): the members are in no group.
+    Terminate suspended meanwhile, the give-back cannot tell (the read may be older than an attach), so
+    it holds them; the cause said "left running in the group", untrue of them. It says they were not
+    listed, and that one in no group is the gang sweep's."""
+    w = World()
+    prep = w.gang.prepare(FLEET)
+    launch = w.gang.launch({**FLEET, "prep": prep})
+    w.raw["MaxSize"] = 2
+    with pytest.raises(AsgLimitExceeded):
+        w.gang.attach({**FLEET, "prep": prep, "launch": launch})
+    w.raw["SuspendedProcesses"] = [{"ProcessName": TERMINATE, "SuspensionReason": "by hand"}]
+
+    out = w.gang.give_back({"state": {**FLEET, "prep": prep, "launch": launch, "verify": GIVE_UP}})
+
+    assert out["held"] == sorted(launch["instances"]) and w.cloud.terminated() == []
+    assert "in the group" not in out["cause"], out["cause"]
+    assert "read did not list" in out["cause"] and "gang sweep" in out["cause"]

@@ -10,6 +10,7 @@ from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, UnreadableC
 from plan_world import NOW, World
 
 from spillway.act.claims import RAISE_PREFIX
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.planning import PlanSettings
 from spillway.act.scale import ScaleSteps
 from spillway.config import PlannerConfig
@@ -70,7 +71,12 @@ def test_a_refused_raise_is_no_capacity_launching_for_the_replan() -> None:
 
 
 def _overflow_round_two(
-    *, raised_marker: bool, round_: int = 2, snapshot: str = "fresh", unread: tuple[str, ...] = ()
+    *,
+    raised_marker: bool,
+    round_: int = 2,
+    snapshot: str = "fresh",
+    unread: tuple[str, ...] = (),
+    deadline: Deadline = NO_DEADLINE,
 ) -> tuple[dict[str, object], FakeLedger]:
     """Round 2 of a scale-up whose round 1 backed ``gpu-east`` (us-east-1) off for capacity: the re-plan
     of round 1 raised ``gpu-west`` (us-west-2) 0 -> 2 for two pending pods (``State.raises``: to 2) and
@@ -115,7 +121,7 @@ def _overflow_round_two(
     )
     later = timedelta(seconds=settings.max_snapshot_age_seconds + 60 if snapshot == "stale" else 90)
     steps = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=ledger, snapshots=snapshots, settings=settings,
-                       clock=lambda: NOW + later)  # fmt: skip
+                       clock=lambda: NOW + later, deadline=deadline)  # fmt: skip
     errored = {
         "group": "gpu-west",
         "region": "us-west-2",

@@ -1842,8 +1842,9 @@ def test_the_derivation_finds_the_partitions_the_code_plainly_uses() -> None:
         "{cluster}#started",
     }
     assert wired_start_mark() == ("spillway.adapters.state_store", "first_start")
-    for function in ("PlanFunction", "InterruptFunction"):
-        assert state_partitions(function)["dynamodb:GetItem"] == {"{cluster}#started"}
+    assert state_partitions("InterruptFunction")["dynamodb:GetItem"] == {"{cluster}#started"}
+    # the plan's settling of raise markers left bare (act.claims.settle_abandoned) reads a claim back
+    assert state_partitions("PlanFunction")["dynamodb:GetItem"] == {OWN_PARTITION, "{cluster}#started"}
     # claims.py's Owner.raised (a Query), which scale.py reaches only as owner.raised() on its instance
     raised = source("spillway.act.claims").defs["Owner.raised"]
     assert any(node is raised for node in reachable(*ENTRIES["ScaleFunction"], imported=True))

@@ -267,3 +267,35 @@ def test_a_plan_sends_the_instances_it_removes_through_the_scale_down_after_its_
 
 def test_a_plan_without_drains_or_removals_starts_no_scale_down() -> None:
     assert execution_requests(CLUSTER, "p-1", "k", _plan(), [], SETTINGS, NOW) == []
+
+
+def _suspend_terminate(rig: Rig) -> None:
+    """Terminate suspended on the group since the plan (the plan's snapshot showed it running)."""
+    rig.cloud.groups[("us-east-1", "gpu")]["SuspendedProcesses"] = [
+        {"ProcessName": "Terminate", "SuspensionReason": "User suspended at 2026-01-01T00:00:00Z"}
+    ]
+
+
+def test_an_in_service_instance_is_held_while_its_groups_terminate_process_is_suspended(rig: Rig) -> None:
+    """EC2 Auto Scaling User Guide, "Considerations for suspending processes": suspending Terminate applies
+    to the InService instances; TerminateInstanceInAutoScalingGroup would not end it (and a decrement
+    applied without the termination leaves the group above its desired capacity, scaled in by its
+    termination policy once Terminate resumes). Auto Scaling is not asked; the line says why."""
+    _suspend_terminate(rig)
+
+    line = rig.drainer.remove_unregistered(rig.request())
+
+    assert rig.cloud.terminated() == [] and _desired(rig) == 2
+    assert line["outcome"] == "held" and "Terminate process is suspended" in line["note"]
+    assert rig.outcomes == ["unregistered-held"]
+
+
+def test_a_pending_instance_is_terminated_though_terminate_is_suspended(rig: Rig) -> None:
+    """The suspension "does not prevent the termination of instances in other states, such as Pending":
+    one stuck in Pending:Wait (a launch lifecycle hook never completed) is terminated as usual."""
+    _suspend_terminate(rig)
+    rig.set_state(LOST, "Pending:Wait")
+
+    line = rig.drainer.remove_unregistered(rig.request())
+
+    assert line["outcome"] == "removed" and rig.cloud.terminated() == [("us-east-1", LOST, True)]

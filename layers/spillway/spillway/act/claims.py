@@ -60,7 +60,7 @@ from uuid import uuid4
 
 from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, SpillwayError
-from spillway.model.calltime import MARKED_CALLS
+from spillway.model.calltime import MARKED_CALLS, SCALE_FUNCTION_TIMEOUT_SECONDS
 from spillway.model.cluster import format_time, parse_time
 from spillway.model.nodegroup import LIVE_STATES
 from spillway.model.state import OWNER_PREFIX, UNSETTLED_PREFIX  # the plan's load reads them too
@@ -81,6 +81,10 @@ KEEP = timedelta(days=2)  # claims expire (TTL) long after any execution that ma
 # its marker names (its step's clock, read before it read the group): raises closer than this to one
 # another may have interleaved.
 WINDOW = timedelta(minutes=15)
+# The longest the step that writes a raise marker runs (SetDesired, RaiseDesired: one invocation of the
+# scale function, stopped at its Timeout), from the time its marker names (its clock, read before the
+# marker): a marker still bare past it was left by a step that ended (:func:`settle_abandoned`).
+MARKER_STEP = timedelta(seconds=SCALE_FUNCTION_TIMEOUT_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,9 +366,83 @@ def _landed(
         markers = owner.ledger.claims(owner.cluster, RAISE_PREFIX)
     except SpillwayError:
         return None
+    return _verdict(owner, (before, after), at, desired, markers)
+
+
+def _verdict(
+    owner: Owner,
+    raise_: tuple[int, int],
+    at: datetime,
+    desired: int,
+    markers: Mapping[str, Mapping[str, object]],
+) -> bool | None:
+    """:func:`_landed`'s rule for the raise (``before``, ``after``) marked at ``at``, on the group's
+    ``desired`` capacity as read and the group's raise ``markers``."""
     if any(_in_window(value, at) for _, value in _others(owner, markers)):
         return None
+    before, after = raise_
     return True if desired == after else False if desired == before else None
+
+
+def settle_abandoned(
+    ledger: Ledger, cluster: str, reads: Mapping[str, tuple[int, datetime]], now: datetime
+) -> dict[str, str]:
+    """Settle every raise marker left bare by a step that ended: ``raised`` or ``unsettled``, by owner.
+
+    A marker is bare (no ``set#``, no ``unsettled#``) while its step asks: the step settles it, or leaves
+    it to the step's retry (an ask again refused for now or not sent, no time left to read back), and
+    the scale-up's NextRound or the gang's GiveBack settles one no retry did
+    (:func:`settle_unanswered`). When none of those comes (their retries spent, the execution stopped or
+    timed out) it stayed bare for its two days, and every other owner of its window read it as a settled
+    raise still waiting for its instances (:func:`_awaited`): an unsettled owner left them unclaimed
+    (a rollback gang's verify ended ``timeout`` with its instances launched, and was given back and
+    its group backed off), a scale-up's check refilled none of its own lost instances there.
+
+    ``reads``: each group's desired capacity (its key, ``<region>/<name>``) and when it was read (a
+    plan's snapshot, observe's reads). A marker whose step may still have been running at the read (its
+    time plus :data:`MARKER_STEP` later than the read) is left for its step; an attach's (``by``, not asked of
+    SetDesiredCapacity) is left as it is. Else it is judged as a lost answer is (:func:`_landed`), on that
+    read: at the raise's value and alone in its window, it landed and is recorded asked (its nodes are
+    coming); else it is kept unsettled (never raised again, no capacity given back, awaited by no other
+    owner), dated when the raise was marked, so the plans judge its state entry as such. One of a
+    group no read names is left as it is. A step retried after all finds it settled and asks nothing
+    more; if its raise never applied, the plans send its pods elsewhere once ``scale_up_claim_minutes``
+    pass, as for any unsettled raise."""
+    markers = ledger.claims(cluster, RAISE_PREFIX)
+    done = {*ledger.claims(cluster, SET_PREFIX), *ledger.claims(cluster, UNSETTLED_PREFIX)}
+    settled: dict[str, str] = {}
+    for item, value in sorted(markers.items()):
+        name = item.removeprefix(RAISE_PREFIX)
+        at = _bare_since(value, name, done)
+        read = reads.get(str(value.get("group")))
+        if at is None or read is None or aware(read[1]) < at + MARKER_STEP:
+            continue  # answered, settled, an attach's; or its step may still be asking
+        region, group = str(value.get("group")).split("/", 1)
+        owner = Owner(ledger, cluster, region, group, name)
+        before, after = int(str(value.get("before"))), int(str(value.get("after")))
+        landed = _verdict(owner, (before, after), at, read[0], markers)
+        if landed:
+            _mark_asked(owner, now, NO_DEADLINE)
+        else:
+            _keep_unsettled(owner, at, NO_DEADLINE)
+        settled[name] = "raised" if landed else "unsettled"
+    return settled
+
+
+def _bare_since(marker: Mapping[str, object], name: str, done: Collection[str]) -> datetime | None:
+    """When the raise ``marker`` of owner ``name`` was marked, if no step answered, settled or kept it
+    (``done``: the ``set#`` and ``unsettled#`` items) and it is SetDesiredCapacity's (not an attach's);
+    else, or when it names no time or group, None."""
+    raw, where = marker.get("at"), str(marker.get("group") or "")
+    if marker.get("by") or "/" not in where or not isinstance(raw, str) or not raw:
+        return None
+    if SET_PREFIX + name in done or UNSETTLED_PREFIX + name in done:
+        return None
+    try:
+        when = parse_time(raw)
+    except ValueError:
+        return None
+    return aware(when) if when is not None else None
 
 
 def _others(

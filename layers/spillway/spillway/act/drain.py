@@ -108,7 +108,7 @@ from pydantic import ValidationError
 
 from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.act.gangsweep import remove_gang_orphan
-from spillway.act.instances import terminate_in_group, where_gone
+from spillway.act.instances import terminate_held, terminate_in_group, where_gone
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
     AsgNotFound,
@@ -1100,8 +1100,14 @@ def _terminate_suspended(
     """A drain that would terminate an instance of a group whose Terminate process is suspended: Auto
     Scaling does not terminate InService instances then (EC2 Auto Scaling User Guide, "Considerations for
     suspending processes": only a forced delete of the group does), so the node would be emptied and its
-    instance left running. An instance leaving anyway (a Spot warning, a lifecycle hook) is drained."""
-    if not request.terminate or request.lifecycle or request.leaving or not asg.suspended(TERMINATE):
+    instance left running. An instance leaving anyway (a Spot warning, a lifecycle hook) is drained, and
+    so is one Auto Scaling still terminates, not InService (Pending, Pending:Wait: :func:`terminate_held`)."""
+    if (
+        not request.terminate
+        or request.lifecycle
+        or request.leaving
+        or not terminate_held(asg, placement.lifecycle_state)
+    ):
         return None
     return InvalidDrainRequest(
         f"Auto Scaling group {placement.group!r} ({region_of(node)}) has its {TERMINATE} process suspended: "

@@ -718,6 +718,7 @@ class GangSteps:
         failed = (state.get("verify") or {}).get("status") == "failed"
         launching = self.aws.describe_group_launching(req.region, req.group) if failed else asg
         pools, nodes = _short_pools(state, launching)
+        self.deadline.require(1, f"the back-off of {req.region}/{req.group}")
         back_off(self.ledger, self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000],
                  region=req.region, pools=pools, nodes=nodes, now=now)  # fmt: skip
         self.metric("GroupsBackedOff", 1)
@@ -792,6 +793,7 @@ class GangSteps:
         error = str(caught.get("Error")) if isinstance(caught, Mapping) else ""
         if state.get("launch") or error in NOT_LAUNCHED:
             return set()
+        self.deadline.require(1, f"CreateFleet({req.region}) asked again under the attempt's ClientToken")
         try:
             return set(self.aws.create_fleet_instant(req.region, _fleet_of(prep)).instance_ids)
         except FLEET_REFUSED:  # EC2 refused the call whole: nothing runs under the token
@@ -838,16 +840,23 @@ class GangSteps:
 
     def _terminate_outside(self, region: str, outside: Sequence[str], terminated: list[str]) -> None:
         """EC2 TerminateInstances of those still alive or stopped, and of those EC2 does not show yet;
-        each call's instances are added to ``terminated`` as it returns (the next may raise)."""
+        each call's instances are added to ``terminated`` as it returns (the next may raise). Each call is
+        started only when it ends within the step's deadline (:meth:`Deadline.require`): one not started
+        is ``AwsUnavailable``, retried by GiveBack, which terminates what is left."""
         if not outside:
             return
+        self.deadline.require(1, f"DescribeInstances({region}) of {len(outside)} member(s) outside the group")
         alive = self.aws.instance_states(region, outside)
         doomed = sorted(i for i in outside if alive.get(i) in EC2_TERMINABLE)
-        terminated += self.aws.terminate_instances(region, doomed) if doomed else []
+        if doomed:
+            self.deadline.require(1, f"TerminateInstances({region}, {', '.join(doomed[:3])} ...)")
+            terminated += self.aws.terminate_instances(region, doomed)
         # an id EC2 does not show yet (just launched: eventual consistency) is terminated on its own
         # call, after the others: EC2 refuses a whole batch that names an id it does not know
         unseen = sorted(i for i in outside if i not in alive)
-        terminated += self.aws.terminate_instances(region, unseen) if unseen else []
+        if unseen:
+            self.deadline.require(1, f"TerminateInstances({region}, {', '.join(unseen[:3])} ...)")
+            terminated += self.aws.terminate_instances(region, unseen)
 
     # --- dispatch ------------------------------------------------------------------------------
 

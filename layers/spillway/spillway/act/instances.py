@@ -289,6 +289,9 @@ class Terminated:
     replaced: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
+    # those of ``held`` the group read did not list (a fleet's members, maybe attached since the read,
+    # maybe in no group): not said to be in the group
+    unlisted: list[str] = field(default_factory=list)
     not_found: list[str] = field(default_factory=list)  # in no group any more (left it, or gone)
     errors: list[tuple[list[str], SpillwayError]] = field(default_factory=list)
 
@@ -310,13 +313,36 @@ class Terminated:
                 f"; {len(self.replaced)} instance(s) terminated without decrement: MinSize {min_size} "
                 f"holds the desired capacity at {desired}, and Auto Scaling launches a replacement for each"
             )
-        if self.held:
+        listed = [i for i in self.held if i not in self.unlisted]
+        if listed:
             said += (
-                f"; {len(self.held)} instance(s) left running in the group: its {TERMINATE} process is "
+                f"; {len(listed)} instance(s) left running in the group: its {TERMINATE} process is "
                 f"suspended, and Auto Scaling terminates no InService instance until it is resumed; resume "
-                f"it or terminate them by hand ({', '.join(self.held[:5])})"
+                f"it or terminate them by hand ({', '.join(listed[:5])})"
+            )
+        if self.unlisted:
+            said += (
+                f"; {len(self.unlisted)} instance(s) left running that the group's read did not list: "
+                f"attached since the read, or in no group if the attach did not land; with the group's "
+                f"{TERMINATE} process suspended none was asked of Auto Scaling, and one in no group is the "
+                f"gang sweep's once gang_orphan_minutes pass ({', '.join(self.unlisted[:5])})"
             )
         return said
+
+
+def terminate_held(asg: AutoScalingGroup, lifecycle_state: str | None) -> bool:
+    """Whether Auto Scaling would not terminate an instance of ``asg`` in ``lifecycle_state`` (None: not
+    known): the group's Terminate process is suspended, and the instance is InService. The suspension
+    "applies only to instances that are currently in the InService state. It does not prevent the
+    termination of instances in other states, such as Pending" (EC2 Auto Scaling User Guide,
+    "Considerations for suspending processes"); an instance whose state is not known is taken as
+    InService. TerminateInstanceInAutoScalingGroup's reference names no error that would say the
+    instance was kept, so such an instance is not asked for (a decrement applied without its termination
+    would leave the group above its desired capacity, scaled in by its termination policy, any node,
+    once Terminate resumes). One rule for every caller: a drain's validation
+    (:func:`spillway.act.drain._terminate_suspended`), a give-back (:func:`give_back_in_group`) and the
+    removal of an instance that never joined (:mod:`spillway.act.unregistered`)."""
+    return asg.suspended(TERMINATE) and lifecycle_state in (None, "InService")
 
 
 def terminate_in_group(
@@ -367,9 +393,10 @@ def give_back_in_group(
     caller raises them (:meth:`Terminated.raise_first`) once it did the rest."""
     gone = Terminated()
     region = asg.region
-    if asg.suspended(TERMINATE):
-        in_service = {i.InstanceId for i in asg.Instances if i.LifecycleState == "InService"} | set(unlisted)
-        gone.held = sorted(i for i in instance_ids if i in in_service)
+    states: dict[str, str | None] = {i.InstanceId: i.LifecycleState for i in asg.Instances}
+    states.update(dict.fromkeys(unlisted))  # listed by no read: their state is not known
+    gone.held = sorted(i for i in instance_ids if terminate_held(asg, states.get(i, "")))
+    gone.unlisted = sorted(set(gone.held) & set(unlisted))
     todo = [iid for iid in instance_ids if iid not in gone.held]
     refused = [iid for iid in todo if _terminate_one(cloud, region, iid, True, gone, deadline) == "refused"]
     for iid in refused:

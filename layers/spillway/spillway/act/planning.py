@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from spillway.act.claims import settle_abandoned
 from spillway.act.drain import DRAIN_LINE_BYTES
 from spillway.act.events import EventBatch, EventPolicy, plan_events, post_events
 from spillway.act.gang import execution_request as gang_execution_request
@@ -676,6 +677,23 @@ def finish_previous(stored: StoredState, executions: Workflows, config: PlannerC
                      "started now" if started.started else "started before (running or ended)")  # fmt: skip
 
 
+def settle_abandoned_raises(ledger: Ledger, snapshot: Snapshot, now: datetime) -> None:
+    """Settle the raise markers the steps that wrote them left bare and no step will settle any more
+    (:func:`spillway.act.claims.settle_abandoned`), judged on the snapshot's group reads: each group's
+    desired capacity as observe read it (a group carried from an earlier read, at that read's time).
+    Every plan does, so a marker left by an execution whose NextRound or GiveBack failed for good, or
+    that was stopped or timed out, holds no other owner's instances for longer than its step could
+    run and the next snapshot. Best effort: the plan goes on without it, logged."""
+    reads = {g.key.stored: (g.desired, g.read_at or snapshot.taken_at) for g in snapshot.groups}
+    try:
+        settled = settle_abandoned(ledger, snapshot.cluster_name, reads, now)
+    except SpillwayError as exc:
+        log.warning("raise markers left bare by their steps not settled this time: %s", exc)
+        return
+    for owner, how in settled.items():
+        log.info("raise marker of %s, left bare by its step, settled %s on the snapshot's read", owner, how)
+
+
 def _runs(request: ExecutionRequest) -> timedelta:
     """How long after its start an execution may still be carrying out the claim a plan counts: a gang
     launch until its deadline (``deadline_seconds``). In fleet mode its group shows nothing until it
@@ -714,6 +732,7 @@ def run_plan(
             f"{ref.cluster}/{ref.key}: snapshot is {age:.0f}s old, older than max_snapshot_age_seconds "
             f"({settings.max_snapshot_age_seconds:.0f}s); not acting on it"
         )
+    settle_abandoned_raises(ledger, snapshot, now)  # before the load, which reads what it settles
     stored = ledger.load(ref.cluster, now)
     if stored.snapshot_key is not None and ref.key < stored.snapshot_key:
         return PlanOutcome(

@@ -510,6 +510,7 @@ class ScaleSteps:
         reason = str(launch.get("reason") or f"{region}/{name}: launch did not complete")
         now = self.clock()
         until = now + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
+        self.deadline.require(1, f"the back-off of {region}/{name}")  # each write of this step in time
         back_off(self.ledger, cluster, name, until, reason, region=region)
         owner = self._owner({**event, "cluster": cluster}, prep)
         raised = owner.raised()
@@ -521,6 +522,7 @@ class ScaleSteps:
         launching = self.aws.describe_group_launching(region, name) if failed else asg
         activities = self.aws.describe_activities(region, name, now) if failed or raised else []
         pools = _failed_pools(launch, launching, activities, prep.get("since"))
+        self.deadline.require(1, f"the pools' back-off of {region}/{name}")
         back_off(self.ledger, cluster, None, until, reason, region=region, pools=pools)
         replacements = replacement_launches(activities) if raised else frozenset()
         # no replacement is claimed here: an instance of its own that it terminated (a first try of this
@@ -536,7 +538,7 @@ class ScaleSteps:
         # the cordon names this execution's owner: a retry of this step finds its own, no other's
         why = f"{BACKOFF_GIVE_BACK} {name[:60]} ({owner.owner})"
         with judged_for_give_back(self.kube, self.aws, region, unready, now, why) as judged:
-            gone = give_back_in_group(self.aws, asg, judged.idle(unready))
+            gone = give_back_in_group(self.aws, asg, judged.idle(unready), deadline=self.deadline)
             judged.terminated(gone.terminated)
             gone.raise_first()
         terminated = gone.terminated
@@ -689,10 +691,13 @@ class ScaleSteps:
         nothing for their pods. Only an entry that is wholly that raise goes (its ``to`` less the nodes
         it was to add is no more than the group's desired capacity: :meth:`_desired_for_forget`), so a
         retry of this step, or a later plan's raise built on it, takes off nothing more. Best effort: the
-        execution's end does not hang on it (a plan committed meanwhile, the state unreadable), logged."""
+        execution's end does not hang on it (a plan committed meanwhile, the state unreadable, no time
+        left in the invocation for a read and the commit after it: none is started then, where Lambda's
+        Timeout cut the commit and ended the execution ``Sandbox.Timedout``), logged."""
         if not unraised:
             return
-        try:
+        try:  # each call only in time for it and the commit (Deadline.require): else skipped, logged
+            self.deadline.require(2, f"the state of {cluster}, read before its commit")
             stored = self.ledger.load(cluster, now)
             raises = dict(stored.state.raises)
             for result in unraised:
@@ -701,11 +706,13 @@ class ScaleSteps:
                 entry = raises.get(key)
                 if entry is None or count <= 0:
                     continue
+                self.deadline.require(2, f"the group read of {key}, before the state's commit")
                 desired = self._desired_for_forget(GroupKey(region, name), latest)
                 if desired is not None and entry.to - count <= desired:
                     del raises[key]
             if raises == stored.state.raises:
                 return
+            self.deadline.require(1, f"the state's commit of {cluster}")
             self.ledger.commit(
                 cluster,
                 stored.state.model_copy(update={"raises": raises}),

@@ -9,6 +9,10 @@ step checks the world again before it terminates anything, because the plan's sn
 * a Node runs on it by now (EKS names a Node after the instance's private DNS name; one whose
   ``spec.providerID`` names another instance does not count): ``joined``, nothing done;
 * the group is a group of another cluster or no managed group: refused (:class:`InvalidDrainRequest`);
+* the group's Terminate process is suspended (since the plan: a plan lists no instance of such a group)
+  and the instance is InService: Auto Scaling would not terminate it (the rule a drain and a give-back
+  follow too: :func:`~spillway.act.instances.terminate_held`), so it is not asked: ``held``, nothing
+  done, the note naming the process to resume; one still Pending is terminated as below;
 * else TerminateInstanceInAutoScalingGroup, decrementing the desired capacity (``removed``), unless
   the plan said not to or AWS refuses the decrement, the group's live desired capacity being at its
   MinSize (asked, not judged from the step's group read, which may be older:
@@ -26,9 +30,10 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from spillway.act.instances import nodes_on, terminate_in_group, where_gone
+from spillway.act.instances import nodes_on, terminate_held, terminate_in_group, where_gone
 from spillway.errors import InstanceNotFound, InvalidDrainRequest
-from spillway.model.nodegroup import is_managed
+from spillway.model.drain import Placement
+from spillway.model.nodegroup import TERMINATE, is_managed
 from spillway.ports import Cloud, Cluster
 
 
@@ -45,7 +50,7 @@ class InstanceRequest(BaseModel):
 
 
 R = TypeVar("R", bound=InstanceRequest)
-Removal = Literal["removed", "replaced", "joined", "gone"]
+Removal = Literal["removed", "replaced", "joined", "gone", "held"]
 
 
 class RemovalRequest(InstanceRequest):
@@ -99,7 +104,8 @@ def remove_unregistered(
 
 def _remove(kube: Cluster, cloud: Cloud, cluster: str, request: RemovalRequest) -> tuple[Removal, str]:
     iid, region, group = request.instance_id, request.region, request.group
-    gone = _gone(cloud, request)
+    placement = cloud.placement(region, iid)
+    gone = _where(placement, request)
     if gone is not None:
         return "gone", gone
     node = _joined(kube, cloud, region, iid)
@@ -110,6 +116,13 @@ def _remove(kube: Cluster, cloud: Cloud, cluster: str, request: RemovalRequest) 
         raise InvalidDrainRequest(
             f"Auto Scaling group {group} ({region}) is not a managed group of cluster {cluster!r}",
             field="group",
+        )
+    if placement is not None and terminate_held(asg, placement.lifecycle_state):
+        return "held", (
+            f"{iid} is {placement.lifecycle_state} in {group}, whose {TERMINATE} process is suspended: Auto "
+            f"Scaling terminates none of its InService instances until it is resumed (aws autoscaling "
+            f"resume-processes --auto-scaling-group-name {group} --scaling-processes {TERMINATE}); left "
+            "running, not asked"
         )
     try:  # with the decrement unless the plan said not to; without it where AWS refuses it (MinSize)
         activity, decremented = terminate_in_group(cloud, region, iid, decrement=request.decrement)
@@ -129,7 +142,10 @@ def _remove(kube: Cluster, cloud: Cloud, cluster: str, request: RemovalRequest) 
 
 
 def _gone(cloud: Cloud, request: RemovalRequest) -> str | None:
-    placement = cloud.placement(request.region, request.instance_id)
+    return _where(cloud.placement(request.region, request.instance_id), request)
+
+
+def _where(placement: Placement | None, request: RemovalRequest) -> str | None:
     where = where_gone(placement, request.instance_id, request.group, request.region)
     return None if where is None else f"{request.instance_id}: {where}"
 
