@@ -666,6 +666,36 @@ def test_an_unsettled_raise_whose_node_registered_holds_its_pods_while_the_group
     _held_or_sent_west(result, pod, held)
 
 
+def test_a_node_a_refused_group_lists_says_nothing_of_an_unsettled_raise() -> None:
+    """As above, but the Node registered since the raise is of an instance a group Spillway refuses to
+    manage (same region, zone and type) listed at the read: that group's node, not east's launch. It says
+    nothing of east's raise, which holds its pod only for the claim window."""
+    w = world()
+    w.group("legacy", "m5.2xlarge", region=EAST)
+    (pod,) = w.pods("web", 1, cpu="3")
+    raised = NOW - timedelta(minutes=6)
+    iid = o.instance_id("legacy-booting")
+    w.items.append(
+        o.node(o.node_name_for(iid), instance=iid, ready=False, created=raised + timedelta(minutes=2))
+    )
+    _raised_unsettled(w, raised)
+    snapshot, groups, cfg, state = w.parsed()
+    mark = RegionUnread(EAST, NOW - timedelta(minutes=3), f"AwsThrottled: DescribeAutoScalingGroups({EAST})")
+    read = raised - timedelta(seconds=30)
+    groups = [
+        replace(g, read_at=read, refusal="not managed", instance_ids=(iid,))
+        if g.name == "legacy"
+        else replace(g, read_at=read)
+        if g.region == EAST
+        else g
+        for g in groups
+    ]
+
+    result = plan(replace(snapshot, regions_unread=(mark,)), groups, cfg, state, NOW)
+
+    _held_or_sent_west(result, pod, held=False)
+
+
 @pytest.mark.parametrize(
     ("key", "read", "joined"),
     [
