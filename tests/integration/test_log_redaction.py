@@ -11,7 +11,8 @@ import logging
 import secrets
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import boto3
@@ -527,3 +528,29 @@ def test_an_exception_a_handler_formats_from_exc_info_itself_carries_no_credenti
     assert "in test_an_exception_a_handler_formats_from_exc_info_itself_carries_no_credential" in frames
     assert text.rstrip().endswith("Refused: Authorization: Bearer <redacted>")
     assert secret not in text
+
+
+def _powertools_lines(log: Callable[[], None]) -> tuple[str, list[dict[str, Any]]]:
+    """What ``log()`` writes through the Lambda's own Powertools handler (its filter and formatter)."""
+    handler = observability.logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    buffer = io.StringIO()
+    stdout = handler.setStream(buffer)
+    try:
+        log()
+    finally:
+        handler.setStream(stdout)
+    out = buffer.getvalue()
+    return out, [json.loads(line) for line in out.splitlines()]
+
+
+def test_a_key_appended_to_the_powertools_logger_is_redacted_in_every_line() -> None:
+    """Keys appended to the logger (``append_keys``) are the formatter's, no record's field the filter
+    sees: the formatter redacts each field it writes."""
+    secret = "k8s-aws-v1." + secrets.token_urlsafe(40)
+    observability.logger.append_keys(caller=f"Bearer {secret}")
+    try:
+        out, [line] = _powertools_lines(lambda: observability.logger.info("observed"))
+    finally:
+        observability.logger.remove_keys(["caller"])
+    assert line["caller"] == "Bearer <redacted>" and secret not in out
