@@ -11,7 +11,8 @@ import logging
 import secrets
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import boto3
@@ -527,3 +528,92 @@ def test_an_exception_a_handler_formats_from_exc_info_itself_carries_no_credenti
     assert "in test_an_exception_a_handler_formats_from_exc_info_itself_carries_no_credential" in frames
     assert text.rstrip().endswith("Refused: Authorization: Bearer <redacted>")
     assert secret not in text
+
+
+def _powertools_lines(log: Callable[[], None]) -> tuple[str, list[dict[str, Any]]]:
+    """What ``log()`` writes through the Lambda's own Powertools handler (its filter and formatter)."""
+    handler = observability.logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    buffer = io.StringIO()
+    stdout = handler.setStream(buffer)
+    try:
+        log()
+    finally:
+        handler.setStream(stdout)
+    out = buffer.getvalue()
+    return out, [json.loads(line) for line in out.splitlines()]
+
+
+def test_a_logged_exception_keeps_its_causes_and_notes_redacted_not_dropped() -> None:
+    """The exception a record carries in place of one quoting a secret is that exception as a traceback
+    prints it, redacted: its cause (``raise ... from``), its context, its notes (Powertools'
+    ``exception_notes``) and a group's sub-exceptions stay, each blanked where it quotes a secret."""
+    secret = "k8s-aws-v1." + secrets.token_urlsafe(40)
+    cause_text, note, sub = "(401) Reason: " + "Unauthorized", "retried " + "twice", "sub" + "-exception one"
+
+    def log() -> None:
+        try:
+            try:
+                raise ValueError(f"{cause_text}: Authorization: Bearer {secret}")
+            except ValueError as exc:
+                error = RuntimeError(f"list nodes failed: Bearer {secret}")
+                error.add_note(f"{note}, token: {secret}")
+                raise error from exc
+        except RuntimeError:
+            observability.logger.exception("read failed")
+        try:
+            raise ExceptionGroup(f"token: {secret}", [KeyError(sub)])
+        except ExceptionGroup:
+            observability.logger.exception("group failed")
+
+    out, (chained, group) = _powertools_lines(log)
+    assert secret not in out
+    assert chained["exception_name"] == "RuntimeError"
+    assert f"ValueError: {cause_text}: Authorization: Bearer <redacted>" in chained["exception"]
+    assert "direct cause of the following exception" in chained["exception"]
+    assert chained["exception"].rstrip().endswith(f"{note}, token: <redacted>")
+    assert chained["exception_notes"] == [f"{note}, token: <redacted>"]
+    assert group["exception_name"] == "ExceptionGroup" and sub in group["exception"]
+
+
+def test_an_exception_whose_cause_quotes_a_secret_reaches_no_formatter_that_writes_the_chain() -> None:
+    """A formatter that writes a record's exception with its causes from ``exc_info`` itself (as
+    Powertools' ``formatException`` does) gets no secret a cause quotes, though the exception's own text
+    holds none."""
+    secret = "k8s-aws-v1." + secrets.token_urlsafe(40)
+    written: list[str] = []
+
+    class Chain(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            assert record.exc_info is not None and record.exc_info[1] is not None
+            written.append("".join(traceback.format_exception(record.exc_info[1])))
+
+    handler = Chain()
+    library = logging.getLogger("some.library.chain")
+    library.addHandler(handler)
+    try:
+        try:
+            try:
+                raise ValueError(f"Authorization: Bearer {secret}")
+            except ValueError as exc:
+                raise RuntimeError("list nodes failed") from exc
+        except RuntimeError as error:
+            library.error("call failed", exc_info=True)
+            assert secret in str(error.__cause__)  # the exception raised on is left as it was
+    finally:
+        library.removeHandler(handler)
+    [text] = written
+    assert "ValueError: Authorization: Bearer <redacted>" in text and secret not in text
+    assert text.rstrip().endswith("RuntimeError: list nodes failed")
+
+
+def test_a_key_appended_to_the_powertools_logger_is_redacted_in_every_line() -> None:
+    """Keys appended to the logger (``append_keys``) are the formatter's, no record's field the filter
+    sees: the formatter redacts each field it writes."""
+    secret = "k8s-aws-v1." + secrets.token_urlsafe(40)
+    observability.logger.append_keys(caller=f"Bearer {secret}")
+    try:
+        out, [line] = _powertools_lines(lambda: observability.logger.info("observed"))
+    finally:
+        observability.logger.remove_keys(["caller"])
+    assert line["caller"] == "Bearer <redacted>" and secret not in out

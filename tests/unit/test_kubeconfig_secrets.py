@@ -249,3 +249,12 @@ def test_a_plugins_word_that_is_no_flag_gives_no_short_flag_a_secret() -> None:
     for cluster in ("staging", "streaming-prod", "ctl"):
         args = ["kubernetes", "cluster", "kubeconfig", "exec-credential", "--version=v1beta1", cluster]
         assert kubeconfig_secrets(_exec_user(args, "doctl")) == [], cluster
+
+
+def test_an_argument_a_secret_flag_took_is_read_as_no_flag() -> None:
+    """pflag gives a flag that is no switch the next argument as its value and reads on after it: a secret
+    starting with ``-`` whose letters read as a flag named as a secret's (``-…apiKey``) takes no
+    argument of its own, so the flag after it (``--server-id``) is not taken for a secret and blanked."""
+    secret = "-Xk9.Q_apiKey"
+    args = ["get-token", "--client-secret", secret, "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630"]
+    assert kubeconfig_secrets(_exec_user(args)) == [secret]

@@ -192,24 +192,75 @@ def _redact_value(value: Any) -> Any:
 
 
 ExcInfo = tuple[type[BaseException], BaseException, Any]
+# What a traceback prints for an exception whose str() raises (traceback's _safe_string).
+_UNPRINTABLE = "<exception str() failed>"
+
+
+def _text(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:  # an exception that cannot say itself
+        return _UNPRINTABLE
+
+
+def _notes(exc: BaseException) -> list[str]:
+    notes = getattr(exc, "__notes__", None)
+    return [_text(note) for note in notes] if isinstance(notes, list | tuple) else []
+
+
+def _chain(value: BaseException) -> Iterator[BaseException]:
+    """``value`` and every exception a traceback of it may print: its causes, contexts and, for a group,
+    its sub-exceptions (each once, as a cycle may link them)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [value]
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        yield exc
+        todo += [exc.__cause__, exc.__context__]
+        if isinstance(exc, BaseExceptionGroup):
+            todo += exc.exceptions
+
+
+def _quotes_a_secret(exc: BaseException) -> bool:
+    return any(redact(text) != text for text in (_text(exc), *_notes(exc)))
+
+
+def _standin(exc: BaseException, made: dict[int, BaseException]) -> BaseException:
+    """An exception of ``exc``'s name and module whose text and notes are redacted, on its traceback, with
+    its cause, context and sub-exceptions stood in for likewise; ``exc`` is left as it is."""
+    if id(exc) in made:
+        return made[id(exc)]
+    kind, cleaned = type(exc), redact(_text(exc))
+    names = {"__module__": kind.__module__, "__qualname__": kind.__qualname__, "__str__": lambda _: cleaned}
+    if isinstance(exc, BaseExceptionGroup):
+        made[id(exc)] = type(kind.__name__, (Exception,), names)(cleaned)  # a cycle back to it ends here
+        subs = [_standin(sub, made) for sub in exc.exceptions]
+        standin: BaseException = type(kind.__name__, (BaseExceptionGroup,), names)(cleaned, subs)
+    else:
+        standin = type(kind.__name__, (Exception,), names)(cleaned)
+    made[id(exc)] = standin
+    standin.__traceback__ = exc.__traceback__
+    standin.__cause__ = None if exc.__cause__ is None else _standin(exc.__cause__, made)
+    standin.__context__ = None if exc.__context__ is None else _standin(exc.__context__, made)
+    standin.__suppress_context__ = exc.__suppress_context__
+    if notes := _notes(exc):
+        standin.__notes__ = [redact(note) for note in notes]
+    return standin
 
 
 def _redacted_exc_info(exc_info: ExcInfo) -> ExcInfo:
-    """``exc_info`` with, when its exception's text holds a secret, an exception of the same name and
-    module whose text is redacted, on the same traceback: for a formatter that writes the exception
-    itself (the Lambda runtime's JSON log format: ``str(exc_info[1])``), not the ``exc_text`` redacted.
-    Its causes are left out (they may quote the secret too); ``exc_text`` keeps them, redacted."""
+    """``exc_info`` with, when its exception or one a traceback of it prints (a cause, a context, a
+    group's sub-exception) quotes a secret in its text or notes, a stand-in for it as a traceback prints
+    it, redacted (:func:`_standin`): for a formatter that writes the exception itself (the Lambda
+    runtime's JSON log format: ``str(exc_info[1])``; Powertools' and others' ``formatException``, with
+    its causes), not the ``exc_text`` redacted. The exception raised is left as it is."""
     kind, value, tb = exc_info
-    try:
-        text = str(value)
-    except Exception:  # an exception that cannot say itself: nothing to redact in it
+    if not any(_quotes_a_secret(exc) for exc in _chain(value)):
         return exc_info
-    cleaned = redact(text)
-    if cleaned == text:
-        return exc_info
-    names = {"__module__": kind.__module__, "__qualname__": kind.__qualname__, "__str__": lambda _: cleaned}
-    standin = type(kind.__name__, (Exception,), names)(cleaned)
-    return kind, standin.with_traceback(tb), tb
+    return kind, _standin(value, {}).with_traceback(tb), tb
 
 
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
