@@ -16,10 +16,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from fakes import FakeLedger, FakeSnapshots, FakeWorkflows
 from plan_world import NOW
+from test_lost_raise import answering, up_owner
 from test_planning import gpu_world as world
 from test_planning import settings, snapshot_of
+from test_shared_group import UP
+from test_shared_group import World as SharedWorld
+from test_template_contract import FUNCTIONS, longest_run_seconds, machine_states
 
 from spillway.act.claims import (
     KEEP,
@@ -31,6 +36,7 @@ from spillway.act.claims import (
     settle_abandoned,
 )
 from spillway.act.planning import run_plan
+from spillway.errors import AwsThrottled
 from spillway.model.calltime import SCALE_FUNCTION_TIMEOUT_SECONDS
 from spillway.model.cluster import format_time
 from spillway.model.state import UNSETTLED_PREFIX
@@ -63,20 +69,13 @@ def dead_and_unsettled(ledger: FakeLedger) -> Owner:
     return later
 
 
-def test_a_bare_marker_of_a_dead_execution_holds_another_owners_instances_as_long_as_it_lives() -> None:
-    """The measure of it: the unsettled owner claims none of its own two launches, a minute after them and
-    two days after (its check ends at its deadline, 10 minutes by default, with nothing claimed)."""
-    ledger = FakeLedger()
-    later = dead_and_unsettled(ledger)
-
-    for after in (timedelta(minutes=2), timedelta(minutes=10), KEEP - timedelta(minutes=1)):
-        assert own_instances(later, NEW, 2, NOW + after) == [], after
-
-
 def test_the_plans_settle_it_once_its_step_is_over_and_the_other_owner_claims_its_own() -> None:
     ledger = FakeLedger()
     later = dead_and_unsettled(ledger)
     read_at = NOW + MARKER_STEP
+    # bare, it held the unsettled owner's own two launches for the marker's two days
+    for after in (timedelta(minutes=2), KEEP - timedelta(minutes=1)):
+        assert own_instances(later, NEW, 2, NOW + after) == [], after
 
     settled = settle_abandoned(ledger, "ml", {WHERE: (2, read_at)}, read_at)
 
@@ -87,11 +86,11 @@ def test_the_plans_settle_it_once_its_step_is_over_and_the_other_owner_claims_it
 
 
 def test_a_read_made_while_its_step_may_still_run_settles_nothing() -> None:
-    """The step runs at most the scale function's Timeout after its marker: a read before that may be
+    """The step, retries and all, runs at most MARKER_STEP after its marker: a read before that may be
     older than its ask, and its retry may still settle it."""
     ledger = FakeLedger()
     dead_and_unsettled(ledger)
-    assert timedelta(seconds=SCALE_FUNCTION_TIMEOUT_SECONDS) == MARKER_STEP
+    assert timedelta(seconds=SCALE_FUNCTION_TIMEOUT_SECONDS) < MARKER_STEP
     early = NOW + MARKER_STEP - timedelta(seconds=1)
 
     assert settle_abandoned(ledger, "ml", {WHERE: (0, early)}, early) == {}
@@ -102,7 +101,7 @@ def test_a_raise_read_at_its_value_alone_in_its_window_is_recorded_asked() -> No
     """It landed: recorded asked, so it stays awaited (its nodes are coming) and is never raised again."""
     ledger = FakeLedger()
     mark(ledger, "up-dead", 0, 2, NOW)
-    read_at = NOW + timedelta(minutes=3)
+    read_at = NOW + MARKER_STEP
 
     assert settle_abandoned(ledger, "ml", {WHERE: (2, read_at)}, read_at) == {"up-dead": "raised"}
     assert SET_PREFIX + "up-dead" in ledger.claims("ml", SET_PREFIX)
@@ -114,7 +113,7 @@ def test_answered_settled_and_attach_markers_and_unread_groups_are_left_as_they_
     mark(ledger, "up-asked", 0, 2, NOW)
     ledger.claim("ml", SET_PREFIX + "up-asked", {"group": WHERE}, expires=NOW + KEEP)
     mark(ledger, "gang-attach", 0, 3, NOW, by="AttachInstances")
-    read_at = NOW + timedelta(minutes=3)
+    read_at = NOW + MARKER_STEP
 
     assert settle_abandoned(ledger, "ml", {WHERE: (5, read_at)}, read_at) == {}
     mark(ledger, "up-elsewhere", 0, 2, NOW)
@@ -122,10 +121,10 @@ def test_answered_settled_and_attach_markers_and_unread_groups_are_left_as_they_
 
 
 def test_the_next_plan_settles_a_bare_marker_on_its_snapshot() -> None:
-    """run_plan, on a snapshot read three minutes after the dead execution's marker, its group still at
+    """run_plan, on a snapshot read once the dead execution's step could no longer run, its group still at
     0: kept unsettled (dated as the marker, so the plans judge that raise's state entry unsettled)."""
     ledger = FakeLedger()
-    mark(ledger, "up-dead", 0, 2, NOW - timedelta(minutes=3))
+    mark(ledger, "up-dead", 0, 2, NOW - MARKER_STEP)
     snapshots = FakeSnapshots()
     ref = snapshots.add(snapshot_of(world(), NOW))
 
@@ -133,4 +132,38 @@ def test_the_next_plan_settles_a_bare_marker_on_its_snapshot() -> None:
              now=NOW + timedelta(seconds=20))  # fmt: skip
 
     (value,) = ledger.claims("ml", UNSETTLED_PREFIX + "up-dead").values()
-    assert value["at"] == format_time(NOW - timedelta(minutes=3))
+    assert value["at"] == format_time(NOW - MARKER_STEP)
+
+
+def test_a_plan_leaves_a_marker_to_its_steps_retries_that_still_ask_again() -> None:
+    """SetDesired's first invocation lost its raise (1 -> 3) unapplied and its ask again was refused for now
+    (ResourceContention): the marker is bare, for the step's retry. Step Functions retries SetDesired up
+    to 6 times for AwsThrottled (and 3 more for Lambda's errors), each a new invocation that may run the
+    scale function's whole Timeout: the step can still ask minutes after its marker. A plan whose
+    snapshot, read 3 minutes after the marker, shows the group at 1 kept it unsettled, so the retry that
+    came then found it settled and asked nothing: a raise that would have been made was never made, its
+    pods held for scale_up_claim_minutes. The plan leaves it to the step; the retry raises the group."""
+    w = SharedWorld()
+    up = w.up.prepare(UP)
+    answering(w, "lost", "busy", "applied")
+    with pytest.raises(AwsThrottled):
+        w.up.set_desired({**UP, "prep": up})
+    read_at = NOW + timedelta(minutes=3)
+
+    settle_abandoned(w.ledger, "prod", {"us-east-1/gpu": (w.desired, read_at)}, read_at)
+    w.now = read_at
+    w.up.set_desired({**UP, "prep": up})  # one of Step Functions' retries of SetDesired
+
+    assert w.desired == 3 and not up_owner(w).unsettled()
+
+
+def test_a_marker_is_left_to_its_step_for_as_long_as_the_steps_retries_can_run() -> None:
+    """The marker's step (SetDesired, a gang's RaiseDesired) with every retry its state allows, each
+    invocation to the scale function's Timeout: a read made before that may come before the step's last
+    ask again."""
+    timeout = float(FUNCTIONS["ScaleFunction"]["Timeout"])
+    steps = [
+        machine_states("scale_up.asl.json")["Groups/SetDesired"],
+        machine_states("gang_launch.asl.json")["RaiseDesired"],
+    ]
+    assert max(longest_run_seconds(state, timeout) for state in steps) <= MARKER_STEP.total_seconds()

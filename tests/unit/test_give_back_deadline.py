@@ -69,28 +69,93 @@ def test_a_gang_give_backs_ec2_terminations_are_held_to_the_steps_deadline() -> 
     assert read and len(w.cloud.called("instance_states")) == read[-1]  # none after the marker's read
 
 
-def test_a_scale_up_back_offs_auto_scaling_terminations_are_held_to_the_steps_deadline() -> None:
-    """A scale-up's back-off terminates its unready instances through Auto Scaling: unlike a gang's
-    give-back, it started each TerminateInstanceInAutoScalingGroup whatever time was left. With none
-    left it starts none and fails AwsUnavailable (BackOff retries it)."""
+def backoff_until(when: str) -> tuple[SharedWorld, list[str], dict[str, Any]]:
+    """A scale-up whose check timed out with one unready instance, at its BackOff: the step's time runs out
+    ``when`` (``start``: none left; ``put``: once the group's back-off is written; ``states``: once
+    the unready instances' EC2 states were read, to judge them idle). What the step did and its event are
+    returned."""
     w = SharedWorld()
     uprep = w.up.prepare(UP)
     w.up.set_desired({**UP, "prep": uprep})
     w.asg_launches(1, ready=False)
     w.now = NOW + timedelta(seconds=61)
     launch = w.up.verify({**UP, "prep": uprep})
-    assert launch["status"] == "timeout"
-    left = {"s": 1000.0}
+    left = {"s": STEP_MARGIN_SECONDS + CALL / 2 if when == "start" else 1000.0}
     w.up.deadline = Deadline(lambda: left["s"], CALL)
-    real_put = w.ledger.put_backoff
+    done: list[str] = []
 
-    def put_backoff(*args: Any, **kwargs: Any) -> Any:  # the back-offs written: the terminate comes next
-        left["s"] = STEP_MARGIN_SECONDS + CALL / 2
-        return real_put(*args, **kwargs)
+    def then(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            done.append(name)
+            out = real(*args, **kwargs)
+            if name == when:
+                left["s"] = STEP_MARGIN_SECONDS + CALL / 2
+            return out
 
-    w.ledger.put_backoff = put_backoff  # type: ignore[method-assign]
+        return call
+
+    w.ledger.put_backoff = then("put", w.ledger.put_backoff)  # type: ignore[method-assign]
+    w.cloud.instance_states = then("states", w.cloud.instance_states)  # type: ignore[method-assign]
+    return w, done, {**UP, "prep": uprep, "launch": launch}
+
+
+@pytest.mark.parametrize(("when", "done"), [("start", []), ("put", ["put"]), ("states", ["put", "states"])])
+def test_each_write_of_a_scale_up_back_off_is_held_to_the_steps_deadline(when: str, done: list[str]) -> None:
+    """The group's back-off, the pools' back-off, then each TerminateInstanceInAutoScalingGroup: with the
+    time for none of them left, that one is not started (AwsUnavailable, BackOff retries the step), and
+    nothing after it either."""
+    w, did, event = backoff_until(when)
 
     with pytest.raises(AwsUnavailable, match="not started"):
-        w.up.backoff({**UP, "prep": uprep, "launch": launch})
+        w.up.backoff(event)
 
-    assert w.cloud.terminated() == []
+    assert did == done and w.cloud.terminated() == []
+
+
+def gang_give_back_until(w: SharedWorld, method: str) -> None:
+    """The gang's step has time for its calls until the cloud's ``method`` answered, and none after."""
+    left = {"s": 1000.0}
+    w.gang.deadline = Deadline(lambda: left["s"], CALL)
+    real = getattr(w.cloud, method)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        left["s"] = STEP_MARGIN_SECONDS + CALL / 2
+        return out
+
+    setattr(w.cloud, method, call)
+
+
+def test_a_gang_give_backs_ask_again_of_create_fleet_is_held_to_the_steps_deadline() -> None:
+    """Launch's answer never came (its invocation timed out): the give-back asks CreateFleet again under
+    the attempt's ClientToken to learn what it launched. With no time left for it after the group's
+    reads, it is not asked (it may launch, should the first call never have reached EC2): the step
+    fails AwsUnavailable, and GiveBack's retry asks."""
+    w = SharedWorld()
+    prep = w.gang.prepare(FLEET)
+    gang_give_back_until(w, "describe_activities")
+    timed_out = {"Error": "Sandbox.Timedout", "Cause": "Task timed out after 120.00 seconds"}
+
+    with pytest.raises(AwsUnavailable, match="not started"):
+        w.gang.give_back({"state": {**FLEET, "prep": prep, "error": timed_out, "verify": GIVE_UP}})
+
+    assert w.cloud.called("create_fleet_instant") == []
+
+
+def test_a_gang_give_backs_back_off_is_held_to_the_steps_deadline() -> None:
+    """A fleet gang given back before its attach: its members terminated through EC2, no time is left for
+    the group's back-off. It is not written (a write Lambda's Timeout cut: GiveBack does not retry
+    Sandbox.Timedout): the step fails AwsUnavailable, and the retry, whose terminations find nothing
+    left to do, writes it."""
+    w = SharedWorld()
+    prep = w.gang.prepare(FLEET)
+    launch = w.gang.launch({**FLEET, "prep": prep})
+    gang_give_back_until(w, "terminate_instances")
+    written: list[object] = []
+    real_put = w.ledger.put_backoff
+    w.ledger.put_backoff = lambda *a, **k: written.append(a) or real_put(*a, **k)  # type: ignore[method-assign]
+
+    with pytest.raises(AwsUnavailable, match="not started"):
+        w.gang.give_back({"state": {**FLEET, "prep": prep, "launch": launch, "verify": GIVE_UP}})
+
+    assert w.cloud.called("terminate_instances") and written == []

@@ -81,10 +81,15 @@ KEEP = timedelta(days=2)  # claims expire (TTL) long after any execution that ma
 # its marker names (its step's clock, read before it read the group): raises closer than this to one
 # another may have interleaved.
 WINDOW = timedelta(minutes=15)
-# The longest the step that writes a raise marker runs (SetDesired, RaiseDesired: one invocation of the
-# scale function, stopped at its Timeout), from the time its marker names (its clock, read before the
-# marker): a marker still bare past it was left by a step that ended (:func:`settle_abandoned`).
-MARKER_STEP = timedelta(seconds=SCALE_FUNCTION_TIMEOUT_SECONDS)
+# The longest the step that writes a raise marker (SetDesired, RaiseDesired) runs from the time its marker
+# names (its invocation's clock, read before the marker), its retries included: each of those Task states
+# retries AwsThrottled and AwsUnavailable up to 6 times and Lambda's own errors up to 3 times
+# (statemachines/), each retry a new invocation of the scale function, stopped at its Timeout, after its
+# retrier's wait (at most 1+2+4+8+16+20 s and 1+2+4 s). A retry asks a bare marker's raise again
+# (:func:`_retried`), so only a marker still bare past this was left by a step that ended
+# (:func:`settle_abandoned`): settled sooner, the retry found it settled and asked nothing.
+MARKER_STEP_TRIES = 1 + 6 + 3
+MARKER_STEP = timedelta(seconds=MARKER_STEP_TRIES * SCALE_FUNCTION_TIMEOUT_SECONDS + (51 + 7))
 
 
 @dataclass(frozen=True, slots=True)
