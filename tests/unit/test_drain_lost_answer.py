@@ -477,3 +477,22 @@ def test_an_eviction_the_api_server_refused_503_is_not_taken_for_a_lost_answer(r
 
     assert first["evicted"] == ["team-a/web-0"] and "503" in first["interrupted"], first
     assert "unconfirmed" not in first, first
+
+
+def test_a_node_whose_eviction_lost_its_answer_is_occupied_for_its_daemonset_pods(rig: Rig) -> None:
+    """web-0's eviction is applied, its answer lost, and the pod is gone by the next round: evicted or
+    deleted by another hand, not counted evicted. The node had a pod to drain all the same, so its
+    DaemonSet pods go as an occupied node's do (cluster-autoscaler's default: evicted), not as an empty
+    node's (kept). Before, the round read the node's state from ``evicted_count`` alone, 0 here."""
+    rig.pod("web-0")
+    rig.api.add(objects.daemonset_pod("agent-a", NODE, ds="agent-a"))  # no opt-in: the default decides
+    drain = rig.cordoned(reason="by hand", poll_seconds=5, deadline_seconds=300)
+    _answer_lost(rig, "web-0")
+    first = rig.drainer.evict(drain)
+    rig.api.delete("Pod", "web-0", "team-a")  # its kubelet confirmed the deletion
+    rig.clock.advance(drain.poll_seconds)
+
+    second = rig.drainer.evict(drain, first)
+
+    assert second["evicted_or_deleted"] == ["team-a/web-0"] and second["evicted_count"] == 0, second
+    assert second["done"] and second["daemonsets"] == ["kube-system/agent-a"], second

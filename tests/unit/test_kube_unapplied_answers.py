@@ -17,6 +17,8 @@ from functools import partial
 from typing import Any
 
 import pytest
+import urllib3.util.connection
+from kubernetes.client import Configuration
 from kubernetes.client.exceptions import ApiException
 
 from spillway.adapters.kube import KubeClient
@@ -92,3 +94,79 @@ def test_a_bound_call_is_not_held_past_its_time_by_a_resolver_that_hangs(
         bound.get_node("n1")
 
     assert time.monotonic() - began < 2.0 and caught.value.sent is False
+
+
+def _hanging_for(name: str, monkeypatch: pytest.MonkeyPatch, *, family: int | None = None) -> None:
+    """``socket.getaddrinfo`` hangs 4 s over ``name`` (only when asked for ``family``, if given)."""
+    resolve = socket.getaddrinfo
+
+    def hanging(host: Any, port: Any, *args: Any, **kw: Any) -> Any:
+        asked = args[0] if args else kw.get("family", 0)
+        if host == name and (family is None or asked == family):
+            time.sleep(4.0)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return resolve(host, port, *args, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+
+
+def _bound(kube: KubeClient, seconds: float) -> KubeClient:
+    deadline = time.monotonic() + seconds
+    return kube.within(lambda: deadline - time.monotonic())
+
+
+def test_a_bound_call_its_proxy_does_not_serve_is_not_held_by_a_resolver_that_hangs(
+    api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy taken from the environment (kubernetes v37 reads HTTP(S)_PROXY) with the API server in
+    ``no_proxy``: the client connects straight to it (kubernetes.client.rest: ``should_bypass_proxies``),
+    and urllib3 resolves its name in the connect. Before, any proxy set skipped the bounded lookup, so a
+    hanging resolver held the call past its time (Lambda with an egress proxy and NO_PROXY naming the
+    EKS endpoint)."""
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    _hanging_for("localhost", monkeypatch)
+    port = api.url.rsplit(":", 1)[1]
+    kube = KubeClient.for_url(f"http://localhost:{port}", max_attempts=1, sleep=lambda _: None)
+    assert kube.api_client.configuration.proxy, "the proxy of the environment"
+    began = time.monotonic()
+
+    with pytest.raises(KubeUnavailable, match="not resolved") as caught:
+        _bound(kube, 2.0).get_node("n1")
+
+    assert time.monotonic() - began < 2.0 and caught.value.sent is False
+
+
+def test_a_bound_call_through_a_proxy_is_not_held_by_a_resolver_that_hangs_on_the_proxys_name(
+    api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through a proxy, urllib3 connects to the proxy, resolving the proxy's name in that connect, which
+    no timeout bounds either. Before, a proxy skipped the lookup: the call took the resolver's 4 s."""
+    _hanging_for("proxy.example.test", monkeypatch)
+    cfg = Configuration(host=api.url, proxy="http://proxy.example.test:3128", no_proxy="")
+    kube = KubeClient.from_configuration(cfg, max_attempts=1, sleep=lambda _: None)
+    began = time.monotonic()
+
+    with pytest.raises(
+        KubeUnavailable, match=r"the proxy.s name .proxy\.example\.test. not resolved"
+    ) as caught:
+        _bound(kube, 2.0).get_node("n1")
+
+    assert time.monotonic() - began < 2.0 and caught.value.sent is False
+
+
+def test_the_bounded_lookup_asks_for_the_address_family_urllib3_connects_with(
+    api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a host that cannot bind IPv6 urllib3 asks the resolver for IPv4 addresses only
+    (``allowed_gai_family``); a resolver that hangs on the IPv6 (AAAA) query does not hold its connect.
+    The lookup before it asked for both: it hung there, and the call, which would have gone through,
+    was given up, not sent."""
+    monkeypatch.setattr(urllib3.util.connection, "HAS_IPV6", False)
+    _hanging_for("localhost", monkeypatch, family=socket.AF_UNSPEC)
+    port = api.url.rsplit(":", 1)[1]
+    kube = KubeClient.for_url(f"http://localhost:{port}", max_attempts=1, sleep=lambda _: None)
+
+    node = _bound(kube, 3.0).get_node("n1")
+
+    assert node.metadata.name == "n1"

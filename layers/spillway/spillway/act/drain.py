@@ -2649,8 +2649,10 @@ class Drainer:
         EvictDaemonSetPods an empty node's), so that an agent (a log shipper, a metrics exporter) is
         stopped with its grace period instead of with its instance. Which ones: a pod annotated
         ``cluster-autoscaler.kubernetes.io/enable-ds-eviction`` ``"true"``, none with another value of it,
-        else every one when the drain evicted pods (``occupied``, or a plan's consolidation) and none
-        when it evicted none (``empty``), cluster-autoscaler's defaults (:class:`DaemonSetEviction`).
+        else every one when the drain evicted pods (``occupied``, or a plan's consolidation, or a pod
+        whose eviction's answer was lost found gone or deleted otherwise: ``evicted_or_deleted``, a pod
+        to drain whoever stopped it) and none when it evicted none (``empty``), cluster-autoscaler's
+        defaults (:class:`DaemonSetEviction`).
         Best effort, as there: a refusal (a budget, RBAC, the API down) is noted and the drain goes on,
         and nothing waits for them (their controller may put them straight back on the cordoned node).
 
@@ -2678,7 +2680,11 @@ class Drainer:
         if not round_["done"] or round_["forced"] or not _terminates_as_autoscaler(drain):
             return carried
         left = seconds_left(drain, self.clock())
-        occupied = drain.consolidation or int(round_["evicted_count"]) > 0
+        # a pod whose lost eviction answer the next round found gone (evicted_or_deleted) was a pod to
+        # drain all the same: the node was occupied, whoever stopped it
+        occupied = (
+            drain.consolidation or int(round_["evicted_count"]) > 0 or bool(round_.get(EVICTED_OR_DELETED))
+        )
         by_default = self.daemonset_eviction.occupied if occupied else self.daemonset_eviction.empty
         untried = previous.get("daemonsets_left")
         before = list(previous.get("daemonsets") or [])

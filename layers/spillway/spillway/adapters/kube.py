@@ -93,6 +93,7 @@ from urllib.parse import urlsplit
 
 import boto3
 import urllib3
+import urllib3.util.connection
 import yaml
 from botocore.exceptions import (
     BotoCoreError,
@@ -100,6 +101,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     PartialCredentialsError,
 )
+from kubernetes.client import rest as kube_rest
 from kubernetes.client.api.apis_api import ApisApi
 from kubernetes.client.api.core_v1_api import CoreV1Api
 from kubernetes.client.api.custom_objects_api import CustomObjectsApi
@@ -529,6 +531,22 @@ def _is_address(host: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def _connects_to(cfg: Configuration) -> tuple[str, str, int] | None:
+    """What urllib3 resolves in its connect for a client of ``cfg``: the proxy's name when the client
+    goes through one (kubernetes.client.rest: ``proxy`` set and the API server not in ``no_proxy``:
+    ``should_bypass_proxies``), else the API server's; as (what, host, port). None for an address."""
+    target, what = urllib3.util.parse_url(str(cfg.host)), "the API server's name"
+    proxy = getattr(cfg, "proxy", None)
+    bypass = getattr(kube_rest, "should_bypass_proxies", None)  # the client's own rule (v37)
+    if proxy and not (bypass is not None and bypass(str(cfg.host), getattr(cfg, "no_proxy", None) or "")):
+        target, what = urllib3.util.parse_url(str(proxy)), "the proxy's name"
+    host = (target.host or "").strip("[]")
+    if not host or _is_address(host):
+        return None
+    port = target.port or (443 if target.scheme == "https" else 80)
+    return f"{what} {host!r}", host, port
 
 
 def _refused_unserved(exc: ApiException) -> bool:
@@ -1795,38 +1813,40 @@ class KubeClient:
                 f"(last: {last})",
                 sent=applied,
             )
-        if not self._resolved_within(left) or self._time_left() < LEAST_ATTEMPT_SECONDS:
+        unresolved = self._unresolved_within(left)
+        if unresolved or self._time_left() < LEAST_ATTEMPT_SECONDS:
             raise KubeUnavailable(
-                f"{op}: not sent, the API server's name not resolved within the {left:.1f} s left of the "
-                f"invocation's time for its calls, less a second to send (last: {last})",
+                f"{op}: not sent, {unresolved or 'the name'} not resolved within the {left:.1f} s left of "
+                f"the invocation's time for its calls, less a second to send (last: {last})",
                 sent=applied,
             )
         own = send.keywords.get("_request_timeout") if isinstance(send, partial) else None
         return send(_request_timeout=min(float(own or self.request_timeout), self._time_left()))
 
-    def _resolved_within(self, left: float) -> bool:
-        """Whether the API server's name resolves within ``left`` seconds (True for an address, or with
-        a proxy, which resolves it). urllib3 resolves it in the connect (``socket.getaddrinfo``), which
-        no timeout bounds: a resolver that hangs held a bound call past its time (measured: 4.0 s with
-        2.0 s left). So a bound client asks first, in a thread of its own, and waits no longer than the
-        time left; given up on, the lookup sends nothing to the API server. Resolved, urllib3 asks again,
-        which the resolver answers at once as a rule (its cache); one that answers the first and hangs
-        on the second is not bounded."""
-        cfg = self.api_client.configuration
-        parts = urlsplit(str(cfg.host))
-        host = parts.hostname
-        if not host or getattr(cfg, "proxy", None) or _is_address(host):
-            return True
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+    def _unresolved_within(self, left: float) -> str | None:
+        """What urllib3 would resolve in its connect (the API server's name, or the proxy's when the
+        client goes through one: :func:`_connects_to`) when it does not resolve within ``left`` seconds,
+        else None (also for an address). urllib3 resolves it in the connect (``socket.getaddrinfo``),
+        which no timeout bounds: a resolver that hangs held a bound call past its time (measured: 4.0 s
+        with 2.0 s left). So a bound client asks first, in a thread of its own, for the address family
+        urllib3 asks for (``allowed_gai_family``: IPv4 only on a host without IPv6), and waits no longer
+        than the time left; given up on, the lookup sends nothing to the API server. Resolved, urllib3
+        asks again, which the resolver answers at once as a rule (its cache); one that answers the first
+        and hangs on the second is not bounded."""
+        target = _connects_to(self.api_client.configuration)
+        if target is None:
+            return None
+        what, host, port = target
         done = threading.Event()
 
         def lookup() -> None:
             with contextlib.suppress(OSError):  # a name that does not resolve fails in the connect
-                socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                family = urllib3.util.connection.allowed_gai_family()
+                socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)
             done.set()
 
         threading.Thread(target=lookup, name="kube-resolve", daemon=True).start()
-        return done.wait(max(0.0, left - LEAST_ATTEMPT_SECONDS))
+        return None if done.wait(max(0.0, left - LEAST_ATTEMPT_SECONDS)) else what
 
     def _reauth_for(self, exc: ApiException, special: Mapping[int, type[KubeError]]) -> bool:
         """On a 401 the caller does not handle itself, forget the token (once per call) and say so."""
