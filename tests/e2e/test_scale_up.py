@@ -9,6 +9,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from unittest import mock
@@ -19,12 +20,14 @@ from moto.autoscaling.exceptions import AutoscalingClientError
 from moto.autoscaling.models import AutoScalingBackend, autoscaling_backends
 from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT_ID
 
+from spillway.act import planning
 from spillway.adapters.aws import AwsAdapter
 from spillway.adapters.state_store import StateStore
 from spillway.errors import AwsError, AwsThrottled, StaleSnapshot, StateConflict
 from spillway.local import cloud as cloud_module
 from spillway.local import objects as o
 from spillway.local.demo import schedule
+from spillway.local.rig import create_group
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"  # the node lifecycle controller's cordon taint
@@ -85,9 +88,22 @@ def test_a_gpu_burst_grows_the_gpu_group_and_its_nodes_come_up(cloud: Cloud) -> 
     assert execution["output"]["result"] == "launched" and execution["output"]["round"] == 1
 
 
+@pytest.mark.parametrize("part", [True, False], ids=["with a part", "started without a part"])
 def test_no_capacity_in_the_primary_region_backs_off_and_overflows_in_the_same_execution(
-    cloud: Cloud,
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch, part: bool
 ) -> None:
+    """Without a part: while a deploy updates the state machine before the plan function, the older
+    function starts executions whose input names no part, and a state naming ``$.part`` would fail them
+    (States.Runtime, which no Catch takes). They run as the first part, with the record key and owners
+    they had."""
+    if not part:
+        requests = planning.execution_requests
+
+        def without_part(*args: Any, **kwargs: Any) -> Any:
+            made = requests(*args, **kwargs)
+            return [replace(r, input={k: v for k, v in r.input.items() if k != "part"}) for r in made]
+
+        monkeypatch.setattr(planning, "execution_requests", without_part)
     gpu_cluster(cloud)
     cloud.sim.capacity_outage("gpu-east", HOME)
     key = cloud.snapshot()
@@ -113,6 +129,12 @@ def test_no_capacity_in_the_primary_region_backs_off_and_overflows_in_the_same_e
     # ... and its raise is in the state, so a plan on a snapshot read before it landed does not repeat it
     state = cloud.state_item("state")
     assert state is not None and json.loads(state["state"]["S"])["raises"]["us-west-2/gpu-west"]["to"] == 4
+    assert ("part" in json.loads(execution["input"])) is part and execution["output"]["part"] == 1
+    assert replans[0]["planned_at"]["S"] == f"{key}#replan-2"
+    plan_id = execution["name"].removeprefix("up-")
+    items = cloud.stack.client("dynamodb").scan(TableName=cloud.stack.tables["StateTable"])["Items"]
+    raised = sorted(i["item"]["S"] for i in items if i["item"]["S"].startswith("raise#"))
+    assert raised == [f"raise#up-{plan_id}-1-{HOME}-gpu-east", f"raise#up-{plan_id}-2-{WEST}-gpu-west"]
 
 
 def test_a_launch_short_in_one_zone_keeps_the_other_zones_instance_and_its_pod_lands_there() -> None:
@@ -283,6 +305,65 @@ def test_an_overflow_raise_throttled_past_its_retries_is_raised_again_in_the_nex
         assert rounds[1]["groups"][0]["error"] == "AwsThrottled"
         assert [c.desired for c in cloud.sim.calls_for("gpu-west", WEST)] == [4]
         assert cloud.desired("gpu-west", WEST) == 4
+
+
+def pools_cluster(cloud: Cloud, pools: tuple[str, ...], overflow: tuple[str, ...]) -> None:
+    """A CPU group in us-east-1 per pool, each with one pending pod only it can take (a node selector on
+    its template's label), and one in us-west-2 for each pool of ``overflow``."""
+    for pool in pools:
+        label = {"k8s.io/cluster-autoscaler/node-template/label/pool": pool}
+        create_group(pool, region=HOME, instance_type="m5.large", tags=label)
+        if pool in overflow:
+            create_group(f"{pool}-west", region=WEST, instance_type="m5.large", tags=label)
+        cloud.kube.add(o.pod(f"job-{pool}", "ml", cpu="1", memory="2Gi", node_selector={"pool": pool}))
+
+
+def test_each_part_of_a_plan_re_plans_its_own_refused_group() -> None:
+    """A plan growing six groups starts two executions (a round maps over five), and prepare refuses one
+    group in each (its MaxSize lowered to 0 meanwhile). The second part re-planned first and sent its
+    pod west; the first part's NextRound then found that re-plan's record (one per plan and round),
+    took it for its own re-plan committed with its answer lost, and mapped over the second part's
+    group under the second part's owner: the raise read as one already asked, and the first part's pod
+    was never sent west. Each part now re-plans (and raises) as its own, through the real ASL."""
+    pools = tuple(f"p{i:02d}" for i in range(6))
+    name, refused, second_replanned = "", {"p00", "p05"}, threading.Event()
+    with running() as cloud:
+        pools_cluster(cloud, pools, overflow=("p00", "p05"))
+        name = f"{cloud.stack.prefix}-ScaleFunction"
+        handler = cloud.stack._handlers[name]
+
+        def refuse_one_in_each(event: dict[str, Any], context: Any) -> Any:
+            group = (event.get("group") or {}).get("group")
+            if event.get("action") == "prepare" and group in refused:
+                if group == "p00":  # the first part's refusal comes once the second part re-planned
+                    second_replanned.wait(30)
+                refused.discard(group)
+                autoscaling_backends[ACCOUNT_ID][HOME].autoscaling_groups[group].max_size = 0
+            out = handler(event, context)
+            if event.get("action") == "next_round" and any(r["group"] == "p05" for r in event["results"]):
+                second_replanned.set()
+            return out
+
+        cloud.stack._handlers[name] = refuse_one_in_each
+        try:
+            cloud.plan(cloud.stream_event(cloud.snapshot()))
+            executions = sorted(cloud.wait_all(), key=lambda e: e["name"])
+        finally:
+            cloud.stack._handlers[name] = handler
+
+        plan_id = executions[0]["name"].removeprefix("up-")
+        assert [e["name"] for e in executions] == [f"up-{plan_id}", f"up-{plan_id}-2"]
+        inputs = [json.loads(e["input"]) for e in executions]
+        assert [[g["group"] for g in i["groups"]] for i in inputs] == [list(pools[:5]), ["p05"]]
+        assert all(e["status"] == "SUCCEEDED" for e in executions), executions
+        rounds = [[[(g["group"], g["outcome"]) for g in r["groups"]] for r in e["output"]["rounds"]]
+                  for e in executions]  # fmt: skip
+        assert rounds[1] == [[("p05", "refused")], [("p05-west", "ready")]], rounds
+        assert rounds[0][0][0] == ("p00", "refused") and rounds[0][1] == [("p00-west", "ready")], rounds
+        assert (cloud.desired("p00-west", WEST), cloud.desired("p05-west", WEST)) == (1, 1)
+        keys = {p["planned_at"]["S"] for p in cloud.plans() if p["kind"]["S"] == "replan"}
+        assert {k.split("#", 1)[1] for k in keys} == {"replan-2", "replan-2#part-2"}, keys
+        assert [i.get("part") for i in inputs] == [1, 2]
 
 
 def test_a_launch_that_never_becomes_ready_times_out_is_given_back_and_overflows(

@@ -287,7 +287,7 @@ def scale_events() -> dict[str, dict[str, Any]]:
     }
     launch = {"status": "timeout", "reason": "gpu: 0 of 1 new node(s) Ready", "ready": 0, "wanted": 1}
     return {
-        "prepare": {"action": "prepare", "cluster": "prod", "plan_id": "p1", "round": 1,
+        "prepare": {"action": "prepare", "cluster": "prod", "plan_id": "p1", "part": 1, "round": 1,
                     "launch_timeout_seconds": 600, "group": GROUP},
         "set_desired": {"action": "set_desired", "cluster": "prod", "plan_id": "p1", "group": GROUP,
                         "prep": prep},
@@ -295,7 +295,7 @@ def scale_events() -> dict[str, dict[str, Any]]:
         "backoff": {"action": "backoff", "cluster": "prod", "group": GROUP, "prep": {**prep, "before": []},
                     "launch": launch},
         "next_round": {"action": "next_round", "cluster": "prod", "plan_id": "p1",
-                       "snapshot_key": "2026-11-02T12:00:00.000000Z", "round": 1, "max_rounds": 3,
+                       "snapshot_key": "2026-11-02T12:00:00.000000Z", "part": 1, "round": 1, "max_rounds": 3,
                        "poll_seconds": 15, "launch_timeout_seconds": 600, "rounds": [],
                        "results": [{"group": "gpu", "region": "us-east-1", "outcome": "backed_off"}]},
     }  # fmt: skip

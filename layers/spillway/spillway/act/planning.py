@@ -12,7 +12,8 @@
    (:class:`StateConflict` for the loser of two planners: it writes and starts nothing);
 5. start the scale-up execution (when the plan grows or uncordons; a plan growing more groups than a
    scale-up round holds, :data:`~spillway.model.history.MAX_SCALE_UP_GROUPS`, starts the rest as
-   ``up-<plan id>-2``, ...), one gang-launch execution per gang
+   ``up-<plan id>-2``, ..., each input naming its ``part``: its re-plans and raises are its own), one
+   gang-launch execution per gang
    the plan launches in a group tagged ``spillway.io/atomic-launch`` ``fleet``/``rollback``
    (:func:`spillway.act.gang.execution_request`; those nodes are left out of the scale-up entry of the
    group) and the scale-down execution (when it drains), named ``up-<plan id>``, ``gang-<plan id>-<hash>``
@@ -83,7 +84,7 @@ from spillway.model.groupkey import GroupKey
 from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import RaiseState, State, scale_up_owner
+from spillway.model.state import RaiseState, State, scale_up_execution, scale_up_owner
 from spillway.model.utc import aware
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
@@ -331,11 +332,12 @@ def owned_raises(
     plan_id: str,
     round_: int,
     now: datetime,
+    part: int = 1,
 ) -> dict[str, RaiseState]:
-    """``raises`` with each entry made at ``now`` (by the plan or re-plan whose scale-up round ``round_``
-    grows the groups ``grown``: :func:`scale_up_groups`' entries) naming the scale-up's owner in its group
-    (``RaiseState.owner``), so that the load marks it unsettled for that owner's raise alone
-    (:func:`spillway.model.state.merge_unsettled_raises`)."""
+    """``raises`` with each entry made at ``now`` (by the plan or re-plan whose scale-up round ``round_``,
+    of the execution of part ``part``, grows the groups ``grown``: :func:`scale_up_groups`' entries)
+    naming the scale-up's owner in its group (``RaiseState.owner``), so that the load marks it unsettled
+    for that owner's raise alone (:func:`spillway.model.state.merge_unsettled_raises`)."""
     out = dict(raises)
     for item in grown:
         if not item.get("grow"):
@@ -344,8 +346,18 @@ def owned_raises(
         key = GroupKey(region, name).stored
         entry = out.get(key)
         if entry is not None and aware(entry.since) == aware(now):
-            out[key] = entry.model_copy(update={"owner": scale_up_owner(plan_id, round_, region, name)})
+            owner = scale_up_owner(plan_id, round_, region, name, part)
+            out[key] = entry.model_copy(update={"owner": owner})
     return out
+
+
+def scale_up_parts(grow: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The plan's groups to grow (:func:`scale_up_groups`) as its scale-up executions take them, part 1
+    first: a round's groups add their checks to one execution's history (:mod:`spillway.model.history`),
+    so a plan growing more groups than a round holds starts several scale-ups, each with its own."""
+    return [
+        list(grow[start : start + MAX_SCALE_UP_GROUPS]) for start in range(0, len(grow), MAX_SCALE_UP_GROUPS)
+    ]
 
 
 def gang_requests(
@@ -387,23 +399,22 @@ def execution_requests(
 ) -> list[ExecutionRequest]:
     """The executions that carry out ``plan``, made at ``now`` (the time the planner was given)."""
     requests: list[ExecutionRequest] = []
-    grow = scale_up_groups(plan, groups)
-    # A round's groups add their checks to one execution's history (spillway.model.history): a plan
-    # growing more groups than a round holds starts several scale-ups, each with its own history.
-    for index, start in enumerate(range(0, len(grow), MAX_SCALE_UP_GROUPS)):
+    # each part re-plans and raises as its own: its re-plans' records and its owners name it
+    for part, grown in enumerate(scale_up_parts(scale_up_groups(plan, groups)), start=1):
         up = {
             "cluster": cluster,
             "plan_id": plan_id,
             "snapshot_key": snapshot_key,
+            "part": part,
             "round": 1,
             "max_rounds": settings.max_rounds,
             "poll_seconds": _seconds(settings.poll_seconds),
             "launch_timeout_seconds": _seconds(settings.launch_timeout_seconds),
-            "groups": grow[start : start + MAX_SCALE_UP_GROUPS],
+            "groups": grown,
             "rounds": [],
             "done": False,
         }
-        name = f"up-{plan_id}" if index == 0 else f"up-{plan_id}-{index + 1}"
+        name = scale_up_execution(plan_id, part)
         requests.append(_execution(SCALE_UP, settings.scale_up_arn, name, up))
     requests += gang_requests(plan_id, plan, groups, settings)
     claim = claim_fields(now, settings.planner.drain_claim_minutes)
@@ -751,7 +762,9 @@ def run_plan(
     # the pod Events to post after the commit; their ledger goes into the state committed
     batch = plan_events(result, snapshot.cluster, snapshot.groups, stored.state.events, settings.events, now)
     state = result.state.model_copy(update={"events": batch.ledger}) if cluster else result.state
-    raises = owned_raises(state.raises, scale_up_groups(result, snapshot.groups), pid, 1, now)
+    raises = dict(state.raises)
+    for part, grown in enumerate(scale_up_parts(scale_up_groups(result, snapshot.groups)), start=1):
+        raises = owned_raises(raises, grown, pid, 1, now, part)
     state = state.model_copy(update={"raises": raises})
     summary = dataclasses.replace(
         summarize(result, settings.primary_region),

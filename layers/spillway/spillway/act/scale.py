@@ -195,12 +195,19 @@ def _cut_since(
 
 
 # Event keys every round passes on unchanged.
-_CARRIED = ("cluster", "plan_id", "snapshot_key", "poll_seconds", "launch_timeout_seconds")
+_CARRIED = ("cluster", "plan_id", "snapshot_key", "part", "poll_seconds", "launch_timeout_seconds")
+
+
+def _part(event: Mapping[str, Any]) -> int:
+    """Which part of its plan's scale-up the execution is (``part``: 1, 2, ...;
+    :func:`spillway.act.planning.scale_up_parts`); 1 for an execution started without one (by a build
+    before parts were named, whose first part's keys and owners stay what they were)."""
+    return int(event.get("part", 1))
 
 
 def _owner_id(event: Mapping[str, Any], region: str, name: str) -> str:
-    """The execution's owner id in the group (:class:`~spillway.act.claims.Owner`), per round."""
-    return scale_up_owner(event.get("plan_id", "?"), event.get("round", 1), region, name)
+    """The execution's owner id in the group (:class:`~spillway.act.claims.Owner`), per round and part."""
+    return scale_up_owner(event.get("plan_id", "?"), event.get("round", 1), region, name, _part(event))
 
 
 def _no_metric(name: str, value: float) -> None:
@@ -612,7 +619,7 @@ class ScaleSteps:
         record = _replan_record(event, cluster, snapshot, result, summary, now, round_, groups)
         raises = _without(execution_raises(result, live, stored.state.raises), left, stored.state.raises)
         raises = _ended_on_snapshots(stored.state.raises, raises)
-        raises = owned_raises(raises, groups, str(event.get("plan_id", "?")), round_ + 1, now)
+        raises = owned_raises(raises, groups, str(event.get("plan_id", "?")), round_ + 1, now, _part(event))
         self._record_replan(stored, record, raises, groups, forgot)
         self._emit_plan_metrics(summary)
         if not groups:
@@ -747,10 +754,11 @@ class ScaleSteps:
 
     def _landed_replan(self, event: Mapping[str, Any], cluster: str, round_: int) -> dict[str, Any] | None:
         """What this round's re-plan answered, when a try of this step before wrote its record (the
-        record's key, the plan's snapshot and the next round, with the plan's id in it, is the
-        transaction's token: it goes in one transaction with the state, :meth:`_record_replan`, so it is
-        there exactly when that commit landed), else None. A commit that landed but whose answer was lost
-        past the SDK's retries (a read timeout: ``AwsUnavailable``, retried by NextRound) would otherwise
+        record's key, the plan's snapshot, the next round and the execution's part, with the plan's id
+        in it, is the transaction's token: it goes in one transaction with the state,
+        :meth:`_record_replan`, so it is there exactly when that commit landed; another part's re-plan
+        of the round is another record: :func:`~spillway.model.act.replan_key`), else None. A commit
+        that landed but whose answer was lost past the SDK's retries (a read timeout: ``AwsUnavailable``, retried by NextRound) would otherwise
         be followed by a re-plan on the state it wrote: its own raises read as capacity launching, it
         found nothing to launch, and the pods waited for the raises to age out (``scale_up_claim_minutes``)
         though nobody raised the groups. None for a record without ``groups`` (a build before them
@@ -758,7 +766,7 @@ class ScaleSteps:
         origin, plan_id = str(event.get("snapshot_key") or ""), str(event.get("plan_id") or "")
         if not origin or not plan_id:
             return None
-        record = self.ledger.load_plan(cluster, replan_key(origin, round_ + 1))
+        record = self.ledger.load_plan(cluster, replan_key(origin, round_ + 1, _part(event)))
         if record is None or record.groups is None or record.plan_id != plan_id:
             return None
         counts = {f.name: int(record.summary.get(f.name, 0)) for f in dataclasses.fields(PlanSummary)}
@@ -878,7 +886,7 @@ def _replan_record(
     round_: int,
     groups: Sequence[Mapping[str, Any]],
 ) -> PlanRecord:
-    """The re-plan's record, beside the plan it continues (sort key: the origin snapshot and round),
+    """The re-plan's record, beside the plan it continues (sort key: the origin snapshot, round and part),
     with the ``groups`` its round maps over (:meth:`ScaleSteps._landed_replan` reads them back)."""
     origin = str(event.get("snapshot_key") or "")
     snapshot_key = format_key(snapshot.taken_at)
@@ -894,7 +902,7 @@ def _replan_record(
             "pending": [p.to_dict() for p in result.pending],
         },
         kind="replan",
-        sort_key=replan_key(origin or snapshot_key, round_ + 1),
+        sort_key=replan_key(origin or snapshot_key, round_ + 1, _part(event)),
         summary=summary.to_dict(),
         groups=tuple(dict(g) for g in groups),
     )

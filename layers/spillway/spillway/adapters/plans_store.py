@@ -4,6 +4,7 @@ Key schema of the ``plans`` table (partition key ``cluster``, sort key ``planned
 
     plan of a tick     cluster = "<cluster>"   planned_at = "<snapshot key>"
     overflow re-plan   cluster = "<cluster>"   planned_at = "<snapshot key of the plan>#replan-<round>"
+                                                  (+ "#part-<part>" for a scale-up's parts after the first)
 
     plan_id, kind ("plan" | "replan"), snapshot_key (the snapshot planned on), fingerprint, created_at,
     state_version, executions (names), summary (map of counts), acts (bool), expires_at (TTL, 30 days),

@@ -119,8 +119,14 @@ class PlanRecord:
         return bool(self.plan.get("scale_up") or self.plan.get("uncordon") or self.plan.get("drain"))
 
 
-def replan_key(snapshot_key: str, round_: int) -> str:
-    return f"{snapshot_key}#replan-{round_}"
+def replan_key(snapshot_key: str, round_: int, part: int = 1) -> str:
+    """The plans table's sort key of the overflow re-plan of round ``round_`` of the scale-up of the plan
+    of ``snapshot_key``, by its part ``part`` (:func:`spillway.model.state.scale_up_execution`):
+    ``<snapshot key>#replan-<round>``, and ``...#part-<part>`` after it for the parts after the first. The
+    parts of one plan re-plan each their own groups: under one key, a part took another's re-plan for
+    its own whose answer was lost (:meth:`spillway.act.scale.ScaleSteps._landed_replan`)."""
+    key = f"{snapshot_key}#replan-{round_}"
+    return key if part == 1 else f"{key}#part-{part}"
 
 
 def execution_arn(state_machine_arn: str, name: str) -> str:

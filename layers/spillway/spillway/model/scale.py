@@ -31,6 +31,8 @@ INT32 = 2**31 - 1  # the Auto Scaling API's Integer (DesiredCapacity, MaxSize)
 MAX_ROUNDS = 10  # RuntimeConfig.scale_up_max_rounds' bound
 MAX_SECONDS = 86_400
 MAX_NAMES = 1_000  # instance ids or Node names of one group in one step's input
+# a scale-up's parts, MAX_SCALE_UP_GROUPS groups each: far above any account's Auto Scaling groups
+MAX_PARTS = 10_000
 # a prepare's ``before``: every live instance of the group, however large it is; bounded by what one
 # Step Functions state carries (256 KB, "Step Functions service quotas"), '"i-0123456789abcdef0",' each
 MAX_INSTANCES = 256 * 1024 // 22
@@ -49,6 +51,9 @@ NodeName = Annotated[str, Field(min_length=1, max_length=253, pattern=NODE_NAME_
 Capacity = Annotated[int, Field(ge=0, le=INT32)]
 PlanId = Annotated[str, Field(min_length=1, max_length=77, pattern=PLAN_ID_PATTERN)]
 Round = Annotated[int, Field(ge=1, le=MAX_ROUNDS)]
+# which part of its plan's scale-up an execution is (spillway.act.planning.scale_up_parts); 1 when absent,
+# as in an execution started by a build before parts were named
+Part = Annotated[int, Field(ge=1, le=MAX_PARTS)]
 Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Time = Annotated[str, Field(max_length=40, pattern=RFC3339_PATTERN)]
 Text = Annotated[str, Field(max_length=32_768)]  # a Catch's Cause: at most 32,768 characters
@@ -186,6 +191,7 @@ class _Step(BaseModel):
 class PrepareInput(_Step):
     action: Literal["prepare"]
     plan_id: PlanId
+    part: Part = 1
     round: Round
     launch_timeout_seconds: Seconds
     # the execution's whole seconds between launch checks; absent from an execution whose definition
@@ -218,6 +224,7 @@ class NextRoundInput(_Step):
     action: Literal["next_round"]
     plan_id: PlanId
     snapshot_key: str = Field(pattern=SNAPSHOT_KEY_PATTERN)
+    part: Part = 1
     max_rounds: Round
     round: Round
     poll_seconds: int = Field(ge=1, le=MAX_SECONDS)

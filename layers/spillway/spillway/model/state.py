@@ -17,7 +17,7 @@ Wire form (state file and state table item)::
      "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}},
                                                                               (only when not empty)
      "raises": {"<region>/<asg>": {"group": "<asg>", "region": "...", "to": N, "since": ISO,
-                                   "owner": "up-<plan>-<round>-<region>-<asg>" (optional)}},
+                                   "owner": "up-<plan>[-<part>]-<round>-<region>-<asg>" (optional)}},
                                                                               (only when not empty)
      "pools": {"<capacity type>/<zone>/<instance type>": {"backoff_until": ISO, "reason": "...",
                                                           "nodes": N (only when over 1)}},
@@ -555,10 +555,23 @@ def merge_scale_down_failures(state: State, times: Iterable[datetime]) -> State:
     return state.model_copy(update={"scale_down": dict(sorted(marks.items()))})
 
 
-def scale_up_owner(plan_id: object, round_: object, region: str, group: str) -> str:
+def scale_up_execution(plan_id: object, part: object = 1) -> str:
+    """The name of the scale-up execution of part ``part`` of plan ``plan_id``'s scale-up: ``up-<plan>``
+    for the first, ``up-<plan>-2``, ``up-<plan>-3``, ... for the parts of a plan growing more groups than
+    a round holds (:func:`spillway.act.planning.execution_requests`)."""
+    name = f"{SCALE_UP_OWNER_PREFIX}{plan_id}"
+    return name if part == 1 else f"{name}-{part}"
+
+
+def scale_up_owner(plan_id: object, round_: object, region: str, group: str, part: object = 1) -> str:
     """The ledger owner of a scale-up's raise of one group in one round (spillway.act.claims.Owner), as
-    the scale-up names it: ``up-<plan>-<round>-<region>-<group>``, at most 200 characters."""
-    return f"{SCALE_UP_OWNER_PREFIX}{plan_id}-{round_}-{region}-{group}"[:200]
+    the scale-up names it: its execution's name (:func:`scale_up_execution`), the round, the region and
+    the group: ``up-<plan>-<round>-<region>-<group>`` for the first part (and an execution started
+    without a part), ``up-<plan>-<part>-<round>-<region>-<group>`` for the others, at most 200
+    characters. Two parts of one plan may raise one group in one round (their re-plans both overflow
+    to it): one owner for both, the second's raise read as a retry of the first's and was never made.
+    A region's name starts with a letter, so no part's owner is another round's of the first part."""
+    return f"{scale_up_execution(plan_id, part)}-{round_}-{region}-{group}"[:200]
 
 
 def _kept_for(entry: RaiseState, owner: str, at: datetime) -> bool:
