@@ -115,15 +115,16 @@ def test_each_write_of_a_scale_up_back_off_is_held_to_the_steps_deadline(when: s
     assert did == done and w.cloud.terminated() == []
 
 
-def gang_give_back_until(w: SharedWorld, method: str) -> None:
-    """The gang's step has time for its calls until the cloud's ``method`` answered, and none after."""
+def gang_give_back_until(w: SharedWorld, method: str, calls_after: float = 0.5) -> None:
+    """The gang's step has time for its calls until the cloud's ``method`` answered, and for
+    ``calls_after`` calls after (none by default)."""
     left = {"s": 1000.0}
     w.gang.deadline = Deadline(lambda: left["s"], CALL)
     real = getattr(w.cloud, method)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         out = real(*args, **kwargs)
-        left["s"] = STEP_MARGIN_SECONDS + CALL / 2
+        left["s"] = STEP_MARGIN_SECONDS + CALL * calls_after
         return out
 
     setattr(w.cloud, method, call)
@@ -229,16 +230,7 @@ def test_a_gang_give_backs_group_read_after_its_back_off_is_held_to_the_steps_de
     w = SharedWorld()
     prep = w.gang.prepare(FLEET)
     launch = w.gang.launch({**FLEET, "prep": prep})
-    left = {"s": 1000.0}
-    w.gang.deadline = Deadline(lambda: left["s"], CALL)
-    real_terminate = w.cloud.terminate_instances
-
-    def terminate(*args: Any, **kwargs: Any) -> Any:
-        out = real_terminate(*args, **kwargs)
-        left["s"] = STEP_MARGIN_SECONDS + CALL * 1.5  # one call fits, not two
-        return out
-
-    w.cloud.terminate_instances = terminate  # type: ignore[method-assign]
+    gang_give_back_until(w, "terminate_instances", calls_after=1.5)  # one call fits, not two
     written: list[object] = []
     real_put = w.ledger.put_backoff
     w.ledger.put_backoff = lambda *a, **k: written.append(a) or real_put(*a, **k)  # type: ignore[method-assign]
