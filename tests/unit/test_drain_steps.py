@@ -1618,6 +1618,56 @@ def test_a_drain_whose_instance_left_its_group_mid_drain_terminates_nothing_and_
     assert rig.drainer.record(state)["outcome"] == OUTCOME_OF_ERROR["DrainCancelled"] == "cancelled"
 
 
+@pytest.mark.parametrize("planned", [False, True])
+def test_terminate_suspended_since_the_validation_terminates_nothing_and_gives_the_node_back(
+    rig: Rig, planned: bool
+) -> None:
+    """The group's Terminate process was suspended between the eviction and the terminate step, its
+    instance InService: Auto Scaling terminates none of its InService instances then (EC2 Auto Scaling
+    User Guide, "Considerations for suspending processes"), and the validation refuses such a drain
+    (a plan's cancelled) for that; but the terminate step did not look again and called
+    TerminateInstanceInAutoScalingGroup all the same (act.instances.terminate_held: an InService
+    instance is not asked for). Now nothing is asked: the drain is cancelled, its compensation gives
+    the node back (uncordoned, as any drain the terminate step cancels), and the record says why on the
+    Node (SpillwayDrainCancelled), naming the process to resume."""
+    drain = rig.cordoned(**({"plan_id": PLAN} if planned else {}))  # its pods evicted: none left
+    _terminate_suspended(rig)
+    rig.cloud.calls.clear()
+    with pytest.raises(DrainCancelled) as cancelled:
+        rig.drainer.terminate(drain)
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert outcome["error"] == "DrainCancelled", outcome
+    assert rig.cloud.called("terminate_instance") == []
+    assert outcome["compensation"]["uncordoned"] is True, outcome
+    assert not rig.node()["spec"].get("unschedulable")  # the Node stays, back in service
+    cause = str(cancelled.value)
+    assert "Terminate process suspended" in cause and INSTANCE in cause and "resume" in cause, cause
+    state = {"drain": drain.model_dump(), "error": {"Error": "DrainCancelled", "Cause": cause},
+             "compensation": outcome["compensation"]}  # fmt: skip
+    assert rig.drainer.record(state)["outcome"] == "cancelled"
+    [event] = [e for e in rig.api.list("Event") if e["reason"] == "SpillwayDrainCancelled"]
+    assert "Terminate process suspended" in event["message"], event
+
+
+@pytest.mark.parametrize("state", ["Pending:Wait", None])
+def test_terminate_suspended_since_the_validation_still_terminates_what_auto_scaling_terminates(
+    rig: Rig, state: str | None
+) -> None:
+    """The suspension does not cover an instance that is not InService (Pending:Wait), nor a Spot
+    warning's drain, whose instance EC2 reclaims anyway (``state`` None): both are terminated at the
+    terminate step as the validation would let them be."""
+    drain = rig.cordoned(**(_notice_drain("interruption") if state is None else {}))
+    _terminate_suspended(rig)
+    if state is not None:
+        rig.cloud.groups[("us-east-1", "general")]["Instances"][0]["LifecycleState"] = state
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert "error" not in outcome and rig.cloud.called("terminate_instance"), outcome
+
+
 def test_the_terminate_step_says_where_the_instance_went_when_it_left_its_group(rig: Rig) -> None:
     drain = rig.cordoned()
     _left_mid_drain(rig, to="batch")

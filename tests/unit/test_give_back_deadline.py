@@ -12,8 +12,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from fakes import FakeCluster, FakeLedger
 from test_gang_stale_give_back import GIVE_UP
 from test_lost_raise import FLEET
+from test_planning import ZONE_C_SHORT, partly_failed, steps
 from test_scale_replan_refused import _overflow_round_two
 from test_shared_group import NOW, UP
 from test_shared_group import World as SharedWorld
@@ -21,6 +23,7 @@ from test_shared_group import World as SharedWorld
 from spillway.act.claims import RAISE_PREFIX
 from spillway.act.deadline import Deadline
 from spillway.errors import AwsUnavailable
+from spillway.local import objects as o
 from spillway.model.calltime import STEP_MARGIN_SECONDS
 
 CALL = 49.0
@@ -112,15 +115,16 @@ def test_each_write_of_a_scale_up_back_off_is_held_to_the_steps_deadline(when: s
     assert did == done and w.cloud.terminated() == []
 
 
-def gang_give_back_until(w: SharedWorld, method: str) -> None:
-    """The gang's step has time for its calls until the cloud's ``method`` answered, and none after."""
+def gang_give_back_until(w: SharedWorld, method: str, calls_after: float = 0.5) -> None:
+    """The gang's step has time for its calls until the cloud's ``method`` answered, and for
+    ``calls_after`` calls after (none by default)."""
     left = {"s": 1000.0}
     w.gang.deadline = Deadline(lambda: left["s"], CALL)
     real = getattr(w.cloud, method)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         out = real(*args, **kwargs)
-        left["s"] = STEP_MARGIN_SECONDS + CALL / 2
+        left["s"] = STEP_MARGIN_SECONDS + CALL * calls_after
         return out
 
     setattr(w.cloud, method, call)
@@ -159,3 +163,81 @@ def test_a_gang_give_backs_back_off_is_held_to_the_steps_deadline() -> None:
         w.gang.give_back({"state": {**FLEET, "prep": prep, "launch": launch, "verify": GIVE_UP}})
 
     assert w.cloud.called("terminate_instances") and written == []
+
+
+def short_pools_verified(cut_after: int) -> tuple[list[str], Any]:
+    """A raise of 1 whose launches Failed in us-east-1a and us-east-1c (EC2 named each zone short) and was
+    made good in us-east-1b, its Node Ready: verify backs off both pools, one state write each. The step
+    has time for ``cut_after`` of those writes and none after. The pools written, and the step's answer
+    or the error it raised."""
+    cloud, group, prep, other = partly_failed("Successful", count=1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["AvailabilityZones"] = ["us-east-1a", "us-east-1b", "us-east-1c"]
+    failed_at = NOW + timedelta(seconds=1)
+    cloud.activities[("us-east-1", "gpu")].append(
+        {**o.failed_launch(raw, failed_at), "StatusMessage": ZONE_C_SHORT}
+    )
+    ledger = FakeLedger()
+    step = steps(cloud, FakeCluster([o.node(f"node-{other}", instance=other, ready=True)]), ledger)
+    left = {"s": 1000.0 if cut_after else STEP_MARGIN_SECONDS + CALL / 2}
+    step.deadline = Deadline(lambda: left["s"], CALL)
+    real_put = ledger.put_backoff
+    written: list[str] = []
+
+    def put(cluster: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        out = real_put(cluster, name, *args, **kwargs)
+        written.append(name)
+        if len(written) == cut_after:
+            left["s"] = STEP_MARGIN_SECONDS + CALL / 2
+        return out
+
+    ledger.put_backoff = put  # type: ignore[method-assign]
+    try:
+        answer: Any = step.verify({"cluster": "ml", "group": group, "prep": prep})
+    except AwsUnavailable as exc:
+        answer = exc
+    return written, answer
+
+
+@pytest.mark.parametrize("cut_after", [0, 1])
+def test_each_pool_back_off_of_a_verified_raise_is_held_to_the_steps_deadline(cut_after: int) -> None:
+    """Verify backs off each pool a launch of the raise found short (Ready, timeout, unsettled): those
+    state writes were started whatever time was left, and one Lambda's Timeout cut ended Verify
+    Sandbox.Timedout, which it does not retry (Errored: the group's result an error, its other pools
+    never backed off). With no time for the next write, it is not started: AwsUnavailable, which Verify
+    retries, and the retry writes them all (a back-off written again keeps the later end)."""
+    written, answer = short_pools_verified(cut_after)
+
+    assert isinstance(answer, AwsUnavailable) and "not started" in str(answer), answer
+    assert written == ["pool#on-demand/us-east-1a/g5.xlarge"][:cut_after]
+
+
+def test_a_verified_raise_with_time_backs_off_every_short_pool() -> None:
+    """The control of the test above: with time for both writes, both pools are backed off and the raise
+    is ready."""
+    written, answer = short_pools_verified(2)
+
+    assert isinstance(answer, dict) and answer["status"] == "ready", answer
+    assert sorted(written) == ["pool#on-demand/us-east-1a/g5.xlarge", "pool#on-demand/us-east-1c/g5.xlarge"]
+
+
+def test_a_gang_give_backs_group_read_after_its_back_off_is_held_to_the_steps_deadline() -> None:
+    """A fleet gang given back before its attach: after its back-off the step reads the group again for
+    the desired capacity it answers. That read was started whatever time was left, and a Lambda Timeout
+    cut there ended GiveBack Sandbox.Timedout, which it does not retry, its back-off written and its
+    answer lost. The back-off is now started only with time for it and the read after it: with time for
+    one call only, neither is (AwsUnavailable, GiveBack retries the step)."""
+    w = SharedWorld()
+    prep = w.gang.prepare(FLEET)
+    launch = w.gang.launch({**FLEET, "prep": prep})
+    gang_give_back_until(w, "terminate_instances", calls_after=1.5)  # one call fits, not two
+    written: list[object] = []
+    real_put = w.ledger.put_backoff
+    w.ledger.put_backoff = lambda *a, **k: written.append(a) or real_put(*a, **k)  # type: ignore[method-assign]
+    reads = len(w.cloud.called("describe_group"))
+
+    with pytest.raises(AwsUnavailable, match="not started"):
+        w.gang.give_back({"state": {**FLEET, "prep": prep, "launch": launch, "verify": GIVE_UP}})
+
+    assert w.cloud.called("terminate_instances") and written == []
+    assert len(w.cloud.called("describe_group")) == reads + 1  # the step's first read, none after

@@ -1110,10 +1110,18 @@ def _terminate_suspended(
     ):
         return None
     return InvalidDrainRequest(
-        f"Auto Scaling group {placement.group!r} ({region_of(node)}) has its {TERMINATE} process suspended: "
-        f'it would not terminate {placement.instance_id}; resume the process, or drain with "terminate": false',
+        f"{_suspended(placement.group, region_of(node), placement.instance_id)}; resume the process, or drain "
+        'with "terminate": false',
         field="node",
         stale=True,
+    )
+
+
+def _suspended(group: str, region: str | None, instance_id: str) -> str:
+    """Why a drain does not terminate ``instance_id``: its group's Terminate process is suspended."""
+    return (
+        f"Auto Scaling group {group!r} ({region}) has its {TERMINATE} process suspended: it would not "
+        f"terminate {instance_id}"
     )
 
 
@@ -3095,6 +3103,9 @@ class Drainer:
         again = self._check_again(drain, execution)
         if not again["ready"]:
             return _not_terminated(again)
+        held = self._terminate_held(drain)
+        if held is not None:
+            raise DrainCancelled(held)
         try:
             activity, decremented = self._terminate_instance(drain)
         except InstanceNotFound:
@@ -3114,6 +3125,25 @@ class Drainer:
                 "replacement"
             )
         return out
+
+    def _terminate_held(self, drain: Drain) -> str | None:
+        """Why the instance is not asked for now, else None: its group's Terminate process was suspended
+        since the validation, which refuses such a drain (:func:`_terminate_suspended`), and the group's
+        read right before the call lists it InService, which Auto Scaling does not terminate then
+        (:func:`terminate_held`, one rule). The drain is cancelled and its compensation gives the node
+        back, as for an instance that left its group alive (:meth:`_not_to_terminate`). A drain whose
+        instance leaves anyway (a Spot warning) is terminated, as the validation lets it be; so is one
+        the read does not list (left since: the call says so)."""
+        if drain.leaving or drain.group is None:
+            return None
+        asg = self.cloud.describe_group(drain.region, drain.group)
+        state = next((i.LifecycleState for i in asg.Instances if i.InstanceId == drain.instance_id), "")
+        if not terminate_held(asg, state):
+            return None
+        return (
+            f"{_suspended(drain.group, drain.region, drain.instance_id)}, {state} now; nothing terminated, "
+            'the node given back; resume the process, or drain with "terminate": false'
+        )
 
     def _check_again(self, drain: Drain, execution: str | None) -> dict[str, Any]:
         """:meth:`check` for the terminate step. An API server that cannot answer it now

@@ -718,14 +718,18 @@ class GangSteps:
         failed = (state.get("verify") or {}).get("status") == "failed"
         launching = self.aws.describe_group_launching(req.region, req.group) if failed else asg
         pools, nodes = _short_pools(state, launching)
-        self.deadline.require(1, f"the back-off of {req.region}/{req.group}")
+        # the group read after it, when one is needed, in time too: both started or neither (a retry of
+        # the step writes the back-off again), never a back-off written and the step's answer then cut by
+        # Lambda's Timeout in that read (Sandbox.Timedout, which GiveBack does not retry)
+        read_after = desired is None or bool(gone.replaced or gone.held)
+        self.deadline.require(1 + read_after, f"the back-off of {req.region}/{req.group}")
         back_off(self.ledger, self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000],
                  region=req.region, pools=pools, nodes=nodes, now=now)  # fmt: skip
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
         if misconfigured:
             self.metric("LaunchesMisconfigured", 1)
-        if desired is None or gone.replaced or gone.held:
+        if read_after:
             after = self.aws.describe_group(req.region, req.group)
             desired = after.DesiredCapacity
             cause += gone.kept(after.MinSize, desired)

@@ -456,7 +456,10 @@ class ScaleSteps:
         launches one (:func:`~spillway.model.nodegroup.one_capacity_type`): Spot and on-demand of a
         type in a zone are two pools, and a mixed group's on-demand instance says nothing of Spot. Every
         pool a launch of the raise found short is backed off, each from its own failure (one activity
-        per instance launch: a raise may fail in two zones, or as two types, before it is made good)."""
+        per instance launch: a raise may fail in two zones, or as two types, before it is made good).
+        Each write is started only when it ends within the step's deadline (:meth:`Deadline.require`):
+        one not started is ``AwsUnavailable``, which Verify retries (Lambda's Timeout cut it mid-call,
+        ``Sandbox.Timedout``, which Verify does not retry)."""
         window = timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
         where = f"{asg.region}/{asg.AutoScalingGroupName}"
         for failure in failed_launches_since(activities, since):
@@ -469,6 +472,7 @@ class ScaleSteps:
             if until <= self.clock():
                 continue
             reason = f"{launch_failed(where, message)}; Auto Scaling launched the raise elsewhere"
+            self.deadline.require(1, f"the back-off of pool {'/'.join(pool)} ({where})")  # each in time
             back_off(self.ledger, str(event.get("cluster", "")), None, until, reason[:1000], region=asg.region,
                      pools=[pool])  # fmt: skip
 
