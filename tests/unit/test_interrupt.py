@@ -1706,3 +1706,25 @@ def test_a_notice_waiting_for_observes_next_snapshot_is_retried_without_failing_
     rig, doc = joining(WARNED_AT + timedelta(seconds=10))
     with pytest.raises(BatchProcessingError):  # a real failure among them: the invocation fails
         app.process_batch(rig.interrupter(), sqs_event(body(doc), "{broken"))
+
+
+def test_an_ebs_backed_instance_retirement_names_ec2s_instance_retirement_event() -> None:
+    """AWS Health announces the retirement of an instance whose root device is an EBS volume (every EKS
+    node's) as AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED (AWS Health user guide, "Running
+    operations on EC2 instances automatically in response to events in AWS Health"), and EC2 lists it
+    as an ``instance-retirement`` event. Its forced drain must name that code: without one it followed
+    whichever of the instance's live events starts first, so a system reboot EC2 scheduled before the
+    retirement cut the drain's deadline to the reboot's start."""
+    doc = sample("interrupt-health-scheduled.json")
+    doc["detail"]["eventTypeCode"] = "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED"
+    doc["detail"]["eventArn"] = (
+        "arn:aws:health:us-east-1::event/EC2/AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED/abc"
+    )
+    rig = Rig(world(), now=datetime(2026, 2, 18, 9, 0, tzinfo=UTC))
+    rig.handle(doc)
+    forced = rig.workflows.requests[1].input
+
+    assert (forced["scheduled_start"], forced["event_code"]) == (
+        "2026-03-04T09:00:00Z",
+        "instance-retirement",
+    )

@@ -673,6 +673,7 @@ OTHER_PROGRAMS = {
     "ENABLE_POD_ENI": "the VPC CNI (an environment variable of its aws-node DaemonSet)",
     "AWS_DEFAULT_REGION": "the AWS SDKs and CLI (a kubeconfig exec plugin's env, as eksctl writes it)",
     "AWS_STS_REGIONAL_ENDPOINTS": "the AWS SDKs and CLI (a kubeconfig exec plugin's env, as eksctl writes it)",
+    "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED": "AWS Health (an EC2 event's eventTypeCode)",
 }
 
 

@@ -509,9 +509,13 @@ def execution_name(notice: Notice, instance_id: str, *, forced: bool = False) ->
 # AWS Health's EC2 scheduled-change event types whose EC2 scheduled event (DescribeInstanceStatus,
 # InstanceStatusEvent.Code) is plain from their names; another type's drain follows whichever event of
 # the instance EC2 still lists (spillway.act.drain.follow_change), so a type missing here only loses the
-# choice between two events of one instance.
+# choice between two events of one instance. A retirement comes under two types: an instance-store
+# backed instance's, and an EBS-backed one's (PERSISTENT: AWS Health user guide, "Running operations on
+# EC2 instances automatically in response to events in AWS Health"), which EC2 stops rather than
+# terminates; EC2 lists both as instance-retirement.
 EC2_EVENT_CODES = {
     "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED": "instance-retirement",
+    "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED": "instance-retirement",
     "AWS_EC2_INSTANCE_STOP_SCHEDULED": "instance-stop",
     "AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED": "instance-reboot",
     "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED": "system-reboot",
