@@ -540,9 +540,7 @@ class NodeGroup:
             # absent from snapshots stored before it was read: none known
             held_instances=tuple(d.get("held_instances", ())),
             # absent from snapshots stored before it was read: none known, each taken as InService
-            pending_states=tuple(
-                sorted((str(k), str(v)) for k, v in dict(d.get("pending_states", {})).items())
-            ),
+            pending_states=tuple(sorted(dict(d.get("pending_states", {})).items())),
             # absent from snapshots stored before it was read (or when EC2 did not answer): none known,
             # the planner then learns a zone's id from the nodes there (spillway.planner.limits)
             zone_ids=tuple(sorted((str(k), str(v)) for k, v in dict(d.get("zone_ids", {})).items())),
