@@ -1147,6 +1147,17 @@ class FakeLedger(Recorder):
         self.expiries[key] = expires
         return dict(value), True
 
+    def claim_unless(
+        self, cluster: str, item: str, value: Mapping[str, object], *, rival: str, expires: datetime
+    ) -> str:
+        """As StateStore.claim_unless: ``item`` claimed (through :meth:`claim`, which a test may wrap) only
+        while neither it nor ``rival`` is; the one that stands."""
+        self._call("claim_unless", cluster, item)
+        if (cluster, rival) in self.claimed and (cluster, item) not in self.claimed:
+            return rival
+        self.claim(cluster, item, value, expires=expires)
+        return item
+
     def release(self, cluster: str, item: str, *, held_as: Mapping[str, object] | None = None) -> bool:
         """As StateStore.release: with ``held_as``, only while the claim holds that value."""
         self._call("release", cluster, item)

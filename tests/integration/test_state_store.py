@@ -397,6 +397,22 @@ def test_a_claim_is_written_once_and_a_second_claim_gets_the_first(store: StateS
     assert store.claim("ml", "raise#up-p1", {"count": 4}, expires=expires) == ({"count": 4}, True)
 
 
+def test_a_claim_unless_its_rival_is_written_only_while_neither_is_there(store: StateStore) -> None:
+    """A raise's verdict (act/claims.py _settle): set# or unsettled#, whichever is written first, alone.
+    One TransactWriteItems (a conditional Put and a ConditionCheck of the rival, DynamoDB API Reference),
+    so a plan and a step settling one marker at once leave one verdict; the loser is told the winner."""
+    expires = NOW + timedelta(days=2)
+    first = store.claim_unless("ml", "set#up-p1", {"group": "g"}, rival="unsettled#up-p1", expires=expires)
+    lost = store.claim_unless("ml", "unsettled#up-p1", {"group": "g"}, rival="set#up-p1", expires=expires)
+    again = store.claim_unless("ml", "set#up-p1", {"group": "h"}, rival="unsettled#up-p1", expires=expires)
+
+    assert (first, lost, again) == ("set#up-p1", "set#up-p1", "set#up-p1")
+    assert store.claims("ml", "unsettled#") == {}
+    assert store.claims("ml", "set#") == {"set#up-p1": {"group": "g"}}  # never overwritten
+    other = store.claim_unless("ml", "unsettled#up-p2", {}, rival="set#up-p2", expires=expires)
+    assert other == "unsettled#up-p2" and "unsettled#up-p2" in store.claims("ml", "unsettled#")
+
+
 def test_a_lease_claim_overwrites_one_past_its_expiry_and_no_other(store: StateStore) -> None:
     """A gang sweep's claim (spillway.act.gangsweep) is a lease: DynamoDB's TTL deletes an expired item
     only some time later, so a claim past its expiry counts as none for a claim made with ``now``. A

@@ -167,3 +167,35 @@ def test_a_marker_is_left_to_its_step_for_as_long_as_the_steps_retries_can_run()
         machine_states("gang_launch.asl.json")["RaiseDesired"],
     ]
     assert max(longest_run_seconds(state, timeout) for state in steps) <= MARKER_STEP.total_seconds()
+
+
+@pytest.mark.parametrize(
+    ("theirs", "read", "standing"),
+    [(UNSETTLED_PREFIX, 2, "unsettled"), (SET_PREFIX, 0, "raised")],
+)
+def test_a_verdict_written_meanwhile_by_the_steps_own_settling_stands_alone(
+    theirs: str, read: int, standing: str
+) -> None:
+    """The plan reads the marker bare, then NextRound's settle_unanswered (or a retry) writes its verdict
+    before the plan writes its own, which judges otherwise: the plan's write is conditional on the marker
+    still being bare (neither set# nor unsettled#: one TransactWriteItems, its ConditionCheck on the other
+    item), so exactly one verdict stands and the plan says which. Both stood before, read as unsettled."""
+    ledger = FakeLedger()
+    mark(ledger, "up-dead", 0, 2, NOW)
+    read_at = NOW + MARKER_STEP
+    real = ledger.claims
+
+    def claims(cluster: str, prefix: str) -> dict[str, dict[str, object]]:
+        out = real(cluster, prefix)
+        if prefix == UNSETTLED_PREFIX:  # the plan has read the marker bare: the step's verdict lands
+            ledger.claim(cluster, theirs + "up-dead", {"group": WHERE}, expires=NOW + KEEP)
+        return out
+
+    ledger.claims = claims  # type: ignore[method-assign]
+
+    settled = settle_abandoned(ledger, "ml", {WHERE: (read, read_at)}, read_at)
+
+    ledger.claims = real  # type: ignore[method-assign]
+    verdicts = {*ledger.claims("ml", SET_PREFIX), *ledger.claims("ml", UNSETTLED_PREFIX)}
+    assert verdicts == {theirs + "up-dead"}
+    assert settled == {"up-dead": standing}

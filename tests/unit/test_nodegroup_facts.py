@@ -386,3 +386,23 @@ def test_a_node_template_label_tag_that_is_no_label_is_left_out_and_named_in_the
     assert label not in built.template.labels and built.template.labels["team"] == "ml"
     (problem,) = [p for p in built.problems if "node-template/label" in p]
     assert problem.startswith(f"Tags[{tag}]: {named}") and "left out of the group's node template" in problem
+
+
+def test_a_live_instance_not_in_service_yet_is_kept_with_its_state_and_only_an_in_service_one_is_held() -> (
+    None
+):
+    """Auto Scaling's Terminate suspension holds InService instances only (EC2 Auto Scaling User Guide,
+    "Considerations for suspending processes"): the plan reads each live instance's LifecycleState that
+    is not InService, keeps it in the snapshot, and judges it by the rule the removal step follows."""
+    states = {"i-a": "InService", "i-b": "Pending:Wait", "i-c": "Pending", "i-d": "Standby"}
+    raw = o.asg("g", desired=3, instances=list(states), instance_states=states, suspended=["Terminate"])
+    (built,) = build_node_groups([AutoScalingGroup.model_validate(raw)], [], CATALOGUE, {}, "ml")
+    assert built.pending_states == (("i-b", "Pending:Wait"), ("i-c", "Pending"))
+    assert NodeGroup.from_dict(built.to_dict()) == built
+    assert (built.terminate_held("i-a") or "").startswith("its Terminate process is suspended")
+    assert built.terminate_held("i-b") is None and built.terminate_held("i-c") is None
+    older = NodeGroup.from_dict({k: v for k, v in built.to_dict().items() if k != "pending_states"})
+    assert older.terminate_held("i-b") == built.terminate_held("i-a")  # not known: taken as InService
+    (running,) = build_node_groups([AutoScalingGroup.model_validate({**raw, "SuspendedProcesses": []})], [],
+                                   CATALOGUE, {}, "ml")  # fmt: skip
+    assert running.terminate_held("i-a") is None

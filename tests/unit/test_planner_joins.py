@@ -137,6 +137,28 @@ def test_with_terminate_suspended_an_overdue_instance_is_not_removed_but_no_long
     assert scale_up(result) == {"spare": (0, 1, sorted(pods))}
 
 
+@pytest.mark.parametrize("lifecycle", ["Pending", "Pending:Wait", "Pending:Proceed"])
+def test_with_terminate_suspended_an_overdue_pending_instance_is_removed_all_the_same(lifecycle: str) -> None:
+    """The suspension "applies only to instances that are currently in the InService state" and does not
+    prevent the termination of instances in other states, such as Pending (EC2 Auto Scaling User Guide,
+    "Considerations for suspending processes"): the one rule the removal step follows
+    (spillway.model.nodegroup.terminate_holds). An instance a launch lifecycle hook keeps in Pending:Wait,
+    whose Node never joins, is removed as in a group whose Terminate runs; it was held, and paid for,
+    until the hook's heartbeat ran out."""
+    w, iid, pods = _world()
+    w.groups["cpu"]["SuspendedProcesses"] = [{"ProcessName": "Terminate"}]
+    next(i for i in w.groups["cpu"]["Instances"] if i["InstanceId"] == iid)["LifecycleState"] = lifecycle
+    _carry(w, w.plan())
+
+    result = w.plan(NOW + timedelta(minutes=15))
+
+    (entry,) = result.unregistered
+    assert entry.instance_id == iid and entry.decrement
+    reason = result.state.groups["us-east-1/cpu"].reason
+    assert iid in reason and "not removed" not in reason
+    assert scale_up(result) == {"spare": (0, 1, sorted(pods))}
+
+
 def test_an_instance_a_failed_raise_kept_counts_as_launching_only_until_max_node_provision_minutes() -> None:
     """A raise of ``cpu`` failed (a Failed launch activity, the group backed off) and its back-off kept the
     instance Auto Scaling did start, with its desired capacity above it given back but one: the plans

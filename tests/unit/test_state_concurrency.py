@@ -134,3 +134,35 @@ def test_a_commit_whose_transaction_is_still_in_progress_is_retried() -> None:
     )
 
     assert type(raised).__name__ in _next_round_retries(), repr(raised)
+
+
+@pytest.mark.parametrize("code", ["TransactionConflict", "ThrottlingError"])
+def test_a_verdict_whose_transaction_was_cancelled_without_a_failed_condition_is_refused_for_now(
+    code: str,
+) -> None:
+    """A raise's verdict is one TransactWriteItems (StateStore.claim_unless). Cancelled for a conflict
+    with another transaction on its items, or for capacity, it wrote nothing and says which verdict stands
+    of none: AwsThrottled, which the scale steps retry, never an answer that the rival stands."""
+    from datetime import UTC, datetime
+
+    import boto3
+    from botocore.stub import Stubber
+
+    from spillway.adapters.state_store import StateStore
+    from spillway.errors import AwsThrottled
+
+    client = boto3.client(
+        "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    store = StateStore(client, "state")
+    with Stubber(client) as stub:
+        stub.add_client_error(
+            "transact_write_items",
+            service_error_code="TransactionCanceledException",
+            service_message=f"Transaction cancelled, please refer cancellation reasons for specific reasons [{code}, None]",
+            modeled_fields={"CancellationReasons": [{"Code": code}, {"Code": "None"}]},
+        )
+        with pytest.raises(AwsThrottled):
+            store.claim_unless(
+                "prod", "set#up", {}, rival="unsettled#up", expires=datetime(2026, 11, 2, tzinfo=UTC)
+            )

@@ -272,14 +272,16 @@ POWERTOOLS_IDEMPOTENCY = inspect.getsource(powertools_idempotency_dynamodb)
 
 def test_every_dynamodb_action_a_statement_grants_is_one_the_code_calls() -> None:
     """Least privilege: a DynamoDB action no code calls is not granted (BatchWriteItem, for one, may
-    delete any item). A transaction's Put is authorised as PutItem (DynamoDB Developer Guide, "Using
-    IAM with DynamoDB transactions")."""
+    delete any item). A transaction's Put is authorised as PutItem, its ConditionCheck as
+    ConditionCheckItem (DynamoDB Developer Guide, "Using IAM with DynamoDB transactions")."""
     stream = POLLER_ACTIONS["AWS::DynamoDB::Table"]  # Lambda's poller's, on a stream: checked below
     granted = {a for s in all_statements() for a in actions(s) if a.startswith("dynamodb:")} - stream
     assert granted
     called = {a for a in granted if f".{snake(a)}(" in CODE + POWERTOOLS_IDEMPOTENCY}
     if ".transact_write_items(" in CODE:
         called.add("dynamodb:PutItem")
+    if '{"ConditionCheck": ' in CODE:  # a transaction's ConditionCheck, authorised as ConditionCheckItem
+        called.add("dynamodb:ConditionCheckItem")
     assert granted - called == set()
 
 
@@ -313,7 +315,12 @@ def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_d
     assert table_actions("PlanFunction") == {
         "SnapshotsTable": {"dynamodb:GetItem", "dynamodb:Query"},
         "PlansTable": {"dynamodb:PutItem"},
-        "StateTable": {"dynamodb:Query", "dynamodb:PutItem", "dynamodb:GetItem"},
+        "StateTable": {
+            "dynamodb:Query",
+            "dynamodb:PutItem",
+            "dynamodb:GetItem",
+            "dynamodb:ConditionCheckItem",
+        },
         "IdempotencyTable": {
             "dynamodb:GetItem",
             "dynamodb:PutItem",
@@ -324,7 +331,13 @@ def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_d
     assert table_actions("ScaleFunction") == {
         "SnapshotsTable": {"dynamodb:GetItem", "dynamodb:Query"},
         "PlansTable": {"dynamodb:PutItem", "dynamodb:GetItem"},
-        "StateTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+        "StateTable": {
+            "dynamodb:Query",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:ConditionCheckItem",
+        },
     }
 
 
@@ -1572,6 +1585,7 @@ def test_a_function_that_reads_a_plan_record_may_get_it_from_the_plans_table(fun
 # finds its item reads it back.
 LEDGER_ACTIONS = {
     "claim": {"dynamodb:PutItem", "dynamodb:GetItem"},
+    "claim_unless": {"dynamodb:PutItem", "dynamodb:ConditionCheckItem", "dynamodb:GetItem"},
     "release": {"dynamodb:DeleteItem"},
     "claims": {"dynamodb:Query"},
     "load": {"dynamodb:Query"},

@@ -293,28 +293,40 @@ def settle_unanswered(aws: Cloud, owner: Owner, now: datetime, deadline: Deadlin
         _keep_unsettled(owner, now, deadline)
 
 
-def _keep_unsettled(owner: Owner, now: datetime, deadline: Deadline) -> None:
+def _keep_unsettled(owner: Owner, now: datetime, deadline: Deadline) -> bool:
     """Mark ``owner``'s raise unsettled: kept, never raised again, and no capacity given back for it. Only
     when the write ends within ``deadline`` (:func:`_after_lost`): else the marker is left bare, which
-    the step's retry (or, when none comes, :func:`settle_unanswered`) settles."""
+    the step's retry (or, when none comes, :func:`settle_unanswered`) settles. Only while the marker is
+    bare (:func:`_settle`): whether the raise stands unsettled (False: another's ``set#`` came first)."""
     _after_lost(deadline, 1, f"the unsettled mark of {owner.where}")
-    owner.ledger.claim(owner.cluster, UNSETTLED_PREFIX + owner.owner,
-                       {"group": owner.where, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
+    return _settle(owner, UNSETTLED_PREFIX, SET_PREFIX, now)
 
 
-def _mark_asked(owner: Owner, now: datetime, deadline: Deadline) -> None:
+def _mark_asked(owner: Owner, now: datetime, deadline: Deadline) -> bool:
     """Record that ``owner``'s raise was answered (or settled as landed). Best effort: without it a retry
     settles the marker as a lost answer (:func:`_retried`), never raising twice. So it is not written
     when the write would not end within ``deadline``: after a lost answer, the read-back (held to two
     calls, :func:`_landed`) may leave less than one, and a write Lambda's timeout cut failed the step
-    ``Sandbox.Timedout``, which its state machine does not retry."""
+    ``Sandbox.Timedout``, which its state machine does not retry. Only while the marker is bare
+    (:func:`_settle`): whether the raise stands as asked (False: another's ``unsettled#`` came first)."""
     if not deadline.fits(1):
         log.info("%s: the record that raise %s was asked is not written: no time left for it", owner.where,
                  owner.owner)  # fmt: skip
-        return
+        return True
     with suppress(SpillwayError):
-        owner.ledger.claim(owner.cluster, SET_PREFIX + owner.owner, {"group": owner.where,
-                           "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
+        return _settle(owner, SET_PREFIX, UNSETTLED_PREFIX, now)
+    return True
+
+
+def _settle(owner: Owner, verdict: str, other: str, now: datetime) -> bool:
+    """Write ``owner``'s ``verdict`` (``set#`` or ``unsettled#``) only while neither it nor the ``other``
+    is written (:meth:`~spillway.ports.Ledger.claim_unless`): a plan's :func:`settle_abandoned` and a
+    step's settling (NextRound's or GiveBack's :func:`settle_unanswered`, a retry) may judge one bare
+    marker at once, on reads of different times, and only the first verdict stands. Whether it did."""
+    standing = owner.ledger.claim_unless(owner.cluster, verdict + owner.owner,
+                                         {"group": owner.where, "at": format_time(now)},
+                                         rival=other + owner.owner, expires=now + KEEP)  # fmt: skip
+    return standing == verdict + owner.owner
 
 
 def _asked(owner: Owner) -> bool:
@@ -410,7 +422,9 @@ def settle_abandoned(
     read: at the raise's value and alone in its window, it landed and is recorded asked (its nodes are
     coming); else it is kept unsettled (never raised again, no capacity given back, awaited by no other
     owner), dated when the raise was marked, so the plans judge its state entry as such. One of a
-    group no read names is left as it is. A step retried after all finds it settled and asks nothing
+    group no read names is left as it is. The verdict is written only while the marker is still bare
+    (:func:`_settle`): one a step wrote since this read it stands, and is the one returned. A step
+    retried after all finds it settled and asks nothing
     more; if its raise never applied, the plans send its pods elsewhere once ``scale_up_claim_minutes``
     pass, as for any unsettled raise."""
     markers = ledger.claims(cluster, RAISE_PREFIX)
@@ -426,10 +440,10 @@ def settle_abandoned(
         owner = Owner(ledger, cluster, region, group, name)
         before, after = int(str(value.get("before"))), int(str(value.get("after")))
         landed = _verdict(owner, (before, after), at, read[0], markers)
-        if landed:
-            _mark_asked(owner, now, NO_DEADLINE)
+        if landed:  # written only while still bare: else the verdict a step wrote meanwhile stands
+            landed = _mark_asked(owner, now, NO_DEADLINE)
         else:
-            _keep_unsettled(owner, at, NO_DEADLINE)
+            landed = not _keep_unsettled(owner, at, NO_DEADLINE)
         settled[name] = "raised" if landed else "unsettled"
     return settled
 

@@ -45,7 +45,7 @@ from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import NodeInfo, PodInfo, instance_id_from_provider_id
 from spillway.model.drain import Placement
 from spillway.model.k8s import GIVE_BACK_LEASE_MINUTES, Node
-from spillway.model.nodegroup import TERMINATE
+from spillway.model.nodegroup import TERMINATE, terminate_holds
 from spillway.planner.disruption import dead, keeps_node_busy
 from spillway.ports import Cloud, Cluster
 
@@ -332,17 +332,15 @@ class Terminated:
 
 def terminate_held(asg: AutoScalingGroup, lifecycle_state: str | None) -> bool:
     """Whether Auto Scaling would not terminate an instance of ``asg`` in ``lifecycle_state`` (None: not
-    known): the group's Terminate process is suspended, and the instance is InService. The suspension
-    "applies only to instances that are currently in the InService state. It does not prevent the
-    termination of instances in other states, such as Pending" (EC2 Auto Scaling User Guide,
-    "Considerations for suspending processes"); an instance whose state is not known is taken as
-    InService. TerminateInstanceInAutoScalingGroup's reference names no error that would say the
-    instance was kept, so such an instance is not asked for (a decrement applied without its termination
-    would leave the group above its desired capacity, scaled in by its termination policy, any node,
-    once Terminate resumes). One rule for every caller: a drain's validation
-    (:func:`spillway.act.drain._terminate_suspended`), a give-back (:func:`give_back_in_group`) and the
-    removal of an instance that never joined (:mod:`spillway.act.unregistered`)."""
-    return asg.suspended(TERMINATE) and lifecycle_state in (None, "InService")
+    known): :func:`~spillway.model.nodegroup.terminate_holds` on the group as read now.
+    TerminateInstanceInAutoScalingGroup's reference names no error that would say the instance was kept,
+    so such an instance is not asked for (a decrement applied without its termination would leave the
+    group above its desired capacity, scaled in by its termination policy, any node, once Terminate
+    resumes). One rule for every caller: a drain's validation
+    (:func:`spillway.act.drain._terminate_suspended`), a give-back (:func:`give_back_in_group`), the
+    removal of an instance that never joined (:mod:`spillway.act.unregistered`), and the plan that
+    lists such removals (:meth:`spillway.model.nodegroup.NodeGroup.terminate_held`)."""
+    return terminate_holds(asg.suspended(TERMINATE), lifecycle_state)
 
 
 def terminate_in_group(

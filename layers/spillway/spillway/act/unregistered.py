@@ -9,7 +9,7 @@ step checks the world again before it terminates anything, because the plan's sn
 * a Node runs on it by now (EKS names a Node after the instance's private DNS name; one whose
   ``spec.providerID`` names another instance does not count): ``joined``, nothing done;
 * the group is a group of another cluster or no managed group: refused (:class:`InvalidDrainRequest`);
-* the group's Terminate process is suspended (since the plan: a plan lists no instance of such a group)
+* the group's Terminate process is suspended (since the plan: a plan lists no InService instance of such a group)
   and the instance is InService: Auto Scaling would not terminate it (the rule a drain and a give-back
   follow too: :func:`~spillway.act.instances.terminate_held`), so it is not asked: ``held``, nothing
   done, the note naming the process to resume; one still Pending is terminated as below;

@@ -525,12 +525,7 @@ class StateStore:
         and is overwritten (its holder is gone; DynamoDB's TTL deletes an expired item only some time
         later, often days). Without it a claim stands until it is released or deleted."""
         what = f"claim {cluster}/{item}"
-        record = {
-            "cluster": {"S": cluster},
-            "item": {"S": item},
-            "value": {"S": _claim_json(value)},
-            "expires_at": {"N": str(_epoch(expires))},
-        }
+        record = _claim_record(cluster, item, value, expires)
         condition: dict[str, Any] = {
             "ConditionExpression": "attribute_not_exists(#i)",
             "ExpressionAttributeNames": {"#i": "item"},
@@ -549,6 +544,13 @@ class StateStore:
                 raise map_aws_error(exc, what) from exc
         except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
+        got = self._claim_item(cluster, item, what)
+        if got is None:  # released between the put and the read: the caller tries again
+            raise StateConflict(f"{what}: the claim went away while it was read")
+        return _claim_value(got), False
+
+    def _claim_item(self, cluster: str, item: str, what: str) -> dict[str, Any] | None:
+        """The claim ``item`` as stored (a consistent read), None when there is none."""
         try:
             got = self.client.get_item(
                 TableName=self.table,
@@ -557,9 +559,43 @@ class StateStore:
             )
         except SDK_ERRORS as exc:
             raise map_aws_error(exc, what) from exc
-        if "Item" not in got:  # released between the put and the read: the caller tries again
-            raise StateConflict(f"{what}: the claim went away while it was read")
-        return _claim_value(got["Item"]), False
+        return dict(got["Item"]) if "Item" in got else None
+
+    def claim_unless(
+        self, cluster: str, item: str, value: Mapping[str, object], *, rival: str, expires: datetime
+    ) -> str:
+        """Write ``value`` under ``item`` only while neither ``item`` nor ``rival`` exists: one
+        TransactWriteItems, a Put conditional on its own item's absence and a ConditionCheck of the
+        rival's (two items of one partition; the transaction applies both or neither). Returns the one of
+        the two that stands: ``item`` when written, or when it was there already (written by another, or
+        by this call's own try whose answer was lost: botocore sends the transaction again with the same
+        ClientRequestToken, which DynamoDB answers as applied within ten minutes), else ``rival``. A
+        transaction cancelled for a conflict with another one on these items, or for capacity, wrote
+        nothing: :class:`AwsThrottled`, for the caller's retry."""
+        what = f"claim {cluster}/{item} unless {rival}"
+        absent: dict[str, Any] = {
+            "ConditionExpression": "attribute_not_exists(#i)",
+            "ExpressionAttributeNames": {"#i": "item"},
+        }
+        record = _claim_record(cluster, item, value, expires)
+        key = {"cluster": {"S": cluster}, "item": {"S": rival}}
+        items: list[Any] = [
+            {"Put": {"TableName": self.table, "Item": record, **absent}},
+            {"ConditionCheck": {"TableName": self.table, "Key": key, **absent}},
+        ]
+        try:
+            self.client.transact_write_items(TransactItems=items)
+            return item
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                cancelled = _cancelled_for(exc)
+                if TRANSACTION_CONFLICT in cancelled or cancelled & TRANSACTION_THROTTLED:
+                    raise AwsThrottled(f"{what}: TransactionCanceledException: {sorted(cancelled)}") from exc
+                raise map_aws_error(exc, what) from exc
+        except SDK_ERRORS as exc:
+            raise map_aws_error(exc, what) from exc
+        # one of the two conditions failed: which item is there (a verdict is never released)
+        return item if self._claim_item(cluster, item, what) is not None else rival
 
     def release(self, cluster: str, item: str, *, held_as: Mapping[str, object] | None = None) -> bool:
         """Delete a claim (a raise that did not happen gives its marker back). With ``held_as``, only
@@ -591,6 +627,16 @@ class StateStore:
     def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]:
         """Every claim whose item starts with ``prefix``: item -> value."""
         return {i["item"]["S"]: _claim_value(i) for i in self._items(cluster, prefix=prefix)}
+
+
+def _claim_record(cluster: str, item: str, value: Mapping[str, object], expires: datetime) -> dict[str, Any]:
+    """A claim's item as it is put: its value as JSON, its expiry for the table's TTL."""
+    return {
+        "cluster": {"S": cluster},
+        "item": {"S": item},
+        "value": {"S": _claim_json(value)},
+        "expires_at": {"N": str(_epoch(expires))},
+    }
 
 
 def _failed_at(item: Mapping[str, Any]) -> list[datetime]:

@@ -108,6 +108,7 @@ LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InServic
 # Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle"): Terminating, and Terminating:Wait
 # and Terminating:Proceed around a terminate lifecycle hook (not the warm pool's Warmed:Terminating*)
 TERMINATING = "Terminating"
+IN_SERVICE = "InService"
 DEFAULT_POLICY = "Default"  # the termination policy of a group that names none
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # The labels EKS gives every node of a managed node group beside the node group's own (the node group's
@@ -276,6 +277,10 @@ class NodeGroup:
     # node for the planner, but members still (a fleet gang's instance there is no orphan:
     # spillway.planner.gangsweep)
     held_instances: tuple[str, ...] = ()
+    # its live instances not InService yet (Pending, Pending:Wait while a launch lifecycle hook holds one,
+    # Pending:Proceed), each with its LifecycleState: Auto Scaling terminates them even while the group's
+    # Terminate process is suspended (:meth:`terminate_held`)
+    pending_states: tuple[tuple[str, str], ...] = ()
     # the id of each of its zones EC2 named (DescribeAvailabilityZones: ZoneName -> ZoneId, read by
     # observe: with_zone_ids), by zone name; empty when EC2 was not asked or did not answer. A zone's name
     # maps to another id in each account, so only EC2 (or a node in the zone) says which id it is
@@ -349,6 +354,14 @@ class NodeGroup:
         if state is None or state == "Warmed:Running":
             return True
         return state in WARM_PENDING_STATES and self.warm_pool_state == "Running"
+
+    def terminate_held(self, instance_id: str) -> str | None:
+        """Why Auto Scaling would not terminate the group's live ``instance_id`` (its Terminate process is
+        suspended and the instance InService: :func:`terminate_holds`), or None when it would. One of no
+        known state (a snapshot stored before :attr:`pending_states` was read) is taken as InService."""
+        why = self.suspension(TERMINATE)
+        state = dict(self.pending_states).get(instance_id)
+        return why if terminate_holds(why is not None, state) else None
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -526,6 +539,8 @@ class NodeGroup:
             terminating_instances=tuple(d.get("terminating_instances", ())),
             # absent from snapshots stored before it was read: none known
             held_instances=tuple(d.get("held_instances", ())),
+            # absent from snapshots stored before it was read: none known, each taken as InService
+            pending_states=tuple(sorted(dict(d.get("pending_states", {})).items())),
             # absent from snapshots stored before it was read (or when EC2 did not answer): none known,
             # the planner then learns a zone's id from the nodes there (spillway.planner.limits)
             zone_ids=tuple(sorted((str(k), str(v)) for k, v in dict(d.get("zone_ids", {})).items())),
@@ -549,6 +564,17 @@ def _stored_cuts(stored: Iterable[Any]) -> tuple[tuple[datetime, int], ...]:
     """:attr:`NodeGroup.scheduled_cuts` as ``to_dict`` stores them (``{"at": ISO, "to": n}``)."""
     cuts = ((parse_time(c["at"]), int(c["to"])) for c in stored)
     return tuple((at, to) for at, to in cuts if at is not None)
+
+
+def terminate_holds(terminate_suspended: bool, lifecycle_state: str | None) -> bool:
+    """Whether Auto Scaling would not terminate an instance in ``lifecycle_state`` (None: not known) of a
+    group whose Terminate process is suspended (``terminate_suspended``) or runs: only an InService one of
+    a suspended group. The suspension "applies only to instances that are currently in the InService
+    state. It does not prevent the termination of instances in other states, such as Pending" (EC2 Auto
+    Scaling User Guide, "Considerations for suspending processes"); an instance whose state is not known
+    is taken as InService. The one rule the plan (:meth:`NodeGroup.terminate_held`) and every step that
+    terminates (:func:`spillway.act.instances.terminate_held`) follow."""
+    return terminate_suspended and lifecycle_state in (None, IN_SERVICE)
 
 
 def is_managed(asg: AutoScalingGroup, cluster: str | None) -> bool:
@@ -592,6 +618,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("mixed_policy", lambda g: True if g.mixed_policy else None),
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
     ("held_instances", lambda g: list(g.held_instances) or None),
+    ("pending_states", lambda g: dict(g.pending_states) or None),
     ("zone_ids", lambda g: dict(g.zone_ids) or None),
     ("instance_places", lambda g: {i: {"zone": z, "type": t} for i, z, t in g.instance_places} or None),
     ("last_launched", lambda g: format_time(g.last_launched) if g.last_launched is not None else None),
@@ -1846,6 +1873,9 @@ def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str
                 for i in asg.Instances
                 if i.LifecycleState not in LIVE_STATES and not i.LifecycleState.startswith(TERMINATING)
             )
+        ),
+        "pending_states": tuple(
+            sorted((i.InstanceId, i.LifecycleState) for i in live if i.LifecycleState != IN_SERVICE)
         ),
     }
 

@@ -15,8 +15,10 @@ registration timeout):
 * the plan removes it (``unregistered``: TerminateInstanceInAutoScalingGroup, decrementing the desired
   capacity; at the group's MinSize, which AWS will not decrement below, without: the group then
   launches a replacement, as after a failed health check). The removal step checks first that no Node
-  runs on the instance by now. Not while the group's Terminate process is suspended (Auto Scaling
-  would not terminate it): it is only no longer capacity coming, and the back-off's reason says so.
+  runs on the instance by now. Not an InService one while the group's Terminate process is suspended
+  (Auto Scaling would not terminate it: :meth:`NodeGroup.terminate_held`, the rule the removal step
+  follows): it is only no longer capacity coming, and the back-off's reason says so. One still Pending
+  (a launch lifecycle hook holds it in Pending:Wait) is removed all the same, as AWS terminates it.
   Nor while the group is carried from an earlier read (its region's read failed:
   :mod:`spillway.planner.unread`): it is only no longer capacity coming, and nothing backs off on a
   picture that old.
@@ -47,7 +49,7 @@ from datetime import datetime, timedelta
 from spillway.config import PlannerConfig
 from spillway.model.cluster import NodeInfo
 from spillway.model.groupkey import GroupKey
-from spillway.model.nodegroup import TERMINATE, NodeGroup
+from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import GroupState, Since, State
 from spillway.planner.context import aware, iso, minutes
 from spillway.planner.startup import EPHEMERAL_TAINTS
@@ -170,7 +172,7 @@ def watch_joins(
             if group.unread:  # carried from an earlier read: no capacity coming, nothing asked of AWS
                 out.stale[group.key] = out.stale.get(group.key, 0) + 1
                 continue
-            kept = group.suspension(TERMINATE)  # Auto Scaling would not terminate it: left, not counted
+            kept = group.terminate_held(iid)  # Auto Scaling would not terminate it: left, not counted
             decrement = removable > 0 and kept is None
             removable -= decrement
             counts = out.removed if decrement else out.stale  # a replacement shows in a later snapshot
