@@ -72,6 +72,7 @@ from spillway.observability import (
     add_tenant_metrics,
     logger,
     metrics,
+    redacting,
     set_cluster,
     tracer,
 )
@@ -212,6 +213,7 @@ def plan_event(clients: Clients, event: Any, context: Any) -> dict[str, Any]:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@redacting
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     clients = get_clients()
     set_cluster(clients.config.cluster_name)

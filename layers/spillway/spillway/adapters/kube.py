@@ -1713,7 +1713,8 @@ class KubeClient:
         api_version: str = "v1",
         key: str | None = None,
     ) -> None:
-        """Create a core/v1 Event about an object (``kubectl describe`` shows it).
+        """Create a core/v1 Event about an object (``kubectl describe`` shows it), its message redacted (it
+        may quote an error's text: whoever may read Events sees it, for the API server's event TTL).
 
         Events about cluster-scoped objects (Nodes) go to the ``default`` namespace, as kubelet's do.
         The name is client-go's record package's, ``<object name>.<UnixNano in hex>``: past 253
@@ -1732,7 +1733,7 @@ class KubeClient:
                 api_version=api_version, kind=kind, name=name, namespace=namespace, uid=uid
             ),
             reason=reason[:128],
-            message=message[:1024],
+            message=redact(message)[:1024],
             type=type,
             source=V1EventSource(component=COMPONENT),
             reporting_component=COMPONENT,
