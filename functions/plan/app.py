@@ -72,6 +72,7 @@ from spillway.observability import (
     add_tenant_metrics,
     logger,
     metrics,
+    redacted_answer,
     redacting,
     set_cluster,
     tracer,
@@ -148,7 +149,7 @@ def plan_once(clients: Clients, ref: SnapshotRef, context: Any) -> dict[str, Any
         )
         result = outcome.to_dict()
         record_outcome(result)
-        return result
+        return redacted_answer(result)  # kept in the idempotency table as it is returned
 
     result: dict[str, Any] = once(ref=ref.to_dict())
     return result

@@ -279,3 +279,49 @@ def test_a_scaled_objects_problem_quoting_a_credential_is_redacted(credentials: 
     found = _scaled(Refusing(), "ml", "apps", "Deployment", "web")  # type: ignore[arg-type]
     assert found.problem is not None and credentials["bearer"] not in found.problem
     assert found.problem.endswith("Bearer <redacted>")
+
+
+@pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time:UserWarning")
+def test_a_plans_answer_kept_in_the_idempotency_table_carries_no_credential(
+    credentials: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Powertools keeps a plan's answer in the idempotency table (its COMPLETED record's response data)
+    for an hour, where a failed pod Event's error text would outlive every log line."""
+    from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
+    from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+
+    from spillway.model.act import SnapshotRef
+
+    class Kept(BasePersistenceLayer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.records: dict[str, DataRecord] = {}
+
+        def _get_record(self, idempotency_key: str) -> DataRecord:
+            return self.records[idempotency_key]
+
+        def _put_record(self, data_record: DataRecord) -> None:
+            self.records[data_record.idempotency_key] = data_record
+
+        def _update_record(self, data_record: DataRecord) -> None:
+            self.records[data_record.idempotency_key] = data_record
+
+        def _delete_record(self, data_record: DataRecord) -> None:
+            self.records.pop(data_record.idempotency_key, None)
+
+    app = load_app("plan", "redacted_kept")
+    failed = f"web-0: KubeAuthError: 401 Authorization: Bearer {credentials['bearer']}"
+    outcome = SimpleNamespace(to_dict=lambda: {"status": "resumed", "events": {"errors": [failed]}})
+    monkeypatch.setattr(app, "run_plan", lambda *args, **kwargs: outcome)
+    kept = Kept()
+    clients = SimpleNamespace(
+        idempotency=kept,
+        snapshots=None,
+        state=None,
+        executions=None,
+        cluster=None,
+        plan_settings=lambda: None,
+    )
+    app.plan_once(clients, SnapshotRef("ml", "2026-11-02T10:00:00Z"), None)
+    [record] = kept.records.values()
+    assert credentials["bearer"] not in record.response_data and "Bearer <redacted>" in record.response_data

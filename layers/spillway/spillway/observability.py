@@ -331,16 +331,16 @@ def redacted_error(exc: BaseException) -> BaseException:
     return same.with_traceback(exc.__traceback__)
 
 
-def _redacted_answer(value: Any) -> Any:
+def redacted_answer(value: Any) -> Any:
     """A function's answer, each text in it redacted; a text that is one word, a name (a group's, a
     region's) the state machine goes on with, loses no short secret :func:`add_secret_words` has which it
     happens to be (a whole credential that pattern or value gives is blanked in it still)."""
     if isinstance(value, str):
         return redact(value, words=any(c.isspace() for c in value))
     if isinstance(value, dict):
-        return {k: _redacted_answer(v) for k, v in value.items()}
+        return {k: redacted_answer(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(_redacted_answer(v) for v in value)
+        return type(value)(redacted_answer(v) for v in value)
     return value
 
 
@@ -362,7 +362,7 @@ def redacting(handler: F) -> F:
                 raise
             escaped = cleaned
         else:
-            return _redacted_answer(answer)
+            return redacted_answer(answer)
         raise escaped  # out of the except: the error quoting the secret is not made its context
 
     return cast(F, redacted)
