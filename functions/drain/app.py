@@ -24,7 +24,16 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from spillway.act.drain import run_action
 from spillway.clients import Clients, get_clients
 from spillway.errors import STEP_ANSWERS, InvalidDrainRequest
-from spillway.observability import NAMESPACE, SERVICE, counting_answers, logger, metrics, set_cluster, tracer
+from spillway.observability import (
+    NAMESPACE,
+    SERVICE,
+    counting_answers,
+    logger,
+    metrics,
+    redacting,
+    set_cluster,
+    tracer,
+)
 
 
 def emit_outcome(outcome: str, who: Mapping[str, Any] | None, count: int = 1, /) -> None:
@@ -64,6 +73,7 @@ def handle(event: Any, clients: Clients, remaining_ms: Callable[[], int] | None 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
+@redacting
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # first thing: the invocation's start, where Lambda stamps Errors (a cold start's clients take seconds)
     with counting_answers("drain", STEP_ANSWERS["drain"]):

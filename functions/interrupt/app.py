@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from spillway.act.interrupt import Interrupter, IrrelevantNotice, MalformedNotice, parse_notice
 from spillway.clients import get_clients
 from spillway.errors import NodeNotObserved
-from spillway.observability import add_count, logger, metrics, set_cluster, tracer
+from spillway.observability import add_count, logger, metrics, redacting, set_cluster, tracer
 
 # The batch utility would raise whenever every record failed; process_batch decides instead
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -66,6 +66,7 @@ def handle_record(interrupter: Interrupter, record: SQSRecord) -> list[dict[str,
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@redacting
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     clients = get_clients()
     set_cluster(clients.config.cluster_name)

@@ -18,7 +18,16 @@ from typing import Any
 from spillway.clients import Clients, get_clients
 from spillway.config import PlannerConfig
 from spillway.errors import ObservationFailed
-from spillway.observability import add_bytes, add_count, add_seconds, logger, metrics, set_cluster, tracer
+from spillway.observability import (
+    add_bytes,
+    add_count,
+    add_seconds,
+    logger,
+    metrics,
+    redacting,
+    set_cluster,
+    tracer,
+)
 from spillway.observe import Observation, deadline_for, run_observe
 
 
@@ -102,6 +111,7 @@ def observe_tick(clients: Clients, remaining_ms: int | None) -> dict[str, Any]:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
+@redacting
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     remaining = context.get_remaining_time_in_millis() if context is not None else None
     clients = get_clients()

@@ -72,6 +72,8 @@ from spillway.observability import (
     add_tenant_metrics,
     logger,
     metrics,
+    redacted_answer,
+    redacting,
     set_cluster,
     tracer,
 )
@@ -147,7 +149,7 @@ def plan_once(clients: Clients, ref: SnapshotRef, context: Any) -> dict[str, Any
         )
         result = outcome.to_dict()
         record_outcome(result)
-        return result
+        return redacted_answer(result)  # kept in the idempotency table as it is returned
 
     result: dict[str, Any] = once(ref=ref.to_dict())
     return result
@@ -212,6 +214,7 @@ def plan_event(clients: Clients, event: Any, context: Any) -> dict[str, Any]:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@redacting
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     clients = get_clients()
     set_cluster(clients.config.cluster_name)

@@ -18,7 +18,15 @@ from typing import Any
 
 from spillway.clients import Clients, get_clients
 from spillway.errors import STEP_ANSWERS
-from spillway.observability import add_count, counting_answers, logger, metrics, set_cluster, tracer
+from spillway.observability import (
+    add_count,
+    counting_answers,
+    logger,
+    metrics,
+    redacting,
+    set_cluster,
+    tracer,
+)
 
 
 def scale_step(
@@ -38,6 +46,7 @@ def scale_step(
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@redacting
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # first thing: the invocation's start, where Lambda stamps Errors (a cold start's clients take seconds)
     with counting_answers("scale", STEP_ANSWERS["scale"]):

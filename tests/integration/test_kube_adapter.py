@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import logging
+import secrets
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -835,6 +836,18 @@ def test_record_event_about_a_node(server: KubeApiServer, kube: KubeClient) -> N
     assert pod_event["metadata"]["namespace"] == "shop"
     assert pod_event["involvedObject"]["namespace"] == "shop"
     assert pod_event["type"] == "Warning"
+
+
+def test_an_events_message_quoting_a_credential_is_recorded_redacted(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """An Event's message may quote an error's text; ``kubectl describe`` shows it to whoever may read
+    Events, and the API server keeps it for an hour."""
+    add_node(server, "n1")
+    secret = secrets.token_urlsafe(32)
+    kube.record_event("Node", "n1", None, "SpillwayDrainFailed", f"evict: 401 Authorization: Bearer {secret}")
+    [event] = [dict(e) for e in server.list("Event")]
+    assert event["message"] == "evict: 401 Authorization: Bearer <redacted>"
 
 
 def test_an_event_about_a_capacity_buffer_is_recorded_in_its_namespace_naming_its_version(

@@ -4,6 +4,7 @@ on moto."""
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,6 +28,13 @@ def store() -> Iterator[StateStore]:
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_tables(TEMPLATE, client, {"StateTable": "state", "PlansTable": "plans"})
         yield StateStore(client, "state")
+
+
+def test_a_backoffs_reason_quoting_a_credential_is_stored_redacted(store: StateStore) -> None:
+    """A back-off's reason is the error the launch failed with (the item outlives every log line)."""
+    secret = "k8s-aws-v1." + secrets.token_urlsafe(40)
+    assert store.put_backoff("ml", "gpu", NOW + timedelta(minutes=15), f"launch failed: Bearer {secret}")
+    assert store.load("ml").state.groups["gpu"].reason == "launch failed: Bearer <redacted>"
 
 
 def test_a_pool_backoff_lands_in_state_pools_not_in_groups(store: StateStore) -> None:

@@ -4,17 +4,14 @@ function's errors alarm can leave it out: at the invocation's start, where Lambd
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
-import sys
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from lambda_apps import LambdaContext, load_app
 
 from spillway import observability
 from spillway.errors import STEP_ANSWERS, AwsThrottled, InvalidDrainRequest
@@ -71,28 +68,6 @@ def test_success_and_errors_no_state_machine_names_count_nothing(
     assert printed(error, monkeypatch) == []
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_handler_module(function: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        f"{function}_app_answered", ROOT / f"functions/{function}/app.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@dataclass
-class LambdaContext:
-    function_name: str = "spillway-ml-fn"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:eu-west-1:123456789012:function:spillway-ml-fn"
-    aws_request_id: str = "req-1"
-
-
 @pytest.mark.filterwarnings("ignore:This metric doesn't meet the requirements:UserWarning")
 @pytest.mark.parametrize(("function", "work"), [("drain", "handle"), ("scale", "scale_step")])
 def test_a_handler_stamps_an_answered_error_with_its_start_before_a_slow_cold_start(
@@ -101,7 +76,7 @@ def test_a_handler_stamps_an_answered_error_with_its_start_before_a_slow_cold_st
     """A cold start's client build takes seconds: an invocation started at 10:04:59.5 whose step is
     throttled after clients built at 10:05:01.5 is an error of the 10:00 period (Lambda's Errors is
     stamped at the invocation's start), so its AnsweredErrors must be stamped 10:04:59.5 too."""
-    app = _load_handler_module(function)
+    app = load_app(function, "answered")
     clock = {"now": STARTED}
 
     class MovingClock:

@@ -258,3 +258,18 @@ def test_an_argument_a_secret_flag_took_is_read_as_no_flag() -> None:
     secret = "-Xk9.Q_apiKey"
     args = ["get-token", "--client-secret", secret, "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630"]
     assert kubeconfig_secrets(_exec_user(args)) == [secret]
+
+
+def test_a_secret_named_flag_followed_by_a_long_flag_takes_no_value() -> None:
+    """pflag gives a flag its next argument only when the flag takes a value (parseLongArg: a bool flag,
+    ``NoOptDefVal`` set, takes none); a flag followed by another ``--flag`` is such a switch in any command
+    line its plugin runs with (a flag that takes a value would swallow the flag after it, and the plugin
+    would fail for the option it lost). So a switch named as a secret's that is not
+    ``--oidc-use-access-token`` does not take the secret flag after it, whose value would then be read as
+    an argument and left in the logs; and a secret flag given no value blanks no flag's name."""
+    secret = "Qx8Q~" + "s3" * 16
+    assert kubeconfig_secrets(_exec_user(["get-token", "--use-token", "--client-secret", secret])) == [secret]
+    given = ["get-token", "--skip-password", f"--client-secret={secret}", "--login", "spn"]
+    assert kubeconfig_secrets(_exec_user(given)) == [secret]
+    assert kubeconfig_secrets(_exec_user(["get-token", "--client-secret", "--login", "spn"])) == []
+    assert kubeconfig_secrets(_exec_user(["get-token", "--password", "-pw1", "--login", "x"])) == ["-pw1"]

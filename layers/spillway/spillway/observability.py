@@ -25,11 +25,17 @@ let anyone rebuild the presigned URL a token encodes), and a kubeconfig's ``toke
 Manager secret (``SecretString``, ``SecretBinary``: from the key to the end of the text), and, wherever
 they appear, the values :func:`add_secret_values` was given (a kubeconfig's credentials), and, of any
 length, where one stands as a word, those :func:`add_secret_words` was given (what an exec plugin's
-arguments give to a secret's flag).
+arguments give to a secret's flag); AWS secret keys and session tokens; and a field's whole value under a
+key named like a credential (:data:`SECRET_KEYS`).
+
+What leaves a function other than through logging goes through the same redaction: :func:`redacting`,
+on every handler, redacts the error a handler lets escape (the Lambda runtime writes it itself: the
+function's error, a Step Functions Cause) under its own class, and each text of its answer.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import re
@@ -115,6 +121,12 @@ _SECRETS = (
         r"(?i)((?<![a-z0-9])(?:client[-_]secret|(?:access|refresh|id)[-_]token)\\*['\"]?\s*[:=]\s*\\*['\"]?)"
         + _VALUE
     ),
+    # AWS credentials: a credentials file's or the environment's aws_secret_access_key/aws_session_token
+    # (any case), and STS's Credentials as botocore answers them (SecretAccessKey, SessionToken).
+    re.compile(
+        r"(?i)((?<![a-z0-9])(?:aws[-_]?)?(?:secret[-_]?access[-_]?key|session[-_]?token)"
+        r"\\*['\"]?\s*[:=]\s*\\*['\"]?)" + _VALUE
+    ),
 )
 # Secrets known by value (a kubeconfig's credentials, :func:`add_secret_values`): blanked wherever they
 # appear, with or without a key (requests-oauthlib logs its auth tuple, ('<client id>', '<secret>')).
@@ -166,26 +178,51 @@ def add_secret_words(values: Iterable[str]) -> None:
         _words_pattern = re.compile(f"{_WORD_BEFORE}(?:{longest_first}){_WORD_AFTER}")
 
 
-def redact(text: str) -> str:
-    """``text`` with every secret :func:`add_secret_values` and :func:`add_secret_words` named and every
-    credential :data:`_SECRETS` knows replaced by ``<redacted>``."""
-    known, words = _known_pattern, _words_pattern
+def redact(text: str, *, words: bool = True) -> str:
+    """``text`` with every secret :func:`add_secret_values` and (unless not ``words``)
+    :func:`add_secret_words` named and every credential :data:`_SECRETS` knows replaced by ``<redacted>``."""
+    known, named = _known_pattern, _words_pattern if words else None
     if known is not None:
         text = known.sub(REDACTED, text)
-    if words is not None:
-        text = words.sub(REDACTED, text)
+    if named is not None:
+        text = named.sub(REDACTED, text)
     for pattern in _SECRETS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
 
+# The keys whose value is a credential whatever it holds (a log field's, at any depth), compared in lower
+# case without "-" and "_": HTTP's Authorization and cookies, a kubeconfig user's token, password and
+# client-key-data, OAuth's and OIDC's, AWS's secret key and session token (as a credentials file, the
+# environment and STS's Credentials name them), Secrets Manager's value. Exact names, not endings: a
+# lifecycle action's LifecycleActionToken or a paginator's NextToken is no credential.
+SECRET_KEYS = frozenset(
+    {
+        "authorization", "proxyauthorization", "cookie", "setcookie",
+        "token", "bearertoken", "idtoken", "accesstoken", "refreshtoken",
+        "password", "passwd", "passphrase", "secret", "clientsecret", "clientkey", "clientkeydata",
+        "privatekey", "apikey", "secretaccesskey", "awssecretaccesskey", "sessiontoken", "awssessiontoken",
+        "securitytoken", "xamzsecuritytoken", "secretstring", "secretbinary",
+    }
+)  # fmt: skip
+
+
+def secret_key(key: object) -> bool:
+    """Whether a mapping's ``key`` names a credential (:data:`SECRET_KEYS`)."""
+    return isinstance(key, str) and key.lower().replace("-", "").replace("_", "") in SECRET_KEYS
+
+
 def _redact_value(value: Any) -> Any:
+    """A log field's value redacted: its text, and in a mapping at any depth the whole value of a key
+    named like a credential (:func:`secret_key`; a null stays one)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, bytes):
         return redact(value.decode("utf-8", "replace"))
     if isinstance(value, dict):
-        return {k: _redact_value(v) for k, v in value.items()}
+        return {
+            k: REDACTED if secret_key(k) and v is not None else _redact_value(v) for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return type(value)(_redact_value(v) for v in value)
     return value
@@ -263,6 +300,74 @@ def _redacted_exc_info(exc_info: ExcInfo) -> ExcInfo:
     return kind, _standin(value, {}).with_traceback(tb), tb
 
 
+def _same_kind(exc: BaseException, cleaned: str) -> BaseException:
+    """``exc`` saying ``cleaned``: an instance of a subclass of its class under the same name, module and
+    attributes (redacted), made without running its ``__init__`` again, so that whoever catches its class
+    catches it still and the Lambda runtime's ``errorType`` (the class's ``__name__``) is the same."""
+    kind = type(exc)
+    names = {"__module__": kind.__module__, "__qualname__": kind.__qualname__, "__str__": lambda _: cleaned}
+    same: BaseException = kind.__new__(type(kind.__name__, (kind,), names))
+    same.args = (cleaned,)
+    same.__dict__.update(_redact_value(dict(vars(exc))))
+    return same
+
+
+def redacted_error(exc: BaseException) -> BaseException:
+    """``exc`` itself when neither it nor an exception a traceback of it prints (:func:`_chain`) quotes a
+    secret; else ``exc`` as :func:`_same_kind` makes it, its text redacted, on its traceback, its cause
+    and context stood in for redacted (:func:`_standin`). An exception group (which needs its members
+    to be made) and any class that cannot be made so is stood in for by :func:`_standin` whole: the same
+    name, no longer its class."""
+    if not any(_quotes_a_secret(each) for each in _chain(exc)):
+        return exc
+    try:
+        same = _same_kind(exc, redact(_text(exc)))
+    except Exception:  # a class whose __new__ wants its arguments
+        return _standin(exc, {}).with_traceback(exc.__traceback__)
+    made = {id(exc): same}
+    same.__cause__ = None if exc.__cause__ is None else _standin(exc.__cause__, made)
+    same.__context__ = None if exc.__context__ is None else _standin(exc.__context__, made)
+    same.__suppress_context__ = exc.__suppress_context__
+    return same.with_traceback(exc.__traceback__)
+
+
+def redacted_answer(value: Any) -> Any:
+    """A function's answer, each text in it redacted; a text that is one word, a name (a group's, a
+    region's) the state machine goes on with, loses no short secret :func:`add_secret_words` has which it
+    happens to be (a whole credential that pattern or value gives is blanked in it still)."""
+    if isinstance(value, str):
+        return redact(value, words=any(c.isspace() for c in value))
+    if isinstance(value, dict):
+        return {k: redacted_answer(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redacted_answer(v) for v in value)
+    return value
+
+
+def redacting(handler: F) -> F:
+    """A Lambda handler whose error and answer leave the function redacted, as a log line is. The Lambda
+    runtime writes an error a handler lets escape itself, not through logging (its error response and
+    log line: ``errorMessage`` is ``str(value)``, ``errorType`` the class's name, which Step Functions
+    makes a task's ``Error`` and ``Cause`` and the execution's ``ExecutionFailed``); the answer is a
+    state's output in the execution's history. The innermost decorator, so the tracer records the
+    redacted error too."""
+
+    @functools.wraps(handler)
+    def redacted(*args: Any, **kwargs: Any) -> Any:
+        try:
+            answer = handler(*args, **kwargs)
+        except Exception as exc:
+            cleaned = redacted_error(exc)
+            if cleaned is exc:
+                raise
+            escaped = cleaned
+        else:
+            return redacted_answer(answer)
+        raise escaped  # out of the except: the error quoting the secret is not made its context
+
+    return cast(F, redacted)
+
+
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
@@ -286,7 +391,7 @@ class RedactSecrets(logging.Filter):
             record.exc_info = _redacted_exc_info(cast(ExcInfo, record.exc_info))
         for key, value in list(record.__dict__.items()):
             if key not in _STANDARD:
-                record.__dict__[key] = _redact_value(value)
+                record.__dict__[key] = _redact_value({key: value})[key]
         return True
 
 
@@ -316,7 +421,9 @@ def _redacted_fields(value: Any) -> Any:
     """A log line's fields, each value redacted as the text it is written as (an object as its ``str``, as
     Powertools' JSON encoder writes one); numbers, booleans and nulls as they are."""
     if isinstance(value, dict):
-        return {k: _redacted_fields(v) for k, v in value.items()}
+        return {
+            k: REDACTED if secret_key(k) and v is not None else _redacted_fields(v) for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [_redacted_fields(v) for v in value]
     if value is None or isinstance(value, bool | int | float):

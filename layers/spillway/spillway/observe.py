@@ -192,7 +192,9 @@ def observe_once(
         except ListExpired as exc:
             if passes >= OBSERVE_PASSES:
                 raise ObservationFailed(
-                    f"observing {config.cluster} failed: {type(exc).__name__}: {exc} ({passes} passes)"
+                    redact(
+                        f"observing {config.cluster} failed: {type(exc).__name__}: {exc} ({passes} passes)"
+                    )
                 ) from exc
             passes += 1
             log.warning("observing %s: %s; observing again from the start", config.cluster, exc)
@@ -281,7 +283,9 @@ def _observe(
         raise
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
-        raise ObservationFailed(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}") from exc
+        raise ObservationFailed(
+            redact(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}")
+        ) from exc
     pool.shutdown(wait=True)
     for pdb in raw_pdbs:
         budgets.add(pdb)
@@ -568,7 +572,8 @@ def _scaled(kube: Cluster, namespace: str, group: str, kind: str, name: str) -> 
     except KubeUnavailable:
         raise
     except KubeError as exc:
-        return replace(found, problem=f"{what}: {type(exc).__name__}: {exc}")
+        # the buffer's problem is stored in the snapshot and written to its status: redacted
+        return replace(found, problem=redact(f"{what}: {type(exc).__name__}: {exc}"))
     return replace(
         found, replicas=replicas, selector=selector, template=capacity_buffer.newest_template(pods)
     )

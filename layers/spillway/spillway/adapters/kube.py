@@ -678,7 +678,8 @@ SECRET_SHORT_FLAGS: Mapping[str, Shorthands] = {"doctl": Shorthands(frozenset("t
 # Flags whose name ends in a secret's word that are switches (pflag bools: no value unless "=<value>"):
 # int128/kubelogin's --oidc-use-access-token (pkg/cmd/get_token.go, a BoolVar). Any other flag named so
 # takes the next argument as its value, whatever it holds (pflag's parseLongArg and Go's flag package
-# give a flag that is no switch args[0] even when it starts with '-').
+# give a flag that is no switch args[0] even when it starts with '-'), but a "--flag" (:func:`_long_flag`:
+# the flag before it is a switch).
 SECRET_NAMED_SWITCHES = frozenset({"oidc-use-access-token"})
 # What a flag named as a secret's may be given that is none: a switch's value, as Go's strconv.ParseBool
 # (which pflag's bool flags use) reads one (int128/kubelogin's --oidc-use-access-token=true), and "-",
@@ -738,7 +739,16 @@ def _secrets_of(arg: str, following: str | None, short: Shorthands) -> _Given:
         return _NOTHING
     if flag.group(2) is not None:
         return [flag.group(2)], False
-    return _NOTHING if flag.group(1) in SECRET_NAMED_SWITCHES else _following(following)
+    return (
+        _NOTHING if flag.group(1) in SECRET_NAMED_SWITCHES or _long_flag(following) else _following(following)
+    )
+
+
+def _long_flag(argument: str | None) -> bool:
+    """Whether ``argument`` is a ``--flag``: the flag before it then is a switch (pflag gives a flag the
+    next argument only when it takes a value; one that did would swallow this flag, and its plugin fail
+    for the option it lost). A secret may start with one ``-``, not with a flag's ``--name``."""
+    return argument is not None and argument.startswith("--") and _FLAG.match(argument) is not None
 
 
 def secret_arguments(args: Sequence[str], short: Shorthands = NO_SHORTHANDS) -> list[str]:
@@ -1713,7 +1723,8 @@ class KubeClient:
         api_version: str = "v1",
         key: str | None = None,
     ) -> None:
-        """Create a core/v1 Event about an object (``kubectl describe`` shows it).
+        """Create a core/v1 Event about an object (``kubectl describe`` shows it), its message redacted (it
+        may quote an error's text: whoever may read Events sees it, for the API server's event TTL).
 
         Events about cluster-scoped objects (Nodes) go to the ``default`` namespace, as kubelet's do.
         The name is client-go's record package's, ``<object name>.<UnixNano in hex>``: past 253
@@ -1732,7 +1743,7 @@ class KubeClient:
                 api_version=api_version, kind=kind, name=name, namespace=namespace, uid=uid
             ),
             reason=reason[:128],
-            message=message[:1024],
+            message=redact(message)[:1024],
             type=type,
             source=V1EventSource(component=COMPONENT),
             reporting_component=COMPONENT,

@@ -149,6 +149,7 @@ from spillway.model.state import (
 )
 from spillway.model.stored import load_stored, warn_unknown
 from spillway.model.utc import aware
+from spillway.observability import redact
 
 log = logging.getLogger(__name__)
 
@@ -489,7 +490,7 @@ class StateStore:
             "item": {"S": BACKOFF_PREFIX + (group if pool else GroupKey(region, group).stored)},
             **({} if pool else {"group": {"S": group}}),
             "backoff_until": {"S": iso(until)},
-            "reason": {"S": reason[:1000]},
+            "reason": {"S": redact(reason)[:1000]},  # an error's text, kept till the back-off ends
             "region": {"S": region},
             "expires_at": {"N": str(int(aware(until).timestamp()))},
         }

@@ -1,0 +1,327 @@
+"""No credential leaves a function in an error's text other than through logging either: what a handler
+lets escape is written by the Lambda runtime itself (awslambdaric's ``handle_event_request``: the error
+response's ``errorMessage`` is ``str(value)``, its ``errorType`` ``type(value).__name__``, its
+``stackTrace`` the frames), which becomes a Step Functions task's ``Cause`` and ``Error`` and the
+execution's ``ExecutionFailed`` event; what a handler returns is a state's output in the execution's
+history. Both go through the same redaction as a log line, the error keeping its class (the state
+machines' Retry and Catch match ``errorType``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import sys
+import traceback
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from fakes import FakeCloud, FakeCluster, FakeSnapshots
+from lambda_apps import LambdaContext, load_app
+
+from spillway import observability
+from spillway.errors import InputError, KubeUnavailable, ListExpired, ObservationFailed
+from spillway.local import objects as o
+from spillway.observe import ObserveConfig, run_observe
+
+FUNCTIONS = ("observe", "plan", "scale", "drain", "interrupt")
+# each function's work, which the handler calls once its clients are built
+WORK = {
+    "observe": "observe_tick",
+    "plan": "plan_event",
+    "scale": "scale_step",
+    "drain": "handle",
+    "interrupt": "process_batch",
+}
+
+
+def _credentials() -> dict[str, str]:
+    return {
+        "bearer": secrets.token_urlsafe(32),
+        "exec": "k8s-aws-v1." + secrets.token_urlsafe(60),
+        "exec_plain": secrets.token_hex(20),
+        "client_key": "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo" + secrets.token_hex(16),
+        "aws_secret": secrets.token_urlsafe(30) + "/" + secrets.token_hex(5),
+        "session": "FwoGZXIvYXdzEJr" + secrets.token_hex(24),
+    }
+
+
+def _quoting(found: dict[str, str]) -> str:
+    """An error text as a library writes one, quoting each credential as it comes."""
+    return (
+        f"(401) Reason: Unauthorized; HTTP request headers: {{'Authorization': 'Bearer {found['bearer']}'}}; "
+        f"exec plugin: {found['exec']}; "
+        f'ExecCredential: {{"kind": "ExecCredential", "status": {{"token": "{found["exec_plain"]}"}}}}; '
+        f"kubeconfig: client-key-data: {found['client_key']}; "
+        f"aws_secret_access_key = {found['aws_secret']}; "
+        f'{{"SecretAccessKey": "{found["aws_secret"]}", "SessionToken": "{found["session"]}"}}'
+    )
+
+
+@pytest.fixture
+def credentials() -> dict[str, str]:
+    return _credentials()
+
+
+@pytest.fixture(autouse=True)
+def _no_default_dimensions() -> Iterator[None]:
+    yield
+    observability.metrics.clear_default_dimensions()
+
+
+def _runtime_error_record(exc: BaseException) -> str:
+    """The error response the Lambda runtime posts (and logs) for an exception a handler let escape."""
+    frames = [(f.filename, f.lineno, f.name, f.line) for f in traceback.extract_tb(exc.__traceback__)]
+    return json.dumps(
+        {
+            "errorMessage": str(exc),
+            "errorType": type(exc).__name__,
+            "stackTrace": traceback.format_list(frames),
+        }
+    )
+
+
+def _clients() -> Any:
+    return SimpleNamespace(config=SimpleNamespace(cluster_name="ml"), interrupter=lambda *a: None)
+
+
+def test_an_aws_secret_key_and_session_token_in_a_text_are_redacted(credentials: dict[str, str]) -> None:
+    """A credentials file's ``aws_secret_access_key``, the environment's ``AWS_SECRET_ACCESS_KEY`` and
+    STS's ``Credentials`` answer (``SecretAccessKey``, ``SessionToken``), as a text quotes them."""
+    text = (
+        _quoting(credentials) + f" AWS_SECRET_ACCESS_KEY={credentials['aws_secret']} aws_session_token=abc1"
+    )
+    cleaned = observability.redact(text)
+    assert all(value not in cleaned for value in credentials.values()), cleaned
+    assert "aws_session_token=<redacted>" in cleaned and '"SecretAccessKey": "<redacted>"' in cleaned
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_an_error_a_handler_lets_escape_carries_no_credential_and_keeps_its_class(
+    function: str, credentials: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the runtime writes for it (the function's error, a task's Cause) quotes none, under the same
+    errorType, and it is still the error it was for whoever catches it (its class, its fields)."""
+    app = load_app(function, "redacted")
+
+    def refused() -> Any:
+        raise InputError(_quoting(credentials), field="cluster")
+
+    monkeypatch.setattr(app, "get_clients", refused)
+    with pytest.raises(InputError) as caught:
+        app.handler({"action": "evict"}, LambdaContext())
+    record = _runtime_error_record(caught.value)
+    assert all(value not in record for value in credentials.values()), record
+    assert json.loads(record)["errorType"] == "InputError" and caught.value.field == "cluster"
+    assert "Bearer <redacted>" in str(caught.value)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_what_a_handler_returns_carries_no_credential(
+    function: str, credentials: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's answer (a state's output in the execution's history) quoting an error's text."""
+    app = load_app(function, "redacted")
+    answer = {
+        "group": "east",
+        "note": _quoting(credentials),
+        "errors": [f"token: {credentials['exec_plain']}"],
+    }
+    monkeypatch.setattr(app, "get_clients", _clients)
+    monkeypatch.setattr(app, WORK[function], lambda *args: answer)
+    out = app.handler({"action": "evict"}, LambdaContext())
+    assert all(value not in json.dumps(out) for value in credentials.values()), out
+    assert out["group"] == "east" and out["errors"] == ["token: <redacted>"]
+
+
+def test_an_answer_keeps_a_word_an_exec_plugins_short_secret_happens_to_be(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A short secret a flag gave is blanked where it stands as a word in a text, but an answer's value
+    that is that word alone is a name (a group, a region) the state machine goes on with."""
+    monkeypatch.setattr(observability, "_words", frozenset())
+    monkeypatch.setattr(observability, "_words_pattern", None)
+    observability.add_secret_words(["east"])
+    wrapped = observability.redacting(lambda: {"group": "east", "note": "login --password east refused"})
+    assert wrapped() == {"group": "east", "note": "login --password <redacted> refused"}
+
+
+def test_a_batch_error_quoting_its_records_errors_is_redacted_whole(credentials: dict[str, str]) -> None:
+    """Powertools' BatchProcessingError says every failed record's traceback in its text."""
+    try:
+        raise KubeUnavailable(f"Authorization: Bearer {credentials['bearer']}")
+    except KubeUnavailable:
+        failed = sys.exc_info()
+
+    def batch() -> None:
+        raise BatchProcessingError("every record of the batch failed (1)", [failed])  # type: ignore[list-item]
+
+    with pytest.raises(BatchProcessingError) as caught:
+        observability.redacting(batch)()
+    assert credentials["bearer"] not in _runtime_error_record(caught.value)
+    assert "KubeUnavailable: Authorization: Bearer <redacted>" in str(caught.value)
+
+
+def test_an_escaping_errors_causes_are_redacted_and_one_quoting_nothing_is_raised_as_it_is(
+    credentials: dict[str, str],
+) -> None:
+    def chained() -> None:
+        try:
+            raise ValueError(f"token: {credentials['exec_plain']}")
+        except ValueError as exc:
+            raise KubeUnavailable("list nodes failed") from exc
+
+    with pytest.raises(KubeUnavailable) as caught:
+        observability.redacting(chained)()
+    text = "".join(traceback.format_exception(caught.value))
+    assert credentials["exec_plain"] not in text and "ValueError: token: <redacted>" in text
+
+    plain = KubeUnavailable("list nodes: 503")
+
+    def unavailable() -> None:
+        raise plain
+
+    with pytest.raises(KubeUnavailable) as same:
+        observability.redacting(unavailable)()
+    assert same.value is plain
+
+
+CONFIG = ObserveConfig(cluster="ml", interval_seconds=20, heartbeat_minutes=5, carry_unread_minutes=15)
+
+
+@pytest.mark.parametrize("error", [KubeUnavailable, ListExpired])
+def test_an_observation_failed_quotes_no_credential_of_the_error_it_failed_for(
+    error: type[Exception], credentials: dict[str, str]
+) -> None:
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
+    kube = FakeCluster([o.node("ip-10-0-1-10.ec2.internal", instance="i-0e", zone="us-east-1a")], [])
+    kube.fail("iter_nodes", error(_quoting(credentials)))
+    with pytest.raises(ObservationFailed) as caught:
+        run_observe(kube, FakeCloud(cluster="ml"), FakeSnapshots(), CONFIG, lambda: now, lambda s: None, now)
+    assert all(value not in str(caught.value) for value in credentials.values()), str(caught.value)
+    assert "Bearer <redacted>" in str(caught.value)
+
+
+def _logged(extra: dict[str, Any]) -> tuple[logging.LogRecord, str]:
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    library = logging.getLogger("some.library.keys")
+    keep = Keep()
+    library.addHandler(keep)
+    library.setLevel(logging.INFO)
+    try:
+        library.info("request sent", extra=extra)
+    finally:
+        library.removeHandler(keep)
+    [record] = records
+    return record, json.dumps({k: v for k, v in record.__dict__.items() if k in extra})
+
+
+def test_a_dict_valued_log_field_is_redacted_by_its_keys_too() -> None:
+    """A value no pattern knows is still blanked under a key named like a credential, in dicts and lists
+    at any depth, whatever the key's case; the other keys stay."""
+    record, text = _logged(
+        {
+            "headers": {"Authorization": "Basic dXNlcjpwYXNz", "Accept": "application/json"},
+            "token": "abc",
+            "users": [{"name": "dev", "user": {"Password": "hunter2", "client-key-data": "LS0tabc"}}],
+            "credentials": {"SecretAccessKey": "wJalr", "SessionToken": "Fwo", "AccessKeyId": "AKIAEXAMPLE"},
+        }
+    )
+    for value in ("dXNlcjpwYXNz", '"abc"', "hunter2", "LS0tabc", "wJalr", 'Fwo"'):
+        assert value not in text, text
+    assert record.__dict__["headers"]["Accept"] == "application/json"
+    assert record.__dict__["users"][0]["name"] == "dev"
+    assert record.__dict__["credentials"]["AccessKeyId"] == "AKIAEXAMPLE"
+    assert record.__dict__["token"] == observability.REDACTED
+
+
+def test_a_powertools_lines_field_is_redacted_by_its_keys_too() -> None:
+    """Keys appended to the Powertools logger are the formatter's to redact."""
+    import io
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(observability.logger.registered_formatter)
+    inner = observability.logger._logger
+    inner.addHandler(handler)
+    observability.logger.append_keys(auth={"password": "hunter2", "user": "dev"})
+    try:
+        observability.logger.info("observed")
+    finally:
+        observability.logger.remove_keys(["auth"])
+        inner.removeHandler(handler)
+    line = json.loads(stream.getvalue().splitlines()[-1])
+    assert line["auth"] == {"password": observability.REDACTED, "user": "dev"}
+
+
+def test_a_scaled_objects_problem_quoting_a_credential_is_redacted(credentials: dict[str, str]) -> None:
+    """A buffer's scalable object that could not be read is the buffer's problem: stored in the snapshot
+    and written to the CapacityBuffer's status, both outliving any log line."""
+    from spillway.errors import KubeAuthError
+    from spillway.observe import _scaled
+
+    class Refusing:
+        def get_scale(self, *args: Any) -> Any:
+            raise KubeAuthError(f"get scale: 401 Authorization: Bearer {credentials['bearer']}")
+
+    found = _scaled(Refusing(), "ml", "apps", "Deployment", "web")  # type: ignore[arg-type]
+    assert found.problem is not None and credentials["bearer"] not in found.problem
+    assert found.problem.endswith("Bearer <redacted>")
+
+
+@pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time:UserWarning")
+def test_a_plans_answer_kept_in_the_idempotency_table_carries_no_credential(
+    credentials: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Powertools keeps a plan's answer in the idempotency table (its COMPLETED record's response data)
+    for an hour, where a failed pod Event's error text would outlive every log line."""
+    from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
+    from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+
+    from spillway.model.act import SnapshotRef
+
+    class Kept(BasePersistenceLayer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.records: dict[str, DataRecord] = {}
+
+        def _get_record(self, idempotency_key: str) -> DataRecord:
+            return self.records[idempotency_key]
+
+        def _put_record(self, data_record: DataRecord) -> None:
+            self.records[data_record.idempotency_key] = data_record
+
+        def _update_record(self, data_record: DataRecord) -> None:
+            self.records[data_record.idempotency_key] = data_record
+
+        def _delete_record(self, data_record: DataRecord) -> None:
+            self.records.pop(data_record.idempotency_key, None)
+
+    app = load_app("plan", "redacted_kept")
+    failed = f"web-0: KubeAuthError: 401 Authorization: Bearer {credentials['bearer']}"
+    outcome = SimpleNamespace(to_dict=lambda: {"status": "resumed", "events": {"errors": [failed]}})
+    monkeypatch.setattr(app, "run_plan", lambda *args, **kwargs: outcome)
+    kept = Kept()
+    clients = SimpleNamespace(
+        idempotency=kept,
+        snapshots=None,
+        state=None,
+        executions=None,
+        cluster=None,
+        plan_settings=lambda: None,
+    )
+    app.plan_once(clients, SnapshotRef("ml", "2026-11-02T10:00:00Z"), None)
+    [record] = kept.records.values()
+    assert credentials["bearer"] not in record.response_data and "Bearer <redacted>" in record.response_data
