@@ -17,6 +17,7 @@ from spillway.planner import ScalingPlan, codes
 
 CNI = {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoSchedule"}
 PREFIXED = {"key": "startup-taint.cluster-autoscaler.kubernetes.io/disk-setup", "effect": "NoSchedule"}
+GPU_TOLERATION_ALL = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def _kept(result: ScalingPlan) -> dict[str, tuple[str, str]]:
@@ -386,7 +387,7 @@ def test_a_starting_node_has_no_room_for_what_pods_already_bound_there_request()
     w, node, job = _gpu_world(minutes_ago=1)
     w.pods(
         "loader", 1, cpu="60", memory="100Gi", node_name=node, phase="Running",
-        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        tolerations=[GPU_TOLERATION_ALL],
     )  # fmt: skip
 
     result = w.plan()
@@ -398,3 +399,18 @@ def test_a_starting_node_has_no_room_for_what_pods_already_bound_there_request()
     result = w.plan()
     assert pending_codes(result)[small] == codes.FITS_LAUNCHING
     assert scale_up(result) == {"gpu": (1, 2, [job])}
+
+
+def test_a_pod_bound_to_a_starting_node_keeps_its_host_port_there() -> None:
+    """kube-scheduler's NodePorts keeps a pod asking for a host port off a node whose pod holds it: a
+    starting node whose bound pod holds the port has no room for it, whatever room is left."""
+    w, node, _ = _gpu_world(minutes_ago=1)
+    port = {"containerPort": 9400, "hostPort": 9400, "protocol": "TCP"}
+    (exporter,) = w.pods("exporter", 1, node_name=node, phase="Running", tolerations=[GPU_TOLERATION_ALL])
+    (pending,) = w.pods("probe", 1, tolerations=[GPU_TOLERATION_ALL])
+    for key in (exporter, pending):
+        w.pod_item(key)["spec"]["containers"][0]["ports"] = [port]
+
+    result = w.plan()
+
+    assert pending in scale_up(result)["gpu"][2]

@@ -7,7 +7,7 @@ per shape; launching and new nodes are :class:`Bin` s of identical template node
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spillway.model.groupkey import GroupKey
@@ -29,7 +29,7 @@ from spillway.planner.groups import (
 from spillway.planner.health import registering
 from spillway.planner.limits import Limits
 from spillway.planner.predicates import UNSCHEDULABLE_TAINT
-from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks
+from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks, marks_of
 
 FREE_ROOM_NOTE = "fits in free room on Ready node {node}; waiting for the scheduler"
 UNCORDON_NOTE = "will run on node {node}, which this plan uncordons"
@@ -189,37 +189,68 @@ def launching_bins(ctx: Context, empty: Mapping[GroupKey, Resources]) -> dict[Gr
     return bins
 
 
-def _held_launching(ctx: Context) -> dict[GroupKey, list[tuple[WorkNode, Resources]]]:
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A registered node still launching that runs pods beyond what every new node runs: what they
+    request, and what they bring that pods placed beside them must respect (host ports, hostname
+    anti-affinity)."""
+
+    node: WorkNode
+    requests: Resources
+    marks: Marks
+
+
+def _held_launching(ctx: Context) -> dict[GroupKey, list[_Held]]:
     """Per group, its registered nodes still launching (starting, or NotReady and registering) that run
     pods besides those every new node runs (its DaemonSet and static pods, whose room the template
     leaves out already, and expendable pods, whose room a preemptor takes), with what those pods
-    request. kube-scheduler binds a pod to a Ready node whose GPUs are not registered yet, or to one
-    whose startup taint it tolerates, when the rest of its requests fit there: taken as an empty
+    request and bring. kube-scheduler binds a pod to a Ready node whose GPUs are not registered yet, or
+    to one whose startup taint it tolerates, when the rest of its requests fit there: taken as an empty
     template node, such a node held a job that no longer fits there, and nothing was launched for it
     until the node initialized. Karpenter reckons an uninitialized node so: its expected allocatable
     less its pods' requests (kubernetes-sigs/karpenter pkg/controllers/state, StateNode.Available)."""
-    out: dict[GroupKey, list[tuple[WorkNode, Resources]]] = {}
+    held: dict[str, Resources] = {}
     for name in sorted(ctx.nodes):
         node = ctx.nodes[name]
         if node.group is None or (node.info.ready and node.starting is None):
             continue
         if node.starting is None and not registering(node.info, ctx.config, ctx.now):
             continue
-        held = _bound_beyond_template(ctx, node)
-        if held:
-            out.setdefault(node.group.key, []).append((node, held))
+        requests = _bound_beyond_template(ctx, node)
+        if requests:
+            held[name] = requests
+    marks = _bound_marks(ctx, held) if held else {}
+    out: dict[GroupKey, list[_Held]] = {}
+    for name, requests in held.items():
+        node = ctx.nodes[name]
+        assert node.group is not None
+        out.setdefault(node.group.key, []).append(_Held(node, requests, marks.get(name, NO_MARKS)))
     return out
 
 
-def _hold(bins: list[Bin], held: Iterable[tuple[WorkNode, Resources]]) -> None:
+def _bound_marks(ctx: Context, nodes: Collection[str]) -> dict[str, Marks]:
+    """What the pods bound to ``nodes`` (but DaemonSet, static, finished and expendable ones) bring."""
+    out: dict[str, Marks] = {}
+    cutoff = ctx.config.expendable_priority_cutoff
+    for pod in ctx.snapshot.pods:
+        name = pod.node_name
+        if name is None or name not in nodes or pod.terminal or pod.daemonset or pod.mirror:
+            continue
+        if pod.priority >= cutoff:
+            out[name] = out.get(name, NO_MARKS) | marks_of(pod)
+    return out
+
+
+def _hold(bins: list[Bin], held: Iterable[_Held]) -> None:
     """Each node of ``held`` becomes a bin of its own, out of the launching ``bins`` of its place, with
-    the room its pods leave."""
-    for node, requests in held:
-        source = _bin_for(node, bins)
+    the room its pods leave and their marks."""
+    for one in held:
+        source = _bin_for(one.node, bins)
         if source is None:
             break
         node_id = source.ids.pop()
-        bins.append(Bin(room_less(source.free, requests), [node_id], fresh=True, labels=source.labels))
+        room = room_less(source.free, one.requests)
+        bins.append(Bin(room, [node_id], fresh=True, marks=one.marks, labels=source.labels))
     bins[:] = [b for b in bins if b.ids]
 
 
