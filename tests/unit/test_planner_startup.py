@@ -17,6 +17,7 @@ from spillway.planner import ScalingPlan, codes
 
 CNI = {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoSchedule"}
 PREFIXED = {"key": "startup-taint.cluster-autoscaler.kubernetes.io/disk-setup", "effect": "NoSchedule"}
+GPU_TOLERATION_ALL = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def _kept(result: ScalingPlan) -> dict[str, tuple[str, str]]:
@@ -375,3 +376,41 @@ def test_a_young_ready_node_still_carrying_a_taint_of_its_start_is_starting(tain
     assert taint["key"] in _kept(result)[node][1]
     old, _, pod = _tainted_world(taint, 16)  # past max_node_startup_minutes: ordinary
     assert scale_up(old.plan()) == {"cpu": (1, 2, [pod])}
+
+
+def test_a_starting_node_has_no_room_for_what_pods_already_bound_there_request() -> None:
+    """kube-scheduler binds a pod to a Ready node whose GPUs are not registered yet when its other
+    requests fit (a data loader tolerating the GPU taint). The node stays capacity launching, but with
+    the room that pod leaves, as Karpenter reckons an uninitialized node (its expected allocatable less
+    its pods' requests: state.StateNode.Available): a job that no longer fits there gets a new node,
+    not a wait for the device plugin and then a launch."""
+    w, node, job = _gpu_world(minutes_ago=1)
+    w.pods(
+        "loader", 1, cpu="60", memory="100Gi", node_name=node, phase="Running",
+        tolerations=[GPU_TOLERATION_ALL],
+    )  # fmt: skip
+
+    result = w.plan()
+
+    # 95 cores less the loader's 60 leave 35; the job asks 80
+    assert scale_up(result) == {"gpu": (1, 2, [job])}
+    # a pod that fits in what the loader leaves still waits for the node
+    (small,) = w.gpu_pods("eval", 1, 8, cpu="30", memory="100Gi")
+    result = w.plan()
+    assert pending_codes(result)[small] == codes.FITS_LAUNCHING
+    assert scale_up(result) == {"gpu": (1, 2, [job])}
+
+
+def test_a_pod_bound_to_a_starting_node_keeps_its_host_port_there() -> None:
+    """kube-scheduler's NodePorts keeps a pod asking for a host port off a node whose pod holds it: a
+    starting node whose bound pod holds the port has no room for it, whatever room is left."""
+    w, node, _ = _gpu_world(minutes_ago=1)
+    port = {"containerPort": 9400, "hostPort": 9400, "protocol": "TCP"}
+    (exporter,) = w.pods("exporter", 1, node_name=node, phase="Running", tolerations=[GPU_TOLERATION_ALL])
+    (pending,) = w.pods("probe", 1, tolerations=[GPU_TOLERATION_ALL])
+    for key in (exporter, pending):
+        w.pod_item(key)["spec"]["containers"][0]["ports"] = [port]
+
+    result = w.plan()
+
+    assert pending in scale_up(result)["gpu"][2]

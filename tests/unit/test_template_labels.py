@@ -351,3 +351,22 @@ def test_a_group_whose_node_template_tag_cannot_be_read_is_refused_alone(key: st
     assert tagged.refusal in tagged.problems
     assert [(r.group, r.reason) for r in result.refused_groups] == [("tagged", tagged.refusal)]
     assert list(scale_up(result)) == ["plain"] and scale_up(result)["plain"][2] == [pod]
+
+
+def test_a_pod_that_only_a_group_refused_for_its_tag_could_run_is_told_the_tag() -> None:
+    """The pending pod's reason names what keeps the one group that might run it from growing: its
+    unreadable tag, not an unknown instance type (the group's type is known; its next node is not)."""
+    w = World()
+    w.group("tagged", "m5.2xlarge", max_size=5)
+    w.groups["tagged"]["Tags"].append(
+        {"ResourceId": "tagged", "ResourceType": "auto-scaling-group", "Key": TAINT_TAG, "Value": "batch:NoScheduel",
+         "PropagateAtLaunch": False}
+    )  # fmt: skip
+    (pod,) = w.pods("web", 1, cpu="3")
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    reason = pending_reasons(result)[pod]
+    assert f"tagged: not scaled by Spillway: Tags[{TAINT_TAG}]: " in reason
+    assert "instance type unknown" not in reason

@@ -239,7 +239,9 @@ def options(
             fitting.append(Option(group, empty[group.key], cls.fit_with(empty[group.key], cap)))
     for group in ctx.refused:  # why a group that might have run it does not
         template = group.template
-        why = _rejection(cls, group, template.allocatable if template else {})
+        # without a template, the refusal says why (a node-template tag it cannot read, say): the
+        # template's absence is its effect, not its cause
+        why = _rejection(cls, group, template.allocatable) if template is not None else None
         rejected[group.key] = f"{group.name}: {why or f'not scaled by Spillway: {group.refusal}'}"
     return fitting, rejected
 

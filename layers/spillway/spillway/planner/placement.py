@@ -7,26 +7,29 @@ per shape; launching and new nodes are :class:`Bin` s of identical template node
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import CANDIDATE_TAINT, DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.resources import Resources, add_room, fit_count, unchecked_when_unknown
+from spillway.model.resources import PODS, Resources, add_room, fit_count, room_less, unchecked_when_unknown
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
-from spillway.planner.context import Context, Victim, WorkNode, has_taint, shape_of, without_taint
+from spillway.planner.context import ONE_POD, Context, Victim, WorkNode, has_taint, shape_of, without_taint
 from spillway.planner.groups import (
+    TYPE_KEYS_SET_ON_LAUNCH,
+    ZONE_KEYS_SET_ON_LAUNCH,
     fresh_node_selected,
     group_ceiling,
     launched_only,
     launching_places,
     place_labels,
 )
+from spillway.planner.health import registering
 from spillway.planner.limits import Limits
 from spillway.planner.predicates import UNSCHEDULABLE_TAINT
-from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks
+from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks, marks_of
 
 FREE_ROOM_NOTE = "fits in free room on Ready node {node}; waiting for the scheduler"
 UNCORDON_NOTE = "will run on node {node}, which this plan uncordons"
@@ -173,14 +176,108 @@ def _below_ceilings(ctx: Context, reclaimable: list[WorkNode]) -> list[WorkNode]
 
 
 def launching_bins(ctx: Context, empty: Mapping[GroupKey, Resources]) -> dict[GroupKey, list[Bin]]:
-    """Per group, nodes already launching (:meth:`Context.launching`), as empty template nodes: of a
-    group whose launches fail, only the instances it launched (:func:`~spillway.planner.groups.launched_only`)."""
+    """Per group, nodes already launching (:meth:`Context.launching`), as empty template nodes but for
+    the registered ones pods are bound to already (:func:`_held_launching`): of a group whose launches
+    fail, only the instances it launched (:func:`~spillway.planner.groups.launched_only`)."""
     bins: dict[GroupKey, list[Bin]] = {}
+    held = _held_launching(ctx)
     for g in ctx.groups:
         launching = ctx.launching(g, launched_only(ctx, g))
         if launching > 0 and g.template is not None:
             bins[g.key] = _launching_bins_of(ctx, g, launching, empty[g.key])
+            _hold(bins[g.key], held.get(g.key, ()))
     return bins
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A registered node still launching that runs pods beyond what every new node runs: what they
+    request, and what they bring that pods placed beside them must respect (host ports, hostname
+    anti-affinity)."""
+
+    node: WorkNode
+    requests: Resources
+    marks: Marks
+
+
+def _held_launching(ctx: Context) -> dict[GroupKey, list[_Held]]:
+    """Per group, its registered nodes still launching (starting, or NotReady and registering) that run
+    pods besides those every new node runs (its DaemonSet and static pods, whose room the template
+    leaves out already, and expendable pods, whose room a preemptor takes), with what those pods
+    request and bring. kube-scheduler binds a pod to a Ready node whose GPUs are not registered yet, or
+    to one whose startup taint it tolerates, when the rest of its requests fit there: taken as an empty
+    template node, such a node held a job that no longer fits there, and nothing was launched for it
+    until the node initialized. Karpenter reckons an uninitialized node so: its expected allocatable
+    less its pods' requests (kubernetes-sigs/karpenter pkg/controllers/state, StateNode.Available)."""
+    held: dict[str, Resources] = {}
+    for name in sorted(ctx.nodes):
+        node = ctx.nodes[name]
+        if node.group is None or (node.info.ready and node.starting is None):
+            continue
+        if node.starting is None and not registering(node.info, ctx.config, ctx.now):
+            continue
+        requests = _bound_beyond_template(ctx, node)
+        if requests:
+            held[name] = requests
+    marks = _bound_marks(ctx, held) if held else {}
+    out: dict[GroupKey, list[_Held]] = {}
+    for name, requests in held.items():
+        node = ctx.nodes[name]
+        assert node.group is not None
+        out.setdefault(node.group.key, []).append(_Held(node, requests, marks.get(name, NO_MARKS)))
+    return out
+
+
+def _bound_marks(ctx: Context, nodes: Collection[str]) -> dict[str, Marks]:
+    """What the pods bound to ``nodes`` (but DaemonSet, static, finished and expendable ones) bring."""
+    out: dict[str, Marks] = {}
+    cutoff = ctx.config.expendable_priority_cutoff
+    for pod in ctx.snapshot.pods:
+        name = pod.node_name
+        if name is None or name not in nodes or pod.terminal or pod.daemonset or pod.mirror:
+            continue
+        if pod.priority >= cutoff:
+            out[name] = out.get(name, NO_MARKS) | marks_of(pod)
+    return out
+
+
+def _hold(bins: list[Bin], held: Iterable[_Held]) -> None:
+    """Each node of ``held`` becomes a bin of its own, out of the launching ``bins`` of its place, with
+    the room its pods leave and their marks."""
+    for one in held:
+        source = _bin_for(one.node, bins)
+        if source is None:
+            break
+        node_id = source.ids.pop()
+        room = room_less(source.free, one.requests)
+        bins.append(Bin(room, [node_id], fresh=True, marks=one.marks, labels=source.labels))
+    bins[:] = [b for b in bins if b.ids]
+
+
+def _bound_beyond_template(ctx: Context, node: WorkNode) -> Resources:
+    """What the pods bound to ``node`` request (a pod slot each) but its DaemonSet and static pods and
+    the requests of its expendable pods; only the resources of which they request some."""
+    held = dict(node.used)
+    for pod in ctx.node_daemons.get(node.info.name, ()):
+        add_room(held, pod.requests, -1)
+        held[PODS] = held.get(PODS, 0) - ONE_POD
+    add_room(held, node.expendable_used, -1)
+    return {name: value for name, value in held.items() if value > 0}
+
+
+def _bin_for(node: WorkNode, bins: Sequence[Bin]) -> Bin | None:
+    """The bin of launching nodes ``node`` is one of: of its zone and type (a group over several), else
+    of the template's."""
+    for b in bins:
+        if b.ids and b.labels is not None and _same_place(node.info.labels, b.labels):
+            return b
+    return next((b for b in bins if b.ids and b.labels is None), None)
+
+
+def _same_place(labels: Mapping[str, str], place: Mapping[str, str]) -> bool:
+    """A node with ``labels`` is in the zone, and of the type, that ``place`` names."""
+    keys = (*ZONE_KEYS_SET_ON_LAUNCH, *TYPE_KEYS_SET_ON_LAUNCH)
+    return all(labels.get(key) == value for key, value in place.items() if key in keys)
 
 
 def _launching_bins_of(ctx: Context, group: NodeGroup, launching: int, room: Resources) -> list[Bin]:
