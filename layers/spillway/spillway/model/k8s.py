@@ -70,6 +70,7 @@ GIVE_BACKS = (GANG_GIVE_BACK, BACKOFF_GIVE_BACK)
 # waits between them (1, 2, 4 s; 1, 2, 4, 8, 16 s, then 20 s each: MaxDelaySeconds), about 30.3 min;
 # BackOff (3 + 6 retries) about 21 min. A retry finds its own cordon (the same reason) and keeps its time.
 GIVE_BACK_LEASE_MINUTES = 35
+REPLACEMENT_WAIT_MINUTES = 30
 DRAINING_TAINT = "spillway.io/draining"
 # The well-known label by which Kubernetes' service controller (cloud-provider controllers/service,
 # the node predicate: the label's presence, whatever its value) and the AWS Load Balancer Controller
