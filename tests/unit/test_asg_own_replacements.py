@@ -333,7 +333,9 @@ def test_a_spot_warning_of_a_node_launched_since_into_a_rebalancing_group_names_
 # --- a replacement that never comes: the emptied node is given back --------------------------------
 
 
-def unreplaced_world(minutes_ago: float, *, terminating: bool = False, busy: bool = False) -> tuple[World, str]:
+def unreplaced_world(
+    minutes_ago: float, *, terminating: bool = False, busy: bool = False
+) -> tuple[World, str]:
     """A group with Capacity Rebalancing at its MaxSize whose at-risk node Spillway's drain of a rebalance
     recommendation emptied ``minutes_ago`` (its cordon's time) and left cordoned for the group to replace:
     no replacement is launching (no Spot capacity in another pool, or no room above MaxSize)."""
@@ -380,7 +382,9 @@ def test_a_node_its_group_never_replaces_is_given_back_after_the_replacement_wai
         (REPLACEMENT_WAIT_MINUTES + 1, False, True),  # the drain still evicts: it holds the node
     ],
 )
-def test_a_node_its_group_may_still_replace_stays_held(minutes_ago: float, terminating: bool, busy: bool) -> None:
+def test_a_node_its_group_may_still_replace_stays_held(
+    minutes_ago: float, terminating: bool, busy: bool
+) -> None:
     world, at_risk = unreplaced_world(minutes_ago, terminating=terminating, busy=busy)
     result = world.plan()
     assert at_risk not in [u.node for u in result.uncordon]
