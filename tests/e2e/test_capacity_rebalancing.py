@@ -337,9 +337,12 @@ def test_only_a_group_with_capacity_rebalancing_is_left_to_replace_and_terminate
     assert plain_id not in {i["InstanceId"] for i in cloud.asg("spot-plain")["Instances"]}
     assert cloud.desired("spot-plain") == 1 and cloud.kube.get("Node", plain) is None
     assert terminate_calls(cloud) == [plain_id]
-    # only a Spot warning backs off the pool, whichever the group
-    backed_off = cloud.backoff_item(POOL) is not None
-    assert backed_off is (detail_type == WARNING)
+    # a Spot warning backs off the pool whichever the group; a rebalance recommendation only where
+    # Spillway terminates the instance (the group without Capacity Rebalancing), its reason naming it
+    item = cloud.backoff_item(POOL)
+    assert item is not None
+    if detail_type == REBALANCE:
+        assert plain_id in str(item) and rebalancing_id not in str(item), item
 
 
 def test_a_node_the_group_never_replaces_is_given_back_after_the_replacement_wait(

@@ -8,6 +8,7 @@ to :class:`~spillway.act.deadline.Deadline`; so does this one now."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -42,6 +43,14 @@ def bounded(rig: Rig, invocation: Invocation) -> Interrupter:
     )  # fmt: skip
 
 
+def rebalancing() -> Any:
+    """The interrupt tests' world, its node's group with Capacity Rebalancing: a rebalance
+    recommendation's record makes two calls, the snapshot's read and StartExecution."""
+    snapshot = world()
+    groups = tuple(replace(g, capacity_rebalance=True) if g.name == "spot-a" else g for g in snapshot.groups)
+    return replace(snapshot, groups=groups)
+
+
 def rebalance(instance: str = "") -> str:
     doc = sample("interrupt-rebalance.json")
     if instance:
@@ -54,7 +63,7 @@ def test_records_left_when_the_invocations_time_runs_out_are_reported_failed_and
     the two records after it are not started (no snapshot read, no execution) and come back as batch
     item failures, while the first, handled, is not received again. Before, the function went on until
     Lambda stopped it, and the whole batch came back."""
-    rig = Rig(world(), now=WARNED_AT + timedelta(seconds=10))
+    rig = Rig(rebalancing(), now=WARNED_AT + timedelta(seconds=10))
     invocation = Invocation(20)
     start = rig.workflows.start
 
@@ -70,7 +79,7 @@ def test_records_left_when_the_invocations_time_runs_out_are_reported_failed_and
 
 
 def test_an_invocation_without_time_for_one_call_starts_nothing() -> None:
-    rig = Rig(world(), now=WARNED_AT + timedelta(seconds=10))
+    rig = Rig(rebalancing(), now=WARNED_AT + timedelta(seconds=10))
     interrupter = bounded(rig, Invocation(STEP_MARGIN_SECONDS + CALL - 1))
     with pytest.raises(AwsUnavailable) as caught:
         interrupter.handle(parse_notice(rebalance()))
@@ -81,7 +90,7 @@ def test_an_invocation_without_time_for_one_call_starts_nothing() -> None:
 def test_a_call_is_not_started_without_time_for_it() -> None:
     """A record whose time runs out between its calls stops before the next one: the snapshot was read,
     StartExecution is not asked (the record comes back, and its retry starts the drain)."""
-    rig = Rig(world(), now=WARNED_AT + timedelta(seconds=10))
+    rig = Rig(rebalancing(), now=WARNED_AT + timedelta(seconds=10))
     invocation = Invocation(20)
     latest = rig.snapshots.latest
 

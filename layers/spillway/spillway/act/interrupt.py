@@ -594,6 +594,20 @@ def backoff_groups(snapshot: Snapshot, region: str, zone: str, instance_type: st
     ]
 
 
+def _backs_off(notice: Notice, extra: Mapping[str, Any]) -> bool:
+    """Whether the notice backs off the Spot pool of its instance: a Spot warning always; a rebalance
+    recommendation when Spillway terminates the instance (its group has no Capacity Rebalancing, which
+    would replace it itself: ``terminate`` false). EC2 says such an instance is at elevated risk of
+    interruption and its work is to move to instances that are not (EC2 user guide, "EC2 instance
+    rebalance recommendations"): without the back-off the planner launched room for the evicted pods in
+    the same pool, whose new instance could get a recommendation of its own. As long as a warning's
+    back-off: it covers the recommendation's drain (REBALANCE_DEADLINE_SECONDS, 600), while its pods
+    are evicted and launched for."""
+    if notice.kind == "interruption":
+        return True
+    return notice.kind == "rebalance" and extra.get("terminate", True) is not False
+
+
 # --- acting ----------------------------------------------------------------------------------------
 
 Metric = Callable[[str, float], None]
@@ -721,7 +735,7 @@ class Interrupter:
         started = self._start(self._request(notice, target, plan, **extra))
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
         out.update(self._force_later(notice, target, extra))  # a scheduled change's last day
-        if notice.kind == "interruption":
+        if _backs_off(notice, extra):
             # after the drain, which must not wait for it: a back-off that fails fails the record, and
             # its retry (the drain then a duplicate) writes it
             out["backed_off"] = self._back_off(
@@ -1066,8 +1080,9 @@ class Interrupter:
         launch Spot of it there avoids it), and the Spot groups that launch nothing else (as before pools
         existed). On-demand capacity of the type in the zone is another pool, left alone."""
         until = notice.time + timedelta(minutes=self.settings.backoff_minutes)
+        what = "rebalance recommendation" if notice.kind == "rebalance" else "spot interruption"
         reason = (
-            f"spot interruption of {instance_type} in {zone} "
+            f"{what} of {instance_type} in {zone} "
             f"({instance_id}, {notice.time.isoformat().replace('+00:00', 'Z')})"
         )
         pools: list[Pool] = [("spot", zone, instance_type)] if instance_type and zone else []
