@@ -8,7 +8,10 @@ failed for a reason that may pass (Step Functions, DynamoDB, no snapshot yet) is
 when every record failed, one of them for a reason other than waiting for observe: :func:`process_batch`); so is a malformed one
 (:class:`MalformedNotice`, the field named in the log), which no retry fixes but which may be a real
 warning Spillway failed to read: after maxReceiveCount receives it sits in the alarmed dead-letter
-queue. An event Spillway does not act on (:class:`IrrelevantNotice`) is dropped and counted.
+queue. An event Spillway does not act on (:class:`IrrelevantNotice`) is dropped and counted. Within the
+invocation's time (``Interrupter.deadline``, from the context's remaining time): a record, or a call of
+one, that could still run when Lambda stops the function is not started and is reported failed, so that
+the records handled before it are not received again (a batch the Timeout cut came back whole).
 
 Metrics (EMF): InterruptDrainsStarted, InterruptDuplicates, InterruptIgnored, InterruptMalformed,
 InstanceGoneUndrained, LifecycleActionSeen, LifecycleActionsCompleted, LifecycleNoNode, SpotGroupsBackedOff.
@@ -24,7 +27,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from spillway.act.interrupt import Interrupter, IrrelevantNotice, MalformedNotice, parse_notice
 from spillway.clients import get_clients
-from spillway.errors import NodeNotObserved
+from spillway.errors import AwsUnavailable, NodeNotObserved
 from spillway.observability import add_count, logger, metrics, redacting, set_cluster, tracer
 
 # The batch utility would raise whenever every record failed; process_batch decides instead
@@ -52,6 +55,14 @@ def handle_record(interrupter: Interrupter, record: SQSRecord) -> list[dict[str,
         raise
     try:
         outcomes = interrupter.handle(notice)
+    except AwsUnavailable as exc:
+        # unsent: the invocation's time ran out before this record (or its next call)
+        if exc.unsent:
+            logger.info(
+                "notice not started in time: reported failed, SQS brings it back",
+                extra={"message_id": record.message_id, "kind": notice.kind, "error": str(exc)},
+            )
+        raise
     except NodeNotObserved as exc:
         # no function error (process_batch): this line is what the log keeps of the wait
         logger.info(
@@ -70,7 +81,8 @@ def handle_record(interrupter: Interrupter, record: SQSRecord) -> list[dict[str,
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     clients = get_clients()
     set_cluster(clients.config.cluster_name)
-    return process_batch(clients.interrupter(add_count), event, context)
+    remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
+    return process_batch(clients.interrupter(add_count, remaining_ms), event, context)
 
 
 def process_batch(interrupter: Interrupter, event: dict[str, Any], context: Any = None) -> dict[str, Any]:

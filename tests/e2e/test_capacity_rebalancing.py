@@ -18,7 +18,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
@@ -35,6 +35,7 @@ from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     DO_NOT_DISRUPT,
     DRAINING_TAINT,
+    REPLACEMENT_WAIT_MINUTES,
     SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
 )
@@ -336,9 +337,57 @@ def test_only_a_group_with_capacity_rebalancing_is_left_to_replace_and_terminate
     assert plain_id not in {i["InstanceId"] for i in cloud.asg("spot-plain")["Instances"]}
     assert cloud.desired("spot-plain") == 1 and cloud.kube.get("Node", plain) is None
     assert terminate_calls(cloud) == [plain_id]
-    # only a Spot warning backs off the pool, whichever the group
-    backed_off = cloud.backoff_item(POOL) is not None
-    assert backed_off is (detail_type == WARNING)
+    # a Spot warning backs off the pool whichever the group; a rebalance recommendation only where
+    # Spillway terminates the instance (the group without Capacity Rebalancing), its reason naming it
+    item = cloud.backoff_item(POOL)
+    assert item is not None
+    if detail_type == REBALANCE:
+        assert plain_id in str(item) and rebalancing_id not in str(item), item
+
+
+def test_a_node_the_group_never_replaces_is_given_back_after_the_replacement_wait(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group launches no replacement (moto launches none, and the test plays no part of Auto
+    Scaling's: a group with no Spot capacity in another pool, or at its MaxSize). The recommendation's
+    drain empties the node and keeps its cordon; a plan leaves it held while the group may still
+    replace it, and once REPLACEMENT_WAIT_MINUTES have passed since its cordon (the test moves the
+    cordon's time back, as the clock would) the plan gives it back: uncordoned, its draining taint
+    lifted, a SpillwayUncordoned Event saying the group has not replaced it; nothing terminated. Before,
+    it stayed cordoned, empty and paid for until orphaned_drain_minutes (27 h)."""
+    monkeypatch.setenv("INTERRUPT_POLL_SECONDS", "1")
+    at_risk, instance, spare = spot_group(cloud, "spot", capacity_rebalance=True)
+    web(cloud, at_risk)
+    cloud.snapshot()
+    with ReplicaSetController(cloud.kube, "web", 3, spare):
+        notify(cloud, REBALANCE, instance)
+        result = drain_of(cloud, REBALANCE, instance)
+    assert result["status"] == "SUCCEEDED" and result["output"]["outcome"] == "drained", result
+
+    plan = plan_now(cloud)
+    assert at_risk not in {u["node"] for u in plan["uncordon"]} | {d["node"] for d in plan["drain"]}
+
+    node = cloud.kube.get("Node", at_risk)
+    assert node is not None
+    cordon = node["metadata"]["annotations"][CORDONED_BY_SPILLWAY]
+    earlier = datetime.now(UTC) - timedelta(minutes=REPLACEMENT_WAIT_MINUTES + 1)
+    node["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (
+        f"{earlier:%Y-%m-%dT%H:%M:%SZ} {cordon.split(' ', 1)[1]}"
+    )
+    cloud.kube.update("Node", node)
+    plan = plan_now(cloud)
+    assert [u["node"] for u in plan["uncordon"]] == [at_risk], plan
+    cloud.wait_all(timeout=40)
+
+    node = cloud.kube.get("Node", at_risk)
+    assert node is not None and not node["spec"].get("unschedulable")
+    assert DRAINING_TAINT not in {t["key"] for t in node["spec"].get("taints") or []}
+    assert CORDONED_BY_SPILLWAY not in node["metadata"].get("annotations", {})
+    events = [e for e in cloud.kube.list("Event") if e["involvedObject"]["name"] == at_risk]
+    given = [e for e in events if e.get("reason") == "SpillwayUncordoned"]
+    assert given and "has not replaced it" in given[-1]["message"], events
+    assert terminate_calls(cloud) == [] and cloud.desired("spot") == 2
+    assert instance in {i["InstanceId"] for i in cloud.asg("spot")["Instances"]}
 
 
 @pytest.mark.parametrize("annotation", [DO_NOT_DISRUPT, SCALE_DOWN_DISABLED])

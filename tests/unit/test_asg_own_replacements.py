@@ -7,15 +7,16 @@ way to Standby."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
-from plan_world import World, pending_codes, scale_up
+from plan_world import NOW, World, pending_codes, scale_up
 from test_interrupt import INSTANCE, WARNED_AT, Rig, sample
 
 from spillway.local import objects as o
 from spillway.model.aws import AutoScalingGroup, bundled_instance_types
 from spillway.model.cluster import ClusterSnapshot, NodeInfo
-from spillway.model.k8s import CORDONED_BY_SPILLWAY
+from spillway.model.k8s import CORDONED_BY_SPILLWAY, REPLACEMENT_WAIT_MINUTES
 from spillway.model.nodegroup import build_node_groups
 from spillway.model.snapshot import Snapshot
 from spillway.planner import codes
@@ -327,3 +328,64 @@ def test_a_spot_warning_of_a_node_launched_since_into_a_rebalancing_group_names_
     # Spot warning's two minutes are short): before, placement and group were each read twice
     reads = [c for c, _ in rig.cloud.calls if c in ("placement", "describe_group")]
     assert reads == ["placement", "describe_group"], rig.cloud.calls
+
+
+# --- a replacement that never comes: the emptied node is given back --------------------------------
+
+
+def unreplaced_world(
+    minutes_ago: float, *, terminating: bool = False, busy: bool = False
+) -> tuple[World, str]:
+    """A group with Capacity Rebalancing at its MaxSize whose at-risk node Spillway's drain of a rebalance
+    recommendation emptied ``minutes_ago`` (its cordon's time) and left cordoned for the group to replace:
+    no replacement is launching (no Spot capacity in another pool, or no room above MaxSize)."""
+    world = World()
+    nodes = world.group("spot", "m5.2xlarge", nodes=2, max_size=2)
+    at_risk = nodes[0]
+    world.cordon(at_risk, by_spillway=True)
+    instance = world.node(at_risk)["spec"]["providerID"].rsplit("/", 1)[-1]
+    stamp = (NOW - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    world.node(at_risk)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (
+        f"{stamp} held drain rebalance-{instance}: rebalance recommendation"
+    )
+    g = world.groups["spot"]
+    g["CapacityRebalance"] = True
+    if terminating:  # the group did replace it: its replacement passed, it terminates the instance
+        g["Instances"][0]["LifecycleState"] = "Terminating:Wait"
+    if busy:  # the drain still evicts (its pod has not left yet)
+        world.pods("leaving", 1, cpu="1", memory="1Gi", node_name=at_risk, phase="Running")
+    world.pods("busy", 1, cpu="6", memory="8Gi", node_name=nodes[1], phase="Running")
+    return world, at_risk
+
+
+def test_a_node_its_group_never_replaces_is_given_back_after_the_replacement_wait() -> None:
+    """Capacity Rebalancing launches before it terminates, and a group at or near its MaxSize, or with no
+    Spot capacity in another pool, may launch nothing at all (Auto Scaling User Guide, "Capacity
+    Rebalancing behavior"); the rebalance recommendation's drain had emptied the node and kept its
+    cordon for the group, so the node stayed cordoned, empty and paid for until orphaned_drain_minutes
+    (27 h), and no plan reused it. After REPLACEMENT_WAIT_MINUTES without the group terminating it, the
+    plan gives it back (uncordon, its cordon compared as for an orphaned drain): a rebalance
+    recommendation is advice, and the at-risk node is a working node until a Spot warning comes."""
+    world, at_risk = unreplaced_world(REPLACEMENT_WAIT_MINUTES + 1)
+    result = world.plan()
+    assert [u.node for u in result.uncordon] == [at_risk]
+    [kept] = [k for k in result.kept if k.node == at_risk]
+    assert kept.code == codes.ORPHANED_DRAIN_RESTORED
+    assert "has not replaced it" in kept.reason
+
+
+@pytest.mark.parametrize(
+    ("minutes_ago", "terminating", "busy"),
+    [
+        (REPLACEMENT_WAIT_MINUTES - 1, False, False),  # the group may still be launching its replacement
+        (REPLACEMENT_WAIT_MINUTES + 1, True, False),  # it replaced it: the instance is terminating
+        (REPLACEMENT_WAIT_MINUTES + 1, False, True),  # the drain still evicts: it holds the node
+    ],
+)
+def test_a_node_its_group_may_still_replace_stays_held(
+    minutes_ago: float, terminating: bool, busy: bool
+) -> None:
+    world, at_risk = unreplaced_world(minutes_ago, terminating=terminating, busy=busy)
+    result = world.plan()
+    assert at_risk not in [u.node for u in result.uncordon]
+    assert at_risk not in [d.node for d in result.drain]

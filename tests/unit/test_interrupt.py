@@ -491,14 +491,42 @@ def test_a_group_at_its_minimum_is_left_to_the_drain_to_judge_when_it_starts() -
     assert (request["terminate"], request["leaving"]) == (True, True)
 
 
-def test_a_rebalance_recommendation_drains_but_backs_nothing_off() -> None:
+def test_a_rebalance_recommendation_spillway_terminates_for_backs_off_its_spot_pool() -> None:
+    """EC2 user guide, "EC2 instance rebalance recommendations": the instance is at elevated risk of
+    interruption, and the work is to move to instances "not at an elevated risk". In a group without
+    Capacity Rebalancing Spillway drains and terminates the instance, and the planner launches room for
+    its pods; with no back-off it launched into the same at-risk pool, whose new instance could get a
+    recommendation of its own (evictions again and again). The Spot pool of the type in its zone is
+    backed off now, as for a Spot warning and for as long (INTERRUPTION_BACKOFF_MINUTES, 15, from the
+    notice's time: longer than the recommendation's drain, 10 minutes, during which its pods are evicted
+    and launched for), with the Spot groups that launch nothing else; on-demand capacity is not."""
     rig = Rig(world())
     [out] = rig.handle(sample("interrupt-rebalance.json"))
     [request] = rig.workflows.requests
     assert out["outcome"] == "drain_started" and request.name == f"rebalance-{INSTANCE}"
     # without force, and named a notice's: a node its operator protected is left alone (test_drain_steps)
-    assert (request.input["force"], request.input["notice"]) == (False, "rebalance")
-    assert rig.ledger.backoffs == []
+    assert (request.input["force"], request.input["notice"], request.input["terminate"]) == (
+        False, "rebalance", True
+    )  # fmt: skip
+    assert sorted(g for g, _, _ in rig.ledger.backoffs) == [
+        "pool#spot/us-east-1a/g5.xlarge", "spot-a", "spot-a2"
+    ]  # fmt: skip
+    recommended_at = parse_notice(body(sample("interrupt-rebalance.json"))).time
+    assert {until for _, until, _ in rig.ledger.backoffs} == {recommended_at + timedelta(minutes=15)}
+    assert all("rebalance recommendation" in reason for _, _, reason in rig.ledger.backoffs)
+    assert out["backed_off"]
+
+
+def test_a_rebalance_recommendation_its_group_replaces_for_backs_nothing_off() -> None:
+    """With Capacity Rebalancing the group launches the replacement itself and Spillway terminates
+    nothing (test_asg_own_replacements): no back-off, as before."""
+    snapshot = world()
+    snapshot = replace(snapshot, groups=tuple(
+        replace(g, capacity_rebalance=True) if g.name == "spot-a" else g for g in snapshot.groups
+    ))  # fmt: skip
+    rig = Rig(snapshot)
+    [out] = rig.handle(sample("interrupt-rebalance.json"))
+    assert out["group_replaces"] is True and rig.ledger.backoffs == [] and "backed_off" not in out
 
 
 def test_an_instance_that_is_not_our_node_is_ignored() -> None:
@@ -1208,7 +1236,11 @@ def test_a_notice_from_the_future_starts_no_drain_and_backs_off_nothing(
     failed, counted = run_batch(rig, monkeypatch, body(doc), body(sample("interrupt-rebalance.json")))
     assert failed == {"m-0"} and counted == ["InterruptMalformed"]
     assert [r.name for r in rig.workflows.requests] == [f"rebalance-{INSTANCE}"]
-    assert not rig.ledger.calls, "a back-off was written for a notice from the future"
+    # the recommendation's own back-offs (its drain terminates: a group without Capacity Rebalancing)
+    reasons = [reason for _, _, reason in rig.ledger.backoffs]
+    assert reasons and all(r.startswith("rebalance recommendation") for r in reasons), (
+        "a back-off was written for a notice from the future"
+    )
 
 
 @pytest.mark.parametrize(

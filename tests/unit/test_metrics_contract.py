@@ -508,7 +508,7 @@ def interrupt_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     snapshots = FakeSnapshots()
     snapshots.add(spot_world())  # its cluster is "prod": the interrupter reads that cluster's snapshot
 
-    def interrupter(metric: Callable[[str, float], None]) -> Interrupter:
+    def interrupter(metric: Callable[[str, float], None], remaining_ms: object = None) -> Interrupter:
         return Interrupter(snapshots=snapshots, workflows=FakeWorkflows(), ledger=FakeLedger(),
                            cluster="prod", regions=(REGION,), drain_node_arn="arn:aws:states:::x",
                            cloud=FakeCloud(cluster="prod"), metric=metric,
@@ -1017,7 +1017,7 @@ def test_a_routine_spot_interruption_warning_pages_nobody() -> None:
     snapshots = FakeSnapshots()
     snapshots.add(spot_world())
 
-    def interrupter(metric: Callable[[str, float], None]) -> Interrupter:
+    def interrupter(metric: Callable[[str, float], None], remaining_ms: object = None) -> Interrupter:
         return Interrupter(snapshots=snapshots, workflows=FakeWorkflows(), ledger=FakeLedger(),
                            cluster="prod", regions=(REGION,), drain_node_arn="arn:aws:states:::x",
                            cloud=FakeCloud(cluster="prod"), metric=metric,

@@ -153,8 +153,11 @@ class Clients:
         built with (None: no end)."""
         return Deadline.of_invocation(remaining_ms, self.aws_clients.settings.worst_call_seconds())
 
-    def interrupter(self, metric: Metric) -> Interrupter:
-        """The interrupt function's notice handling (made per invocation: it reads the snapshot once)."""
+    def interrupter(self, metric: Metric, remaining_ms: Callable[[], int] | None = None) -> Interrupter:
+        """The interrupt function's notice handling (made per invocation: it reads the snapshot once),
+        within the invocation's time (``remaining_ms``: the Lambda context's
+        ``get_remaining_time_in_millis``; None: no end): no record nor call is started that could
+        still run when Lambda stops the function (:attr:`Interrupter.deadline`)."""
         c = self.config
         if not c.drain_node_state_machine_arn:
             raise ConfigurationError(
@@ -178,6 +181,7 @@ class Clients:
                 lifecycle_hooks=c.lifecycle_hook_names,
             ),
             metric=metric,
+            deadline=self.deadline(remaining_ms),
         )
 
     def plan_settings(self) -> PlanSettings:

@@ -106,8 +106,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from spillway.act.backoff import Pool, back_off
+from spillway.act.deadline import NO_DEADLINE, Deadline
 from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound, NodeNotObserved
-from spillway.model.act import ExecutionRequest
+from spillway.model.act import ExecutionRequest, StartedExecution
 from spillway.model.aws import INSTANCE_ID_FORM, REGION_FORM, RFC3339_FORM, AutoScalingGroup
 from spillway.model.cluster import NodeInfo
 from spillway.model.drain import (
@@ -116,6 +117,7 @@ from spillway.model.drain import (
     MAX_DEADLINE_SECONDS,
     MAX_WAIT_SECONDS,
     LifecycleHook,
+    Placement,
 )
 from spillway.model.history import MAX_ROUNDS
 from spillway.model.k8s import GROUP_REPLACED_PREFIXES
@@ -149,6 +151,8 @@ OWN_DRAIN_SNAPSHOT_SECONDS = 60
 # start). It must end within the queue's redrive (maxReceiveCount 10 receives, VisibilityTimeout 40 s apart): the try
 # that drops it comes before the dead-letter queue, with receives to spare for passing failures.
 JOIN_RETRY_SECONDS = 240
+# The calls a read of the latest snapshot may make: its Query, and the Query of its chunks
+SNAPSHOT_CALLS = 2
 ZONE_LABEL = "topology.kubernetes.io/zone"
 # Matched whole (fullmatch) and in ASCII: ``$`` also matches before a trailing newline and ``\d`` any
 # Unicode digit, so "us-east-1\n" or one with an Arabic-Indic digit passed as a region and the notice was dropped as
@@ -590,6 +594,20 @@ def backoff_groups(snapshot: Snapshot, region: str, zone: str, instance_type: st
     ]
 
 
+def _backs_off(notice: Notice, extra: Mapping[str, Any]) -> bool:
+    """Whether the notice backs off the Spot pool of its instance: a Spot warning always; a rebalance
+    recommendation when Spillway terminates the instance (its group has no Capacity Rebalancing, which
+    would replace it itself: ``terminate`` false). EC2 says such an instance is at elevated risk of
+    interruption and its work is to move to instances that are not (EC2 user guide, "EC2 instance
+    rebalance recommendations"): without the back-off the planner launched room for the evicted pods in
+    the same pool, whose new instance could get a recommendation of its own. As long as a warning's
+    back-off: it covers the recommendation's drain (REBALANCE_DEADLINE_SECONDS, 600), while its pods
+    are evicted and launched for."""
+    if notice.kind == "interruption":
+        return True
+    return notice.kind == "rebalance" and extra.get("terminate", True) is not False
+
+
 # --- acting ----------------------------------------------------------------------------------------
 
 Metric = Callable[[str, float], None]
@@ -617,12 +635,40 @@ class Interrupter:
     settings: InterruptSettings = field(default_factory=InterruptSettings)
     clock: Callable[[], datetime] = utcnow
     metric: Metric = _no_metric
+    # the invocation's time (Clients.deadline): no call is started that could still run when Lambda
+    # stops the function, and no record either (AwsUnavailable, unsent: reported failed, SQS brings it
+    # back); a batch cut by the Timeout came back whole, each message one receive nearer the DLQ
+    deadline: Deadline = NO_DEADLINE
     _snapshot: Snapshot | None = None
+
+    def _start(self, request: ExecutionRequest) -> StartedExecution:
+        """StartExecution, only in time (:attr:`deadline`)."""
+        self.deadline.require(1, f"StartExecution({request.name})")
+        return self.workflows.start(request)
+
+    def _placement(self, region: str, instance_id: str) -> Placement | None:
+        """DescribeAutoScalingInstances, only in time."""
+        assert self.cloud is not None
+        self.deadline.require(1, f"DescribeAutoScalingInstances({region}, {instance_id})")
+        return self.cloud.placement(region, instance_id)
+
+    def _describe_group(self, region: str, group: str) -> AutoScalingGroup:
+        """DescribeAutoScalingGroups, only in time."""
+        assert self.cloud is not None
+        self.deadline.require(1, f"DescribeAutoScalingGroups({region}/{group})")
+        return self.cloud.describe_group(region, group)
+
+    def _lifecycle_hooks(self, region: str, group: str) -> list[LifecycleHook]:
+        """DescribeLifecycleHooks, only in time."""
+        assert self.cloud is not None
+        self.deadline.require(1, f"DescribeLifecycleHooks({region}/{group})")
+        return self.cloud.describe_lifecycle_hooks(region, group)
 
     def snapshot(self) -> Snapshot:
         if self._snapshot is None:
             from spillway.errors import SnapshotNotFound
 
+            self.deadline.require(SNAPSHOT_CALLS, f"the latest snapshot of {self.cluster} (Query)")
             latest = self.snapshots.latest(self.cluster)
             if latest is None:  # observe has not run yet: retry later
                 raise SnapshotNotFound(f"no snapshot of cluster {self.cluster!r} yet")
@@ -630,7 +676,9 @@ class Interrupter:
         return self._snapshot
 
     def handle(self, notice: Notice) -> list[dict[str, Any]]:
-        """One outcome per instance the notice names (see the module docstring)."""
+        """One outcome per instance the notice names (see the module docstring). Not started without
+        time for a call (:attr:`deadline`)."""
+        self.deadline.require(1, f"the {notice.kind} notice {notice.event_id}")
         if notice.region not in self.regions:
             self.metric("InterruptIgnored", 1)
             return [{"instance_id": i, "outcome": "other_region"} for i in notice.instance_ids]
@@ -684,10 +732,10 @@ class Interrupter:
             replaced = f"{plan.reason}; its group replaces it (Capacity Rebalancing): not terminated"
             plan = replace(plan, reason=replaced[:256])
             extra["terminate"], out["group_replaces"] = False, True
-        started = self.workflows.start(self._request(notice, target, plan, **extra))
+        started = self._start(self._request(notice, target, plan, **extra))
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
         out.update(self._force_later(notice, target, extra))  # a scheduled change's last day
-        if notice.kind == "interruption":
+        if _backs_off(notice, extra):
             # after the drain, which must not wait for it: a back-off that fails fails the record, and
             # its retry (the drain then a duplicate) writes it
             out["backed_off"] = self._back_off(
@@ -724,7 +772,7 @@ class Interrupter:
         plan = forced_later(notice, self.clock(), self.settings)
         if plan is None or plan.not_before is None:
             return {}
-        started = self.workflows.start(self._request(notice, target, plan, **extra))
+        started = self._start(self._request(notice, target, plan, **extra))
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
         return {"forced_execution": started.arn, "forced_from": _utc(plan.not_before)}
 
@@ -741,11 +789,11 @@ class Interrupter:
         (DescribeAutoScalingInstances, DescribeAutoScalingGroups; a group deleted since is none); else
         None. The drain request names it as it names the snapshot's group."""
         assert self.cloud is not None
-        placement = self.cloud.placement(region, instance_id)
+        placement = self._placement(region, instance_id)
         if placement is None:
             return None
         try:
-            group = self.cloud.describe_group(region, placement.group)
+            group = self._describe_group(region, placement.group)
         except AsgNotFound:
             return None
         return group if is_managed(group, self.cluster) else None
@@ -795,7 +843,7 @@ class Interrupter:
         planner's next launches went to the same pool."""
         if notice.kind != "interruption" or self.cloud is None:
             return []
-        placement = self.cloud.placement(notice.region, instance_id)
+        placement = self._placement(notice.region, instance_id)
         if placement is None or not self._group_managed(notice.region, placement.group):
             return []
         return self._back_off(notice, notice.region, placement.zone, placement.instance_type, instance_id)
@@ -848,7 +896,7 @@ class Interrupter:
         if self.cloud is None:
             return True
         try:
-            return is_managed(self.cloud.describe_group(region, group), self.cluster)
+            return is_managed(self._describe_group(region, group), self.cluster)
         except AsgNotFound:
             return False
 
@@ -869,11 +917,7 @@ class Interrupter:
         if self.cloud is None:
             return {**out, "outcome": "hook_governs"}
         hook = next(
-            (
-                h
-                for h in self.cloud.describe_lifecycle_hooks(notice.region, notice.group)
-                if h.name == notice.hook
-            ),
+            (h for h in self._lifecycle_hooks(notice.region, notice.group) if h.name == notice.hook),
             None,
         )
         if hook is None or not hook.terminating:
@@ -883,7 +927,7 @@ class Interrupter:
         request = self._request(
             notice, target, plan, terminate=False, group=notice.group, lifecycle=lifecycle
         )
-        started = self.workflows.start(request)
+        started = self._start(request)
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
         return {
             **out,
@@ -935,7 +979,7 @@ class Interrupter:
         assert self.cloud is not None  # _nodeless
         self.metric("LifecycleNoNode", 1)
         out: dict[str, Any] = {"group": notice.group, "hook": notice.hook, "outcome": "no_node"}
-        placement = self.cloud.placement(notice.region, instance_id)
+        placement = self._placement(notice.region, instance_id)
         where = (placement.group, placement.lifecycle_state) if placement is not None else None
         if where is None or where[0] != notice.group or where[1] not in HOOK_WAIT_STATES:
             state = f"{where[1]} in {where[0]}" if where is not None else "in no Auto Scaling group"
@@ -972,6 +1016,9 @@ class Interrupter:
         if self.cloud is None:
             return {}
         try:
+            self.deadline.require(
+                1, f"CompleteLifecycleAction({notice.region}/{notice.group}, {instance_id})"
+            )
             self.cloud.complete_lifecycle_action(
                 notice.region, notice.group, notice.hook, instance_id, token=notice.token, result="CONTINUE"
             )
@@ -1033,17 +1080,20 @@ class Interrupter:
         launch Spot of it there avoids it), and the Spot groups that launch nothing else (as before pools
         existed). On-demand capacity of the type in the zone is another pool, left alone."""
         until = notice.time + timedelta(minutes=self.settings.backoff_minutes)
+        what = "rebalance recommendation" if notice.kind == "rebalance" else "spot interruption"
         reason = (
-            f"spot interruption of {instance_type} in {zone} "
+            f"{what} of {instance_type} in {zone} "
             f"({instance_id}, {notice.time.isoformat().replace('+00:00', 'Z')})"
         )
         pools: list[Pool] = [("spot", zone, instance_type)] if instance_type and zone else []
         # the clock: a notice handled late (redriven) backs off until a time already over, which must
         # not replace a live back-off of the pool (Ledger.put_backoff)
         now = self.clock()
+        self.deadline.require(1, f"the back-off of the Spot pool {instance_type} in {zone}")
         names = back_off(self.ledger, self.cluster, None, until, reason, region=region, pools=pools, now=now)
         groups = backoff_groups(self.snapshot(), region, zone, instance_type)
         for group in groups:
+            self.deadline.require(1, f"the back-off of {group.region}/{group.name}")
             names += back_off(
                 self.ledger, self.cluster, group.name, until, reason, region=group.region, now=now
             )

@@ -70,6 +70,16 @@ GIVE_BACKS = (GANG_GIVE_BACK, BACKOFF_GIVE_BACK)
 # waits between them (1, 2, 4 s; 1, 2, 4, 8, 16 s, then 20 s each: MaxDelaySeconds), about 30.3 min;
 # BackOff (3 + 6 retries) about 21 min. A retry finds its own cordon (the same reason) and keeps its time.
 GIVE_BACK_LEASE_MINUTES = 35
+# How long Spillway's cordon on an at-risk Spot node it emptied for its Capacity Rebalancing group to
+# replace (a rebalance recommendation's or a Spot warning's drain, terminate: false) is that drain's,
+# counted from the cordon: the group launches its replacement at the notice and terminates the instance
+# once the replacement passed its health check, but a group at or near its MaxSize, or with no Spot
+# capacity in another pool, launches nothing (Auto Scaling User Guide, "Capacity Rebalancing behavior")
+# and names no time after which it stops trying. A launch and its boot (cluster-autoscaler waits 15
+# minutes for one: --max-node-provision-time), the health check grace period (300 s in the console) and
+# the terminate hooks fit in it. After it the planner takes the cordon for an orphan: the node is given
+# back, or drained when idle (spillway.planner.context.awaits_replacement).
+REPLACEMENT_WAIT_MINUTES = 30
 DRAINING_TAINT = "spillway.io/draining"
 # The well-known label by which Kubernetes' service controller (cloud-provider controllers/service,
 # the node predicate: the label's presence, whatever its value) and the AWS Load Balancer Controller

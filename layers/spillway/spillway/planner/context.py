@@ -20,7 +20,7 @@ from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import ZONE_LABEL, ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.jobs import JobInfo
-from spillway.model.k8s import DRAINING_TAINT, GIVE_BACK_LEASE_MINUTES
+from spillway.model.k8s import DRAINING_TAINT, GIVE_BACK_LEASE_MINUTES, REPLACEMENT_WAIT_MINUTES
 from spillway.model.livetemplate import OS_KEYS, node_detail
 from spillway.model.nodegroup import (
     EKS_NODEGROUP_LABEL,
@@ -680,7 +680,28 @@ def cordon_bound(node: WorkNode, config: PlannerConfig) -> timedelta:
     give-back's (:data:`~spillway.model.k8s.GIVE_BACK_LEASE_MINUTES`)."""
     if node.info.cordon_give_back:
         return timedelta(minutes=GIVE_BACK_LEASE_MINUTES)
+    if awaits_replacement(node):
+        return timedelta(minutes=REPLACEMENT_WAIT_MINUTES)
     return timedelta(minutes=config.orphaned_drain_minutes)
+
+
+def awaits_replacement(node: WorkNode) -> bool:
+    """Whether the node is an at-risk Spot instance Spillway emptied for its group to replace
+    (:attr:`NodeInfo.cordon_replaced`, in a group with Capacity Rebalancing), its drain done (no pod
+    that keeps it busy is left) and the group not terminating it yet. Such a cordon is the drain's for
+    :data:`~spillway.model.k8s.REPLACEMENT_WAIT_MINUTES` only: a group at or near its MaxSize, or with no
+    Spot capacity in another pool, launches no replacement (Auto Scaling User Guide, "Capacity
+    Rebalancing behavior"), and the node stayed cordoned, empty and paid for until
+    ``orphaned_drain_minutes``. After that wait it is an orphan: given back (a rebalance recommendation is
+    advice, and the node still works) or, unneeded, drained as any idle node."""
+    info, group = node.info, node.group
+    return (
+        info.cordon_replaced
+        and group is not None
+        and group.capacity_rebalance
+        and node.workload == 0
+        and not node.terminating
+    )
 
 
 def orphaned_cordon(node: WorkNode, state: State, config: PlannerConfig, now: datetime) -> bool:

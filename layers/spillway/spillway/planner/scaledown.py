@@ -53,7 +53,15 @@ from spillway.planner.consolidation import (
     members_evicted,
     mode,
 )
-from spillway.planner.context import Context, WorkNode, aware, cordon_bound, minutes, orphaned_cordon
+from spillway.planner.context import (
+    Context,
+    WorkNode,
+    awaits_replacement,
+    aware,
+    cordon_bound,
+    minutes,
+    orphaned_cordon,
+)
 from spillway.planner.cooldown import cooldown
 from spillway.planner.disruption import (
     comes_back,
@@ -593,6 +601,11 @@ class ScaleDownStage:
         age = self.ctx.now - aware(node.info.cordoned_at)
         if node.info.cordon_give_back:
             return f"a give-back cordoned it {minutes(age)} ago and left it (its lease {bound})"
+        if awaits_replacement(node):
+            return (
+                f"Spillway emptied it {minutes(age)} ago for its group to replace (Capacity Rebalancing), and "
+                f"the group has not replaced it (REPLACEMENT_WAIT_MINUTES {bound})"
+            )
         return (
             f"Spillway cordoned it {minutes(age)} ago and no drain owns it (orphaned_drain_minutes {bound})"
         )
