@@ -199,3 +199,27 @@ def test_a_verdict_written_meanwhile_by_the_steps_own_settling_stands_alone(
     verdicts = {*ledger.claims("ml", SET_PREFIX), *ledger.claims("ml", UNSETTLED_PREFIX)}
     assert verdicts == {theirs + "up-dead"}
     assert settled == {"up-dead": standing}
+
+
+def test_a_verdict_the_plan_could_not_write_is_not_reported_as_the_one_that_stands() -> None:
+    """The plan judges a bare marker landed, but its transaction is cancelled for a conflict with the
+    step's own (TransactionConflict: DynamoDB API Reference, TransactionCanceledException), which writes
+    ``unsettled#`` meanwhile: StateStore.claim_unless says AwsThrottled, nothing of the plan's written.
+    The plan settled nothing, so it must not say it settled the raise ``raised`` (its write, unlike the
+    step's best-effort record, is not suppressed): it ends this plan's settling, which logs it, and the
+    verdict that stands is the step's."""
+    ledger = FakeLedger()
+    mark(ledger, "up-dead", 0, 2, NOW)
+    read_at = NOW + MARKER_STEP
+
+    def conflicted(cluster: str, item: str, value: object, *, rival: str, expires: object) -> str:
+        ledger.claim(cluster, rival, {"group": WHERE}, expires=NOW + KEEP)  # the step's transaction
+        raise AwsThrottled(f"claim {cluster}/{item} unless {rival}: TransactionCanceledException")
+
+    ledger.claim_unless = conflicted  # type: ignore[method-assign,assignment]
+
+    with pytest.raises(AwsThrottled):
+        settle_abandoned(ledger, "ml", {WHERE: (2, read_at)}, read_at)
+
+    assert set(ledger.claims("ml", SET_PREFIX)) == set()
+    assert set(ledger.claims("ml", UNSETTLED_PREFIX)) == {UNSETTLED_PREFIX + "up-dead"}

@@ -423,8 +423,10 @@ def settle_abandoned(
     coming); else it is kept unsettled (never raised again, no capacity given back, awaited by no other
     owner), dated when the raise was marked, so the plans judge its state entry as such. One of a
     group no read names is left as it is. The verdict is written only while the marker is still bare
-    (:func:`_settle`): one a step wrote since this read it stands, and is the one returned. A step
-    retried after all finds it settled and asks nothing
+    (:func:`_settle`): one a step wrote since this read it stands, and is the one returned. A verdict
+    it could not write (its transaction cancelled for a conflict with the step's, a throttle) ends its
+    settling with that error, never returned as written: the plan logs it, and the next plan finds the
+    step's verdict or judges again. A step retried after all finds it settled and asks nothing
     more; if its raise never applied, the plans send its pods elsewhere once ``scale_up_claim_minutes``
     pass, as for any unsettled raise."""
     markers = ledger.claims(cluster, RAISE_PREFIX)
@@ -441,7 +443,7 @@ def settle_abandoned(
         before, after = int(str(value.get("before"))), int(str(value.get("after")))
         landed = _verdict(owner, (before, after), at, read[0], markers)
         if landed:  # written only while still bare: else the verdict a step wrote meanwhile stands
-            landed = _mark_asked(owner, now, NO_DEADLINE)
+            landed = _settle(owner, SET_PREFIX, UNSETTLED_PREFIX, now)  # not _mark_asked: never suppressed
         else:
             landed = not _keep_unsettled(owner, at, NO_DEADLINE)
         settled[name] = "raised" if landed else "unsettled"
