@@ -14,6 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from spillway import cutoff
 from spillway.adapters.state_store import Backoff, merge_backoffs
 from spillway.errors import (
     AsgLimitExceeded,
@@ -593,8 +594,13 @@ class FakeCloud(Recorder):
     def node_groups_in(
         self, region: str, reserve: Mapping[str, int], now: datetime | None = None
     ) -> list[NodeGroup]:
+        """As the adapter, whose every AWS call a read given up stops (spillway.cutoff): before the call
+        and when its answer comes."""
+        cutoff.check(f"node_groups_in({region})")
         self._call("node_groups_in", region)
-        return list(self.node_groups_by_region.get(region, []))
+        groups = list(self.node_groups_by_region.get(region, []))
+        cutoff.check(f"the answer of node_groups_in({region})")
+        return groups
 
     def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]:
         self._call("node_groups")

@@ -204,3 +204,24 @@ def test_no_state_read_is_started_without_time_for_it_and_the_commit(cloud: Slow
         steps.next_round(event(key))
 
     assert ledger.loads == 0 and cloud.called("node_groups_in") == [] and ledger.plans == {}
+
+
+def test_a_region_read_given_up_does_nothing_when_the_next_invocation_thaws_it(cloud: SlowCloud) -> None:
+    """Lambda freezes a thread still running when the handler returns and resumes it in the next
+    invocation of the container: the us-west-2 read the first re-plan gave up went on there, calling
+    AWS in that invocation's time. Cut, it reads nothing more once its hung call returns."""
+    cloud.slow = {WEST}
+    steps, _, key = steps_for(cloud, Clock(STEP_MARGIN_SECONDS + 2 * CALL + REPLAN_ROOM_SECONDS))
+    steps.next_round(event(key))  # the first invocation: us-west-2 unread, the step ends
+    assert cloud.called("node_groups_in") == [(EAST,)]
+
+    # the next invocation in the same process: us-west-2 answers at once now, and the hung read resumes
+    cloud.slow = set()
+    cloud.release.set()
+    steps, _, key = steps_for(cloud, Clock(60.0))
+    steps.next_round(event(key))
+    for thread in threading.enumerate():
+        if thread.name.startswith("groups-read"):
+            thread.join(timeout=5)
+
+    assert cloud.called("node_groups_in").count((WEST,)) == 1  # the second re-plan's own

@@ -51,6 +51,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -59,6 +60,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from spillway.config import NodeReserve
+from spillway.cutoff import Cutoff
 from spillway.errors import (
     AwsError,
     AwsUnavailable,
@@ -658,25 +660,34 @@ def groups_read(
     reads: list[Callable[[], list[NodeGroup]]] = [
         partial(aws.node_groups_in, region, reserve, now) for region in regions
     ]
-    if time_left is not None:
-        reads = _in_time(regions, reads, time_left)
-    groups, failed = _group_reads(cluster, regions, reads)
+    if time_left is None:
+        groups, failed = _group_reads(cluster, regions, reads)
+    else:
+        with _in_time(regions, reads, time_left) as awaited:
+            groups, failed = _group_reads(cluster, regions, awaited)
     marks, carried = carried_groups(failed, before, now, carry_minutes)
     return sorted([*groups, *carried], key=lambda g: (g.region, g.name)), marks
 
 
+@contextmanager
 def _in_time(
     regions: Sequence[str], reads: Sequence[Callable[[], list[NodeGroup]]], time_left: Callable[[], float]
-) -> list[Callable[[], list[NodeGroup]]]:
+) -> Iterator[list[Callable[[], list[NodeGroup]]]]:
     """The region reads, each started at once in a thread of its own and its answer awaited only while
     ``time_left()`` is above nothing: one not ended by then raises :class:`AwsUnavailable` (it fails as
     unread). A region's read is many calls (its groups' pages, then per group its activities, warm pool,
     launch template...), each of which may take its SDK settings' worst case: read one after another,
     a slow region's ran past the scale function's Timeout and Lambda stopped the step (``Sandbox.Timedout``,
-    which NextRound does not retry), and a slow region read first left a fast one no time. A read left
-    behind ends on its own (it only reads); its answer is dropped."""
+    which NextRound does not retry), and a slow region read first left a fast one no time.
+
+    A read left behind is cut when the block ends, however it ends (:class:`~spillway.cutoff.Cutoff`): it
+    sends no call and uses no answer after that, and its result is dropped. Left running, it went on
+    after the handler returned, in a later invocation of the same container (Lambda freezes a thread
+    still running and resumes it there), calling AWS in that invocation's time and writing what it read
+    into the adapter's caches."""
+    cutoff = Cutoff("a region read the step stopped waiting for")
     pool = ThreadPoolExecutor(max_workers=len(regions), thread_name_prefix="groups-read")
-    futures = [pool.submit(read) for read in reads]
+    futures = [pool.submit(cutoff.run(read)) for read in reads]
     pool.shutdown(wait=False)
 
     def awaited(region: str, future: Future[list[NodeGroup]]) -> Callable[[], list[NodeGroup]]:
@@ -691,7 +702,10 @@ def _in_time(
 
         return result
 
-    return [awaited(region, future) for region, future in zip(regions, futures, strict=True)]
+    try:
+        yield [awaited(region, future) for region, future in zip(regions, futures, strict=True)]
+    finally:
+        cutoff.cut()
 
 
 def carried_groups(
