@@ -1029,8 +1029,14 @@ class FakeLedger(Recorder):
     def loads(self) -> int:
         return len(self.called("load"))
 
-    def load(self, cluster: str, now: datetime | None = None) -> StoredState:
-        """As StateStore.load: the back-off items and failed scale-down drains merged into the state."""
+    def load(
+        self, cluster: str, now: datetime | None = None, before_call: Callable[[str], None] | None = None
+    ) -> StoredState:
+        """As StateStore.load: the back-off items and failed scale-down drains merged into the state;
+        ``before_call`` before each of the adapter's Queries (one page each, here)."""
+        for partition in (cluster, DRAINS_PARTITION, BACKOFFS_PARTITION):
+            if before_call is not None:
+                before_call(f"Query state of {partition.format(cluster=cluster)}")
         self._call("load", cluster)
         # in their partition, and a build before's in the cluster's own
         partitions = (cluster, DRAINS_PARTITION.format(cluster=cluster))
