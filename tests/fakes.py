@@ -14,6 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from spillway import cutoff
 from spillway.adapters.state_store import Backoff, merge_backoffs
 from spillway.errors import (
     AsgLimitExceeded,
@@ -593,8 +594,13 @@ class FakeCloud(Recorder):
     def node_groups_in(
         self, region: str, reserve: Mapping[str, int], now: datetime | None = None
     ) -> list[NodeGroup]:
+        """As the adapter, whose every AWS call a read given up stops (spillway.cutoff): before the call
+        and when its answer comes."""
+        cutoff.check(f"node_groups_in({region})")
         self._call("node_groups_in", region)
-        return list(self.node_groups_by_region.get(region, []))
+        groups = list(self.node_groups_by_region.get(region, []))
+        cutoff.check(f"the answer of node_groups_in({region})")
+        return groups
 
     def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]:
         self._call("node_groups")
@@ -1023,8 +1029,14 @@ class FakeLedger(Recorder):
     def loads(self) -> int:
         return len(self.called("load"))
 
-    def load(self, cluster: str, now: datetime | None = None) -> StoredState:
-        """As StateStore.load: the back-off items and failed scale-down drains merged into the state."""
+    def load(
+        self, cluster: str, now: datetime | None = None, before_call: Callable[[str], None] | None = None
+    ) -> StoredState:
+        """As StateStore.load: the back-off items and failed scale-down drains merged into the state;
+        ``before_call`` before each of the adapter's Queries (one page each, here)."""
+        for partition in (cluster, DRAINS_PARTITION, BACKOFFS_PARTITION):
+            if before_call is not None:
+                before_call(f"Query state of {partition.format(cluster=cluster)}")
         self._call("load", cluster)
         # in their partition, and a build before's in the cluster's own
         partitions = (cluster, DRAINS_PARTITION.format(cluster=cluster))

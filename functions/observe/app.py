@@ -12,12 +12,15 @@ in the log line).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from spillway.act.deadline import Deadline
 from spillway.clients import Clients, get_clients
 from spillway.config import PlannerConfig
 from spillway.errors import ObservationFailed
+from spillway.model.calltime import OBSERVE_ROOM_SECONDS
 from spillway.observability import (
     add_bytes,
     add_count,
@@ -76,12 +79,17 @@ def record(observation: Observation, planner: PlannerConfig | None = None) -> No
     )
 
 
-def observe_tick(clients: Clients, remaining_ms: int | None) -> dict[str, Any]:
+def observe_tick(clients: Clients, remaining_ms: Callable[[], int] | None) -> dict[str, Any]:
+    """``remaining_ms``: the Lambda context's ``get_remaining_time_in_millis`` (None: no end)."""
+
     def clock() -> datetime:
         return datetime.now(UTC)
 
     config = clients.config
-    deadline = deadline_for(clock(), config.observe_window_seconds, remaining_ms)
+    deadline = deadline_for(clock(), config.observe_window_seconds, remaining_ms() if remaining_ms else None)
+    # a region read is awaited while the snapshot can still be built and stored in the invocation's time
+    # (the store counted within its room, not at an AWS call's longest: spillway.model.calltime)
+    reads_left = Deadline.of_invocation(remaining_ms, call_seconds=0.0).reading(0, OBSERVE_ROOM_SECONDS)
     try:
         run = run_observe(
             clients.kube,
@@ -92,6 +100,7 @@ def observe_tick(clients: Clients, remaining_ms: int | None) -> dict[str, Any]:
             time.sleep,
             deadline,
             lambda observation: record(observation, config.planner),
+            reads_left,
         )
     except ObservationFailed as exc:
         add_count("ObservationFailures", 1)
@@ -113,7 +122,6 @@ def observe_tick(clients: Clients, remaining_ms: int | None) -> dict[str, Any]:
 @metrics.log_metrics(capture_cold_start_metric=True)
 @redacting
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    remaining = context.get_remaining_time_in_millis() if context is not None else None
     clients = get_clients()
     set_cluster(clients.config.cluster_name)
-    return observe_tick(clients, remaining)
+    return observe_tick(clients, getattr(context, "get_remaining_time_in_millis", None))

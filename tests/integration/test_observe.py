@@ -1598,7 +1598,7 @@ def load_app() -> ModuleType:
 
 @dataclass
 class LambdaContext:
-    remaining_ms: int = 8_000
+    remaining_ms: int = 90_000  # the observe function's Timeout (template.yaml)
     function_name: str = "spillway-observe"
     memory_limit_in_mb: int = 256
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:spillway-observe"

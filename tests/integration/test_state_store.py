@@ -85,6 +85,32 @@ def test_an_empty_cluster_loads_as_version_zero(store: StateStore) -> None:
     assert (loaded.version, loaded.snapshot_key, loaded.state) == (0, None, State())
 
 
+def test_the_load_names_each_query_before_it_is_sent_and_sends_none_it_refused(
+    store: StateStore, ddb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step counts the load's calls as they are (next_round: each only with time for the commit)."""
+    sent: list[str] = []
+    query = ddb.query
+    monkeypatch.setattr(
+        ddb, "query", lambda **kw: sent.append(kw["ExpressionAttributeValues"][":c"]["S"]) or query(**kw)
+    )
+    named: list[str] = []
+
+    store.load("ml", NOW, before_call=named.append)
+
+    assert named == ["Query state of ml", "Query state of ml#drains", "Query state of ml#backoffs"] and sent == [
+        "ml", "ml#drains", "ml#backoffs"]  # fmt: skip
+
+    def refuse_backoffs(what: str) -> None:
+        if what.endswith("#backoffs"):
+            raise StateConflict(what)
+
+    sent.clear()
+    with pytest.raises(StateConflict):
+        store.load("ml", NOW, before_call=refuse_backoffs)
+    assert sent == ["ml", "ml#drains"]
+
+
 def test_commit_writes_the_state_and_the_plan_together_and_versions_them(
     store: StateStore, plans: PlanStore
 ) -> None:

@@ -200,7 +200,59 @@ def test_no_state_read_is_started_without_time_for_it_and_the_commit(cloud: Slow
     Timeout ended the execution."""
     steps, ledger, key = steps_for(cloud, Clock(STEP_MARGIN_SECONDS + 1.5 * CALL))
 
-    with pytest.raises(AwsUnavailable, match="the state of ml, read before its commit not started"):
+    with pytest.raises(AwsUnavailable, match="Query state of ml not started"):
         steps.next_round(event(key))
 
     assert ledger.loads == 0 and cloud.called("node_groups_in") == [] and ledger.plans == {}
+
+
+def test_a_region_read_given_up_does_nothing_when_the_next_invocation_thaws_it(cloud: SlowCloud) -> None:
+    """Lambda freezes a thread still running when the handler returns and resumes it in the next
+    invocation of the container: the us-west-2 read the first re-plan gave up went on there, calling
+    AWS in that invocation's time. Cut, it reads nothing more once its hung call returns."""
+    cloud.slow = {WEST}
+    steps, _, key = steps_for(cloud, Clock(STEP_MARGIN_SECONDS + 2 * CALL + REPLAN_ROOM_SECONDS))
+    steps.next_round(event(key))  # the first invocation: us-west-2 unread, the step ends
+    assert cloud.called("node_groups_in") == [(EAST,)]
+
+    # the next invocation in the same process: us-west-2 answers at once now, and the hung read resumes
+    cloud.slow = set()
+    cloud.release.set()
+    steps, _, key = steps_for(cloud, Clock(60.0))
+    steps.next_round(event(key))
+    for thread in threading.enumerate():
+        if thread.name.startswith("groups-read"):
+            thread.join(timeout=5)
+
+    assert cloud.called("node_groups_in").count((WEST,)) == 1  # the second re-plan's own
+
+
+def test_each_query_of_the_state_load_starts_only_with_time_for_it_and_the_commit(
+    cloud: SlowCloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state load is three Queries (the state's partition, the drains', the back-offs'; more with
+    pages), each of which may take a call's worst case: counted as one, its last ones could start with
+    no time left for themselves and the commit, and Lambda's Timeout cut the step (Sandbox.Timedout,
+    not retried). Each query now starts only with time for it and the commit (AwsUnavailable, unsent,
+    which NextRound retries in a fresh invocation)."""
+    remaining = Clock(STEP_MARGIN_SECONDS + 3.5 * CALL)  # two queries and the commit, not three
+    steps, ledger, key = steps_for(cloud, remaining)
+    load = ledger.load
+    started: list[float] = []
+
+    def timed_load(cluster: str, now: datetime | None = None, before_call: Any = None) -> Any:
+        def query(what: str) -> None:  # each query takes CALL s, at its longest
+            if before_call is not None:
+                before_call(what)
+            started.append(remaining())
+            remaining.seconds -= CALL
+
+        return load(cluster, now, before_call=query)
+
+    monkeypatch.setattr(ledger, "load", timed_load)
+
+    with pytest.raises(AwsUnavailable, match="Query state of ml#backoffs not started"):
+        steps.next_round(event(key))
+
+    assert len(started) == 2 and min(started) >= STEP_MARGIN_SECONDS + 2 * CALL, started
+    assert cloud.called("node_groups_in") == [] and ledger.plans == {} and ledger.stored.version == 2

@@ -1264,6 +1264,19 @@ def test_a_scale_step_has_the_time_for_a_call_after_its_marker_and_the_markers_r
                                                   settings.read_timeout)  # fmt: skip
 
 
+def test_observe_waits_for_its_regions_well_past_the_window_it_observes_in() -> None:
+    """Observe awaits a region's read while the snapshot can still be built and stored in its invocation
+    (spillway.model.calltime, OBSERVE_ROOM_SECONDS): its Timeout leaves that wait longer than the
+    default observe window, so the last observation a run starts (judged by the window) still waits for
+    its regions."""
+    from spillway.model.calltime import OBSERVE_ROOM_SECONDS, STEP_MARGIN_SECONDS
+    from spillway.runtime import RuntimeConfig
+
+    timeout = float(FUNCTIONS["ObserveFunction"]["Timeout"])
+    window = float(RuntimeConfig.model_fields["observe_window_seconds"].default)
+    assert timeout - STEP_MARGIN_SECONDS - OBSERVE_ROOM_SECONDS - window >= 20
+
+
 def test_a_give_backs_cordon_is_its_own_longer_than_its_state_can_run() -> None:
     """The planner leaves a node with a give-back's cordon alone for GIVE_BACK_LEASE_MINUTES, then takes
     the cordon for an orphan (restores or drains the node): by then GiveBack or BackOff, retries and all,

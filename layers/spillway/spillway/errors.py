@@ -153,6 +153,13 @@ class AwsUnavailable(AwsError):
         self.unsent = unsent
 
 
+class ReadCut(SpillwayError):
+    """A read its caller stopped waiting for (:mod:`spillway.cutoff`) tried to send a call or use an
+    answer after the cut: raised in that read's own thread, which it ends; nobody waits for it. Not an
+    :class:`AwsError`, so that no handler of a failed call takes it for AWS's answer (a region read's
+    ``except AwsError`` would go on to its next call, or note what a failure says in a cache)."""
+
+
 class AsgNotFound(AwsError):
     """The named Auto Scaling group does not exist in that region."""
 

@@ -51,6 +51,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -59,6 +60,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from spillway.config import NodeReserve
+from spillway.cutoff import Cutoff
 from spillway.errors import (
     AwsError,
     AwsUnavailable,
@@ -179,16 +181,23 @@ class ObserveRun:
 
 
 def observe_once(
-    kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock, before: Before | None = None
+    kube: Cluster,
+    aws: Cloud,
+    config: ObserveConfig,
+    clock: Clock,
+    before: Before | None = None,
+    reads_left: Callable[[], float] | None = None,
 ) -> Snapshot:
     """One snapshot of the cluster and its groups; :class:`ObservationFailed` when any part fails but
     some regions' Auto Scaling reads (:func:`carried_groups`: ``before`` gives the last snapshot, asked
-    only then). An observation a list's expired continue token cut short is taken again from the start
+    only then). ``reads_left``: the seconds the regions' reads may still take (read live), as the
+    re-plan's (:func:`groups_read`): a region whose read has not ended by then fails as unread (None: no
+    end). An observation a list's expired continue token cut short is taken again from the start
     (module docstring)."""
     passes = 1
     while True:
         try:
-            return _observe(kube, aws, config, clock, before)
+            return _observe(kube, aws, config, clock, before, reads_left)
         except ListExpired as exc:
             if passes >= OBSERVE_PASSES:
                 raise ObservationFailed(
@@ -201,7 +210,12 @@ def observe_once(
 
 
 def _observe(
-    kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock, before: Before | None
+    kube: Cluster,
+    aws: Cloud,
+    config: ObserveConfig,
+    clock: Clock,
+    before: Before | None,
+    reads_left: Callable[[], float] | None,
 ) -> Snapshot:
     started = time.perf_counter()
     taken_at = clock()
@@ -211,15 +225,27 @@ def _observe(
     # bulk of the data, in this thread; a worker for every read, so the owners' list, submitted last
     # (once the pods' first page came), starts at once.
     pool = ThreadPoolExecutor(max_workers=3 * len(regions) + 8, thread_name_prefix="observe")
-    futures: list[Future[list[NodeGroup]]] = [
-        pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
-    ]
+    # the regions' reads, awaited within ``reads_left`` and cut once the observation ends, however it
+    # ends: a read still running then sends and keeps nothing more (_in_time)
+    cutoff = Cutoff("an AWS read observe stopped waiting for")
+    late = "observe has no time left to wait for it and still store its snapshot"
+    reads: list[Callable[[], list[NodeGroup]]] = [
+        _awaited(pool.submit(cutoff.run(partial(aws.node_groups_in, region, reserve, taken_at))),
+                 reads_left, f"the Auto Scaling groups of {region} not read in time: {late}")
+        for region in regions
+    ]  # fmt: skip
     # a fleet gang's instances, outside every group until attached (spillway.planner.gangsweep)
-    fleet_futures: list[Future[list[FleetInstance]]] = [
-        pool.submit(aws.fleet_instances, region) for region in regions
-    ]
+    fleet_reads: list[Callable[[], list[FleetInstance]]] = [
+        _awaited(pool.submit(cutoff.run(partial(aws.fleet_instances, region))), reads_left,
+                 f"the gang instances of {region} not read in time: {late}")
+        for region in regions
+    ]  # fmt: skip
     # which id each zone name is in this account: the zone id a group's new nodes register with
-    zone_futures: list[Future[dict[str, str]]] = [pool.submit(aws.zone_ids_in, region) for region in regions]
+    zone_reads: list[Callable[[], dict[str, str]]] = [
+        _awaited(pool.submit(cutoff.run(partial(aws.zone_ids_in, region))), reads_left,
+                 f"the zone ids of {region} not read in time: {late}")
+        for region in regions
+    ]  # fmt: skip
     node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
     pdb_future = pool.submit(lambda: list(kube.iter_pdbs()))
     # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come;
@@ -272,12 +298,12 @@ def _observe(
         priorities, priorities_problem = _priorities(priorities_future.result())
         daemonsets = daemonset_future.result()
         buffers = buffer_future.result()
-        groups, failed = _group_reads(config.cluster, regions, [future.result for future in futures])
+        groups, failed = _group_reads(config.cluster, regions, reads)
         regions_unread, carried = carried_groups(
             failed, before() if failed and before is not None else None, taken_at, config.carry_unread_minutes
         )
-        fleet, fleet_unread = _fleet(config.cluster, regions, fleet_futures, failed)
-        zone_ids = _zone_ids(config.cluster, regions, zone_futures)
+        fleet, fleet_unread = _fleet(config.cluster, regions, fleet_reads, failed)
+        zone_ids = _zone_ids(config.cluster, regions, zone_reads)
     except ListExpired:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -286,7 +312,9 @@ def _observe(
         raise ObservationFailed(
             redact(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}")
         ) from exc
-    pool.shutdown(wait=True)
+    finally:
+        cutoff.cut()
+    pool.shutdown(wait=False)  # all but the AWS reads given up have ended, and those are cut
     for pdb in raw_pdbs:
         budgets.add(pdb)
     for volume in volume_objects:
@@ -658,40 +686,58 @@ def groups_read(
     reads: list[Callable[[], list[NodeGroup]]] = [
         partial(aws.node_groups_in, region, reserve, now) for region in regions
     ]
-    if time_left is not None:
-        reads = _in_time(regions, reads, time_left)
-    groups, failed = _group_reads(cluster, regions, reads)
+    if time_left is None:
+        groups, failed = _group_reads(cluster, regions, reads)
+    else:
+        with _in_time(regions, reads, time_left) as awaited:
+            groups, failed = _group_reads(cluster, regions, awaited)
     marks, carried = carried_groups(failed, before, now, carry_minutes)
     return sorted([*groups, *carried], key=lambda g: (g.region, g.name)), marks
 
 
+@contextmanager
 def _in_time(
     regions: Sequence[str], reads: Sequence[Callable[[], list[NodeGroup]]], time_left: Callable[[], float]
-) -> list[Callable[[], list[NodeGroup]]]:
+) -> Iterator[list[Callable[[], list[NodeGroup]]]]:
     """The region reads, each started at once in a thread of its own and its answer awaited only while
     ``time_left()`` is above nothing: one not ended by then raises :class:`AwsUnavailable` (it fails as
     unread). A region's read is many calls (its groups' pages, then per group its activities, warm pool,
     launch template...), each of which may take its SDK settings' worst case: read one after another,
     a slow region's ran past the scale function's Timeout and Lambda stopped the step (``Sandbox.Timedout``,
-    which NextRound does not retry), and a slow region read first left a fast one no time. A read left
-    behind ends on its own (it only reads); its answer is dropped."""
+    which NextRound does not retry), and a slow region read first left a fast one no time.
+
+    A read left behind is cut when the block ends, however it ends (:class:`~spillway.cutoff.Cutoff`): it
+    sends no call and uses no answer after that, and its result is dropped. Left running, it went on
+    after the handler returned, in a later invocation of the same container (Lambda freezes a thread
+    still running and resumes it there), calling AWS in that invocation's time and writing what it read
+    into the adapter's caches."""
+    cutoff = Cutoff("a region read the step stopped waiting for")
     pool = ThreadPoolExecutor(max_workers=len(regions), thread_name_prefix="groups-read")
-    futures = [pool.submit(read) for read in reads]
+    futures = [pool.submit(cutoff.run(read)) for read in reads]
     pool.shutdown(wait=False)
+    late = "the step has no time left to wait for them and still commit its plan"
+    try:
+        yield [
+            _awaited(future, time_left, f"the Auto Scaling groups of {region} not read in time: {late}")
+            for region, future in zip(regions, futures, strict=True)
+        ]
+    finally:
+        cutoff.cut()
 
-    def awaited(region: str, future: Future[list[NodeGroup]]) -> Callable[[], list[NodeGroup]]:
-        def result() -> list[NodeGroup]:
-            try:
-                return future.result(timeout=max(0.0, time_left()))
-            except TimeoutError:
-                raise AwsUnavailable(
-                    f"the Auto Scaling groups of {region} not read in time: the step has no time left to "
-                    "wait for them and still commit its plan"
-                ) from None
 
-        return result
+def _awaited(future: Future[T], time_left: Callable[[], float] | None, late: str) -> Callable[[], T]:
+    """``future``'s result, awaited only while ``time_left()`` is above nothing (None: without end);
+    :class:`AwsUnavailable` saying ``late`` when it has not come by then."""
 
-    return [awaited(region, future) for region, future in zip(regions, futures, strict=True)]
+    def result() -> T:
+        if time_left is None:
+            return future.result()
+        try:
+            return future.result(timeout=max(0.0, time_left()))
+        except TimeoutError:
+            raise AwsUnavailable(late) from None
+
+    return result
 
 
 def carried_groups(
@@ -733,7 +779,7 @@ def _carry_bound(group: NodeGroup, carry_minutes: float) -> timedelta:
 def _fleet(
     cluster: str,
     regions: Iterable[str],
-    futures: Iterable[Future[list[FleetInstance]]],
+    reads: Iterable[Callable[[], list[FleetInstance]]],
     groups_unread: Collection[str] = (),
 ) -> tuple[tuple[FleetInstance, ...], tuple[str, ...]]:
     """The gang attempts' instances of every region whose DescribeInstances answered, and the regions
@@ -746,9 +792,9 @@ def _fleet(
     in which an instance attached since would look like an orphan to the sweep."""
     out: list[FleetInstance] = []
     unread: list[str] = []
-    for region, future in zip(regions, futures, strict=True):
+    for region, read in zip(regions, reads, strict=True):
         try:
-            found = future.result()
+            found = read()
             if region in groups_unread:
                 unread.append(region)
                 continue
@@ -761,7 +807,7 @@ def _fleet(
 
 
 def _zone_ids(
-    cluster: str, regions: Iterable[str], futures: Iterable[Future[dict[str, str]]]
+    cluster: str, regions: Iterable[str], reads: Iterable[Callable[[], dict[str, str]]]
 ) -> dict[str, dict[str, str]]:
     """Each region's zone name -> zone id, as EC2 answered (DescribeAvailabilityZones). A region whose
     call failed (refused: a role without ``ec2:DescribeAvailabilityZones``; throttled) is left out,
@@ -769,9 +815,9 @@ def _zone_ids(
     the nodes there, as it did before it read them (a quota on an id then counts no new node in a zone
     where no node shows it: spillway.planner.limits). A failed observation would stop every plan."""
     out: dict[str, dict[str, str]] = {}
-    for region, future in zip(regions, futures, strict=True):
+    for region, read in zip(regions, reads, strict=True):
         try:
-            out[region] = future.result()
+            out[region] = read()
         except AwsError as exc:
             log.warning("observing %s: the zone ids of %s were not read (%s: %s); its groups' new nodes "
                         "get the ids the nodes there show", cluster, region, type(exc).__name__, exc)  # fmt: skip
@@ -897,12 +943,14 @@ def run_observe(
     sleep: Callable[[float], None],
     deadline: datetime,
     on_observation: Callable[[Observation], None] | None = None,
+    reads_left: Callable[[], float] | None = None,
 ) -> ObserveRun:
     """Observe every ``interval_seconds`` until ``deadline``; store on change or heartbeat.
 
     The first observation always runs. Another starts only if, judging by how long the last one took,
     it can finish before ``deadline``. A failed observation raises :class:`ObservationFailed`; what
-    earlier observations stored stays stored.
+    earlier observations stored stays stored. ``reads_left``: how long each observation's region reads
+    may still take (:func:`observe_once`), read live.
     """
     heartbeat = timedelta(minutes=config.heartbeat_minutes)
     interval = timedelta(seconds=config.interval_seconds)
@@ -917,7 +965,7 @@ def run_observe(
 
     while True:
         started = clock()
-        snapshot = observe_once(kube, aws, config, clock, before)
+        snapshot = observe_once(kube, aws, config, clock, before, reads_left)
         reason = write_reason(snapshot, last_fingerprint, last_written_at, heartbeat)
         key: str | None = None
         saved: SaveResult | None = None

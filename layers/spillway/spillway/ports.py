@@ -270,7 +270,10 @@ class Snapshots(Protocol):
 class Ledger(Protocol):
     """The store's state and plans tables: the state with its version, back-offs, plan records."""
 
-    def load(self, cluster: str, now: datetime | None = None) -> StoredState: ...
+    # ``before_call`` before each Query it sends (one per page), as Cloud's writes take it
+    def load(
+        self, cluster: str, now: datetime | None = None, before_call: BeforeCall | None = None
+    ) -> StoredState: ...
     def commit(
         self,
         cluster: str,

@@ -602,9 +602,9 @@ class ScaleSteps:
             self._forget_unraised(cluster, unraised, now, lambda: snapshot)
             return {**base, "done": True, "result": unplannable}
         planner = self.settings.planner
-        # read before the groups, so that after them only the commit is left (its version is the check)
-        self.deadline.require(2, f"the state of {cluster}, read before its commit")
-        stored = self.ledger.load(cluster, now)
+        # read before the groups, so that after them only the commit is left (its version is the check);
+        # each of its queries (three at least, one per page) only with time for it and the commit
+        stored = self.ledger.load(cluster, now, before_call=self.deadline.before(2))
         # a region whose read fails, or does not end while the plan and its commit still fit, is unread,
         # its groups carried from the snapshot, as observe has it
         live, unread = groups_read(self.aws, planner.node_reserve.reserve(), now, snapshot,
@@ -708,8 +708,7 @@ class ScaleSteps:
         if not unraised:
             return
         try:  # each call only in time for it and the commit (Deadline.require): else skipped, logged
-            self.deadline.require(2, f"the state of {cluster}, read before its commit")
-            stored = self.ledger.load(cluster, now)
+            stored = self.ledger.load(cluster, now, before_call=self.deadline.before(2))
             raises = dict(stored.state.raises)
             for result in unraised:
                 region, name = str(result.get("region")), str(result.get("group"))

@@ -33,6 +33,7 @@ from botocore.exceptions import (
 from botocore.parsers import ResponseParserError
 from pydantic import ValidationError
 
+from spillway import cutoff
 from spillway.adapters.launch_cache import (
     DEFAULT_MAX_ENTRIES,
     LaunchCache,
@@ -227,6 +228,14 @@ def _watching_tries(client: Any, operation: str) -> Iterator[_Tries]:
         _TRIES.current = outer
 
 
+def _unless_cut(event_name: str = "", **_: Any) -> None:
+    """botocore's ``before-call`` and ``after-call`` events of every call (``after-call`` comes with its
+    answer, an error's too, before the client returns or raises it): :class:`ReadCut` when the read this
+    thread runs was given up (:func:`spillway.cutoff.check`), so that the call is not sent, or its answer
+    never reaches the read. Decides nothing else (returns None)."""
+    cutoff.check(event_name)
+
+
 def _any_call(what: str) -> None:
     """A ``before_call`` that lets every call be made."""
     return None
@@ -300,6 +309,9 @@ class AwsClients:
                 client = self._clients.get(key)
                 if client is None:
                     client = self.session.client(service, region_name=region, config=self._config)  # type: ignore[call-overload]
+                    # a read its caller gave up sends nothing more and uses no answer (spillway.cutoff)
+                    client.meta.events.register("before-call", _unless_cut, unique_id="spillway-cutoff-call")
+                    client.meta.events.register("after-call", _unless_cut, unique_id="spillway-cutoff-answer")
                     self._clients[key] = client
         return client
 

@@ -279,14 +279,22 @@ class StateStore:
 
     # --- reading -------------------------------------------------------------------------------
 
-    def load(self, cluster: str, now: datetime | None = None) -> StoredState:
+    def load(
+        self, cluster: str, now: datetime | None = None, before_call: Callable[[str], None] | None = None
+    ) -> StoredState:
         """The state with every back-off merged in (consistent read); an empty state at version 0.
-        ``now``: a pool's back-off over by then gives way to one still lasting (:func:`merge_backoffs`)."""
-        items = self._items(cluster)
+        ``now``: a pool's back-off over by then gives way to one still lasting (:func:`merge_backoffs`).
+        Three Queries at least (the cluster's partition, its drains' and its back-offs'), one call per
+        page: ``before_call`` is called with each one's name before it is sent, and may raise (a step's
+        deadline: that query is not sent)."""
+        items = self._items(cluster, before_call=before_call)
         # the drains' records and the back-offs in their partitions, and those a build before wrote in
         # the cluster's own
-        failures, ended = _drain_records([*self._items(DRAINS_PARTITION.format(cluster=cluster)), *items])
-        backoff_items = self._items(BACKOFFS_PARTITION.format(cluster=cluster), prefix=BACKOFF_PREFIX)
+        drains = self._items(DRAINS_PARTITION.format(cluster=cluster), before_call=before_call)
+        failures, ended = _drain_records([*drains, *items])
+        backoff_items = self._items(
+            BACKOFFS_PARTITION.format(cluster=cluster), prefix=BACKOFF_PREFIX, before_call=before_call
+        )
         stored = next((_stored(i) for i in items if i["item"]["S"] == STATE_ITEM), StoredState())
         backoffs: list[Backoff] = []
         unknown: list[str] = []  # back-off attributes a newer build added: ignored, named once
@@ -316,7 +324,9 @@ class StateStore:
         items = [*self._items(partition, prefix=BACKOFF_PREFIX), *self._items(cluster, prefix=BACKOFF_PREFIX)]
         return [_backoff(i) for i in items]
 
-    def _items(self, cluster: str, prefix: str | None = None) -> list[dict[str, Any]]:
+    def _items(
+        self, cluster: str, prefix: str | None = None, before_call: Callable[[str], None] | None = None
+    ) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "#c = :c",
@@ -330,6 +340,8 @@ class StateStore:
             kwargs["ExpressionAttributeValues"][":p"] = {"S": prefix}
         out: list[dict[str, Any]] = []
         while True:
+            if before_call is not None:
+                before_call(f"Query state of {cluster}")
             try:
                 resp = self.client.query(**kwargs)
             except SDK_ERRORS as exc:

@@ -41,6 +41,19 @@ STEP_ROOM_SECONDS = 10.0
 # commit (spillway.act.scale, next_round): the planner took 2 s at 10,000 nodes, 9 s with expendable pods
 # (README, bench/planner.py). A wait to the last moment the commit fits left it no time to plan, every try.
 REPLAN_ROOM_SECONDS = 15.0
+# What observe keeps, after its wait for the regions' reads, to build the snapshot, write the quotas' and
+# buffers' status and store it (spillway.observe, functions/observe). One rule for observe and the re-plan
+# (Deadline.reading): a region read is awaited while what must follow it still fits in the invocation,
+# and a region not read by then is unread, its groups carried, as one whose read failed. Observe's had no
+# bound but its Timeout: one hung region ended every invocation with no snapshot stored, and every plan
+# stopped with it. What follows is counted differently, on purpose: the re-plan counts its commit at an
+# AWS call's longest (49 s at the defaults), as Lambda's Timeout cutting it ends the execution
+# (Sandbox.Timedout, not retried); observe counts its store within this room, at its usual pace, as a
+# store cut there loses one snapshot (the chunks go before the head item, so none is half there) that the
+# next minute's run takes again, and counting it at its longest would leave a run's later observations
+# (20 s and 40 s in) no time to read any region. So at the defaults the re-plan waits about 51 s (120 s
+# less 5, 15 and 49) and observe's first observation 75 s (90 s less 5 and 10).
+OBSERVE_ROOM_SECONDS = 10.0
 MARKED_CALLS = 2  # a call started after a marker, and the marker's release should it not be asked
 MAX_ATTEMPTS = 20  # the most AWS_MAX_ATTEMPTS the configuration takes (spillway.runtime)
 
