@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
@@ -325,3 +325,56 @@ def test_a_plans_answer_kept_in_the_idempotency_table_carries_no_credential(
     app.plan_once(clients, SnapshotRef("ml", "2026-11-02T10:00:00Z"), None)
     [record] = kept.records.values()
     assert credentials["bearer"] not in record.response_data and "Bearer <redacted>" in record.response_data
+
+
+class Where(NamedTuple):
+    """A field an error or a log line may carry: a named tuple, whose constructor takes its fields one by
+    one (not one iterable, as a tuple's does)."""
+
+    url: str
+    status: int
+
+
+class Refused(Exception):
+    def __init__(self, message: str, where: Where) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def test_an_escaping_error_holding_a_named_tuple_keeps_its_class_and_its_fields(
+    credentials: dict[str, str],
+) -> None:
+    """An attribute that is a named tuple is redacted as one (its fields its items): the error is still
+    of its class for whoever catches it, not a stand-in of its name only."""
+    where = Where(f"https://api/?token: {credentials['exec_plain']}", 401)
+
+    def refused() -> None:
+        raise Refused(f"Authorization: Bearer {credentials['bearer']}", where)
+
+    with pytest.raises(Refused) as caught:
+        observability.redacting(refused)()
+    assert credentials["bearer"] not in str(caught.value)
+    assert caught.value.where == Where("https://api/?token: <redacted>", 401)
+
+
+def test_a_log_field_holding_a_named_tuple_is_redacted_not_raised() -> None:
+    """The filter runs inside the logging call: a field it cannot rebuild would make that call raise."""
+    record = logging.LogRecord("some.library", logging.INFO, __file__, 1, "sent", None, None)
+    record.where = Where("token: s3cr3t-value", 200)
+    assert observability.RedactSecrets().filter(record)
+    assert record.where == Where("token: <redacted>", 200)
+
+
+def test_an_escaping_error_quoting_a_credential_is_not_the_context_of_its_redacted_copy(
+    credentials: dict[str, str],
+) -> None:
+    """The copy is raised outside the ``except`` that caught the original: raised inside it, Python would
+    make the original (the secret in its text) its context, which a traceback of it prints."""
+
+    def quoting() -> None:
+        raise InputError(f"token: {credentials['exec_plain']}", field="cluster")
+
+    with pytest.raises(InputError) as caught:
+        observability.redacting(quoting)()
+    assert caught.value.__context__ is None
+    assert credentials["exec_plain"] not in "".join(traceback.format_exception(caught.value))

@@ -224,8 +224,18 @@ def _redact_value(value: Any) -> Any:
             k: REDACTED if secret_key(k) and v is not None else _redact_value(v) for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return type(value)(_redact_value(v) for v in value)
+        return _same_sequence(value, [_redact_value(v) for v in value])
     return value
+
+
+def _same_sequence(value: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
+    """``items`` as a sequence of ``value``'s type: a named tuple takes its fields one by one
+    (``_make``), a list or a tuple one iterable; a subclass that cannot be made so, a plain one."""
+    kind = type(value)
+    try:
+        return kind._make(items) if hasattr(kind, "_make") else kind(items)
+    except Exception:
+        return tuple(items) if isinstance(value, tuple) else items
 
 
 ExcInfo = tuple[type[BaseException], BaseException, Any]
@@ -340,7 +350,7 @@ def redacted_answer(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: redacted_answer(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(redacted_answer(v) for v in value)
+        return _same_sequence(value, [redacted_answer(v) for v in value])
     return value
 
 
