@@ -8,18 +8,24 @@ to :class:`~spillway.act.deadline.Deadline`; so does this one now."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import boto3
+import botocore.endpoint
 import pytest
+from botocore.awsrequest import AWSResponse
 from test_interrupt import ARN, WARNED_AT, Rig, body, load_app, sample, sqs_event, world
 from test_template_contract import TEMPLATE
 
 from spillway.act.deadline import Deadline
 from spillway.act.interrupt import Interrupter, parse_notice
+from spillway.adapters.aws import AwsSettings
+from spillway.adapters.sfn import Executions
 from spillway.errors import AwsUnavailable
-from spillway.model.calltime import STEP_MARGIN_SECONDS, worst_call_seconds
+from spillway.model.calltime import STEP_MARGIN_SECONDS
 from spillway.runtime import RuntimeConfig
 
 CALL = 5.0  # one AWS call at its longest, in these tests
@@ -104,24 +110,11 @@ def test_a_call_is_not_started_without_time_for_it() -> None:
     assert rig.workflows.requests == []
 
 
-def interrupt_call_seconds() -> float:
-    """One call at its longest with the interrupt function's SDK settings (its environment in the
-    template, else the defaults every function has)."""
-    env = TEMPLATE["Resources"]["InterruptFunction"]["Properties"]["Environment"]["Variables"]
-    names = {"AWS_MAX_ATTEMPTS": "aws_max_attempts", "AWS_CONNECT_TIMEOUT": "aws_connect_timeout",
-             "AWS_READ_TIMEOUT": "aws_read_timeout"}  # fmt: skip
-    fields = RuntimeConfig.model_fields
-    value = {f: float(env[n]) if n in env else float(fields[f].default) for n, f in names.items()}
-    return worst_call_seconds(
-        int(value["aws_max_attempts"]), value["aws_connect_timeout"], value["aws_read_timeout"]
-    )
-
-
 def test_the_interrupt_functions_calls_fit_its_timeout() -> None:
     """With the SDK's defaults one call takes up to 49 s (three attempts, the back-off, a send token),
     more than the function's whole Timeout: the deadline would start nothing. The function's own
-    settings (one attempt, short timeouts: SQS brings a failed record back) let several calls fit."""
-    call = interrupt_call_seconds()
+    settings (two attempts, short timeouts) let the snapshot's read (two calls) fit when a batch starts."""
+    call = interrupt_sdk_settings().worst_call_seconds()
     timeout = TEMPLATE["Resources"]["InterruptFunction"]["Properties"]["Timeout"]
     assert 2 * call + STEP_MARGIN_SECONDS <= timeout, (call, timeout)
 
@@ -144,3 +137,68 @@ def test_the_handler_gives_the_interrupter_its_invocations_time(monkeypatch: pyt
     with pytest.raises(RuntimeError):
         app.handler({"Records": []}, context)
     assert seen and seen[0] is not None and seen[0]() == 1234
+
+
+def interrupt_sdk_settings() -> AwsSettings:
+    """The SDK settings the interrupt function builds its clients with (its environment in the template,
+    else the defaults every function has)."""
+    env = TEMPLATE["Resources"]["InterruptFunction"]["Properties"]["Environment"]["Variables"]
+    fields = RuntimeConfig.model_fields
+
+    def value(name: str, field: str) -> float:
+        return float(env[name]) if name in env else float(fields[field].default)
+
+    return AwsSettings(
+        max_attempts=int(value("AWS_MAX_ATTEMPTS", "aws_max_attempts")),
+        connect_timeout=value("AWS_CONNECT_TIMEOUT", "aws_connect_timeout"),
+        read_timeout=value("AWS_READ_TIMEOUT", "aws_read_timeout"),
+    )
+
+
+def throttled_once(settings: AwsSettings) -> tuple[Any, list[str]]:
+    """A Step Functions client built as the function builds it, whose first StartExecution AWS throttles
+    (Step Functions API Reference, common errors: ThrottlingException, HTTP 400) and whose next one
+    starts the execution; and the answers it was given, in order."""
+    session = boto3.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1")
+    client = session.client("stepfunctions", config=settings.botocore_config())
+    answers: list[str] = []
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        throttled = not answers
+        answers.append("throttled" if throttled else "started")
+        doc = (
+            {"__type": "ThrottlingException", "message": "Rate exceeded"}
+            if throttled
+            else {"executionArn": f"{ARN.replace(':stateMachine:', ':execution:')}:x", "startDate": 0}
+        )
+        raw = AWSResponse(
+            request.url, 400 if throttled else 200, {"Content-Type": "application/x-amz-json-1.0"}, None
+        )
+        raw._content = json.dumps(doc).encode()  # type: ignore[attr-defined]
+        return raw
+
+    client.meta.events.register("before-send.sfn.StartExecution", answer)
+    return client, answers
+
+
+def test_a_spot_warnings_throttled_start_execution_is_asked_again_in_its_invocation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The interrupt function's SDK settings and its Timeout: a StartExecution AWS throttles once (a
+    burst of Spot warnings is when throttles come) is asked again after the SDK's back-off (at most a
+    second for the first retry of a throttle: botocore ExponentialBackoff) and the drain starts in the
+    same invocation. With one attempt the record failed, and SQS brought it back only when the queue's
+    VisibilityTimeout ran out: the drain started 40 s late, with 50 s of the warning's 90 s left."""
+    monkeypatch.setattr(botocore.endpoint.time, "sleep", lambda _seconds: None)  # the back-off, not waited
+    settings = interrupt_sdk_settings()
+    client, answers = throttled_once(settings)
+    rig = Rig(world())
+    timeout = float(TEMPLATE["Resources"]["InterruptFunction"]["Properties"]["Timeout"])
+    interrupter = replace(
+        rig.interrupter(),
+        workflows=Executions(client),
+        deadline=Deadline(lambda: timeout, settings.worst_call_seconds()),
+    )
+    response = load_app().process_batch(interrupter, sqs_event(body(sample("interrupt-spot-warning.json"))))
+    assert response == {"batchItemFailures": []}
+    assert answers == ["throttled", "started"]
