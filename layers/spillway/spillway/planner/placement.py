@@ -221,9 +221,7 @@ def _held_launching(ctx: Context) -> dict[GroupKey, list[_Held]]:
     held: dict[str, Resources] = {}
     for name in sorted(ctx.nodes):
         node = ctx.nodes[name]
-        if node.group is None or (node.info.ready and node.starting is None):
-            continue
-        if node.starting is None and not registering(node.info, ctx.config, ctx.now):
+        if not registered_launching(ctx, node):
             continue
         requests = _bound_beyond_template(ctx, node)
         if requests:
@@ -257,6 +255,15 @@ def _launching_room(ctx: Context, node: WorkNode, overhead: Resources, beyond: R
     own = _daemon_requests(ctx, node)
     reserve = {name: max(overhead.get(name, 0), own.get(name, 0)) for name in overhead.keys() | own.keys()}
     return room_less(room_less(allocatable, reserve), beyond)
+
+
+def registered_launching(ctx: Context, node: WorkNode) -> bool:
+    """``node`` is one of its group's launching nodes (:meth:`Context.launching`), registered already:
+    starting (:mod:`spillway.planner.startup`), or NotReady and still registering
+    (:func:`~spillway.planner.health.registering`). Its room is a launching bin's (:func:`launching_bins`)."""
+    if node.group is None or (node.info.ready and node.starting is None):
+        return False
+    return node.starting is not None or registering(node.info, ctx.config, ctx.now)
 
 
 def _bound_marks(ctx: Context, nodes: Collection[str]) -> dict[str, Marks]:
