@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
 from test_planner_gang_launch import tag
 
+from spillway.local import objects as o
 from spillway.planner import codes
 
 BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
@@ -1395,3 +1396,24 @@ def test_a_pods_unreadable_total_count_survives_the_snapshot_the_plan_lambda_rea
     info = PodInfo.from_pod(Pod.model_validate({"metadata": meta, "spec": {"containers": []}}))
     assert info.gang is None and "pod-group-total-count='abc'" in info.problem
     assert PodInfo.from_dict(info.to_dict()).problem == info.problem
+
+
+def test_a_node_still_starting_counts_once_toward_min_resources() -> None:
+    """A Ready p4d whose GPUs are not registered yet is capacity launching (spillway.planner.startup):
+    its room is its launching bin's. Counted besides as a node's free room, its 95 cores were summed
+    twice and covered a gang's 150: nothing was launched, and once the node initialized coscheduling
+    found 95 free and kept the gang out (CheckClusterResource sums each node of the cluster once)."""
+    w = World()
+    (node,) = w.group("gpu", "p4d.24xlarge", nodes=1, max_size=5, gpu_taint=True)
+    item = w.node(node)
+    item["metadata"]["creationTimestamp"] = o.iso(NOW - timedelta(minutes=1))
+    for key in ("allocatable", "capacity"):
+        item["status"][key].pop("nvidia.com/gpu")
+    w.pod_group(COSCHED, "train", spec={"minMember": 1, "minResources": {"cpu": "150"}})
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    (pod,) = w.gpu_pods("train", 1, 8, cpu="40", memory="150Gi", labels=labels)
+
+    result = w.plan()
+
+    assert pending_codes(result)[pod] == codes.FITS_LAUNCHING  # its own room is the starting node's
+    assert scale_up(result)["gpu"][:2] == (1, 2)  # and one node more for the cores it must see free

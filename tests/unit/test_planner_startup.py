@@ -414,3 +414,49 @@ def test_a_pod_bound_to_a_starting_node_keeps_its_host_port_there() -> None:
     result = w.plan()
 
     assert pending in scale_up(result)["gpu"][2]
+
+
+def test_a_starting_node_has_the_room_its_kubelet_reports_not_the_templates_estimate() -> None:
+    """Karpenter's state node takes an uninitialized node's allocatable from the Node where it reports
+    one (StateNode.Allocatable: the expected value only for a resource the Node reports as zero):
+    kube-scheduler binds against it. A starting node whose kubelet keeps 90 cores, 60 of them taken by
+    a bound loader, has 30 left: a pod asking 32 gets a node of its own, not a wait on the estimate's
+    95.69 cores (the device plugin's GPUs, not reported yet, are still the template's)."""
+    w, node, job = _gpu_world(minutes_ago=1)
+    w.node(node)["status"]["allocatable"]["cpu"] = "90"
+    w.pods(
+        "loader", 1, cpu="60", memory="100Gi", node_name=node, phase="Running",
+        tolerations=[GPU_TOLERATION_ALL],
+    )  # fmt: skip
+    (eval_pod,) = w.gpu_pods("eval", 1, 8, cpu="32", memory="100Gi")
+
+    result = w.plan()
+
+    assert eval_pod not in pending_codes(result)
+    assert scale_up(result) == {"gpu": (1, 3, [eval_pod, job])}
+    # 28 cores fit in the 30 the kubelet leaves: the pod waits for the node
+    w.pod_item(eval_pod)["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "28"
+    result = w.plan()
+    assert pending_codes(result)[eval_pod] == codes.FITS_LAUNCHING
+
+
+def test_a_static_pod_on_a_starting_node_takes_its_room_when_new_nodes_run_none() -> None:
+    """kube-scheduler counts a static (mirror) pod's requests on its node as any other pod's. A group
+    whose template is an estimate reserves no room for static pods (its new nodes run none it knows
+    of): one that the starting node runs takes room the template does not leave out, and 30 cores of
+    static pod beside a 30-core loader leave 35 of the node's 95."""
+    w, node, job = _gpu_world(minutes_ago=1)
+    for name, notes, owner in (
+        ("loader", None, ("Job", "job")),
+        ("proxy", {"kubernetes.io/config.mirror": "abc"}, ("Node", node)),
+    ):
+        w.pods(
+            name, 1, cpu="30", memory="10Gi", node_name=node, phase="Running", owner=owner,
+            annotations=notes, tolerations=[GPU_TOLERATION_ALL],
+        )  # fmt: skip
+    (eval_pod,) = w.gpu_pods("eval", 1, 8, cpu="40", memory="100Gi")
+
+    result = w.plan()
+
+    assert eval_pod not in pending_codes(result)
+    assert scale_up(result) == {"gpu": (1, 3, [eval_pod, job])}

@@ -13,13 +13,22 @@ from dataclasses import dataclass, field
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import CANDIDATE_TAINT, DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.resources import PODS, Resources, add_room, fit_count, room_less, unchecked_when_unknown
+from spillway.model.resources import (
+    PODS,
+    Resources,
+    add_into,
+    add_room,
+    fit_count,
+    room_less,
+    unchecked_when_unknown,
+)
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import ONE_POD, Context, Victim, WorkNode, has_taint, shape_of, without_taint
 from spillway.planner.groups import (
     TYPE_KEYS_SET_ON_LAUNCH,
     ZONE_KEYS_SET_ON_LAUNCH,
+    fresh_node_overhead,
     fresh_node_selected,
     group_ceiling,
     launched_only,
@@ -191,41 +200,70 @@ def launching_bins(ctx: Context, empty: Mapping[GroupKey, Resources]) -> dict[Gr
 
 @dataclass(frozen=True, slots=True)
 class _Held:
-    """A registered node still launching that runs pods beyond what every new node runs: what they
-    request, and what they bring that pods placed beside them must respect (host ports, hostname
-    anti-affinity)."""
+    """A registered node still launching that runs pods beyond what every new node runs: the room they
+    leave (:func:`_launching_room`), and what they bring that pods placed beside them must respect
+    (host ports, hostname anti-affinity)."""
 
     node: WorkNode
-    requests: Resources
+    room: Resources
     marks: Marks
 
 
 def _held_launching(ctx: Context) -> dict[GroupKey, list[_Held]]:
     """Per group, its registered nodes still launching (starting, or NotReady and registering) that run
     pods besides those every new node runs (its DaemonSet and static pods, whose room the template
-    leaves out already, and expendable pods, whose room a preemptor takes), with what those pods
-    request and bring. kube-scheduler binds a pod to a Ready node whose GPUs are not registered yet, or
-    to one whose startup taint it tolerates, when the rest of its requests fit there: taken as an empty
-    template node, such a node held a job that no longer fits there, and nothing was launched for it
-    until the node initialized. Karpenter reckons an uninitialized node so: its expected allocatable
-    less its pods' requests (kubernetes-sigs/karpenter pkg/controllers/state, StateNode.Available)."""
+    leaves out already, and expendable pods, whose room a preemptor takes), with the room they leave
+    and what those pods bring. kube-scheduler binds a pod to a Ready node whose GPUs are not registered
+    yet, or to one whose startup taint it tolerates, when the rest of its requests fit there: taken as
+    an empty template node, such a node held a job that no longer fits there, and nothing was launched
+    for it until the node initialized. Karpenter reckons an uninitialized node so: its allocatable less
+    its pods' requests (kubernetes-sigs/karpenter pkg/controllers/state, StateNode.Available)."""
     held: dict[str, Resources] = {}
     for name in sorted(ctx.nodes):
         node = ctx.nodes[name]
-        if node.group is None or (node.info.ready and node.starting is None):
-            continue
-        if node.starting is None and not registering(node.info, ctx.config, ctx.now):
+        if not registered_launching(ctx, node):
             continue
         requests = _bound_beyond_template(ctx, node)
         if requests:
             held[name] = requests
     marks = _bound_marks(ctx, held) if held else {}
+    overheads: dict[GroupKey, Resources] = {}
     out: dict[GroupKey, list[_Held]] = {}
     for name, requests in held.items():
         node = ctx.nodes[name]
         assert node.group is not None
-        out.setdefault(node.group.key, []).append(_Held(node, requests, marks.get(name, NO_MARKS)))
+        key = node.group.key
+        if key not in overheads:
+            overheads[key] = fresh_node_overhead(ctx, node.group)
+        room = _launching_room(ctx, node, overheads[key], requests)
+        out.setdefault(key, []).append(_Held(node, room, marks.get(name, NO_MARKS)))
     return out
+
+
+def _launching_room(ctx: Context, node: WorkNode, overhead: Resources, beyond: Resources) -> Resources:
+    """The room of ``node``, registered and still launching, as Karpenter reckons an uninitialized node
+    (StateNode.Allocatable and Available, scheduling.NewExistingNode): the allocatable its Node reports,
+    the template's for a resource it reports none of (GPUs whose device plugin has not registered them
+    yet), less what its pods request ``beyond`` those every new node runs, and less, resource by
+    resource, the more of what a new node's DaemonSet and static pods request (``overhead``:
+    :func:`~spillway.planner.groups.fresh_node_overhead`) and what its own request. The template's
+    estimate alone promised room its kubelet does not give, and a static pod the template does not
+    count took none."""
+    assert node.group is not None and node.group.template is not None
+    reported = {name: value for name, value in node.info.allocatable.items() if value > 0}
+    allocatable = {**node.group.template.allocatable, **reported}
+    own = _daemon_requests(ctx, node)
+    reserve = {name: max(overhead.get(name, 0), own.get(name, 0)) for name in overhead.keys() | own.keys()}
+    return room_less(room_less(allocatable, reserve), beyond)
+
+
+def registered_launching(ctx: Context, node: WorkNode) -> bool:
+    """``node`` is one of its group's launching nodes (:meth:`Context.launching`), registered already:
+    starting (:mod:`spillway.planner.startup`), or NotReady and still registering
+    (:func:`~spillway.planner.health.registering`). Its room is a launching bin's (:func:`launching_bins`)."""
+    if node.group is None or (node.info.ready and node.starting is None):
+        return False
+    return node.starting is not None or registering(node.info, ctx.config, ctx.now)
 
 
 def _bound_marks(ctx: Context, nodes: Collection[str]) -> dict[str, Marks]:
@@ -249,8 +287,7 @@ def _hold(bins: list[Bin], held: Iterable[_Held]) -> None:
         if source is None:
             break
         node_id = source.ids.pop()
-        room = room_less(source.free, one.requests)
-        bins.append(Bin(room, [node_id], fresh=True, marks=one.marks, labels=source.labels))
+        bins.append(Bin(dict(one.room), [node_id], fresh=True, marks=one.marks, labels=source.labels))
     bins[:] = [b for b in bins if b.ids]
 
 
@@ -258,11 +295,18 @@ def _bound_beyond_template(ctx: Context, node: WorkNode) -> Resources:
     """What the pods bound to ``node`` request (a pod slot each) but its DaemonSet and static pods and
     the requests of its expendable pods; only the resources of which they request some."""
     held = dict(node.used)
-    for pod in ctx.node_daemons.get(node.info.name, ()):
-        add_room(held, pod.requests, -1)
-        held[PODS] = held.get(PODS, 0) - ONE_POD
+    add_room(held, _daemon_requests(ctx, node), -1)
     add_room(held, node.expendable_used, -1)
     return {name: value for name, value in held.items() if value > 0}
+
+
+def _daemon_requests(ctx: Context, node: WorkNode) -> Resources:
+    """What the DaemonSet and static pods bound to ``node`` request, and a pod slot each."""
+    total: Resources = {}
+    for pod in ctx.node_daemons.get(node.info.name, ()):
+        add_into(total, pod.requests)
+        total[PODS] = total.get(PODS, 0) + ONE_POD
+    return total
 
 
 def _bin_for(node: WorkNode, bins: Sequence[Bin]) -> Bin | None:

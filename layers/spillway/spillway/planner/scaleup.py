@@ -69,6 +69,7 @@ from spillway.planner.placement import (
     place_on_nodes,
     pools,
     reclaimable_pools,
+    registered_launching,
     room_bound,
     schedulable_pools,
     unmarked_first,
@@ -2139,12 +2140,16 @@ def _buffers_on(ctx: Context, pods: Sequence[str]) -> dict[str, int]:
 
 def min_room_balance(stage: ScaleUpStage, gang: str, need: Resources, placed: Resources) -> Resources:
     """What the room the plan leaves so far (every node but those on their way out, launching capacity,
-    the plan's new nodes) and the ``gang``'s own pods (those ``placed`` by the plan and those bound to
+    the plan's new nodes; a registered node still launching once, as its launching bin: counted as a
+    node's free room too, its room was summed twice, where coscheduling sums each node once) and the ``gang``'s own pods (those ``placed`` by the plan and those bound to
     the nodes counted, :func:`~spillway.planner.minresources.bound_own`) have beyond its
     ``minResources`` ``need``, per resource (:func:`~spillway.planner.minresources.balance`; negative
     where short)."""
     nodes = stage.ctx.nodes
-    rooms = [(n.free, 1) for n in nodes.values() if not _leaving(n)]
+    # a node still launching counts once, as its launching bin (placement.registered_launching)
+    rooms = [
+        (n.free, 1) for n in nodes.values() if not _leaving(n) and not registered_launching(stage.ctx, n)
+    ]
     bins = [*stage.launching.values(), *stage.new_bins.values()]
     rooms += [(b.free, len(b.ids)) for group_bins in bins for b in group_bins]
     bound = stage.bound.get(gang)
