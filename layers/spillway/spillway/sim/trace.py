@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from spillway.errors import InputError
 from spillway.model.quantity import MAX_VALUE, QuantityError, to_milli
@@ -106,7 +107,8 @@ def read_trace(path: str | Path, fmt: str = "auto", limit: int | None = None) ->
     """
     source = str(path)
     try:
-        handle = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
+        # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is no part of the first column's name
+        handle = open(path, newline="", encoding="utf-8-sig")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise TraceError(exc.strerror or str(exc), source=source) from None
     with handle:
@@ -209,10 +211,19 @@ def _duration(row: _Row) -> int:
     return max(1, math.ceil(row.number("duration", above=0)))
 
 
-def _read_philly(reader: Iterable[list[str]], columns: Sequence[str], source: str) -> list[TraceRow]:
+def _records(reader: Any) -> Iterator[tuple[int, list[str]]]:
+    """Each record of a csv reader past the header, with the file line it starts on: a quoted field may
+    hold a line break, so a record can span lines (``line_num`` counts lines, not records)."""
+    start = reader.line_num + 1
+    for values in reader:
+        yield start, values
+        start = reader.line_num + 1
+
+
+def _read_philly(reader: Any, columns: Sequence[str], source: str) -> list[TraceRow]:
     index = _columns_index(columns, PHILLY_COLUMNS, source)
     rows: list[TraceRow] = []
-    for line, values in enumerate(reader, start=2):
+    for line, values in _records(reader):
         if not values or (len(values) == 1 and not values[0].strip()):
             continue
         row = _Row(values, index, line, source)
@@ -236,10 +247,10 @@ def _read_philly(reader: Iterable[list[str]], columns: Sequence[str], source: st
     return rows
 
 
-def _read_generic(reader: Iterable[list[str]], columns: Sequence[str], source: str) -> list[TraceRow]:
+def _read_generic(reader: Any, columns: Sequence[str], source: str) -> list[TraceRow]:
     index = _columns_index(columns, GENERIC_COLUMNS, source)
     rows: list[TraceRow] = []
-    for line, values in enumerate(reader, start=2):
+    for line, values in _records(reader):
         if not values or (len(values) == 1 and not values[0].strip()):
             continue
         row = _Row(values, index, line, source)
