@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -43,6 +44,9 @@ GENERIC_COLUMNS = ("submit_time", "duration", "cpu", "memory_gib", "gpus", "coun
 GIB_MILLI = 2**30 * 1000
 _CPU_STEP = 100  # milli-CPU
 _ONE_POD = 1000
+# A Namespace's name: an RFC 1123 label (k8s.io/apimachinery pkg/util/validation IsDNS1123Label).
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_MAX = 63
 # Where relative submit times start when a generic trace gives seconds, not times.
 DEFAULT_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -198,6 +202,17 @@ class _Row:
             raise self.fail(column, f"must be at least {minimum}, got {text}")
         return value
 
+    def namespace(self, column: str, name: str) -> str:
+        """``name`` when a Namespace may be called so (an RFC 1123 label, as the API server's
+        ValidateNamespaceName wants), else an error naming the column."""
+        if len(name) > _LABEL_MAX or not _LABEL.fullmatch(name):
+            raise self.fail(
+                column,
+                f"namespace {name!r} is no RFC 1123 label (lower-case letters, digits and '-', "
+                f"starting and ending alphanumeric, at most {_LABEL_MAX})",
+            )
+        return name
+
     def time(self, column: str) -> datetime:
         text = self.raw(column)
         try:
@@ -239,7 +254,7 @@ def _read_philly(reader: Any, columns: Sequence[str], source: str) -> list[Trace
                 memory_milli=None,
                 gpus=row.integer("num_gpus", minimum=1),
                 count=1,
-                namespace=f"vc-{cluster}",
+                namespace=row.namespace("cluster", f"vc-{cluster}"),
                 priority=0,
                 split_by_node=True,
             )
@@ -291,7 +306,7 @@ def _read_generic(reader: Any, columns: Sequence[str], source: str) -> list[Trac
         if (cpu is None or memory is None) and gpus == 0:
             missing = "cpu" if cpu is None else "memory_gib"
             raise row.fail(missing, "empty on a row without GPUs (only GPU rows take the node's share)")
-        namespace = row.raw("namespace") or "default"
+        namespace = row.namespace("namespace", row.raw("namespace") or "default")
         priority = row.integer("priority") if row.raw("priority") else 0
         rows.append(
             TraceRow(
