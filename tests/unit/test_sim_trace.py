@@ -142,3 +142,48 @@ def test_step_lower_bound_follows_the_dominant_resource(tmp_path: Path) -> None:
     bounds = lower_bounds(build_jobs(read_trace(write(tmp_path, text)), alloc), alloc)
     assert bounds.step_node_hours == pytest.approx(2.0)
     assert bounds.resource == "memory"
+
+
+def test_a_philly_digest_saved_with_a_utf8_bom_is_read_as_philly(tmp_path: Path) -> None:
+    # Excel's "CSV UTF-8" and Windows PowerShell's Export-Csv start the file with a byte order mark;
+    # read as part of the first column's name it made the header no Philly header, and the file was
+    # refused as a generic trace missing its columns.
+    path = tmp_path / "philly.csv"
+    path.write_bytes(
+        "\ufefftimestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,8,528.0,11cb48\n".encode()
+    )
+    trace = read_trace(path)
+    assert trace.format == "philly"
+    assert [(r.line, r.gpus, r.namespace) for r in trace.rows] == [(2, 8, "vc-11cb48")]
+
+
+def test_a_bad_row_after_a_quoted_field_spanning_lines_is_named_by_its_own_line(tmp_path: Path) -> None:
+    # A quoted field may hold a line break (RFC 4180): the record of line 2 ends on line 3, and the bad
+    # row is on line 4 of the file, not the third record.
+    path = write(tmp_path, GENERIC + '0,60,1,1,0,1,"ml\n",0\n0,60,lots,1,0,1,ml,0\n')
+    with pytest.raises(TraceError, match=r"line 4, column cpu: not a CPU quantity: 'lots'"):
+        read_trace(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "value"),
+    [
+        (GENERIC + "0,60,1,1,0,1,ml,0\n0,60,1,1,0,1,Team A,0\n", "namespace", "Team A"),
+        (GENERIC + "0,60,1,1,0,1," + "n" * 64 + ",0\n", "namespace", "n" * 64),
+        (
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,11CB48\n",
+            "cluster",
+            "vc-11CB48",
+        ),
+    ],
+)
+def test_a_namespace_kubernetes_would_refuse_is_named_by_line_and_column(
+    tmp_path: Path, text: str, column: str, value: str
+) -> None:
+    # A namespace's name is an RFC 1123 label (lower-case alphanumerics and '-', at most 63): the
+    # simulated pods live there and a --config's tenants name it, so a row whose namespace no API server
+    # would create is bad input, not a tenant the replay makes up.
+    path = write(tmp_path, text)
+    line = text.count("\n")
+    with pytest.raises(TraceError, match=rf"line {line}, column {column}: .*{value}"):
+        read_trace(path)

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from spillway.errors import InputError
 from spillway.model.quantity import MAX_VALUE, QuantityError, to_milli
@@ -42,6 +44,9 @@ GENERIC_COLUMNS = ("submit_time", "duration", "cpu", "memory_gib", "gpus", "coun
 GIB_MILLI = 2**30 * 1000
 _CPU_STEP = 100  # milli-CPU
 _ONE_POD = 1000
+# A Namespace's name: an RFC 1123 label (k8s.io/apimachinery pkg/util/validation IsDNS1123Label).
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_MAX = 63
 # Where relative submit times start when a generic trace gives seconds, not times.
 DEFAULT_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -106,7 +111,8 @@ def read_trace(path: str | Path, fmt: str = "auto", limit: int | None = None) ->
     """
     source = str(path)
     try:
-        handle = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
+        # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is no part of the first column's name
+        handle = open(path, newline="", encoding="utf-8-sig")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise TraceError(exc.strerror or str(exc), source=source) from None
     with handle:
@@ -196,6 +202,17 @@ class _Row:
             raise self.fail(column, f"must be at least {minimum}, got {text}")
         return value
 
+    def namespace(self, column: str, name: str) -> str:
+        """``name`` when a Namespace may be called so (an RFC 1123 label, as the API server's
+        ValidateNamespaceName wants), else an error naming the column."""
+        if len(name) > _LABEL_MAX or not _LABEL.fullmatch(name):
+            raise self.fail(
+                column,
+                f"namespace {name!r} is no RFC 1123 label (lower-case letters, digits and '-', "
+                f"starting and ending alphanumeric, at most {_LABEL_MAX})",
+            )
+        return name
+
     def time(self, column: str) -> datetime:
         text = self.raw(column)
         try:
@@ -209,10 +226,19 @@ def _duration(row: _Row) -> int:
     return max(1, math.ceil(row.number("duration", above=0)))
 
 
-def _read_philly(reader: Iterable[list[str]], columns: Sequence[str], source: str) -> list[TraceRow]:
+def _records(reader: Any) -> Iterator[tuple[int, list[str]]]:
+    """Each record of a csv reader past the header, with the file line it starts on: a quoted field may
+    hold a line break, so a record can span lines (``line_num`` counts lines, not records)."""
+    start = reader.line_num + 1
+    for values in reader:
+        yield start, values
+        start = reader.line_num + 1
+
+
+def _read_philly(reader: Any, columns: Sequence[str], source: str) -> list[TraceRow]:
     index = _columns_index(columns, PHILLY_COLUMNS, source)
     rows: list[TraceRow] = []
-    for line, values in enumerate(reader, start=2):
+    for line, values in _records(reader):
         if not values or (len(values) == 1 and not values[0].strip()):
             continue
         row = _Row(values, index, line, source)
@@ -228,7 +254,7 @@ def _read_philly(reader: Iterable[list[str]], columns: Sequence[str], source: st
                 memory_milli=None,
                 gpus=row.integer("num_gpus", minimum=1),
                 count=1,
-                namespace=f"vc-{cluster}",
+                namespace=row.namespace("cluster", f"vc-{cluster}"),
                 priority=0,
                 split_by_node=True,
             )
@@ -236,10 +262,10 @@ def _read_philly(reader: Iterable[list[str]], columns: Sequence[str], source: st
     return rows
 
 
-def _read_generic(reader: Iterable[list[str]], columns: Sequence[str], source: str) -> list[TraceRow]:
+def _read_generic(reader: Any, columns: Sequence[str], source: str) -> list[TraceRow]:
     index = _columns_index(columns, GENERIC_COLUMNS, source)
     rows: list[TraceRow] = []
-    for line, values in enumerate(reader, start=2):
+    for line, values in _records(reader):
         if not values or (len(values) == 1 and not values[0].strip()):
             continue
         row = _Row(values, index, line, source)
@@ -280,7 +306,7 @@ def _read_generic(reader: Iterable[list[str]], columns: Sequence[str], source: s
         if (cpu is None or memory is None) and gpus == 0:
             missing = "cpu" if cpu is None else "memory_gib"
             raise row.fail(missing, "empty on a row without GPUs (only GPU rows take the node's share)")
-        namespace = row.raw("namespace") or "default"
+        namespace = row.namespace("namespace", row.raw("namespace") or "default")
         priority = row.integer("priority") if row.raw("priority") else 0
         rows.append(
             TraceRow(
