@@ -19,8 +19,10 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.adapters.launch_cache import LaunchCache
 from spillway.config import NodeReserve
 from spillway.local.rig import create_group
 from spillway.model.cluster import ClusterSnapshot, RegionUnread
@@ -36,10 +38,12 @@ BEFORE = Snapshot.build(ClusterSnapshot(cluster="ml", taken_at=NOW, nodes=(), po
 
 class Stall:
     """Holds the first call of ``operation`` (any: the first call) sent on the clients it is registered on
-    (an endpoint that hangs) until ``release`` is set; then records each call the held thread sends."""
+    (an endpoint that hangs) until ``release`` is set, then fails that try with ``then`` if given; then
+    records each try the held thread sends (a retry of the held call too)."""
 
-    def __init__(self, operation: str = "") -> None:
+    def __init__(self, operation: str = "", then: Exception | None = None) -> None:
         self.operation = operation
+        self.then = then
         self.held = threading.Event()
         self.release = threading.Event()
         self.thread: int | None = None
@@ -51,6 +55,8 @@ class Stall:
             self.thread = me
             self.held.set()
             self.release.wait(timeout=10)
+            if self.then is not None:
+                raise self.then
         elif me == self.thread:
             self.sent_after.append(event_name.split(".")[-1])
 
@@ -63,16 +69,19 @@ class Stall:
         return True
 
 
-def stalled(operation: str = "") -> Iterator[tuple[AwsAdapter, Stall]]:
+def stalled(
+    operation: str = "", then: Exception | None = None, attempts: int = 1
+) -> Iterator[tuple[AwsAdapter, Stall]]:
     """Two groups in each region (us-west-2's of c5.large, us-east-1's of m5.large), read by an adapter
-    whose us-west-2 endpoints hang in the first call of ``operation``."""
+    (``attempts`` tries a call) whose us-west-2 endpoints hang in the first call of ``operation``, that
+    try failing with ``then`` when they answer."""
     for region, instance_type in ((EAST, "m5.large"), (WEST, "c5.large")):
         for name in ("gpu", "cpu"):
             create_group(
                 f"{name}-{region}", region=region, cluster="ml", mixed=False, instance_type=instance_type
             )
-    adapter = AwsAdapter(AwsClients((EAST, WEST), boto3.Session(), AwsSettings(max_attempts=1)), "ml")
-    stall = Stall(operation)
+    adapter = AwsAdapter(AwsClients((EAST, WEST), boto3.Session(), AwsSettings(max_attempts=attempts)), "ml")
+    stall = Stall(operation, then)
     for client in (adapter._clients.autoscaling(WEST), adapter._clients.ec2(WEST)):
         client.meta.events.register("before-send", stall)
     yield adapter, stall
@@ -87,6 +96,23 @@ def aws(moto_aws: None) -> Iterator[tuple[AwsAdapter, Stall]]:
 @pytest.fixture
 def types_stalled(moto_aws: None) -> Iterator[tuple[AwsAdapter, Stall]]:
     yield from stalled("DescribeInstanceTypes")
+
+
+@pytest.fixture
+def retried(moto_aws: None) -> Iterator[tuple[AwsAdapter, Stall]]:
+    """Three tries a call; us-west-2's first call times out in transit when its endpoint answers."""
+    yield from stalled(
+        then=ReadTimeoutError(endpoint_url="https://autoscaling.us-west-2.amazonaws.com/"), attempts=3
+    )
+
+
+@pytest.fixture
+def recheck_fails(moto_aws: None) -> Iterator[tuple[AwsAdapter, Stall]]:
+    """us-west-2's first DescribeLaunchTemplateVersions fails unreached when its endpoint answers."""
+    yield from stalled(
+        "DescribeLaunchTemplateVersions",
+        then=EndpointConnectionError(endpoint_url="https://ec2.us-west-2.amazonaws.com/"),
+    )
 
 
 def first_read(adapter: AwsAdapter, seconds: float) -> tuple[list[NodeGroup], tuple[RegionUnread, ...]]:
@@ -131,3 +157,47 @@ def test_an_answer_that_comes_after_the_cut_reaches_nothing_the_container_keeps(
     assert stall.ended()
     assert "m5.large" in adapter._types.infos  # us-east-1's, read in time
     assert "c5.large" not in adapter._types.infos and "c5.large" not in adapter._types.unknown
+
+
+def test_a_try_of_the_held_call_that_fails_after_the_cut_is_not_tried_again(
+    retried: tuple[AwsAdapter, Stall],
+) -> None:
+    """botocore tries a call again within the call (AWS_MAX_ATTEMPTS) when a try fails in transit, each
+    try sent from the reading thread (the ``before-send`` event, once per try, where ``before-call`` is
+    once per call): the held call's read timing out after the cut sent its next try, in the next
+    invocation's time, a call the cut read had no use for."""
+    adapter, stall = retried
+
+    _, unread = first_read(adapter, 1.0)
+
+    assert stall.held.is_set() and [u.region for u in unread] == [WEST]
+    stall.release.set()
+    assert stall.ended()
+    assert stall.sent_after == []  # not the held call's second try either
+
+
+def test_a_failure_of_the_held_call_after_the_cut_reaches_nothing_the_container_keeps(
+    recheck_fails: tuple[AwsAdapter, Stall],
+) -> None:
+    """A call that ends with an error botocore raises (the endpoint unreachable, the read timed out: no
+    answer parsed, so no ``after-call``, only ``after-call-error``) is an answer too: us-west-2's re-check
+    of its kept launch template versions failing after the cut went on as a failed re-check does, and
+    pushed each version's next re-check a whole period back (LaunchCache.postpone) in the container's
+    cache."""
+    adapter, stall = recheck_fails
+    now = [1_000.0]
+    cache = adapter._launch_cache = LaunchCache(clock=lambda: now[0])
+    for client in (adapter._clients.autoscaling(WEST), adapter._clients.ec2(WEST)):
+        client.meta.events.unregister("before-send", stall)
+    first_read(adapter, 30.0)  # every region read, its template versions kept
+    kept = [key for key in cache._facts if key[1] == WEST]
+    assert kept
+    now[0] += 2 * cache.recheck_seconds  # each due to be asked again whether it still exists
+    adapter._clients.ec2(WEST).meta.events.register("before-send", stall)
+
+    _, unread = first_read(adapter, 1.0)  # us-west-2 hangs in its re-check
+
+    assert stall.held.is_set() and [u.region for u in unread] == [WEST]
+    stall.release.set()
+    assert stall.ended()
+    assert all(cache.due(key) for key in kept)  # none taken as re-checked

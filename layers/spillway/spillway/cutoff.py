@@ -9,14 +9,15 @@ calling AWS with the container's clients in another invocation's time and writin
 adapter's caches, which every later read trusts.
 
 So each such read runs under a :class:`Cutoff` (:meth:`Cutoff.run`), and an adapter calls :func:`check`
-in the reading thread before each AWS call it makes and again when the call's answer comes, before it
-uses the answer (:class:`spillway.adapters.aws.AwsClients` does it for every botocore call through its
-``before-call`` and ``after-call`` events). Once the caller has cut the read (:meth:`Cutoff.cut`, when it
-stops waiting: always, whatever ended the wait), :func:`check` raises :class:`ReadCut` there: no call is
-sent after the cut and no answer that comes after it reaches the read, so the read touches nothing
-shared; its result, if any, is dropped with its future. The one call under way at the cut ends within its
-SDK settings (``AWS_MAX_ATTEMPTS``, ``AWS_CONNECT_TIMEOUT``, ``AWS_READ_TIMEOUT``): the caller stops
-waiting with at least one such call's time left in the invocation (:meth:`Deadline.reading`).
+in the reading thread before each AWS call it makes, before each try of it, and again when the call
+ends, before it uses what it ended with (:class:`spillway.adapters.aws.AwsClients` does it for every
+botocore call through the events of :data:`spillway.adapters.aws.CUTOFF_EVENTS`: an answer, an error
+answer's too, and a failure with no answer, unreached or timed out). Once the caller has cut the read
+(:meth:`Cutoff.cut`, when it stops waiting: always, whatever ended the wait), :func:`check` raises
+:class:`ReadCut` there: no call and no retry is sent after the cut, and nothing a call ends with after it
+reaches the read, so the read touches nothing shared; its result, if any, is dropped with its future.
+The one try under way at the cut ends within its timeouts (``AWS_CONNECT_TIMEOUT``, ``AWS_READ_TIMEOUT``),
+in this invocation or, frozen with it, in a later one.
 """
 
 from __future__ import annotations

@@ -228,11 +228,18 @@ def _watching_tries(client: Any, operation: str) -> Iterator[_Tries]:
         _TRIES.current = outer
 
 
+#: botocore's events (``client.py`` ``_make_api_call``, ``endpoint.py``), emitted in the calling thread, at
+#: which a read given up stops (:func:`_unless_cut`): before a call, before each of its tries (its
+#: retries too), on the answer AWS sent (an error answer's too, before the client raises it), and on a
+#: call that ended without one (unreached, timed out: botocore's exception, raised after this event)
+CUTOFF_EVENTS = ("before-call", "before-send", "after-call", "after-call-error")
+
+
 def _unless_cut(event_name: str = "", **_: Any) -> None:
-    """botocore's ``before-call`` and ``after-call`` events of every call (``after-call`` comes with its
-    answer, an error's too, before the client returns or raises it): :class:`ReadCut` when the read this
-    thread runs was given up (:func:`spillway.cutoff.check`), so that the call is not sent, or its answer
-    never reaches the read. Decides nothing else (returns None)."""
+    """A handler of :data:`CUTOFF_EVENTS`: :class:`ReadCut` when the read this thread runs was given up
+    (:func:`spillway.cutoff.check`), so that neither the call nor a try of it is sent, and nothing it
+    ends with, answer or failure, reaches the read (botocore does not retry a try that raised it).
+    Decides nothing else (returns None)."""
     cutoff.check(event_name)
 
 
@@ -310,8 +317,8 @@ class AwsClients:
                 if client is None:
                     client = self.session.client(service, region_name=region, config=self._config)  # type: ignore[call-overload]
                     # a read its caller gave up sends nothing more and uses no answer (spillway.cutoff)
-                    client.meta.events.register("before-call", _unless_cut, unique_id="spillway-cutoff-call")
-                    client.meta.events.register("after-call", _unless_cut, unique_id="spillway-cutoff-answer")
+                    for event in CUTOFF_EVENTS:
+                        client.meta.events.register(event, _unless_cut, unique_id=f"spillway-cutoff-{event}")
                     self._clients[key] = client
         return client
 
