@@ -145,6 +145,21 @@ def test_a_notice_drains_cordon_of_the_nodes_own_instance_is_kept_in_the_snapsho
                     cordoned_by_spillway=True, cordon_held=True, cordon_replaced=True)  # fmt: skip
     assert NodeInfo.from_dict(node.to_dict()) == node
     assert not NodeInfo.from_dict(replace(node, cordon_replaced=False).to_dict()).cordon_replaced
+    rebalance = replace(
+        node, cordon_rebalance=True
+    )  # a rebalance recommendation's: given back after the wait
+    assert NodeInfo.from_dict(rebalance.to_dict()) == rebalance
+
+
+@pytest.mark.parametrize(("notice", "rebalance"), [("rebalance", True), ("interrupt", False)])
+def test_the_snapshot_tells_a_rebalance_recommendations_held_drain_from_a_spot_warnings(
+    notice: str, rebalance: bool
+) -> None:
+    world, at_risk = unreplaced_world(0)
+    held_since(world, at_risk, 1, notice=notice)
+    snapshot, *_ = world.parsed()
+    [info] = [n for n in snapshot.nodes if n.name == at_risk]
+    assert (info.cordon_replaced, info.cordon_rebalance) == (True, rebalance)
 
 
 def test_an_instance_the_group_launches_above_its_desired_capacity_is_capacity_launching() -> None:
