@@ -145,6 +145,21 @@ def test_a_notice_drains_cordon_of_the_nodes_own_instance_is_kept_in_the_snapsho
                     cordoned_by_spillway=True, cordon_held=True, cordon_replaced=True)  # fmt: skip
     assert NodeInfo.from_dict(node.to_dict()) == node
     assert not NodeInfo.from_dict(replace(node, cordon_replaced=False).to_dict()).cordon_replaced
+    rebalance = replace(
+        node, cordon_rebalance=True
+    )  # a rebalance recommendation's: given back after the wait
+    assert NodeInfo.from_dict(rebalance.to_dict()) == rebalance
+
+
+@pytest.mark.parametrize(("notice", "rebalance"), [("rebalance", True), ("interrupt", False)])
+def test_the_snapshot_tells_a_rebalance_recommendations_held_drain_from_a_spot_warnings(
+    notice: str, rebalance: bool
+) -> None:
+    world, at_risk = unreplaced_world(0)
+    held_since(world, at_risk, 1, notice=notice)
+    snapshot, *_ = world.parsed()
+    [info] = [n for n in snapshot.nodes if n.name == at_risk]
+    assert (info.cordon_replaced, info.cordon_rebalance) == (True, rebalance)
 
 
 def test_an_instance_the_group_launches_above_its_desired_capacity_is_capacity_launching() -> None:
@@ -389,3 +404,55 @@ def test_a_node_its_group_may_still_replace_stays_held(
     result = world.plan()
     assert at_risk not in [u.node for u in result.uncordon]
     assert at_risk not in [d.node for d in result.drain]
+
+
+def held_since(world: World, node: str, minutes_ago: float, notice: str = "rebalance") -> None:
+    """The node's cordon: the held drain of its instance's ``notice`` (the interrupt function's drain
+    name), cordoned ``minutes_ago``."""
+    instance = world.node(node)["spec"]["providerID"].rsplit("/", 1)[-1]
+    stamp = (NOW - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    world.node(node)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (
+        f"{stamp} held drain {notice}-{instance}: {notice} notice"
+    )
+
+
+def test_a_replacement_is_not_counted_for_a_node_given_back() -> None:
+    """The plan that gives back a node its group has not replaced in REPLACEMENT_WAIT_MINUTES restores
+    its room; it still counted an instance the group ran above its desired capacity as that node's
+    replacement launching, one node counted twice, and the evicted pod was told to wait for it
+    (``fits-launching``). A node whose wait has passed no longer gives its room up to a replacement."""
+    world, at_risk, pods = replacing_world()
+    held_since(world, at_risk, REPLACEMENT_WAIT_MINUTES + 1)
+    result = world.plan()
+    assert [u.node for u in result.uncordon] == [at_risk]
+    assert pending_codes(result).get(pods[0]) != codes.FITS_LAUNCHING
+
+
+def test_a_replacement_is_counted_while_the_node_waits_for_it() -> None:
+    world, at_risk, pods = replacing_world()
+    held_since(world, at_risk, REPLACEMENT_WAIT_MINUTES - 1)
+    result = world.plan()
+    assert scale_up(result) == {} and result.uncordon == ()
+    assert pending_codes(result) == {pods[0]: codes.FITS_LAUNCHING}
+
+
+def test_a_spot_warnings_held_node_is_not_given_back() -> None:
+    """EC2 reclaims an instance two minutes after its Spot interruption warning: the give-back after
+    REPLACEMENT_WAIT_MINUTES is for a rebalance recommendation's drain (advice: the node still works),
+    and uncordoned a Spot warning's node, whose instance is going or gone."""
+    world, at_risk = unreplaced_world(0)
+    held_since(world, at_risk, REPLACEMENT_WAIT_MINUTES + 1, notice="interrupt")
+    result = world.plan()
+    assert at_risk not in [u.node for u in result.uncordon]
+    assert at_risk not in [d.node for d in result.drain]
+
+
+def test_a_node_whose_group_no_longer_rebalances_capacity_is_given_back_after_the_wait() -> None:
+    """Capacity Rebalancing turned off on the group after the recommendation's drain emptied the node:
+    the group will never replace it, and the wait for its replacement fell back to
+    orphaned_drain_minutes (27 h). It is given back after REPLACEMENT_WAIT_MINUTES as in a group that
+    still rebalances."""
+    world, at_risk = unreplaced_world(REPLACEMENT_WAIT_MINUTES + 1)
+    world.groups["spot"]["CapacityRebalance"] = False
+    result = world.plan()
+    assert [u.node for u in result.uncordon] == [at_risk]

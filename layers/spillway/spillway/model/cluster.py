@@ -886,11 +886,18 @@ def cordon_replaced(value: str | None, provider_id: str | None) -> bool:
     :data:`~spillway.model.k8s.GROUP_REPLACED_PREFIXES`): the notices on which a group with Capacity
     Rebalancing replaces the instance itself. Any other held drain (an operator's, a scheduled change's,
     a lifecycle action's) is none: the group launches nothing for it."""
+    return replaced_notice(value, provider_id) is not None
+
+
+def replaced_notice(value: str | None, provider_id: str | None) -> str | None:
+    """Which of :data:`~spillway.model.k8s.GROUP_REPLACED_PREFIXES` names the held drain of
+    :func:`cordon_replaced` (``interrupt``: a Spot warning's, ``rebalance``: a rebalance
+    recommendation's), or None."""
     instance = instance_id_from_provider_id(provider_id)
     parts = (value or "").split(" ", 3)
     if instance is None or len(parts) < 4 or parts[1:3] != [HELD_DRAIN, "drain"]:
-        return False
-    return parts[3].startswith(tuple(f"{p}-{instance}:" for p in GROUP_REPLACED_PREFIXES))
+        return None
+    return next((p for p in GROUP_REPLACED_PREFIXES if parts[3].startswith(f"{p}-{instance}:")), None)
 
 
 def cordon_give_back(value: str | None) -> bool:
@@ -960,6 +967,8 @@ class NodeInfo:
     cordon_held: bool = False  # Spillway's cordon is a drain no plan started (HELD_DRAIN): not reused
     # ... and of those, a Spot warning's or a rebalance recommendation's of its instance (cordon_replaced)
     cordon_replaced: bool = False
+    # ... and of those, a rebalance recommendation's (advice: the node still works), not a Spot warning's
+    cordon_rebalance: bool = False
     cordon_give_back: bool = False  # Spillway's cordon is a give-back's (GIVE_BACKS): see giving_back
     # Which of Spillway's cordons holds it (cordon_digest): a plan that uncordons the node passes it on,
     # and the uncordon takes off that cordon only (compare-and-set). None without Spillway's cordon, or
@@ -1005,6 +1014,10 @@ class NodeInfo:
             cordon_replaced=cordon_replaced(
                 meta.annotations.get(CORDONED_BY_SPILLWAY), node.spec.provider_id
             ),
+            cordon_rebalance=replaced_notice(
+                meta.annotations.get(CORDONED_BY_SPILLWAY), node.spec.provider_id
+            )
+            == GROUP_REPLACED_PREFIXES[1],
             cordon_give_back=cordon_give_back(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             cordon_digest=cordon_digest(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             deleting=meta.deletion_timestamp is not None,
@@ -1072,6 +1085,7 @@ class NodeInfo:
             cordoned_at=parse_time(d.get("sca")),
             cordon_held=bool(d.get("sch")),
             cordon_replaced=bool(d.get("scr")),
+            cordon_rebalance=bool(d.get("scb")),
             cordon_give_back=bool(d.get("sgb")),
             cordon_digest=d.get("scd"),
             deleting=bool(d.get("del")),
@@ -1097,6 +1111,7 @@ _NODE_SHORT_KEYS: tuple[tuple[str, Callable[[NodeInfo], Any]], ...] = (
     ("sca", lambda n: format_time(n.cordoned_at)),
     ("sch", lambda n: _one_if(n.cordon_held)),
     ("scr", lambda n: _one_if(n.cordon_replaced)),
+    ("scb", lambda n: _one_if(n.cordon_rebalance)),
     ("sgb", lambda n: _one_if(n.cordon_give_back)),
     ("scd", lambda n: n.cordon_digest),
     ("del", lambda n: _one_if(n.deleting)),

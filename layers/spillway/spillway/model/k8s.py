@@ -70,9 +70,10 @@ GIVE_BACKS = (GANG_GIVE_BACK, BACKOFF_GIVE_BACK)
 # waits between them (1, 2, 4 s; 1, 2, 4, 8, 16 s, then 20 s each: MaxDelaySeconds), about 30.3 min;
 # BackOff (3 + 6 retries) about 21 min. A retry finds its own cordon (the same reason) and keeps its time.
 GIVE_BACK_LEASE_MINUTES = 35
-# How long Spillway's cordon on an at-risk Spot node it emptied for its Capacity Rebalancing group to
-# replace (a rebalance recommendation's or a Spot warning's drain, terminate: false) is that drain's,
-# counted from the cordon: the group launches its replacement at the notice and terminates the instance
+# How long Spillway's cordon on an at-risk Spot node a rebalance recommendation's drain emptied for its
+# Capacity Rebalancing group to replace (terminate: false) is that drain's, counted from the cordon, and
+# how long the group's instance above its desired capacity counts as that node's replacement (and a Spot
+# warning's node's, whose instance EC2 reclaims two minutes after the warning): the group launches its replacement at the notice and terminates the instance
 # once the replacement passed its health check, but a group at or near its MaxSize, or with no Spot
 # capacity in another pool, launches nothing (Auto Scaling User Guide, "Capacity Rebalancing behavior")
 # and names no time after which it stops trying. A launch and its boot (cluster-autoscaler waits 15

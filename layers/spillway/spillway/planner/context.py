@@ -248,7 +248,7 @@ class Context:
         self.topology = TopologyIndex({name: n.info for name, n in self.nodes.items()}, snapshot.pods)
         self.ready_in_group: dict[GroupKey, int] = _ready_per_group(self.nodes.values())
         # group -> its Ready nodes its own replacements are for (NodeGroup.coming)
-        self.replaced_in_group: dict[GroupKey, int] = _replaced_per_group(self.nodes.values())
+        self.replaced_in_group: dict[GroupKey, int] = _replaced_per_group(self.nodes.values(), now)
         # + of a group carried from an earlier read, the nodes that joined since it (planner.unread)
         listed = self.refused_by_instance.keys() | self.pooled_by_instance.keys()  # in a group all the same
         self.ready_in_group = _joined_since_read(
@@ -686,22 +686,32 @@ def cordon_bound(node: WorkNode, config: PlannerConfig) -> timedelta:
 
 
 def awaits_replacement(node: WorkNode) -> bool:
-    """Whether the node is an at-risk Spot instance Spillway emptied for its group to replace
-    (:attr:`NodeInfo.cordon_replaced`, in a group with Capacity Rebalancing), its drain done (no pod
-    that keeps it busy is left) and the group not terminating it yet. Such a cordon is the drain's for
+    """Whether the node is an at-risk Spot instance a rebalance recommendation's drain emptied for its
+    group to replace (:attr:`NodeInfo.cordon_rebalance`), its drain done (no pod that keeps it busy is
+    left) and the group not terminating it yet. Such a cordon is the drain's for
     :data:`~spillway.model.k8s.REPLACEMENT_WAIT_MINUTES` only: a group at or near its MaxSize, or with no
     Spot capacity in another pool, launches no replacement (Auto Scaling User Guide, "Capacity
-    Rebalancing behavior"), and the node stayed cordoned, empty and paid for until
+    Rebalancing behavior"), nor one whose Capacity Rebalancing was turned off since ("If Capacity
+    Rebalancing is disabled, proactive replacement of at-risk Spot Instances does not occur",
+    UpdateAutoScalingGroup), and the node stayed cordoned, empty and paid for until
     ``orphaned_drain_minutes``. After that wait it is an orphan: given back (a rebalance recommendation is
-    advice, and the node still works) or, unneeded, drained as any idle node."""
-    info, group = node.info, node.group
+    advice, and the node still works) or, unneeded, drained as any idle node. Not a Spot warning's drain:
+    EC2 reclaims that instance two minutes after the warning, and there is nothing to give back."""
     return (
-        info.cordon_replaced
-        and group is not None
-        and group.capacity_rebalance
-        and node.workload == 0
-        and not node.terminating
+        node.info.cordon_rebalance and node.group is not None and node.workload == 0 and not node.terminating
     )
+
+
+def replacement_due(info: NodeInfo, now: datetime) -> bool:
+    """Whether the group's replacement of a node a notice's drain holds (:attr:`NodeInfo.cordon_replaced`)
+    may still come: its cordon is younger than :data:`~spillway.model.k8s.REPLACEMENT_WAIT_MINUTES` (or
+    of no known time, as before). The group launches at the notice; a replacement that launched is
+    bounded on its own by :mod:`spillway.planner.joins` (``max_node_provision_minutes``, 15, as
+    cluster-autoscaler's ``--max-node-provision-time``). After the wait the plan gives a rebalance
+    recommendation's node back, its room restored, and an instance the group runs above its desired
+    capacity is not that node's replacement: counting both counted one node twice."""
+    at = info.cordoned_at
+    return at is None or now - aware(at) < timedelta(minutes=REPLACEMENT_WAIT_MINUTES)
 
 
 def orphaned_cordon(node: WorkNode, state: State, config: PlannerConfig, now: datetime) -> bool:
@@ -738,7 +748,7 @@ def _charge(node: WorkNode, pod: PodInfo, cutoff: int) -> None:
         add_into(node.expendable_used, pod.requests)
 
 
-def _replaced_per_group(nodes: Iterable[WorkNode]) -> dict[GroupKey, int]:
+def _replaced_per_group(nodes: Iterable[WorkNode], now: datetime) -> dict[GroupKey, int]:
     """Per group with Capacity Rebalancing, its Ready nodes (counted in :func:`_ready_per_group`) that the
     drain of a Spot warning or a rebalance recommendation of their instance holds
     (:attr:`NodeInfo.cordon_replaced`): the at-risk instances Spillway empties without terminating for
@@ -747,13 +757,19 @@ def _replaced_per_group(nodes: Iterable[WorkNode]) -> dict[GroupKey, int]:
     operator's, a scheduled change's): the group launches a replacement on those two notices only
     (Auto Scaling User Guide, "Use Capacity Rebalancing to handle Amazon EC2 Spot Interruptions"), and
     counting one took an instance the group runs above its desired capacity for another cause (an
-    instance refresh launching before it terminates, a protected node's replacement) for room."""
+    instance refresh launching before it terminates, a protected node's replacement) for room. Only
+    while the replacement may still come (:func:`replacement_due`)."""
     out: dict[GroupKey, int] = {}
     for node in nodes:
         group, info = node.group, node.info
         if group is None or not group.capacity_rebalance or not info.ready or node.starting is not None:
             continue
-        if info.unschedulable and info.cordoned_by_spillway and info.cordon_replaced:
+        if (
+            info.unschedulable
+            and info.cordoned_by_spillway
+            and info.cordon_replaced
+            and replacement_due(info, now)
+        ):
             out[group.key] = out.get(group.key, 0) + 1
     return out
 

@@ -603,7 +603,7 @@ class ScaleDownStage:
             return f"a give-back cordoned it {minutes(age)} ago and left it (its lease {bound})"
         if awaits_replacement(node):
             return (
-                f"Spillway emptied it {minutes(age)} ago for its group to replace (Capacity Rebalancing), and "
+                f"Spillway emptied it {minutes(age)} ago for its group to replace (a rebalance recommendation), and "
                 f"the group has not replaced it (REPLACEMENT_WAIT_MINUTES {bound})"
             )
         return (
