@@ -576,9 +576,8 @@ def test_a_group_whose_terminate_process_is_suspended_drains_nothing() -> None:
 
 
 def test_a_suspended_terminate_process_keeps_only_the_nodes_of_in_service_instances() -> None:
-    """"Considerations for suspending processes": the suspension "applies only to instances that are
-    currently in the InService state. It does not prevent the termination of instances in other states,
-    such as Pending". A node can join while a launch lifecycle hook still holds its instance in
+    """EC2 Auto Scaling User Guide, "Considerations for suspending processes": a suspended Terminate
+    process holds InService instances only, and Auto Scaling still terminates a Pending one. A node can join while a launch lifecycle hook still holds its instance in
     Pending:Wait; the drain step terminates such an instance (act.instances.terminate_held, the one rule
     model.nodegroup.terminate_holds), so the plan drains its idle node too, where it used to keep every
     node of the group as terminate-suspended."""
