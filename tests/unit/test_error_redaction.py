@@ -151,6 +151,84 @@ def test_an_answer_keeps_a_word_an_exec_plugins_short_secret_happens_to_be(
     assert wrapped() == {"group": "east", "note": "login --password <redacted> refused"}
 
 
+def _exec_env_kubeconfig(env: dict[str, str]) -> dict[str, Any]:
+    """A kubeconfig whose exec plugin is given ``env`` (each value taken whole as a secret)."""
+    plugin = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": "get-token",
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+    }
+    return {"users": [{"name": "u", "user": {"exec": plugin}}]}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("function", ["plan", "scale"])
+def test_an_answers_name_an_exec_env_value_happens_to_be_is_kept_and_a_text_quoting_it_is_not(
+    function: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exec plugin's env value is blanked by value wherever it appears, whatever it is: here one names
+    the cluster (CLUSTER_NAME=ml-production), the very name a plan's or a scale step's answer carries for
+    the next state, which got <redacted> and broke it. A name is no credential and an answer carries
+    none as a field: a one-word answer text keeps a known value shaped like a name (a group named after
+    the cluster too). A multi-word text quoting it is redacted still, and so is a one-word text holding
+    a value no name is shaped like (a token's random letters and digits)."""
+    from spillway.adapters.kube import kubeconfig_secrets
+
+    monkeypatch.setattr(observability, "_known", frozenset())
+    monkeypatch.setattr(observability, "_known_pattern", None)
+    monkeypatch.setattr(observability, "_opaque_pattern", None)
+    token = secrets.token_urlsafe(24)
+    observability.add_secret_values(
+        kubeconfig_secrets(_exec_env_kubeconfig({"CLUSTER_NAME": "ml-production", "API_TOKEN": token}))
+    )
+    app = load_app(function, "redacted_names")
+    answer = {
+        "cluster": "ml-production",
+        "group": "ml-production-gpu-east",
+        "problem": "cluster ml-production refused the call",
+        "marker": f"v1.{token}",
+    }
+    monkeypatch.setattr(app, "get_clients", _clients)
+    monkeypatch.setattr(app, WORK[function], lambda *args: answer)
+
+    out = app.handler({"action": "evict"}, LambdaContext())
+
+    assert (out["cluster"], out["group"]) == ("ml-production", "ml-production-gpu-east")
+    assert out["problem"] == "cluster <redacted> refused the call"
+    assert out["marker"] == "v1.<redacted>"
+
+
+# names an answer's one-word text carries, and known values of those shapes
+NAME_SHAPED = [
+    "ml-production", "us-east-1", "p4d.24xlarge", "123456789012", "MLProd-gpu_east",
+    "ip-10-0-1-23.ec2.internal", "deadbeef",
+]  # fmt: skip
+# credentials' shapes: a static token's base64url, hex, a key's base64 ("+", "/", "="), a JWT, a Kubernetes
+# bootstrap token (lower case and digits, but alternating), a password mixing cases within a word
+OPAQUE = [
+    "Xk9fQ2pL7mZbT4wR", "9f86d081884c7d659a2feaa0c55ad015", "LS0tLS1CRUdJTiBSU0E+a/b=",
+    "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln", "07401b.f395accd246ae52d", "hunter2Hunter2",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", NAME_SHAPED + OPAQUE)
+def test_an_answers_one_word_text_keeps_a_known_value_only_when_it_is_shaped_like_a_name(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Known by value (an exec env value taken whole), a value is blanked in every multi-word text; in an
+    answer's one-word text only when no name could be it (its letters and digits alternate as a random
+    credential's do, or it holds a character no name has)."""
+    monkeypatch.setattr(observability, "_known", frozenset())
+    monkeypatch.setattr(observability, "_known_pattern", None)
+    monkeypatch.setattr(observability, "_opaque_pattern", None)
+    observability.add_secret_values([value])
+    answer = observability.redacted_answer({"name": value, "in": f"x-{value}", "text": f"saw {value}"})
+    kept = value in NAME_SHAPED
+    assert answer["name"] == (value if kept else "<redacted>")
+    assert answer["in"] == (f"x-{value}" if kept else "x-<redacted>")
+    assert answer["text"] == "saw <redacted>"
+
+
 def test_a_batch_error_quoting_its_records_errors_is_redacted_whole(credentials: dict[str, str]) -> None:
     """Powertools' BatchProcessingError says every failed record's traceback in its text."""
     try:

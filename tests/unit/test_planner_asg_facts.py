@@ -575,6 +575,25 @@ def test_a_group_whose_terminate_process_is_suspended_drains_nothing() -> None:
     assert "its Terminate process is suspended" in kept_reasons(result)[kept[0]]
 
 
+def test_a_suspended_terminate_process_keeps_only_the_nodes_of_in_service_instances() -> None:
+    """EC2 Auto Scaling User Guide, "Considerations for suspending processes": a suspended Terminate
+    process holds InService instances only, and Auto Scaling still terminates a Pending one. A node can join while a launch lifecycle hook still holds its instance in
+    Pending:Wait; the drain step terminates such an instance (act.instances.terminate_held, the one rule
+    model.nodegroup.terminate_holds), so the plan drains its idle node too, where it used to keep every
+    node of the group as terminate-suspended."""
+    w = World()
+    held, waiting = w.group("web", "m5.2xlarge", nodes=2, suspended=["Terminate"])
+    w.groups["web"]["Instances"][1]["LifecycleState"] = "Pending:Wait"
+    for node in (held, waiting):
+        w.idle_since(node, 60)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [d.node for d in result.drain] == [waiting]
+    assert {k.node: k.code for k in result.kept}[held] == codes.TERMINATE_SUSPENDED
+    assert "InService" in kept_reasons(result)[held]
+
+
 def test_a_buffer_holds_room_on_spot_only_in_a_group_whose_spot_taint_it_tolerates() -> None:
     """A buffer's chunks are virtual pods, no pods that may move (none is created, so nothing says it
     tolerates a move): as a pod that may not move, they get no spot node, and the README says so. With

@@ -162,6 +162,22 @@ def test_a_terminate_hook_holds_the_instances_a_warm_pool_takes_back_on_scale_in
     assert "drain-before-terminate" in shrink.reason and "returns to its warm pool" in shrink.reason
 
 
+def test_a_suspended_terminate_process_needs_no_drain_ahead_even_of_a_pending_instance() -> None:
+    """With Terminate suspended, the group's scheduled actions run but start no scale-in ("How suspended
+    processes affect other processes", Terminate): the run terminates nothing, of any lifecycle state.
+    So no node is drained ahead, not even one whose instance a launch hook still holds in Pending:Wait,
+    which the per-instance rule of scale-down and the drain step (terminate_holds) would let go: that
+    rule is for terminations Spillway asks for, not the group's own scale-in."""
+    world, nodes = web(suspended=["Terminate"])
+    world.groups["web"]["Instances"][0]["LifecycleState"] = "Pending:Wait"
+    for node in nodes:
+        world.idle_since(node, 2)
+    result = planned(world, {"scheduled": (EVENING,)})
+
+    assert result.drain == () and result.shrinks == ()
+    assert {k.code for k in result.kept} == {codes.IDLE_BELOW_THRESHOLD}
+
+
 def test_instances_protected_from_scale_in_are_not_terminated_by_the_action() -> None:
     """Three of four instances protected: Auto Scaling terminates only the fourth at the run, so one
     node is drained ahead, not two."""

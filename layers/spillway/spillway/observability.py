@@ -30,7 +30,8 @@ key named like a credential (:data:`SECRET_KEYS`).
 
 What leaves a function other than through logging goes through the same redaction: :func:`redacting`,
 on every handler, redacts the error a handler lets escape (the Lambda runtime writes it itself: the
-function's error, a Step Functions Cause) under its own class, and each text of its answer.
+function's error, a Step Functions Cause) under its own class, and each text of its answer (a one-word
+text, a name, keeps a short secret word and a known value shaped like a name: :func:`redacted_answer`).
 """
 
 from __future__ import annotations
@@ -132,21 +133,39 @@ _SECRETS = (
 # appear, with or without a key (requests-oauthlib logs its auth tuple, ('<client id>', '<secret>')).
 _known: frozenset[str] = frozenset()
 _known_pattern: re.Pattern[str] | None = None
+# ... those of them no name is shaped like (:data:`_NAME_SHAPED`): blanked in an answer's one-word text too
+_opaque_pattern: re.Pattern[str] | None = None
 _known_lock = threading.Lock()
 # A shorter value is too likely to be a common word to blank everywhere (and too weak to be a secret).
 MIN_KNOWN_SECRET = 8
+# A known value shaped like a name a function's answer carries (a cluster's, a group's, a region's, an
+# account's id), which an exec plugin's env value taken whole may be (CLUSTER_NAME=ml-production): parts
+# of letters and digits joined by "-", "_" or ".", each of at most three runs of letters or of digits
+# ("p4d", "24xlarge", "us-east-1"), no run of letters going from lower to upper case ("MLProd" may,
+# "xKq" not). A credential's random letters and digits (a token, base64, hex) alternate far more often,
+# or hold "+", "/", "=": no name coincides with one.
+_LETTERS = r"(?:[A-Z]+[a-z]*|[a-z]+)"
+_NAME_PART = rf"(?:{_LETTERS}(?:[0-9]+{_LETTERS}?)?|[0-9]+(?:{_LETTERS}[0-9]*)?)"
+_NAME_SHAPED = re.compile(rf"{_NAME_PART}(?:[-_.]{_NAME_PART})*")
+
+
+def _any_of(values: Iterable[str]) -> re.Pattern[str] | None:
+    """A pattern matching each of ``values``, the longest first (so a longer one is blanked whole)."""
+    longest_first = sorted(values, key=len, reverse=True)
+    return re.compile("|".join(re.escape(v) for v in longest_first)) if longest_first else None
 
 
 def add_secret_values(values: Iterable[str]) -> None:
-    """Blank these values in every record from now on, wherever they appear."""
-    global _known, _known_pattern
+    """Blank these values in every record from now on, wherever they appear (in an answer's one-word
+    text only those no name is shaped like: :func:`redacted_answer`)."""
+    global _known, _known_pattern, _opaque_pattern
     with _known_lock:
         new = {v for v in values if len(v) >= MIN_KNOWN_SECRET} - _known
         if not new:
             return
         _known = _known | new
-        longest_first = sorted(_known, key=len, reverse=True)
-        _known_pattern = re.compile("|".join(re.escape(v) for v in longest_first))
+        _known_pattern = _any_of(_known)
+        _opaque_pattern = _any_of(v for v in _known if not _NAME_SHAPED.fullmatch(v))
 
 
 # Secrets a flag named (an exec plugin's ``--password <value>``, :func:`add_secret_words`), of any length:
@@ -178,10 +197,12 @@ def add_secret_words(values: Iterable[str]) -> None:
         _words_pattern = re.compile(f"{_WORD_BEFORE}(?:{longest_first}){_WORD_AFTER}")
 
 
-def redact(text: str, *, words: bool = True) -> str:
-    """``text`` with every secret :func:`add_secret_values` and (unless not ``words``)
-    :func:`add_secret_words` named and every credential :data:`_SECRETS` knows replaced by ``<redacted>``."""
-    known, named = _known_pattern, _words_pattern if words else None
+def redact(text: str, *, words: bool = True, names: bool = True) -> str:
+    """``text`` with every secret :func:`add_secret_values` (unless not ``names``, only those no name is
+    shaped like: :data:`_NAME_SHAPED`) and (unless not ``words``) :func:`add_secret_words` named and every
+    credential :data:`_SECRETS` knows replaced by ``<redacted>``."""
+    known = _known_pattern if names else _opaque_pattern
+    named = _words_pattern if words else None
     if known is not None:
         text = known.sub(REDACTED, text)
     if named is not None:
@@ -342,11 +363,15 @@ def redacted_error(exc: BaseException) -> BaseException:
 
 
 def redacted_answer(value: Any) -> Any:
-    """A function's answer, each text in it redacted; a text that is one word, a name (a group's, a
-    region's) the state machine goes on with, loses no short secret :func:`add_secret_words` has which it
-    happens to be (a whole credential that pattern or value gives is blanked in it still)."""
+    """A function's answer, each text in it redacted. A text that is one word is a name (a cluster's, a
+    group's, a region's, an owner's id) the state machine goes on with, never a credential (no answer
+    carries one as a field): it loses no short secret :func:`add_secret_words` has which it happens to
+    be, nor a known value shaped like a name (an exec plugin's env value taken whole, CLUSTER_NAME=
+    ml-production, in the cluster's name or a group's named after it: :data:`_NAME_SHAPED`). A known
+    value no name is shaped like, and a credential a pattern finds, are blanked in it still."""
     if isinstance(value, str):
-        return redact(value, words=any(c.isspace() for c in value))
+        sentence = any(c.isspace() for c in value)
+        return redact(value, words=sentence, names=sentence)
     if isinstance(value, dict):
         return {k: redacted_answer(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

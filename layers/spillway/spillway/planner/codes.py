@@ -71,7 +71,8 @@ RECENTLY_LAUNCHED = "recently-launched"  # younger than scale_down_delay_after_l
 IDLE_BELOW_THRESHOLD = "idle-below-threshold"  # idle, but not for scale_down_idle_minutes yet
 MIN_SIZE = "min-size"  # draining it would take the group below MinSize
 CLUSTER_MIN = "cluster-min"  # removing it would take the cluster below a cores/memory/gpu_total minimum
-# its group's Terminate process is suspended: Auto Scaling would not terminate it (model.nodegroup.TERMINATE)
+# its group's Terminate process is suspended and its instance InService: Auto Scaling would not terminate it
+# (model.nodegroup.terminate_holds)
 TERMINATE_SUSPENDED = "terminate-suspended"
 # its instance is protected from scale-in on its own (ProtectedFromScaleIn; model.nodegroup.scale_in_protected)
 SCALE_IN_PROTECTED = "scale-in-protected"

@@ -34,7 +34,6 @@ from spillway.config import EMPTY, BudgetReason
 from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import DO_NOT_DISRUPT
-from spillway.model.nodegroup import TERMINATE
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share, room_less
 from spillway.model.state import NodeState, RoomState, Since
 from spillway.planner import codes
@@ -842,15 +841,17 @@ class ScaleDownStage:
     def limit(self, node: WorkNode, reason: BudgetReason = EMPTY) -> Verdict:
         """The group's Terminate process, MinSize, the per-plan scale-in cap, an instance to terminate, and
         the disruption budgets that limit disruptions of ``reason`` (an empty node's drain, unless
-        consolidation says otherwise). A make-room drain keeps its node, so only the budgets bind it."""
+        consolidation says otherwise). A make-room drain keeps its node, so only the budgets bind it.
+        The Terminate process holds the node's instance by the one rule the drain step follows
+        (:meth:`~spillway.model.nodegroup.NodeGroup.terminate_held`): InService, not Pending:Wait."""
         group = node.group
         assert group is not None
-        suspended = group.suspension(TERMINATE)
+        suspended = group.terminate_held(node.info.instance_id or "")
         if suspended is not None:  # drained, its instance would stay and be paid for, its node empty
             return (
                 codes.TERMINATE_SUSPENDED,
-                f"group {group.name}: {suspended}: Auto Scaling does not terminate its instances to scale "
-                "in until it is resumed",
+                f"group {group.name}: {suspended}: Auto Scaling does not terminate its InService instances "
+                "to scale in until it is resumed",
             )
         # MinSize and the scale-in cap count the nodes that go: a make-room drain, this plan's or one
         # under way, keeps its node (the pending pods take it), so only the disruption budgets count it

@@ -26,12 +26,20 @@ runs, and the pods on the nodes left above its size that Auto Scaling may pick
 cannot take, protected from scale-in, which the run leaves above the desired capacity it sets (such an
 action is reported even when that is all it does). A group with one of Spillway's terminate lifecycle
 hooks needs no drain ahead: the hook holds each instance Auto Scaling terminates until Spillway drained
-its node. A group whose Terminate process is suspended loses nothing (Auto Scaling terminates none).
+its node.
 So does a group whose warm pool reuses instances on scale-in (``InstanceReusePolicy.ReuseOnScaleIn``,
 PutWarmPool): the instances the action scales in go back to the pool rather than being terminated, but
 the terminate hook still holds each, in Warmed:Pending:Wait (EC2 Auto Scaling User Guide, "Use lifecycle
 hooks with a warm pool"), and Spillway drains it there (:data:`spillway.model.drain.HOOK_WAIT_STATES`);
 a drain ahead would terminate instances the pool was to keep.
+
+A group whose Terminate process is suspended loses nothing: its scheduled actions still run,
+but none of them starts a scale-in activity while the suspension lasts (EC2 Auto Scaling User Guide,
+"How suspended processes affect other processes", Terminate), so the run lowers the desired capacity
+and terminates no instance, a Pending one no more than an InService one. This is the group's own
+scale-in, not a termination Spillway asks for: the per-instance rule of the drain step and of
+scale-down (:func:`~spillway.model.nodegroup.terminate_holds`, which lets a Pending instance go) does
+not apply, and no node is drained ahead of such a run.
 """
 
 from __future__ import annotations
@@ -97,6 +105,8 @@ class ScheduledShrinks:
     def run(self) -> list[GroupShrink]:
         for group in self.ctx.groups:
             ceiling = group_ceiling(self.ctx, group)  # carried, unread: its nodes are kept (planner.unread)
+            # Terminate suspended: the run initiates no scale-in at all (module docstring), whatever
+            # the state of each instance
             if ceiling is None or group.unread or group.suspension(TERMINATE) is not None:
                 continue
             if self.excess(group, ceiling) > 0:
