@@ -460,3 +460,34 @@ def test_a_static_pod_on_a_starting_node_takes_its_room_when_new_nodes_run_none(
 
     assert eval_pod not in pending_codes(result)
     assert scale_up(result) == {"gpu": (1, 3, [eval_pod, job])}
+
+
+def test_a_starting_node_whose_place_has_no_launching_node_left_does_not_spare_the_next() -> None:
+    """Two p4d nodes of a group over zones a and b are starting, each with a 60-core loader bound, and
+    the group's desired capacity fell to 1 meanwhile: one node is launching, in zone b (Auto Scaling's
+    answer lists that instance first). The zone-a node, first by name, has no launching node of its
+    place to stand for; the zone-b node still has the room its loader leaves (35 cores), and the
+    80-core job gets a node of its own instead of waiting on an empty p4d that is not there."""
+    w = World()
+    nodes = w.group(
+        "gpu", "p4d.24xlarge", nodes=2, max_size=5, gpu_taint=True, zones=["us-east-1a", "us-east-1b"]
+    )
+    for node, instance in zip(nodes, w.groups["gpu"]["Instances"], strict=True):
+        item = _joined(w, node, minutes_ago=1)
+        for key in ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"):
+            item["metadata"]["labels"][key] = instance["AvailabilityZone"]  # as the cloud node controller
+        for key in ("allocatable", "capacity"):
+            item["status"][key].pop("nvidia.com/gpu")
+        w.pods(
+            f"loader-{instance['AvailabilityZone']}", 1, cpu="60", memory="100Gi", node_name=node,
+            phase="Running", tolerations=[GPU_TOLERATION_ALL],
+        )  # fmt: skip
+    w.groups["gpu"]["DesiredCapacity"] = 1
+    zones = {n: i["AvailabilityZone"] for n, i in zip(nodes, w.groups["gpu"]["Instances"], strict=True)}
+    assert zones[min(nodes)] == "us-east-1a"  # the node with no launching node of its place comes first
+    (job,) = w.gpu_pods("train", 1, 8)
+
+    result = w.plan()
+
+    assert pending_codes(result).get(job) != codes.FITS_LAUNCHING
+    assert job in scale_up(result)["gpu"][2]

@@ -281,11 +281,12 @@ def _bound_marks(ctx: Context, nodes: Collection[str]) -> dict[str, Marks]:
 
 def _hold(bins: list[Bin], held: Iterable[_Held]) -> None:
     """Each node of ``held`` becomes a bin of its own, out of the launching ``bins`` of its place, with
-    the room its pods leave and their marks."""
+    the room its pods leave and their marks. One whose place has no launching node left (a group whose
+    desired capacity fell below its nodes still starting) stands for none; the next may still."""
     for one in held:
         source = _bin_for(one.node, bins)
         if source is None:
-            break
+            continue
         node_id = source.ids.pop()
         bins.append(Bin(dict(one.room), [node_id], fresh=True, marks=one.marks, labels=source.labels))
     bins[:] = [b for b in bins if b.ids]
