@@ -491,3 +491,35 @@ def test_a_starting_node_whose_place_has_no_launching_node_left_does_not_spare_t
 
     assert pending_codes(result).get(job) != codes.FITS_LAUNCHING
     assert job in scale_up(result)["gpu"][2]
+
+
+def _preempting_on_a_starting_node(job_priority: int) -> tuple[World, str, str]:
+    """A starting p4d (GPUs not registered yet) where a 60-core loader of priority 1000 preempted a
+    pod and waits for its room (status.nominatedNodeName), and the 80-core job, of ``job_priority``."""
+    w, node, job = _gpu_world(minutes_ago=1)
+    (loader,) = w.pods("loader", 1, cpu="60", memory="100Gi", priority=1000, tolerations=[GPU_TOLERATION_ALL])
+    w.pod_item(loader)["status"]["nominatedNodeName"] = node
+    w.pod_item(job)["spec"]["priority"] = job_priority
+    return w, loader, job
+
+
+def test_a_pod_nominated_to_a_starting_node_takes_its_room_from_pods_of_its_priority_or_lower() -> None:
+    """kube-scheduler adds the pods nominated to a node of equal or higher priority to it when it
+    filters the node for a pod (addGENominatedPods), a starting node as any other: the loader's 60
+    cores are not the job's, which gets a p4d of its own instead of waiting on a node it will not fit."""
+    w, loader, job = _preempting_on_a_starting_node(job_priority=0)
+
+    result = w.plan()
+
+    assert pending_codes(result)[loader] == codes.NOMINATED
+    assert scale_up(result) == {"gpu": (1, 2, [job])}
+
+
+def test_a_higher_priority_pod_may_take_the_room_of_a_pod_nominated_to_a_starting_node() -> None:
+    """kube-scheduler counts a nominated pod only against pods of equal or lower priority: the job of
+    priority 2000 takes the starting node's room (the loader preempts again if it must)."""
+    w, _, job = _preempting_on_a_starting_node(job_priority=2000)
+
+    result = w.plan()
+
+    assert result.scale_up == () and pending_codes(result)[job] == codes.FITS_LAUNCHING

@@ -42,6 +42,7 @@ from spillway.planner.types import PendingPod, Placement, Unhealthy
 
 if TYPE_CHECKING:
     from spillway.planner.classes import Gangs  # which reads the context
+    from spillway.planner.placement import Bin  # which reads the context
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
 
@@ -301,6 +302,11 @@ class Context:
         # a launching node of a group over several zones or types -> the labels it registers with, in
         # the zone and of the type Auto Scaling launched it in (placement.launching_bins)
         self.launching_labels: dict[str, Mapping[str, str]] = {}
+        # per group, the room left on its nodes launching (placement.launching_bins: the scale-up's, as
+        # its trials leave them), and a registered one that is a bin of its own -> that bin's node id:
+        # a pod nominated to it takes its room there (charge_nominated)
+        self.launching_bins: dict[GroupKey, list[Bin]] = {}
+        self.launching_held: dict[str, str] = {}
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
         # each active buffer, by key: the chunks planned as virtual pods (planner.buffers._room_bound), and
@@ -390,10 +396,22 @@ class Context:
         while self.nominated and (priority is None or self.nominated[-1].priority >= priority):
             pod = self.nominated.pop()
             node = self.nodes[pod.nominated or ""]
-            add_room(node.free, self.nominated_requests(pod), -1)
-            node.free[PODS] = node.free.get(PODS, 0) - ONE_POD
+            room = self._nominated_room(node)
+            add_room(room, self.nominated_requests(pod), -1)
+            room[PODS] = room.get(PODS, 0) - ONE_POD
             node.receives += 1
             self.note_volumes(node.info.name, pod.volumes)
+
+    def _nominated_room(self, node: WorkNode) -> Resources:
+        """The free room a pod nominated to ``node`` takes: for a registered node still launching, the
+        room of the launching bin it is (:attr:`launching_held`; placement places pods there, not on the
+        node), else the node's."""
+        held = self.launching_held.get(node.info.name)
+        if held is not None and node.group is not None:
+            for one in self.launching_bins.get(node.group.key, ()):
+                if one.ids == [held]:
+                    return one.free
+        return node.free
 
     @contextmanager
     def nominated_withheld(self) -> Iterator[None]:

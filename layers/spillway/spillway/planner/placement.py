@@ -194,7 +194,7 @@ def launching_bins(ctx: Context, empty: Mapping[GroupKey, Resources]) -> dict[Gr
         launching = ctx.launching(g, launched_only(ctx, g))
         if launching > 0 and g.template is not None:
             bins[g.key] = _launching_bins_of(ctx, g, launching, empty[g.key])
-            _hold(bins[g.key], held.get(g.key, ()))
+            ctx.launching_held.update(_hold(bins[g.key], held.get(g.key, ())))
     return bins
 
 
@@ -217,14 +217,17 @@ def _held_launching(ctx: Context) -> dict[GroupKey, list[_Held]]:
     yet, or to one whose startup taint it tolerates, when the rest of its requests fit there: taken as
     an empty template node, such a node held a job that no longer fits there, and nothing was launched
     for it until the node initialized. Karpenter reckons an uninitialized node so: its allocatable less
-    its pods' requests (kubernetes-sigs/karpenter pkg/controllers/state, StateNode.Available)."""
+    its pods' requests (kubernetes-sigs/karpenter pkg/controllers/state, StateNode.Available). So is one
+    a pending pod is nominated to (it preempted there): that pod takes its room from the pods of its
+    priority or lower as on any node (:meth:`Context.charge_nominated`), from the node's bin."""
     held: dict[str, Resources] = {}
+    nominated = {pod.nominated for pod in ctx.nominated}
     for name in sorted(ctx.nodes):
         node = ctx.nodes[name]
         if not registered_launching(ctx, node):
             continue
         requests = _bound_beyond_template(ctx, node)
-        if requests:
+        if requests or name in nominated:
             held[name] = requests
     marks = _bound_marks(ctx, held) if held else {}
     overheads: dict[GroupKey, Resources] = {}
@@ -279,17 +282,20 @@ def _bound_marks(ctx: Context, nodes: Collection[str]) -> dict[str, Marks]:
     return out
 
 
-def _hold(bins: list[Bin], held: Iterable[_Held]) -> None:
+def _hold(bins: list[Bin], held: Iterable[_Held]) -> dict[str, str]:
     """Each node of ``held`` becomes a bin of its own, out of the launching ``bins`` of its place, with
     the room its pods leave and their marks. One whose place has no launching node left (a group whose
-    desired capacity fell below its nodes still starting) stands for none; the next may still."""
+    desired capacity fell below its nodes still starting) stands for none; the next may still. Returns
+    node name -> the id of its bin (:attr:`Context.launching_held`)."""
+    ids: dict[str, str] = {}
     for one in held:
         source = _bin_for(one.node, bins)
         if source is None:
             continue
-        node_id = source.ids.pop()
+        node_id = ids[one.node.info.name] = source.ids.pop()
         bins.append(Bin(dict(one.room), [node_id], fresh=True, marks=one.marks, labels=source.labels))
     bins[:] = [b for b in bins if b.ids]
+    return ids
 
 
 def _bound_beyond_template(ctx: Context, node: WorkNode) -> Resources:

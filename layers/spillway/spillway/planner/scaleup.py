@@ -117,7 +117,7 @@ class ScaleUpStage:
         self.schedulable: list[Pool] = unmarked_first(schedulable)  # free room: as kube-scheduler scores
         self.reclaimable: list[Pool] = reclaimable_pools(ctx)
         self.empty: dict[GroupKey, Resources] = empty_room(ctx)
-        self.launching: dict[GroupKey, list[Bin]] = launching_bins(ctx, self.empty)
+        self.launching = launching_bins(ctx, self.empty)
         # new nodes per (group, gang): a gang's new nodes are its own, launched together
         self.new_bins: dict[tuple[GroupKey, str | None], list[Bin]] = {(g.key, None): [] for g in ctx.groups}
         # MaxSize, or the lower size a scheduled action sets within the idle threshold: a node launched
@@ -139,6 +139,16 @@ class ScaleUpStage:
         self.group: GroupKey | None = None
         # per coscheduling gang with minResources: its bound pods' room per node (planner.minresources)
         self.bound: dict[str, dict[str, Resources]] = {}
+
+    @property
+    def launching(self) -> dict[GroupKey, list[Bin]]:
+        """Per group, the room left on its nodes already launching: the context's, which charges a pod
+        nominated to a registered one there (:meth:`Context.charge_nominated`)."""
+        return self.ctx.launching_bins
+
+    @launching.setter
+    def launching(self, bins: dict[GroupKey, list[Bin]]) -> None:
+        self.ctx.launching_bins = bins
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
         self._count_launching_fresh()
