@@ -523,3 +523,35 @@ def test_a_higher_priority_pod_may_take_the_room_of_a_pod_nominated_to_a_startin
     result = w.plan()
 
     assert result.scale_up == () and pending_codes(result)[job] == codes.FITS_LAUNCHING
+
+
+def test_a_hostname_spread_counts_the_pods_bound_to_a_starting_node() -> None:
+    """kube-scheduler's PodTopologySpread counts the pods a node runs that the selector matches, on a
+    starting node as on any (podtopologyspread/filtering.go: a node standing more than maxSkew above the
+    least loaded fails the filter). The starting node runs a replica, the other node none and is full:
+    one more replica there stands at 2 against 0, so the waiting replica needs a node of its own, not
+    a wait on the starting one."""
+    w = World()
+    ready, starting = w.group("cpu", "m5.2xlarge", nodes=2, max_size=5)
+    _joined(w, starting, minutes_ago=1)["spec"]["taints"] = [PREFIXED]
+    w.pods("fill", 1, cpu="7", memory="8Gi", node_name=ready, phase="Running")
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    replicas = []
+    for name, node in (("web-0", starting), ("web-1", None)):
+        item = o.pod(
+            name, cpu="1", memory="1Gi", node_name=node, owner=("ReplicaSet", "web"), labels={"app": "web"},
+            tolerations=[{"key": PREFIXED["key"], "operator": "Exists", "effect": "NoSchedule"}],
+        )  # fmt: skip
+        item["spec"]["topologySpreadConstraints"] = [spread]
+        w.items.append(item)
+        replicas.append(f"default/{name}")
+
+    result = w.plan()
+
+    assert pending_codes(result).get(replicas[1]) != codes.FITS_LAUNCHING
+    assert scale_up(result) == {"cpu": (2, 3, [replicas[1]])}

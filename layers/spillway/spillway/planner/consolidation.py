@@ -76,7 +76,7 @@ from spillway.planner.disruption import (
 )
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
-from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools, room_bound
+from spillway.planner.placement import Bin, Pool, TrialFit, copy_bins, fill_launching, pools, room_bound
 from spillway.planner.scaleup import (
     UNKNOWN_REGION,
     at_home,
@@ -397,7 +397,7 @@ class Consolidation:
         self.receiving: set[str] = set()
         self.arrivals: dict[str, list[str]] = {}  # existing node -> the pods this plan moves onto it
         self.room: dict[str, WorkNode] = {}
-        self.launching: dict[GroupKey, list[Bin]] = _copy_bins(stage.launching)
+        self.launching: dict[GroupKey, list[Bin]] = copy_bins(stage.launching)
         self.backed_off = {g.key for g in self.ctx.groups if backoff_reason(self.ctx, g)}
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
         # moves() of a node with a critical pod, each pod judged alone (before waits_for_others)
@@ -776,7 +776,7 @@ class Consolidation:
         pods it moves)."""
         name = candidate.node.info.name
         everywhere = [w for n, w in self.room.items() if n != name]
-        launching = _copy_bins(self.launching)
+        launching = copy_bins(self.launching)
         on_launching: set[str] = set()
         trial = TrialFit(self.ctx)
         leaving = Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
@@ -1139,13 +1139,6 @@ def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
     pod, move = never[0]
     more = f" and {len(never) - 1} more" if len(never) > 1 else ""
     return codes.POD_NEVER, f"runs {pod.key}, which may not be moved ({move.reason}){more}"
-
-
-def _copy_bins(bins: Mapping[GroupKey, list[Bin]]) -> dict[GroupKey, list[Bin]]:
-    return {
-        g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels, b.volumes) for b in group]
-        for g, group in bins.items()
-    }
 
 
 def _whole_on_one(cls: PodClass, room: Iterable[WorkNode]) -> list[Pool]:

@@ -303,10 +303,9 @@ class Context:
         # the zone and of the type Auto Scaling launched it in (placement.launching_bins)
         self.launching_labels: dict[str, Mapping[str, str]] = {}
         # per group, the room left on its nodes launching (placement.launching_bins: the scale-up's, as
-        # its trials leave them), and a registered one that is a bin of its own -> that bin's node id:
-        # a pod nominated to it takes its room there (charge_nominated)
+        # its trials leave them); a pod nominated to a registered one takes its room there
+        # (charge_nominated)
         self.launching_bins: dict[GroupKey, list[Bin]] = {}
-        self.launching_held: dict[str, str] = {}
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
         # each active buffer, by key: the chunks planned as virtual pods (planner.buffers._room_bound), and
@@ -404,14 +403,11 @@ class Context:
 
     def _nominated_room(self, node: WorkNode) -> Resources:
         """The free room a pod nominated to ``node`` takes: for a registered node still launching, the
-        room of the launching bin it is (:attr:`launching_held`; placement places pods there, not on the
+        room of the launching bin it is (:attr:`Bin.node`; placement places pods there, not on the
         node), else the node's."""
-        held = self.launching_held.get(node.info.name)
-        if held is not None and node.group is not None:
-            for one in self.launching_bins.get(node.group.key, ()):
-                if one.ids == [held]:
-                    return one.free
-        return node.free
+        name = node.info.name
+        bins = self.launching_bins.get(node.group.key, ()) if node.group is not None else ()
+        return next((one.free for one in bins if one.node == name), node.free)
 
     @contextmanager
     def nominated_withheld(self) -> Iterator[None]:

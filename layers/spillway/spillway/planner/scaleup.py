@@ -22,7 +22,7 @@ import math
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any
 
 from spillway.model.cluster import TaintT
 from spillway.model.groupkey import GroupKey
@@ -63,6 +63,7 @@ from spillway.planner.placement import (
     Bin,
     DomainPools,
     Pool,
+    copy_bins,
     fill_bins,
     launching_bins,
     place_on_launching,
@@ -1371,8 +1372,8 @@ class RoomTrial:
             # which volumes each node has, for the attach limits (the classes read volume_nodes itself)
             "volume_nodes": {k: set(v) for k, v in ctx.volume_nodes.items()},
             "volume_users": dict(ctx.volume_users),
-            "launching": _copy_bins(stage.launching),
-            "new_bins": _copy_bins(stage.new_bins),
+            "launching": copy_bins(stage.launching),
+            "new_bins": copy_bins(stage.new_bins),
             "room": dict(stage.room),
             "limits": stage.limits.save(),
             "new_nodes": dict(ctx.new_nodes),
@@ -1983,16 +1984,6 @@ class MemberPlacement(RoomTrial):
         reason = f"no node is added for this member of gang {self.gang}: {why}"
         for pod in cls.take(cls.remaining):
             self.stage.ctx.pending_out.append(PendingPod(pod, reason, code))
-
-
-K = TypeVar("K")
-
-
-def _copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
-    return {
-        k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels, b.volumes) for b in v]
-        for k, v in bins.items()
-    }
 
 
 def _or(value: int | None, default: int) -> int:
