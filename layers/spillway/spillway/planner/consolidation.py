@@ -22,7 +22,8 @@ refusal keeps it, with its code:
 * ``receives-moved-pods``: this plan moves another node's pods onto it;
 * ``does-not-fit``: the free room of the rest of the cluster (Ready, schedulable nodes, less what this
   plan already placed there, less every node this plan drains; then capacity already launching since an
-  earlier plan, in groups whose launches do not fail, less what this plan's pending pods took) does not
+  earlier plan, in groups whose launches do not fail, less what this plan's pending pods took, but no
+  registered node still launching: :func:`~spillway.planner.placement.initialized_only`) does not
   hold its pods (a pod whose claim would hold its replacement on every node fits nowhere:
   :meth:`spillway.planner.classes.PodClass.blocker`). The simulation is the scale-up's own first fit
   (:func:`spillway.planner.placement.fit_on_nodes`, :func:`~spillway.planner.placement.fill_bins`);
@@ -76,7 +77,16 @@ from spillway.planner.disruption import (
 )
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
-from spillway.planner.placement import Bin, Pool, TrialFit, copy_bins, fill_launching, pools, room_bound
+from spillway.planner.placement import (
+    Bin,
+    Pool,
+    TrialFit,
+    copy_bins,
+    fill_launching,
+    initialized_only,
+    pools,
+    room_bound,
+)
 from spillway.planner.scaleup import (
     UNKNOWN_REGION,
     at_home,
@@ -397,7 +407,7 @@ class Consolidation:
         self.receiving: set[str] = set()
         self.arrivals: dict[str, list[str]] = {}  # existing node -> the pods this plan moves onto it
         self.room: dict[str, WorkNode] = {}
-        self.launching: dict[GroupKey, list[Bin]] = copy_bins(stage.launching)
+        self.launching: dict[GroupKey, list[Bin]] = initialized_only(self.ctx, stage.launching)
         self.backed_off = {g.key for g in self.ctx.groups if backoff_reason(self.ctx, g)}
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
         # moves() of a node with a critical pod, each pod judged alone (before waits_for_others)

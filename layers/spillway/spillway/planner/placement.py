@@ -312,6 +312,27 @@ def _hold(bins: list[Bin], held: Iterable[_Held]) -> None:
     bins[:] = [b for b in bins if b.ids]
 
 
+def initialized_only(ctx: Context, bins: Mapping[GroupKey, list[Bin]]) -> dict[GroupKey, list[Bin]]:
+    """A copy of the launching ``bins`` without the registered nodes still launching
+    (:func:`registered_launching`): the bin of its own of one that is one (:attr:`Bin.node`), else a
+    node of the bin of its place, one no pod was planned onto first, as :func:`_hold` takes it. The
+    room consolidation may move pods to: Karpenter refuses a consolidation whose pods would schedule
+    against a node not initialized yet (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go,
+    SimulateScheduling: UninitializedNodeError), which may never come up as its template says."""
+    out = copy_bins(bins)
+    for name in sorted(ctx.nodes):
+        node = ctx.nodes[name]
+        group_bins = out.get(node.group.key) if node.group is not None else None
+        if not group_bins or not registered_launching(ctx, node):
+            continue
+        own = next((b for b in group_bins if b.node == name), None)
+        source = own or _bin_for(node, sorted(group_bins, key=lambda b: not b.fresh))
+        if source is not None:
+            source.ids.pop()
+            group_bins[:] = [b for b in group_bins if b.ids]
+    return out
+
+
 def _bound_beyond_template(ctx: Context, node: WorkNode) -> Resources:
     """What the pods bound to ``node`` request (a pod slot each) but its DaemonSet and static pods and
     the requests of its expendable pods; only the resources of which they request some."""
