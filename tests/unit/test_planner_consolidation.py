@@ -1886,3 +1886,25 @@ def test_an_idle_node_a_consolidation_moves_pods_onto_is_kept_as_receiving_them(
         codes.RECEIVES_MOVED_PODS,
         "consolidation moves another node's pods onto it",
     )
+
+
+@pytest.mark.parametrize("bound", [False, True])
+def test_a_node_still_starting_takes_no_moved_pod(bound: bool) -> None:
+    """Karpenter refuses a consolidation whose pods would schedule against a node not initialized yet
+    (disruption SimulateScheduling, UninitializedNodeError): it may never come up as its template
+    says, and the pods would have left a working node for it. The third node registered a minute ago
+    and still carries a startup taint (with a pod bound to it, or none): its room holds pending pods
+    (fits-launching), not the pods of a node this plan drains."""
+    w, (a, b) = half_full(cpu="2500m")  # 5 CPU per node: neither holds both of the other's pods
+    starting = w.add_instance("cpu", register=True)
+    w.node(starting)["spec"]["taints"] = [
+        {"key": "startup-taint.cluster-autoscaler.kubernetes.io/disk-setup", "effect": "NoSchedule"}
+    ]
+    if bound:
+        w.pods("setup", 1, cpu="100m", memory="100Mi", node_name=starting, phase="Running")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert kept(result)[a][0] == kept(result)[b][0] == codes.DOES_NOT_FIT
+    assert kept(result)[starting][0] == codes.STARTING

@@ -460,3 +460,98 @@ def test_a_static_pod_on_a_starting_node_takes_its_room_when_new_nodes_run_none(
 
     assert eval_pod not in pending_codes(result)
     assert scale_up(result) == {"gpu": (1, 3, [eval_pod, job])}
+
+
+def test_a_starting_node_whose_place_has_no_launching_node_left_does_not_spare_the_next() -> None:
+    """Two p4d nodes of a group over zones a and b are starting, each with a 60-core loader bound, and
+    the group's desired capacity fell to 1 meanwhile: one node is launching, in zone b (Auto Scaling's
+    answer lists that instance first). The zone-a node, first by name, has no launching node of its
+    place to stand for; the zone-b node still has the room its loader leaves (35 cores), and the
+    80-core job gets a node of its own instead of waiting on an empty p4d that is not there."""
+    w = World()
+    nodes = w.group(
+        "gpu", "p4d.24xlarge", nodes=2, max_size=5, gpu_taint=True, zones=["us-east-1a", "us-east-1b"]
+    )
+    for node, instance in zip(nodes, w.groups["gpu"]["Instances"], strict=True):
+        item = _joined(w, node, minutes_ago=1)
+        for key in ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"):
+            item["metadata"]["labels"][key] = instance["AvailabilityZone"]  # as the cloud node controller
+        for key in ("allocatable", "capacity"):
+            item["status"][key].pop("nvidia.com/gpu")
+        w.pods(
+            f"loader-{instance['AvailabilityZone']}", 1, cpu="60", memory="100Gi", node_name=node,
+            phase="Running", tolerations=[GPU_TOLERATION_ALL],
+        )  # fmt: skip
+    w.groups["gpu"]["DesiredCapacity"] = 1
+    zones = {n: i["AvailabilityZone"] for n, i in zip(nodes, w.groups["gpu"]["Instances"], strict=True)}
+    assert zones[min(nodes)] == "us-east-1a"  # the node with no launching node of its place comes first
+    (job,) = w.gpu_pods("train", 1, 8)
+
+    result = w.plan()
+
+    assert pending_codes(result).get(job) != codes.FITS_LAUNCHING
+    assert job in scale_up(result)["gpu"][2]
+
+
+def _preempting_on_a_starting_node(job_priority: int) -> tuple[World, str, str]:
+    """A starting p4d (GPUs not registered yet) where a 60-core loader of priority 1000 preempted a
+    pod and waits for its room (status.nominatedNodeName), and the 80-core job, of ``job_priority``."""
+    w, node, job = _gpu_world(minutes_ago=1)
+    (loader,) = w.pods("loader", 1, cpu="60", memory="100Gi", priority=1000, tolerations=[GPU_TOLERATION_ALL])
+    w.pod_item(loader)["status"]["nominatedNodeName"] = node
+    w.pod_item(job)["spec"]["priority"] = job_priority
+    return w, loader, job
+
+
+def test_a_pod_nominated_to_a_starting_node_takes_its_room_from_pods_of_its_priority_or_lower() -> None:
+    """kube-scheduler adds the pods nominated to a node of equal or higher priority to it when it
+    filters the node for a pod (addGENominatedPods), a starting node as any other: the loader's 60
+    cores are not the job's, which gets a p4d of its own instead of waiting on a node it will not fit."""
+    w, loader, job = _preempting_on_a_starting_node(job_priority=0)
+
+    result = w.plan()
+
+    assert pending_codes(result)[loader] == codes.NOMINATED
+    assert scale_up(result) == {"gpu": (1, 2, [job])}
+
+
+def test_a_higher_priority_pod_may_take_the_room_of_a_pod_nominated_to_a_starting_node() -> None:
+    """kube-scheduler counts a nominated pod only against pods of equal or lower priority: the job of
+    priority 2000 takes the starting node's room (the loader preempts again if it must)."""
+    w, _, job = _preempting_on_a_starting_node(job_priority=2000)
+
+    result = w.plan()
+
+    assert result.scale_up == () and pending_codes(result)[job] == codes.FITS_LAUNCHING
+
+
+def test_a_hostname_spread_counts_the_pods_bound_to_a_starting_node() -> None:
+    """kube-scheduler's PodTopologySpread counts the pods a node runs that the selector matches, on a
+    starting node as on any (podtopologyspread/filtering.go: a node standing more than maxSkew above the
+    least loaded fails the filter). The starting node runs a replica, the other node none and is full:
+    one more replica there stands at 2 against 0, so the waiting replica needs a node of its own, not
+    a wait on the starting one."""
+    w = World()
+    ready, starting = w.group("cpu", "m5.2xlarge", nodes=2, max_size=5)
+    _joined(w, starting, minutes_ago=1)["spec"]["taints"] = [PREFIXED]
+    w.pods("fill", 1, cpu="7", memory="8Gi", node_name=ready, phase="Running")
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    replicas = []
+    for name, node in (("web-0", starting), ("web-1", None)):
+        item = o.pod(
+            name, cpu="1", memory="1Gi", node_name=node, owner=("ReplicaSet", "web"), labels={"app": "web"},
+            tolerations=[{"key": PREFIXED["key"], "operator": "Exists", "effect": "NoSchedule"}],
+        )  # fmt: skip
+        item["spec"]["topologySpreadConstraints"] = [spread]
+        w.items.append(item)
+        replicas.append(f"default/{name}")
+
+    result = w.plan()
+
+    assert pending_codes(result).get(replicas[1]) != codes.FITS_LAUNCHING
+    assert scale_up(result) == {"cpu": (2, 3, [replicas[1]])}

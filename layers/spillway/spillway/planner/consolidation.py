@@ -22,7 +22,8 @@ refusal keeps it, with its code:
 * ``receives-moved-pods``: this plan moves another node's pods onto it;
 * ``does-not-fit``: the free room of the rest of the cluster (Ready, schedulable nodes, less what this
   plan already placed there, less every node this plan drains; then capacity already launching since an
-  earlier plan, in groups whose launches do not fail, less what this plan's pending pods took) does not
+  earlier plan, in groups whose launches do not fail, less what this plan's pending pods took, but no
+  registered node still launching: :func:`~spillway.planner.placement.initialized_only`) does not
   hold its pods (a pod whose claim would hold its replacement on every node fits nowhere:
   :meth:`spillway.planner.classes.PodClass.blocker`). The simulation is the scale-up's own first fit
   (:func:`spillway.planner.placement.fit_on_nodes`, :func:`~spillway.planner.placement.fill_bins`);
@@ -76,7 +77,16 @@ from spillway.planner.disruption import (
 )
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason, fresh_node_ports, fresh_node_selected
-from spillway.planner.placement import Bin, Pool, TrialFit, fill_launching, pools, room_bound
+from spillway.planner.placement import (
+    Bin,
+    Pool,
+    TrialFit,
+    copy_bins,
+    fill_launching,
+    initialized_only,
+    pools,
+    room_bound,
+)
 from spillway.planner.scaleup import (
     UNKNOWN_REGION,
     at_home,
@@ -397,7 +407,7 @@ class Consolidation:
         self.receiving: set[str] = set()
         self.arrivals: dict[str, list[str]] = {}  # existing node -> the pods this plan moves onto it
         self.room: dict[str, WorkNode] = {}
-        self.launching: dict[GroupKey, list[Bin]] = _copy_bins(stage.launching)
+        self.launching: dict[GroupKey, list[Bin]] = initialized_only(self.ctx, stage.launching)
         self.backed_off = {g.key for g in self.ctx.groups if backoff_reason(self.ctx, g)}
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
         # moves() of a node with a critical pod, each pod judged alone (before waits_for_others)
@@ -776,7 +786,7 @@ class Consolidation:
         pods it moves)."""
         name = candidate.node.info.name
         everywhere = [w for n, w in self.room.items() if n != name]
-        launching = _copy_bins(self.launching)
+        launching = copy_bins(self.launching)
         on_launching: set[str] = set()
         trial = TrialFit(self.ctx)
         leaving = Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
@@ -1139,13 +1149,6 @@ def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
     pod, move = never[0]
     more = f" and {len(never) - 1} more" if len(never) > 1 else ""
     return codes.POD_NEVER, f"runs {pod.key}, which may not be moved ({move.reason}){more}"
-
-
-def _copy_bins(bins: Mapping[GroupKey, list[Bin]]) -> dict[GroupKey, list[Bin]]:
-    return {
-        g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels, b.volumes) for b in group]
-        for g, group in bins.items()
-    }
 
 
 def _whole_on_one(cls: PodClass, room: Iterable[WorkNode]) -> list[Pool]:

@@ -42,6 +42,7 @@ from spillway.planner.types import PendingPod, Placement, Unhealthy
 
 if TYPE_CHECKING:
     from spillway.planner.classes import Gangs  # which reads the context
+    from spillway.planner.placement import Bin  # which reads the context
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
 
@@ -301,6 +302,10 @@ class Context:
         # a launching node of a group over several zones or types -> the labels it registers with, in
         # the zone and of the type Auto Scaling launched it in (placement.launching_bins)
         self.launching_labels: dict[str, Mapping[str, str]] = {}
+        # per group, the room left on its nodes launching (placement.launching_bins: the scale-up's, as
+        # its trials leave them); a pod nominated to a registered one takes its room there
+        # (charge_nominated)
+        self.launching_bins: dict[GroupKey, list[Bin]] = {}
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
         # each active buffer, by key: the chunks planned as virtual pods (planner.buffers._room_bound), and
@@ -390,10 +395,19 @@ class Context:
         while self.nominated and (priority is None or self.nominated[-1].priority >= priority):
             pod = self.nominated.pop()
             node = self.nodes[pod.nominated or ""]
-            add_room(node.free, self.nominated_requests(pod), -1)
-            node.free[PODS] = node.free.get(PODS, 0) - ONE_POD
+            room = self._nominated_room(node)
+            add_room(room, self.nominated_requests(pod), -1)
+            room[PODS] = room.get(PODS, 0) - ONE_POD
             node.receives += 1
             self.note_volumes(node.info.name, pod.volumes)
+
+    def _nominated_room(self, node: WorkNode) -> Resources:
+        """The free room a pod nominated to ``node`` takes: for a registered node still launching, the
+        room of the launching bin it is (:attr:`Bin.node`; placement places pods there, not on the
+        node), else the node's."""
+        name = node.info.name
+        bins = self.launching_bins.get(node.group.key, ()) if node.group is not None else ()
+        return next((one.free for one in bins if one.node == name), node.free)
 
     @contextmanager
     def nominated_withheld(self) -> Iterator[None]:

@@ -8,7 +8,8 @@ per shape; launching and new nodes are :class:`Bin` s of identical template node
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from spillway.model.groupkey import GroupKey
 from spillway.model.k8s import CANDIDATE_TAINT, DRAINING_TAINT
@@ -83,6 +84,20 @@ class Bin:
     # the volumes the pods placed on each node use (PodClass.volumes): a pod of them placed after
     # brings none of them (NodeVolumeLimits counts a volume of the node's pods once)
     volumes: frozenset[str] = frozenset()
+    # the registered node still launching this one-node bin is (_hold): its running pods count under
+    # the hostname rules of a class placed there, as on any existing node (_node_cap)
+    node: str | None = None
+
+    def copy(self) -> Bin:
+        return replace(self, free=dict(self.free), ids=list(self.ids))
+
+
+K = TypeVar("K")
+
+
+def copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
+    """A copy of ``bins`` a placement may fill and throw away (a trial)."""
+    return {k: [b.copy() for b in v] for k, v in bins.items()}
 
 
 def _max_into(bound: Resources, free: Mapping[str, int]) -> None:
@@ -217,14 +232,17 @@ def _held_launching(ctx: Context) -> dict[GroupKey, list[_Held]]:
     yet, or to one whose startup taint it tolerates, when the rest of its requests fit there: taken as
     an empty template node, such a node held a job that no longer fits there, and nothing was launched
     for it until the node initialized. Karpenter reckons an uninitialized node so: its allocatable less
-    its pods' requests (kubernetes-sigs/karpenter pkg/controllers/state, StateNode.Available)."""
+    its pods' requests (kubernetes-sigs/karpenter pkg/controllers/state, StateNode.Available). So is one
+    a pending pod is nominated to (it preempted there): that pod takes its room from the pods of its
+    priority or lower as on any node (:meth:`Context.charge_nominated`), from the node's bin."""
     held: dict[str, Resources] = {}
+    nominated = {pod.nominated for pod in ctx.nominated}
     for name in sorted(ctx.nodes):
         node = ctx.nodes[name]
         if not registered_launching(ctx, node):
             continue
         requests = _bound_beyond_template(ctx, node)
-        if requests:
+        if requests or name in nominated:
             held[name] = requests
     marks = _bound_marks(ctx, held) if held else {}
     overheads: dict[GroupKey, Resources] = {}
@@ -281,14 +299,38 @@ def _bound_marks(ctx: Context, nodes: Collection[str]) -> dict[str, Marks]:
 
 def _hold(bins: list[Bin], held: Iterable[_Held]) -> None:
     """Each node of ``held`` becomes a bin of its own, out of the launching ``bins`` of its place, with
-    the room its pods leave and their marks."""
+    the room its pods leave and their marks. One whose place has no launching node left (a group whose
+    desired capacity fell below its nodes still starting) stands for none; the next may still."""
     for one in held:
         source = _bin_for(one.node, bins)
         if source is None:
-            break
-        node_id = source.ids.pop()
-        bins.append(Bin(dict(one.room), [node_id], fresh=True, marks=one.marks, labels=source.labels))
+            continue
+        node_id, name = source.ids.pop(), one.node.info.name
+        bins.append(
+            Bin(dict(one.room), [node_id], fresh=True, marks=one.marks, labels=source.labels, node=name)
+        )
     bins[:] = [b for b in bins if b.ids]
+
+
+def initialized_only(ctx: Context, bins: Mapping[GroupKey, list[Bin]]) -> dict[GroupKey, list[Bin]]:
+    """A copy of the launching ``bins`` without the registered nodes still launching
+    (:func:`registered_launching`): the bin of its own of one that is one (:attr:`Bin.node`), else a
+    node of the bin of its place, one no pod was planned onto first, as :func:`_hold` takes it. The
+    room consolidation may move pods to: Karpenter refuses a consolidation whose pods would schedule
+    against a node not initialized yet (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go,
+    SimulateScheduling: UninitializedNodeError), which may never come up as its template says."""
+    out = copy_bins(bins)
+    for name in sorted(ctx.nodes):
+        node = ctx.nodes[name]
+        group_bins = out.get(node.group.key) if node.group is not None else None
+        if not group_bins or not registered_launching(ctx, node):
+            continue
+        own = next((b for b in group_bins if b.node == name), None)
+        source = own or _bin_for(node, sorted(group_bins, key=lambda b: not b.fresh))
+        if source is not None:
+            source.ids.pop()
+            group_bins[:] = [b for b in group_bins if b.ids]
+    return out
 
 
 def _bound_beyond_template(ctx: Context, node: WorkNode) -> Resources:
@@ -380,7 +422,9 @@ def fill_bins(cls: PodClass, bins: list[Bin], want: int, cap: int | None = None)
     per_node = cls.per_node if cap is None else cap
     while i < len(bins) and placed < want:
         current = bins[i]
-        per = cls.fit_with(current.free, per_node - _held(cls, current), current.volumes)
+        per = cls.fit_with(
+            current.free, _node_cap(cls, current, per_node) - _held(cls, current), current.volumes
+        )
         if per <= 0 or cls.domains.marks.repels(current.marks):
             i += 1
             continue
@@ -391,6 +435,15 @@ def fill_bins(cls: PodClass, bins: list[Bin], want: int, cap: int | None = None)
         if not current.ids:
             del bins[i]
     return out
+
+
+def _node_cap(cls: PodClass, current: Bin, cap: int) -> int:
+    """How many of ``cls`` each node of ``current`` takes at most: ``cap`` for a new or launching node
+    of the template, and for a registered node still launching what the class's hostname rules leave
+    that node as they leave any existing one (:meth:`~spillway.planner.topology.Domains.on_node`): a
+    hostname spread counts the pods it runs, and one standing at maxSkew above the least loaded node
+    takes none (kube-scheduler's PodTopologySpread filter)."""
+    return cap if current.node is None else cls.domains.on_node(current.node)
 
 
 def _tag(cls: PodClass) -> str | None:
@@ -426,7 +479,9 @@ def _split_bin(
         cls.charge_with(after, per, current.volumes)
         ids, current.ids = current.ids[:full], current.ids[full:]
         holds = _holding(cls, current, per)
-        inserted.append(Bin(after, ids, holds=holds, marks=marks, labels=current.labels, volumes=volumes))
+        inserted.append(
+            replace(current, free=after, ids=ids, fresh=False, holds=holds, marks=marks, volumes=volumes)
+        )
         out.extend((node_id, per) for node_id in ids)
     rest = want - full * per
     if rest and current.ids:
@@ -434,7 +489,9 @@ def _split_bin(
         cls.charge_with(after, rest, current.volumes)
         ids, current.ids = current.ids[:1], current.ids[1:]
         holds = _holding(cls, current, rest)
-        inserted.append(Bin(after, ids, holds=holds, marks=marks, labels=current.labels, volumes=volumes))
+        inserted.append(
+            replace(current, free=after, ids=ids, fresh=False, holds=holds, marks=marks, volumes=volumes)
+        )
         out.append((ids[0], rest))
         return inserted, want
     return inserted, full * per
@@ -682,10 +739,10 @@ def _launching_cap(
     beyond that go to another."""
     assert limits is not None
     touched = sum(
-        cls.fit_with(b.free, cap - _held(cls, b), b.volumes) * len(b.ids)
+        cls.fit_with(b.free, _node_cap(cls, b, cap) - _held(cls, b), b.volumes) * len(b.ids)
         for b in bins
         if not b.fresh and not cls.domains.marks.repels(b.marks)
     )
-    per = next((cls.fit_with(b.free, cap) for b in bins if b.fresh), 0)
+    per = next((cls.fit_with(b.free, _node_cap(cls, b, cap)) for b in bins if b.fresh), 0)
     allowed, _ = limits.allowed(cls.tenant, group, fresh, tenant_only=True)
     return min(cls.remaining, touched + allowed * per)

@@ -22,7 +22,7 @@ import math
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any
 
 from spillway.model.cluster import TaintT
 from spillway.model.groupkey import GroupKey
@@ -63,6 +63,7 @@ from spillway.planner.placement import (
     Bin,
     DomainPools,
     Pool,
+    copy_bins,
     fill_bins,
     launching_bins,
     place_on_launching,
@@ -117,7 +118,7 @@ class ScaleUpStage:
         self.schedulable: list[Pool] = unmarked_first(schedulable)  # free room: as kube-scheduler scores
         self.reclaimable: list[Pool] = reclaimable_pools(ctx)
         self.empty: dict[GroupKey, Resources] = empty_room(ctx)
-        self.launching: dict[GroupKey, list[Bin]] = launching_bins(ctx, self.empty)
+        self.launching = launching_bins(ctx, self.empty)
         # new nodes per (group, gang): a gang's new nodes are its own, launched together
         self.new_bins: dict[tuple[GroupKey, str | None], list[Bin]] = {(g.key, None): [] for g in ctx.groups}
         # MaxSize, or the lower size a scheduled action sets within the idle threshold: a node launched
@@ -139,6 +140,16 @@ class ScaleUpStage:
         self.group: GroupKey | None = None
         # per coscheduling gang with minResources: its bound pods' room per node (planner.minresources)
         self.bound: dict[str, dict[str, Resources]] = {}
+
+    @property
+    def launching(self) -> dict[GroupKey, list[Bin]]:
+        """Per group, the room left on its nodes already launching: the context's, which charges a pod
+        nominated to a registered one there (:meth:`Context.charge_nominated`)."""
+        return self.ctx.launching_bins
+
+    @launching.setter
+    def launching(self, bins: dict[GroupKey, list[Bin]]) -> None:
+        self.ctx.launching_bins = bins
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
         self._count_launching_fresh()
@@ -1361,8 +1372,8 @@ class RoomTrial:
             # which volumes each node has, for the attach limits (the classes read volume_nodes itself)
             "volume_nodes": {k: set(v) for k, v in ctx.volume_nodes.items()},
             "volume_users": dict(ctx.volume_users),
-            "launching": _copy_bins(stage.launching),
-            "new_bins": _copy_bins(stage.new_bins),
+            "launching": copy_bins(stage.launching),
+            "new_bins": copy_bins(stage.new_bins),
             "room": dict(stage.room),
             "limits": stage.limits.save(),
             "new_nodes": dict(ctx.new_nodes),
@@ -1973,16 +1984,6 @@ class MemberPlacement(RoomTrial):
         reason = f"no node is added for this member of gang {self.gang}: {why}"
         for pod in cls.take(cls.remaining):
             self.stage.ctx.pending_out.append(PendingPod(pod, reason, code))
-
-
-K = TypeVar("K")
-
-
-def _copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
-    return {
-        k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks, b.labels, b.volumes) for b in v]
-        for k, v in bins.items()
-    }
 
 
 def _or(value: int | None, default: int) -> int:

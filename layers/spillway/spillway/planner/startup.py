@@ -22,7 +22,10 @@ A Ready node of a managed group is **starting** while it is younger than ``max_n
   node has: its device plugin has not registered it yet.
 
 A starting node is capacity still launching (:meth:`spillway.planner.context.Context.launching`), not a
-node with room of its own: pending pods are planned onto its group's template, and no pod moves there.
+node with room of its own: pending pods are planned onto its group's template (onto the room it
+reports, less its pods', once pods are bound or nominated to it: :func:`spillway.planner.placement
+.launching_bins`), and no pod consolidation moves goes there
+(:func:`spillway.planner.placement.initialized_only`).
 Past the window it is no capacity launching: one whose GPUs never came has room for no GPU pod. It is
 unready, as cluster-autoscaler takes it: counted so by :mod:`spillway.planner.health`, and, idle from
 the end of the window, drained once idle for ``scale_down_unready_minutes`` in place of

@@ -351,6 +351,13 @@ class Domains:
         """How many of the class the existing ``node`` may take."""
         return min(self.per_node, self.node_caps.get(node, UNBOUNDED))
 
+    def on_node(self, node: str) -> int:
+        """:meth:`cap`, and none where the hostname rules close ``node`` (:attr:`forbidden`,
+        :attr:`host_closed`): what they leave an existing node, whatever its other labels."""
+        if node in self.host_closed or node in self.forbidden.get(HOSTNAME_LABEL, ()):
+            return 0
+        return self.cap(node)
+
     def after(self, planned: Planned) -> Domains:
         """These domains with the pods this plan placed before the class counted as running (over keys
         other than the hostname: their new nodes' zones, say):
