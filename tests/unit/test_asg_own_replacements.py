@@ -15,8 +15,8 @@ from test_interrupt import INSTANCE, WARNED_AT, Rig, sample
 
 from spillway.local import objects as o
 from spillway.model.aws import AutoScalingGroup, bundled_instance_types
-from spillway.model.cluster import ClusterSnapshot, NodeInfo
-from spillway.model.k8s import CORDONED_BY_SPILLWAY, REPLACEMENT_WAIT_MINUTES
+from spillway.model.cluster import ClusterSnapshot, NodeInfo, cordon_rebalance, cordon_replaced
+from spillway.model.k8s import CORDONED_BY_SPILLWAY, GROUP_REPLACES, REPLACEMENT_WAIT_MINUTES
 from spillway.model.nodegroup import build_node_groups
 from spillway.model.snapshot import Snapshot
 from spillway.planner import codes
@@ -128,7 +128,7 @@ def replacing_world() -> tuple[World, str, list[str]]:
     world.cordon(at_risk, by_spillway=True)
     instance = world.node(at_risk)["spec"]["providerID"].rsplit("/", 1)[-1]
     world.node(at_risk)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (  # as the interrupt names it
-        f"2026-11-02T11:59:00Z held drain rebalance-{instance}: rebalance recommendation"
+        f"2026-11-02T11:59:00Z held drain rebalance-{instance}: rebalance recommendation; {GROUP_REPLACES}"
     )
     g = world.groups["spot"]
     g["CapacityRebalance"] = True  # a drain of a rebalance recommendation terminates nothing only here
@@ -361,7 +361,7 @@ def unreplaced_world(
     instance = world.node(at_risk)["spec"]["providerID"].rsplit("/", 1)[-1]
     stamp = (NOW - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
     world.node(at_risk)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (
-        f"{stamp} held drain rebalance-{instance}: rebalance recommendation"
+        f"{stamp} held drain rebalance-{instance}: rebalance recommendation; {GROUP_REPLACES}"
     )
     g = world.groups["spot"]
     g["CapacityRebalance"] = True
@@ -408,23 +408,37 @@ def test_a_node_its_group_may_still_replace_stays_held(
 
 def held_since(world: World, node: str, minutes_ago: float, notice: str = "rebalance") -> None:
     """The node's cordon: the held drain of its instance's ``notice`` (the interrupt function's drain
-    name), cordoned ``minutes_ago``."""
+    name) in a group with Capacity Rebalancing, cordoned ``minutes_ago``."""
     instance = world.node(node)["spec"]["providerID"].rsplit("/", 1)[-1]
     stamp = (NOW - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
     world.node(node)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (
-        f"{stamp} held drain {notice}-{instance}: {notice} notice"
+        f"{stamp} held drain {notice}-{instance}: {notice} notice; {GROUP_REPLACES}"
     )
 
 
-def test_a_replacement_is_not_counted_for_a_node_given_back() -> None:
+def test_the_plan_that_gives_a_node_back_launches_nothing_for_its_evicted_pod() -> None:
     """The plan that gives back a node its group has not replaced in REPLACEMENT_WAIT_MINUTES restores
-    its room; it still counted an instance the group ran above its desired capacity as that node's
-    replacement launching, one node counted twice, and the evicted pod was told to wait for it
-    (``fits-launching``). A node whose wait has passed no longer gives its room up to a replacement."""
+    its room only after its scale-up, which does not see that room. Not counting the group's instance
+    above its desired capacity as the node's replacement in that plan launched a third node for the
+    evicted pod, beside the replacement and the restored node, both with room for it: the replacement
+    counts for the node until the plan after the give-back, which sees the node's own room."""
     world, at_risk, pods = replacing_world()
     held_since(world, at_risk, REPLACEMENT_WAIT_MINUTES + 1)
     result = world.plan()
     assert [u.node for u in result.uncordon] == [at_risk]
+    assert scale_up(result) == {}
+    assert pending_codes(result) == {pods[0]: codes.FITS_LAUNCHING}
+
+
+@pytest.mark.parametrize("notice", ["rebalance", "interrupt"])
+def test_a_held_node_not_given_back_no_longer_counts_a_replacement_after_the_wait(notice: str) -> None:
+    """A held node the plan does not give back (its drain still evicts, or a Spot warning's) stops
+    counting the group's instance above its desired capacity as its replacement after the wait."""
+    world, at_risk, pods = replacing_world()
+    held_since(world, at_risk, REPLACEMENT_WAIT_MINUTES + 1, notice=notice)
+    world.pods("leaving", 1, cpu="1", memory="1Gi", node_name=at_risk, phase="Running")
+    result = world.plan()
+    assert result.uncordon == ()
     assert pending_codes(result).get(pods[0]) != codes.FITS_LAUNCHING
 
 
@@ -445,6 +459,40 @@ def test_a_spot_warnings_held_node_is_not_given_back() -> None:
     result = world.plan()
     assert at_risk not in [u.node for u in result.uncordon]
     assert at_risk not in [d.node for d in result.drain]
+
+
+def test_a_rebalance_drain_that_terminates_its_node_is_not_raced_by_a_give_back() -> None:
+    """In a group without Capacity Rebalancing at the notice the rebalance recommendation's drain
+    terminates the instance once it is empty (``terminate`` true; its cordon does not say the group
+    replaces it). With a REBALANCE_DEADLINE_SECONDS above REPLACEMENT_WAIT_MINUTES, a drain whose pods a
+    PodDisruptionBudget held past the wait empties the node, and the next plan uncordoned it before the
+    drain's terminate step, whose check then found its cordon gone and cancelled the drain: the at-risk
+    node stayed, after all its pods had been moved off it."""
+    world, at_risk = unreplaced_world(REPLACEMENT_WAIT_MINUTES + 1)
+    world.groups["spot"]["CapacityRebalance"] = False
+    instance = world.node(at_risk)["spec"]["providerID"].rsplit("/", 1)[-1]
+    stamp = (NOW - timedelta(minutes=REPLACEMENT_WAIT_MINUTES + 1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    world.node(at_risk)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (  # as the interrupt writes it
+        f"{stamp} held drain rebalance-{instance}: rebalance recommendation 5a1f3c9e-2b7d-4e61-9c0a-8f3e2d1b6a47"
+    )
+    result = world.plan()
+    assert at_risk not in [u.node for u in result.uncordon]
+    assert at_risk not in [d.node for d in result.drain]
+
+
+def test_the_cordon_tells_a_rebalance_drain_that_terminates_from_one_that_leaves_the_node_to_its_group() -> (
+    None
+):
+    """What the interrupt function's drain writes, read back: only a drain that leaves the instance to its
+    group (Capacity Rebalancing at the notice) is one the group may never replace."""
+    for capacity_rebalance in (True, False):
+        rig = Rig(rebalancing_world(capacity_rebalance=capacity_rebalance))
+        rig.handle(sample("interrupt-rebalance.json"))
+        [request] = rig.workflows.requests
+        annotation = f"2026-11-02T11:59:00Z held drain {request.name}: {request.input['reason']}"
+        provider_id = f"aws:///us-east-1a/{INSTANCE}"
+        assert cordon_rebalance(annotation, provider_id) is capacity_rebalance
+        assert cordon_replaced(annotation, provider_id)
 
 
 def test_a_node_whose_group_no_longer_rebalances_capacity_is_given_back_after_the_wait() -> None:

@@ -120,7 +120,7 @@ from spillway.model.drain import (
     Placement,
 )
 from spillway.model.history import MAX_ROUNDS
-from spillway.model.k8s import GROUP_REPLACED_PREFIXES
+from spillway.model.k8s import GROUP_REPLACED_PREFIXES, GROUP_REPLACES
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
 from spillway.model.utc import aware
@@ -729,7 +729,7 @@ class Interrupter:
         if notice.kind in ("rebalance", "interruption") and self._group_replaces(target, placed):
             # the group launches the replacement and terminates the instance itself, through its
             # terminate lifecycle hooks: drained (cordon, evict) for that, never terminated here
-            replaced = f"{plan.reason}; its group replaces it (Capacity Rebalancing): not terminated"
+            replaced = f"{plan.reason}; {GROUP_REPLACES}"
             plan = replace(plan, reason=replaced[:256])
             extra["terminate"], out["group_replaces"] = False, True
         started = self._start(self._request(notice, target, plan, **extra))

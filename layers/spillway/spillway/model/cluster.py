@@ -41,6 +41,7 @@ from spillway.model.k8s import (
     GIVE_BACK_LEASE_MINUTES,
     GIVE_BACKS,
     GROUP_REPLACED_PREFIXES,
+    GROUP_REPLACES,
     HELD_DRAIN,
     LB_EXCLUDED_BY_SPILLWAY,
     LEGACY_CONSUME_ANNOTATION,
@@ -900,6 +901,17 @@ def replaced_notice(value: str | None, provider_id: str | None) -> str | None:
     return next((p for p in GROUP_REPLACED_PREFIXES if parts[3].startswith(f"{p}-{instance}:")), None)
 
 
+def cordon_rebalance(value: str | None, provider_id: str | None) -> bool:
+    """Whether Spillway's cordon annotation ``value`` is a rebalance recommendation's held drain of the
+    node's own instance that leaves the instance to its group (its reason ends with
+    :data:`~spillway.model.k8s.GROUP_REPLACES`: the group had Capacity Rebalancing at the notice). Not a
+    Spot warning's, nor a rebalance drain that terminates the instance once it is empty (its group had
+    no Capacity Rebalancing): a plan that gave that node back raced the drain's terminate step, whose
+    check then found its cordon gone and cancelled it."""
+    rebalance = replaced_notice(value, provider_id) == GROUP_REPLACED_PREFIXES[1]
+    return rebalance and (value or "").endswith(f"; {GROUP_REPLACES}")
+
+
 def cordon_give_back(value: str | None) -> bool:
     """Whether Spillway's cordon annotation (``<time> gang give-back ...``, ``<time> scale-up back-off
     ...``) is a give-back's (:data:`~spillway.model.k8s.GIVE_BACKS`), not a drain's."""
@@ -967,7 +979,8 @@ class NodeInfo:
     cordon_held: bool = False  # Spillway's cordon is a drain no plan started (HELD_DRAIN): not reused
     # ... and of those, a Spot warning's or a rebalance recommendation's of its instance (cordon_replaced)
     cordon_replaced: bool = False
-    # ... and of those, a rebalance recommendation's (advice: the node still works), not a Spot warning's
+    # ... and of those, a rebalance recommendation's (advice: the node still works) that leaves the instance
+    # to its group (cordon_rebalance), not a Spot warning's nor one that terminates it
     cordon_rebalance: bool = False
     cordon_give_back: bool = False  # Spillway's cordon is a give-back's (GIVE_BACKS): see giving_back
     # Which of Spillway's cordons holds it (cordon_digest): a plan that uncordons the node passes it on,
@@ -1014,10 +1027,9 @@ class NodeInfo:
             cordon_replaced=cordon_replaced(
                 meta.annotations.get(CORDONED_BY_SPILLWAY), node.spec.provider_id
             ),
-            cordon_rebalance=replaced_notice(
+            cordon_rebalance=cordon_rebalance(
                 meta.annotations.get(CORDONED_BY_SPILLWAY), node.spec.provider_id
-            )
-            == GROUP_REPLACED_PREFIXES[1],
+            ),
             cordon_give_back=cordon_give_back(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             cordon_digest=cordon_digest(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             deleting=meta.deletion_timestamp is not None,

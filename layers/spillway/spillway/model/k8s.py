@@ -55,6 +55,9 @@ HELD_DRAIN = "held"
 # (``<prefix>-<instance id>``: spillway.act.interrupt.execution_name), the notices on which a group with
 # Capacity Rebalancing launches a replacement for the instance itself
 GROUP_REPLACED_PREFIXES = ("interrupt", "rebalance")
+# what such a drain's reason ends with when it leaves the instance to its group (Capacity Rebalancing
+# at the notice: ``terminate`` false); without it the drain terminates the instance once it is empty
+GROUP_REPLACES = "its group replaces it (Capacity Rebalancing): not terminated"
 # after the time in that annotation: a give-back's cordon (spillway.act.instances.judged_for_give_back),
 # made before it reads a launch's member's pods and taken off the members it keeps; a gang's
 # (``gang give-back <gang> (attempt <token>)``) or a scale-up back-off's

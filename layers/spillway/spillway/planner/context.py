@@ -772,7 +772,11 @@ def _replaced_per_group(nodes: Iterable[WorkNode], now: datetime) -> dict[GroupK
     (Auto Scaling User Guide, "Use Capacity Rebalancing to handle Amazon EC2 Spot Interruptions"), and
     counting one took an instance the group runs above its desired capacity for another cause (an
     instance refresh launching before it terminates, a protected node's replacement) for room. Only
-    while the replacement may still come (:func:`replacement_due`)."""
+    while the replacement may still come (:func:`replacement_due`), or in the plan that gives the node
+    back (:func:`awaits_replacement`, its wait over): that plan's scale-up runs before the give-back
+    and does not see the node's room, and not counting the replacement there launched a node for the
+    pods waiting for it, beside the replacement and the restored node. The next plan sees the node
+    uncordoned and counts its own room instead."""
     out: dict[GroupKey, int] = {}
     for node in nodes:
         group, info = node.group, node.info
@@ -782,7 +786,7 @@ def _replaced_per_group(nodes: Iterable[WorkNode], now: datetime) -> dict[GroupK
             info.unschedulable
             and info.cordoned_by_spillway
             and info.cordon_replaced
-            and replacement_due(info, now)
+            and (replacement_due(info, now) or awaits_replacement(node))
         ):
             out[group.key] = out.get(group.key, 0) + 1
     return out
