@@ -204,10 +204,13 @@ NAME_SHAPED = [
     "ip-10-0-1-23.ec2.internal", "deadbeef",
 ]  # fmt: skip
 # credentials' shapes: a static token's base64url, hex, a key's base64 ("+", "/", "="), a JWT, a Kubernetes
-# bootstrap token (lower case and digits, but alternating), a password mixing cases within a word
+# bootstrap token (lower case and digits, but alternating), a password mixing cases within a word, and a
+# UUID (a service principal's password as `az ad sp create-for-rbac` gave it, a Heroku API key) whose
+# five hex groups happen to alternate no more than a name's parts do
 OPAQUE = [
     "Xk9fQ2pL7mZbT4wR", "9f86d081884c7d659a2feaa0c55ad015", "LS0tLS1CRUdJTiBSU0E+a/b=",
     "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln", "07401b.f395accd246ae52d", "hunter2Hunter2",
+    "e2527011-460b-4b79-b137-e94220357098", "E2527011-460B-4B79-B137-E94220357098",
 ]  # fmt: skip
 
 

@@ -133,7 +133,7 @@ _SECRETS = (
 # appear, with or without a key (requests-oauthlib logs its auth tuple, ('<client id>', '<secret>')).
 _known: frozenset[str] = frozenset()
 _known_pattern: re.Pattern[str] | None = None
-# ... those of them no name is shaped like (:data:`_NAME_SHAPED`): blanked in an answer's one-word text too
+# ... those of them no name is shaped like (:func:`_name_shaped`): blanked in an answer's one-word text too
 _opaque_pattern: re.Pattern[str] | None = None
 _known_lock = threading.Lock()
 # A shorter value is too likely to be a common word to blank everywhere (and too weak to be a secret).
@@ -147,6 +147,15 @@ MIN_KNOWN_SECRET = 8
 _LETTERS = r"(?:[A-Z]+[a-z]*|[a-z]+)"
 _NAME_PART = rf"(?:{_LETTERS}(?:[0-9]+{_LETTERS}?)?|[0-9]+(?:{_LETTERS}[0-9]*)?)"
 _NAME_SHAPED = re.compile(rf"{_NAME_PART}(?:[-_.]{_NAME_PART})*")
+# ... but a UUID is no name a known value coincides with, though one in 70 or so is shaped like one: a
+# credential often is one (a service principal's password as `az ad sp create-for-rbac` gave it, a Heroku
+# API key), and an answer's UUID (an execution's name, an object's uid) is none an exec env holds
+_UUID = re.compile(r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}")
+
+
+def _name_shaped(value: str) -> bool:
+    """Whether a known ``value`` is shaped like a name (:data:`_NAME_SHAPED`, not a :data:`_UUID`)."""
+    return _NAME_SHAPED.fullmatch(value) is not None and _UUID.fullmatch(value) is None
 
 
 def _any_of(values: Iterable[str]) -> re.Pattern[str] | None:
@@ -165,7 +174,7 @@ def add_secret_values(values: Iterable[str]) -> None:
             return
         _known = _known | new
         _known_pattern = _any_of(_known)
-        _opaque_pattern = _any_of(v for v in _known if not _NAME_SHAPED.fullmatch(v))
+        _opaque_pattern = _any_of(v for v in _known if not _name_shaped(v))
 
 
 # Secrets a flag named (an exec plugin's ``--password <value>``, :func:`add_secret_words`), of any length:
@@ -199,7 +208,7 @@ def add_secret_words(values: Iterable[str]) -> None:
 
 def redact(text: str, *, words: bool = True, names: bool = True) -> str:
     """``text`` with every secret :func:`add_secret_values` (unless not ``names``, only those no name is
-    shaped like: :data:`_NAME_SHAPED`) and (unless not ``words``) :func:`add_secret_words` named and every
+    shaped like: :func:`_name_shaped`) and (unless not ``words``) :func:`add_secret_words` named and every
     credential :data:`_SECRETS` knows replaced by ``<redacted>``."""
     known = _known_pattern if names else _opaque_pattern
     named = _words_pattern if words else None
@@ -367,7 +376,7 @@ def redacted_answer(value: Any) -> Any:
     group's, a region's, an owner's id) the state machine goes on with, never a credential (no answer
     carries one as a field): it loses no short secret :func:`add_secret_words` has which it happens to
     be, nor a known value shaped like a name (an exec plugin's env value taken whole, CLUSTER_NAME=
-    ml-production, in the cluster's name or a group's named after it: :data:`_NAME_SHAPED`). A known
+    ml-production, in the cluster's name or a group's named after it: :func:`_name_shaped`). A known
     value no name is shaped like, and a credential a pattern finds, are blanked in it still."""
     if isinstance(value, str):
         sentence = any(c.isspace() for c in value)
