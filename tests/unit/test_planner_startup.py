@@ -555,3 +555,24 @@ def test_a_hostname_spread_counts_the_pods_bound_to_a_starting_node() -> None:
 
     assert pending_codes(result).get(replicas[1]) != codes.FITS_LAUNCHING
     assert scale_up(result) == {"cpu": (2, 3, [replicas[1]])}
+
+
+def test_a_limited_tenant_takes_the_starting_node_its_pods_fit_whatever_the_first_one_holds() -> None:
+    """Both launching nodes of the group are registered and starting, a pod of another namespace bound
+    to each: 6 cores on the first by name, 1 on the second. team-a, limited to one node, has two pods
+    of 3 cores: the second starting node holds both (one node within its limit); the first holds
+    neither. Reckoning every fresh launching node as the first one takes them for none, and team-a got
+    a new node while the second starting node sat empty of its pods."""
+    w = World()
+    nodes = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    tolerate = [{"key": PREFIXED["key"], "operator": "Exists", "effect": "NoSchedule"}]
+    for node, cpu in zip(sorted(nodes), ("6", "1"), strict=True):
+        _joined(w, node, minutes_ago=1)["spec"]["taints"] = [PREFIXED]
+        w.pods(f"setup-{cpu}", 1, namespace="tools", cpu=cpu, memory="1Gi", node_name=node,
+               phase="Running", tolerations=tolerate)  # fmt: skip
+    pods = w.pods("a", 2, namespace="team-a", cpu="3", memory="2Gi", tolerations=tolerate)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert [pending_codes(result)[p] for p in pods] == [codes.FITS_LAUNCHING] * 2

@@ -393,9 +393,7 @@ def fill_launching(
     noted (:meth:`PodClass.note_placed`), in the zone of each, and a zone its pod topology closes takes
     none. Returns ``(node id, pods placed there, its labels)``."""
     template = group.template.labels if group.template is not None else {}
-    parts: dict[int, list[Bin]] = {}
-    for b in bins:
-        parts.setdefault(id(b.labels), []).append(b)
+    parts = _by_place(bins)
     out: list[tuple[str, int, Mapping[str, str]]] = []
     for part in parts.values():
         labels = part[0].labels
@@ -408,6 +406,15 @@ def fill_launching(
             out.append((node_id, count, where))
     bins[:] = [b for part in parts.values() for b in part]
     return out
+
+
+def _by_place(bins: Iterable[Bin]) -> dict[int, list[Bin]]:
+    """``bins`` by the labels their nodes register with (:attr:`Bin.labels`), in the order
+    :func:`fill_launching` fills them."""
+    parts: dict[int, list[Bin]] = {}
+    for b in bins:
+        parts.setdefault(id(b.labels), []).append(b)
+    return parts
 
 
 def fill_bins(cls: PodClass, bins: list[Bin], want: int, cap: int | None = None) -> list[tuple[str, int]]:
@@ -733,7 +740,8 @@ def _launching_cap(
     """Pods of a limited tenant's class launching capacity may take: the room left on launching nodes
     other classes took (topping up, as on new nodes) that its pods may use (not beside pods their pod
     topology repels: :func:`fill_bins` passes those by, and the pods counted there would go to more
-    fresh nodes), and the fresh nodes the tenant's limits allow; ``cap`` pods of it a node at most, as
+    fresh nodes), and the fresh nodes the tenant's limits allow, each as it is (:func:`_fresh_take`: a
+    registered one still launching is no template node); ``cap`` pods of it a node at most, as
     :func:`fill_bins` places them (a hostname spread counts the DaemonSet pods it selects there:
     :meth:`~spillway.planner.topology.Domains.new_node_cap`), else the pods reckoned on a fresh node
     beyond that go to another."""
@@ -743,6 +751,24 @@ def _launching_cap(
         for b in bins
         if not b.fresh and not cls.domains.marks.repels(b.marks)
     )
-    per = next((cls.fit_with(b.free, _node_cap(cls, b, cap)) for b in bins if b.fresh), 0)
     allowed, _ = limits.allowed(cls.tenant, group, fresh, tenant_only=True)
-    return min(cls.remaining, touched + allowed * per)
+    return min(cls.remaining, touched + _fresh_take(cls, bins, allowed, cap))
+
+
+def _fresh_take(cls: PodClass, bins: Sequence[Bin], allowed: int, cap: int) -> int:
+    """Pods of ``cls`` the first ``allowed`` fresh launching nodes that take any hold, each its own
+    room and cap (:func:`_node_cap`), in the order :func:`fill_launching` fills them: a registered node
+    still launching has the room its pods leave, less than a template node's, or none, and
+    :func:`fill_bins` passes by a node that takes none (not charged to the tenant then)."""
+    total = 0
+    for part in _by_place(bins).values():
+        for b in part:
+            if allowed <= 0:
+                return total
+            if not b.fresh or cls.domains.marks.repels(b.marks):
+                continue
+            per = cls.fit_with(b.free, _node_cap(cls, b, cap) - _held(cls, b), b.volumes)
+            if per > 0:
+                taken = min(allowed, len(b.ids))
+                total, allowed = total + per * taken, allowed - taken
+    return total
