@@ -34,6 +34,10 @@ EAST, WEST = "us-east-1", "us-west-2"
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 RESERVE = NodeReserve().reserve()
 BEFORE = Snapshot.build(ClusterSnapshot(cluster="ml", taken_at=NOW, nodes=(), pods=()), [], NOW)
+# How long the first invocation waits for the regions: us-east-1's whole read must end in it, us-west-2's
+# held call must not (a Stall holds it up to 10 s). With 1 s, us-east-1's read (on moto, in process) was
+# not done in time late in a whole `make test` run on a fresh clone, and the test failed on its wait.
+HUNG_WAIT = 5.0
 
 
 class Stall:
@@ -129,7 +133,7 @@ def test_a_cut_region_read_sends_nothing_more_when_the_next_invocation_thaws_it(
     adapter, stall = aws
 
     # the first invocation: us-west-2 hangs in its first call, past the time the re-plan waits
-    live, unread = first_read(adapter, 1.0)
+    live, unread = first_read(adapter, HUNG_WAIT)
 
     assert stall.held.is_set()
     assert [u.region for u in unread] == [WEST] and {g.region for g in live} == {EAST}
@@ -150,7 +154,7 @@ def test_an_answer_that_comes_after_the_cut_reaches_nothing_the_container_keeps(
     container's life, and every later read trusts them)."""
     adapter, stall = types_stalled
 
-    _, unread = first_read(adapter, 1.0)
+    _, unread = first_read(adapter, HUNG_WAIT)
 
     assert stall.held.is_set() and [u.region for u in unread] == [WEST]
     stall.release.set()
@@ -168,7 +172,7 @@ def test_a_try_of_the_held_call_that_fails_after_the_cut_is_not_tried_again(
     invocation's time, a call the cut read had no use for."""
     adapter, stall = retried
 
-    _, unread = first_read(adapter, 1.0)
+    _, unread = first_read(adapter, HUNG_WAIT)
 
     assert stall.held.is_set() and [u.region for u in unread] == [WEST]
     stall.release.set()
@@ -195,7 +199,7 @@ def test_a_failure_of_the_held_call_after_the_cut_reaches_nothing_the_container_
     now[0] += 2 * cache.recheck_seconds  # each due to be asked again whether it still exists
     adapter._clients.ec2(WEST).meta.events.register("before-send", stall)
 
-    _, unread = first_read(adapter, 1.0)  # us-west-2 hangs in its re-check
+    _, unread = first_read(adapter, HUNG_WAIT)  # us-west-2 hangs in its re-check
 
     assert stall.held.is_set() and [u.region for u in unread] == [WEST]
     stall.release.set()
